@@ -1,0 +1,19 @@
+# moe_add_plugin(<name> SOURCES ... [LIBS ...]): a backend plugin as a MODULE library
+# build/plugins/libmoe_<name>.so exporting only moe_plugin_get_api.
+function(moe_add_plugin name)
+  cmake_parse_arguments(ARG "" "OUTPUT_DIR" "SOURCES;LIBS" ${ARGN})
+  if(NOT ARG_OUTPUT_DIR)
+    set(ARG_OUTPUT_DIR ${MOE_OUTPUT_PLUGIN_DIR})
+  endif()
+  if(NOT ARG_OUTPUT_DIR)  # outside this project (an installed package): the current build dir
+    set(ARG_OUTPUT_DIR ${CMAKE_CURRENT_BINARY_DIR})
+  endif()
+  set(target moe_plugin_${name})
+  add_library(${target} MODULE ${ARG_SOURCES})
+  set_target_properties(${target} PROPERTIES
+    OUTPUT_NAME moe_${name}
+    LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR})
+  target_link_libraries(${target} PRIVATE moe_sdk ${ARG_LIBS})
+  # Static archives stay private to the plugin; a missing symbol fails the link, not the load.
+  target_link_options(${target} PRIVATE -Wl,--exclude-libs,ALL -Wl,--no-undefined)
+endfunction()

@@ -1,0 +1,37 @@
+// YAML configuration: which backend, where plugins live, the problem, and backend options.
+//
+//   backend: auto                 # or a plugin name or alias; auto = highest priority that fits
+//   fallback: [trtllm_style, reference]
+//   plugin_dirs: [build/plugins]  # relative to the current directory
+//   problem: {experts: 8, top_k: 2, hidden: 256, intermediate: 192, format: bf16, ...}
+//   options: {key: value}         # handed to the chosen plugin's prepare()
+//   tokens: 16                    # default batch for `moe run`
+//   seed: 1
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "moe/plugin.hpp"
+#include "moe/problem.hpp"
+
+namespace moe {
+
+struct Config {
+  std::string source = "<string>";  // file path or "<string>", for messages
+  std::string backend = "auto";
+  std::vector<std::string> fallback;
+  std::vector<std::string> plugin_dirs;
+  Problem problem;
+  Options options;
+  int64_t tokens = 16;
+  uint64_t seed = 1;
+
+  // Throw moe::Error(CONFIG_ERROR) with "<source>:<line>:<col>: ..." for syntax errors, unknown
+  // keys, wrong types and invalid problems.
+  static Config load_file(const std::string& path);
+  static Config parse(const std::string& text, const std::string& source = "<string>");
+};
+
+}  // namespace moe

@@ -1,0 +1,16 @@
+// The C++ API of moe-registry: include this to discover plugins, pick one from a YAML config,
+// prepare weights and run layers. Everything here is a thin layer over moe_abi.h.
+#pragma once
+
+#include "moe/config.hpp"
+#include "moe/conformance.hpp"
+#include "moe/error.hpp"
+#include "moe/inputs.hpp"
+#include "moe/logging.hpp"
+#include "moe/moe_abi.h"
+#include "moe/plugin.hpp"
+#include "moe/problem.hpp"
+#include "moe/registry.hpp"
+#include "moe/runner.hpp"
+#include "moe/selection.hpp"
+#include "moe/tensor.hpp"

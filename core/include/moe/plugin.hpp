@@ -1,0 +1,117 @@
+// The thin RAII C++ API over one loaded plugin: Plugin wraps the function table, Layer owns a
+// prepared moe_layer. Every failing status becomes a moe::Error whose message names the plugin.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "moe/moe_abi.h"
+
+namespace moe {
+
+struct PluginInfo {
+  std::string name, version, description;
+  std::vector<std::string> aliases;
+  int32_t priority = 0;
+  moe_memory memory = MOE_MEMORY_HOST;
+  uint32_t format_mask = 0, activation_mask = 0, routing_mask = 0;
+};
+
+struct Support {
+  bool supported = false;
+  moe_reason reason = MOE_REASON_OTHER;
+  std::string message;
+};
+
+using Options = std::vector<std::pair<std::string, std::string>>;
+
+class Plugin;
+
+// A prepared layer. Keeps its plugin loaded; destroyed through the plugin's table.
+class Layer {
+ public:
+  Layer(std::shared_ptr<const Plugin> plugin, moe_layer* layer);
+  Layer(Layer&&) noexcept = default;
+  Layer& operator=(Layer&&) noexcept = default;
+  ~Layer();
+
+  const Plugin& plugin() const { return *plugin_; }
+  moe_layer* get() const { return layer_.get(); }
+  size_t workspace_size(int64_t tokens) const;
+  // Fills struct_size and layer; tensors live in the plugin's memory.
+  void run(moe_run_args args) const;
+
+ private:
+  struct Deleter {
+    std::shared_ptr<const Plugin> plugin;
+    void operator()(moe_layer* layer) const noexcept;
+  };
+  std::shared_ptr<const Plugin> plugin_;
+  std::unique_ptr<moe_layer, Deleter> layer_;
+};
+
+class Plugin : public std::enable_shared_from_this<Plugin> {
+ public:
+  // Made by the loader (registry.cpp) once the table has passed its checks.
+  Plugin(std::filesystem::path path, const moe_plugin_api* api, PluginInfo info);
+
+  const std::filesystem::path& path() const { return path_; }
+  const PluginInfo& info() const { return info_; }
+  const std::string& name() const { return info_.name; }
+  const moe_plugin_api& api() const { return *api_; }
+  bool answers_to(std::string_view name) const;  // its name or one of its aliases
+  bool device_memory() const { return info_.memory == MOE_MEMORY_CUDA_DEVICE; }
+
+  Support supports(const moe_problem& problem) const;
+  Layer prepare(const moe_problem& problem, const moe_weights& weights, const Options& options,
+                void* stream = nullptr) const;
+
+  bool can_route(const moe_problem& problem) const;
+  size_t route_workspace_size(const moe_problem& problem, int64_t tokens) const;
+  void route(moe_route_args args) const;  // fills struct_size
+  std::optional<std::string> describe_layout(const moe_problem& problem) const;
+
+  // Memory of the plugin's kind (host plugins: plain host memory).
+  void* alloc(size_t bytes) const;
+  void free(void* ptr) const noexcept;
+  void copy(void* dst, const void* src, size_t bytes, moe_memcpy_kind kind) const;
+  void sync(void* stream = nullptr) const;
+
+  // Throws moe::Error("plugin '<name>' <what>: <last_error>") unless status is OK.
+  void check(moe_status status, std::string_view what) const;
+
+ private:
+  std::filesystem::path path_;
+  const moe_plugin_api* api_;
+  PluginInfo info_;
+};
+
+// A buffer in a plugin's memory (device for CUDA plugins), freed through that plugin.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(std::shared_ptr<const Plugin> plugin, size_t bytes);
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  void* data() const { return data_; }
+  size_t size() const { return bytes_; }
+  void upload(const void* host, size_t bytes) const;
+  void download(void* host, size_t bytes) const;
+
+ private:
+  std::shared_ptr<const Plugin> plugin_;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace moe

@@ -1,0 +1,83 @@
+// The MoE problem descriptor on the C++ side: defaults, names of every enum (the YAML spellings),
+// normalisation, validation, and expert-parallel helpers. Shared by the core and the plugins.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "moe/moe_abi.h"
+
+namespace moe {
+
+// A moe_problem with every field at its documented default (struct_size = sizeof).
+moe_problem default_problem();
+
+// Enum spellings, as written in YAML and printed by the tool.
+const char* format_name(moe_format v);
+const char* input_format_name(moe_input_format v);
+const char* activation_name(moe_activation v);
+const char* routing_name(moe_routing v);
+const char* score_function_name(moe_score_function v);
+const char* ep_placement_name(moe_ep_placement v);
+const char* reason_name(moe_reason v);
+const char* memory_name(moe_memory v);
+
+std::optional<moe_format> parse_format(std::string_view s);
+std::optional<moe_input_format> parse_input_format(std::string_view s);
+std::optional<moe_activation> parse_activation(std::string_view s);
+std::optional<moe_routing> parse_routing(std::string_view s);
+std::optional<moe_score_function> parse_score_function(std::string_view s);
+std::optional<moe_ep_placement> parse_ep_placement(std::string_view s);
+
+// All spellings of one enum, comma separated (for error messages).
+std::string format_names();
+std::string input_format_names();
+std::string activation_names();
+std::string routing_names();
+
+// Gated activations read [gate | up] from a GEMM1 of 2I rows; relu2 reads I rows.
+bool is_gated(moe_activation a);
+inline int64_t w13_rows(const moe_problem& p) {
+  return is_gated(static_cast<moe_activation>(p.activation)) ? 2 * p.intermediate
+                                                             : p.intermediate;
+}
+inline int64_t topk_width(const moe_problem& p) { return p.top_k + p.sink_experts; }
+bool is_fp4(moe_format f);
+
+// Resolves MOE_INPUT_DEFAULT and local_experts / local_expert_offset from the EP fields.
+void normalize_problem(moe_problem& p);
+
+// Throws moe::Error(INVALID_ARGUMENT) naming the first inconsistent field. Expects a normalised
+// problem. Checks only what every backend agrees on; support is the plugin's business.
+void validate_problem(const moe_problem& p);
+
+// Global expert id -> local id on this rank, or -1 when the expert lives elsewhere.
+int32_t local_expert_id(const moe_problem& p, int64_t global_id);
+
+// One line, e.g. "E=8 k=2 H=256 I=192 bf16/bf16 silu_mul softmax_topk".
+std::string describe_problem(const moe_problem& p);
+
+// A problem plus storage for its EP map, safe to copy. c() returns the C view whose ep_map
+// points into this object (valid while it lives and is not modified).
+class Problem {
+ public:
+  Problem() : raw_(default_problem()) {}
+  explicit Problem(const moe_problem& p);
+
+  moe_problem& raw() { return raw_; }
+  const moe_problem& raw() const { return raw_; }
+  moe_problem c() const;
+
+  // Fills the EP map from placement, size and rank (call after changing them), then normalises.
+  void finalize();
+  const std::vector<int32_t>& ep_map() const { return ep_map_; }
+
+ private:
+  moe_problem raw_;
+  std::vector<int32_t> ep_map_;
+};
+
+}  // namespace moe

@@ -1,0 +1,34 @@
+// Running a plugin from host data: moves tensors into the plugin's memory (device for CUDA
+// plugins), calls route / run with caller-owned workspace, and brings results back.
+#pragma once
+
+#include <cstdint>
+
+#include "moe/inputs.hpp"
+#include "moe/plugin.hpp"
+#include "moe/tensor.hpp"
+
+namespace moe {
+
+struct Routing {
+  HostTensor ids;      // [T, k + S] i32
+  HostTensor weights;  // [T, k + S] f32
+};
+
+// Routes `batch` with `plugin` (which must be able to route the problem's method).
+Routing route_batch(const Plugin& plugin, const moe_problem& problem, const Batch& batch);
+
+// Every token to `expert` (global id) with weight 1; other routed slots -1, sink slots as routed.
+Routing one_expert_routing(const moe_problem& problem, const Routing& routed, int32_t expert);
+
+struct RunResult {
+  HostTensor output;  // [T, H] of the requested dtype
+  double ms = 0;      // wall time of run + stream sync
+};
+
+// Runs one batch. The output is poisoned (all bytes 0xFF: NaN in every float type) first, so a
+// row the plugin does not write shows up.
+RunResult run_layer(const Layer& layer, const moe_problem& problem, const HostTensor& hidden,
+                    const Routing& routing, moe_dtype output_dtype = MOE_DTYPE_BF16);
+
+}  // namespace moe

@@ -1,0 +1,32 @@
+// Geometry of the canonical weight tensors (ARCHITECTURE §3) and their validation against a
+// problem. One place decides what shape and dtype every weight and scale has.
+#pragma once
+
+#include <cstdint>
+
+#include "moe/moe_abi.h"
+
+namespace moe {
+
+// One matrix [rows, cols] (K = cols contiguous) of a format: how its elements and scales are
+// stored. Shapes are per matrix; the expert dimension comes in front.
+struct MatrixLayout {
+  moe_dtype dtype;        // element dtype
+  int64_t rows;
+  int64_t stored_cols;    // cols, or cols/2 bytes for packed fp4
+  moe_dtype scale_dtype;  // MOE_DTYPE_INVALID = no scale
+  int64_t scale_rows;     // fp8_tensor: 0 (one scalar per matrix)
+  int64_t scale_cols;
+  bool has_scale_2;       // nvfp4: an fp32 global scale per matrix
+};
+
+MatrixLayout matrix_layout(moe_format format, int64_t rows, int64_t cols);
+
+// Elements of one matrix's scales (1 for fp8_tensor, 0 without scales).
+int64_t scale_count(const MatrixLayout& m);
+
+// Checks every tensor of `w` against the (normalised, validated) problem: presence or absence,
+// dtype, shape, contiguity. Throws moe::Error naming the tensor and the expected shape.
+void check_weights(const moe_problem& problem, const moe_weights& w);
+
+}  // namespace moe

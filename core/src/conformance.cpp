@@ -1,0 +1,243 @@
+#include "moe/conformance.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "moe/error.hpp"
+#include "moe/runner.hpp"
+#include "yaml_problem.hpp"
+
+namespace moe {
+namespace {
+
+constexpr Scenario kAllScenarios[] = {Scenario::kRandom, Scenario::kTies, Scenario::kPadding,
+                                      Scenario::kOneExpert};
+
+double value_at(const HostTensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case MOE_DTYPE_F64: return t.data<double>()[i];
+    case MOE_DTYPE_F32: return t.data<float>()[i];
+    case MOE_DTYPE_BF16: return bf16_to_float(t.data<uint16_t>()[i]);
+    default: MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "no float view of dtype {}", int(t.dtype()));
+  }
+}
+
+// First non-finite element of an output [T, H], as "row r, column c", or "".
+std::string first_non_finite(const HostTensor& out) {
+  const int64_t cols = out.shape()[1];
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    if (!std::isfinite(value_at(out, i)))
+      return fmt::format("row {} column {} is {} (not written?)", i / cols, i % cols, value_at(out, i));
+  }
+  return "";
+}
+
+// Ids exactly (ties included), weights to 1e-6: "" when they agree, else the first difference.
+std::string compare_routing(const Routing& got, const Routing& ref) {
+  const int64_t n = ref.ids.numel(), width = ref.ids.shape()[1];
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t a = got.ids.data<int32_t>()[i], b = ref.ids.data<int32_t>()[i];
+    if (a != b)
+      return fmt::format("token {} slot {}: id {}, reference {}", i / width, i % width, a, b);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = got.weights.data<float>()[i], b = ref.weights.data<float>()[i];
+    if (!(std::abs(a - b) <= 1e-6 * std::max(1.0, std::abs(b))))
+      return fmt::format("token {} slot {}: weight {}, reference {}", i / width, i % width, a, b);
+  }
+  return "";
+}
+
+// The global id of this rank's last local expert (the one that gets every token in kOneExpert).
+int32_t last_local_expert(const moe_problem& p) {
+  for (int64_t e = p.experts - 1; e >= 0; --e)
+    if (local_expert_id(p, e) >= 0) return static_cast<int32_t>(e);
+  return 0;
+}
+
+}  // namespace
+
+double default_tolerance(moe_format format) { return format == MOE_FORMAT_BF16 ? 1e-2 : 2e-2; }
+
+const char* case_status_name(CaseStatus s) {
+  switch (s) {
+    case CaseStatus::kPass: return "pass";
+    case CaseStatus::kFail: return "fail";
+    case CaseStatus::kSkip: return "skip";
+  }
+  return "invalid";
+}
+
+ProblemFile load_problem_file(const std::string& path) {
+  using namespace detail;
+  const YAML::Node root = load_yaml_file(path);
+  check_keys(path, root, {"problem", "tokens", "tolerance", "scenarios", "gpu_sized", "description"},
+             "a problem file");
+  MOE_CHECK(root["problem"], MOE_STATUS_CONFIG_ERROR, "{}: a problem file needs 'problem'", path);
+  ProblemFile pf;
+  pf.path = path;
+  pf.name = std::filesystem::path(path).stem().string();
+  pf.problem = parse_problem(path, root["problem"]);
+  pf.tokens = {0, 1, 5, 33};
+  if (const auto t = root["tokens"]) {
+    pf.tokens.clear();
+    MOE_CHECK(t.IsSequence(), MOE_STATUS_CONFIG_ERROR, "{}: tokens must be a list", where(path, t));
+    for (const auto& v : t) {
+      pf.tokens.push_back(read_scalar<int64_t>(path, v, "tokens"));
+      MOE_CHECK(pf.tokens.back() >= 0, MOE_STATUS_CONFIG_ERROR, "{}: tokens must be >= 0",
+                where(path, v));
+    }
+  }
+  pf.tolerance = root["tolerance"] ? read_scalar<double>(path, root["tolerance"], "tolerance")
+                                   : default_tolerance(static_cast<moe_format>(pf.problem.raw().format));
+  MOE_CHECK(pf.tolerance > 0, MOE_STATUS_CONFIG_ERROR, "{}: tolerance must be > 0", path);
+  if (const auto s = root["scenarios"]) {
+    for (const auto& name : read_string_list(path, s, "scenarios")) {
+      Scenario sc;
+      MOE_CHECK(parse_scenario(name, &sc), MOE_STATUS_CONFIG_ERROR,
+                "{}: scenario '{}' is not one of random, ties, padding, one_expert", where(path, s), name);
+      pf.scenarios.push_back(sc);
+    }
+  } else {
+    pf.scenarios.assign(std::begin(kAllScenarios), std::end(kAllScenarios));
+  }
+  if (root["gpu_sized"]) pf.gpu_sized = read_scalar<bool>(path, root["gpu_sized"], "gpu_sized");
+  return pf;
+}
+
+std::vector<ProblemFile> load_problem_dir(const std::string& dir) {
+  std::error_code ec;
+  MOE_CHECK(std::filesystem::is_directory(dir, ec), MOE_STATUS_NOT_FOUND,
+            "problem directory '{}' does not exist", dir);
+  std::vector<std::string> paths;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".yaml") paths.push_back(e.path().string());
+  std::sort(paths.begin(), paths.end());
+  std::vector<ProblemFile> out;
+  for (const auto& p : paths) out.push_back(load_problem_file(p));
+  return out;
+}
+
+double relative_l2(const HostTensor& out, const HostTensor& ref) {
+  MOE_CHECK(out.numel() == ref.numel(), MOE_STATUS_SHAPE_MISMATCH,
+            "relative_l2 of {} and {} elements", out.numel(), ref.numel());
+  double diff = 0, norm = 0, out_norm = 0;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const double a = value_at(out, i), b = value_at(ref, i);
+    if (!std::isfinite(a)) return INFINITY;
+    diff += (a - b) * (a - b);
+    norm += b * b;
+    out_norm += a * a;
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(out_norm);
+}
+
+Conformance::Conformance(std::shared_ptr<const Plugin> reference) : reference_(std::move(reference)) {
+  MOE_CHECK(reference_ != nullptr, MOE_STATUS_NOT_FOUND,
+            "the conformance suite needs the reference plugin, and none was found");
+}
+
+std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& plugin,
+                                         const ProblemFile& pf,
+                                         const ConformanceOptions& options) const {
+  std::vector<CaseResult> results;
+  const moe_problem p = pf.problem.c();
+  auto result = [&](std::string stage, int64_t tokens, const char* scenario, uint64_t seed) {
+    CaseResult r;
+    r.plugin = plugin->name();
+    r.problem = pf.name;
+    r.stage = std::move(stage);
+    r.tokens = tokens;
+    r.scenario = scenario;
+    r.seed = seed;
+    r.tolerance = pf.tolerance;
+    return r;
+  };
+
+  CaseResult support = result("support", 0, "", options.seed);
+  if (pf.gpu_sized && !options.include_gpu_sized) {
+    support.detail = "GPU-sized model shape: run with --gpu-sized on a GPU machine";
+    return {support};
+  }
+  std::unique_ptr<Layer> layer, ref_layer;
+  LayerWeights weights;
+  try {
+    const Support s = plugin->supports(p);
+    if (!s.supported) {
+      support.detail = fmt::format("unsupported ({}): {}", reason_name(s.reason), s.message);
+      return {support};
+    }
+    weights = random_weights(p, mix_seed(options.seed, pf.name));
+    ref_layer = std::make_unique<Layer>(reference_->prepare(p, weights.view(), {}));
+    layer = std::make_unique<Layer>(plugin->prepare(p, weights.view(), {}));
+  } catch (const Error& e) {
+    support.status = CaseStatus::kFail;
+    support.detail = e.what();
+    return {support};
+  }
+
+  for (const int64_t tokens : pf.tokens) {
+    for (const Scenario sc : pf.scenarios) {
+      const uint64_t seed = mix_seed(options.seed, fmt::format("{}/{}/{}", pf.name, tokens, scenario_name(sc)));
+      CaseResult run = result("run", tokens, scenario_name(sc), seed);
+      if (tokens > p.max_tokens) {
+        run.detail = fmt::format("tokens={} exceeds max_tokens={}", tokens, p.max_tokens);
+        results.push_back(run);
+        continue;
+      }
+      try {
+        const Batch batch = random_batch(p, tokens, seed, sc);
+        Routing routing = route_batch(*reference_, p, batch);
+        if (sc == Scenario::kOneExpert) {
+          routing = one_expert_routing(p, routing, last_local_expert(p));
+        } else if (plugin->can_route(p)) {
+          CaseResult route = result("route", tokens, scenario_name(sc), seed);
+          const std::string diff = compare_routing(route_batch(*plugin, p, batch), routing);
+          route.status = diff.empty() ? CaseStatus::kPass : CaseStatus::kFail;
+          route.detail = diff;
+          results.push_back(route);
+        }
+        const RunResult ref = run_layer(*ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+        const RunResult out = run_layer(*layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+        run.ms = out.ms;
+        run.detail = first_non_finite(out.output);
+        run.rel_err = run.detail.empty() ? relative_l2(out.output, ref.output) : INFINITY;
+        if (run.detail.empty() && !(run.rel_err <= pf.tolerance))
+          run.detail = fmt::format("relative L2 error {:.3e} exceeds tolerance {:.1e}", run.rel_err,
+                                   pf.tolerance);
+        run.status = run.detail.empty() ? CaseStatus::kPass : CaseStatus::kFail;
+      } catch (const Error& e) {
+        run.status = CaseStatus::kFail;
+        run.detail = e.what();
+      }
+      results.push_back(run);
+    }
+  }
+  return results;
+}
+
+nlohmann::json to_json(const std::vector<CaseResult>& results) {
+  nlohmann::json cases = nlohmann::json::array();
+  int pass = 0, fail = 0, skip = 0;
+  for (const auto& r : results) {
+    (r.status == CaseStatus::kPass ? pass : r.status == CaseStatus::kFail ? fail : skip)++;
+    cases.push_back({{"plugin", r.plugin},
+                     {"problem", r.problem},
+                     {"stage", r.stage},
+                     {"tokens", r.tokens},
+                     {"scenario", r.scenario},
+                     {"seed", r.seed},
+                     {"status", case_status_name(r.status)},
+                     {"detail", r.detail},
+                     {"rel_err", std::isfinite(r.rel_err) ? nlohmann::json(r.rel_err) : nlohmann::json("inf")},
+                     {"tolerance", r.tolerance},
+                     {"ms", r.ms}});
+  }
+  return {{"summary", {{"pass", pass}, {"fail", fail}, {"skip", skip}}}, {"cases", cases}};
+}
+
+}  // namespace moe

@@ -1,0 +1,170 @@
+#include "moe/plugin.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "moe/error.hpp"
+#include "moe/problem.hpp"
+
+namespace moe {
+
+Plugin::Plugin(std::filesystem::path path, const moe_plugin_api* api, PluginInfo info)
+    : path_(std::move(path)), api_(api), info_(std::move(info)) {}
+
+bool Plugin::answers_to(std::string_view name) const {
+  if (name == info_.name) return true;
+  for (const auto& a : info_.aliases)
+    if (name == a) return true;
+  return false;
+}
+
+void Plugin::check(moe_status status, std::string_view what) const {
+  if (status == MOE_STATUS_OK) return;
+  const char* message = api_->last_error ? api_->last_error() : nullptr;
+  throw Error(status, fmt::format("plugin '{}' {}: {} ({})", info_.name, what,
+                                  message && *message ? message : "no message",
+                                  status_name(status)));
+}
+
+Support Plugin::supports(const moe_problem& problem) const {
+  moe_support answer{};
+  answer.struct_size = sizeof(answer);
+  check(api_->supports(&problem, &answer), "supports");
+  answer.message[MOE_SUPPORT_MESSAGE_CAP - 1] = '\0';
+  return {answer.supported != 0, static_cast<moe_reason>(answer.reason), answer.message};
+}
+
+Layer Plugin::prepare(const moe_problem& problem, const moe_weights& weights,
+                      const Options& options, void* stream) const {
+  std::vector<moe_option> opts;
+  for (const auto& [k, v] : options) opts.push_back({k.c_str(), v.c_str()});
+  moe_prepare_args args{};
+  args.struct_size = sizeof(args);
+  args.problem = &problem;
+  args.weights = &weights;
+  args.options = opts.data();
+  args.num_options = static_cast<int64_t>(opts.size());
+  args.stream = stream;
+  moe_layer* layer = nullptr;
+  check(api_->prepare(&args, &layer), "prepare");
+  MOE_CHECK(layer != nullptr, MOE_STATUS_INTERNAL, "plugin '{}' prepare returned no layer",
+            info_.name);
+  return Layer(shared_from_this(), layer);
+}
+
+bool Plugin::can_route(const moe_problem& problem) const {
+  return api_->route != nullptr && api_->route_workspace_size != nullptr &&
+         (info_.routing_mask >> problem.routing & 1u);
+}
+
+size_t Plugin::route_workspace_size(const moe_problem& problem, int64_t tokens) const {
+  size_t bytes = 0;
+  check(api_->route_workspace_size(&problem, tokens, &bytes), "route_workspace_size");
+  return bytes;
+}
+
+void Plugin::route(moe_route_args args) const {
+  MOE_CHECK(api_->route != nullptr, MOE_STATUS_UNSUPPORTED, "plugin '{}' does not route",
+            info_.name);
+  args.struct_size = sizeof(args);
+  check(api_->route(&args), "route");
+}
+
+std::optional<std::string> Plugin::describe_layout(const moe_problem& problem) const {
+  if (api_->describe_layout == nullptr) return std::nullopt;
+  size_t needed = 0;
+  check(api_->describe_layout(&problem, nullptr, 0, &needed), "describe_layout");
+  std::string text(needed, '\0');
+  check(api_->describe_layout(&problem, text.data(), text.size(), &needed), "describe_layout");
+  text.resize(std::strlen(text.c_str()));
+  return text;
+}
+
+void* Plugin::alloc(size_t bytes) const {
+  if (!device_memory()) {
+    void* p = std::malloc(bytes == 0 ? 1 : bytes);
+    MOE_CHECK(p != nullptr, MOE_STATUS_OUT_OF_MEMORY, "cannot allocate {} host bytes", bytes);
+    return p;
+  }
+  void* p = nullptr;
+  check(api_->mem_alloc(bytes == 0 ? 1 : bytes, &p), "mem_alloc");
+  return p;
+}
+
+void Plugin::free(void* ptr) const noexcept {
+  if (ptr == nullptr) return;
+  if (!device_memory()) {
+    std::free(ptr);
+    return;
+  }
+  api_->mem_free(ptr);
+}
+
+void Plugin::copy(void* dst, const void* src, size_t bytes, moe_memcpy_kind kind) const {
+  if (bytes == 0) return;
+  if (!device_memory()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  check(api_->mem_copy(dst, src, bytes, kind, nullptr), "mem_copy");
+}
+
+void Plugin::sync(void* stream) const {
+  if (device_memory()) check(api_->stream_sync(stream), "stream_sync");
+}
+
+Layer::Layer(std::shared_ptr<const Plugin> plugin, moe_layer* layer)
+    : plugin_(plugin), layer_(layer, Deleter{plugin}) {}
+
+Layer::~Layer() = default;
+
+void Layer::Deleter::operator()(moe_layer* layer) const noexcept {
+  if (layer != nullptr) plugin->api().destroy_layer(layer);
+}
+
+size_t Layer::workspace_size(int64_t tokens) const {
+  size_t bytes = 0;
+  plugin_->check(plugin_->api().workspace_size(layer_.get(), tokens, &bytes), "workspace_size");
+  return bytes;
+}
+
+void Layer::run(moe_run_args args) const {
+  args.struct_size = sizeof(args);
+  args.layer = layer_.get();
+  plugin_->check(plugin_->api().run(&args), "run");
+}
+
+Buffer::Buffer(std::shared_ptr<const Plugin> plugin, size_t bytes)
+    : plugin_(std::move(plugin)), data_(plugin_->alloc(bytes)), bytes_(bytes) {}
+
+Buffer::Buffer(Buffer&& o) noexcept
+    : plugin_(std::move(o.plugin_)), data_(std::exchange(o.data_, nullptr)),
+      bytes_(std::exchange(o.bytes_, 0)) {}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    if (plugin_) plugin_->free(data_);
+    plugin_ = std::move(o.plugin_);
+    data_ = std::exchange(o.data_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+Buffer::~Buffer() {
+  if (plugin_) plugin_->free(data_);
+}
+
+void Buffer::upload(const void* host, size_t bytes) const {
+  MOE_CHECK(bytes <= bytes_, MOE_STATUS_INVALID_ARGUMENT, "upload of {} bytes into a {}-byte buffer",
+            bytes, bytes_);
+  plugin_->copy(data_, host, bytes, MOE_MEMCPY_HOST_TO_DEVICE);
+}
+
+void Buffer::download(void* host, size_t bytes) const {
+  MOE_CHECK(bytes <= bytes_, MOE_STATUS_INVALID_ARGUMENT,
+            "download of {} bytes from a {}-byte buffer", bytes, bytes_);
+  plugin_->copy(host, data_, bytes, MOE_MEMCPY_DEVICE_TO_HOST);
+}
+
+}  // namespace moe

@@ -1,0 +1,91 @@
+#include "moe/runner.hpp"
+
+#include <chrono>
+
+#include "moe/error.hpp"
+#include "moe/problem.hpp"
+
+namespace moe {
+namespace {
+
+// A tensor's bytes in the plugin's memory; for host plugins a plain copy.
+struct Staged {
+  Buffer buffer;
+  moe_tensor view{};
+};
+
+Staged stage(const Plugin& plugin, const HostTensor& t, bool upload = true) {
+  Staged s{Buffer(plugin.shared_from_this(), t.bytes()), t.view()};
+  if (upload) s.buffer.upload(t.raw(), t.bytes());
+  s.view.data = s.buffer.data();
+  return s;
+}
+
+}  // namespace
+
+Routing route_batch(const Plugin& plugin, const moe_problem& p, const Batch& batch) {
+  const int64_t tokens = batch.hidden.shape()[0], width = topk_width(p);
+  Routing r{HostTensor(MOE_DTYPE_I32, {tokens, width}), HostTensor(MOE_DTYPE_F32, {tokens, width})};
+  auto logits = stage(plugin, batch.logits);
+  Staged bias, padding;
+  if (!batch.bias.empty()) bias = stage(plugin, batch.bias);
+  if (!batch.is_padding.empty()) padding = stage(plugin, batch.is_padding);
+  auto ids = stage(plugin, r.ids, false), weights = stage(plugin, r.weights, false);
+  const size_t ws_bytes = plugin.route_workspace_size(p, tokens);
+  Buffer ws(plugin.shared_from_this(), ws_bytes);
+
+  moe_route_args args{};
+  args.problem = &p;
+  args.logits = logits.view;
+  args.bias = bias.view;
+  args.is_padding = padding.view;
+  args.topk_ids = ids.view;
+  args.topk_weights = weights.view;
+  args.workspace = ws_bytes ? ws.data() : nullptr;
+  args.workspace_size = ws_bytes;
+  plugin.route(args);
+  plugin.sync();
+  ids.buffer.download(r.ids.raw(), r.ids.bytes());
+  weights.buffer.download(r.weights.raw(), r.weights.bytes());
+  return r;
+}
+
+Routing one_expert_routing(const moe_problem& p, const Routing& routed, int32_t expert) {
+  Routing r = routed;
+  const int64_t tokens = r.ids.shape()[0], width = topk_width(p);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t j = 0; j < p.top_k; ++j) {
+      r.ids.data<int32_t>()[t * width + j] = j == 0 ? expert : -1;
+      r.weights.data<float>()[t * width + j] = j == 0 ? 1.0f : 0.0f;
+    }
+  }
+  return r;
+}
+
+RunResult run_layer(const Layer& layer, const moe_problem& p, const HostTensor& hidden,
+                    const Routing& routing, moe_dtype output_dtype) {
+  const Plugin& plugin = layer.plugin();
+  const int64_t tokens = hidden.shape()[0];
+  RunResult result{HostTensor(output_dtype, {tokens, p.hidden}), 0};
+  result.output.fill_bytes(0xFF);
+  auto x = stage(plugin, hidden), ids = stage(plugin, routing.ids);
+  auto weights = stage(plugin, routing.weights), out = stage(plugin, result.output);
+  const size_t ws_bytes = layer.workspace_size(tokens);
+  Buffer ws(plugin.shared_from_this(), ws_bytes);
+
+  moe_run_args args{};
+  args.hidden = x.view;
+  args.topk_ids = ids.view;
+  args.topk_weights = weights.view;
+  args.output = out.view;
+  args.workspace = ws_bytes ? ws.data() : nullptr;
+  args.workspace_size = ws_bytes;
+  const auto start = std::chrono::steady_clock::now();
+  layer.run(args);
+  plugin.sync();
+  result.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  out.buffer.download(result.output.raw(), result.output.bytes());
+  return result;
+}
+
+}  // namespace moe

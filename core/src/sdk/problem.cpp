@@ -1,0 +1,330 @@
+#include "moe/problem.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "moe/error.hpp"
+
+namespace moe {
+namespace {
+
+template <class E>
+struct Named {
+  E value;
+  const char* name;
+};
+
+constexpr Named<moe_format> kFormats[] = {
+    {MOE_FORMAT_BF16, "bf16"},   {MOE_FORMAT_FP8_TENSOR, "fp8_tensor"},
+    {MOE_FORMAT_FP8_BLOCK, "fp8_block"}, {MOE_FORMAT_MXFP8, "mxfp8"},
+    {MOE_FORMAT_MXFP4, "mxfp4"}, {MOE_FORMAT_NVFP4, "nvfp4"},
+};
+constexpr Named<moe_input_format> kInputFormats[] = {
+    {MOE_INPUT_DEFAULT, "default"},
+    {MOE_INPUT_BF16, "bf16"},
+    {MOE_INPUT_FP8_TENSOR_DYNAMIC, "fp8_tensor_dynamic"},
+    {MOE_INPUT_FP8_TENSOR_STATIC, "fp8_tensor_static"},
+    {MOE_INPUT_FP8_1X128, "fp8_1x128"},
+    {MOE_INPUT_MXFP8, "mxfp8"},
+};
+constexpr Named<moe_activation> kActivations[] = {
+    {MOE_ACTIVATION_SILU_MUL, "silu_mul"},     {MOE_ACTIVATION_SILU_MUL_CLAMP, "silu_mul_clamp"},
+    {MOE_ACTIVATION_SWIGLU_OAI, "swiglu_oai"}, {MOE_ACTIVATION_GELU_MUL, "gelu_mul"},
+    {MOE_ACTIVATION_RELU2, "relu2"},
+};
+constexpr Named<moe_routing> kRoutings[] = {
+    {MOE_ROUTING_SOFTMAX_TOPK, "softmax_topk"},
+    {MOE_ROUTING_SIGMOID_TOPK, "sigmoid_topk"},
+    {MOE_ROUTING_GROUPED_TOPK, "grouped_topk"},
+    {MOE_ROUTING_SIGMOID_BIAS_SINK, "sigmoid_bias_sink"},
+};
+constexpr Named<moe_score_function> kScores[] = {
+    {MOE_SCORE_SIGMOID, "sigmoid"},
+    {MOE_SCORE_SOFTMAX, "softmax"},
+};
+constexpr Named<moe_ep_placement> kPlacements[] = {
+    {MOE_EP_NONE, "none"},
+    {MOE_EP_LINEAR, "linear"},
+    {MOE_EP_ROUND_ROBIN, "round_robin"},
+};
+constexpr Named<moe_reason> kReasons[] = {
+    {MOE_REASON_NONE, "none"},         {MOE_REASON_FORMAT, "format"},
+    {MOE_REASON_INPUT_FORMAT, "input_format"}, {MOE_REASON_ACTIVATION, "activation"},
+    {MOE_REASON_ROUTING, "routing"},   {MOE_REASON_SHAPE, "shape"},
+    {MOE_REASON_ARCH, "arch"},         {MOE_REASON_EP, "ep"},
+    {MOE_REASON_BIAS, "bias"},         {MOE_REASON_SHARED, "shared"},
+    {MOE_REASON_MAX_TOKENS, "max_tokens"}, {MOE_REASON_OTHER, "other"},
+};
+constexpr Named<moe_memory> kMemories[] = {
+    {MOE_MEMORY_HOST, "host"},
+    {MOE_MEMORY_CUDA_DEVICE, "cuda_device"},
+};
+
+template <class E, size_t N>
+const char* name_of(const Named<E> (&table)[N], E v) {
+  for (const auto& n : table)
+    if (n.value == v) return n.name;
+  return "invalid";
+}
+
+template <class E, size_t N>
+std::optional<E> parse(const Named<E> (&table)[N], std::string_view s) {
+  for (const auto& n : table)
+    if (s == n.name) return n.value;
+  return std::nullopt;
+}
+
+template <class E, size_t N>
+std::string names(const Named<E> (&table)[N]) {
+  std::string out;
+  for (const auto& n : table) {
+    if (!out.empty()) out += ", ";
+    out += n.name;
+  }
+  return out;
+}
+
+void require(bool cond, const std::string& message) {
+  if (!cond) throw Error(MOE_STATUS_INVALID_ARGUMENT, "invalid problem: " + message);
+}
+
+}  // namespace
+
+moe_problem default_problem() {
+  moe_problem p;
+  std::memset(&p, 0, sizeof(p));
+  p.struct_size = sizeof(moe_problem);
+  p.format = MOE_FORMAT_BF16;
+  p.input_format = MOE_INPUT_DEFAULT;
+  p.activation = MOE_ACTIVATION_SILU_MUL;
+  p.activation_alpha = 1.702f;
+  p.activation_limit = 7.0f;
+  p.routing = MOE_ROUTING_SOFTMAX_TOPK;
+  p.renormalize = 1;
+  p.score_function = MOE_SCORE_SIGMOID;
+  p.num_groups = 1;
+  p.topk_group = 1;
+  p.routed_scaling_factor = 1.0f;
+  p.route_scale = 1.0f;
+  p.global_scale = 1.0f;
+  p.ep_placement = MOE_EP_NONE;
+  p.ep_size = 1;
+  p.max_tokens = 16384;
+  return p;
+}
+
+const char* format_name(moe_format v) { return name_of(kFormats, v); }
+const char* input_format_name(moe_input_format v) { return name_of(kInputFormats, v); }
+const char* activation_name(moe_activation v) { return name_of(kActivations, v); }
+const char* routing_name(moe_routing v) { return name_of(kRoutings, v); }
+const char* score_function_name(moe_score_function v) { return name_of(kScores, v); }
+const char* ep_placement_name(moe_ep_placement v) { return name_of(kPlacements, v); }
+const char* reason_name(moe_reason v) { return name_of(kReasons, v); }
+const char* memory_name(moe_memory v) { return name_of(kMemories, v); }
+
+std::optional<moe_format> parse_format(std::string_view s) { return parse(kFormats, s); }
+std::optional<moe_input_format> parse_input_format(std::string_view s) {
+  return parse(kInputFormats, s);
+}
+std::optional<moe_activation> parse_activation(std::string_view s) {
+  return parse(kActivations, s);
+}
+std::optional<moe_routing> parse_routing(std::string_view s) { return parse(kRoutings, s); }
+std::optional<moe_score_function> parse_score_function(std::string_view s) {
+  return parse(kScores, s);
+}
+std::optional<moe_ep_placement> parse_ep_placement(std::string_view s) {
+  return parse(kPlacements, s);
+}
+
+std::string format_names() { return names(kFormats); }
+std::string input_format_names() { return names(kInputFormats); }
+std::string activation_names() { return names(kActivations); }
+std::string routing_names() { return names(kRoutings); }
+
+bool is_gated(moe_activation a) { return a != MOE_ACTIVATION_RELU2; }
+bool is_fp4(moe_format f) { return f == MOE_FORMAT_MXFP4 || f == MOE_FORMAT_NVFP4; }
+
+void normalize_problem(moe_problem& p) {
+  if (p.input_format == MOE_INPUT_DEFAULT) {
+    switch (p.format) {
+      case MOE_FORMAT_FP8_TENSOR: p.input_format = MOE_INPUT_FP8_TENSOR_DYNAMIC; break;
+      case MOE_FORMAT_FP8_BLOCK: p.input_format = MOE_INPUT_FP8_1X128; break;
+      case MOE_FORMAT_MXFP8: p.input_format = MOE_INPUT_MXFP8; break;
+      default: p.input_format = MOE_INPUT_BF16; break;
+    }
+  }
+  if (p.ep_placement == MOE_EP_NONE) {
+    p.local_experts = p.experts;
+    p.local_expert_offset = 0;
+  } else if (p.ep_size > 0) {
+    p.local_experts = p.experts / p.ep_size;
+    p.local_expert_offset = p.ep_placement == MOE_EP_LINEAR ? p.ep_rank * p.local_experts : 0;
+  }
+}
+
+void validate_problem(const moe_problem& p) {
+  require(p.struct_size >= MOE_PROBLEM_MIN_SIZE,
+          fmt::format("struct_size {} is below the minimum {}", p.struct_size,
+                      MOE_PROBLEM_MIN_SIZE));
+  require(p.experts >= 1, fmt::format("experts={} must be >= 1", p.experts));
+  require(p.top_k >= 1 && p.top_k <= p.experts,
+          fmt::format("top_k={} must be in [1, experts={}]", p.top_k, p.experts));
+  require(p.hidden >= 1, fmt::format("hidden={} must be >= 1", p.hidden));
+  require(p.intermediate >= 1, fmt::format("intermediate={} must be >= 1", p.intermediate));
+  require(p.format >= 0 && p.format < MOE_FORMAT_COUNT_, fmt::format("format={} is not one of {}", p.format, format_names()));
+  require(p.input_format > MOE_INPUT_DEFAULT && p.input_format < MOE_INPUT_COUNT_,
+          fmt::format("input_format={} is not resolved to one of {}", p.input_format,
+                      input_format_names()));
+  require(p.activation >= 0 && p.activation < MOE_ACTIVATION_COUNT_,
+          fmt::format("activation={} is not one of {}", p.activation, activation_names()));
+  require(p.routing >= 0 && p.routing < MOE_ROUTING_COUNT_,
+          fmt::format("routing={} is not one of {}", p.routing, routing_names()));
+  const auto format = static_cast<moe_format>(p.format);
+  if (is_fp4(format)) {
+    require(p.hidden % 2 == 0 && p.intermediate % 2 == 0,
+            fmt::format("{} packs two values per byte: hidden={} and intermediate={} must be even",
+                        format_name(format), p.hidden, p.intermediate));
+  }
+  if (p.activation == MOE_ACTIVATION_SILU_MUL_CLAMP || p.activation == MOE_ACTIVATION_SWIGLU_OAI) {
+    require(std::isfinite(p.activation_limit) && p.activation_limit > 0,
+            fmt::format("activation_limit={} must be finite and > 0", p.activation_limit));
+    require(std::isfinite(p.activation_alpha), "activation_alpha must be finite");
+  }
+  if (p.routing == MOE_ROUTING_GROUPED_TOPK) {
+    require(p.score_function == MOE_SCORE_SIGMOID || p.score_function == MOE_SCORE_SOFTMAX,
+            fmt::format("score_function={} is not sigmoid or softmax", p.score_function));
+    require(p.num_groups >= 1 && p.experts % p.num_groups == 0,
+            fmt::format("num_groups={} must divide experts={}", p.num_groups, p.experts));
+    require(p.topk_group >= 1 && p.topk_group <= p.num_groups,
+            fmt::format("topk_group={} must be in [1, num_groups={}]", p.topk_group, p.num_groups));
+    const int64_t per_group = p.experts / p.num_groups;
+    require(p.top_k <= p.topk_group * per_group,
+            fmt::format("top_k={} exceeds the {} experts in topk_group={} groups", p.top_k,
+                        p.topk_group * per_group, p.topk_group));
+    require(!p.routing_bias || per_group >= 2,
+            fmt::format("grouped_topk with a routing bias scores groups by their top-2: "
+                        "experts/num_groups={} must be >= 2",
+                        per_group));
+    require(std::isfinite(p.routed_scaling_factor) && p.routed_scaling_factor > 0,
+            fmt::format("routed_scaling_factor={} must be finite and > 0",
+                        p.routed_scaling_factor));
+  }
+  if (p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK) {
+    require(std::isfinite(p.route_scale) && std::isfinite(p.global_scale),
+            "route_scale and global_scale must be finite");
+  }
+  require(p.sink_experts >= 0, fmt::format("sink_experts={} must be >= 0", p.sink_experts));
+  require(p.sink_experts == 0 || p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK,
+          fmt::format("sink_experts={} needs routing sigmoid_bias_sink (it makes their gammas)",
+                      p.sink_experts));
+  require(p.sink_experts == 0 || p.sink_intermediate >= 1,
+          fmt::format("sink_intermediate={} must be >= 1 with {} sink experts",
+                      p.sink_intermediate, p.sink_experts));
+  require(p.shared_intermediate >= 0,
+          fmt::format("shared_intermediate={} must be >= 0", p.shared_intermediate));
+  if (is_fp4(format)) {
+    require(p.shared_intermediate % 2 == 0,
+            fmt::format("shared_intermediate={} must be even for {}", p.shared_intermediate,
+                        format_name(format)));
+  }
+  require(p.redundant_experts >= 0,
+          fmt::format("redundant_experts={} must be >= 0", p.redundant_experts));
+  require(p.max_tokens >= 1, fmt::format("max_tokens={} must be >= 1", p.max_tokens));
+  switch (p.ep_placement) {
+    case MOE_EP_NONE:
+      require(p.ep_size == 1 && p.ep_rank == 0,
+              fmt::format("ep_size={} ep_rank={} need an ep_placement (linear or round_robin)",
+                          p.ep_size, p.ep_rank));
+      break;
+    case MOE_EP_LINEAR:
+    case MOE_EP_ROUND_ROBIN:
+      require(p.ep_size >= 1, fmt::format("ep_size={} must be >= 1", p.ep_size));
+      require(p.ep_rank >= 0 && p.ep_rank < p.ep_size,
+              fmt::format("ep_rank={} must be in [0, ep_size={})", p.ep_rank, p.ep_size));
+      require(p.experts % p.ep_size == 0,
+              fmt::format("ep_size={} does not divide experts={}: pad the expert count to a "
+                          "multiple of the EP size",
+                          p.ep_size, p.experts));
+      require(p.local_experts == p.experts / p.ep_size,
+              fmt::format("local_experts={} must equal experts/ep_size={}", p.local_experts,
+                          p.experts / p.ep_size));
+      break;
+    default:
+      require(false, fmt::format("ep_placement={} is not none, linear or round_robin",
+                                 p.ep_placement));
+  }
+  if (p.ep_map != nullptr) {
+    int64_t count = 0;
+    for (int64_t e = 0; e < p.experts; ++e) {
+      const int32_t l = p.ep_map[e];
+      require(l >= -1 && l < p.local_experts,
+              fmt::format("ep_map[{}]={} is outside [-1, local_experts={})", e, l,
+                          p.local_experts));
+      count += l >= 0;
+    }
+    require(count == p.local_experts, fmt::format("ep_map maps {} experts to this rank, expected "
+                                                  "local_experts={}",
+                                                  count, p.local_experts));
+  }
+}
+
+int32_t local_expert_id(const moe_problem& p, int64_t global_id) {
+  if (global_id < 0 || global_id >= p.experts) return -1;
+  if (p.ep_map != nullptr) return p.ep_map[global_id];
+  switch (p.ep_placement) {
+    case MOE_EP_LINEAR: {
+      const int64_t l = global_id - p.local_expert_offset;
+      return (l >= 0 && l < p.local_experts) ? static_cast<int32_t>(l) : -1;
+    }
+    case MOE_EP_ROUND_ROBIN:
+      return global_id % p.ep_size == p.ep_rank ? static_cast<int32_t>(global_id / p.ep_size) : -1;
+    default:
+      return static_cast<int32_t>(global_id);
+  }
+}
+
+std::string describe_problem(const moe_problem& p) {
+  std::string s = fmt::format(
+      "E={} k={} H={} I={} {}/{} {} {}", p.experts, p.top_k, p.hidden, p.intermediate,
+      format_name(static_cast<moe_format>(p.format)),
+      input_format_name(static_cast<moe_input_format>(p.input_format)),
+      activation_name(static_cast<moe_activation>(p.activation)),
+      routing_name(static_cast<moe_routing>(p.routing)));
+  if (p.expert_bias) s += " +bias";
+  if (p.shared_intermediate) s += fmt::format(" shared(I={})", p.shared_intermediate);
+  if (p.sink_experts) s += fmt::format(" sinks={}(I={})", p.sink_experts, p.sink_intermediate);
+  if (p.ep_placement != MOE_EP_NONE)
+    s += fmt::format(" ep={}/{} {}", p.ep_rank, p.ep_size,
+                     ep_placement_name(static_cast<moe_ep_placement>(p.ep_placement)));
+  return s;
+}
+
+Problem::Problem(const moe_problem& p) : raw_(default_problem()) {
+  std::memcpy(&raw_, &p, std::min(sizeof(moe_problem), p.struct_size));
+  raw_.struct_size = sizeof(moe_problem);
+  if (p.ep_map != nullptr) ep_map_.assign(p.ep_map, p.ep_map + p.experts);
+  raw_.ep_map = nullptr;
+}
+
+moe_problem Problem::c() const {
+  moe_problem p = raw_;
+  p.ep_map = ep_map_.empty() ? nullptr : ep_map_.data();
+  return p;
+}
+
+void Problem::finalize() {
+  normalize_problem(raw_);
+  ep_map_.clear();
+  if (raw_.ep_placement != MOE_EP_NONE && raw_.ep_size >= 1 && raw_.experts % raw_.ep_size == 0) {
+    ep_map_.resize(raw_.experts);
+    moe_problem view = raw_;
+    view.ep_map = nullptr;
+    for (int64_t e = 0; e < raw_.experts; ++e) ep_map_[e] = local_expert_id(view, e);
+  }
+}
+
+}  // namespace moe

@@ -1,0 +1,107 @@
+// Argument validation shared by every plugin: a wrong shape, dtype or size is a clear status,
+// never a crash inside a kernel.
+#include <fmt/ranges.h>
+
+#include <vector>
+
+#include "moe/formats.hpp"
+#include "moe/plugin_sdk.hpp"
+
+namespace moe::sdk {
+
+bool is_contiguous(const moe_tensor& t) {
+  bool all_zero = true;
+  for (int i = 0; i < t.ndim; ++i) all_zero = all_zero && t.strides[i] == 0;
+  if (all_zero) return true;
+  int64_t expected = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    if (t.shape[i] != 1 && t.strides[i] != expected) return false;
+    expected *= t.shape[i];
+  }
+  return true;
+}
+
+std::string tensor_str(const moe_tensor& t) {
+  if (t.ndim < 0 || t.ndim > MOE_TENSOR_MAX_DIMS) return fmt::format("<ndim {}>", t.ndim);
+  std::vector<int64_t> dims(t.shape, t.shape + t.ndim);
+  return fmt::format("[{}] {}", fmt::join(dims, ", "), dtype_name(static_cast<moe_dtype>(t.dtype)));
+}
+
+namespace {
+
+std::string expected_str(std::initializer_list<int64_t> shape, moe_dtype dtype) {
+  std::vector<std::string> dims;
+  for (int64_t d : shape) dims.push_back(d == kAnyDim ? "*" : std::to_string(d));
+  return fmt::format("[{}] {}", fmt::join(dims, ", "), dtype_name(dtype));
+}
+
+}  // namespace
+
+void check_tensor(const moe_tensor& t, const char* name, moe_dtype dtype,
+                  std::initializer_list<int64_t> shape) {
+  MOE_CHECK(t.data != nullptr, MOE_STATUS_INVALID_ARGUMENT, "{}: tensor is missing (data is NULL)",
+            name);
+  MOE_CHECK(t.dtype == dtype, MOE_STATUS_DTYPE_MISMATCH, "{}: expected {}, got {}", name,
+            expected_str(shape, dtype), tensor_str(t));
+  bool same = t.ndim == static_cast<int32_t>(shape.size());
+  int i = 0;
+  for (int64_t d : shape) {
+    if (!same) break;
+    same = t.shape[i] >= 0 && (d == kAnyDim || t.shape[i] == d);
+    ++i;
+  }
+  MOE_CHECK(same, MOE_STATUS_SHAPE_MISMATCH, "{}: expected {}, got {}", name,
+            expected_str(shape, dtype), tensor_str(t));
+  MOE_CHECK(is_contiguous(t), MOE_STATUS_INVALID_ARGUMENT,
+            "{}: {} is not contiguous row-major; pass a contiguous copy", name, tensor_str(t));
+}
+
+bool check_optional_tensor(const moe_tensor& t, const char* name, moe_dtype dtype,
+                           std::initializer_list<int64_t> shape) {
+  if (t.data == nullptr) return false;
+  check_tensor(t, name, dtype, shape);
+  return true;
+}
+
+int64_t check_run_tensors(const moe_problem& p, const moe_run_args& a, size_t workspace_needed,
+                          bool wide_output_ok) {
+  const int64_t width = topk_width(p);
+  check_tensor(a.hidden, "hidden", MOE_DTYPE_BF16, {kAnyDim, p.hidden});
+  const int64_t tokens = a.hidden.shape[0];
+  MOE_CHECK(tokens <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
+            "{} tokens exceed max_tokens={} of this layer; raise max_tokens in the problem or "
+            "split the batch",
+            tokens, p.max_tokens);
+  check_tensor(a.topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width});
+  check_tensor(a.topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width});
+  moe_dtype out = MOE_DTYPE_BF16;
+  if (wide_output_ok && (a.output.dtype == MOE_DTYPE_F32 || a.output.dtype == MOE_DTYPE_F64))
+    out = static_cast<moe_dtype>(a.output.dtype);
+  check_tensor(a.output, "output", out, {tokens, p.hidden});
+  MOE_CHECK(workspace_needed == 0 || a.workspace != nullptr, MOE_STATUS_INVALID_ARGUMENT,
+            "workspace is NULL but {} bytes are needed for {} tokens", workspace_needed, tokens);
+  MOE_CHECK(a.workspace_size >= workspace_needed, MOE_STATUS_CAPACITY_EXCEEDED,
+            "workspace of {} bytes is smaller than the {} bytes needed for {} tokens",
+            a.workspace_size, workspace_needed, tokens);
+  return tokens;
+}
+
+int64_t check_route_tensors(const moe_problem& p, const moe_route_args& a) {
+  const int64_t width = topk_width(p);
+  check_tensor(a.logits, "logits", MOE_DTYPE_F32, {kAnyDim, p.experts + p.sink_experts});
+  const int64_t tokens = a.logits.shape[0];
+  MOE_CHECK(tokens <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
+            "{} tokens exceed max_tokens={}", tokens, p.max_tokens);
+  if (p.routing_bias) {
+    check_tensor(a.bias, "bias", MOE_DTYPE_F32, {p.experts});
+  } else {
+    MOE_CHECK(a.bias.data == nullptr, MOE_STATUS_INVALID_ARGUMENT,
+              "bias: given, but the problem has routing_bias: 0");
+  }
+  check_optional_tensor(a.is_padding, "is_padding", MOE_DTYPE_U8, {tokens});
+  check_tensor(a.topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width});
+  check_tensor(a.topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width});
+  return tokens;
+}
+
+}  // namespace moe::sdk

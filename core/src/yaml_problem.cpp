@@ -1,0 +1,175 @@
+#include "yaml_problem.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "moe/error.hpp"
+
+namespace moe::detail {
+namespace {
+
+[[noreturn]] void fail(const std::string& at, const std::string& message) {
+  throw Error(MOE_STATUS_CONFIG_ERROR, at + ": " + message);
+}
+
+template <class T>
+const char* type_word() {
+  if constexpr (std::is_same_v<T, bool>) return "true or false";
+  else if constexpr (std::is_integral_v<T>) return "an integer";
+  else if constexpr (std::is_floating_point_v<T>) return "a number";
+  else return "a string";
+}
+
+template <class E>
+int32_t read_enum(const std::string& source, const YAML::Node& node, const std::string& key,
+                  std::optional<E> (*parse)(std::string_view), const std::string& names) {
+  const auto text = read_scalar<std::string>(source, node, key);
+  const auto v = parse(text);
+  if (!v) fail(where(source, node), fmt::format("{}: '{}' is not one of: {}", key, text, names));
+  return static_cast<int32_t>(*v);
+}
+
+}  // namespace
+
+std::string where(const std::string& source, const YAML::Node& node) {
+  const YAML::Mark m = node.Mark();
+  if (m.line < 0) return source;
+  return fmt::format("{}:{}:{}", source, m.line + 1, m.column + 1);
+}
+
+void check_keys(const std::string& source, const YAML::Node& map,
+                const std::vector<std::string>& known, const char* section) {
+  if (!map.IsMap()) fail(where(source, map), fmt::format("{} must be a mapping", section));
+  for (const auto& kv : map) {
+    const auto key = kv.first.as<std::string>();
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      fail(where(source, kv.first),
+           fmt::format("unknown key '{}' in {}; known keys: {}", key, section,
+                       fmt::join(known, ", ")));
+    }
+  }
+}
+
+template <class T>
+T read_scalar(const std::string& source, const YAML::Node& node, const std::string& key) {
+  if (!node.IsScalar())
+    fail(where(source, node), fmt::format("{} must be {}", key, type_word<T>()));
+  try {
+    return node.as<T>();
+  } catch (const YAML::BadConversion&) {
+    fail(where(source, node),
+         fmt::format("{} must be {}, got '{}'", key, type_word<T>(), node.Scalar()));
+  }
+}
+template bool read_scalar<bool>(const std::string&, const YAML::Node&, const std::string&);
+template int64_t read_scalar<int64_t>(const std::string&, const YAML::Node&, const std::string&);
+template uint64_t read_scalar<uint64_t>(const std::string&, const YAML::Node&, const std::string&);
+template double read_scalar<double>(const std::string&, const YAML::Node&, const std::string&);
+template std::string read_scalar<std::string>(const std::string&, const YAML::Node&,
+                                              const std::string&);
+
+std::vector<std::string> read_string_list(const std::string& source, const YAML::Node& node,
+                                          const std::string& key) {
+  if (node.IsScalar()) return {read_scalar<std::string>(source, node, key)};
+  if (!node.IsSequence()) fail(where(source, node), key + " must be a list of strings");
+  std::vector<std::string> out;
+  for (const auto& item : node) out.push_back(read_scalar<std::string>(source, item, key));
+  return out;
+}
+
+Problem parse_problem(const std::string& source, const YAML::Node& map) {
+  static const std::vector<std::string> kKeys = {
+      "experts", "top_k", "hidden", "intermediate", "format", "input_format", "activation",
+      "gelu_tanh", "activation_alpha", "activation_limit", "routing", "renormalize",
+      "score_function", "routing_bias", "num_groups", "topk_group", "routed_scaling_factor",
+      "route_scale", "global_scale", "expert_bias", "shared_intermediate", "sink_experts",
+      "sink_intermediate", "ep_placement", "ep_size", "ep_rank", "redundant_experts",
+      "max_tokens"};
+  check_keys(source, map, kKeys, "problem");
+  for (const char* required : {"experts", "top_k", "hidden", "intermediate"}) {
+    if (!map[required]) fail(where(source, map), fmt::format("problem needs '{}'", required));
+  }
+  Problem problem;
+  moe_problem& p = problem.raw();
+  auto i64 = [&](const char* k, int64_t& out) {
+    if (map[k]) out = read_scalar<int64_t>(source, map[k], k);
+  };
+  auto i32 = [&](const char* k, int32_t& out) {
+    if (!map[k]) return;
+    const int64_t v = read_scalar<int64_t>(source, map[k], k);
+    if (v < INT32_MIN || v > INT32_MAX) fail(where(source, map[k]), std::string(k) + " is out of range");
+    out = static_cast<int32_t>(v);
+  };
+  auto flag = [&](const char* k, int32_t& out) {
+    if (map[k]) out = read_scalar<bool>(source, map[k], k) ? 1 : 0;
+  };
+  auto f32 = [&](const char* k, float& out) {
+    if (map[k]) out = static_cast<float>(read_scalar<double>(source, map[k], k));
+  };
+  i64("experts", p.experts);
+  i64("top_k", p.top_k);
+  i64("hidden", p.hidden);
+  i64("intermediate", p.intermediate);
+  if (map["format"]) p.format = read_enum(source, map["format"], "format", parse_format, format_names());
+  if (map["input_format"])
+    p.input_format = read_enum(source, map["input_format"], "input_format", parse_input_format,
+                               input_format_names());
+  if (map["activation"])
+    p.activation = read_enum(source, map["activation"], "activation", parse_activation,
+                             activation_names());
+  flag("gelu_tanh", p.gelu_tanh);
+  f32("activation_alpha", p.activation_alpha);
+  f32("activation_limit", p.activation_limit);
+  if (map["routing"])
+    p.routing = read_enum(source, map["routing"], "routing", parse_routing, routing_names());
+  flag("renormalize", p.renormalize);
+  if (map["score_function"])
+    p.score_function = read_enum(source, map["score_function"], "score_function",
+                                 parse_score_function, std::string("sigmoid, softmax"));
+  flag("routing_bias", p.routing_bias);
+  i64("num_groups", p.num_groups);
+  i64("topk_group", p.topk_group);
+  f32("routed_scaling_factor", p.routed_scaling_factor);
+  f32("route_scale", p.route_scale);
+  f32("global_scale", p.global_scale);
+  flag("expert_bias", p.expert_bias);
+  i64("shared_intermediate", p.shared_intermediate);
+  i64("sink_experts", p.sink_experts);
+  i64("sink_intermediate", p.sink_intermediate);
+  if (map["ep_placement"])
+    p.ep_placement = read_enum(source, map["ep_placement"], "ep_placement", parse_ep_placement,
+                               std::string("none, linear, round_robin"));
+  i32("ep_size", p.ep_size);
+  i32("ep_rank", p.ep_rank);
+  i32("redundant_experts", p.redundant_experts);
+  i64("max_tokens", p.max_tokens);
+  problem.finalize();
+  try {
+    validate_problem(problem.c());
+  } catch (const Error& e) {
+    fail(where(source, map), e.what());
+  }
+  return problem;
+}
+
+YAML::Node load_yaml_text(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    fail(fmt::format("{}:{}:{}", source, e.mark.line + 1, e.mark.column + 1),
+         "YAML syntax error: " + e.msg);
+  }
+}
+
+YAML::Node load_yaml_file(const std::string& path) {
+  std::ifstream in(path);
+  MOE_CHECK(in.good(), MOE_STATUS_NOT_FOUND, "cannot open config file '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return load_yaml_text(ss.str(), path);
+}
+
+}  // namespace moe::detail

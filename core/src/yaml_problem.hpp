@@ -1,0 +1,33 @@
+// Reading a moe_problem from a YAML mapping (shared by configs and conformance problem files).
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <vector>
+
+#include "moe/problem.hpp"
+
+namespace moe::detail {
+
+// "<source>:<line>:<col>" of a node (1-based).
+std::string where(const std::string& source, const YAML::Node& node);
+
+// Throws CONFIG_ERROR for keys of `map` not in `known`.
+void check_keys(const std::string& source, const YAML::Node& map,
+                const std::vector<std::string>& known, const char* section);
+
+// Typed reads with messages that name the key, the expected type and the place.
+template <class T>
+T read_scalar(const std::string& source, const YAML::Node& node, const std::string& key);
+std::vector<std::string> read_string_list(const std::string& source, const YAML::Node& node,
+                                          const std::string& key);
+
+// Parses, finalises (EP map, defaults) and validates a `problem:` mapping.
+Problem parse_problem(const std::string& source, const YAML::Node& map);
+
+// Loads a YAML file or text, turning parser errors into CONFIG_ERROR with the line.
+YAML::Node load_yaml_file(const std::string& path);
+YAML::Node load_yaml_text(const std::string& text, const std::string& source);
+
+}  // namespace moe::detail

@@ -1,0 +1,76 @@
+// moe run --config FILE [--tokens T] [--seed S]: one layer on the selected backend, checked
+// against the reference.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <iostream>
+
+#include "commands.hpp"
+
+namespace moe::tool {
+namespace {
+
+// FNV-1a of the output bytes: equal outputs, equal checksums, on any machine.
+uint64_t fnv1a(const HostTensor& t) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* b = static_cast<const uint8_t*>(t.raw());
+  for (size_t i = 0; i < t.bytes(); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+double sum_of(const HostTensor& bf16) {
+  double s = 0;
+  for (int64_t i = 0; i < bf16.numel(); ++i) s += bf16_to_float(bf16.data<uint16_t>()[i]);
+  return s;
+}
+
+}  // namespace
+
+void add_run(CLI::App& app, Discovery& d) {
+  auto* cmd = app.add_subcommand("run", "Run one MoE layer on the backend the config selects, on "
+                                        "random inputs of the problem's shape, and compare it "
+                                        "with the reference");
+  static std::string config;
+  static int64_t tokens = -1;
+  static uint64_t seed = 0;
+  static bool seed_given = false;
+  cmd->add_option("--config", config, "YAML config")->required();
+  cmd->add_option("--tokens", tokens, "Tokens in the batch (default: the config's tokens, else 16)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option_function<uint64_t>("--seed", [](const uint64_t& s) { seed = s, seed_given = true; },
+                                     "Random seed (default: the config's seed, else 1)");
+  cmd->callback([&d] {
+    const Config cfg = Config::load_file(config);
+    const Registry r = d.discover(cfg.plugin_dirs);
+    const Selection sel = select_backend(r, cfg);
+    const auto reference = r.find("reference");
+    MOE_CHECK(reference != nullptr, MOE_STATUS_NOT_FOUND,
+              "the reference plugin was not found (searched: {}); it routes and checks the run",
+              fmt::join(r.searched(), ", "));
+    const moe_problem p = cfg.problem.c();
+    const int64_t t = tokens >= 0 ? tokens : cfg.tokens;
+    const uint64_t s = seed_given ? seed : cfg.seed;
+
+    const LayerWeights weights = random_weights(p, s);
+    const Batch batch = random_batch(p, t, s, Scenario::kRandom);
+    const Plugin& router = sel.plugin->can_route(p) ? *sel.plugin : *reference;
+    const Routing routing = route_batch(router, p, batch);
+    const Layer layer = sel.plugin->prepare(p, weights.view(), cfg.options);
+    const RunResult out = run_layer(layer, p, batch.hidden, routing);
+    const Layer ref_layer = reference->prepare(p, weights.view(), {});
+    const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+    const double err = relative_l2(out.output, ref.output);
+    const double tol = default_tolerance(static_cast<moe_format>(p.format));
+
+    std::cout << fmt::format("backend:   {} ({})\n", sel.plugin->name(), sel.rule)
+              << fmt::format("problem:   {}\n", describe_problem(p))
+              << fmt::format("tokens:    {}  seed: {}  routed by: {}\n", t, s, router.name())
+              << fmt::format("checksum:  sum={:.6f} fnv1a={:016x}\n", sum_of(out.output), fnv1a(out.output))
+              << fmt::format("rel_err:   {:.3e} against the reference (tolerance {:.0e}) {}\n", err,
+                             tol, err <= tol ? "ok" : "MISMATCH")
+              << fmt::format("time:      {:.3f} ms (one run, wall clock, incl. stream sync)\n", out.ms);
+    if (!(err <= tol)) exit_code() = kExitMismatch;
+  });
+}
+
+}  // namespace moe::tool
