@@ -16,4 +16,7 @@ function(moe_add_plugin name)
   target_link_libraries(${target} PRIVATE moe_sdk ${ARG_LIBS})
   # Static archives stay private to the plugin; a missing symbol fails the link, not the load.
   target_link_options(${target} PRIVATE -Wl,--exclude-libs,ALL -Wl,--no-undefined)
+  if(ARG_OUTPUT_DIR STREQUAL MOE_OUTPUT_PLUGIN_DIR)
+    set_property(GLOBAL APPEND PROPERTY MOE_PLUGIN_TARGETS ${target})
+  endif()
 endfunction()

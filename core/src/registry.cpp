@@ -8,10 +8,10 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <cstdlib>
-#include <fstream>
 #include <regex>
 #include <set>
 
+#include "elf_check.hpp"
 #include "moe/error.hpp"
 #include "moe/logging.hpp"
 
@@ -30,14 +30,6 @@ void keep_loaded(boost::dll::shared_library&& lib) {
   static std::mutex mutex;
   std::lock_guard lock(mutex);
   libs->push_back(std::move(lib));
-}
-
-bool has_elf_header(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {};
-  in.read(magic, 4);
-  return in.gcount() == 4 && magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' &&
-         magic[3] == 'F';
 }
 
 PluginInfo read_info(const fs::path& path, const moe_plugin_api* api) {
@@ -103,8 +95,8 @@ std::shared_ptr<Plugin> load_plugin(const fs::path& path) {
   const std::string where = path.string();
   std::error_code fs_ec;
   MOE_CHECK(fs::is_regular_file(path, fs_ec), MOE_STATUS_NOT_FOUND, "{}: no such file", where);
-  MOE_CHECK(has_elf_header(path), MOE_STATUS_INVALID_ARGUMENT,
-            "{}: not a shared library (no ELF header)", where);
+  const std::string elf = detail::elf_problem(path);
+  MOE_CHECK(elf.empty(), MOE_STATUS_INVALID_ARGUMENT, "{}: {}", where, elf);
 
   boost::dll::shared_library lib;
   boost::dll::fs::error_code ec;

@@ -1,0 +1,134 @@
+// Bad input at run time is a clear status naming the problem, never a crash: a plugin that
+// throws, tensors of the wrong shape, dtype or layout, too many tokens, bad weights.
+#include "../support/test_env.hpp"
+
+namespace moe::test {
+namespace {
+
+class PluginErrors : public testing::Test {
+ protected:
+  void SetUp() override {
+    registry_ = std::make_unique<Registry>(registry_of({build_plugin_dir(), fixture_dir("throws")}));
+    reference_ = registry_->find("reference");
+    ASSERT_NE(reference_, nullptr);
+    weights_ = random_weights(problem_.c(), 7);
+    batch_ = random_batch(problem_.c(), 4, 8, Scenario::kRandom);
+    routing_ = route_batch(*reference_, problem_.c(), batch_);
+  }
+
+  // moe_run_args over the fixture's batch, ready to be broken by a test.
+  moe_run_args args(HostTensor& out) const {
+    moe_run_args a{};
+    a.hidden = batch_.hidden.view();
+    a.topk_ids = routing_.ids.view();
+    a.topk_weights = routing_.weights.view();
+    a.output = out.view();
+    return a;
+  }
+
+  Problem problem_ = small_problem();
+  std::unique_ptr<Registry> registry_;
+  std::shared_ptr<Plugin> reference_;
+  LayerWeights weights_;
+  Batch batch_;
+  Routing routing_;
+};
+
+TEST_F(PluginErrors, ExceptionInsideAPluginBecomesAStatusAndTheProcessLives) {
+  const auto thrower = registry_->find("fixture_throws");
+  ASSERT_NE(thrower, nullptr);
+  const Layer layer = thrower->prepare(problem_.c(), weights_.view(), {});
+  for (int i = 0; i < 2; ++i) {
+    expect_error([&] { run_layer(layer, problem_.c(), batch_.hidden, routing_); },
+                 MOE_STATUS_INTERNAL,
+                 {"plugin 'fixture_throws' run", "deliberate std::runtime_error inside run"});
+  }
+  // The process and the other plugins carry on.
+  const Layer ok = reference_->prepare(problem_.c(), weights_.view(), {});
+  EXPECT_NO_THROW(run_layer(ok, problem_.c(), batch_.hidden, routing_));
+}
+
+TEST_F(PluginErrors, HiddenOfTheWrongWidthIsAShapeMismatchNamingIt) {
+  const Layer layer = reference_->prepare(problem_.c(), weights_.view(), {});
+  HostTensor out(MOE_DTYPE_BF16, {4, 64});
+  HostTensor wrong(MOE_DTYPE_BF16, {4, 48});
+  moe_run_args a = args(out);
+  a.hidden = wrong.view();
+  expect_error([&] { layer.run(a); }, MOE_STATUS_SHAPE_MISMATCH,
+               {"hidden: expected [*, 64] bf16, got [4, 48] bf16"});
+}
+
+TEST_F(PluginErrors, IdsOfTheWrongDtypeAreADtypeMismatch) {
+  const Layer layer = reference_->prepare(problem_.c(), weights_.view(), {});
+  HostTensor out(MOE_DTYPE_BF16, {4, 64});
+  HostTensor ids64(MOE_DTYPE_I64, {4, 2});
+  moe_run_args a = args(out);
+  a.topk_ids = ids64.view();
+  expect_error([&] { layer.run(a); }, MOE_STATUS_DTYPE_MISMATCH,
+               {"topk_ids: expected [4, 2] i32, got [4, 2] i64"});
+}
+
+TEST_F(PluginErrors, OutputWithFewerRowsThanTokensIsAShapeMismatch) {
+  const Layer layer = reference_->prepare(problem_.c(), weights_.view(), {});
+  HostTensor out(MOE_DTYPE_BF16, {3, 64});
+  expect_error([&] { layer.run(args(out)); }, MOE_STATUS_SHAPE_MISMATCH,
+               {"output: expected [4, 64] bf16, got [3, 64] bf16"});
+}
+
+TEST_F(PluginErrors, NonContiguousTensorIsRefused) {
+  const Layer layer = reference_->prepare(problem_.c(), weights_.view(), {});
+  HostTensor out(MOE_DTYPE_BF16, {4, 64});
+  moe_run_args a = args(out);
+  a.hidden.strides[0] = 128;  // every other row of a wider buffer
+  a.hidden.strides[1] = 1;
+  expect_error([&] { layer.run(a); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"hidden: [4, 64] bf16 is not contiguous"});
+}
+
+TEST_F(PluginErrors, MoreTokensThanMaxTokensIsACapacityErrorNamingBoth) {
+  Problem small = problem_;
+  small.raw().max_tokens = 3;
+  const Layer layer = reference_->prepare(small.c(), weights_.view(), {});
+  HostTensor out(MOE_DTYPE_BF16, {4, 64});
+  expect_error([&] { layer.run(args(out)); }, MOE_STATUS_CAPACITY_EXCEEDED,
+               {"4 tokens exceed max_tokens=3"});
+}
+
+TEST_F(PluginErrors, ExpertIdOutOfRangeIsRefused) {
+  const Layer layer = reference_->prepare(problem_.c(), weights_.view(), {});
+  Routing bad = routing_;
+  bad.ids.data<int32_t>()[3] = 4;  // token 1, slot 1; E = 4
+  expect_error([&] { run_layer(layer, problem_.c(), batch_.hidden, bad); },
+               MOE_STATUS_INVALID_ARGUMENT, {"topk_ids[1][1]=4 is outside [-1, experts=4)"});
+}
+
+TEST_F(PluginErrors, WeightsOfTheWrongShapeAreRefusedAtPrepareNamingTheTensor) {
+  LayerWeights w = random_weights(problem_.c(), 7);
+  w.w2 = HostTensor(MOE_DTYPE_BF16, {4, 64, 31});
+  expect_error([&] { reference_->prepare(problem_.c(), w.view(), {}); },
+               MOE_STATUS_SHAPE_MISMATCH, {"w2: expected [4, 64, 32] bf16, got [4, 64, 31] bf16"});
+}
+
+TEST_F(PluginErrors, WeightsOfAnotherFormatAreADtypeMismatch) {
+  const LayerWeights fp8 = random_weights(small_problem(MOE_FORMAT_FP8_TENSOR).c(), 7);
+  expect_error([&] { reference_->prepare(problem_.c(), fp8.view(), {}); },
+               MOE_STATUS_DTYPE_MISMATCH, {"w13: expected [4, 64, 64] bf16, got [4, 64, 64] e4m3"});
+}
+
+TEST_F(PluginErrors, AScaleForAFormatWithoutScalesIsRefused) {
+  LayerWeights w = random_weights(problem_.c(), 7);
+  w.w13_scale = HostTensor(MOE_DTYPE_F32, {4});
+  expect_error([&] { reference_->prepare(problem_.c(), w.view(), {}); },
+               MOE_STATUS_INVALID_ARGUMENT, {"w13_scale: given, but format bf16 has no scales"});
+}
+
+TEST_F(PluginErrors, NonPositiveNvfp4GlobalScaleIsRefused) {
+  const Problem nv = small_problem(MOE_FORMAT_NVFP4);
+  LayerWeights w = random_weights(nv.c(), 7);
+  w.w2_scale_2.data<float>()[2] = 0.0f;
+  expect_error([&] { reference_->prepare(nv.c(), w.view(), {}); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"scale_2[2]=0 must be finite and > 0"});
+}
+
+}  // namespace
+}  // namespace moe::test

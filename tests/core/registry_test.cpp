@@ -1,0 +1,132 @@
+// Discovery and loading: every library that is not a usable plugin is skipped with a reason
+// that names the file and the problem.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "../support/test_env.hpp"
+
+namespace moe::test {
+namespace {
+
+const SkippedLibrary* skipped_containing(const Registry& r, const std::string& text) {
+  for (const auto& s : r.skipped())
+    if (s.reason.find(text) != std::string::npos) return &s;
+  return nullptr;
+}
+
+TEST(Registry, FindsTheReferenceInTheBuildTree) {
+  const Registry r = registry_of({build_plugin_dir()});
+  ASSERT_NE(r.find("reference"), nullptr);
+  EXPECT_EQ(r.find("reference")->api().abi_major, MOE_ABI_VERSION_MAJOR);
+  EXPECT_TRUE(r.skipped().empty());
+}
+
+TEST(Registry, MissingPluginDirectoryIsAnErrorNamingIt) {
+  expect_error([] { registry_of({"/no/such/plugins"}); }, MOE_STATUS_NOT_FOUND,
+               {"plugin directory '/no/such/plugins'", "does not exist"});
+}
+
+TEST(Registry, FileThatIsNotASharedLibraryIsSkippedWithTheReason) {
+  const auto dir = std::filesystem::path(testing::TempDir()) / "moe_not_a_library";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "libfake.so") << "this is text, not ELF\n";
+  const Registry r = registry_of({dir.string()});
+  EXPECT_TRUE(r.plugins().empty());
+  ASSERT_EQ(r.skipped().size(), 1u);
+  EXPECT_THAT(r.skipped()[0].reason, testing::HasSubstr("libfake.so"));
+  EXPECT_THAT(r.skipped()[0].reason, testing::HasSubstr("not a shared library"));
+}
+
+TEST(Registry, TruncatedLibraryIsSkippedWithTheLoaderMessage) {
+  const auto dir = std::filesystem::path(testing::TempDir()) / "moe_truncated";
+  std::filesystem::create_directories(dir);
+  std::ifstream in(build_plugin_dir() + "/libmoe_reference.so", std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), head.size());
+  std::ofstream(dir / "libtruncated.so", std::ios::binary) << head;
+  const Registry r = registry_of({dir.string()});
+  ASSERT_EQ(r.skipped().size(), 1u);
+  EXPECT_THAT(r.skipped()[0].reason, testing::HasSubstr("libtruncated.so: truncated or corrupt"));
+}
+
+TEST(Registry, LibraryWithoutTheEntryPointIsSkipped) {
+  const Registry r = registry_of({fixture_dir("no_entry")});
+  EXPECT_TRUE(r.plugins().empty());
+  ASSERT_EQ(r.skipped().size(), 1u);
+  EXPECT_THAT(r.skipped()[0].reason, testing::HasSubstr("has no entry point 'moe_plugin_get_api'"));
+}
+
+TEST(Registry, PluginOfAnotherAbiMajorIsRefusedNamingBothVersions) {
+  const Registry r = registry_of({fixture_dir("abi_major_99")});
+  EXPECT_TRUE(r.plugins().empty());
+  ASSERT_EQ(r.skipped().size(), 1u);
+  EXPECT_THAT(r.skipped()[0].reason, testing::HasSubstr("plugin ABI 99.0"));
+  EXPECT_THAT(r.skipped()[0].reason,
+              testing::HasSubstr(fmt::format("core's ABI {}.{}", MOE_ABI_VERSION_MAJOR,
+                                             MOE_ABI_VERSION_MINOR)));
+}
+
+TEST(Registry, FunctionTableShorterThanTheMinimumIsRefused) {
+  const Registry r = registry_of({fixture_dir("short_table")});
+  EXPECT_TRUE(r.plugins().empty());
+  ASSERT_EQ(r.skipped().size(), 1u);
+  EXPECT_THAT(r.skipped()[0].reason, testing::HasSubstr("function table struct_size="));
+  EXPECT_THAT(r.skipped()[0].reason, testing::HasSubstr("smaller than the minimum"));
+}
+
+TEST(Registry, DuplicateNameKeepsTheFirstFoundAndReportsTheOther) {
+  const Registry r = registry_of({build_plugin_dir(), fixture_dir("duplicate")});
+  ASSERT_NE(r.find("reference"), nullptr);
+  EXPECT_THAT(r.find("reference")->path().string(), testing::HasSubstr(build_plugin_dir()));
+  const auto* s = skipped_containing(r, "duplicate plugin name 'reference'");
+  ASSERT_NE(s, nullptr);
+  EXPECT_THAT(s->reason, testing::HasSubstr("libmoe_fixture_duplicate.so"));
+}
+
+TEST(Registry, ExplicitPluginFileThatFailsToLoadIsAnError) {
+  DiscoveryOptions o;
+  o.files = {fixture_dir("abi_major_99") + "/libmoe_fixture_abi_major_99.so"};
+  o.use_env = o.use_default = false;
+  expect_error([&] { Registry::discover(o); }, MOE_STATUS_ABI_MISMATCH, {"plugin ABI 99.0"});
+}
+
+TEST(Registry, MoePluginPathIsSearched) {
+  setenv("MOE_PLUGIN_PATH", (fixture_dir("picky") + ":/no/such/dir").c_str(), 1);
+  DiscoveryOptions o;
+  o.use_default = false;
+  const Registry r = Registry::discover(o);
+  unsetenv("MOE_PLUGIN_PATH");
+  EXPECT_NE(r.find("fixture_picky"), nullptr);
+}
+
+TEST(Registry, AliasFindsThePlugin) {
+  const Registry r = registry_of({fixture_dir("picky")});
+  ASSERT_NE(r.find("fixture_picky_alias"), nullptr);
+  EXPECT_EQ(r.find("fixture_picky_alias")->name(), "fixture_picky");
+  EXPECT_EQ(r.find("nobody"), nullptr);
+  EXPECT_THAT(r.names(), testing::HasSubstr("fixture_picky (fixture_picky_alias)"));
+}
+
+// Three libraries built from one source define the same internal symbols; with hidden
+// visibility and RTLD_LOCAL each keeps its own (each reports its own name and behaviour).
+TEST(Registry, PluginsBuiltFromTheSameCodeLoadSideBySide) {
+  const Registry r =
+      registry_of({fixture_dir("works"), fixture_dir("picky"), fixture_dir("throws")});
+  ASSERT_EQ(r.plugins().size(), 3u);
+  EXPECT_EQ(r.find("fixture_works")->info().priority, 1);
+  EXPECT_EQ(r.find("fixture_picky")->info().priority, 5);
+  EXPECT_FALSE(r.find("fixture_picky")->supports(small_problem(MOE_FORMAT_FP8_BLOCK).c()).supported);
+  EXPECT_TRUE(r.find("fixture_works")->supports(small_problem(MOE_FORMAT_FP8_BLOCK).c()).supported);
+}
+
+TEST(Registry, DefaultDirectoriesIncludeTheBuildTree) {
+  // The test binaries live in build/bin, so <exe>/../plugins is build/plugins.
+  bool found = false;
+  for (const auto& d : default_plugin_dirs())
+    found = found || std::filesystem::equivalent(d, build_plugin_dir());
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace moe::test

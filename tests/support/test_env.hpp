@@ -1,0 +1,57 @@
+// Paths and small builders shared by the tests that load plugins.
+#pragma once
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "moe/moe.hpp"
+
+namespace moe::test {
+
+inline std::string build_plugin_dir() { return MOE_BUILD_PLUGIN_DIR; }
+inline std::string fixture_dir(const std::string& variant) {
+  return std::string(MOE_TEST_PLUGIN_DIR) + "/" + variant;
+}
+inline std::string source_path(const std::string& rel) {
+  return std::string(MOE_SOURCE_DIR) + "/" + rel;
+}
+
+// A registry over exactly these directories (no MOE_PLUGIN_PATH, no default directories).
+inline Registry registry_of(std::vector<std::string> dirs) {
+  DiscoveryOptions o;
+  o.config_dirs = std::move(dirs);
+  o.use_env = false;
+  o.use_default = false;
+  return Registry::discover(o);
+}
+
+// E=4 k=2 H=64 I=32 bf16 silu_mul softmax_topk, normalised and valid.
+inline Problem small_problem(moe_format format = MOE_FORMAT_BF16) {
+  Problem p;
+  moe_problem& r = p.raw();
+  r.experts = 4;
+  r.top_k = 2;
+  r.hidden = 64;
+  r.intermediate = 32;
+  r.format = format;
+  r.max_tokens = 64;
+  p.finalize();
+  validate_problem(p.c());
+  return p;
+}
+
+// Runs `fn`, expects a moe::Error with `status` whose message contains every `parts`.
+template <class Fn>
+void expect_error(Fn&& fn, moe_status status, std::initializer_list<std::string> parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected moe::Error(" << status_name(status) << ")";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), status) << e.what();
+    for (const auto& part : parts) EXPECT_THAT(e.what(), testing::HasSubstr(part));
+  }
+}
+
+}  // namespace moe::test
