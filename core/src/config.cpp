@@ -1,5 +1,7 @@
 #include "moe/config.hpp"
 
+#include <set>
+
 #include "moe/error.hpp"
 #include "yaml_problem.hpp"
 
@@ -19,13 +21,18 @@ Config from_node(const YAML::Node& root, const std::string& source) {
   if (root["fallback"]) c.fallback = read_string_list(source, root["fallback"], "fallback");
   if (root["plugin_dirs"])
     c.plugin_dirs = read_string_list(source, root["plugin_dirs"], "plugin_dirs");
-  if (!root["problem"]) throw Error(MOE_STATUS_CONFIG_ERROR, source + ": the config needs 'problem'");
+  if (!root["problem"])
+    throw Error(MOE_STATUS_CONFIG_ERROR, source + ": the config needs 'problem'");
   c.problem = parse_problem(source, root["problem"]);
   if (const auto opts = root["options"]) {
     if (!opts.IsMap())
       throw Error(MOE_STATUS_CONFIG_ERROR, where(source, opts) + ": options must be a mapping");
+    std::set<std::string> seen;
     for (const auto& kv : opts) {
-      const auto key = kv.first.as<std::string>();
+      const auto key = key_name(source, kv.first, "options");
+      if (!seen.insert(key).second)
+        throw Error(MOE_STATUS_CONFIG_ERROR,
+                    where(source, kv.first) + ": duplicate key '" + key + "' in options");
       c.options.emplace_back(key, read_scalar<std::string>(source, kv.second, key));
     }
   }

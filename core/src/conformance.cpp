@@ -19,10 +19,14 @@ constexpr Scenario kAllScenarios[] = {Scenario::kRandom, Scenario::kTies, Scenar
 
 double value_at(const HostTensor& t, int64_t i) {
   switch (t.dtype()) {
-    case MOE_DTYPE_F64: return t.data<double>()[i];
-    case MOE_DTYPE_F32: return t.data<float>()[i];
-    case MOE_DTYPE_BF16: return bf16_to_float(t.data<uint16_t>()[i]);
-    default: MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "no float view of dtype {}", int(t.dtype()));
+    case MOE_DTYPE_F64:
+      return t.data<double>()[i];
+    case MOE_DTYPE_F32:
+      return t.data<float>()[i];
+    case MOE_DTYPE_BF16:
+      return bf16_to_float(t.data<uint16_t>()[i]);
+    default:
+      MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "no float view of dtype {}", int(t.dtype()));
   }
 }
 
@@ -31,7 +35,8 @@ std::string first_non_finite(const HostTensor& out) {
   const int64_t cols = out.shape()[1];
   for (int64_t i = 0; i < out.numel(); ++i) {
     if (!std::isfinite(value_at(out, i)))
-      return fmt::format("row {} column {} is {} (not written?)", i / cols, i % cols, value_at(out, i));
+      return fmt::format("row {} column {} is {} (not written?)", i / cols, i % cols,
+                         value_at(out, i));
   }
   return "";
 }
@@ -61,13 +66,18 @@ int32_t last_local_expert(const moe_problem& p) {
 
 }  // namespace
 
-double default_tolerance(moe_format format) { return format == MOE_FORMAT_BF16 ? 1e-2 : 2e-2; }
+double default_tolerance(moe_format format) {
+  return format == MOE_FORMAT_BF16 ? 1e-2 : 2e-2;
+}
 
 const char* case_status_name(CaseStatus s) {
   switch (s) {
-    case CaseStatus::kPass: return "pass";
-    case CaseStatus::kFail: return "fail";
-    case CaseStatus::kSkip: return "skip";
+    case CaseStatus::kPass:
+      return "pass";
+    case CaseStatus::kFail:
+      return "fail";
+    case CaseStatus::kSkip:
+      return "skip";
   }
   return "invalid";
 }
@@ -75,7 +85,8 @@ const char* case_status_name(CaseStatus s) {
 ProblemFile load_problem_file(const std::string& path) {
   using namespace detail;
   const YAML::Node root = load_yaml_file(path);
-  check_keys(path, root, {"problem", "tokens", "tolerance", "scenarios", "gpu_sized", "description"},
+  check_keys(path, root,
+             {"problem", "tokens", "tolerance", "scenarios", "gpu_sized", "description"},
              "a problem file");
   MOE_CHECK(root["problem"], MOE_STATUS_CONFIG_ERROR, "{}: a problem file needs 'problem'", path);
   ProblemFile pf;
@@ -92,14 +103,16 @@ ProblemFile load_problem_file(const std::string& path) {
                 where(path, v));
     }
   }
-  pf.tolerance = root["tolerance"] ? read_scalar<double>(path, root["tolerance"], "tolerance")
-                                   : default_tolerance(static_cast<moe_format>(pf.problem.raw().format));
+  pf.tolerance = root["tolerance"]
+                     ? read_scalar<double>(path, root["tolerance"], "tolerance")
+                     : default_tolerance(static_cast<moe_format>(pf.problem.raw().format));
   MOE_CHECK(pf.tolerance > 0, MOE_STATUS_CONFIG_ERROR, "{}: tolerance must be > 0", path);
   if (const auto s = root["scenarios"]) {
     for (const auto& name : read_string_list(path, s, "scenarios")) {
       Scenario sc;
       MOE_CHECK(parse_scenario(name, &sc), MOE_STATUS_CONFIG_ERROR,
-                "{}: scenario '{}' is not one of random, ties, padding, one_expert", where(path, s), name);
+                "{}: scenario '{}' is not one of random, ties, padding, one_expert", where(path, s),
+                name);
       pf.scenarios.push_back(sc);
     }
   } else {
@@ -136,7 +149,8 @@ double relative_l2(const HostTensor& out, const HostTensor& ref) {
   return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(out_norm);
 }
 
-Conformance::Conformance(std::shared_ptr<const Plugin> reference) : reference_(std::move(reference)) {
+Conformance::Conformance(std::shared_ptr<const Plugin> reference)
+    : reference_(std::move(reference)) {
   MOE_CHECK(reference_ != nullptr, MOE_STATUS_NOT_FOUND,
             "the conformance suite needs the reference plugin, and none was found");
 }
@@ -182,7 +196,8 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
 
   for (const int64_t tokens : pf.tokens) {
     for (const Scenario sc : pf.scenarios) {
-      const uint64_t seed = mix_seed(options.seed, fmt::format("{}/{}/{}", pf.name, tokens, scenario_name(sc)));
+      const uint64_t seed =
+          mix_seed(options.seed, fmt::format("{}/{}/{}", pf.name, tokens, scenario_name(sc)));
       CaseResult run = result("run", tokens, scenario_name(sc), seed);
       if (tokens > p.max_tokens) {
         run.detail = fmt::format("tokens={} exceeds max_tokens={}", tokens, p.max_tokens);
@@ -225,17 +240,18 @@ nlohmann::json to_json(const std::vector<CaseResult>& results) {
   int pass = 0, fail = 0, skip = 0;
   for (const auto& r : results) {
     (r.status == CaseStatus::kPass ? pass : r.status == CaseStatus::kFail ? fail : skip)++;
-    cases.push_back({{"plugin", r.plugin},
-                     {"problem", r.problem},
-                     {"stage", r.stage},
-                     {"tokens", r.tokens},
-                     {"scenario", r.scenario},
-                     {"seed", r.seed},
-                     {"status", case_status_name(r.status)},
-                     {"detail", r.detail},
-                     {"rel_err", std::isfinite(r.rel_err) ? nlohmann::json(r.rel_err) : nlohmann::json("inf")},
-                     {"tolerance", r.tolerance},
-                     {"ms", r.ms}});
+    cases.push_back(
+        {{"plugin", r.plugin},
+         {"problem", r.problem},
+         {"stage", r.stage},
+         {"tokens", r.tokens},
+         {"scenario", r.scenario},
+         {"seed", r.seed},
+         {"status", case_status_name(r.status)},
+         {"detail", r.detail},
+         {"rel_err", std::isfinite(r.rel_err) ? nlohmann::json(r.rel_err) : nlohmann::json("inf")},
+         {"tolerance", r.tolerance},
+         {"ms", r.ms}});
   }
   return {{"summary", {{"pass", pass}, {"fail", fail}, {"skip", skip}}}, {"cases", cases}};
 }

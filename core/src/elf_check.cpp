@@ -20,13 +20,20 @@ constexpr uint16_t kHostMachine = EM_NONE;
 
 const char* machine_name(uint16_t m) {
   switch (m) {
-    case EM_X86_64: return "x86_64";
-    case EM_AARCH64: return "aarch64";
-    case EM_386: return "i386";
-    case EM_ARM: return "arm";
-    case EM_PPC64: return "ppc64";
-    case EM_RISCV: return "riscv";
-    default: return "another machine";
+    case EM_X86_64:
+      return "x86_64";
+    case EM_AARCH64:
+      return "aarch64";
+    case EM_386:
+      return "i386";
+    case EM_ARM:
+      return "arm";
+    case EM_PPC64:
+      return "ppc64";
+    case EM_RISCV:
+      return "riscv";
+    default:
+      return "another machine";
   }
 }
 

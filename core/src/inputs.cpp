@@ -17,7 +17,9 @@ uint64_t Rng::next() {
   return z ^ (z >> 31);
 }
 
-double Rng::uniform() { return double(next() >> 11) * 0x1.0p-53; }
+double Rng::uniform() {
+  return double(next() >> 11) * 0x1.0p-53;
+}
 
 double Rng::normal() {
   if (has_spare_) {
@@ -57,7 +59,8 @@ void quantize_into(moe_format f, const std::vector<float>& w, int64_t rows, int6
                    int64_t index, HostTensor& q, HostTensor& scale, HostTensor& scale_2) {
   const MatrixLayout m = matrix_layout(f, rows, cols);
   const size_t i = index < 0 ? 0 : size_t(index);
-  uint8_t* qp = static_cast<uint8_t*>(q.raw()) + i * size_t(rows * m.stored_cols) * dtype_size(m.dtype);
+  uint8_t* qp =
+      static_cast<uint8_t*>(q.raw()) + i * size_t(rows * m.stored_cols) * dtype_size(m.dtype);
   const int64_t sc = scale_count(m);
   switch (f) {
     case MOE_FORMAT_BF16: {
@@ -83,7 +86,8 @@ void quantize_into(moe_format f, const std::vector<float>& w, int64_t rows, int6
       quantize_nvfp4(w.data(), rows, cols, s2, qp, scale.data<uint8_t>() + i * sc);
       break;
     }
-    default: MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "format={} is not supported", int(f));
+    default:
+      MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "format={} is not supported", int(f));
   }
 }
 
@@ -97,8 +101,9 @@ void make_matrices(Rng& rng, moe_format f, int64_t experts, int64_t rows, int64_
   };
   q = HostTensor(m.dtype, with_experts({rows, m.stored_cols}));
   if (m.scale_dtype != MOE_DTYPE_INVALID) {
-    scale = m.scale_rows == 0 ? HostTensor(m.scale_dtype, {experts > 0 ? experts : 1})
-                              : HostTensor(m.scale_dtype, with_experts({m.scale_rows, m.scale_cols}));
+    scale = m.scale_rows == 0
+                ? HostTensor(m.scale_dtype, {experts > 0 ? experts : 1})
+                : HostTensor(m.scale_dtype, with_experts({m.scale_rows, m.scale_cols}));
   }
   if (m.has_scale_2) scale_2 = HostTensor(MOE_DTYPE_F32, {experts > 0 ? experts : 1});
   for (int64_t e = 0; e < std::max<int64_t>(experts, 1); ++e) {
@@ -111,8 +116,10 @@ HostTensor random_bias(Rng& rng, moe_dtype dtype, std::vector<int64_t> shape, do
   HostTensor t(dtype, std::move(shape));
   for (int64_t i = 0; i < t.numel(); ++i) {
     const float v = float(std * rng.normal());
-    if (dtype == MOE_DTYPE_F32) t.data<float>()[i] = v;
-    else t.data<uint16_t>()[i] = float_to_bf16(v);
+    if (dtype == MOE_DTYPE_F32)
+      t.data<float>()[i] = v;
+    else
+      t.data<uint16_t>()[i] = float_to_bf16(v);
   }
   return t;
 }
@@ -122,15 +129,24 @@ HostTensor random_bias(Rng& rng, moe_dtype dtype, std::vector<int64_t> shape, do
 moe_weights LayerWeights::view() const {
   moe_weights w{};
   w.struct_size = sizeof(w);
-  w.w13 = w13.view(); w.w13_scale = w13_scale.view(); w.w13_scale_2 = w13_scale_2.view();
-  w.w2 = w2.view(); w.w2_scale = w2_scale.view(); w.w2_scale_2 = w2_scale_2.view();
-  w.b13 = b13.view(); w.b2 = b2.view();
-  w.a13_scale = a13_scale.view(); w.a2_scale = a2_scale.view();
-  w.shared_w13 = shared_w13.view(); w.shared_w13_scale = shared_w13_scale.view();
+  w.w13 = w13.view();
+  w.w13_scale = w13_scale.view();
+  w.w13_scale_2 = w13_scale_2.view();
+  w.w2 = w2.view();
+  w.w2_scale = w2_scale.view();
+  w.w2_scale_2 = w2_scale_2.view();
+  w.b13 = b13.view();
+  w.b2 = b2.view();
+  w.a13_scale = a13_scale.view();
+  w.a2_scale = a2_scale.view();
+  w.shared_w13 = shared_w13.view();
+  w.shared_w13_scale = shared_w13_scale.view();
   w.shared_w13_scale_2 = shared_w13_scale_2.view();
-  w.shared_w2 = shared_w2.view(); w.shared_w2_scale = shared_w2_scale.view();
+  w.shared_w2 = shared_w2.view();
+  w.shared_w2_scale = shared_w2_scale.view();
   w.shared_w2_scale_2 = shared_w2_scale_2.view();
-  w.sink_w13 = sink_w13.view(); w.sink_w2 = sink_w2.view();
+  w.sink_w13 = sink_w13.view();
+  w.sink_w2 = sink_w2.view();
   return w;
 }
 
@@ -143,9 +159,10 @@ LayerWeights random_weights(const moe_problem& p, uint64_t seed) {
   const double std13 = (clamped ? 3.0 : 1.0) / std::sqrt(double(p.hidden));
   LayerWeights lw;
   const int64_t r13 = w13_rows(p);
-  make_matrices(rng, f, p.local_experts, r13, p.hidden, std13, lw.w13, lw.w13_scale, lw.w13_scale_2);
-  make_matrices(rng, f, p.local_experts, p.hidden, p.intermediate, 1.0 / std::sqrt(double(p.intermediate)),
-                lw.w2, lw.w2_scale, lw.w2_scale_2);
+  make_matrices(rng, f, p.local_experts, r13, p.hidden, std13, lw.w13, lw.w13_scale,
+                lw.w13_scale_2);
+  make_matrices(rng, f, p.local_experts, p.hidden, p.intermediate,
+                1.0 / std::sqrt(double(p.intermediate)), lw.w2, lw.w2_scale, lw.w2_scale_2);
   if (p.expert_bias) {
     lw.b13 = random_bias(rng, MOE_DTYPE_BF16, {p.local_experts, r13}, 0.1);
     lw.b2 = random_bias(rng, MOE_DTYPE_F32, {p.local_experts, p.hidden}, 0.1);
@@ -176,16 +193,21 @@ LayerWeights random_weights(const moe_problem& p, uint64_t seed) {
 
 const char* scenario_name(Scenario s) {
   switch (s) {
-    case Scenario::kRandom: return "random";
-    case Scenario::kTies: return "ties";
-    case Scenario::kPadding: return "padding";
-    case Scenario::kOneExpert: return "one_expert";
+    case Scenario::kRandom:
+      return "random";
+    case Scenario::kTies:
+      return "ties";
+    case Scenario::kPadding:
+      return "padding";
+    case Scenario::kOneExpert:
+      return "one_expert";
   }
   return "invalid";
 }
 
 bool parse_scenario(std::string_view name, Scenario* out) {
-  for (Scenario s : {Scenario::kRandom, Scenario::kTies, Scenario::kPadding, Scenario::kOneExpert}) {
+  for (Scenario s :
+       {Scenario::kRandom, Scenario::kTies, Scenario::kPadding, Scenario::kOneExpert}) {
     if (name == scenario_name(s)) {
       *out = s;
       return true;

@@ -30,18 +30,23 @@ spdlog::logger& logger() {
 
 moe_log_level to_abi(spdlog::level::level_enum l) {
   switch (l) {
-    case spdlog::level::trace: return MOE_LOG_TRACE;
-    case spdlog::level::debug: return MOE_LOG_DEBUG;
-    case spdlog::level::info: return MOE_LOG_INFO;
-    case spdlog::level::warn: return MOE_LOG_WARN;
-    default: return MOE_LOG_ERROR;
+    case spdlog::level::trace:
+      return MOE_LOG_TRACE;
+    case spdlog::level::debug:
+      return MOE_LOG_DEBUG;
+    case spdlog::level::info:
+      return MOE_LOG_INFO;
+    case spdlog::level::warn:
+      return MOE_LOG_WARN;
+    default:
+      return MOE_LOG_ERROR;
   }
 }
 
 void plugin_log(void* /*user*/, int32_t level, const char* plugin, const char* message) {
-  static const spdlog::level::level_enum kLevels[] = {
-      spdlog::level::trace, spdlog::level::debug, spdlog::level::info, spdlog::level::warn,
-      spdlog::level::err};
+  static const spdlog::level::level_enum kLevels[] = {spdlog::level::trace, spdlog::level::debug,
+                                                      spdlog::level::info, spdlog::level::warn,
+                                                      spdlog::level::err};
   const auto lvl = (level >= 0 && level <= 4) ? kLevels[level] : spdlog::level::err;
   logger().log(lvl, "[{}] {}", plugin ? plugin : "?", message ? message : "");
 }

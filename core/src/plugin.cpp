@@ -21,9 +21,9 @@ bool Plugin::answers_to(std::string_view name) const {
 void Plugin::check(moe_status status, std::string_view what) const {
   if (status == MOE_STATUS_OK) return;
   const char* message = api_->last_error ? api_->last_error() : nullptr;
-  throw Error(status, fmt::format("plugin '{}' {}: {} ({})", info_.name, what,
-                                  message && *message ? message : "no message",
-                                  status_name(status)));
+  throw Error(status,
+              fmt::format("plugin '{}' {}: {} ({})", info_.name, what,
+                          message && *message ? message : "no message", status_name(status)));
 }
 
 Support Plugin::supports(const moe_problem& problem) const {
@@ -138,7 +138,8 @@ Buffer::Buffer(std::shared_ptr<const Plugin> plugin, size_t bytes)
     : plugin_(std::move(plugin)), data_(plugin_->alloc(bytes)), bytes_(bytes) {}
 
 Buffer::Buffer(Buffer&& o) noexcept
-    : plugin_(std::move(o.plugin_)), data_(std::exchange(o.data_, nullptr)),
+    : plugin_(std::move(o.plugin_)),
+      data_(std::exchange(o.data_, nullptr)),
       bytes_(std::exchange(o.bytes_, 0)) {}
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
@@ -156,8 +157,8 @@ Buffer::~Buffer() {
 }
 
 void Buffer::upload(const void* host, size_t bytes) const {
-  MOE_CHECK(bytes <= bytes_, MOE_STATUS_INVALID_ARGUMENT, "upload of {} bytes into a {}-byte buffer",
-            bytes, bytes_);
+  MOE_CHECK(bytes <= bytes_, MOE_STATUS_INVALID_ARGUMENT,
+            "upload of {} bytes into a {}-byte buffer", bytes, bytes_);
   plugin_->copy(data_, host, bytes, MOE_MEMCPY_HOST_TO_DEVICE);
 }
 

@@ -83,7 +83,8 @@ RunResult run_layer(const Layer& layer, const moe_problem& p, const HostTensor& 
   const auto start = std::chrono::steady_clock::now();
   layer.run(args);
   plugin.sync();
-  result.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  result.ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   out.buffer.download(result.output.raw(), result.output.bytes());
   return result;
 }

@@ -61,7 +61,8 @@ Selection select_backend(const Registry& registry, const Config& config) {
   const std::string desc = describe_problem(problem);
 
   std::vector<std::shared_ptr<Plugin>> fallbacks;
-  for (const auto& name : config.fallback) fallbacks.push_back(find_or_throw(registry, name, "fallback"));
+  for (const auto& name : config.fallback)
+    fallbacks.push_back(find_or_throw(registry, name, "fallback"));
 
   if (config.backend == "auto") {
     std::shared_ptr<Plugin> best;

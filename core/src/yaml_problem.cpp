@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "moe/error.hpp"
@@ -17,10 +19,14 @@ namespace {
 
 template <class T>
 const char* type_word() {
-  if constexpr (std::is_same_v<T, bool>) return "true or false";
-  else if constexpr (std::is_integral_v<T>) return "an integer";
-  else if constexpr (std::is_floating_point_v<T>) return "a number";
-  else return "a string";
+  if constexpr (std::is_same_v<T, bool>)
+    return "true or false";
+  else if constexpr (std::is_integral_v<T>)
+    return "an integer";
+  else if constexpr (std::is_floating_point_v<T>)
+    return "a number";
+  else
+    return "a string";
 }
 
 template <class E>
@@ -34,6 +40,13 @@ int32_t read_enum(const std::string& source, const YAML::Node& node, const std::
 
 }  // namespace
 
+std::string key_name(const std::string& source, const YAML::Node& key, const char* section) {
+  if (!key.IsScalar())
+    fail(where(source, key),
+         fmt::format("a key in {} must be a plain name, not a list or mapping", section));
+  return key.Scalar();
+}
+
 std::string where(const std::string& source, const YAML::Node& node) {
   const YAML::Mark m = node.Mark();
   if (m.line < 0) return source;
@@ -43,12 +56,14 @@ std::string where(const std::string& source, const YAML::Node& node) {
 void check_keys(const std::string& source, const YAML::Node& map,
                 const std::vector<std::string>& known, const char* section) {
   if (!map.IsMap()) fail(where(source, map), fmt::format("{} must be a mapping", section));
+  std::set<std::string> seen;
   for (const auto& kv : map) {
-    const auto key = kv.first.as<std::string>();
+    const auto key = key_name(source, kv.first, section);
+    if (!seen.insert(key).second)
+      fail(where(source, kv.first), fmt::format("duplicate key '{}' in {}", key, section));
     if (std::find(known.begin(), known.end(), key) == known.end()) {
-      fail(where(source, kv.first),
-           fmt::format("unknown key '{}' in {}; known keys: {}", key, section,
-                       fmt::join(known, ", ")));
+      fail(where(source, kv.first), fmt::format("unknown key '{}' in {}; known keys: {}", key,
+                                                section, fmt::join(known, ", ")));
     }
   }
 }
@@ -81,13 +96,34 @@ std::vector<std::string> read_string_list(const std::string& source, const YAML:
 }
 
 Problem parse_problem(const std::string& source, const YAML::Node& map) {
-  static const std::vector<std::string> kKeys = {
-      "experts", "top_k", "hidden", "intermediate", "format", "input_format", "activation",
-      "gelu_tanh", "activation_alpha", "activation_limit", "routing", "renormalize",
-      "score_function", "routing_bias", "num_groups", "topk_group", "routed_scaling_factor",
-      "route_scale", "global_scale", "expert_bias", "shared_intermediate", "sink_experts",
-      "sink_intermediate", "ep_placement", "ep_size", "ep_rank", "redundant_experts",
-      "max_tokens"};
+  static const std::vector<std::string> kKeys = {"experts",
+                                                 "top_k",
+                                                 "hidden",
+                                                 "intermediate",
+                                                 "format",
+                                                 "input_format",
+                                                 "activation",
+                                                 "gelu_tanh",
+                                                 "activation_alpha",
+                                                 "activation_limit",
+                                                 "routing",
+                                                 "renormalize",
+                                                 "score_function",
+                                                 "routing_bias",
+                                                 "num_groups",
+                                                 "topk_group",
+                                                 "routed_scaling_factor",
+                                                 "route_scale",
+                                                 "global_scale",
+                                                 "expert_bias",
+                                                 "shared_intermediate",
+                                                 "sink_experts",
+                                                 "sink_intermediate",
+                                                 "ep_placement",
+                                                 "ep_size",
+                                                 "ep_rank",
+                                                 "redundant_experts",
+                                                 "max_tokens"};
   check_keys(source, map, kKeys, "problem");
   for (const char* required : {"experts", "top_k", "hidden", "intermediate"}) {
     if (!map[required]) fail(where(source, map), fmt::format("problem needs '{}'", required));
@@ -100,7 +136,8 @@ Problem parse_problem(const std::string& source, const YAML::Node& map) {
   auto i32 = [&](const char* k, int32_t& out) {
     if (!map[k]) return;
     const int64_t v = read_scalar<int64_t>(source, map[k], k);
-    if (v < INT32_MIN || v > INT32_MAX) fail(where(source, map[k]), std::string(k) + " is out of range");
+    if (v < INT32_MIN || v > INT32_MAX)
+      fail(where(source, map[k]), std::string(k) + " is out of range");
     out = static_cast<int32_t>(v);
   };
   auto flag = [&](const char* k, int32_t& out) {
@@ -113,13 +150,14 @@ Problem parse_problem(const std::string& source, const YAML::Node& map) {
   i64("top_k", p.top_k);
   i64("hidden", p.hidden);
   i64("intermediate", p.intermediate);
-  if (map["format"]) p.format = read_enum(source, map["format"], "format", parse_format, format_names());
+  if (map["format"])
+    p.format = read_enum(source, map["format"], "format", parse_format, format_names());
   if (map["input_format"])
     p.input_format = read_enum(source, map["input_format"], "input_format", parse_input_format,
                                input_format_names());
   if (map["activation"])
-    p.activation = read_enum(source, map["activation"], "activation", parse_activation,
-                             activation_names());
+    p.activation =
+        read_enum(source, map["activation"], "activation", parse_activation, activation_names());
   flag("gelu_tanh", p.gelu_tanh);
   f32("activation_alpha", p.activation_alpha);
   f32("activation_limit", p.activation_limit);
@@ -157,7 +195,10 @@ Problem parse_problem(const std::string& source, const YAML::Node& map) {
 
 YAML::Node load_yaml_text(const std::string& text, const std::string& source) {
   try {
-    return YAML::Load(text);
+    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.size() > 1)
+      fail(where(source, docs[1]), "a config holds one YAML document; found a second after '---'");
+    return docs.empty() ? YAML::Node() : docs[0];
   } catch (const YAML::ParserException& e) {
     fail(fmt::format("{}:{}:{}", source, e.mark.line + 1, e.mark.column + 1),
          "YAML syntax error: " + e.msg);
@@ -165,6 +206,9 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& source) {
 }
 
 YAML::Node load_yaml_file(const std::string& path) {
+  std::error_code ec;
+  MOE_CHECK(!std::filesystem::is_directory(path, ec), MOE_STATUS_NOT_FOUND,
+            "config file '{}' is a directory", path);
   std::ifstream in(path);
   MOE_CHECK(in.good(), MOE_STATUS_NOT_FOUND, "cannot open config file '{}'", path);
   std::stringstream ss;

@@ -13,7 +13,10 @@ namespace moe::detail {
 // "<source>:<line>:<col>" of a node (1-based).
 std::string where(const std::string& source, const YAML::Node& node);
 
-// Throws CONFIG_ERROR for keys of `map` not in `known`.
+// A mapping key as a string; CONFIG_ERROR when it is a list or mapping.
+std::string key_name(const std::string& source, const YAML::Node& key, const char* section);
+
+// Throws CONFIG_ERROR for keys of `map` not in `known`, duplicate and non-scalar keys.
 void check_keys(const std::string& source, const YAML::Node& map,
                 const std::vector<std::string>& known, const char* section);
 

@@ -12,8 +12,9 @@ namespace moe::tool {
 
 void add_conformance(CLI::App& app, Discovery& d) {
   auto* cmd = app.add_subcommand(
-      "conformance", "Run plugins against the reference on every problem file: routing exactly, "
-                     "outputs by relative L2 error; unsupported problems are skips with the reason");
+      "conformance",
+      "Run plugins against the reference on every problem file: routing exactly, "
+      "outputs by relative L2 error; unsupported problems are skips with the reason");
   static std::vector<std::string> plugins;
   static std::string problems = "configs/problems", report;
   static uint64_t seed = 0;
@@ -47,16 +48,21 @@ void add_conformance(CLI::App& app, Discovery& d) {
     for (const auto& plugin : targets) {
       for (const auto& pf : files) {
         for (auto& c : suite.run(plugin, pf, opt)) {
-          if (c.status != CaseStatus::kPass || c.stage == "support")
-            std::cout << fmt::format("{:<4} {} / {} {} T={} {}: {}\n", case_status_name(c.status),
-                                     c.plugin, c.problem, c.stage, c.tokens, c.scenario, c.detail);
+          if (c.stage == "support")
+            std::cout << fmt::format("{:<4} {} / {}: {}\n", case_status_name(c.status), c.plugin,
+                                     c.problem, c.detail);
+          else if (c.status != CaseStatus::kPass)
+            std::cout << fmt::format("{:<4} {} / {} {} T={} {} (case seed {}): {}\n",
+                                     case_status_name(c.status), c.plugin, c.problem, c.stage,
+                                     c.tokens, c.scenario, c.seed, c.detail);
           all.push_back(std::move(c));
         }
       }
     }
     const auto json = to_json(all);
     std::cout << fmt::format("pass {}  fail {}  skip {}\n", json["summary"]["pass"].get<int>(),
-                             json["summary"]["fail"].get<int>(), json["summary"]["skip"].get<int>());
+                             json["summary"]["fail"].get<int>(),
+                             json["summary"]["skip"].get<int>());
     if (!report.empty()) {
       nlohmann::json doc = json;
       doc["seed"] = opt.seed;

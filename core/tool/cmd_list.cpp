@@ -8,9 +8,15 @@
 namespace moe::tool {
 namespace {
 
-const char* fmt_name(int i) { return format_name(static_cast<moe_format>(i)); }
-const char* act_name(int i) { return activation_name(static_cast<moe_activation>(i)); }
-const char* route_name(int i) { return routing_name(static_cast<moe_routing>(i)); }
+const char* fmt_name(int i) {
+  return format_name(static_cast<moe_format>(i));
+}
+const char* act_name(int i) {
+  return activation_name(static_cast<moe_activation>(i));
+}
+const char* route_name(int i) {
+  return routing_name(static_cast<moe_routing>(i));
+}
 
 void print_plugin(const Plugin& p, bool verbose) {
   const PluginInfo& i = p.info();
@@ -32,13 +38,14 @@ void print_plugin(const Plugin& p, bool verbose) {
 }  // namespace
 
 void add_list(CLI::App& app, Discovery& d) {
-  auto* cmd = app.add_subcommand("list", "Plugins found, their ABI and capabilities, and every "
-                                         "library skipped with the reason");
+  auto* cmd = app.add_subcommand("list",
+                                 "Plugins found, their ABI and capabilities, and every "
+                                 "library skipped with the reason");
   cmd->callback([&d] {
     const Registry r = d.discover();
-    std::cout << fmt::format("core ABI {}.{}\nsearched: {}\n\n", MOE_ABI_VERSION_MAJOR,
-                             MOE_ABI_VERSION_MINOR,
-                             r.searched().empty() ? "(nothing)" : fmt::format("{}", fmt::join(r.searched(), ", ")));
+    std::cout << fmt::format(
+        "core ABI {}.{}\nsearched: {}\n\n", MOE_ABI_VERSION_MAJOR, MOE_ABI_VERSION_MINOR,
+        r.searched().empty() ? "(nothing)" : fmt::format("{}", fmt::join(r.searched(), ", ")));
     std::cout << r.plugins().size() << " plugin(s):\n";
     for (const auto& p : r.plugins()) print_plugin(*p, false);
     if (!r.skipped().empty()) {
@@ -49,9 +56,10 @@ void add_list(CLI::App& app, Discovery& d) {
 }
 
 void add_describe(CLI::App& app, Discovery& d) {
-  auto* cmd = app.add_subcommand("describe", "Everything about one plugin (by name or alias); with "
-                                             "--config, whether it supports that problem and "
-                                             "its prepared layout");
+  auto* cmd = app.add_subcommand("describe",
+                                 "Everything about one plugin (by name or alias); with "
+                                 "--config, whether it supports that problem and "
+                                 "its prepared layout");
   static std::string name, config;
   cmd->add_option("name", name, "Plugin name or alias")->required();
   cmd->add_option("--config", config, "A config whose problem to check");
@@ -67,15 +75,17 @@ void add_describe(CLI::App& app, Discovery& d) {
     const moe_problem p = cfg->problem.c();
     const Support s = plugin->supports(p);
     std::cout << "  problem:     " << describe_problem(p) << "\n  supported:   "
-              << (s.supported ? "yes" : fmt::format("no ({}): {}", reason_name(s.reason), s.message))
+              << (s.supported ? "yes"
+                              : fmt::format("no ({}): {}", reason_name(s.reason), s.message))
               << "\n";
     if (auto layout = plugin->describe_layout(p)) std::cout << "  layout:\n" << *layout << "\n";
   });
 }
 
 void add_select(CLI::App& app, Discovery& d) {
-  auto* cmd = app.add_subcommand("select", "Which backend a config selects, and why every other "
-                                           "one was not chosen");
+  auto* cmd = app.add_subcommand("select",
+                                 "Which backend a config selects, and why every other "
+                                 "one was not chosen");
   static std::string config;
   cmd->add_option("--config", config, "YAML config")->required();
   cmd->callback([&d] {

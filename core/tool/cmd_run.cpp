@@ -27,9 +27,10 @@ double sum_of(const HostTensor& bf16) {
 }  // namespace
 
 void add_run(CLI::App& app, Discovery& d) {
-  auto* cmd = app.add_subcommand("run", "Run one MoE layer on the backend the config selects, on "
-                                        "random inputs of the problem's shape, and compare it "
-                                        "with the reference");
+  auto* cmd = app.add_subcommand("run",
+                                 "Run one MoE layer on the backend the config selects, on "
+                                 "random inputs of the problem's shape, and compare it "
+                                 "with the reference");
   static std::string config;
   static int64_t tokens = -1;
   static uint64_t seed = 0;
@@ -37,8 +38,9 @@ void add_run(CLI::App& app, Discovery& d) {
   cmd->add_option("--config", config, "YAML config")->required();
   cmd->add_option("--tokens", tokens, "Tokens in the batch (default: the config's tokens, else 16)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option_function<uint64_t>("--seed", [](const uint64_t& s) { seed = s, seed_given = true; },
-                                     "Random seed (default: the config's seed, else 1)");
+  cmd->add_option_function<uint64_t>(
+      "--seed", [](const uint64_t& s) { seed = s, seed_given = true; },
+      "Random seed (default: the config's seed, else 1)");
   cmd->callback([&d] {
     const Config cfg = Config::load_file(config);
     const Registry r = d.discover(cfg.plugin_dirs);
@@ -65,10 +67,12 @@ void add_run(CLI::App& app, Discovery& d) {
     std::cout << fmt::format("backend:   {} ({})\n", sel.plugin->name(), sel.rule)
               << fmt::format("problem:   {}\n", describe_problem(p))
               << fmt::format("tokens:    {}  seed: {}  routed by: {}\n", t, s, router.name())
-              << fmt::format("checksum:  sum={:.6f} fnv1a={:016x}\n", sum_of(out.output), fnv1a(out.output))
+              << fmt::format("checksum:  sum={:.6f} fnv1a={:016x}\n", sum_of(out.output),
+                             fnv1a(out.output))
               << fmt::format("rel_err:   {:.3e} against the reference (tolerance {:.0e}) {}\n", err,
                              tol, err <= tol ? "ok" : "MISMATCH")
-              << fmt::format("time:      {:.3f} ms (one run, wall clock, incl. stream sync)\n", out.ms);
+              << fmt::format("time:      {:.3f} ms (one run, wall clock, incl. stream sync)\n",
+                             out.ms);
     if (!(err <= tol)) exit_code() = kExitMismatch;
   });
 }

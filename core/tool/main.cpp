@@ -8,10 +8,12 @@
 int main(int argc, char** argv) {
   CLI::App app{"moe-registry: Mixture-of-Experts backends as plugins, chosen by a YAML config"};
   app.require_subcommand(1);
+  app.fallthrough();  // global options may also follow the subcommand
   app.set_help_all_flag("--help-all", "Help for every subcommand");
   std::string level;
-  app.add_option("--log-level", level, "trace, debug, info, warn (default), error or off; "
-                                       "MOE_LOG_LEVEL sets it too");
+  app.add_option("--log-level", level,
+                 "trace, debug, info, warn (default), error or off; "
+                 "MOE_LOG_LEVEL sets it too");
   moe::tool::Discovery discovery;
   app.add_option("--plugin-dir", discovery.plugin_dirs,
                  "Also search this directory for plugins (before MOE_PLUGIN_PATH and the "

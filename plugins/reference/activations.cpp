@@ -7,9 +7,13 @@
 
 namespace moe::reference {
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
 
-double silu(double x) { return x * sigmoid(x); }
+double silu(double x) {
+  return x * sigmoid(x);
+}
 
 double gelu(double x, bool tanh_form) {
   if (tanh_form) {

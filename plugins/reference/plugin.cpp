@@ -18,7 +18,9 @@ moe_status init(const moe_host_api* host) {
   return guarded([&] { moe::sdk::init_host(host, kName); });
 }
 
-const char* last_error() { return moe::sdk::last_error(); }
+const char* last_error() {
+  return moe::sdk::last_error();
+}
 
 moe_status get_info(moe_plugin_info* out) {
   return guarded([&] {
@@ -27,8 +29,9 @@ moe_status get_info(moe_plugin_info* out) {
     info.struct_size = sizeof(info);
     info.name = kName;
     info.version = "1.0";
-    info.description = "CPU oracle: exact dequantisation, fp64 accumulation, every format, "
-                       "routing method and activation";
+    info.description =
+        "CPU oracle: exact dequantisation, fp64 accumulation, every format, "
+        "routing method and activation";
     info.aliases = nullptr;
     info.num_aliases = 0;
     info.priority = 0;  // the slowest backend: chosen by auto only when nothing else fits
@@ -136,4 +139,6 @@ const moe_plugin_api kApi = {
 
 }  // namespace
 
-extern "C" MOE_PLUGIN_EXPORT const moe_plugin_api* moe_plugin_get_api(void) { return &kApi; }
+extern "C" MOE_PLUGIN_EXPORT const moe_plugin_api* moe_plugin_get_api(void) {
+  return &kApi;
+}

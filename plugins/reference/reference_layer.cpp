@@ -79,21 +79,25 @@ void parallel_for(int64_t n, Fn&& fn) {
 // Replaces rows [n, cols] by their quantised value, as the problem's input_format says.
 void quantize_rows(moe_input_format f, double* rows, int64_t n, int64_t cols, float static_scale) {
   switch (f) {
-    case MOE_INPUT_BF16: return;
+    case MOE_INPUT_BF16:
+      return;
     case MOE_INPUT_FP8_TENSOR_DYNAMIC: {
       double amax = 0;
       for (int64_t i = 0; i < n * cols; ++i) amax = std::max(amax, std::abs(rows[i]));
       fake_quant_fp8(rows, n * cols, fp8_scale_from_amax(amax));
       return;
     }
-    case MOE_INPUT_FP8_TENSOR_STATIC: fake_quant_fp8(rows, n * cols, static_scale); return;
+    case MOE_INPUT_FP8_TENSOR_STATIC:
+      fake_quant_fp8(rows, n * cols, static_scale);
+      return;
     case MOE_INPUT_FP8_1X128:
       for (int64_t r = 0; r < n; ++r) fake_quant_fp8_1x128(rows + r * cols, cols);
       return;
     case MOE_INPUT_MXFP8:
       for (int64_t r = 0; r < n; ++r) fake_quant_mxfp8(rows + r * cols, cols);
       return;
-    default: MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "input_format={} is not resolved", int(f));
+    default:
+      MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "input_format={} is not resolved", int(f));
   }
 }
 
@@ -123,14 +127,20 @@ void mlp_up(const moe_problem& p, const Mlp& m, const double* x, const std::vect
 // out[row] = W2 inter[row] (+ b2) for each listed row.
 void mlp_down(const Mlp& m, const double* inter, const std::vector<int64_t>& rows, double* out) {
   const std::vector<double> w2 = m.w2.dequantize();
-  for (int64_t r : rows) gemv(w2, m.w2.rows, m.w2.cols, inter + r * m.w2.cols, m.b2, out + r * m.w2.rows);
+  for (int64_t r : rows)
+    gemv(w2, m.w2.rows, m.w2.cols, inter + r * m.w2.cols, m.b2, out + r * m.w2.rows);
 }
 
 void write_output(const moe_tensor& out, int64_t index, double v) {
   switch (out.dtype) {
-    case MOE_DTYPE_F64: static_cast<double*>(out.data)[index] = v; break;
-    case MOE_DTYPE_F32: static_cast<float*>(out.data)[index] = static_cast<float>(v); break;
-    default: static_cast<uint16_t*>(out.data)[index] = float_to_bf16(static_cast<float>(v));
+    case MOE_DTYPE_F64:
+      static_cast<double*>(out.data)[index] = v;
+      break;
+    case MOE_DTYPE_F32:
+      static_cast<float*>(out.data)[index] = static_cast<float>(v);
+      break;
+    default:
+      static_cast<uint16_t*>(out.data)[index] = double_to_bf16(v);
   }
 }
 
@@ -149,7 +159,9 @@ Layer::Layer(const moe_problem& problem, const moe_weights& w) : problem_(proble
   const int64_t r13 = w13_rows(p), h = p.hidden, in = p.intermediate;
   for (int64_t e = 0; e < p.local_experts; ++e) {
     Mlp m{copy_matrix(format, r13, h, w.w13, w.w13_scale, w.w13_scale_2, e),
-          copy_matrix(format, h, in, w.w2, w.w2_scale, w.w2_scale_2, e), {}, {}};
+          copy_matrix(format, h, in, w.w2, w.w2_scale, w.w2_scale_2, e),
+          {},
+          {}};
     if (p.expert_bias) {
       m.b13 = copy_bias(w.b13, e, r13);
       m.b2 = copy_bias(w.b2, e, h);
@@ -159,22 +171,27 @@ Layer::Layer(const moe_problem& problem, const moe_weights& w) : problem_(proble
   if (p.shared_intermediate > 0) {
     const int64_t is = p.shared_intermediate;
     const int64_t rs = is_gated(static_cast<moe_activation>(p.activation)) ? 2 * is : is;
-    shared_ = Mlp{copy_matrix(format, rs, h, w.shared_w13, w.shared_w13_scale, w.shared_w13_scale_2, -1),
-                  copy_matrix(format, h, is, w.shared_w2, w.shared_w2_scale, w.shared_w2_scale_2, -1),
-                  {}, {}};
+    shared_ =
+        Mlp{copy_matrix(format, rs, h, w.shared_w13, w.shared_w13_scale, w.shared_w13_scale_2, -1),
+            copy_matrix(format, h, is, w.shared_w2, w.shared_w2_scale, w.shared_w2_scale_2, -1),
+            {},
+            {}};
   }
   const moe_tensor none{};
   for (int64_t s = 0; s < p.sink_experts; ++s) {
     const int64_t is = p.sink_intermediate;
     sinks_.push_back({copy_matrix(MOE_FORMAT_BF16, 2 * is, h, w.sink_w13, none, none, s),
-                      copy_matrix(MOE_FORMAT_BF16, h, is, w.sink_w2, none, none, s), {}, {}});
+                      copy_matrix(MOE_FORMAT_BF16, h, is, w.sink_w2, none, none, s),
+                      {},
+                      {}});
   }
   if (p.input_format == MOE_INPUT_FP8_TENSOR_STATIC) {
     a13_scale_ = *static_cast<const float*>(w.a13_scale.data);
     a2_scale_ = *static_cast<const float*>(w.a2_scale.data);
-    MOE_CHECK(a13_scale_ > 0 && a2_scale_ > 0 && std::isfinite(a13_scale_) && std::isfinite(a2_scale_),
-              MOE_STATUS_INVALID_ARGUMENT, "a13_scale={} and a2_scale={} must be finite and > 0",
-              a13_scale_, a2_scale_);
+    MOE_CHECK(
+        a13_scale_ > 0 && a2_scale_ > 0 && std::isfinite(a13_scale_) && std::isfinite(a2_scale_),
+        MOE_STATUS_INVALID_ARGUMENT, "a13_scale={} and a2_scale={} must be finite and > 0",
+        a13_scale_, a2_scale_);
   }
 }
 
@@ -234,7 +251,8 @@ void Layer::run(const moe_run_args& a) const {
 
   // Sink experts: bf16 weights on bf16 hidden states, silu_mul, never quantised.
   const int64_t sink_in = p.sink_intermediate;
-  std::vector<double> sink_inter(size_t(sink_row_count * sink_in)), sink_out(size_t(sink_row_count * h));
+  std::vector<double> sink_inter(size_t(sink_row_count * sink_in)),
+      sink_out(size_t(sink_row_count * h));
   moe_problem sink_problem = p;
   sink_problem.activation = MOE_ACTIVATION_SILU_MUL;
   parallel_for(int64_t(sinks_.size()), [&](int64_t s) {

@@ -36,9 +36,9 @@ class Layer {
 
  private:
   Problem problem_;
-  std::vector<Mlp> experts_;   // local experts, local order
-  std::optional<Mlp> shared_;  // weight-1 shared expert, layer format
-  std::vector<Mlp> sinks_;     // bf16 silu_mul sink experts
+  std::vector<Mlp> experts_;                  // local experts, local order
+  std::optional<Mlp> shared_;                 // weight-1 shared expert, layer format
+  std::vector<Mlp> sinks_;                    // bf16 silu_mul sink experts
   float a13_scale_ = 0.0f, a2_scale_ = 0.0f;  // fp8_tensor_static activation scales
 };
 

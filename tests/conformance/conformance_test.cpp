@@ -13,7 +13,9 @@ struct Param {
   std::string plugin;
   std::string problem_path;
 };
-void PrintTo(const Param& p, std::ostream* os) { *os << p.plugin << " on " << p.problem_path; }
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.plugin << " on " << p.problem_path;
+}
 
 // Fresh inputs every run; MOE_CONFORMANCE_SEED reproduces a failure (the seed is printed).
 uint64_t suite_seed() {

@@ -215,6 +215,41 @@ TEST(Bf16, NanStaysQuietNanAndInfStaysInf) {
 
 // ---- ue8m0 ----------------------------------------------------------------------------------
 
+// The bf16 nearest to x by brute force over the two neighbours (ties to the even code).
+uint16_t nearest_bf16(double x) {
+  const uint16_t lo = float_to_bf16(static_cast<float>(x));
+  uint16_t best = lo;
+  for (int d = -2; d <= 2; ++d) {
+    const uint16_t c = uint16_t(lo + d);
+    const double dc = std::abs(double(bf16_to_float(c)) - x);
+    const double db = std::abs(double(bf16_to_float(best)) - x);
+    if (dc < db || (dc == db && (c & 1) == 0 && (best & 1) == 1)) best = c;
+  }
+  return best;
+}
+
+TEST(Bf16, FromDoubleRoundsOnceNotThroughFloat) {
+  // 1 + 2^-8 (a bf16 midpoint) + 2^-40: float rounds it to the midpoint, whose RNE step then
+  // goes down to 1.0; the double itself lies above the midpoint, so the answer is 1 + 2^-7.
+  const double above_midpoint = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40);
+  EXPECT_EQ(float_to_bf16(static_cast<float>(above_midpoint)), 0x3F80);
+  EXPECT_EQ(double_to_bf16(above_midpoint), 0x3F81);
+  EXPECT_EQ(double_to_bf16(-above_midpoint), 0xBF81);
+  EXPECT_EQ(double_to_bf16(1.0 + std::ldexp(1.0, -8)), 0x3F80);   // exact midpoint: even
+  EXPECT_EQ(double_to_bf16(std::ldexp(0x1.ff2p0, 127)), 0x7F80);  // past the last midpoint: inf
+  EXPECT_EQ(double_to_bf16(std::ldexp(0x1.fe8p0, 127)), 0x7F7F);
+  uint64_t state = 12345;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const uint16_t code = uint16_t(state >> 48) & 0x7F7F;
+    if ((code & 0x7F80) == 0x7F00) continue;  // top binade: may round to inf, checked below
+    const double offset = (double((state >> 20) & 0xFFFFF) / double(1 << 20) - 0.5) *
+                          std::ldexp(1.0, -7);  // within about one bf16 ulp, relative
+    const double x = double(bf16_to_float(code)) * (1.0 + offset);
+    ASSERT_EQ(double_to_bf16(x), nearest_bf16(x)) << std::hexfloat << x;
+  }
+}
+
 TEST(Ue8m0, EveryCodeIsAPowerOfTwoAndRoundTrips) {
   for (int c = 0; c < 255; ++c) {
     EXPECT_EQ(ue8m0_to_double(uint8_t(c)), std::ldexp(1.0, c - 127)) << c;

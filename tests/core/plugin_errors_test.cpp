@@ -8,7 +8,8 @@ namespace {
 class PluginErrors : public testing::Test {
  protected:
   void SetUp() override {
-    registry_ = std::make_unique<Registry>(registry_of({build_plugin_dir(), fixture_dir("throws")}));
+    registry_ =
+        std::make_unique<Registry>(registry_of({build_plugin_dir(), fixture_dir("throws")}));
     reference_ = registry_->find("reference");
     ASSERT_NE(reference_, nullptr);
     weights_ = random_weights(problem_.c(), 7);
@@ -105,8 +106,8 @@ TEST_F(PluginErrors, ExpertIdOutOfRangeIsRefused) {
 TEST_F(PluginErrors, WeightsOfTheWrongShapeAreRefusedAtPrepareNamingTheTensor) {
   LayerWeights w = random_weights(problem_.c(), 7);
   w.w2 = HostTensor(MOE_DTYPE_BF16, {4, 64, 31});
-  expect_error([&] { reference_->prepare(problem_.c(), w.view(), {}); },
-               MOE_STATUS_SHAPE_MISMATCH, {"w2: expected [4, 64, 32] bf16, got [4, 64, 31] bf16"});
+  expect_error([&] { reference_->prepare(problem_.c(), w.view(), {}); }, MOE_STATUS_SHAPE_MISMATCH,
+               {"w2: expected [4, 64, 32] bf16, got [4, 64, 31] bf16"});
 }
 
 TEST_F(PluginErrors, WeightsOfAnotherFormatAreADtypeMismatch) {

@@ -63,8 +63,8 @@ TEST(Registry, PluginOfAnotherAbiMajorIsRefusedNamingBothVersions) {
   ASSERT_EQ(r.skipped().size(), 1u);
   EXPECT_THAT(r.skipped()[0].reason, testing::HasSubstr("plugin ABI 99.0"));
   EXPECT_THAT(r.skipped()[0].reason,
-              testing::HasSubstr(fmt::format("core's ABI {}.{}", MOE_ABI_VERSION_MAJOR,
-                                             MOE_ABI_VERSION_MINOR)));
+              testing::HasSubstr(
+                  fmt::format("core's ABI {}.{}", MOE_ABI_VERSION_MAJOR, MOE_ABI_VERSION_MINOR)));
 }
 
 TEST(Registry, FunctionTableShorterThanTheMinimumIsRefused) {
@@ -116,7 +116,8 @@ TEST(Registry, PluginsBuiltFromTheSameCodeLoadSideBySide) {
   ASSERT_EQ(r.plugins().size(), 3u);
   EXPECT_EQ(r.find("fixture_works")->info().priority, 1);
   EXPECT_EQ(r.find("fixture_picky")->info().priority, 5);
-  EXPECT_FALSE(r.find("fixture_picky")->supports(small_problem(MOE_FORMAT_FP8_BLOCK).c()).supported);
+  EXPECT_FALSE(
+      r.find("fixture_picky")->supports(small_problem(MOE_FORMAT_FP8_BLOCK).c()).supported);
   EXPECT_TRUE(r.find("fixture_works")->supports(small_problem(MOE_FORMAT_FP8_BLOCK).c()).supported);
 }
 

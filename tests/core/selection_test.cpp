@@ -15,18 +15,22 @@ Config config_for(const std::string& backend, std::vector<std::string> fallback,
 }
 
 // fixture_works: priority 1, supports everything; fixture_picky: priority 5, bf16 silu_mul only.
-Registry two_plugins() { return registry_of({fixture_dir("works"), fixture_dir("picky")}); }
+Registry two_plugins() {
+  return registry_of({fixture_dir("works"), fixture_dir("picky")});
+}
 
 TEST(Selection, AutoPicksTheHighestPrioritySupportingPlugin) {
   const Registry r = two_plugins();
-  EXPECT_EQ(select_backend(r, config_for("auto", {}, MOE_FORMAT_BF16)).plugin->name(), "fixture_picky");
+  EXPECT_EQ(select_backend(r, config_for("auto", {}, MOE_FORMAT_BF16)).plugin->name(),
+            "fixture_picky");
   const Selection s = select_backend(r, config_for("auto", {}, MOE_FORMAT_FP8_BLOCK));
   EXPECT_EQ(s.plugin->name(), "fixture_works");
   EXPECT_THAT(s.rule, testing::HasSubstr("auto: highest priority (1)"));
 }
 
 TEST(Selection, NamedBackendIsChosenWhenItSupportsTheProblem) {
-  const Selection s = select_backend(two_plugins(), config_for("fixture_works", {}, MOE_FORMAT_BF16));
+  const Selection s =
+      select_backend(two_plugins(), config_for("fixture_works", {}, MOE_FORMAT_BF16));
   EXPECT_EQ(s.plugin->name(), "fixture_works");
   EXPECT_THAT(s.rule, testing::HasSubstr("named in test.yaml"));
 }
@@ -67,9 +71,9 @@ TEST(Selection, FallbackIsUsedWhenTheNamedBackendDoesNotSupport) {
 
 TEST(Selection, AutoWithNoSupportingPluginListsEveryReason) {
   const Registry r = registry_of({fixture_dir("picky")});
-  expect_error([&] { select_backend(r, config_for("auto", {}, MOE_FORMAT_MXFP4)); },
-               MOE_STATUS_UNSUPPORTED,
-               {"no plugin supports E=4 k=2 H=64 I=32 mxfp4", "fixture_picky (format): only bf16 weights"});
+  expect_error(
+      [&] { select_backend(r, config_for("auto", {}, MOE_FORMAT_MXFP4)); }, MOE_STATUS_UNSUPPORTED,
+      {"no plugin supports E=4 k=2 H=64 I=32 mxfp4", "fixture_picky (format): only bf16 weights"});
 }
 
 TEST(Selection, ExplainListsEveryCandidateWithItsAnswer) {

@@ -10,7 +10,9 @@
 
 namespace moe::test {
 
-inline std::string build_plugin_dir() { return MOE_BUILD_PLUGIN_DIR; }
+inline std::string build_plugin_dir() {
+  return MOE_BUILD_PLUGIN_DIR;
+}
 inline std::string fixture_dir(const std::string& variant) {
   return std::string(MOE_TEST_PLUGIN_DIR) + "/" + variant;
 }

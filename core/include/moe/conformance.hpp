@@ -51,7 +51,7 @@ struct CaseResult {
 };
 
 struct ConformanceOptions {
-  uint64_t seed = 0;          // inputs are drawn from mix_seed(seed, problem/tokens/scenario)
+  uint64_t seed = 0;  // inputs are drawn from mix_seed(seed, problem/tokens/scenario)
   bool include_gpu_sized = false;
 };
 

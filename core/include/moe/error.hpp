@@ -26,8 +26,8 @@ const char* status_name(moe_status status) noexcept;
 }  // namespace moe
 
 // Never compiled out: a failed check throws moe::Error(status, formatted message).
-#define MOE_CHECK(cond, status, ...)                                \
-  do {                                                              \
+#define MOE_CHECK(cond, status, ...)                                     \
+  do {                                                                   \
     if (!(cond)) throw ::moe::Error((status), fmt::format(__VA_ARGS__)); \
   } while (0)
 

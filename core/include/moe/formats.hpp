@@ -15,7 +15,8 @@ namespace moe {
 // ---- element codecs -------------------------------------------------------------------------
 
 float bf16_to_float(uint16_t bits);
-uint16_t float_to_bf16(float x);  // RNE; NaN stays a quiet NaN, inf stays inf
+uint16_t float_to_bf16(float x);    // RNE; NaN stays a quiet NaN, inf stays inf
+uint16_t double_to_bf16(double x);  // RNE from the double itself (no double rounding)
 
 double e4m3_to_double(uint8_t code);  // float8_e4m3fn; 0x7f and 0xff are NaN
 uint8_t e4m3_from_double(double x);   // RNE, saturating; NaN -> 0x7f
@@ -43,14 +44,16 @@ const char* dtype_name(moe_dtype dtype);
 
 // ---- scale geometry -------------------------------------------------------------------------
 
-constexpr int64_t kFp8BlockSize = 128;  // fp8_block weights: 128x128; activations: 1x128
-constexpr int64_t kMxBlockSize = 32;    // mxfp8 / mxfp4: 1x32 along K
-constexpr int64_t kNvfp4BlockSize = 16; // nvfp4: 1x16 along K
+constexpr int64_t kFp8BlockSize = 128;   // fp8_block weights: 128x128; activations: 1x128
+constexpr int64_t kMxBlockSize = 32;     // mxfp8 / mxfp4: 1x32 along K
+constexpr int64_t kNvfp4BlockSize = 16;  // nvfp4: 1x16 along K
 constexpr double kE4m3Max = 448.0;
 constexpr double kE2m1Max = 6.0;
 constexpr double kMinAmax = 1e-10;  // amax floor so an all-zero block gets a finite scale
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // ---- weight quantisation (one matrix [rows, cols], K = cols contiguous) ----------------------
 // Used to make conformance inputs; dequantisation below is what the reference computes with.

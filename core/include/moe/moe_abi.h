@@ -51,18 +51,18 @@ extern "C" {
 
 typedef enum moe_status {
   MOE_STATUS_OK = 0,
-  MOE_STATUS_INVALID_ARGUMENT = 1, /* NULL pointer, bad enum, inconsistent fields */
-  MOE_STATUS_UNSUPPORTED = 2,      /* valid, but this plugin cannot do it */
-  MOE_STATUS_SHAPE_MISMATCH = 3,   /* a tensor's shape does not match the problem */
-  MOE_STATUS_DTYPE_MISMATCH = 4,   /* a tensor's dtype does not match the problem */
+  MOE_STATUS_INVALID_ARGUMENT = 1,  /* NULL pointer, bad enum, inconsistent fields */
+  MOE_STATUS_UNSUPPORTED = 2,       /* valid, but this plugin cannot do it */
+  MOE_STATUS_SHAPE_MISMATCH = 3,    /* a tensor's shape does not match the problem */
+  MOE_STATUS_DTYPE_MISMATCH = 4,    /* a tensor's dtype does not match the problem */
   MOE_STATUS_CAPACITY_EXCEEDED = 5, /* more tokens than max_tokens, workspace too small */
-  MOE_STATUS_ABI_MISMATCH = 6,     /* struct_size below minimum, ABI major differs */
+  MOE_STATUS_ABI_MISMATCH = 6,      /* struct_size below minimum, ABI major differs */
   MOE_STATUS_OUT_OF_MEMORY = 7,
-  MOE_STATUS_DEVICE_ERROR = 8,     /* CUDA or driver error */
-  MOE_STATUS_INTERNAL = 9,         /* a bug: an exception or invariant violation in the plugin */
-  MOE_STATUS_NOT_FOUND = 10,       /* a file, symbol, plugin or tensor that does not exist */
+  MOE_STATUS_DEVICE_ERROR = 8, /* CUDA or driver error */
+  MOE_STATUS_INTERNAL = 9,     /* a bug: an exception or invariant violation in the plugin */
+  MOE_STATUS_NOT_FOUND = 10,   /* a file, symbol, plugin or tensor that does not exist */
   MOE_STATUS_IO_ERROR = 11,
-  MOE_STATUS_CONFIG_ERROR = 12,    /* a YAML or option error */
+  MOE_STATUS_CONFIG_ERROR = 12, /* a YAML or option error */
 } moe_status;
 
 typedef enum moe_dtype {
@@ -146,11 +146,11 @@ typedef enum moe_reason {
   MOE_REASON_INPUT_FORMAT = 2, /* activation quantisation */
   MOE_REASON_ACTIVATION = 3,
   MOE_REASON_ROUTING = 4,
-  MOE_REASON_SHAPE = 5,        /* E, k, H, I not supported (alignment, limits) */
-  MOE_REASON_ARCH = 6,         /* no suitable device */
-  MOE_REASON_EP = 7,           /* expert-parallel placement or EPLB */
-  MOE_REASON_BIAS = 8,         /* expert biases */
-  MOE_REASON_SHARED = 9,       /* shared or sink experts */
+  MOE_REASON_SHAPE = 5,  /* E, k, H, I not supported (alignment, limits) */
+  MOE_REASON_ARCH = 6,   /* no suitable device */
+  MOE_REASON_EP = 7,     /* expert-parallel placement or EPLB */
+  MOE_REASON_BIAS = 8,   /* expert biases */
+  MOE_REASON_SHARED = 9, /* shared or sink experts */
   MOE_REASON_MAX_TOKENS = 10,
   MOE_REASON_OTHER = 11,
 } moe_reason;
@@ -177,9 +177,9 @@ typedef enum moe_memcpy_kind {
 
 /* A view of memory owned by the caller. Frozen layout (no struct_size); see the header note. */
 typedef struct moe_tensor {
-  void* data;      /* borrowed; NULL = tensor absent */
-  int32_t dtype;   /* moe_dtype */
-  int32_t ndim;    /* 0..MOE_TENSOR_MAX_DIMS */
+  void* data;    /* borrowed; NULL = tensor absent */
+  int32_t dtype; /* moe_dtype */
+  int32_t ndim;  /* 0..MOE_TENSOR_MAX_DIMS */
   int64_t shape[MOE_TENSOR_MAX_DIMS];
   int64_t strides[MOE_TENSOR_MAX_DIMS]; /* in elements; all 0 = contiguous row-major */
 } moe_tensor;
@@ -204,36 +204,39 @@ typedef struct moe_problem {
   int64_t intermediate; /* I, per routed expert */
 
   int32_t format;       /* moe_format of w13 and w2 */
-  int32_t input_format; /* moe_input_format; DEFAULT resolves per format (moe_problem_normalize) */
+  int32_t input_format; /* moe_input_format; DEFAULT = the format's natural choice */
 
-  int32_t activation;      /* moe_activation */
-  int32_t gelu_tanh;       /* gelu_mul: 0 = erf form, 1 = tanh form */
-  float activation_alpha;  /* swiglu_oai alpha (1.702) */
-  float activation_limit;  /* L of silu_mul_clamp and swiglu_oai (7.0 for gpt-oss) */
+  int32_t activation;     /* moe_activation */
+  int32_t gelu_tanh;      /* gelu_mul: 0 = erf form, 1 = tanh form */
+  float activation_alpha; /* swiglu_oai alpha (1.702) */
+  float activation_limit; /* L of silu_mul_clamp and swiglu_oai (7.0 for gpt-oss) */
 
-  int32_t routing;               /* moe_routing */
-  int32_t renormalize;           /* divide the top-k weights by their sum */
-  int32_t score_function;        /* grouped_topk: moe_score_function */
-  int32_t routing_bias;          /* 1 = a per-expert fp32 selection bias [E] is given */
-  int64_t num_groups;            /* grouped_topk: expert groups (n_group) */
-  int64_t topk_group;            /* grouped_topk: groups kept */
-  float routed_scaling_factor;   /* grouped_topk: multiplies the weights (1.0 = none) */
-  float route_scale;             /* sigmoid_bias_sink: weight multiplier */
-  float global_scale;            /* sigmoid_bias_sink: weight multiplier */
+  int32_t routing;             /* moe_routing */
+  int32_t renormalize;         /* divide the top-k weights by their sum */
+  int32_t score_function;      /* grouped_topk: moe_score_function */
+  int32_t routing_bias;        /* 1 = a per-expert fp32 selection bias [E] is given */
+  int64_t num_groups;          /* grouped_topk: expert groups (n_group) */
+  int64_t topk_group;          /* grouped_topk: groups kept */
+  float routed_scaling_factor; /* grouped_topk: multiplies the weights (1.0 = none) */
+  float route_scale;           /* sigmoid_bias_sink: weight multiplier */
+  float global_scale;          /* sigmoid_bias_sink: weight multiplier */
 
   int32_t expert_bias; /* 1 = b13 [E, 2I] and b2 [E, H] are given */
 
+  /* Shared and sink experts run for every token given to run(). Under EP each rank computes
+   * them for the tokens it is given, so an EP layer must give each token's shared/sink work to
+   * one rank only. */
   int64_t shared_intermediate; /* weight-1 shared expert MLP (layer format); 0 = none */
   int64_t sink_experts;        /* S sink experts (bf16, silu_mul), ids E..E+S-1; 0 = none */
   int64_t sink_intermediate;   /* intermediate size of each sink expert */
 
-  int32_t ep_placement;      /* moe_ep_placement */
-  int32_t ep_size;           /* ranks; 1 without EP */
-  int32_t ep_rank;           /* this rank */
-  int32_t redundant_experts; /* EPLB replicas; > 0 is refused until a backend implements it */
-  int64_t local_experts;     /* experts on this rank (E / ep_size with EP, else E) */
+  int32_t ep_placement;        /* moe_ep_placement */
+  int32_t ep_size;             /* ranks; 1 without EP */
+  int32_t ep_rank;             /* this rank */
+  int32_t redundant_experts;   /* EPLB replicas; > 0 is refused until a backend implements it */
+  int64_t local_experts;       /* experts on this rank (E / ep_size with EP, else E) */
   int64_t local_expert_offset; /* linear placement: first global expert on this rank */
-  const int32_t* ep_map;     /* [E] global -> local id or -1; borrowed for the call; NULL = no EP */
+  const int32_t* ep_map; /* [E] global -> local id or -1; borrowed for the call; NULL = no EP */
 
   int64_t max_tokens; /* most tokens one run may take; sizes fused kernels and workspace */
 } moe_problem;
@@ -260,8 +263,8 @@ typedef struct moe_weights {
   moe_tensor w2;          /* [E, H, I] like w13 */
   moe_tensor w2_scale;
   moe_tensor w2_scale_2;
-  moe_tensor b13; /* [E, 2I] bf16|f32, present iff problem.expert_bias */
-  moe_tensor b2;  /* [E, H] bf16|f32 */
+  moe_tensor b13;       /* [E, 2I] bf16|f32, present iff problem.expert_bias */
+  moe_tensor b2;        /* [E, H] bf16|f32 */
   moe_tensor a13_scale; /* fp8_tensor_static: [1] f32 scale of the hidden states */
   moe_tensor a2_scale;  /* fp8_tensor_static: [1] f32 scale of the intermediate */
 
@@ -290,9 +293,9 @@ typedef struct moe_host_api {
   const void* ext;
   uint32_t core_abi_major;
   uint32_t core_abi_minor;
-  moe_log_fn log;     /* may be NULL; thread-safe; message borrowed for the call */
-  void* log_user;     /* passed back to log */
-  int32_t log_level;  /* moe_log_level: messages below it are not wanted */
+  moe_log_fn log;    /* may be NULL; thread-safe; message borrowed for the call */
+  void* log_user;    /* passed back to log */
+  int32_t log_level; /* moe_log_level: messages below it are not wanted */
 } moe_host_api;
 
 #define MOE_HOST_API_MIN_SIZE (offsetof(moe_host_api, log_level) + sizeof(int32_t))
@@ -320,8 +323,8 @@ typedef struct moe_plugin_info {
 typedef struct moe_support {
   size_t struct_size;
   const void* ext;
-  int32_t supported; /* out: 1 yes, 0 no */
-  int32_t reason;    /* out: moe_reason, NONE when supported */
+  int32_t supported;                     /* out: 1 yes, 0 no */
+  int32_t reason;                        /* out: moe_reason, NONE when supported */
   char message[MOE_SUPPORT_MESSAGE_CAP]; /* out: one sentence, NUL-terminated */
 } moe_support;
 
@@ -337,7 +340,7 @@ typedef struct moe_prepare_args {
   const moe_weights* weights; /* borrowed for the call; host memory */
   const moe_option* options;  /* borrowed for the call; YAML `options:` */
   int64_t num_options;
-  void* stream;               /* cudaStream_t for uploads, NULL = default */
+  void* stream; /* cudaStream_t for uploads, NULL = default */
 } moe_prepare_args;
 
 #define MOE_PREPARE_ARGS_MIN_SIZE (offsetof(moe_prepare_args, stream) + sizeof(void*))
@@ -354,7 +357,7 @@ typedef struct moe_route_args {
   moe_tensor topk_weights;    /* out: [T, k + S] f32 */
   void* workspace;            /* >= route_workspace_size bytes, caller-owned; NULL if 0 */
   size_t workspace_size;
-  void* stream;               /* cudaStream_t, NULL = default stream */
+  void* stream; /* cudaStream_t, NULL = default stream */
 } moe_route_args;
 
 #define MOE_ROUTE_ARGS_MIN_SIZE (offsetof(moe_route_args, stream) + sizeof(void*))
@@ -371,7 +374,7 @@ typedef struct moe_run_args {
   moe_tensor output;       /* out: [T, H] bf16 */
   void* workspace;         /* >= layer_workspace_size(layer, T) bytes, caller-owned */
   size_t workspace_size;
-  void* stream;            /* cudaStream_t, NULL = default stream */
+  void* stream; /* cudaStream_t, NULL = default stream */
 } moe_run_args;
 
 #define MOE_RUN_ARGS_MIN_SIZE (offsetof(moe_run_args, stream) + sizeof(void*))
@@ -417,8 +420,8 @@ typedef struct moe_plugin_api {
   /* Memory services, required when info.memory is CUDA_DEVICE (the core has no CUDA). */
   moe_status (*mem_alloc)(size_t bytes, void** ptr /* out, free with mem_free */);
   moe_status (*mem_free)(void* ptr);
-  moe_status (*mem_copy)(void* dst, const void* src, size_t bytes, int32_t kind /* moe_memcpy_kind */,
-                         void* stream);
+  moe_status (*mem_copy)(void* dst, const void* src, size_t bytes,
+                         int32_t kind /* moe_memcpy_kind */, void* stream);
   moe_status (*stream_sync)(void* stream);
 } moe_plugin_api;
 

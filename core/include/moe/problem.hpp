@@ -41,10 +41,11 @@ std::string routing_names();
 // Gated activations read [gate | up] from a GEMM1 of 2I rows; relu2 reads I rows.
 bool is_gated(moe_activation a);
 inline int64_t w13_rows(const moe_problem& p) {
-  return is_gated(static_cast<moe_activation>(p.activation)) ? 2 * p.intermediate
-                                                             : p.intermediate;
+  return is_gated(static_cast<moe_activation>(p.activation)) ? 2 * p.intermediate : p.intermediate;
 }
-inline int64_t topk_width(const moe_problem& p) { return p.top_k + p.sink_experts; }
+inline int64_t topk_width(const moe_problem& p) {
+  return p.top_k + p.sink_experts;
+}
 bool is_fp4(moe_format f);
 
 // Resolves MOE_INPUT_DEFAULT and local_experts / local_expert_offset from the EP fields.

@@ -21,9 +21,9 @@ struct Candidate {
 
 struct Selection {
   std::shared_ptr<Plugin> plugin;
-  std::string rule;                  // why this one, in words
+  std::string rule;                   // why this one, in words
   std::vector<Candidate> considered;  // every plugin found, in discovery order
-  std::string explain() const;       // multi-line report for `moe select`
+  std::string explain() const;        // multi-line report for `moe select`
 };
 
 // Asks every plugin found whether it supports the problem (a failing supports() is a "no").

@@ -23,9 +23,13 @@ class HostTensor {
   bool empty() const { return data_.empty(); }
 
   template <class T>
-  T* data() { return reinterpret_cast<T*>(data_.data()); }
+  T* data() {
+    return reinterpret_cast<T*>(data_.data());
+  }
   template <class T>
-  const T* data() const { return reinterpret_cast<const T*>(data_.data()); }
+  const T* data() const {
+    return reinterpret_cast<const T*>(data_.data());
+  }
   void* raw() { return data_.data(); }
   const void* raw() const { return data_.data(); }
 

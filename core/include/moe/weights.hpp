@@ -11,13 +11,13 @@ namespace moe {
 // One matrix [rows, cols] (K = cols contiguous) of a format: how its elements and scales are
 // stored. Shapes are per matrix; the expert dimension comes in front.
 struct MatrixLayout {
-  moe_dtype dtype;        // element dtype
+  moe_dtype dtype;  // element dtype
   int64_t rows;
   int64_t stored_cols;    // cols, or cols/2 bytes for packed fp4
   moe_dtype scale_dtype;  // MOE_DTYPE_INVALID = no scale
   int64_t scale_rows;     // fp8_tensor: 0 (one scalar per matrix)
   int64_t scale_cols;
-  bool has_scale_2;       // nvfp4: an fp32 global scale per matrix
+  bool has_scale_2;  // nvfp4: an fp32 global scale per matrix
 };
 
 MatrixLayout matrix_layout(moe_format format, int64_t rows, int64_t cols);

@@ -79,6 +79,19 @@ uint16_t float_to_bf16(float x) {
   return uint16_t((bits + rounding_bias) >> 16);
 }
 
+uint16_t double_to_bf16(double x) {
+  // Round to float with round-to-odd (truncate, then set the last bit if anything was lost):
+  // float keeps 16 bits more than bf16, so the RNE step to bf16 then sees the true sticky bit
+  // and rounds exactly once, as if straight from the double.
+  float f = static_cast<float>(x);
+  if (std::isfinite(f) && static_cast<double>(f) != x) {
+    uint32_t bits = std::bit_cast<uint32_t>(f);
+    if (std::abs(static_cast<double>(f)) > std::abs(x)) --bits;  // toward zero
+    f = std::bit_cast<float>(bits | 1u);
+  }
+  return float_to_bf16(f);
+}
+
 double e4m3_to_double(uint8_t code) {
   const int exponent = (code >> 3) & 0xF;
   const int mantissa = code & 0x7;

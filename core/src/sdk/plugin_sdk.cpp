@@ -21,7 +21,9 @@ Host& host() {
 
 }  // namespace
 
-const char* last_error() noexcept { return t_last_error.c_str(); }
+const char* last_error() noexcept {
+  return t_last_error.c_str();
+}
 
 void set_last_error(const char* message) noexcept {
   try {
@@ -35,8 +37,8 @@ void init_host(const moe_host_api* api, const char* plugin_name) {
   check_struct(api, MOE_HOST_API_MIN_SIZE, "moe_host_api");
   Host& h = host();
   std::lock_guard lock(h.mutex);
-  h.api = read_struct(api, moe_host_api{sizeof(moe_host_api), nullptr, 0, 0, nullptr, nullptr,
-                                        MOE_LOG_INFO});
+  h.api = read_struct(
+      api, moe_host_api{sizeof(moe_host_api), nullptr, 0, 0, nullptr, nullptr, MOE_LOG_INFO});
   h.present = true;
   h.plugin_name = plugin_name;
 }

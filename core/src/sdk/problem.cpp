@@ -18,9 +18,9 @@ struct Named {
 };
 
 constexpr Named<moe_format> kFormats[] = {
-    {MOE_FORMAT_BF16, "bf16"},   {MOE_FORMAT_FP8_TENSOR, "fp8_tensor"},
+    {MOE_FORMAT_BF16, "bf16"},           {MOE_FORMAT_FP8_TENSOR, "fp8_tensor"},
     {MOE_FORMAT_FP8_BLOCK, "fp8_block"}, {MOE_FORMAT_MXFP8, "mxfp8"},
-    {MOE_FORMAT_MXFP4, "mxfp4"}, {MOE_FORMAT_NVFP4, "nvfp4"},
+    {MOE_FORMAT_MXFP4, "mxfp4"},         {MOE_FORMAT_NVFP4, "nvfp4"},
 };
 constexpr Named<moe_input_format> kInputFormats[] = {
     {MOE_INPUT_DEFAULT, "default"},
@@ -51,12 +51,18 @@ constexpr Named<moe_ep_placement> kPlacements[] = {
     {MOE_EP_ROUND_ROBIN, "round_robin"},
 };
 constexpr Named<moe_reason> kReasons[] = {
-    {MOE_REASON_NONE, "none"},         {MOE_REASON_FORMAT, "format"},
-    {MOE_REASON_INPUT_FORMAT, "input_format"}, {MOE_REASON_ACTIVATION, "activation"},
-    {MOE_REASON_ROUTING, "routing"},   {MOE_REASON_SHAPE, "shape"},
-    {MOE_REASON_ARCH, "arch"},         {MOE_REASON_EP, "ep"},
-    {MOE_REASON_BIAS, "bias"},         {MOE_REASON_SHARED, "shared"},
-    {MOE_REASON_MAX_TOKENS, "max_tokens"}, {MOE_REASON_OTHER, "other"},
+    {MOE_REASON_NONE, "none"},
+    {MOE_REASON_FORMAT, "format"},
+    {MOE_REASON_INPUT_FORMAT, "input_format"},
+    {MOE_REASON_ACTIVATION, "activation"},
+    {MOE_REASON_ROUTING, "routing"},
+    {MOE_REASON_SHAPE, "shape"},
+    {MOE_REASON_ARCH, "arch"},
+    {MOE_REASON_EP, "ep"},
+    {MOE_REASON_BIAS, "bias"},
+    {MOE_REASON_SHARED, "shared"},
+    {MOE_REASON_MAX_TOKENS, "max_tokens"},
+    {MOE_REASON_OTHER, "other"},
 };
 constexpr Named<moe_memory> kMemories[] = {
     {MOE_MEMORY_HOST, "host"},
@@ -116,23 +122,43 @@ moe_problem default_problem() {
   return p;
 }
 
-const char* format_name(moe_format v) { return name_of(kFormats, v); }
-const char* input_format_name(moe_input_format v) { return name_of(kInputFormats, v); }
-const char* activation_name(moe_activation v) { return name_of(kActivations, v); }
-const char* routing_name(moe_routing v) { return name_of(kRoutings, v); }
-const char* score_function_name(moe_score_function v) { return name_of(kScores, v); }
-const char* ep_placement_name(moe_ep_placement v) { return name_of(kPlacements, v); }
-const char* reason_name(moe_reason v) { return name_of(kReasons, v); }
-const char* memory_name(moe_memory v) { return name_of(kMemories, v); }
+const char* format_name(moe_format v) {
+  return name_of(kFormats, v);
+}
+const char* input_format_name(moe_input_format v) {
+  return name_of(kInputFormats, v);
+}
+const char* activation_name(moe_activation v) {
+  return name_of(kActivations, v);
+}
+const char* routing_name(moe_routing v) {
+  return name_of(kRoutings, v);
+}
+const char* score_function_name(moe_score_function v) {
+  return name_of(kScores, v);
+}
+const char* ep_placement_name(moe_ep_placement v) {
+  return name_of(kPlacements, v);
+}
+const char* reason_name(moe_reason v) {
+  return name_of(kReasons, v);
+}
+const char* memory_name(moe_memory v) {
+  return name_of(kMemories, v);
+}
 
-std::optional<moe_format> parse_format(std::string_view s) { return parse(kFormats, s); }
+std::optional<moe_format> parse_format(std::string_view s) {
+  return parse(kFormats, s);
+}
 std::optional<moe_input_format> parse_input_format(std::string_view s) {
   return parse(kInputFormats, s);
 }
 std::optional<moe_activation> parse_activation(std::string_view s) {
   return parse(kActivations, s);
 }
-std::optional<moe_routing> parse_routing(std::string_view s) { return parse(kRoutings, s); }
+std::optional<moe_routing> parse_routing(std::string_view s) {
+  return parse(kRoutings, s);
+}
 std::optional<moe_score_function> parse_score_function(std::string_view s) {
   return parse(kScores, s);
 }
@@ -140,21 +166,41 @@ std::optional<moe_ep_placement> parse_ep_placement(std::string_view s) {
   return parse(kPlacements, s);
 }
 
-std::string format_names() { return names(kFormats); }
-std::string input_format_names() { return names(kInputFormats); }
-std::string activation_names() { return names(kActivations); }
-std::string routing_names() { return names(kRoutings); }
+std::string format_names() {
+  return names(kFormats);
+}
+std::string input_format_names() {
+  return names(kInputFormats);
+}
+std::string activation_names() {
+  return names(kActivations);
+}
+std::string routing_names() {
+  return names(kRoutings);
+}
 
-bool is_gated(moe_activation a) { return a != MOE_ACTIVATION_RELU2; }
-bool is_fp4(moe_format f) { return f == MOE_FORMAT_MXFP4 || f == MOE_FORMAT_NVFP4; }
+bool is_gated(moe_activation a) {
+  return a != MOE_ACTIVATION_RELU2;
+}
+bool is_fp4(moe_format f) {
+  return f == MOE_FORMAT_MXFP4 || f == MOE_FORMAT_NVFP4;
+}
 
 void normalize_problem(moe_problem& p) {
   if (p.input_format == MOE_INPUT_DEFAULT) {
     switch (p.format) {
-      case MOE_FORMAT_FP8_TENSOR: p.input_format = MOE_INPUT_FP8_TENSOR_DYNAMIC; break;
-      case MOE_FORMAT_FP8_BLOCK: p.input_format = MOE_INPUT_FP8_1X128; break;
-      case MOE_FORMAT_MXFP8: p.input_format = MOE_INPUT_MXFP8; break;
-      default: p.input_format = MOE_INPUT_BF16; break;
+      case MOE_FORMAT_FP8_TENSOR:
+        p.input_format = MOE_INPUT_FP8_TENSOR_DYNAMIC;
+        break;
+      case MOE_FORMAT_FP8_BLOCK:
+        p.input_format = MOE_INPUT_FP8_1X128;
+        break;
+      case MOE_FORMAT_MXFP8:
+        p.input_format = MOE_INPUT_MXFP8;
+        break;
+      default:
+        p.input_format = MOE_INPUT_BF16;
+        break;
     }
   }
   if (p.ep_placement == MOE_EP_NONE) {
@@ -167,15 +213,16 @@ void normalize_problem(moe_problem& p) {
 }
 
 void validate_problem(const moe_problem& p) {
-  require(p.struct_size >= MOE_PROBLEM_MIN_SIZE,
-          fmt::format("struct_size {} is below the minimum {}", p.struct_size,
-                      MOE_PROBLEM_MIN_SIZE));
+  require(
+      p.struct_size >= MOE_PROBLEM_MIN_SIZE,
+      fmt::format("struct_size {} is below the minimum {}", p.struct_size, MOE_PROBLEM_MIN_SIZE));
   require(p.experts >= 1, fmt::format("experts={} must be >= 1", p.experts));
   require(p.top_k >= 1 && p.top_k <= p.experts,
           fmt::format("top_k={} must be in [1, experts={}]", p.top_k, p.experts));
   require(p.hidden >= 1, fmt::format("hidden={} must be >= 1", p.hidden));
   require(p.intermediate >= 1, fmt::format("intermediate={} must be >= 1", p.intermediate));
-  require(p.format >= 0 && p.format < MOE_FORMAT_COUNT_, fmt::format("format={} is not one of {}", p.format, format_names()));
+  require(p.format >= 0 && p.format < MOE_FORMAT_COUNT_,
+          fmt::format("format={} is not one of {}", p.format, format_names()));
   require(p.input_format > MOE_INPUT_DEFAULT && p.input_format < MOE_INPUT_COUNT_,
           fmt::format("input_format={} is not resolved to one of {}", p.input_format,
                       input_format_names()));
@@ -209,9 +256,9 @@ void validate_problem(const moe_problem& p) {
             fmt::format("grouped_topk with a routing bias scores groups by their top-2: "
                         "experts/num_groups={} must be >= 2",
                         per_group));
-    require(std::isfinite(p.routed_scaling_factor) && p.routed_scaling_factor > 0,
-            fmt::format("routed_scaling_factor={} must be finite and > 0",
-                        p.routed_scaling_factor));
+    require(
+        std::isfinite(p.routed_scaling_factor) && p.routed_scaling_factor > 0,
+        fmt::format("routed_scaling_factor={} must be finite and > 0", p.routed_scaling_factor));
   }
   if (p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK) {
     require(std::isfinite(p.route_scale) && std::isfinite(p.global_scale),
@@ -222,8 +269,8 @@ void validate_problem(const moe_problem& p) {
           fmt::format("sink_experts={} needs routing sigmoid_bias_sink (it makes their gammas)",
                       p.sink_experts));
   require(p.sink_experts == 0 || p.sink_intermediate >= 1,
-          fmt::format("sink_intermediate={} must be >= 1 with {} sink experts",
-                      p.sink_intermediate, p.sink_experts));
+          fmt::format("sink_intermediate={} must be >= 1 with {} sink experts", p.sink_intermediate,
+                      p.sink_experts));
   require(p.shared_intermediate >= 0,
           fmt::format("shared_intermediate={} must be >= 0", p.shared_intermediate));
   if (is_fp4(format)) {
@@ -254,16 +301,16 @@ void validate_problem(const moe_problem& p) {
                           p.experts / p.ep_size));
       break;
     default:
-      require(false, fmt::format("ep_placement={} is not none, linear or round_robin",
-                                 p.ep_placement));
+      require(false,
+              fmt::format("ep_placement={} is not none, linear or round_robin", p.ep_placement));
   }
   if (p.ep_map != nullptr) {
     int64_t count = 0;
     for (int64_t e = 0; e < p.experts; ++e) {
       const int32_t l = p.ep_map[e];
-      require(l >= -1 && l < p.local_experts,
-              fmt::format("ep_map[{}]={} is outside [-1, local_experts={})", e, l,
-                          p.local_experts));
+      require(
+          l >= -1 && l < p.local_experts,
+          fmt::format("ep_map[{}]={} is outside [-1, local_experts={})", e, l, p.local_experts));
       count += l >= 0;
     }
     require(count == p.local_experts, fmt::format("ep_map maps {} experts to this rank, expected "
@@ -288,12 +335,11 @@ int32_t local_expert_id(const moe_problem& p, int64_t global_id) {
 }
 
 std::string describe_problem(const moe_problem& p) {
-  std::string s = fmt::format(
-      "E={} k={} H={} I={} {}/{} {} {}", p.experts, p.top_k, p.hidden, p.intermediate,
-      format_name(static_cast<moe_format>(p.format)),
-      input_format_name(static_cast<moe_input_format>(p.input_format)),
-      activation_name(static_cast<moe_activation>(p.activation)),
-      routing_name(static_cast<moe_routing>(p.routing)));
+  std::string s = fmt::format("E={} k={} H={} I={} {}/{} {} {}", p.experts, p.top_k, p.hidden,
+                              p.intermediate, format_name(static_cast<moe_format>(p.format)),
+                              input_format_name(static_cast<moe_input_format>(p.input_format)),
+                              activation_name(static_cast<moe_activation>(p.activation)),
+                              routing_name(static_cast<moe_routing>(p.routing)));
   if (p.expert_bias) s += " +bias";
   if (p.shared_intermediate) s += fmt::format(" shared(I={})", p.shared_intermediate);
   if (p.sink_experts) s += fmt::format(" sinks={}(I={})", p.sink_experts, p.sink_intermediate);

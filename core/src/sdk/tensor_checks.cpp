@@ -90,8 +90,8 @@ int64_t check_route_tensors(const moe_problem& p, const moe_route_args& a) {
   const int64_t width = topk_width(p);
   check_tensor(a.logits, "logits", MOE_DTYPE_F32, {kAnyDim, p.experts + p.sink_experts});
   const int64_t tokens = a.logits.shape[0];
-  MOE_CHECK(tokens <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
-            "{} tokens exceed max_tokens={}", tokens, p.max_tokens);
+  MOE_CHECK(tokens <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED, "{} tokens exceed max_tokens={}",
+            tokens, p.max_tokens);
   if (p.routing_bias) {
     check_tensor(a.bias, "bias", MOE_DTYPE_F32, {p.experts});
   } else {

@@ -12,23 +12,39 @@ namespace moe {
 MatrixLayout matrix_layout(moe_format format, int64_t rows, int64_t cols) {
   MatrixLayout m{MOE_DTYPE_BF16, rows, cols, MOE_DTYPE_INVALID, 0, 0, false};
   switch (format) {
-    case MOE_FORMAT_BF16: break;
+    case MOE_FORMAT_BF16:
+      break;
     case MOE_FORMAT_FP8_TENSOR:
       m = {MOE_DTYPE_E4M3, rows, cols, MOE_DTYPE_F32, 0, 0, false};
       break;
     case MOE_FORMAT_FP8_BLOCK:
-      m = {MOE_DTYPE_E4M3,  rows, cols, MOE_DTYPE_F32, ceil_div(rows, kFp8BlockSize),
-           ceil_div(cols, kFp8BlockSize), false};
+      m = {MOE_DTYPE_E4M3,
+           rows,
+           cols,
+           MOE_DTYPE_F32,
+           ceil_div(rows, kFp8BlockSize),
+           ceil_div(cols, kFp8BlockSize),
+           false};
       break;
     case MOE_FORMAT_MXFP8:
       m = {MOE_DTYPE_E4M3, rows, cols, MOE_DTYPE_UE8M0, rows, ceil_div(cols, kMxBlockSize), false};
       break;
     case MOE_FORMAT_MXFP4:
-      m = {MOE_DTYPE_E2M1X2,  rows, cols / 2, MOE_DTYPE_UE8M0, rows, ceil_div(cols, kMxBlockSize),
+      m = {MOE_DTYPE_E2M1X2,
+           rows,
+           cols / 2,
+           MOE_DTYPE_UE8M0,
+           rows,
+           ceil_div(cols, kMxBlockSize),
            false};
       break;
     case MOE_FORMAT_NVFP4:
-      m = {MOE_DTYPE_E2M1X2, rows, cols / 2, MOE_DTYPE_E4M3, rows, ceil_div(cols, kNvfp4BlockSize),
+      m = {MOE_DTYPE_E2M1X2,
+           rows,
+           cols / 2,
+           MOE_DTYPE_E4M3,
+           rows,
+           ceil_div(cols, kNvfp4BlockSize),
            true};
       break;
     default:
@@ -67,8 +83,10 @@ void check_matrix(const moe_tensor& q, const moe_tensor& scale, const moe_tensor
   if (m.scale_dtype == MOE_DTYPE_INVALID) {
     check_absent(scale, sname.c_str(), fmt::format("format {} has no scales", fname));
   } else if (m.scale_rows == 0) {
-    if (experts > 0) check_tensor(scale, sname.c_str(), m.scale_dtype, {experts});
-    else check_tensor(scale, sname.c_str(), m.scale_dtype, {1});
+    if (experts > 0)
+      check_tensor(scale, sname.c_str(), m.scale_dtype, {experts});
+    else
+      check_tensor(scale, sname.c_str(), m.scale_dtype, {1});
   } else if (experts > 0) {
     check_tensor(scale, sname.c_str(), m.scale_dtype, {experts, m.scale_rows, m.scale_cols});
   } else {

@@ -1,0 +1,34 @@
+// An independent CPU implementation of a bf16 MoE layer: fp32 accumulation, routing in fp32.
+// It exists to show how a third party writes a backend; the conformance suite checks it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "moe/moe_abi.h"
+
+namespace example {
+
+// Empty when the problem is supported, else the reason code and a sentence.
+struct Refusal {
+  moe_reason reason = MOE_REASON_NONE;
+  std::string message;
+};
+Refusal check_support(const moe_problem& p);
+
+class Layer {
+ public:
+  Layer(const moe_problem& p, const moe_weights& w);
+  void run(const moe_run_args& args) const;
+
+ private:
+  moe_problem p_;
+  std::vector<float> w13_;  // [E, 2I, H]
+  std::vector<float> w2_;   // [E, H, I]
+};
+
+// softmax_topk / sigmoid_topk in fp32, ties to the lowest index.
+void route(const moe_problem& p, const moe_route_args& args);
+
+}  // namespace example
