@@ -1,5 +1,8 @@
 #include "moe/config.hpp"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <set>
 
 #include "moe/error.hpp"
@@ -8,13 +11,48 @@
 namespace moe {
 namespace {
 
+CheckpointSpec parse_checkpoint(const std::string& source, const YAML::Node& map) {
+  using namespace detail;
+  check_keys(source, map,
+             {"path", "convention", "prefix", "layer", "interleaved_gate_up", "tp_size", "tp_rank"},
+             "checkpoint");
+  CheckpointSpec spec;
+  for (const char* required : {"path", "convention"}) {
+    if (!map[required])
+      throw Error(MOE_STATUS_CONFIG_ERROR,
+                  fmt::format("{}: checkpoint needs '{}'", where(source, map), required));
+  }
+  spec.path = read_scalar<std::string>(source, map["path"], "path");
+  spec.convention = read_scalar<std::string>(source, map["convention"], "convention");
+  const auto& known = checkpoint_conventions();
+  if (std::find(known.begin(), known.end(), spec.convention) == known.end())
+    throw Error(MOE_STATUS_CONFIG_ERROR, fmt::format("{}: convention '{}' is not one of: {}",
+                                                     where(source, map["convention"]),
+                                                     spec.convention, fmt::join(known, ", ")));
+  if (map["prefix"]) spec.prefix = read_scalar<std::string>(source, map["prefix"], "prefix");
+  if (map["layer"]) spec.layer = read_scalar<int64_t>(source, map["layer"], "layer");
+  if (map["interleaved_gate_up"])
+    spec.interleaved_gate_up =
+        read_scalar<bool>(source, map["interleaved_gate_up"], "interleaved_gate_up");
+  if (map["tp_size"])
+    spec.tp_size = int32_t(read_scalar<int64_t>(source, map["tp_size"], "tp_size"));
+  if (map["tp_rank"])
+    spec.tp_rank = int32_t(read_scalar<int64_t>(source, map["tp_rank"], "tp_rank"));
+  if (spec.tp_size < 1 || spec.tp_rank < 0 || spec.tp_rank >= spec.tp_size)
+    throw Error(MOE_STATUS_CONFIG_ERROR,
+                fmt::format("{}: tp_rank={} must be in [0, tp_size={})", where(source, map),
+                            spec.tp_rank, spec.tp_size));
+  return spec;
+}
+
 Config from_node(const YAML::Node& root, const std::string& source) {
   using namespace detail;
   if (!root || root.IsNull())
     throw Error(MOE_STATUS_CONFIG_ERROR, source + ": the config is empty");
-  check_keys(source, root,
-             {"backend", "fallback", "plugin_dirs", "problem", "options", "tokens", "seed"},
-             "the config");
+  check_keys(
+      source, root,
+      {"backend", "fallback", "plugin_dirs", "problem", "options", "tokens", "seed", "checkpoint"},
+      "the config");
   Config c;
   c.source = source;
   if (root["backend"]) c.backend = read_scalar<std::string>(source, root["backend"], "backend");
@@ -42,6 +80,7 @@ Config from_node(const YAML::Node& root, const std::string& source) {
               where(source, root["tokens"]), c.tokens);
   }
   if (root["seed"]) c.seed = read_scalar<uint64_t>(source, root["seed"], "seed");
+  if (const auto ck = root["checkpoint"]) c.checkpoint = parse_checkpoint(source, ck);
   return c;
 }
 

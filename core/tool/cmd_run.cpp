@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "run_inputs.hpp"
 
 namespace moe::tool {
 namespace {
@@ -35,14 +36,29 @@ void add_run(CLI::App& app, Discovery& d) {
   static int64_t tokens = -1;
   static uint64_t seed = 0;
   static bool seed_given = false;
+  static std::string inputs, output, checkpoint;
   cmd->add_option("--config", config, "YAML config")->required();
+  cmd->add_option("--inputs", inputs,
+                  "safetensors file with hidden_states [T, H] (bf16) and, when the config has no "
+                  "router weight, router_logits [T, E] (f32)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--checkpoint", checkpoint,
+                  "Read the checkpoint from this path instead of the config's checkpoint.path");
+  cmd->add_option("--output", output,
+                  "Write the layer output here: safetensors, output [T, H] bf16");
   cmd->add_option("--tokens", tokens, "Tokens in the batch (default: the config's tokens, else 16)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option_function<uint64_t>(
       "--seed", [](const uint64_t& s) { seed = s, seed_given = true; },
       "Random seed (default: the config's seed, else 1)");
   cmd->callback([&d] {
-    const Config cfg = Config::load_file(config);
+    Config cfg = Config::load_file(config);
+    if (!checkpoint.empty()) {
+      MOE_CHECK(cfg.checkpoint.has_value(), MOE_STATUS_CONFIG_ERROR,
+                "--checkpoint given, but {} has no checkpoint section (it names the convention)",
+                config);
+      cfg.checkpoint->path = checkpoint;
+    }
     const Registry r = d.discover(cfg.plugin_dirs);
     const Selection sel = select_backend(r, cfg);
     const auto reference = r.find("reference");
@@ -53,8 +69,9 @@ void add_run(CLI::App& app, Discovery& d) {
     const int64_t t = tokens >= 0 ? tokens : cfg.tokens;
     const uint64_t s = seed_given ? seed : cfg.seed;
 
-    const LayerWeights weights = random_weights(p, s);
-    const Batch batch = random_batch(p, t, s, Scenario::kRandom);
+    const RunInputs in = make_run_inputs(cfg, t, s, inputs);
+    const LayerWeights& weights = in.weights;
+    const Batch& batch = in.batch;
     const Plugin& router = sel.plugin->can_route(p) ? *sel.plugin : *reference;
     const Routing routing = route_batch(router, p, batch);
     const Layer layer = sel.plugin->prepare(p, weights.view(), cfg.options);
@@ -66,13 +83,18 @@ void add_run(CLI::App& app, Discovery& d) {
 
     std::cout << fmt::format("backend:   {} ({})\n", sel.plugin->name(), sel.rule)
               << fmt::format("problem:   {}\n", describe_problem(p))
-              << fmt::format("tokens:    {}  seed: {}  routed by: {}\n", t, s, router.name())
+              << fmt::format("weights:   {}\n", in.weights_from)
+              << fmt::format("inputs:    {}  routed by: {}\n", in.batch_from, router.name())
               << fmt::format("checksum:  sum={:.6f} fnv1a={:016x}\n", sum_of(out.output),
                              fnv1a(out.output))
               << fmt::format("rel_err:   {:.3e} against the reference (tolerance {:.0e}) {}\n", err,
                              tol, err <= tol ? "ok" : "MISMATCH")
               << fmt::format("time:      {:.3f} ms (one run, wall clock, incl. stream sync)\n",
                              out.ms);
+    if (!output.empty()) {
+      write_safetensors(output, {{"output", out.output}});
+      std::cout << "output:    " << output << "\n";
+    }
     if (!(err <= tol)) exit_code() = kExitMismatch;
   });
 }

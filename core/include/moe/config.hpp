@@ -7,12 +7,22 @@
 //   options: {key: value}         # handed to the chosen plugin's prepare()
 //   tokens: 16                    # default batch for `moe run`
 //   seed: 1
+//   checkpoint:                   # optional: real weights instead of random ones
+//     path: build/fixtures/checkpoints/mixtral     # file, index json or directory
+//     convention: mixtral         # mixtral | deepseek | qwen_moe | gpt_oss | stacked
+//     prefix: "model.layers.{layer}.block_sparse_moe"
+//     layer: 0
+//     interleaved_gate_up: false
+//     tp_size: 1
+//     tp_rank: 0
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "moe/checkpoint.hpp"
 #include "moe/plugin.hpp"
 #include "moe/problem.hpp"
 
@@ -27,6 +37,7 @@ struct Config {
   Options options;
   int64_t tokens = 16;
   uint64_t seed = 1;
+  std::optional<CheckpointSpec> checkpoint;
 
   // Throw moe::Error(CONFIG_ERROR) with "<source>:<line>:<col>: ..." for syntax errors, unknown
   // keys, wrong types and invalid problems.

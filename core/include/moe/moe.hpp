@@ -2,6 +2,7 @@
 // prepare weights and run layers. Everything here is a thin layer over moe_abi.h.
 #pragma once
 
+#include "moe/checkpoint.hpp"
 #include "moe/config.hpp"
 #include "moe/conformance.hpp"
 #include "moe/error.hpp"
@@ -12,5 +13,7 @@
 #include "moe/problem.hpp"
 #include "moe/registry.hpp"
 #include "moe/runner.hpp"
+#include "moe/safetensors.hpp"
+#include "moe/safetensors_writer.hpp"
 #include "moe/selection.hpp"
 #include "moe/tensor.hpp"

@@ -20,7 +20,8 @@ class HostTensor {
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t numel() const;  // elements as stored (bytes for e2m1x2)
   size_t bytes() const { return data_.size(); }
-  bool empty() const { return data_.empty(); }
+  // Absent (default-constructed), as opposed to present with zero elements (e.g. T = 0).
+  bool empty() const { return dtype_ == MOE_DTYPE_INVALID; }
 
   template <class T>
   T* data() {
@@ -34,6 +35,8 @@ class HostTensor {
   const void* raw() const { return data_.data(); }
 
   void fill_bytes(uint8_t value) { std::memset(data_.data(), value, data_.size()); }
+  // Relabels the bytes as another dtype of the same element size (u8 -> e2m1x2 or ue8m0).
+  void reinterpret(moe_dtype dtype);
 
   // A borrowed view (mutable data pointer: the ABI has one tensor type for inputs and outputs).
   moe_tensor view() const;

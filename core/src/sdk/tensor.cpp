@@ -12,7 +12,15 @@ HostTensor::HostTensor(moe_dtype dtype, std::vector<int64_t> shape)
   data_.resize(size_t(numel()) * dtype_size(dtype));
 }
 
+void HostTensor::reinterpret(moe_dtype dtype) {
+  MOE_CHECK(dtype_size(dtype) == dtype_size(dtype_) && dtype_size(dtype) > 0,
+            MOE_STATUS_INVALID_ARGUMENT, "cannot reinterpret {} as {}: element sizes differ",
+            dtype_name(dtype_), dtype_name(dtype));
+  dtype_ = dtype;
+}
+
 int64_t HostTensor::numel() const {
+  if (dtype_ == MOE_DTYPE_INVALID) return 0;  // an absent tensor holds nothing
   int64_t n = 1;
   for (int64_t d : shape_) n *= d;
   return n;

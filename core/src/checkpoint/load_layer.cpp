@@ -1,0 +1,207 @@
+// load_layer: experts at checkpoint size -> this TP rank's slab -> this EP rank's experts,
+// stacked into canonical tensors; plus router, shared and sink experts.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "conventions.hpp"
+#include "moe/error.hpp"
+#include "moe/formats.hpp"
+#include "moe/problem.hpp"
+#include "moe/weights.hpp"
+
+namespace moe {
+namespace {
+
+using detail::Expert;
+using detail::Matrix;
+
+// Rank r's slab of the intermediate dimension: gate/up rows, down columns, their biases.
+Expert tp_slice(const Expert& x, const CheckpointSpec& spec, int64_t inter,
+                const std::string& what) {
+  if (spec.tp_size == 1) return x;
+  const int64_t begin = spec.tp_rank * inter;
+  Expert out;
+  if (x.gate.rows) out.gate = detail::slice_rows(x.gate, begin, inter, what + " gate");
+  out.up = detail::slice_rows(x.up, begin, inter, what + " up");
+  out.down = detail::slice_cols(x.down, begin, inter, what + " down");
+  auto slab = [&](const std::vector<float>& b) {
+    return b.empty() ? b : std::vector<float>(b.begin() + begin, b.begin() + begin + inter);
+  };
+  out.b_gate = slab(x.b_gate);
+  out.b_up = slab(x.b_up);
+  // The down bias is added once after the TP reduction: rank 0 carries it.
+  out.b_down = x.b_down;
+  if (spec.tp_rank != 0) std::fill(out.b_down.begin(), out.b_down.end(), 0.0f);
+  return out;
+}
+
+Expert zero_expert(moe_format f, bool gated, bool biases, int64_t h, int64_t inter) {
+  Expert x;
+  if (gated) x.gate = detail::zero_matrix(f, inter, h);
+  x.up = detail::zero_matrix(f, inter, h);
+  x.down = detail::zero_matrix(f, h, inter);
+  if (biases) {
+    if (gated) x.b_gate.assign(inter, 0.0f);
+    x.b_up.assign(inter, 0.0f);
+    x.b_down.assign(h, 0.0f);
+  }
+  return x;
+}
+
+Matrix w13_of(const Expert& x, const std::string& what) {
+  return x.gate.rows ? detail::stack_rows(x.gate, x.up, what) : x.up;
+}
+
+void store_bias(HostTensor& t, int64_t count, int64_t e, const std::vector<float>& a,
+                const std::vector<float>& b) {
+  const int64_t n = int64_t(a.size() + b.size());
+  if (t.empty()) t = HostTensor(MOE_DTYPE_F32, {count, n});
+  float* dst = t.data<float>() + e * n;
+  std::copy(a.begin(), a.end(), dst);
+  std::copy(b.begin(), b.end(), dst + a.size());
+}
+
+// Global id of local expert l under the problem's EP placement.
+int64_t global_expert(const moe_problem& p, int64_t l) {
+  switch (p.ep_placement) {
+    case MOE_EP_LINEAR:
+      return p.local_expert_offset + l;
+    case MOE_EP_ROUND_ROBIN:
+      return l * p.ep_size + p.ep_rank;
+    default:
+      return l;
+  }
+}
+
+void check_spec(const CheckpointSpec& spec) {
+  MOE_CHECK(spec.tp_size >= 1 && spec.tp_rank >= 0 && spec.tp_rank < spec.tp_size,
+            MOE_STATUS_CONFIG_ERROR, "tp_rank={} must be in [0, tp_size={})", spec.tp_rank,
+            spec.tp_size);
+}
+
+}  // namespace
+
+const std::vector<std::string>& checkpoint_conventions() {
+  static const std::vector<std::string> names = {"mixtral", "deepseek", "qwen_moe", "gpt_oss",
+                                                 "stacked"};
+  return names;
+}
+
+LayerCheckpoint load_layer(const Checkpoint& checkpoint, const CheckpointSpec& spec,
+                           const moe_problem& p) {
+  check_spec(spec);
+  const auto source = detail::make_expert_source(checkpoint, spec, p);
+  const auto format = static_cast<moe_format>(p.format);
+  const bool gated = is_gated(static_cast<moe_activation>(p.activation));
+  LayerCheckpoint out;
+  out.real_experts = source->count_experts();
+  const auto [hidden, inter] = source->checkpoint_sizes();
+  MOE_CHECK(hidden == p.hidden, MOE_STATUS_SHAPE_MISMATCH,
+            "the checkpoint's hidden size is {}, the problem's hidden: {}", hidden, p.hidden);
+  MOE_CHECK(inter % spec.tp_size == 0, MOE_STATUS_SHAPE_MISMATCH,
+            "tp_size={} does not divide the checkpoint's intermediate size {}", spec.tp_size,
+            inter);
+  MOE_CHECK(inter / spec.tp_size == p.intermediate, MOE_STATUS_SHAPE_MISMATCH,
+            "the checkpoint's intermediate size {} / tp_size {} is {}, but the problem says "
+            "intermediate: {}",
+            inter, spec.tp_size, inter / spec.tp_size, p.intermediate);
+  const int64_t ep = p.ep_placement == MOE_EP_NONE ? 1 : p.ep_size;
+  const int64_t padded = ceil_div(out.real_experts, ep) * ep;
+  MOE_CHECK(p.experts == padded, MOE_STATUS_SHAPE_MISMATCH,
+            "the checkpoint has {} experts{}: the problem needs experts: {}", out.real_experts,
+            ep > 1 ? fmt::format(", padded to a multiple of ep_size={}", ep) : "", padded);
+
+  LayerWeights& w = out.weights;
+  for (int64_t l = 0; l < p.local_experts; ++l) {
+    const int64_t g = global_expert(p, l);
+    const std::string what = fmt::format("expert {}", g);
+    const Expert x = g < out.real_experts
+                         ? tp_slice(source->expert(g), spec, p.intermediate, what)
+                         : zero_expert(format, gated, p.expert_bias, p.hidden, p.intermediate);
+    detail::store(w13_of(x, what), l, p.local_experts, w.w13, w.w13_scale, w.w13_scale_2);
+    detail::store(x.down, l, p.local_experts, w.w2, w.w2_scale, w.w2_scale_2);
+    if (p.expert_bias) {
+      MOE_CHECK(!x.b_up.empty(), MOE_STATUS_NOT_FOUND,
+                "problem has expert_bias: true, but the checkpoint has no expert biases ({})",
+                spec.convention);
+      store_bias(w.b13, p.local_experts, l, x.b_gate, x.b_up);
+      store_bias(w.b2, p.local_experts, l, x.b_down, {});
+    }
+  }
+  if (auto shared = source->shared(p.shared_intermediate * spec.tp_size)) {
+    const Expert x = tp_slice(*shared, spec, p.shared_intermediate, "shared expert");
+    detail::store(w13_of(x, "shared expert"), -1, 0, w.shared_w13, w.shared_w13_scale,
+                  w.shared_w13_scale_2);
+    detail::store(x.down, -1, 0, w.shared_w2, w.shared_w2_scale, w.shared_w2_scale_2);
+  }
+  if (p.sink_experts > 0) source->sinks(w);
+  if (p.input_format == MOE_INPUT_FP8_TENSOR_STATIC) {
+    const auto [a13, a2] = source->activation_scales(out.real_experts);
+    w.a13_scale = HostTensor(MOE_DTYPE_F32, {1});
+    w.a13_scale.data<float>()[0] = a13;
+    w.a2_scale = HostTensor(MOE_DTYPE_F32, {1});
+    w.a2_scale.data<float>()[0] = a2;
+  }
+  source->router(out, out.real_experts);
+  check_weights(p, w.view());
+  return out;
+}
+
+HostTensor router_logits(const LayerCheckpoint& layer, const moe_problem& p,
+                         const HostTensor& hidden) {
+  MOE_CHECK(!layer.router_weight.empty(), MOE_STATUS_NOT_FOUND,
+            "the checkpoint has no router weight: give router_logits with --inputs");
+  const int64_t tokens = hidden.shape()[0], h = p.hidden, real = layer.real_experts;
+  const int64_t rows = layer.router_weight.shape()[0];  // real + sinks
+  HostTensor logits(MOE_DTYPE_F32, {tokens, p.experts + p.sink_experts});
+  const bool f32 = layer.router_weight.dtype() == MOE_DTYPE_F32;
+  for (int64_t t = 0; t < tokens; ++t) {
+    float* out = logits.data<float>() + t * (p.experts + p.sink_experts);
+    for (int64_t c = 0; c < p.experts + p.sink_experts; ++c)
+      out[c] = -std::numeric_limits<float>::infinity();
+    for (int64_t r = 0; r < rows; ++r) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < h; ++k) {
+        const float wv = f32 ? layer.router_weight.data<float>()[r * h + k]
+                             : bf16_to_float(layer.router_weight.data<uint16_t>()[r * h + k]);
+        acc += wv * bf16_to_float(hidden.data<uint16_t>()[t * h + k]);
+      }
+      if (!layer.router_bias.empty()) acc += layer.router_bias.data<float>()[r];
+      // Routed experts fill [0, real); sinks sit after the padded routed columns.
+      out[r < real ? r : p.experts + (r - real)] = acc;
+    }
+  }
+  return logits;
+}
+
+float input_scale_from_amax(float amax, const std::string& tensor) {
+  MOE_CHECK(std::isfinite(amax) && amax > 0, MOE_STATUS_INVALID_ARGUMENT,
+            "checkpoint tensor '{}' is {}: an activation amax must be finite and > 0", tensor,
+            amax);
+  return static_cast<float>(double(amax) / (448.0 * 6.0));
+}
+
+void fold_nvfp4_up_scales(uint8_t* up_scales, int64_t count, float gate_s2, float up_s2,
+                          const std::string& where) {
+  MOE_CHECK(gate_s2 > 0 && up_s2 > 0 && std::isfinite(gate_s2) && std::isfinite(up_s2),
+            MOE_STATUS_INVALID_ARGUMENT,
+            "{}: NVFP4 weight_scale_2 of gate ({}) and up ({}) must be finite and > 0 (a missing "
+            "or misrouted tensor?)",
+            where, gate_s2, up_s2);
+  std::vector<uint8_t> folded(up_scales, up_scales + count);
+  for (int64_t i = 0; i < count; ++i) {
+    const double value = e4m3_to_double(up_scales[i]) * double(up_s2);  // exact in double
+    const uint8_t code = e4m3_from_double(value / double(gate_s2));
+    MOE_CHECK(e4m3_to_double(code) * double(gate_s2) == value, MOE_STATUS_UNSUPPORTED,
+              "{}: cannot fold the up half's NVFP4 weight_scale_2 ({}) into the gate's ({}) "
+              "exactly: block scale {} x {} / {} is not an e4m3 value. Requantise the "
+              "checkpoint with one weight_scale_2 for gate and up",
+              where, up_s2, gate_s2, e4m3_to_double(up_scales[i]), up_s2, gate_s2);
+    folded[i] = code;
+  }
+  std::copy(folded.begin(), folded.end(), up_scales);
+}
+
+}  // namespace moe

@@ -1,0 +1,340 @@
+#include "matrix.hpp"
+
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "moe/checkpoint.hpp"
+#include "moe/error.hpp"
+#include "moe/formats.hpp"
+#include "moe/problem.hpp"
+#include "moe/weights.hpp"
+
+namespace moe::detail {
+namespace {
+
+// Bytes of one stored row of q and of one row of scales.
+size_t q_row_bytes(const Matrix& m) {
+  const MatrixLayout l = matrix_layout(m.format, m.rows, m.cols);
+  return size_t(l.stored_cols) * dtype_size(l.dtype);
+}
+
+// Copies rows [r0, r0 + n) and bytes [c0, c0 + nc) of each row from a row-major byte matrix.
+void copy_block(const HostTensor& src, size_t src_row_bytes, int64_t r0, int64_t n, size_t c0,
+                size_t nc, uint8_t* dst) {
+  const auto* s = static_cast<const uint8_t*>(src.raw());
+  for (int64_t r = 0; r < n; ++r) std::memcpy(dst + r * nc, s + (r0 + r) * src_row_bytes + c0, nc);
+}
+
+HostTensor sub_matrix(const HostTensor& src, int64_t rows, int64_t cols, int64_t r0, int64_t nr,
+                      int64_t c0, int64_t nc) {
+  const size_t es = dtype_size(src.dtype());
+  HostTensor out(src.dtype(), {nr, nc});
+  copy_block(src, size_t(cols) * es, r0, nr, size_t(c0) * es, size_t(nc) * es,
+             static_cast<uint8_t*>(out.raw()));
+  (void)rows;
+  return out;
+}
+
+HostTensor concat_rows(const HostTensor& a, const HostTensor& b) {
+  std::vector<int64_t> shape = a.shape();
+  shape[0] += b.shape()[0];
+  HostTensor out(a.dtype(), shape);
+  std::memcpy(out.raw(), a.raw(), a.bytes());
+  std::memcpy(static_cast<uint8_t*>(out.raw()) + a.bytes(), b.raw(), b.bytes());
+  return out;
+}
+
+// fp8_tensor halves must share one scale: requantise `m` from its scale to `to`.
+void requantize_fp8(Matrix& m, float to, const std::string& what) {
+  const float from = m.scale.data<float>()[0];
+  spdlog::warn("{}: gate and up fp8 scales differ; requantising a half from scale {} to {}", what,
+               from, to);
+  auto* q = m.q.data<uint8_t>();
+  for (int64_t i = 0; i < m.q.numel(); ++i)
+    q[i] = e4m3_from_double(e4m3_to_double(q[i]) * double(from) / double(to));
+  m.scale.data<float>()[0] = to;
+}
+
+}  // namespace
+
+bool has_tensor(const NameContext& ctx, const std::string& name) {
+  return ctx.checkpoint.find(name) != nullptr;
+}
+
+HostTensor read_tensor(const NameContext& ctx, const std::string& name, moe_dtype dtype,
+                       std::vector<int64_t> shape, moe_dtype alt_dtype) {
+  const SafetensorsEntry* e = ctx.checkpoint.find(name);
+  MOE_CHECK(e != nullptr, MOE_STATUS_NOT_FOUND, "checkpoint tensor '{}' is missing ({})", name,
+            ctx.describe);
+  MOE_CHECK(e->dtype == dtype || (alt_dtype != MOE_DTYPE_INVALID && e->dtype == alt_dtype),
+            MOE_STATUS_DTYPE_MISMATCH, "checkpoint tensor '{}' is {}, expected {}", name,
+            e->st_dtype, dtype_name(dtype));
+  MOE_CHECK(e->shape == shape, MOE_STATUS_SHAPE_MISMATCH,
+            "checkpoint tensor '{}' has shape [{}], expected [{}] ({})", name,
+            fmt::join(e->shape, ", "), fmt::join(shape, ", "), ctx.describe);
+  HostTensor t(e->dtype, shape);  // the stored dtype: `alt_dtype` may differ in size
+  std::memcpy(t.raw(), ctx.checkpoint.data(name), t.bytes());
+  return t;
+}
+
+float read_scalar_f32(const NameContext& ctx, const std::string& name) {
+  const SafetensorsEntry* e = ctx.checkpoint.find(name);
+  MOE_CHECK(e != nullptr, MOE_STATUS_NOT_FOUND, "checkpoint tensor '{}' is missing ({})", name,
+            ctx.describe);
+  const bool scalar = e->shape.empty() || (e->shape.size() == 1 && e->shape[0] == 1);
+  MOE_CHECK(scalar && e->dtype == MOE_DTYPE_F32, MOE_STATUS_SHAPE_MISMATCH,
+            "checkpoint tensor '{}' must be one F32 value, got {} [{}]", name, e->st_dtype,
+            fmt::join(e->shape, ", "));
+  float v;
+  std::memcpy(&v, ctx.checkpoint.data(name), sizeof(v));
+  return v;
+}
+
+Matrix read_projection(const NameContext& ctx, const std::string& base, moe_format format,
+                       int64_t rows, int64_t cols) {
+  const MatrixLayout l = matrix_layout(format, rows, cols);
+  Matrix m{format, rows, cols, {}, {}, 1.0f};
+  const bool packed = l.dtype == MOE_DTYPE_E2M1X2;
+  m.q = read_tensor(ctx, base + ".weight", packed ? MOE_DTYPE_U8 : l.dtype, {rows, l.stored_cols},
+                    packed ? MOE_DTYPE_I8 : MOE_DTYPE_INVALID);
+  if (packed) m.q.reinterpret(MOE_DTYPE_E2M1X2);
+  switch (format) {
+    case MOE_FORMAT_BF16:
+      break;
+    case MOE_FORMAT_FP8_TENSOR:
+      m.scale = HostTensor(MOE_DTYPE_F32, {1});
+      m.scale.data<float>()[0] = read_scalar_f32(ctx, base + ".weight_scale");
+      break;
+    case MOE_FORMAT_FP8_BLOCK: {
+      const std::string inv = base + ".weight_scale_inv";
+      m.scale = read_tensor(ctx, has_tensor(ctx, inv) ? inv : base + ".weight_scale", MOE_DTYPE_F32,
+                            {l.scale_rows, l.scale_cols});
+      break;
+    }
+    case MOE_FORMAT_MXFP8:
+    case MOE_FORMAT_MXFP4:
+      m.scale =
+          read_tensor(ctx, base + ".weight_scale", MOE_DTYPE_U8, {l.scale_rows, l.scale_cols});
+      m.scale.reinterpret(MOE_DTYPE_UE8M0);
+      break;
+    case MOE_FORMAT_NVFP4:
+      m.scale = read_tensor(ctx, base + ".weight_scale", MOE_DTYPE_E4M3,
+                            {l.scale_rows, l.scale_cols}, MOE_DTYPE_U8);
+      m.scale.reinterpret(MOE_DTYPE_E4M3);
+      m.scale_2 = read_scalar_f32(ctx, base + ".weight_scale_2");
+      MOE_CHECK(m.scale_2 > 0 && std::isfinite(m.scale_2), MOE_STATUS_INVALID_ARGUMENT,
+                "checkpoint tensor '{}.weight_scale_2' is {}: a global scale must be finite and "
+                "> 0 (a missing or misrouted tensor?)",
+                base, m.scale_2);
+      break;
+    default:
+      MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "format {} is not supported", int(format));
+  }
+  if (format == MOE_FORMAT_FP8_TENSOR || format == MOE_FORMAT_FP8_BLOCK) {
+    for (int64_t i = 0; i < m.scale.numel(); ++i) {
+      const float s = m.scale.data<float>()[i];
+      MOE_CHECK(s > 0 && std::isfinite(s), MOE_STATUS_INVALID_ARGUMENT,
+                "checkpoint scale of '{}' holds {} at index {}: scales must be finite and > 0 "
+                "(a missing or misrouted tensor?)",
+                base, s, i);
+    }
+  }
+  return m;
+}
+
+Matrix zero_matrix(moe_format format, int64_t rows, int64_t cols) {
+  const MatrixLayout l = matrix_layout(format, rows, cols);
+  Matrix m{format, rows, cols, HostTensor(l.dtype, {rows, l.stored_cols}), {}, 1.0f};
+  m.q.fill_bytes(0);
+  if (l.scale_dtype == MOE_DTYPE_INVALID) return m;
+  m.scale = l.scale_rows == 0 ? HostTensor(l.scale_dtype, {1})
+                              : HostTensor(l.scale_dtype, {l.scale_rows, l.scale_cols});
+  for (int64_t i = 0; i < m.scale.numel(); ++i) {
+    if (l.scale_dtype == MOE_DTYPE_F32)
+      m.scale.data<float>()[i] = 1.0f;
+    else
+      m.scale.data<uint8_t>()[i] = l.scale_dtype == MOE_DTYPE_UE8M0 ? 127 : 0x38;  // 1.0
+  }
+  return m;
+}
+
+Matrix slice_rows(const Matrix& m, int64_t begin, int64_t count, const std::string& what) {
+  const MatrixLayout l = matrix_layout(m.format, m.rows, m.cols);
+  Matrix out{m.format, count, m.cols, {}, m.scale, m.scale_2};
+  out.q = sub_matrix(m.q, m.rows, l.stored_cols, begin, count, 0, l.stored_cols);
+  if (m.format == MOE_FORMAT_FP8_BLOCK) {
+    MOE_CHECK(begin % kFp8BlockSize == 0 && (count % kFp8BlockSize == 0 || begin + count == m.rows),
+              MOE_STATUS_INVALID_ARGUMENT,
+              "{}: rows [{}, {}) cut through a 128x128 fp8_block scale block; the slice must be "
+              "a multiple of 128 rows",
+              what, begin, begin + count);
+    const int64_t b0 = begin / kFp8BlockSize, nb = ceil_div(count, kFp8BlockSize);
+    out.scale = sub_matrix(m.scale, l.scale_rows, l.scale_cols, b0, nb, 0, l.scale_cols);
+  } else if (l.scale_rows > 0) {
+    out.scale = sub_matrix(m.scale, l.scale_rows, l.scale_cols, begin, count, 0, l.scale_cols);
+  }
+  return out;
+}
+
+Matrix slice_cols(const Matrix& m, int64_t begin, int64_t count, const std::string& what) {
+  const MatrixLayout l = matrix_layout(m.format, m.rows, m.cols);
+  int64_t block = 1;
+  switch (m.format) {
+    case MOE_FORMAT_FP8_BLOCK:
+      block = kFp8BlockSize;
+      break;
+    case MOE_FORMAT_MXFP8:
+    case MOE_FORMAT_MXFP4:
+      block = kMxBlockSize;
+      break;
+    case MOE_FORMAT_NVFP4:
+      block = kNvfp4BlockSize;
+      break;
+    default:
+      break;
+  }
+  MOE_CHECK(begin % block == 0 && (count % block == 0 || begin + count == m.cols),
+            MOE_STATUS_INVALID_ARGUMENT,
+            "{}: columns [{}, {}) cut through a {}-wide {} scale block; the slice must be a "
+            "multiple of {} columns",
+            what, begin, begin + count, block, format_name(m.format), block);
+  const bool packed = l.dtype == MOE_DTYPE_E2M1X2;
+  Matrix out{m.format, m.rows, count, {}, m.scale, m.scale_2};
+  out.q = packed ? sub_matrix(m.q, m.rows, l.stored_cols, 0, m.rows, begin / 2, count / 2)
+                 : sub_matrix(m.q, m.rows, l.stored_cols, 0, m.rows, begin, count);
+  if (l.scale_rows > 0) {
+    const int64_t c0 = begin / block, nc = ceil_div(count, block);
+    out.scale = sub_matrix(m.scale, l.scale_rows, l.scale_cols, 0, l.scale_rows, c0, nc);
+  }
+  return out;
+}
+
+Matrix stack_rows(const Matrix& top, Matrix bottom, const std::string& what) {
+  MOE_CHECK(top.format == bottom.format && top.cols == bottom.cols, MOE_STATUS_INTERNAL,
+            "{}: halves of different formats or widths", what);
+  Matrix out{top.format, top.rows + bottom.rows, top.cols, concat_rows(top.q, bottom.q), {},
+             top.scale_2};
+  switch (top.format) {
+    case MOE_FORMAT_BF16:
+      return out;
+    case MOE_FORMAT_FP8_TENSOR: {
+      Matrix t = top;
+      const float st = t.scale.data<float>()[0], sb = bottom.scale.data<float>()[0];
+      if (st < sb) requantize_fp8(t, sb, what);
+      if (sb < st) requantize_fp8(bottom, st, what);
+      out.q = concat_rows(t.q, bottom.q);
+      out.scale = t.scale;
+      return out;
+    }
+    case MOE_FORMAT_FP8_BLOCK:
+      MOE_CHECK(top.rows % kFp8BlockSize == 0, MOE_STATUS_INVALID_ARGUMENT,
+                "{}: gate has {} rows, not a multiple of 128, so its fp8_block scales cannot be "
+                "stacked with up's",
+                what, top.rows);
+      break;
+    case MOE_FORMAT_NVFP4:
+      if (top.scale_2 != bottom.scale_2) {
+        fold_nvfp4_up_scales(bottom.scale.data<uint8_t>(), bottom.scale.numel(), top.scale_2,
+                             bottom.scale_2, what);
+      }
+      break;
+    default:
+      break;
+  }
+  out.scale = concat_rows(top.scale, bottom.scale);
+  return out;
+}
+
+std::pair<Matrix, Matrix> deinterleave_rows(const Matrix& m, const std::string& what) {
+  MOE_CHECK(m.rows % 2 == 0, MOE_STATUS_SHAPE_MISMATCH,
+            "{}: {} interleaved gate/up rows is not an even count", what, m.rows);
+  MOE_CHECK(m.format != MOE_FORMAT_FP8_BLOCK, MOE_STATUS_UNSUPPORTED,
+            "{}: interleaved gate/up rows share 128-row fp8_block scale blocks and cannot be "
+            "separated exactly",
+            what);
+  const MatrixLayout l = matrix_layout(m.format, m.rows, m.cols);
+  auto half = [&](int64_t parity) {
+    Matrix h{m.format, m.rows / 2, m.cols, {}, m.scale, m.scale_2};
+    const size_t qb = q_row_bytes(m);
+    h.q = HostTensor(m.q.dtype(), {h.rows, l.stored_cols});
+    for (int64_t r = 0; r < h.rows; ++r)
+      copy_block(m.q, qb, 2 * r + parity, 1, 0, qb, static_cast<uint8_t*>(h.q.raw()) + r * qb);
+    if (l.scale_rows > 0) {
+      const size_t sb = size_t(l.scale_cols) * dtype_size(l.scale_dtype);
+      h.scale = HostTensor(m.scale.dtype(), {h.rows, l.scale_cols});
+      for (int64_t r = 0; r < h.rows; ++r)
+        copy_block(m.scale, sb, 2 * r + parity, 1, 0, sb,
+                   static_cast<uint8_t*>(h.scale.raw()) + r * sb);
+    }
+    return h;
+  };
+  return {half(0), half(1)};
+}
+
+Matrix interleave_rows(const Matrix& a, const Matrix& b, const std::string& what) {
+  MOE_CHECK(a.format == b.format && a.rows == b.rows && a.cols == b.cols, MOE_STATUS_INTERNAL,
+            "{}: halves differ", what);
+  MOE_CHECK(a.format != MOE_FORMAT_FP8_BLOCK, MOE_STATUS_UNSUPPORTED,
+            "{}: fp8_block scales cannot follow interleaved rows", what);
+  const MatrixLayout l = matrix_layout(a.format, a.rows, a.cols);
+  Matrix out{a.format, 2 * a.rows, a.cols, HostTensor(a.q.dtype(), {2 * a.rows, l.stored_cols}),
+             a.scale,  a.scale_2};
+  const size_t qb = q_row_bytes(a);
+  for (int64_t r = 0; r < a.rows; ++r) {
+    copy_block(a.q, qb, r, 1, 0, qb, static_cast<uint8_t*>(out.q.raw()) + 2 * r * qb);
+    copy_block(b.q, qb, r, 1, 0, qb, static_cast<uint8_t*>(out.q.raw()) + (2 * r + 1) * qb);
+  }
+  if (l.scale_rows > 0) {
+    const size_t sb = size_t(l.scale_cols) * dtype_size(l.scale_dtype);
+    out.scale = HostTensor(a.scale.dtype(), {2 * a.rows, l.scale_cols});
+    for (int64_t r = 0; r < a.rows; ++r) {
+      copy_block(a.scale, sb, r, 1, 0, sb, static_cast<uint8_t*>(out.scale.raw()) + 2 * r * sb);
+      copy_block(b.scale, sb, r, 1, 0, sb,
+                 static_cast<uint8_t*>(out.scale.raw()) + (2 * r + 1) * sb);
+    }
+  }
+  return out;
+}
+
+Matrix matrix_at(moe_format format, int64_t rows, int64_t cols, const HostTensor& q,
+                 const HostTensor& scale, const HostTensor& scale_2, int64_t index) {
+  const MatrixLayout l = matrix_layout(format, rows, cols);
+  const size_t at = index >= 0 ? size_t(index) : 0;
+  Matrix m{format, rows, cols, HostTensor(l.dtype, {rows, l.stored_cols}), {}, 1.0f};
+  std::memcpy(m.q.raw(), static_cast<const uint8_t*>(q.raw()) + at * m.q.bytes(), m.q.bytes());
+  if (l.scale_dtype != MOE_DTYPE_INVALID) {
+    m.scale = l.scale_rows == 0 ? HostTensor(l.scale_dtype, {1})
+                                : HostTensor(l.scale_dtype, {l.scale_rows, l.scale_cols});
+    std::memcpy(m.scale.raw(), static_cast<const uint8_t*>(scale.raw()) + at * m.scale.bytes(),
+                m.scale.bytes());
+  }
+  if (l.has_scale_2) m.scale_2 = scale_2.data<float>()[at];
+  return m;
+}
+
+void store(const Matrix& m, int64_t index, int64_t count, HostTensor& q, HostTensor& scale,
+           HostTensor& scale_2) {
+  const MatrixLayout l = matrix_layout(m.format, m.rows, m.cols);
+  auto dims = [&](std::vector<int64_t> d) {
+    if (index >= 0) d.insert(d.begin(), count);
+    return d;
+  };
+  if (q.empty()) {
+    q = HostTensor(l.dtype, dims({m.rows, l.stored_cols}));
+    if (l.scale_dtype != MOE_DTYPE_INVALID)
+      scale = l.scale_rows == 0 ? HostTensor(l.scale_dtype, {index >= 0 ? count : 1})
+                                : HostTensor(l.scale_dtype, dims({l.scale_rows, l.scale_cols}));
+    if (l.has_scale_2) scale_2 = HostTensor(MOE_DTYPE_F32, {index >= 0 ? count : 1});
+  }
+  const size_t slot = index >= 0 ? size_t(index) : 0;
+  std::memcpy(static_cast<uint8_t*>(q.raw()) + slot * m.q.bytes(), m.q.raw(), m.q.bytes());
+  if (!scale.empty())
+    std::memcpy(static_cast<uint8_t*>(scale.raw()) + slot * m.scale.bytes(), m.scale.raw(),
+                m.scale.bytes());
+  if (!scale_2.empty()) scale_2.data<float>()[slot] = m.scale_2;
+}
+
+}  // namespace moe::detail

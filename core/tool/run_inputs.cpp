@@ -1,0 +1,84 @@
+#include "run_inputs.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace moe::tool {
+namespace {
+
+HostTensor read_hidden(const SafetensorsFile& f, const moe_problem& p) {
+  const SafetensorsEntry* e = f.find("hidden_states");
+  MOE_CHECK(e != nullptr, MOE_STATUS_NOT_FOUND, "{}: no tensor 'hidden_states' [T, {}]", f.path(),
+            p.hidden);
+  MOE_CHECK(e->shape.size() == 2 && e->shape[1] == p.hidden, MOE_STATUS_SHAPE_MISMATCH,
+            "{}: hidden_states has shape [{}], expected [T, {}]", f.path(),
+            fmt::join(e->shape, ", "), p.hidden);
+  MOE_CHECK(e->dtype == MOE_DTYPE_BF16 || e->dtype == MOE_DTYPE_F32, MOE_STATUS_DTYPE_MISMATCH,
+            "{}: hidden_states is {}, expected BF16 (or F32, rounded to bf16)", f.path(),
+            e->st_dtype);
+  HostTensor h(MOE_DTYPE_BF16, e->shape);
+  const uint8_t* src = f.data(*e);
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    if (e->dtype == MOE_DTYPE_BF16) {
+      std::memcpy(h.data<uint16_t>() + i, src + 2 * i, 2);
+    } else {
+      float v;
+      std::memcpy(&v, src + 4 * i, 4);
+      h.data<uint16_t>()[i] = float_to_bf16(v);
+    }
+  }
+  return h;
+}
+
+HostTensor read_logits(const SafetensorsFile& f, const moe_problem& p, int64_t tokens) {
+  const SafetensorsEntry* e = f.find("router_logits");
+  const int64_t g = p.experts + p.sink_experts;
+  MOE_CHECK(e->dtype == MOE_DTYPE_F32 && e->shape == std::vector<int64_t>({tokens, g}),
+            MOE_STATUS_SHAPE_MISMATCH, "{}: router_logits is {} [{}], expected F32 [{}, {}]",
+            f.path(), e->st_dtype, fmt::join(e->shape, ", "), tokens, g);
+  HostTensor t(MOE_DTYPE_F32, {tokens, g});
+  std::memcpy(t.raw(), f.data(*e), t.bytes());
+  return t;
+}
+
+}  // namespace
+
+RunInputs make_run_inputs(const Config& cfg, int64_t tokens, uint64_t seed,
+                          const std::string& inputs_path) {
+  const moe_problem p = cfg.problem.c();
+  RunInputs in;
+  LayerCheckpoint layer;
+  if (cfg.checkpoint) {
+    layer = load_layer(Checkpoint::open(cfg.checkpoint->path), *cfg.checkpoint, p);
+    in.weights = std::move(layer.weights);
+    in.weights_from =
+        fmt::format("checkpoint {} ({})", cfg.checkpoint->path, cfg.checkpoint->convention);
+  } else {
+    in.weights = random_weights(p, seed);
+    in.weights_from = fmt::format("random (seed {})", seed);
+  }
+  if (inputs_path.empty()) {
+    in.batch = random_batch(p, tokens, seed, Scenario::kRandom);
+    in.batch_from = fmt::format("random, {} tokens", tokens);
+  } else {
+    const SafetensorsFile f = SafetensorsFile::open(inputs_path);
+    in.batch.hidden = read_hidden(f, p);
+    const int64_t t = in.batch.hidden.shape()[0];
+    in.batch.logits = f.find("router_logits") ? read_logits(f, p, t) : HostTensor();
+    in.batch_from = fmt::format("{}, {} tokens", inputs_path, t);
+  }
+  const bool given_logits = !inputs_path.empty() && !in.batch.logits.empty();
+  if (cfg.checkpoint && !given_logits) {
+    MOE_CHECK(!layer.router_weight.empty() || inputs_path.empty(), MOE_STATUS_NOT_FOUND,
+              "{} has no router_logits and the checkpoint has no router weight", inputs_path);
+    if (!layer.router_weight.empty()) in.batch.logits = router_logits(layer, p, in.batch.hidden);
+  }
+  MOE_CHECK(!in.batch.logits.empty(), MOE_STATUS_NOT_FOUND,
+            "{}: give router_logits [T, {}] or a checkpoint with a router weight", inputs_path,
+            p.experts + p.sink_experts);
+  if (cfg.checkpoint && p.routing_bias) in.batch.bias = layer.routing_bias;
+  return in;
+}
+
+}  // namespace moe::tool

@@ -1,0 +1,22 @@
+// What `moe run` runs on: weights from a checkpoint or random ones, a batch from --inputs or
+// random, router logits from the checkpoint's router when there is one.
+#pragma once
+
+#include <string>
+
+#include "moe/moe.hpp"
+
+namespace moe::tool {
+
+struct RunInputs {
+  LayerWeights weights;
+  Batch batch;
+  std::string weights_from, batch_from;  // for the report
+};
+
+// `inputs_path` (may be empty): a safetensors file with hidden_states [T, H] bf16 (f32 is
+// rounded to bf16) and, when the config has no router weight, router_logits [T, E + S] f32.
+RunInputs make_run_inputs(const Config& config, int64_t tokens, uint64_t seed,
+                          const std::string& inputs_path);
+
+}  // namespace moe::tool

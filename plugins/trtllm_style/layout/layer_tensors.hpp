@@ -1,0 +1,63 @@
+// The per-expert tensors of one MoE layer as the layout transforms see them: byte buffers with
+// a dtype and a (batch = experts, rows, cols) shape. Canonical shapes follow ARCHITECTURE §3;
+// R13 = 2I for gated activations (rows [gate; up]) and I for relu2; K13 = H, stored as H/2
+// bytes for packed fp4. nvfp4's per-expert scale_2 and the activation scales are scalars the
+// layout never touches, so they are not carried here.
+#pragma once
+
+#include <cstdint>
+
+#include "matrix_stack.hpp"
+#include "moe/moe_abi.h"
+
+namespace moe::trtllm {
+
+struct LayerShape {
+  moe_format format = MOE_FORMAT_BF16;
+  bool gated = true;
+  int64_t experts = 0;       // E held here (local experts under EP)
+  int64_t hidden = 0;        // H
+  int64_t intermediate = 0;  // I
+};
+
+// mxfp8, mxfp4 and nvfp4 have one scale row per weight row; fp8_block one per 128 rows.
+inline bool has_row_scales(moe_format f) {
+  return f == MOE_FORMAT_MXFP8 || f == MOE_FORMAT_MXFP4 || f == MOE_FORMAT_NVFP4;
+}
+
+// From a normalised problem: its format, activation, local_experts, hidden and intermediate.
+LayerShape layer_shape(const moe_problem& problem);
+
+struct LayoutTensor {
+  moe_dtype dtype = MOE_DTYPE_INVALID;  // MOE_DTYPE_INVALID = absent
+  MatrixStack shape;                    // (E, rows, cols), cols in stored elements
+  Bytes bytes;                          // shape.bytes() bytes, owned
+
+  bool present() const { return dtype != MOE_DTYPE_INVALID; }
+};
+
+struct LayerTensors {
+  LayoutTensor w13;        // (E, R13, K13)
+  LayoutTensor w13_scale;  // fp8_tensor (E, 1, 1) f32; fp8_block (E, ceil(R13/128),
+                           // ceil(H/128)) f32; mx* (E, R13, ceil(H/32)) ue8m0;
+                           // nvfp4 (E, R13, ceil(H/16)) e4m3; absent for bf16
+  LayoutTensor w2;         // (E, H, I), I/2 bytes for fp4
+  LayoutTensor w2_scale;   // like w13_scale for the (H, I) matrix
+  LayoutTensor b13;        // (E, R13, 1) bf16|f32, optional
+  LayoutTensor b2;         // (E, H, 1) bf16|f32, optional
+};
+
+// Shapes and dtypes of the canonical tensors of `shape` with intermediate size `intermediate`
+// (the padded size gives the padded geometry). Biases come back absent: their dtype is the
+// caller's choice, their shapes are (E, R13, 1) and (E, H, 1).
+LayerTensors canonical_geometry(const LayerShape& shape, int64_t intermediate);
+
+// Checks the routed-expert tensors of `w` against `shape` (dtype, shape, contiguity; errors name
+// the tensor and both shapes) and copies them. Biases are copied when present.
+LayerTensors copy_canonical(const LayerShape& shape, const moe_weights& w);
+
+// Throws SHAPE_MISMATCH / DTYPE_MISMATCH naming `name` when `t` does not have `expected`'s dtype
+// and shape, or its byte count is wrong.
+void check_layout_tensor(const LayoutTensor& t, const LayoutTensor& expected, const char* name);
+
+}  // namespace moe::trtllm

@@ -1,0 +1,41 @@
+// MatrixStack: the shape every layout transform works on, a stack of row-major matrices in host
+// memory, (batch, rows, cols) elements of `elem_bytes` bytes each. The element size is all a
+// transform needs, so one implementation serves weights (e4m3 and packed fp4 bytes: 1, bf16: 2)
+// and scales (ue8m0 and e4m3: 1, f32: 4) alike. For packed fp4, `cols` counts bytes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace moe::trtllm {
+
+using Bytes = std::vector<uint8_t>;
+using ByteSpan = std::span<const uint8_t>;
+
+struct MatrixStack {
+  int64_t batch = 1;       // experts (1 for a single matrix)
+  int64_t rows = 0;        // M
+  int64_t cols = 0;        // K, contiguous
+  int64_t elem_bytes = 1;  // bytes of one element
+
+  int64_t row_bytes() const { return cols * elem_bytes; }
+  int64_t matrix_bytes() const { return rows * row_bytes(); }
+  int64_t bytes() const { return batch * matrix_bytes(); }
+};
+
+// "(batch=2, rows=48, cols=7, elem_bytes=2)", for error messages.
+std::string to_string(const MatrixStack& s);
+
+// Throws moe::Error (INVALID_ARGUMENT) for a negative extent or an element size outside
+// {1, 2, 4, 8}, and (SHAPE_MISMATCH) when `buffer` does not hold exactly s.bytes() bytes.
+// `what` names the operation in the message.
+void check_stack(ByteSpan buffer, const MatrixStack& s, const char* what);
+
+// Row r of matrix b of a stack, as a byte offset.
+inline int64_t row_offset(const MatrixStack& s, int64_t b, int64_t r) {
+  return b * s.matrix_bytes() + r * s.row_bytes();
+}
+
+}  // namespace moe::trtllm

@@ -1,0 +1,71 @@
+#include "scale_swizzle.hpp"
+
+#include <cstring>
+
+#include "moe/error.hpp"
+
+namespace moe::trtllm {
+
+namespace {
+
+// The swizzled buffer viewed as a stack of one-row matrices, for the size check.
+MatrixStack swizzled_stack(const MatrixStack& s) {
+  return {s.batch, 1, swizzled_elems(s.rows, s.cols), s.elem_bytes};
+}
+
+// Moves every element of one (rows, cols) matrix between row-major `linear` and `swizzled`.
+// kBytes is a compile-time element size so the per-element copy is a plain load and store.
+template <int kBytes, bool kToSwizzled>
+void move_matrix(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t lin = (r * cols + c) * kBytes, swz = swizzled_offset(r, c, cols) * kBytes;
+      if constexpr (kToSwizzled)
+        std::memcpy(dst + swz, src + lin, kBytes);
+      else
+        std::memcpy(dst + lin, src + swz, kBytes);
+    }
+}
+
+template <bool kToSwizzled>
+void move_stack(const uint8_t* src, uint8_t* dst, const MatrixStack& s) {
+  const int64_t lin_bytes = s.matrix_bytes(), swz_bytes = swizzled_stack(s).matrix_bytes();
+  const int64_t src_step = kToSwizzled ? lin_bytes : swz_bytes;
+  const int64_t dst_step = kToSwizzled ? swz_bytes : lin_bytes;
+  for (int64_t b = 0; b < s.batch; ++b) {
+    const uint8_t* in = src + b * src_step;
+    uint8_t* out = dst + b * dst_step;
+    switch (s.elem_bytes) {
+      case 1:
+        move_matrix<1, kToSwizzled>(in, out, s.rows, s.cols);
+        break;
+      case 2:
+        move_matrix<2, kToSwizzled>(in, out, s.rows, s.cols);
+        break;
+      case 4:
+        move_matrix<4, kToSwizzled>(in, out, s.rows, s.cols);
+        break;
+      default:
+        move_matrix<8, kToSwizzled>(in, out, s.rows, s.cols);
+        break;  // checked: 1,2,4,8
+    }
+  }
+}
+
+}  // namespace
+
+Bytes swizzle_scales_128x4(ByteSpan in, const MatrixStack& s) {
+  check_stack(in, s, "128x4 scale swizzle");
+  Bytes out(static_cast<size_t>(swizzled_stack(s).bytes()), 0);
+  move_stack<true>(in.data(), out.data(), s);
+  return out;
+}
+
+Bytes unswizzle_scales_128x4(ByteSpan in, const MatrixStack& s) {
+  check_stack(in, swizzled_stack(s), "128x4 scale unswizzle");
+  Bytes out(static_cast<size_t>(s.bytes()));
+  move_stack<false>(in.data(), out.data(), s);
+  return out;
+}
+
+}  // namespace moe::trtllm
