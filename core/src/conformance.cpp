@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -57,6 +58,28 @@ std::string compare_routing(const Routing& got, const Routing& ref) {
   return "";
 }
 
+// The plugin's weights when the problem goes through a checkpoint convention: written out under
+// that convention's names and read back by the adapter. The file lives only for the call.
+LayerWeights through_checkpoint(const LayerWeights& w, const moe_problem& p, CheckpointSpec spec,
+                                const std::string& name) {
+  const auto file = std::filesystem::temp_directory_path() /
+                    fmt::format("moe_conformance_{}_{}.safetensors", name, ::getpid());
+  spec.path = file.string();
+  // The conventions carry a router; the suite routes from its own logits, so zeros serve.
+  HostTensor router(MOE_DTYPE_BF16, {p.experts + p.sink_experts, p.hidden}), bias;
+  router.fill_bytes(0);
+  if (p.routing_bias) {
+    bias = HostTensor(MOE_DTYPE_F32, {p.experts});
+    bias.fill_bytes(0);
+  }
+  write_safetensors(spec.path, export_layer(w, p, spec, router, bias));
+  struct Remove {
+    std::filesystem::path f;
+    ~Remove() { std::filesystem::remove(f); }
+  } remove{file};
+  return load_layer(Checkpoint::open(spec.path), spec, p).weights;
+}
+
 // The global id of this rank's last local expert (the one that gets every token in kOneExpert).
 int32_t last_local_expert(const moe_problem& p) {
   for (int64_t e = p.experts - 1; e >= 0; --e)
@@ -85,9 +108,10 @@ const char* case_status_name(CaseStatus s) {
 ProblemFile load_problem_file(const std::string& path) {
   using namespace detail;
   const YAML::Node root = load_yaml_file(path);
-  check_keys(path, root,
-             {"problem", "tokens", "tolerance", "scenarios", "gpu_sized", "description"},
-             "a problem file");
+  check_keys(
+      path, root,
+      {"problem", "tokens", "tolerance", "scenarios", "gpu_sized", "description", "checkpoint"},
+      "a problem file");
   MOE_CHECK(root["problem"], MOE_STATUS_CONFIG_ERROR, "{}: a problem file needs 'problem'", path);
   ProblemFile pf;
   pf.path = path;
@@ -119,6 +143,16 @@ ProblemFile load_problem_file(const std::string& path) {
     pf.scenarios.assign(std::begin(kAllScenarios), std::end(kAllScenarios));
   }
   if (root["gpu_sized"]) pf.gpu_sized = read_scalar<bool>(path, root["gpu_sized"], "gpu_sized");
+  if (const auto ck = root["checkpoint"]) {
+    check_keys(path, ck, {"convention", "interleaved_gate_up"}, "checkpoint");
+    CheckpointSpec spec;
+    spec.convention = read_scalar<std::string>(path, ck["convention"], "convention");
+    spec.prefix = "model.layers.{layer}.mlp";
+    if (ck["interleaved_gate_up"])
+      spec.interleaved_gate_up =
+          read_scalar<bool>(path, ck["interleaved_gate_up"], "interleaved_gate_up");
+    pf.checkpoint = spec;
+  }
   return pf;
 }
 
@@ -187,7 +221,10 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
     }
     weights = random_weights(p, mix_seed(options.seed, pf.name));
     ref_layer = std::make_unique<Layer>(reference_->prepare(p, weights.view(), {}));
-    layer = std::make_unique<Layer>(plugin->prepare(p, weights.view(), {}));
+    const LayerWeights plugin_weights =
+        pf.checkpoint ? through_checkpoint(weights, p, *pf.checkpoint, pf.name) : LayerWeights();
+    layer = std::make_unique<Layer>(
+        plugin->prepare(p, (pf.checkpoint ? plugin_weights : weights).view(), {}));
   } catch (const Error& e) {
     support.status = CaseStatus::kFail;
     support.detail = e.what();

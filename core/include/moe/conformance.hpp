@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "moe/checkpoint.hpp"
 #include "moe/inputs.hpp"
 #include "moe/plugin.hpp"
 #include "moe/problem.hpp"
@@ -21,6 +23,10 @@ namespace moe {
 //   tolerance: 1.0e-2         # relative L2 bound of the output (default by format)
 //   scenarios: [random, ties, padding, one_expert]   # default: all
 //   gpu_sized: false          # true: model shapes, skipped unless asked for
+//   checkpoint: {convention: gpt_oss, interleaved_gate_up: false}
+//                             # the plugin gets weights that went through a checkpoint convention
+//                             # (export_layer -> safetensors -> load_layer); the reference the
+//                             # canonical ones, so an adapter or layout bug shows as a mismatch
 struct ProblemFile {
   std::string name;  // file stem
   std::string path;
@@ -29,6 +35,7 @@ struct ProblemFile {
   double tolerance = 0;
   std::vector<Scenario> scenarios;
   bool gpu_sized = false;
+  std::optional<CheckpointSpec> checkpoint;  // path and prefix unused: a temporary file
 };
 
 // Output tolerance when a problem file names none: 1e-2 for bf16, 2e-2 for quantised formats
