@@ -34,10 +34,16 @@ CheckpointSpec parse_checkpoint(const std::string& source, const YAML::Node& map
   if (map["interleaved_gate_up"])
     spec.interleaved_gate_up =
         read_scalar<bool>(source, map["interleaved_gate_up"], "interleaved_gate_up");
-  if (map["tp_size"])
-    spec.tp_size = int32_t(read_scalar<int64_t>(source, map["tp_size"], "tp_size"));
-  if (map["tp_rank"])
-    spec.tp_rank = int32_t(read_scalar<int64_t>(source, map["tp_rank"], "tp_rank"));
+  auto small_int = [&](const char* key, int32_t& out) {
+    if (!map[key]) return;
+    const int64_t v = read_scalar<int64_t>(source, map[key], key);
+    if (v < 0 || v > 65536)
+      throw Error(MOE_STATUS_CONFIG_ERROR, fmt::format("{}: {}={} is out of range [0, 65536]",
+                                                       where(source, map[key]), key, v));
+    out = static_cast<int32_t>(v);
+  };
+  small_int("tp_size", spec.tp_size);
+  small_int("tp_rank", spec.tp_rank);
   if (spec.tp_size < 1 || spec.tp_rank < 0 || spec.tp_rank >= spec.tp_size)
     throw Error(MOE_STATUS_CONFIG_ERROR,
                 fmt::format("{}: tp_rank={} must be in [0, tp_size={})", where(source, map),

@@ -118,7 +118,7 @@ SafetensorsEntry parse_entry(const std::string& name, const json& v, uint64_t da
   }
   uint64_t bytes = 0;
   overflow |= __builtin_mul_overflow(numel, uint64_t(dtype_size(e.dtype)), &bytes);
-  if (empty) numel = bytes = 0;
+  if (empty) bytes = 0;
   MOE_CHECK(empty || !overflow, MOE_STATUS_INVALID_ARGUMENT,
             "{}: shape [{}] has more elements than 64 bits can count", at,
             fmt::join(e.shape, ", "));

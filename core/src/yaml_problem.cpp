@@ -1,5 +1,7 @@
 #include "yaml_problem.hpp"
 
+#include <yaml-cpp/eventhandler.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -37,6 +39,22 @@ int32_t read_enum(const std::string& source, const YAML::Node& node, const std::
   if (!v) fail(where(source, node), fmt::format("{}: '{}' is not one of: {}", key, text, names));
   return static_cast<int32_t>(*v);
 }
+
+// Ignores every parse event: used only to count documents.
+struct NullEvents : YAML::EventHandler {
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
 
 }  // namespace
 
@@ -195,10 +213,17 @@ Problem parse_problem(const std::string& source, const YAML::Node& map) {
 
 YAML::Node load_yaml_text(const std::string& text, const std::string& source) {
   try {
-    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
-    if (docs.size() > 1)
-      fail(where(source, docs[1]), "a config holds one YAML document; found a second after '---'");
-    return docs.empty() ? YAML::Node() : docs[0];
+    YAML::Node doc = YAML::Load(text);
+    // A second document is an error. YAML::LoadAll would find it, but on a stray ',' ']' or '}'
+    // yaml-cpp 0.7 yields empty documents forever: walk at most two documents instead.
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    NullEvents events;
+    if (parser.HandleNextDocument(events) && parser.HandleNextDocument(events))
+      fail(source,
+           "a config holds one YAML document; found a second (after '---' or stray characters "
+           "at the top level)");
+    return doc;
   } catch (const YAML::ParserException& e) {
     fail(fmt::format("{}:{}:{}", source, e.mark.line + 1, e.mark.column + 1),
          "YAML syntax error: " + e.msg);

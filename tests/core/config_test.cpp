@@ -359,3 +359,34 @@ TEST(ConfigLoad, ADirectoryIsNotAConfigFile) {
 
 }  // namespace
 }  // namespace moe
+
+namespace moe {
+namespace {
+
+// yaml-cpp's LoadAll never ends on these (it yields empty documents forever): the loader must
+// stop at the second document and refuse.
+TEST(ConfigParse, StrayTopLevelFlowCharactersAreRefusedNotLooped) {
+  for (const char* text : {",", "- a\n,", ",]", "}"}) {
+    try {
+      Config::parse(text, "test.yaml");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), MOE_STATUS_CONFIG_ERROR) << text;
+    }
+  }
+}
+
+TEST(ConfigParse, TensorParallelSizesOutOfRangeAreRefused) {
+  try {
+    Config::parse(
+        "problem: {experts: 8, top_k: 2, hidden: 64, intermediate: 32}\n"
+        "checkpoint: {path: x, convention: mixtral, tp_size: 4294967298, tp_rank: 1}\n",
+        "test.yaml");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("tp_size=4294967298 is out of range"));
+  }
+}
+
+}  // namespace
+}  // namespace moe

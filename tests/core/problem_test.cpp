@@ -179,7 +179,7 @@ using P = moe_problem;
 const BadProblem kBadProblems[] = {
     {"StructSizeBelowMinimum", [](P& p) { p.struct_size = 8; },
      "struct_size 8 is below the minimum"},
-    {"ExpertsBelowOne", [](P& p) { p.experts = 0; }, "experts=0 must be >= 1"},
+    {"ExpertsBelowOne", [](P& p) { p.experts = 0; }, "experts=0 must be in [1, 65536]"},
     {"TopKAboveExperts", [](P& p) { p.top_k = 9; }, "top_k=9 must be in [1, experts=8]"},
     {"TopKBelowOne", [](P& p) { p.top_k = 0; }, "top_k=0 must be in [1, experts=8]"},
     {"HiddenBelowOne", [](P& p) { p.hidden = 0; }, "hidden=0 must be >= 1"},

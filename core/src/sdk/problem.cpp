@@ -216,7 +216,18 @@ void validate_problem(const moe_problem& p) {
   require(
       p.struct_size >= MOE_PROBLEM_MIN_SIZE,
       fmt::format("struct_size {} is below the minimum {}", p.struct_size, MOE_PROBLEM_MIN_SIZE));
-  require(p.experts >= 1, fmt::format("experts={} must be >= 1", p.experts));
+  // Upper bounds keep every size product (E * 2I * H bytes and the like) inside int64.
+  constexpr int64_t kMaxExperts = 1 << 16, kMaxWidth = 1 << 20, kMaxTokens = 1 << 24;
+  require(p.experts >= 1 && p.experts <= kMaxExperts,
+          fmt::format("experts={} must be in [1, {}]", p.experts, kMaxExperts));
+  require(p.hidden <= kMaxWidth && p.intermediate <= kMaxWidth &&
+              p.shared_intermediate <= kMaxWidth && p.sink_intermediate <= kMaxWidth,
+          fmt::format("hidden, intermediate, shared_intermediate and sink_intermediate must be "
+                      "<= {}",
+                      kMaxWidth));
+  require(p.sink_experts <= 64, fmt::format("sink_experts={} must be <= 64", p.sink_experts));
+  require(p.max_tokens <= kMaxTokens,
+          fmt::format("max_tokens={} must be <= {}", p.max_tokens, kMaxTokens));
   require(p.top_k >= 1 && p.top_k <= p.experts,
           fmt::format("top_k={} must be in [1, experts={}]", p.top_k, p.experts));
   require(p.hidden >= 1, fmt::format("hidden={} must be >= 1", p.hidden));

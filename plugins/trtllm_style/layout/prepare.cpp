@@ -118,6 +118,12 @@ PreparedLayer prepare(const LayerShape& s, const LayerTensors& canonical, const 
   return {tag, std::move(t)};
 }
 
+LayoutTag plan_layout(const LayerShape& s, bool bias, const PrepareOptions& o) {
+  LayerTensors geometry = canonical_geometry(s, s.intermediate);
+  if (bias) geometry.b13.dtype = geometry.b2.dtype = MOE_DTYPE_F32;
+  return make_tag(s, geometry, o);
+}
+
 PreparedLayer prepare(const LayerShape& s, const moe_weights& w, const PrepareOptions& o) {
   return prepare(s, copy_canonical(s, w), o);
 }

@@ -63,6 +63,10 @@ PreparedLayer prepare(const LayerShape& shape, const LayerTensors& canonical,
 PreparedLayer prepare(const LayerShape& shape, const moe_weights& w,
                       const PrepareOptions& options = {});
 
+// The tag prepare() would produce for this shape and options, without any weights (for
+// `moe describe`). `bias`: whether b13/b2 will be given.
+LayoutTag plan_layout(const LayerShape& shape, bool bias, const PrepareOptions& options = {});
+
 // Inverts every step recorded in prepared.tag, back to the canonical bytes (fp8_block scales
 // raised by the floor stay raised).
 LayerTensors unprepare(const PreparedLayer& prepared);
