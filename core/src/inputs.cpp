@@ -1,6 +1,8 @@
 #include "moe/inputs.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "moe/error.hpp"
@@ -188,6 +190,43 @@ LayerWeights random_weights(const moe_problem& p, uint64_t seed) {
     make_matrices(rng, MOE_FORMAT_BF16, p.sink_experts, p.hidden, is, 1.0 / std::sqrt(double(is)),
                   lw.sink_w2, none, none2);
   }
+  return lw;
+}
+
+namespace {
+
+// bf16 values uniform in [-a, a], a = sqrt(3) * std (so the spread is N(0, std)'s), from a hash
+// of the element index: any element is computed on its own, so threads split the work freely.
+void fill_uniform_bf16(HostTensor& t, uint64_t seed, double std) {
+  const int64_t n = t.numel();
+  auto* out = t.data<uint16_t>();
+  const double a = std::sqrt(3.0) * std;
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < threads; ++w) {
+    pool.emplace_back([=] {
+      for (int64_t i = w; i < n; i += threads) {
+        uint64_t z = (seed ^ 0x9E3779B97F4A7C15ull) + uint64_t(i) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 31)) * 0x94D049BB133111EBull;
+        z ^= z >> 29;
+        out[i] = float_to_bf16(float(a * (double(z >> 11) * 0x1.0p-52 - 1.0)));
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
+
+LayerWeights random_weights_fast(const moe_problem& p, uint64_t seed) {
+  if (p.format != MOE_FORMAT_BF16 || p.expert_bias || p.sink_experts || p.shared_intermediate ||
+      p.input_format == MOE_INPUT_FP8_TENSOR_STATIC)
+    return random_weights(p, seed);
+  LayerWeights lw;
+  lw.w13 = HostTensor(MOE_DTYPE_BF16, {p.local_experts, w13_rows(p), p.hidden});
+  lw.w2 = HostTensor(MOE_DTYPE_BF16, {p.local_experts, p.hidden, p.intermediate});
+  fill_uniform_bf16(lw.w13, mix_seed(seed, "w13"), 1.0 / std::sqrt(double(p.hidden)));
+  fill_uniform_bf16(lw.w2, mix_seed(seed, "w2"), 1.0 / std::sqrt(double(p.intermediate)));
   return lw;
 }
 

@@ -1,5 +1,6 @@
 #include "moe/plugin.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -78,6 +79,43 @@ std::optional<std::string> Plugin::describe_layout(const moe_problem& problem) c
   check(api_->describe_layout(&problem, text.data(), text.size(), &needed), "describe_layout");
   text.resize(std::strlen(text.c_str()));
   return text;
+}
+
+bool Plugin::has_device_timing() const {
+  return MOE_STRUCT_HAS(api_, moe_plugin_api, benchmark) && api_->benchmark != nullptr;
+}
+
+std::vector<double> Plugin::benchmark(const std::vector<moe_run_args>& runs, int warmup,
+                                      int iterations, bool graph) const {
+  MOE_CHECK(!runs.empty() && iterations > 0, MOE_STATUS_INVALID_ARGUMENT,
+            "benchmark needs run sets and iterations > 0");
+  std::vector<double> times(size_t(iterations), 0.0);
+  if (has_device_timing()) {
+    moe_bench_args args{};
+    args.struct_size = sizeof(args);
+    args.runs = runs.data();
+    args.num_runs = static_cast<int32_t>(runs.size());
+    args.warmup = warmup;
+    args.iterations = iterations;
+    args.use_graph = graph ? 1 : 0;
+    args.times_ms = times.data();
+    check(api_->benchmark(&args), "benchmark");
+    return times;
+  }
+  auto once = [&](size_t i) {
+    moe_run_args a = runs[i % runs.size()];
+    a.struct_size = sizeof(a);
+    check(api_->run(&a), "run");
+    sync(a.stream);
+  };
+  for (int i = 0; i < warmup; ++i) once(size_t(i));
+  for (int i = 0; i < iterations; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    once(size_t(warmup + i));
+    times[size_t(i)] =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+  return times;
 }
 
 void* Plugin::alloc(size_t bytes) const {

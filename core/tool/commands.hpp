@@ -22,6 +22,7 @@ void add_describe(CLI::App& app, Discovery& d);
 void add_select(CLI::App& app, Discovery& d);
 void add_run(CLI::App& app, Discovery& d);
 void add_conformance(CLI::App& app, Discovery& d);
+void add_bench(CLI::App& app, Discovery& d);
 
 // Process exit codes beyond 0 (success) and 1 (an error, printed).
 constexpr int kExitMismatch = 3;  // a result disagrees with the reference

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   moe::tool::add_select(app, discovery);
   moe::tool::add_run(app, discovery);
   moe::tool::add_conformance(app, discovery);
+  moe::tool::add_bench(app, discovery);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

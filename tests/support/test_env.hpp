@@ -4,20 +4,27 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "moe/moe.hpp"
 
 namespace moe::test {
 
+// The build's directories, compiled in; MOE_TEST_BUILD_DIR / MOE_TEST_SOURCE_DIR override them
+// when the binaries run from a copy of the build (on a GPU machine).
+inline std::string from_env(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
 inline std::string build_plugin_dir() {
-  return MOE_BUILD_PLUGIN_DIR;
+  return from_env("MOE_TEST_BUILD_DIR", MOE_BUILD_DIR) + "/plugins";
 }
 inline std::string fixture_dir(const std::string& variant) {
-  return std::string(MOE_TEST_PLUGIN_DIR) + "/" + variant;
+  return from_env("MOE_TEST_BUILD_DIR", MOE_BUILD_DIR) + "/test_plugins/" + variant;
 }
 inline std::string source_path(const std::string& rel) {
-  return std::string(MOE_SOURCE_DIR) + "/" + rel;
+  return from_env("MOE_TEST_SOURCE_DIR", MOE_SOURCE_DIR) + "/" + rel;
 }
 
 // A registry over exactly these directories (no MOE_PLUGIN_PATH, no default directories).

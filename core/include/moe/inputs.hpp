@@ -40,6 +40,10 @@ struct LayerWeights {
 // quantised with the rules of formats.hpp. With EP, only this rank's local experts.
 LayerWeights random_weights(const moe_problem& problem, uint64_t seed);
 
+// For benchmarks of model-sized bf16 layers (tens of GB): uniform values of the same spread from
+// a hash of (seed, index), filled on every core. Other formats fall back to random_weights.
+LayerWeights random_weights_fast(const moe_problem& problem, uint64_t seed);
+
 enum class Scenario {
   kRandom,     // routed from N(0, 2) logits
   kTies,       // logits on a 0.5 grid: many exact ties

@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define MOE_ABI_VERSION_MAJOR 1
-#define MOE_ABI_VERSION_MINOR 0
+#define MOE_ABI_VERSION_MINOR 1  /* 1.1: benchmark() appended to the function table */
 
 /* The one symbol a plugin exports (extern "C", default visibility). */
 #define MOE_PLUGIN_ENTRY_SYMBOL "moe_plugin_get_api"
@@ -379,6 +379,22 @@ typedef struct moe_run_args {
 
 #define MOE_RUN_ARGS_MIN_SIZE (offsetof(moe_run_args, stream) + sizeof(void*))
 
+/* Times run() on the device for `moe bench` (ABI 1.1). The plugin warms up, then times each
+ * iteration with device events (a CUDA graph replay per run set when use_graph), cycling through
+ * the run sets so that inputs rotate beyond the L2 cache. */
+typedef struct moe_bench_args {
+  size_t struct_size;
+  const void* ext;
+  const moe_run_args* runs; /* [num_runs] borrowed; the same layer, different inputs */
+  int32_t num_runs;
+  int32_t warmup;           /* untimed iterations first */
+  int32_t iterations;       /* timed iterations */
+  int32_t use_graph;        /* 1 = capture each run set in a CUDA graph and time its replays */
+  double* times_ms;         /* out: [iterations], caller-owned */
+} moe_bench_args;
+
+#define MOE_BENCH_ARGS_MIN_SIZE (offsetof(moe_bench_args, times_ms) + sizeof(double*))
+
 /* The function table. Append-only: new entries go at the end (MINOR). The core reads an entry
  * only when struct_size covers it. Entries marked optional may be NULL. */
 typedef struct moe_plugin_api {
@@ -423,6 +439,10 @@ typedef struct moe_plugin_api {
   moe_status (*mem_copy)(void* dst, const void* src, size_t bytes,
                          int32_t kind /* moe_memcpy_kind */, void* stream);
   moe_status (*stream_sync)(void* stream);
+
+  /* ---- ABI 1.1 ---- */
+  /* optional: device timing for `moe bench`. NULL = the core times run() with a host clock. */
+  moe_status (*benchmark)(const moe_bench_args* args);
 } moe_plugin_api;
 
 #define MOE_PLUGIN_API_MIN_SIZE (offsetof(moe_plugin_api, stream_sync) + sizeof(void*))

@@ -77,6 +77,13 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   void route(moe_route_args args) const;  // fills struct_size
   std::optional<std::string> describe_layout(const moe_problem& problem) const;
 
+  // Per-iteration times in ms of `iterations` runs after `warmup`, cycling through `runs`: with
+  // device events when the plugin implements benchmark() (ABI 1.1), else run + sync on a host
+  // clock. `graph`: ask the plugin to replay CUDA graphs.
+  std::vector<double> benchmark(const std::vector<moe_run_args>& runs, int warmup, int iterations,
+                                bool graph) const;
+  bool has_device_timing() const;
+
   // Memory of the plugin's kind (host plugins: plain host memory).
   void* alloc(size_t bytes) const;
   void free(void* ptr) const noexcept;

@@ -1,0 +1,182 @@
+// moe bench --config FILE [--tokens T,...]: times one layer per token count on the selected
+// backend (ARCHITECTURE §8): median of device-event times after warm-up, activations rotated
+// through several input sets, and the floor max(weight bytes / HBM, flops / peak).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "commands.hpp"
+
+namespace moe::tool {
+namespace {
+
+// Ceilings measured on one H200 (ARCHITECTURE §8): device copy and cuBLAS bf16 8192^3.
+constexpr double kHbmTbps = 4.16, kBf16PeakTflops = 754.0;
+constexpr double kL2Bytes = 60e6;
+
+struct Point {
+  int64_t tokens = 0;
+  double ms = 0, tflops = 0, weight_tbps = 0, floor_ms = 0, rel_err = NAN;
+  int64_t active_experts = 0;
+  bool graph = false;
+};
+
+// Device copies of one batch's run tensors, kept alive for the benchmark.
+struct DeviceRun {
+  Buffer hidden, ids, weights, out, workspace;
+  moe_run_args args{};
+};
+
+DeviceRun stage_run(const Layer& layer, const moe_problem& p, const Batch& batch,
+                    const Routing& routing) {
+  const Plugin& plugin = layer.plugin();
+  auto owner = plugin.shared_from_this();
+  const int64_t t = batch.hidden.shape()[0], w = routing.ids.shape()[1];
+  DeviceRun r{Buffer(owner, batch.hidden.bytes()), Buffer(owner, routing.ids.bytes()),
+              Buffer(owner, routing.weights.bytes()), Buffer(owner, size_t(t * p.hidden * 2)),
+              Buffer(owner, layer.workspace_size(t)), {}};
+  r.hidden.upload(batch.hidden.raw(), batch.hidden.bytes());
+  r.ids.upload(routing.ids.raw(), routing.ids.bytes());
+  r.weights.upload(routing.weights.raw(), routing.weights.bytes());
+  r.args.struct_size = sizeof(r.args);
+  r.args.layer = layer.get();
+  r.args.hidden = make_view(r.hidden.data(), MOE_DTYPE_BF16, {t, p.hidden});
+  r.args.topk_ids = make_view(r.ids.data(), MOE_DTYPE_I32, {t, w});
+  r.args.topk_weights = make_view(r.weights.data(), MOE_DTYPE_F32, {t, w});
+  r.args.output = make_view(r.out.data(), MOE_DTYPE_BF16, {t, p.hidden});
+  r.args.workspace = r.workspace.data();
+  r.args.workspace_size = r.workspace.size();
+  return r;
+}
+
+int64_t active_experts(const Routing& r, const moe_problem& p) {
+  std::set<int32_t> ids;
+  for (int64_t i = 0; i < r.ids.numel(); ++i) {
+    const int32_t id = r.ids.data<int32_t>()[i];
+    if (id >= 0 && id < p.experts) ids.insert(id);
+  }
+  return int64_t(ids.size());
+}
+
+std::vector<int64_t> parse_tokens(const std::string& list) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (start < list.size()) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    out.push_back(std::stoll(list.substr(start, end - start)));
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app, Discovery& d) {
+  auto* cmd = app.add_subcommand(
+      "bench", "Time one layer per token count on the selected backend: median of device-event "
+               "times, TFLOP/s, weight bytes/s and the ratio to the floor (ARCHITECTURE §8)");
+  static std::string config, tokens_list = "1,8,64,512,4096,16384", graph = "auto", jsonl,
+                             device = "unknown", commit = "unknown", shape, dump_routing;
+  static int iterations = 50, warmup = 10;
+  static int64_t check_max_tokens = 64;
+  cmd->add_option("--config", config, "YAML config")->required();
+  cmd->add_option("--tokens", tokens_list, "Comma-separated token counts")->capture_default_str();
+  cmd->add_option("--iterations", iterations, "Timed iterations")->capture_default_str();
+  cmd->add_option("--warmup", warmup, "Untimed iterations first")->capture_default_str();
+  cmd->add_option("--graph", graph, "Replay CUDA graphs: auto (T <= 64), on or off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--check-max-tokens", check_max_tokens,
+                  "Compare with the CPU reference up to this many tokens (its cost grows with T)")
+      ->capture_default_str();
+  cmd->add_option("--jsonl", jsonl, "Append one JSON record per point (bench/results format)");
+  cmd->add_option("--device", device, "Device name for the records");
+  cmd->add_option("--commit", commit, "Commit for the records");
+  cmd->add_option("--shape", shape, "Shape key for the records (default: the config's stem)");
+  cmd->add_option("--dump-routing", dump_routing,
+                  "Write each token count's first routing (<dir>/<shape>_<T>.safetensors: "
+                  "topk_ids, topk_weights) so peers can run the same routing");
+  cmd->callback([&d] {
+    const Config cfg = Config::load_file(config);
+    const Registry r = d.discover(cfg.plugin_dirs);
+    const Selection sel = select_backend(r, cfg);
+    const auto reference = r.find("reference");
+    const moe_problem p = cfg.problem.c();
+    const std::string key = shape.empty() ? std::filesystem::path(config).stem().string() : shape;
+    const double wbytes_per_expert = double(w13_rows(p) + p.intermediate) * p.hidden * 2.0;
+    std::cerr << fmt::format("bench {} on {}: {}\n", key, sel.plugin->name(), describe_problem(p));
+    const LayerWeights weights = random_weights_fast(p, cfg.seed);
+    const Layer layer = sel.plugin->prepare(p, weights.view(), cfg.options);
+    std::unique_ptr<Layer> ref_layer;
+    std::cout << fmt::format("{:>7} {:>10} {:>9} {:>11} {:>10} {:>8} {:>6} {:>9}\n", "tokens",
+                             "ms", "TFLOP/s", "weight TB/s", "floor ms", "x floor", "graph",
+                             "rel_err");
+    for (const int64_t t : parse_tokens(tokens_list)) {
+      MOE_CHECK(t >= 1 && t <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
+                "tokens={} outside [1, max_tokens={}]", t, p.max_tokens);
+      // Enough input sets that one pass over them exceeds the L2 (at most 8).
+      const double act_bytes = double(t) * p.hidden * 2.0 * (2 + p.top_k);
+      const int sets = int(std::clamp(std::ceil(2 * kL2Bytes / act_bytes), 2.0, 8.0));
+      std::vector<DeviceRun> runs;
+      std::vector<moe_run_args> args;
+      Point pt;
+      pt.tokens = t;
+      const Plugin& router = sel.plugin->can_route(p) ? *sel.plugin : *reference;
+      for (int s = 0; s < sets; ++s) {
+        const Batch batch = random_batch(p, t, mix_seed(cfg.seed, fmt::format("bench{}", s)), Scenario::kRandom);
+        const Routing routing = route_batch(router, p, batch);
+        if (s == 0) {
+          pt.active_experts = active_experts(routing, p);
+          if (!dump_routing.empty())
+            write_safetensors(fmt::format("{}/{}_{}.safetensors", dump_routing, key, t),
+                              {{"topk_ids", routing.ids}, {"topk_weights", routing.weights}});
+          if (t <= check_max_tokens && reference) {
+            if (!ref_layer) ref_layer = std::make_unique<Layer>(reference->prepare(p, weights.view(), {}));
+            const RunResult got = run_layer(layer, p, batch.hidden, routing);
+            const RunResult ref = run_layer(*ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+            pt.rel_err = relative_l2(got.output, ref.output);
+          }
+        }
+        runs.push_back(stage_run(layer, p, batch, routing));
+        args.push_back(runs.back().args);
+      }
+      pt.graph = graph == "on" || (graph == "auto" && t <= 64);
+      std::vector<double> times = sel.plugin->benchmark(args, warmup, iterations, pt.graph);
+      std::sort(times.begin(), times.end());
+      pt.ms = times[times.size() / 2];
+      const double flops = 2.0 * double(t) * p.top_k * wbytes_per_expert / 2.0;
+      const double wbytes = double(pt.active_experts) * wbytes_per_expert;
+      pt.tflops = flops / (pt.ms * 1e9);
+      pt.weight_tbps = wbytes / (pt.ms * 1e9);
+      pt.floor_ms = std::max(wbytes / (kHbmTbps * 1e9), flops / (kBf16PeakTflops * 1e9));
+      std::cout << fmt::format("{:>7} {:>10.4f} {:>9.1f} {:>11.3f} {:>10.4f} {:>8.2f} {:>6} {:>9}\n",
+                               t, pt.ms, pt.tflops, pt.weight_tbps, pt.floor_ms, pt.ms / pt.floor_ms,
+                               pt.graph ? "yes" : "no",
+                               std::isnan(pt.rel_err) ? "-" : fmt::format("{:.2e}", pt.rel_err));
+      if (!jsonl.empty()) {
+        char date[16];
+        const std::time_t now = std::time(nullptr);
+        std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
+        nlohmann::json rec = {
+            {"date", date}, {"device", device}, {"commit", commit},
+            {"backend", sel.plugin->name()},
+            {"format", format_name(static_cast<moe_format>(p.format))}, {"shape", key},
+            {"experts", p.experts}, {"top_k", p.top_k}, {"hidden", p.hidden},
+            {"intermediate", p.intermediate}, {"tokens", t}, {"ms", pt.ms}, {"tflops", pt.tflops},
+            {"weight_tbps", pt.weight_tbps}, {"floor_ms", pt.floor_ms}, {"graph", pt.graph},
+            {"peers", nlohmann::json::object()},
+            {"rel_err", std::isnan(pt.rel_err) ? nlohmann::json() : nlohmann::json(pt.rel_err)},
+            {"active_experts", pt.active_experts}, {"iterations", iterations}, {"input_sets", sets}};
+        std::ofstream(jsonl, std::ios::app) << rec.dump() << "\n";
+      }
+    }
+  });
+}
+
+}  // namespace moe::tool

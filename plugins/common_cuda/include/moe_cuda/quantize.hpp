@@ -1,0 +1,41 @@
+// Activation quantisation to e4m3 (moe_input_format FP8_1X128, FP8_TENSOR_DYNAMIC/STATIC) with the
+// rules of core/src/sdk/formats.cpp: scale = float(max(amax, 1e-10) / 448) computed in double
+// (bit-identical to moe::fp8_scale_from_amax), codes = e4m3(x / scale) rounded to nearest even and
+// saturated to +-448, NaN -> 0x7f. NaN inputs do not enter the amax (std::max skips them there).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "moe_cuda/rows.hpp"
+
+namespace moe::gpu {
+
+// Where the scale of (row r, 128-channel block b) goes: data[r * row_stride + b * block_stride].
+// Default: row-major [R, ceil(H/128)]. DeepGEMM's MN-major layout: {data, 1, padded_rows}.
+struct Fp8BlockScales {
+  float* data = nullptr;
+  int64_t row_stride = 0;  // 0 = ceil(H / 128)
+  int64_t block_stride = 1;
+};
+
+// Per token, per 128 channels (the last block may be shorter): x [R_max, H] bf16 ->
+// codes [R_max, H] e4m3 and fp32 scales, for the rows in `rows`.
+void launch_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const RowRange& rows,
+                               uint8_t* codes, const Fp8BlockScales& scales, cudaStream_t stream);
+
+// Dynamic per-tensor: one scale over every element of the rows in `rows` (three steps on the
+// stream: zero the amax, reduce it with atomicMax on the float's bits, quantise). `scale` out:
+// device f32 [1]. `workspace`: >= quantize_fp8_tensor_workspace_bytes(), device.
+size_t quantize_fp8_tensor_workspace_bytes();
+void launch_quantize_fp8_tensor_dynamic(const uint16_t* x, int64_t hidden, const RowRange& rows,
+                                        uint8_t* codes, float* scale, void* workspace,
+                                        cudaStream_t stream);
+
+// Static per-tensor: `scale` is a device f32 [1] given by the weights (a13_scale, a2_scale).
+void launch_quantize_fp8_tensor_static(const uint16_t* x, int64_t hidden, const RowRange& rows,
+                                       const float* scale, uint8_t* codes, cudaStream_t stream);
+
+}  // namespace moe::gpu

@@ -1,0 +1,29 @@
+// Routing of ARCHITECTURE §4 on the device: the GPU twin of moe::reference::route
+// (plugins/reference/routing.cpp), whose ids it reproduces exactly, ties and NaN included.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "moe/moe_abi.h"
+
+namespace moe::gpu {
+
+// Limits of the one-warp-per-token kernel (checked, INVALID_ARGUMENT / UNSUPPORTED beyond them).
+constexpr int64_t kRouteMaxWidth = 32;      // k + S: one lane per output column
+constexpr int64_t kRouteMaxExperts = 8192;  // the warp's scores live in shared memory
+
+// Routes `tokens` tokens on `stream`, one launch, no workspace. Device pointers:
+//   logits     [T, E + S] f32 (E routed columns, then S sink columns)
+//   bias       [E] f32, given iff p.routing_bias, else null
+//   is_padding [T] u8 or null: a padding token gets ids -1 and weights 0 in all k + S columns
+//   ids        out: [T, k + S] i32 (k routed experts best first, then E..E+S-1 for sinks)
+//   weights    out: [T, k + S] f32
+// Computes in double with the reference's order of operations; ids are bit-identical to it and
+// weights agree to ~1 ulp of double before the final rounding to float (see NOTES in
+// kernels/routing.cuh). Throws moe::Error(INVALID_ARGUMENT) for the inputs the reference refuses.
+void launch_route(const moe_problem& p, int64_t tokens, const float* logits, const float* bias,
+                  const uint8_t* is_padding, int32_t* ids, float* weights, cudaStream_t stream);
+
+}  // namespace moe::gpu

@@ -1,0 +1,150 @@
+// Activations of ARCHITECTURE §5 on GEMM1's output rows, fp32 math, bf16 in and out.
+//
+// NOTES: min and clamp are written as the reference's std::min / std::clamp expand
+// ((b < a) ? b : a), not fminf: fminf(NaN, L) is L, std::min(NaN, L) is NaN, and the reference
+// is the contract. expf/erff/tanhf are the accurate (not __fast) versions.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "device_utils.cuh"
+#include "params.hpp"
+
+namespace moe::gpu::kernels {
+
+constexpr int kActivationThreads = 128;
+
+// moe_activation and GateUpLayout values (the C enums are not visible to every includer).
+enum : int32_t { kSiluMul = 0, kSiluMulClamp = 1, kSwigluOai = 2, kGeluMul = 3, kRelu2 = 4 };
+enum : int32_t { kConcatenated = 0, kInterleavedUpGate = 1, kInterleavedGateUp = 2 };
+
+__device__ __forceinline__ float ref_min(float a, float b) {
+  return (b < a) ? b : a;
+}
+__device__ __forceinline__ float ref_clamp(float v, float lo, float hi) {
+  return (v < lo) ? lo : (hi < v) ? hi : v;
+}
+__device__ __forceinline__ float sigmoidf(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+__device__ __forceinline__ float siluf(float x) {
+  return x * sigmoidf(x);
+}
+__device__ __forceinline__ float geluf(float x, bool tanh_form) {
+  if (tanh_form) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+  }
+  constexpr float kInvSqrt2 = 0.7071067811865476f;
+  return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
+}
+
+// act(g, u); relu2 reads g only (its single input).
+__device__ __forceinline__ float activate(const ActivationParams& p, int32_t act, float g,
+                                          float u) {
+  const float limit = p.limit;
+  switch (act) {
+    case kSiluMulClamp:
+      return siluf(ref_min(g, limit)) * ref_clamp(u, -limit, limit);
+    case kSwigluOai: {
+      const float gc = ref_min(g, limit), uc = ref_clamp(u, -limit, limit);
+      return (uc + 1.0f) * gc * sigmoidf(p.alpha * gc);
+    }
+    case kGeluMul:
+      return geluf(g, p.gelu_tanh != 0) * u;
+    case kRelu2: {
+      const float r = (g < 0.0f) ? 0.0f : g;  // std::max(x, 0.0)
+      return r * r;
+    }
+    default:
+      return siluf(g) * u;
+  }
+}
+
+// Input columns of output i.
+__device__ __forceinline__ int64_t gate_col(int32_t layout, int64_t i) {
+  return layout == kConcatenated ? i : (layout == kInterleavedUpGate ? 2 * i + 1 : 2 * i);
+}
+__device__ __forceinline__ int64_t up_col(int32_t layout, int64_t i, int64_t inter) {
+  return layout == kConcatenated ? inter + i : (layout == kInterleavedUpGate ? 2 * i : 2 * i + 1);
+}
+
+// Eight outputs [i0, i0 + 8) of one row from 16-byte loads.
+__device__ __forceinline__ void activate_x8(const ActivationParams& p, int32_t act,
+                                            const uint16_t* in, const float* bias, int64_t i0,
+                                            uint16_t* out) {
+  const int64_t inter = p.intermediate;
+  float g[kVecElems], u[kVecElems], y[kVecElems];
+  if (act == kRelu2) {
+    load_bf16x8(in + i0, g);
+  } else if (p.layout == kConcatenated) {
+    load_bf16x8(in + i0, g);
+    load_bf16x8(in + inter + i0, u);
+  } else {
+    float lo[kVecElems], hi[kVecElems];  // columns [2*i0, 2*i0 + 16): pairs (first, second)
+    load_bf16x8(in + 2 * i0, lo);
+    load_bf16x8(in + 2 * i0 + kVecElems, hi);
+    const bool up_first = p.layout == kInterleavedUpGate;
+#pragma unroll
+    for (int e = 0; e < kVecElems / 2; ++e) {
+      g[e] = up_first ? lo[2 * e + 1] : lo[2 * e];
+      u[e] = up_first ? lo[2 * e] : lo[2 * e + 1];
+      g[e + 4] = up_first ? hi[2 * e + 1] : hi[2 * e];
+      u[e + 4] = up_first ? hi[2 * e] : hi[2 * e + 1];
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kVecElems; ++e) {
+    float gv = g[e], uv = act == kRelu2 ? 0.0f : u[e];
+    if (bias != nullptr) {
+      gv += bias[act == kRelu2 ? i0 + e : gate_col(p.layout, i0 + e)];
+      if (act != kRelu2) uv += bias[up_col(p.layout, i0 + e, inter)];
+    }
+    y[e] = activate(p, act, gv, uv);
+  }
+  store_bf16x8(out + i0, y);
+}
+
+__device__ __forceinline__ void activate_x1(const ActivationParams& p, int32_t act,
+                                            const uint16_t* in, const float* bias, int64_t i,
+                                            uint16_t* out) {
+  const int64_t gc = act == kRelu2 ? i : gate_col(p.layout, i);
+  const int64_t uc = up_col(p.layout, i, p.intermediate);
+  float g = bf16_to_float(in[gc]);
+  float u = act == kRelu2 ? 0.0f : bf16_to_float(in[uc]);
+  if (bias != nullptr) {
+    g += bias[gc];
+    if (act != kRelu2) u += bias[uc];
+  }
+  out[i] = float_to_bf16(activate(p, act, g, u));
+}
+
+// A block per row (grid-stride over the rows in range); threads over outputs, 8 at a time when
+// kVec (I % 8 == 0, strides % 8 == 0, 16-byte aligned pointers).
+template <bool kVec>
+__global__ void __launch_bounds__(kActivationThreads) activation_kernel(const ActivationParams p) {
+  const int64_t begin = range_begin(p.row_begin, p.max_rows);
+  const int64_t end = range_end(p.row_end, p.max_rows);
+  const int64_t inter = p.intermediate;
+  for (int64_t r = begin + blockIdx.x; r < end; r += gridDim.x) {
+    const int32_t group = p.row_group != nullptr ? p.row_group[r] : 0;
+    const int32_t act = (group >= p.silu_begin && group < p.silu_end) ? kSiluMul : p.activation;
+    const float* bias = (p.bias != nullptr && group >= 0 && group < p.bias_groups)
+                            ? p.bias + int64_t(group) * p.bias_stride
+                            : nullptr;                  // (N1)
+    const uint16_t* in = p.gemm1 + r * p.gemm1_stride;  // (N1)
+    uint16_t* out = p.out + r * p.out_stride;           // (I)
+    if constexpr (kVec) {
+      for (int64_t i0 = int64_t(threadIdx.x) * kVecElems; i0 < inter;
+           i0 += int64_t(blockDim.x) * kVecElems)
+        activate_x8(p, act, in, bias, i0, out);
+    } else {
+      for (int64_t i = threadIdx.x; i < inter; i += blockDim.x)
+        activate_x1(p, act, in, bias, i, out);
+    }
+  }
+}
+
+}  // namespace moe::gpu::kernels

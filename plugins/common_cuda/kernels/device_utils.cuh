@@ -1,0 +1,53 @@
+// Small device helpers the kernel families share: bf16 <-> fp32 on 16-byte vectors, row bounds
+// read on the device.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace moe::gpu::kernels {
+
+constexpr int kWarpSize = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kVecElems = 8;  // bf16 per 16-byte access
+
+__device__ __forceinline__ float bf16_to_float(uint16_t bits) {
+  return __uint_as_float(uint32_t(bits) << 16);  // exact
+}
+
+__device__ __forceinline__ uint16_t float_to_bf16(float x) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(x));  // round to nearest even
+}
+
+// Eight bf16 at `p` (16-byte aligned) as floats; element 0 is the low half of the first word.
+__device__ __forceinline__ void load_bf16x8(const uint16_t* p, float (&out)[kVecElems]) {
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(words[i] << 16);
+    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ void store_bf16x8(uint16_t* p, const float (&in)[kVecElems]) {
+  uint32_t words[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    words[i] = uint32_t(float_to_bf16(in[2 * i])) | (uint32_t(float_to_bf16(in[2 * i + 1])) << 16);
+  *reinterpret_cast<uint4*>(p) = make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+// [begin, end) of a RowRange: device scalars when given, clamped to [0, max_rows].
+__device__ __forceinline__ int64_t range_begin(const int64_t* begin, int64_t max_rows) {
+  const int64_t b = begin != nullptr ? *begin : 0;
+  return b < 0 ? 0 : (b > max_rows ? max_rows : b);
+}
+__device__ __forceinline__ int64_t range_end(const int64_t* end, int64_t max_rows) {
+  const int64_t e = end != nullptr ? *end : max_rows;
+  return e < 0 ? 0 : (e > max_rows ? max_rows : e);
+}
+
+}  // namespace moe::gpu::kernels

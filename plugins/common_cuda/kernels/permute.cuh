@@ -1,0 +1,109 @@
+// Token permutation around a stable CUB radix sort: keys (the group of each slot) before it,
+// offsets and row maps after it.
+//
+// NOTES: offsets come from a binary search of the sorted keys (one thread per group) rather than
+// a histogram and a scan: no atomics, no second CUB algorithm to instantiate, and deterministic.
+// Slots that do no work here sort last under key G, so every slot, skipped or not, passes through
+// the sort exactly once and the finish kernel writes slot_row for all of them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "params.hpp"
+
+namespace moe::gpu::kernels {
+
+constexpr int kPermuteThreads = 256;
+
+// moe::local_expert_id on the device; -1 for an id outside [0, E) or on another rank.
+__device__ __forceinline__ int32_t local_expert(const PermuteKeyParams& p, int32_t id) {
+  if (id < 0 || id >= p.experts) return -1;
+  if (p.local_of_global != nullptr) {
+    const int32_t l = p.local_of_global[id];
+    return l < p.local_experts ? l : -1;
+  }
+  switch (p.placement) {
+    case 1: {  // MOE_EP_LINEAR
+      const int64_t l = id - p.local_offset;
+      return (l >= 0 && l < p.local_experts) ? static_cast<int32_t>(l) : -1;
+    }
+    case 2:  // MOE_EP_ROUND_ROBIN
+      return id % p.ep_size == p.ep_rank ? id / p.ep_size : -1;
+    default:
+      return id;
+  }
+}
+
+// keys[i] = group of slot i (G when it does no work here), slots[i] = i.
+// Invalid ids count as -1 (see NOTES in moe_cuda/permute.hpp).
+__global__ void __launch_bounds__(kPermuteThreads) permute_keys_kernel(const PermuteKeyParams p) {
+  const int64_t routed_slots = p.tokens * p.width;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.items;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t key = p.groups;
+    if (i < routed_slots) {
+      const int32_t id = p.topk_ids[i];
+      const int j = static_cast<int>(i % p.width);
+      if (j < p.top_k) {
+        const int32_t local = local_expert(p, id);
+        if (local >= 0) key = static_cast<uint32_t>(local);
+      } else {
+        const int s = j - p.top_k;
+        if (id == p.experts + s) key = static_cast<uint32_t>(p.local_experts + s);
+      }
+    } else {
+      key = static_cast<uint32_t>(p.local_experts + p.sinks);  // shared expert: every token
+    }
+    p.keys[i] = key;
+    p.slots[i] = static_cast<int32_t>(i);
+  }
+}
+
+// First position in keys[0, n) (sorted) whose key is >= `key`.
+__device__ __forceinline__ int64_t lower_bound(const uint32_t* keys, int64_t n, uint32_t key) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (keys[mid] < key)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+// Thread i <= G: group offsets and counts. Thread i < items: the maps of sorted position i.
+__global__ void __launch_bounds__(kPermuteThreads)
+    permute_finish_kernel(const PermuteFinishParams p) {
+  const int64_t n = p.items > p.groups + 1 ? p.items : p.groups + 1;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    if (i <= p.groups) {
+      const int64_t begin = lower_bound(p.keys, p.items, static_cast<uint32_t>(i));
+      p.group_offsets[i] = begin;
+      if (i < p.groups)
+        p.group_counts[i] = static_cast<int32_t>(
+            lower_bound(p.keys, p.items, static_cast<uint32_t>(i + 1)) - begin);
+    }
+    if (i < p.items) {
+      const uint32_t key = p.keys[i];
+      const int32_t slot = p.slots[i];
+      if (key < static_cast<uint32_t>(p.groups)) {
+        p.row_token[i] =
+            slot < p.routed_slots ? slot / p.width : static_cast<int32_t>(slot - p.routed_slots);
+        p.row_slot[i] = slot;
+        p.row_group[i] = static_cast<int32_t>(key);
+        p.slot_row[slot] = static_cast<int32_t>(i);
+      } else {
+        p.row_token[i] = -1;
+        p.row_slot[i] = -1;
+        p.row_group[i] = -1;
+        p.slot_row[slot] = -1;
+      }
+    }
+  }
+}
+
+}  // namespace moe::gpu::kernels

@@ -1,0 +1,170 @@
+// e4m3 activation quantisation: per token per 128 channels, and per tensor (amax, then codes).
+//
+// NOTES: the scale is computed exactly as moe::fp8_scale_from_amax does, in double
+// (float(max(amax, 1e-10) / 448)), so scales are bit-identical to the reference. The quotient
+// x / scale is computed in fp32 (IEEE division, correctly rounded) and then rounded to e4m3 by the
+// hardware conversion (round to nearest even, saturating to +-448, NaN -> 0x7f). The reference
+// divides in double, so the two round twice vs once: they differ only when the exact quotient
+// lies within half an fp32 ulp (2^-24 relative) of an e4m3 rounding midpoint, where the fp32
+// quotient can land on the midpoint or cross it. This is rare and moves one code by one step.
+#pragma once
+
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "device_utils.cuh"
+#include "params.hpp"
+
+namespace moe::gpu::kernels {
+
+constexpr int kQuantBlock = 128;  // channels per 1x128 scale
+constexpr int kQuantThreads = 256;
+
+// moe::fp8_scale_from_amax, bit for bit.
+__device__ __forceinline__ float fp8_scale_from_amax(float amax) {
+  const double a = static_cast<double>(amax);
+  return static_cast<float>((a < 1e-10 ? 1e-10 : a) / 448.0);
+}
+
+__device__ __forceinline__ uint8_t to_e4m3(float x, float scale) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x / scale, __NV_SATFINITE, __NV_E4M3));
+}
+
+// Max over the kLanes lanes of an aligned lane group (xor offsets stay inside the group).
+// fmaxf drops NaN, as std::max(amax, |x|) from amax = 0 does in the reference.
+template <int kLanes>
+__device__ __forceinline__ float group_max(float v) {
+#pragma unroll
+  for (int offset = kLanes / 2; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+
+// Work items are (row, 128-channel block) pairs; kPerLane channels per lane, so a block takes
+// kLanes = 128 / kPerLane lanes and a warp quantises kBlocksPerWarp blocks per step. kVec (8 per
+// lane: one 16-byte load, one 8-byte store): H % 8 == 0 and aligned pointers, so a lane's
+// channels are all in range or all out. Scalar (4 per lane): any H, element loads with bounds
+// checks (the last block may be partial). The loop steps whole warps so every lane reaches the
+// shuffles.
+// NOTES: at deepseek_v3 shapes this runs at ~2 TB/s on an H200, bound by the IEEE fp32 division
+// (two steps in flight per warp did not help); x * fp32(1/scale) would reach the copy rate but is
+// a different rounding rule.
+template <bool kVec>
+__global__ void __launch_bounds__(kQuantThreads) quantize_fp8_1x128_kernel(const Fp8BlockParams p) {
+  constexpr int kPerLane = kVec ? 8 : 4;
+  constexpr int kLanes = kQuantBlock / kPerLane;
+  constexpr int kBlocksPerWarp = kWarpSize / kLanes;
+  const int64_t begin = range_begin(p.row_begin, p.max_rows);
+  const int64_t end = range_end(p.row_end, p.max_rows);
+  const int64_t blocks = (p.hidden + kQuantBlock - 1) / kQuantBlock;
+  const int64_t work = (end > begin ? end - begin : 0) * blocks;
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
+  const int64_t warps = int64_t(gridDim.x) * blockDim.x / kWarpSize;
+  for (int64_t step = warp * kBlocksPerWarp; step < work; step += warps * kBlocksPerWarp) {
+    const int64_t w = step + lane / kLanes;
+    const bool valid = w < work;
+    const int64_t r = begin + (valid ? w / blocks : 0), b = valid ? w % blocks : 0;
+    const int64_t c0 = b * kQuantBlock + (lane % kLanes) * kPerLane;
+    const bool in_range = valid && c0 < p.hidden;
+    const uint16_t* src = p.x + r * p.hidden + c0;  // (kPerLane)
+    uint8_t* dst = p.codes + r * p.hidden + c0;     // (kPerLane)
+    float v[kPerLane];
+    if constexpr (kVec) {
+      if (in_range) {
+        load_bf16x8(src, v);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kPerLane; ++e) v[e] = 0.0f;
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < kPerLane; ++e)
+        v[e] = valid && c0 + e < p.hidden ? bf16_to_float(src[e]) : 0.0f;
+    }
+    float amax = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) amax = fmaxf(amax, fabsf(v[e]));
+    const float scale = fp8_scale_from_amax(group_max<kLanes>(amax));
+    if (!valid) continue;
+    if constexpr (kVec) {
+      if (in_range) {
+        uint32_t lo = 0, hi = 0;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          lo |= uint32_t(to_e4m3(v[e], scale)) << (8 * e);
+          hi |= uint32_t(to_e4m3(v[e + 4], scale)) << (8 * e);
+        }
+        *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < kPerLane; ++e)
+        if (c0 + e < p.hidden) dst[e] = to_e4m3(v[e], scale);
+    }
+    if (lane % kLanes == 0) p.scales[r * p.scale_row_stride + b * p.scale_block_stride] = scale;
+  }
+}
+
+// Per-tensor amax over rows [begin, end): each block reduces its share, then one atomicMax on
+// the float's bits (non-negative floats order like their bit patterns). *amax_bits starts at 0.
+template <bool kVec>
+__global__ void __launch_bounds__(kQuantThreads) fp8_tensor_amax_kernel(const Fp8TensorParams p) {
+  constexpr int kN = kVec ? kVecElems : 1;
+  __shared__ float warp_amax[kQuantThreads / kWarpSize];
+  const int64_t first = range_begin(p.row_begin, p.max_rows) * p.hidden;
+  const int64_t last = range_end(p.row_end, p.max_rows) * p.hidden;
+  float amax = 0.0f;
+  for (int64_t i = first + (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kN; i < last;
+       i += int64_t(gridDim.x) * blockDim.x * kN) {
+    float v[kN];
+    if constexpr (kVec) {
+      load_bf16x8(p.x + i, v);
+    } else {
+      v[0] = bf16_to_float(p.x[i]);
+    }
+#pragma unroll
+    for (int e = 0; e < kN; ++e) amax = fmaxf(amax, fabsf(v[e]));
+  }
+  amax = group_max<kWarpSize>(amax);
+  if (threadIdx.x % kWarpSize == 0) warp_amax[threadIdx.x / kWarpSize] = amax;
+  __syncthreads();
+  if (threadIdx.x < kWarpSize) {
+    amax = threadIdx.x < blockDim.x / kWarpSize ? warp_amax[threadIdx.x] : 0.0f;
+    amax = group_max<kWarpSize>(amax);
+    if (threadIdx.x == 0 && amax > 0.0f) atomicMax(p.amax_bits, __float_as_uint(amax));
+  }
+}
+
+// Codes of rows [begin, end) with the per-tensor scale: from the amax (dynamic, also written to
+// scale_out) or given (static).
+template <bool kVec>
+__global__ void __launch_bounds__(kQuantThreads)
+    fp8_tensor_quantize_kernel(const Fp8TensorParams p) {
+  constexpr int kN = kVec ? kVecElems : 1;
+  const float scale =
+      p.scale_in != nullptr ? *p.scale_in : fp8_scale_from_amax(__uint_as_float(*p.amax_bits));
+  if (p.scale_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.scale_out = scale;
+  const int64_t first = range_begin(p.row_begin, p.max_rows) * p.hidden;
+  const int64_t last = range_end(p.row_end, p.max_rows) * p.hidden;
+  for (int64_t i = first + (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kN; i < last;
+       i += int64_t(gridDim.x) * blockDim.x * kN) {
+    if constexpr (kVec) {
+      float v[kN];
+      load_bf16x8(p.x + i, v);
+      uint32_t lo = 0, hi = 0;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        lo |= uint32_t(to_e4m3(v[e], scale)) << (8 * e);
+        hi |= uint32_t(to_e4m3(v[e + 4], scale)) << (8 * e);
+      }
+      *reinterpret_cast<uint2*>(p.codes + i) = make_uint2(lo, hi);
+    } else {
+      p.codes[i] = to_e4m3(bf16_to_float(p.x[i]), scale);
+    }
+  }
+}
+
+}  // namespace moe::gpu::kernels

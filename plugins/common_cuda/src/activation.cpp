@@ -1,0 +1,62 @@
+// launch_activation: checks and kernel arguments.
+#include "moe_cuda/activation.hpp"
+
+#include "launch.hpp"
+#include "moe/error.hpp"
+#include "moe/problem.hpp"
+
+namespace moe::gpu {
+
+void launch_activation(const moe_problem& p, const ActivationArgs& a, cudaStream_t stream) {
+  constexpr auto kInvalid = MOE_STATUS_INVALID_ARGUMENT;
+  const auto act = static_cast<moe_activation>(p.activation);
+  MOE_CHECK(p.activation >= 0 && p.activation < MOE_ACTIVATION_COUNT_, kInvalid,
+            "activation={} is not one of {}", p.activation, activation_names());
+  const int32_t layout = static_cast<int32_t>(a.layout);
+  MOE_CHECK(layout >= 0 && layout <= 2, kInvalid, "gate/up layout={} is not 0, 1 or 2", layout);
+  MOE_CHECK(a.intermediate >= 1, kInvalid, "intermediate={} must be >= 1", a.intermediate);
+  const bool has_silu_groups = a.silu_group_end > a.silu_group_begin;
+  MOE_CHECK(act != MOE_ACTIVATION_RELU2 || !has_silu_groups, kInvalid,
+            "relu2 rows are I={} wide but silu_mul rows (groups [{}, {})) are gated: run the sink "
+            "rows in a call of their own",
+            a.intermediate, a.silu_group_begin, a.silu_group_end);
+  MOE_CHECK(a.row_group != nullptr || (a.bias == nullptr && !has_silu_groups), kInvalid,
+            "row_group is needed to find each row's bias or silu_mul group");
+  MOE_CHECK(a.rows.max_rows >= 0, kInvalid, "rows.max_rows={} must be >= 0", a.rows.max_rows);
+  if (a.rows.max_rows == 0) return;
+  MOE_CHECK(a.gemm1 != nullptr && a.out != nullptr, kInvalid,
+            "activation: gemm1 and out must be given");
+  const int64_t n1 = is_gated(act) ? 2 * a.intermediate : a.intermediate;
+  const int64_t in_stride = a.gemm1_stride != 0 ? a.gemm1_stride : n1;
+  const int64_t out_stride = a.out_stride != 0 ? a.out_stride : a.intermediate;
+  const int64_t bias_stride = a.bias_stride != 0 ? a.bias_stride : n1;
+  MOE_CHECK(in_stride >= n1 && out_stride >= a.intermediate && bias_stride >= n1, kInvalid,
+            "strides gemm1={} out={} bias={} are below the row widths {}, {}, {}", in_stride,
+            out_stride, bias_stride, n1, a.intermediate, n1);
+
+  kernels::ActivationParams k{};
+  k.gemm1 = a.gemm1;
+  k.out = a.out;
+  k.gemm1_stride = in_stride;
+  k.out_stride = out_stride;
+  k.intermediate = a.intermediate;
+  k.bias = a.bias;
+  k.bias_stride = bias_stride;
+  k.bias_groups = a.bias_groups;
+  k.row_group = a.row_group;
+  k.silu_begin = a.silu_group_begin;
+  k.silu_end = a.silu_group_end;
+  k.activation = p.activation;
+  k.gelu_tanh = p.gelu_tanh;
+  k.alpha = p.activation_alpha;
+  k.limit = p.activation_limit;
+  k.layout = layout;
+  k.max_rows = a.rows.max_rows;
+  k.row_begin = a.rows.begin;
+  k.row_end = a.rows.end;
+  const bool vec = a.intermediate % 8 == 0 && in_stride % 8 == 0 && out_stride % 8 == 0 &&
+                   detail::aligned(16, a.gemm1, a.out);
+  detail::launch_activation_kernel(k, vec, stream);
+}
+
+}  // namespace moe::gpu

@@ -1,0 +1,31 @@
+// Device properties the launchers size their grids with. Host queries only: safe during capture.
+#include <algorithm>
+#include <array>
+#include <atomic>
+
+#include "launch.hpp"
+#include "moe_cuda/check.hpp"
+
+namespace moe::gpu::detail {
+
+int multiprocessor_count() {
+  static std::array<std::atomic<int>, 64> cache{};  // 0 = not read yet
+  int device = 0;
+  MOE_CUDA_CHECK(cudaGetDevice(&device));
+  const bool cached = device >= 0 && device < int(cache.size());
+  if (cached) {
+    const int known = cache[device].load(std::memory_order_relaxed);
+    if (known > 0) return known;
+  }
+  int count = 0;
+  MOE_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  if (cached) cache[device].store(count, std::memory_order_relaxed);
+  return count;
+}
+
+int grid_size(int64_t work, int per_sm) {
+  const int64_t cap = int64_t(multiprocessor_count()) * per_sm;
+  return int(std::max<int64_t>(1, std::min(work, cap)));
+}
+
+}  // namespace moe::gpu::detail

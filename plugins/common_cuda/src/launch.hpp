@@ -1,0 +1,41 @@
+// The nvcc half of each host file: launches kernel arguments that the g++ half has validated.
+// Split this way because moe/error.hpp (fmt) does not compile under nvcc; the launchers throw
+// only through MOE_CUDA_CHECK. Internal to moe_cuda_common.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/params.hpp"
+#include "moe_cuda/permute.hpp"
+
+namespace moe::gpu::detail {
+
+// Multiprocessors of the current device (cached per device): sizes grid-stride launches.
+int multiprocessor_count();
+// Blocks for `work` independent units, at most `per_sm` per multiprocessor; >= 1.
+int grid_size(int64_t work, int per_sm);
+
+void launch_route_kernel(kernels::RouteParams p, cudaStream_t stream);
+
+size_t radix_sort_temp_bytes(int64_t items, int end_bit);
+// Keys, stable sort, finish. `keys` is complete but for its outputs, which live in `perm`.
+void launch_permute_kernels(kernels::PermuteKeyParams keys, const Permutation& perm,
+                            cudaStream_t stream);
+
+void launch_gather_kernel(const kernels::GatherParams& p, bool vec, cudaStream_t stream);
+void launch_finalize_kernel(kernels::FinalizeParams p, bool vec, cudaStream_t stream);
+void launch_activation_kernel(const kernels::ActivationParams& p, bool vec, cudaStream_t stream);
+void launch_fp8_1x128_kernel(const kernels::Fp8BlockParams& p, bool vec, cudaStream_t stream);
+// amax_bits != null: dynamic (zero it, reduce, quantise); else static from p.scale_in.
+void launch_fp8_tensor_kernels(const kernels::Fp8TensorParams& p, bool vec, cudaStream_t stream);
+
+// True when every pointer is aligned to `bytes` (null counts as aligned).
+template <class... Ptrs>
+bool aligned(size_t bytes, const Ptrs*... ptrs) {
+  return ((reinterpret_cast<uintptr_t>(ptrs) % bytes == 0) && ...);
+}
+
+}  // namespace moe::gpu::detail

@@ -1,0 +1,60 @@
+// Permutation on the stream: keys, CUB's stable radix sort over the low bits, finish.
+#include <algorithm>
+#include <cub/device/device_radix_sort.cuh>
+
+#include "kernels/permute.cuh"
+#include "launch.hpp"
+#include "moe_cuda/check.hpp"
+
+namespace moe::gpu::detail {
+
+// NOTES: the only CUB instantiation of the library: SortPairs<uint32_t, int32_t> over
+// DoubleBuffers, which needs no extra copy of the keys in temporary storage. Which buffer ends
+// current is decided on the host from the pass count, so nothing waits on the device.
+size_t radix_sort_temp_bytes(int64_t items, int end_bit) {
+  cub::DoubleBuffer<uint32_t> keys(nullptr, nullptr);
+  cub::DoubleBuffer<int32_t> slots(nullptr, nullptr);
+  size_t bytes = 0;
+  MOE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, slots,
+                                                 static_cast<int>(items), 0, end_bit));
+  return bytes;
+}
+
+void launch_permute_kernels(kernels::PermuteKeyParams k, const Permutation& perm,
+                            cudaStream_t stream) {
+  k.keys = perm.sort_keys[0];
+  k.slots = perm.sort_slots[0];
+  cub::DoubleBuffer<uint32_t> keys(perm.sort_keys[0], perm.sort_keys[1]);
+  cub::DoubleBuffer<int32_t> slots(perm.sort_slots[0], perm.sort_slots[1]);
+  if (k.items > 0) {
+    const int threads = kernels::kPermuteThreads;
+    kernels::permute_keys_kernel<<<grid_size((k.items + threads - 1) / threads, 8), threads, 0,
+                                   stream>>>(k);
+    MOE_CUDA_CHECK_LAUNCH();
+    size_t temp_bytes = perm.sort_temp_bytes;  // launch_permute checked it is enough
+    MOE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(perm.sort_temp, temp_bytes, keys, slots,
+                                                   static_cast<int>(k.items), 0, perm.sort_end_bit,
+                                                   stream));
+  }
+  kernels::PermuteFinishParams f{};
+  f.keys = keys.Current();
+  f.slots = slots.Current();
+  f.items = k.items;
+  f.routed_slots = k.tokens * k.width;
+  f.width = k.width;
+  f.groups = static_cast<int32_t>(k.groups);
+  f.group_counts = perm.group_counts;
+  f.group_offsets = perm.group_offsets;
+  f.row_token = perm.row_token;
+  f.row_slot = perm.row_slot;
+  f.row_group = perm.row_group;
+  f.slot_row = perm.slot_row;
+  const int64_t work = std::max<int64_t>(k.items, perm.groups + 1);
+  const int threads = kernels::kPermuteThreads;
+  kernels::
+      permute_finish_kernel<<<grid_size((work + threads - 1) / threads, 8), threads, 0, stream>>>(
+          f);
+  MOE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace moe::gpu::detail

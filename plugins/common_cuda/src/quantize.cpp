@@ -1,0 +1,72 @@
+// Activation quantisation: checks and kernel arguments.
+#include "moe_cuda/quantize.hpp"
+
+#include "launch.hpp"
+#include "moe/error.hpp"
+#include "moe/formats.hpp"
+
+namespace moe::gpu {
+namespace {
+
+constexpr auto kInvalid = MOE_STATUS_INVALID_ARGUMENT;
+
+void check_rows(const char* what, const uint16_t* x, int64_t hidden, const RowRange& rows,
+                const uint8_t* codes) {
+  MOE_CHECK(hidden >= 1 && rows.max_rows >= 0, kInvalid,
+            "{}: hidden={} must be >= 1 and max_rows={} >= 0", what, hidden, rows.max_rows);
+  MOE_CHECK(rows.max_rows == 0 || (x != nullptr && codes != nullptr), kInvalid,
+            "{}: x and codes must be given", what);
+}
+
+void launch_tensor(const uint16_t* x, int64_t hidden, const RowRange& rows, uint8_t* codes,
+                   uint32_t* amax_bits, const float* scale_in, float* scale_out,
+                   cudaStream_t stream) {
+  const kernels::Fp8TensorParams k{x,        codes,     hidden,   rows.max_rows, rows.begin,
+                                   rows.end, amax_bits, scale_in, scale_out};
+  detail::launch_fp8_tensor_kernels(k, hidden % 8 == 0 && detail::aligned(16, x, codes), stream);
+}
+
+}  // namespace
+
+void launch_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const RowRange& rows,
+                               uint8_t* codes, const Fp8BlockScales& scales, cudaStream_t stream) {
+  check_rows("quantize_fp8_1x128", x, hidden, rows, codes);
+  if (rows.max_rows == 0) return;
+  MOE_CHECK(scales.data != nullptr, kInvalid, "quantize_fp8_1x128: scales.data must be given");
+  const int64_t blocks = ceil_div(hidden, kFp8BlockSize);
+  const kernels::Fp8BlockParams k{x,
+                                  codes,
+                                  scales.data,
+                                  scales.row_stride != 0 ? scales.row_stride : blocks,
+                                  scales.block_stride,
+                                  hidden,
+                                  rows.max_rows,
+                                  rows.begin,
+                                  rows.end};
+  const bool vec = hidden % 8 == 0 && detail::aligned(16, x) && detail::aligned(8, codes);
+  detail::launch_fp8_1x128_kernel(k, vec, stream);
+}
+
+size_t quantize_fp8_tensor_workspace_bytes() {
+  return 256;  // one uint32 amax, padded to the allocation granule
+}
+
+void launch_quantize_fp8_tensor_dynamic(const uint16_t* x, int64_t hidden, const RowRange& rows,
+                                        uint8_t* codes, float* scale, void* workspace,
+                                        cudaStream_t stream) {
+  check_rows("quantize_fp8_tensor_dynamic", x, hidden, rows, codes);
+  MOE_CHECK(scale != nullptr && workspace != nullptr, kInvalid,
+            "quantize_fp8_tensor_dynamic: scale and workspace must be given");
+  // Even with no rows the scale is written (amax 0 -> 1e-10/448), as the reference does.
+  launch_tensor(x, hidden, rows, codes, static_cast<uint32_t*>(workspace), nullptr, scale, stream);
+}
+
+void launch_quantize_fp8_tensor_static(const uint16_t* x, int64_t hidden, const RowRange& rows,
+                                       const float* scale, uint8_t* codes, cudaStream_t stream) {
+  check_rows("quantize_fp8_tensor_static", x, hidden, rows, codes);
+  MOE_CHECK(scale != nullptr, kInvalid, "quantize_fp8_tensor_static: scale must be given");
+  if (rows.max_rows == 0) return;
+  launch_tensor(x, hidden, rows, codes, nullptr, scale, nullptr, stream);
+}
+
+}  // namespace moe::gpu

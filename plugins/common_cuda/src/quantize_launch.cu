@@ -1,0 +1,37 @@
+#include "kernels/quantize.cuh"
+#include "launch.hpp"
+#include "moe_cuda/check.hpp"
+
+namespace moe::gpu::detail {
+
+void launch_fp8_1x128_kernel(const kernels::Fp8BlockParams& p, bool vec, cudaStream_t stream) {
+  // A warp takes 2 (vec) or 1 (scalar) of the 128-channel blocks per step.
+  const int64_t per_block = kernels::kQuantThreads / kernels::kWarpSize * (vec ? 2 : 1);
+  const int64_t work = p.max_rows * ((p.hidden + kernels::kQuantBlock - 1) / kernels::kQuantBlock);
+  const int blocks = grid_size((work + per_block - 1) / per_block, 8);
+  if (vec)
+    kernels::quantize_fp8_1x128_kernel<true><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);
+  else
+    kernels::quantize_fp8_1x128_kernel<false><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);
+  MOE_CUDA_CHECK_LAUNCH();
+}
+
+void launch_fp8_tensor_kernels(const kernels::Fp8TensorParams& p, bool vec, cudaStream_t stream) {
+  const int64_t per_block = int64_t(kernels::kQuantThreads) * (vec ? kernels::kVecElems : 1);
+  const int blocks = grid_size((p.max_rows * p.hidden + per_block - 1) / per_block, 4);
+  if (p.amax_bits != nullptr) {
+    MOE_CUDA_CHECK(cudaMemsetAsync(p.amax_bits, 0, sizeof(uint32_t), stream));
+    if (vec)
+      kernels::fp8_tensor_amax_kernel<true><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);
+    else
+      kernels::fp8_tensor_amax_kernel<false><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK_LAUNCH();
+  }
+  if (vec)
+    kernels::fp8_tensor_quantize_kernel<true><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);
+  else
+    kernels::fp8_tensor_quantize_kernel<false><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);
+  MOE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace moe::gpu::detail

@@ -1,0 +1,14 @@
+// Device timing of run() for `moe bench` (moe_plugin_api.benchmark).
+#pragma once
+
+#include "moe/moe_abi.h"
+
+namespace moe::trtllm {
+
+// Runs args.warmup untimed iterations, then args.iterations timed ones back to back on a stream
+// of its own, cycling through the run sets; each iteration's time is the gap between device
+// events recorded around it. With use_graph each run set is captured once and replayed.
+// `run` launches one run set on the given stream.
+void benchmark(const moe_bench_args& args, void (*run)(const moe_run_args&));
+
+}  // namespace moe::trtllm

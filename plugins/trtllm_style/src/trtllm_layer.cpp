@@ -1,0 +1,252 @@
+#include "trtllm_layer.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "grouped_gemm.hpp"
+#include "moe/formats.hpp"
+#include "moe/plugin_sdk.hpp"
+#include "moe/weights.hpp"
+#include "moe_cuda/activation.hpp"
+#include "moe_cuda/permute.hpp"
+
+namespace moe::trtllm {
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t round_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+int64_t rows_per_token(const moe_problem& p) {
+  return p.top_k + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
+}
+
+// Canonical bf16 [E, rows, cols] bytes of a moe_tensor as a LayoutTensor.
+LayoutTensor layout_tensor(const moe_tensor& t, int64_t e, int64_t rows, int64_t cols) {
+  LayoutTensor out{MOE_DTYPE_BF16, MatrixStack{e, rows, cols, 2}, {}};
+  const auto* b = static_cast<const uint8_t*>(t.data);
+  out.bytes.assign(b, b + out.shape.bytes());
+  return out;
+}
+
+// A bias LayoutTensor (E, rows, 1) as floats, appended to `out`.
+void append_bias(std::vector<float>& out, const LayoutTensor& b) {
+  for (int64_t i = 0; i < b.shape.batch * b.shape.rows; ++i) {
+    if (b.dtype == MOE_DTYPE_F32) {
+      float v;
+      std::memcpy(&v, b.bytes.data() + 4 * i, 4);
+      out.push_back(v);
+    } else {
+      uint16_t v;
+      std::memcpy(&v, b.bytes.data() + 2 * i, 2);
+      out.push_back(bf16_to_float(v));
+    }
+  }
+}
+
+}  // namespace
+
+struct DeviceLayer::Workspace {
+  moe::gpu::Permutation perm;
+  void* rows;    // [R, H] bf16, the tokens of each group, contiguous
+  void* gemm1;   // [R, n1] bf16
+  void* act;     // [R, P] bf16
+  void* gemm2;   // [R, H] bf16
+  void* gemm_ws;
+  size_t gemm_ws_bytes;
+};
+
+Refusal check_support(const moe_problem& p) {
+  if (p.format != MOE_FORMAT_BF16)
+    return {MOE_REASON_FORMAT, fmt::format("bf16 weights only, not {}",
+                                           format_name(static_cast<moe_format>(p.format)))};
+  if (p.input_format != MOE_INPUT_BF16)
+    return {MOE_REASON_INPUT_FORMAT, "bf16 activations only"};
+  if (p.hidden % 8 != 0)
+    return {MOE_REASON_SHAPE, fmt::format("hidden={} must be a multiple of 8 (16-byte TMA rows)", p.hidden)};
+  if (p.shared_intermediate > 0 && p.shared_intermediate != p.intermediate)
+    return {MOE_REASON_SHARED,
+            fmt::format("shared_intermediate={} must equal intermediate={} (one grouped GEMM)",
+                        p.shared_intermediate, p.intermediate)};
+  if (p.sink_experts > 0 && p.sink_intermediate != p.intermediate)
+    return {MOE_REASON_SHARED, fmt::format("sink_intermediate={} must equal intermediate={}",
+                                           p.sink_intermediate, p.intermediate)};
+  if (p.sink_experts > 0 && p.activation == MOE_ACTIVATION_RELU2)
+    return {MOE_REASON_SHARED, "silu_mul sink experts next to relu2 routed experts"};
+  if (p.redundant_experts > 0)
+    return {MOE_REASON_EP, "redundant experts (EPLB) are not implemented"};
+  const DeviceInfo& d = device_info();
+  if (!d.usable) return {MOE_REASON_ARCH, d.why_not};
+  return {};
+}
+
+PrepareOptions layout_options(const Options& options) {
+  PrepareOptions o;
+  o.epilogue_tile_m = 0;  // the CUTLASS kernels read rows in order; no transposed epilogue
+  o.w31 = true;
+  o.gated_interleave = true;
+  for (const auto& [key, value] : options) {
+    if (key == "gemm_tiles") continue;  // read by DeviceLayer
+    MOE_FAIL(MOE_STATUS_CONFIG_ERROR, "trtllm_style: unknown option '{}' (known: gemm_tiles)", key);
+  }
+  return o;
+}
+
+DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)
+    : problem_(problem) {
+  const moe_problem p = problem_.c();
+  const Refusal r = check_support(p);
+  MOE_CHECK(r.reason == MOE_REASON_NONE, MOE_STATUS_UNSUPPORTED, "trtllm_style: {}", r.message);
+  check_weights(p, w);
+  tiles_option_ = "auto";
+  for (const auto& [key, value] : options) {
+    if (key != "gemm_tiles") continue;
+    MOE_CHECK(value == "auto" || value == "tokens" || value == "weights", MOE_STATUS_CONFIG_ERROR,
+              "trtllm_style: gemm_tiles '{}' is not auto, tokens or weights", value);
+    tiles_option_ = value;
+  }
+  const PrepareOptions opts = layout_options(options);
+  const bool gated = is_gated(static_cast<moe_activation>(p.activation));
+  const int64_t h = p.hidden;
+
+  // Routed experts, then sinks, then the shared expert: each prepared the same way.
+  std::vector<PreparedLayer> parts;
+  const LayerShape routed = layer_shape(p);
+  parts.push_back(prepare(routed, w, opts));
+  tag_ = parts[0].tag;
+  padded_i_ = tag_.padded_intermediate;
+  n1_ = gated ? 2 * padded_i_ : padded_i_;
+  auto prepare_extra = [&](const moe_tensor& w13, const moe_tensor& w2, int64_t count) {
+    LayerShape s{MOE_FORMAT_BF16, gated, count, h, p.intermediate};
+    LayerTensors t;
+    t.w13 = layout_tensor(w13, count, gated ? 2 * p.intermediate : p.intermediate, h);
+    t.w2 = layout_tensor(w2, count, h, p.intermediate);
+    parts.push_back(prepare(s, t, opts));
+  };
+  if (p.sink_experts > 0) prepare_extra(w.sink_w13, w.sink_w2, p.sink_experts);
+  if (p.shared_intermediate > 0) prepare_extra(w.shared_w13, w.shared_w2, 1);
+  groups_ = p.local_experts + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
+
+  // Upload every group's weights back to back, and a pointer per group.
+  size_t w13_bytes = 0, w2_bytes = 0;
+  for (const auto& part : parts) {
+    w13_bytes += part.tensors.w13.bytes.size();
+    w2_bytes += part.tensors.w2.bytes.size();
+  }
+  w13_ = DeviceBuffer(w13_bytes);
+  w2_ = DeviceBuffer(w2_bytes);
+  std::vector<const void*> p13, p2;
+  std::vector<float> b13, b2;
+  size_t o13 = 0, o2 = 0;
+  for (const auto& part : parts) {
+    const LayerTensors& t = part.tensors;
+    w13_.upload(t.w13.bytes.data(), t.w13.bytes.size(), o13);
+    w2_.upload(t.w2.bytes.data(), t.w2.bytes.size(), o2);
+    for (int64_t e = 0; e < t.w13.shape.batch; ++e) {
+      p13.push_back(static_cast<const char*>(w13_.get()) + o13 + e * t.w13.shape.matrix_bytes());
+      p2.push_back(static_cast<const char*>(w2_.get()) + o2 + e * t.w2.shape.matrix_bytes());
+    }
+    o13 += t.w13.bytes.size();
+    o2 += t.w2.bytes.size();
+    if (t.b13.present()) {
+      append_bias(b13, t.b13);
+      append_bias(b2, t.b2);
+    } else {
+      b13.resize(b13.size() + size_t(t.w13.shape.batch * n1_), 0.0f);
+      b2.resize(b2.size() + size_t(t.w2.shape.batch * h), 0.0f);
+    }
+  }
+  w13_ptrs_ = upload_vector(p13);
+  w2_ptrs_ = upload_vector(p2);
+  has_bias_ = p.expert_bias != 0;
+  if (has_bias_) {
+    b13_ = upload_vector(b13);
+    b2_ = upload_vector(b2);
+  }
+  std::vector<int32_t> map(size_t(p.experts));
+  for (int64_t e = 0; e < p.experts; ++e) map[e] = local_expert_id(p, e);
+  local_map_ = upload_vector(map);
+}
+
+size_t DeviceLayer::workspace_size(int64_t tokens) const {
+  const moe_problem p = problem_.c();
+  const size_t rows = size_t(tokens * rows_per_token(p));
+  const int sm = device_info().sm_count;
+  const size_t gemm = std::max(grouped_gemm_workspace_bytes(GemmTiles::kTokens, int(groups_), sm),
+                               grouped_gemm_workspace_bytes(GemmTiles::kWeights, int(groups_), sm));
+  return round_up(moe::gpu::permutation_workspace_bytes(p, tokens)) +
+         round_up(rows * p.hidden * 2) + round_up(rows * n1_ * 2) +
+         round_up(rows * padded_i_ * 2) + round_up(rows * p.hidden * 2) + round_up(gemm);
+}
+
+DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens) const {
+  const moe_problem p = problem_.c();
+  const size_t rows = size_t(tokens * rows_per_token(p));
+  auto* at = static_cast<uint8_t*>(base);
+  auto take = [&](size_t bytes) {
+    uint8_t* ptr = at;
+    at += round_up(bytes);
+    return ptr;
+  };
+  Workspace ws;
+  ws.perm = moe::gpu::carve_permutation(p, tokens,
+                                        take(moe::gpu::permutation_workspace_bytes(p, tokens)));
+  ws.perm.local_of_global = local_map_.as<int32_t>();
+  ws.rows = take(rows * p.hidden * 2);
+  ws.gemm1 = take(rows * n1_ * 2);
+  ws.act = take(rows * padded_i_ * 2);
+  ws.gemm2 = take(rows * p.hidden * 2);
+  const int sm = device_info().sm_count;
+  ws.gemm_ws_bytes = std::max(grouped_gemm_workspace_bytes(GemmTiles::kTokens, int(groups_), sm),
+                              grouped_gemm_workspace_bytes(GemmTiles::kWeights, int(groups_), sm));
+  ws.gemm_ws = take(ws.gemm_ws_bytes);
+  return ws;
+}
+
+void DeviceLayer::run(const moe_run_args& a) const {
+  const moe_problem p = problem_.c();
+  const int64_t tokens = a.hidden.shape[0];
+  sdk::check_run_tensors(p, a, workspace_size(tokens));
+  if (tokens == 0) return;
+  auto stream = static_cast<cudaStream_t>(a.stream);
+  const Workspace ws = carve(a.workspace, tokens);
+  const int64_t rows = tokens * rows_per_token(p);
+  const int sm = device_info().sm_count;
+  // Few tokens per group: put the weights in the wgmma M operand (swap AB).
+  GemmTiles tiles = rows < 32 * groups_ ? GemmTiles::kWeights : GemmTiles::kTokens;
+  if (tiles_option_ == "tokens") tiles = GemmTiles::kTokens;
+  if (tiles_option_ == "weights") tiles = GemmTiles::kWeights;
+
+  moe::gpu::launch_permute(p, tokens, static_cast<const int32_t*>(a.topk_ids.data), ws.perm,
+                           stream);
+  moe::gpu::launch_gather_rows(ws.perm, p.hidden, static_cast<const uint16_t*>(a.hidden.data),
+                               static_cast<uint16_t*>(ws.rows), stream);
+  const int64_t* offsets = ws.perm.group_offsets;
+  run_grouped_gemm(tiles, int(groups_), offsets, int(n1_), int(p.hidden), ws.rows,
+                   w13_ptrs_.as<const void*>(), ws.gemm1, ws.gemm_ws, ws.gemm_ws_bytes, sm, stream);
+
+  moe::gpu::ActivationArgs act;
+  act.gemm1 = static_cast<const uint16_t*>(ws.gemm1);
+  act.out = static_cast<uint16_t*>(ws.act);
+  act.intermediate = padded_i_;
+  act.layout = moe::gpu::GateUpLayout::kInterleavedUpGate;
+  act.bias = has_bias_ ? b13_.as<float>() : nullptr;
+  act.bias_groups = has_bias_ ? int32_t(p.local_experts) : 0;
+  act.row_group = ws.perm.row_group;
+  act.silu_group_begin = int32_t(p.local_experts);
+  act.silu_group_end = int32_t(p.local_experts + p.sink_experts);
+  act.rows = {ws.perm.max_rows, nullptr, offsets + groups_};
+  moe::gpu::launch_activation(p, act, stream);
+
+  run_grouped_gemm(tiles, int(groups_), offsets, int(p.hidden), int(padded_i_), ws.act,
+                   w2_ptrs_.as<const void*>(), ws.gemm2, ws.gemm_ws, ws.gemm_ws_bytes, sm, stream);
+
+  moe::gpu::FinalizeArgs fin;
+  fin.gemm2 = static_cast<const uint16_t*>(ws.gemm2);
+  fin.topk_weights = static_cast<const float*>(a.topk_weights.data);
+  fin.bias = has_bias_ ? b2_.as<float>() : nullptr;
+  fin.out = static_cast<uint16_t*>(a.output.data);
+  moe::gpu::launch_finalize(p, tokens, ws.perm, fin, stream);
+}
+
+}  // namespace moe::trtllm

@@ -1,0 +1,52 @@
+// One trtllm_style layer on the GPU: weights prepared in the TensorRT-LLM layout (w31 swap and
+// gated interleave, so GEMM1 writes (up_i, gate_i) pairs side by side) and uploaded at prepare;
+// at run time route -> permute -> gather -> grouped GEMM1 -> activation -> grouped GEMM2 ->
+// weighted combine, all on the caller's stream and workspace (capturable in a CUDA graph).
+#pragma once
+
+#include <string>
+
+#include "device.hpp"
+#include "layout/prepare.hpp"
+#include "moe/moe_abi.h"
+#include "moe/problem.hpp"
+#include "moe/plugin.hpp"
+
+namespace moe::trtllm {
+
+// Why this backend cannot run `p` on this machine, or MOE_REASON_NONE.
+struct Refusal {
+  moe_reason reason = MOE_REASON_NONE;
+  std::string message;
+};
+Refusal check_support(const moe_problem& p);
+
+// The layout this backend prepares (bf16: w31 + gated interleave, no row shuffle, padded I).
+PrepareOptions layout_options(const Options& options);
+
+class DeviceLayer {
+ public:
+  DeviceLayer(const moe_problem& problem, const moe_weights& weights, const Options& options);
+
+  size_t workspace_size(int64_t tokens) const;
+  void run(const moe_run_args& args) const;
+  const LayoutTag& tag() const { return tag_; }
+
+ private:
+  struct Workspace;
+  Workspace carve(void* base, int64_t tokens) const;
+
+  Problem problem_;
+  LayoutTag tag_;
+  int64_t groups_ = 0;      // local experts, then sinks, then the shared expert
+  int64_t n1_ = 0;          // GEMM1 output width: 2P gated, P for relu2
+  int64_t padded_i_ = 0;    // P
+  std::string tiles_option_;  // "auto", "tokens" or "weights"
+  DeviceBuffer w13_, w2_;     // every group's weights, [groups][n1, H] and [groups][H, P]
+  DeviceBuffer w13_ptrs_, w2_ptrs_;  // [groups] pointers into them
+  DeviceBuffer b13_, b2_;     // [groups, n1] and [groups, H] f32 (zeros where absent)
+  DeviceBuffer local_map_;    // [E] global -> local expert id, -1 elsewhere
+  bool has_bias_ = false;
+};
+
+}  // namespace moe::trtllm

@@ -1,0 +1,195 @@
+// e4m3 activation quantisation against core's rules (moe::fp8_scale_from_amax,
+// moe::e4m3_from_double, moe::fake_quant_fp8_1x128 / fake_quant_fp8): scales bit for bit; codes
+// exactly against the kernel's documented rule e4m3(fp32(x / scale)), and that rule against the
+// reference's e4m3(x / scale in double) everywhere except near an e4m3 rounding midpoint.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cuda_test_env.hpp"
+#include "moe/formats.hpp"
+#include "moe_cuda/quantize.hpp"
+
+namespace moe::gpu {
+namespace {
+
+using test::DeviceBuffer;
+
+// True when |q| lies within 1e-6 relative of the midpoint between two adjacent e4m3 values.
+bool near_e4m3_midpoint(double q) {
+  const double a = std::abs(q);
+  const int code = e4m3_from_double(a);  // 0x00..0x7e
+  for (int c = std::max(0, code - 1); c < std::min(0x7e, code + 1); ++c) {
+    const double mid = 0.5 * (e4m3_to_double(uint8_t(c)) + e4m3_to_double(uint8_t(c + 1)));
+    if (std::abs(a - mid) <= 1e-6 * mid) return true;
+  }
+  return false;
+}
+
+// One element. The kernel's code must be exactly e4m3(fp32(x / scale)) (its documented rule,
+// reproduced here with the host's IEEE fp32 division). That rule must give the reference's code
+// (whose value fake_quant_* returned: `fake`) except where x / scale lies near an e4m3 midpoint,
+// the one place rounding twice can differ (kernels/quantize.cuh NOTES). Returns a failure text.
+std::string check_element(uint16_t x_bits, float scale, uint8_t got, double fake) {
+  const float x = bf16_to_float(x_bits);
+  const uint8_t rule = e4m3_from_double(double(x / scale));  // fp32 quotient, then RNE
+  const double q = double(x) / double(scale);
+  const uint8_t reference = e4m3_from_double(q);
+  std::string why;
+  if (got != rule) why = fmt::format("code 0x{:02x}, fp32 rule 0x{:02x}", got, rule);
+  if (rule != reference && !near_e4m3_midpoint(q))
+    why +=
+        fmt::format(" fp32 rule 0x{:02x} differs from the reference 0x{:02x} away from a midpoint",
+                    rule, reference);
+  const bool fake_ok =
+      std::isnan(fake) ? reference == 0x7f : e4m3_to_double(reference) * double(scale) == fake;
+  if (!fake_ok)
+    why += fmt::format(" reference code 0x{:02x} is not fake_quant's {}", reference, fake);
+  return why.empty() ? why : fmt::format("x={} scale={}: {}", x, scale, why);
+}
+
+class QuantizeTest : public test::CudaTest {
+ protected:
+  // Rows of very different magnitudes; a zero block, a NaN, a -0 and exact midpoints mixed in.
+  std::vector<uint16_t> activations(int64_t rows, int64_t hidden) {
+    std::vector<uint16_t> x(static_cast<size_t>(rows * hidden));
+    for (int64_t r = 0; r < rows; ++r) {
+      const float magnitude = std::pow(10.0f, uniform(-3.0f, 3.0f));
+      for (int64_t c = 0; c < hidden; ++c) x[r * hidden + c] = float_to_bf16(normal(magnitude));
+    }
+    if (rows > 2) {
+      for (int64_t c = 0; c < std::min<int64_t>(hidden, 128); ++c) x[1 * hidden + c] = 0;
+      x[2 * hidden + 3] = 0x7fc0;                 // NaN: code 0x7f, and not part of the amax
+      x[2 * hidden + 4] = 0x8000;                 // -0
+      x[2 * hidden + 5] = float_to_bf16(448.0f);  // with the block amax 448, scale 1: exact
+      x[2 * hidden + 6] = float_to_bf16(12.5f);   // quotients on midpoints, ties to even: 12
+      x[2 * hidden + 7] = float_to_bf16(-17.0f);  // -16
+      for (int64_t c = 8; c < std::min<int64_t>(hidden, 128); ++c) x[2 * hidden + c] = 0;
+    }
+    return x;
+  }
+
+  void expect_1x128(int64_t rows, int64_t hidden, int64_t begin, int64_t end, bool mn_major) {
+    SCOPED_TRACE(testing::Message() << "H=" << hidden << " rows [" << begin << ", " << end
+                                    << ") of " << rows << (mn_major ? " MN-major" : ""));
+    const int64_t blocks = ceil_div(hidden, kFp8BlockSize);
+    const std::vector<uint16_t> x = activations(rows, hidden);
+    DeviceBuffer<uint16_t> d_x(x);
+    DeviceBuffer<uint8_t> d_codes(static_cast<size_t>(rows * hidden));
+    DeviceBuffer<float> d_scales(static_cast<size_t>(rows * blocks));
+    DeviceBuffer<int64_t> d_range(std::vector<int64_t>{begin, end});
+    d_codes.poison(0xaa);
+    d_scales.poison(0xff);
+    const Fp8BlockScales layout =
+        mn_major ? Fp8BlockScales{d_scales.get(), 1, rows} : Fp8BlockScales{d_scales.get()};
+    launch_quantize_fp8_1x128(d_x.get(), hidden, RowRange{rows, d_range.get(), d_range.get() + 1},
+                              d_codes.get(), layout, stream_);
+    sync();
+    const std::vector<uint8_t> codes = d_codes.download();
+    const std::vector<float> scales = d_scales.download();
+
+    int64_t wrong = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const bool in_range = r >= begin && r < end;
+      std::vector<double> fake(
+          static_cast<size_t>(hidden));  // the reference's fake quantisation of the row
+      for (int64_t c = 0; c < hidden; ++c) fake[c] = bf16_to_float(x[r * hidden + c]);
+      fake_quant_fp8_1x128(fake.data(), hidden);
+      for (int64_t b = 0; b < blocks; ++b) {
+        const float scale = scales[mn_major ? b * rows + r : r * blocks + b];
+        if (!in_range) {
+          wrong += !std::isnan(scale);
+          continue;
+        }
+        const int64_t c0 = b * kFp8BlockSize, c1 = std::min(hidden, c0 + kFp8BlockSize);
+        double amax = 0.0;
+        for (int64_t c = c0; c < c1; ++c)
+          amax = std::max(amax, std::abs(double(bf16_to_float(x[r * hidden + c]))));
+        if (scale != fp8_scale_from_amax(amax) && wrong++ < 5)
+          ADD_FAILURE() << "row " << r << " block " << b << ": scale " << scale << " want "
+                        << fp8_scale_from_amax(amax);
+        for (int64_t c = c0; c < c1; ++c) {
+          const std::string why =
+              check_element(x[r * hidden + c], scale, codes[r * hidden + c], fake[c]);
+          if (!why.empty() && wrong++ < 5)
+            ADD_FAILURE() << "row " << r << " col " << c << ": " << why;
+        }
+      }
+      if (!in_range)
+        for (int64_t c = 0; c < hidden; ++c) wrong += codes[r * hidden + c] != 0xaa;
+    }
+    EXPECT_EQ(wrong, 0);
+  }
+
+  // Per-tensor: dynamic (scale from the amax of rows [begin, end)) or static (given).
+  void expect_tensor(int64_t rows, int64_t hidden, int64_t begin, int64_t end, bool dynamic) {
+    SCOPED_TRACE(testing::Message() << "H=" << hidden << " rows [" << begin << ", " << end << ") "
+                                    << (dynamic ? "dynamic" : "static"));
+    const std::vector<uint16_t> x = activations(rows, hidden);
+    double amax = 0.0;
+    for (int64_t i = begin * hidden; i < end * hidden; ++i)
+      amax = std::max(amax, std::abs(double(bf16_to_float(x[i]))));
+    const float want_scale = dynamic ? fp8_scale_from_amax(amax) : uniform(0.001f, 0.1f);
+    DeviceBuffer<uint16_t> d_x(x);
+    DeviceBuffer<uint8_t> d_codes(static_cast<size_t>(rows * hidden));
+    DeviceBuffer<float> d_scale(std::vector<float>{dynamic ? std::nanf("") : want_scale});
+    DeviceBuffer<char> workspace(quantize_fp8_tensor_workspace_bytes());
+    DeviceBuffer<int64_t> d_range(std::vector<int64_t>{begin, end});
+    workspace.poison(0x7b);  // the launch must zero its amax itself
+    d_codes.poison(0xaa);
+    const RowRange range{rows, d_range.get(), d_range.get() + 1};
+    if (dynamic)
+      launch_quantize_fp8_tensor_dynamic(d_x.get(), hidden, range, d_codes.get(), d_scale.get(),
+                                         workspace.get(), stream_);
+    else
+      launch_quantize_fp8_tensor_static(d_x.get(), hidden, range, d_scale.get(), d_codes.get(),
+                                        stream_);
+    sync();
+    const float scale = d_scale.download()[0];
+    EXPECT_EQ(scale, want_scale);
+    const std::vector<uint8_t> codes = d_codes.download();
+    std::vector<double> fake(
+        static_cast<size_t>((end - begin) * hidden));  // the reference's fake_quant_fp8
+    for (size_t i = 0; i < fake.size(); ++i) fake[i] = bf16_to_float(x[begin * hidden + i]);
+    if (!fake.empty()) fake_quant_fp8(fake.data(), int64_t(fake.size()), want_scale);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < rows * hidden; ++i) {
+      const int64_t r = i / hidden;
+      if (r < begin || r >= end) {
+        wrong += codes[i] != 0xaa;
+        continue;
+      }
+      const std::string why = check_element(x[i], want_scale, codes[i], fake[i - begin * hidden]);
+      if (!why.empty() && wrong++ < 5) ADD_FAILURE() << "element " << i << ": " << why;
+    }
+    EXPECT_EQ(wrong, 0);
+  }
+};
+
+TEST_F(QuantizeTest, PerToken1x128MatchesTheReferenceScalesAndCodes) {
+  expect_1x128(64, 7168, 0, 64, false);  // 16-byte loads
+  expect_1x128(33, 200, 0, 33, false);   // H % 8 != 0: scalar, a partial last block
+  expect_1x128(20, 320, 0, 20, false);   // 16-byte loads with a partial last block
+}
+
+TEST_F(QuantizeTest, PerToken1x128WritesOnlyTheDeviceRangeAndHonoursTheScaleLayout) {
+  expect_1x128(50, 512, 7, 29, true);
+  expect_1x128(50, 512, 9, 9, false);
+}
+
+TEST_F(QuantizeTest, PerTensorDynamicTakesTheAmaxOfTheRangeOnly) {
+  expect_tensor(64, 4096, 0, 64, true);
+  expect_tensor(40, 100, 5, 31, true);  // scalar path
+  expect_tensor(16, 256, 3, 3, true);   // no rows: scale 1e-10 / 448 as the reference
+}
+
+TEST_F(QuantizeTest, PerTensorStaticUsesTheGivenScale) {
+  expect_tensor(64, 4096, 0, 64, false);
+  expect_tensor(40, 100, 2, 39, false);
+}
+
+}  // namespace
+}  // namespace moe::gpu

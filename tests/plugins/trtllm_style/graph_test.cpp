@@ -1,0 +1,109 @@
+// The trtllm_style layer on a GPU, through the C ABI: captured in a CUDA graph and replayed with
+// new inputs in the same buffers, it matches the reference each time; tokens above max_tokens
+// and a wrong dtype are statuses. Skips without an sm_90 GPU.
+#include <cuda_runtime_api.h>
+
+#include "../../support/test_env.hpp"
+
+namespace moe::test {
+namespace {
+
+class TrtllmGraph : public testing::Test {
+ protected:
+  void SetUp() override {
+    registry_ = std::make_unique<Registry>(registry_of({build_plugin_dir()}));
+    plugin_ = registry_->find("trtllm_style");
+    reference_ = registry_->find("reference");
+    if (plugin_ == nullptr) GTEST_SKIP() << "trtllm_style was not built (no CUDA or CUTLASS)";
+    problem_.raw().experts = 16;
+    problem_.raw().top_k = 4;
+    problem_.raw().hidden = 256;
+    problem_.raw().intermediate = 192;
+    problem_.raw().max_tokens = 64;
+    problem_.finalize();
+    const Support s = plugin_->supports(problem_.c());
+    if (!s.supported) GTEST_SKIP() << "trtllm_style: " << s.message;
+  }
+
+  std::unique_ptr<Registry> registry_;
+  std::shared_ptr<Plugin> plugin_, reference_;
+  Problem problem_;
+};
+
+// A host tensor's bytes into an existing device buffer.
+void put(const Buffer& b, const HostTensor& t) { b.upload(t.raw(), t.bytes()); }
+
+TEST_F(TrtllmGraph, ReplayedGraphMatchesTheReferenceForNewInputs) {
+  const moe_problem p = problem_.c();
+  const LayerWeights w = random_weights(p, 5);
+  const Layer layer = plugin_->prepare(p, w.view(), {});
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  const int64_t tokens = 37, width = p.top_k;
+  Buffer hidden(plugin_, tokens * p.hidden * 2), ids(plugin_, tokens * width * 4),
+      weights(plugin_, tokens * width * 4), out(plugin_, tokens * p.hidden * 2);
+  const size_t ws_bytes = layer.workspace_size(tokens);
+  Buffer ws(plugin_, ws_bytes);
+  moe_run_args args{};
+  args.hidden = make_view(hidden.data(), MOE_DTYPE_BF16, {tokens, p.hidden});
+  args.topk_ids = make_view(ids.data(), MOE_DTYPE_I32, {tokens, width});
+  args.topk_weights = make_view(weights.data(), MOE_DTYPE_F32, {tokens, width});
+  args.output = make_view(out.data(), MOE_DTYPE_BF16, {tokens, p.hidden});
+  args.workspace = ws.data();
+  args.workspace_size = ws_bytes;
+
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  args.stream = stream;
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  layer.run(args);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  for (uint64_t seed : {11u, 12u, 13u}) {
+    const Batch batch = random_batch(p, tokens, seed, Scenario::kRandom);
+    const Routing routing = route_batch(*reference_, p, batch);
+    put(hidden, batch.hidden);
+    put(ids, routing.ids);
+    put(weights, routing.weights);
+    HostTensor poison(MOE_DTYPE_BF16, {tokens, p.hidden});
+    poison.fill_bytes(0xFF);
+    put(out, poison);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    HostTensor got(MOE_DTYPE_BF16, {tokens, p.hidden});
+    out.download(got.raw(), got.bytes());
+    const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+    EXPECT_LT(relative_l2(got, ref.output), 1e-2) << "seed " << seed;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST_F(TrtllmGraph, TokensAboveMaxTokensAreACapacityError) {
+  const moe_problem p = problem_.c();
+  const LayerWeights w = random_weights(p, 5);
+  const Layer layer = plugin_->prepare(p, w.view(), {});
+  Problem roomy = problem_;  // route the 65 tokens under a problem that admits them
+  roomy.raw().max_tokens = 128;
+  const Batch batch = random_batch(roomy.c(), 65, 1, Scenario::kRandom);
+  const Routing routing = route_batch(*reference_, roomy.c(), batch);
+  expect_error([&] { run_layer(layer, p, batch.hidden, routing); }, MOE_STATUS_CAPACITY_EXCEEDED,
+               {"65 tokens exceed max_tokens=64"});
+}
+
+TEST_F(TrtllmGraph, OnlyBf16WeightsAreSupportedWithTheReason) {
+  Problem fp8 = problem_;
+  fp8.raw().format = MOE_FORMAT_FP8_BLOCK;
+  fp8.raw().input_format = MOE_INPUT_DEFAULT;
+  fp8.finalize();
+  const Support s = plugin_->supports(fp8.c());
+  EXPECT_FALSE(s.supported);
+  EXPECT_EQ(s.reason, MOE_REASON_FORMAT);
+  EXPECT_THAT(s.message, testing::HasSubstr("bf16 weights only"));
+}
+
+}  // namespace
+}  // namespace moe::test
