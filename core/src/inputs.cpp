@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -228,6 +229,37 @@ LayerWeights random_weights_fast(const moe_problem& p, uint64_t seed) {
   fill_uniform_bf16(lw.w13, mix_seed(seed, "w13"), 1.0 / std::sqrt(double(p.hidden)));
   fill_uniform_bf16(lw.w2, mix_seed(seed, "w2"), 1.0 / std::sqrt(double(p.intermediate)));
   return lw;
+}
+
+LayerWeights slice_local_experts(const LayerWeights& global, const moe_problem& ep) {
+  auto slice = [&](const HostTensor& t) {
+    if (t.empty()) return t;
+    MOE_CHECK(!t.shape().empty() && t.shape()[0] == ep.experts, MOE_STATUS_SHAPE_MISMATCH,
+              "a stacked tensor has {} experts, the problem {}",
+              t.shape().empty() ? 0 : t.shape()[0], ep.experts);
+    std::vector<int64_t> shape = t.shape();
+    shape[0] = ep.local_experts;
+    HostTensor out(t.dtype(), shape);
+    const size_t per = t.bytes() / size_t(ep.experts);
+    for (int64_t g = 0; g < ep.experts; ++g) {
+      const int32_t l = local_expert_id(ep, g);
+      if (l >= 0)
+        std::memcpy(static_cast<uint8_t*>(out.raw()) + size_t(l) * per,
+                    static_cast<const uint8_t*>(t.raw()) + size_t(g) * per, per);
+    }
+    return out;
+  };
+  LayerWeights w = global;
+  for (auto [dst, src] : {std::pair{&w.w13, &global.w13},
+                          {&w.w13_scale, &global.w13_scale},
+                          {&w.w13_scale_2, &global.w13_scale_2},
+                          {&w.w2, &global.w2},
+                          {&w.w2_scale, &global.w2_scale},
+                          {&w.w2_scale_2, &global.w2_scale_2},
+                          {&w.b13, &global.b13},
+                          {&w.b2, &global.b2}})
+    *dst = slice(*src);
+  return w;
 }
 
 const char* scenario_name(Scenario s) {

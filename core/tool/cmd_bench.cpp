@@ -38,7 +38,7 @@ DeviceRun stage_run(const Layer& layer, const moe_problem& p, const Batch& batch
   const Plugin& plugin = layer.plugin();
   auto owner = plugin.shared_from_this();
   const int64_t t = batch.hidden.shape()[0], w = routing.ids.shape()[1];
-  DeviceRun r{Buffer(owner, batch.hidden.bytes()), Buffer(owner, routing.ids.bytes()),
+  DeviceRun r{Buffer(owner, batch.hidden.bytes()),    Buffer(owner, routing.ids.bytes()),
               Buffer(owner, routing.weights.bytes()), Buffer(owner, size_t(t * p.hidden * 2)),
               Buffer(owner, layer.workspace_size(t)), {}};
   r.hidden.upload(batch.hidden.raw(), batch.hidden.bytes());
@@ -79,8 +79,9 @@ std::vector<int64_t> parse_tokens(const std::string& list) {
 
 void add_bench(CLI::App& app, Discovery& d) {
   auto* cmd = app.add_subcommand(
-      "bench", "Time one layer per token count on the selected backend: median of device-event "
-               "times, TFLOP/s, weight bytes/s and the ratio to the floor (ARCHITECTURE §8)");
+      "bench",
+      "Time one layer per token count on the selected backend: median of device-event "
+      "times, TFLOP/s, weight bytes/s and the ratio to the floor (ARCHITECTURE §8)");
   static std::string config, tokens_list = "1,8,64,512,4096,16384", graph = "auto", jsonl,
                              device = "unknown", commit = "unknown", shape, dump_routing;
   static int iterations = 50, warmup = 10;
@@ -114,9 +115,8 @@ void add_bench(CLI::App& app, Discovery& d) {
     const LayerWeights weights = random_weights_fast(p, cfg.seed);
     const Layer layer = sel.plugin->prepare(p, weights.view(), cfg.options);
     std::unique_ptr<Layer> ref_layer;
-    std::cout << fmt::format("{:>7} {:>10} {:>9} {:>11} {:>10} {:>8} {:>6} {:>9}\n", "tokens",
-                             "ms", "TFLOP/s", "weight TB/s", "floor ms", "x floor", "graph",
-                             "rel_err");
+    std::cout << fmt::format("{:>7} {:>10} {:>9} {:>11} {:>10} {:>8} {:>6} {:>9}\n", "tokens", "ms",
+                             "TFLOP/s", "weight TB/s", "floor ms", "x floor", "graph", "rel_err");
     for (const int64_t t : parse_tokens(tokens_list)) {
       MOE_CHECK(t >= 1 && t <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
                 "tokens={} outside [1, max_tokens={}]", t, p.max_tokens);
@@ -129,7 +129,8 @@ void add_bench(CLI::App& app, Discovery& d) {
       pt.tokens = t;
       const Plugin& router = sel.plugin->can_route(p) ? *sel.plugin : *reference;
       for (int s = 0; s < sets; ++s) {
-        const Batch batch = random_batch(p, t, mix_seed(cfg.seed, fmt::format("bench{}", s)), Scenario::kRandom);
+        const Batch batch =
+            random_batch(p, t, mix_seed(cfg.seed, fmt::format("bench{}", s)), Scenario::kRandom);
         const Routing routing = route_batch(router, p, batch);
         if (s == 0) {
           pt.active_experts = active_experts(routing, p);
@@ -137,7 +138,8 @@ void add_bench(CLI::App& app, Discovery& d) {
             write_safetensors(fmt::format("{}/{}_{}.safetensors", dump_routing, key, t),
                               {{"topk_ids", routing.ids}, {"topk_weights", routing.weights}});
           if (t <= check_max_tokens && reference) {
-            if (!ref_layer) ref_layer = std::make_unique<Layer>(reference->prepare(p, weights.view(), {}));
+            if (!ref_layer)
+              ref_layer = std::make_unique<Layer>(reference->prepare(p, weights.view(), {}));
             const RunResult got = run_layer(layer, p, batch.hidden, routing);
             const RunResult ref = run_layer(*ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
             pt.rel_err = relative_l2(got.output, ref.output);
@@ -155,24 +157,36 @@ void add_bench(CLI::App& app, Discovery& d) {
       pt.tflops = flops / (pt.ms * 1e9);
       pt.weight_tbps = wbytes / (pt.ms * 1e9);
       pt.floor_ms = std::max(wbytes / (kHbmTbps * 1e9), flops / (kBf16PeakTflops * 1e9));
-      std::cout << fmt::format("{:>7} {:>10.4f} {:>9.1f} {:>11.3f} {:>10.4f} {:>8.2f} {:>6} {:>9}\n",
-                               t, pt.ms, pt.tflops, pt.weight_tbps, pt.floor_ms, pt.ms / pt.floor_ms,
-                               pt.graph ? "yes" : "no",
-                               std::isnan(pt.rel_err) ? "-" : fmt::format("{:.2e}", pt.rel_err));
+      std::cout << fmt::format(
+          "{:>7} {:>10.4f} {:>9.1f} {:>11.3f} {:>10.4f} {:>8.2f} {:>6} {:>9}\n", t, pt.ms,
+          pt.tflops, pt.weight_tbps, pt.floor_ms, pt.ms / pt.floor_ms, pt.graph ? "yes" : "no",
+          std::isnan(pt.rel_err) ? "-" : fmt::format("{:.2e}", pt.rel_err));
       if (!jsonl.empty()) {
         char date[16];
         const std::time_t now = std::time(nullptr);
         std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
         nlohmann::json rec = {
-            {"date", date}, {"device", device}, {"commit", commit},
+            {"date", date},
+            {"device", device},
+            {"commit", commit},
             {"backend", sel.plugin->name()},
-            {"format", format_name(static_cast<moe_format>(p.format))}, {"shape", key},
-            {"experts", p.experts}, {"top_k", p.top_k}, {"hidden", p.hidden},
-            {"intermediate", p.intermediate}, {"tokens", t}, {"ms", pt.ms}, {"tflops", pt.tflops},
-            {"weight_tbps", pt.weight_tbps}, {"floor_ms", pt.floor_ms}, {"graph", pt.graph},
+            {"format", format_name(static_cast<moe_format>(p.format))},
+            {"shape", key},
+            {"experts", p.experts},
+            {"top_k", p.top_k},
+            {"hidden", p.hidden},
+            {"intermediate", p.intermediate},
+            {"tokens", t},
+            {"ms", pt.ms},
+            {"tflops", pt.tflops},
+            {"weight_tbps", pt.weight_tbps},
+            {"floor_ms", pt.floor_ms},
+            {"graph", pt.graph},
             {"peers", nlohmann::json::object()},
             {"rel_err", std::isnan(pt.rel_err) ? nlohmann::json() : nlohmann::json(pt.rel_err)},
-            {"active_experts", pt.active_experts}, {"iterations", iterations}, {"input_sets", sets}};
+            {"active_experts", pt.active_experts},
+            {"iterations", iterations},
+            {"input_sets", sets}};
         std::ofstream(jsonl, std::ios::app) << rec.dump() << "\n";
       }
     }

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "run_ep.hpp"
 #include "run_inputs.hpp"
 
 namespace moe::tool {
@@ -37,6 +38,8 @@ void add_run(CLI::App& app, Discovery& d) {
   static uint64_t seed = 0;
   static bool seed_given = false;
   static std::string inputs, output, checkpoint;
+  static bool ep_skew = false;
+  static int32_t ep_empty_rank = -1;
   cmd->add_option("--config", config, "YAML config")->required();
   cmd->add_option("--inputs", inputs,
                   "safetensors file with hidden_states [T, H] (bf16) and, when the config has no "
@@ -51,8 +54,20 @@ void add_run(CLI::App& app, Discovery& d) {
   cmd->add_option_function<uint64_t>(
       "--seed", [](const uint64_t& s) { seed = s, seed_given = true; },
       "Random seed (default: the config's seed, else 1)");
+  cmd->add_flag("--ep-skew", ep_skew,
+                "Expert parallel: route every token to rank 0's experts (skewed routing)");
+  cmd->add_option("--ep-empty-rank", ep_empty_rank, "Expert parallel: this rank has no tokens");
   cmd->callback([&d] {
     Config cfg = Config::load_file(config);
+    if (cfg.problem.raw().ep_placement != MOE_EP_NONE) {
+      MOE_CHECK(inputs.empty() && output.empty() && !cfg.checkpoint, MOE_STATUS_UNSUPPORTED,
+                "an expert-parallel run draws its own inputs: --inputs, --output and checkpoints "
+                "are not supported with ep_placement yet");
+      run_expert_parallel(cfg, d,
+                          {tokens >= 0 ? tokens : cfg.tokens, seed_given ? seed : cfg.seed, ep_skew,
+                           ep_empty_rank});
+      return;
+    }
     if (!checkpoint.empty()) {
       MOE_CHECK(cfg.checkpoint.has_value(), MOE_STATUS_CONFIG_ERROR,
                 "--checkpoint given, but {} has no checkpoint section (it names the convention)",

@@ -44,6 +44,10 @@ LayerWeights random_weights(const moe_problem& problem, uint64_t seed);
 // a hash of (seed, index), filled on every core. Other formats fall back to random_weights.
 LayerWeights random_weights_fast(const moe_problem& problem, uint64_t seed);
 
+// The weights of `ep`'s local experts (in local order) out of a whole layer's `global` weights;
+// shared, sink and activation-scale tensors are copied whole.
+LayerWeights slice_local_experts(const LayerWeights& global, const moe_problem& ep);
+
 enum class Scenario {
   kRandom,     // routed from N(0, 2) logits
   kTies,       // logits on a 0.5 grid: many exact ties

@@ -31,7 +31,9 @@ class TrtllmGraph : public testing::Test {
 };
 
 // A host tensor's bytes into an existing device buffer.
-void put(const Buffer& b, const HostTensor& t) { b.upload(t.raw(), t.bytes()); }
+void put(const Buffer& b, const HostTensor& t) {
+  b.upload(t.raw(), t.bytes());
+}
 
 TEST_F(TrtllmGraph, ReplayedGraphMatchesTheReferenceForNewInputs) {
   const moe_problem p = problem_.c();

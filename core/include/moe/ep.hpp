@@ -1,0 +1,73 @@
+// Expert parallelism across GPUs (one process per GPU, NCCL underneath): how a process finds
+// its rank, the communicator of the ranks, and one layer step that sends tokens to the ranks
+// that own their experts and sums the results that come back.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "moe/ep_plan.hpp"
+#include "moe/plugin.hpp"
+#include "moe/runner.hpp"
+#include "moe/tensor.hpp"
+
+namespace moe::ep {
+
+// Rank, world size and local rank, from the launcher's environment: torchrun (RANK, WORLD_SIZE,
+// LOCAL_RANK), mpirun (OMPI_COMM_WORLD_*), srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID);
+// none of these: a single process (rank 0 of 1). `run_id` names the job for the rendezvous.
+struct Launch {
+  int32_t rank = 0, world = 1, local_rank = 0;
+  std::string launcher = "single";
+  std::string run_id;
+};
+Launch launch_from_env();
+
+// Narrows CUDA_VISIBLE_DEVICES to this process's GPU (LOCAL_RANK) unless it already names one,
+// so every plugin's device 0 is that GPU. Call before anything touches CUDA.
+void pin_local_device(const Launch& launch);
+
+// The NCCL communicator of all ranks. Rank 0 writes the NCCL unique id to a file in
+// `rendezvous_dir` named for the run; the others wait for it. Init and every exchange time out
+// after `timeout_s` with an error that names the rank and the step (a rank that never joined or
+// died), and every rank checks that all ranks run the same config (`digest`).
+class Group {
+ public:
+  static std::unique_ptr<Group> connect(const Launch& launch, std::shared_ptr<const Plugin> device,
+                                        const std::string& rendezvous_dir, double timeout_s,
+                                        uint64_t digest);
+  ~Group();
+  int32_t rank() const { return rank_; }
+  int32_t world() const { return world_; }
+
+  // One grouped send/recv: bytes sends[r] to rank r and recvs[r] from rank r (device memory).
+  void exchange(const std::vector<std::pair<const void*, size_t>>& sends,
+                const std::vector<std::pair<void*, size_t>>& recvs, const char* what);
+  std::vector<uint64_t> all_gather(uint64_t value, const char* what);
+
+ private:
+  Group() = default;
+  void wait(const char* what);
+
+  void* comm_ = nullptr;
+  int32_t rank_ = 0, world_ = 1;
+  double timeout_s_ = 60;
+  std::shared_ptr<const Plugin> device_;
+};
+
+struct StepStats {
+  int64_t tokens_sent = 0, tokens_received = 0;
+  double ms = 0;
+};
+
+// One expert-parallel layer step for this rank's tokens: plan, send tokens (with the ids and
+// weights the receiver computes), run `layer` (this rank's experts) on what arrived, send the
+// results back and sum them in rank order; sink experts run on the home rank. `group` null:
+// a single rank, no NCCL (works with host plugins too). Output [T, H] bf16 on the host.
+HostTensor run_step(Group* group, const Layer& layer, const moe_problem& ep_problem,
+                    const HostTensor& hidden, const Routing& routing, StepStats* stats = nullptr);
+
+}  // namespace moe::ep

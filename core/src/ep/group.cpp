@@ -1,0 +1,162 @@
+// The NCCL communicator: rendezvous through a file, non-blocking init and exchanges polled
+// against a deadline, so a rank that never joins or dies is an error and not a hang.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "moe/ep.hpp"
+#include "moe/error.hpp"
+#include "nccl.hpp"
+
+namespace moe::ep {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+void check_nccl(ncclResult_t r, const char* what) {
+  if (r == ncclSuccess || r == ncclInProgress) return;
+  MOE_FAIL(MOE_STATUS_DEVICE_ERROR, "NCCL {} failed: {}", what, nccl().error_string(r));
+}
+
+// Rank 0 publishes the id (written to a temporary name, then renamed: readers never see half a
+// file); the others wait for it until the deadline.
+ncclUniqueId rendezvous(const Launch& l, const std::string& dir, double timeout_s) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const fs::path file = fs::path(dir) / fmt::format("moe_ep_{}_{}.ncclid",
+                                                    l.run_id.empty() ? "run" : l.run_id, l.world);
+  ncclUniqueId id{};
+  if (l.rank == 0) {
+    check_nccl(nccl().get_unique_id(&id), "ncclGetUniqueId");
+    const fs::path tmp = file.string() + fmt::format(".tmp{}", ::getpid());
+    std::ofstream(tmp, std::ios::binary).write(id.internal, sizeof(id.internal));
+    fs::rename(tmp, file, ec);
+    MOE_CHECK(!ec, MOE_STATUS_IO_ERROR, "rank 0 cannot publish the NCCL id at {}: {}",
+              file.string(), ec.message());
+    return id;
+  }
+  const auto start = Clock::now();
+  while (true) {
+    std::ifstream in(file, std::ios::binary);
+    if (in.read(id.internal, sizeof(id.internal)) && in.gcount() == sizeof(id.internal)) return id;
+    MOE_CHECK(seconds_since(start) < timeout_s, MOE_STATUS_IO_ERROR,
+              "rank {} of {}: rank 0 did not publish the NCCL id at {} within {:.0f} s (did it "
+              "start, with the same rendezvous directory?)",
+              l.rank, l.world, file.string(), timeout_s);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Group> Group::connect(const Launch& l, std::shared_ptr<const Plugin> device,
+                                      const std::string& dir, double timeout_s, uint64_t digest) {
+  MOE_CHECK(device && device->device_memory(), MOE_STATUS_UNSUPPORTED,
+            "expert parallelism over several GPUs needs a backend with device memory");
+  std::unique_ptr<Group> g(new Group());
+  g->rank_ = l.rank;
+  g->world_ = l.world;
+  g->timeout_s_ = timeout_s;
+  g->device_ = std::move(device);
+  const ncclUniqueId id = rendezvous(l, dir, timeout_s);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // init and collectives return at once; wait() polls with a deadline
+  ncclComm_t comm = nullptr;
+  check_nccl(nccl().comm_init_rank_config(&comm, l.world, id, l.rank, &config),
+             "ncclCommInitRankConfig");
+  g->comm_ = comm;
+  const auto start = Clock::now();
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    check_nccl(nccl().comm_get_async_error(comm, &state), "ncclCommGetAsyncError");
+    if (state == ncclSuccess) break;
+    check_nccl(state, "communicator init");
+    if (seconds_since(start) > timeout_s) {
+      nccl().comm_abort(comm);
+      g->comm_ = nullptr;
+      MOE_FAIL(MOE_STATUS_DEVICE_ERROR,
+               "rank {} of {}: the NCCL communicator was not complete after {:.0f} s: a rank "
+               "never joined",
+               l.rank, l.world, timeout_s);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // Every rank must run the same problem, backend and seed.
+  const std::vector<uint64_t> all = g->all_gather(digest, "config check");
+  for (int32_t r = 0; r < l.world; ++r) {
+    MOE_CHECK(all[size_t(r)] == all[0], MOE_STATUS_CONFIG_ERROR,
+              "rank {} runs a different config than rank 0 (digest {:016x} vs {:016x}): every "
+              "rank needs the same problem, backend and seed",
+              r, all[size_t(r)], all[0]);
+  }
+  spdlog::info("expert parallel: rank {} of {} connected ({})", l.rank, l.world, nccl().library);
+  return g;
+}
+
+Group::~Group() {
+  if (comm_) nccl().comm_destroy(static_cast<ncclComm_t>(comm_));
+}
+
+void Group::wait(const char* what) {
+  const auto start = Clock::now();
+  auto comm = static_cast<ncclComm_t>(comm_);
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    check_nccl(nccl().comm_get_async_error(comm, &state), "ncclCommGetAsyncError");
+    check_nccl(state, what);
+    if (state == ncclSuccess && nccl().stream_query(nullptr) == 0) return;
+    if (seconds_since(start) > timeout_s_) {
+      nccl().comm_abort(comm);
+      comm_ = nullptr;
+      MOE_FAIL(MOE_STATUS_DEVICE_ERROR,
+               "rank {} of {}: {} did not finish within {:.0f} s: a rank died or stopped "
+               "answering",
+               rank_, world_, what, timeout_s_);
+    }
+    std::this_thread::yield();
+  }
+}
+
+void Group::exchange(const std::vector<std::pair<const void*, size_t>>& sends,
+                     const std::vector<std::pair<void*, size_t>>& recvs, const char* what) {
+  MOE_CHECK(comm_ != nullptr, MOE_STATUS_DEVICE_ERROR, "the NCCL communicator was aborted");
+  auto comm = static_cast<ncclComm_t>(comm_);
+  check_nccl(nccl().group_start(), "ncclGroupStart");
+  for (int32_t r = 0; r < world_; ++r) {
+    if (sends[size_t(r)].second)
+      check_nccl(
+          nccl().send(sends[size_t(r)].first, sends[size_t(r)].second, ncclUint8, r, comm, nullptr),
+          "ncclSend");
+    if (recvs[size_t(r)].second)
+      check_nccl(
+          nccl().recv(recvs[size_t(r)].first, recvs[size_t(r)].second, ncclUint8, r, comm, nullptr),
+          "ncclRecv");
+  }
+  check_nccl(nccl().group_end(), "ncclGroupEnd");
+  wait(what);
+}
+
+std::vector<uint64_t> Group::all_gather(uint64_t value, const char* what) {
+  MOE_CHECK(comm_ != nullptr, MOE_STATUS_DEVICE_ERROR, "the NCCL communicator was aborted");
+  Buffer mine(device_, sizeof(uint64_t)), all(device_, sizeof(uint64_t) * size_t(world_));
+  mine.upload(&value, sizeof(value));
+  check_nccl(nccl().all_gather(mine.data(), all.data(), sizeof(uint64_t), ncclUint8,
+                               static_cast<ncclComm_t>(comm_), nullptr),
+             "ncclAllGather");
+  wait(what);
+  std::vector<uint64_t> out(static_cast<size_t>(world_));
+  all.download(out.data(), out.size() * sizeof(uint64_t));
+  return out;
+}
+
+}  // namespace moe::ep

@@ -1,0 +1,142 @@
+// One expert-parallel layer step (run_step): plan on the host, tokens to the ranks that own
+// their experts, the local layer on what arrived, results back, summed in rank order.
+#include <chrono>
+#include <cstring>
+
+#include "moe/ep.hpp"
+#include "moe/error.hpp"
+#include "moe/formats.hpp"
+#include "moe/problem.hpp"
+
+namespace moe::ep {
+namespace {
+
+// Contiguous host rows packed for sending.
+template <class T>
+std::vector<T> pack_rows(const T* src, const std::vector<int32_t>& rows, int64_t width) {
+  std::vector<T> out(rows.size() * size_t(width));
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(out.data() + i * width, src + rows[i] * width, size_t(width) * sizeof(T));
+  return out;
+}
+
+// Per-rank byte spans of a buffer of rows: counts[r] rows of `row_bytes` each, back to back.
+template <class P>
+std::vector<std::pair<P, size_t>> spans(P base, const std::vector<int64_t>& counts,
+                                        size_t row_bytes) {
+  std::vector<std::pair<P, size_t>> out;
+  size_t at = 0;
+  for (int64_t c : counts) {
+    out.push_back(
+        {reinterpret_cast<P>(reinterpret_cast<uintptr_t>(base) + at), size_t(c) * row_bytes});
+    at += size_t(c) * row_bytes;
+  }
+  return out;
+}
+
+// The exchange of one kind of rows: through NCCL, or a copy when this is the only rank.
+void exchange(Group* group, const Plugin& dev, const std::vector<std::pair<const void*, size_t>>& s,
+              const std::vector<std::pair<void*, size_t>>& r, const char* what) {
+  if (group != nullptr) return group->exchange(s, r, what);
+  dev.copy(r[0].first, s[0].first, s[0].second, MOE_MEMCPY_DEVICE_TO_DEVICE);
+}
+
+Buffer upload(std::shared_ptr<const Plugin> dev, const void* host, size_t bytes) {
+  Buffer b(std::move(dev), bytes);
+  b.upload(host, bytes);
+  return b;
+}
+
+}  // namespace
+
+HostTensor run_step(Group* group, const Layer& layer, const moe_problem& p,
+                    const HostTensor& hidden, const Routing& routing, StepStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
+  const Plugin& plugin = layer.plugin();
+  const auto dev = plugin.shared_from_this();
+  const int32_t world = group ? group->world() : 1;
+  MOE_CHECK(p.shared_intermediate == 0, MOE_STATUS_UNSUPPORTED,
+            "expert parallelism with a weight-1 shared expert is not implemented: run the shared "
+            "expert as a dense layer on each rank");
+  MOE_CHECK(world == p.ep_size, MOE_STATUS_CONFIG_ERROR,
+            "the problem has ep_size={} but {} rank(s) run", p.ep_size, world);
+  const int64_t tokens = hidden.shape()[0], h = p.hidden, w = topk_width(p);
+  const DispatchPlan plan =
+      plan_dispatch(p, world, routing.ids.data<int32_t>(), routing.weights.data<float>(), tokens);
+  const int64_t sent = plan.send_offsets.back();
+
+  // 1. How many tokens each rank receives from each rank.
+  std::vector<int64_t> recv_counts(static_cast<size_t>(world));
+  {
+    Buffer s = upload(dev, plan.send_counts.data(), sizeof(int64_t) * size_t(world));
+    Buffer r(dev, sizeof(int64_t) * size_t(world));
+    exchange(group, plugin, spans<const void*>(s.data(), std::vector<int64_t>(world, 1), 8),
+             spans<void*>(r.data(), std::vector<int64_t>(world, 1), 8), "token count exchange");
+    r.download(recv_counts.data(), sizeof(int64_t) * size_t(world));
+  }
+  int64_t received = 0;
+  for (int64_t c : recv_counts) received += c;
+
+  // 2. Tokens, their ids and weights, to the ranks that own their experts.
+  const auto x = pack_rows(hidden.data<uint16_t>(), plan.send_tokens, h);
+  Buffer sx = upload(dev, x.data(), x.size() * 2), rx(dev, size_t(received * h * 2));
+  Buffer si = upload(dev, plan.send_ids.data(), plan.send_ids.size() * 4),
+         ri(dev, size_t(received * w * 4));
+  Buffer sw = upload(dev, plan.send_weights.data(), plan.send_weights.size() * 4),
+         rw(dev, size_t(received * w * 4));
+  exchange(group, plugin, spans<const void*>(sx.data(), plan.send_counts, size_t(h) * 2),
+           spans<void*>(rx.data(), recv_counts, size_t(h) * 2), "token dispatch");
+  exchange(group, plugin, spans<const void*>(si.data(), plan.send_counts, size_t(w) * 4),
+           spans<void*>(ri.data(), recv_counts, size_t(w) * 4), "id dispatch");
+  exchange(group, plugin, spans<const void*>(sw.data(), plan.send_counts, size_t(w) * 4),
+           spans<void*>(rw.data(), recv_counts, size_t(w) * 4), "weight dispatch");
+
+  // 3. This rank's experts on every token that arrived.
+  Buffer ry(dev, size_t(received * h * 2));
+  if (received > 0) {
+    const size_t ws_bytes = layer.workspace_size(received);
+    Buffer ws(dev, ws_bytes);
+    moe_run_args a{};
+    a.hidden = make_view(rx.data(), MOE_DTYPE_BF16, {received, h});
+    a.topk_ids = make_view(ri.data(), MOE_DTYPE_I32, {received, w});
+    a.topk_weights = make_view(rw.data(), MOE_DTYPE_F32, {received, w});
+    a.output = make_view(ry.data(), MOE_DTYPE_BF16, {received, h});
+    a.workspace = ws_bytes ? ws.data() : nullptr;
+    a.workspace_size = ws_bytes;
+    layer.run(a);
+    plugin.sync();
+  }
+
+  // 4. Results back to the ranks the tokens came from.
+  Buffer back(dev, size_t(sent * h * 2));
+  exchange(group, plugin, spans<const void*>(ry.data(), recv_counts, size_t(h) * 2),
+           spans<void*>(back.data(), plan.send_counts, size_t(h) * 2), "result combine");
+  std::vector<uint16_t> partial(static_cast<size_t>(sent * h));
+  back.download(partial.data(), partial.size() * 2);
+
+  // 5. Sum in rank order (plan order), then the home pass of sink experts.
+  std::vector<float> acc(static_cast<size_t>(tokens * h), 0.0f);
+  for (int64_t i = 0; i < sent; ++i) {
+    float* row = acc.data() + plan.send_tokens[size_t(i)] * h;
+    for (int64_t c = 0; c < h; ++c) row[c] += bf16_to_float(partial[size_t(i * h + c)]);
+  }
+  if (needs_home_pass(p) && tokens > 0) {
+    HostTensor ids(MOE_DTYPE_I32, {tokens, w});
+    const auto home = home_pass_ids(p, routing.ids.data<int32_t>(), tokens);
+    std::memcpy(ids.raw(), home.data(), ids.bytes());
+    const RunResult r = run_layer(layer, p, hidden, Routing{ids, routing.weights});
+    for (int64_t i = 0; i < tokens * h; ++i)
+      acc[size_t(i)] += bf16_to_float(r.output.data<uint16_t>()[i]);
+  }
+  HostTensor out(MOE_DTYPE_BF16, {tokens, h});
+  for (int64_t i = 0; i < tokens * h; ++i) out.data<uint16_t>()[i] = float_to_bf16(acc[size_t(i)]);
+  if (stats) {
+    stats->tokens_sent = sent;
+    stats->tokens_received = received;
+    stats->ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+  return out;
+}
+
+}  // namespace moe::ep

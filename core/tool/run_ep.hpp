@@ -1,0 +1,19 @@
+// The expert-parallel branch of `moe run` (cmd_run_ep.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "commands.hpp"
+
+namespace moe::tool {
+
+struct EpRunOptions {
+  int64_t tokens = 16;  // per rank
+  uint64_t seed = 1;
+  bool skew = false;        // every token to rank 0's experts
+  int32_t empty_rank = -1;  // this rank gets no tokens
+};
+
+void run_expert_parallel(const Config& config, const Discovery& d, const EpRunOptions& options);
+
+}  // namespace moe::tool

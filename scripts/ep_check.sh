@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# On a machine with 2+ GPUs (the device tool's nvidia-h200-x2): every configs/ep/ep2_*.yaml run
+# expert-parallel under torchrun (plain, skewed routing, an empty rank), then the bad inputs a
+# deployment meets: mismatched configs across ranks, a rank that never joins, a lone rank.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/moe_out}; mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 MOE_PLUGIN_PATH=
+export MOE_NCCL_LIBRARY=${MOE_NCCL_LIBRARY:-$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib', 'libnccl.so.2'))")}
+RUN=(python3 -m torch.distributed.run --standalone --nproc-per-node 2 --no-python build/bin/moe run)
+status=0
+for cfg in configs/ep/ep2_*.yaml; do
+  for extra in "" "--ep-skew" "--ep-empty-rank 1"; do
+    echo "== $cfg $extra"
+    "${RUN[@]}" --config "$cfg" $extra 2>&1 | grep -E "^rank|error|Error" || status=1
+  done
+done
+cfg=configs/ep/ep2_softmax_linear.yaml
+one() { RANK=$1 WORLD_SIZE=2 LOCAL_RANK=$1 TORCHELASTIC_RUN_ID=$2 build/bin/moe run --config $cfg "${@:3}"; }
+echo "== mismatched configs (seed 7 vs 8)"
+( one 0 mm --seed 7 & one 1 mm --seed 8; wait ) 2>&1 | grep -E "rank|error" | head -4
+echo "== rank 1 alone: rank 0 never publishes the id"
+MOE_EP_TIMEOUT_S=8 one 1 nj 2>&1 | tail -1
+echo "== rank 0 alone: nobody joins the communicator"
+MOE_EP_TIMEOUT_S=15 one 0 lone 2>&1 | tail -1
+exit $status
