@@ -39,7 +39,7 @@ void add_run(CLI::App& app, Discovery& d) {
   static bool seed_given = false;
   static std::string inputs, output, checkpoint;
   static bool ep_skew = false;
-  static int32_t ep_empty_rank = -1;
+  static int32_t ep_empty_rank = -1, ep_bench = 0;
   cmd->add_option("--config", config, "YAML config")->required();
   cmd->add_option("--inputs", inputs,
                   "safetensors file with hidden_states [T, H] (bf16) and, when the config has no "
@@ -57,6 +57,8 @@ void add_run(CLI::App& app, Discovery& d) {
   cmd->add_flag("--ep-skew", ep_skew,
                 "Expert parallel: route every token to rank 0's experts (skewed routing)");
   cmd->add_option("--ep-empty-rank", ep_empty_rank, "Expert parallel: this rank has no tokens");
+  cmd->add_option("--ep-bench", ep_bench,
+                  "Expert parallel: time this many steps next to NCCL's all-to-all and one GPU");
   cmd->callback([&d] {
     Config cfg = Config::load_file(config);
     if (cfg.problem.raw().ep_placement != MOE_EP_NONE) {
@@ -65,7 +67,7 @@ void add_run(CLI::App& app, Discovery& d) {
                 "are not supported with ep_placement yet");
       run_expert_parallel(cfg, d,
                           {tokens >= 0 ? tokens : cfg.tokens, seed_given ? seed : cfg.seed, ep_skew,
-                           ep_empty_rank});
+                           ep_empty_rank, ep_bench});
       return;
     }
     if (!checkpoint.empty()) {

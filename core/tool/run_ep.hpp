@@ -12,6 +12,7 @@ struct EpRunOptions {
   uint64_t seed = 1;
   bool skew = false;        // every token to rank 0's experts
   int32_t empty_rank = -1;  // this rank gets no tokens
+  int32_t bench = 0;        // > 0: time this many steps (and NCCL's all-to-all of the same bytes)
 };
 
 void run_expert_parallel(const Config& config, const Discovery& d, const EpRunOptions& options);

@@ -41,6 +41,10 @@ void exchange(Group* group, const Plugin& dev, const std::vector<std::pair<const
   dev.copy(r[0].first, s[0].first, s[0].second, MOE_MEMCPY_DEVICE_TO_DEVICE);
 }
 
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
 Buffer upload(std::shared_ptr<const Plugin> dev, const void* host, size_t bytes) {
   Buffer b(std::move(dev), bytes);
   b.upload(host, bytes);
@@ -84,6 +88,7 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& p,
          ri(dev, size_t(received * w * 4));
   Buffer sw = upload(dev, plan.send_weights.data(), plan.send_weights.size() * 4),
          rw(dev, size_t(received * w * 4));
+  const auto dispatch_start = std::chrono::steady_clock::now();
   exchange(group, plugin, spans<const void*>(sx.data(), plan.send_counts, size_t(h) * 2),
            spans<void*>(rx.data(), recv_counts, size_t(h) * 2), "token dispatch");
   exchange(group, plugin, spans<const void*>(si.data(), plan.send_counts, size_t(w) * 4),
@@ -91,7 +96,10 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& p,
   exchange(group, plugin, spans<const void*>(sw.data(), plan.send_counts, size_t(w) * 4),
            spans<void*>(rw.data(), recv_counts, size_t(w) * 4), "weight dispatch");
 
+  const double dispatch_ms = ms_since(dispatch_start);
+
   // 3. This rank's experts on every token that arrived.
+  const auto compute_start = std::chrono::steady_clock::now();
   Buffer ry(dev, size_t(received * h * 2));
   if (received > 0) {
     const size_t ws_bytes = layer.workspace_size(received);
@@ -107,10 +115,14 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& p,
     plugin.sync();
   }
 
+  const double compute_ms = ms_since(compute_start);
+
   // 4. Results back to the ranks the tokens came from.
   Buffer back(dev, size_t(sent * h * 2));
+  const auto combine_start = std::chrono::steady_clock::now();
   exchange(group, plugin, spans<const void*>(ry.data(), recv_counts, size_t(h) * 2),
            spans<void*>(back.data(), plan.send_counts, size_t(h) * 2), "result combine");
+  const double combine_ms = ms_since(combine_start);
   std::vector<uint16_t> partial(static_cast<size_t>(sent * h));
   back.download(partial.data(), partial.size() * 2);
 
@@ -131,8 +143,14 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& p,
   HostTensor out(MOE_DTYPE_BF16, {tokens, h});
   for (int64_t i = 0; i < tokens * h; ++i) out.data<uint16_t>()[i] = float_to_bf16(acc[size_t(i)]);
   if (stats) {
+    const int64_t row = h * 2 + w * 8;  // a token row with its ids and weights
     stats->tokens_sent = sent;
     stats->tokens_received = received;
+    stats->dispatch_ms = dispatch_ms;
+    stats->compute_ms = compute_ms;
+    stats->combine_ms = combine_ms;
+    stats->dispatch_bytes = (sent + received) * row;
+    stats->combine_bytes = (sent + received) * h * 2;
     stats->ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
