@@ -25,7 +25,9 @@ moe_status init(const moe_host_api* host) {
   return guarded([&] { moe::sdk::init_host(host, kName); });
 }
 
-const char* last_error() { return moe::sdk::last_error(); }
+const char* last_error() {
+  return moe::sdk::last_error();
+}
 
 moe_status get_info(moe_plugin_info* out) {
   return guarded([&] {
@@ -104,11 +106,11 @@ moe_status route(const moe_route_args* args) {
     const moe_problem p = moe::sdk::read_problem(args->problem);
     const int64_t tokens = moe::sdk::check_route_tensors(p, *args);
     moe::gpu::launch_route(p, tokens, static_cast<const float*>(args->logits.data),
-                            static_cast<const float*>(args->bias.data),
-                            static_cast<const uint8_t*>(args->is_padding.data),
-                            static_cast<int32_t*>(args->topk_ids.data),
-                            static_cast<float*>(args->topk_weights.data),
-                            static_cast<cudaStream_t>(args->stream));
+                           static_cast<const float*>(args->bias.data),
+                           static_cast<const uint8_t*>(args->is_padding.data),
+                           static_cast<int32_t*>(args->topk_ids.data),
+                           static_cast<float*>(args->topk_weights.data),
+                           static_cast<cudaStream_t>(args->stream));
   });
 }
 
@@ -175,11 +177,29 @@ moe_status benchmark(const moe_bench_args* args) {
 }
 
 const moe_plugin_api kApi = {
-    sizeof(moe_plugin_api), MOE_ABI_VERSION_MAJOR, MOE_ABI_VERSION_MINOR, init, last_error,
-    get_info, supports, prepare, destroy_layer, workspace_size, run, route_workspace_size, route,
-    describe_layout, mem_alloc, mem_free, mem_copy, stream_sync, benchmark,
+    sizeof(moe_plugin_api),
+    MOE_ABI_VERSION_MAJOR,
+    MOE_ABI_VERSION_MINOR,
+    init,
+    last_error,
+    get_info,
+    supports,
+    prepare,
+    destroy_layer,
+    workspace_size,
+    run,
+    route_workspace_size,
+    route,
+    describe_layout,
+    mem_alloc,
+    mem_free,
+    mem_copy,
+    stream_sync,
+    benchmark,
 };
 
 }  // namespace
 
-extern "C" MOE_PLUGIN_EXPORT const moe_plugin_api* moe_plugin_get_api(void) { return &kApi; }
+extern "C" MOE_PLUGIN_EXPORT const moe_plugin_api* moe_plugin_get_api(void) {
+  return &kApi;
+}

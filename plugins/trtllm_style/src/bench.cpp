@@ -58,8 +58,10 @@ void benchmark(const moe_bench_args& a, void (*run)(const moe_run_args&)) {
   }
   auto launch = [&](int64_t i) {
     const size_t k = size_t(i % a.num_runs);
-    if (a.use_graph) check_cuda(cudaGraphLaunch(r.execs[k], r.stream), "cudaGraphLaunch");
-    else run(runs[k]);
+    if (a.use_graph)
+      check_cuda(cudaGraphLaunch(r.execs[k], r.stream), "cudaGraphLaunch");
+    else
+      run(runs[k]);
   };
   for (int32_t i = 0; i < a.warmup; ++i) launch(i);
   r.events.resize(size_t(a.iterations) + 1);

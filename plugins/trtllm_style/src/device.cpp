@@ -39,7 +39,8 @@ const DeviceInfo& device_info() {
 }
 
 void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) MOE_FAIL(MOE_STATUS_DEVICE_ERROR, "{} failed: {}", what, cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    MOE_FAIL(MOE_STATUS_DEVICE_ERROR, "{} failed: {}", what, cudaGetErrorString(e));
 }
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
@@ -70,7 +71,9 @@ DeviceBuffer::~DeviceBuffer() {
 
 void DeviceBuffer::upload(const void* host, size_t bytes, size_t offset) {
   MOE_CHECK(offset + bytes <= bytes_, MOE_STATUS_INTERNAL, "upload past the end of a buffer");
-  if (bytes) check_cuda(cudaMemcpy(static_cast<char*>(ptr_) + offset, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (bytes)
+    check_cuda(cudaMemcpy(static_cast<char*>(ptr_) + offset, host, bytes, cudaMemcpyHostToDevice),
+               "cudaMemcpy");
 }
 
 }  // namespace moe::trtllm

@@ -36,7 +36,9 @@ class DeviceBuffer {
   void* get() const { return ptr_; }
   size_t bytes() const { return bytes_; }
   template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   // Synchronous copy from the host (prepare time only).
   void upload(const void* host, size_t bytes, size_t offset = 0);
 

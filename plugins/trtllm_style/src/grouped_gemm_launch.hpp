@@ -10,7 +10,7 @@
 namespace moe::trtllm::detail {
 
 struct LaunchResult {
-  const char* stage = nullptr;  // what failed ("setup", "can_implement", ...), nullptr if ok
+  const char* stage = nullptr;    // what failed ("setup", "can_implement", ...), nullptr if ok
   const char* message = nullptr;  // cudaGetErrorString / cutlassGetStatusString
 };
 
@@ -20,8 +20,8 @@ size_t weight_tiles_workspace(int groups, int sm_count);
 LaunchResult launch_token_tiles(int groups, const int64_t* offsets, int n, int k, const void* rows,
                                 const void* const* weights, void* out, void* workspace,
                                 int sm_count, cudaStream_t stream) noexcept;
-LaunchResult launch_weight_tiles(int groups, const int64_t* offsets, int n, int k,
-                                 const void* rows, const void* const* weights, void* out,
-                                 void* workspace, int sm_count, cudaStream_t stream) noexcept;
+LaunchResult launch_weight_tiles(int groups, const int64_t* offsets, int n, int k, const void* rows,
+                                 const void* const* weights, void* out, void* workspace,
+                                 int sm_count, cudaStream_t stream) noexcept;
 
 }  // namespace moe::trtllm::detail

@@ -15,7 +15,9 @@ namespace moe::trtllm {
 namespace {
 
 constexpr size_t kAlign = 256;
-size_t round_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+size_t round_up(size_t v) {
+  return (v + kAlign - 1) / kAlign * kAlign;
+}
 
 int64_t rows_per_token(const moe_problem& p) {
   return p.top_k + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
@@ -48,10 +50,10 @@ void append_bias(std::vector<float>& out, const LayoutTensor& b) {
 
 struct DeviceLayer::Workspace {
   moe::gpu::Permutation perm;
-  void* rows;    // [R, H] bf16, the tokens of each group, contiguous
-  void* gemm1;   // [R, n1] bf16
-  void* act;     // [R, P] bf16
-  void* gemm2;   // [R, H] bf16
+  void* rows;   // [R, H] bf16, the tokens of each group, contiguous
+  void* gemm1;  // [R, n1] bf16
+  void* act;    // [R, P] bf16
+  void* gemm2;  // [R, H] bf16
   void* gemm_ws;
   size_t gemm_ws_bytes;
 };
@@ -60,10 +62,10 @@ Refusal check_support(const moe_problem& p) {
   if (p.format != MOE_FORMAT_BF16)
     return {MOE_REASON_FORMAT, fmt::format("bf16 weights only, not {}",
                                            format_name(static_cast<moe_format>(p.format)))};
-  if (p.input_format != MOE_INPUT_BF16)
-    return {MOE_REASON_INPUT_FORMAT, "bf16 activations only"};
+  if (p.input_format != MOE_INPUT_BF16) return {MOE_REASON_INPUT_FORMAT, "bf16 activations only"};
   if (p.hidden % 8 != 0)
-    return {MOE_REASON_SHAPE, fmt::format("hidden={} must be a multiple of 8 (16-byte TMA rows)", p.hidden)};
+    return {MOE_REASON_SHAPE,
+            fmt::format("hidden={} must be a multiple of 8 (16-byte TMA rows)", p.hidden)};
   if (p.shared_intermediate > 0 && p.shared_intermediate != p.intermediate)
     return {MOE_REASON_SHARED,
             fmt::format("shared_intermediate={} must equal intermediate={} (one grouped GEMM)",
@@ -175,8 +177,8 @@ size_t DeviceLayer::workspace_size(int64_t tokens) const {
   const size_t gemm = std::max(grouped_gemm_workspace_bytes(GemmTiles::kTokens, int(groups_), sm),
                                grouped_gemm_workspace_bytes(GemmTiles::kWeights, int(groups_), sm));
   return round_up(moe::gpu::permutation_workspace_bytes(p, tokens)) +
-         round_up(rows * p.hidden * 2) + round_up(rows * n1_ * 2) +
-         round_up(rows * padded_i_ * 2) + round_up(rows * p.hidden * 2) + round_up(gemm);
+         round_up(rows * p.hidden * 2) + round_up(rows * n1_ * 2) + round_up(rows * padded_i_ * 2) +
+         round_up(rows * p.hidden * 2) + round_up(gemm);
 }
 
 DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens) const {

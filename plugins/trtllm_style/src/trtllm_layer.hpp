@@ -9,8 +9,8 @@
 #include "device.hpp"
 #include "layout/prepare.hpp"
 #include "moe/moe_abi.h"
-#include "moe/problem.hpp"
 #include "moe/plugin.hpp"
+#include "moe/problem.hpp"
 
 namespace moe::trtllm {
 
@@ -38,14 +38,14 @@ class DeviceLayer {
 
   Problem problem_;
   LayoutTag tag_;
-  int64_t groups_ = 0;      // local experts, then sinks, then the shared expert
-  int64_t n1_ = 0;          // GEMM1 output width: 2P gated, P for relu2
-  int64_t padded_i_ = 0;    // P
-  std::string tiles_option_;  // "auto", "tokens" or "weights"
-  DeviceBuffer w13_, w2_;     // every group's weights, [groups][n1, H] and [groups][H, P]
+  int64_t groups_ = 0;               // local experts, then sinks, then the shared expert
+  int64_t n1_ = 0;                   // GEMM1 output width: 2P gated, P for relu2
+  int64_t padded_i_ = 0;             // P
+  std::string tiles_option_;         // "auto", "tokens" or "weights"
+  DeviceBuffer w13_, w2_;            // every group's weights, [groups][n1, H] and [groups][H, P]
   DeviceBuffer w13_ptrs_, w2_ptrs_;  // [groups] pointers into them
-  DeviceBuffer b13_, b2_;     // [groups, n1] and [groups, H] f32 (zeros where absent)
-  DeviceBuffer local_map_;    // [E] global -> local expert id, -1 elsewhere
+  DeviceBuffer b13_, b2_;            // [groups, n1] and [groups, H] f32 (zeros where absent)
+  DeviceBuffer local_map_;           // [E] global -> local expert id, -1 elsewhere
   bool has_bias_ = false;
 };
 
