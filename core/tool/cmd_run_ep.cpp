@@ -50,8 +50,8 @@ void bench_steps(ep::Group* group, const Layer& layer, const Layer& single, cons
     const size_t chunk = std::max<size_t>(16, size_t(most) / 2 / size_t(world));
     auto dev = layer.plugin().shared_from_this();
     Buffer s(dev, chunk * size_t(world)), r(dev, chunk * size_t(world));
-    std::vector<std::pair<const void*, size_t>> sends;
-    std::vector<std::pair<void*, size_t>> recvs;
+    std::vector<std::pair<const void*, size_t> > sends;
+    std::vector<std::pair<void*, size_t> > recvs;
     for (int32_t k = 0; k < world; ++k) {
       sends.push_back({static_cast<char*>(s.data()) + size_t(k) * chunk, chunk});
       recvs.push_back({static_cast<char*>(r.data()) + size_t(k) * chunk, chunk});
@@ -59,7 +59,8 @@ void bench_steps(ep::Group* group, const Layer& layer, const Layer& single, cons
     for (int32_t i = 0; i < n; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       group->exchange(sends, recvs, "all-to-all benchmark");
-      raw.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      raw.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
   }
   for (int32_t i = 0; i < n; ++i) one.push_back(run_layer(single, g, batch.hidden, routing).ms);
@@ -147,7 +148,8 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
       stats.tokens_sent, stats.tokens_received, vs_one, vs_ref, tol,
       vs_one <= tol && vs_ref <= tol ? "ok" : "MISMATCH", stats.ms);
   if (!(vs_one <= tol && vs_ref <= tol)) exit_code() = kExitMismatch;
-  if (o.bench > 0) bench_steps(group.get(), layer, single, p, g, batch, routing, o.bench, launch.rank);
+  if (o.bench > 0)
+    bench_steps(group.get(), layer, single, p, g, batch, routing, o.bench, launch.rank);
 }
 #endif
 

@@ -162,41 +162,11 @@ Choice route_token(const moe_problem& p, const float* logits, const float* bias)
   }
 }
 
-// Only the routing fields: route() must be safe on its own, without a full validate_problem().
-void check_args(const moe_problem& p, int64_t tokens, const float* logits, const float* bias,
-                const int32_t* ids, const float* weights) {
-  constexpr auto kInvalid = MOE_STATUS_INVALID_ARGUMENT;
-  MOE_CHECK(p.routing >= 0 && p.routing < MOE_ROUTING_COUNT_, kInvalid,
-            "routing={} is not one of {}", p.routing, routing_names());
-  MOE_CHECK(p.experts >= 1 && p.top_k >= 1 && p.top_k <= p.experts, kInvalid,
-            "top_k={} must be in [1, experts={}]", p.top_k, p.experts);
-  MOE_CHECK(
-      p.sink_experts == 0 || (p.sink_experts > 0 && p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK),
-      kInvalid, "sink_experts={} needs routing sigmoid_bias_sink", p.sink_experts);
-  if (p.routing == MOE_ROUTING_GROUPED_TOPK) {
-    MOE_CHECK(p.num_groups >= 1 && p.experts % p.num_groups == 0, kInvalid,
-              "num_groups={} must divide experts={}", p.num_groups, p.experts);
-    MOE_CHECK(p.topk_group >= 1 && p.topk_group <= p.num_groups, kInvalid,
-              "topk_group={} must be in [1, num_groups={}]", p.topk_group, p.num_groups);
-    const int64_t per_group = p.experts / p.num_groups;
-    MOE_CHECK(p.top_k <= p.topk_group * per_group, kInvalid,
-              "top_k={} exceeds the {} experts in topk_group={} groups", p.top_k,
-              p.topk_group * per_group, p.topk_group);
-    MOE_CHECK(!p.routing_bias || per_group >= 2, kInvalid,
-              "grouped_topk with a routing bias needs experts/num_groups={} >= 2", per_group);
-  }
-  MOE_CHECK((bias != nullptr) == (p.routing_bias != 0), kInvalid, "bias is {} but routing_bias={}",
-            bias != nullptr ? "given" : "null", p.routing_bias);
-  MOE_CHECK(tokens >= 0, kInvalid, "tokens={} must be >= 0", tokens);
-  MOE_CHECK(tokens == 0 || (logits != nullptr && ids != nullptr && weights != nullptr), kInvalid,
-            "logits, ids and weights must not be null with tokens={}", tokens);
-}
-
 }  // namespace
 
 void route(const moe_problem& p, int64_t tokens, const float* logits, const float* bias,
            const uint8_t* is_padding, int32_t* ids, float* weights) {
-  check_args(p, tokens, logits, bias, ids, weights);
+  check_routing_args(p, tokens, logits, bias, ids, weights);
   const int64_t in_width = p.experts + p.sink_experts;
   const int64_t out_width = topk_width(p);
   for (int64_t t = 0; t < tokens; ++t) {

@@ -60,9 +60,9 @@ class Group {
 
 struct StepStats {
   int64_t tokens_sent = 0, tokens_received = 0;
-  double ms = 0;                          // the whole step, wall clock
-  double dispatch_ms = 0, combine_ms = 0;  // the token and result exchanges, wall clock
-  double compute_ms = 0;                  // the local layer
+  double ms = 0;                                  // the whole step, wall clock
+  double dispatch_ms = 0, combine_ms = 0;         // the token and result exchanges, wall clock
+  double compute_ms = 0;                          // the local layer
   int64_t dispatch_bytes = 0, combine_bytes = 0;  // sent + received by this rank
 };
 

@@ -4,8 +4,8 @@
 
 #include "moe/checkpoint.hpp"
 #include "moe/config.hpp"
-#include "moe/ep_plan.hpp"
 #include "moe/conformance.hpp"
+#include "moe/ep_plan.hpp"
 #include "moe/error.hpp"
 #include "moe/inputs.hpp"
 #include "moe/logging.hpp"

@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define MOE_ABI_VERSION_MAJOR 1
-#define MOE_ABI_VERSION_MINOR 1  /* 1.1: benchmark() appended to the function table */
+#define MOE_ABI_VERSION_MINOR 1 /* 1.1: benchmark() appended to the function table */
 
 /* The one symbol a plugin exports (extern "C", default visibility). */
 #define MOE_PLUGIN_ENTRY_SYMBOL "moe_plugin_get_api"
@@ -387,10 +387,10 @@ typedef struct moe_bench_args {
   const void* ext;
   const moe_run_args* runs; /* [num_runs] borrowed; the same layer, different inputs */
   int32_t num_runs;
-  int32_t warmup;           /* untimed iterations first */
-  int32_t iterations;       /* timed iterations */
-  int32_t use_graph;        /* 1 = capture each run set in a CUDA graph and time its replays */
-  double* times_ms;         /* out: [iterations], caller-owned */
+  int32_t warmup;     /* untimed iterations first */
+  int32_t iterations; /* timed iterations */
+  int32_t use_graph;  /* 1 = capture each run set in a CUDA graph and time its replays */
+  double* times_ms;   /* out: [iterations], caller-owned */
 } moe_bench_args;
 
 #define MOE_BENCH_ARGS_MIN_SIZE (offsetof(moe_bench_args, times_ms) + sizeof(double*))

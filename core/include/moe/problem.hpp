@@ -55,6 +55,12 @@ void normalize_problem(moe_problem& p);
 // problem. Checks only what every backend agrees on; support is the plugin's business.
 void validate_problem(const moe_problem& p);
 
+// The checks routing needs on its own, without a full validate_problem (routing reads only the
+// routing fields): shared by the reference's route() and the GPU routing kernels, so both refuse
+// the same inputs with the same messages. Throws moe::Error(INVALID_ARGUMENT).
+void check_routing_args(const moe_problem& p, int64_t tokens, const void* logits, const float* bias,
+                        const void* ids, const void* weights);
+
 // Global expert id -> local id on this rank, or -1 when the expert lives elsewhere.
 int32_t local_expert_id(const moe_problem& p, int64_t global_id);
 

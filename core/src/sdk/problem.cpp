@@ -330,6 +330,35 @@ void validate_problem(const moe_problem& p) {
   }
 }
 
+void check_routing_args(const moe_problem& p, int64_t tokens, const void* logits, const float* bias,
+                        const void* ids, const void* weights) {
+  constexpr auto kInvalid = MOE_STATUS_INVALID_ARGUMENT;
+  MOE_CHECK(p.routing >= 0 && p.routing < MOE_ROUTING_COUNT_, kInvalid,
+            "routing={} is not one of {}", p.routing, routing_names());
+  MOE_CHECK(p.experts >= 1 && p.top_k >= 1 && p.top_k <= p.experts, kInvalid,
+            "top_k={} must be in [1, experts={}]", p.top_k, p.experts);
+  MOE_CHECK(
+      p.sink_experts == 0 || (p.sink_experts > 0 && p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK),
+      kInvalid, "sink_experts={} needs routing sigmoid_bias_sink", p.sink_experts);
+  if (p.routing == MOE_ROUTING_GROUPED_TOPK) {
+    MOE_CHECK(p.num_groups >= 1 && p.experts % p.num_groups == 0, kInvalid,
+              "num_groups={} must divide experts={}", p.num_groups, p.experts);
+    MOE_CHECK(p.topk_group >= 1 && p.topk_group <= p.num_groups, kInvalid,
+              "topk_group={} must be in [1, num_groups={}]", p.topk_group, p.num_groups);
+    const int64_t per_group = p.experts / p.num_groups;
+    MOE_CHECK(p.top_k <= p.topk_group * per_group, kInvalid,
+              "top_k={} exceeds the {} experts in topk_group={} groups", p.top_k,
+              p.topk_group * per_group, p.topk_group);
+    MOE_CHECK(!p.routing_bias || per_group >= 2, kInvalid,
+              "grouped_topk with a routing bias needs experts/num_groups={} >= 2", per_group);
+  }
+  MOE_CHECK((bias != nullptr) == (p.routing_bias != 0), kInvalid, "bias is {} but routing_bias={}",
+            bias != nullptr ? "given" : "null", p.routing_bias);
+  MOE_CHECK(tokens >= 0, kInvalid, "tokens={} must be >= 0", tokens);
+  MOE_CHECK(tokens == 0 || (logits != nullptr && ids != nullptr && weights != nullptr), kInvalid,
+            "logits, ids and weights must not be null with tokens={}", tokens);
+}
+
 int32_t local_expert_id(const moe_problem& p, int64_t global_id) {
   if (global_id < 0 || global_id >= p.experts) return -1;
   if (p.ep_map != nullptr) return p.ep_map[global_id];

@@ -54,17 +54,17 @@ struct GroupedGemm {
   using StrideD = typename Kernel::InternalStrideD;
 };
 
-using TokenTiles = GroupedGemm<Shape<_128, _128, _64>, Shape<_1, _1, _1>,
-                               cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                               cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
-                               cutlass::layout::RowMajor, cutlass::layout::ColumnMajor,
-                               cutlass::layout::RowMajor>;
+using TokenTiles =
+    GroupedGemm<Shape<_128, _128, _64>, Shape<_1, _1, _1>,
+                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, cutlass::layout::RowMajor,
+                cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
 
-using WeightTiles = GroupedGemm<Shape<_128, _32, _64>, Shape<_1, _1, _1>,
-                                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                                cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
-                                cutlass::layout::RowMajor, cutlass::layout::ColumnMajor,
-                                cutlass::layout::ColumnMajor>;
+using WeightTiles =
+    GroupedGemm<Shape<_128, _32, _64>, Shape<_1, _1, _1>,
+                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, cutlass::layout::RowMajor,
+                cutlass::layout::ColumnMajor, cutlass::layout::ColumnMajor>;
 
 // Per-group arguments, written on the device by setup_groups (one thread per group).
 template <class G>
