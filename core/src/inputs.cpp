@@ -287,7 +287,8 @@ bool parse_scenario(std::string_view name, Scenario* out) {
   return false;
 }
 
-Batch random_batch(const moe_problem& p, int64_t tokens, uint64_t seed, Scenario scenario) {
+Batch random_batch(const moe_problem& p, int64_t tokens, uint64_t seed, Scenario scenario,
+                   double bias_std) {
   Rng rng(mix_seed(seed, scenario_name(scenario)));
   Batch b;
   b.hidden = HostTensor(MOE_DTYPE_BF16, {tokens, p.hidden});
@@ -303,7 +304,7 @@ Batch random_batch(const moe_problem& p, int64_t tokens, uint64_t seed, Scenario
   if (p.routing_bias) {
     b.bias = HostTensor(MOE_DTYPE_F32, {p.experts});
     for (int64_t e = 0; e < p.experts; ++e) {
-      const double v = 0.5 * rng.normal();
+      const double v = bias_std * rng.normal();
       b.bias.data<float>()[e] = float(ties ? std::round(v * 4.0) / 4.0 : v);
     }
   }

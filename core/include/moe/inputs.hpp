@@ -64,6 +64,10 @@ struct Batch {
   HostTensor is_padding;  // [T] u8 for kPadding, else empty
 };
 
-Batch random_batch(const moe_problem& problem, int64_t tokens, uint64_t seed, Scenario scenario);
+// `bias_std`: spread of the selection bias. The default 0.5 makes the bias matter to the choice
+// (conformance); a model's trained correction bias is far smaller, and a large one routes most
+// tokens to a few experts, so benchmarks pass a small one.
+Batch random_batch(const moe_problem& problem, int64_t tokens, uint64_t seed, Scenario scenario,
+                   double bias_std = 0.5);
 
 }  // namespace moe
