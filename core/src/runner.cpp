@@ -62,30 +62,42 @@ Routing one_expert_routing(const moe_problem& p, const Routing& routed, int32_t 
   return r;
 }
 
-RunResult run_layer(const Layer& layer, const moe_problem& p, const HostTensor& hidden,
+StagedRun stage_run(const Layer& layer, const moe_problem& p, const HostTensor& hidden,
                     const Routing& routing, moe_dtype output_dtype) {
   const Plugin& plugin = layer.plugin();
   const int64_t tokens = hidden.shape()[0];
-  RunResult result{HostTensor(output_dtype, {tokens, p.hidden}), 0};
-  result.output.fill_bytes(0xFF);
+  HostTensor poison(output_dtype, {tokens, p.hidden});
+  poison.fill_bytes(0xFF);
   auto x = stage(plugin, hidden), ids = stage(plugin, routing.ids);
-  auto weights = stage(plugin, routing.weights), out = stage(plugin, result.output);
+  auto weights = stage(plugin, routing.weights), out = stage(plugin, poison);
   const size_t ws_bytes = layer.workspace_size(tokens);
-  Buffer ws(plugin.shared_from_this(), ws_bytes);
+  StagedRun r{std::move(x.buffer),
+              std::move(ids.buffer),
+              std::move(weights.buffer),
+              std::move(out.buffer),
+              Buffer(plugin.shared_from_this(), ws_bytes),
+              {}};
+  r.args.struct_size = sizeof(r.args);
+  r.args.layer = layer.get();
+  r.args.hidden = x.view;
+  r.args.topk_ids = ids.view;
+  r.args.topk_weights = weights.view;
+  r.args.output = out.view;
+  r.args.workspace = ws_bytes ? r.workspace.data() : nullptr;
+  r.args.workspace_size = ws_bytes;
+  return r;
+}
 
-  moe_run_args args{};
-  args.hidden = x.view;
-  args.topk_ids = ids.view;
-  args.topk_weights = weights.view;
-  args.output = out.view;
-  args.workspace = ws_bytes ? ws.data() : nullptr;
-  args.workspace_size = ws_bytes;
+RunResult run_layer(const Layer& layer, const moe_problem& p, const HostTensor& hidden,
+                    const Routing& routing, moe_dtype output_dtype) {
+  const StagedRun staged = stage_run(layer, p, hidden, routing, output_dtype);
+  RunResult result{HostTensor(output_dtype, {hidden.shape()[0], p.hidden}), 0};
   const auto start = std::chrono::steady_clock::now();
-  layer.run(args);
-  plugin.sync();
+  layer.run(staged.args);
+  layer.plugin().sync();
   result.ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  out.buffer.download(result.output.raw(), result.output.bytes());
+  staged.output.download(result.output.raw(), result.output.bytes());
   return result;
 }
 

@@ -30,34 +30,6 @@ struct Point {
   bool graph = false;
 };
 
-// Device copies of one batch's run tensors, kept alive for the benchmark.
-struct DeviceRun {
-  Buffer hidden, ids, weights, out, workspace;
-  moe_run_args args{};
-};
-
-DeviceRun stage_run(const Layer& layer, const moe_problem& p, const Batch& batch,
-                    const Routing& routing) {
-  const Plugin& plugin = layer.plugin();
-  auto owner = plugin.shared_from_this();
-  const int64_t t = batch.hidden.shape()[0], w = routing.ids.shape()[1];
-  DeviceRun r{Buffer(owner, batch.hidden.bytes()),    Buffer(owner, routing.ids.bytes()),
-              Buffer(owner, routing.weights.bytes()), Buffer(owner, size_t(t * p.hidden * 2)),
-              Buffer(owner, layer.workspace_size(t)), {}};
-  r.hidden.upload(batch.hidden.raw(), batch.hidden.bytes());
-  r.ids.upload(routing.ids.raw(), routing.ids.bytes());
-  r.weights.upload(routing.weights.raw(), routing.weights.bytes());
-  r.args.struct_size = sizeof(r.args);
-  r.args.layer = layer.get();
-  r.args.hidden = make_view(r.hidden.data(), MOE_DTYPE_BF16, {t, p.hidden});
-  r.args.topk_ids = make_view(r.ids.data(), MOE_DTYPE_I32, {t, w});
-  r.args.topk_weights = make_view(r.weights.data(), MOE_DTYPE_F32, {t, w});
-  r.args.output = make_view(r.out.data(), MOE_DTYPE_BF16, {t, p.hidden});
-  r.args.workspace = r.workspace.data();
-  r.args.workspace_size = r.workspace.size();
-  return r;
-}
-
 int64_t active_experts(const Routing& r, const moe_problem& p) {
   std::set<int32_t> ids;
   for (int64_t i = 0; i < r.ids.numel(); ++i) {
@@ -126,7 +98,7 @@ void add_bench(CLI::App& app, Discovery& d) {
       // Enough input sets that one pass over them exceeds the L2 (at most 8).
       const double act_bytes = double(t) * p.hidden * 2.0 * (2 + p.top_k);
       const int sets = int(std::clamp(std::ceil(2 * kL2Bytes / act_bytes), 2.0, 8.0));
-      std::vector<DeviceRun> runs;
+      std::vector<StagedRun> runs;
       std::vector<moe_run_args> args;
       Point pt;
       pt.tokens = t;
@@ -148,7 +120,7 @@ void add_bench(CLI::App& app, Discovery& d) {
             pt.rel_err = relative_l2(got.output, ref.output);
           }
         }
-        runs.push_back(stage_run(layer, p, batch, routing));
+        runs.push_back(stage_run(layer, p, batch.hidden, routing));
         args.push_back(runs.back().args);
       }
       pt.graph = graph == "on" || (graph == "auto" && t <= 64);

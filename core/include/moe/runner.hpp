@@ -26,6 +26,16 @@ struct RunResult {
   double ms = 0;      // wall time of run + stream sync
 };
 
+// One run's tensors and workspace in the plugin's memory, alive as long as this object, with
+// the moe_run_args that point at them (for repeated runs: benchmarks). The output is poisoned
+// (all bytes 0xFF) so a row the plugin does not write shows up.
+struct StagedRun {
+  Buffer hidden, ids, weights, output, workspace;
+  moe_run_args args{};
+};
+StagedRun stage_run(const Layer& layer, const moe_problem& problem, const HostTensor& hidden,
+                    const Routing& routing, moe_dtype output_dtype = MOE_DTYPE_BF16);
+
 // Runs one batch. The output is poisoned (all bytes 0xFF: NaN in every float type) first, so a
 // row the plugin does not write shows up.
 RunResult run_layer(const Layer& layer, const moe_problem& problem, const HostTensor& hidden,

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
 
 #include "grouped_gemm.hpp"
@@ -170,20 +171,30 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   local_map_ = upload_vector(map);
 }
 
-size_t DeviceLayer::workspace_size(int64_t tokens) const {
+// The workspace pieces in carve order: permutation, gathered rows, GEMM1 output, activation,
+// GEMM2 output, grouped-GEMM scratch (shared by both GEMMs: they run one after the other).
+std::array<size_t, 6> DeviceLayer::pieces(int64_t tokens) const {
   const moe_problem p = problem_.c();
   const size_t rows = size_t(tokens * rows_per_token(p));
   const int sm = device_info().sm_count;
-  const size_t gemm = std::max(grouped_gemm_workspace_bytes(GemmTiles::kTokens, int(groups_), sm),
-                               grouped_gemm_workspace_bytes(GemmTiles::kWeights, int(groups_), sm));
-  return round_up(moe::gpu::permutation_workspace_bytes(p, tokens)) +
-         round_up(rows * p.hidden * 2) + round_up(rows * n1_ * 2) + round_up(rows * padded_i_ * 2) +
-         round_up(rows * p.hidden * 2) + round_up(gemm);
+  return {moe::gpu::permutation_workspace_bytes(p, tokens),
+          rows * p.hidden * 2,
+          rows * n1_ * 2,
+          rows * padded_i_ * 2,
+          rows * p.hidden * 2,
+          std::max(grouped_gemm_workspace_bytes(GemmTiles::kTokens, int(groups_), sm),
+                   grouped_gemm_workspace_bytes(GemmTiles::kWeights, int(groups_), sm))};
+}
+
+size_t DeviceLayer::workspace_size(int64_t tokens) const {
+  size_t total = 0;
+  for (size_t bytes : pieces(tokens)) total += round_up(bytes);
+  return total;
 }
 
 DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens) const {
   const moe_problem p = problem_.c();
-  const size_t rows = size_t(tokens * rows_per_token(p));
+  const std::array<size_t, 6> size = pieces(tokens);
   auto* at = static_cast<uint8_t*>(base);
   auto take = [&](size_t bytes) {
     uint8_t* ptr = at;
@@ -191,17 +202,14 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens) const {
     return ptr;
   };
   Workspace ws;
-  ws.perm = moe::gpu::carve_permutation(p, tokens,
-                                        take(moe::gpu::permutation_workspace_bytes(p, tokens)));
+  ws.perm = moe::gpu::carve_permutation(p, tokens, take(size[0]));
   ws.perm.local_of_global = local_map_.as<int32_t>();
-  ws.rows = take(rows * p.hidden * 2);
-  ws.gemm1 = take(rows * n1_ * 2);
-  ws.act = take(rows * padded_i_ * 2);
-  ws.gemm2 = take(rows * p.hidden * 2);
-  const int sm = device_info().sm_count;
-  ws.gemm_ws_bytes = std::max(grouped_gemm_workspace_bytes(GemmTiles::kTokens, int(groups_), sm),
-                              grouped_gemm_workspace_bytes(GemmTiles::kWeights, int(groups_), sm));
-  ws.gemm_ws = take(ws.gemm_ws_bytes);
+  ws.rows = take(size[1]);
+  ws.gemm1 = take(size[2]);
+  ws.act = take(size[3]);
+  ws.gemm2 = take(size[4]);
+  ws.gemm_ws_bytes = size[5];
+  ws.gemm_ws = take(size[5]);
   return ws;
 }
 

@@ -4,6 +4,7 @@
 // weighted combine, all on the caller's stream and workspace (capturable in a CUDA graph).
 #pragma once
 
+#include <array>
 #include <string>
 
 #include "device.hpp"
@@ -34,6 +35,7 @@ class DeviceLayer {
 
  private:
   struct Workspace;
+  std::array<size_t, 6> pieces(int64_t tokens) const;
   Workspace carve(void* base, int64_t tokens) const;
 
   Problem problem_;
