@@ -1,6 +1,7 @@
 #include "moe/ep_plan.hpp"
 
 #include "moe/error.hpp"
+#include "moe/inputs.hpp"
 #include "moe/problem.hpp"
 
 namespace moe {
@@ -70,19 +71,13 @@ std::vector<int32_t> home_pass_ids(const moe_problem& g, const int32_t* ids, int
 }
 
 uint64_t config_digest(const moe_problem& p, const std::string& backend, uint64_t seed) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const void* data, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  };
   moe_problem c = p;
   c.ep_rank = 0;  // the one field that differs by rank
   c.local_expert_offset = 0;
   c.ep_map = nullptr;  // a pointer, not a value
-  mix(&c, sizeof(c));
-  mix(backend.data(), backend.size());
-  mix(&seed, sizeof(seed));
-  return h;
+  uint64_t h = fnv1a(&c, sizeof(c));
+  h = fnv1a(backend.data(), backend.size(), h);
+  return fnv1a(&seed, sizeof(seed), h);
 }
 
 }  // namespace moe

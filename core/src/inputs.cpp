@@ -36,10 +36,14 @@ double Rng::normal() {
   return r * std::cos(th);
 }
 
+uint64_t fnv1a(const void* data, size_t n, uint64_t h) {
+  const auto* b = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
 uint64_t mix_seed(uint64_t seed, std::string_view salt) {
-  uint64_t h = 1469598103934665603ull ^ seed;  // FNV-1a over the salt
-  for (unsigned char c : salt) h = (h ^ c) * 1099511628211ull;
-  Rng r(h);
+  Rng r(fnv1a(salt.data(), salt.size(), kFnvOffset ^ seed));
   return r.next();
 }
 

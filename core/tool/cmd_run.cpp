@@ -12,14 +12,6 @@
 namespace moe::tool {
 namespace {
 
-// FNV-1a of the output bytes: equal outputs, equal checksums, on any machine.
-uint64_t fnv1a(const HostTensor& t) {
-  uint64_t h = 1469598103934665603ull;
-  const auto* b = static_cast<const uint8_t*>(t.raw());
-  for (size_t i = 0; i < t.bytes(); ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
 double sum_of(const HostTensor& bf16) {
   double s = 0;
   for (int64_t i = 0; i < bf16.numel(); ++i) s += bf16_to_float(bf16.data<uint16_t>()[i]);
@@ -103,7 +95,7 @@ void add_run(CLI::App& app, Discovery& d) {
               << fmt::format("weights:   {}\n", in.weights_from)
               << fmt::format("inputs:    {}  routed by: {}\n", in.batch_from, router.name())
               << fmt::format("checksum:  sum={:.6f} fnv1a={:016x}\n", sum_of(out.output),
-                             fnv1a(out.output))
+                             fnv1a(out.output.raw(), out.output.bytes()))
               << fmt::format("rel_err:   {:.3e} against the reference (tolerance {:.0e}) {}\n", err,
                              tol, err <= tol ? "ok" : "MISMATCH")
               << fmt::format("time:      {:.3f} ms (one run, wall clock, incl. stream sync)\n",

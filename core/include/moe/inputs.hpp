@@ -25,6 +25,11 @@ class Rng {
   double spare_ = 0;
 };
 
+// FNV-1a of `n` bytes, continuing from `h` (chain calls to hash several pieces): checksums,
+// digests and seeds that are the same on every machine.
+constexpr uint64_t kFnvOffset = 1469598103934665603ull;
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = kFnvOffset);
+
 uint64_t mix_seed(uint64_t seed, std::string_view salt);
 
 // Canonical weights that own their storage; view() borrows them as moe_weights.
