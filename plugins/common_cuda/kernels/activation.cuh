@@ -26,11 +26,16 @@ __device__ __forceinline__ float ref_min(float a, float b) {
 __device__ __forceinline__ float ref_clamp(float v, float lo, float hi) {
   return (v < lo) ? lo : (hi < v) ? hi : v;
 }
+// kFast: __expf and an approximate division (a few ulp of fp32, far below the bf16 rounding of
+// every output), for epilogues where the math sits between two tiles' tensor-core work.
+template <bool kFast = false>
 __device__ __forceinline__ float sigmoidf(float x) {
+  if constexpr (kFast) return __fdividef(1.0f, 1.0f + __expf(-x));
   return 1.0f / (1.0f + expf(-x));
 }
+template <bool kFast = false>
 __device__ __forceinline__ float siluf(float x) {
-  return x * sigmoidf(x);
+  return x * sigmoidf<kFast>(x);
 }
 __device__ __forceinline__ float geluf(float x, bool tanh_form) {
   if (tanh_form) {
@@ -42,15 +47,16 @@ __device__ __forceinline__ float geluf(float x, bool tanh_form) {
 }
 
 // act(g, u); relu2 reads g only (its single input).
+template <bool kFast = false>
 __device__ __forceinline__ float activate(const ActivationParams& p, int32_t act, float g,
                                           float u) {
   const float limit = p.limit;
   switch (act) {
     case kSiluMulClamp:
-      return siluf(ref_min(g, limit)) * ref_clamp(u, -limit, limit);
+      return siluf<kFast>(ref_min(g, limit)) * ref_clamp(u, -limit, limit);
     case kSwigluOai: {
       const float gc = ref_min(g, limit), uc = ref_clamp(u, -limit, limit);
-      return (uc + 1.0f) * gc * sigmoidf(p.alpha * gc);
+      return (uc + 1.0f) * gc * sigmoidf<kFast>(p.alpha * gc);
     }
     case kGeluMul:
       return geluf(g, p.gelu_tanh != 0) * u;
@@ -59,7 +65,7 @@ __device__ __forceinline__ float activate(const ActivationParams& p, int32_t act
       return r * r;
     }
     default:
-      return siluf(g) * u;
+      return siluf<kFast>(g) * u;
   }
 }
 

@@ -21,6 +21,7 @@
 #include "cutlass/gemm/group_array_problem_shape.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/util/packed_stride.hpp"
+#include "sm90_activation_epilogue.cuh"
 
 namespace moe::trtllm::kernels {
 
@@ -29,20 +30,28 @@ using namespace cute;
 using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;  // (M, N, K) per group
 using Bf16 = cutlass::bfloat16_t;
 
-template <class TileShape, class ClusterShape, class MainloopSchedule, class EpilogueSchedule,
-          class LayoutA, class LayoutB, class LayoutD>
-struct GroupedGemm {
-  static constexpr int kAlign = 8;  // 16 bytes of bf16: TMA's alignment for every stride
+constexpr int kTmaAlign = 8;  // 16 bytes of bf16: TMA's alignment for every stride
 
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD*, kAlign, Bf16,
-      LayoutD*, kAlign, EpilogueSchedule,
-      cutlass::epilogue::fusion::LinearCombination<Bf16, float, void>>::CollectiveOp;
+// D = A * B^T stored as bf16 through CUTLASS's TMA epilogue.
+template <class TileShape, class ClusterShape, class EpilogueSchedule, class LayoutD>
+using StoreEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD*, kTmaAlign, Bf16,
+    LayoutD*, kTmaAlign, EpilogueSchedule,
+    cutlass::epilogue::fusion::LinearCombination<Bf16, float, void>>::CollectiveOp;
+
+// act(A * B^T) stored as bf16 from registers (sm90_activation_epilogue.cuh).
+template <class TileShape, bool kSwapAB>
+using FusedEpilogue = StagedEpilogueAdapter<ActivationEpilogue<TileShape, kSwapAB>>;
+
+template <class TileShape, class ClusterShape, class MainloopSchedule, class Epilogue_,
+          class LayoutA, class LayoutB>
+struct GroupedGemm {
+  using Epilogue = Epilogue_;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, LayoutA*, kAlign, Bf16, LayoutB*,
-      kAlign, float, TileShape, ClusterShape,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, LayoutA*, kTmaAlign, Bf16, LayoutB*,
+      kTmaAlign, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
       MainloopSchedule>::CollectiveOp;
@@ -54,17 +63,30 @@ struct GroupedGemm {
   using StrideD = typename Kernel::InternalStrideD;
 };
 
-using TokenTiles =
-    GroupedGemm<Shape<_128, _128, _64>, Shape<_1, _1, _1>,
-                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, cutlass::layout::RowMajor,
-                cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
+using TokenTileShape = Shape<_128, _128, _64>;
+using WeightTileShape = Shape<_128, _32, _64>;
+using Cluster = Shape<_1, _1, _1>;
+using Cooperative = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
+using TmaStore = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
+using RowMajor = cutlass::layout::RowMajor;
+using ColumnMajor = cutlass::layout::ColumnMajor;
 
-using WeightTiles =
-    GroupedGemm<Shape<_128, _32, _64>, Shape<_1, _1, _1>,
-                cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, cutlass::layout::RowMajor,
-                cutlass::layout::ColumnMajor, cutlass::layout::ColumnMajor>;
+// Plain D (GEMM2, and GEMM1 when the activation runs as its own kernel).
+using TokenTiles =
+    GroupedGemm<TokenTileShape, Cluster, Cooperative,
+                StoreEpilogue<TokenTileShape, Cluster, TmaStore, RowMajor>, RowMajor, ColumnMajor>;
+using WeightTiles = GroupedGemm<WeightTileShape, Cluster, Cooperative,
+                                StoreEpilogue<WeightTileShape, Cluster, TmaStore, ColumnMajor>,
+                                RowMajor, ColumnMajor>;
+
+// GEMM1 with the activation in the epilogue. (Ping-pong token tiles, which would overlap one
+// warpgroup's epilogue with the other's wgmma, measured 1.3-1.8x slower: bench/NOTES.md.)
+using TokenTilesAct =
+    GroupedGemm<TokenTileShape, Cluster, Cooperative, FusedEpilogue<TokenTileShape, false>,
+                RowMajor, ColumnMajor>;
+using WeightTilesAct =
+    GroupedGemm<WeightTileShape, Cluster, Cooperative, FusedEpilogue<WeightTileShape, true>,
+                RowMajor, ColumnMajor>;
 
 // Per-group arguments, written on the device by setup_groups (one thread per group).
 template <class G>
@@ -78,17 +100,18 @@ struct GroupArrays {
   typename G::StrideD* stride_d;                          // [groups]
 };
 
-// Fills the group arrays from the permutation's offsets. `weights[g]` is group g's [N, K].
+// Fills the group arrays from the permutation's offsets. `weights[g]` is group g's [N, K]; the
+// output rows are out_ld elements apart (N, or I when the activation halves a gated row).
 template <class G, bool kSwapAB>
 __global__ void setup_groups(int groups, const int64_t* offsets /* [groups + 1] */, int n, int k,
                              const Bf16* rows /* [R, K] */, const Bf16* const* weights,
-                             Bf16* out /* [R, N] */, GroupArrays<G> arrays) {
+                             Bf16* out /* [R, out_ld] */, int64_t out_ld, GroupArrays<G> arrays) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
   const int64_t begin = offsets[g];
   const int m = static_cast<int>(offsets[g + 1] - begin);
   const Bf16* tokens = rows + begin * k;
-  Bf16* d = out + begin * n;
+  Bf16* d = out + begin * out_ld;
   if constexpr (kSwapAB) {
     // D^T[N, m] = W[N, K] * tokens[m, K]^T: weights are A, tokens are B (K contiguous),
     // D column-major (N, m) is the same memory as row-major [m, N].

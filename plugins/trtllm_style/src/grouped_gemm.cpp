@@ -1,36 +1,80 @@
 #include "grouped_gemm.hpp"
 
+#include <algorithm>
+
 #include "grouped_gemm_launch.hpp"
 #include "moe/error.hpp"
+#include "moe/problem.hpp"
 
 namespace moe::trtllm {
+namespace {
+
+using detail::Kernel;
+
+Kernel plain_kernel(GemmTiles t) { return t == GemmTiles::kTokens ? Kernel::kTokens : Kernel::kWeights; }
+Kernel act_kernel(GemmTiles t) {
+  return t == GemmTiles::kTokens ? Kernel::kTokensAct : Kernel::kWeightsAct;
+}
+
+void launch(GemmTiles tiles, Kernel kernel, const GroupedGemmArgs& a,
+            const kernels::FusedActivation& act, cudaStream_t stream) {
+  MOE_CHECK(a.n % 8 == 0 && a.k % 8 == 0, MOE_STATUS_UNSUPPORTED,
+            "grouped GEMM needs N={} and K={} to be multiples of 8 (16-byte TMA strides)", a.n,
+            a.k);
+  MOE_CHECK(a.groups >= 1 && a.offsets && a.rows && a.weights && a.out && a.workspace,
+            MOE_STATUS_INVALID_ARGUMENT, "grouped GEMM: groups={} or a null pointer", a.groups);
+  const size_t need = grouped_gemm_workspace_bytes(tiles, a.groups, a.sm_count);
+  MOE_CHECK(a.workspace_bytes >= need, MOE_STATUS_CAPACITY_EXCEEDED,
+            "grouped GEMM workspace of {} bytes is smaller than the {} needed", a.workspace_bytes,
+            need);
+  const detail::GemmCall call{a.groups, a.offsets, a.n,         a.k,        a.rows,
+                              a.weights, a.out,    a.workspace, a.sm_count, stream};
+  const detail::LaunchResult r = detail::launch(kernel, call, act);
+  MOE_CHECK(r.stage == nullptr, MOE_STATUS_DEVICE_ERROR, "grouped GEMM ({}{}, n={}, k={}) {}: {}",
+            gemm_tiles_name(tiles), kernel == act_kernel(tiles) ? ", activation epilogue" : "",
+            a.n, a.k, r.stage ? r.stage : "", r.message ? r.message : "");
+}
+
+}  // namespace
 
 const char* gemm_tiles_name(GemmTiles t) {
   return t == GemmTiles::kTokens ? "token tiles 128x128" : "weight tiles 128x32 (swap AB)";
 }
 
 size_t grouped_gemm_workspace_bytes(GemmTiles tiles, int groups, int sm_count) {
-  return tiles == GemmTiles::kTokens ? detail::token_tiles_workspace(groups, sm_count)
-                                     : detail::weight_tiles_workspace(groups, sm_count);
+  return std::max(detail::kernel_workspace(plain_kernel(tiles), groups, sm_count),
+                  detail::kernel_workspace(act_kernel(tiles), groups, sm_count));
 }
 
-void run_grouped_gemm(GemmTiles tiles, int groups, const int64_t* offsets, int n, int k,
-                      const void* rows, const void* const* weights, void* out, void* workspace,
-                      size_t workspace_bytes, int sm_count, cudaStream_t stream) {
-  MOE_CHECK(n % 8 == 0 && k % 8 == 0, MOE_STATUS_UNSUPPORTED,
-            "grouped GEMM needs N={} and K={} to be multiples of 8 (16-byte TMA strides)", n, k);
-  const size_t need = grouped_gemm_workspace_bytes(tiles, groups, sm_count);
-  MOE_CHECK(workspace_bytes >= need, MOE_STATUS_CAPACITY_EXCEEDED,
-            "grouped GEMM workspace of {} bytes is smaller than the {} needed", workspace_bytes,
-            need);
-  const detail::LaunchResult r =
-      tiles == GemmTiles::kTokens
-          ? detail::launch_token_tiles(groups, offsets, n, k, rows, weights, out, workspace,
-                                       sm_count, stream)
-          : detail::launch_weight_tiles(groups, offsets, n, k, rows, weights, out, workspace,
-                                        sm_count, stream);
-  MOE_CHECK(r.stage == nullptr, MOE_STATUS_DEVICE_ERROR, "grouped GEMM ({}, n={}, k={}) {}: {}",
-            gemm_tiles_name(tiles), n, k, r.stage ? r.stage : "", r.message ? r.message : "");
+void run_grouped_gemm(GemmTiles tiles, const GroupedGemmArgs& args, cudaStream_t stream) {
+  launch(tiles, plain_kernel(tiles), args, kernels::FusedActivation{}, stream);
+}
+
+void run_grouped_gemm_activation(GemmTiles tiles, const moe_problem& p, const GroupedGemmArgs& args,
+                                 const ActivationEpilogueArgs& e, cudaStream_t stream) {
+  const auto activation = static_cast<moe_activation>(p.activation);
+  MOE_CHECK(p.activation >= 0 && p.activation < MOE_ACTIVATION_COUNT_,
+            MOE_STATUS_INVALID_ARGUMENT, "activation={} is not one of {}", p.activation,
+            activation_names());
+  const bool gated = is_gated(activation);
+  MOE_CHECK(gated || e.silu_end <= e.silu_begin, MOE_STATUS_INVALID_ARGUMENT,
+            "relu2 rows are N={} wide; silu_mul groups [{}, {}) would be gated", args.n,
+            e.silu_begin, e.silu_end);
+  MOE_CHECK(e.bias != nullptr || e.bias_groups == 0, MOE_STATUS_INVALID_ARGUMENT,
+            "bias_groups={} without a bias", e.bias_groups);
+  kernels::FusedActivation act{};
+  act.act.activation = p.activation;
+  act.act.gelu_tanh = p.gelu_tanh;
+  act.act.alpha = p.activation_alpha;
+  act.act.limit = p.activation_limit;
+  act.bias = e.bias;
+  act.bias_stride = args.n;
+  act.bias_groups = e.bias != nullptr ? e.bias_groups : 0;
+  act.silu_begin = e.silu_begin;
+  act.silu_end = e.silu_end;
+  act.out_ld = gated ? args.n / 2 : args.n;
+  act.gated = gated ? 1 : 0;
+  launch(tiles, act_kernel(tiles), args, act, stream);
 }
 
 }  // namespace moe::trtllm

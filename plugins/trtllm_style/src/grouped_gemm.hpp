@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "moe/moe_abi.h"
+
 namespace moe::trtllm {
 
 enum class GemmTiles {
@@ -17,13 +19,35 @@ enum class GemmTiles {
 
 const char* gemm_tiles_name(GemmTiles t);
 
-// Workspace for one grouped GEMM of `groups` groups (group arrays + CUTLASS's own).
+// Workspace for one grouped GEMM of `groups` groups (group arrays + CUTLASS's own), enough for
+// both the plain and the activation-fused kernel of those tiles.
 size_t grouped_gemm_workspace_bytes(GemmTiles tiles, int groups, int sm_count);
 
-// out[r, :N] = rows[r, :K] * weights[g][N, K]^T for the rows r of each group g, the groups'
-// rows given by offsets [groups + 1] (device). N and K multiples of 8.
-void run_grouped_gemm(GemmTiles tiles, int groups, const int64_t* offsets, int n, int k,
-                      const void* rows, const void* const* weights, void* out, void* workspace,
-                      size_t workspace_bytes, int sm_count, cudaStream_t stream);
+struct GroupedGemmArgs {
+  int groups = 0;
+  const int64_t* offsets = nullptr;  // [groups + 1]: group g owns rows [offsets[g], offsets[g+1])
+  int n = 0, k = 0;                  // multiples of 8
+  const void* rows = nullptr;            // [R, K] bf16
+  const void* const* weights = nullptr;  // [groups] -> [N, K] bf16, K contiguous
+  void* out = nullptr;  // [R, N] bf16; with the activation [R, I] (I = N/2 gated, N relu2)
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  int sm_count = 0;
+};
+
+// out[r, :N] = rows[r, :K] * weights[g][N, K]^T for the rows r of each group g.
+void run_grouped_gemm(GemmTiles tiles, const GroupedGemmArgs& args, cudaStream_t stream);
+
+// GEMM1 with the activation in its epilogue. The weights' rows are TensorRT-LLM's interleave
+// (row 2i = up_i, 2i+1 = gate_i) when gated; out[r, i] = act(gate + b, up + b) rounded once to
+// bf16. Groups [silu_begin, silu_end) (sinks) use silu_mul; groups below bias_groups add
+// bias[g * N + column] (b13 in the weights' row order) when bias is given.
+struct ActivationEpilogueArgs {
+  const float* bias = nullptr;
+  int32_t bias_groups = 0;
+  int32_t silu_begin = 0, silu_end = 0;
+};
+void run_grouped_gemm_activation(GemmTiles tiles, const moe_problem& p, const GroupedGemmArgs& args,
+                                 const ActivationEpilogueArgs& epilogue, cudaStream_t stream);
 
 }  // namespace moe::trtllm

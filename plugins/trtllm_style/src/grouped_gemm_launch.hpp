@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/fused_activation.hpp"
+
 namespace moe::trtllm::detail {
 
 struct LaunchResult {
@@ -14,14 +16,25 @@ struct LaunchResult {
   const char* message = nullptr;  // cudaGetErrorString / cutlassGetStatusString
 };
 
-size_t token_tiles_workspace(int groups, int sm_count);
-size_t weight_tiles_workspace(int groups, int sm_count);
+// One grouped GEMM: out[r, :] = rows[r, :K] * weights[g][N, K]^T for the rows of each group g.
+struct GemmCall {
+  int groups = 0;
+  const int64_t* offsets = nullptr;  // [groups + 1], device
+  int n = 0, k = 0;
+  const void* rows = nullptr;            // [R, K] bf16
+  const void* const* weights = nullptr;  // [groups] -> [N, K] bf16
+  void* out = nullptr;                   // [R, N] bf16, or [R, out_ld] with the activation
+  void* workspace = nullptr;
+  int sm_count = 0;
+  cudaStream_t stream = nullptr;
+};
 
-LaunchResult launch_token_tiles(int groups, const int64_t* offsets, int n, int k, const void* rows,
-                                const void* const* weights, void* out, void* workspace,
-                                int sm_count, cudaStream_t stream) noexcept;
-LaunchResult launch_weight_tiles(int groups, const int64_t* offsets, int n, int k, const void* rows,
-                                 const void* const* weights, void* out, void* workspace,
-                                 int sm_count, cudaStream_t stream) noexcept;
+enum class Kernel { kTokens, kWeights, kTokensAct, kWeightsAct };
+
+size_t kernel_workspace(Kernel kernel, int groups, int sm_count);
+
+// `act` is read by the two *Act kernels only.
+LaunchResult launch(Kernel kernel, const GemmCall& call,
+                    const kernels::FusedActivation& act) noexcept;
 
 }  // namespace moe::trtllm::detail

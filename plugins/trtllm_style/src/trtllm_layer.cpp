@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -52,7 +53,7 @@ void append_bias(std::vector<float>& out, const LayoutTensor& b) {
 struct DeviceLayer::Workspace {
   moe::gpu::Permutation perm;
   void* rows;   // [R, H] bf16, the tokens of each group, contiguous
-  void* gemm1;  // [R, n1] bf16
+  void* gemm1;  // [R, n1] bf16 (separate activation only)
   void* act;    // [R, P] bf16
   void* gemm2;  // [R, H] bf16
   void* gemm_ws;
@@ -89,8 +90,9 @@ PrepareOptions layout_options(const Options& options) {
   o.w31 = true;
   o.gated_interleave = true;
   for (const auto& [key, value] : options) {
-    if (key == "gemm_tiles") continue;  // read by DeviceLayer
-    MOE_FAIL(MOE_STATUS_CONFIG_ERROR, "trtllm_style: unknown option '{}' (known: gemm_tiles)", key);
+    if (key == "gemm_tiles" || key == "activation_epilogue") continue;  // read by DeviceLayer
+    MOE_FAIL(MOE_STATUS_CONFIG_ERROR,
+             "trtllm_style: unknown option '{}' (known: gemm_tiles, activation_epilogue)", key);
   }
   return o;
 }
@@ -102,11 +104,19 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   MOE_CHECK(r.reason == MOE_REASON_NONE, MOE_STATUS_UNSUPPORTED, "trtllm_style: {}", r.message);
   check_weights(p, w);
   tiles_option_ = "auto";
+  epilogue_option_ = "auto";
   for (const auto& [key, value] : options) {
-    if (key != "gemm_tiles") continue;
-    MOE_CHECK(value == "auto" || value == "tokens" || value == "weights", MOE_STATUS_CONFIG_ERROR,
-              "trtllm_style: gemm_tiles '{}' is not auto, tokens or weights", value);
-    tiles_option_ = value;
+    if (key == "gemm_tiles") {
+      MOE_CHECK(value == "auto" || value == "tokens" || value == "weights",
+                MOE_STATUS_CONFIG_ERROR, "trtllm_style: gemm_tiles '{}' is not auto, tokens or weights",
+                value);
+      tiles_option_ = value;
+    } else if (key == "activation_epilogue") {
+      MOE_CHECK(value == "auto" || value == "fused" || value == "separate",
+                MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: activation_epilogue '{}' is not auto, fused or separate", value);
+      epilogue_option_ = value;
+    }
   }
   const PrepareOptions opts = layout_options(options);
   const bool gated = is_gated(static_cast<moe_activation>(p.activation));
@@ -171,15 +181,23 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   local_map_ = upload_vector(map);
 }
 
-// The workspace pieces in carve order: permutation, gathered rows, GEMM1 output, activation,
-// GEMM2 output, grouped-GEMM scratch (shared by both GEMMs: they run one after the other).
+bool DeviceLayer::fuse_activation(int64_t tokens) const {
+  if (epilogue_option_ != "auto") return epilogue_option_ == "fused";
+  // Measured on the H200 (bench/NOTES.md): the fused epilogue wins or ties up to ~512 rows per
+  // expert and loses ~5% at 1024+ (mixtral T=4096), where GEMM1's tensor cores wait for it.
+  const moe_problem p = problem_.c();
+  return tokens * p.top_k < 1024 * std::max<int64_t>(1, p.local_experts);
+}
+
+// The workspace pieces in carve order: permutation, gathered rows, GEMM1 output (none when the
+// activation is fused), activation, GEMM2 output, grouped-GEMM scratch (shared by both GEMMs: they run one after the other).
 std::array<size_t, 6> DeviceLayer::pieces(int64_t tokens) const {
   const moe_problem p = problem_.c();
   const size_t rows = size_t(tokens * rows_per_token(p));
   const int sm = device_info().sm_count;
   return {moe::gpu::permutation_workspace_bytes(p, tokens),
           rows * p.hidden * 2,
-          rows * n1_ * 2,
+          fuse_activation(tokens) ? 0 : rows * n1_ * 2,
           rows * padded_i_ * 2,
           rows * p.hidden * 2,
           std::max(grouped_gemm_workspace_bytes(GemmTiles::kTokens, int(groups_), sm),
@@ -232,24 +250,35 @@ void DeviceLayer::run(const moe_run_args& a) const {
   moe::gpu::launch_gather_rows(ws.perm, p.hidden, static_cast<const uint16_t*>(a.hidden.data),
                                static_cast<uint16_t*>(ws.rows), stream);
   const int64_t* offsets = ws.perm.group_offsets;
-  run_grouped_gemm(tiles, int(groups_), offsets, int(n1_), int(p.hidden), ws.rows,
-                   w13_ptrs_.as<const void*>(), ws.gemm1, ws.gemm_ws, ws.gemm_ws_bytes, sm, stream);
+  GroupedGemmArgs g1{int(groups_), offsets, int(n1_), int(p.hidden), ws.rows,
+                     w13_ptrs_.as<const void*>(), ws.act, ws.gemm_ws, ws.gemm_ws_bytes, sm};
+  const int32_t bias_groups = has_bias_ ? int32_t(p.local_experts) : 0;
+  const int32_t silu_begin = int32_t(p.local_experts);
+  const int32_t silu_end = int32_t(p.local_experts + p.sink_experts);
+  if (fuse_activation(tokens)) {
+    ActivationEpilogueArgs e{has_bias_ ? b13_.as<float>() : nullptr, bias_groups, silu_begin,
+                             silu_end};
+    run_grouped_gemm_activation(tiles, p, g1, e, stream);
+  } else {
+    g1.out = ws.gemm1;
+    run_grouped_gemm(tiles, g1, stream);
+    moe::gpu::ActivationArgs act;
+    act.gemm1 = static_cast<const uint16_t*>(ws.gemm1);
+    act.out = static_cast<uint16_t*>(ws.act);
+    act.intermediate = padded_i_;
+    act.layout = moe::gpu::GateUpLayout::kInterleavedUpGate;
+    act.bias = has_bias_ ? b13_.as<float>() : nullptr;
+    act.bias_groups = bias_groups;
+    act.row_group = ws.perm.row_group;
+    act.silu_group_begin = silu_begin;
+    act.silu_group_end = silu_end;
+    act.rows = {ws.perm.max_rows, nullptr, offsets + groups_};
+    moe::gpu::launch_activation(p, act, stream);
+  }
 
-  moe::gpu::ActivationArgs act;
-  act.gemm1 = static_cast<const uint16_t*>(ws.gemm1);
-  act.out = static_cast<uint16_t*>(ws.act);
-  act.intermediate = padded_i_;
-  act.layout = moe::gpu::GateUpLayout::kInterleavedUpGate;
-  act.bias = has_bias_ ? b13_.as<float>() : nullptr;
-  act.bias_groups = has_bias_ ? int32_t(p.local_experts) : 0;
-  act.row_group = ws.perm.row_group;
-  act.silu_group_begin = int32_t(p.local_experts);
-  act.silu_group_end = int32_t(p.local_experts + p.sink_experts);
-  act.rows = {ws.perm.max_rows, nullptr, offsets + groups_};
-  moe::gpu::launch_activation(p, act, stream);
-
-  run_grouped_gemm(tiles, int(groups_), offsets, int(p.hidden), int(padded_i_), ws.act,
-                   w2_ptrs_.as<const void*>(), ws.gemm2, ws.gemm_ws, ws.gemm_ws_bytes, sm, stream);
+  const GroupedGemmArgs g2{int(groups_), offsets, int(p.hidden), int(padded_i_), ws.act,
+                           w2_ptrs_.as<const void*>(), ws.gemm2, ws.gemm_ws, ws.gemm_ws_bytes, sm};
+  run_grouped_gemm(tiles, g2, stream);
 
   moe::gpu::FinalizeArgs fin;
   fin.gemm2 = static_cast<const uint16_t*>(ws.gemm2);

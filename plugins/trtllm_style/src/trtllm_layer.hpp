@@ -1,7 +1,10 @@
 // One trtllm_style layer on the GPU: weights prepared in the TensorRT-LLM layout (w31 swap and
 // gated interleave, so GEMM1 writes (up_i, gate_i) pairs side by side) and uploaded at prepare;
-// at run time route -> permute -> gather -> grouped GEMM1 -> activation -> grouped GEMM2 ->
-// weighted combine, all on the caller's stream and workspace (capturable in a CUDA graph).
+// at run time permute -> gather -> grouped GEMM1 with the activation in its epilogue -> grouped
+// GEMM2 -> weighted combine, all on the caller's stream and workspace (capturable in a CUDA
+// graph). Option `activation_epilogue: separate` runs the activation as a kernel of its own
+// instead (GEMM1 then writes its 2I-wide output); `auto` (the default) fuses unless the groups
+// average 1024 rows or more, where the separate kernel measured faster (bench/NOTES.md).
 #pragma once
 
 #include <array>
@@ -44,6 +47,8 @@ class DeviceLayer {
   int64_t n1_ = 0;                   // GEMM1 output width: 2P gated, P for relu2
   int64_t padded_i_ = 0;             // P
   std::string tiles_option_;         // "auto", "tokens" or "weights"
+  std::string epilogue_option_;      // activation_epilogue: "auto", "fused" or "separate"
+  bool fuse_activation(int64_t tokens) const;
   DeviceBuffer w13_, w2_;            // every group's weights, [groups][n1, H] and [groups][H, P]
   DeviceBuffer w13_ptrs_, w2_ptrs_;  // [groups] pointers into them
   DeviceBuffer b13_, b2_;            // [groups, n1] and [groups, H] f32 (zeros where absent)

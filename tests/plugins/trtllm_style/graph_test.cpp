@@ -84,6 +84,74 @@ TEST_F(TrtllmGraph, ReplayedGraphMatchesTheReferenceForNewInputs) {
   cudaStreamDestroy(stream);
 }
 
+// Every activation, through both tile shapes (the epilogue pairs up/gate differently in each),
+// with the activation fused into GEMM1's epilogue and as a kernel of its own.
+struct EpilogueCase {
+  moe_activation activation;
+  bool bias, sinks;
+  const char* tiles;
+  const char* epilogue;
+};
+
+class TrtllmEpilogue : public TrtllmGraph, public testing::WithParamInterface<EpilogueCase> {};
+
+TEST_P(TrtllmEpilogue, MatchesTheReference) {
+  const EpilogueCase c = GetParam();
+  Problem q = problem_;
+  q.raw().activation = c.activation;
+  q.raw().activation_alpha = 1.702f;
+  q.raw().activation_limit = 3.0f;  // small enough that the random GEMM1 outputs get clamped
+  q.raw().gelu_tanh = 1;
+  q.raw().expert_bias = c.bias ? 1 : 0;
+  if (c.sinks) {
+    q.raw().sink_experts = 2;
+    q.raw().sink_intermediate = q.raw().intermediate;
+    q.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+    q.raw().routing_bias = 1;
+  }
+  q.finalize();
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 21);
+  const Layer layer =
+      plugin_->prepare(p, w.view(), {{"gemm_tiles", c.tiles}, {"activation_epilogue", c.epilogue}});
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  for (int64_t tokens : {1, 37, 64}) {
+    const Batch batch = random_batch(p, tokens, 40 + uint64_t(tokens), Scenario::kRandom);
+    const Routing routing = route_batch(*reference_, p, batch);
+    const RunResult out = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+    const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+    EXPECT_LT(relative_l2(out.output, ref.output), 1e-2) << tokens << " tokens";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Activations, TrtllmEpilogue,
+    testing::Values(EpilogueCase{MOE_ACTIVATION_SILU_MUL, false, false, "tokens", "fused"},
+                    EpilogueCase{MOE_ACTIVATION_SILU_MUL, false, false, "weights", "fused"},
+                    EpilogueCase{MOE_ACTIVATION_SILU_MUL, false, true, "tokens", "fused"},
+                    EpilogueCase{MOE_ACTIVATION_SILU_MUL, false, true, "weights", "fused"},
+                    EpilogueCase{MOE_ACTIVATION_SILU_MUL_CLAMP, false, false, "weights", "fused"},
+                    EpilogueCase{MOE_ACTIVATION_SWIGLU_OAI, true, false, "tokens", "fused"},
+                    EpilogueCase{MOE_ACTIVATION_SWIGLU_OAI, true, false, "weights", "fused"},
+                    EpilogueCase{MOE_ACTIVATION_SWIGLU_OAI, true, false, "weights", "separate"},
+                    EpilogueCase{MOE_ACTIVATION_GELU_MUL, true, false, "tokens", "fused"},
+                    EpilogueCase{MOE_ACTIVATION_GELU_MUL, false, false, "weights", "fused"},
+                    EpilogueCase{MOE_ACTIVATION_RELU2, true, false, "tokens", "fused"},
+                    EpilogueCase{MOE_ACTIVATION_RELU2, false, false, "weights", "fused"},
+                    EpilogueCase{MOE_ACTIVATION_RELU2, false, false, "tokens", "separate"}),
+    [](const testing::TestParamInfo<EpilogueCase>& info) {
+      const EpilogueCase& c = info.param;
+      return fmt::format("{}{}{}_{}_{}", activation_name(c.activation), c.bias ? "_bias" : "",
+                         c.sinks ? "_sinks" : "", c.tiles, c.epilogue);
+    });
+
+TEST_F(TrtllmGraph, UnknownEpilogueOptionIsAConfigError) {
+  const moe_problem p = problem_.c();
+  const LayerWeights w = random_weights(p, 5);
+  expect_error([&] { plugin_->prepare(p, w.view(), {{"activation_epilogue", "maybe"}}); },
+               MOE_STATUS_CONFIG_ERROR, {"activation_epilogue 'maybe' is not auto, fused or separate"});
+}
+
 TEST_F(TrtllmGraph, TokensAboveMaxTokensAreACapacityError) {
   const moe_problem p = problem_.c();
   const LayerWeights w = random_weights(p, 5);
