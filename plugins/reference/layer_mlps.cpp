@@ -1,0 +1,114 @@
+#include "layer_mlps.hpp"
+
+#include <cmath>
+
+#include "moe/error.hpp"
+#include "moe/formats.hpp"
+#include "moe/problem.hpp"
+#include "moe/weights.hpp"
+
+namespace moe::reference {
+namespace {
+
+// Matrix `index` of a stack (index < 0: the tensor is a single matrix).
+MatrixRef matrix_ref(moe_format format, int64_t rows, int64_t cols, const moe_tensor& q,
+                     const moe_tensor& scale, const moe_tensor& scale_2, int64_t index) {
+  const MatrixLayout m = matrix_layout(format, rows, cols);
+  MatrixRef out{format, rows, cols, nullptr, nullptr, 1.0f, 0, 0};
+  const size_t i = index < 0 ? 0 : size_t(index);
+  out.q_bytes = size_t(rows * m.stored_cols) * dtype_size(m.dtype);
+  out.q = static_cast<const uint8_t*>(q.data) + i * out.q_bytes;
+  if (m.scale_dtype != MOE_DTYPE_INVALID) {
+    out.scale_bytes = size_t(scale_count(m)) * dtype_size(m.scale_dtype);
+    out.scales = static_cast<const uint8_t*>(scale.data) + i * out.scale_bytes;
+  }
+  if (m.has_scale_2) {
+    out.scale_2 = static_cast<const float*>(scale_2.data)[i];
+    MOE_CHECK(out.scale_2 > 0 && std::isfinite(out.scale_2), MOE_STATUS_INVALID_ARGUMENT,
+              "scale_2[{}]={} must be finite and > 0 (a missing or misrouted tensor?)", i,
+              out.scale_2);
+  }
+  return out;
+}
+
+std::vector<double> bias_row(const moe_tensor& t, int64_t expert, int64_t n) {
+  std::vector<double> out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t at = expert * n + i;
+    out[i] = t.dtype == MOE_DTYPE_F32 ? static_cast<const float*>(t.data)[at]
+                                      : bf16_to_float(static_cast<const uint16_t*>(t.data)[at]);
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* mlp_kind_name(MlpKind kind) {
+  switch (kind) {
+    case MlpKind::kRouted:
+      return "routed";
+    case MlpKind::kShared:
+      return "shared";
+    case MlpKind::kSink:
+      return "sink";
+  }
+  return "invalid";
+}
+
+MlpShape mlp_shape(const moe_problem& p, MlpKind kind) {
+  const bool gated = is_gated(static_cast<moe_activation>(p.activation));
+  const auto format = static_cast<moe_format>(p.format);
+  switch (kind) {
+    case MlpKind::kRouted:
+      return {format, w13_rows(p), p.hidden, p.intermediate};
+    case MlpKind::kShared:
+      return {format, (gated ? 2 : 1) * p.shared_intermediate, p.hidden, p.shared_intermediate};
+    case MlpKind::kSink:  // always silu_mul on bf16 weights
+      return {MOE_FORMAT_BF16, 2 * p.sink_intermediate, p.hidden, p.sink_intermediate};
+  }
+  MOE_FAIL(MOE_STATUS_INTERNAL, "mlp kind {} is invalid", int(kind));
+}
+
+void MatrixRef::dequantize(double* out) const {
+  dequantize_matrix(format, q, scales, scale_2, rows, cols, out);
+}
+
+std::vector<MlpRef> layer_mlps(const moe_problem& p, const moe_weights& w) {
+  check_weights(p, w);
+  std::vector<MlpRef> out;
+  const MlpShape r = mlp_shape(p, MlpKind::kRouted);
+  for (int64_t e = 0; e < p.local_experts; ++e) {
+    MlpRef m{{MlpKind::kRouted, e},
+             matrix_ref(r.format, r.rows13, r.hidden, w.w13, w.w13_scale, w.w13_scale_2, e),
+             matrix_ref(r.format, r.hidden, r.inter, w.w2, w.w2_scale, w.w2_scale_2, e),
+             {},
+             {}};
+    if (p.expert_bias) {
+      m.b13 = bias_row(w.b13, e, r.rows13);
+      m.b2 = bias_row(w.b2, e, r.hidden);
+    }
+    out.push_back(std::move(m));
+  }
+  if (p.shared_intermediate > 0) {
+    const MlpShape s = mlp_shape(p, MlpKind::kShared);
+    out.push_back({{MlpKind::kShared, 0},
+                   matrix_ref(s.format, s.rows13, s.hidden, w.shared_w13, w.shared_w13_scale,
+                              w.shared_w13_scale_2, -1),
+                   matrix_ref(s.format, s.hidden, s.inter, w.shared_w2, w.shared_w2_scale,
+                              w.shared_w2_scale_2, -1),
+                   {},
+                   {}});
+  }
+  const MlpShape k = mlp_shape(p, MlpKind::kSink);
+  const moe_tensor none{};
+  for (int64_t s = 0; s < p.sink_experts; ++s) {
+    out.push_back({{MlpKind::kSink, s},
+                   matrix_ref(k.format, k.rows13, k.hidden, w.sink_w13, none, none, s),
+                   matrix_ref(k.format, k.hidden, k.inter, w.sink_w2, none, none, s),
+                   {},
+                   {}});
+  }
+  return out;
+}
+
+}  // namespace moe::reference
