@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # On a GPU machine (through the device tool) with a build carried in build/: the GPU unit tests,
-# the GPU conformance run (every plugin against the reference) and, with --bench SHAPES, the
-# benchmark grid with its peers. Results go to $OUT (default /tmp/moe_out).
-#   scripts/gpu_check.sh [--bench qwen3_30b_a3b,mixtral_8x7b] [--tokens 1,8,64,512,4096,16384]
+# the GPU conformance run (every plugin against the reference; with --gpu-sized also the model
+# shapes against the gpu_oracle plugin) and, with --bench SHAPES, the benchmark grid with its
+# peers. Results go to $OUT (default /tmp/moe_out).
+#   scripts/gpu_check.sh [--gpu-sized] [--bench qwen3_30b_a3b,mixtral_8x7b] [--tokens 1,8,64,512,4096,16384]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/moe_out}
 mkdir -p "$OUT"
-BENCH="" TOKENS="1,8,64,512,4096,16384" TESTS=1 CHECK="deepseek_v3=8,default=64"
+BENCH="" TOKENS="1,8,64,512,4096,16384" TESTS=1 CHECK="deepseek_v3=8,default=64" GPU_SIZED=""
 while (($#)); do
   case $1 in
     --bench) BENCH=$2; shift 2 ;;
     --tokens) TOKENS=$2; shift 2 ;;
     --no-tests) TESTS=0; shift ;;
+    --gpu-sized) GPU_SIZED=--gpu-sized; shift ;;
     --check-max-tokens) CHECK=$2; shift 2 ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
@@ -21,13 +23,13 @@ export MOE_TEST_BUILD_DIR=$PWD/build MOE_TEST_SOURCE_DIR=$PWD MOE_PLUGIN_PATH=
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/device.txt"
 status=0
 if ((TESTS)); then
-  for t in moe_cuda_common_tests moe_trtllm_gpu_tests moe_conformance_tests; do
+  for t in moe_cuda_common_tests moe_trtllm_gpu_tests moe_gpu_oracle_tests moe_conformance_tests; do
     echo "== $t"
     build/bin/$t --gtest_brief=1 >"$OUT/$t.log" 2>&1 || status=1
     grep -E "FAILED|PASSED|SKIPPED \]|Failure" "$OUT/$t.log" | head -40
   done
   echo "== moe conformance"
-  build/bin/moe conformance --report "$OUT/conformance.json" >"$OUT/conformance.log" 2>&1 || status=1
+  build/bin/moe conformance $GPU_SIZED --report "$OUT/conformance.json" >"$OUT/conformance.log" 2>&1 || status=1
   grep -v "^skip" "$OUT/conformance.log" | tail -30
 fi
 if [ -n "$BENCH" ]; then

@@ -80,6 +80,21 @@ LayerWeights through_checkpoint(const LayerWeights& w, const moe_problem& p, Che
   return load_layer(Checkpoint::open(spec.path), spec, p).weights;
 }
 
+// Why a gpu_sized problem is not run for `plugin`, or "".
+std::string gpu_sized_skip(const Plugin& plugin, const ConformanceOptions& options) {
+  if (!options.include_gpu_sized)
+    return "GPU-sized model shape: run with --gpu-sized on a GPU machine";
+  if (!plugin.device_memory())
+    return fmt::format(
+        "GPU-sized model shape: {} keeps its tensors in host memory; model shapes are checked "
+        "on device-memory backends only",
+        plugin.name());
+  if (options.gpu_oracle == nullptr)
+    return "GPU-sized model shape: no GPU oracle to compare with (the gpu_oracle plugin was not "
+           "found; it is built with CUDA)";
+  return "";
+}
+
 // The global id of this rank's last local expert (the one that gets every token in kOneExpert).
 int32_t last_local_expert(const moe_problem& p) {
   for (int64_t e = p.experts - 1; e >= 0; --e)
@@ -194,9 +209,13 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
                                          const ConformanceOptions& options) const {
   std::vector<CaseResult> results;
   const moe_problem p = pf.problem.c();
+  // What the plugin's output is compared with; its routing is always the reference's.
+  const std::shared_ptr<const Plugin> oracle = pf.gpu_sized ? options.gpu_oracle : reference_;
   auto result = [&](std::string stage, int64_t tokens, const char* scenario, uint64_t seed) {
     CaseResult r;
     r.plugin = plugin->name();
+    if (stage == "route") r.oracle = reference_->name();
+    if (stage == "run" && oracle) r.oracle = oracle->name();
     r.problem = pf.name;
     r.stage = std::move(stage);
     r.tokens = tokens;
@@ -207,9 +226,9 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
   };
 
   CaseResult support = result("support", 0, "", options.seed);
-  if (pf.gpu_sized && !options.include_gpu_sized) {
-    support.detail = "GPU-sized model shape: run with --gpu-sized on a GPU machine";
-    return {support};
+  if (pf.gpu_sized) {
+    support.detail = gpu_sized_skip(*plugin, options);
+    if (!support.detail.empty()) return {support};
   }
   std::unique_ptr<Layer> layer, ref_layer;
   LayerWeights weights;
@@ -219,12 +238,23 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
       support.detail = fmt::format("unsupported ({}): {}", reason_name(s.reason), s.message);
       return {support};
     }
-    weights = random_weights(p, mix_seed(options.seed, pf.name));
-    ref_layer = std::make_unique<Layer>(reference_->prepare(p, weights.view(), {}));
+    if (pf.gpu_sized) {
+      const Support o = oracle->supports(p);
+      if (!o.supported) {
+        support.detail = fmt::format("the GPU oracle '{}' cannot check it ({}): {}", oracle->name(),
+                                     reason_name(o.reason), o.message);
+        return {support};
+      }
+    }
+    // Model shapes hold billions of weights: drawn on every core.
+    const uint64_t weight_seed = mix_seed(options.seed, pf.name);
+    weights = pf.gpu_sized ? random_weights_fast(p, weight_seed) : random_weights(p, weight_seed);
+    ref_layer = std::make_unique<Layer>(oracle->prepare(p, weights.view(), {}));
     const LayerWeights plugin_weights =
         pf.checkpoint ? through_checkpoint(weights, p, *pf.checkpoint, pf.name) : LayerWeights();
     layer = std::make_unique<Layer>(
         plugin->prepare(p, (pf.checkpoint ? plugin_weights : weights).view(), {}));
+    weights = LayerWeights();  // both layers hold their own copies: free the host weights
   } catch (const Error& e) {
     support.status = CaseStatus::kFail;
     support.detail = e.what();
@@ -243,6 +273,7 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
       }
       try {
         const Batch batch = random_batch(p, tokens, seed, sc);
+        // Routing is the reference's at every size: exact, and cheap next to the layer.
         Routing routing = route_batch(*reference_, p, batch);
         if (sc == Scenario::kOneExpert) {
           routing = one_expert_routing(p, routing, last_local_expert(p));
@@ -281,6 +312,7 @@ nlohmann::json to_json(const std::vector<CaseResult>& results) {
         {{"plugin", r.plugin},
          {"problem", r.problem},
          {"stage", r.stage},
+         {"oracle", r.oracle},
          {"tokens", r.tokens},
          {"scenario", r.scenario},
          {"seed", r.seed},

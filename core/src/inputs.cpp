@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -98,9 +101,40 @@ void quantize_into(moe_format f, const std::vector<float>& w, int64_t rows, int6
   }
 }
 
+// Runs fn(i) for i in [0, n) on every core; the first exception is rethrown after all join.
+template <class Fn>
+void on_every_core(int64_t n, Fn&& fn) {
+  const int64_t threads = std::min<int64_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (int64_t i = t; i < n; i += threads) {
+        try {
+          fn(i);
+        } catch (...) {
+          std::lock_guard lock(error_mutex);
+          if (!error) error = std::current_exception();
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
+}
+
+// Where the matrices' random values come from: one stream in order (random_weights), or a
+// stream per matrix, mix_seed(seed, "<salt>/<index>"), so they are drawn on every core.
+struct MatrixDraws {
+  Rng* in_order = nullptr;
+  uint64_t seed = 0;  // when in_order is null
+};
+
 // Allocates q / scale / scale_2 for `experts` matrices (0: a single matrix) and fills them.
-void make_matrices(Rng& rng, moe_format f, int64_t experts, int64_t rows, int64_t cols, double std,
-                   HostTensor& q, HostTensor& scale, HostTensor& scale_2) {
+void make_matrices(const MatrixDraws& draws, std::string_view salt, moe_format f, int64_t experts,
+                   int64_t rows, int64_t cols, double std, HostTensor& q, HostTensor& scale,
+                   HostTensor& scale_2) {
   const MatrixLayout m = matrix_layout(f, rows, cols);
   auto with_experts = [&](std::vector<int64_t> dims) {
     if (experts > 0) dims.insert(dims.begin(), experts);
@@ -113,10 +147,19 @@ void make_matrices(Rng& rng, moe_format f, int64_t experts, int64_t rows, int64_
                 : HostTensor(m.scale_dtype, with_experts({m.scale_rows, m.scale_cols}));
   }
   if (m.has_scale_2) scale_2 = HostTensor(MOE_DTYPE_F32, {experts > 0 ? experts : 1});
-  for (int64_t e = 0; e < std::max<int64_t>(experts, 1); ++e) {
+  auto one = [&](int64_t e, Rng& rng) {  // each matrix writes only its own slices
     const auto w = master_matrix(rng, rows, cols, std);
     quantize_into(f, w, rows, cols, experts > 0 ? e : -1, q, scale, scale_2);
+  };
+  const int64_t n = std::max<int64_t>(experts, 1);
+  if (draws.in_order != nullptr) {
+    for (int64_t e = 0; e < n; ++e) one(e, *draws.in_order);
+    return;
   }
+  on_every_core(n, [&](int64_t e) {
+    Rng rng(mix_seed(draws.seed, std::string(salt) + "/" + std::to_string(e)));
+    one(e, rng);
+  });
 }
 
 HostTensor random_bias(Rng& rng, moe_dtype dtype, std::vector<int64_t> shape, double std) {
@@ -157,8 +200,13 @@ moe_weights LayerWeights::view() const {
   return w;
 }
 
-LayerWeights random_weights(const moe_problem& p, uint64_t seed) {
+namespace {
+
+// The weights of random_weights (in_order) or random_weights_fast (a stream per matrix, drawn on
+// every core). Biases come from the one stream either way: they are small.
+LayerWeights draw_weights(const moe_problem& p, uint64_t seed, bool in_order) {
   Rng rng(mix_seed(seed, "weights"));
+  const MatrixDraws draws{in_order ? &rng : nullptr, seed};
   const auto f = static_cast<moe_format>(p.format);
   const auto act = static_cast<moe_activation>(p.activation);
   // Clamped activations get larger GEMM1 outputs so the clamp at L is exercised.
@@ -166,9 +214,9 @@ LayerWeights random_weights(const moe_problem& p, uint64_t seed) {
   const double std13 = (clamped ? 3.0 : 1.0) / std::sqrt(double(p.hidden));
   LayerWeights lw;
   const int64_t r13 = w13_rows(p);
-  make_matrices(rng, f, p.local_experts, r13, p.hidden, std13, lw.w13, lw.w13_scale,
+  make_matrices(draws, "w13", f, p.local_experts, r13, p.hidden, std13, lw.w13, lw.w13_scale,
                 lw.w13_scale_2);
-  make_matrices(rng, f, p.local_experts, p.hidden, p.intermediate,
+  make_matrices(draws, "w2", f, p.local_experts, p.hidden, p.intermediate,
                 1.0 / std::sqrt(double(p.intermediate)), lw.w2, lw.w2_scale, lw.w2_scale_2);
   if (p.expert_bias) {
     lw.b13 = random_bias(rng, MOE_DTYPE_BF16, {p.local_experts, r13}, 0.1);
@@ -182,23 +230,21 @@ LayerWeights random_weights(const moe_problem& p, uint64_t seed) {
   }
   if (p.shared_intermediate > 0) {
     const int64_t is = p.shared_intermediate, rs = is_gated(act) ? 2 * is : is;
-    make_matrices(rng, f, 0, rs, p.hidden, std13, lw.shared_w13, lw.shared_w13_scale,
-                  lw.shared_w13_scale_2);
-    make_matrices(rng, f, 0, p.hidden, is, 1.0 / std::sqrt(double(is)), lw.shared_w2,
+    make_matrices(draws, "shared_w13", f, 0, rs, p.hidden, std13, lw.shared_w13,
+                  lw.shared_w13_scale, lw.shared_w13_scale_2);
+    make_matrices(draws, "shared_w2", f, 0, p.hidden, is, 1.0 / std::sqrt(double(is)), lw.shared_w2,
                   lw.shared_w2_scale, lw.shared_w2_scale_2);
   }
   if (p.sink_experts > 0) {
     HostTensor none, none2;
     const int64_t is = p.sink_intermediate;
-    make_matrices(rng, MOE_FORMAT_BF16, p.sink_experts, 2 * is, p.hidden,
+    make_matrices(draws, "sink_w13", MOE_FORMAT_BF16, p.sink_experts, 2 * is, p.hidden,
                   1.0 / std::sqrt(double(p.hidden)), lw.sink_w13, none, none2);
-    make_matrices(rng, MOE_FORMAT_BF16, p.sink_experts, p.hidden, is, 1.0 / std::sqrt(double(is)),
-                  lw.sink_w2, none, none2);
+    make_matrices(draws, "sink_w2", MOE_FORMAT_BF16, p.sink_experts, p.hidden, is,
+                  1.0 / std::sqrt(double(is)), lw.sink_w2, none, none2);
   }
   return lw;
 }
-
-namespace {
 
 // bf16 values uniform in [-a, a], a = sqrt(3) * std (so the spread is N(0, std)'s), from a hash
 // of the element index: any element is computed on its own, so threads split the work freely.
@@ -223,10 +269,14 @@ void fill_uniform_bf16(HostTensor& t, uint64_t seed, double std) {
 
 }  // namespace
 
+LayerWeights random_weights(const moe_problem& p, uint64_t seed) {
+  return draw_weights(p, seed, /*in_order=*/true);
+}
+
 LayerWeights random_weights_fast(const moe_problem& p, uint64_t seed) {
   if (p.format != MOE_FORMAT_BF16 || p.expert_bias || p.sink_experts || p.shared_intermediate ||
       p.input_format == MOE_INPUT_FP8_TENSOR_STATIC)
-    return random_weights(p, seed);
+    return draw_weights(p, seed, /*in_order=*/false);
   LayerWeights lw;
   lw.w13 = HostTensor(MOE_DTYPE_BF16, {p.local_experts, w13_rows(p), p.hidden});
   lw.w2 = HostTensor(MOE_DTYPE_BF16, {p.local_experts, p.hidden, p.intermediate});

@@ -24,6 +24,8 @@ Staged stage(const Plugin& plugin, const HostTensor& t, bool upload = true) {
 }  // namespace
 
 Routing route_batch(const Plugin& plugin, const moe_problem& p, const Batch& batch) {
+  MOE_CHECK(plugin.can_route(p), MOE_STATUS_UNSUPPORTED, "plugin '{}' does not route {}",
+            plugin.name(), routing_name(static_cast<moe_routing>(p.routing)));
   const int64_t tokens = batch.hidden.shape()[0], width = topk_width(p);
   Routing r{HostTensor(MOE_DTYPE_I32, {tokens, width}), HostTensor(MOE_DTYPE_F32, {tokens, width})};
   auto logits = stage(plugin, batch.logits);

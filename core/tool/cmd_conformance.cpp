@@ -1,4 +1,4 @@
-// moe conformance [--plugin PATH]... [--problems DIR] [--report FILE.json]
+// moe conformance [--plugin PATH]... [--problems DIR] [--report FILE.json] [--gpu-sized]
 #include <fmt/format.h>
 
 #include <fstream>
@@ -13,8 +13,9 @@ namespace moe::tool {
 void add_conformance(CLI::App& app, Discovery& d) {
   auto* cmd = app.add_subcommand(
       "conformance",
-      "Run plugins against the reference on every problem file: routing exactly, "
-      "outputs by relative L2 error; unsupported problems are skips with the reason");
+      "Run plugins against the reference on every problem file (gpu_sized ones against the "
+      "gpu_oracle plugin): routing exactly, outputs by relative L2 error; unsupported problems "
+      "are skips with the reason");
   static std::vector<std::string> plugins;
   static std::string problems = "configs/problems", report;
   static uint64_t seed = 0;
@@ -25,7 +26,9 @@ void add_conformance(CLI::App& app, Discovery& d) {
   cmd->add_option("--problems", problems, "Directory of problem files")->capture_default_str();
   cmd->add_option("--report", report, "Write a JSON report here");
   cmd->add_option("--seed", seed, "Seed of the random inputs (default: fresh, printed)");
-  cmd->add_flag("--gpu-sized", gpu_sized, "Also run the problems marked gpu_sized");
+  cmd->add_flag("--gpu-sized", gpu_sized,
+                "Also run the problems marked gpu_sized (model shapes): device-memory plugins "
+                "against the gpu_oracle plugin");
   cmd->callback([&d] {
     Discovery with_files = d;
     with_files.plugin_files = plugins;
@@ -33,6 +36,12 @@ void add_conformance(CLI::App& app, Discovery& d) {
     ConformanceOptions opt;
     opt.seed = seed ? seed : std::random_device{}();
     opt.include_gpu_sized = gpu_sized;
+    if (gpu_sized) {
+      opt.gpu_oracle = r.find("gpu_oracle");
+      if (opt.gpu_oracle == nullptr)
+        std::cout << "no gpu_oracle plugin (it is built with CUDA): gpu_sized problems are "
+                     "skipped\n";
+    }
     const auto reference = r.find("reference");
     const Conformance suite(reference);
     std::vector<std::shared_ptr<Plugin>> targets;
@@ -52,9 +61,9 @@ void add_conformance(CLI::App& app, Discovery& d) {
             std::cout << fmt::format("{:<4} {} / {}: {}\n", case_status_name(c.status), c.plugin,
                                      c.problem, c.detail);
           else if (c.status != CaseStatus::kPass)
-            std::cout << fmt::format("{:<4} {} / {} {} T={} {} (case seed {}): {}\n",
+            std::cout << fmt::format("{:<4} {} / {} {} T={} {} vs {} (case seed {}): {}\n",
                                      case_status_name(c.status), c.plugin, c.problem, c.stage,
-                                     c.tokens, c.scenario, c.seed, c.detail);
+                                     c.tokens, c.scenario, c.oracle, c.seed, c.detail);
           all.push_back(std::move(c));
         }
       }

@@ -1,6 +1,7 @@
 // The cross-backend conformance suite under ctest: every plugin in build/plugins against the
 // reference on every problem file, through the C ABI only. Plus proof that the suite fails a
-// plugin with a layout bug and reports unsupported problems as skips.
+// plugin with a layout bug, reports unsupported problems as skips, and checks gpu_sized problems
+// on device-memory plugins against the GPU oracle it is given.
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -105,6 +106,106 @@ TEST(ConformanceSuite, SkipsGpuSizedProblemsUnlessAskedFor) {
   EXPECT_THAT(cases[0].detail, testing::HasSubstr("GPU-sized"));
 }
 
+// A small problem under the gpu_sized rules (the model shapes take a GPU).
+ProblemFile gpu_sized_small(const std::string& name = "bf16_softmax_silu.yaml") {
+  ProblemFile pf = load_problem_file(source_path("configs/problems/" + name));
+  pf.gpu_sized = true;
+  pf.tokens = {0, 5};
+  return pf;
+}
+
+ConformanceOptions gpu_sized_options(std::shared_ptr<const Plugin> oracle) {
+  ConformanceOptions opt;
+  opt.seed = suite_seed();
+  opt.include_gpu_sized = true;
+  opt.gpu_oracle = std::move(oracle);
+  return opt;
+}
+
+TEST(ConformanceSuite, GpuSizedProblemsSkipHostMemoryPluginsSayingSo) {
+  const Registry& reg = build_registry();
+  const Conformance suite(reg.find("reference"));
+  for (const char* host : {"reference", "example_cpu", "gpu_oracle"}) {
+    if (reg.find(host) == nullptr) continue;  // gpu_oracle: built with CUDA only
+    const auto cases = suite.run(reg.find(host), gpu_sized_small(), gpu_sized_options(nullptr));
+    ASSERT_EQ(cases.size(), 1u) << host;
+    EXPECT_EQ(cases[0].status, CaseStatus::kSkip);
+    EXPECT_THAT(cases[0].detail,
+                testing::HasSubstr(std::string(host) + " keeps its tensors in host memory"));
+  }
+}
+
+TEST(ConformanceSuite, GpuSizedProblemWithoutAGpuOracleIsASkipNamingIt) {
+  const Registry r = registry_of({build_plugin_dir(), fixture_dir("device_like")});
+  const Conformance suite(r.find("reference"));
+  const auto cases =
+      suite.run(r.find("fixture_device_like"), gpu_sized_small(), gpu_sized_options(nullptr));
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(cases[0].status, CaseStatus::kSkip);
+  EXPECT_THAT(cases[0].detail, testing::HasSubstr("no GPU oracle"));
+  EXPECT_THAT(cases[0].detail, testing::HasSubstr("gpu_oracle plugin was not found"));
+}
+
+// The real gpu_oracle needs a GPU, so a stand-in with a known bug takes its place: a correct
+// plugin must fail against it on gpu_sized problems (proof that the suite compares with the
+// oracle it is given, and says so in every case) and pass against the reference on small ones.
+TEST(ConformanceSuite, GpuSizedProblemsAreComparedWithTheGpuOracleAndSmallOnesWithTheReference) {
+  const Registry r =
+      registry_of({build_plugin_dir(), fixture_dir("device_like"), fixture_dir("swaps_gate_up")});
+  const Conformance suite(r.find("reference"));
+  const auto opt = gpu_sized_options(r.find("fixture_swaps_gate_up"));
+  const auto target = r.find("fixture_device_like");
+  const auto big = suite.run(target, gpu_sized_small(), opt);
+  ProblemFile small_pf = gpu_sized_small();
+  small_pf.gpu_sized = false;
+  const auto small = suite.run(target, small_pf, opt);
+  int big_failed = 0, small_passed = 0;
+  for (const auto& c : big) {
+    EXPECT_EQ(c.oracle, "fixture_swaps_gate_up");
+    if (c.tokens == 0) continue;  // nothing to disagree on
+    EXPECT_EQ(c.status, CaseStatus::kFail) << c.stage << " T=" << c.tokens << " " << c.scenario;
+    EXPECT_THAT(c.detail, testing::HasSubstr("exceeds tolerance"));
+    big_failed += c.status == CaseStatus::kFail;
+  }
+  for (const auto& c : small) {
+    EXPECT_EQ(c.oracle, "reference");
+    EXPECT_EQ(c.status, CaseStatus::kPass) << c.stage << " T=" << c.tokens << ": " << c.detail;
+    small_passed += c.status == CaseStatus::kPass;
+  }
+  EXPECT_GT(big_failed, 0);
+  EXPECT_GT(small_passed, 0);
+  EXPECT_EQ(to_json(big)["cases"][0]["oracle"], "fixture_swaps_gate_up");
+}
+
+TEST(ConformanceSuite, GpuSizedProblemTheOracleCannotTakeIsASkipNamingTheOracle) {
+  const Registry r =
+      registry_of({build_plugin_dir(), fixture_dir("device_like"), fixture_dir("picky")});
+  const Conformance suite(r.find("reference"));
+  const auto cases =
+      suite.run(r.find("fixture_device_like"), gpu_sized_small("fp8_block_grouped.yaml"),
+                gpu_sized_options(r.find("fixture_picky")));
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(cases[0].status, CaseStatus::kSkip);
+  EXPECT_THAT(cases[0].detail, testing::HasSubstr("the GPU oracle 'fixture_picky' cannot check it "
+                                                  "(format): only bf16 weights"));
+}
+
+// Without a GPU the real oracle refuses every problem, and gpu_sized problems become skips.
+TEST(ConformanceSuite, GpuOracleWithoutADeviceMakesGpuSizedProblemsSkipsWithTheReason) {
+  const Registry r = registry_of({build_plugin_dir(), fixture_dir("device_like")});
+  const auto oracle = r.find("gpu_oracle");
+  if (oracle == nullptr) GTEST_SKIP() << "gpu_oracle was not built (no CUDA toolkit)";
+  const Support s = oracle->supports(small_problem().c());
+  if (s.supported) GTEST_SKIP() << "this machine has a GPU: the oracle takes the problem";
+  const Conformance suite(r.find("reference"));
+  const auto cases =
+      suite.run(r.find("fixture_device_like"), gpu_sized_small(), gpu_sized_options(oracle));
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(cases[0].status, CaseStatus::kSkip);
+  EXPECT_THAT(cases[0].detail, testing::HasSubstr("the GPU oracle 'gpu_oracle' cannot check it "
+                                                  "(arch): no CUDA device"));
+}
+
 TEST(ConformanceSuite, JsonReportCountsEveryStatus) {
   std::vector<CaseResult> cases(3);
   cases[0].status = CaseStatus::kPass;
@@ -116,6 +217,7 @@ TEST(ConformanceSuite, JsonReportCountsEveryStatus) {
   EXPECT_EQ(json["summary"]["fail"], 1);
   EXPECT_EQ(json["summary"]["skip"], 1);
   EXPECT_EQ(json["cases"][1]["rel_err"], "inf");
+  EXPECT_EQ(json["cases"][0]["oracle"], "");
 }
 
 TEST(ConformanceSuite, RelativeErrorIsInfiniteForNaNOutputs) {

@@ -49,6 +49,13 @@ TEST_F(PluginErrors, ExceptionInsideAPluginBecomesAStatusAndTheProcessLives) {
   EXPECT_NO_THROW(run_layer(ok, problem_.c(), batch_.hidden, routing_));
 }
 
+TEST_F(PluginErrors, RoutingWithAPluginThatDoesNotRouteIsUnsupportedNamingIt) {
+  const auto thrower = registry_->find("fixture_throws");  // its table has no route entries
+  ASSERT_NE(thrower, nullptr);
+  expect_error([&] { route_batch(*thrower, problem_.c(), batch_); }, MOE_STATUS_UNSUPPORTED,
+               {"plugin 'fixture_throws' does not route softmax_topk"});
+}
+
 TEST_F(PluginErrors, HiddenOfTheWrongWidthIsAShapeMismatchNamingIt) {
   const Layer layer = reference_->prepare(problem_.c(), weights_.view(), {});
   HostTensor out(MOE_DTYPE_BF16, {4, 64});

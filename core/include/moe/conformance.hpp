@@ -1,5 +1,7 @@
 // The cross-backend conformance suite (ARCHITECTURE §7): any plugin against the reference,
 // driven only through the C ABI. The same code runs under ctest and `moe conformance`.
+// Model-sized problems (gpu_sized) are checked against a GPU oracle instead: the reference's
+// semantics with fp32 cuBLAS GEMMs (plugins/gpu_oracle), since the CPU reference would take hours.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +24,8 @@ namespace moe {
 //   tokens: [0, 1, 7, 64]     # batch sizes to test
 //   tolerance: 1.0e-2         # relative L2 bound of the output (default by format)
 //   scenarios: [random, ties, padding, one_expert]   # default: all
-//   gpu_sized: false          # true: model shapes, skipped unless asked for
+//   gpu_sized: false          # true: model shapes, skipped unless asked for; device-memory
+//                             # plugins only, against ConformanceOptions::gpu_oracle
 //   checkpoint: {convention: gpt_oss, interleaved_gate_up: false}
 //                             # the plugin gets weights that went through a checkpoint convention
 //                             # (export_layer -> safetensors -> load_layer); the reference the
@@ -50,6 +53,8 @@ const char* case_status_name(CaseStatus s);
 
 struct CaseResult {
   std::string plugin, problem, scenario, stage;  // stage: "support", "route" or "run"
+  std::string oracle;  // what the case was compared with: run: the reference or the GPU oracle;
+                       // route: the reference; support: "" (nothing compared)
   int64_t tokens = 0;
   uint64_t seed = 0;
   CaseStatus status = CaseStatus::kSkip;
@@ -60,6 +65,10 @@ struct CaseResult {
 struct ConformanceOptions {
   uint64_t seed = 0;  // inputs are drawn from mix_seed(seed, problem/tokens/scenario)
   bool include_gpu_sized = false;
+  // The oracle of gpu_sized problems (`moe conformance --gpu-sized` loads "gpu_oracle"); it
+  // routes and runs them in place of the reference. Null, or unable to take a problem: those
+  // problems are skips naming why. Small problems always use the reference.
+  std::shared_ptr<const Plugin> gpu_oracle;
 };
 
 class Conformance {
