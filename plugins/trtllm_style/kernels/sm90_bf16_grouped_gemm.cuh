@@ -5,8 +5,9 @@
 // weights [N, K] (K contiguous) and D_g the same rows of the output [R, N]. M_g comes from the
 // device-side offsets: nothing is read back to the host.
 //
-// Two kernel shapes:
+// Kernel shapes:
 //   TokenTiles   M = tokens (128-row tiles), N = features: prefill, many tokens per expert.
+//   WideTiles    the same with 256-wide N tiles: experts with >= ~1024 rows.
 //   WeightTiles  "swap AB": M = features, N = tokens (32-wide tiles), so the weight rows fill
 //                the 64-row wgmma M operand when an expert sees few tokens (decode).
 #pragma once
@@ -64,6 +65,7 @@ struct GroupedGemm {
 };
 
 using TokenTileShape = Shape<_128, _128, _64>;
+using WideTileShape = Shape<_128, _256, _64>;
 using WeightTileShape = Shape<_128, _32, _64>;
 using Cluster = Shape<_1, _1, _1>;
 using Cooperative = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
@@ -75,6 +77,11 @@ using ColumnMajor = cutlass::layout::ColumnMajor;
 using TokenTiles =
     GroupedGemm<TokenTileShape, Cluster, Cooperative,
                 StoreEpilogue<TokenTileShape, Cluster, TmaStore, RowMajor>, RowMajor, ColumnMajor>;
+// 128x256 token tiles for large groups (mixtral-sized experts at T >= 4096): half the A reloads
+// per output of the 128x128 tiles.
+using WideTiles =
+    GroupedGemm<WideTileShape, Cluster, Cooperative,
+                StoreEpilogue<WideTileShape, Cluster, TmaStore, RowMajor>, RowMajor, ColumnMajor>;
 using WeightTiles = GroupedGemm<WeightTileShape, Cluster, Cooperative,
                                 StoreEpilogue<WeightTileShape, Cluster, TmaStore, ColumnMajor>,
                                 RowMajor, ColumnMajor>;

@@ -15,12 +15,14 @@ namespace moe::trtllm {
 enum class GemmTiles {
   kTokens,   // 128 tokens x 128 features per tile: many tokens per expert
   kWeights,  // swap AB, 128 features x 32 tokens per tile: few tokens per expert
+  kWide,     // 128 tokens x 256 features per tile (with the activation fused, GEMM1 runs on
+             // kTokens tiles: there is no fused wide kernel)
 };
 
 const char* gemm_tiles_name(GemmTiles t);
 
 // Workspace for one grouped GEMM of `groups` groups (group arrays + CUTLASS's own), enough for
-// both the plain and the activation-fused kernel of those tiles.
+// every kernel of any tiles.
 size_t grouped_gemm_workspace_bytes(GemmTiles tiles, int groups, int sm_count);
 
 struct GroupedGemmArgs {

@@ -101,6 +101,8 @@ size_t kernel_workspace(Kernel kernel, int groups, int sm_count) {
   switch (kernel) {
     case Kernel::kTokens:
       return workspace_of<TokenTiles>(groups, sm_count);
+    case Kernel::kWide:
+      return workspace_of<WideTiles>(groups, sm_count);
     case Kernel::kWeights:
       return workspace_of<WeightTiles>(groups, sm_count);
     case Kernel::kTokensAct:
@@ -115,6 +117,8 @@ LaunchResult launch(Kernel kernel, const GemmCall& c, const FusedActivation& act
   switch (kernel) {
     case Kernel::kTokens:
       return launch_one<TokenTiles, false>(c, act, c.n);
+    case Kernel::kWide:
+      return launch_one<WideTiles, false>(c, act, c.n);
     case Kernel::kWeights:
       return launch_one<WeightTiles, true>(c, act, c.n);
     case Kernel::kTokensAct:

@@ -29,7 +29,7 @@ struct GemmCall {
   cudaStream_t stream = nullptr;
 };
 
-enum class Kernel { kTokens, kWeights, kTokensAct, kWeightsAct };
+enum class Kernel { kTokens, kWide, kWeights, kTokensAct, kWeightsAct };
 
 size_t kernel_workspace(Kernel kernel, int groups, int sm_count);
 

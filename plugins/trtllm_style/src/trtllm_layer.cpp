@@ -107,9 +107,9 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   epilogue_option_ = "auto";
   for (const auto& [key, value] : options) {
     if (key == "gemm_tiles") {
-      MOE_CHECK(value == "auto" || value == "tokens" || value == "weights",
-                MOE_STATUS_CONFIG_ERROR, "trtllm_style: gemm_tiles '{}' is not auto, tokens or weights",
-                value);
+      MOE_CHECK(value == "auto" || value == "tokens" || value == "weights" || value == "wide",
+                MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: gemm_tiles '{}' is not auto, tokens, weights or wide", value);
       tiles_option_ = value;
     } else if (key == "activation_epilogue") {
       MOE_CHECK(value == "auto" || value == "fused" || value == "separate",
@@ -181,12 +181,24 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   local_map_ = upload_vector(map);
 }
 
+// Fewer than 32 rows per group on average: decode-like, weight tiles (swap AB).
+bool DeviceLayer::small_groups(int64_t tokens) const {
+  return tokens * rows_per_token(problem_.c()) < 32 * groups_;
+}
+
 bool DeviceLayer::fuse_activation(int64_t tokens) const {
   if (epilogue_option_ != "auto") return epilogue_option_ == "fused";
-  // Measured on the H200 (bench/NOTES.md): the fused epilogue wins or ties up to ~512 rows per
-  // expert and loses ~5% at 1024+ (mixtral T=4096), where GEMM1's tensor cores wait for it.
-  const moe_problem p = problem_.c();
-  return tokens * p.top_k < 1024 * std::max<int64_t>(1, p.local_experts);
+  // Measured on the H200 (bench/NOTES.md, v2): with few rows per group the fused epilogue saves
+  // a launch and wins; with more, 128x256 tiles and a separate activation kernel beat the fused
+  // 128x128 kernel by 12-19% (qwen3, mixtral at T >= 512).
+  return small_groups(tokens);
+}
+
+GemmTiles DeviceLayer::tiles(int64_t tokens) const {
+  if (tiles_option_ == "tokens") return GemmTiles::kTokens;
+  if (tiles_option_ == "weights") return GemmTiles::kWeights;
+  if (tiles_option_ == "wide") return GemmTiles::kWide;
+  return small_groups(tokens) ? GemmTiles::kWeights : GemmTiles::kWide;
 }
 
 // The workspace pieces in carve order: permutation, gathered rows, GEMM1 output (none when the
@@ -200,8 +212,7 @@ std::array<size_t, 6> DeviceLayer::pieces(int64_t tokens) const {
           fuse_activation(tokens) ? 0 : rows * n1_ * 2,
           rows * padded_i_ * 2,
           rows * p.hidden * 2,
-          std::max(grouped_gemm_workspace_bytes(GemmTiles::kTokens, int(groups_), sm),
-                   grouped_gemm_workspace_bytes(GemmTiles::kWeights, int(groups_), sm))};
+          grouped_gemm_workspace_bytes(GemmTiles::kTokens, int(groups_), sm)};
 }
 
 size_t DeviceLayer::workspace_size(int64_t tokens) const {
@@ -238,12 +249,9 @@ void DeviceLayer::run(const moe_run_args& a) const {
   if (tokens == 0) return;
   auto stream = static_cast<cudaStream_t>(a.stream);
   const Workspace ws = carve(a.workspace, tokens);
-  const int64_t rows = tokens * rows_per_token(p);
   const int sm = device_info().sm_count;
-  // Few tokens per group: put the weights in the wgmma M operand (swap AB).
-  GemmTiles tiles = rows < 32 * groups_ ? GemmTiles::kWeights : GemmTiles::kTokens;
-  if (tiles_option_ == "tokens") tiles = GemmTiles::kTokens;
-  if (tiles_option_ == "weights") tiles = GemmTiles::kWeights;
+  const GemmTiles tiles = this->tiles(tokens);
+  const bool fuse = fuse_activation(tokens);
 
   moe::gpu::launch_permute(p, tokens, static_cast<const int32_t*>(a.topk_ids.data), ws.perm,
                            stream);
@@ -255,7 +263,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   const int32_t bias_groups = has_bias_ ? int32_t(p.local_experts) : 0;
   const int32_t silu_begin = int32_t(p.local_experts);
   const int32_t silu_end = int32_t(p.local_experts + p.sink_experts);
-  if (fuse_activation(tokens)) {
+  if (fuse) {
     ActivationEpilogueArgs e{has_bias_ ? b13_.as<float>() : nullptr, bias_groups, silu_begin,
                              silu_end};
     run_grouped_gemm_activation(tiles, p, g1, e, stream);

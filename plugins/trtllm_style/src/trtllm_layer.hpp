@@ -3,14 +3,16 @@
 // at run time permute -> gather -> grouped GEMM1 with the activation in its epilogue -> grouped
 // GEMM2 -> weighted combine, all on the caller's stream and workspace (capturable in a CUDA
 // graph). Option `activation_epilogue: separate` runs the activation as a kernel of its own
-// instead (GEMM1 then writes its 2I-wide output); `auto` (the default) fuses unless the groups
-// average 1024 rows or more, where the separate kernel measured faster (bench/NOTES.md).
+// instead (GEMM1 then writes its 2I-wide output). `auto` (the default) fuses with few rows per
+// expert (swap-AB weight tiles) and otherwise runs 128x256 tiles with the separate kernel, the
+// faster pair there (bench/NOTES.md). `gemm_tiles: auto | tokens | weights | wide`.
 #pragma once
 
 #include <array>
 #include <string>
 
 #include "device.hpp"
+#include "grouped_gemm.hpp"
 #include "layout/prepare.hpp"
 #include "moe/moe_abi.h"
 #include "moe/plugin.hpp"
@@ -46,9 +48,11 @@ class DeviceLayer {
   int64_t groups_ = 0;               // local experts, then sinks, then the shared expert
   int64_t n1_ = 0;                   // GEMM1 output width: 2P gated, P for relu2
   int64_t padded_i_ = 0;             // P
-  std::string tiles_option_;         // "auto", "tokens" or "weights"
+  std::string tiles_option_;         // "auto", "tokens", "weights" or "wide"
   std::string epilogue_option_;      // activation_epilogue: "auto", "fused" or "separate"
+  bool small_groups(int64_t tokens) const;
   bool fuse_activation(int64_t tokens) const;
+  GemmTiles tiles(int64_t tokens) const;
   DeviceBuffer w13_, w2_;            // every group's weights, [groups][n1, H] and [groups][H, P]
   DeviceBuffer w13_ptrs_, w2_ptrs_;  // [groups] pointers into them
   DeviceBuffer b13_, b2_;            // [groups, n1] and [groups, H] f32 (zeros where absent)

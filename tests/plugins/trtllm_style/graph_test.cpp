@@ -138,7 +138,9 @@ INSTANTIATE_TEST_SUITE_P(
                     EpilogueCase{MOE_ACTIVATION_GELU_MUL, false, false, "weights", "fused"},
                     EpilogueCase{MOE_ACTIVATION_RELU2, true, false, "tokens", "fused"},
                     EpilogueCase{MOE_ACTIVATION_RELU2, false, false, "weights", "fused"},
-                    EpilogueCase{MOE_ACTIVATION_RELU2, false, false, "tokens", "separate"}),
+                    EpilogueCase{MOE_ACTIVATION_RELU2, false, false, "tokens", "separate"},
+                    EpilogueCase{MOE_ACTIVATION_SILU_MUL, false, true, "wide", "separate"},
+                    EpilogueCase{MOE_ACTIVATION_SWIGLU_OAI, true, false, "wide", "fused"}),
     [](const testing::TestParamInfo<EpilogueCase>& info) {
       const EpilogueCase& c = info.param;
       return fmt::format("{}{}{}_{}_{}", activation_name(c.activation), c.bias ? "_bias" : "",
@@ -150,6 +152,45 @@ TEST_F(TrtllmGraph, UnknownEpilogueOptionIsAConfigError) {
   const LayerWeights w = random_weights(p, 5);
   expect_error([&] { plugin_->prepare(p, w.view(), {{"activation_epilogue", "maybe"}}); },
                MOE_STATUS_CONFIG_ERROR, {"activation_epilogue 'maybe' is not auto, fused or separate"});
+}
+
+// Tensors that start 2 bytes off a 16-byte boundary take the kernels' unvectorised paths and
+// still give the right answer; a workspace off its 256-byte alignment is a clear status.
+TEST_F(TrtllmGraph, MisalignedTensorsStillMatchAndAMisalignedWorkspaceIsAStatus) {
+  const moe_problem p = problem_.c();
+  const LayerWeights w = random_weights(p, 7);
+  const Layer layer = plugin_->prepare(p, w.view(), {});
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  const int64_t tokens = 19, width = p.top_k;
+  const Batch batch = random_batch(p, tokens, 3, Scenario::kRandom);
+  const Routing routing = route_batch(*reference_, p, batch);
+  const size_t row_bytes = size_t(tokens * p.hidden * 2);
+  Buffer hidden(plugin_, row_bytes + 16), out(plugin_, row_bytes + 16),
+      ids(plugin_, tokens * width * 4), weights(plugin_, tokens * width * 4);
+  const size_t ws_bytes = layer.workspace_size(tokens);
+  Buffer ws(plugin_, ws_bytes + 256);
+  char* h = static_cast<char*>(hidden.data()) + 2;
+  char* o = static_cast<char*>(out.data()) + 2;
+  ASSERT_EQ(cudaMemcpy(h, batch.hidden.raw(), row_bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(o, 0xFF, row_bytes), cudaSuccess);  // poison
+  put(ids, routing.ids);
+  put(weights, routing.weights);
+  moe_run_args args{};
+  args.hidden = make_view(h, MOE_DTYPE_BF16, {tokens, p.hidden});
+  args.topk_ids = make_view(ids.data(), MOE_DTYPE_I32, {tokens, width});
+  args.topk_weights = make_view(weights.data(), MOE_DTYPE_F32, {tokens, width});
+  args.output = make_view(o, MOE_DTYPE_BF16, {tokens, p.hidden});
+  args.workspace = ws.data();
+  args.workspace_size = ws_bytes;
+  layer.run(args);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  HostTensor got(MOE_DTYPE_BF16, {tokens, p.hidden});
+  ASSERT_EQ(cudaMemcpy(got.raw(), o, row_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+  EXPECT_LT(relative_l2(got, ref.output), 1e-2);
+
+  args.workspace = static_cast<char*>(ws.data()) + 16;
+  expect_error([&] { layer.run(args); }, MOE_STATUS_INVALID_ARGUMENT, {"aligned"});
 }
 
 TEST_F(TrtllmGraph, TokensAboveMaxTokensAreACapacityError) {
