@@ -20,6 +20,9 @@ while (($#)); do
   esac
 done
 export MOE_TEST_BUILD_DIR=$PWD/build MOE_TEST_SOURCE_DIR=$PWD MOE_PLUGIN_PATH=
+# gpu_oracle links libcublas.so.13: the toolkit's, or the one pip's nvidia-cublas ships.
+CUBLAS_PIP=$(python3 -c "import nvidia.cublas as m; print(list(m.__path__)[0] + '/lib')" 2>/dev/null)
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64${CUBLAS_PIP:+:$CUBLAS_PIP}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/device.txt"
 status=0
 if ((TESTS)); then
