@@ -1,6 +1,6 @@
 // GEMM1's epilogue with the activation of ARCHITECTURE §5 fused in: the fp32 accumulators of a
-// tile become act(gate + b_gate, up + b_up) rounded once to bf16 and are stored straight from
-// registers to the [rows, I] intermediate. The GEMM1 output (2I wide) never reaches memory.
+// tile become act(gate + b_gate, up + b_up), rounded once to bf16 and stored to the [rows, I]
+// intermediate. The GEMM1 output (2I wide) never reaches memory.
 //
 // The weights are TensorRT-LLM's w31 + gated interleave (column 2i = up_i, 2i+1 = gate_i), so a
 // feature's up and gate are neighbours along GEMM1's feature axis. Where they land in wgmma's
@@ -179,9 +179,9 @@ class ActivationEpilogue {
       }
       tile[token * kRowStride + feature] = float_to_bf16(activate<true>(f.act, act, gate, up));
     }
-    // The math threads on this tile: both warpgroups (cooperative) or one (ping-pong, where the
-    // kernel's order barrier already keeps the two warpgroups' epilogues apart, so one staging
-    // tile and one barrier id serve both).
+    // The math threads on this tile: both warpgroups of the cooperative kernel. Every one of
+    // them reaches both barriers: the grouped-GEMM scheduler never splits a tile's K (no
+    // stream-K, so compute_epilogue is always true and both warpgroups are always valid).
     const uint32_t threads = uint32_t(size(tiled_mma));
     cutlass::arch::NamedBarrier::sync(threads, 0);
 

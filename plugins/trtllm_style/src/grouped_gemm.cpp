@@ -1,6 +1,7 @@
 #include "grouped_gemm.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "grouped_gemm_launch.hpp"
 #include "moe/error.hpp"
@@ -30,6 +31,12 @@ void launch(GemmTiles tiles, Kernel kernel, const GroupedGemmArgs& a,
             a.k);
   MOE_CHECK(a.groups >= 1 && a.offsets && a.rows && a.weights && a.out && a.workspace,
             MOE_STATUS_INVALID_ARGUMENT, "grouped GEMM: groups={} or a null pointer", a.groups);
+  auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  MOE_CHECK(aligned16(a.rows) && aligned16(a.out) && aligned16(a.workspace),
+            MOE_STATUS_INVALID_ARGUMENT,
+            "grouped GEMM: rows {}, out {} and workspace {} must be 16-byte aligned (TMA and "
+            "vector stores)",
+            a.rows, a.out, a.workspace);
   const size_t need = grouped_gemm_workspace_bytes(tiles, a.groups, a.sm_count);
   MOE_CHECK(a.workspace_bytes >= need, MOE_STATUS_CAPACITY_EXCEEDED,
             "grouped GEMM workspace of {} bytes is smaller than the {} needed", a.workspace_bytes,
@@ -76,7 +83,10 @@ void run_grouped_gemm_activation(GemmTiles tiles, const moe_problem& p, const Gr
             MOE_STATUS_INVALID_ARGUMENT, "activation={} is not one of {}", p.activation,
             activation_names());
   const bool gated = is_gated(activation);
-  MOE_CHECK(gated || e.silu_end <= e.silu_begin, MOE_STATUS_INVALID_ARGUMENT,
+  MOE_CHECK(!gated || args.n % 16 == 0, MOE_STATUS_UNSUPPORTED,
+            "the activation epilogue needs a gated N={} that is a multiple of 16 (its I={} output "
+            "rows are stored in 16-byte chunks)",
+            args.n, args.n / 2);  MOE_CHECK(gated || e.silu_end <= e.silu_begin, MOE_STATUS_INVALID_ARGUMENT,
             "relu2 rows are N={} wide; silu_mul groups [{}, {}) would be gated", args.n,
             e.silu_begin, e.silu_end);
   MOE_CHECK(e.bias != nullptr || e.bias_groups == 0, MOE_STATUS_INVALID_ARGUMENT,

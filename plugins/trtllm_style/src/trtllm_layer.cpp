@@ -181,9 +181,14 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   local_map_ = upload_vector(map);
 }
 
-// Fewer than 32 rows per group on average: decode-like, weight tiles (swap AB).
+// Fewer than 32 rows per group on average: decode-like, weight tiles (swap AB). Under expert
+// parallelism only local_experts/experts of the routed rows land here (uniform routing).
 bool DeviceLayer::small_groups(int64_t tokens) const {
-  return tokens * rows_per_token(problem_.c()) < 32 * groups_;
+  const moe_problem p = problem_.c();
+  const int64_t extra = p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
+  const int64_t rows = tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) +
+                       tokens * extra;
+  return rows < 32 * groups_;
 }
 
 bool DeviceLayer::fuse_activation(int64_t tokens) const {

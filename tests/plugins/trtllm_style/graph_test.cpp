@@ -147,6 +147,33 @@ INSTANTIATE_TEST_SUITE_P(
                          c.sinks ? "_sinks" : "", c.tiles, c.epilogue);
     });
 
+// Partial tiles in N (I=200 pads to 208: GEMM1 N=416 is 3.25 128-wide tiles) and enough tiles
+// that every CTA of the persistent kernels takes several, so the fused epilogue's staging tile
+// is reused across work tiles; every tile shape, fused and separate.
+TEST_F(TrtllmGraph, PartialTilesAndManyTilesPerCtaMatchTheReference) {
+  Problem q = problem_;
+  q.raw().experts = 32;
+  q.raw().top_k = 4;
+  q.raw().intermediate = 200;
+  q.raw().max_tokens = 2048;
+  q.finalize();
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 31);
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  const int64_t tokens = 2000;
+  const Batch batch = random_batch(p, tokens, 77, Scenario::kRandom);
+  const Routing routing = route_batch(*reference_, p, batch);
+  const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+  for (const char* tiles : {"tokens", "weights", "wide"}) {
+    for (const char* epilogue : {"fused", "separate"}) {
+      const Layer layer = plugin_->prepare(
+          p, w.view(), {{"gemm_tiles", tiles}, {"activation_epilogue", epilogue}});
+      const RunResult out = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      EXPECT_LT(relative_l2(out.output, ref.output), 1e-2) << tiles << ", " << epilogue;
+    }
+  }
+}
+
 TEST_F(TrtllmGraph, UnknownEpilogueOptionIsAConfigError) {
   const moe_problem p = problem_.c();
   const LayerWeights w = random_weights(p, 5);
