@@ -179,6 +179,9 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   std::vector<int32_t> map(size_t(p.experts));
   for (int64_t e = 0; e < p.experts; ++e) map[e] = local_expert_id(p, e);
   local_map_ = upload_vector(map);
+  // The grouped GEMMs' scratch depends on the groups and the device only: asked of CUTLASS once.
+  gemm_ws_bytes_ =
+      grouped_gemm_workspace_bytes(GemmTiles::kTokens, int(groups_), device_info().sm_count);
 }
 
 // Fewer than 32 rows per group on average: decode-like, weight tiles (swap AB). Under expert
@@ -207,17 +210,17 @@ GemmTiles DeviceLayer::tiles(int64_t tokens) const {
 }
 
 // The workspace pieces in carve order: permutation, gathered rows, GEMM1 output (none when the
-// activation is fused), activation, GEMM2 output, grouped-GEMM scratch (shared by both GEMMs: they run one after the other).
+// activation is fused), activation, GEMM2 output, grouped-GEMM scratch (shared by both GEMMs:
+// they run one after the other).
 std::array<size_t, 6> DeviceLayer::pieces(int64_t tokens) const {
   const moe_problem p = problem_.c();
   const size_t rows = size_t(tokens * rows_per_token(p));
-  const int sm = device_info().sm_count;
   return {moe::gpu::permutation_workspace_bytes(p, tokens),
           rows * p.hidden * 2,
           fuse_activation(tokens) ? 0 : rows * n1_ * 2,
           rows * padded_i_ * 2,
           rows * p.hidden * 2,
-          grouped_gemm_workspace_bytes(GemmTiles::kTokens, int(groups_), sm)};
+          gemm_ws_bytes_};
 }
 
 size_t DeviceLayer::workspace_size(int64_t tokens) const {

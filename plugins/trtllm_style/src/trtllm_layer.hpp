@@ -58,6 +58,7 @@ class DeviceLayer {
   DeviceBuffer b13_, b2_;            // [groups, n1] and [groups, H] f32 (zeros where absent)
   DeviceBuffer local_map_;           // [E] global -> local expert id, -1 elsewhere
   bool has_bias_ = false;
+  size_t gemm_ws_bytes_ = 0;         // grouped GEMM scratch (every kernel), fixed at prepare
 };
 
 }  // namespace moe::trtllm
