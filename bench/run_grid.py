@@ -17,6 +17,9 @@ import time
 import torch
 from safetensors.torch import load_file
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import grid_report  # noqa: E402
+
 
 def bench_ms(fn, graph, iters=50, warmup=10):
     """Median ms of fn() with CUDA events; graph=True replays a CUDA graph when fn can be captured
@@ -139,41 +142,10 @@ def main():
     with open(final, "w") as f:
         for rec in records:
             f.write(json.dumps(rec) + "\n")
-    lines = ["| shape | T | ours ms | torch_grouped_mm | triton | cublas | floor ms | x floor | x best peer | TFLOP/s | graph |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in records:
-        p = r["peers"]
-        fmt = lambda v: f"{v:.4f}" if isinstance(v, float) else "-"
-        lines.append(f"| {r['shape']} | {r['tokens']} | {r['ms']:.4f} | {fmt(p.get('torch_grouped_mm'))} | "
-                     f"{fmt(p.get('triton'))} | {fmt(p.get('cublas'))} | {r['floor_ms']:.4f} | "
-                     f"{r['ms'] / r['floor_ms']:.2f} | {fmt(r.get('ratio_to_best_peer'))} | "
-                     f"{r['tflops']:.1f} | {'yes' if r['graph'] else 'no'} |")
-    table = "\n".join(lines)
-    with open(os.path.join(args.out, f"{date}_trtllm_style_bf16_grid.md"), "w") as f:
-        f.write(f"# trtllm_style bf16 on {device}, {date}, commit {args.commit}\n\n{table}\n")
-    print(table)
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        shapes = sorted({r["shape"] for r in records})
-        fig, axes = plt.subplots(1, len(shapes), figsize=(5 * len(shapes), 4), squeeze=False)
-        for ax, shape in zip(axes[0], shapes):
-            rs = [r for r in records if r["shape"] == shape]
-            ts = [r["tokens"] for r in rs]
-            ax.plot(ts, [r["ms"] * 1e3 for r in rs], "o-", label="trtllm_style")
-            for peer in ("torch_grouped_mm", "triton", "cublas"):
-                pts = [(r["tokens"], r["peers"][peer] * 1e3) for r in rs if peer in r["peers"]]
-                if pts:
-                    ax.plot(*zip(*pts), ".--", label=peer)
-            ax.plot(ts, [r["floor_ms"] * 1e3 for r in rs], "k:", label="floor")
-            ax.set(xscale="log", yscale="log", xlabel="tokens", ylabel="us", title=shape)
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(os.path.join(args.out, f"{date}_trtllm_style_bf16_grid.png"), dpi=110)
-    except Exception as e:
-        print("plot failed:", e)
-
+    stem = os.path.join(args.out, f"{date}_trtllm_style_bf16_grid")
+    grid_report.write_markdown(records, stem + ".md", device, date, args.commit)
+    grid_report.write_plot(records, stem + ".png")
+    print(grid_report.table(records))
 
 if __name__ == "__main__":
     main()
