@@ -61,8 +61,8 @@ class ActivationEpilogue {
 
   // The staging tile: a CTA tile's gated outputs, [tokens][features], rows padded by 8 bf16 so
   // the 8 rows one warp store touches fall in different banks and rows stay 16-byte aligned.
-  static constexpr int kTileTokens = cute::size<kSwapAB ? 1 : 0>(TileShape{});
-  static constexpr int kTileFeatures = cute::size<kSwapAB ? 0 : 1>(TileShape{}) / 2;
+  static constexpr int kTileTokens = cute::size < kSwapAB ? 1 : 0 > (TileShape{});
+  static constexpr int kTileFeatures = cute::size < kSwapAB ? 0 : 1 > (TileShape{}) / 2;
   static constexpr int kRowStride = kTileFeatures + 8;
   static constexpr int kChunksPerRow = kTileFeatures / 8;  // 16-byte chunks
   static_assert(kTileFeatures % 8 == 0, "tile features must fill 16-byte chunks");
@@ -141,7 +141,8 @@ class ActivationEpilogue {
         if (m >= m_size || n >= n_size) continue;
         const int feature = kSwapAB ? m : n, token = kSwapAB ? n : m;
         const float x = acc(i) + (bias ? bias[feature] : 0.0f);
-        out[int64_t(token) * f.out_ld + feature] = float_to_bf16(activate<true>(f.act, act, x, 0.f));
+        out[int64_t(token) * f.out_ld + feature] =
+            float_to_bf16(activate<true>(f.act, act, x, 0.f));
       }
       return;
     }

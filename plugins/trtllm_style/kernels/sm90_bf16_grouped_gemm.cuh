@@ -51,8 +51,8 @@ struct GroupedGemm {
   using Epilogue = Epilogue_;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, LayoutA*, kTmaAlign, Bf16, LayoutB*,
-      kTmaAlign, float, TileShape, ClusterShape,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, LayoutA*, kTmaAlign, Bf16,
+      LayoutB*, kTmaAlign, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
       MainloopSchedule>::CollectiveOp;
@@ -88,12 +88,10 @@ using WeightTiles = GroupedGemm<WeightTileShape, Cluster, Cooperative,
 
 // GEMM1 with the activation in the epilogue. (Ping-pong token tiles, which would overlap one
 // warpgroup's epilogue with the other's wgmma, measured 1.3-1.8x slower: bench/NOTES.md.)
-using TokenTilesAct =
-    GroupedGemm<TokenTileShape, Cluster, Cooperative, FusedEpilogue<TokenTileShape, false>,
-                RowMajor, ColumnMajor>;
-using WeightTilesAct =
-    GroupedGemm<WeightTileShape, Cluster, Cooperative, FusedEpilogue<WeightTileShape, true>,
-                RowMajor, ColumnMajor>;
+using TokenTilesAct = GroupedGemm<TokenTileShape, Cluster, Cooperative,
+                                  FusedEpilogue<TokenTileShape, false>, RowMajor, ColumnMajor>;
+using WeightTilesAct = GroupedGemm<WeightTileShape, Cluster, Cooperative,
+                                   FusedEpilogue<WeightTileShape, true>, RowMajor, ColumnMajor>;
 
 // Per-group arguments, written on the device by setup_groups (one thread per group).
 template <class G>

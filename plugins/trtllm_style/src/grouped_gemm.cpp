@@ -22,7 +22,9 @@ Kernel plain_kernel(GemmTiles t) {
 Kernel act_kernel(GemmTiles t) {
   return t == GemmTiles::kWeights ? Kernel::kWeightsAct : Kernel::kTokensAct;
 }
-GemmTiles act_tiles(GemmTiles t) { return t == GemmTiles::kWide ? GemmTiles::kTokens : t; }
+GemmTiles act_tiles(GemmTiles t) {
+  return t == GemmTiles::kWide ? GemmTiles::kTokens : t;
+}
 
 void launch(GemmTiles tiles, Kernel kernel, const GroupedGemmArgs& a,
             const kernels::FusedActivation& act, cudaStream_t stream) {
@@ -37,17 +39,17 @@ void launch(GemmTiles tiles, Kernel kernel, const GroupedGemmArgs& a,
             "grouped GEMM: rows {}, out {} and workspace {} must be 16-byte aligned (TMA and "
             "vector stores)",
             a.rows, a.out, a.workspace);
-  const size_t need = grouped_gemm_workspace_bytes(tiles, a.groups, a.sm_count);
+  const size_t need = grouped_gemm_workspace_bytes(a.groups, a.sm_count);
   MOE_CHECK(a.workspace_bytes >= need, MOE_STATUS_CAPACITY_EXCEEDED,
             "grouped GEMM workspace of {} bytes is smaller than the {} needed", a.workspace_bytes,
             need);
-  const detail::GemmCall call{a.groups, a.offsets, a.n,         a.k,        a.rows,
-                              a.weights, a.out,    a.workspace, a.sm_count, stream};
+  const detail::GemmCall call{a.groups,  a.offsets, a.n,         a.k,        a.rows,
+                              a.weights, a.out,     a.workspace, a.sm_count, stream};
   const detail::LaunchResult r = detail::launch(kernel, call, act);
   MOE_CHECK(r.stage == nullptr, MOE_STATUS_DEVICE_ERROR, "grouped GEMM ({}{}, n={}, k={}) {}: {}",
             gemm_tiles_name(kernel == act_kernel(tiles) ? act_tiles(tiles) : tiles),
-            kernel == act_kernel(tiles) ? ", activation epilogue" : "",
-            a.n, a.k, r.stage ? r.stage : "", r.message ? r.message : "");
+            kernel == act_kernel(tiles) ? ", activation epilogue" : "", a.n, a.k,
+            r.stage ? r.stage : "", r.message ? r.message : "");
 }
 
 }  // namespace
@@ -64,10 +66,10 @@ const char* gemm_tiles_name(GemmTiles t) {
   return "?";
 }
 
-size_t grouped_gemm_workspace_bytes(GemmTiles, int groups, int sm_count) {
+size_t grouped_gemm_workspace_bytes(int groups, int sm_count) {
   size_t most = 0;
-  for (Kernel k : {Kernel::kTokens, Kernel::kWide, Kernel::kWeights, Kernel::kTokensAct,
-                   Kernel::kWeightsAct})
+  for (Kernel k :
+       {Kernel::kTokens, Kernel::kWide, Kernel::kWeights, Kernel::kTokensAct, Kernel::kWeightsAct})
     most = std::max(most, detail::kernel_workspace(k, groups, sm_count));
   return most;
 }
@@ -79,14 +81,14 @@ void run_grouped_gemm(GemmTiles tiles, const GroupedGemmArgs& args, cudaStream_t
 void run_grouped_gemm_activation(GemmTiles tiles, const moe_problem& p, const GroupedGemmArgs& args,
                                  const ActivationEpilogueArgs& e, cudaStream_t stream) {
   const auto activation = static_cast<moe_activation>(p.activation);
-  MOE_CHECK(p.activation >= 0 && p.activation < MOE_ACTIVATION_COUNT_,
-            MOE_STATUS_INVALID_ARGUMENT, "activation={} is not one of {}", p.activation,
-            activation_names());
+  MOE_CHECK(p.activation >= 0 && p.activation < MOE_ACTIVATION_COUNT_, MOE_STATUS_INVALID_ARGUMENT,
+            "activation={} is not one of {}", p.activation, activation_names());
   const bool gated = is_gated(activation);
   MOE_CHECK(!gated || args.n % 16 == 0, MOE_STATUS_UNSUPPORTED,
             "the activation epilogue needs a gated N={} that is a multiple of 16 (its I={} output "
             "rows are stored in 16-byte chunks)",
-            args.n, args.n / 2);  MOE_CHECK(gated || e.silu_end <= e.silu_begin, MOE_STATUS_INVALID_ARGUMENT,
+            args.n, args.n / 2);
+  MOE_CHECK(gated || e.silu_end <= e.silu_begin, MOE_STATUS_INVALID_ARGUMENT,
             "relu2 rows are N={} wide; silu_mul groups [{}, {}) would be gated", args.n,
             e.silu_begin, e.silu_end);
   MOE_CHECK(e.bias != nullptr || e.bias_groups == 0, MOE_STATUS_INVALID_ARGUMENT,

@@ -23,13 +23,13 @@ const char* gemm_tiles_name(GemmTiles t);
 
 // Workspace for one grouped GEMM of `groups` groups (group arrays + CUTLASS's own), enough for
 // every kernel of any tiles.
-size_t grouped_gemm_workspace_bytes(GemmTiles tiles, int groups, int sm_count);
+size_t grouped_gemm_workspace_bytes(int groups, int sm_count);
 
 struct GroupedGemmArgs {
   int groups = 0;
   const int64_t* offsets = nullptr;  // [groups + 1]: group g owns rows [offsets[g], offsets[g+1])
   int n = 0, k = 0;                  // multiples of 8
-  const void* rows = nullptr;            // [R, K] bf16
+  const void* rows = nullptr;        // [R, K] bf16
   const void* const* weights = nullptr;  // [groups] -> [N, K] bf16, K contiguous
   void* out = nullptr;  // [R, N] bf16; with the activation [R, I] (I = N/2 gated, N relu2)
   void* workspace = nullptr;

@@ -9,7 +9,9 @@ namespace {
 using namespace kernels;
 
 constexpr size_t kAlign = 256;
-size_t round_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+size_t round_up(size_t v) {
+  return (v + kAlign - 1) / kAlign * kAlign;
+}
 
 template <class G>
 size_t arrays_bytes(int groups) {
@@ -91,7 +93,8 @@ LaunchResult launch_one(const GemmCall& c, const FusedActivation& act, int64_t o
     return {"initialize", cutlassGetStatusString(s)};
   if (auto s = gemm.run(c.stream); s != cutlass::Status::kSuccess)
     return {"run", cutlassGetStatusString(s)};
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return {"launch", cudaGetErrorString(e)};
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return {"launch", cudaGetErrorString(e)};
   return {};
 }
 

@@ -103,19 +103,19 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   const Refusal r = check_support(p);
   MOE_CHECK(r.reason == MOE_REASON_NONE, MOE_STATUS_UNSUPPORTED, "trtllm_style: {}", r.message);
   check_weights(p, w);
-  tiles_option_ = "auto";
-  epilogue_option_ = "auto";
   for (const auto& [key, value] : options) {
     if (key == "gemm_tiles") {
       MOE_CHECK(value == "auto" || value == "tokens" || value == "weights" || value == "wide",
                 MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: gemm_tiles '{}' is not auto, tokens, weights or wide", value);
-      tiles_option_ = value;
+      tiles_option_ = value == "tokens"    ? std::optional(GemmTiles::kTokens)
+                      : value == "weights" ? std::optional(GemmTiles::kWeights)
+                      : value == "wide"    ? std::optional(GemmTiles::kWide)
+                                           : std::nullopt;
     } else if (key == "activation_epilogue") {
-      MOE_CHECK(value == "auto" || value == "fused" || value == "separate",
-                MOE_STATUS_CONFIG_ERROR,
+      MOE_CHECK(value == "auto" || value == "fused" || value == "separate", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: activation_epilogue '{}' is not auto, fused or separate", value);
-      epilogue_option_ = value;
+      fuse_option_ = value == "auto" ? std::nullopt : std::optional(value == "fused");
     }
   }
   const PrepareOptions opts = layout_options(options);
@@ -180,8 +180,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   for (int64_t e = 0; e < p.experts; ++e) map[e] = local_expert_id(p, e);
   local_map_ = upload_vector(map);
   // The grouped GEMMs' scratch depends on the groups and the device only: asked of CUTLASS once.
-  gemm_ws_bytes_ =
-      grouped_gemm_workspace_bytes(GemmTiles::kTokens, int(groups_), device_info().sm_count);
+  gemm_ws_bytes_ = grouped_gemm_workspace_bytes(int(groups_), device_info().sm_count);
 }
 
 // Fewer than 32 rows per group on average: decode-like, weight tiles (swap AB). Under expert
@@ -189,13 +188,13 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
 bool DeviceLayer::small_groups(int64_t tokens) const {
   const moe_problem p = problem_.c();
   const int64_t extra = p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
-  const int64_t rows = tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) +
-                       tokens * extra;
+  const int64_t rows =
+      tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) + tokens * extra;
   return rows < 32 * groups_;
 }
 
 bool DeviceLayer::fuse_activation(int64_t tokens) const {
-  if (epilogue_option_ != "auto") return epilogue_option_ == "fused";
+  if (fuse_option_) return *fuse_option_;
   // Measured on the H200 (bench/NOTES.md, v2): with few rows per group the fused epilogue saves
   // a launch and wins; with more, 128x256 tiles and a separate activation kernel beat the fused
   // 128x128 kernel by 12-19% (qwen3, mixtral at T >= 512).
@@ -203,9 +202,7 @@ bool DeviceLayer::fuse_activation(int64_t tokens) const {
 }
 
 GemmTiles DeviceLayer::tiles(int64_t tokens) const {
-  if (tiles_option_ == "tokens") return GemmTiles::kTokens;
-  if (tiles_option_ == "weights") return GemmTiles::kWeights;
-  if (tiles_option_ == "wide") return GemmTiles::kWide;
+  if (tiles_option_) return *tiles_option_;
   return small_groups(tokens) ? GemmTiles::kWeights : GemmTiles::kWide;
 }
 
@@ -266,8 +263,11 @@ void DeviceLayer::run(const moe_run_args& a) const {
   moe::gpu::launch_gather_rows(ws.perm, p.hidden, static_cast<const uint16_t*>(a.hidden.data),
                                static_cast<uint16_t*>(ws.rows), stream);
   const int64_t* offsets = ws.perm.group_offsets;
-  GroupedGemmArgs g1{int(groups_), offsets, int(n1_), int(p.hidden), ws.rows,
-                     w13_ptrs_.as<const void*>(), ws.act, ws.gemm_ws, ws.gemm_ws_bytes, sm};
+  GroupedGemmArgs g1{int(groups_),     offsets,
+                     int(n1_),         int(p.hidden),
+                     ws.rows,          w13_ptrs_.as<const void*>(),
+                     ws.act,           ws.gemm_ws,
+                     ws.gemm_ws_bytes, sm};
   const int32_t bias_groups = has_bias_ ? int32_t(p.local_experts) : 0;
   const int32_t silu_begin = int32_t(p.local_experts);
   const int32_t silu_end = int32_t(p.local_experts + p.sink_experts);
@@ -292,8 +292,11 @@ void DeviceLayer::run(const moe_run_args& a) const {
     moe::gpu::launch_activation(p, act, stream);
   }
 
-  const GroupedGemmArgs g2{int(groups_), offsets, int(p.hidden), int(padded_i_), ws.act,
-                           w2_ptrs_.as<const void*>(), ws.gemm2, ws.gemm_ws, ws.gemm_ws_bytes, sm};
+  const GroupedGemmArgs g2{int(groups_),     offsets,
+                           int(p.hidden),    int(padded_i_),
+                           ws.act,           w2_ptrs_.as<const void*>(),
+                           ws.gemm2,         ws.gemm_ws,
+                           ws.gemm_ws_bytes, sm};
   run_grouped_gemm(tiles, g2, stream);
 
   moe::gpu::FinalizeArgs fin;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 
 #include "device.hpp"
@@ -45,11 +46,11 @@ class DeviceLayer {
 
   Problem problem_;
   LayoutTag tag_;
-  int64_t groups_ = 0;               // local experts, then sinks, then the shared expert
-  int64_t n1_ = 0;                   // GEMM1 output width: 2P gated, P for relu2
-  int64_t padded_i_ = 0;             // P
-  std::string tiles_option_;         // "auto", "tokens", "weights" or "wide"
-  std::string epilogue_option_;      // activation_epilogue: "auto", "fused" or "separate"
+  int64_t groups_ = 0;                     // local experts, then sinks, then the shared expert
+  int64_t n1_ = 0;                         // GEMM1 output width: 2P gated, P for relu2
+  int64_t padded_i_ = 0;                   // P
+  std::optional<GemmTiles> tiles_option_;  // gemm_tiles; nullopt = auto
+  std::optional<bool> fuse_option_;        // activation_epilogue fused/separate; nullopt = auto
   bool small_groups(int64_t tokens) const;
   bool fuse_activation(int64_t tokens) const;
   GemmTiles tiles(int64_t tokens) const;
@@ -58,7 +59,7 @@ class DeviceLayer {
   DeviceBuffer b13_, b2_;            // [groups, n1] and [groups, H] f32 (zeros where absent)
   DeviceBuffer local_map_;           // [E] global -> local expert id, -1 elsewhere
   bool has_bias_ = false;
-  size_t gemm_ws_bytes_ = 0;         // grouped GEMM scratch (every kernel), fixed at prepare
+  size_t gemm_ws_bytes_ = 0;  // grouped GEMM scratch (every kernel), fixed at prepare
 };
 
 }  // namespace moe::trtllm

@@ -166,8 +166,8 @@ TEST_F(TrtllmGraph, PartialTilesAndManyTilesPerCtaMatchTheReference) {
   const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
   for (const char* tiles : {"tokens", "weights", "wide"}) {
     for (const char* epilogue : {"fused", "separate"}) {
-      const Layer layer = plugin_->prepare(
-          p, w.view(), {{"gemm_tiles", tiles}, {"activation_epilogue", epilogue}});
+      const Layer layer =
+          plugin_->prepare(p, w.view(), {{"gemm_tiles", tiles}, {"activation_epilogue", epilogue}});
       const RunResult out = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
       EXPECT_LT(relative_l2(out.output, ref.output), 1e-2) << tiles << ", " << epilogue;
     }
@@ -177,8 +177,11 @@ TEST_F(TrtllmGraph, PartialTilesAndManyTilesPerCtaMatchTheReference) {
 TEST_F(TrtllmGraph, UnknownEpilogueOptionIsAConfigError) {
   const moe_problem p = problem_.c();
   const LayerWeights w = random_weights(p, 5);
-  expect_error([&] { plugin_->prepare(p, w.view(), {{"activation_epilogue", "maybe"}}); },
-               MOE_STATUS_CONFIG_ERROR, {"activation_epilogue 'maybe' is not auto, fused or separate"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"activation_epilogue", "maybe"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"activation_epilogue 'maybe' is not auto, fused or separate"});
 }
 
 // Tensors that start 2 bytes off a 16-byte boundary take the kernels' unvectorised paths and
