@@ -3,14 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <exception>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "moe/error.hpp"
 #include "moe/formats.hpp"
+#include "moe/parallel_for.hpp"
 #include "moe/problem.hpp"
 #include "moe/weights.hpp"
 
@@ -101,29 +99,6 @@ void quantize_into(moe_format f, const std::vector<float>& w, int64_t rows, int6
   }
 }
 
-// Runs fn(i) for i in [0, n) on every core; the first exception is rethrown after all join.
-template <class Fn>
-void on_every_core(int64_t n, Fn&& fn) {
-  const int64_t threads = std::min<int64_t>(n, std::max(1u, std::thread::hardware_concurrency()));
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      for (int64_t i = t; i < n; i += threads) {
-        try {
-          fn(i);
-        } catch (...) {
-          std::lock_guard lock(error_mutex);
-          if (!error) error = std::current_exception();
-        }
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
-  if (error) std::rethrow_exception(error);
-}
-
 // Where the matrices' random values come from: one stream in order (random_weights), or a
 // stream per matrix, mix_seed(seed, "<salt>/<index>"), so they are drawn on every core.
 struct MatrixDraws {
@@ -156,7 +131,7 @@ void make_matrices(const MatrixDraws& draws, std::string_view salt, moe_format f
     for (int64_t e = 0; e < n; ++e) one(e, *draws.in_order);
     return;
   }
-  on_every_core(n, [&](int64_t e) {
+  parallel_for(n, [&](int64_t e) {
     Rng rng(mix_seed(draws.seed, std::string(salt) + "/" + std::to_string(e)));
     one(e, rng);
   });
@@ -252,19 +227,15 @@ void fill_uniform_bf16(HostTensor& t, uint64_t seed, double std) {
   const int64_t n = t.numel();
   auto* out = t.data<uint16_t>();
   const double a = std::sqrt(3.0) * std;
-  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (unsigned w = 0; w < threads; ++w) {
-    pool.emplace_back([=] {
-      for (int64_t i = w; i < n; i += threads) {
-        uint64_t z = (seed ^ 0x9E3779B97F4A7C15ull) + uint64_t(i) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 31)) * 0x94D049BB133111EBull;
-        z ^= z >> 29;
-        out[i] = float_to_bf16(float(a * (double(z >> 11) * 0x1.0p-52 - 1.0)));
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
+  constexpr int64_t kChunk = int64_t(1) << 20;
+  parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c) {
+    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+      uint64_t z = (seed ^ 0x9E3779B97F4A7C15ull) + uint64_t(i) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 31)) * 0x94D049BB133111EBull;
+      z ^= z >> 29;
+      out[i] = float_to_bf16(float(a * (double(z >> 11) * 0x1.0p-52 - 1.0)));
+    }
+  });
 }
 
 }  // namespace

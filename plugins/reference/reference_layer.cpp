@@ -6,9 +6,9 @@
 
 #include "activations.hpp"
 #include "moe/formats.hpp"
+#include "moe/parallel_for.hpp"
 #include "moe/plugin_sdk.hpp"
 #include "moe/weights.hpp"
-#include "parallel_for.hpp"
 
 namespace moe::reference {
 namespace {

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "moe/error.hpp"
-#include "parallel_for.hpp"
+#include "moe/parallel_for.hpp"
 
 namespace moe::gpu_oracle {
 namespace {
@@ -96,7 +96,7 @@ CublasGemms::CublasGemms(const std::vector<MlpRef>& mlps) {
     targets.insert(targets.end(), {&slot.w13, &slot.w2});
   }
   const int64_t threads = std::max<int64_t>(1, kHostBudget / std::max<size_t>(1, 12 * largest));
-  reference::parallel_for(
+  moe::parallel_for(
       int64_t(sources.size()),
       [&](int64_t i) { upload_matrix(device_, *sources[i], targets[i]->w); }, threads);
 }

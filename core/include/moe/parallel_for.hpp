@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-namespace moe::reference {
+namespace moe {
 
 // Up to `max_threads` threads (0: hardware_concurrency). Each i must write only its own outputs,
 // so the result does not depend on the schedule.
@@ -41,4 +41,4 @@ void parallel_for(int64_t n, Fn&& fn, int64_t max_threads = 0) {
   if (error) std::rethrow_exception(error);
 }
 
-}  // namespace moe::reference
+}  // namespace moe
