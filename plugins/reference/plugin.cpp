@@ -1,12 +1,7 @@
 // The reference plugin's one exported symbol and its function table.
+#include "host_entries.hpp"
 #include "moe/formats.hpp"
 #include "moe/plugin_sdk.hpp"
-#include "reference_layer.hpp"
-#include "routing.hpp"
-
-struct moe_layer {
-  moe::reference::Layer impl;
-};
 
 namespace {
 
@@ -65,54 +60,8 @@ moe_status prepare(const moe_prepare_args* args, moe_layer** layer) {
               "redundant_experts={}: EPLB is not implemented by the reference",
               p.redundant_experts);
     MOE_CHECK(args->weights != nullptr, MOE_STATUS_INVALID_ARGUMENT, "weights is NULL");
-    for (int64_t i = 0; i < args->num_options; ++i) {
-      moe::sdk::logf(MOE_LOG_WARN, "option '{}' is ignored: the reference takes no options",
-                     args->options[i].key);
-    }
+    moe::reference::entries::warn_ignored_options(*args, "the reference");
     *layer = new moe_layer{moe::reference::Layer(p, *args->weights)};
-  });
-}
-
-moe_status destroy_layer(moe_layer* layer) {
-  return guarded([&] { delete layer; });
-}
-
-moe_status workspace_size(const moe_layer* layer, int64_t tokens, size_t* bytes) {
-  return guarded([&] {
-    MOE_CHECK(layer != nullptr && bytes != nullptr, MOE_STATUS_INVALID_ARGUMENT,
-              "layer and bytes must not be NULL");
-    MOE_CHECK(tokens >= 0, MOE_STATUS_INVALID_ARGUMENT, "tokens={} must be >= 0", tokens);
-    *bytes = 0;  // host scratch comes from the heap: the oracle never runs in a graph
-  });
-}
-
-moe_status run(const moe_run_args* args) {
-  return guarded([&] {
-    moe::sdk::check_struct(args, MOE_RUN_ARGS_MIN_SIZE, "moe_run_args");
-    MOE_CHECK(args->layer != nullptr, MOE_STATUS_INVALID_ARGUMENT, "layer is NULL");
-    args->layer->impl.run(*args);
-  });
-}
-
-moe_status route_workspace_size(const moe_problem* problem, int64_t tokens, size_t* bytes) {
-  return guarded([&] {
-    moe::sdk::read_problem(problem);
-    MOE_CHECK(bytes != nullptr && tokens >= 0, MOE_STATUS_INVALID_ARGUMENT,
-              "bytes must not be NULL and tokens={} >= 0", tokens);
-    *bytes = 0;
-  });
-}
-
-moe_status route(const moe_route_args* args) {
-  return guarded([&] {
-    moe::sdk::check_struct(args, MOE_ROUTE_ARGS_MIN_SIZE, "moe_route_args");
-    const moe_problem p = moe::sdk::read_problem(args->problem);
-    const int64_t tokens = moe::sdk::check_route_tensors(p, *args);
-    moe::reference::route(p, tokens, static_cast<const float*>(args->logits.data),
-                          static_cast<const float*>(args->bias.data),
-                          static_cast<const uint8_t*>(args->is_padding.data),
-                          static_cast<int32_t*>(args->topk_ids.data),
-                          static_cast<float*>(args->topk_weights.data));
   });
 }
 
@@ -125,11 +74,11 @@ const moe_plugin_api kApi = {
     get_info,
     supports,
     prepare,
-    destroy_layer,
-    workspace_size,
-    run,
-    route_workspace_size,
-    route,
+    moe::reference::entries::destroy_layer,
+    moe::reference::entries::workspace_size,
+    moe::reference::entries::run,
+    moe::reference::entries::route_workspace_size,
+    moe::reference::entries::route,
     /*describe_layout=*/nullptr,
     /*mem_alloc=*/nullptr,
     /*mem_free=*/nullptr,
