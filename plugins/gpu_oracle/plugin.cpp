@@ -52,7 +52,7 @@ std::string refusal(const moe_problem& p, moe_reason* reason) {
     return "redundant experts (EPLB) are not implemented by the reference layer";
   }
   const auto& dev = moe::gpu_oracle::device_info();
-  if (!dev.usable) {
+  if (!dev.present) {
     *reason = MOE_REASON_ARCH;
     return dev.why_not + ": the GPU oracle runs its GEMMs with cuBLAS";
   }

@@ -2,78 +2,27 @@
 
 #include <fmt/format.h>
 
-#include <utility>
-
-#include "moe/error.hpp"
-
 namespace moe::trtllm {
 
 const DeviceInfo& device_info() {
   static const DeviceInfo info = [] {
+    const gpu::DeviceInfo& g = gpu::device_info();
     DeviceInfo d;
-    int count = 0;
-    if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0) {
-      d.why_not = e != cudaSuccess ? fmt::format("no CUDA device ({})", cudaGetErrorString(e))
-                                   : std::string("no CUDA device");
-      cudaGetLastError();  // clear the sticky error of a failed query
+    if (!g.present) {
+      d.why_not = g.why_not;
       return d;
     }
-    int dev = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceProp prop{};
-    if (cudaError_t e = cudaGetDeviceProperties(&prop, dev); e != cudaSuccess) {
-      d.why_not = fmt::format("cannot query CUDA device {}: {}", dev, cudaGetErrorString(e));
-      return d;
-    }
-    d.major = prop.major;
-    d.minor = prop.minor;
-    d.sm_count = prop.multiProcessorCount;
+    d.major = g.major;
+    d.minor = g.minor;
+    d.sm_count = g.sm_count;
     // The kernels are built for sm_90a (wgmma, TMA): they run on Hopper and nowhere else.
-    d.usable = prop.major == 9 && prop.minor == 0;
+    d.usable = g.major == 9 && g.minor == 0;
     if (!d.usable)
-      d.why_not = fmt::format("needs an sm_90 (Hopper) GPU; device {} ({}) is sm_{}{}", dev,
-                              prop.name, prop.major, prop.minor);
+      d.why_not = fmt::format("needs an sm_90 (Hopper) GPU; device {} ({}) is sm_{}{}", g.device,
+                              g.name, g.major, g.minor);
     return d;
   }();
   return info;
-}
-
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    MOE_FAIL(MOE_STATUS_DEVICE_ERROR, "{} failed: {}", what, cudaGetErrorString(e));
-}
-
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes == 0) return;
-  const cudaError_t e = cudaMalloc(&ptr_, bytes);
-  if (e == cudaErrorMemoryAllocation) {
-    cudaGetLastError();
-    MOE_FAIL(MOE_STATUS_OUT_OF_MEMORY, "cannot allocate {} bytes of device memory", bytes);
-  }
-  check_cuda(e, "cudaMalloc");
-}
-
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
-    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = std::exchange(o.ptr_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-  }
-  return *this;
-}
-
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) cudaFree(ptr_);
-}
-
-void DeviceBuffer::upload(const void* host, size_t bytes, size_t offset) {
-  MOE_CHECK(offset + bytes <= bytes_, MOE_STATUS_INTERNAL, "upload past the end of a buffer");
-  if (bytes)
-    check_cuda(cudaMemcpy(static_cast<char*>(ptr_) + offset, host, bytes, cudaMemcpyHostToDevice),
-               "cudaMemcpy");
 }
 
 }  // namespace moe::trtllm

@@ -1,14 +1,16 @@
-// The CUDA device as the plugin sees it: whether it can run (sm_90), its multiprocessor count,
-// device memory that frees itself, and the memory entries of the function table.
+// The CUDA device as this plugin sees it: the shared device query (moe_cuda/device.hpp) with
+// trtllm_style's rule on top: its kernels are built for sm_90a only.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
-#include <cstddef>
 #include <string>
-#include <vector>
+
+#include "moe_cuda/device.hpp"
 
 namespace moe::trtllm {
+
+using gpu::check_cuda;
+using gpu::DeviceBuffer;
+using gpu::upload_vector;
 
 struct DeviceInfo {
   bool usable = false;
@@ -17,41 +19,7 @@ struct DeviceInfo {
   int major = 0, minor = 0;
 };
 
-// Queried once per process (cached): cudaGetDeviceProperties costs milliseconds.
+// Queried once per process (cached).
 const DeviceInfo& device_info();
-
-// Throws moe::Error(DEVICE_ERROR) naming `what` unless `e` is cudaSuccess.
-void check_cuda(cudaError_t e, const char* what);
-
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes);
-  DeviceBuffer(DeviceBuffer&& o) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer();
-
-  void* get() const { return ptr_; }
-  size_t bytes() const { return bytes_; }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  // Synchronous copy from the host (prepare time only).
-  void upload(const void* host, size_t bytes, size_t offset = 0);
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-template <class T>
-DeviceBuffer upload_vector(const std::vector<T>& v) {
-  DeviceBuffer b(v.size() * sizeof(T));
-  if (!v.empty()) b.upload(v.data(), v.size() * sizeof(T));
-  return b;
-}
 
 }  // namespace moe::trtllm
