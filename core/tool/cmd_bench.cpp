@@ -12,6 +12,12 @@
 #include <set>
 
 #include "commands.hpp"
+#include "moe/config.hpp"
+#include "moe/conformance.hpp"
+#include "moe/runner.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/selection.hpp"
 
 namespace moe::tool {
 namespace {

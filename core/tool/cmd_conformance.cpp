@@ -7,6 +7,8 @@
 #include <random>
 
 #include "commands.hpp"
+#include "moe/conformance.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe::tool {
 

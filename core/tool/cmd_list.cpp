@@ -4,6 +4,10 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "moe/config.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/selection.hpp"
 
 namespace moe::tool {
 namespace {

@@ -6,6 +6,12 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "moe/config.hpp"
+#include "moe/conformance.hpp"
+#include "moe/runner.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/selection.hpp"
 #include "run_ep.hpp"
 #include "run_inputs.hpp"
 

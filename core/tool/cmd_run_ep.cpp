@@ -12,7 +12,13 @@
 #include "run_ep.hpp"
 
 #ifdef MOE_WITH_EP
+#include "moe/config.hpp"
+#include "moe/conformance.hpp"
 #include "moe/ep.hpp"
+#include "moe/runner.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/selection.hpp"
 #endif
 
 namespace moe::tool {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "moe/moe.hpp"
+#include "moe/registry.hpp"
 
 namespace moe::tool {
 

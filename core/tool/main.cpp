@@ -4,6 +4,8 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "moe/logging.hpp"
+#include "moe/sdk/error.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"moe-registry: Mixture-of-Experts backends as plugins, chosen by a YAML config"};

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "commands.hpp"
+#include "moe/config.hpp"
 
 namespace moe::tool {
 

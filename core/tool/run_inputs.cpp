@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include "moe/safetensors.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe::tool {
 namespace {

@@ -4,7 +4,9 @@
 
 #include <string>
 
-#include "moe/moe.hpp"
+#include "moe/checkpoint.hpp"
+#include "moe/config.hpp"
+#include "moe/inputs.hpp"
 
 namespace moe::tool {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "moe/formats.hpp"
-#include "moe/plugin_sdk.hpp"
-#include "moe/weights.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/plugin_sdk.hpp"
+#include "moe/sdk/weights.hpp"
 
 namespace example {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
 
 namespace example {
 

@@ -1,6 +1,6 @@
 // The example plugin's one exported symbol and its function table.
 #include "example_moe.hpp"
-#include "moe/plugin_sdk.hpp"
+#include "moe/sdk/plugin_sdk.hpp"
 
 struct moe_layer {
   example::Layer impl;

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "host_entries.hpp"
-#include "moe/plugin_sdk.hpp"
+#include "moe/sdk/plugin_sdk.hpp"
 #include "src/cublas_gemms.hpp"
 #include "src/device.hpp"
 

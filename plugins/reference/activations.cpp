@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe::reference {
 

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
 
 namespace moe::reference {
 

@@ -1,7 +1,7 @@
 #include "expert_gemms.hpp"
 
-#include "moe/error.hpp"
-#include "moe/formats.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
 
 namespace moe::reference {
 namespace {

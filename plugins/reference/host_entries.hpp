@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "moe/plugin_sdk.hpp"
+#include "moe/sdk/plugin_sdk.hpp"
 #include "reference_layer.hpp"
 #include "routing.hpp"
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
 
 namespace moe::reference {
 

@@ -1,7 +1,7 @@
 // The reference plugin's one exported symbol and its function table.
 #include "host_entries.hpp"
-#include "moe/formats.hpp"
-#include "moe/plugin_sdk.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/plugin_sdk.hpp"
 
 namespace {
 

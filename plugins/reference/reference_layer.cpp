@@ -5,10 +5,10 @@
 #include <vector>
 
 #include "activations.hpp"
-#include "moe/formats.hpp"
-#include "moe/parallel_for.hpp"
-#include "moe/plugin_sdk.hpp"
-#include "moe/weights.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/parallel_for.hpp"
+#include "moe/sdk/plugin_sdk.hpp"
+#include "moe/sdk/weights.hpp"
 
 namespace moe::reference {
 namespace {

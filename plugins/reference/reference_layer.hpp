@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "expert_gemms.hpp"
-#include "moe/moe_abi.h"
-#include "moe/problem.hpp"
+#include "moe/abi/moe_abi.h"
+#include "moe/sdk/problem.hpp"
 
 namespace moe::reference {
 

@@ -5,8 +5,8 @@
 #include <span>
 #include <vector>
 
-#include "moe/error.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe::reference {
 namespace {

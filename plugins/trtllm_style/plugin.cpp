@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "moe/plugin_sdk.hpp"
+#include "moe/sdk/plugin_sdk.hpp"
 #include "moe_cuda/routing.hpp"
 #include "src/bench.hpp"
 #include "src/device.hpp"

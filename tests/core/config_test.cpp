@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe {
 namespace {

@@ -1,7 +1,7 @@
 // Proves the codecs of moe/formats.hpp exact: every code against an independent decoder, every
 // rounding midpoint, saturation, and the quantisation rules on shapes that are not block
 // multiples.
-#include "moe/formats.hpp"
+#include "moe/sdk/formats.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe {
 namespace {

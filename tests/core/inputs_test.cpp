@@ -8,8 +8,8 @@
 #include <cstring>
 #include <set>
 
-#include "moe/problem.hpp"
-#include "moe/weights.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/sdk/weights.hpp"
 
 namespace moe {
 namespace {

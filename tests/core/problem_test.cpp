@@ -1,7 +1,7 @@
 // Proves moe/problem.hpp: the documented defaults, normalisation per format and EP placement,
 // every validation rule with its message, the expert-parallel id mapping, the enum spellings, and
 // that moe::Problem copies own their EP map.
-#include "moe/problem.hpp"
+#include "moe/sdk/problem.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe {
 namespace {

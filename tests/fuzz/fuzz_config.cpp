@@ -4,7 +4,7 @@
 #include <string>
 
 #include "moe/config.hpp"
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -9,9 +9,9 @@
 #include <cstring>
 #include <string_view>
 
-#include "moe/error.hpp"
-#include "moe/formats.hpp"
 #include "moe/safetensors.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
 
 namespace {
 

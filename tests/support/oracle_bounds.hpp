@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
 
 namespace moe::test {
 

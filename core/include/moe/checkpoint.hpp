@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "moe/abi/moe_abi.h"
 #include "moe/inputs.hpp"
-#include "moe/moe_abi.h"
 #include "moe/safetensors.hpp"
 #include "moe/safetensors_writer.hpp"
-#include "moe/tensor.hpp"
+#include "moe/sdk/host_tensor.hpp"
 
 namespace moe {
 

@@ -24,7 +24,7 @@
 
 #include "moe/checkpoint.hpp"
 #include "moe/plugin.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe {
 

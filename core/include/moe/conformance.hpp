@@ -15,7 +15,7 @@
 #include "moe/checkpoint.hpp"
 #include "moe/inputs.hpp"
 #include "moe/plugin.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe {
 

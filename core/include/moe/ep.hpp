@@ -12,7 +12,7 @@
 #include "moe/ep_plan.hpp"
 #include "moe/plugin.hpp"
 #include "moe/runner.hpp"
-#include "moe/tensor.hpp"
+#include "moe/sdk/host_tensor.hpp"
 
 namespace moe::ep {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "moe/moe_abi.h"
-#include "moe/tensor.hpp"
+#include "moe/abi/moe_abi.h"
+#include "moe/sdk/host_tensor.hpp"
 
 namespace moe {
 

@@ -3,7 +3,7 @@
 
 #include <string_view>
 
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
 
 namespace moe {
 

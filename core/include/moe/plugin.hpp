@@ -11,7 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
+#include "moe/sdk/options.hpp"
 
 namespace moe {
 
@@ -28,8 +29,6 @@ struct Support {
   moe_reason reason = MOE_REASON_OTHER;
   std::string message;
 };
-
-using Options = std::vector<std::pair<std::string, std::string>>;
 
 class Plugin;
 

@@ -6,7 +6,7 @@
 
 #include "moe/inputs.hpp"
 #include "moe/plugin.hpp"
-#include "moe/tensor.hpp"
+#include "moe/sdk/host_tensor.hpp"
 
 namespace moe {
 

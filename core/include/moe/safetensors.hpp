@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
 
 namespace moe {
 

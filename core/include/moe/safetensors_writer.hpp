@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "moe/tensor.hpp"
+#include "moe/sdk/host_tensor.hpp"
 
 namespace moe {
 

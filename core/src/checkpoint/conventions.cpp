@@ -9,10 +9,10 @@
 
 #include "conventions.hpp"
 #include "moe/checkpoint.hpp"
-#include "moe/error.hpp"
-#include "moe/formats.hpp"
-#include "moe/problem.hpp"
-#include "moe/weights.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/sdk/weights.hpp"
 
 namespace moe::detail {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
 #include "moe/safetensors.hpp"
-#include "moe/tensor.hpp"
+#include "moe/sdk/host_tensor.hpp"
 
 namespace moe::detail {
 

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "moe/ep.hpp"
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 #include "nccl.hpp"
 
 namespace moe::ep {

@@ -2,7 +2,7 @@
 #include <string>
 
 #include "moe/ep.hpp"
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe::ep {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe::ep {
 namespace {

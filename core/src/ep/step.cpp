@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "moe/ep.hpp"
-#include "moe/error.hpp"
-#include "moe/formats.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe::ep {
 namespace {

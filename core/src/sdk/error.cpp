@@ -1,4 +1,4 @@
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe {
 

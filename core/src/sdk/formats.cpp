@@ -1,12 +1,12 @@
 // Exact element codecs and the quantisation rules of ARCHITECTURE §3 (see formats.hpp).
-#include "moe/formats.hpp"
+#include "moe/sdk/formats.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <iterator>
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe {
 

@@ -1,4 +1,4 @@
-#include "moe/plugin_sdk.hpp"
+#include "moe/sdk/plugin_sdk.hpp"
 
 #include <atomic>
 #include <mutex>

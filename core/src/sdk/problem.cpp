@@ -1,4 +1,4 @@
-#include "moe/problem.hpp"
+#include "moe/sdk/problem.hpp"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <utility>
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "moe/formats.hpp"
-#include "moe/plugin_sdk.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/plugin_sdk.hpp"
 
 namespace moe::sdk {
 

@@ -1,6 +1,6 @@
 #include "moe_cuda/check.hpp"
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe::gpu {
 

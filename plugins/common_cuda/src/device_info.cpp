@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 #include "moe_cuda/device.hpp"
 
 namespace moe::gpu {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "launch.hpp"
-#include "moe/error.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
 #include "moe_cuda/check.hpp"
 
 namespace moe::gpu {

@@ -2,8 +2,8 @@
 #include "moe_cuda/quantize.hpp"
 
 #include "launch.hpp"
-#include "moe/error.hpp"
-#include "moe/formats.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
 
 namespace moe::gpu {
 namespace {

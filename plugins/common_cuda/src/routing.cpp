@@ -3,8 +3,8 @@
 #include "moe_cuda/routing.hpp"
 
 #include "launch.hpp"
-#include "moe/error.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe::gpu {
 

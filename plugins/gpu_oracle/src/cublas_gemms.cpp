@@ -4,8 +4,8 @@
 #include <climits>
 #include <thread>
 
-#include "moe/error.hpp"
-#include "moe/parallel_for.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/parallel_for.hpp"
 
 namespace moe::gpu_oracle {
 namespace {

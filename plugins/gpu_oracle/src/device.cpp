@@ -1,6 +1,6 @@
 #include "device.hpp"
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe::gpu_oracle {
 

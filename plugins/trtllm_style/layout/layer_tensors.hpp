@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "matrix_stack.hpp"
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
 
 namespace moe::trtllm {
 

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "moe/formats.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/problem.hpp"
 #include "scale_swizzle.hpp"
 
 namespace moe::trtllm {

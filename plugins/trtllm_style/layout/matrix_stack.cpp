@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe::trtllm {
 

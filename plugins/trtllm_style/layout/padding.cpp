@@ -3,9 +3,9 @@
 #include <cstring>
 #include <numeric>
 
-#include "moe/error.hpp"
-#include "moe/formats.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/problem.hpp"
 #include "scale_swizzle.hpp"  // round_up
 
 namespace moe::trtllm {

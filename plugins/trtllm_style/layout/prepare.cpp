@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "moe/error.hpp"
-#include "moe/formats.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
 #include "padding.hpp"
 #include "row_ops.hpp"
 #include "scale_floor.hpp"

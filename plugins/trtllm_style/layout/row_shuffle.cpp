@@ -1,6 +1,6 @@
 #include "row_shuffle.hpp"
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe::trtllm {
 

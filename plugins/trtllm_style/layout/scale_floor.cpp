@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe::trtllm {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "device.hpp"
-#include "moe/plugin_sdk.hpp"
+#include "moe/sdk/plugin_sdk.hpp"
 
 namespace moe::trtllm {
 namespace {

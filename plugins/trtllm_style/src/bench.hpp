@@ -1,7 +1,7 @@
 // Device timing of run() for `moe bench` (moe_plugin_api.benchmark).
 #pragma once
 
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
 
 namespace moe::trtllm {
 

@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "grouped_gemm_launch.hpp"
-#include "moe/error.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe::trtllm {
 namespace {

@@ -7,9 +7,9 @@
 #include <cstring>
 
 #include "grouped_gemm.hpp"
-#include "moe/formats.hpp"
-#include "moe/plugin_sdk.hpp"
-#include "moe/weights.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/plugin_sdk.hpp"
+#include "moe/sdk/weights.hpp"
 #include "moe_cuda/activation.hpp"
 #include "moe_cuda/permute.hpp"
 

@@ -15,9 +15,9 @@
 #include "device.hpp"
 #include "grouped_gemm.hpp"
 #include "layout/prepare.hpp"
-#include "moe/moe_abi.h"
-#include "moe/plugin.hpp"
-#include "moe/problem.hpp"
+#include "moe/abi/moe_abi.h"
+#include "moe/sdk/options.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe::trtllm {
 

@@ -6,7 +6,7 @@
 
 #include "activations.hpp"  // plugins/reference: the oracle
 #include "cuda_test_env.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/problem.hpp"
 #include "moe_cuda/activation.hpp"
 
 namespace moe::gpu {

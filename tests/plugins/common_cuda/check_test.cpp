@@ -3,8 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "moe/error.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
 #include "moe_cuda/activation.hpp"
 #include "moe_cuda/check.hpp"
 #include "moe_cuda/permute.hpp"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "moe/formats.hpp"
+#include "moe/sdk/formats.hpp"
 #include "moe_cuda/check.hpp"
 
 namespace moe::gpu::test {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cuda_test_env.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/problem.hpp"
 #include "moe_cuda/permute.hpp"
 #include "moe_cuda/routing.hpp"
 #include "routing.hpp"  // plugins/reference

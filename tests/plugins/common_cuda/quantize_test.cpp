@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "cuda_test_env.hpp"
-#include "moe/formats.hpp"
+#include "moe/sdk/formats.hpp"
 #include "moe_cuda/quantize.hpp"
 
 namespace moe::gpu {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "cuda_test_env.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/problem.hpp"
 #include "moe_cuda/permute.hpp"
 
 namespace moe::gpu {

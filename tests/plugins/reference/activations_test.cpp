@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "moe/error.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace {
 

@@ -17,9 +17,9 @@
 #include "../../support/oracle_bounds.hpp"
 #include "expert_gemms.hpp"
 #include "moe/conformance.hpp"
-#include "moe/formats.hpp"
 #include "moe/inputs.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/problem.hpp"
 #include "reference_layer.hpp"
 #include "routing.hpp"
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "moe/error.hpp"
-#include "moe/formats.hpp"
-#include "moe/problem.hpp"
-#include "moe/tensor.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/host_tensor.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace {
 

@@ -13,7 +13,7 @@
 
 #include "moe/conformance.hpp"
 #include "moe/inputs.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/problem.hpp"
 #include "reference_layer.hpp"
 #include "routing.hpp"
 

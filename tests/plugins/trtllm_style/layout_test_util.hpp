@@ -12,7 +12,7 @@
 #include <string>
 
 #include "layer_tensors.hpp"
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe::trtllm::testing {
 

@@ -3,8 +3,8 @@
 #include "padding.hpp"
 
 #include "layout_test_util.hpp"
-#include "moe/formats.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe::trtllm {
 namespace {

@@ -5,9 +5,9 @@
 #include <tuple>
 
 #include "layout_test_util.hpp"
-#include "moe/formats.hpp"
-#include "moe/problem.hpp"
-#include "moe/tensor.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/host_tensor.hpp"
+#include "moe/sdk/problem.hpp"
 #include "scale_swizzle.hpp"
 
 namespace moe::trtllm {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
 #include "moe_cuda/rows.hpp"
 
 namespace moe::gpu {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 #include "yaml_problem.hpp"
 
 namespace moe {

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
 
 namespace moe {
 

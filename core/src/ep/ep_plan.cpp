@@ -1,8 +1,8 @@
 #include "moe/ep_plan.hpp"
 
-#include "moe/error.hpp"
 #include "moe/inputs.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe {
 

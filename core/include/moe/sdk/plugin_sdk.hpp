@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include "moe/error.hpp"
-#include "moe/moe_abi.h"
-#include "moe/problem.hpp"
+#include "moe/abi/moe_abi.h"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe::sdk {
 

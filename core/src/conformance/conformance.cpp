@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "moe/error.hpp"
+#include "config/yaml_problem.hpp"
 #include "moe/runner.hpp"
-#include "yaml_problem.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe {
 namespace {

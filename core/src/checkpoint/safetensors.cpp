@@ -16,8 +16,8 @@
 #include <set>
 #include <sstream>
 
-#include "moe/error.hpp"
-#include "moe/formats.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

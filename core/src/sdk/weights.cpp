@@ -2,10 +2,10 @@
 
 #include <string>
 
-#include "moe/formats.hpp"
-#include "moe/plugin_sdk.hpp"
-#include "moe/problem.hpp"
-#include "moe/weights.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/plugin_sdk.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/sdk/weights.hpp"
 
 namespace moe {
 

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "moe/error.hpp"
-#include "moe/formats.hpp"
-#include "moe/parallel_for.hpp"
-#include "moe/problem.hpp"
-#include "moe/weights.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/parallel_for.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/sdk/weights.hpp"
 
 namespace moe {
 

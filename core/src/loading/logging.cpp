@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe {
 namespace {

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "moe/error.hpp"
-#include "moe/problem.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "moe/formats.hpp"
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
+#include "moe/sdk/formats.hpp"
 
 namespace moe {
 

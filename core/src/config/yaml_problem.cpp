@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe::detail {
 namespace {

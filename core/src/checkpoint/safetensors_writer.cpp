@@ -3,7 +3,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe {
 

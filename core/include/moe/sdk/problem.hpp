@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
 
 namespace moe {
 

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "moe/moe_abi.h"
+#include "moe/abi/moe_abi.h"
 
 namespace moe {
 

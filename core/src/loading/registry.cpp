@@ -12,8 +12,8 @@
 #include <set>
 
 #include "elf_check.hpp"
-#include "moe/error.hpp"
 #include "moe/logging.hpp"
+#include "moe/sdk/error.hpp"
 
 #ifndef MOE_INSTALL_PLUGIN_DIR_FULL
 #define MOE_INSTALL_PLUGIN_DIR_FULL ""

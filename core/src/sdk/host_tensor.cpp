@@ -1,6 +1,6 @@
-#include "moe/tensor.hpp"
+#include "moe/sdk/host_tensor.hpp"
 
-#include "moe/error.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe {
 

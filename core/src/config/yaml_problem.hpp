@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "moe/problem.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe::detail {
 
