@@ -1,6 +1,7 @@
 #include "expert_gemms.hpp"
 
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/format_table.hpp"
 #include "moe/sdk/formats.hpp"
 
 namespace moe::reference {

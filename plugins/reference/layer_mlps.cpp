@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/format_table.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
 #include "moe/sdk/weights.hpp"

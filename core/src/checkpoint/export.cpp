@@ -7,6 +7,7 @@
 #include "matrix.hpp"
 #include "moe/checkpoint.hpp"
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/format_table.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
 #include "moe/sdk/weights.hpp"
@@ -34,27 +35,12 @@ void put_projection(std::vector<NamedTensor>& out, const std::string& base, cons
   HostTensor q = m.q;
   if (q.dtype() == MOE_DTYPE_E2M1X2) q.reinterpret(MOE_DTYPE_U8);
   out.push_back({base + ".weight", q});
-  switch (m.format) {
-    case MOE_FORMAT_FP8_TENSOR:
-      out.push_back({base + ".weight_scale", m.scale});
-      break;
-    case MOE_FORMAT_FP8_BLOCK:
-      out.push_back({base + ".weight_scale_inv", m.scale});
-      break;
-    case MOE_FORMAT_MXFP8:
-    case MOE_FORMAT_MXFP4: {
-      HostTensor s = m.scale;
-      s.reinterpret(MOE_DTYPE_U8);
-      out.push_back({base + ".weight_scale", s});
-      break;
-    }
-    case MOE_FORMAT_NVFP4:
-      out.push_back({base + ".weight_scale", m.scale});
-      out.push_back({base + ".weight_scale_2", scalar_f32(m.scale_2)});
-      break;
-    default:
-      break;
-  }
+  const FormatSpec& f = format_spec(m.format);
+  if (f.scale == MOE_DTYPE_INVALID) return;
+  HostTensor scale = m.scale;
+  if (f.checkpoint_scale_dtype != f.scale) scale.reinterpret(f.checkpoint_scale_dtype);
+  out.push_back({base + "." + f.checkpoint_scale_names[0], scale});
+  if (f.scale_2) out.push_back({base + "." + f.checkpoint_scale_2_name, scalar_f32(m.scale_2)});
 }
 
 HostTensor stack(const std::vector<HostTensor>& parts) {

@@ -8,6 +8,7 @@
 
 #include "moe/checkpoint.hpp"
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/format_table.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
 #include "moe/sdk/weights.hpp"
@@ -47,8 +48,12 @@ HostTensor concat_rows(const HostTensor& a, const HostTensor& b) {
   return out;
 }
 
-// fp8_tensor halves must share one scale: requantise `m` from its scale to `to`.
-void requantize_fp8(Matrix& m, float to, const std::string& what) {
+// Halves with one per-matrix scale each must share one: requantise `m` (e4m3 elements) from its
+// scale to `to`.
+void requantize_to(Matrix& m, float to, const std::string& what) {
+  MOE_CHECK(m.q.dtype() == MOE_DTYPE_E4M3, MOE_STATUS_UNSUPPORTED,
+            "{}: requantising {} elements to a common scale is not implemented", what,
+            dtype_name(m.q.dtype()));
   const float from = m.scale.data<float>()[0];
   spdlog::warn("{}: gate and up fp8 scales differ; requantising a half from scale {} to {}", what,
                from, to);
@@ -95,45 +100,38 @@ float read_scalar_f32(const NameContext& ctx, const std::string& name) {
 
 Matrix read_projection(const NameContext& ctx, const std::string& base, moe_format format,
                        int64_t rows, int64_t cols) {
+  const FormatSpec& f = format_spec(format);
   const MatrixLayout l = matrix_layout(format, rows, cols);
   Matrix m{format, rows, cols, {}, {}, 1.0f};
-  const bool packed = l.dtype == MOE_DTYPE_E2M1X2;
-  m.q = read_tensor(ctx, base + ".weight", packed ? MOE_DTYPE_U8 : l.dtype, {rows, l.stored_cols},
-                    packed ? MOE_DTYPE_I8 : MOE_DTYPE_INVALID);
-  if (packed) m.q.reinterpret(MOE_DTYPE_E2M1X2);
-  switch (format) {
-    case MOE_FORMAT_BF16:
-      break;
-    case MOE_FORMAT_FP8_TENSOR:
-      m.scale = HostTensor(MOE_DTYPE_F32, {1});
-      m.scale.data<float>()[0] = read_scalar_f32(ctx, base + ".weight_scale");
-      break;
-    case MOE_FORMAT_FP8_BLOCK: {
-      const std::string inv = base + ".weight_scale_inv";
-      m.scale = read_tensor(ctx, has_tensor(ctx, inv) ? inv : base + ".weight_scale", MOE_DTYPE_F32,
-                            {l.scale_rows, l.scale_cols});
-      break;
-    }
-    case MOE_FORMAT_MXFP8:
-    case MOE_FORMAT_MXFP4:
-      m.scale =
-          read_tensor(ctx, base + ".weight_scale", MOE_DTYPE_U8, {l.scale_rows, l.scale_cols});
-      m.scale.reinterpret(MOE_DTYPE_UE8M0);
-      break;
-    case MOE_FORMAT_NVFP4:
-      m.scale = read_tensor(ctx, base + ".weight_scale", MOE_DTYPE_E4M3,
-                            {l.scale_rows, l.scale_cols}, MOE_DTYPE_U8);
-      m.scale.reinterpret(MOE_DTYPE_E4M3);
-      m.scale_2 = read_scalar_f32(ctx, base + ".weight_scale_2");
-      MOE_CHECK(m.scale_2 > 0 && std::isfinite(m.scale_2), MOE_STATUS_INVALID_ARGUMENT,
-                "checkpoint tensor '{}.weight_scale_2' is {}: a global scale must be finite and "
-                "> 0 (a missing or misrouted tensor?)",
-                base, m.scale_2);
-      break;
-    default:
-      MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "format {} is not supported", int(format));
+  // Packed fp4 is stored as bytes (U8, or I8 as some exporters write it).
+  m.q = read_tensor(ctx, base + ".weight", f.packed_fp4 ? MOE_DTYPE_U8 : l.dtype,
+                    {rows, l.stored_cols}, f.packed_fp4 ? MOE_DTYPE_I8 : MOE_DTYPE_INVALID);
+  if (f.packed_fp4) m.q.reinterpret(MOE_DTYPE_E2M1X2);
+  if (f.scale == MOE_DTYPE_INVALID) return m;
+
+  std::string name = base + "." + f.checkpoint_scale_names[0];
+  if (f.checkpoint_scale_names[1] != nullptr && !has_tensor(ctx, name))
+    name = base + "." + f.checkpoint_scale_names[1];
+  if (per_matrix_scale(f)) {
+    m.scale = HostTensor(MOE_DTYPE_F32, {1});
+    m.scale.data<float>()[0] = read_scalar_f32(ctx, name);
+  } else {
+    // One-byte scale codes may also be stored as plain bytes.
+    const bool byte_codes = dtype_size(f.scale) == 1;
+    m.scale =
+        read_tensor(ctx, name, f.checkpoint_scale_dtype, {l.scale_rows, l.scale_cols},
+                    byte_codes ? (f.checkpoint_scale_dtype == MOE_DTYPE_U8 ? f.scale : MOE_DTYPE_U8)
+                               : MOE_DTYPE_INVALID);
+    m.scale.reinterpret(f.scale);
   }
-  if (format == MOE_FORMAT_FP8_TENSOR || format == MOE_FORMAT_FP8_BLOCK) {
+  if (f.scale_2) {
+    m.scale_2 = read_scalar_f32(ctx, base + "." + f.checkpoint_scale_2_name);
+    MOE_CHECK(m.scale_2 > 0 && std::isfinite(m.scale_2), MOE_STATUS_INVALID_ARGUMENT,
+              "checkpoint tensor '{}.{}' is {}: a global scale must be finite and > 0 (a missing "
+              "or misrouted tensor?)",
+              base, f.checkpoint_scale_2_name, m.scale_2);
+  }
+  if (f.scale == MOE_DTYPE_F32) {
     for (int64_t i = 0; i < m.scale.numel(); ++i) {
       const float s = m.scale.data<float>()[i];
       MOE_CHECK(s > 0 && std::isfinite(s), MOE_STATUS_INVALID_ARGUMENT,
@@ -165,43 +163,30 @@ Matrix slice_rows(const Matrix& m, int64_t begin, int64_t count, const std::stri
   const MatrixLayout l = matrix_layout(m.format, m.rows, m.cols);
   Matrix out{m.format, count, m.cols, {}, m.scale, m.scale_2};
   out.q = sub_matrix(m.q, m.rows, l.stored_cols, begin, count, 0, l.stored_cols);
-  if (m.format == MOE_FORMAT_FP8_BLOCK) {
-    MOE_CHECK(begin % kFp8BlockSize == 0 && (count % kFp8BlockSize == 0 || begin + count == m.rows),
+  const FormatSpec& f = format_spec(m.format);
+  if (l.scale_rows > 0) {
+    const int64_t block = f.scale_block_rows;
+    MOE_CHECK(begin % block == 0 && (count % block == 0 || begin + count == m.rows),
               MOE_STATUS_INVALID_ARGUMENT,
-              "{}: rows [{}, {}) cut through a 128x128 fp8_block scale block; the slice must be "
-              "a multiple of 128 rows",
-              what, begin, begin + count);
-    const int64_t b0 = begin / kFp8BlockSize, nb = ceil_div(count, kFp8BlockSize);
+              "{}: rows [{}, {}) cut through a {}x{} {} scale block; the slice must be a multiple "
+              "of {} rows",
+              what, begin, begin + count, block, f.scale_block_k, f.name, block);
+    const int64_t b0 = begin / block, nb = ceil_div(count, block);
     out.scale = sub_matrix(m.scale, l.scale_rows, l.scale_cols, b0, nb, 0, l.scale_cols);
-  } else if (l.scale_rows > 0) {
-    out.scale = sub_matrix(m.scale, l.scale_rows, l.scale_cols, begin, count, 0, l.scale_cols);
   }
   return out;
 }
 
 Matrix slice_cols(const Matrix& m, int64_t begin, int64_t count, const std::string& what) {
   const MatrixLayout l = matrix_layout(m.format, m.rows, m.cols);
-  int64_t block = 1;
-  switch (m.format) {
-    case MOE_FORMAT_FP8_BLOCK:
-      block = kFp8BlockSize;
-      break;
-    case MOE_FORMAT_MXFP8:
-    case MOE_FORMAT_MXFP4:
-      block = kMxBlockSize;
-      break;
-    case MOE_FORMAT_NVFP4:
-      block = kNvfp4BlockSize;
-      break;
-    default:
-      break;
-  }
+  const FormatSpec& f = format_spec(m.format);
+  const int64_t block = k_granularity(f);
   MOE_CHECK(begin % block == 0 && (count % block == 0 || begin + count == m.cols),
             MOE_STATUS_INVALID_ARGUMENT,
             "{}: columns [{}, {}) cut through a {}-wide {} scale block; the slice must be a "
             "multiple of {} columns",
-            what, begin, begin + count, block, format_name(m.format), block);
-  const bool packed = l.dtype == MOE_DTYPE_E2M1X2;
+            what, begin, begin + count, block, f.name, block);
+  const bool packed = f.packed_fp4;
   Matrix out{m.format, m.rows, count, {}, m.scale, m.scale_2};
   out.q = packed ? sub_matrix(m.q, m.rows, l.stored_cols, 0, m.rows, begin / 2, count / 2)
                  : sub_matrix(m.q, m.rows, l.stored_cols, 0, m.rows, begin, count);
@@ -217,32 +202,29 @@ Matrix stack_rows(const Matrix& top, Matrix bottom, const std::string& what) {
             "{}: halves of different formats or widths", what);
   Matrix out{top.format, top.rows + bottom.rows, top.cols, concat_rows(top.q, bottom.q), {},
              top.scale_2};
-  switch (top.format) {
-    case MOE_FORMAT_BF16:
-      return out;
-    case MOE_FORMAT_FP8_TENSOR: {
-      Matrix t = top;
-      const float st = t.scale.data<float>()[0], sb = bottom.scale.data<float>()[0];
-      if (st < sb) requantize_fp8(t, sb, what);
-      if (sb < st) requantize_fp8(bottom, st, what);
-      out.q = concat_rows(t.q, bottom.q);
-      out.scale = t.scale;
-      return out;
-    }
-    case MOE_FORMAT_FP8_BLOCK:
-      MOE_CHECK(top.rows % kFp8BlockSize == 0, MOE_STATUS_INVALID_ARGUMENT,
-                "{}: gate has {} rows, not a multiple of 128, so its fp8_block scales cannot be "
-                "stacked with up's",
-                what, top.rows);
-      break;
-    case MOE_FORMAT_NVFP4:
-      if (top.scale_2 != bottom.scale_2) {
-        fold_nvfp4_up_scales(bottom.scale.data<uint8_t>(), bottom.scale.numel(), top.scale_2,
-                             bottom.scale_2, what);
-      }
-      break;
-    default:
-      break;
+  const FormatSpec& f = format_spec(top.format);
+  if (f.scale == MOE_DTYPE_INVALID) return out;
+  if (per_matrix_scale(f)) {
+    // One scale for both halves: requantise the half with the smaller one to the larger.
+    Matrix t = top;
+    const float st = t.scale.data<float>()[0], sb = bottom.scale.data<float>()[0];
+    if (st < sb) requantize_to(t, sb, what);
+    if (sb < st) requantize_to(bottom, st, what);
+    out.q = concat_rows(t.q, bottom.q);
+    out.scale = t.scale;
+    return out;
+  }
+  MOE_CHECK(top.rows % f.scale_block_rows == 0, MOE_STATUS_INVALID_ARGUMENT,
+            "{}: gate has {} rows, not a multiple of {}, so its {} scales cannot be stacked with "
+            "up's",
+            what, top.rows, f.scale_block_rows, f.name);
+  if (f.scale_2 && top.scale_2 != bottom.scale_2) {
+    // One scale_2 for both halves: fold up's into its block scales (exactly, or refuse).
+    MOE_CHECK(f.scale == MOE_DTYPE_E4M3, MOE_STATUS_UNSUPPORTED,
+              "{}: {} gate and up have different scale_2 and its block scales are not e4m3", what,
+              f.name);
+    fold_nvfp4_up_scales(bottom.scale.data<uint8_t>(), bottom.scale.numel(), top.scale_2,
+                         bottom.scale_2, what);
   }
   out.scale = concat_rows(top.scale, bottom.scale);
   return out;
@@ -251,10 +233,11 @@ Matrix stack_rows(const Matrix& top, Matrix bottom, const std::string& what) {
 std::pair<Matrix, Matrix> deinterleave_rows(const Matrix& m, const std::string& what) {
   MOE_CHECK(m.rows % 2 == 0, MOE_STATUS_SHAPE_MISMATCH,
             "{}: {} interleaved gate/up rows is not an even count", what, m.rows);
-  MOE_CHECK(m.format != MOE_FORMAT_FP8_BLOCK, MOE_STATUS_UNSUPPORTED,
-            "{}: interleaved gate/up rows share 128-row fp8_block scale blocks and cannot be "
-            "separated exactly",
-            what);
+  const FormatSpec& f = format_spec(m.format);
+  MOE_CHECK(f.scale_block_rows <= 1, MOE_STATUS_UNSUPPORTED,
+            "{}: interleaved gate/up rows share {}-row {} scale blocks and cannot be separated "
+            "exactly",
+            what, f.scale_block_rows, f.name);
   const MatrixLayout l = matrix_layout(m.format, m.rows, m.cols);
   auto half = [&](int64_t parity) {
     Matrix h{m.format, m.rows / 2, m.cols, {}, m.scale, m.scale_2};
@@ -277,8 +260,9 @@ std::pair<Matrix, Matrix> deinterleave_rows(const Matrix& m, const std::string& 
 Matrix interleave_rows(const Matrix& a, const Matrix& b, const std::string& what) {
   MOE_CHECK(a.format == b.format && a.rows == b.rows && a.cols == b.cols, MOE_STATUS_INTERNAL,
             "{}: halves differ", what);
-  MOE_CHECK(a.format != MOE_FORMAT_FP8_BLOCK, MOE_STATUS_UNSUPPORTED,
-            "{}: fp8_block scales cannot follow interleaved rows", what);
+  const FormatSpec& f = format_spec(a.format);
+  MOE_CHECK(f.scale_block_rows <= 1, MOE_STATUS_UNSUPPORTED,
+            "{}: {} scales cannot follow interleaved rows", what, f.name);
   const MatrixLayout l = matrix_layout(a.format, a.rows, a.cols);
   Matrix out{a.format, 2 * a.rows, a.cols, HostTensor(a.q.dtype(), {2 * a.rows, l.stored_cols}),
              a.scale,  a.scale_2};

@@ -11,6 +11,7 @@
 #include "config/yaml_problem.hpp"
 #include "moe/runner.hpp"
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/format_table.hpp"
 
 namespace moe {
 namespace {
@@ -105,7 +106,7 @@ int32_t last_local_expert(const moe_problem& p) {
 }  // namespace
 
 double default_tolerance(moe_format format) {
-  return format == MOE_FORMAT_BF16 ? 1e-2 : 2e-2;
+  return format_spec(format).tolerance;
 }
 
 const char* case_status_name(CaseStatus s) {

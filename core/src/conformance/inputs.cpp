@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/format_table.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/parallel_for.hpp"
 #include "moe/sdk/problem.hpp"
@@ -70,33 +71,11 @@ void quantize_into(moe_format f, const std::vector<float>& w, int64_t rows, int6
   uint8_t* qp =
       static_cast<uint8_t*>(q.raw()) + i * size_t(rows * m.stored_cols) * dtype_size(m.dtype);
   const int64_t sc = scale_count(m);
-  switch (f) {
-    case MOE_FORMAT_BF16: {
-      auto* out = reinterpret_cast<uint16_t*>(qp);
-      for (int64_t j = 0; j < rows * cols; ++j) out[j] = float_to_bf16(w[j]);
-      break;
-    }
-    case MOE_FORMAT_FP8_TENSOR:
-      scale.data<float>()[i] = quantize_fp8_tensor(w.data(), rows, cols, qp);
-      break;
-    case MOE_FORMAT_FP8_BLOCK:
-      quantize_fp8_block(w.data(), rows, cols, qp, scale.data<float>() + i * sc);
-      break;
-    case MOE_FORMAT_MXFP8:
-      quantize_mxfp8(w.data(), rows, cols, qp, scale.data<uint8_t>() + i * sc);
-      break;
-    case MOE_FORMAT_MXFP4:
-      quantize_mxfp4(w.data(), rows, cols, qp, scale.data<uint8_t>() + i * sc);
-      break;
-    case MOE_FORMAT_NVFP4: {
-      const float s2 = nvfp4_scale_2(w.data(), rows * cols);
-      scale_2.data<float>()[i] = s2;
-      quantize_nvfp4(w.data(), rows, cols, s2, qp, scale.data<uint8_t>() + i * sc);
-      break;
-    }
-    default:
-      MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "format={} is not supported", int(f));
-  }
+  void* scales = scale.empty() ? nullptr
+                               : static_cast<uint8_t*>(scale.raw()) +
+                                     i * size_t(sc) * dtype_size(scale.dtype());
+  float* s2 = scale_2.empty() ? nullptr : scale_2.data<float>() + i;
+  quantize_matrix(f, w.data(), rows, cols, qp, scales, s2);
 }
 
 // Where the matrices' random values come from: one stream in order (random_weights), or a

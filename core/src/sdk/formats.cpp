@@ -1,4 +1,4 @@
-// Exact element codecs and the quantisation rules of ARCHITECTURE §3 (see formats.hpp).
+// Exact element codecs and the quantisation rules of docs/design.md §3 (see formats.hpp).
 #include "moe/sdk/formats.hpp"
 
 #include <algorithm>
@@ -244,64 +244,70 @@ void quantize_nvfp4(const float* w, int64_t rows, int64_t cols, float scale_2, u
   }
 }
 
-void dequantize_matrix(moe_format format, const void* q, const void* scales, float scale_2,
-                       int64_t rows, int64_t cols, double* out) {
+void dequantize_bf16(const void* q, const void*, float, int64_t rows, int64_t cols, double* out) {
   check_shape(rows, cols);
-  const int64_t n = rows * cols;
+  const auto* bits = static_cast<const uint16_t*>(q);
+  for (int64_t i = 0; i < rows * cols; ++i) out[i] = bf16_to_float(bits[i]);
+}
+
+void dequantize_fp8_tensor(const void* q, const void* scales, float, int64_t rows, int64_t cols,
+                           double* out) {
+  check_shape(rows, cols);
   const auto* bytes = static_cast<const uint8_t*>(q);
-  const auto* codes = static_cast<const uint8_t*>(scales);
-  const auto* fscales = static_cast<const float*>(scales);
-  MOE_CHECK(format == MOE_FORMAT_BF16 || scales != nullptr, MOE_STATUS_INVALID_ARGUMENT,
-            "dequantize_matrix: format {} needs scales, got NULL", int(format));
-  switch (format) {
-    case MOE_FORMAT_BF16: {
-      const auto* bits = static_cast<const uint16_t*>(q);
-      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(bits[i]);
-      return;
+  const double s = static_cast<const float*>(scales)[0];
+  for (int64_t i = 0; i < rows * cols; ++i) out[i] = e4m3_to_double(bytes[i]) * s;
+}
+
+void dequantize_fp8_block(const void* q, const void* scales, float, int64_t rows, int64_t cols,
+                          double* out) {
+  check_shape(rows, cols);
+  const auto* bytes = static_cast<const uint8_t*>(q);
+  const auto* s = static_cast<const float*>(scales);  // [ceil(rows/128), ceil(cols/128)]
+  const int64_t col_blocks = ceil_div(cols, kFp8BlockSize);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = e4m3_to_double(bytes[r * cols + c]) *
+                          double(s[(r / kFp8BlockSize) * col_blocks + c / kFp8BlockSize]);
+}
+
+void dequantize_mxfp8(const void* q, const void* scales, float, int64_t rows, int64_t cols,
+                      double* out) {
+  check_shape(rows, cols);
+  const auto* bytes = static_cast<const uint8_t*>(q);
+  const auto* codes = static_cast<const uint8_t*>(scales);  // [rows, ceil(cols/32)]
+  const int64_t blocks = ceil_div(cols, kMxBlockSize);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = e4m3_to_double(bytes[r * cols + c]) *
+                          ue8m0_to_double(codes[r * blocks + c / kMxBlockSize]);
+}
+
+void dequantize_mxfp4(const void* q, const void* scales, float, int64_t rows, int64_t cols,
+                      double* out) {
+  check_shape(rows, cols);
+  check_fp4_cols(cols, "dequantize_mxfp4");
+  const auto* bytes = static_cast<const uint8_t*>(q);       // [rows, cols/2] packed
+  const auto* codes = static_cast<const uint8_t*>(scales);  // [rows, ceil(cols/32)]
+  const int64_t blocks = ceil_div(cols, kMxBlockSize);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = e2m1_to_double(fp4_get(bytes + r * (cols / 2), c)) *
+                          ue8m0_to_double(codes[r * blocks + c / kMxBlockSize]);
+}
+
+void dequantize_nvfp4(const void* q, const void* scales, float scale_2, int64_t rows, int64_t cols,
+                      double* out) {
+  check_shape(rows, cols);
+  check_fp4_cols(cols, "dequantize_nvfp4");
+  const auto* bytes = static_cast<const uint8_t*>(q);       // [rows, cols/2] packed
+  const auto* codes = static_cast<const uint8_t*>(scales);  // [rows, ceil(cols/16)] e4m3
+  const int64_t blocks = ceil_div(cols, kNvfp4BlockSize);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const double scale =
+          e4m3_to_double(codes[r * blocks + c / kNvfp4BlockSize]) * double(scale_2);
+      out[r * cols + c] = e2m1_to_double(fp4_get(bytes + r * (cols / 2), c)) * scale;
     }
-    case MOE_FORMAT_FP8_TENSOR:
-      for (int64_t i = 0; i < n; ++i) out[i] = e4m3_to_double(bytes[i]) * double(fscales[0]);
-      return;
-    case MOE_FORMAT_FP8_BLOCK: {
-      const int64_t col_blocks = ceil_div(cols, kFp8BlockSize);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) {
-          const float s = fscales[(r / kFp8BlockSize) * col_blocks + c / kFp8BlockSize];
-          out[r * cols + c] = e4m3_to_double(bytes[r * cols + c]) * double(s);
-        }
-      return;
-    }
-    case MOE_FORMAT_MXFP8: {
-      const int64_t blocks = ceil_div(cols, kMxBlockSize);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c)
-          out[r * cols + c] = e4m3_to_double(bytes[r * cols + c]) *
-                              ue8m0_to_double(codes[r * blocks + c / kMxBlockSize]);
-      return;
-    }
-    case MOE_FORMAT_MXFP4: {
-      check_fp4_cols(cols, "dequantize_matrix(mxfp4)");
-      const int64_t blocks = ceil_div(cols, kMxBlockSize);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c)
-          out[r * cols + c] = e2m1_to_double(fp4_get(bytes + r * (cols / 2), c)) *
-                              ue8m0_to_double(codes[r * blocks + c / kMxBlockSize]);
-      return;
-    }
-    case MOE_FORMAT_NVFP4: {
-      check_fp4_cols(cols, "dequantize_matrix(nvfp4)");
-      const int64_t blocks = ceil_div(cols, kNvfp4BlockSize);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) {
-          const double scale =
-              e4m3_to_double(codes[r * blocks + c / kNvfp4BlockSize]) * double(scale_2);
-          out[r * cols + c] = e2m1_to_double(fp4_get(bytes + r * (cols / 2), c)) * scale;
-        }
-      return;
-    }
-    default:
-      MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "dequantize_matrix: unknown format {}", int(format));
-  }
 }
 
 // ---- activation quantisation ----------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/format_table.hpp"
 
 namespace moe {
 namespace {
@@ -17,11 +18,6 @@ struct Named {
   const char* name;
 };
 
-constexpr Named<moe_format> kFormats[] = {
-    {MOE_FORMAT_BF16, "bf16"},           {MOE_FORMAT_FP8_TENSOR, "fp8_tensor"},
-    {MOE_FORMAT_FP8_BLOCK, "fp8_block"}, {MOE_FORMAT_MXFP8, "mxfp8"},
-    {MOE_FORMAT_MXFP4, "mxfp4"},         {MOE_FORMAT_NVFP4, "nvfp4"},
-};
 constexpr Named<moe_input_format> kInputFormats[] = {
     {MOE_INPUT_DEFAULT, "default"},
     {MOE_INPUT_BF16, "bf16"},
@@ -93,6 +89,20 @@ std::string names(const Named<E> (&table)[N]) {
   return out;
 }
 
+template <class E, size_t N>
+bool known(const Named<E> (&table)[N], int32_t v) {
+  for (const auto& n : table)
+    if (n.value == v) return true;
+  return false;
+}
+
+template <class E, size_t N>
+std::vector<E> values(const Named<E> (&table)[N]) {
+  std::vector<E> out;
+  for (const auto& n : table) out.push_back(n.value);
+  return out;
+}
+
 void require(bool cond, const std::string& message) {
   if (!cond) throw Error(MOE_STATUS_INVALID_ARGUMENT, "invalid problem: " + message);
 }
@@ -123,7 +133,8 @@ moe_problem default_problem() {
 }
 
 const char* format_name(moe_format v) {
-  return name_of(kFormats, v);
+  const FormatSpec* f = find_format(v);
+  return f != nullptr ? f->name : "invalid";
 }
 const char* input_format_name(moe_input_format v) {
   return name_of(kInputFormats, v);
@@ -148,7 +159,9 @@ const char* memory_name(moe_memory v) {
 }
 
 std::optional<moe_format> parse_format(std::string_view s) {
-  return parse(kFormats, s);
+  for (const FormatSpec& f : format_table())
+    if (s == f.name) return f.format;
+  return std::nullopt;
 }
 std::optional<moe_input_format> parse_input_format(std::string_view s) {
   return parse(kInputFormats, s);
@@ -167,7 +180,9 @@ std::optional<moe_ep_placement> parse_ep_placement(std::string_view s) {
 }
 
 std::string format_names() {
-  return names(kFormats);
+  std::string out;
+  for (const FormatSpec& f : format_table()) out += (out.empty() ? "" : ", ") + std::string(f.name);
+  return out;
 }
 std::string input_format_names() {
   return names(kInputFormats);
@@ -179,30 +194,61 @@ std::string routing_names() {
   return names(kRoutings);
 }
 
+std::vector<moe_input_format> known_input_formats() {
+  return values(kInputFormats);
+}
+std::vector<moe_activation> known_activations() {
+  return values(kActivations);
+}
+std::vector<moe_routing> known_routings() {
+  return values(kRoutings);
+}
+
 bool is_gated(moe_activation a) {
-  return a != MOE_ACTIVATION_RELU2;
+  switch (a) {
+    case MOE_ACTIVATION_SILU_MUL:
+    case MOE_ACTIVATION_SILU_MUL_CLAMP:
+    case MOE_ACTIVATION_SWIGLU_OAI:
+    case MOE_ACTIVATION_GELU_MUL:
+      return true;
+    case MOE_ACTIVATION_RELU2:
+      return false;
+  }
+  MOE_REFUSE(MOE_REASON_ACTIVATION, "activation={} is not one this build knows ({})", int(a),
+             activation_names());
 }
 bool is_fp4(moe_format f) {
-  return f == MOE_FORMAT_MXFP4 || f == MOE_FORMAT_NVFP4;
+  const FormatSpec* spec = find_format(f);
+  return spec != nullptr && spec->packed_fp4;
+}
+
+void check_known_values(const moe_problem& p) {
+  // Values from a newer header are refused (UNSUPPORTED), never read as a neighbour's.
+  if (find_format(static_cast<moe_format>(p.format)) == nullptr)
+    MOE_REFUSE(MOE_REASON_FORMAT, "format={} is not a weight format this build knows ({})",
+               p.format, format_names());
+  if (p.input_format != MOE_INPUT_DEFAULT && !known(kInputFormats, p.input_format))
+    MOE_REFUSE(MOE_REASON_INPUT_FORMAT, "input_format={} is not one this build knows ({})",
+               p.input_format, input_format_names());
+  if (!known(kActivations, p.activation))
+    MOE_REFUSE(MOE_REASON_ACTIVATION, "activation={} is not one this build knows ({})",
+               p.activation, activation_names());
+  if (!known(kRoutings, p.routing))
+    MOE_REFUSE(MOE_REASON_ROUTING, "routing={} is not a routing method this build knows ({})",
+               p.routing, routing_names());
+  if (p.routing == MOE_ROUTING_GROUPED_TOPK && !known(kScores, p.score_function))
+    MOE_REFUSE(MOE_REASON_ROUTING, "score_function={} is not sigmoid or softmax", p.score_function);
+  if (!known(kPlacements, p.ep_placement))
+    MOE_REFUSE(MOE_REASON_EP,
+               "ep_placement={} is not one this build knows (none, linear, "
+               "round_robin)",
+               p.ep_placement);
 }
 
 void normalize_problem(moe_problem& p) {
-  if (p.input_format == MOE_INPUT_DEFAULT) {
-    switch (p.format) {
-      case MOE_FORMAT_FP8_TENSOR:
-        p.input_format = MOE_INPUT_FP8_TENSOR_DYNAMIC;
-        break;
-      case MOE_FORMAT_FP8_BLOCK:
-        p.input_format = MOE_INPUT_FP8_1X128;
-        break;
-      case MOE_FORMAT_MXFP8:
-        p.input_format = MOE_INPUT_MXFP8;
-        break;
-      default:
-        p.input_format = MOE_INPUT_BF16;
-        break;
-    }
-  }
+  const FormatSpec* format = find_format(static_cast<moe_format>(p.format));
+  if (p.input_format == MOE_INPUT_DEFAULT && format != nullptr)
+    p.input_format = format->natural_input;
   if (p.ep_placement == MOE_EP_NONE) {
     p.local_experts = p.experts;
     p.local_expert_offset = 0;
@@ -232,15 +278,10 @@ void validate_problem(const moe_problem& p) {
           fmt::format("top_k={} must be in [1, experts={}]", p.top_k, p.experts));
   require(p.hidden >= 1, fmt::format("hidden={} must be >= 1", p.hidden));
   require(p.intermediate >= 1, fmt::format("intermediate={} must be >= 1", p.intermediate));
-  require(p.format >= 0 && p.format < MOE_FORMAT_COUNT_,
-          fmt::format("format={} is not one of {}", p.format, format_names()));
-  require(p.input_format > MOE_INPUT_DEFAULT && p.input_format < MOE_INPUT_COUNT_,
+  check_known_values(p);
+  require(p.input_format != MOE_INPUT_DEFAULT,
           fmt::format("input_format={} is not resolved to one of {}", p.input_format,
                       input_format_names()));
-  require(p.activation >= 0 && p.activation < MOE_ACTIVATION_COUNT_,
-          fmt::format("activation={} is not one of {}", p.activation, activation_names()));
-  require(p.routing >= 0 && p.routing < MOE_ROUTING_COUNT_,
-          fmt::format("routing={} is not one of {}", p.routing, routing_names()));
   const auto format = static_cast<moe_format>(p.format);
   if (is_fp4(format)) {
     require(p.hidden % 2 == 0 && p.intermediate % 2 == 0,
@@ -253,8 +294,6 @@ void validate_problem(const moe_problem& p) {
     require(std::isfinite(p.activation_alpha), "activation_alpha must be finite");
   }
   if (p.routing == MOE_ROUTING_GROUPED_TOPK) {
-    require(p.score_function == MOE_SCORE_SIGMOID || p.score_function == MOE_SCORE_SOFTMAX,
-            fmt::format("score_function={} is not sigmoid or softmax", p.score_function));
     require(p.num_groups >= 1 && p.experts % p.num_groups == 0,
             fmt::format("num_groups={} must divide experts={}", p.num_groups, p.experts));
     require(p.topk_group >= 1 && p.topk_group <= p.num_groups,
@@ -292,7 +331,7 @@ void validate_problem(const moe_problem& p) {
   require(p.redundant_experts >= 0,
           fmt::format("redundant_experts={} must be >= 0", p.redundant_experts));
   require(p.max_tokens >= 1, fmt::format("max_tokens={} must be >= 1", p.max_tokens));
-  switch (p.ep_placement) {
+  switch (static_cast<moe_ep_placement>(p.ep_placement)) {
     case MOE_EP_NONE:
       require(p.ep_size == 1 && p.ep_rank == 0,
               fmt::format("ep_size={} ep_rank={} need an ep_placement (linear or round_robin)",
@@ -311,9 +350,6 @@ void validate_problem(const moe_problem& p) {
               fmt::format("local_experts={} must equal experts/ep_size={}", p.local_experts,
                           p.experts / p.ep_size));
       break;
-    default:
-      require(false,
-              fmt::format("ep_placement={} is not none, linear or round_robin", p.ep_placement));
   }
   if (p.ep_map != nullptr) {
     int64_t count = 0;
@@ -333,8 +369,9 @@ void validate_problem(const moe_problem& p) {
 void check_routing_args(const moe_problem& p, int64_t tokens, const void* logits, const float* bias,
                         const void* ids, const void* weights) {
   constexpr auto kInvalid = MOE_STATUS_INVALID_ARGUMENT;
-  MOE_CHECK(p.routing >= 0 && p.routing < MOE_ROUTING_COUNT_, kInvalid,
-            "routing={} is not one of {}", p.routing, routing_names());
+  if (!known(kRoutings, p.routing))
+    MOE_REFUSE(MOE_REASON_ROUTING, "routing={} is not a routing method this build knows ({})",
+               p.routing, routing_names());
   MOE_CHECK(p.experts >= 1 && p.top_k >= 1 && p.top_k <= p.experts, kInvalid,
             "top_k={} must be in [1, experts={}]", p.top_k, p.experts);
   MOE_CHECK(
@@ -362,16 +399,17 @@ void check_routing_args(const moe_problem& p, int64_t tokens, const void* logits
 int32_t local_expert_id(const moe_problem& p, int64_t global_id) {
   if (global_id < 0 || global_id >= p.experts) return -1;
   if (p.ep_map != nullptr) return p.ep_map[global_id];
-  switch (p.ep_placement) {
+  switch (static_cast<moe_ep_placement>(p.ep_placement)) {
+    case MOE_EP_NONE:
+      return static_cast<int32_t>(global_id);
     case MOE_EP_LINEAR: {
       const int64_t l = global_id - p.local_expert_offset;
       return (l >= 0 && l < p.local_experts) ? static_cast<int32_t>(l) : -1;
     }
     case MOE_EP_ROUND_ROBIN:
       return global_id % p.ep_size == p.ep_rank ? static_cast<int32_t>(global_id / p.ep_size) : -1;
-    default:
-      return static_cast<int32_t>(global_id);
   }
+  MOE_REFUSE(MOE_REASON_EP, "ep_placement={} is not one this build knows", p.ep_placement);
 }
 
 std::string describe_problem(const moe_problem& p) {

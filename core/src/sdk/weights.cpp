@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "moe/sdk/format_table.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/plugin_sdk.hpp"
 #include "moe/sdk/problem.hpp"
@@ -10,46 +11,11 @@
 namespace moe {
 
 MatrixLayout matrix_layout(moe_format format, int64_t rows, int64_t cols) {
-  MatrixLayout m{MOE_DTYPE_BF16, rows, cols, MOE_DTYPE_INVALID, 0, 0, false};
-  switch (format) {
-    case MOE_FORMAT_BF16:
-      break;
-    case MOE_FORMAT_FP8_TENSOR:
-      m = {MOE_DTYPE_E4M3, rows, cols, MOE_DTYPE_F32, 0, 0, false};
-      break;
-    case MOE_FORMAT_FP8_BLOCK:
-      m = {MOE_DTYPE_E4M3,
-           rows,
-           cols,
-           MOE_DTYPE_F32,
-           ceil_div(rows, kFp8BlockSize),
-           ceil_div(cols, kFp8BlockSize),
-           false};
-      break;
-    case MOE_FORMAT_MXFP8:
-      m = {MOE_DTYPE_E4M3, rows, cols, MOE_DTYPE_UE8M0, rows, ceil_div(cols, kMxBlockSize), false};
-      break;
-    case MOE_FORMAT_MXFP4:
-      m = {MOE_DTYPE_E2M1X2,
-           rows,
-           cols / 2,
-           MOE_DTYPE_UE8M0,
-           rows,
-           ceil_div(cols, kMxBlockSize),
-           false};
-      break;
-    case MOE_FORMAT_NVFP4:
-      m = {MOE_DTYPE_E2M1X2,
-           rows,
-           cols / 2,
-           MOE_DTYPE_E4M3,
-           rows,
-           ceil_div(cols, kNvfp4BlockSize),
-           true};
-      break;
-    default:
-      MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "format={} is not one of {}", int(format),
-               format_names());
+  const FormatSpec& f = format_spec(format);
+  MatrixLayout m{f.element, rows, f.packed_fp4 ? cols / 2 : cols, f.scale, 0, 0, f.scale_2};
+  if (f.scale != MOE_DTYPE_INVALID && !per_matrix_scale(f)) {
+    m.scale_rows = ceil_div(rows, f.scale_block_rows);
+    m.scale_cols = ceil_div(cols, f.scale_block_k);
   }
   return m;
 }

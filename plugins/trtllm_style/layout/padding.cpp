@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/format_table.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
 #include "scale_swizzle.hpp"  // round_up
@@ -12,21 +13,14 @@ namespace moe::trtllm {
 
 namespace {
 
+// Columns of w2 (= I) one scale covers: padding must keep whole blocks.
 int64_t scale_block_along_i(moe_format format) {
-  switch (format) {
-    case MOE_FORMAT_FP8_BLOCK:
-      return kFp8BlockSize;
-    case MOE_FORMAT_MXFP8:
-    case MOE_FORMAT_MXFP4:
-      return kMxBlockSize;
-    case MOE_FORMAT_NVFP4:
-      return kNvfp4BlockSize;
-    default:
-      return 1;
-  }
+  return k_granularity(format_spec(format));
 }
 
-void check_sizes(const LayerShape& s, int64_t padded) {
+}  // namespace
+
+void check_padded_intermediate(const LayerShape& s, int64_t padded) {
   const int64_t i = s.intermediate;
   MOE_CHECK(padded >= i, MOE_STATUS_INVALID_ARGUMENT,
             "intermediate padding: cannot pad I={} down to {}", i, padded);
@@ -41,6 +35,8 @@ void check_sizes(const LayerShape& s, int64_t padded) {
             "must be multiples of 128",
             i, padded);
 }
+
+namespace {
 
 // `t` resized to the rows and cols of `target`; `halves` resizes the two row halves apart.
 LayoutTensor resize_to(const LayoutTensor& t, const LayoutTensor& target, bool halves,
@@ -69,7 +65,7 @@ LayoutTensor bias_geometry(const LayoutTensor& b, int64_t rows) {
 
 LayerTensors resize_intermediate(const LayerShape& s, const LayerTensors& t, int64_t from,
                                  int64_t to) {
-  const LayerTensors in = canonical_geometry(s, from), out = canonical_geometry(s, to);
+  const LayerTensors in = canonical_shapes(s, from), out = canonical_shapes(s, to);
   check_layout_tensor(t.w13, in.w13, "w13");
   check_layout_tensor(t.w13_scale, in.w13_scale, "w13_scale");
   check_layout_tensor(t.w2, in.w2, "w2");
@@ -117,12 +113,12 @@ Bytes resize_matrices(ByteSpan in, const MatrixStack& s, int64_t new_rows, int64
 }
 
 LayerTensors pad_intermediate(const LayerShape& s, const LayerTensors& t, int64_t padded) {
-  check_sizes(s, padded);
+  check_padded_intermediate(s, padded);
   return resize_intermediate(s, t, s.intermediate, padded);
 }
 
 LayerTensors unpad_intermediate(const LayerShape& s, const LayerTensors& t, int64_t padded) {
-  check_sizes(s, padded);
+  check_padded_intermediate(s, padded);
   return resize_intermediate(s, t, padded, s.intermediate);
 }
 

@@ -21,6 +21,19 @@ class Error : public std::runtime_error {
   moe_status status_;
 };
 
+// A valid request that this code does not support (a format, activation or routing method it
+// does not take, or a value newer than this build): MOE_STATUS_UNSUPPORTED at the ABI, and in a
+// supports() answer "no" with this reason code.
+class Refusal : public Error {
+ public:
+  Refusal(moe_reason reason, const std::string& message)
+      : Error(MOE_STATUS_UNSUPPORTED, message), reason_(reason) {}
+  moe_reason reason() const noexcept { return reason_; }
+
+ private:
+  moe_reason reason_;
+};
+
 const char* status_name(moe_status status) noexcept;
 
 }  // namespace moe
@@ -32,3 +45,6 @@ const char* status_name(moe_status status) noexcept;
   } while (0)
 
 #define MOE_FAIL(status, ...) throw ::moe::Error((status), fmt::format(__VA_ARGS__))
+
+// Throws moe::Refusal(reason, formatted message).
+#define MOE_REFUSE(reason, ...) throw ::moe::Refusal((reason), fmt::format(__VA_ARGS__))

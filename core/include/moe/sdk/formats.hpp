@@ -79,11 +79,21 @@ float nvfp4_scale_2(const float* w, int64_t n);
 void quantize_nvfp4(const float* w, int64_t rows, int64_t cols, float scale_2,
                     uint8_t* q /* out, packed */, uint8_t* scales /* out */);
 
-// Dequantise one matrix [rows, cols] of `format` into doubles (exact). `scale_2` is used by
-// nvfp4 only; `scales` points at this matrix's scales (per the layouts above; fp8_tensor: one
-// float). For bf16, `q` holds uint16 bf16 bits and scales are unused.
-void dequantize_matrix(moe_format format, const void* q, const void* scales, float scale_2,
-                       int64_t rows, int64_t cols, double* out /* out, [rows, cols] */);
+// Exact dequantisation of one matrix [rows, cols] into doubles, one function per format with the
+// format table's signature (format_table.hpp): `scales` points at this matrix's scales in the
+// layouts above (fp8_tensor: one float); `scale_2` is read by nvfp4 only. bf16: `q` holds bf16
+// bits and there are no scales.
+void dequantize_bf16(const void* q, const void*, float, int64_t rows, int64_t cols, double* out);
+void dequantize_fp8_tensor(const void* q, const void* scales, float, int64_t rows, int64_t cols,
+                           double* out);
+void dequantize_fp8_block(const void* q, const void* scales, float, int64_t rows, int64_t cols,
+                          double* out);
+void dequantize_mxfp8(const void* q, const void* scales, float, int64_t rows, int64_t cols,
+                      double* out);
+void dequantize_mxfp4(const void* q, const void* scales, float, int64_t rows, int64_t cols,
+                      double* out);
+void dequantize_nvfp4(const void* q, const void* scales, float scale_2, int64_t rows, int64_t cols,
+                      double* out);
 
 // ---- activation quantisation (replaces values by their quantised-then-dequantised value) ----
 

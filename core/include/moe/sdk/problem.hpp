@@ -38,6 +38,16 @@ std::string input_format_names();
 std::string activation_names();
 std::string routing_names();
 
+// The values of each enum this build knows (formats: format_table()), in enum order. A value
+// outside these lists comes from a newer header and is refused, never mapped to a neighbour.
+std::vector<moe_input_format> known_input_formats();
+std::vector<moe_activation> known_activations();
+std::vector<moe_routing> known_routings();
+
+// Throws moe::Refusal with the matching reason (format, input_format, activation, routing, ep)
+// for an enum value this build does not know.
+void check_known_values(const moe_problem& p);
+
 // Gated activations read [gate | up] from a GEMM1 of 2I rows; relu2 reads I rows.
 bool is_gated(moe_activation a);
 inline int64_t w13_rows(const moe_problem& p) {
@@ -48,11 +58,13 @@ inline int64_t topk_width(const moe_problem& p) {
 }
 bool is_fp4(moe_format f);
 
-// Resolves MOE_INPUT_DEFAULT and local_experts / local_expert_offset from the EP fields.
+// Resolves MOE_INPUT_DEFAULT (the format table's natural input) and local_experts /
+// local_expert_offset from the EP fields.
 void normalize_problem(moe_problem& p);
 
-// Throws moe::Error(INVALID_ARGUMENT) naming the first inconsistent field. Expects a normalised
-// problem. Checks only what every backend agrees on; support is the plugin's business.
+// Throws moe::Refusal for an unknown enum value (check_known_values), else
+// moe::Error(INVALID_ARGUMENT) naming the first inconsistent field. Expects a normalised problem.
+// Checks only what every backend agrees on; support is the plugin's business.
 void validate_problem(const moe_problem& p);
 
 // The checks routing needs on its own, without a full validate_problem (routing reads only the
