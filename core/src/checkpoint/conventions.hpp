@@ -34,6 +34,7 @@ class ExpertSource {
   virtual void sinks(LayerWeights& w) const = 0;
 };
 
+// The source of spec.convention (conventions.cpp lists them); CONFIG_ERROR for another name.
 std::unique_ptr<ExpertSource> make_expert_source(const Checkpoint& checkpoint,
                                                  const CheckpointSpec& spec,
                                                  const moe_problem& problem);

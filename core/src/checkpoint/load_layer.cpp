@@ -83,12 +83,6 @@ void check_spec(const CheckpointSpec& spec) {
 
 }  // namespace
 
-const std::vector<std::string>& checkpoint_conventions() {
-  static const std::vector<std::string> names = {"mixtral", "deepseek", "qwen_moe", "gpt_oss",
-                                                 "stacked"};
-  return names;
-}
-
 LayerCheckpoint load_layer(const Checkpoint& checkpoint, const CheckpointSpec& spec,
                            const moe_problem& p) {
   check_spec(spec);

@@ -1,0 +1,117 @@
+// gpt_oss: {prefix}.experts.gate_up_proj [E, H, 2I] with gate/up interleaved, down_proj [E, I, H],
+// both stored [in, out] in bf16, or as MXFP4 *_blocks / *_scales [out, in]; biases
+// *_proj_bias; router {prefix}.router.weight + router.bias (added to the logits).
+#include <memory>
+#include <tuple>
+
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/problem.hpp"
+#include "source_base.hpp"
+
+namespace moe::detail {
+namespace {
+
+HostTensor transpose_bf16(const HostTensor& stack, int64_t e, int64_t rows, int64_t cols) {
+  HostTensor out(MOE_DTYPE_BF16, {cols, rows});
+  const uint16_t* src = stack.data<uint16_t>() + e * rows * cols;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out.data<uint16_t>()[c * rows + r] = src[r * cols + c];
+  return out;
+}
+
+class GptOssSource final : public SourceBase {
+ public:
+  using SourceBase::SourceBase;
+
+  int64_t count_experts() const override {
+    return leading_dim(format_ == MOE_FORMAT_MXFP4 ? "experts.down_proj_blocks"
+                                                   : "experts.down_proj");
+  }
+
+  std::pair<int64_t, int64_t> checkpoint_sizes() const override {
+    if (is_fp4(format_)) {
+      const auto& s = shape_of("experts.down_proj_blocks", 4);  // [E, H, I / 32, 16]
+      return {s[1], s[2] * kMxBlockSize};
+    }
+    const auto& s = shape_of("experts.down_proj", 3);  // [E, I, H]
+    return {s[2], s[1]};
+  }
+
+  Expert expert(int64_t e) const override;
+
+  std::pair<float, float> activation_scales(int64_t) const override {
+    MOE_FAIL(MOE_STATUS_UNSUPPORTED, "gpt_oss checkpoints carry no static activation scales");
+  }
+
+ protected:
+  RouterNames router_names() const override {
+    return {"router.weight", true, "router.bias", "gate.e_score_correction_bias"};
+  }
+
+ private:
+  // gate_up_proj and down_proj of expert `e` of `E` at checkpoint size, canonical [out, in].
+  std::pair<Matrix, Matrix> projections(int64_t e, int64_t E) const;
+};
+
+Expert GptOssSource::expert(int64_t e) const {
+  MOE_CHECK(gated_, MOE_STATUS_UNSUPPORTED, "gpt_oss experts are gated");
+  const int64_t E = count_experts(), h = p_.hidden, i = full_i_;
+  auto [fused, down] = projections(e, E);
+  Expert x;
+  std::tie(x.gate, x.up) = deinterleave_rows(fused, name("experts.gate_up_proj"));
+  x.down = std::move(down);
+  const std::string gb = name("experts.gate_up_proj_bias"), db = name("experts.down_proj_bias");
+  if (p_.expert_bias) {
+    const auto b =
+        to_floats(slot(cached(gb, MOE_DTYPE_BF16, {E, 2 * i}, MOE_DTYPE_F32), e, {2 * i}));
+    for (int64_t r = 0; r < i; ++r) {
+      x.b_gate.push_back(b[2 * r]);
+      x.b_up.push_back(b[2 * r + 1]);
+    }
+    x.b_down = to_floats(slot(cached(db, MOE_DTYPE_BF16, {E, h}, MOE_DTYPE_F32), e, {h}));
+  } else {
+    MOE_CHECK(!has_tensor(ctx_, gb), MOE_STATUS_INVALID_ARGUMENT,
+              "checkpoint has expert biases ('{}'): set expert_bias: true", gb);
+  }
+  return x;
+}
+
+std::pair<Matrix, Matrix> GptOssSource::projections(int64_t e, int64_t E) const {
+  const int64_t h = p_.hidden, i = full_i_;
+  if (format_ == MOE_FORMAT_MXFP4) {
+    MOE_CHECK(h % kMxBlockSize == 0 && i % kMxBlockSize == 0, MOE_STATUS_SHAPE_MISMATCH,
+              "gpt_oss MXFP4 stores whole 32-value blocks: hidden={} and intermediate={} must "
+              "be multiples of 32",
+              h, i);
+    const int64_t kb = h / kMxBlockSize, ib = i / kMxBlockSize;
+    const auto& gu = cached(name("experts.gate_up_proj_blocks"), MOE_DTYPE_U8, {E, 2 * i, kb, 16});
+    const auto& gs = cached(name("experts.gate_up_proj_scales"), MOE_DTYPE_U8, {E, 2 * i, kb});
+    const auto& dq = cached(name("experts.down_proj_blocks"), MOE_DTYPE_U8, {E, h, ib, 16});
+    const auto& ds = cached(name("experts.down_proj_scales"), MOE_DTYPE_U8, {E, h, ib});
+    Matrix fused{MOE_FORMAT_MXFP4,         2 * i, h, slot(gu, e, {2 * i, h / 2}),
+                 slot(gs, e, {2 * i, kb}), 1.0f};
+    Matrix down{MOE_FORMAT_MXFP4, h, i, slot(dq, e, {h, i / 2}), slot(ds, e, {h, ib}), 1.0f};
+    for (Matrix* m : {&fused, &down}) {
+      m->q.reinterpret(MOE_DTYPE_E2M1X2);
+      m->scale.reinterpret(MOE_DTYPE_UE8M0);
+    }
+    return {std::move(fused), std::move(down)};
+  }
+  MOE_CHECK(format_ == MOE_FORMAT_BF16, MOE_STATUS_UNSUPPORTED,
+            "gpt_oss checkpoints are bf16 or mxfp4, not {}", format_name(format_));
+  // Stored [in, out]: transpose to the canonical [out, in] (K contiguous).
+  const auto& gu = cached(name("experts.gate_up_proj"), MOE_DTYPE_BF16, {E, h, 2 * i});
+  const auto& dn = cached(name("experts.down_proj"), MOE_DTYPE_BF16, {E, i, h});
+  return {Matrix{MOE_FORMAT_BF16, 2 * i, h, transpose_bf16(gu, e, h, 2 * i), {}, 1.0f},
+          Matrix{MOE_FORMAT_BF16, h, i, transpose_bf16(dn, e, i, h), {}, 1.0f}};
+}
+
+}  // namespace
+
+std::unique_ptr<ExpertSource> make_gpt_oss_source(const Checkpoint& ck, const CheckpointSpec& spec,
+                                                  const moe_problem& p) {
+  return std::make_unique<GptOssSource>(ck, spec, p);
+}
+
+}  // namespace moe::detail

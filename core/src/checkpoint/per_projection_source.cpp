@@ -1,0 +1,62 @@
+#include "per_projection_source.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
+
+namespace moe::detail {
+
+int64_t PerProjectionSource::count_experts() const {
+  int64_t e = 0;
+  while (has_tensor(ctx_, name(fmt::format("experts.{}.{}.weight", e, names_.down)))) ++e;
+  MOE_CHECK(e > 0, MOE_STATUS_NOT_FOUND, "checkpoint has no tensor '{}' ({})",
+            name(fmt::format("experts.0.{}.weight", names_.down)), ctx_.describe);
+  return e;
+}
+
+std::pair<int64_t, int64_t> PerProjectionSource::checkpoint_sizes() const {
+  const auto& s = shape_of(fmt::format("experts.0.{}.weight", names_.down), 2);
+  return {s[0], is_fp4(format_) ? 2 * s[1] : s[1]};
+}
+
+Expert PerProjectionSource::expert(int64_t e) const {
+  return read_expert(name(fmt::format("experts.{}.", e)), names_, full_i_);
+}
+
+std::pair<float, float> PerProjectionSource::activation_scales(int64_t experts) const {
+  float a13 = 0, a2 = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    const std::string base = name(fmt::format("experts.{}.", e));
+    if (gated_) a13 = std::max(a13, input_scale(base + names_.gate));
+    a13 = std::max(a13, input_scale(base + names_.up));
+    a2 = std::max(a2, input_scale(base + names_.down));
+  }
+  return {a13, a2};
+}
+
+SourceBase::RouterNames PerProjectionSource::router_names() const {
+  return {"gate.weight", false, nullptr, "gate.e_score_correction_bias"};
+}
+
+Expert PerProjectionSource::read_expert(const std::string& base, const Projections& names,
+                                        int64_t inter) const {
+  Expert x;
+  if (gated_) x.gate = read_projection(ctx_, base + names.gate, format_, inter, p_.hidden);
+  x.up = read_projection(ctx_, base + names.up, format_, inter, p_.hidden);
+  x.down = read_projection(ctx_, base + names.down, format_, p_.hidden, inter);
+  return x;
+}
+
+float PerProjectionSource::input_scale(const std::string& base) const {
+  const std::string s = base + ".input_scale", a = base + ".input_amax";
+  // input_scale is amax / 448 in fp8 checkpoints and amax / (448 * 6) in nvfp4 ones; the
+  // activations here are e4m3, whose static scale is amax / 448.
+  const float fp4_to_e4m3 = format_ == MOE_FORMAT_NVFP4 ? 6.0f : 1.0f;
+  if (has_tensor(ctx_, s)) return read_scalar_f32(ctx_, s) * fp4_to_e4m3;
+  return input_scale_from_amax(read_scalar_f32(ctx_, a), a) * 6.0f;
+}
+
+}  // namespace moe::detail

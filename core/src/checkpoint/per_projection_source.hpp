@@ -1,0 +1,39 @@
+// Conventions that store each projection of each expert as its own tensor,
+// {prefix}.experts.{e}.{gate|up|down}.weight with its scales (mixtral's w1/w3/w2, HF's *_proj).
+#pragma once
+
+#include "source_base.hpp"
+
+namespace moe::detail {
+
+class PerProjectionSource : public SourceBase {
+ public:
+  struct Projections {
+    const char* gate;
+    const char* up;  // for a non-gated activation: the expert's one up projection
+    const char* down;
+  };
+
+  PerProjectionSource(const Checkpoint& ck, const CheckpointSpec& spec, const moe_problem& p,
+                      Projections names)
+      : SourceBase(ck, spec, p), names_(names) {}
+
+  int64_t count_experts() const override;
+  std::pair<int64_t, int64_t> checkpoint_sizes() const override;
+  Expert expert(int64_t e) const override;
+  // Static activation scales (fp8_tensor_static): max over experts, as serving engines do.
+  std::pair<float, float> activation_scales(int64_t experts) const override;
+
+ protected:
+  // The router `gate.weight` with the selection bias `gate.e_score_correction_bias`.
+  RouterNames router_names() const override;
+  // The projections `base`{gate, up, down} of `names` at intermediate size `inter`.
+  Expert read_expert(const std::string& base, const Projections& names, int64_t inter) const;
+
+ private:
+  float input_scale(const std::string& base) const;
+
+  Projections names_;
+};
+
+}  // namespace moe::detail

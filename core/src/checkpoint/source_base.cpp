@@ -1,0 +1,127 @@
+#include "source_base.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <limits>
+
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/problem.hpp"
+
+namespace moe::detail {
+namespace {
+
+std::string substitute(std::string pattern, const std::string& key, const std::string& value) {
+  for (size_t at = pattern.find(key); at != std::string::npos; at = pattern.find(key, at))
+    pattern.replace(at, key.size(), value);
+  return pattern;
+}
+
+}  // namespace
+
+std::vector<float> to_floats(const HostTensor& t) {
+  std::vector<float> out(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out[i] = t.dtype() == MOE_DTYPE_F32 ? t.data<float>()[i] : bf16_to_float(t.data<uint16_t>()[i]);
+  return out;
+}
+
+SourceBase::SourceBase(const Checkpoint& ck, const CheckpointSpec& spec, const moe_problem& p)
+    : ctx_{ck, fmt::format("convention {}, prefix '{}', layer {}", spec.convention, spec.prefix,
+                           spec.layer)},
+      spec_(spec),
+      p_(p),
+      format_(static_cast<moe_format>(p.format)),
+      gated_(is_gated(static_cast<moe_activation>(p.activation))),
+      full_i_(p.intermediate * spec.tp_size),
+      prefix_(substitute(spec.prefix, "{layer}", std::to_string(spec.layer))) {}
+
+std::optional<Expert> SourceBase::shared(int64_t full) const {
+  if (full == 0) return std::nullopt;
+  return shared_expert(full);
+}
+
+Expert SourceBase::shared_expert(int64_t) const {
+  MOE_FAIL(MOE_STATUS_UNSUPPORTED, "convention {} has no shared experts", spec_.convention);
+}
+
+void SourceBase::router(LayerCheckpoint& out, int64_t real_experts) const {
+  const RouterNames names = router_names();
+  const std::string weight = name(names.weight);
+  const int64_t rows = real_experts + p_.sink_experts;
+  const bool has_weight = has_tensor(ctx_, weight);
+  MOE_CHECK(has_weight || !names.weight_required, MOE_STATUS_NOT_FOUND,
+            "checkpoint tensor '{}' is missing ({})", weight, ctx_.describe);
+  if (has_weight) {
+    const auto* e = ctx_.checkpoint.find(weight);
+    out.router_weight =
+        read_tensor(ctx_, weight, e->dtype == MOE_DTYPE_F32 ? MOE_DTYPE_F32 : MOE_DTYPE_BF16,
+                    {rows, p_.hidden});
+  }
+  if (names.bias && has_tensor(ctx_, name(names.bias)))
+    out.router_bias = f32_vector(name(names.bias), rows);
+  const std::string sel = name(names.selection_bias);
+  const bool has_sel = has_tensor(ctx_, sel);
+  MOE_CHECK(!has_sel || p_.routing_bias, MOE_STATUS_INVALID_ARGUMENT,
+            "checkpoint has a selection bias '{}': set routing_bias: true", sel);
+  MOE_CHECK(has_sel || !p_.routing_bias, MOE_STATUS_NOT_FOUND,
+            "problem has routing_bias: true, but checkpoint tensor '{}' is missing ({})", sel,
+            ctx_.describe);
+  if (has_sel) {
+    const HostTensor b = f32_vector(sel, real_experts);
+    out.routing_bias = HostTensor(MOE_DTYPE_F32, {p_.experts});
+    for (int64_t i = 0; i < p_.experts; ++i)
+      out.routing_bias.data<float>()[i] =
+          i < real_experts ? b.data<float>()[i] : -std::numeric_limits<float>::infinity();
+  }
+}
+
+void SourceBase::sinks(LayerWeights&) const {
+  MOE_FAIL(MOE_STATUS_UNSUPPORTED, "sink experts are read from the stacked convention only ({})",
+           ctx_.describe);
+}
+
+int64_t SourceBase::leading_dim(const std::string& suffix) const {
+  const auto* e = ctx_.checkpoint.find(name(suffix));
+  MOE_CHECK(e != nullptr, MOE_STATUS_NOT_FOUND, "checkpoint tensor '{}' is missing ({})",
+            name(suffix), ctx_.describe);
+  MOE_CHECK(!e->shape.empty(), MOE_STATUS_SHAPE_MISMATCH, "'{}' has no expert dimension",
+            name(suffix));
+  return e->shape[0];
+}
+
+const std::vector<int64_t>& SourceBase::shape_of(const std::string& suffix, size_t dims) const {
+  const auto* e = ctx_.checkpoint.find(name(suffix));
+  MOE_CHECK(e != nullptr, MOE_STATUS_NOT_FOUND, "checkpoint tensor '{}' is missing ({})",
+            name(suffix), ctx_.describe);
+  MOE_CHECK(e->shape.size() == dims, MOE_STATUS_SHAPE_MISMATCH,
+            "checkpoint tensor '{}' has {} dimensions, expected {} ({})", name(suffix),
+            e->shape.size(), dims, ctx_.describe);
+  return e->shape;
+}
+
+HostTensor SourceBase::f32_vector(const std::string& n, int64_t count) const {
+  const auto* e = ctx_.checkpoint.find(n);
+  HostTensor t = read_tensor(
+      ctx_, n, e && e->dtype == MOE_DTYPE_BF16 ? MOE_DTYPE_BF16 : MOE_DTYPE_F32, {count});
+  HostTensor f(MOE_DTYPE_F32, {count});
+  const auto v = to_floats(t);
+  std::memcpy(f.raw(), v.data(), f.bytes());
+  return f;
+}
+
+const HostTensor& SourceBase::cached(const std::string& n, moe_dtype dtype,
+                                     std::vector<int64_t> shape, moe_dtype alt) const {
+  auto it = cache_.find(n);
+  if (it == cache_.end()) it = cache_.emplace(n, read_tensor(ctx_, n, dtype, shape, alt)).first;
+  return it->second;
+}
+
+HostTensor SourceBase::slot(const HostTensor& stack, int64_t e, std::vector<int64_t> shape) {
+  HostTensor out(stack.dtype(), shape);
+  std::memcpy(out.raw(), static_cast<const uint8_t*>(stack.raw()) + e * out.bytes(), out.bytes());
+  return out;
+}
+
+}  // namespace moe::detail

@@ -1,0 +1,64 @@
+// What every convention's ExpertSource shares: tensor names under the layer's prefix, cached
+// reads of stacked tensors, and the router, read under names the convention supplies.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "conventions.hpp"
+
+namespace moe::detail {
+
+std::vector<float> to_floats(const HostTensor& t);
+
+class SourceBase : public ExpertSource {
+ public:
+  SourceBase(const Checkpoint& ck, const CheckpointSpec& spec, const moe_problem& p);
+
+  // full == 0 means the problem has no shared expert; otherwise shared_expert() reads it.
+  std::optional<Expert> shared(int64_t full_intermediate) const final;
+  void router(LayerCheckpoint& out, int64_t real_experts) const final;
+  // Refuses: only the stacked convention stores sink experts.
+  void sinks(LayerWeights& w) const override;
+
+ protected:
+  // Router tensors relative to the prefix; an absent router is allowed unless `weight_required`.
+  struct RouterNames {
+    const char* weight;
+    bool weight_required;
+    const char* bias;            // added to the logits; nullptr: the convention has none
+    const char* selection_bias;  // needs problem.routing_bias, and the other way round
+  };
+  virtual RouterNames router_names() const = 0;
+  // Refuses: the convention has no shared experts.
+  virtual Expert shared_expert(int64_t full_intermediate) const;
+
+  std::string name(const std::string& suffix) const {
+    return prefix_.empty() ? suffix : prefix_ + "." + suffix;
+  }
+  // Dimension 0 (the experts) of tensor `suffix`.
+  int64_t leading_dim(const std::string& suffix) const;
+  // The shape of tensor `suffix`, checked to have `dims` dimensions.
+  const std::vector<int64_t>& shape_of(const std::string& suffix, size_t dims) const;
+  // A [count] vector, bf16 or f32 in the file, as f32.
+  HostTensor f32_vector(const std::string& n, int64_t count) const;
+  // read_tensor, once per name: a stack serves every expert of the layer.
+  const HostTensor& cached(const std::string& n, moe_dtype dtype, std::vector<int64_t> shape,
+                           moe_dtype alt = MOE_DTYPE_INVALID) const;
+  // Matrix `e` of a stacked [E, rows, cols] tensor as a [rows, cols] HostTensor.
+  static HostTensor slot(const HostTensor& stack, int64_t e, std::vector<int64_t> shape);
+
+  const NameContext ctx_;
+  const CheckpointSpec& spec_;
+  const moe_problem& p_;
+  const moe_format format_;
+  const bool gated_;
+  const int64_t full_i_;  // the routed experts' intermediate size at checkpoint size
+
+ private:
+  const std::string prefix_;
+  mutable std::map<std::string, HostTensor> cache_;
+};
+
+}  // namespace moe::detail

@@ -1,0 +1,151 @@
+// stacked: our canonical names under the prefix, {prefix}.w13 [E, 2I, H], w2 [E, H, I] with
+// their _scale / _scale_2, b13 / b2, shared_w13 / shared_w2, sink_w13 / sink_w2, a13_scale /
+// a2_scale, router.weight + router.bias and the selection bias routing_bias.
+#include <memory>
+#include <tuple>
+
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/sdk/weights.hpp"
+#include "source_base.hpp"
+
+namespace moe::detail {
+namespace {
+
+class StackedSource final : public SourceBase {
+ public:
+  using SourceBase::SourceBase;
+
+  int64_t count_experts() const override { return leading_dim("w2"); }
+
+  std::pair<int64_t, int64_t> checkpoint_sizes() const override {
+    const auto& s = shape_of("w2", 3);
+    return {s[1], is_fp4(format_) ? 2 * s[2] : s[2]};
+  }
+
+  Expert expert(int64_t e) const override;
+
+  std::pair<float, float> activation_scales(int64_t) const override {
+    return {read_scalar_f32(ctx_, name("a13_scale")), read_scalar_f32(ctx_, name("a2_scale"))};
+  }
+
+  void sinks(LayerWeights& w) const override {
+    const int64_t s = p_.sink_experts, is = p_.sink_intermediate;
+    w.sink_w13 = read_tensor(ctx_, name("sink_w13"), MOE_DTYPE_BF16, {s, 2 * is, p_.hidden});
+    w.sink_w2 = read_tensor(ctx_, name("sink_w2"), MOE_DTYPE_BF16, {s, p_.hidden, is});
+  }
+
+ protected:
+  RouterNames router_names() const override {
+    return {"router.weight", false, "router.bias", "routing_bias"};
+  }
+
+  Expert shared_expert(int64_t full) const override {
+    const int64_t rows = gated_ ? 2 * full : full;
+    return split_w13(matrix("shared_w13", -1, 0, rows, p_.hidden),
+                     matrix("shared_w2", -1, 0, p_.hidden, full));
+  }
+
+ private:
+  Matrix matrix(const std::string& q, int64_t e, int64_t experts, int64_t rows, int64_t cols) const;
+  const HostTensor& scale_stack(const std::string& n, moe_dtype raw, moe_dtype alt, int64_t experts,
+                                const MatrixLayout& l) const;
+  Expert split_w13(Matrix w13, Matrix down) const;
+};
+
+Expert StackedSource::expert(int64_t e) const {
+  const int64_t E = count_experts(), r13 = gated_ ? 2 * full_i_ : full_i_;
+  Expert x = split_w13(matrix("w13", e, E, r13, p_.hidden), matrix("w2", e, E, p_.hidden, full_i_));
+  if (p_.expert_bias) {
+    const auto b13 =
+        to_floats(slot(cached(name("b13"), MOE_DTYPE_F32, {E, r13}, MOE_DTYPE_BF16), e, {r13}));
+    const int64_t half = gated_ ? full_i_ : 0;
+    for (int64_t r = 0; r < full_i_; ++r) {
+      const int64_t g = spec_.interleaved_gate_up ? 2 * r : r;
+      const int64_t u = spec_.interleaved_gate_up ? 2 * r + 1 : half + r;
+      if (gated_) x.b_gate.push_back(b13[g]);
+      x.b_up.push_back(b13[gated_ ? u : r]);
+    }
+    x.b_down = to_floats(
+        slot(cached(name("b2"), MOE_DTYPE_F32, {E, p_.hidden}, MOE_DTYPE_BF16), e, {p_.hidden}));
+  }
+  return x;
+}
+
+// A stacked matrix: names `q` / `q`_scale / `q`_scale_2, slot e (-1: not stacked).
+Matrix StackedSource::matrix(const std::string& q, int64_t e, int64_t experts, int64_t rows,
+                             int64_t cols) const {
+  const MatrixLayout l = matrix_layout(format_, rows, cols);
+  const bool packed = l.dtype == MOE_DTYPE_E2M1X2;
+  auto dims = [&](std::vector<int64_t> d) {
+    if (e >= 0) d.insert(d.begin(), experts);
+    return d;
+  };
+  const int64_t at = e >= 0 ? e : 0;
+  Matrix m{format_, rows, cols, {}, {}, 1.0f};
+  m.q = slot(cached(name(q), packed ? MOE_DTYPE_U8 : l.dtype, dims({rows, l.stored_cols}),
+                    packed ? MOE_DTYPE_I8 : MOE_DTYPE_INVALID),
+             at, {rows, l.stored_cols});
+  if (packed) m.q.reinterpret(MOE_DTYPE_E2M1X2);
+  if (l.scale_dtype != MOE_DTYPE_INVALID) {
+    const std::string sn = name(q + "_scale");
+    const moe_dtype raw = l.scale_dtype == MOE_DTYPE_F32 ? MOE_DTYPE_F32 : MOE_DTYPE_U8;
+    const moe_dtype alt = l.scale_dtype == MOE_DTYPE_F32 ? MOE_DTYPE_INVALID : l.scale_dtype;
+    if (l.scale_rows == 0) {
+      m.scale = slot(cached(sn, raw, {e >= 0 ? experts : 1}), at, {1});
+    } else {
+      m.scale = slot(scale_stack(sn, raw, alt, e >= 0 ? experts : 0, l), at,
+                     {l.scale_rows, l.scale_cols});
+      m.scale.reinterpret(l.scale_dtype);
+    }
+  }
+  if (l.has_scale_2)
+    m.scale_2 =
+        cached(name(q + "_scale_2"), MOE_DTYPE_F32, {e >= 0 ? experts : 1}).data<float>()[at];
+  return m;
+}
+
+// Scales of a stack; Quark MXFP4 stores them flat as [E * rows, cols]: restore E.
+const HostTensor& StackedSource::scale_stack(const std::string& n, moe_dtype raw, moe_dtype alt,
+                                             int64_t experts, const MatrixLayout& l) const {
+  const auto* entry = ctx_.checkpoint.find(n);
+  if (experts > 0 && entry && entry->shape.size() == 2) {
+    const int64_t flat = entry->shape[0];
+    MOE_CHECK(flat % experts == 0, MOE_STATUS_SHAPE_MISMATCH,
+              "checkpoint tensor '{}' stores scales flat as [{}, {}]: {} rows are not divisible "
+              "by the {} experts",
+              n, flat, entry->shape[1], flat, experts);
+    const HostTensor& t = cached(n, raw, {flat, l.scale_cols}, alt);
+    MOE_CHECK(flat / experts == l.scale_rows, MOE_STATUS_SHAPE_MISMATCH,
+              "checkpoint tensor '{}' [{}, {}] holds {} rows per expert, expected {}", n, flat,
+              entry->shape[1], flat / experts, l.scale_rows);
+    return t;
+  }
+  std::vector<int64_t> d = {l.scale_rows, l.scale_cols};
+  if (experts > 0) d.insert(d.begin(), experts);
+  return cached(n, raw, d, alt);
+}
+
+// w13 as gate and up: stacked halves [gate; up], or rows interleaved when the spec says so.
+Expert StackedSource::split_w13(Matrix w13, Matrix down) const {
+  Expert x;
+  if (!gated_) {
+    x.up = std::move(w13);
+  } else if (spec_.interleaved_gate_up) {
+    std::tie(x.gate, x.up) = deinterleave_rows(w13, name("w13"));
+  } else {
+    x.gate = slice_rows(w13, 0, w13.rows / 2, name("w13"));
+    x.up = slice_rows(w13, w13.rows / 2, w13.rows / 2, name("w13"));
+  }
+  x.down = std::move(down);
+  return x;
+}
+
+}  // namespace
+
+std::unique_ptr<ExpertSource> make_stacked_source(const Checkpoint& ck, const CheckpointSpec& spec,
+                                                  const moe_problem& p) {
+  return std::make_unique<StackedSource>(ck, spec, p);
+}
+
+}  // namespace moe::detail
