@@ -101,6 +101,7 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{"qwen_moe", MOE_FORMAT_BF16, true, false, true},
                     Case{"gpt_oss", MOE_FORMAT_BF16, true, true},
                     Case{"gpt_oss", MOE_FORMAT_MXFP4, true, true},
+                    Case{"gpt_oss", MOE_FORMAT_BF16, true, true, false, false, false, true},
                     Case{"stacked", MOE_FORMAT_NVFP4, true, true, true},
                     Case{"stacked", MOE_FORMAT_MXFP4, true, false, false, false, true},
                     Case{"stacked", MOE_FORMAT_BF16, true, false, false, true, false, true},
@@ -110,7 +111,8 @@ INSTANTIATE_TEST_SUITE_P(
       const Case& c = i.param;
       return c.convention + "_" + format_name(c.format) + (c.gated ? "" : "_relu2") +
              (c.biases ? "_bias" : "") + (c.shared ? "_shared" : "") + (c.sinks ? "_sinks" : "") +
-             (c.interleaved ? "_interleaved" : "") + (c.static_scales ? "_static" : "");
+             (c.interleaved ? "_interleaved" : "") + (c.routing_bias ? "_selection_bias" : "") +
+             (c.static_scales ? "_static" : "");
     });
 
 // A checkpoint written from random canonical weights, for the tests below.
@@ -354,6 +356,34 @@ TEST(Checkpoint, SelectionBiasAndProblemMustAgree) {
   expect_error([&] { load_layer(Checkpoint::open(w.spec.path), w.spec, no_bias.c()); },
                MOE_STATUS_INVALID_ARGUMENT,
                {"has a selection bias 'm.gate.e_score_correction_bias': set routing_bias: true"});
+}
+
+// gpt_oss stores gated bf16 or mxfp4 experts only: anything else is refused, not read past the
+// end of w13 / w2.
+TEST(Checkpoint, GptOssExportRefusesActivationsWithoutAGateAndOtherFormats) {
+  const std::pair<Case, std::string> refused[] = {
+      {{"gpt_oss", MOE_FORMAT_BF16, false}, "gpt_oss experts are gated, not activation relu2"},
+      {{"gpt_oss", MOE_FORMAT_NVFP4}, "gpt_oss checkpoints are bf16 or mxfp4, not nvfp4"},
+  };
+  for (const auto& [c, message] : refused) {
+    const Problem problem = problem_for(c);
+    const CheckpointSpec spec{"", "gpt_oss", "m", 0, false, 1, 0};
+    expect_error([&] { export_layer(random_weights(problem.c(), 1), problem.c(), spec, {}, {}); },
+                 MOE_STATUS_UNSUPPORTED, {message});
+  }
+}
+
+TEST(Checkpoint, UnknownConventionIsRefusedAlikeByExportAndLoad) {
+  const Written w = written("unknown", {"mixtral", MOE_FORMAT_BF16});
+  CheckpointSpec spec = w.spec;
+  spec.convention = "mixtral8x7b";
+  const std::string message =
+      "checkpoint convention 'mixtral8x7b' is not one of mixtral, deepseek, qwen_moe, gpt_oss, "
+      "stacked";
+  expect_error([&] { export_layer(w.weights, w.problem.c(), spec, {}, {}); },
+               MOE_STATUS_CONFIG_ERROR, {message});
+  expect_error([&] { load_layer(Checkpoint::open(spec.path), spec, w.problem.c()); },
+               MOE_STATUS_CONFIG_ERROR, {message});
 }
 
 TEST(Checkpoint, InputScaleFromAmaxFollowsTheFormulaAndRefusesBadAmax) {

@@ -1,9 +1,11 @@
 // The tensor names of each checkpoint convention, behind one interface: whatever the file
-// looks like, an ExpertSource hands out one expert's gate / up / down at checkpoint size.
+// looks like, an ExpertSource hands out one expert's gate / up / down at checkpoint size, and a
+// LayerWriter writes canonical weights back under those names (export_layer).
 #pragma once
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -38,5 +40,31 @@ class ExpertSource {
 std::unique_ptr<ExpertSource> make_expert_source(const Checkpoint& checkpoint,
                                                  const CheckpointSpec& spec,
                                                  const moe_problem& problem);
+
+// What export_layer hands a convention's writer: a whole layer (no TP or EP) and the prefix of
+// its tensor names, {layer} substituted ("" or ending in ".").
+struct ExportedLayer {
+  const LayerWeights& w;
+  const moe_problem& p;
+  const CheckpointSpec& spec;
+  const std::string& prefix;
+};
+
+// A convention's writer, the inverse of its ExpertSource, defined in the same file.
+struct LayerWriter {
+  // Appends the routed and shared experts' tensors; refuses what the convention cannot store
+  // rather than writing a file its reader would misread.
+  void (*write)(const ExportedLayer& layer, std::vector<NamedTensor>& out);
+  // The router tensors, relative to the prefix: export_layer appends them after the experts.
+  const char* router_weight;
+  const char* selection_bias;
+  // Whether `write` stores sink experts / static activation scales. false: export_layer refuses
+  // a problem that has them, so that a new convention cannot drop them silently.
+  bool sinks = false;
+  bool static_scales = false;
+};
+
+// The writer of spec.convention; the same CONFIG_ERROR as make_expert_source for another name.
+const LayerWriter& layer_writer(const CheckpointSpec& spec);
 
 }  // namespace moe::detail

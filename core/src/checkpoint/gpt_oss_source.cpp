@@ -1,17 +1,22 @@
 // gpt_oss: {prefix}.experts.gate_up_proj [E, H, 2I] with gate/up interleaved, down_proj [E, I, H],
 // both stored [in, out] in bf16, or as MXFP4 *_blocks / *_scales [out, in]; biases
 // *_proj_bias; router {prefix}.router.weight + router.bias (added to the logits).
+#include <cstring>
 #include <memory>
 #include <tuple>
 
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
+#include "moe/sdk/weights.hpp"
 #include "source_base.hpp"
+#include "writer_util.hpp"
 
 namespace moe::detail {
 namespace {
 
+// Matrix e [rows, cols] of a bf16 stack, transposed: gpt_oss stores [in, out], canonical is
+// [out, in] (K contiguous); the transpose is its own inverse, so reader and writer share it.
 HostTensor transpose_bf16(const HostTensor& stack, int64_t e, int64_t rows, int64_t cols) {
   HostTensor out(MOE_DTYPE_BF16, {cols, rows});
   const uint16_t* src = stack.data<uint16_t>() + e * rows * cols;
@@ -107,11 +112,75 @@ std::pair<Matrix, Matrix> GptOssSource::projections(int64_t e, int64_t E) const 
           Matrix{MOE_FORMAT_BF16, h, i, transpose_bf16(dn, e, i, h), {}, 1.0f}};
 }
 
+void write_gpt_oss(const ExportedLayer& l, std::vector<NamedTensor>& out) {
+  const LayerWeights& w = l.w;
+  const Layout g = layout_of(l.p);
+  const bool mx = g.format == MOE_FORMAT_MXFP4;
+  MOE_CHECK(l.p.shared_intermediate == 0, MOE_STATUS_UNSUPPORTED, "gpt_oss has no shared experts");
+  // The loop reads w13 as [E, 2I, H] of bf16 or mxfp4: for another activation or format it would
+  // read past the end of w13 / w2 and write a file the reader refuses anyway.
+  MOE_CHECK(g.gated, MOE_STATUS_UNSUPPORTED, "gpt_oss experts are gated, not activation {}",
+            activation_name(static_cast<moe_activation>(l.p.activation)));
+  MOE_CHECK(mx || g.format == MOE_FORMAT_BF16, MOE_STATUS_UNSUPPORTED,
+            "gpt_oss checkpoints are bf16 or mxfp4, not {}", format_name(g.format));
+  MOE_CHECK(!mx || (g.hidden % kMxBlockSize == 0 && g.inter % kMxBlockSize == 0),
+            MOE_STATUS_UNSUPPORTED,
+            "gpt_oss MXFP4 stores whole 32-value blocks: hidden={} and intermediate={} must be "
+            "multiples of 32",
+            g.hidden, g.inter);
+  std::vector<HostTensor> gu, gs, dq, ds, gb, db;
+  for (int64_t e = 0; e < g.experts; ++e) {
+    const Matrix fused = interleaved_w13(w, g, e);
+    const Matrix w2 = matrix_at(g.format, g.hidden, g.inter, w.w2, w.w2_scale, w.w2_scale_2, e);
+    if (mx) {
+      HostTensor q = fused.q, d = w2.q, s = fused.scale, t = w2.scale;
+      for (HostTensor* x : {&q, &d, &s, &t}) x->reinterpret(MOE_DTYPE_U8);
+      gu.push_back(q), dq.push_back(d), gs.push_back(s), ds.push_back(t);
+    } else {
+      gu.push_back(transpose_bf16(fused.q, 0, 2 * g.inter, g.hidden));
+      dq.push_back(transpose_bf16(w2.q, 0, g.hidden, g.inter));
+    }
+    if (!w.b13.empty()) {
+      gb.push_back(interleaved_b13(w, g, e));
+      const auto d = bias_row(w.b2, e, g.hidden);
+      HostTensor d2(MOE_DTYPE_F32, {g.hidden});
+      std::memcpy(d2.raw(), d.data(), d2.bytes());
+      db.push_back(d2);
+    }
+  }
+  const std::string& p = l.prefix;
+  if (mx) {
+    // Packed rows [.., K / 2] become [.., K / 32, 16]: one 16-byte group per scale block.
+    HostTensor blocks = stack(gu), down = stack(dq);
+    const int64_t kb = g.hidden / kMxBlockSize, ib = g.inter / kMxBlockSize;
+    HostTensor b4(MOE_DTYPE_U8, {g.experts, 2 * g.inter, kb, 16}),
+        d4(MOE_DTYPE_U8, {g.experts, g.hidden, ib, 16});
+    std::memcpy(b4.raw(), blocks.raw(), b4.bytes());
+    std::memcpy(d4.raw(), down.raw(), d4.bytes());
+    out.push_back({p + "experts.gate_up_proj_blocks", b4});
+    out.push_back({p + "experts.gate_up_proj_scales", stack(gs)});
+    out.push_back({p + "experts.down_proj_blocks", d4});
+    out.push_back({p + "experts.down_proj_scales", stack(ds)});
+  } else {
+    out.push_back({p + "experts.gate_up_proj", stack(gu)});
+    out.push_back({p + "experts.down_proj", stack(dq)});
+  }
+  if (!gb.empty()) {
+    out.push_back({p + "experts.gate_up_proj_bias", stack(gb)});
+    out.push_back({p + "experts.down_proj_bias", stack(db)});
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<ExpertSource> make_gpt_oss_source(const Checkpoint& ck, const CheckpointSpec& spec,
                                                   const moe_problem& p) {
   return std::make_unique<GptOssSource>(ck, spec, p);
 }
+
+// gpt-oss checkpoints have no selection bias; one is written under the name the reader reads.
+extern const LayerWriter kGptOssWriter = {.write = write_gpt_oss,
+                                          .router_weight = "router.weight",
+                                          .selection_bias = "gate.e_score_correction_bias"};
 
 }  // namespace moe::detail

@@ -1,6 +1,6 @@
 // The HF *_proj family: {prefix}.experts.{e}.gate_proj / up_proj / down_proj, router
 // {prefix}.gate.weight (+ gate.e_score_correction_bias). Its members differ in where the shared
-// expert lives: deepseek's shared_experts.*, qwen_moe's shared_expert.*.
+// expert lives: deepseek's shared_experts.*, qwen_moe's shared_expert.*. Readers and writers.
 #include <memory>
 
 #include "moe/sdk/error.hpp"
@@ -50,5 +50,16 @@ std::unique_ptr<ExpertSource> make_qwen_moe_source(const Checkpoint& ck, const C
                                                    const moe_problem& p) {
   return std::make_unique<HfProjSource>(ck, spec, p, kQwenMoe);
 }
+
+// Canonical weights have no per-token shared expert gate: qwen_moe's shared_expert_gate is never
+// written (its reader refuses one).
+extern const LayerWriter kDeepseekWriter =
+    per_projection_writer([](const ExportedLayer& layer, std::vector<NamedTensor>& out) {
+      write_per_projection(layer, out, kProjections, kDeepseek.shared);
+    });
+extern const LayerWriter kQwenMoeWriter =
+    per_projection_writer([](const ExportedLayer& layer, std::vector<NamedTensor>& out) {
+      write_per_projection(layer, out, kProjections, kQwenMoe.shared);
+    });
 
 }  // namespace moe::detail

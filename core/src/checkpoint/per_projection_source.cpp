@@ -6,6 +6,8 @@
 
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
+#include "moe/sdk/weights.hpp"
+#include "writer_util.hpp"
 
 namespace moe::detail {
 
@@ -38,7 +40,7 @@ std::pair<float, float> PerProjectionSource::activation_scales(int64_t experts) 
 }
 
 SourceBase::RouterNames PerProjectionSource::router_names() const {
-  return {"gate.weight", false, nullptr, "gate.e_score_correction_bias"};
+  return {kRouterWeight, false, nullptr, kSelectionBias};
 }
 
 Expert PerProjectionSource::read_expert(const std::string& base, const Projections& names,
@@ -57,6 +59,48 @@ float PerProjectionSource::input_scale(const std::string& base) const {
   const float fp4_to_e4m3 = format_ == MOE_FORMAT_NVFP4 ? 6.0f : 1.0f;
   if (has_tensor(ctx_, s)) return read_scalar_f32(ctx_, s) * fp4_to_e4m3;
   return input_scale_from_amax(read_scalar_f32(ctx_, a), a) * 6.0f;
+}
+
+namespace {
+
+int64_t w13_rows(const Layout& g) {
+  return g.gated ? 2 * g.inter : g.inter;
+}
+
+// One expert's w13 [rows, H] and down [H, I] as `base`{gate, up, down}; without a gate, w13 is
+// the one up projection.
+void put_expert(std::vector<NamedTensor>& out, const std::string& base,
+                const PerProjectionSource::Projections& names, const Layout& g, const Matrix& w13,
+                const Matrix& down) {
+  if (g.gated) {
+    put_projection(out, base + names.gate, slice_rows(w13, 0, g.inter, "w13"));
+    put_projection(out, base + names.up, slice_rows(w13, g.inter, g.inter, "w13"));
+  } else {
+    put_projection(out, base + names.up, w13);
+  }
+  put_projection(out, base + names.down, down);
+}
+
+}  // namespace
+
+void write_per_projection(const ExportedLayer& l, std::vector<NamedTensor>& out,
+                          const PerProjectionSource::Projections& names, const char* shared) {
+  const LayerWeights& w = l.w;
+  MOE_CHECK(!l.p.expert_bias, MOE_STATUS_UNSUPPORTED, "{} has no expert biases", l.spec.convention);
+  Layout g = layout_of(l.p);
+  for (int64_t e = 0; e < g.experts; ++e)
+    put_expert(out, fmt::format("{}experts.{}.", l.prefix, e), names, g,
+               matrix_at(g.format, w13_rows(g), g.hidden, w.w13, w.w13_scale, w.w13_scale_2, e),
+               matrix_at(g.format, g.hidden, g.inter, w.w2, w.w2_scale, w.w2_scale_2, e));
+  if (l.p.shared_intermediate == 0) return;
+  MOE_CHECK(shared != nullptr, MOE_STATUS_UNSUPPORTED, "{} has no shared experts",
+            l.spec.convention);
+  g.inter = l.p.shared_intermediate;  // the shared expert: unstacked tensors (index -1)
+  put_expert(out, l.prefix + shared, names, g,
+             matrix_at(g.format, w13_rows(g), g.hidden, w.shared_w13, w.shared_w13_scale,
+                       w.shared_w13_scale_2, -1),
+             matrix_at(g.format, g.hidden, g.inter, w.shared_w2, w.shared_w2_scale,
+                       w.shared_w2_scale_2, -1));
 }
 
 }  // namespace moe::detail

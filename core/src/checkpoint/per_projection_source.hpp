@@ -1,5 +1,6 @@
 // Conventions that store each projection of each expert as its own tensor,
-// {prefix}.experts.{e}.{gate|up|down}.weight with its scales (mixtral's w1/w3/w2, HF's *_proj).
+// {prefix}.experts.{e}.{gate|up|down}.weight with its scales (mixtral's w1/w3/w2, HF's *_proj):
+// their reader, and their writer for export_layer.
 #pragma once
 
 #include "source_base.hpp"
@@ -8,6 +9,10 @@ namespace moe::detail {
 
 class PerProjectionSource : public SourceBase {
  public:
+  // The router, relative to the prefix (read here, written by per_projection_writer).
+  static constexpr const char* kRouterWeight = "gate.weight";
+  static constexpr const char* kSelectionBias = "gate.e_score_correction_bias";
+
   struct Projections {
     const char* gate;
     const char* up;  // for a non-gated activation: the expert's one up projection
@@ -35,5 +40,16 @@ class PerProjectionSource : public SourceBase {
 
   Projections names_;
 };
+
+// The inverse of PerProjectionSource: routed experts as experts.{e}.{gate, up, down}, the shared
+// expert as `shared`{gate, up, down} (nullptr: the convention has none and refuses one).
+void write_per_projection(const ExportedLayer& layer, std::vector<NamedTensor>& out,
+                          const PerProjectionSource::Projections& names, const char* shared);
+
+// The router under the names PerProjectionSource reads; no sinks or static activation scales.
+constexpr LayerWriter per_projection_writer(void (*write)(const ExportedLayer&,
+                                                          std::vector<NamedTensor>&)) {
+  return {write, PerProjectionSource::kRouterWeight, PerProjectionSource::kSelectionBias};
+}
 
 }  // namespace moe::detail

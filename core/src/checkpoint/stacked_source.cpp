@@ -1,13 +1,15 @@
 // stacked: our canonical names under the prefix, {prefix}.w13 [E, 2I, H], w2 [E, H, I] with
 // their _scale / _scale_2, b13 / b2, shared_w13 / shared_w2, sink_w13 / sink_w2, a13_scale /
-// a2_scale, router.weight + router.bias and the selection bias routing_bias.
+// a2_scale, router.weight + router.bias and the selection bias routing_bias. Reader and writer.
 #include <memory>
 #include <tuple>
 
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/format_table.hpp"
 #include "moe/sdk/problem.hpp"
 #include "moe/sdk/weights.hpp"
 #include "source_base.hpp"
+#include "writer_util.hpp"
 
 namespace moe::detail {
 namespace {
@@ -141,11 +143,50 @@ Expert StackedSource::split_w13(Matrix w13, Matrix down) const {
   return x;
 }
 
+void write_stacked(const ExportedLayer& l, std::vector<NamedTensor>& out) {
+  const LayerWeights& w = l.w;
+  const Layout g = layout_of(l.p);
+  auto put = [&](const std::string& n, const HostTensor& t) {
+    if (t.empty()) return;
+    HostTensor c = t;
+    // Checkpoints have no fp4 or ue8m0 dtype: both are stored as bytes.
+    if (c.dtype() == MOE_DTYPE_E2M1X2 || c.dtype() == MOE_DTYPE_UE8M0) c.reinterpret(MOE_DTYPE_U8);
+    out.push_back({l.prefix + n, c});
+  };
+  HostTensor w13 = w.w13, w13_scale = w.w13_scale, b13 = w.b13;
+  if (l.spec.interleaved_gate_up && g.gated) {
+    std::vector<HostTensor> q, s, b;
+    for (int64_t e = 0; e < g.experts; ++e) {
+      const Matrix x = interleaved_w13(w, g, e);
+      q.push_back(x.q);
+      if (!x.scale.empty()) s.push_back(x.scale);
+      if (!w.b13.empty()) b.push_back(interleaved_b13(w, g, e));
+    }
+    w13 = stack(q);
+    // One scale per matrix does not move with the rows: w13_scale stays [E], not [E, 1].
+    if (!s.empty() && !per_matrix_scale(format_spec(g.format))) w13_scale = stack(s);
+    if (!b.empty()) b13 = stack(b);
+  }
+  put("w13", w13), put("w13_scale", w13_scale), put("w13_scale_2", w.w13_scale_2);
+  put("w2", w.w2), put("w2_scale", w.w2_scale), put("w2_scale_2", w.w2_scale_2);
+  put("b13", b13), put("b2", w.b2), put("a13_scale", w.a13_scale), put("a2_scale", w.a2_scale);
+  put("shared_w13", w.shared_w13), put("shared_w13_scale", w.shared_w13_scale);
+  put("shared_w13_scale_2", w.shared_w13_scale_2), put("shared_w2", w.shared_w2);
+  put("shared_w2_scale", w.shared_w2_scale), put("shared_w2_scale_2", w.shared_w2_scale_2);
+  put("sink_w13", w.sink_w13), put("sink_w2", w.sink_w2);
+}
+
 }  // namespace
 
 std::unique_ptr<ExpertSource> make_stacked_source(const Checkpoint& ck, const CheckpointSpec& spec,
                                                   const moe_problem& p) {
   return std::make_unique<StackedSource>(ck, spec, p);
 }
+
+extern const LayerWriter kStackedWriter = {.write = write_stacked,
+                                           .router_weight = "router.weight",
+                                           .selection_bias = "routing_bias",
+                                           .sinks = true,
+                                           .static_scales = true};
 
 }  // namespace moe::detail
