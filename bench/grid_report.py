@@ -38,12 +38,27 @@ def table(records):
     return "\n".join(lines)
 
 
+def prepare_lines(records):
+    """Per shape, the time `moe bench` took to prepare the layer (weights -> layer, upload
+    included); records written before it measured this have no prepare_ms."""
+    first = {}
+    for r in records:
+        if r.get("prepare_ms") is not None:
+            first.setdefault(r["shape"], r)
+    return [f"- {shape}: {r['prepare_ms']:.0f} ms for {r.get('prepare_bytes', 0) / 1e9:.3f} GB"
+            for shape, r in first.items()]
+
+
 def write_markdown(records, path, device, date, commit):
     note = ("'ours graph': our layer timed as a replayed CUDA graph; 'peers graph': the peers "
             "that could be captured (the others ran eagerly, launch overhead included).")
+    prepare = prepare_lines(records)
     with open(path, "w") as f:
         f.write(f"# trtllm_style bf16 on {device}, {date}, commit {commit}\n\n{note}\n\n"
                 f"{table(records)}\n")
+        if prepare:
+            f.write("\nPrepare (weights -> layer, upload included):\n\n" + "\n".join(prepare) +
+                    "\n")
 
 
 def write_plot(records, path):

@@ -1,9 +1,12 @@
 // moe bench --config FILE [--tokens T,...]: times one layer per token count on the selected
 // backend (ARCHITECTURE §8): median of device-event times after warm-up, activations rotated
-// through several input sets, and the floor max(weight bytes / HBM, flops / peak).
+// through several input sets, and the floor max(weight + scale bytes the batch touches / HBM
+// read bandwidth, flops / peak of the format's tensor-core path). Also times prepare (weights ->
+// layer, upload included).
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -16,14 +19,20 @@
 #include "moe/conformance.hpp"
 #include "moe/runner.hpp"
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
+#include "moe/sdk/weights.hpp"
 #include "moe/selection.hpp"
 
 namespace moe::tool {
 namespace {
 
-// Ceilings measured on one H200 (ARCHITECTURE §8): device copy and cuBLAS bf16 8192^3.
-constexpr double kHbmTbps = 4.16, kBf16PeakTflops = 754.0;
+// Ceilings measured on one H200 (ARCHITECTURE §8). Weights are only read, so the bandwidth is
+// HBM's streaming read (4.6 TB/s), not the device copy (4.16, read plus write). Peaks: cuBLAS
+// bf16 8192^3, cuBLASLt fp8 with per-tensor scales, fp8 with 1x128/128x128 block scales.
+constexpr double kHbmReadTbps = 4.6;
+constexpr double kBf16PeakTflops = 754.0, kFp8TensorPeakTflops = 1315.0,
+                 kFp8BlockPeakTflops = 1297.0;
 constexpr double kL2Bytes = 60e6;
 // Selection-bias spread of the benchmark batches: small, like a trained correction bias, so
 // tokens spread over the experts as in serving (0.5 sent DeepSeek's tokens to 65 of 256).
@@ -35,6 +44,75 @@ struct Point {
   int64_t active_experts = 0;
   bool graph = false;
 };
+
+// Bytes of one [rows, cols] weight matrix of `format` as stored: elements, scales, and nvfp4's
+// per-matrix scale_2.
+double matrix_bytes(moe_format format, int64_t rows, int64_t cols) {
+  const MatrixLayout m = matrix_layout(format, rows, cols);
+  double bytes = double(m.rows) * double(m.stored_cols) * double(dtype_size(m.dtype));
+  if (m.scale_dtype != MOE_DTYPE_INVALID)
+    bytes += double(scale_count(m)) * double(dtype_size(m.scale_dtype));
+  if (m.has_scale_2) bytes += sizeof(float);
+  return bytes;
+}
+
+// The peak of the tensor-core path: fp8 MMAs need fp8 weights and fp8 activations; with bf16
+// activations (4-bit weights, or mxfp8 / fp8 weights given bf16 inputs) the weights are widened
+// and the MMAs run at bf16's peak.
+double peak_tflops(const moe_problem& p) {
+  const auto f = static_cast<moe_format>(p.format);
+  const bool fp8_weights =
+      f == MOE_FORMAT_FP8_TENSOR || f == MOE_FORMAT_FP8_BLOCK || f == MOE_FORMAT_MXFP8;
+  if (!fp8_weights || p.input_format == MOE_INPUT_BF16) return kBf16PeakTflops;
+  const bool per_tensor =
+      f == MOE_FORMAT_FP8_TENSOR && (p.input_format == MOE_INPUT_FP8_TENSOR_DYNAMIC ||
+                                     p.input_format == MOE_INPUT_FP8_TENSOR_STATIC);
+  return per_tensor ? kFp8TensorPeakTflops : kFp8BlockPeakTflops;
+}
+
+// What the floor counts, from the canonical geometry: bytes and multiply-adds of one routed
+// expert, and of the shared and sink experts that every token uses (sinks are bf16).
+struct LayerCost {
+  double routed_bytes = 0, routed_macs = 0;  // one routed expert; macs per (token, expert)
+  double shared_bytes = 0, shared_macs = 0;  // shared expert (layer format); macs per token
+  double sink_bytes = 0, sink_macs = 0;      // every sink expert together; macs per token
+
+  // Weight and scale bytes a batch touching `active` routed experts reads.
+  double bytes(int64_t active) const { return active * routed_bytes + shared_bytes + sink_bytes; }
+  // floor = max(bytes / HBM read, flops / peak), sinks at the bf16 peak.
+  double floor_ms(const moe_problem& p, int64_t tokens, int64_t active) const {
+    const double t = double(tokens);
+    const double read_s = bytes(active) / (kHbmReadTbps * 1e12);
+    const double compute_s =
+        2 * t * (p.top_k * routed_macs + shared_macs) / (peak_tflops(p) * 1e12) +
+        2 * t * sink_macs / (kBf16PeakTflops * 1e12);
+    return std::max(read_s, compute_s) * 1e3;
+  }
+  double flops(const moe_problem& p, int64_t tokens) const {
+    return 2.0 * double(tokens) * (p.top_k * routed_macs + shared_macs + sink_macs);
+  }
+};
+
+LayerCost layer_cost(const moe_problem& p) {
+  const auto f = static_cast<moe_format>(p.format);
+  const bool gated = is_gated(static_cast<moe_activation>(p.activation));
+  const int64_t h = p.hidden;
+  LayerCost c;
+  c.routed_bytes = matrix_bytes(f, w13_rows(p), h) + matrix_bytes(f, h, p.intermediate);
+  c.routed_macs = double(w13_rows(p) + p.intermediate) * double(h);
+  if (const int64_t is = p.shared_intermediate; is > 0) {
+    const int64_t rows = gated ? 2 * is : is;
+    c.shared_bytes = matrix_bytes(f, rows, h) + matrix_bytes(f, h, is);
+    c.shared_macs = double(rows + is) * double(h);
+  }
+  if (p.sink_experts > 0) {  // bf16, silu_mul: [2Is, H] and [H, Is]
+    const int64_t is = p.sink_intermediate;
+    c.sink_bytes = p.sink_experts * (matrix_bytes(MOE_FORMAT_BF16, 2 * is, h) +
+                                     matrix_bytes(MOE_FORMAT_BF16, h, is));
+    c.sink_macs = p.sink_experts * double(3 * is) * double(h);
+  }
+  return c;
+}
 
 int64_t active_experts(const Routing& r, const moe_problem& p) {
   std::set<int32_t> ids;
@@ -62,7 +140,8 @@ void add_bench(CLI::App& app, Discovery& d) {
   auto* cmd = app.add_subcommand(
       "bench",
       "Time one layer per token count on the selected backend: median of device-event "
-      "times, TFLOP/s, weight bytes/s and the ratio to the floor (ARCHITECTURE §8)");
+      "times, TFLOP/s, weight bytes/s and the ratio to the floor (ARCHITECTURE §8), after the "
+      "time to prepare the layer");
   static std::string config, tokens_list = "1,8,64,512,4096,16384", graph = "auto", jsonl,
                              device = "unknown", commit = "unknown", shape, dump_routing;
   static int iterations = 50, warmup = 10;
@@ -91,10 +170,20 @@ void add_bench(CLI::App& app, Discovery& d) {
     const auto reference = r.find("reference");
     const moe_problem p = cfg.problem.c();
     const std::string key = shape.empty() ? std::filesystem::path(config).stem().string() : shape;
-    const double wbytes_per_expert = double(w13_rows(p) + p.intermediate) * p.hidden * 2.0;
+    const LayerCost cost = layer_cost(p);
     std::cerr << fmt::format("bench {} on {}: {}\n", key, sel.plugin->name(), describe_problem(p));
     const LayerWeights weights = random_weights_fast(p, cfg.seed);
+    // Prepare as a model load would: weights -> layer, upload included, synchronised.
+    const auto prepare_start = std::chrono::steady_clock::now();
     const Layer layer = sel.plugin->prepare(p, weights.view(), cfg.options);
+    sel.plugin->sync();
+    const double prepare_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - prepare_start)
+            .count();
+    const double prepare_bytes = cost.bytes(p.local_experts);
+    std::cout << fmt::format(
+        "prepare: {:.1f} ms for {:.3f} GB of weights and scales ({:.2f} GB/s, upload included)\n",
+        prepare_ms, prepare_bytes * 1e-9, prepare_bytes * 1e-6 / prepare_ms);
     std::unique_ptr<Layer> ref_layer;
     std::cout << fmt::format("{:>7} {:>10} {:>9} {:>11} {:>10} {:>8} {:>6} {:>9}\n", "tokens", "ms",
                              "TFLOP/s", "weight TB/s", "floor ms", "x floor", "graph", "rel_err");
@@ -133,11 +222,10 @@ void add_bench(CLI::App& app, Discovery& d) {
       std::vector<double> times = sel.plugin->benchmark(args, warmup, iterations, pt.graph);
       std::sort(times.begin(), times.end());
       pt.ms = times[times.size() / 2];
-      const double flops = 2.0 * double(t) * p.top_k * wbytes_per_expert / 2.0;
-      const double wbytes = double(pt.active_experts) * wbytes_per_expert;
+      const double flops = cost.flops(p, t), wbytes = cost.bytes(pt.active_experts);
       pt.tflops = flops / (pt.ms * 1e9);
       pt.weight_tbps = wbytes / (pt.ms * 1e9);
-      pt.floor_ms = std::max(wbytes / (kHbmTbps * 1e9), flops / (kBf16PeakTflops * 1e9));
+      pt.floor_ms = cost.floor_ms(p, t, pt.active_experts);
       std::cout << fmt::format(
           "{:>7} {:>10.4f} {:>9.1f} {:>11.3f} {:>10.4f} {:>8.2f} {:>6} {:>9}\n", t, pt.ms,
           pt.tflops, pt.weight_tbps, pt.floor_ms, pt.ms / pt.floor_ms, pt.graph ? "yes" : "no",
@@ -167,7 +255,9 @@ void add_bench(CLI::App& app, Discovery& d) {
             {"rel_err", std::isnan(pt.rel_err) ? nlohmann::json() : nlohmann::json(pt.rel_err)},
             {"active_experts", pt.active_experts},
             {"iterations", iterations},
-            {"input_sets", sets}};
+            {"input_sets", sets},
+            {"prepare_ms", prepare_ms},
+            {"prepare_bytes", prepare_bytes}};
         std::ofstream(jsonl, std::ios::app) << rec.dump() << "\n";
       }
     }

@@ -11,6 +11,10 @@ namespace moe::trtllm {
 
 constexpr int64_t kDefaultBlockKBytes = 128;
 
+// Throws INVALID_ARGUMENT when block_k <= 0 and UNSUPPORTED when s.cols % block_k != 0, naming
+// `what`, K and block_k in elements and bytes.
+void check_block_major_k(const MatrixStack& s, int64_t block_k, const char* what);
+
 // `block_k` counts elements of s.elem_bytes. Throws UNSUPPORTED when cols % block_k != 0.
 Bytes to_block_major_k(ByteSpan in, const MatrixStack& s, int64_t block_k);
 // Inverse; `s` is the (batch, M, K) shape to restore.

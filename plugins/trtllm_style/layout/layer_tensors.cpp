@@ -1,11 +1,13 @@
 #include "layer_tensors.hpp"
 
 #include <cstring>
+#include <utility>
 
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
-#include "moe/sdk/plugin_sdk.hpp"
 #include "moe/sdk/problem.hpp"
+#include "moe/sdk/struct_io.hpp"
+#include "moe/sdk/tensor_checks.hpp"
 #include "moe/sdk/weights.hpp"
 
 namespace moe::trtllm {
@@ -17,10 +19,10 @@ int64_t elem_bytes(moe_dtype dtype) {
 }
 
 LayoutTensor empty_tensor(moe_dtype dtype, MatrixStack s) {
-  return {dtype, s, Bytes(size_t(s.bytes()), 0)};
+  return {dtype, s, {}};
 }
 
-// A weight matrix (rows, cols) of the format and its scales, stacked over `experts`.
+// A weight matrix (rows, cols) of the format and its scales, stacked over `experts`; no bytes.
 void matrix_geometry(moe_format format, int64_t experts, int64_t rows, int64_t cols,
                      LayoutTensor& q, LayoutTensor& scale) {
   const MatrixLayout m = matrix_layout(format, rows, cols);
@@ -35,19 +37,22 @@ void matrix_geometry(moe_format format, int64_t experts, int64_t rows, int64_t c
   }
 }
 
-LayoutTensor copy_tensor(const moe_tensor& t, const LayoutTensor& geometry) {
-  LayoutTensor out{static_cast<moe_dtype>(t.dtype), geometry.shape, {}};
+TensorView view_tensor(const moe_tensor& t, const LayoutTensor& geometry) {
+  TensorView out{static_cast<moe_dtype>(t.dtype), geometry.shape, {}};
   out.shape.elem_bytes = elem_bytes(out.dtype);
-  const auto* p = static_cast<const uint8_t*>(t.data);
-  out.bytes.assign(p, p + out.shape.bytes());
+  out.bytes = ByteSpan(static_cast<const uint8_t*>(t.data), size_t(out.shape.bytes()));
   return out;
 }
 
-LayoutTensor copy_bias(const moe_tensor& t, const char* name, int64_t experts, int64_t rows) {
+TensorView view_bias(const moe_tensor& t, const char* name, int64_t experts, int64_t rows) {
   if (t.data == nullptr) return {};
   const moe_dtype dt = t.dtype == MOE_DTYPE_F32 ? MOE_DTYPE_F32 : MOE_DTYPE_BF16;
   sdk::check_tensor(t, name, dt, {experts, rows});
-  return copy_tensor(t, {dt, {experts, rows, 1, elem_bytes(dt)}, {}});
+  return view_tensor(t, {dt, {experts, rows, 1, elem_bytes(dt)}, {}});
+}
+
+LayoutTensor copy_view(const TensorView& v) {
+  return {v.dtype, v.shape, Bytes(v.bytes.begin(), v.bytes.end())};
 }
 
 }  // namespace
@@ -57,7 +62,7 @@ LayerShape layer_shape(const moe_problem& p) {
           p.local_experts, p.hidden, p.intermediate};
 }
 
-LayerTensors canonical_geometry(const LayerShape& s, int64_t intermediate) {
+LayerTensors canonical_shapes(const LayerShape& s, int64_t intermediate) {
   MOE_CHECK(s.experts >= 0 && s.hidden > 0 && intermediate > 0, MOE_STATUS_INVALID_ARGUMENT,
             "layer shape: experts={}, hidden={}, intermediate={} must be positive", s.experts,
             s.hidden, intermediate);
@@ -68,30 +73,59 @@ LayerTensors canonical_geometry(const LayerShape& s, int64_t intermediate) {
   return t;
 }
 
-LayerTensors copy_canonical(const LayerShape& s, const moe_weights& w) {
-  const LayerTensors g = canonical_geometry(s, s.intermediate);
+LayerTensors canonical_geometry(const LayerShape& s, int64_t intermediate) {
+  LayerTensors t = canonical_shapes(s, intermediate);
+  for (LayoutTensor* x : {&t.w13, &t.w13_scale, &t.w2, &t.w2_scale})
+    if (x->present()) x->bytes.assign(size_t(x->shape.bytes()), 0);
+  return t;
+}
+
+TensorView view_of(const LayoutTensor& t) {
+  return {t.dtype, t.shape, ByteSpan(t.bytes)};
+}
+
+LayerView view_of(const LayerTensors& t) {
+  return {view_of(t.w13),      view_of(t.w13_scale), view_of(t.w2),
+          view_of(t.w2_scale), view_of(t.b13),       view_of(t.b2)};
+}
+
+LayerView view_canonical(const LayerShape& s, const moe_weights& w) {
+  const LayerTensors g = canonical_shapes(s, s.intermediate);
   const bool scalar_scales = s.format == MOE_FORMAT_FP8_TENSOR;  // canonical shape [E]
-  auto copy_matrix = [&](const moe_tensor& t, const LayoutTensor& geo, const char* name,
+  auto view_matrix = [&](const moe_tensor& t, const LayoutTensor& geo, const char* name,
                          bool scalar) {
-    if (!geo.present()) return LayoutTensor{};
+    if (!geo.present()) return TensorView{};
     const MatrixStack& m = geo.shape;
     if (scalar)
       sdk::check_tensor(t, name, geo.dtype, {m.batch});
     else
       sdk::check_tensor(t, name, geo.dtype, {m.batch, m.rows, m.cols});
-    return copy_tensor(t, geo);
+    return view_tensor(t, geo);
   };
+  LayerView v;
+  v.w13 = view_matrix(w.w13, g.w13, "w13", false);
+  v.w13_scale = view_matrix(w.w13_scale, g.w13_scale, "w13_scale", scalar_scales);
+  v.w2 = view_matrix(w.w2, g.w2, "w2", false);
+  v.w2_scale = view_matrix(w.w2_scale, g.w2_scale, "w2_scale", scalar_scales);
+  v.b13 = view_bias(w.b13, "b13", s.experts, g.w13.shape.rows);
+  v.b2 = view_bias(w.b2, "b2", s.experts, s.hidden);
+  return v;
+}
+
+LayerTensors copy_canonical(const LayerShape& s, const moe_weights& w) {
+  const LayerView v = view_canonical(s, w);
   LayerTensors t;
-  t.w13 = copy_matrix(w.w13, g.w13, "w13", false);
-  t.w13_scale = copy_matrix(w.w13_scale, g.w13_scale, "w13_scale", scalar_scales);
-  t.w2 = copy_matrix(w.w2, g.w2, "w2", false);
-  t.w2_scale = copy_matrix(w.w2_scale, g.w2_scale, "w2_scale", scalar_scales);
-  t.b13 = copy_bias(w.b13, "b13", s.experts, g.w13.shape.rows);
-  t.b2 = copy_bias(w.b2, "b2", s.experts, s.hidden);
+  for (auto [out, in] : {std::pair{&t.w13, &v.w13},
+                         {&t.w13_scale, &v.w13_scale},
+                         {&t.w2, &v.w2},
+                         {&t.w2_scale, &v.w2_scale},
+                         {&t.b13, &v.b13},
+                         {&t.b2, &v.b2}})
+    if (in->present()) *out = copy_view(*in);
   return t;
 }
 
-void check_layout_tensor(const LayoutTensor& t, const LayoutTensor& expected, const char* name) {
+void check_layout_tensor(const TensorView& t, const LayoutTensor& expected, const char* name) {
   MOE_CHECK(t.dtype == expected.dtype, MOE_STATUS_DTYPE_MISMATCH, "{}: expected dtype {}, got {}",
             name, dtype_name(expected.dtype), dtype_name(t.dtype));
   if (!expected.present()) return;
@@ -100,6 +134,10 @@ void check_layout_tensor(const LayoutTensor& t, const LayoutTensor& expected, co
                 a.elem_bytes == b.elem_bytes && int64_t(t.bytes.size()) == a.bytes(),
             MOE_STATUS_SHAPE_MISMATCH, "{}: expected {} ({} bytes), got {} ({} bytes)", name,
             to_string(b), b.bytes(), to_string(a), t.bytes.size());
+}
+
+void check_layout_tensor(const LayoutTensor& t, const LayoutTensor& expected, const char* name) {
+  check_layout_tensor(view_of(t), expected, name);
 }
 
 }  // namespace moe::trtllm

@@ -47,17 +47,39 @@ struct LayerTensors {
   LayoutTensor b2;         // (E, H, 1) bf16|f32, optional
 };
 
+// A tensor borrowed from the caller (moe_weights, or a LayerTensors that outlives the view):
+// prepare() reads canonical weights through these and never copies them first.
+struct TensorView {
+  moe_dtype dtype = MOE_DTYPE_INVALID;  // MOE_DTYPE_INVALID = absent
+  MatrixStack shape;
+  ByteSpan bytes;
+
+  bool present() const { return dtype != MOE_DTYPE_INVALID; }
+};
+
+struct LayerView {
+  TensorView w13, w13_scale, w2, w2_scale, b13, b2;  // as in LayerTensors
+};
+
+TensorView view_of(const LayoutTensor& t);
+LayerView view_of(const LayerTensors& t);
+
 // Shapes and dtypes of the canonical tensors of `shape` with intermediate size `intermediate`
-// (the padded size gives the padded geometry). Biases come back absent: their dtype is the
-// caller's choice, their shapes are (E, R13, 1) and (E, H, 1).
+// (the padded size gives the padded geometry), with empty buffers: nothing is allocated. Biases
+// come back absent: their dtype is the caller's choice, their shapes are (E, R13, 1) and (E, H, 1).
+LayerTensors canonical_shapes(const LayerShape& shape, int64_t intermediate);
+// canonical_shapes() with every present tensor's bytes allocated and zeroed.
 LayerTensors canonical_geometry(const LayerShape& shape, int64_t intermediate);
 
 // Checks the routed-expert tensors of `w` against `shape` (dtype, shape, contiguity; errors name
-// the tensor and both shapes) and copies them. Biases are copied when present.
+// the tensor and both shapes) and returns views of them, biases included when present.
+LayerView view_canonical(const LayerShape& shape, const moe_weights& w);
+// The same checks, then a copy of the viewed bytes.
 LayerTensors copy_canonical(const LayerShape& shape, const moe_weights& w);
 
 // Throws SHAPE_MISMATCH / DTYPE_MISMATCH naming `name` when `t` does not have `expected`'s dtype
 // and shape, or its byte count is wrong.
+void check_layout_tensor(const TensorView& t, const LayoutTensor& expected, const char* name);
 void check_layout_tensor(const LayoutTensor& t, const LayoutTensor& expected, const char* name);
 
 }  // namespace moe::trtllm

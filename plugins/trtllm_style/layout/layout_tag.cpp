@@ -101,7 +101,7 @@ std::string describe(const LayoutTag& t) {
   if (step == 0) line("  (none: canonical layout)\n");
 
   line("tensors:\n");
-  const LayerTensors g = canonical_geometry(s, t.padded_intermediate);
+  const LayerTensors g = canonical_shapes(s, t.padded_intermediate);
   describe_matrix(out, "w13", g.w13, g.w13_scale, t);
   describe_matrix(out, "w2", g.w2, g.w2_scale, t);
   if (t.bias) {

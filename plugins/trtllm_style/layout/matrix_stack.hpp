@@ -9,9 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "byte_alloc.hpp"
+
 namespace moe::trtllm {
 
-using Bytes = std::vector<uint8_t>;
+// Bytes(n) leaves the bytes uninitialised; Bytes(n, 0) zeroes them (byte_alloc.hpp).
+using Bytes = std::vector<uint8_t, CountingAllocator<uint8_t>>;
 using ByteSpan = std::span<const uint8_t>;
 
 struct MatrixStack {

@@ -34,6 +34,10 @@ int64_t padded_intermediate(const LayerShape& shape, int64_t multiple = 0);
 // copied, new elements are zero, elements beyond the new extents are dropped.
 Bytes resize_matrices(ByteSpan in, const MatrixStack& s, int64_t new_rows, int64_t new_cols);
 
+// Throws INVALID_ARGUMENT when padded < I or an fp4 size is odd, UNSUPPORTED for the fp8_block
+// case above; both sizes are named.
+void check_padded_intermediate(const LayerShape& shape, int64_t padded);
+
 // Canonical tensors with intermediate shape.intermediate -> tensors of intermediate `padded`.
 // Throws INVALID_ARGUMENT when padded < I or an fp4 size is odd, UNSUPPORTED for the fp8_block
 // case above; both sizes are named.

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <numeric>
+
+#include "gather.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "padding.hpp"
-#include "row_ops.hpp"
 #include "scale_floor.hpp"
 #include "scale_swizzle.hpp"
 
@@ -13,35 +15,8 @@ namespace moe::trtllm {
 
 namespace {
 
-// Runs `fn` on a present tensor's bytes; errors are prefixed with the tensor's name.
-template <class Fn>
-void apply(LayoutTensor& t, const char* name, Fn&& fn) {
-  if (!t.present()) return;
-  try {
-    t.bytes = fn(ByteSpan(t.bytes), t.shape);
-  } catch (const Error& e) {
-    throw Error(e.status(), fmt::format("{}: {}", name, e.what()));
-  }
-}
-
-// A row permutation of w13 moves everything whose rows follow w13's: the weights, b13 and the
-// per-row scales of mx*/nvfp4. fp8_block's 128-row scale blocks move only in the w31 swap.
-template <class Fn>
-void on_w13_rows(LayerTensors& t, moe_format f, Fn&& fn) {
-  apply(t.w13, "w13", fn);
-  apply(t.b13, "b13", fn);
-  if (has_row_scales(f)) apply(t.w13_scale, "w13_scale", fn);
-}
-
-// Same for w2's rows (H): the weights, b2 and per-row scales.
-template <class Fn>
-void on_w2_rows(LayerTensors& t, moe_format f, Fn&& fn) {
-  apply(t.w2, "w2", fn);
-  apply(t.b2, "b2", fn);
-  if (has_row_scales(f)) apply(t.w2_scale, "w2_scale", fn);
-}
-
-LayoutTag make_tag(const LayerShape& s, const LayerTensors& t, const PrepareOptions& o) {
+LayoutTag make_tag(const LayerShape& s, int64_t w13_elem_bytes, bool bias,
+                   const PrepareOptions& o) {
   const bool fp8b = s.format == MOE_FORMAT_FP8_BLOCK;
   MOE_CHECK(o.epilogue_tile_m >= 0, MOE_STATUS_INVALID_ARGUMENT,
             "prepare: epilogue_tile_m={} must be >= 0 (0 = no row shuffle)", o.epilogue_tile_m);
@@ -59,14 +34,14 @@ LayoutTag make_tag(const LayerShape& s, const LayerTensors& t, const PrepareOpti
   tag.shuffle_block = o.epilogue_tile_m > 0 ? shuffle_block_size(o.epilogue_tile_m) : 0;
   tag.scales_swizzled = o.swizzle_scales && has_row_scales(s.format);
   if (o.block_major_k) {
-    const int64_t elem = t.w13.shape.elem_bytes;
-    MOE_CHECK(o.block_k_bytes > 0 && o.block_k_bytes % elem == 0, MOE_STATUS_INVALID_ARGUMENT,
+    MOE_CHECK(o.block_k_bytes > 0 && o.block_k_bytes % w13_elem_bytes == 0,
+              MOE_STATUS_INVALID_ARGUMENT,
               "prepare: block_k_bytes={} must be a positive multiple of the {}-byte element",
-              o.block_k_bytes, elem);
+              o.block_k_bytes, w13_elem_bytes);
     tag.block_k_bytes = o.block_k_bytes;
   }
   tag.fp8_scale_floor = fp8b && o.fp8_scale_floor;
-  tag.bias = t.b13.present() || t.b2.present();
+  tag.bias = bias;
   MOE_CHECK(!(tag.w31 && fp8b && tag.padded_intermediate % kFp8BlockSize != 0),
             MOE_STATUS_UNSUPPORTED,
             "prepare: w31 swap of fp8_block w13 needs I to be a multiple of 128 (I={}, padded "
@@ -75,102 +50,157 @@ LayoutTag make_tag(const LayerShape& s, const LayerTensors& t, const PrepareOpti
   return tag;
 }
 
-MatrixStack swizzled_shape(const MatrixStack& s) {
-  return {s.batch, round_up(s.rows, 128), round_up(s.cols, 4), s.elem_bytes};
+// Runs `fn` (which builds a row map or checks a shape); errors are prefixed with `name`, as the
+// step functions' errors are in the step-by-step pipeline.
+template <class Fn>
+auto named(const char* name, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    throw Error(e.status(), fmt::format("{}: {}", name, e.what()));
+  }
+}
+
+RowMap identity(int64_t rows) {
+  RowMap m(static_cast<size_t>(rows));
+  std::iota(m.begin(), m.end(), int64_t(0));
+  return m;
+}
+
+// The padding step as a gather map, rows `from` -> `to`: unchanged when equal; else per half when
+// `halves` (gate rows, then up rows, each followed by its zero rows) or zero rows appended.
+RowMap pad_map(int64_t from, int64_t to, bool halves, const char* name) {
+  if (from == to) return identity(to);
+  RowMap m(size_t(to), kZeroRow);
+  if (!halves) {
+    std::iota(m.begin(), m.begin() + std::min(from, to), int64_t(0));
+    return m;
+  }
+  MOE_CHECK(from % 2 == 0 && to % 2 == 0, MOE_STATUS_INVALID_ARGUMENT,
+            "{}: gate/up halves need even row counts, got {} -> {}", name, from, to);
+  const int64_t hf = from / 2, ht = to / 2;
+  for (int64_t d = 0; d < to; ++d)
+    if (d % ht < hf) m[size_t(d)] = d / ht * hf + d % ht;
+  return m;
+}
+
+// Final row -> padded row of w13 (and everything that follows its rows): w31, then the gated
+// interleave, then the row shuffle.
+RowMap w13_order(const LayoutTag& tag, int64_t rows) {
+  RowMap m = identity(rows);
+  named("w13", [&] {
+    if (tag.w31) m = compose(m, w31_row_map(rows));
+    if (tag.gated_interleave) m = compose(m, interleave_row_map(rows));
+    if (tag.shuffle_block > 0) m = compose(m, shuffle_row_map(rows, tag.epilogue_tile_m));
+    return 0;
+  });
+  return m;
+}
+
+// Final row -> row of w2 (rows = H): the row shuffle only.
+RowMap w2_order(const LayoutTag& tag, int64_t rows) {
+  if (tag.shuffle_block == 0) return identity(rows);
+  return named("w2", [&] { return shuffle_row_map(rows, tag.epilogue_tile_m); });
+}
+
+// The bias geometry: (E, rows, 1) in the dtype the caller chose.
+LayoutTensor bias_geometry(const TensorView& b, int64_t rows) {
+  if (!b.present()) return {};
+  return {b.dtype, {b.shape.batch, rows, 1, b.shape.elem_bytes}, {}};
+}
+
+// The prepared tensor `out` (dtype and logical shape of `dst`) from `in`, its rows by `order` after
+// the padding map (rows of `in` -> rows of `dst`, per half when `halves`).
+GatherJob job(const TensorView& in, const LayoutTensor& dst, LayoutTensor& out, bool halves,
+              const RowMap* order, const char* name) {
+  out = {dst.dtype, dst.shape, {}};
+  RowMap rows = pad_map(in.shape.rows, dst.shape.rows, halves, name);
+  if (order != nullptr) rows = compose(rows, *order);
+  return {{in.shape, dst.shape, std::move(rows)}, in.bytes, &out.bytes};
 }
 
 }  // namespace
 
-PreparedLayer prepare(const LayerShape& s, const LayerTensors& canonical, const PrepareOptions& o) {
-  const LayoutTag tag = make_tag(s, canonical, o);
-  LayerTensors t = pad_intermediate(s, canonical, tag.padded_intermediate);
-  const bool fp8b = s.format == MOE_FORMAT_FP8_BLOCK;
+PreparedLayer prepare(const LayerShape& s, const LayerView& in, const PrepareOptions& o) {
+  const LayoutTag tag =
+      make_tag(s, in.w13.shape.elem_bytes, in.b13.present() || in.b2.present(), o);
+  const int64_t padded = tag.padded_intermediate;
 
-  if (tag.w31) {
-    on_w13_rows(t, s.format, swap_halves);
-    if (fp8b) apply(t.w13_scale, "w13_scale", swap_halves);  // whole 128-row blocks
+  // The inputs, checked as the padding step checks them.
+  check_padded_intermediate(s, padded);
+  const LayerTensors from = canonical_shapes(s, s.intermediate), to = canonical_shapes(s, padded);
+  check_layout_tensor(in.w13, from.w13, "w13");
+  check_layout_tensor(in.w13_scale, from.w13_scale, "w13_scale");
+  check_layout_tensor(in.w2, from.w2, "w2");
+  check_layout_tensor(in.w2_scale, from.w2_scale, "w2_scale");
+  check_layout_tensor(in.b13, bias_geometry(in.b13, from.w13.shape.rows), "b13");
+  check_layout_tensor(in.b2, bias_geometry(in.b2, s.hidden), "b2");
+
+  const RowMap order13 = w13_order(tag, to.w13.shape.rows), order2 = w2_order(tag, s.hidden);
+  const bool row_scales = has_row_scales(s.format), fp8b = s.format == MOE_FORMAT_FP8_BLOCK;
+  // fp8_block's 128-row scale blocks move with the w31 swap only (prepare.hpp, NOTES).
+  RowMap order13_blocks;
+  if (fp8b) {
+    order13_blocks = identity(to.w13_scale.shape.rows);
+    if (tag.w31)
+      order13_blocks = named("w13_scale", [&] { return w31_row_map(to.w13_scale.shape.rows); });
   }
-  if (tag.gated_interleave) on_w13_rows(t, s.format, interleave_gated_rows);
-  if (tag.shuffle_block > 0) {
-    auto shuffle = [tile_m = tag.epilogue_tile_m](ByteSpan in, const MatrixStack& m) {
-      return shuffle_rows(in, m, tile_m);
-    };
-    on_w13_rows(t, s.format, shuffle);
-    on_w2_rows(t, s.format, shuffle);
+
+  PreparedLayer out{tag, {}};
+  LayerTensors& t = out.tensors;
+  std::vector<GatherJob> jobs;
+  jobs.push_back(job(in.w13, to.w13, t.w13, s.gated, &order13, "w13"));
+  jobs.push_back(job(in.w2, to.w2, t.w2, false, &order2, "w2"));
+  if (in.b13.present())
+    jobs.push_back(
+        job(in.b13, bias_geometry(in.b13, to.w13.shape.rows), t.b13, s.gated, &order13, "b13"));
+  if (in.b2.present())
+    jobs.push_back(job(in.b2, bias_geometry(in.b2, s.hidden), t.b2, false, &order2, "b2"));
+  if (in.w13_scale.present()) {
+    // fp8_tensor's per-expert scalar has one row and never moves.
+    const bool halves = s.gated && s.format != MOE_FORMAT_FP8_TENSOR;
+    const RowMap* order = row_scales ? &order13 : fp8b ? &order13_blocks : nullptr;
+    jobs.push_back(job(in.w13_scale, to.w13_scale, t.w13_scale, halves, order, "w13_scale"));
+    jobs.back().plan.swizzle = tag.scales_swizzled;
   }
-  if (tag.scales_swizzled) {
-    apply(t.w13_scale, "w13_scale", swizzle_scales_128x4);
-    apply(t.w2_scale, "w2_scale", swizzle_scales_128x4);
-    t.w13_scale.shape = swizzled_shape(t.w13_scale.shape);
-    t.w2_scale.shape = swizzled_shape(t.w2_scale.shape);
+  if (in.w2_scale.present()) {
+    jobs.push_back(job(in.w2_scale, to.w2_scale, t.w2_scale, false, row_scales ? &order2 : nullptr,
+                       "w2_scale"));
+    jobs.back().plan.swizzle = tag.scales_swizzled;
   }
   if (tag.block_k_bytes > 0) {
-    auto to_block = [&tag](ByteSpan in, const MatrixStack& m) {
-      return to_block_major_k(in, m, tag.block_k_bytes / m.elem_bytes);
-    };
-    apply(t.w13, "w13", to_block);
-    apply(t.w2, "w2", to_block);
+    for (GatherJob* j : {&jobs[0], &jobs[1]}) {
+      j->plan.block_k = tag.block_k_bytes / j->plan.dst.elem_bytes;
+      named(j == &jobs[0] ? "w13" : "w2", [&] {
+        check_block_major_k(j->plan.dst, j->plan.block_k, "BlockMajorK");
+        return 0;
+      });
+    }
+  }
+
+  run_gathers(jobs);
+  if (tag.scales_swizzled) {
+    t.w13_scale.shape = swizzled_shape(t.w13_scale.shape);
+    t.w2_scale.shape = swizzled_shape(t.w2_scale.shape);
   }
   if (tag.fp8_scale_floor) {
     raise_small_scales(t.w13_scale.bytes);
     raise_small_scales(t.w2_scale.bytes);
   }
-  return {tag, std::move(t)};
+  return out;
 }
 
-LayoutTag plan_layout(const LayerShape& s, bool bias, const PrepareOptions& o) {
-  LayerTensors geometry = canonical_geometry(s, s.intermediate);
-  if (bias) geometry.b13.dtype = geometry.b2.dtype = MOE_DTYPE_F32;
-  return make_tag(s, geometry, o);
+PreparedLayer prepare(const LayerShape& s, const LayerTensors& canonical, const PrepareOptions& o) {
+  return prepare(s, view_of(canonical), o);
 }
 
 PreparedLayer prepare(const LayerShape& s, const moe_weights& w, const PrepareOptions& o) {
-  return prepare(s, copy_canonical(s, w), o);
+  return prepare(s, view_canonical(s, w), o);
 }
 
-LayerTensors unprepare(const PreparedLayer& prepared) {
-  const LayoutTag& tag = prepared.tag;
-  const LayerShape& s = tag.shape;
-  LayerTensors t = prepared.tensors;
-
-  // Every prepared tensor must have the shape prepare() gives it.
-  const LayerTensors canonical_padded = canonical_geometry(s, tag.padded_intermediate);
-  LayerTensors expected = canonical_padded;
-  if (tag.scales_swizzled) {
-    expected.w13_scale.shape = swizzled_shape(expected.w13_scale.shape);
-    expected.w2_scale.shape = swizzled_shape(expected.w2_scale.shape);
-  }
-  check_layout_tensor(t.w13, expected.w13, "w13");
-  check_layout_tensor(t.w13_scale, expected.w13_scale, "w13_scale");
-  check_layout_tensor(t.w2, expected.w2, "w2");
-  check_layout_tensor(t.w2_scale, expected.w2_scale, "w2_scale");
-
-  if (tag.block_k_bytes > 0) {
-    auto from_block = [&tag](ByteSpan in, const MatrixStack& m) {
-      return from_block_major_k(in, m, tag.block_k_bytes / m.elem_bytes);
-    };
-    apply(t.w13, "w13", from_block);
-    apply(t.w2, "w2", from_block);
-  }
-  if (tag.scales_swizzled) {
-    t.w13_scale.shape = canonical_padded.w13_scale.shape;
-    t.w2_scale.shape = canonical_padded.w2_scale.shape;
-    apply(t.w13_scale, "w13_scale", unswizzle_scales_128x4);
-    apply(t.w2_scale, "w2_scale", unswizzle_scales_128x4);
-  }
-  if (tag.shuffle_block > 0) {
-    auto unshuffle = [tile_m = tag.epilogue_tile_m](ByteSpan in, const MatrixStack& m) {
-      return unshuffle_rows(in, m, tile_m);
-    };
-    on_w13_rows(t, s.format, unshuffle);
-    on_w2_rows(t, s.format, unshuffle);
-  }
-  if (tag.gated_interleave) on_w13_rows(t, s.format, deinterleave_gated_rows);
-  if (tag.w31) {
-    on_w13_rows(t, s.format, swap_halves);
-    if (s.format == MOE_FORMAT_FP8_BLOCK) apply(t.w13_scale, "w13_scale", swap_halves);
-  }
-  return unpad_intermediate(s, t, tag.padded_intermediate);
+LayoutTag plan_layout(const LayerShape& s, bool bias, const PrepareOptions& o) {
+  const LayerTensors geometry = canonical_shapes(s, s.intermediate);
+  return make_tag(s, geometry.w13.shape.elem_bytes, bias, o);
 }
 
 }  // namespace moe::trtllm

@@ -23,6 +23,14 @@
 // is refused. The w31 swap moves whole 128-row scale blocks and needs P % 128 == 0. The row
 // shuffle leaves fp8_block scales alone: its 16- or 32-row blocks nest inside the 128-row scale
 // blocks. fp8_tensor's per-expert scale never moves.
+//
+// NOTES: one pass. The steps above are the definition (prepare_steps.hpp runs them one by one,
+// a copy of the layer each); prepare() composes them: steps 1-4 are row maps (destination row ->
+// source row, or a zero row), composed into one map per tensor; padding along I of w2 zeroes the
+// tail of each row; steps 5 and 6 only decide where a row's bytes are stored; step 7 runs on the
+// result. So each prepared tensor is allocated once and written once, straight from the caller's
+// canonical bytes (never copied first), in parallel over experts and row blocks (gather.hpp).
+// A DeepSeek-V3 bf16 layer is 22.5 GB: the host holds the input and one prepared copy, no more.
 #pragma once
 
 #include <cstdint>
@@ -55,11 +63,15 @@ struct PreparedLayer {
   LayerTensors tensors;
 };
 
-// Throws moe::Error naming the tensor and sizes when a step cannot take the shape (e.g. H not a
-// multiple of the shuffle block, K not a multiple of block_k, fp8_block gated with I % 128).
+// Reads `canonical` (borrowed for the call) and allocates only the prepared tensors. Throws
+// moe::Error naming the tensor and sizes when a step cannot take the shape (e.g. H not a multiple
+// of the shuffle block, K not a multiple of block_k, fp8_block gated with I % 128).
+PreparedLayer prepare(const LayerShape& shape, const LayerView& canonical,
+                      const PrepareOptions& options = {});
 PreparedLayer prepare(const LayerShape& shape, const LayerTensors& canonical,
                       const PrepareOptions& options = {});
-// Validates and copies the routed-expert tensors of `w` (copy_canonical), then prepares them.
+// Validates the routed-expert tensors of `w` (view_canonical) and prepares them from the
+// caller's bytes, without copying them first.
 PreparedLayer prepare(const LayerShape& shape, const moe_weights& w,
                       const PrepareOptions& options = {});
 

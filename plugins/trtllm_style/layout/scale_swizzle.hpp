@@ -28,6 +28,11 @@ inline int64_t swizzled_elems(int64_t rows, int64_t cols) {
   return round_up(rows, 128) * round_up(cols, 4);
 }
 
+// The stored shape of a swizzled stack: (batch, round_up(rows, 128), round_up(cols, 4)).
+inline MatrixStack swizzled_shape(const MatrixStack& s) {
+  return {s.batch, round_up(s.rows, 128), round_up(s.cols, 4), s.elem_bytes};
+}
+
 // (batch, rows, cols) row-major -> (batch, swizzled_elems(rows, cols)), padding zeroed.
 Bytes swizzle_scales_128x4(ByteSpan in, const MatrixStack& s);
 

@@ -8,7 +8,8 @@
 
 #include "grouped_gemm.hpp"
 #include "moe/sdk/formats.hpp"
-#include "moe/sdk/plugin_sdk.hpp"
+#include "moe/sdk/struct_io.hpp"
+#include "moe/sdk/tensor_checks.hpp"
 #include "moe/sdk/weights.hpp"
 #include "moe_cuda/activation.hpp"
 #include "moe_cuda/permute.hpp"
@@ -25,12 +26,10 @@ int64_t rows_per_token(const moe_problem& p) {
   return p.top_k + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
 }
 
-// Canonical bf16 [E, rows, cols] bytes of a moe_tensor as a LayoutTensor.
-LayoutTensor layout_tensor(const moe_tensor& t, int64_t e, int64_t rows, int64_t cols) {
-  LayoutTensor out{MOE_DTYPE_BF16, MatrixStack{e, rows, cols, 2}, {}};
-  const auto* b = static_cast<const uint8_t*>(t.data);
-  out.bytes.assign(b, b + out.shape.bytes());
-  return out;
+// The caller's canonical bf16 [E, rows, cols] tensor (checked by check_weights), read in place.
+TensorView bf16_view(const moe_tensor& t, int64_t e, int64_t rows, int64_t cols) {
+  const MatrixStack s{e, rows, cols, 2};
+  return {MOE_DTYPE_BF16, s, ByteSpan(static_cast<const uint8_t*>(t.data), size_t(s.bytes()))};
 }
 
 // A bias LayoutTensor (E, rows, 1) as floats, appended to `out`.
@@ -121,53 +120,57 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   const PrepareOptions opts = layout_options(options);
   const bool gated = is_gated(static_cast<moe_activation>(p.activation));
   const int64_t h = p.hidden;
-
-  // Routed experts, then sinks, then the shared expert: each prepared the same way.
-  std::vector<PreparedLayer> parts;
   const LayerShape routed = layer_shape(p);
-  parts.push_back(prepare(routed, w, opts));
-  tag_ = parts[0].tag;
-  padded_i_ = tag_.padded_intermediate;
+  padded_i_ = plan_layout(routed, w.b13.data != nullptr, opts).padded_intermediate;
   n1_ = gated ? 2 * padded_i_ : padded_i_;
-  auto prepare_extra = [&](const moe_tensor& w13, const moe_tensor& w2, int64_t count) {
-    LayerShape s{MOE_FORMAT_BF16, gated, count, h, p.intermediate};
-    LayerTensors t;
-    t.w13 = layout_tensor(w13, count, gated ? 2 * p.intermediate : p.intermediate, h);
-    t.w2 = layout_tensor(w2, count, h, p.intermediate);
-    parts.push_back(prepare(s, t, opts));
-  };
-  if (p.sink_experts > 0) prepare_extra(w.sink_w13, w.sink_w2, p.sink_experts);
-  if (p.shared_intermediate > 0) prepare_extra(w.shared_w13, w.shared_w2, 1);
   groups_ = p.local_experts + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
 
-  // Upload every group's weights back to back, and a pointer per group.
-  size_t w13_bytes = 0, w2_bytes = 0;
-  for (const auto& part : parts) {
-    w13_bytes += part.tensors.w13.bytes.size();
-    w2_bytes += part.tensors.w2.bytes.size();
-  }
-  w13_ = DeviceBuffer(w13_bytes);
-  w2_ = DeviceBuffer(w2_bytes);
-  std::vector<const void*> p13, p2;
+  // Routed experts, then sinks, then the shared expert, each prepared the same way from the
+  // caller's bytes (no host copy first) and uploaded straight from the prepared buffers, which
+  // are freed before the next part: the host never holds more than one prepared copy.
+  const size_t w13_group = size_t(n1_ * h * 2), w2_group = size_t(h * padded_i_ * 2);
+  w13_ = DeviceBuffer(w13_group * size_t(groups_));
+  w2_ = DeviceBuffer(w2_group * size_t(groups_));
   std::vector<float> b13, b2;
-  size_t o13 = 0, o2 = 0;
-  for (const auto& part : parts) {
+  int64_t group = 0;
+  auto upload = [&](const PreparedLayer& part) {
     const LayerTensors& t = part.tensors;
-    w13_.upload(t.w13.bytes.data(), t.w13.bytes.size(), o13);
-    w2_.upload(t.w2.bytes.data(), t.w2.bytes.size(), o2);
-    for (int64_t e = 0; e < t.w13.shape.batch; ++e) {
-      p13.push_back(static_cast<const char*>(w13_.get()) + o13 + e * t.w13.shape.matrix_bytes());
-      p2.push_back(static_cast<const char*>(w2_.get()) + o2 + e * t.w2.shape.matrix_bytes());
-    }
-    o13 += t.w13.bytes.size();
-    o2 += t.w2.bytes.size();
+    const int64_t count = t.w13.shape.batch;
+    MOE_CHECK(t.w13.bytes.size() == w13_group * size_t(count) &&
+                  t.w2.bytes.size() == w2_group * size_t(count) && group + count <= groups_,
+              MOE_STATUS_INTERNAL,
+              "trtllm_style: prepared {} groups of {} + {} bytes, expected {} + {}", count,
+              t.w13.bytes.size(), t.w2.bytes.size(), w13_group, w2_group);
+    w13_.upload(t.w13.bytes.data(), t.w13.bytes.size(), size_t(group) * w13_group);
+    w2_.upload(t.w2.bytes.data(), t.w2.bytes.size(), size_t(group) * w2_group);
     if (t.b13.present()) {
       append_bias(b13, t.b13);
       append_bias(b2, t.b2);
     } else {
-      b13.resize(b13.size() + size_t(t.w13.shape.batch * n1_), 0.0f);
-      b2.resize(b2.size() + size_t(t.w2.shape.batch * h), 0.0f);
+      b13.resize(b13.size() + size_t(count * n1_), 0.0f);
+      b2.resize(b2.size() + size_t(count * h), 0.0f);
     }
+    group += count;
+  };
+  {
+    const PreparedLayer part = prepare(routed, w, opts);
+    tag_ = part.tag;
+    upload(part);
+  }
+  auto prepare_extra = [&](const moe_tensor& w13, const moe_tensor& w2, int64_t count) {
+    const LayerShape s{MOE_FORMAT_BF16, gated, count, h, p.intermediate};
+    LayerView v;
+    v.w13 = bf16_view(w13, count, gated ? 2 * p.intermediate : p.intermediate, h);
+    v.w2 = bf16_view(w2, count, h, p.intermediate);
+    upload(prepare(s, v, opts));
+  };
+  if (p.sink_experts > 0) prepare_extra(w.sink_w13, w.sink_w2, p.sink_experts);
+  if (p.shared_intermediate > 0) prepare_extra(w.shared_w13, w.shared_w2, 1);
+
+  std::vector<const void*> p13, p2;
+  for (int64_t g = 0; g < groups_; ++g) {
+    p13.push_back(static_cast<const char*>(w13_.get()) + size_t(g) * w13_group);
+    p2.push_back(static_cast<const char*>(w2_.get()) + size_t(g) * w2_group);
   }
   w13_ptrs_ = upload_vector(p13);
   w2_ptrs_ = upload_vector(p2);
