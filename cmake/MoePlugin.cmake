@@ -14,6 +14,13 @@ function(moe_add_plugin name)
     OUTPUT_NAME moe_${name}
     LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR})
   target_link_libraries(${target} PRIVATE moe_sdk ${ARG_LIBS})
+  # Switches on ABI enums list every case (docs/design.md §2): a value added to the ABI then shows
+  # up at compile time. In-tree plugins treat it as an error.
+  if(MOE_STRICT_ENUM_SWITCH)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror=switch-enum>)
+  else()
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wswitch-enum>)
+  endif()
   # Static archives stay private to the plugin; a missing symbol fails the link, not the load.
   target_link_options(${target} PRIVATE -Wl,--exclude-libs,ALL -Wl,--no-undefined)
   if(ARG_OUTPUT_DIR STREQUAL MOE_OUTPUT_PLUGIN_DIR)

@@ -30,12 +30,16 @@ void print_plugin(const Plugin& p, bool verbose) {
                            i.version, p.api().abi_major, p.api().abi_minor, i.priority,
                            memory_name(i.memory));
   if (!aliases.empty()) std::cout << "  aliases:     " << aliases << "\n";
-  std::cout << "  formats:     " << mask_names(i.format_mask, fmt_name, MOE_FORMAT_COUNT_) << "\n"
-            << "  activations: " << mask_names(i.activation_mask, act_name, MOE_ACTIVATION_COUNT_)
-            << "\n"
-            << "  routes:      " << mask_names(i.routing_mask, route_name, MOE_ROUTING_COUNT_)
-            << "\n";
-  if (verbose) std::cout << "  about:       " << i.description << "\n";
+  std::cout << "  formats:     " << mask_names(i.format_mask, fmt_name) << "\n"
+            << "  activations: " << mask_names(i.activation_mask, act_name) << "\n"
+            << "  routes:      " << mask_names(i.routing_mask, route_name) << "\n";
+  if (verbose) {
+    std::cout << "  about:       " << i.description << "\n";
+    if (i.build)
+      std::cout << fmt::format("  built with:  SDK {}, {}, CUDA runtime {}, targets {}\n",
+                               i.build->sdk_version, i.build->compiler, i.build->cuda_runtime,
+                               i.build->targets);
+  }
   std::cout << "  file:        " << p.path().string() << "\n";
 }
 

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "moe/sdk/error.hpp"
 #include "run_ep.hpp"
 
 #ifdef MOE_WITH_EP
@@ -16,7 +17,6 @@
 #include "moe/conformance.hpp"
 #include "moe/ep.hpp"
 #include "moe/runner.hpp"
-#include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
 #include "moe/selection.hpp"
 #endif

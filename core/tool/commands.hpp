@@ -30,5 +30,6 @@ constexpr int kExitMismatch = 3;  // a result disagrees with the reference
 // Set by a subcommand's callback; returned by main.
 int& exit_code();
 
-std::string mask_names(uint32_t mask, const char* (*name)(int), int count);
+// The names of the bits set in a capability mask, e.g. "bf16,fp8_block"; "-" when none.
+std::string mask_names(uint32_t mask, const char* (*name)(int));
 }  // namespace moe::tool

@@ -15,10 +15,13 @@ int& exit_code() {
   return code;
 }
 
-std::string mask_names(uint32_t mask, const char* (*name)(int), int count) {
+std::string mask_names(uint32_t mask, const char* (*name)(int)) {
   std::string out;
-  for (int i = 0; i < count; ++i)
-    if (mask >> i & 1u) out += (out.empty() ? "" : ",") + std::string(name(i));
+  for (int i = 0; i < 32; ++i) {
+    if (!(mask >> i & 1u)) continue;
+    const std::string n = name(i);  // a value newer than this build: its number
+    out += (out.empty() ? "" : ",") + (n == "invalid" ? "#" + std::to_string(i) : n);
+  }
   return out.empty() ? "-" : out;
 }
 

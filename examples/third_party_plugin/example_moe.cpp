@@ -4,7 +4,8 @@
 #include <cmath>
 
 #include "moe/sdk/formats.hpp"
-#include "moe/sdk/plugin_sdk.hpp"
+#include "moe/sdk/struct_io.hpp"
+#include "moe/sdk/tensor_checks.hpp"
 #include "moe/sdk/weights.hpp"
 
 namespace example {
@@ -17,6 +18,7 @@ std::vector<float> to_float(const moe_tensor& t, int64_t n) {
   return out;
 }
 
+// Only the activations the declaration lists reach here.
 float activate(moe_activation a, float g, float u) {
   if (a == MOE_ACTIVATION_GELU_MUL) return 0.5f * g * (1.0f + std::erf(g * float(M_SQRT1_2))) * u;
   return g / (1.0f + std::exp(-g)) * u;  // silu_mul
@@ -24,18 +26,18 @@ float activate(moe_activation a, float g, float u) {
 
 }  // namespace
 
-Refusal check_support(const moe_problem& p) {
-  if (p.format != MOE_FORMAT_BF16) return {MOE_REASON_FORMAT, "only bf16 weights"};
-  if (p.input_format != MOE_INPUT_BF16) return {MOE_REASON_INPUT_FORMAT, "only bf16 activations"};
-  if (p.activation != MOE_ACTIVATION_SILU_MUL &&
-      (p.activation != MOE_ACTIVATION_GELU_MUL || p.gelu_tanh))
-    return {MOE_REASON_ACTIVATION, "only silu_mul and erf gelu_mul"};
-  if (p.expert_bias) return {MOE_REASON_BIAS, "no expert biases"};
+moe::sdk::Verdict check_support(const moe_problem& p) {
+  using moe::sdk::Verdict;
+  if (p.input_format != MOE_INPUT_BF16)
+    return Verdict::no(MOE_REASON_INPUT_FORMAT, "only bf16 activations");
+  if (p.activation == MOE_ACTIVATION_GELU_MUL && p.gelu_tanh)
+    return Verdict::no(MOE_REASON_ACTIVATION, "only the erf form of gelu_mul");
+  if (p.expert_bias) return Verdict::no(MOE_REASON_BIAS, "no expert biases");
   if (p.shared_intermediate || p.sink_experts)
-    return {MOE_REASON_SHARED, "no shared or sink experts"};
+    return Verdict::no(MOE_REASON_SHARED, "no shared or sink experts");
   if (p.ep_placement != MOE_EP_NONE || p.redundant_experts)
-    return {MOE_REASON_EP, "no expert parallelism"};
-  return {};
+    return Verdict::no(MOE_REASON_EP, "no expert parallelism");
+  return Verdict::yes("bf16, silu_mul or erf gelu_mul, softmax or sigmoid top-k");
 }
 
 Layer::Layer(const moe_problem& p, const moe_weights& w) : p_(p) {

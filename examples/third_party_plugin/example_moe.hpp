@@ -7,15 +7,12 @@
 #include <vector>
 
 #include "moe/abi/moe_abi.h"
+#include "moe/sdk/verdict.hpp"
 
 namespace example {
 
-// Empty when the problem is supported, else the reason code and a sentence.
-struct Refusal {
-  moe_reason reason = MOE_REASON_NONE;
-  std::string message;
-};
-Refusal check_support(const moe_problem& p);
+// Yes, or the reason code and a sentence, for what the declared lists do not cover.
+moe::sdk::Verdict check_support(const moe_problem& p);
 
 class Layer {
  public:

@@ -27,7 +27,7 @@ void apply_activation(const moe_problem& p, const double* gemm1, int64_t n, doub
   const double limit = p.activation_limit, alpha = p.activation_alpha;
   const double* g = gemm1;
   const double* u = gemm1 + n;
-  switch (p.activation) {
+  switch (static_cast<moe_activation>(p.activation)) {
     case MOE_ACTIVATION_SILU_MUL:
       for (int64_t i = 0; i < n; ++i) out[i] = silu(g[i]) * u[i];
       return;
@@ -52,7 +52,7 @@ void apply_activation(const moe_problem& p, const double* gemm1, int64_t n, doub
       }
       return;
   }
-  MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "activation={} is not supported", p.activation);
+  MOE_REFUSE(MOE_REASON_ACTIVATION, "activation={} is not one this build knows", p.activation);
 }
 
 }  // namespace moe::reference

@@ -7,7 +7,8 @@
 #include "activations.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/parallel_for.hpp"
-#include "moe/sdk/plugin_sdk.hpp"
+#include "moe/sdk/struct_io.hpp"
+#include "moe/sdk/tensor_checks.hpp"
 #include "moe/sdk/weights.hpp"
 
 namespace moe::reference {
@@ -33,9 +34,10 @@ void quantize_rows(moe_input_format f, double* rows, int64_t n, int64_t cols, fl
     case MOE_INPUT_MXFP8:
       for (int64_t r = 0; r < n; ++r) fake_quant_mxfp8(rows + r * cols, cols);
       return;
-    default:
+    case MOE_INPUT_DEFAULT:
       MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "input_format={} is not resolved", int(f));
   }
+  MOE_REFUSE(MOE_REASON_INPUT_FORMAT, "input_format={} is not one this build knows", int(f));
 }
 
 // inter[rows[i]] = activation(W13 x[tokens[i]] + b13) for each listed token.
@@ -67,16 +69,30 @@ void mlp_down(const ExpertGemms& gemms, MlpId id, const moe_problem& p, const do
 }
 
 void write_output(const moe_tensor& out, int64_t index, double v) {
-  switch (out.dtype) {
+  // check_run_tensors admitted bf16, f32 or f64 only.
+  switch (static_cast<moe_dtype>(out.dtype)) {
     case MOE_DTYPE_F64:
       static_cast<double*>(out.data)[index] = v;
-      break;
+      return;
     case MOE_DTYPE_F32:
       static_cast<float*>(out.data)[index] = static_cast<float>(v);
-      break;
-    default:
+      return;
+    case MOE_DTYPE_BF16:
       static_cast<uint16_t*>(out.data)[index] = double_to_bf16(v);
+      return;
+    case MOE_DTYPE_INVALID:
+    case MOE_DTYPE_F16:
+    case MOE_DTYPE_E4M3:
+    case MOE_DTYPE_E2M1X2:
+    case MOE_DTYPE_UE8M0:
+    case MOE_DTYPE_I32:
+    case MOE_DTYPE_I64:
+    case MOE_DTYPE_U8:
+    case MOE_DTYPE_I8:
+      break;
   }
+  MOE_FAIL(MOE_STATUS_DTYPE_MISMATCH, "output dtype {} is not bf16, f32 or f64",
+           dtype_name(static_cast<moe_dtype>(out.dtype)));
 }
 
 }  // namespace

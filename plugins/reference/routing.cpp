@@ -152,14 +152,16 @@ Choice route_sink(const moe_problem& p, const float* logits, const float* bias) 
 }
 
 Choice route_token(const moe_problem& p, const float* logits, const float* bias) {
-  switch (p.routing) {
+  switch (static_cast<moe_routing>(p.routing)) {
+    case MOE_ROUTING_SOFTMAX_TOPK:
+    case MOE_ROUTING_SIGMOID_TOPK:
+      return route_topk(p, logits, bias);
     case MOE_ROUTING_GROUPED_TOPK:
       return route_grouped(p, logits, bias);
     case MOE_ROUTING_SIGMOID_BIAS_SINK:
       return route_sink(p, logits, bias);
-    default:
-      return route_topk(p, logits, bias);
   }
+  MOE_REFUSE(MOE_REASON_ROUTING, "routing={} is not a routing method this build knows", p.routing);
 }
 
 }  // namespace

@@ -16,18 +16,25 @@
 
 namespace moe {
 
+// moe_build_info (ABI 1.2), when the plugin's table carries it.
+struct BuildInfo {
+  std::string sdk_version, compiler, cuda_runtime, targets;
+};
+
 struct PluginInfo {
   std::string name, version, description;
   std::vector<std::string> aliases;
   int32_t priority = 0;
   moe_memory memory = MOE_MEMORY_HOST;
   uint32_t format_mask = 0, activation_mask = 0, routing_mask = 0;
+  std::optional<BuildInfo> build;
 };
 
 struct Support {
   bool supported = false;
   moe_reason reason = MOE_REASON_OTHER;
   std::string message;
+  int32_t routes = -1;  // moe_support.routes: 1 / 0, or -1 from a plugin older than ABI 1.2
 };
 
 class Plugin;
@@ -57,8 +64,12 @@ class Layer {
 
 class Plugin : public std::enable_shared_from_this<Plugin> {
  public:
-  // Made by the loader (registry.cpp) once the table has passed its checks.
+  // Made by the loader (registry.cpp) once the table has passed its checks and been initialised
+  // (a table lease: init() on the first handle, shutdown() when the last goes).
   Plugin(std::filesystem::path path, const moe_plugin_api* api, PluginInfo info);
+  ~Plugin();
+  Plugin(const Plugin&) = delete;
+  Plugin& operator=(const Plugin&) = delete;
 
   const std::filesystem::path& path() const { return path_; }
   const PluginInfo& info() const { return info_; }
@@ -71,6 +82,8 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   Layer prepare(const moe_problem& problem, const moe_weights& weights, const Options& options,
                 void* stream = nullptr) const;
 
+  // Whether route() takes this problem: the plugin's supports() answer (ABI 1.2), else its
+  // routing_mask. False means: route with another plugin (the reference).
   bool can_route(const moe_problem& problem) const;
   size_t route_workspace_size(const moe_problem& problem, int64_t tokens) const;
   void route(moe_route_args args) const;  // fills struct_size

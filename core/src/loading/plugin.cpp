@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "loading/table_leases.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
 
@@ -11,6 +12,10 @@ namespace moe {
 
 Plugin::Plugin(std::filesystem::path path, const moe_plugin_api* api, PluginInfo info)
     : path_(std::move(path)), api_(api), info_(std::move(info)) {}
+
+Plugin::~Plugin() {
+  detail::release_table(api_, info_.name);
+}
 
 bool Plugin::answers_to(std::string_view name) const {
   if (name == info_.name) return true;
@@ -30,9 +35,11 @@ void Plugin::check(moe_status status, std::string_view what) const {
 Support Plugin::supports(const moe_problem& problem) const {
   moe_support answer{};
   answer.struct_size = sizeof(answer);
+  answer.routes = -1;  // a plugin older than ABI 1.2 leaves it
   check(api_->supports(&problem, &answer), "supports");
   answer.message[MOE_SUPPORT_MESSAGE_CAP - 1] = '\0';
-  return {answer.supported != 0, static_cast<moe_reason>(answer.reason), answer.message};
+  return {answer.supported != 0, static_cast<moe_reason>(answer.reason), answer.message,
+          answer.routes};
 }
 
 Layer Plugin::prepare(const moe_problem& problem, const moe_weights& weights,
@@ -54,7 +61,10 @@ Layer Plugin::prepare(const moe_problem& problem, const moe_weights& weights,
 }
 
 bool Plugin::can_route(const moe_problem& problem) const {
-  return api_->route != nullptr && api_->route_workspace_size != nullptr &&
+  if (api_->route == nullptr || api_->route_workspace_size == nullptr) return false;
+  const Support s = supports(problem);
+  if (s.routes >= 0) return s.routes == 1;
+  return problem.routing >= 0 && problem.routing < 32 &&
          (info_.routing_mask >> problem.routing & 1u);
 }
 

@@ -12,8 +12,10 @@
 #include <set>
 
 #include "elf_check.hpp"
+#include "loading/table_leases.hpp"
 #include "moe/logging.hpp"
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/extensions.hpp"
 
 #ifndef MOE_INSTALL_PLUGIN_DIR_FULL
 #define MOE_INSTALL_PLUGIN_DIR_FULL ""
@@ -56,6 +58,14 @@ PluginInfo read_info(const fs::path& path, const moe_plugin_api* api) {
   info.format_mask = raw.format_mask;
   info.activation_mask = raw.activation_mask;
   info.routing_mask = raw.routing_mask;
+  if (MOE_STRUCT_HAS(api, moe_plugin_api, ext)) {
+    sdk::check_extension_chain(api->ext, (path.string() + ": moe_plugin_api.ext").c_str());
+    if (const auto* b = sdk::find_extension<moe_build_info>(api->ext, MOE_EXT_BUILD_INFO)) {
+      auto str = [](const char* s) { return std::string(s != nullptr ? s : "?"); };
+      info.build =
+          BuildInfo{str(b->sdk_version), str(b->compiler), str(b->cuda_runtime), str(b->targets)};
+    }
+  }
   return info;
 }
 
@@ -119,17 +129,21 @@ std::shared_ptr<Plugin> load_plugin(const fs::path& path) {
   }
   keep_loaded(std::move(lib));
   check_table(path, api);
-  const moe_status st = api->init(host_api());
-  MOE_CHECK(st == MOE_STATUS_OK, st, "{}: init failed: {}", where, api->last_error());
-  PluginInfo info = read_info(path, api);
-  if (info.memory == MOE_MEMORY_CUDA_DEVICE) {
-    MOE_CHECK(api->mem_alloc && api->mem_free && api->mem_copy && api->stream_sync,
-              MOE_STATUS_INVALID_ARGUMENT,
-              "{}: a plugin with device memory must provide mem_alloc, mem_free, mem_copy and "
-              "stream_sync",
-              where);
+  detail::acquire_table(api, where);
+  try {
+    PluginInfo info = read_info(path, api);
+    if (info.memory == MOE_MEMORY_CUDA_DEVICE) {
+      MOE_CHECK(api->mem_alloc && api->mem_free && api->mem_copy && api->stream_sync,
+                MOE_STATUS_INVALID_ARGUMENT,
+                "{}: a plugin with device memory must provide mem_alloc, mem_free, mem_copy and "
+                "stream_sync",
+                where);
+    }
+    return std::make_shared<Plugin>(path, api, std::move(info));  // takes over the lease
+  } catch (...) {
+    detail::release_table(api, where);
+    throw;
   }
-  return std::make_shared<Plugin>(path, api, std::move(info));
 }
 
 std::vector<fs::path> plugin_files_in(const fs::path& dir) {

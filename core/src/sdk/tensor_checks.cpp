@@ -4,8 +4,10 @@
 
 #include <vector>
 
+#include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
-#include "moe/sdk/plugin_sdk.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/sdk/tensor_checks.hpp"
 
 namespace moe::sdk {
 

@@ -4,8 +4,9 @@
 
 #include "moe/sdk/format_table.hpp"
 #include "moe/sdk/formats.hpp"
-#include "moe/sdk/plugin_sdk.hpp"
 #include "moe/sdk/problem.hpp"
+#include "moe/sdk/struct_io.hpp"
+#include "moe/sdk/tensor_checks.hpp"
 #include "moe/sdk/weights.hpp"
 
 namespace moe {

@@ -10,8 +10,7 @@ namespace moe::gpu {
 void launch_activation(const moe_problem& p, const ActivationArgs& a, cudaStream_t stream) {
   constexpr auto kInvalid = MOE_STATUS_INVALID_ARGUMENT;
   const auto act = static_cast<moe_activation>(p.activation);
-  MOE_CHECK(p.activation >= 0 && p.activation < MOE_ACTIVATION_COUNT_, kInvalid,
-            "activation={} is not one of {}", p.activation, activation_names());
+  is_gated(act);  // refuses a value this build does not know
   const int32_t layout = static_cast<int32_t>(a.layout);
   MOE_CHECK(layout >= 0 && layout <= 2, kInvalid, "gate/up layout={} is not 0, 1 or 2", layout);
   MOE_CHECK(a.intermediate >= 1, kInvalid, "intermediate={} must be >= 1", a.intermediate);

@@ -2,21 +2,32 @@
 // then one launch.
 #include "moe_cuda/routing.hpp"
 
+#include <fmt/format.h>
 #include "launch.hpp"
+
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
 
 namespace moe::gpu {
 
+sdk::Verdict route_limits(const moe_problem& p) {
+  if (p.sink_experts < 0 || topk_width(p) > kRouteMaxWidth)
+    return sdk::Verdict::no(
+        MOE_REASON_ROUTING,
+        fmt::format("top_k + sink_experts = {} exceeds the {} columns the routing kernel handles",
+                    topk_width(p), kRouteMaxWidth));
+  if (p.experts > kRouteMaxExperts)
+    return sdk::Verdict::no(
+        MOE_REASON_ROUTING,
+        fmt::format("experts={} exceeds the {} the routing kernel keeps in shared memory",
+                    p.experts, kRouteMaxExperts));
+  return sdk::Verdict::yes();
+}
+
 void launch_route(const moe_problem& p, int64_t tokens, const float* logits, const float* bias,
                   const uint8_t* is_padding, int32_t* ids, float* weights, cudaStream_t stream) {
   check_routing_args(p, tokens, logits, bias, ids, weights);
-  MOE_CHECK(p.sink_experts >= 0 && topk_width(p) <= kRouteMaxWidth, MOE_STATUS_UNSUPPORTED,
-            "top_k + sink_experts = {} exceeds the {} columns the routing kernel handles",
-            topk_width(p), kRouteMaxWidth);
-  MOE_CHECK(p.experts <= kRouteMaxExperts, MOE_STATUS_UNSUPPORTED,
-            "experts={} exceeds the {} the routing kernel keeps in shared memory", p.experts,
-            kRouteMaxExperts);
+  if (const sdk::Verdict v = route_limits(p); !v.ok()) throw Refusal(v.reason, v.message);
   if (tokens == 0) return;
 
   kernels::RouteParams k{};
@@ -33,7 +44,7 @@ void launch_route(const moe_problem& p, int64_t tokens, const float* logits, con
   k.topk_group = 1;
   k.scale = 1.0;
   k.renormalize = p.renormalize != 0;
-  switch (p.routing) {
+  switch (static_cast<moe_routing>(p.routing)) {
     case MOE_ROUTING_GROUPED_TOPK:
       k.method = kernels::kRouteGrouped;
       k.softmax = p.score_function == MOE_SCORE_SOFTMAX;
@@ -47,9 +58,11 @@ void launch_route(const moe_problem& p, int64_t tokens, const float* logits, con
       k.renormalize = 0;  // the sink softmax already normalises
       k.scale = static_cast<double>(p.route_scale) * p.global_scale;
       break;
-    default:
+    case MOE_ROUTING_SOFTMAX_TOPK:
+    case MOE_ROUTING_SIGMOID_TOPK:
       k.method = kernels::kRouteTopk;
       k.softmax = p.routing == MOE_ROUTING_SOFTMAX_TOPK;
+      break;
   }
   detail::launch_route_kernel(k, stream);
 }

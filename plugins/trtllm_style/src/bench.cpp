@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "device.hpp"
-#include "moe/sdk/plugin_sdk.hpp"
+#include "moe/sdk/error.hpp"
 
 namespace moe::trtllm {
 namespace {
@@ -26,7 +26,7 @@ struct Resources {
 
 }  // namespace
 
-void benchmark(const moe_bench_args& a, void (*run)(const moe_run_args&)) {
+void benchmark(const moe_bench_args& a, const std::function<void(const moe_run_args&)>& run) {
   MOE_CHECK(a.runs != nullptr && a.num_runs >= 1 && a.iterations >= 1 && a.warmup >= 0 &&
                 a.times_ms != nullptr,
             MOE_STATUS_INVALID_ARGUMENT,

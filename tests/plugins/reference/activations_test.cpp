@@ -140,15 +140,17 @@ TEST(ReferenceActivation, Relu2IsNotGatedAndReadsOnlyIntermediateValues) {
   expect_row(out, {2.25, 0.0});
 }
 
-TEST(ReferenceActivation, UnknownActivationThrowsNamingIt) {
+// A value from a newer header is refused (UNSUPPORTED, reason activation), never computed.
+TEST(ReferenceActivation, UnknownActivationIsRefusedNamingIt) {
   moe_problem p = problem_with(MOE_ACTIVATION_SILU_MUL);
   p.activation = 42;
   std::vector<double> gemm1{1, 1}, out(1);
   try {
     apply_activation(p, gemm1.data(), 1, out.data());
     FAIL() << "no error";
-  } catch (const moe::Error& e) {
-    EXPECT_EQ(e.status(), MOE_STATUS_INVALID_ARGUMENT);
+  } catch (const moe::Refusal& e) {
+    EXPECT_EQ(e.status(), MOE_STATUS_UNSUPPORTED);
+    EXPECT_EQ(e.reason(), MOE_REASON_ACTIVATION);
     EXPECT_NE(std::string(e.what()).find("activation=42"), std::string::npos) << e.what();
   }
 }

@@ -243,7 +243,7 @@ TEST_F(TrtllmGraph, OnlyBf16WeightsAreSupportedWithTheReason) {
   const Support s = plugin_->supports(fp8.c());
   EXPECT_FALSE(s.supported);
   EXPECT_EQ(s.reason, MOE_REASON_FORMAT);
-  EXPECT_THAT(s.message, testing::HasSubstr("bf16 weights only"));
+  EXPECT_THAT(s.message, testing::HasSubstr("trtllm_style takes only bf16 weights, not"));
 }
 
 }  // namespace

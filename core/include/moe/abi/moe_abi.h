@@ -1,6 +1,6 @@
 /* moe-registry C ABI: the one contract between the core and every backend plugin.
  *
- * Versioning (see ARCHITECTURE.md §2):
+ * Versioning (docs/design.md §2):
  *  - MAJOR changes when anything already published changes meaning, size below a struct's
  *    MIN size, order of the function table, or an enum value. The core refuses a plugin of
  *    another MAJOR.
@@ -8,13 +8,25 @@
  *    end of the function table, a new enum value. Old and new sides keep working together.
  *
  * Struct rules:
- *  - Every struct that crosses starts with `struct_size` and `ext` (extension chain, NULL if none).
+ *  - Every struct that crosses starts with `struct_size` and `ext`: a chain of typed extension
+ *    structs (moe_extension, below), NULL if none.
  *  - A callee accepts any `struct_size >= MOE_<STRUCT>_MIN_SIZE` (the size at MAJOR.0) and reads a
  *    field only when `struct_size` covers it (MOE_STRUCT_HAS); fields beyond it keep their
  *    documented defaults. Larger structs from newer callers are accepted; their tail is ignored.
  *  - Output structs are caller-allocated: the callee writes only the fields that fit.
  *  - `moe_tensor` is a frozen value type (no struct_size): it is embedded in other structs, so it
  *    can only change with a MAJOR bump.
+ *
+ * Function-table rules:
+ *  - Entries are only appended, each in a MINOR release; a caller reads an entry only when the
+ *    table's struct_size covers it, and an optional entry may be NULL.
+ *  - Every entry appended from ABI 1.2 on takes exactly one args struct (struct_size first, ext
+ *    second) and returns moe_status, so it can grow by appending fields without a MAJOR bump.
+ *    (The positional entries of 1.0 and 1.1 stay as they are.)
+ *
+ * Enum values: a plugin may be handed a value newer than the header it was built with. It must
+ * refuse it, never treat it as a known one: supports() answers no with the matching reason
+ * (format, input_format, activation, routing, ep), every other entry returns UNSUPPORTED.
  *
  * Errors: every entry returns moe_status. On failure the plugin keeps a message for the calling
  * thread, read with `last_error()`. No C++ exception ever crosses this boundary.
@@ -30,7 +42,10 @@ extern "C" {
 #endif
 
 #define MOE_ABI_VERSION_MAJOR 1
-#define MOE_ABI_VERSION_MINOR 1 /* 1.1: benchmark() appended to the function table */
+#define MOE_ABI_VERSION_MINOR 2
+/* 1.1: benchmark() appended to the function table.
+ * 1.2: typed extension chains (moe_extension), an ext chain and shutdown() appended to the function
+ *      table, moe_support.routes, moe_build_info; the *_COUNT_ enumerators left the enums. */
 
 /* The one symbol a plugin exports (extern "C", default visibility). */
 #define MOE_PLUGIN_ENTRY_SYMBOL "moe_plugin_get_api"
@@ -80,7 +95,7 @@ typedef enum moe_dtype {
   MOE_DTYPE_I8 = 11,
 } moe_dtype;
 
-/* Expert weight format (ARCHITECTURE §3). */
+/* Expert weight format (docs/design.md §3). */
 typedef enum moe_format {
   MOE_FORMAT_BF16 = 0,
   MOE_FORMAT_FP8_TENSOR = 1, /* e4m3, fp32 scale per expert and matrix */
@@ -88,7 +103,6 @@ typedef enum moe_format {
   MOE_FORMAT_MXFP8 = 3,      /* e4m3, ue8m0 per 32 along K */
   MOE_FORMAT_MXFP4 = 4,      /* e2m1x2, ue8m0 per 32 along K */
   MOE_FORMAT_NVFP4 = 5,      /* e2m1x2, e4m3 per 16 along K, fp32 per-expert scale_2 */
-  MOE_FORMAT_COUNT_ = 6
 } moe_format;
 
 /* How activations (the hidden states into GEMM1 and the intermediate into GEMM2) are quantised
@@ -100,17 +114,15 @@ typedef enum moe_input_format {
   MOE_INPUT_FP8_TENSOR_STATIC = 3,  /* e4m3, fp32 scales from the weights (a13_scale, a2_scale) */
   MOE_INPUT_FP8_1X128 = 4,          /* e4m3, fp32 scale per token per 128 channels */
   MOE_INPUT_MXFP8 = 5,              /* e4m3, ue8m0 scale per token per 32 channels */
-  MOE_INPUT_COUNT_ = 6
 } moe_input_format;
 
-/* Gated activations read GEMM1's output as [gate | up] (ARCHITECTURE §5). */
+/* Gated activations read GEMM1's output as [gate | up] (docs/design.md §5). */
 typedef enum moe_activation {
   MOE_ACTIVATION_SILU_MUL = 0,       /* silu(g) * u */
   MOE_ACTIVATION_SILU_MUL_CLAMP = 1, /* silu(min(g, L)) * clamp(u, -L, L) */
   MOE_ACTIVATION_SWIGLU_OAI = 2,     /* g=min(g,L), u=clamp(u,-L,L), (u+1)*g*sigmoid(alpha*g) */
   MOE_ACTIVATION_GELU_MUL = 3,       /* gelu(g) * u, erf form unless gelu_tanh */
   MOE_ACTIVATION_RELU2 = 4,          /* relu(x)^2, not gated: w13 is [E, I, H] */
-  MOE_ACTIVATION_COUNT_ = 5
 } moe_activation;
 
 typedef enum moe_routing {
@@ -118,7 +130,6 @@ typedef enum moe_routing {
   MOE_ROUTING_SIGMOID_TOPK = 1,
   MOE_ROUTING_GROUPED_TOPK = 2,      /* DeepSeek-V3 noaux_tc */
   MOE_ROUTING_SIGMOID_BIAS_SINK = 3, /* Inkling: routed + sink experts, log-sigmoid weights */
-  MOE_ROUTING_COUNT_ = 4
 } moe_routing;
 
 typedef enum moe_score_function {
@@ -169,6 +180,35 @@ typedef enum moe_memcpy_kind {
   MOE_MEMCPY_DEVICE_TO_DEVICE = 2,
 } moe_memcpy_kind;
 
+/* Deprecated (1.2): how many values of an enum this header knows. Not a capability: a mask built
+ * from it claims values the plugin has never seen. Declare capabilities as explicit lists. */
+#define MOE_FORMAT_COUNT_ 6
+#define MOE_INPUT_COUNT_ 6
+#define MOE_ACTIVATION_COUNT_ 5
+#define MOE_ROUTING_COUNT_ 4
+
+/* ---------------------------------------------------------------------------------------------
+ * Extensions (ABI 1.2). Every extension struct begins with a moe_extension header; the `ext`
+ * field of a struct (and of the function table) points at the first of a chain of them. A reader
+ * walks `next`, uses the types it knows and skips the others. A chain entry whose struct_size is
+ * below sizeof(moe_extension), or a chain longer than MOE_EXTENSION_MAX_CHAIN, is refused with
+ * INVALID_ARGUMENT. Extensions are owned by whoever owns the struct that points at them, and
+ * live as long as it.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum moe_extension_type {
+  MOE_EXT_NONE = 0,
+  MOE_EXT_BUILD_INFO = 1, /* moe_build_info, on the function table's chain */
+} moe_extension_type;
+
+#define MOE_EXTENSION_MAX_CHAIN 64
+
+typedef struct moe_extension {
+  size_t struct_size;               /* of the whole extension struct that begins with this header */
+  int32_t type;                     /* moe_extension_type */
+  const struct moe_extension* next; /* NULL ends the chain */
+} moe_extension;
+
 /* ---------------------------------------------------------------------------------------------
  * Value types.
  * ------------------------------------------------------------------------------------------- */
@@ -195,8 +235,8 @@ typedef struct moe_option {
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct moe_problem {
-  size_t struct_size; /* = sizeof(moe_problem) of the caller */
-  const void* ext;    /* extension chain, NULL if none */
+  size_t struct_size;       /* = sizeof(moe_problem) of the caller */
+  const moe_extension* ext; /* extension chain, NULL if none */
 
   int64_t experts;      /* E: routed experts, global count (EP padding included) */
   int64_t top_k;        /* k routed experts per token */
@@ -254,7 +294,7 @@ typedef struct moe_problem {
 
 typedef struct moe_weights {
   size_t struct_size;
-  const void* ext;
+  const moe_extension* ext;
 
   moe_tensor w13;         /* bf16 | e4m3 | e2m1x2 ([E, 2I, H/2] bytes) */
   moe_tensor w13_scale;   /* fp8_tensor [E] f32; fp8_block [E, 2I/128, H/128] f32;
@@ -290,7 +330,7 @@ typedef void (*moe_log_fn)(void* user, int32_t level, const char* plugin, const 
 
 typedef struct moe_host_api {
   size_t struct_size;
-  const void* ext;
+  const moe_extension* ext;
   uint32_t core_abi_major;
   uint32_t core_abi_minor;
   moe_log_fn log;    /* may be NULL; thread-safe; message borrowed for the call */
@@ -303,7 +343,7 @@ typedef struct moe_host_api {
 /* Static description of a plugin. Strings are owned by the plugin and live while it is loaded. */
 typedef struct moe_plugin_info {
   size_t struct_size; /* in: caller's size; out fields written only where they fit */
-  const void* ext;
+  const moe_extension* ext;
   const char* name;           /* out: unique, [a-z0-9_]+ */
   const char* version;        /* out: free form */
   const char* description;    /* out: one line */
@@ -322,20 +362,24 @@ typedef struct moe_plugin_info {
 #define MOE_SUPPORT_MESSAGE_CAP 256
 typedef struct moe_support {
   size_t struct_size;
-  const void* ext;
+  const moe_extension* ext;
   int32_t supported;                     /* out: 1 yes, 0 no */
   int32_t reason;                        /* out: moe_reason, NONE when supported */
   char message[MOE_SUPPORT_MESSAGE_CAP]; /* out: one sentence, NUL-terminated */
+  /* ---- ABI 1.2 ---- */
+  int32_t routes; /* out: 1 = route() takes this very problem, 0 = it does not (the host routes
+                     elsewhere). Callers preset -1: a 1.1 plugin leaves it, and routing_mask
+                     answers instead. */
 } moe_support;
 
-#define MOE_SUPPORT_MIN_SIZE sizeof(moe_support)
+#define MOE_SUPPORT_MIN_SIZE (offsetof(moe_support, message) + MOE_SUPPORT_MESSAGE_CAP)
 
 /* Opaque objects, created and destroyed by the plugin that made them. */
 typedef struct moe_layer moe_layer;
 
 typedef struct moe_prepare_args {
   size_t struct_size;
-  const void* ext;
+  const moe_extension* ext;
   const moe_problem* problem; /* borrowed for the call; the layer keeps its own copy */
   const moe_weights* weights; /* borrowed for the call; host memory */
   const moe_option* options;  /* borrowed for the call; YAML `options:` */
@@ -348,7 +392,7 @@ typedef struct moe_prepare_args {
 /* Routes one batch: logits in, ids and weights out, on `stream`. */
 typedef struct moe_route_args {
   size_t struct_size;
-  const void* ext;
+  const moe_extension* ext;
   const moe_problem* problem; /* borrowed for the call */
   moe_tensor logits;          /* [T, E + S] f32 */
   moe_tensor bias;            /* [E] f32 selection bias, iff problem.routing_bias */
@@ -366,7 +410,7 @@ typedef struct moe_route_args {
  * memory (moe_plugin_info.memory), and must stay valid until the stream reaches this point. */
 typedef struct moe_run_args {
   size_t struct_size;
-  const void* ext;
+  const moe_extension* ext;
   moe_layer* layer;        /* borrowed */
   moe_tensor hidden;       /* [T, H] bf16 */
   moe_tensor topk_ids;     /* [T, k + S] i32, global expert ids, -1 = skip */
@@ -384,7 +428,7 @@ typedef struct moe_run_args {
  * the run sets so that inputs rotate beyond the L2 cache. */
 typedef struct moe_bench_args {
   size_t struct_size;
-  const void* ext;
+  const moe_extension* ext;
   const moe_run_args* runs; /* [num_runs] borrowed; the same layer, different inputs */
   int32_t num_runs;
   int32_t warmup;     /* untimed iterations first */
@@ -394,6 +438,24 @@ typedef struct moe_bench_args {
 } moe_bench_args;
 
 #define MOE_BENCH_ARGS_MIN_SIZE (offsetof(moe_bench_args, times_ms) + sizeof(double*))
+
+/* Extension MOE_EXT_BUILD_INFO on the function table's chain: how the plugin was built, for
+ * `moe list` and bug reports. Strings are owned by the plugin and live while it is loaded. */
+typedef struct moe_build_info {
+  moe_extension header;     /* type = MOE_EXT_BUILD_INFO */
+  const char* sdk_version;  /* moe-registry SDK it was built with, or "none" */
+  const char* compiler;     /* e.g. "g++ 12.2.0" */
+  const char* cuda_runtime; /* CUDA runtime it links, e.g. "13.0"; "none" without CUDA */
+  const char* targets;      /* what its kernels were compiled for, e.g. "sm_90a"; "host" */
+} moe_build_info;
+
+/* Arguments of shutdown() (ABI 1.2). */
+typedef struct moe_shutdown_args {
+  size_t struct_size;
+  const moe_extension* ext;
+} moe_shutdown_args;
+
+#define MOE_SHUTDOWN_ARGS_MIN_SIZE (offsetof(moe_shutdown_args, ext) + sizeof(void*))
 
 /* The function table. Append-only: new entries go at the end (MINOR). The core reads an entry
  * only when struct_size covers it. Entries marked optional may be NULL. */
@@ -443,6 +505,12 @@ typedef struct moe_plugin_api {
   /* ---- ABI 1.1 ---- */
   /* optional: device timing for `moe bench`. NULL = the core times run() with a host clock. */
   moe_status (*benchmark)(const moe_bench_args* args);
+
+  /* ---- ABI 1.2 ---- */
+  const moe_extension* ext; /* extension chain (e.g. moe_build_info), NULL if none */
+  /* optional: the host drops its last handle on this table (no layer of it is alive). The plugin
+   * releases what init() and later calls set up; a later use of the table calls init() again. */
+  moe_status (*shutdown)(const moe_shutdown_args* args);
 } moe_plugin_api;
 
 #define MOE_PLUGIN_API_MIN_SIZE (offsetof(moe_plugin_api, stream_sync) + sizeof(void*))

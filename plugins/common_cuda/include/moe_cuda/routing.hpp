@@ -7,12 +7,17 @@
 #include <cstdint>
 
 #include "moe/abi/moe_abi.h"
+#include "moe/sdk/verdict.hpp"
 
 namespace moe::gpu {
 
-// Limits of the one-warp-per-token kernel (checked, INVALID_ARGUMENT / UNSUPPORTED beyond them).
+// Limits of the one-warp-per-token kernel (route_limits; launch_route refuses beyond them).
 constexpr int64_t kRouteMaxWidth = 32;      // k + S: one lane per output column
 constexpr int64_t kRouteMaxExperts = 8192;  // the warp's scores live in shared memory
+
+// Whether the kernel takes `p` (its width and expert limits); a no names the limit, so the host
+// routes with the reference instead (moe_support.routes).
+sdk::Verdict route_limits(const moe_problem& p);
 
 // Routes `tokens` tokens on `stream`, one launch, no workspace. Device pointers:
 //   logits     [T, E + S] f32 (E routed columns, then S sink columns)

@@ -1,0 +1,48 @@
+// Reading and writing the structs that cross the ABI by the struct_size rules (docs/design.md §2
+// rule 3): minimum sizes, callers older or newer than this build, outputs written where they fit.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+#include "moe/abi/moe_abi.h"
+#include "moe/sdk/error.hpp"
+
+namespace moe::sdk {
+
+// Throws INVALID_ARGUMENT for NULL and ABI_MISMATCH for a struct_size below `min_size`.
+void check_struct_size(const void* ptr, size_t struct_size, size_t min_size, const char* name);
+template <class T>
+void check_struct(const T* ptr, size_t min_size, const char* name) {
+  if (ptr == nullptr) MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "{} is NULL", name);
+  check_struct_size(ptr, ptr->struct_size, min_size, name);
+}
+
+// Copies the fields a caller's struct holds over our defaults; later fields keep defaults.
+template <class T>
+T read_struct(const T* ptr, const T& defaults) {
+  T out = defaults;
+  std::memcpy(&out, ptr, std::min(sizeof(T), ptr->struct_size));
+  out.struct_size = sizeof(T);
+  return out;
+}
+
+// Writes the fields of `value` that fit in the caller's output struct (its struct_size kept).
+template <class T>
+void write_struct(T* out, const T& value) {
+  const size_t caller_size = out->struct_size;
+  std::memcpy(out, &value, std::min(sizeof(T), caller_size));
+  out->struct_size = caller_size;
+}
+
+// Checked copy of the caller's problem: struct size, extension chain, normalised, validated.
+// Throws moe::Refusal for an enum value this build does not know.
+moe_problem read_problem(const moe_problem* problem);
+
+// Fills a moe_support answer (checked) with yes, or no + reason + message; `routes` (-1 = leave
+// the caller's value) where the caller's struct holds it.
+void answer_support(moe_support* out, moe_reason reason, std::string_view message,
+                    int32_t routes = -1);
+
+}  // namespace moe::sdk

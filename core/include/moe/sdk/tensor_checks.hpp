@@ -1,0 +1,34 @@
+// Argument validation of the tensors a plugin is handed: a wrong shape, dtype, size or workspace
+// is a clear status naming the tensor, never a crash inside a kernel.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "moe/abi/moe_abi.h"
+
+namespace moe::sdk {
+
+constexpr int64_t kAnyDim = -1;
+
+bool is_contiguous(const moe_tensor& t);
+std::string tensor_str(const moe_tensor& t);  // e.g. "[5, 2048] bf16"
+
+// Checks presence, dtype, rank, shape (kAnyDim matches any extent) and contiguity; throws
+// SHAPE_MISMATCH / DTYPE_MISMATCH / INVALID_ARGUMENT naming `name` and both shapes.
+void check_tensor(const moe_tensor& t, const char* name, moe_dtype dtype,
+                  std::initializer_list<int64_t> shape);
+// Like check_tensor, for tensors that may be absent (data == NULL).
+bool check_optional_tensor(const moe_tensor& t, const char* name, moe_dtype dtype,
+                           std::initializer_list<int64_t> shape);
+
+// Validates moe_run_args tensors against `problem` (hidden, ids, weights, output, workspace)
+// and returns T. Throws CAPACITY_EXCEEDED when T > max_tokens or the workspace is short.
+// `wide_output_ok` also accepts an f32 or f64 output (the reference, as an oracle, does).
+int64_t check_run_tensors(const moe_problem& problem, const moe_run_args& args,
+                          size_t workspace_needed, bool wide_output_ok = false);
+// Same for moe_route_args; returns T.
+int64_t check_route_tensors(const moe_problem& problem, const moe_route_args& args);
+
+}  // namespace moe::sdk

@@ -1,0 +1,37 @@
+#include "moe/sdk/struct_io.hpp"
+
+#include "moe/sdk/extensions.hpp"
+#include "moe/sdk/problem.hpp"
+
+namespace moe::sdk {
+
+void check_struct_size(const void* ptr, size_t struct_size, size_t min_size, const char* name) {
+  if (ptr == nullptr) MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "{} is NULL", name);
+  if (struct_size < min_size) {
+    MOE_FAIL(MOE_STATUS_ABI_MISMATCH,
+             "{}.struct_size={} is smaller than the minimum {} of ABI {}.x: the caller was built "
+             "against an incompatible moe_abi.h or forgot to set struct_size",
+             name, struct_size, min_size, MOE_ABI_VERSION_MAJOR);
+  }
+}
+
+moe_problem read_problem(const moe_problem* problem) {
+  check_struct(problem, MOE_PROBLEM_MIN_SIZE, "moe_problem");
+  check_extension_chain(problem->ext, "moe_problem.ext");
+  moe_problem p = read_struct(problem, default_problem());
+  normalize_problem(p);
+  validate_problem(p);
+  return p;
+}
+
+void answer_support(moe_support* out, moe_reason reason, std::string_view message, int32_t routes) {
+  check_struct(out, MOE_SUPPORT_MIN_SIZE, "moe_support");
+  out->supported = reason == MOE_REASON_NONE ? 1 : 0;
+  out->reason = reason;
+  const size_t n = std::min(message.size(), size_t(MOE_SUPPORT_MESSAGE_CAP - 1));
+  std::memcpy(out->message, message.data(), n);
+  out->message[n] = '\0';
+  if (routes >= 0 && MOE_STRUCT_HAS(out, moe_support, routes)) out->routes = routes;
+}
+
+}  // namespace moe::sdk
