@@ -2,7 +2,8 @@
 # On a GPU machine (through the device tool) with a build carried in build/: the GPU unit tests,
 # the GPU conformance run (every plugin against the reference; with --gpu-sized also the model
 # shapes against the gpu_oracle plugin) and, with --bench SHAPES, the benchmark grid with its
-# peers. Results go to $OUT (default /tmp/moe_out).
+# peers. Results go to $OUT (default /tmp/moe_out). MOE_COMMIT names the commit where the copy has
+# no .git.
 #   scripts/gpu_check.sh [--gpu-sized] [--bench qwen3_30b_a3b,mixtral_8x7b] [--tokens 1,8,64,512,4096,16384]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +27,8 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64${CUBLAS_PIP:+:$CUBLAS_PIP}${LD_LIBR
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/device.txt"
 status=0
 if ((TESTS)); then
-  for t in moe_cuda_common_tests moe_trtllm_gpu_tests moe_gpu_oracle_tests moe_conformance_tests; do
+  for t in moe_cuda_common_tests moe_trtllm_gpu_tests moe_gpu_oracle_tests moe_conformance_tests \
+           moe_registry_tests moe_trtllm_layout_tests; do
     echo "== $t"
     build/bin/$t --gtest_brief=1 >"$OUT/$t.log" 2>&1 || status=1
     grep -E "FAILED|PASSED|SKIPPED \]|Failure" "$OUT/$t.log" | head -40
@@ -38,7 +40,7 @@ fi
 if [ -n "$BENCH" ]; then
   echo "== bench $BENCH"
   PYTHONUNBUFFERED=1 python3 bench/run_grid.py --moe build/bin/moe --peers .peers --out "$OUT" \
-    --shapes "$BENCH" --tokens "$TOKENS" --check-max-tokens "$CHECK" --commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+    --shapes "$BENCH" --tokens "$TOKENS" --check-max-tokens "$CHECK" --commit "${MOE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}" \
     >"$OUT/bench.log" 2>&1 || status=1
   tail -40 "$OUT/bench.log"
 fi
