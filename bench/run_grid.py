@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Runs the docs/design.md §8 grid on a GPU: `moe bench` for our backend, then the peers of
-../shared/peers (torch._grouped_mm, the tuned Triton MoE, per-expert cuBLAS matmuls) in the same
+"""Runs the docs/design.md §8 grid on a GPU: `moe bench` for our backend, then the peers in --peers
+(torch_moe.py, triton_moe.py: torch._grouped_mm, the tuned Triton MoE, per-expert cuBLAS) in the same
 run, on the same routing (moe bench dumps it). Writes JSON Lines records with the peers filled in,
 a markdown table and a plot (time vs tokens per shape: us, peers, floor).
 

@@ -1,5 +1,5 @@
 // moe bench --config FILE [--tokens T,...]: times one layer per token count on the selected
-// backend (ARCHITECTURE §8): median of device-event times after warm-up, activations rotated
+// backend (docs/design.md §8): median of device-event times after warm-up, activations rotated
 // through several input sets, and the floor max(weight + scale bytes the batch touches / HBM
 // read bandwidth, flops / peak of the format's tensor-core path). Also times prepare (weights ->
 // layer, upload included).
@@ -27,7 +27,7 @@
 namespace moe::tool {
 namespace {
 
-// Ceilings measured on one H200 (ARCHITECTURE §8). Weights are only read, so the bandwidth is
+// Ceilings measured on one H200 (docs/design.md §8). Weights are only read, so the bandwidth is
 // HBM's streaming read (4.6 TB/s), not the device copy (4.16, read plus write). Peaks: cuBLAS
 // bf16 8192^3, cuBLASLt fp8 with per-tensor scales, fp8 with 1x128/128x128 block scales.
 constexpr double kHbmReadTbps = 4.6;
@@ -140,7 +140,7 @@ void add_bench(CLI::App& app, Discovery& d) {
   auto* cmd = app.add_subcommand(
       "bench",
       "Time one layer per token count on the selected backend: median of device-event "
-      "times, TFLOP/s, weight bytes/s and the ratio to the floor (ARCHITECTURE §8), after the "
+      "times, TFLOP/s, weight bytes/s and the ratio to the floor (docs/design.md §8), after the "
       "time to prepare the layer");
   static std::string config, tokens_list = "1,8,64,512,4096,16384", graph = "auto", jsonl,
                              device = "unknown", commit = "unknown", shape, dump_routing;

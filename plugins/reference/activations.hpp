@@ -1,4 +1,4 @@
-// Activations of ARCHITECTURE §5, in double, exactly as written there.
+// Activations of docs/design.md §5, in double, exactly as written there.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Routing of ARCHITECTURE §4, the oracle every backend's routing is compared with (ids exactly,
+// Routing of docs/design.md §4, the oracle every backend's routing is compared with (ids exactly,
 // ties included). Plain loops, all arithmetic in double, weights rounded to float at the end.
 //
 // Conventions every method shares:
@@ -17,7 +17,7 @@
 
 namespace moe::reference {
 
-// Routes `tokens` tokens per ARCHITECTURE §4. logits [tokens, E + S] f32 row-major (E = p.experts
+// Routes `tokens` tokens per docs/design.md §4. logits [tokens, E + S] f32 row-major (E = p.experts
 // routed columns, then S = p.sink_experts sink columns); bias [E] f32 or nullptr (must be given iff
 // p.routing_bias); is_padding [tokens] or nullptr.
 // Writes ids [tokens, k + S] and weights [tokens, k + S]; padding tokens get ids -1 and weights 0

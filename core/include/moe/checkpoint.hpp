@@ -1,5 +1,5 @@
 // Checkpoint adapters: the tensor conventions real MoE checkpoints ship, turned into the
-// canonical weights of ARCHITECTURE §3 (plus the router), with tensor-parallel slicing and
+// canonical weights of docs/design.md §3 (plus the router), with tensor-parallel slicing and
 // expert-parallel placement. Every refusal names the tensor and what was expected.
 #pragma once
 

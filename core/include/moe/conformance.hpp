@@ -1,4 +1,4 @@
-// The cross-backend conformance suite (ARCHITECTURE §7): any plugin against the reference,
+// The cross-backend conformance suite (docs/design.md §7): any plugin against the reference,
 // driven only through the C ABI. The same code runs under ctest and `moe conformance`.
 // Model-sized problems (gpu_sized) are checked against a GPU oracle instead: the reference's
 // semantics with fp32 cuBLAS GEMMs (plugins/gpu_oracle), since the CPU reference would take hours.

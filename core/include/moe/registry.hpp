@@ -1,4 +1,4 @@
-// Plugin discovery and loading (ARCHITECTURE §2 rules 2, 8, 9): directories from the config,
+// Plugin discovery and loading (docs/design.md §2 rules 2, 8, 9): directories from the config,
 // then MOE_PLUGIN_PATH, then the install's plugin directory. Every library that is not loaded
 // is kept with the reason, so `moe list` can say why.
 #pragma once

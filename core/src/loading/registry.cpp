@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 namespace moe {
 namespace {
 
-// Libraries stay loaded until exit (ARCHITECTURE §2 rule 8): objects from them may live anywhere.
+// Libraries stay loaded until exit (docs/design.md §2 rule 8): objects from them may live anywhere.
 void keep_loaded(boost::dll::shared_library&& lib) {
   static auto* libs = new std::vector<boost::dll::shared_library>();
   static std::mutex mutex;

@@ -12,97 +12,6 @@
 namespace moe {
 namespace {
 
-template <class E>
-struct Named {
-  E value;
-  const char* name;
-};
-
-constexpr Named<moe_input_format> kInputFormats[] = {
-    {MOE_INPUT_DEFAULT, "default"},
-    {MOE_INPUT_BF16, "bf16"},
-    {MOE_INPUT_FP8_TENSOR_DYNAMIC, "fp8_tensor_dynamic"},
-    {MOE_INPUT_FP8_TENSOR_STATIC, "fp8_tensor_static"},
-    {MOE_INPUT_FP8_1X128, "fp8_1x128"},
-    {MOE_INPUT_MXFP8, "mxfp8"},
-};
-constexpr Named<moe_activation> kActivations[] = {
-    {MOE_ACTIVATION_SILU_MUL, "silu_mul"},     {MOE_ACTIVATION_SILU_MUL_CLAMP, "silu_mul_clamp"},
-    {MOE_ACTIVATION_SWIGLU_OAI, "swiglu_oai"}, {MOE_ACTIVATION_GELU_MUL, "gelu_mul"},
-    {MOE_ACTIVATION_RELU2, "relu2"},
-};
-constexpr Named<moe_routing> kRoutings[] = {
-    {MOE_ROUTING_SOFTMAX_TOPK, "softmax_topk"},
-    {MOE_ROUTING_SIGMOID_TOPK, "sigmoid_topk"},
-    {MOE_ROUTING_GROUPED_TOPK, "grouped_topk"},
-    {MOE_ROUTING_SIGMOID_BIAS_SINK, "sigmoid_bias_sink"},
-};
-constexpr Named<moe_score_function> kScores[] = {
-    {MOE_SCORE_SIGMOID, "sigmoid"},
-    {MOE_SCORE_SOFTMAX, "softmax"},
-};
-constexpr Named<moe_ep_placement> kPlacements[] = {
-    {MOE_EP_NONE, "none"},
-    {MOE_EP_LINEAR, "linear"},
-    {MOE_EP_ROUND_ROBIN, "round_robin"},
-};
-constexpr Named<moe_reason> kReasons[] = {
-    {MOE_REASON_NONE, "none"},
-    {MOE_REASON_FORMAT, "format"},
-    {MOE_REASON_INPUT_FORMAT, "input_format"},
-    {MOE_REASON_ACTIVATION, "activation"},
-    {MOE_REASON_ROUTING, "routing"},
-    {MOE_REASON_SHAPE, "shape"},
-    {MOE_REASON_ARCH, "arch"},
-    {MOE_REASON_EP, "ep"},
-    {MOE_REASON_BIAS, "bias"},
-    {MOE_REASON_SHARED, "shared"},
-    {MOE_REASON_MAX_TOKENS, "max_tokens"},
-    {MOE_REASON_OTHER, "other"},
-};
-constexpr Named<moe_memory> kMemories[] = {
-    {MOE_MEMORY_HOST, "host"},
-    {MOE_MEMORY_CUDA_DEVICE, "cuda_device"},
-};
-
-template <class E, size_t N>
-const char* name_of(const Named<E> (&table)[N], E v) {
-  for (const auto& n : table)
-    if (n.value == v) return n.name;
-  return "invalid";
-}
-
-template <class E, size_t N>
-std::optional<E> parse(const Named<E> (&table)[N], std::string_view s) {
-  for (const auto& n : table)
-    if (s == n.name) return n.value;
-  return std::nullopt;
-}
-
-template <class E, size_t N>
-std::string names(const Named<E> (&table)[N]) {
-  std::string out;
-  for (const auto& n : table) {
-    if (!out.empty()) out += ", ";
-    out += n.name;
-  }
-  return out;
-}
-
-template <class E, size_t N>
-bool known(const Named<E> (&table)[N], int32_t v) {
-  for (const auto& n : table)
-    if (n.value == v) return true;
-  return false;
-}
-
-template <class E, size_t N>
-std::vector<E> values(const Named<E> (&table)[N]) {
-  std::vector<E> out;
-  for (const auto& n : table) out.push_back(n.value);
-  return out;
-}
-
 void require(bool cond, const std::string& message) {
   if (!cond) throw Error(MOE_STATUS_INVALID_ARGUMENT, "invalid problem: " + message);
 }
@@ -132,78 +41,6 @@ moe_problem default_problem() {
   return p;
 }
 
-const char* format_name(moe_format v) {
-  const FormatSpec* f = find_format(v);
-  return f != nullptr ? f->name : "invalid";
-}
-const char* input_format_name(moe_input_format v) {
-  return name_of(kInputFormats, v);
-}
-const char* activation_name(moe_activation v) {
-  return name_of(kActivations, v);
-}
-const char* routing_name(moe_routing v) {
-  return name_of(kRoutings, v);
-}
-const char* score_function_name(moe_score_function v) {
-  return name_of(kScores, v);
-}
-const char* ep_placement_name(moe_ep_placement v) {
-  return name_of(kPlacements, v);
-}
-const char* reason_name(moe_reason v) {
-  return name_of(kReasons, v);
-}
-const char* memory_name(moe_memory v) {
-  return name_of(kMemories, v);
-}
-
-std::optional<moe_format> parse_format(std::string_view s) {
-  for (const FormatSpec& f : format_table())
-    if (s == f.name) return f.format;
-  return std::nullopt;
-}
-std::optional<moe_input_format> parse_input_format(std::string_view s) {
-  return parse(kInputFormats, s);
-}
-std::optional<moe_activation> parse_activation(std::string_view s) {
-  return parse(kActivations, s);
-}
-std::optional<moe_routing> parse_routing(std::string_view s) {
-  return parse(kRoutings, s);
-}
-std::optional<moe_score_function> parse_score_function(std::string_view s) {
-  return parse(kScores, s);
-}
-std::optional<moe_ep_placement> parse_ep_placement(std::string_view s) {
-  return parse(kPlacements, s);
-}
-
-std::string format_names() {
-  std::string out;
-  for (const FormatSpec& f : format_table()) out += (out.empty() ? "" : ", ") + std::string(f.name);
-  return out;
-}
-std::string input_format_names() {
-  return names(kInputFormats);
-}
-std::string activation_names() {
-  return names(kActivations);
-}
-std::string routing_names() {
-  return names(kRoutings);
-}
-
-std::vector<moe_input_format> known_input_formats() {
-  return values(kInputFormats);
-}
-std::vector<moe_activation> known_activations() {
-  return values(kActivations);
-}
-std::vector<moe_routing> known_routings() {
-  return values(kRoutings);
-}
-
 bool is_gated(moe_activation a) {
   switch (a) {
     case MOE_ACTIVATION_SILU_MUL:
@@ -227,18 +64,18 @@ void check_known_values(const moe_problem& p) {
   if (find_format(static_cast<moe_format>(p.format)) == nullptr)
     MOE_REFUSE(MOE_REASON_FORMAT, "format={} is not a weight format this build knows ({})",
                p.format, format_names());
-  if (p.input_format != MOE_INPUT_DEFAULT && !known(kInputFormats, p.input_format))
+  if (p.input_format != MOE_INPUT_DEFAULT && !known_input_format(p.input_format))
     MOE_REFUSE(MOE_REASON_INPUT_FORMAT, "input_format={} is not one this build knows ({})",
                p.input_format, input_format_names());
-  if (!known(kActivations, p.activation))
+  if (!known_activation(p.activation))
     MOE_REFUSE(MOE_REASON_ACTIVATION, "activation={} is not one this build knows ({})",
                p.activation, activation_names());
-  if (!known(kRoutings, p.routing))
+  if (!known_routing(p.routing))
     MOE_REFUSE(MOE_REASON_ROUTING, "routing={} is not a routing method this build knows ({})",
                p.routing, routing_names());
-  if (p.routing == MOE_ROUTING_GROUPED_TOPK && !known(kScores, p.score_function))
+  if (p.routing == MOE_ROUTING_GROUPED_TOPK && !known_score_function(p.score_function))
     MOE_REFUSE(MOE_REASON_ROUTING, "score_function={} is not sigmoid or softmax", p.score_function);
-  if (!known(kPlacements, p.ep_placement))
+  if (!known_ep_placement(p.ep_placement))
     MOE_REFUSE(MOE_REASON_EP,
                "ep_placement={} is not one this build knows (none, linear, "
                "round_robin)",
@@ -369,7 +206,7 @@ void validate_problem(const moe_problem& p) {
 void check_routing_args(const moe_problem& p, int64_t tokens, const void* logits, const float* bias,
                         const void* ids, const void* weights) {
   constexpr auto kInvalid = MOE_STATUS_INVALID_ARGUMENT;
-  if (!known(kRoutings, p.routing))
+  if (!known_routing(p.routing))
     MOE_REFUSE(MOE_REASON_ROUTING, "routing={} is not a routing method this build knows ({})",
                p.routing, routing_names());
   MOE_CHECK(p.experts >= 1 && p.top_k >= 1 && p.top_k <= p.experts, kInvalid,

@@ -1,4 +1,4 @@
-// Activations of ARCHITECTURE §5 on GEMM1's output rows, fp32 math, bf16 in and out.
+// Activations of docs/design.md §5 on GEMM1's output rows, fp32 math, bf16 in and out.
 //
 // NOTES: min and clamp are written as the reference's std::min / std::clamp expand
 // ((b < a) ? b : a), not fminf: fminf(NaN, L) is L, std::min(NaN, L) is NaN, and the reference

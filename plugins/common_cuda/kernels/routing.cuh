@@ -1,4 +1,4 @@
-// Routing of ARCHITECTURE §4 on the device: one warp per token, every score in double, mirroring
+// Routing of docs/design.md §4 on the device: one warp per token, every score in double, mirroring
 // plugins/reference/routing.cpp operation for operation.
 //
 // NOTES: why the ids match the reference bit for bit.

@@ -1,4 +1,4 @@
-// GEMM1's epilogue with the activation of ARCHITECTURE §5 fused in: the fp32 accumulators of a
+// GEMM1's epilogue with the activation of docs/design.md §5 fused in: the fp32 accumulators of a
 // tile become act(gate + b_gate, up + b_up), rounded once to bf16 and stored to the [rows, I]
 // intermediate. The GEMM1 output (2I wide) never reaches memory.
 //

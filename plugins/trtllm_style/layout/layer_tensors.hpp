@@ -1,5 +1,5 @@
 // The per-expert tensors of one MoE layer as the layout transforms see them: byte buffers with
-// a dtype and a (batch = experts, rows, cols) shape. Canonical shapes follow ARCHITECTURE §3;
+// a dtype and a (batch = experts, rows, cols) shape. Canonical shapes follow docs/design.md §3;
 // R13 = 2I for gated activations (rows [gate; up]) and I for relu2; K13 = H, stored as H/2
 // bytes for packed fp4. nvfp4's per-expert scale_2 and the activation scales are scalars the
 // layout never touches, so they are not carried here.

@@ -1,4 +1,4 @@
-// prepare(): canonical expert weights (ARCHITECTURE §3) -> the trtllm_style prepared layout, and
+// prepare(): canonical expert weights (docs/design.md §3) -> the trtllm_style prepared layout, and
 // unprepare(), its exact inverse (except the fp8 scale floor). The order follows TensorRT-LLM's
 // weight loading for its trtllm-gen MoE kernels (and vLLM's/FlashInfer's preparation for them):
 //

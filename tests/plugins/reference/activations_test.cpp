@@ -1,4 +1,4 @@
-// The reference activations (ARCHITECTURE §5) on small rows whose expectations are written out
+// The reference activations (docs/design.md §5) on small rows whose expectations are written out
 // here, from the formulas of §5 or from known constants, never from the code under test.
 #include "activations.hpp"
 

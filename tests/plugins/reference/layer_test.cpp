@@ -1,4 +1,4 @@
-// The reference layer (ARCHITECTURE §3, §5) on tiny layers whose f64 output is worked out by hand
+// The reference layer (docs/design.md §3, §5) on tiny layers whose f64 output is worked out by hand
 // here: weights of 0, 1, 2, 0.5, element codes whose values are known, and silu from std::exp.
 #include "reference_layer.hpp"
 

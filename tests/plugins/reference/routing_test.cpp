@@ -1,4 +1,4 @@
-// The reference routing against expectations worked out by hand (ARCHITECTURE §4).
+// The reference routing against expectations worked out by hand (docs/design.md §4).
 #include "routing.hpp"
 
 #include <gtest/gtest.h>

@@ -287,7 +287,7 @@ typedef struct moe_problem {
 #define MOE_TOPK_WIDTH(problem) ((problem)->top_k + (problem)->sink_experts)
 
 /* ---------------------------------------------------------------------------------------------
- * Canonical weights (ARCHITECTURE §3), always host memory, borrowed for the prepare call only.
+ * Canonical weights (docs/design.md §3), always host memory, borrowed for the prepare call only.
  * With EP the routed-expert tensors hold this rank's `local_experts` experts in local order.
  * Gated: w13 [E, 2I, H] rows [gate; up]; relu2: w13 [E, I, H]. w2 [E, H, I]. K contiguous.
  * ------------------------------------------------------------------------------------------- */

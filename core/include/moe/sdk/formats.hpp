@@ -1,4 +1,4 @@
-// Exact codecs for the element and scale types of ARCHITECTURE §3, and the quantisation rules
+// Exact codecs for the element and scale types of docs/design.md §3, and the quantisation rules
 // that the reference, the conformance harness and every backend share.
 //
 // Decoding is exact (every code maps to the double it denotes). Encoding rounds to nearest,

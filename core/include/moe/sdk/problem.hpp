@@ -9,40 +9,12 @@
 #include <vector>
 
 #include "moe/abi/moe_abi.h"
+#include "moe/sdk/enum_names.hpp"
 
 namespace moe {
 
 // A moe_problem with every field at its documented default (struct_size = sizeof).
 moe_problem default_problem();
-
-// Enum spellings, as written in YAML and printed by the tool.
-const char* format_name(moe_format v);
-const char* input_format_name(moe_input_format v);
-const char* activation_name(moe_activation v);
-const char* routing_name(moe_routing v);
-const char* score_function_name(moe_score_function v);
-const char* ep_placement_name(moe_ep_placement v);
-const char* reason_name(moe_reason v);
-const char* memory_name(moe_memory v);
-
-std::optional<moe_format> parse_format(std::string_view s);
-std::optional<moe_input_format> parse_input_format(std::string_view s);
-std::optional<moe_activation> parse_activation(std::string_view s);
-std::optional<moe_routing> parse_routing(std::string_view s);
-std::optional<moe_score_function> parse_score_function(std::string_view s);
-std::optional<moe_ep_placement> parse_ep_placement(std::string_view s);
-
-// All spellings of one enum, comma separated (for error messages).
-std::string format_names();
-std::string input_format_names();
-std::string activation_names();
-std::string routing_names();
-
-// The values of each enum this build knows (formats: format_table()), in enum order. A value
-// outside these lists comes from a newer header and is refused, never mapped to a neighbour.
-std::vector<moe_input_format> known_input_formats();
-std::vector<moe_activation> known_activations();
-std::vector<moe_routing> known_routings();
 
 // Throws moe::Refusal with the matching reason (format, input_format, activation, routing, ep)
 // for an enum value this build does not know.

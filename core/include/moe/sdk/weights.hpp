@@ -1,4 +1,4 @@
-// Geometry of the canonical weight tensors (ARCHITECTURE §3) and their validation against a
+// Geometry of the canonical weight tensors (docs/design.md §3) and their validation against a
 // problem. One place decides what shape and dtype every weight and scale has.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The activations of ARCHITECTURE §5 between the two grouped GEMMs, on permuted rows.
+// The activations of docs/design.md §5 between the two grouped GEMMs, on permuted rows.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,7 +14,7 @@ namespace moe::gpu {
 enum class GateUpLayout : int32_t {
   kConcatenated = 0,       // [gate (I) | up (I)]: canonical w13
   kInterleavedUpGate = 1,  // column 2i = up_i, 2i+1 = gate_i: w31 swap, then row interleave
-                           // (ARCHITECTURE §6; TensorRT-LLM's prepared weights)
+                           // (docs/design.md §6; TensorRT-LLM's prepared weights)
   kInterleavedGateUp = 2,  // column 2i = gate_i, 2i+1 = up_i
 };
 

@@ -1,4 +1,4 @@
-// Routing of ARCHITECTURE §4 on the device: the GPU twin of moe::reference::route
+// Routing of docs/design.md §4 on the device: the GPU twin of moe::reference::route
 // (plugins/reference/routing.cpp), whose ids it reproduces exactly, ties and NaN included.
 #pragma once
 

@@ -1,0 +1,419 @@
+// How the SDK turns a backend class into a moe_plugin_api. Included by backend.hpp after the
+// declarations it reads (BackendInfo, Verdict, PrepareRequest, RunFn), never on its own:
+// capability masks from the declared lists, the one backend object between init() and
+// shutdown(), the layer box with its owner, and one guarded entry per table slot. Plugin authors
+// read backend.hpp; nothing here is theirs to call.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <concepts>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "moe/abi/moe_abi.h"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/extensions.hpp"
+#include "moe/sdk/guard.hpp"
+#include "moe/sdk/host_log.hpp"
+#include "moe/sdk/options.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/sdk/struct_io.hpp"
+#include "moe/sdk/version.hpp"
+#include "moe/sdk/weights.hpp"
+
+namespace moe::sdk {
+
+// The lists as ABI masks (bit 1 << value); values past 31 cannot be expressed and are refused.
+template <class E>
+uint32_t mask_of(const std::vector<E>& values) {
+  uint32_t mask = 0;
+  for (const E v : values) {
+    MOE_CHECK(int(v) >= 0 && int(v) < 32, MOE_STATUS_INTERNAL,
+              "capability value {} does not fit a 32-bit mask", int(v));
+    mask |= 1u << int(v);
+  }
+  return mask;
+}
+
+template <class E>
+std::string names_of(const std::vector<E>& values, const char* (*name)(E)) {
+  std::string out;
+  for (const E v : values) out += (out.empty() ? "" : ", ") + std::string(name(v));
+  return out;
+}
+
+template <class E>
+bool listed(const std::vector<E>& values, int32_t v) {
+  return std::find(values.begin(), values.end(), static_cast<E>(v)) != values.end();
+}
+
+namespace detail {
+
+template <class B>
+concept HasWorkspace = requires(const B& b, const typename B::Layer& l) {
+  { b.workspace_size(l, int64_t{}) } -> std::convertible_to<size_t>;
+};
+template <class B>
+concept Routes = requires(const B& b, const moe_problem& p, const moe_route_args& a) {
+  b.route(p, a, int64_t{});
+};
+template <class B>
+concept HasRouteWorkspace = requires(const B& b, const moe_problem& p) {
+  { b.route_workspace_size(p, int64_t{}) } -> std::convertible_to<size_t>;
+};
+template <class B>
+concept HasCanRoute = requires(const B& b, const moe_problem& p) {
+  { b.can_route(p) } -> std::same_as<Verdict>;
+};
+template <class B>
+concept Describes = requires(const B& b, const moe_problem& p) {
+  { b.describe_layout(p) } -> std::convertible_to<std::string>;
+};
+template <class B>
+concept Benchmarks = requires(const B& b, const moe_bench_args& a, const RunFn& run) {
+  b.benchmark(a, run);
+};
+template <class B>
+concept HasMemory = requires {
+  typename B::Memory;
+};
+
+template <class B>
+const BackendInfo& static_info();
+
+// The one backend object, made by init() and dropped by shutdown(). Never destroyed itself: the
+// host may call shutdown() while the process exits.
+template <class B>
+struct Instance {
+  struct State {
+    std::mutex mutex;
+    std::unique_ptr<B> owned;
+    std::atomic<const B*> current{nullptr};
+  };
+  static State& state() {
+    static State* s = new State();
+    return *s;
+  }
+
+  static const B& get() {
+    const B* b = state().current.load(std::memory_order_acquire);
+    MOE_CHECK(b != nullptr, MOE_STATUS_INVALID_ARGUMENT,
+              "plugin '{}' is not initialised: init() was not called, or shutdown() was",
+              static_info<B>().name);
+    return *b;
+  }
+  static void make() {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (s.owned != nullptr) return;
+    s.owned = std::make_unique<B>();
+    s.current.store(s.owned.get(), std::memory_order_release);
+  }
+  static void drop() {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    s.current.store(nullptr, std::memory_order_release);
+    s.owned.reset();
+  }
+};
+
+// BackendInfo kept for the life of the process: moe_plugin_info points into it.
+template <class B>
+const BackendInfo& static_info() {
+  static const BackendInfo info = B::info();
+  return info;
+}
+
+template <class B>
+struct LayerBox final : moe_layer {
+  std::unique_ptr<typename B::Layer> impl;
+};
+
+template <class B>
+const moe_plugin_api* table();
+
+template <class B>
+typename B::Layer& layer_of(moe_layer* layer) {
+  MOE_CHECK(layer != nullptr, MOE_STATUS_INVALID_ARGUMENT, "layer is NULL");
+  MOE_CHECK(layer->owner == table<B>(), MOE_STATUS_INVALID_ARGUMENT,
+            "the layer was not made by plugin '{}' (destroyed, or another plugin's)",
+            static_info<B>().name);
+  return *static_cast<LayerBox<B>*>(layer)->impl;
+}
+
+// Refuses what the declaration does not list, then asks the backend; throws moe::Refusal, or
+// returns the backend's yes.
+template <class B>
+Verdict require_supported(const B& b, const moe_problem& p) {
+  const BackendInfo& info = static_info<B>();
+  const auto f = static_cast<moe_format>(p.format);
+  const auto a = static_cast<moe_activation>(p.activation);
+  if (!listed(info.formats, p.format))
+    MOE_REFUSE(MOE_REASON_FORMAT, "{} takes only {} weights, not {}", info.name,
+               names_of(info.formats, format_name), format_name(f));
+  if (!listed(info.activations, p.activation))
+    MOE_REFUSE(MOE_REASON_ACTIVATION, "{} takes only the activations {}, not {}", info.name,
+               names_of(info.activations, activation_name), activation_name(a));
+  Verdict v = b.supports(p);
+  if (!v.ok()) throw Refusal(v.reason, v.message);
+  return v;
+}
+
+// Whether route() takes `p`: a listed method within the backend's limits.
+template <class B>
+Verdict routes(const B& b, const moe_problem& p) {
+  const BackendInfo& info = static_info<B>();
+  if constexpr (!Routes<B>) {
+    return Verdict::no(MOE_REASON_ROUTING, fmt::format("{} does not route", info.name));
+  } else {
+    if (!listed(info.routings, p.routing))
+      return Verdict::no(MOE_REASON_ROUTING,
+                         fmt::format("{} does not route {}", info.name,
+                                     routing_name(static_cast<moe_routing>(p.routing))));
+    if constexpr (HasCanRoute<B>) return b.can_route(p);
+    return Verdict::yes();
+  }
+}
+
+template <class B>
+struct Entries {
+  static moe_status init(const moe_host_api* host) {
+    return guarded([&] {
+      init_host(host, static_info<B>().name);
+      Instance<B>::make();
+    });
+  }
+
+  static const char* last_error() { return sdk::last_error(); }
+
+  static moe_status get_info(moe_plugin_info* out) {
+    return guarded([&] {
+      check_struct(out, MOE_PLUGIN_INFO_MIN_SIZE, "moe_plugin_info");
+      const BackendInfo& i = static_info<B>();
+      moe_plugin_info info{};
+      info.struct_size = sizeof(info);
+      info.name = i.name;
+      info.version = i.version;
+      info.description = i.description;
+      info.aliases = i.aliases.empty() ? nullptr : i.aliases.data();
+      info.num_aliases = static_cast<int32_t>(i.aliases.size());
+      info.priority = i.priority;
+      if constexpr (HasMemory<B>)
+        info.memory = B::Memory::kind;
+      else
+        info.memory = MOE_MEMORY_HOST;
+      info.format_mask = mask_of(i.formats);
+      info.activation_mask = mask_of(i.activations);
+      info.routing_mask = Routes<B> ? mask_of(i.routings) : 0;
+      write_struct(out, info);
+    });
+  }
+
+  static moe_status supports(const moe_problem* problem, moe_support* answer) {
+    return guarded([&] {
+      check_struct(answer, MOE_SUPPORT_MIN_SIZE, "moe_support");
+      moe_problem p;
+      try {
+        p = read_problem(problem);
+      } catch (const Refusal& r) {  // a value this build does not know
+        answer_support(answer, r.reason(), r.what(), 0);
+        return;
+      }
+      const B& b = Instance<B>::get();
+      const int32_t route = routes(b, p).ok() ? 1 : 0;  // asked apart: routing needs no weights
+      try {
+        const Verdict yes = require_supported(b, p);
+        answer_support(answer, MOE_REASON_NONE, yes.message, route);
+      } catch (const Refusal& r) {
+        answer_support(answer, r.reason(), r.what(), route);
+      }
+    });
+  }
+
+  static moe_status prepare(const moe_prepare_args* args, moe_layer** out) {
+    return guarded([&] {
+      check_struct(args, MOE_PREPARE_ARGS_MIN_SIZE, "moe_prepare_args");
+      check_extension_chain(args->ext, "moe_prepare_args.ext");
+      MOE_CHECK(out != nullptr, MOE_STATUS_INVALID_ARGUMENT, "layer (out) is NULL");
+      MOE_CHECK(args->weights != nullptr, MOE_STATUS_INVALID_ARGUMENT, "weights is NULL");
+      const moe_problem p = read_problem(args->problem);
+      const B& b = Instance<B>::get();
+      require_supported(b, p);
+      check_extension_chain(args->weights->ext, "moe_weights.ext");
+      check_weights(p, *args->weights);
+      const Options options = read_options(args->options, args->num_options);
+      auto box = std::make_unique<LayerBox<B>>();
+      box->impl = b.prepare(PrepareRequest{p, *args->weights, options, args->stream});
+      MOE_CHECK(box->impl != nullptr, MOE_STATUS_INTERNAL, "{}: prepare made no layer",
+                static_info<B>().name);
+      box->owner = table<B>();
+      *out = box.release();
+    });
+  }
+
+  static moe_status destroy_layer(moe_layer* layer) {
+    return guarded([&] {
+      if (layer == nullptr) return;
+      layer_of<B>(layer);  // refuses a layer of another plugin
+      delete static_cast<LayerBox<B>*>(layer);
+    });
+  }
+
+  static moe_status workspace_size(const moe_layer* layer, int64_t tokens, size_t* bytes) {
+    return guarded([&] {
+      MOE_CHECK(bytes != nullptr, MOE_STATUS_INVALID_ARGUMENT, "bytes must not be NULL");
+      MOE_CHECK(tokens >= 0, MOE_STATUS_INVALID_ARGUMENT, "tokens={} must be >= 0", tokens);
+      const auto& l = layer_of<B>(const_cast<moe_layer*>(layer));
+      if constexpr (HasWorkspace<B>)
+        *bytes = Instance<B>::get().workspace_size(l, tokens);
+      else
+        *bytes = 0;
+    });
+  }
+
+  static void run_checked(const moe_run_args& args) {
+    check_struct(&args, MOE_RUN_ARGS_MIN_SIZE, "moe_run_args");
+    check_extension_chain(args.ext, "moe_run_args.ext");
+    auto& layer = layer_of<B>(args.layer);
+    Instance<B>::get().run(layer, args);
+  }
+
+  static moe_status run(const moe_run_args* args) {
+    return guarded([&] {
+      MOE_CHECK(args != nullptr, MOE_STATUS_INVALID_ARGUMENT, "moe_run_args is NULL");
+      run_checked(*args);
+    });
+  }
+
+  static moe_status route_workspace_size(const moe_problem* problem, int64_t tokens,
+                                         size_t* bytes) {
+    return guarded([&] {
+      const moe_problem p = read_problem(problem);
+      MOE_CHECK(bytes != nullptr && tokens >= 0, MOE_STATUS_INVALID_ARGUMENT,
+                "bytes must not be NULL and tokens={} >= 0", tokens);
+      if constexpr (HasRouteWorkspace<B>)
+        *bytes = Instance<B>::get().route_workspace_size(p, tokens);
+      else
+        *bytes = 0;
+    });
+  }
+
+  static moe_status route(const moe_route_args* args) {
+    return guarded([&] {
+      check_struct(args, MOE_ROUTE_ARGS_MIN_SIZE, "moe_route_args");
+      check_extension_chain(args->ext, "moe_route_args.ext");
+      const moe_problem p = read_problem(args->problem);
+      const B& b = Instance<B>::get();
+      const Verdict v = routes(b, p);
+      if (!v.ok()) throw Refusal(v.reason, v.message);
+      const int64_t tokens = check_route_tensors(p, *args);
+      if constexpr (Routes<B>) b.route(p, *args, tokens);
+    });
+  }
+
+  static moe_status describe_layout(const moe_problem* problem, char* buf, size_t cap,
+                                    size_t* needed) {
+    return guarded([&] {
+      MOE_CHECK(needed != nullptr, MOE_STATUS_INVALID_ARGUMENT, "needed must not be NULL");
+      const std::string text = Instance<B>::get().describe_layout(read_problem(problem));
+      *needed = text.size() + 1;
+      if (buf != nullptr && cap > 0) {
+        const size_t n = std::min(cap - 1, text.size());
+        std::memcpy(buf, text.data(), n);
+        buf[n] = '\0';
+      }
+    });
+  }
+
+  static moe_status benchmark(const moe_bench_args* args) {
+    return guarded([&] {
+      check_struct(args, MOE_BENCH_ARGS_MIN_SIZE, "moe_bench_args");
+      check_extension_chain(args->ext, "moe_bench_args.ext");
+      Instance<B>::get().benchmark(*args, RunFn(run_checked));
+    });
+  }
+
+  static moe_status mem_alloc(size_t bytes, void** ptr) {
+    return guarded([&] {
+      MOE_CHECK(ptr != nullptr, MOE_STATUS_INVALID_ARGUMENT, "ptr must not be NULL");
+      *ptr = B::Memory::alloc(bytes);
+    });
+  }
+  static moe_status mem_free(void* ptr) {
+    return guarded([&] { B::Memory::free(ptr); });
+  }
+  static moe_status mem_copy(void* dst, const void* src, size_t bytes, int32_t kind, void* stream) {
+    return guarded([&] { B::Memory::copy(dst, src, bytes, kind, stream); });
+  }
+  static moe_status stream_sync(void* stream) {
+    return guarded([&] { B::Memory::sync(stream); });
+  }
+
+  static moe_status shutdown(const moe_shutdown_args* args) {
+    return guarded([&] {
+      check_struct(args, MOE_SHUTDOWN_ARGS_MIN_SIZE, "moe_shutdown_args");
+      check_extension_chain(args->ext, "moe_shutdown_args.ext");
+      Instance<B>::drop();
+    });
+  }
+};
+
+template <class B>
+const moe_build_info* build_info() {
+  static const moe_build_info info = [] {
+    moe_build_info b{};
+    b.header = {sizeof(moe_build_info), MOE_EXT_BUILD_INFO, nullptr};
+    b.sdk_version = kSdkVersion;
+    b.compiler = kCompiler;
+    if constexpr (HasMemory<B>)
+      b.cuda_runtime = B::Memory::runtime_version();
+    else
+      b.cuda_runtime = "none";
+    b.targets = static_info<B>().targets;
+    return b;
+  }();
+  return &info;
+}
+
+template <class B>
+const moe_plugin_api* table() {
+  using E = Entries<B>;
+  static const moe_plugin_api api = [] {
+    moe_plugin_api t{};
+    t.struct_size = sizeof(t);
+    t.abi_major = MOE_ABI_VERSION_MAJOR;
+    t.abi_minor = MOE_ABI_VERSION_MINOR;
+    t.init = E::init;
+    t.last_error = E::last_error;
+    t.get_info = E::get_info;
+    t.supports = E::supports;
+    t.prepare = E::prepare;
+    t.destroy_layer = E::destroy_layer;
+    t.workspace_size = E::workspace_size;
+    t.run = E::run;
+    if constexpr (Routes<B>) {
+      t.route_workspace_size = E::route_workspace_size;
+      t.route = E::route;
+    }
+    if constexpr (Describes<B>) t.describe_layout = E::describe_layout;
+    if constexpr (HasMemory<B>) {
+      t.mem_alloc = E::mem_alloc;
+      t.mem_free = E::mem_free;
+      t.mem_copy = E::mem_copy;
+      t.stream_sync = E::stream_sync;
+    }
+    if constexpr (Benchmarks<B>) t.benchmark = E::benchmark;
+    t.ext = &build_info<B>()->header;
+    t.shutdown = E::shutdown;
+    return t;
+  }();
+  return &api;
+}
+
+}  // namespace detail
+
+}  // namespace moe::sdk
