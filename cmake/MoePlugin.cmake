@@ -10,9 +10,16 @@ function(moe_add_plugin name)
   endif()
   set(target moe_plugin_${name})
   add_library(${target} MODULE ${ARG_SOURCES})
+  # Only moe_plugin_get_api is exported (docs/design.md §2 rule 1). Hidden visibility also keeps
+  # the SDK's template statics (the function table, the backend object) private to this library:
+  # with default visibility GCC makes them unique symbols that the loader merges across plugins.
   set_target_properties(${target} PROPERTIES
     OUTPUT_NAME moe_${name}
-    LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR})
+    LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR}
+    C_VISIBILITY_PRESET hidden
+    CXX_VISIBILITY_PRESET hidden
+    CUDA_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON)
   target_link_libraries(${target} PRIVATE moe_sdk ${ARG_LIBS})
   # Switches on ABI enums list every case (docs/design.md §2): a value added to the ABI then shows
   # up at compile time. In-tree plugins treat it as an error.

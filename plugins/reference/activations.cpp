@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "moe/sdk/enum_names.hpp"
 #include "moe/sdk/error.hpp"
 
 namespace moe::reference {
@@ -27,6 +28,8 @@ void apply_activation(const moe_problem& p, const double* gemm1, int64_t n, doub
   const double limit = p.activation_limit, alpha = p.activation_alpha;
   const double* g = gemm1;
   const double* u = gemm1 + n;
+  if (!known_activation(p.activation))
+    MOE_REFUSE(MOE_REASON_ACTIVATION, "activation={} is not one this build knows", p.activation);
   switch (static_cast<moe_activation>(p.activation)) {
     case MOE_ACTIVATION_SILU_MUL:
       for (int64_t i = 0; i < n; ++i) out[i] = silu(g[i]) * u[i];

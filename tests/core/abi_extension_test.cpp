@@ -141,6 +141,52 @@ TEST(ExtensionChain, SdkPluginsCarryBuildInfoAndOldOnesDoNot) {
   EXPECT_FALSE(r.find("fixture_works")->info().build.has_value());  // hand-written, no chain
 }
 
+TEST(SupportAnswer, A11SizedAnswerIsWrittenOnlyWhereItFits) {
+  const Registry r = registry_of({build_plugin_dir()});
+  const auto ref = r.find("reference");
+  moe_support answer{};
+  answer.struct_size = MOE_SUPPORT_MIN_SIZE;  // a 1.1 caller: no `routes`
+  answer.routes = 12345;                      // past the caller's struct: must stay untouched
+  const moe_problem p = small_problem().c();
+  ASSERT_EQ(ref->api().supports(&p, &answer), MOE_STATUS_OK) << ref->api().last_error();
+  EXPECT_EQ(answer.supported, 1);
+  EXPECT_EQ(answer.routes, 12345);
+  EXPECT_EQ(answer.struct_size, MOE_SUPPORT_MIN_SIZE);
+  answer.struct_size = sizeof(answer);
+  ASSERT_EQ(ref->api().supports(&p, &answer), MOE_STATUS_OK);
+  EXPECT_EQ(answer.routes, 1);
+}
+
+// ---- layers handed back ------------------------------------------------------------------------
+
+TEST(LayerOwnership, AForeignOrDestroyedLayerIsRefusedNotRead) {
+  const Registry r = registry_of({build_plugin_dir()});
+  const auto ref = r.find("reference"), example = r.find("example_cpu");
+  const Problem p = small_problem();
+  const LayerWeights w = random_weights(p.c(), 9);
+  const Layer other = example->prepare(p.c(), w.view(), {});
+  size_t bytes = 0;
+  EXPECT_EQ(ref->api().workspace_size(other.get(), 4, &bytes), MOE_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(ref->api().last_error(),
+              testing::HasSubstr("not a live layer of plugin 'reference'"));
+  EXPECT_EQ(ref->api().destroy_layer(other.get()), MOE_STATUS_INVALID_ARGUMENT);
+
+  moe_prepare_args args{};
+  args.struct_size = sizeof(args);
+  const moe_problem pc = p.c();
+  const moe_weights wv = w.view();
+  args.problem = &pc;
+  args.weights = &wv;
+  moe_layer* mine = nullptr;
+  ASSERT_EQ(ref->api().prepare(&args, &mine), MOE_STATUS_OK);
+  EXPECT_EQ(ref->api().destroy_layer(mine), MOE_STATUS_OK);
+  EXPECT_EQ(ref->api().destroy_layer(mine), MOE_STATUS_INVALID_ARGUMENT);  // twice
+  moe_run_args run{};
+  run.struct_size = sizeof(run);
+  run.layer = mine;
+  EXPECT_EQ(ref->api().run(&run), MOE_STATUS_INVALID_ARGUMENT);
+}
+
 // ---- a 1.1 plugin next to 1.2 ones -------------------------------------------------------------
 
 TEST(OlderMinor, APluginBuiltAgainstTheFrozen11HeaderLoadsAndRuns) {

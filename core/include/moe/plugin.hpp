@@ -64,8 +64,8 @@ class Layer {
 
 class Plugin : public std::enable_shared_from_this<Plugin> {
  public:
-  // Made by the loader (registry.cpp) once the table has passed its checks and been initialised
-  // (a table lease: init() on the first handle, shutdown() when the last goes).
+  // Made by the loader (registry.cpp) once the table has passed its checks. Every Plugin holds a
+  // lease on its table: init() when the first is made, shutdown() when the last goes.
   Plugin(std::filesystem::path path, const moe_plugin_api* api, PluginInfo info);
   ~Plugin();
   Plugin(const Plugin&) = delete;

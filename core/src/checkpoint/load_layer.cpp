@@ -65,14 +65,17 @@ void store_bias(HostTensor& t, int64_t count, int64_t e, const std::vector<float
 
 // Global id of local expert l under the problem's EP placement.
 int64_t global_expert(const moe_problem& p, int64_t l) {
-  switch (p.ep_placement) {
+  if (!known_ep_placement(p.ep_placement))
+    MOE_REFUSE(MOE_REASON_EP, "ep_placement={} is not one this build knows", p.ep_placement);
+  switch (static_cast<moe_ep_placement>(p.ep_placement)) {
+    case MOE_EP_NONE:
+      return l;
     case MOE_EP_LINEAR:
       return p.local_expert_offset + l;
     case MOE_EP_ROUND_ROBIN:
       return l * p.ep_size + p.ep_rank;
-    default:
-      return l;
   }
+  return l;  // unreachable: every known placement returns above
 }
 
 void check_spec(const CheckpointSpec& spec) {

@@ -9,14 +9,17 @@ namespace moe {
 int32_t expert_owner(const moe_problem& g, int64_t e) {
   MOE_CHECK(e >= 0 && e < g.experts, MOE_STATUS_INVALID_ARGUMENT,
             "expert {} is outside [0, experts={})", e, g.experts);
-  switch (g.ep_placement) {
+  if (!known_ep_placement(g.ep_placement))
+    MOE_REFUSE(MOE_REASON_EP, "ep_placement={} is not one this build knows", g.ep_placement);
+  switch (static_cast<moe_ep_placement>(g.ep_placement)) {
+    case MOE_EP_NONE:
+      return 0;
     case MOE_EP_LINEAR:
       return static_cast<int32_t>(e / (g.experts / g.ep_size));
     case MOE_EP_ROUND_ROBIN:
       return static_cast<int32_t>(e % g.ep_size);
-    default:
-      return 0;
   }
+  return 0;  // unreachable: every known placement returns above
 }
 
 DispatchPlan plan_dispatch(const moe_problem& g, int32_t world, const int32_t* ids,

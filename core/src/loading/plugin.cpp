@@ -11,7 +11,9 @@
 namespace moe {
 
 Plugin::Plugin(std::filesystem::path path, const moe_plugin_api* api, PluginInfo info)
-    : path_(std::move(path)), api_(api), info_(std::move(info)) {}
+    : path_(std::move(path)), api_(api), info_(std::move(info)) {
+  detail::acquire_table(api_, path_.string());  // released by ~Plugin
+}
 
 Plugin::~Plugin() {
   detail::release_table(api_, info_.name);

@@ -129,21 +129,22 @@ std::shared_ptr<Plugin> load_plugin(const fs::path& path) {
   }
   keep_loaded(std::move(lib));
   check_table(path, api);
+  // A hold of our own while get_info is asked (init() comes first); the Plugin takes its own.
   detail::acquire_table(api, where);
-  try {
-    PluginInfo info = read_info(path, api);
-    if (info.memory == MOE_MEMORY_CUDA_DEVICE) {
-      MOE_CHECK(api->mem_alloc && api->mem_free && api->mem_copy && api->stream_sync,
-                MOE_STATUS_INVALID_ARGUMENT,
-                "{}: a plugin with device memory must provide mem_alloc, mem_free, mem_copy and "
-                "stream_sync",
-                where);
-    }
-    return std::make_shared<Plugin>(path, api, std::move(info));  // takes over the lease
-  } catch (...) {
-    detail::release_table(api, where);
-    throw;
+  struct Hold {
+    const moe_plugin_api* api;
+    const std::string& where;
+    ~Hold() { detail::release_table(api, where); }
+  } hold{api, where};
+  PluginInfo info = read_info(path, api);
+  if (info.memory == MOE_MEMORY_CUDA_DEVICE) {
+    MOE_CHECK(api->mem_alloc && api->mem_free && api->mem_copy && api->stream_sync,
+              MOE_STATUS_INVALID_ARGUMENT,
+              "{}: a plugin with device memory must provide mem_alloc, mem_free, mem_copy and "
+              "stream_sync",
+              where);
   }
+  return std::make_shared<Plugin>(path, api, std::move(info));
 }
 
 std::vector<fs::path> plugin_files_in(const fs::path& dir) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "moe/sdk/enum_names.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 
@@ -147,19 +148,15 @@ std::span<const FormatSpec> format_table() {
   return kFormats;
 }
 
-const FormatSpec* find_format(moe_format format) {
-  const auto i = static_cast<size_t>(format);
-  return i < std::size(kFormats) ? &kFormats[i] : nullptr;
+const FormatSpec* find_format(int32_t format) {
+  return format >= 0 && size_t(format) < std::size(kFormats) ? &kFormats[format] : nullptr;
 }
 
 const FormatSpec& format_spec(moe_format format) {
   const FormatSpec* f = find_format(format);
-  if (f == nullptr) {
-    std::string known;
-    for (const auto& row : kFormats) known += (known.empty() ? "" : ", ") + std::string(row.name);
+  if (f == nullptr)
     MOE_REFUSE(MOE_REASON_FORMAT, "format={} is not a weight format this build knows ({})",
-               int(format), known);
-  }
+               int(format), format_names());
   return *f;
 }
 

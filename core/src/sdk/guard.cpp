@@ -1,22 +1,26 @@
 #include "moe/sdk/guard.hpp"
 
-#include <string>
+#include <algorithm>
+#include <cstring>
 
 namespace moe::sdk {
 namespace {
-thread_local std::string t_last_error;
+
+// A plain buffer, not a std::string: the host may call an entry (shutdown, destroy_layer) while
+// the process exits, after this thread's non-trivial thread_locals are gone.
+constexpr size_t kLastErrorCap = 2048;
+thread_local char t_last_error[kLastErrorCap];
+
 }  // namespace
 
 const char* last_error() noexcept {
-  return t_last_error.c_str();
+  return t_last_error;
 }
 
 void set_last_error(const char* message) noexcept {
-  try {
-    t_last_error = message;
-  } catch (...) {
-    // Out of memory while storing the message: keep the old one rather than throw.
-  }
+  const size_t n = std::min(std::strlen(message), kLastErrorCap - 1);
+  std::memcpy(t_last_error, message, n);
+  t_last_error[n] = '\0';
 }
 
 }  // namespace moe::sdk

@@ -61,7 +61,7 @@ bool is_fp4(moe_format f) {
 
 void check_known_values(const moe_problem& p) {
   // Values from a newer header are refused (UNSUPPORTED), never read as a neighbour's.
-  if (find_format(static_cast<moe_format>(p.format)) == nullptr)
+  if (find_format(p.format) == nullptr)
     MOE_REFUSE(MOE_REASON_FORMAT, "format={} is not a weight format this build knows ({})",
                p.format, format_names());
   if (p.input_format != MOE_INPUT_DEFAULT && !known_input_format(p.input_format))
@@ -83,7 +83,7 @@ void check_known_values(const moe_problem& p) {
 }
 
 void normalize_problem(moe_problem& p) {
-  const FormatSpec* format = find_format(static_cast<moe_format>(p.format));
+  const FormatSpec* format = find_format(p.format);
   if (p.input_format == MOE_INPUT_DEFAULT && format != nullptr)
     p.input_format = format->natural_input;
   if (p.ep_placement == MOE_EP_NONE) {
@@ -214,6 +214,8 @@ void check_routing_args(const moe_problem& p, int64_t tokens, const void* logits
   MOE_CHECK(
       p.sink_experts == 0 || (p.sink_experts > 0 && p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK),
       kInvalid, "sink_experts={} needs routing sigmoid_bias_sink", p.sink_experts);
+  if (p.routing == MOE_ROUTING_GROUPED_TOPK && !known_score_function(p.score_function))
+    MOE_REFUSE(MOE_REASON_ROUTING, "score_function={} is not sigmoid or softmax", p.score_function);
   if (p.routing == MOE_ROUTING_GROUPED_TOPK) {
     MOE_CHECK(p.num_groups >= 1 && p.experts % p.num_groups == 0, kInvalid,
               "num_groups={} must divide experts={}", p.num_groups, p.experts);
@@ -236,6 +238,8 @@ void check_routing_args(const moe_problem& p, int64_t tokens, const void* logits
 int32_t local_expert_id(const moe_problem& p, int64_t global_id) {
   if (global_id < 0 || global_id >= p.experts) return -1;
   if (p.ep_map != nullptr) return p.ep_map[global_id];
+  if (!known_ep_placement(p.ep_placement))
+    MOE_REFUSE(MOE_REASON_EP, "ep_placement={} is not one this build knows", p.ep_placement);
   switch (static_cast<moe_ep_placement>(p.ep_placement)) {
     case MOE_EP_NONE:
       return static_cast<int32_t>(global_id);

@@ -9,8 +9,9 @@ namespace moe::gpu {
 
 void launch_activation(const moe_problem& p, const ActivationArgs& a, cudaStream_t stream) {
   constexpr auto kInvalid = MOE_STATUS_INVALID_ARGUMENT;
+  if (!known_activation(p.activation))
+    MOE_REFUSE(MOE_REASON_ACTIVATION, "activation={} is not one this build knows", p.activation);
   const auto act = static_cast<moe_activation>(p.activation);
-  is_gated(act);  // refuses a value this build does not know
   const int32_t layout = static_cast<int32_t>(a.layout);
   MOE_CHECK(layout >= 0 && layout <= 2, kInvalid, "gate/up layout={} is not 0, 1 or 2", layout);
   MOE_CHECK(a.intermediate >= 1, kInvalid, "intermediate={} must be >= 1", a.intermediate);

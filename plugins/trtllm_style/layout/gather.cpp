@@ -1,5 +1,7 @@
 #include "gather.hpp"
 
+#include <atomic>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -14,7 +16,8 @@ namespace {
 
 // Output bytes per task: large enough that a task is mostly copying, small enough that one large
 // matrix (Mixtral's w13: 235 MB) still spreads over the threads.
-constexpr int64_t kTaskBytes = int64_t(4) << 20;
+// Bytes of output one task writes; a matrix larger than this is split by rows across tasks.
+std::atomic<int64_t> g_task_bytes{int64_t(4) << 20};
 
 void check_plan(const GatherPlan& p, ByteSpan src) {
   check_stack(src, p.src, "gather");
@@ -99,8 +102,9 @@ void write_rows(const GatherPlan& p, ByteSpan src, uint8_t* out, int64_t b, int6
   for (int64_t d = r0; d < r1; ++d) {
     const uint8_t* in = source_row(p, src, b, d);
     for (int64_t kb = 0; kb < k_blocks; ++kb)
-      copy_or_zero(matrix + (kb * p.dst.rows + d) * slab, in ? in + kb * slab : nullptr,
-                   in_bytes - kb * slab, slab);
+      copy_or_zero(matrix + (kb * p.dst.rows + d) * slab,
+                   in != nullptr && kb * slab < in_bytes ? in + kb * slab : nullptr,
+                   in_bytes - kb * slab, slab);  // past the source row (K padding): zeros
   }
 }
 
@@ -133,8 +137,10 @@ void run_gathers(std::span<GatherJob> jobs) {
     *job.out = Bytes(size_t(stored_bytes(job.plan)));
     // Whole 128-row tiles per task, so swizzled tasks never share a tile.
     const int64_t rows = stored_rows(job.plan);
-    const int64_t step = round_up(
-        std::max<int64_t>(1, kTaskBytes / std::max<int64_t>(1, stored_row_bytes(job.plan))), 128);
+    const int64_t step =
+        round_up(std::max<int64_t>(
+                     1, g_task_bytes.load() / std::max<int64_t>(1, stored_row_bytes(job.plan))),
+                 128);
     for (int64_t b = 0; b < job.plan.dst.batch; ++b)
       for (int64_t r0 = 0; r0 < rows; r0 += step)
         tasks.push_back({&job, b, r0, std::min(rows, r0 + step)});
@@ -143,6 +149,10 @@ void run_gathers(std::span<GatherJob> jobs) {
     const Task& t = tasks[size_t(i)];
     write_rows(t.job->plan, t.job->src, t.job->out->data(), t.b, t.r0, t.r1);
   });
+}
+
+int64_t set_gather_task_bytes(int64_t bytes) {
+  return g_task_bytes.exchange(std::max<int64_t>(1, bytes));
 }
 
 Bytes gather(const GatherPlan& plan, ByteSpan src) {

@@ -48,4 +48,8 @@ void run_gathers(std::span<GatherJob> jobs);
 // One plan: the prepared bytes.
 Bytes gather(const GatherPlan& plan, ByteSpan src);
 
+// The output bytes one task writes (default 4 MiB; tasks are whole 128-row tiles at least).
+// Tests lower it so that small matrices are split across tasks too. Returns the previous value.
+int64_t set_gather_task_bytes(int64_t bytes);
+
 }  // namespace moe::trtllm

@@ -51,10 +51,6 @@ TensorView view_bias(const moe_tensor& t, const char* name, int64_t experts, int
   return view_tensor(t, {dt, {experts, rows, 1, elem_bytes(dt)}, {}});
 }
 
-LayoutTensor copy_view(const TensorView& v) {
-  return {v.dtype, v.shape, Bytes(v.bytes.begin(), v.bytes.end())};
-}
-
 }  // namespace
 
 LayerShape layer_shape(const moe_problem& p) {
@@ -110,19 +106,6 @@ LayerView view_canonical(const LayerShape& s, const moe_weights& w) {
   v.b13 = view_bias(w.b13, "b13", s.experts, g.w13.shape.rows);
   v.b2 = view_bias(w.b2, "b2", s.experts, s.hidden);
   return v;
-}
-
-LayerTensors copy_canonical(const LayerShape& s, const moe_weights& w) {
-  const LayerView v = view_canonical(s, w);
-  LayerTensors t;
-  for (auto [out, in] : {std::pair{&t.w13, &v.w13},
-                         {&t.w13_scale, &v.w13_scale},
-                         {&t.w2, &v.w2},
-                         {&t.w2_scale, &v.w2_scale},
-                         {&t.b13, &v.b13},
-                         {&t.b2, &v.b2}})
-    if (in->present()) *out = copy_view(*in);
-  return t;
 }
 
 void check_layout_tensor(const TensorView& t, const LayoutTensor& expected, const char* name) {

@@ -9,6 +9,7 @@
 
 #include "matrix_stack.hpp"
 #include "moe/abi/moe_abi.h"
+#include "moe/sdk/format_table.hpp"
 
 namespace moe::trtllm {
 
@@ -20,9 +21,10 @@ struct LayerShape {
   int64_t intermediate = 0;  // I
 };
 
-// mxfp8, mxfp4 and nvfp4 have one scale row per weight row; fp8_block one per 128 rows.
+// One scale row per weight row (mxfp8, mxfp4, nvfp4): the scales move with the rows. fp8_block
+// has one per 128 rows, fp8_tensor one per matrix, bf16 none.
 inline bool has_row_scales(moe_format f) {
-  return f == MOE_FORMAT_MXFP8 || f == MOE_FORMAT_MXFP4 || f == MOE_FORMAT_NVFP4;
+  return format_spec(f).scale_block_rows == 1;
 }
 
 // From a normalised problem: its format, activation, local_experts, hidden and intermediate.
@@ -74,8 +76,6 @@ LayerTensors canonical_geometry(const LayerShape& shape, int64_t intermediate);
 // Checks the routed-expert tensors of `w` against `shape` (dtype, shape, contiguity; errors name
 // the tensor and both shapes) and returns views of them, biases included when present.
 LayerView view_canonical(const LayerShape& shape, const moe_weights& w);
-// The same checks, then a copy of the viewed bytes.
-LayerTensors copy_canonical(const LayerShape& shape, const moe_weights& w);
 
 // Throws SHAPE_MISMATCH / DTYPE_MISMATCH naming `name` when `t` does not have `expected`'s dtype
 // and shape, or its byte count is wrong.

@@ -11,14 +11,7 @@
 
 namespace moe::trtllm {
 
-namespace {
-
-// Columns of w2 (= I) one scale covers: padding must keep whole blocks.
-int64_t scale_block_along_i(moe_format format) {
-  return k_granularity(format_spec(format));
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void check_padded_intermediate(const LayerShape& s, int64_t padded) {
   const int64_t i = s.intermediate;
@@ -27,13 +20,15 @@ void check_padded_intermediate(const LayerShape& s, int64_t padded) {
   MOE_CHECK(!is_fp4(s.format) || (i % 2 == 0 && padded % 2 == 0), MOE_STATUS_INVALID_ARGUMENT,
             "intermediate padding: {} packs two values per byte, I={} and padded {} must be even",
             format_name(s.format), i, padded);
-  const bool straddles = i % kFp8BlockSize != 0 || padded % kFp8BlockSize != 0;
-  MOE_CHECK(!(s.format == MOE_FORMAT_FP8_BLOCK && s.gated && padded != i && straddles),
-            MOE_STATUS_UNSUPPORTED,
-            "intermediate padding: fp8_block cannot pad I={} to {} for a gated activation: a "
-            "128x128 scale block of w13 would hold both gate and up rows; I and the padded size "
-            "must be multiples of 128",
-            i, padded);
+  // A scale block spanning several rows of w13 must not hold both gate and up rows.
+  const FormatSpec& f = format_spec(s.format);
+  const int64_t block = f.scale_block_rows;
+  const bool straddles = block > 1 && (i % block != 0 || padded % block != 0);
+  MOE_CHECK(!(s.gated && padded != i && straddles), MOE_STATUS_UNSUPPORTED,
+            "intermediate padding: {} cannot pad I={} to {} for a gated activation: a {}x{} scale "
+            "block of w13 would hold both gate and up rows; I and the padded size must be "
+            "multiples of {}",
+            f.name, i, padded, block, f.scale_block_k, block);
 }
 
 namespace {
@@ -88,7 +83,8 @@ LayerTensors resize_intermediate(const LayerShape& s, const LayerTensors& t, int
 }  // namespace
 
 int64_t intermediate_alignment(moe_format format, bool gated) {
-  return std::lcm(gated ? int64_t(16) : int64_t(128), scale_block_along_i(format));
+  // w2's columns (= I) one scale covers: padding keeps whole blocks.
+  return std::lcm(gated ? int64_t(16) : int64_t(128), k_granularity(format_spec(format)));
 }
 
 int64_t padded_intermediate(const LayerShape& s, int64_t multiple) {

@@ -80,8 +80,10 @@ void run_grouped_gemm(GemmTiles tiles, const GroupedGemmArgs& args, cudaStream_t
 
 void run_grouped_gemm_activation(GemmTiles tiles, const moe_problem& p, const GroupedGemmArgs& args,
                                  const ActivationEpilogueArgs& e, cudaStream_t stream) {
+  if (!known_activation(p.activation))
+    MOE_REFUSE(MOE_REASON_ACTIVATION, "activation={} is not one this build knows", p.activation);
   const auto activation = static_cast<moe_activation>(p.activation);
-  const bool gated = is_gated(activation);  // refuses a value this build does not know
+  const bool gated = is_gated(activation);
   MOE_CHECK(!gated || args.n % 16 == 0, MOE_STATUS_UNSUPPORTED,
             "the activation epilogue needs a gated N={} that is a multiple of 16 (its I={} output "
             "rows are stored in 16-byte chunks)",

@@ -6,6 +6,7 @@
 
 #include <tuple>
 
+#include "gather.hpp"
 #include "layout_test_util.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/host_tensor.hpp"
@@ -152,6 +153,29 @@ TEST(PrepareGather, EveryRowOrderOptionMatchesTheSteps) {
                             prepare_step_by_step(shape, canonical, o));
         }
   }
+}
+
+// Matrices split across several tasks (rows [r0, r1) with r0 > 0, per-task zeroing of swizzled
+// tiles): tasks shrunk to one 128-row tile, matrices of 320 and 384 rows.
+TEST(PrepareGather, MatricesSplitAcrossTasksMatchTheSteps) {
+  const int64_t previous = set_gather_task_bytes(1);
+  for (const moe_format f : {MOE_FORMAT_BF16, MOE_FORMAT_FP8_TENSOR, MOE_FORMAT_FP8_BLOCK,
+                             MOE_FORMAT_MXFP8, MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4}) {
+    const bool fp8b = f == MOE_FORMAT_FP8_BLOCK;
+    const LayerShape shape{f, true, 2, 384, fp8b ? 256 : 160};
+    const LayerTensors canonical = random_canonical(shape, true, 53);
+    for (const bool block_major : {false, true}) {
+      PrepareOptions o;
+      o.epilogue_tile_m = 128;
+      o.block_major_k = block_major;
+      o.block_k_bytes = f == MOE_FORMAT_BF16 ? 32 : is_fp4(f) ? 8 : 16;
+      SCOPED_TRACE(fmt::format("{} block_major={}", format_name(f), block_major));
+      const PreparedLayer fused = prepare_poisoned(shape, canonical, o);
+      expect_same_layer(fused, prepare_step_by_step(shape, canonical, o));
+      expect_same_tensors(unprepare(fused), canonical);
+    }
+  }
+  set_gather_task_bytes(previous);
 }
 
 TEST(PrepareGather, Fp8BlockScaleFloorMatchesTheSteps) {

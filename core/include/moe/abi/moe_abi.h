@@ -45,7 +45,9 @@ extern "C" {
 #define MOE_ABI_VERSION_MINOR 2
 /* 1.1: benchmark() appended to the function table.
  * 1.2: typed extension chains (moe_extension), an ext chain and shutdown() appended to the function
- *      table, moe_support.routes, moe_build_info; the *_COUNT_ enumerators left the enums. */
+ *      table, moe_support.routes, moe_build_info; the *_COUNT_ enumerators left the enums. Binary
+ *      layouts are unchanged. Source notes: `ext` is now typed (const moe_extension*; C++ code
+ *      that assigned a void* casts), and *_COUNT_ are macros, not enum values. */
 
 /* The one symbol a plugin exports (extern "C", default visibility). */
 #define MOE_PLUGIN_ENTRY_SYMBOL "moe_plugin_get_api"

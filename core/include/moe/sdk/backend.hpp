@@ -1,5 +1,6 @@
 // A backend in C++: the plugin declares a class, the SDK builds the C function table and every
-// guard around it (docs/design.md §11). A plugin's plugin.cpp is its declaration plus
+// guard around it (docs/design.md §11). A plugin's plugin.cpp is its declaration (in an anonymous
+// namespace, so two plugins' classes never meet) plus
 //
 //   MOE_EXPORT_BACKEND(MyBackend)
 //
@@ -18,7 +19,10 @@
 //     moe::sdk::Verdict can_route(const moe_problem& p) const;  // kernel limits; default yes
 //     std::string describe_layout(const moe_problem& p) const;
 //     void benchmark(const moe_bench_args& args, const moe::sdk::RunFn& run) const;
-//     using Memory = ...;  // device memory services (moe::gpu::CudaMemory); default host memory
+//     using Memory = MyMemory;  // device memory; default host memory. A struct of statics:
+//       static constexpr moe_memory kind;  void* alloc(size_t);  void free(void*);
+//       void copy(void* dst, const void* src, size_t, int32_t moe_memcpy_kind, void* stream);
+//       void sync(void* stream);  const char* runtime_version();   (in-tree: moe::gpu::CudaMemory)
 //   };
 //
 // What the SDK checks before the class sees a call: struct sizes and extension chains, the
@@ -84,10 +88,18 @@ using RunFn = std::function<void(const moe_run_args&)>;
 
 namespace moe::sdk {
 
-// The function table of backend B, built once (static storage duration).
+// The function table of backend B, built once (static storage duration). Never throws: a table
+// that cannot be built is replaced by one whose init() fails with the reason.
 template <class B>
-const moe_plugin_api* plugin_api() {
-  return detail::table<B>();
+const moe_plugin_api* plugin_api() noexcept {
+  try {
+    return detail::table<B>();
+  } catch (const std::exception& e) {
+    set_last_error(e.what());
+  } catch (...) {
+    set_last_error("building the function table threw");
+  }
+  return detail::broken_table();
 }
 
 }  // namespace moe::sdk

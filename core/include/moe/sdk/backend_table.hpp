@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "moe/abi/moe_abi.h"
@@ -93,6 +94,10 @@ struct Instance {
     std::mutex mutex;
     std::unique_ptr<B> owned;
     std::atomic<const B*> current{nullptr};
+    // The layers made and not yet destroyed: a pointer handed back is looked up here before it
+    // is read, so a foreign, destroyed or made-up layer is refused rather than dereferenced.
+    std::mutex layers_mutex;
+    std::unordered_set<const moe_layer*> layers;
   };
   static State& state() {
     static State* s = new State();
@@ -137,11 +142,18 @@ template <class B>
 const moe_plugin_api* table();
 
 template <class B>
-typename B::Layer& layer_of(moe_layer* layer) {
+void check_live(const moe_layer* layer) {
   MOE_CHECK(layer != nullptr, MOE_STATUS_INVALID_ARGUMENT, "layer is NULL");
-  MOE_CHECK(layer->owner == table<B>(), MOE_STATUS_INVALID_ARGUMENT,
-            "the layer was not made by plugin '{}' (destroyed, or another plugin's)",
+  auto& s = Instance<B>::state();
+  std::lock_guard lock(s.layers_mutex);
+  MOE_CHECK(s.layers.count(layer) == 1, MOE_STATUS_INVALID_ARGUMENT,
+            "the layer is not a live layer of plugin '{}' (destroyed, or another plugin's)",
             static_info<B>().name);
+}
+
+template <class B>
+typename B::Layer& layer_of(moe_layer* layer) {
+  check_live<B>(layer);
   return *static_cast<LayerBox<B>*>(layer)->impl;
 }
 
@@ -251,6 +263,9 @@ struct Entries {
       MOE_CHECK(box->impl != nullptr, MOE_STATUS_INTERNAL, "{}: prepare made no layer",
                 static_info<B>().name);
       box->owner = table<B>();
+      auto& s = Instance<B>::state();
+      std::lock_guard lock(s.layers_mutex);
+      s.layers.insert(box.get());
       *out = box.release();
     });
   }
@@ -258,7 +273,13 @@ struct Entries {
   static moe_status destroy_layer(moe_layer* layer) {
     return guarded([&] {
       if (layer == nullptr) return;
-      layer_of<B>(layer);  // refuses a layer of another plugin
+      auto& s = Instance<B>::state();
+      {
+        std::lock_guard lock(s.layers_mutex);
+        MOE_CHECK(s.layers.erase(layer) == 1, MOE_STATUS_INVALID_ARGUMENT,
+                  "the layer is not a live layer of plugin '{}' (destroyed, or another plugin's)",
+                  static_info<B>().name);
+      }
       delete static_cast<LayerBox<B>*>(layer);
     });
   }
@@ -378,6 +399,10 @@ const moe_build_info* build_info() {
   }();
   return &info;
 }
+
+// The table handed out when building the real one failed (out of memory in B::info(), say): it
+// loads, and its init() reports why, so nothing throws through moe_plugin_get_api.
+const moe_plugin_api* broken_table() noexcept;
 
 template <class B>
 const moe_plugin_api* table() {

@@ -49,8 +49,9 @@ std::span<const FormatSpec> format_table();
 // The row of `format`; throws moe::Refusal(MOE_REASON_FORMAT) for a value this build does not
 // know (a newer caller's format).
 const FormatSpec& format_spec(moe_format format);
-// nullptr for an unknown value.
-const FormatSpec* find_format(moe_format format);
+// nullptr for a value this build does not know (taken as the ABI's int32: a newer caller's value
+// may be outside moe_format's range).
+const FormatSpec* find_format(int32_t format);
 
 // True when each scale covers a whole matrix (fp8_tensor).
 inline bool per_matrix_scale(const FormatSpec& f) {

@@ -10,6 +10,7 @@
 
 namespace moe::sdk {
 
+// The calling thread's message of its last failed call (at most 2047 bytes kept).
 const char* last_error() noexcept;
 void set_last_error(const char* message) noexcept;
 
