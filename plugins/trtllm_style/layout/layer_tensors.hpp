@@ -66,6 +66,14 @@ struct LayerView {
 TensorView view_of(const LayoutTensor& t);
 LayerView view_of(const LayerTensors& t);
 
+// A bias's geometry with `rows` rows: (E, rows, 1) in the dtype the caller chose; no bytes.
+// Absent stays absent. `T` is a LayoutTensor or a TensorView.
+template <class T>
+LayoutTensor bias_geometry(const T& b, int64_t rows) {
+  if (!b.present()) return {};
+  return {b.dtype, {b.shape.batch, rows, 1, b.shape.elem_bytes}, {}};
+}
+
 // Shapes and dtypes of the canonical tensors of `shape` with intermediate size `intermediate`
 // (the padded size gives the padded geometry), with empty buffers: nothing is allocated. Biases
 // come back absent: their dtype is the caller's choice, their shapes are (E, R13, 1) and (E, H, 1).

@@ -52,12 +52,6 @@ LayoutTensor resize_to(const LayoutTensor& t, const LayoutTensor& target, bool h
   return out;
 }
 
-// The bias geometry: (E, rows, 1) in the dtype the caller chose.
-LayoutTensor bias_geometry(const LayoutTensor& b, int64_t rows) {
-  if (!b.present()) return {};
-  return {b.dtype, {b.shape.batch, rows, 1, b.shape.elem_bytes}, {}};
-}
-
 LayerTensors resize_intermediate(const LayerShape& s, const LayerTensors& t, int64_t from,
                                  int64_t to) {
   const LayerTensors in = canonical_shapes(s, from), out = canonical_shapes(s, to);

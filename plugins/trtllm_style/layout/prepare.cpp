@@ -103,12 +103,6 @@ RowMap w2_order(const LayoutTag& tag, int64_t rows) {
   return named("w2", [&] { return shuffle_row_map(rows, tag.epilogue_tile_m); });
 }
 
-// The bias geometry: (E, rows, 1) in the dtype the caller chose.
-LayoutTensor bias_geometry(const TensorView& b, int64_t rows) {
-  if (!b.present()) return {};
-  return {b.dtype, {b.shape.batch, rows, 1, b.shape.elem_bytes}, {}};
-}
-
 // The prepared tensor `out` (dtype and logical shape of `dst`) from `in`, its rows by `order` after
 // the padding map (rows of `in` -> rows of `dst`, per half when `halves`).
 GatherJob job(const TensorView& in, const LayoutTensor& dst, LayoutTensor& out, bool halves,
