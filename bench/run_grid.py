@@ -111,7 +111,11 @@ def main():
     routing_dir = os.path.join(args.out, "routing")
     os.makedirs(routing_dir, exist_ok=True)
     device = torch.cuda.get_device_name(0)
+    # A fresh file per run: moe bench appends, and rows of an earlier run must never be paired
+    # with this run's peers.
     jsonl = os.path.join(args.out, "ours.jsonl")
+    if os.path.exists(jsonl):
+        os.remove(jsonl)
     records = []
     for shape in args.shapes.split(","):
         cfg = f"configs/bench/{shape}_bf16.yaml"
@@ -123,8 +127,16 @@ def main():
         res = subprocess.run(cmd, capture_output=True, text=True)
         print(res.stdout, res.stderr[-2000:], flush=True)
         print(f"{shape}: moe bench {time.time() - t0:.0f} s", flush=True)
+        if res.returncode != 0:
+            sys.exit(f"moe bench failed for {shape} (exit {res.returncode}): no grid is written")
     with open(jsonl) as f:
         records = [json.loads(line) for line in f]
+    wanted = {(s, int(t)) for s in args.shapes.split(",") for t in args.tokens.split(",")}
+    got = {(r["shape"], r["tokens"]) for r in records}
+    if got != wanted or any(r.get("commit") != args.commit for r in records):
+        sys.exit(f"moe bench wrote points {sorted(got)} of commit(s) "
+                 f"{sorted({r.get('commit') for r in records})}; expected {sorted(wanted)} "
+                 f"of {args.commit}")
     for rec in records:
         routing = os.path.join(routing_dir, f"{rec['shape']}_{rec['tokens']}.safetensors")
         t0 = time.time()

@@ -17,10 +17,17 @@ for cfg in configs/ep/ep2_*.yaml; do
 done
 cfg=configs/ep/ep2_softmax_linear.yaml
 one() { RANK=$1 WORLD_SIZE=2 LOCAL_RANK=$1 TORCHELASTIC_RUN_ID=$2 build/bin/moe run --config $cfg "${@:3}"; }
+# Each bad input must be refused with its message (a missing message fails the check).
+expect() {  # expect <what> <regex>: stdin must match
+  local out; out=$(cat)
+  echo "$out" | tail -4
+  if ! echo "$out" | grep -qE "$2"; then echo "FAILED: $1 was not refused with /$2/"; status=1; fi
+}
 echo "== mismatched configs (seed 7 vs 8)"
-( one 0 mm --seed 7 & one 1 mm --seed 8; wait ) 2>&1 | grep -E "rank|error" | head -4
+( one 0 mm --seed 7 & one 1 mm --seed 8; wait ) 2>&1 \
+  | expect "a rank with another config" "runs a different config than rank 0"
 echo "== rank 1 alone: rank 0 never publishes the id"
-MOE_EP_TIMEOUT_S=8 one 1 nj 2>&1 | tail -1
+MOE_EP_TIMEOUT_S=8 one 1 nj 2>&1 | expect "a rank alone" "rank 0 did not publish the NCCL id"
 echo "== rank 0 alone: nobody joins the communicator"
-MOE_EP_TIMEOUT_S=15 one 0 lone 2>&1 | tail -1
+MOE_EP_TIMEOUT_S=15 one 0 lone 2>&1 | expect "rank 0 alone" "a rank never joined"
 exit $status

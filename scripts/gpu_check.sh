@@ -26,6 +26,14 @@ CUBLAS_PIP=$(python3 -c "import nvidia.cublas as m; print(list(m.__path__)[0] + 
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${CUBLAS_PIP:+:$CUBLAS_PIP}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/device.txt"
 status=0
+# Every plugin that was built must load here: a missing library (libcublas.so.13, say) would
+# otherwise turn its GPU tests and conformance into skips that read like a clean run.
+build/bin/moe list >"$OUT/list.txt" 2>&1
+for so in build/plugins/*.so; do
+  if grep -q "skipped:" "$OUT/list.txt" && grep -q "$(basename "$so")" <(sed -n '/skipped:/,$p' "$OUT/list.txt"); then
+    echo "FAILED: $so was built but does not load:"; sed -n '/skipped:/,$p' "$OUT/list.txt"; status=1
+  fi
+done
 if ((TESTS)); then
   for t in moe_cuda_common_tests moe_trtllm_gpu_tests moe_gpu_oracle_tests moe_conformance_tests \
            moe_registry_tests moe_trtllm_layout_tests; do
@@ -36,6 +44,20 @@ if ((TESTS)); then
   echo "== moe conformance"
   build/bin/moe conformance $GPU_SIZED --report "$OUT/conformance.json" >"$OUT/conformance.log" 2>&1 || status=1
   grep -v "^skip" "$OUT/conformance.log" | tail -30
+  # With --gpu-sized, a model shape may be skipped only as unsupported by the plugin or because
+  # the plugin keeps host memory: "no GPU oracle", a failed load or the like fails the check.
+  if [ -n "$GPU_SIZED" ]; then
+    python3 - "$OUT/conformance.json" <<'PY' || status=1
+import json, sys
+ok = ("unsupported", "GPU-sized model shape: ")
+bad = [c for c in json.load(open(sys.argv[1]))["cases"]
+       if c.get("status") == "skip" and not str(c.get("detail", "")).startswith(ok[0])
+       and not (str(c.get("detail", "")).startswith(ok[1]) and "host memory" in c["detail"])]
+for c in bad:
+    print(f"FAILED: {c.get('plugin')} / {c.get('problem')} skipped: {c.get('detail')}")
+sys.exit(1 if bad else 0)
+PY
+  fi
 fi
 if [ -n "$BENCH" ]; then
   echo "== bench $BENCH"
