@@ -1,5 +1,8 @@
 // Discovery and loading: every library that is not a usable plugin is skipped with a reason
 // that names the file and the problem.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -75,13 +78,17 @@ TEST(Registry, FunctionTableShorterThanTheMinimumIsRefused) {
   EXPECT_THAT(r.skipped()[0].reason, testing::HasSubstr("smaller than the minimum"));
 }
 
-TEST(Registry, DuplicateNameKeepsTheFirstFoundAndReportsTheOther) {
-  const Registry r = registry_of({build_plugin_dir(), fixture_dir("duplicate")});
-  ASSERT_NE(r.find("reference"), nullptr);
-  EXPECT_THAT(r.find("reference")->path().string(), testing::HasSubstr(build_plugin_dir()));
-  const auto* s = skipped_containing(r, "duplicate plugin name 'reference'");
+// (A duplicate of a built-in name is refused whatever the order: tests/core/builtin_test.cpp.)
+TEST(Registry, DuplicateNameKeepsTheFirstFoundAndReportsTheOtherWithBothPaths) {
+  const Registry r = registry_of({fixture_dir("works"), fixture_dir("works_again")});
+  ASSERT_NE(r.find("fixture_works"), nullptr);
+  EXPECT_THAT(r.find("fixture_works")->path().string(), testing::HasSubstr(fixture_dir("works")));
+  const auto* s = skipped_containing(r, "duplicate plugin name 'fixture_works'");
   ASSERT_NE(s, nullptr);
-  EXPECT_THAT(s->reason, testing::HasSubstr("libmoe_fixture_duplicate.so"));
+  EXPECT_THAT(s->reason, testing::HasSubstr(fixture_dir("works_again") +
+                                            "/libmoe_fixture_works_again.so: duplicate"));
+  EXPECT_THAT(s->reason, testing::HasSubstr("already provided by " + fixture_dir("works") +
+                                            "/libmoe_fixture_works.so"));
 }
 
 TEST(Registry, ExplicitPluginFileThatFailsToLoadIsAnError) {
@@ -98,6 +105,43 @@ TEST(Registry, MoePluginPathIsSearched) {
   const Registry r = Registry::discover(o);
   unsetenv("MOE_PLUGIN_PATH");
   EXPECT_NE(r.find("fixture_picky"), nullptr);
+}
+
+TEST(Registry, AFileWhereMoePluginPathExpectsADirectoryIsAWarningNotAnAbort) {
+  const auto file = std::filesystem::path(testing::TempDir()) / "moe_plugin_path_file";
+  std::ofstream(file) << "not a directory\n";
+  setenv("MOE_PLUGIN_PATH", (file.string() + ":" + fixture_dir("picky")).c_str(), 1);
+  DiscoveryOptions o;
+  o.use_default = false;
+  testing::internal::CaptureStderr();
+  const Registry r = Registry::discover(o);
+  const std::string log = testing::internal::GetCapturedStderr();
+  unsetenv("MOE_PLUGIN_PATH");
+  EXPECT_THAT(log, testing::HasSubstr("MOE_PLUGIN_PATH entry '" + file.string() +
+                                      "' is not a directory; ignored"));
+  EXPECT_NE(r.find("fixture_picky"), nullptr);
+}
+
+// Root reads any directory, so the check runs as nobody, in a child (a death test) of its own.
+TEST(Registry, AnUnreadableDirectoryIsAWarningNotAnAbort) {
+  const pid_t probe = fork();
+  if (probe == 0) _exit(geteuid() != 0 || setuid(65534) == 0 ? 0 : 1);
+  int status = 0;
+  waitpid(probe, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) GTEST_SKIP() << "cannot drop root here";
+  const auto dir = std::filesystem::path(testing::TempDir()) / "moe_unreadable_plugins";
+  std::filesystem::create_directories(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::none);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        if (geteuid() == 0 && setuid(65534) != 0) std::exit(3);
+        const Registry r = registry_of({dir.string(), fixture_dir("picky")});
+        std::exit(r.find("fixture_picky") != nullptr ? 0 : 4);
+      },
+      testing::ExitedWithCode(0),
+      "plugin directory '" + dir.string() + "' cannot be read \\(Permission denied\\); ignored");
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
 }
 
 TEST(Registry, AliasFindsThePlugin) {

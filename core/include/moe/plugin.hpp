@@ -1,5 +1,6 @@
 // The thin RAII C++ API over one loaded plugin: Plugin wraps the function table, Layer owns a
-// prepared moe_layer. Every failing status becomes a moe::Error whose message names the plugin.
+// prepared moe_layer. Every failing status, and any exception a plugin lets escape an entry,
+// becomes a moe::Error whose message names the plugin (destructors log instead).
 #pragma once
 
 #include <cstdint>
@@ -104,6 +105,8 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
 
   // Throws moe::Error("plugin '<name>' <what>: <last_error>") unless status is OK.
   void check(moe_status status, std::string_view what) const;
+  // The same message as a warning, for paths that must not throw (destructors, free).
+  void log_failure(moe_status status, std::string_view what) const noexcept;
 
  private:
   std::filesystem::path path_;

@@ -1,6 +1,8 @@
 // Plugin discovery and loading (docs/design.md §2 rules 2, 8, 9): directories from the config,
-// then MOE_PLUGIN_PATH, then the install's plugin directory. Every library that is not loaded
-// is kept with the reason, so `moe list` can say why.
+// then MOE_PLUGIN_PATH, then the install's plugin directory. Each library is first loaded by the
+// plugin scanner, a child process, so that one that crashes or hangs is skipped instead of taking
+// the caller down; built-in names (the oracles) are pinned to the core's own plugin directory.
+// Every library that is not loaded is kept with the reason, so `moe list` can say why.
 #pragma once
 
 #include <filesystem>
@@ -12,6 +14,9 @@
 #include "moe/plugin.hpp"
 
 namespace moe {
+namespace detail {
+class PluginScanner;
+}
 
 struct SkippedLibrary {
   std::string path;
@@ -23,14 +28,25 @@ struct DiscoveryOptions {
   std::vector<std::string> files;        // explicit plugin files (moe conformance --plugin)
   bool use_env = true;                   // MOE_PLUGIN_PATH (':'-separated)
   bool use_default = true;               // the build tree's or install's plugin directory
+  // How each library is first tried: kAuto runs the plugin scanner (moe-plugin-scanner, a child
+  // process) when one is found and loads in-process with a warning when not; kRequired makes a
+  // missing scanner an error; kOff loads in-process (a crash or hang there is this process's).
+  enum class Scan { kAuto, kRequired, kOff };
+  Scan scan = Scan::kAuto;
+  // The scanner executable. Empty: MOE_PLUGIN_SCANNER, else beside the running executable, else
+  // <exe>/../libexec/moe_registry, else the install's libexec directory.
+  std::string scanner;
 };
 
 // Loads one library and checks it: a shared library, the entry point, ABI MAJOR, table size,
 // required entries, init and info. Throws moe::Error naming the file and the problem.
 std::shared_ptr<Plugin> load_plugin(const std::filesystem::path& path);
 
-// Plugin files in a directory: regular files named *.so, sorted by name.
+// Plugin files in a directory: regular files named *.so, sorted by name. Throws moe::Error
+// (NOT_FOUND) naming the directory when it cannot be read; the second form sets `ec` instead.
 std::vector<std::filesystem::path> plugin_files_in(const std::filesystem::path& dir);
+std::vector<std::filesystem::path> plugin_files_in(const std::filesystem::path& dir,
+                                                   std::error_code& ec);
 
 // The default plugin directories that exist: <exe>/../plugins (build tree),
 // <exe>/../lib/moe_registry/plugins and the configured install directory.
@@ -46,6 +62,10 @@ class Registry {
 
   // By name or alias; nullptr when none answers to it.
   std::shared_ptr<Plugin> find(std::string_view name) const;
+  // The reference plugin from the core's own plugin directory: the oracle that routing, runs and
+  // conformance are checked against. Throws moe::Error(NOT_FOUND) saying where it was looked for
+  // and, when its library was skipped, why.
+  std::shared_ptr<Plugin> oracle() const;
   std::string names() const;  // "a, b, c" (aliases in parentheses)
 
   // Loads one file and adds it; a failure is recorded in skipped() and rethrown when `strict`.
@@ -53,8 +73,16 @@ class Registry {
 
  private:
   void add_dir(const std::filesystem::path& dir);
+  void add_files(const std::vector<std::filesystem::path>& files, bool strict);
   void add_loaded(std::shared_ptr<Plugin> plugin);
+  // Throws moe::Error when `path` may not answer to one of `names`: a built-in name outside the
+  // core's plugin directory, or a name another loaded plugin already answers to.
+  void check_claims(const std::filesystem::path& path, std::vector<std::string> names) const;
+  void resolve_scanner(const DiscoveryOptions& options);
 
+  std::shared_ptr<detail::PluginScanner> scanner_;  // null: load in-process
+  bool scanner_resolved_ = false;
+  std::vector<std::filesystem::path> core_dirs_;  // default_plugin_dirs(): where built-ins live
   std::vector<std::shared_ptr<Plugin>> plugins_;
   std::vector<SkippedLibrary> skipped_;
   std::vector<std::string> searched_;

@@ -4,11 +4,18 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
+#include "loading/entry_guard.hpp"
 #include "loading/table_leases.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
 
 namespace moe {
+
+// Every call through api_ below goes through detail::guarded (entry_guard.hpp): a raw plugin may
+// throw anything out of an entry, and that must become a moe::Error naming it, not terminate().
+using detail::guarded;
 
 Plugin::Plugin(std::filesystem::path path, const moe_plugin_api* api, PluginInfo info)
     : path_(std::move(path)), api_(api), info_(std::move(info)) {
@@ -28,17 +35,25 @@ bool Plugin::answers_to(std::string_view name) const {
 
 void Plugin::check(moe_status status, std::string_view what) const {
   if (status == MOE_STATUS_OK) return;
-  const char* message = api_->last_error ? api_->last_error() : nullptr;
-  throw Error(status,
-              fmt::format("plugin '{}' {}: {} ({})", info_.name, what,
-                          message && *message ? message : "no message", status_name(status)));
+  throw Error(status, fmt::format("plugin '{}' {}: {} ({})", info_.name, what,
+                                  detail::last_error_of(info_.name, api_->last_error),
+                                  status_name(status)));
+}
+
+void Plugin::log_failure(moe_status status, std::string_view what) const noexcept {
+  try {
+    spdlog::warn("plugin '{}' {}: {} ({})", info_.name, what,
+                 detail::last_error_of(info_.name, api_->last_error), status_name(status));
+  } catch (...) {  // called where nothing may throw
+  }
 }
 
 Support Plugin::supports(const moe_problem& problem) const {
   moe_support answer{};
   answer.struct_size = sizeof(answer);
   answer.routes = -1;  // a plugin older than ABI 1.2 leaves it
-  check(api_->supports(&problem, &answer), "supports");
+  check(guarded(info_.name, "supports", [&] { return api_->supports(&problem, &answer); }),
+        "supports");
   answer.message[MOE_SUPPORT_MESSAGE_CAP - 1] = '\0';
   return {answer.supported != 0, static_cast<moe_reason>(answer.reason), answer.message,
           answer.routes};
@@ -56,7 +71,7 @@ Layer Plugin::prepare(const moe_problem& problem, const moe_weights& weights,
   args.num_options = static_cast<int64_t>(opts.size());
   args.stream = stream;
   moe_layer* layer = nullptr;
-  check(api_->prepare(&args, &layer), "prepare");
+  check(guarded(info_.name, "prepare", [&] { return api_->prepare(&args, &layer); }), "prepare");
   MOE_CHECK(layer != nullptr, MOE_STATUS_INTERNAL, "plugin '{}' prepare returned no layer",
             info_.name);
   return Layer(shared_from_this(), layer);
@@ -72,7 +87,9 @@ bool Plugin::can_route(const moe_problem& problem) const {
 
 size_t Plugin::route_workspace_size(const moe_problem& problem, int64_t tokens) const {
   size_t bytes = 0;
-  check(api_->route_workspace_size(&problem, tokens, &bytes), "route_workspace_size");
+  check(guarded(info_.name, "route_workspace_size",
+                [&] { return api_->route_workspace_size(&problem, tokens, &bytes); }),
+        "route_workspace_size");
   return bytes;
 }
 
@@ -80,15 +97,19 @@ void Plugin::route(moe_route_args args) const {
   MOE_CHECK(api_->route != nullptr, MOE_STATUS_UNSUPPORTED, "plugin '{}' does not route",
             info_.name);
   args.struct_size = sizeof(args);
-  check(api_->route(&args), "route");
+  check(guarded(info_.name, "route", [&] { return api_->route(&args); }), "route");
 }
 
 std::optional<std::string> Plugin::describe_layout(const moe_problem& problem) const {
   if (api_->describe_layout == nullptr) return std::nullopt;
   size_t needed = 0;
-  check(api_->describe_layout(&problem, nullptr, 0, &needed), "describe_layout");
+  check(guarded(info_.name, "describe_layout",
+                [&] { return api_->describe_layout(&problem, nullptr, 0, &needed); }),
+        "describe_layout");
   std::string text(needed, '\0');
-  check(api_->describe_layout(&problem, text.data(), text.size(), &needed), "describe_layout");
+  check(guarded(info_.name, "describe_layout",
+                [&] { return api_->describe_layout(&problem, text.data(), text.size(), &needed); }),
+        "describe_layout");
   text.resize(std::strlen(text.c_str()));
   return text;
 }
@@ -111,13 +132,13 @@ std::vector<double> Plugin::benchmark(const std::vector<moe_run_args>& runs, int
     args.iterations = iterations;
     args.use_graph = graph ? 1 : 0;
     args.times_ms = times.data();
-    check(api_->benchmark(&args), "benchmark");
+    check(guarded(info_.name, "benchmark", [&] { return api_->benchmark(&args); }), "benchmark");
     return times;
   }
   auto once = [&](size_t i) {
     moe_run_args a = runs[i % runs.size()];
     a.struct_size = sizeof(a);
-    check(api_->run(&a), "run");
+    check(guarded(info_.name, "run", [&] { return api_->run(&a); }), "run");
     sync(a.stream);
   };
   for (int i = 0; i < warmup; ++i) once(size_t(i));
@@ -137,7 +158,9 @@ void* Plugin::alloc(size_t bytes) const {
     return p;
   }
   void* p = nullptr;
-  check(api_->mem_alloc(bytes == 0 ? 1 : bytes, &p), "mem_alloc");
+  check(
+      guarded(info_.name, "mem_alloc", [&] { return api_->mem_alloc(bytes == 0 ? 1 : bytes, &p); }),
+      "mem_alloc");
   return p;
 }
 
@@ -147,7 +170,9 @@ void Plugin::free(void* ptr) const noexcept {
     std::free(ptr);
     return;
   }
-  api_->mem_free(ptr);
+  const moe_status st = detail::guarded_noexcept(
+      info_.name, "mem_free", [&] { return api_->mem_free(ptr); }, MOE_STATUS_INTERNAL);
+  if (st != MOE_STATUS_OK) log_failure(st, "mem_free");
 }
 
 void Plugin::copy(void* dst, const void* src, size_t bytes, moe_memcpy_kind kind) const {
@@ -156,11 +181,15 @@ void Plugin::copy(void* dst, const void* src, size_t bytes, moe_memcpy_kind kind
     std::memcpy(dst, src, bytes);
     return;
   }
-  check(api_->mem_copy(dst, src, bytes, kind, nullptr), "mem_copy");
+  check(guarded(info_.name, "mem_copy",
+                [&] { return api_->mem_copy(dst, src, bytes, kind, nullptr); }),
+        "mem_copy");
 }
 
 void Plugin::sync(void* stream) const {
-  if (device_memory()) check(api_->stream_sync(stream), "stream_sync");
+  if (device_memory())
+    check(guarded(info_.name, "stream_sync", [&] { return api_->stream_sync(stream); }),
+          "stream_sync");
 }
 
 Layer::Layer(std::shared_ptr<const Plugin> plugin, moe_layer* layer)
@@ -169,19 +198,27 @@ Layer::Layer(std::shared_ptr<const Plugin> plugin, moe_layer* layer)
 Layer::~Layer() = default;
 
 void Layer::Deleter::operator()(moe_layer* layer) const noexcept {
-  if (layer != nullptr) plugin->api().destroy_layer(layer);
+  if (layer == nullptr) return;
+  const moe_status st = detail::guarded_noexcept(
+      plugin->name(), "destroy_layer", [&] { return plugin->api().destroy_layer(layer); },
+      MOE_STATUS_INTERNAL);
+  if (st != MOE_STATUS_OK) plugin->log_failure(st, "destroy_layer");
 }
 
 size_t Layer::workspace_size(int64_t tokens) const {
   size_t bytes = 0;
-  plugin_->check(plugin_->api().workspace_size(layer_.get(), tokens, &bytes), "workspace_size");
+  const Plugin& p = *plugin_;
+  p.check(guarded(p.name(), "workspace_size",
+                  [&] { return p.api().workspace_size(layer_.get(), tokens, &bytes); }),
+          "workspace_size");
   return bytes;
 }
 
 void Layer::run(moe_run_args args) const {
   args.struct_size = sizeof(args);
   args.layer = layer_.get();
-  plugin_->check(plugin_->api().run(&args), "run");
+  const Plugin& p = *plugin_;
+  p.check(guarded(p.name(), "run", [&] { return p.api().run(&args); }), "run");
 }
 
 Buffer::Buffer(std::shared_ptr<const Plugin> plugin, size_t bytes)

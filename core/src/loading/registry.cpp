@@ -1,21 +1,21 @@
-// Discovery and loading of plugin libraries with Boost.DLL (RTLD_NOW | RTLD_LOCAL).
+// Discovery (docs/design.md §2 rule 9): which libraries to try, in which order, and which to keep.
+// Each library is first loaded by the plugin scanner in a child process (plugin_scanner.hpp); only
+// those it found usable are then loaded here (loader.cpp), so a bad library cannot take the
+// caller down. Built-in names are pinned to the core's own plugin directory (builtins.hpp).
 #include "moe/registry.hpp"
 
-#include <dlfcn.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
-#include <boost/dll/shared_library.hpp>
 #include <cstdlib>
-#include <regex>
 #include <set>
 
-#include "elf_check.hpp"
-#include "loading/table_leases.hpp"
+#include "loading/builtins.hpp"
+#include "loading/plugin_scanner.hpp"
 #include "moe/logging.hpp"
 #include "moe/sdk/error.hpp"
-#include "moe/sdk/extensions.hpp"
 
 #ifndef MOE_INSTALL_PLUGIN_DIR_FULL
 #define MOE_INSTALL_PLUGIN_DIR_FULL ""
@@ -24,135 +24,24 @@
 namespace fs = std::filesystem;
 
 namespace moe {
-namespace {
 
-// Libraries stay loaded until exit (docs/design.md §2 rule 8): objects from them may live anywhere.
-void keep_loaded(boost::dll::shared_library&& lib) {
-  static auto* libs = new std::vector<boost::dll::shared_library>();
-  static std::mutex mutex;
-  std::lock_guard lock(mutex);
-  libs->push_back(std::move(lib));
-}
-
-PluginInfo read_info(const fs::path& path, const moe_plugin_api* api) {
-  moe_plugin_info raw{};
-  raw.struct_size = sizeof(raw);
-  const moe_status st = api->get_info(&raw);
-  MOE_CHECK(st == MOE_STATUS_OK, st, "{}: get_info failed: {}", path.string(), api->last_error());
-  MOE_CHECK(raw.name != nullptr, MOE_STATUS_INVALID_ARGUMENT, "{}: get_info gave no name",
-            path.string());
-  static const std::regex kName("[a-z0-9_]+");
-  MOE_CHECK(std::regex_match(raw.name, kName), MOE_STATUS_INVALID_ARGUMENT,
-            "{}: plugin name '{}' must match [a-z0-9_]+", path.string(), raw.name);
-  PluginInfo info;
-  info.name = raw.name;
-  info.version = raw.version ? raw.version : "";
-  info.description = raw.description ? raw.description : "";
-  for (int32_t i = 0; i < raw.num_aliases && raw.aliases != nullptr; ++i) {
-    if (raw.aliases[i] != nullptr) info.aliases.emplace_back(raw.aliases[i]);
+std::vector<fs::path> plugin_files_in(const fs::path& dir, std::error_code& ec) {
+  std::vector<fs::path> files;
+  ec.clear();
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;  // an entry that vanished or cannot be stat'ed is not a plugin
+    if (it->is_regular_file(type_ec) && it->path().extension() == ".so")
+      files.push_back(it->path());
   }
-  info.priority = raw.priority;
-  info.memory = static_cast<moe_memory>(raw.memory);
-  MOE_CHECK(info.memory == MOE_MEMORY_HOST || info.memory == MOE_MEMORY_CUDA_DEVICE,
-            MOE_STATUS_INVALID_ARGUMENT, "{}: unknown memory kind {}", path.string(), raw.memory);
-  info.format_mask = raw.format_mask;
-  info.activation_mask = raw.activation_mask;
-  info.routing_mask = raw.routing_mask;
-  if (MOE_STRUCT_HAS(api, moe_plugin_api, ext)) {
-    sdk::check_extension_chain(api->ext, (path.string() + ": moe_plugin_api.ext").c_str());
-    if (const auto* b = sdk::find_extension<moe_build_info>(api->ext, MOE_EXT_BUILD_INFO)) {
-      auto str = [](const char* s) { return std::string(s != nullptr ? s : "?"); };
-      info.build =
-          BuildInfo{str(b->sdk_version), str(b->compiler), str(b->cuda_runtime), str(b->targets)};
-    }
-  }
-  return info;
-}
-
-void check_table(const fs::path& path, const moe_plugin_api* api) {
-  const std::string where = path.string();
-  MOE_CHECK(api != nullptr, MOE_STATUS_INVALID_ARGUMENT, "{}: {}() returned NULL", where,
-            MOE_PLUGIN_ENTRY_SYMBOL);
-  // struct_size, abi_major and abi_minor are frozen at the front of the table forever.
-  constexpr size_t kHead = offsetof(moe_plugin_api, abi_minor) + sizeof(uint32_t);
-  MOE_CHECK(api->struct_size >= kHead, MOE_STATUS_ABI_MISMATCH,
-            "{}: function table struct_size={} is too small to hold a version", where,
-            api->struct_size);
-  MOE_CHECK(api->abi_major == MOE_ABI_VERSION_MAJOR, MOE_STATUS_ABI_MISMATCH,
-            "{}: plugin ABI {}.{} is incompatible with this core's ABI {}.{} (MAJOR must match)",
-            where, api->abi_major, api->abi_minor, MOE_ABI_VERSION_MAJOR, MOE_ABI_VERSION_MINOR);
-  MOE_CHECK(api->struct_size >= MOE_PLUGIN_API_MIN_SIZE, MOE_STATUS_ABI_MISMATCH,
-            "{}: function table struct_size={} is smaller than the minimum {} of ABI {}.0", where,
-            api->struct_size, MOE_PLUGIN_API_MIN_SIZE, MOE_ABI_VERSION_MAJOR);
-  const std::pair<const void*, const char*> required[] = {
-      {reinterpret_cast<const void*>(api->init), "init"},
-      {reinterpret_cast<const void*>(api->last_error), "last_error"},
-      {reinterpret_cast<const void*>(api->get_info), "get_info"},
-      {reinterpret_cast<const void*>(api->supports), "supports"},
-      {reinterpret_cast<const void*>(api->prepare), "prepare"},
-      {reinterpret_cast<const void*>(api->destroy_layer), "destroy_layer"},
-      {reinterpret_cast<const void*>(api->workspace_size), "workspace_size"},
-      {reinterpret_cast<const void*>(api->run), "run"},
-  };
-  for (const auto& [fn, name] : required)
-    MOE_CHECK(fn != nullptr, MOE_STATUS_INVALID_ARGUMENT, "{}: required entry '{}' is NULL", where,
-              name);
-}
-
-}  // namespace
-
-std::shared_ptr<Plugin> load_plugin(const fs::path& path) {
-  const std::string where = path.string();
-  std::error_code fs_ec;
-  MOE_CHECK(fs::is_regular_file(path, fs_ec), MOE_STATUS_NOT_FOUND, "{}: no such file", where);
-  const std::string elf = detail::elf_problem(path);
-  MOE_CHECK(elf.empty(), MOE_STATUS_INVALID_ARGUMENT, "{}: {}", where, elf);
-
-  boost::dll::shared_library lib;
-  boost::dll::fs::error_code ec;
-  dlerror();  // clear, so the message below is this load's
-  lib.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
-  if (ec) {
-    const char* why = dlerror();
-    MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "{}: cannot be loaded: {}", where,
-             why ? why : ec.message());
-  }
-  MOE_CHECK(lib.has(MOE_PLUGIN_ENTRY_SYMBOL), MOE_STATUS_NOT_FOUND,
-            "{}: has no entry point '{}': not a moe-registry plugin", where,
-            MOE_PLUGIN_ENTRY_SYMBOL);
-  auto entry = lib.get<const moe_plugin_api*()>(MOE_PLUGIN_ENTRY_SYMBOL);
-  const moe_plugin_api* api = nullptr;
-  try {
-    api = entry();
-  } catch (...) {
-    MOE_FAIL(MOE_STATUS_INTERNAL, "{}: {}() threw an exception", where, MOE_PLUGIN_ENTRY_SYMBOL);
-  }
-  keep_loaded(std::move(lib));
-  check_table(path, api);
-  // A hold of our own while get_info is asked (init() comes first); the Plugin takes its own.
-  detail::acquire_table(api, where);
-  struct Hold {
-    const moe_plugin_api* api;
-    const std::string& where;
-    ~Hold() { detail::release_table(api, where); }
-  } hold{api, where};
-  PluginInfo info = read_info(path, api);
-  if (info.memory == MOE_MEMORY_CUDA_DEVICE) {
-    MOE_CHECK(api->mem_alloc && api->mem_free && api->mem_copy && api->stream_sync,
-              MOE_STATUS_INVALID_ARGUMENT,
-              "{}: a plugin with device memory must provide mem_alloc, mem_free, mem_copy and "
-              "stream_sync",
-              where);
-  }
-  return std::make_shared<Plugin>(path, api, std::move(info));
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 std::vector<fs::path> plugin_files_in(const fs::path& dir) {
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".so") files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
+  std::error_code ec;
+  auto files = plugin_files_in(dir, ec);
+  MOE_CHECK(!ec, MOE_STATUS_NOT_FOUND, "plugin directory '{}' cannot be read: {}", dir.string(),
+            ec.message());
   return files;
 }
 
@@ -179,7 +68,8 @@ std::vector<fs::path> default_plugin_dirs() {
 Registry Registry::discover(const DiscoveryOptions& options) {
   init_logging_from_env();
   Registry r;
-  for (const auto& file : options.files) r.add_file(file, /*strict=*/true);
+  r.resolve_scanner(options);
+  r.add_files({options.files.begin(), options.files.end()}, /*strict=*/true);
   for (const auto& dir : options.config_dirs) {
     std::error_code ec;
     MOE_CHECK(fs::is_directory(dir, ec), MOE_STATUS_NOT_FOUND,
@@ -204,41 +94,80 @@ Registry Registry::discover(const DiscoveryOptions& options) {
     }
   }
   if (options.use_default) {
-    for (const auto& dir : default_plugin_dirs()) r.add_dir(dir);
+    for (const auto& dir : r.core_dirs_) r.add_dir(dir);
   }
   return r;
 }
 
+void Registry::resolve_scanner(const DiscoveryOptions& options) {
+  core_dirs_ = default_plugin_dirs();
+  scanner_ = detail::PluginScanner::find(options);
+  scanner_resolved_ = true;
+}
+
 void Registry::add_dir(const fs::path& dir) {
   searched_.push_back(dir.string());
-  for (const auto& file : plugin_files_in(dir)) add_file(file, /*strict=*/false);
+  std::error_code ec;
+  const auto files = plugin_files_in(dir, ec);
+  if (ec) {  // like a missing MOE_PLUGIN_PATH entry: the other directories still count
+    spdlog::warn("plugin directory '{}' cannot be read ({}); ignored", dir.string(), ec.message());
+    return;
+  }
+  add_files(files, /*strict=*/false);
 }
 
 void Registry::add_file(const fs::path& path, bool strict) {
+  add_files({path}, strict);
+}
+
+void Registry::add_files(const std::vector<fs::path>& files, bool strict) {
+  if (!scanner_resolved_) resolve_scanner({});  // a Registry made without discover()
+  std::vector<fs::path> todo;
+  std::set<fs::path> seen;  // the same file found twice is loaded once
   std::error_code ec;
-  const fs::path canon = fs::weakly_canonical(path, ec);
-  for (const auto& p : plugins_) {
-    if (fs::weakly_canonical(p->path(), ec) == canon) return;  // same file found twice
+  for (const auto& p : plugins_) seen.insert(fs::weakly_canonical(p->path(), ec));
+  for (const auto& path : files)
+    if (seen.insert(fs::weakly_canonical(path, ec)).second) todo.push_back(path);
+  std::vector<detail::ScanResult> scans;
+  if (scanner_) scans = scanner_->scan(todo);
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const fs::path& path = todo[i];
+    try {
+      if (scanner_) {
+        const detail::ScanResult& scan = scans[i];
+        if (!scan.loadable) throw Error(scan.status, scan.reason);
+        // Refused before it is ever loaded into this process.
+        std::vector<std::string> names = scan.info.aliases;
+        names.push_back(scan.info.name);
+        check_claims(path, std::move(names));
+      }
+      add_loaded(load_plugin(path));
+    } catch (const Error& e) {
+      skipped_.push_back({path.string(), e.what()});
+      spdlog::warn("skipped plugin library {}", e.what());
+      if (strict) throw;
+    }
   }
-  try {
-    add_loaded(load_plugin(path));
-  } catch (const Error& e) {
-    skipped_.push_back({path.string(), e.what()});
-    spdlog::warn("skipped plugin library {}", e.what());
-    if (strict) throw;
+}
+
+void Registry::check_claims(const fs::path& path, std::vector<std::string> names) const {
+  for (const auto& n : names) {
+    const std::string refusal = detail::builtin_claim_refusal(path, n, core_dirs_);
+    MOE_CHECK(refusal.empty(), MOE_STATUS_INVALID_ARGUMENT, "{}", refusal);
+  }
+  for (const auto& existing : plugins_) {
+    for (const auto& n : names) {
+      MOE_CHECK(!existing->answers_to(n), MOE_STATUS_INVALID_ARGUMENT,
+                "{}: duplicate plugin name '{}', already provided by {} (the first found wins)",
+                path.string(), n, existing->path().string());
+    }
   }
 }
 
 void Registry::add_loaded(std::shared_ptr<Plugin> plugin) {
   std::vector<std::string> names = plugin->info().aliases;
   names.push_back(plugin->name());
-  for (const auto& existing : plugins_) {
-    for (const auto& n : names) {
-      MOE_CHECK(!existing->answers_to(n), MOE_STATUS_INVALID_ARGUMENT,
-                "{}: duplicate plugin name '{}', already provided by {} (the first found wins)",
-                plugin->path().string(), n, existing->path().string());
-    }
-  }
+  check_claims(plugin->path(), std::move(names));
   spdlog::debug("loaded plugin '{}' from {}", plugin->name(), plugin->path().string());
   plugins_.push_back(std::move(plugin));
 }
@@ -247,6 +176,29 @@ std::shared_ptr<Plugin> Registry::find(std::string_view name) const {
   for (const auto& p : plugins_)
     if (p->answers_to(name)) return p;
   return nullptr;
+}
+
+std::shared_ptr<Plugin> Registry::oracle() const {
+  // Only the pinned library can answer to a built-in name (check_claims).
+  if (auto p = find("reference")) return p;
+  const fs::path home = detail::builtin_home("reference", core_dirs_);
+  std::string dirs, state;
+  for (const auto& d : core_dirs_) dirs += (dirs.empty() ? "" : ", ") + d.string();
+  if (home.empty()) state = "which has no libmoe_reference.so";
+  std::error_code ec;
+  for (const auto& s : skipped_) {
+    if (!home.empty() && fs::weakly_canonical(s.path, ec) == home)
+      state = fmt::format("but {} was skipped: {}", home.string(), s.reason);
+  }
+  if (state.empty()) {
+    state = fmt::format("but the directories searched ({}) do not hold {}",
+                        searched_.empty() ? "none" : fmt::format("{}", fmt::join(searched_, ", ")),
+                        home.string());
+  }
+  MOE_FAIL(MOE_STATUS_NOT_FOUND,
+           "the oracle plugin 'reference' is not loaded: it loads only from the core's plugin "
+           "directory ({}), {}",
+           dirs.empty() ? "none found" : dirs, state);
 }
 
 std::string Registry::names() const {

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "loading/entry_guard.hpp"
 #include "moe/logging.hpp"
 #include "moe/sdk/error.hpp"
 
@@ -27,10 +28,16 @@ void acquire_table(const moe_plugin_api* api, const std::string& where) {
   std::lock_guard lock(l.mutex);
   int& holds = l.holds[api];
   if (holds == 0) {
-    const moe_status st = api->init(host_api());
+    moe_status st = MOE_STATUS_INTERNAL;
+    try {
+      st = guarded(where, "init", [&] { return api->init(host_api()); });
+    } catch (...) {
+      l.holds.erase(api);
+      throw;
+    }
     if (st != MOE_STATUS_OK) {
       l.holds.erase(api);
-      MOE_FAIL(st, "{}: init failed: {}", where, api->last_error());
+      MOE_FAIL(st, "{}: init failed: {}", where, last_error_of(where, api->last_error));
     }
   }
   ++holds;
@@ -44,9 +51,11 @@ void release_table(const moe_plugin_api* api, const std::string& name) noexcept 
   l.holds.erase(it);
   if (!MOE_STRUCT_HAS(api, moe_plugin_api, shutdown) || api->shutdown == nullptr) return;
   const moe_shutdown_args args{sizeof(moe_shutdown_args), nullptr};
-  if (api->shutdown(&args) == MOE_STATUS_OK) return;
+  const moe_status st = guarded_noexcept(
+      name, "shutdown", [&] { return api->shutdown(&args); }, MOE_STATUS_OK);
+  if (st == MOE_STATUS_OK) return;
   try {
-    spdlog::warn("plugin '{}' shutdown failed: {}", name, api->last_error());
+    spdlog::warn("plugin '{}' shutdown failed: {}", name, last_error_of(name, api->last_error));
   } catch (...) {  // nothing may leave a destructor
   }
 }

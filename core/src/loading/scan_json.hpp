@@ -1,0 +1,20 @@
+// What the plugin scanner (core/scanner) tells the core about one library, as JSON on its stdout,
+// and how a PluginInfo is kept in the scan cache. One object per scan:
+//   {"protocol": 1, "abi": [1, 2], "ok": true, "info": {"name": ..., ...}}
+//   {"protocol": 1, "abi": [1, 2], "ok": false, "status": 7, "error": "<path>: <why>"}
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "moe/plugin.hpp"
+
+namespace moe::detail {
+
+// Bumped when the answer's shape changes; the core refuses an answer of another protocol.
+inline constexpr int kScanProtocol = 1;
+
+nlohmann::json info_to_json(const PluginInfo& info);
+// Throws nlohmann::json::exception when a field is missing or of the wrong type.
+PluginInfo info_from_json(const nlohmann::json& j);
+
+}  // namespace moe::detail
