@@ -1,8 +1,9 @@
 // moe bench --config FILE [--tokens T,...]: times one layer per token count on the selected
-// backend (docs/design.md §8): median of device-event times after warm-up, activations rotated
-// through several input sets, and the floor max(weight + scale bytes the batch touches / HBM
-// read bandwidth, flops / peak of the format's tensor-core path). Also times prepare (weights ->
-// layer, upload included).
+// backend (docs/design.md §8): median time after warm-up (device events, or the host clock for a
+// plugin without device timing), activations rotated through several input sets, and the floor
+// max(weight + scale bytes the batch touches / HBM read bandwidth, flops / peak of the format's
+// tensor-core path). Also times prepare (weights -> layer, upload included). The report says
+// what was timed and whether the floor's H200 ceilings apply to the device the plugin ran on.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "bench_method.hpp"
+#include "cli_numbers.hpp"
 #include "commands.hpp"
 #include "moe/config.hpp"
 #include "moe/conformance.hpp"
@@ -42,7 +45,8 @@ struct Point {
   int64_t tokens = 0;
   double ms = 0, tflops = 0, weight_tbps = 0, floor_ms = 0, rel_err = NAN;
   int64_t active_experts = 0;
-  bool graph = false;
+  Timing timing = Timing::kHost;
+  bool graph = false;  // replayed as a CUDA graph (the records' "graph", read by bench/*.py)
 };
 
 // Bytes of one [rows, cols] weight matrix of `format` as stored: elements, scales, and nvfp4's
@@ -123,41 +127,43 @@ int64_t active_experts(const Routing& r, const moe_problem& p) {
   return int64_t(ids.size());
 }
 
-std::vector<int64_t> parse_tokens(const std::string& list) {
-  std::vector<int64_t> out;
-  size_t start = 0;
-  while (start < list.size()) {
-    const size_t end = std::min(list.find(',', start), list.size());
-    out.push_back(std::stoll(list.substr(start, end - start)));
-    start = end + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 void add_bench(CLI::App& app, Discovery& d) {
   auto* cmd = app.add_subcommand(
       "bench",
-      "Time one layer per token count on the selected backend: median of device-event "
-      "times, TFLOP/s, weight bytes/s and the ratio to the floor (docs/design.md §8), after the "
-      "time to prepare the layer");
-  static std::string config, tokens_list = "1,8,64,512,4096,16384", graph = "auto", jsonl,
-                             device = "unknown", commit = "unknown", shape, dump_routing;
+      "Time one layer per token count on the selected backend: median time (device events, or "
+      "the host clock for a plugin without device timing), TFLOP/s, weight bytes/s and the ratio "
+      "to the floor (docs/design.md §8), after the time to prepare the layer");
+  static std::string config, tokens_list = "1,8,64,512,4096,16384", graph = "auto", jsonl, device,
+                             commit = "unknown", shape, dump_routing;
   static int iterations = 50, warmup = 10;
   static int64_t check_max_tokens = 64;
   cmd->add_option("--config", config, "YAML config")->required();
-  cmd->add_option("--tokens", tokens_list, "Comma-separated token counts")->capture_default_str();
-  cmd->add_option("--iterations", iterations, "Timed iterations")->capture_default_str();
-  cmd->add_option("--warmup", warmup, "Untimed iterations first")->capture_default_str();
-  cmd->add_option("--graph", graph, "Replay CUDA graphs: auto (T <= 64), on or off")
+  cmd->add_option("--tokens", tokens_list, "Comma-separated token counts")
+      ->check(token_counts())
+      ->capture_default_str();
+  cmd->add_option("--iterations", iterations, "Timed iterations")
+      ->check(integer_in(1, INT32_MAX))
+      ->capture_default_str();
+  cmd->add_option("--warmup", warmup, "Untimed iterations first")
+      ->check(integer_in(0, INT32_MAX))
+      ->capture_default_str();
+  cmd->add_option("--graph", graph,
+                  "Replay CUDA graphs: auto (T <= 64), on or off; only plugins with device "
+                  "timing (their own benchmark()) run in graphs")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   cmd->add_option("--check-max-tokens", check_max_tokens,
                   "Compare with the CPU reference up to this many tokens (its cost grows with T)")
+      ->check(integer_in(0))
       ->capture_default_str();
+  cmd->add_flag("--strict", strict(),
+                "The config's fallback replacing the backend it names is an error");
   cmd->add_option("--jsonl", jsonl, "Append one JSON record per point (bench/results format)");
-  cmd->add_option("--device", device, "Device name for the records");
+  cmd->add_option("--device", device,
+                  "Device name for the records (default: the GPU the plugin runs on, as the "
+                  "driver names it; 'host' for a host-memory plugin)");
   cmd->add_option("--commit", commit, "Commit for the records");
   cmd->add_option("--shape", shape, "Shape key for the records (default: the config's stem)");
   cmd->add_option("--dump-routing", dump_routing,
@@ -166,11 +172,17 @@ void add_bench(CLI::App& app, Discovery& d) {
   cmd->callback([&d] {
     const Config cfg = Config::load_file(config);
     const Registry r = d.discover(cfg.plugin_dirs);
-    const Selection sel = select_backend(r, cfg);
-    const auto reference = r.find("reference");
+    const Selection sel = select_checked(r, cfg);
+    const auto reference = r.oracle();
     const moe_problem p = cfg.problem.c();
     const std::string key = shape.empty() ? std::filesystem::path(config).stem().string() : shape;
     const LayerCost cost = layer_cost(p);
+    // Counts the config cannot take fail here, before weights are drawn and prepared.
+    const std::vector<int64_t> counts = parse_token_counts(tokens_list);
+    for (const int64_t t : counts)
+      MOE_CHECK(t <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
+                "--tokens {}: {} is above max_tokens={} of {}", tokens_list, t, p.max_tokens,
+                config);
     std::cerr << fmt::format("bench {} on {}: {}\n", key, sel.plugin->name(), describe_problem(p));
     const LayerWeights weights = random_weights_fast(p, cfg.seed);
     // Prepare as a model load would: weights -> layer, upload included, synchronised.
@@ -184,12 +196,31 @@ void add_bench(CLI::App& app, Discovery& d) {
     std::cout << fmt::format(
         "prepare: {:.1f} ms for {:.3f} GB of weights and scales ({:.2f} GB/s, upload included)\n",
         prepare_ms, prepare_bytes * 1e-9, prepare_bytes * 1e-6 / prepare_ms);
+    const bool device_timing = sel.plugin->has_device_timing();
+    if (device_timing)
+      std::cout << fmt::format(
+          "timing:  device events around each run; rows timed 'graph' replay CUDA graphs "
+          "(--graph {})\n",
+          graph);
+    else
+      std::cout << fmt::format(
+          "timing:  host clock around run() + sync: {} has no device timing, so no CUDA "
+          "graphs{}\n",
+          sel.plugin->name(), graph == "on" ? " (--graph on is ignored)" : "");
+    // Asked after prepare: the plugin has made its device's context current on this thread.
+    const std::optional<std::string> gpu = device_of(*sel.plugin);
+    const Ceilings ceilings = ceilings_for(*sel.plugin, gpu);
+    std::cout << fmt::format(
+        "floor:   max(weight + scale bytes / {} TB/s, flops / {} TFLOP/s): H200 ceilings, {}\n",
+        kHbmReadTbps, peak_tflops(p), ceilings.why);
+    const std::string record_device = !device.empty()               ? device
+                                      : gpu                         ? *gpu
+                                      : sel.plugin->device_memory() ? "unknown"
+                                                                    : "host";
     std::unique_ptr<Layer> ref_layer;
     std::cout << fmt::format("{:>7} {:>10} {:>9} {:>11} {:>10} {:>8} {:>6} {:>9}\n", "tokens", "ms",
-                             "TFLOP/s", "weight TB/s", "floor ms", "x floor", "graph", "rel_err");
-    for (const int64_t t : parse_tokens(tokens_list)) {
-      MOE_CHECK(t >= 1 && t <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
-                "tokens={} outside [1, max_tokens={}]", t, p.max_tokens);
+                             "TFLOP/s", "weight TB/s", "floor ms", "x floor", "timed", "rel_err");
+    for (const int64_t t : counts) {
       // Enough input sets that one pass over them exceeds the L2 (at most 8).
       const double act_bytes = double(t) * p.hidden * 2.0 * (2 + p.top_k);
       const int sets = int(std::clamp(std::ceil(2 * kL2Bytes / act_bytes), 2.0, 8.0));
@@ -218,7 +249,9 @@ void add_bench(CLI::App& app, Discovery& d) {
         runs.push_back(stage_run(layer, p, batch.hidden, routing));
         args.push_back(runs.back().args);
       }
-      pt.graph = graph == "on" || (graph == "auto" && t <= 64);
+      const bool want_graph = graph == "on" || (graph == "auto" && t <= 64);
+      pt.timing = !device_timing ? Timing::kHost : want_graph ? Timing::kGraph : Timing::kStream;
+      pt.graph = pt.timing == Timing::kGraph;
       std::vector<double> times = sel.plugin->benchmark(args, warmup, iterations, pt.graph);
       std::sort(times.begin(), times.end());
       pt.ms = times[times.size() / 2];
@@ -228,7 +261,7 @@ void add_bench(CLI::App& app, Discovery& d) {
       pt.floor_ms = cost.floor_ms(p, t, pt.active_experts);
       std::cout << fmt::format(
           "{:>7} {:>10.4f} {:>9.1f} {:>11.3f} {:>10.4f} {:>8.2f} {:>6} {:>9}\n", t, pt.ms,
-          pt.tflops, pt.weight_tbps, pt.floor_ms, pt.ms / pt.floor_ms, pt.graph ? "yes" : "no",
+          pt.tflops, pt.weight_tbps, pt.floor_ms, pt.ms / pt.floor_ms, timing_column(pt.timing),
           std::isnan(pt.rel_err) ? "-" : fmt::format("{:.2e}", pt.rel_err));
       if (!jsonl.empty()) {
         char date[16];
@@ -236,7 +269,7 @@ void add_bench(CLI::App& app, Discovery& d) {
         std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
         nlohmann::json rec = {
             {"date", date},
-            {"device", device},
+            {"device", record_device},
             {"commit", commit},
             {"backend", sel.plugin->name()},
             {"format", format_name(static_cast<moe_format>(p.format))},
@@ -251,6 +284,8 @@ void add_bench(CLI::App& app, Discovery& d) {
             {"weight_tbps", pt.weight_tbps},
             {"floor_ms", pt.floor_ms},
             {"graph", pt.graph},
+            {"timing", timing_record(pt.timing)},
+            {"ceilings", ceilings.record},
             {"peers", nlohmann::json::object()},
             {"rel_err", std::isnan(pt.rel_err) ? nlohmann::json() : nlohmann::json(pt.rel_err)},
             {"active_experts", pt.active_experts},

@@ -1,9 +1,11 @@
-// moe list | describe NAME | select --config FILE
+// moe list [--json] | describe NAME | select --config FILE [--json]
 #include <fmt/format.h>
 
+#include <exception>
 #include <iostream>
 
 #include "commands.hpp"
+#include "json_reports.hpp"
 #include "moe/config.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
@@ -11,16 +13,6 @@
 
 namespace moe::tool {
 namespace {
-
-const char* fmt_name(int i) {
-  return format_name(static_cast<moe_format>(i));
-}
-const char* act_name(int i) {
-  return activation_name(static_cast<moe_activation>(i));
-}
-const char* route_name(int i) {
-  return routing_name(static_cast<moe_routing>(i));
-}
 
 void print_plugin(const Plugin& p, bool verbose) {
   const PluginInfo& i = p.info();
@@ -30,9 +22,9 @@ void print_plugin(const Plugin& p, bool verbose) {
                            i.version, p.api().abi_major, p.api().abi_minor, i.priority,
                            memory_name(i.memory));
   if (!aliases.empty()) std::cout << "  aliases:     " << aliases << "\n";
-  std::cout << "  formats:     " << mask_names(i.format_mask, fmt_name) << "\n"
-            << "  activations: " << mask_names(i.activation_mask, act_name) << "\n"
-            << "  routes:      " << mask_names(i.routing_mask, route_name) << "\n";
+  std::cout << "  formats:     " << mask_names(i.format_mask, format_bit_name) << "\n"
+            << "  activations: " << mask_names(i.activation_mask, activation_bit_name) << "\n"
+            << "  routes:      " << mask_names(i.routing_mask, routing_bit_name) << "\n";
   if (verbose) {
     std::cout << "  about:       " << i.description << "\n";
     if (i.build)
@@ -49,10 +41,16 @@ void add_list(CLI::App& app, Discovery& d) {
   auto* cmd = app.add_subcommand("list",
                                  "Plugins found, their ABI and capabilities, and every "
                                  "library skipped with the reason");
+  static bool json = false;
+  cmd->add_flag("--json", json, "One JSON document instead of the text report");
   cmd->callback([&d] {
     const Registry r = d.discover();
+    if (json) {
+      std::cout << list_json(r).dump(2) << "\n";
+      return;
+    }
     std::cout << fmt::format(
-        "core ABI {}.{}\nsearched: {}\n\n", MOE_ABI_VERSION_MAJOR, MOE_ABI_VERSION_MINOR,
+        "{}\nsearched: {}\n\n", version_line(),
         r.searched().empty() ? "(nothing)" : fmt::format("{}", fmt::join(r.searched(), ", ")));
     std::cout << r.plugins().size() << " plugin(s):\n";
     for (const auto& p : r.plugins()) print_plugin(*p, false);
@@ -95,12 +93,31 @@ void add_select(CLI::App& app, Discovery& d) {
                                  "Which backend a config selects, and why every other "
                                  "one was not chosen");
   static std::string config;
+  static bool json = false;
   cmd->add_option("--config", config, "YAML config")->required();
+  cmd->add_flag("--json", json,
+                "One JSON document: the chosen plugin, the rule and every plugin's answer");
   cmd->callback([&d] {
     const Config cfg = Config::load_file(config);
     const Registry r = d.discover(cfg.plugin_dirs);
-    std::cout << "problem: " << describe_problem(cfg.problem.c()) << "\n"
-              << select_backend(r, cfg).explain();
+    if (!json) {
+      const Selection sel = select_checked(r, cfg);
+      std::cout << "problem: " << describe_problem(cfg.problem.c()) << "\n" << sel.explain();
+      return;
+    }
+    // A script gets the document even when no plugin fits (then "selected" is null), and the
+    // error, on stderr, and exit status of the text report.
+    std::optional<Selection> sel;
+    std::exception_ptr failure;
+    std::string error;
+    try {
+      sel = select_checked(r, cfg);
+    } catch (const Error& e) {
+      failure = std::current_exception();
+      error = e.what();
+    }
+    std::cout << select_json(cfg, r, sel, error).dump(2) << "\n";
+    if (failure) std::rethrow_exception(failure);
   });
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "cli_numbers.hpp"
 #include "commands.hpp"
 #include "moe/config.hpp"
 #include "moe/conformance.hpp"
@@ -48,15 +49,20 @@ void add_run(CLI::App& app, Discovery& d) {
   cmd->add_option("--output", output,
                   "Write the layer output here: safetensors, output [T, H] bf16");
   cmd->add_option("--tokens", tokens, "Tokens in the batch (default: the config's tokens, else 16)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0));
   cmd->add_option_function<uint64_t>(
-      "--seed", [](const uint64_t& s) { seed = s, seed_given = true; },
-      "Random seed (default: the config's seed, else 1)");
+         "--seed", [](const uint64_t& s) { seed = s, seed_given = true; },
+         "Random seed (default: the config's seed, else 1)")
+      ->check(seed_value());
+  cmd->add_flag("--strict", strict(),
+                "The config's fallback replacing the backend it names is an error");
   cmd->add_flag("--ep-skew", ep_skew,
                 "Expert parallel: route every token to rank 0's experts (skewed routing)");
-  cmd->add_option("--ep-empty-rank", ep_empty_rank, "Expert parallel: this rank has no tokens");
+  cmd->add_option("--ep-empty-rank", ep_empty_rank, "Expert parallel: this rank has no tokens")
+      ->check(integer_in(0, INT32_MAX));
   cmd->add_option("--ep-bench", ep_bench,
-                  "Expert parallel: time this many steps next to NCCL's all-to-all and one GPU");
+                  "Expert parallel: time this many steps next to NCCL's all-to-all and one GPU")
+      ->check(integer_in(0, INT32_MAX));
   cmd->callback([&d] {
     Config cfg = Config::load_file(config);
     if (cfg.problem.raw().ep_placement != MOE_EP_NONE) {
@@ -75,8 +81,8 @@ void add_run(CLI::App& app, Discovery& d) {
       cfg.checkpoint->path = checkpoint;
     }
     const Registry r = d.discover(cfg.plugin_dirs);
-    const Selection sel = select_backend(r, cfg);
-    const auto reference = r.find("reference");
+    const Selection sel = select_checked(r, cfg);
+    const auto reference = r.oracle();
     MOE_CHECK(reference != nullptr, MOE_STATUS_NOT_FOUND,
               "the reference plugin was not found (searched: {}); it routes and checks the run",
               fmt::join(r.searched(), ", "));

@@ -107,8 +107,8 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
   const moe_problem g = whole.c();
 
   const Registry r = d.discover(cfg.plugin_dirs);
-  const Selection sel = select_backend(r, cfg);
-  const auto reference = r.find("reference");
+  const Selection sel = select_checked(r, cfg);
+  const auto reference = r.oracle();
   MOE_CHECK(reference != nullptr, MOE_STATUS_NOT_FOUND, "the reference plugin was not found");
   const LayerWeights global = random_weights(g, o.seed);
   const LayerWeights local = slice_local_experts(global, p);

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "moe/config.hpp"
 #include "moe/registry.hpp"
+#include "moe/selection.hpp"
 
 namespace moe::tool {
 
@@ -25,6 +27,7 @@ void add_conformance(CLI::App& app, Discovery& d);
 void add_bench(CLI::App& app, Discovery& d);
 
 // Process exit codes beyond 0 (success) and 1 (an error, printed).
+constexpr int kExitUsage = 2;     // a bad command line; the (sub)command's usage is printed
 constexpr int kExitMismatch = 3;  // a result disagrees with the reference
 
 // Set by a subcommand's callback; returned by main.
@@ -32,4 +35,21 @@ int& exit_code();
 
 // The names of the bits set in a capability mask, e.g. "bf16,fp8_block"; "-" when none.
 std::string mask_names(uint32_t mask, const char* (*name)(int));
+// The same names as a list (a value newer than this build: "#<bit>").
+std::vector<std::string> mask_list(uint32_t mask, const char* (*name)(int));
+// The `name` arguments of the three capability masks.
+const char* format_bit_name(int bit);
+const char* activation_bit_name(int bit);
+const char* routing_bit_name(int bit);
+
+// "moe-registry 0.2.0, core ABI 1.2": `moe --version` and the first line of `moe list`.
+std::string version_line();
+
+// --strict (global): a config's fallback replacing the backend it names is an error.
+bool& strict();
+// Which rule of select_backend chose the plugin: "auto", "named" or "fallback".
+std::string selection_rule(const Selection& selection, const Config& config);
+// select_backend, warning when the fallback replaced the named backend (an error with --strict).
+Selection select_checked(const Registry& registry, const Config& config);
+
 }  // namespace moe::tool

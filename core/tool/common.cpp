@@ -1,4 +1,8 @@
+#include <fmt/format.h>
+
 #include "commands.hpp"
+#include "moe/sdk/enum_names.hpp"
+#include "moe/sdk/version.hpp"
 
 namespace moe::tool {
 
@@ -15,14 +19,34 @@ int& exit_code() {
   return code;
 }
 
-std::string mask_names(uint32_t mask, const char* (*name)(int)) {
-  std::string out;
+std::vector<std::string> mask_list(uint32_t mask, const char* (*name)(int)) {
+  std::vector<std::string> out;
   for (int i = 0; i < 32; ++i) {
     if (!(mask >> i & 1u)) continue;
     const std::string n = name(i);  // a value newer than this build: its number
-    out += (out.empty() ? "" : ",") + (n == "invalid" ? "#" + std::to_string(i) : n);
+    out.push_back(n == "invalid" ? "#" + std::to_string(i) : n);
   }
-  return out.empty() ? "-" : out;
+  return out;
+}
+
+std::string mask_names(uint32_t mask, const char* (*name)(int)) {
+  const std::vector<std::string> names = mask_list(mask, name);
+  return names.empty() ? "-" : fmt::format("{}", fmt::join(names, ","));
+}
+
+const char* format_bit_name(int bit) {
+  return format_name(static_cast<moe_format>(bit));
+}
+const char* activation_bit_name(int bit) {
+  return activation_name(static_cast<moe_activation>(bit));
+}
+const char* routing_bit_name(int bit) {
+  return routing_name(static_cast<moe_routing>(bit));
+}
+
+std::string version_line() {
+  return fmt::format("moe-registry {}, core ABI {}.{}", MOE_REGISTRY_SDK_VERSION,
+                     MOE_ABI_VERSION_MAJOR, MOE_ABI_VERSION_MINOR);
 }
 
 }  // namespace moe::tool

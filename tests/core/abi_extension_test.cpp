@@ -12,7 +12,8 @@ namespace {
 
 // Every in-tree plugin (SDK-built) and the hand-written raw-table fixtures of both minors.
 Registry every_plugin() {
-  return registry_of({build_plugin_dir(), fixture_dir("works"), fixture_dir("abi_v1_1")});
+  return registry_of(
+      {build_plugin_dir(), example_plugin_dir(), fixture_dir("works"), fixture_dir("abi_v1_1")});
 }
 
 const char* const kInTree[] = {"reference",   "gpu_oracle",    "trtllm_style",
@@ -160,7 +161,7 @@ TEST(SupportAnswer, A11SizedAnswerIsWrittenOnlyWhereItFits) {
 // ---- layers handed back ------------------------------------------------------------------------
 
 TEST(LayerOwnership, AForeignOrDestroyedLayerIsRefusedNotRead) {
-  const Registry r = registry_of({build_plugin_dir()});
+  const Registry r = registry_of({build_plugin_dir(), example_plugin_dir()});
   const auto ref = r.find("reference"), example = r.find("example_cpu");
   const Problem p = small_problem();
   const LayerWeights w = random_weights(p.c(), 9);

@@ -20,6 +20,10 @@ inline std::string from_env(const char* name, const std::string& fallback) {
 inline std::string build_plugin_dir() {
   return from_env("MOE_TEST_BUILD_DIR", MOE_BUILD_DIR) + "/plugins";
 }
+// The example third-party plugin (examples/third_party_plugin), built apart from build/plugins.
+inline std::string example_plugin_dir() {
+  return from_env("MOE_TEST_BUILD_DIR", MOE_BUILD_DIR) + "/example_plugin";
+}
 inline std::string fixture_dir(const std::string& variant) {
   return from_env("MOE_TEST_BUILD_DIR", MOE_BUILD_DIR) + "/test_plugins/" + variant;
 }

@@ -19,6 +19,8 @@ std::shared_ptr<spdlog::logger> make_logger() {
   return logger;
 }
 
+// Also spdlog's default logger: the core logs through spdlog::warn() and the like, and spdlog's
+// own default writes to stdout.
 spdlog::logger& logger() {
   static std::shared_ptr<spdlog::logger> l = [] {
     auto lg = make_logger();
@@ -27,6 +29,10 @@ spdlog::logger& logger() {
   }();
   return *l;
 }
+
+// Installed when the core is loaded, not when the first plugin asks for the host table: lines
+// logged before that (an ignored MOE_PLUGIN_PATH entry, a library skipped first) went to stdout.
+[[maybe_unused]] const bool g_installed = (logger(), true);
 
 moe_log_level to_abi(spdlog::level::level_enum l) {
   switch (l) {
@@ -64,6 +70,7 @@ void set_log_level(std::string_view level) {
 }
 
 void init_logging_from_env() {
+  logger();
   static std::once_flag once;
   std::call_once(once, [] {
     if (const char* env = std::getenv("MOE_LOG_LEVEL"); env && *env) set_log_level(env);

@@ -1,0 +1,81 @@
+#include "json_reports.hpp"
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "moe/sdk/enum_names.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/sdk/version.hpp"
+
+namespace moe::tool {
+namespace {
+
+nlohmann::json candidate_json(const Candidate& c) {
+  return {{"name", c.name},
+          {"priority", c.priority},
+          {"supported", c.supported},
+          {"reason", c.supported ? nlohmann::json() : nlohmann::json(reason_name(c.reason))},
+          {"message", c.message}};
+}
+
+}  // namespace
+
+nlohmann::json plugin_json(const Plugin& p) {
+  const PluginInfo& i = p.info();
+  nlohmann::json build;  // null: a plugin older than ABI 1.2 does not say
+  if (i.build)
+    build = {{"sdk_version", i.build->sdk_version},
+             {"compiler", i.build->compiler},
+             {"cuda_runtime", i.build->cuda_runtime},
+             {"targets", i.build->targets}};
+  return {{"name", i.name},
+          {"version", i.version},
+          {"abi", fmt::format("{}.{}", p.api().abi_major, p.api().abi_minor)},
+          {"priority", i.priority},
+          {"memory", memory_name(i.memory)},
+          {"aliases", i.aliases},
+          {"description", i.description},
+          {"formats", mask_list(i.format_mask, format_bit_name)},
+          {"activations", mask_list(i.activation_mask, activation_bit_name)},
+          {"routings", mask_list(i.routing_mask, routing_bit_name)},
+          {"path", p.path().string()},
+          {"build", build}};
+}
+
+nlohmann::json list_json(const Registry& r) {
+  nlohmann::json plugins = nlohmann::json::array(), skipped = nlohmann::json::array();
+  for (const auto& p : r.plugins()) plugins.push_back(plugin_json(*p));
+  for (const auto& s : r.skipped()) skipped.push_back({{"path", s.path}, {"reason", s.reason}});
+  return {{"moe_registry", MOE_REGISTRY_SDK_VERSION},
+          {"core_abi", fmt::format("{}.{}", MOE_ABI_VERSION_MAJOR, MOE_ABI_VERSION_MINOR)},
+          {"searched", r.searched()},
+          {"plugins", plugins},
+          {"skipped", skipped}};
+}
+
+nlohmann::json select_json(const Config& cfg, const Registry& r,
+                           const std::optional<Selection>& sel, const std::string& error) {
+  nlohmann::json considered = nlohmann::json::array();
+  // A failed selection leaves no Selection behind: ask every plugin again for the answers.
+  for (const Candidate& c : sel ? sel->considered : evaluate(r, cfg.problem.c()))
+    considered.push_back(candidate_json(c));
+  nlohmann::json selected, rule, because;
+  if (sel) {
+    selected = {{"name", sel->plugin->name()},
+                {"version", sel->plugin->info().version},
+                {"path", sel->plugin->path().string()}};
+    rule = selection_rule(*sel, cfg);
+    because = sel->rule;
+  }
+  return {{"config", cfg.source},
+          {"problem", describe_problem(cfg.problem.c())},
+          {"backend", cfg.backend},
+          {"fallback", cfg.fallback},
+          {"selected", selected},
+          {"rule", rule},
+          {"because", because},
+          {"error", error.empty() ? nlohmann::json() : nlohmann::json(error)},
+          {"considered", considered}};
+}
+
+}  // namespace moe::tool

@@ -1,0 +1,22 @@
+# cmake -DEXPECT=<status> -DREGEX=<regex> -P expect_exit.cmake -- <program> <args>...
+# Runs the program and fails unless it exits with <status> and its output (stdout and stderr)
+# matches <regex>. (A ctest PASS_REGULAR_EXPRESSION alone ignores the exit status.) No argument
+# may hold a ";": the script gets them as one CMake list.
+set(cmd "")
+set(after_dashes FALSE)  # cmake itself parses the arguments before "--" (--help, --version)
+math(EXPR last "${CMAKE_ARGC} - 1")
+foreach(i RANGE ${last})
+  if(after_dashes)
+    list(APPEND cmd "${CMAKE_ARGV${i}}")
+  elseif(CMAKE_ARGV${i} STREQUAL "--")
+    set(after_dashes TRUE)
+  endif()
+endforeach()
+execute_process(COMMAND ${cmd} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(NOT status STREQUAL EXPECT)
+  message(FATAL_ERROR "exit status ${status}, expected ${EXPECT}")
+endif()
+if(NOT "${out}${err}" MATCHES "${REGEX}")
+  message(FATAL_ERROR "the output does not match: ${REGEX}")
+endif()
