@@ -8,28 +8,14 @@ find_package(CLI11 REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(Boost 1.74 REQUIRED)
 
-# spdlog header-only on top of header-only fmt (Debian's spdlog_header_only target would pull
-# the shared libfmt).
-add_library(moe_dep_spdlog INTERFACE)
-get_target_property(_spdlog_inc spdlog::spdlog_header_only INTERFACE_INCLUDE_DIRECTORIES)
-target_include_directories(moe_dep_spdlog SYSTEM INTERFACE ${_spdlog_inc})
-target_compile_definitions(moe_dep_spdlog INTERFACE SPDLOG_FMT_EXTERNAL)
-target_link_libraries(moe_dep_spdlog INTERFACE fmt::fmt-header-only Threads::Threads)
+# The targets the libraries link (moe_registry_deps::*), made the same way here and in the
+# installed package; the moe_dep_* names are what the project's CMakeLists link.
+include(cmake/MoeDependencyTargets.cmake)
+add_library(moe_dep_spdlog ALIAS moe_registry_deps::spdlog)
+add_library(moe_dep_yaml ALIAS moe_registry_deps::yaml_cpp)
+add_library(moe_dep_boost_dll ALIAS moe_registry_deps::boost_dll)
 
-# yaml-cpp from its static archive.
-# (An INTERFACE target over the archive's path, so the installed package can carry it.)
-find_library(MOE_YAML_CPP_STATIC NAMES libyaml-cpp.a REQUIRED)
-get_target_property(_yaml_inc yaml-cpp INTERFACE_INCLUDE_DIRECTORIES)
-add_library(moe_dep_yaml INTERFACE)
-target_link_libraries(moe_dep_yaml INTERFACE ${MOE_YAML_CPP_STATIC})
-if(_yaml_inc)
-  target_include_directories(moe_dep_yaml SYSTEM INTERFACE ${_yaml_inc})
-endif()
-
-# Boost.DLL, header-only, on std::filesystem instead of Boost.Filesystem.
-add_library(moe_dep_boost_dll INTERFACE)
-target_link_libraries(moe_dep_boost_dll INTERFACE Boost::headers ${CMAKE_DL_LIBS})
-target_compile_definitions(moe_dep_boost_dll INTERFACE BOOST_DLL_USE_STD_FS)
-
+# The project's Python tools run from its virtual environment (.venv, made by scripts/setup.sh).
+include(cmake/Python.cmake)
 # CUTLASS/CuTe headers from the pinned PyPI wheel nvidia-cutlass (scripts/setup.sh installs it).
 include(cmake/FindCutlassHeaders.cmake)

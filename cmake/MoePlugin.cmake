@@ -21,6 +21,19 @@ function(moe_add_plugin name)
     CUDA_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
   target_link_libraries(${target} PRIVATE moe_sdk ${ARG_LIBS})
+  # A project that sets no build type would compile the plugin with no optimisation at all (CMake's
+  # empty default), and conformance would time a debug-speed backend: it gets Release flags.
+  get_property(_multi_config GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)
+  if(NOT CMAKE_BUILD_TYPE AND NOT _multi_config)
+    foreach(lang C CXX CUDA)
+      separate_arguments(_flags UNIX_COMMAND "${CMAKE_${lang}_FLAGS_RELEASE}")
+      if(_flags)
+        target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:${lang}>:${_flags}>")
+      endif()
+    endforeach()
+    message(STATUS "moe_add_plugin(${name}): no CMAKE_BUILD_TYPE, so Release flags "
+                   "(${CMAKE_CXX_FLAGS_RELEASE})")
+  endif()
   # Switches on ABI enums list every case (docs/design.md §2): a value added to the ABI then shows
   # up at compile time. In-tree plugins treat it as an error.
   if(MOE_STRICT_ENUM_SWITCH)

@@ -27,9 +27,11 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64${CUBLAS_PIP:+:$CUBLAS_PIP}${LD_LIBR
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/device.txt"
 status=0
 # Every plugin that was built must load here: a missing library (libcublas.so.13, say) would
-# otherwise turn its GPU tests and conformance into skips that read like a clean run.
-build/bin/moe list >"$OUT/list.txt" 2>&1
-for so in build/plugins/*.so; do
+# otherwise turn its GPU tests and conformance into skips that read like a clean run. The example
+# third-party plugin is built apart (build/example_plugin) and joins every check by name.
+EXAMPLE_DIR=(--plugin-dir build/example_plugin)
+build/bin/moe "${EXAMPLE_DIR[@]}" list >"$OUT/list.txt" 2>&1
+for so in build/plugins/*.so build/example_plugin/*.so; do
   if grep -q "skipped:" "$OUT/list.txt" && grep -q "$(basename "$so")" <(sed -n '/skipped:/,$p' "$OUT/list.txt"); then
     echo "FAILED: $so was built but does not load:"; sed -n '/skipped:/,$p' "$OUT/list.txt"; status=1
   fi
@@ -42,7 +44,7 @@ if ((TESTS)); then
     grep -E "FAILED|PASSED|SKIPPED \]|Failure" "$OUT/$t.log" | head -40
   done
   echo "== moe conformance"
-  build/bin/moe conformance $GPU_SIZED --report "$OUT/conformance.json" >"$OUT/conformance.log" 2>&1 || status=1
+  build/bin/moe "${EXAMPLE_DIR[@]}" conformance $GPU_SIZED --report "$OUT/conformance.json" >"$OUT/conformance.log" 2>&1 || status=1
   grep -v "^skip" "$OUT/conformance.log" | tail -30
   # With --gpu-sized, a model shape may be skipped only as unsupported by the plugin or because
   # the plugin keeps host memory: "no GPU oracle", a failed load or the like fails the check.

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of moe-registry. Safe to run any number of times:
-# it installs only what is missing.
+# it installs only what is missing. Debian packages go to the system; PyPI packages go to the
+# project's virtual environment .venv/ (a stock Debian 12+ or Ubuntu 24.04 Python refuses pip
+# installs into itself), which CMake and the tests use by themselves (cmake/Python.cmake).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  build-essential cmake ninja-build ccache python3 python3-pip
+  build-essential cmake ninja-build ccache python3 python3-venv
   libyaml-cpp-dev libspdlog-dev libfmt-dev libboost-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev
   clang libclang-rt-dev   # scripts/fuzz.sh: libFuzzer, ASan, UBSan
@@ -13,6 +16,7 @@ CUTLASS_PIN="nvidia-cutlass==4.2.0.0"   # CUTLASS/CuTe headers for the GPU plugi
 # The real safetensors writer for tests/fixtures/make_safetensors.py (bf16 and e4m3 numpy dtypes
 # from ml_dtypes).
 PY_PINS=("safetensors==0.8.0" "ml_dtypes==0.6.0" "numpy==2.4.6")
+VENV=.venv
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -25,15 +29,28 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -q "${missing[@]}" || { $SUDO apt-get update -q && $SUDO apt-get install -y -q "${missing[@]}"; }
 fi
 
-PY=${PYTHON:-python3}
-# Installs a pinned PyPI package unless that version is present. (sed reads all of pip's output:
-# `grep -q` would exit early and fail the pipeline under pipefail, reinstalling every time.)
-pip_pin() {
-  local have
-  have=$("$PY" -m pip show "${1%%==*}" 2>/dev/null | sed -n 's/^Version: //p') || true
-  [ "$have" = "${1#*==}" ] && return 0
-  echo "setup: installing $1"
-  "$PY" -m pip install -q --root-user-action=ignore "$1" 2>/dev/null || "$PY" -m pip install -q "$1"
-}
-for pin in "$CUTLASS_PIN" "${PY_PINS[@]}"; do pip_pin "$pin"; done
+# The venv is made again when its interpreter no longer starts (its base Python was removed).
+if ! "$VENV/bin/python3" -c "" 2>/dev/null; then
+  echo "setup: creating the virtual environment $VENV"
+  "${PYTHON:-python3}" -m venv --clear "$VENV"
+fi
+# Installs the pins whose version is not the one present (one interpreter start for all).
+todo=$("$VENV/bin/python3" - "$CUTLASS_PIN" "${PY_PINS[@]}" <<'PY'
+import sys
+from importlib.metadata import PackageNotFoundError, version
+for pin in sys.argv[1:]:
+    name, want = pin.split("==")
+    try:
+        have = version(name)
+    except PackageNotFoundError:
+        have = None
+    if have != want:
+        print(pin)
+PY
+)
+if [ -n "$todo" ]; then
+  echo "setup: installing into $VENV:" $todo
+  # shellcheck disable=SC2086  # one pin per word
+  "$VENV/bin/python3" -m pip install -q $todo
+fi
 echo "setup: dependencies present"

@@ -4,5 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
+export XDG_CACHE_HOME="$PWD/build/test_cache"  # the plugin scan cache stays in the build
 ctest --test-dir build --output-on-failure --parallel "$(nproc)" --timeout 900
 scripts/fuzz.sh --corpus-only

@@ -48,19 +48,57 @@ double default_tolerance(moe_format format);
 ProblemFile load_problem_file(const std::string& path);
 std::vector<ProblemFile> load_problem_dir(const std::string& dir);  // *.yaml, sorted
 
-enum class CaseStatus { kPass, kFail, kSkip };
+// pass: compared and within bounds; fail: compared and wrong; skip: not run, with the reason;
+// error: the plugin (or the oracle) raised an error instead of answering.
+enum class CaseStatus { kPass, kFail, kSkip, kError };
 const char* case_status_name(CaseStatus s);
 
+// What a pass proves. The summary counts the lesser kinds apart from real passes, so a report
+// cannot look better than the comparisons behind it.
+enum class PassKind {
+  kReal,
+  kEmpty,  // T = 0: nothing was compared
+  kSelf,   // the plugin is its own oracle (the reference judged against itself)
+};
+
+// The problem of a case, as the report records it (after normalisation: input_format resolved).
+struct CaseProblem {
+  int64_t experts = 0, top_k = 0, hidden = 0, intermediate = 0;
+  std::string format, input_format, activation, routing;
+};
+
+// Where a failing output is furthest from the oracle's (a non-finite output: its first such
+// element).
+struct WorstElement {
+  int64_t token = 0, column = 0;
+  double got = 0, want = 0;
+};
+
 struct CaseResult {
-  std::string plugin, problem, scenario, stage;  // stage: "support", "route" or "run"
+  // stage: "support" (asked; nothing compared), "prepare", "route" or "run"
+  std::string plugin, problem, scenario, stage;
   std::string oracle;  // what the case was compared with: run: the reference or the GPU oracle;
-                       // route: the reference; support: "" (nothing compared)
+                       // route: the reference; support and prepare: "" (nothing compared)
+  std::string plugin_path, plugin_version, plugin_abi;  // the library under test, "MAJOR.MINOR"
+  CaseProblem params;
   int64_t tokens = 0;
   uint64_t seed = 0;
   CaseStatus status = CaseStatus::kSkip;
-  std::string detail;  // the reason for a skip or a failure
-  double rel_err = 0, tolerance = 0, ms = 0;
+  PassKind pass_kind = PassKind::kReal;  // of a pass
+  std::string detail;                    // the reason for a skip, a failure or an error
+  std::optional<double> rel_err;         // of a compared output (run stage), else none
+  std::optional<double> max_abs_err;     // likewise
+  std::optional<WorstElement> worst;     // of a failing output
+  double tolerance = 0, ms = 0;
 };
+
+// Per-status counts; pass counts real passes only (PassKind::kReal).
+struct ConformanceSummary {
+  int pass = 0, fail = 0, error = 0, skip = 0, empty = 0, self = 0;
+};
+ConformanceSummary summarize(const std::vector<CaseResult>& results);
+// The summary bucket of a case: "pass", "empty", "self", "fail", "error" or "skip".
+const char* counted_as(const CaseResult& c);
 
 struct ConformanceOptions {
   uint64_t seed = 0;  // inputs are drawn from mix_seed(seed, problem/tokens/scenario)
@@ -69,6 +107,10 @@ struct ConformanceOptions {
   // routes and runs them in place of the reference. Null, or unable to take a problem: those
   // problems are skips naming why. Small problems always use the reference.
   std::shared_ptr<const Plugin> gpu_oracle;
+  // Only these cases of a problem (`moe conformance --filter`); the seeds do not change, so a
+  // filtered run replays the same inputs.
+  std::optional<Scenario> only_scenario;
+  std::optional<int64_t> only_tokens;
 };
 
 class Conformance {
@@ -85,6 +127,16 @@ class Conformance {
 // ||out - ref||_2 / ||ref||_2 (||out||_2 when ref is zero); +inf if out has NaN or Inf.
 double relative_l2(const HostTensor& out, const HostTensor& ref);
 
+// relative_l2, the largest absolute difference and where it is, of an output [T, H] and the
+// oracle's. A non-finite output gives +inf errors and its first non-finite element.
+struct OutputComparison {
+  double rel_err = 0, max_abs_err = 0;
+  WorstElement worst;
+};
+OutputComparison compare_outputs(const HostTensor& out, const HostTensor& ref);
+
+// {"summary": {pass, fail, error, skip, empty, self}, "cases": [...]}: every field of each case;
+// rel_err, max_abs_err and ms are null where nothing was compared, "inf"/"nan" where not finite.
 nlohmann::json to_json(const std::vector<CaseResult>& results);
 
 }  // namespace moe

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "config/yaml_problem.hpp"
 #include "moe/runner.hpp"
@@ -18,30 +19,6 @@ namespace {
 
 constexpr Scenario kAllScenarios[] = {Scenario::kRandom, Scenario::kTies, Scenario::kPadding,
                                       Scenario::kOneExpert};
-
-double value_at(const HostTensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case MOE_DTYPE_F64:
-      return t.data<double>()[i];
-    case MOE_DTYPE_F32:
-      return t.data<float>()[i];
-    case MOE_DTYPE_BF16:
-      return bf16_to_float(t.data<uint16_t>()[i]);
-    default:
-      MOE_FAIL(MOE_STATUS_INVALID_ARGUMENT, "no float view of dtype {}", int(t.dtype()));
-  }
-}
-
-// First non-finite element of an output [T, H], as "row r, column c", or "".
-std::string first_non_finite(const HostTensor& out) {
-  const int64_t cols = out.shape()[1];
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    if (!std::isfinite(value_at(out, i)))
-      return fmt::format("row {} column {} is {} (not written?)", i / cols, i % cols,
-                         value_at(out, i));
-  }
-  return "";
-}
 
 // Ids exactly (ties included), weights to 1e-6: "" when they agree, else the first difference.
 std::string compare_routing(const Routing& got, const Routing& ref) {
@@ -103,6 +80,57 @@ int32_t last_local_expert(const moe_problem& p) {
   return 0;
 }
 
+// Runs fn; returns why it threw, or nothing. Anything a plugin or the oracle throws ends only its
+// case (an error), never the suite: the report is written whatever a plugin does.
+template <class Fn>
+std::optional<std::string> failure_of(Fn&& fn) {
+  try {
+    fn();
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  } catch (...) {
+    return std::string("an exception that is not a std::exception");
+  }
+}
+
+bool same_library(const Plugin& a, const Plugin& b) {
+  return &a == &b || a.path() == b.path();
+}
+
+CaseProblem case_problem(const moe_problem& p) {
+  return {.experts = p.experts,
+          .top_k = p.top_k,
+          .hidden = p.hidden,
+          .intermediate = p.intermediate,
+          .format = format_name(static_cast<moe_format>(p.format)),
+          .input_format = input_format_name(static_cast<moe_input_format>(p.input_format)),
+          .activation = activation_name(static_cast<moe_activation>(p.activation)),
+          .routing = routing_name(static_cast<moe_routing>(p.routing))};
+}
+
+// The verdict of a compared output; the detail says by how much and where it is worst.
+void judge_output(CaseResult& run, const HostTensor& out, const HostTensor& ref) {
+  if (out.numel() == 0) {  // T = 0: nothing to measure (no error of 0 that reads like a match)
+    run.status = CaseStatus::kPass;
+    return;
+  }
+  const OutputComparison c = compare_outputs(out, ref);
+  run.rel_err = c.rel_err;
+  run.max_abs_err = c.max_abs_err;
+  const auto& w = c.worst;
+  if (!std::isfinite(c.rel_err)) {
+    run.detail = fmt::format("token {} column {} is {} (not written?)", w.token, w.column, w.got);
+  } else if (!(c.rel_err <= run.tolerance)) {
+    run.detail = fmt::format(
+        "relative L2 error {:.3e} exceeds tolerance {:.1e}; worst at token {} column {}: "
+        "got {:.6g}, want {:.6g} (max abs error {:.3e})",
+        c.rel_err, run.tolerance, w.token, w.column, w.got, w.want, c.max_abs_err);
+  }
+  run.status = run.detail.empty() ? CaseStatus::kPass : CaseStatus::kFail;
+  if (run.status == CaseStatus::kFail) run.worst = w;
+}
+
 }  // namespace
 
 double default_tolerance(moe_format format) {
@@ -117,6 +145,8 @@ const char* case_status_name(CaseStatus s) {
       return "fail";
     case CaseStatus::kSkip:
       return "skip";
+    case CaseStatus::kError:
+      return "error";
   }
   return "invalid";
 }
@@ -185,20 +215,6 @@ std::vector<ProblemFile> load_problem_dir(const std::string& dir) {
   return out;
 }
 
-double relative_l2(const HostTensor& out, const HostTensor& ref) {
-  MOE_CHECK(out.numel() == ref.numel(), MOE_STATUS_SHAPE_MISMATCH,
-            "relative_l2 of {} and {} elements", out.numel(), ref.numel());
-  double diff = 0, norm = 0, out_norm = 0;
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    const double a = value_at(out, i), b = value_at(ref, i);
-    if (!std::isfinite(a)) return INFINITY;
-    diff += (a - b) * (a - b);
-    norm += b * b;
-    out_norm += a * a;
-  }
-  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(out_norm);
-}
-
 Conformance::Conformance(std::shared_ptr<const Plugin> reference)
     : reference_(std::move(reference)) {
   MOE_CHECK(reference_ != nullptr, MOE_STATUS_NOT_FOUND,
@@ -215,6 +231,10 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
   auto result = [&](std::string stage, int64_t tokens, const char* scenario, uint64_t seed) {
     CaseResult r;
     r.plugin = plugin->name();
+    r.plugin_path = plugin->path().string();
+    r.plugin_version = plugin->info().version;
+    r.plugin_abi = fmt::format("{}.{}", plugin->api().abi_major, plugin->api().abi_minor);
+    r.params = case_problem(p);
     if (stage == "route") r.oracle = reference_->name();
     if (stage == "run" && oracle) r.oracle = oracle->name();
     r.problem = pf.name;
@@ -225,45 +245,56 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
     r.tolerance = pf.tolerance;
     return r;
   };
+  // A pass against oneself, or on an empty batch, proves less than a real one.
+  auto pass_kind = [&](const CaseResult& c, const Plugin& judge) {
+    if (c.tokens == 0) return PassKind::kEmpty;
+    return same_library(*plugin, judge) ? PassKind::kSelf : PassKind::kReal;
+  };
 
   CaseResult support = result("support", 0, "", options.seed);
   if (pf.gpu_sized) {
     support.detail = gpu_sized_skip(*plugin, options);
     if (!support.detail.empty()) return {support};
   }
-  std::unique_ptr<Layer> layer, ref_layer;
-  LayerWeights weights;
-  try {
-    const Support s = plugin->supports(p);
-    if (!s.supported) {
-      support.detail = fmt::format("unsupported ({}): {}", reason_name(s.reason), s.message);
-      return {support};
-    }
-    if (pf.gpu_sized) {
-      const Support o = oracle->supports(p);
-      if (!o.supported) {
-        support.detail = fmt::format("the GPU oracle '{}' cannot check it ({}): {}", oracle->name(),
-                                     reason_name(o.reason), o.message);
-        return {support};
-      }
-    }
-    // Model shapes hold billions of weights: drawn on every core.
-    const uint64_t weight_seed = mix_seed(options.seed, pf.name);
-    weights = pf.gpu_sized ? random_weights_fast(p, weight_seed) : random_weights(p, weight_seed);
-    ref_layer = std::make_unique<Layer>(oracle->prepare(p, weights.view(), {}));
-    const LayerWeights plugin_weights =
-        pf.checkpoint ? through_checkpoint(weights, p, *pf.checkpoint, pf.name) : LayerWeights();
-    layer = std::make_unique<Layer>(
-        plugin->prepare(p, (pf.checkpoint ? plugin_weights : weights).view(), {}));
-    weights = LayerWeights();  // both layers hold their own copies: free the host weights
-  } catch (const Error& e) {
-    support.status = CaseStatus::kFail;
-    support.detail = e.what();
+  Support s, o;
+  if (auto why = failure_of([&] {
+        s = plugin->supports(p);
+        if (s.supported && pf.gpu_sized) o = oracle->supports(p);
+      })) {
+    support.status = CaseStatus::kError;
+    support.detail = *why;
+    return {support};
+  }
+  if (!s.supported) {
+    support.detail = fmt::format("unsupported ({}): {}", reason_name(s.reason), s.message);
+    return {support};
+  }
+  if (pf.gpu_sized && !o.supported) {
+    support.detail = fmt::format("the GPU oracle '{}' cannot check it ({}): {}", oracle->name(),
+                                 reason_name(o.reason), o.message);
     return {support};
   }
 
+  std::unique_ptr<Layer> layer, ref_layer;
+  if (auto why = failure_of([&] {
+        // Model shapes hold billions of weights: drawn on every core.
+        const uint64_t weight_seed = mix_seed(options.seed, pf.name);
+        LayerWeights weights =
+            pf.gpu_sized ? random_weights_fast(p, weight_seed) : random_weights(p, weight_seed);
+        ref_layer = std::make_unique<Layer>(oracle->prepare(p, weights.view(), {}));
+        if (pf.checkpoint) weights = through_checkpoint(weights, p, *pf.checkpoint, pf.name);
+        layer = std::make_unique<Layer>(plugin->prepare(p, weights.view(), {}));
+      })) {
+    CaseResult prepare = result("prepare", 0, "", options.seed);
+    prepare.status = CaseStatus::kError;
+    prepare.detail = *why;
+    return {prepare};
+  }
+
   for (const int64_t tokens : pf.tokens) {
+    if (options.only_tokens && tokens != *options.only_tokens) continue;
     for (const Scenario sc : pf.scenarios) {
+      if (options.only_scenario && sc != *options.only_scenario) continue;
       const uint64_t seed =
           mix_seed(options.seed, fmt::format("{}/{}/{}", pf.name, tokens, scenario_name(sc)));
       CaseResult run = result("run", tokens, scenario_name(sc), seed);
@@ -272,58 +303,39 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
         results.push_back(run);
         continue;
       }
-      try {
-        const Batch batch = random_batch(p, tokens, seed, sc);
-        // Routing is the reference's at every size: exact, and cheap next to the layer.
-        Routing routing = route_batch(*reference_, p, batch);
-        if (sc == Scenario::kOneExpert) {
-          routing = one_expert_routing(p, routing, last_local_expert(p));
-        } else if (plugin->can_route(p)) {
-          CaseResult route = result("route", tokens, scenario_name(sc), seed);
-          const std::string diff = compare_routing(route_batch(*plugin, p, batch), routing);
-          route.status = diff.empty() ? CaseStatus::kPass : CaseStatus::kFail;
-          route.detail = diff;
-          results.push_back(route);
-        }
-        const RunResult ref = run_layer(*ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
-        const RunResult out = run_layer(*layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
-        run.ms = out.ms;
-        run.detail = first_non_finite(out.output);
-        run.rel_err = run.detail.empty() ? relative_l2(out.output, ref.output) : INFINITY;
-        if (run.detail.empty() && !(run.rel_err <= pf.tolerance))
-          run.detail = fmt::format("relative L2 error {:.3e} exceeds tolerance {:.1e}", run.rel_err,
-                                   pf.tolerance);
-        run.status = run.detail.empty() ? CaseStatus::kPass : CaseStatus::kFail;
-      } catch (const Error& e) {
-        run.status = CaseStatus::kFail;
-        run.detail = e.what();
+      if (auto why = failure_of([&] {
+            const Batch batch = random_batch(p, tokens, seed, sc);
+            // Routing is the reference's at every size: exact, and cheap next to the layer.
+            Routing routing = route_batch(*reference_, p, batch);
+            if (sc == Scenario::kOneExpert) {
+              routing = one_expert_routing(p, routing, last_local_expert(p));
+            } else if (plugin->can_route(p)) {
+              CaseResult route = result("route", tokens, scenario_name(sc), seed);
+              if (auto route_why = failure_of([&] {
+                    route.detail = compare_routing(route_batch(*plugin, p, batch), routing);
+                  })) {
+                route.status = CaseStatus::kError;
+                route.detail = *route_why;
+              } else {
+                route.status = route.detail.empty() ? CaseStatus::kPass : CaseStatus::kFail;
+                route.pass_kind = pass_kind(route, *reference_);
+              }
+              results.push_back(route);
+            }
+            const RunResult ref = run_layer(*ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+            const RunResult out = run_layer(*layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+            run.ms = out.ms;
+            judge_output(run, out.output, ref.output);
+            run.pass_kind = pass_kind(run, *oracle);
+          })) {
+        run.status = CaseStatus::kError;
+        run.detail = *why;
+        run.rel_err = run.max_abs_err = std::nullopt;
       }
       results.push_back(run);
     }
   }
   return results;
-}
-
-nlohmann::json to_json(const std::vector<CaseResult>& results) {
-  nlohmann::json cases = nlohmann::json::array();
-  int pass = 0, fail = 0, skip = 0;
-  for (const auto& r : results) {
-    (r.status == CaseStatus::kPass ? pass : r.status == CaseStatus::kFail ? fail : skip)++;
-    cases.push_back(
-        {{"plugin", r.plugin},
-         {"problem", r.problem},
-         {"stage", r.stage},
-         {"oracle", r.oracle},
-         {"tokens", r.tokens},
-         {"scenario", r.scenario},
-         {"seed", r.seed},
-         {"status", case_status_name(r.status)},
-         {"detail", r.detail},
-         {"rel_err", std::isfinite(r.rel_err) ? nlohmann::json(r.rel_err) : nlohmann::json("inf")},
-         {"tolerance", r.tolerance},
-         {"ms", r.ms}});
-  }
-  return {{"summary", {{"pass", pass}, {"fail", fail}, {"skip", skip}}}, {"cases", cases}};
 }
 
 }  // namespace moe

@@ -1,0 +1,20 @@
+# cmake -DPREFIX=<install> -DSOURCE_DIR=<source> -DDOCDIR=<rel> -DPROBLEMDIR=<rel> -P check_kit.cmake
+# The plugin author's kit is in the install: licence, notices, changelog and guide, and the whole
+# conformance problem set.
+foreach(doc LICENSE THIRD_PARTY_NOTICES CHANGELOG.md plugin_guide.md)
+  if(NOT EXISTS "${PREFIX}/${DOCDIR}/${doc}")
+    message(FATAL_ERROR "${PREFIX}/${DOCDIR}/${doc} was not installed")
+  endif()
+endforeach()
+file(READ "${PREFIX}/${DOCDIR}/THIRD_PARTY_NOTICES" notices)
+foreach(name CUTLASS fmt spdlog yaml-cpp nlohmann_json CLI11 Boost.DLL)
+  string(FIND "${notices}" "${name}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "THIRD_PARTY_NOTICES does not name ${name}")
+  endif()
+endforeach()
+file(GLOB source RELATIVE "${SOURCE_DIR}/configs/problems" "${SOURCE_DIR}/configs/problems/*.yaml")
+file(GLOB installed RELATIVE "${PREFIX}/${PROBLEMDIR}" "${PREFIX}/${PROBLEMDIR}/*.yaml")
+if(NOT source STREQUAL installed)
+  message(FATAL_ERROR "installed problems\n  ${installed}\ndiffer from the source's\n  ${source}")
+endif()

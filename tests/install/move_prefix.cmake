@@ -1,0 +1,28 @@
+# cmake -DFROM=<prefix> -DTO=<new prefix> -DBUILD_DIR=<build> -DSOURCE_DIR=<source> -P move_prefix.cmake
+# Moves an installed prefix, then checks that its CMake package names no path of the machine that
+# built it: not the old prefix, the build or source tree, nor any absolute library file (those
+# come from the dependencies' own targets, found where the package is used).
+get_filename_component(parent "${TO}" DIRECTORY)
+file(MAKE_DIRECTORY "${parent}")
+file(RENAME "${FROM}" "${TO}")
+file(GLOB_RECURSE package_files "${TO}/*/cmake/moe_registry/*.cmake")
+if(NOT package_files)
+  message(FATAL_ERROR "no CMake package under ${TO}")
+endif()
+set(problems "")
+foreach(f IN LISTS package_files)
+  file(READ "${f}" text)
+  foreach(path IN ITEMS "${FROM}" "${BUILD_DIR}" "${SOURCE_DIR}")
+    string(FIND "${text}" "${path}" at)
+    if(NOT at EQUAL -1)
+      string(APPEND problems "${f} names ${path}\n")
+    endif()
+  endforeach()
+  if(text MATCHES "[\";](/[^\";$]*\\.(a|so)[\";])")
+    string(APPEND problems "${f} names the library file ${CMAKE_MATCH_1}\n")
+  endif()
+endforeach()
+if(problems)
+  message(FATAL_ERROR "the package is not relocatable:\n${problems}")
+endif()
+message(STATUS "moved ${FROM} to ${TO}; ${TO}'s package names no machine path")
