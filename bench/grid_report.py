@@ -7,6 +7,7 @@ this file needs neither torch nor a GPU, so a saved grid can be rendered again a
 import argparse
 import json
 import os
+import subprocess
 
 PEERS = ("torch_grouped_mm", "triton", "cublas")
 
@@ -26,15 +27,16 @@ def peers_graph_cell(rec):
 
 def table(records):
     lines = ["| shape | T | ours ms | torch_grouped_mm | triton | cublas | floor ms | x floor | "
-             "x best peer | TFLOP/s | ours graph | peers graph |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "x best peer | TFLOP/s | ours graph | peers graph | x best peer, all eager |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         p = r.get("peers", {})
         lines.append(
             f"| {r['shape']} | {r['tokens']} | {r['ms']:.4f} | {_ms(p.get('torch_grouped_mm'))} | "
             f"{_ms(p.get('triton'))} | {_ms(p.get('cublas'))} | {r['floor_ms']:.4f} | "
             f"{r['ms'] / r['floor_ms']:.2f} | {_ms(r.get('ratio_to_best_peer'))} | "
-            f"{r['tflops']:.1f} | {'yes' if r['graph'] else 'no'} | {peers_graph_cell(r)} |")
+            f"{r['tflops']:.1f} | {'yes' if r['graph'] else 'no'} | {peers_graph_cell(r)} | "
+            f"{_ms(r.get('ratio_to_best_peer_eager'))} |")
     return "\n".join(lines)
 
 
@@ -49,9 +51,23 @@ def prepare_lines(records):
             for shape, r in first.items()]
 
 
+def current_commit():
+    """The checkout's short HEAD, or None outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
+        return out.stdout.strip() if out.returncode == 0 else None
+    except OSError:
+        return None
+
+
 def write_markdown(records, path, device, date, commit):
     note = ("'ours graph': our layer timed as a replayed CUDA graph; 'peers graph': the peers "
-            "that could be captured (the others ran eagerly, launch overhead included).")
+            "that could be captured (the others ran eagerly, launch overhead included); 'all "
+            "eager': where graphs were replayed, ours and the peers launched one by one.")
+    head = current_commit()
+    if head and head != commit:
+        note += f" The records are of commit {commit}; this checkout is at {head}."
     prepare = prepare_lines(records)
     with open(path, "w") as f:
         f.write(f"# trtllm_style bf16 on {device}, {date}, commit {commit}\n\n{note}\n\n"

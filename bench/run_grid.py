@@ -74,18 +74,22 @@ def peers_for(rec, routing_file, peers_dir):
     w13 = (torch.randn(E, 2 * I, H, device="cuda", dtype=torch.bfloat16) * H ** -0.5)
     w2 = (torch.randn(E, H, I, device="cuda", dtype=torch.bfloat16) * I ** -0.5)
     graph = rec["graph"]
-    out, graphed = {}, {}
-    out["torch_grouped_mm"], graphed["torch_grouped_mm"] = bench_ms(
-        lambda: torch_moe.grouped_mm_moe(x, w13, w2, w, ids), graph)
+    out, graphed, eager = {}, {}, {}
+    fns = {"torch_grouped_mm": lambda: torch_moe.grouped_mm_moe(x, w13, w2, w, ids)}
     tri = triton_moe.TritonMoE(w13, w2)
-    out["triton"], graphed["triton"] = bench_ms(lambda: tri(x, w, ids), graph)
+    fns["triton"] = lambda: tri(x, w, ids)
+    for name, fn in fns.items():
+        out[name], graphed[name] = bench_ms(fn, graph)
+        # Like with like: where a graph was replayed, every side is also timed eagerly.
+        if graph:
+            eager[name] = bench_ms(fn, False)[0] if graphed[name] else out[name]
     if T <= 4096:  # per-expert matmuls in a Python loop: slow and host-bound at large T
         out["cublas"], graphed["cublas"] = bench_ms(
             lambda: torch_moe.loop_moe(x, w13, w2, w, ids, dtype=torch.bfloat16), False,
             iters=10, warmup=2)
-    del w13, w2, tri
+    del w13, w2, tri, fns
     torch.cuda.empty_cache()
-    return out, graphed
+    return out, graphed, eager
 
 
 def check_max(args, shape):
@@ -141,11 +145,15 @@ def main():
         routing = os.path.join(routing_dir, f"{rec['shape']}_{rec['tokens']}.safetensors")
         t0 = time.time()
         try:
-            rec["peers"], rec["peers_graph"] = peers_for(rec, routing, args.peers)
+            rec["peers"], rec["peers_graph"], rec["peers_eager"] = peers_for(
+                rec, routing, args.peers)
         except Exception as e:  # a peer that cannot run a point is recorded, not fatal
             rec["peers"] = {"error": str(e)[:200]}
         best = min((v for k, v in rec["peers"].items() if k != "error"), default=None)
         rec["ratio_to_best_peer"] = rec["ms"] / best if best else None
+        best_eager = min(rec.get("peers_eager", {}).values(), default=None)
+        if rec.get("ms_stream") is not None and best_eager:
+            rec["ratio_to_best_peer_eager"] = rec["ms_stream"] / best_eager
         print(f"{rec['shape']} T={rec['tokens']}: ours {rec['ms']:.4f} ms, peers "
               f"{ {k: round(v, 4) if isinstance(v, float) else v for k, v in rec['peers'].items()} }"
               f" ({time.time() - t0:.0f} s)", flush=True)

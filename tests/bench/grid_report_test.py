@@ -12,7 +12,8 @@ records = [
     {"shape": "s", "tokens": 1, "ms": 0.2, "floor_ms": 0.1, "tflops": 1.0, "graph": True,
      "peers": {"torch_grouped_mm": 0.4, "triton": 0.5}, "ratio_to_best_peer": 0.5,
      "peers_graph": {"torch_grouped_mm": False, "triton": True}, "device": "D", "date": "X",
-     "commit": "c"},
+     "commit": "c", "ms_stream": 0.3, "peers_eager": {"torch_grouped_mm": 0.4, "triton": 0.6},
+     "ratio_to_best_peer_eager": 0.75},
     {"shape": "s", "tokens": 4096, "ms": 3.0, "floor_ms": 1.0, "tflops": 400.0, "graph": False,
      "peers": {"triton": 2.0}, "ratio_to_best_peer": 1.5, "peers_graph": {"triton": False}},
 ]
@@ -25,7 +26,9 @@ with tempfile.TemporaryDirectory() as d:
     md = open(os.path.join(d, "grid.md")).read()
 rows = [l for l in md.splitlines() if l.startswith("| s |")]
 assert len(rows) == 2, md
-assert "| 0.2000 | 0.4000 | 0.5000 | - | 0.1000 | 2.00 | 0.5000 | 1.0 | yes | triton |" in rows[0], rows[0]
-assert "| 3.0000 | - | 2.0000 | - | 1.0000 | 3.00 | 1.5000 | 400.0 | no | none (eager) |" in rows[1], rows[1]
+assert "| 0.2000 | 0.4000 | 0.5000 | - | 0.1000 | 2.00 | 0.5000 | 1.0 | yes | triton | 0.7500 |" in rows[0], rows[0]
+assert "| 3.0000 | - | 2.0000 | - | 1.0000 | 3.00 | 1.5000 | 400.0 | no | none (eager) | - |" in rows[1], rows[1]
 assert "# trtllm_style bf16 on D, X, commit c" in md, md
+in_git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True).returncode == 0
+assert ("The records are of commit c; this checkout is at" in md) == in_git, md
 print("ok")
