@@ -23,10 +23,11 @@ install(EXPORT moe_registry_targets NAMESPACE moe_registry::
 install(FILES cmake/MoePlugin.cmake cmake/MoeDependencyTargets.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/moe_registry)
 
+set(MOE_INSTALL_SCANNER_DIR ${CMAKE_INSTALL_LIBEXECDIR}/moe_registry)  # core/scanner
 configure_package_config_file(cmake/moe_registryConfig.cmake.in
   ${PROJECT_BINARY_DIR}/moe_registryConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/moe_registry
-  PATH_VARS MOE_INSTALL_PLUGIN_DIR MOE_INSTALL_PROBLEM_DIR)
+  PATH_VARS MOE_INSTALL_PLUGIN_DIR MOE_INSTALL_PROBLEM_DIR MOE_INSTALL_SCANNER_DIR)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/moe_registryConfigVersion.cmake
   COMPATIBILITY SameMajorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/moe_registryConfig.cmake

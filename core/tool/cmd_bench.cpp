@@ -46,7 +46,7 @@ struct Point {
   double ms = 0, tflops = 0, weight_tbps = 0, floor_ms = 0, rel_err = NAN;
   int64_t active_experts = 0;
   Timing timing = Timing::kHost;
-  bool graph = false;  // replayed as a CUDA graph (the records' "graph", read by bench/*.py)
+  bool graph = false;      // replayed as a CUDA graph (the records' "graph", read by bench/*.py)
   double ms_stream = NAN;  // with graph: the same runs launched one by one, for like-with-like
 };
 
@@ -174,7 +174,9 @@ void add_bench(CLI::App& app, Discovery& d) {
     const Config cfg = Config::load_file(config);
     const Registry r = d.discover(cfg.plugin_dirs);
     const Selection sel = select_checked(r, cfg);
-    const auto reference = r.oracle();
+    // Only the core's own library can answer to "reference" (built-in names are pinned); it is
+    // needed only to route for a plugin that does not, or to check outputs.
+    const auto reference = r.find("reference");
     const moe_problem p = cfg.problem.c();
     const std::string key = shape.empty() ? std::filesystem::path(config).stem().string() : shape;
     const LayerCost cost = layer_cost(p);
@@ -229,7 +231,7 @@ void add_bench(CLI::App& app, Discovery& d) {
       std::vector<moe_run_args> args;
       Point pt;
       pt.tokens = t;
-      const Plugin& router = sel.plugin->can_route(p) ? *sel.plugin : *reference;
+      const Plugin& router = sel.plugin->can_route(p) ? *sel.plugin : *r.oracle();
       for (int s = 0; s < sets; ++s) {
         const Batch batch = random_batch(p, t, mix_seed(cfg.seed, fmt::format("bench{}", s)),
                                          Scenario::kRandom, kBenchBiasStd);
@@ -290,7 +292,8 @@ void add_bench(CLI::App& app, Discovery& d) {
             {"weight_tbps", pt.weight_tbps},
             {"floor_ms", pt.floor_ms},
             {"graph", pt.graph},
-            {"ms_stream", std::isnan(pt.ms_stream) ? nlohmann::json() : nlohmann::json(pt.ms_stream)},
+            {"ms_stream",
+             std::isnan(pt.ms_stream) ? nlohmann::json() : nlohmann::json(pt.ms_stream)},
             {"timing", timing_record(pt.timing)},
             {"ceilings", ceilings.record},
             {"peers", nlohmann::json::object()},
@@ -300,7 +303,8 @@ void add_bench(CLI::App& app, Discovery& d) {
             {"input_sets", sets},
             {"prepare_ms", prepare_ms},
             {"prepare_bytes", prepare_bytes}};
-        std::ofstream(jsonl, std::ios::app) << rec.dump() << "\n";
+        std::ofstream(jsonl, std::ios::app)
+            << rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       }
     }
   });

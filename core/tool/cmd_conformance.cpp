@@ -102,7 +102,7 @@ void check_writable(const std::string& path) {
 
 void write_report(const std::string& path, const nlohmann::json& doc) {
   std::ofstream out(path, std::ios::trunc);
-  out << doc.dump(2) << "\n";
+  out << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   out.close();
   MOE_CHECK(!out.fail(), MOE_STATUS_IO_ERROR, "cannot write the report '{}': {}", path,
             std::strerror(errno));

@@ -46,7 +46,8 @@ void add_list(CLI::App& app, Discovery& d) {
   cmd->callback([&d] {
     const Registry r = d.discover();
     if (json) {
-      std::cout << list_json(r).dump(2) << "\n";
+      std::cout << list_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                << "\n";
       return;
     }
     std::cout << fmt::format(
@@ -116,7 +117,9 @@ void add_select(CLI::App& app, Discovery& d) {
       failure = std::current_exception();
       error = e.what();
     }
-    std::cout << select_json(cfg, r, sel, error).dump(2) << "\n";
+    std::cout << select_json(cfg, r, sel, error)
+                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
     if (failure) std::rethrow_exception(failure);
   });
 }

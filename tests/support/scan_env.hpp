@@ -1,12 +1,20 @@
 // Helpers of the discovery tests (tests/core/scanner_test.cpp and its neighbours): scratch plugin
-// directories holding copies of fixture libraries, environment variables set for one scope, and
-// the proof that a plugin still works (the conformance suite on one small problem).
+// directories holding copies of fixture libraries, environment variables set for one scope, fake
+// scanners, and the proof that a plugin still works (the conformance suite on one small problem).
 #pragma once
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include "test_env.hpp"
 
@@ -38,11 +46,23 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-// A fresh, empty directory under the test's temporary directory.
+// A fresh, empty directory <build>/test_scratch/<pid>/<name>. In the build tree, not the shared
+// temporary directory: plugins are dlopen'ed from it (a noexec /tmp would refuse them), and the
+// pid keeps concurrent runs of the same test apart. Directories of processes that have ended
+// are removed here, so the tree does not grow with every run.
 inline std::filesystem::path scratch_dir(const std::string& name) {
-  const auto dir = std::filesystem::path(testing::TempDir()) / ("moe_scan_" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(from_env("MOE_TEST_BUILD_DIR", MOE_BUILD_DIR)) / "test_scratch";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") == std::string::npos && pid.size() < 10 &&
+        kill(pid_t(std::stol(pid)), 0) != 0 && errno == ESRCH)
+      fs::remove_all(entry.path(), ec);
+  }
+  const fs::path dir = root / std::to_string(getpid()) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
   return dir;
 }
 
@@ -62,6 +82,42 @@ inline DiscoveryOptions scanned(std::vector<std::string> dirs) {
   o.use_env = o.use_default = false;
   o.scan = DiscoveryOptions::Scan::kRequired;
   return o;
+}
+
+// An executable script standing in for moe-plugin-scanner: `dir`/`name`, running `body`.
+inline std::string fake_scanner(const std::filesystem::path& dir, const std::string& body,
+                                const std::string& name = "fake-scanner") {
+  const std::filesystem::path p = dir / name;
+  std::ofstream(p) << "#!/bin/sh\n" << body << "\n";
+  std::filesystem::permissions(p, std::filesystem::perms::owner_all);
+  return p.string();
+}
+
+// The build's scanner, the one found beside the running test binary.
+inline std::filesystem::path build_scanner() {
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path() / "moe-plugin-scanner";
+}
+
+inline std::string read_text(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Whether `pid` has ended (gone, or a zombie that its new parent has not reaped yet), waiting up
+// to `patience` for it: a SIGKILL is delivered asynchronously.
+inline bool process_ended(pid_t pid, std::chrono::milliseconds patience = std::chrono::seconds(5)) {
+  const auto until = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+    const size_t paren = stat.rfind(')');
+    if (stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() &&
+                         (stat[paren + 2] == 'Z' || stat[paren + 2] == 'X')))
+      return true;
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 inline const SkippedLibrary* skipped_with(const Registry& r, const std::string& text) {

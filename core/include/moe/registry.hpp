@@ -36,6 +36,11 @@ struct DiscoveryOptions {
   // The scanner executable. Empty: MOE_PLUGIN_SCANNER, else beside the running executable, else
   // <exe>/../libexec/moe_registry, else the install's libexec directory.
   std::string scanner;
+  // The core's plugin directory (where the built-in plugins reference and gpu_oracle may load
+  // from), besides the defaults found from the running executable: a host program linking the
+  // installed core passes the package's MOE_REGISTRY_PLUGIN_DIR here (or sets
+  // MOE_CORE_PLUGIN_DIR in the environment).
+  std::string core_plugin_dir;
 };
 
 // Loads one library and checks it: a shared library, the entry point, ABI MAJOR, table size,

@@ -53,7 +53,10 @@ LayerWeights through_checkpoint(const LayerWeights& w, const moe_problem& p, Che
   write_safetensors(spec.path, export_layer(w, p, spec, router, bias));
   struct Remove {
     std::filesystem::path f;
-    ~Remove() { std::filesystem::remove(f); }
+    ~Remove() {
+      std::error_code ec;  // never throws out of a destructor
+      std::filesystem::remove(f, ec);
+    }
   } remove{file};
   return load_layer(Checkpoint::open(spec.path), spec, p).weights;
 }

@@ -60,6 +60,14 @@ std::vector<fs::path> scanner_candidates() {
   return out;
 }
 
+// The library as the scanner's argument: absolute, so that a relative name starting with '-' is
+// never read as an option (with no working directory, "./" does the same).
+std::string library_argument(const fs::path& file) {
+  std::error_code ec;
+  const fs::path abs = fs::absolute(file, ec);
+  return ec ? (fs::path(".") / file).string() : abs.string();
+}
+
 std::string last_line(const std::string& text) {
   std::string line;
   std::istringstream in(text);
@@ -103,32 +111,46 @@ std::shared_ptr<PluginScanner> PluginScanner::find(const DiscoveryOptions& optio
 
 PluginScanner::PluginScanner(fs::path executable, double timeout_s)
     : executable_(std::move(executable)), timeout_s_(timeout_s) {
-  if (const auto file = ScanCache::default_file()) cache_.emplace(*file);
+  if (const auto file = ScanCache::default_file())
+    cache_.emplace(*file, scan_identity(executable_));
 }
 
 std::vector<ScanResult> PluginScanner::scan(const std::vector<fs::path>& files) {
   std::vector<ScanResult> results(files.size());
-  std::vector<std::optional<FileKey>> keys(files.size());
   std::vector<size_t> todo;
   std::vector<std::vector<std::string>> argvs;
+  // The scanner dies with this process (PR_SET_PDEATHSIG), and exits at once when this process
+  // is gone before it could ask for that. (The signal follows the thread that spawned it: this
+  // one, which run_processes keeps until every child has ended.)
+  const std::string parent = std::to_string(getpid());
   for (size_t i = 0; i < files.size(); ++i) {
-    keys[i] = file_key(files[i]);
-    if (cache_ && keys[i]) {
-      if (auto info = cache_->find(*keys[i])) {
+    const std::optional<ScanKey> key = scan_key(files[i]);
+    if (cache_ && key) {
+      if (auto info = cache_->find(*key)) {
         spdlog::debug("{}: scan result from the cache", files[i].string());
-        results[i] = ScanResult{true, std::move(*info), MOE_STATUS_OK, ""};
+        results[i] = ScanResult{true, std::move(*info), MOE_STATUS_OK, "", key};
         continue;
       }
     }
+    results[i].key = key;
     todo.push_back(i);
-    argvs.push_back({executable_.string(), files[i].string()});
+    argvs.push_back({executable_.string(), "--parent-pid", parent, library_argument(files[i])});
   }
   const int parallel = int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
   const std::vector<ProcessResult> runs = run_processes(argvs, timeout_s_, parallel);
   for (size_t t = 0; t < todo.size(); ++t) {
     const size_t i = todo[t];
+    std::optional<ScanKey> key = std::move(results[i].key);
     results[i] = interpret(files[i], runs[t]);
-    if (cache_ && keys[i] && results[i].loadable) cache_->put(*keys[i], results[i].info);
+    // The answer is about the file the scanner opened: only if that is still the file of the key
+    // can it be cached, or trusted.
+    if (results[i].loadable && !(key && same_file(*key, files[i]))) {
+      results[i] = ScanResult{};
+      results[i].reason = fmt::format(
+          "{}: changed while the plugin scanner was reading it; not loaded", files[i].string());
+    }
+    results[i].key = std::move(key);
+    if (cache_ && results[i].loadable) cache_->put(*results[i].key, results[i].info);
   }
   if (cache_) cache_->save();
   return results;

@@ -24,6 +24,9 @@ struct ScanResult {
   PluginInfo info;                          // when loadable
   moe_status status = MOE_STATUS_INTERNAL;  // when not
   std::string reason;                       // when not: names the library and why
+  // The file that was scanned (nullopt: it could not be stat'ed). Before loading the library
+  // in-process, same_file(*key, path) says it is still that file.
+  std::optional<ScanKey> key;
 };
 
 class PluginScanner {
@@ -38,7 +41,7 @@ class PluginScanner {
   PluginScanner(std::filesystem::path executable, double timeout_s);
 
   // One result per file, in order. Libraries run in parallel, each in its own child; cached
-  // successes need none.
+  // successes need none. A library that changed while it was scanned is not loadable.
   std::vector<ScanResult> scan(const std::vector<std::filesystem::path>& files);
 
  private:

@@ -14,11 +14,16 @@
 
 #include "loading/builtins.hpp"
 #include "loading/plugin_scanner.hpp"
+#include "loading/scan_cache.hpp"
 #include "moe/logging.hpp"
 #include "moe/sdk/error.hpp"
 
 #ifndef MOE_INSTALL_PLUGIN_DIR_FULL
 #define MOE_INSTALL_PLUGIN_DIR_FULL ""
+#endif
+
+#ifndef MOE_PLUGIN_DIR_FROM_BIN
+#define MOE_PLUGIN_DIR_FROM_BIN "../lib/moe_registry/plugins"
 #endif
 
 namespace fs = std::filesystem;
@@ -50,8 +55,8 @@ std::vector<fs::path> default_plugin_dirs() {
   boost::dll::fs::error_code ec;
   const fs::path exe_dir = boost::dll::program_location(ec).parent_path();
   if (!ec) {
-    dirs.push_back(exe_dir / ".." / "plugins");
-    dirs.push_back(exe_dir / ".." / "lib" / "moe_registry" / "plugins");
+    dirs.push_back(exe_dir / ".." / "plugins");         // the build tree
+    dirs.push_back(exe_dir / MOE_PLUGIN_DIR_FROM_BIN);  // an install, wherever its prefix moved
   }
   if (*MOE_INSTALL_PLUGIN_DIR_FULL) dirs.emplace_back(MOE_INSTALL_PLUGIN_DIR_FULL);
   std::vector<fs::path> existing;
@@ -101,6 +106,18 @@ Registry Registry::discover(const DiscoveryOptions& options) {
 
 void Registry::resolve_scanner(const DiscoveryOptions& options) {
   core_dirs_ = default_plugin_dirs();
+  // A host program's own executable says nothing about where the installed core lives.
+  std::string extra = options.core_plugin_dir;
+  if (const char* env = std::getenv("MOE_CORE_PLUGIN_DIR"); extra.empty() && env && *env)
+    extra = env;
+  if (!extra.empty()) {
+    std::error_code ec;
+    const fs::path canon = fs::canonical(extra, ec);
+    if (!ec && std::find(core_dirs_.begin(), core_dirs_.end(), canon) == core_dirs_.end())
+      core_dirs_.insert(core_dirs_.begin(), canon);
+    else if (ec)
+      spdlog::warn("the core plugin directory '{}' does not exist; ignored", extra);
+  }
   scanner_ = detail::PluginScanner::find(options);
   scanner_resolved_ = true;
 }
@@ -140,6 +157,10 @@ void Registry::add_files(const std::vector<fs::path>& files, bool strict) {
         std::vector<std::string> names = scan.info.aliases;
         names.push_back(scan.info.name);
         check_claims(path, std::move(names));
+        // The answer holds for the file the scanner read: refuse one replaced since.
+        MOE_CHECK(scan.key && detail::same_file(*scan.key, path), MOE_STATUS_INVALID_ARGUMENT,
+                  "{}: changed after the plugin scanner read it; not loaded (run again)",
+                  path.string());
       }
       add_loaded(load_plugin(path));
     } catch (const Error& e) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "moe/plugin.hpp"
 
@@ -12,6 +13,13 @@ namespace moe::detail {
 
 // Bumped when the answer's shape changes; the core refuses an answer of another protocol.
 inline constexpr int kScanProtocol = 1;
+
+// j.dump(indent), but text that is not valid UTF-8 (a Latin-1 description, a message cut in the
+// middle of a character) comes out with U+FFFD in its place: plain dump() throws there (error 316),
+// which would abort the scanner and make a good plugin look like a crash, or lose the cache.
+inline std::string dump_json(const nlohmann::json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 nlohmann::json info_to_json(const PluginInfo& info);
 // Throws nlohmann::json::exception when a field is missing or of the wrong type.

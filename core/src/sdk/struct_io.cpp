@@ -28,7 +28,9 @@ void answer_support(moe_support* out, moe_reason reason, std::string_view messag
   check_struct(out, MOE_SUPPORT_MIN_SIZE, "moe_support");
   out->supported = reason == MOE_REASON_NONE ? 1 : 0;
   out->reason = reason;
-  const size_t n = std::min(message.size(), size_t(MOE_SUPPORT_MESSAGE_CAP - 1));
+  size_t n = std::min(message.size(), size_t(MOE_SUPPORT_MESSAGE_CAP - 1));
+  // Cut before a UTF-8 character, never inside one (the host reads the message as text).
+  while (n < message.size() && n > 0 && (uint8_t(message[n]) & 0xC0) == 0x80) --n;
   std::memcpy(out->message, message.data(), n);
   out->message[n] = '\0';
   if (routes >= 0 && MOE_STRUCT_HAS(out, moe_support, routes)) out->routes = routes;
