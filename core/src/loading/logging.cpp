@@ -12,7 +12,9 @@ namespace moe {
 namespace {
 
 std::shared_ptr<spdlog::logger> make_logger() {
-  // Logs go to stderr so that stdout carries only results.
+  // A program that already registered a logger named "moe" keeps it (creating a second would
+  // throw). Otherwise logs go to stderr so that stdout carries only results.
+  if (auto existing = spdlog::get("moe")) return existing;
   auto logger = spdlog::stderr_color_mt("moe");
   logger->set_pattern("[%^%l%$] %v");
   logger->set_level(spdlog::level::warn);
@@ -29,10 +31,6 @@ spdlog::logger& logger() {
   }();
   return *l;
 }
-
-// Installed when the core is loaded, not when the first plugin asks for the host table: lines
-// logged before that (an ignored MOE_PLUGIN_PATH entry, a library skipped first) went to stdout.
-[[maybe_unused]] const bool g_installed = (logger(), true);
 
 moe_log_level to_abi(spdlog::level::level_enum l) {
   switch (l) {
