@@ -23,8 +23,7 @@ std::string range_text(int64_t min, int64_t max) {
 
 // "" when `text` is an integer in [min, max], else why not, naming the value.
 std::string check_integer(const std::string& text, int64_t min, int64_t max) {
-  int64_t v = 0;
-  if (parse_whole(text, v) && v >= min && v <= max) return "";
+  if (parse_integer(text, min, max)) return "";
   return fmt::format("'{}' is not {}", text, range_text(min, max));
 }
 
@@ -39,6 +38,12 @@ std::vector<std::string> split_commas(const std::string& list) {
 }
 
 }  // namespace
+
+std::optional<int64_t> parse_integer(const std::string& text, int64_t min, int64_t max) {
+  int64_t v = 0;
+  if (parse_whole(text, v) && v >= min && v <= max) return v;
+  return std::nullopt;
+}
 
 CLI::Validator integer_in(int64_t min, int64_t max) {
   // The help's type column: "INT:POSITIVE" and the like.

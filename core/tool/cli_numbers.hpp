@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,10 @@ namespace moe::tool {
 
 // A decimal integer in [min, max]: "8", not "8x", "1e3", "0x10" or "".
 CLI::Validator integer_in(int64_t min, int64_t max = std::numeric_limits<int64_t>::max());
+
+// `text` as a decimal integer in [min, max], else nullopt (the rule integer_in() checks).
+std::optional<int64_t> parse_integer(const std::string& text, int64_t min,
+                                     int64_t max = std::numeric_limits<int64_t>::max());
 
 // A seed: a decimal integer in [0, 2^64 - 1].
 CLI::Validator seed_value();

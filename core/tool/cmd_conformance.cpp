@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "cli_numbers.hpp"
 #include "commands.hpp"
 #include "moe/conformance.hpp"
 #include "moe/sdk/error.hpp"
@@ -81,14 +82,8 @@ Filter parse_filter(const std::string& text) {
     f.scenario = sc;
   }
   if (parts.size() > 3) {
-    size_t used = 0;
-    try {
-      f.tokens = std::stoll(parts[3], &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != parts[3].size() || *f.tokens < 0)
-      throw bad(fmt::format("'{}' is not a token count", parts[3]));
+    f.tokens = parse_integer(parts[3], 0);
+    if (!f.tokens) throw bad(fmt::format("'{}' is not a token count", parts[3]));
   }
   return f;
 }
