@@ -90,4 +90,17 @@ LayerView view_canonical(const LayerShape& shape, const moe_weights& w);
 void check_layout_tensor(const TensorView& t, const LayoutTensor& expected, const char* name);
 void check_layout_tensor(const LayoutTensor& t, const LayoutTensor& expected, const char* name);
 
+// Checks every tensor of `t` (a LayerTensors or a LayerView) against the canonical geometry of
+// `shape` with intermediate size `intermediate` (check_layout_tensor, by name).
+template <class Tensors>
+void check_canonical_tensors(const Tensors& t, const LayerShape& shape, int64_t intermediate) {
+  const LayerTensors g = canonical_shapes(shape, intermediate);
+  check_layout_tensor(t.w13, g.w13, "w13");
+  check_layout_tensor(t.w13_scale, g.w13_scale, "w13_scale");
+  check_layout_tensor(t.w2, g.w2, "w2");
+  check_layout_tensor(t.w2_scale, g.w2_scale, "w2_scale");
+  check_layout_tensor(t.b13, bias_geometry(t.b13, g.w13.shape.rows), "b13");
+  check_layout_tensor(t.b2, bias_geometry(t.b2, shape.hidden), "b2");
+}
+
 }  // namespace moe::trtllm

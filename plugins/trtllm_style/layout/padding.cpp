@@ -54,13 +54,8 @@ LayoutTensor resize_to(const LayoutTensor& t, const LayoutTensor& target, bool h
 
 LayerTensors resize_intermediate(const LayerShape& s, const LayerTensors& t, int64_t from,
                                  int64_t to) {
-  const LayerTensors in = canonical_shapes(s, from), out = canonical_shapes(s, to);
-  check_layout_tensor(t.w13, in.w13, "w13");
-  check_layout_tensor(t.w13_scale, in.w13_scale, "w13_scale");
-  check_layout_tensor(t.w2, in.w2, "w2");
-  check_layout_tensor(t.w2_scale, in.w2_scale, "w2_scale");
-  check_layout_tensor(t.b13, bias_geometry(t.b13, in.w13.shape.rows), "b13");
-  check_layout_tensor(t.b2, bias_geometry(t.b2, s.hidden), "b2");
+  check_canonical_tensors(t, s, from);
+  const LayerTensors out = canonical_shapes(s, to);
 
   // fp8_tensor's per-expert scalar and fp8_block's block rows of a non-gated w13 resize whole.
   const bool scale_halves = s.gated && s.format != MOE_FORMAT_FP8_TENSOR;

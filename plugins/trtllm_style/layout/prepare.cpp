@@ -122,13 +122,8 @@ PreparedLayer prepare(const LayerShape& s, const LayerView& in, const PrepareOpt
 
   // The inputs, checked as the padding step checks them.
   check_padded_intermediate(s, padded);
-  const LayerTensors from = canonical_shapes(s, s.intermediate), to = canonical_shapes(s, padded);
-  check_layout_tensor(in.w13, from.w13, "w13");
-  check_layout_tensor(in.w13_scale, from.w13_scale, "w13_scale");
-  check_layout_tensor(in.w2, from.w2, "w2");
-  check_layout_tensor(in.w2_scale, from.w2_scale, "w2_scale");
-  check_layout_tensor(in.b13, bias_geometry(in.b13, from.w13.shape.rows), "b13");
-  check_layout_tensor(in.b2, bias_geometry(in.b2, s.hidden), "b2");
+  check_canonical_tensors(in, s, s.intermediate);
+  const LayerTensors to = canonical_shapes(s, padded);
 
   const RowMap order13 = w13_order(tag, to.w13.shape.rows), order2 = w2_order(tag, s.hidden);
   const bool row_scales = has_row_scales(s.format), fp8b = s.format == MOE_FORMAT_FP8_BLOCK;
