@@ -1,4 +1,6 @@
-// moe list [--json] | describe NAME | select --config FILE [--json]
+// moe list [--json] | describe NAME | select --config FILE [--json]. `list` and `describe` without
+// a config print what discovery learned from the plugin scanner and load no plugin; `select`
+// asks every plugin (loading each one its declared capabilities do not already rule out).
 #include <fmt/format.h>
 
 #include <exception>
@@ -19,8 +21,7 @@ void print_plugin(const Plugin& p, bool verbose) {
   std::string aliases;
   for (const auto& a : i.aliases) aliases += (aliases.empty() ? "" : ", ") + a;
   std::cout << fmt::format("{}  (version {}, ABI {}.{}, priority {}, {} memory)\n", i.name,
-                           i.version, p.api().abi_major, p.api().abi_minor, i.priority,
-                           memory_name(i.memory));
+                           i.version, i.abi_major, i.abi_minor, i.priority, memory_name(i.memory));
   if (!aliases.empty()) std::cout << "  aliases:     " << aliases << "\n";
   std::cout << "  formats:     " << mask_names(i.format_mask, format_bit_name) << "\n"
             << "  activations: " << mask_names(i.activation_mask, activation_bit_name) << "\n"
@@ -102,7 +103,7 @@ void add_select(CLI::App& app, Discovery& d) {
     const Config cfg = Config::load_file(config);
     const Registry r = d.discover(cfg.plugin_dirs);
     if (!json) {
-      const Selection sel = select_checked(r, cfg);
+      const Selection sel = select_checked(r, cfg, Ask::kEvery);
       std::cout << "problem: " << describe_problem(cfg.problem.c()) << "\n" << sel.explain();
       return;
     }
@@ -112,7 +113,7 @@ void add_select(CLI::App& app, Discovery& d) {
     std::exception_ptr failure;
     std::string error;
     try {
-      sel = select_checked(r, cfg);
+      sel = select_checked(r, cfg, Ask::kEvery);
     } catch (const Error& e) {
       failure = std::current_exception();
       error = e.what();

@@ -50,6 +50,6 @@ bool& strict();
 // Which rule of select_backend chose the plugin: "auto", "named" or "fallback".
 std::string selection_rule(const Selection& selection, const Config& config);
 // select_backend, warning when the fallback replaced the named backend (an error with --strict).
-Selection select_checked(const Registry& registry, const Config& config);
+Selection select_checked(const Registry& registry, const Config& config, Ask ask = Ask::kNeeded);
 
 }  // namespace moe::tool

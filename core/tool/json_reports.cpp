@@ -11,10 +11,13 @@ namespace moe::tool {
 namespace {
 
 nlohmann::json candidate_json(const Candidate& c) {
+  nlohmann::json supported, reason;  // null for a plugin not asked (chosen before its turn)
+  if (c.asked) supported = c.supported;
+  if (c.asked && !c.supported) reason = reason_name(c.reason);
   return {{"name", c.name},
           {"priority", c.priority},
-          {"supported", c.supported},
-          {"reason", c.supported ? nlohmann::json() : nlohmann::json(reason_name(c.reason))},
+          {"supported", supported},
+          {"reason", reason},
           {"message", c.message}};
 }
 
@@ -30,7 +33,7 @@ nlohmann::json plugin_json(const Plugin& p) {
              {"targets", i.build->targets}};
   return {{"name", i.name},
           {"version", i.version},
-          {"abi", fmt::format("{}.{}", p.api().abi_major, p.api().abi_minor)},
+          {"abi", fmt::format("{}.{}", i.abi_major, i.abi_minor)},
           {"priority", i.priority},
           {"memory", memory_name(i.memory)},
           {"aliases", i.aliases},

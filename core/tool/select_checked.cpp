@@ -34,8 +34,8 @@ std::string selection_rule(const Selection& s, const Config& c) {
   return s.plugin->answers_to(c.backend) ? "named" : "fallback";
 }
 
-Selection select_checked(const Registry& r, const Config& c) {
-  Selection s = select_backend(r, c);
+Selection select_checked(const Registry& r, const Config& c, Ask ask) {
+  Selection s = select_backend(r, c, ask);
   if (selection_rule(s, c) != "fallback") return s;
   const std::string why = why_replaced(s, r, c);
   MOE_CHECK(!strict(), MOE_STATUS_UNSUPPORTED, "{}; --strict refuses its fallback '{}'", why,

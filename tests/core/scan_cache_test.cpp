@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "../support/scan_env.hpp"
+#include "loading/scan_json.hpp"
 
 namespace moe::test {
 namespace {
@@ -217,7 +218,8 @@ TEST_F(ScanCache, AScannerOfAnotherProtocolIsRefused) {
   ASSERT_EQ(r.skipped().size(), 1u);
   EXPECT_THAT(r.skipped()[0].reason,
               testing::HasSubstr("the plugin scanner " + other +
-                                 " answers in protocol 99, this core reads 1"));
+                                 " answers in protocol 99, this core reads " +
+                                 std::to_string(detail::kScanProtocol)));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "../support/scan_env.hpp"
+#include "loading/scan_json.hpp"
 
 namespace moe::test {
 namespace {
@@ -190,8 +191,10 @@ TEST_F(Scanner, AScannerThatCannotBeStartedIsNamedWithTheReason) {
 TEST_F(Scanner, ARefusalWithStatusZeroIsAnInternalErrorWithTheScannersMessage) {
   DiscoveryOptions o = scanned({});
   o.files = {copy_fixture("works", root_).string()};
-  o.scanner = fake_scanner(root_, R"(echo '{"protocol": 1, "abi": [1, 2], "ok": false, )"
-                                  R"("status": 0, "error": "lib.so: the fake scanner says no"}')");
+  o.scanner =
+      fake_scanner(root_, "echo '{\"protocol\": " + std::to_string(detail::kScanProtocol) +
+                              R"(, "abi": [1, 2], "ok": false, )"
+                              R"("status": 0, "error": "lib.so: the fake scanner says no"}')");
   expect_error([&] { Registry::discover(o); }, MOE_STATUS_INTERNAL,
                {"lib.so: the fake scanner says no"});
 }

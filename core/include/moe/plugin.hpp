@@ -1,11 +1,15 @@
-// The thin RAII C++ API over one loaded plugin: Plugin wraps the function table, Layer owns a
-// prepared moe_layer. Every failing status, and any exception a plugin lets escape an entry,
-// becomes a moe::Error whose message names the plugin (destructors log instead).
+// The thin RAII C++ API over one plugin: Plugin wraps the function table, Layer owns a prepared
+// moe_layer. Every failing status, and any exception a plugin lets escape an entry, becomes a
+// moe::Error whose message names the plugin (destructors log instead). A Plugin that discovery
+// knows from the plugin scanner loads its library into this process only when its table is first
+// needed (docs/design.md §2 rule 9).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +20,9 @@
 #include "moe/sdk/options.hpp"
 
 namespace moe {
+namespace detail {
+struct DeferredLoad;  // loading/deferred_load.hpp
+}
 
 // moe_build_info (ABI 1.2), when the plugin's table carries it.
 struct BuildInfo {
@@ -24,6 +31,7 @@ struct BuildInfo {
 
 struct PluginInfo {
   std::string name, version, description;
+  uint32_t abi_major = 0, abi_minor = 0;  // the function table's (moe_plugin_api) ABI version
   std::vector<std::string> aliases;
   int32_t priority = 0;
   moe_memory memory = MOE_MEMORY_HOST;
@@ -65,9 +73,16 @@ class Layer {
 
 class Plugin : public std::enable_shared_from_this<Plugin> {
  public:
-  // Made by the loader (registry.cpp) once the table has passed its checks. Every Plugin holds a
-  // lease on its table: init() when the first is made, shutdown() when the last goes.
+  // A loaded plugin, made by the loader (loader.cpp) once the table has passed its checks. Every
+  // loaded Plugin holds a lease on its table: init() when the first is made, shutdown() when the
+  // last goes.
   Plugin(std::filesystem::path path, const moe_plugin_api* api, PluginInfo info);
+  // A plugin known from the plugin scanner's answer (`info`), not loaded yet (registry.cpp). Its
+  // library is loaded into this process (dlopen, the table's checks, init) the first time its
+  // table is needed: supports, prepare, route, benchmark, device memory, api(). Name, info and
+  // path never load it.
+  Plugin(std::filesystem::path path, PluginInfo info,
+         std::shared_ptr<const detail::DeferredLoad> deferred);
   ~Plugin();
   Plugin(const Plugin&) = delete;
   Plugin& operator=(const Plugin&) = delete;
@@ -75,8 +90,14 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   const std::filesystem::path& path() const { return path_; }
   const PluginInfo& info() const { return info_; }
   const std::string& name() const { return info_.name; }
-  const moe_plugin_api& api() const { return *api_; }
-  bool answers_to(std::string_view name) const;  // its name or one of its aliases
+  // Whether its library is loaded in this process (always, for one made by load_plugin).
+  bool loaded() const { return api_.load(std::memory_order_acquire) != nullptr; }
+  // Loads it unless it is: only the file the scanner read, and only if it answers to the same
+  // names here. Throws moe::Error("plugin '<name>' cannot be loaded in this process: <why>");
+  // every later use of its table throws the same, without trying again.
+  void load() const;
+  const moe_plugin_api& api() const { return table(); }  // loads it
+  bool answers_to(std::string_view name) const;          // its name or one of its aliases
   bool device_memory() const { return info_.memory == MOE_MEMORY_CUDA_DEVICE; }
 
   Support supports(const moe_problem& problem) const;
@@ -109,9 +130,14 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   void log_failure(moe_status status, std::string_view what) const noexcept;
 
  private:
+  const moe_plugin_api& table() const;  // loads it
+
   std::filesystem::path path_;
-  const moe_plugin_api* api_;
+  mutable std::atomic<const moe_plugin_api*> api_;  // null until loaded
   PluginInfo info_;
+  std::shared_ptr<const detail::DeferredLoad> deferred_;  // null: loaded when made
+  mutable std::mutex load_mutex_;
+  mutable std::optional<std::pair<moe_status, std::string>> load_failure_;
 };
 
 // A buffer in a plugin's memory (device for CUDA plugins), freed through that plugin.

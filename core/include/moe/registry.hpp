@@ -1,8 +1,10 @@
 // Plugin discovery and loading (docs/design.md §2 rules 2, 8, 9): directories from the config,
 // then MOE_PLUGIN_PATH, then the install's plugin directory. Each library is first loaded by the
 // plugin scanner, a child process, so that one that crashes or hangs is skipped instead of taking
-// the caller down; built-in names (the oracles) are pinned to the core's own plugin directory.
-// Every library that is not loaded is kept with the reason, so `moe list` can say why.
+// the caller down; a library it accepted becomes a Plugin made from its answer, loaded into this
+// process only when its table is first needed (Plugin::load). Built-in names (the oracles) are
+// pinned to the core's own plugin directory. Every library that is not kept is listed with the
+// reason, so `moe list` can say why.
 #pragma once
 
 #include <filesystem>
@@ -29,8 +31,10 @@ struct DiscoveryOptions {
   bool use_env = true;                   // MOE_PLUGIN_PATH (':'-separated)
   bool use_default = true;               // the build tree's or install's plugin directory
   // How each library is first tried: kAuto runs the plugin scanner (moe-plugin-scanner, a child
-  // process) when one is found and loads in-process with a warning when not; kRequired makes a
-  // missing scanner an error; kOff loads in-process (a crash or hang there is this process's).
+  // process) when one is found, and a library it accepts is loaded in-process only when its table
+  // is first needed; with none found it loads every library in-process at once, with a warning.
+  // kRequired makes a missing scanner an error; kOff loads every library in-process at once (a
+  // crash or hang there is this process's).
   enum class Scan { kAuto, kRequired, kOff };
   Scan scan = Scan::kAuto;
   // The scanner executable. Empty: MOE_PLUGIN_SCANNER, else beside the running executable, else
@@ -61,27 +65,30 @@ class Registry {
  public:
   static Registry discover(const DiscoveryOptions& options);
 
+  // Every plugin kept, in discovery order. With the scanner none is loaded yet: its info, path
+  // and names come from the scan (and its cache); its table loads on first use.
   const std::vector<std::shared_ptr<Plugin>>& plugins() const { return plugins_; }
   const std::vector<SkippedLibrary>& skipped() const { return skipped_; }
   const std::vector<std::string>& searched() const { return searched_; }
 
-  // By name or alias; nullptr when none answers to it.
+  // By name or alias; nullptr when none answers to it. Loads nothing.
   std::shared_ptr<Plugin> find(std::string_view name) const;
-  // The reference plugin from the core's own plugin directory: the oracle that routing, runs and
-  // conformance are checked against. Throws moe::Error(NOT_FOUND) saying where it was looked for
-  // and, when its library was skipped, why.
+  // The reference plugin from the core's own plugin directory, loaded: the oracle that routing,
+  // runs and conformance are checked against. Throws moe::Error(NOT_FOUND) saying where it was
+  // looked for and, when its library was skipped, why; or the error of loading it.
   std::shared_ptr<Plugin> oracle() const;
   std::string names() const;  // "a, b, c" (aliases in parentheses)
 
-  // Loads one file and adds it; a failure is recorded in skipped() and rethrown when `strict`.
+  // Scans one file (without a scanner: loads it) and adds it; a failure is recorded in skipped()
+  // and rethrown when `strict`.
   void add_file(const std::filesystem::path& path, bool strict);
 
  private:
   void add_dir(const std::filesystem::path& dir);
   void add_files(const std::vector<std::filesystem::path>& files, bool strict);
-  void add_loaded(std::shared_ptr<Plugin> plugin);
+  void add_plugin(std::shared_ptr<Plugin> plugin);
   // Throws moe::Error when `path` may not answer to one of `names`: a built-in name outside the
-  // core's plugin directory, or a name another loaded plugin already answers to.
+  // core's plugin directory, or a name another plugin kept already answers to.
   void check_claims(const std::filesystem::path& path, std::vector<std::string> names) const;
   void resolve_scanner(const DiscoveryOptions& options);
 

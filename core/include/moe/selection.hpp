@@ -1,5 +1,6 @@
 // Backend selection that explains itself: the chosen plugin, the rule that chose it, and for
-// every plugin found whether it supports the problem and why not.
+// every plugin found whether it supports the problem and why not. Selection loads only the
+// plugins it has to ask (docs/design.md §2 rule 6).
 #pragma once
 
 #include <memory>
@@ -17,6 +18,7 @@ struct Candidate {
   bool supported = false;
   moe_reason reason = MOE_REASON_OTHER;
   std::string message;
+  bool asked = true;  // false: the choice was made before its turn came (`message` says so)
 };
 
 struct Selection {
@@ -26,12 +28,21 @@ struct Selection {
   std::string explain() const;        // multi-line report for `moe select`
 };
 
-// Asks every plugin found whether it supports the problem (a failing supports() is a "no").
+// How many plugins select_backend asks. kNeeded: in the rule's order (by priority for auto; the
+// named backend, then its fallbacks) until one supports the problem, so only those are loaded;
+// the others are listed as not asked. kEvery: every plugin answers (`moe select`: why not the
+// others). Either way a plugin whose declared formats or activations exclude the problem answers
+// no without being loaded, and one that cannot be loaded answers no with a warning naming it.
+enum class Ask { kNeeded, kEvery };
+
+// Asks every plugin found whether it supports the problem, loading each one whose declared
+// capabilities do not already say no (a failing load or supports() is a "no").
 std::vector<Candidate> evaluate(const Registry& registry, const moe_problem& problem);
 
 // backend: NAME -> that plugin, else the first supporting `fallback`; backend: auto -> the
-// supporting plugin of highest priority. Throws CONFIG_ERROR for unknown names (listing the
-// available ones) and UNSUPPORTED when nothing fits (with each reason and who would fit).
-Selection select_backend(const Registry& registry, const Config& config);
+// supporting plugin of highest priority (the first found on a tie). Throws CONFIG_ERROR for
+// unknown names (listing the available ones) and UNSUPPORTED when nothing fits (with each
+// plugin's reason and who would fit: every plugin is asked then).
+Selection select_backend(const Registry& registry, const Config& config, Ask ask = Ask::kNeeded);
 
 }  // namespace moe

@@ -1,20 +1,16 @@
 #include "moe/selection.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
 
 namespace moe {
 namespace {
-
-const Candidate& candidate_of(const std::vector<Candidate>& all, const Plugin& plugin) {
-  for (const auto& c : all)
-    if (c.name == plugin.name()) return c;
-  throw Error(MOE_STATUS_INTERNAL, "plugin '" + plugin.name() + "' was not evaluated");
-}
 
 std::string why_not(const Candidate& c) {
   return fmt::format("{} ({}): {}", c.name, reason_name(c.reason), c.message);
@@ -27,6 +23,104 @@ std::string supporters(const std::vector<Candidate>& all) {
   return out.empty() ? "none" : out;
 }
 
+// "bf16,fp8_block": the values of an ABI enum whose bits are set in `mask`.
+template <class E>
+std::string declared(uint32_t mask, const char* (*name)(E)) {
+  std::string out;
+  for (int bit = 0; bit < 32; ++bit) {
+    if (!(mask >> bit & 1u)) continue;
+    if (!out.empty()) out += ',';
+    out += name(static_cast<E>(bit));
+  }
+  return out.empty() ? "no" : out;
+}
+
+// The no that a plugin's declared capabilities (get_info's masks, known from the scan) already
+// give, without loading it: a weight format or an activation it does not list.
+std::optional<Candidate> refused_by_declaration(const Plugin& plugin, const moe_problem& p) {
+  const PluginInfo& i = plugin.info();
+  Candidate c{plugin.name(), i.priority, false, MOE_REASON_OTHER, ""};
+  if (p.format >= 0 && p.format < 32 && !(i.format_mask >> p.format & 1u)) {
+    c.reason = MOE_REASON_FORMAT;
+    c.message = fmt::format("only {} weights in its format_mask, not {}",
+                            declared(i.format_mask, format_name),
+                            format_name(static_cast<moe_format>(p.format)));
+    return c;
+  }
+  if (p.activation >= 0 && p.activation < 32 && !(i.activation_mask >> p.activation & 1u)) {
+    c.reason = MOE_REASON_ACTIVATION;
+    c.message = fmt::format("only {} activations in its activation_mask, not {}",
+                            declared(i.activation_mask, activation_name),
+                            activation_name(static_cast<moe_activation>(p.activation)));
+    return c;
+  }
+  return std::nullopt;
+}
+
+// One plugin's answer: from its declaration when that excludes the problem, else from its
+// supports(), which loads it. Failing to load or to answer is a no.
+Candidate answer_of(const Plugin& plugin, const moe_problem& problem) {
+  if (auto refused = refused_by_declaration(plugin, problem)) return *refused;
+  Candidate c{plugin.name(), plugin.info().priority, false, MOE_REASON_OTHER, ""};
+  try {
+    plugin.load();
+  } catch (const Error& e) {
+    spdlog::warn("{}; selection goes on without it", e.what());
+    c.message = e.what();
+    return c;
+  }
+  try {
+    const Support s = plugin.supports(problem);
+    c.supported = s.supported;
+    c.reason = s.supported ? MOE_REASON_NONE : s.reason;
+    c.message = s.message;
+  } catch (const Error& e) {
+    c.message = fmt::format("supports() failed: {}", e.what());
+  }
+  return c;
+}
+
+// The answers of one selection, each asked at most once, in discovery order.
+class Answers {
+ public:
+  Answers(const Registry& registry, const moe_problem& problem)
+      : plugins_(registry.plugins()), problem_(problem), answers_(plugins_.size()) {}
+
+  size_t index_of(const Plugin& plugin) const {
+    for (size_t i = 0; i < plugins_.size(); ++i)
+      if (plugins_[i].get() == &plugin) return i;
+    throw Error(MOE_STATUS_INTERNAL, "plugin '" + plugin.name() + "' is not in the registry");
+  }
+  const Candidate& of(size_t i) {
+    if (!answers_[i]) answers_[i] = answer_of(*plugins_[i], problem_);
+    return *answers_[i];
+  }
+  const Candidate& of(const Plugin& plugin) { return of(index_of(plugin)); }
+  void ask_all() {
+    for (size_t i = 0; i < plugins_.size(); ++i) of(i);
+  }
+  // Every plugin; those not asked say who was chosen before their turn.
+  std::vector<Candidate> all(const Plugin* chosen) const {
+    std::vector<Candidate> out;
+    for (size_t i = 0; i < plugins_.size(); ++i) {
+      if (answers_[i]) {
+        out.push_back(*answers_[i]);
+        continue;
+      }
+      const auto& p = *plugins_[i];
+      out.push_back({p.name(), p.info().priority, false, MOE_REASON_OTHER,
+                     fmt::format("not asked: '{}' was chosen first", chosen ? chosen->name() : ""),
+                     false});
+    }
+    return out;
+  }
+
+ private:
+  const std::vector<std::shared_ptr<Plugin>>& plugins_;
+  moe_problem problem_;
+  std::vector<std::optional<Candidate>> answers_;
+};
+
 std::shared_ptr<Plugin> find_or_throw(const Registry& registry, const std::string& name,
                                       const char* key) {
   auto plugin = registry.find(name);
@@ -38,69 +132,63 @@ std::shared_ptr<Plugin> find_or_throw(const Registry& registry, const std::strin
 }  // namespace
 
 std::vector<Candidate> evaluate(const Registry& registry, const moe_problem& problem) {
-  std::vector<Candidate> out;
-  for (const auto& plugin : registry.plugins()) {
-    Candidate c{plugin->name(), plugin->info().priority, false, MOE_REASON_OTHER, ""};
-    try {
-      const Support s = plugin->supports(problem);
-      c.supported = s.supported;
-      c.reason = s.supported ? MOE_REASON_NONE : s.reason;
-      c.message = s.message;
-    } catch (const Error& e) {
-      c.message = fmt::format("supports() failed: {}", e.what());
-    }
-    out.push_back(std::move(c));
-  }
-  return out;
+  Answers answers(registry, problem);
+  answers.ask_all();
+  return answers.all(nullptr);
 }
 
-Selection select_backend(const Registry& registry, const Config& config) {
+Selection select_backend(const Registry& registry, const Config& config, Ask ask) {
   const moe_problem problem = config.problem.c();
-  Selection sel;
-  sel.considered = evaluate(registry, problem);
   const std::string desc = describe_problem(problem);
+  Answers answers(registry, problem);
+  Selection sel;
+  auto chosen = [&](std::shared_ptr<Plugin> plugin, std::string rule) {
+    sel.plugin = std::move(plugin);
+    sel.rule = std::move(rule);
+    sel.considered = answers.all(sel.plugin.get());
+    return sel;
+  };
 
   std::vector<std::shared_ptr<Plugin>> fallbacks;
   for (const auto& name : config.fallback)
     fallbacks.push_back(find_or_throw(registry, name, "fallback"));
+  if (ask == Ask::kEvery) answers.ask_all();
 
   if (config.backend == "auto") {
-    std::shared_ptr<Plugin> best;
-    for (const auto& plugin : registry.plugins()) {
-      const auto& c = candidate_of(sel.considered, *plugin);
-      if (c.supported && (!best || c.priority > best->info().priority)) best = plugin;
-    }
-    if (best) {
-      sel.plugin = best;
-      sel.rule = fmt::format("auto: highest priority ({}) among the plugins that support {}",
-                             best->info().priority, desc);
-      return sel;
+    // By priority, the first found first on a tie: the first that says yes is the choice.
+    std::vector<std::shared_ptr<Plugin>> order = registry.plugins();
+    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+      return a->info().priority > b->info().priority;
+    });
+    for (const auto& plugin : order) {
+      if (answers.of(*plugin).supported) {
+        return chosen(plugin,
+                      fmt::format("auto: highest priority ({}) among the plugins that support {}",
+                                  plugin->info().priority, desc));
+      }
     }
     std::string reasons;
-    for (const auto& c : sel.considered) reasons += "\n  " + why_not(c);
+    for (const auto& c : answers.all(nullptr)) reasons += "\n  " + why_not(c);
     MOE_FAIL(MOE_STATUS_UNSUPPORTED, "no plugin supports {} (searched: {}){}", desc,
              registry.names(), reasons);
   }
 
   auto primary = find_or_throw(registry, config.backend, "backend");
-  const Candidate& pc = candidate_of(sel.considered, *primary);
-  if (pc.supported) {
-    sel.plugin = primary;
-    sel.rule = fmt::format("named in {} (backend: {})", config.source, config.backend);
-    return sel;
-  }
+  const Candidate pc = answers.of(*primary);
+  if (pc.supported)
+    return chosen(primary, fmt::format("named in {} (backend: {})", config.source, config.backend));
   for (const auto& fb : fallbacks) {
-    if (candidate_of(sel.considered, *fb).supported) {
-      sel.plugin = fb;
-      sel.rule = fmt::format("fallback: backend '{}' does not support the problem [{}]",
-                             config.backend, why_not(pc));
-      return sel;
+    if (answers.of(*fb).supported) {
+      return chosen(fb, fmt::format("fallback: backend '{}' does not support the problem [{}]",
+                                    config.backend, why_not(pc)));
     }
   }
+  answers.ask_all();  // to say who would fit
   MOE_FAIL(MOE_STATUS_UNSUPPORTED,
            "backend '{}' does not support {}: {} ({}). No fallback fits either. Backends that "
            "support it: {}",
-           config.backend, desc, pc.message, reason_name(pc.reason), supporters(sel.considered));
+           config.backend, desc, pc.message, reason_name(pc.reason),
+           supporters(answers.all(nullptr)));
 }
 
 std::string Selection::explain() const {
@@ -108,7 +196,9 @@ std::string Selection::explain() const {
                                 plugin ? plugin->name() : "none", rule);
   for (const auto& c : considered) {
     out += fmt::format("  {:<20} priority {:>4}  {}\n", c.name, c.priority,
-                       c.supported ? "supports" : "no: " + why_not(c).substr(c.name.size() + 1));
+                       c.supported ? "supports"
+                       : !c.asked  ? c.message
+                                   : "no: " + why_not(c).substr(c.name.size() + 1));
   }
   return out;
 }

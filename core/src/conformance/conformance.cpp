@@ -236,7 +236,7 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
     r.plugin = plugin->name();
     r.plugin_path = plugin->path().string();
     r.plugin_version = plugin->info().version;
-    r.plugin_abi = fmt::format("{}.{}", plugin->api().abi_major, plugin->api().abi_minor);
+    r.plugin_abi = fmt::format("{}.{}", plugin->info().abi_major, plugin->info().abi_minor);
     r.params = case_problem(p);
     if (stage == "route") r.oracle = reference_->name();
     if (stage == "run" && oracle) r.oracle = oracle->name();

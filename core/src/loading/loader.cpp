@@ -2,6 +2,8 @@
 // dlopen with Boost.DLL (RTLD_NOW | RTLD_LOCAL), the table's checks, init and get_info. The plugin
 // scanner (core/scanner) runs exactly this in a child process first, so a library that crashes
 // or hangs here is found out there.
+#include "loading/loader.hpp"
+
 #include <dlfcn.h>
 
 #include <boost/dll/shared_library.hpp>
@@ -42,6 +44,8 @@ PluginInfo read_info(const fs::path& path, const moe_plugin_api* api) {
             "{}: plugin name '{}' must match [a-z0-9_]+", path.string(), raw.name);
   PluginInfo info;
   info.name = raw.name;
+  info.abi_major = api->abi_major;
+  info.abi_minor = api->abi_minor;
   info.version = raw.version ? raw.version : "";
   info.description = raw.description ? raw.description : "";
   for (int32_t i = 0; i < raw.num_aliases && raw.aliases != nullptr; ++i) {
@@ -97,7 +101,9 @@ void check_table(const fs::path& path, const moe_plugin_api* api) {
 
 }  // namespace
 
-std::shared_ptr<Plugin> load_plugin(const fs::path& path) {
+namespace detail {
+
+OpenedTable open_table(const fs::path& path) {
   const std::string where = path.string();
   std::error_code fs_ec;
   MOE_CHECK(fs::is_regular_file(path, fs_ec), MOE_STATUS_NOT_FOUND, "{}: no such file", where);
@@ -121,12 +127,16 @@ std::shared_ptr<Plugin> load_plugin(const fs::path& path) {
   const moe_plugin_api* api =
       detail::guarded(where, MOE_PLUGIN_ENTRY_SYMBOL, [&] { return entry(); });
   check_table(path, api);
-  // A hold of our own while get_info is asked (init() comes first); the Plugin takes its own.
+  // The caller's hold, taken before get_info is asked (init() comes first); given back here only
+  // when a check below fails.
   detail::acquire_table(api, where);
   struct Hold {
     const moe_plugin_api* api;
     const std::string& where;
-    ~Hold() { detail::release_table(api, where); }
+    bool kept = false;
+    ~Hold() {
+      if (!kept) detail::release_table(api, where);
+    }
   } hold{api, where};
   PluginInfo info = read_info(path, api);
   if (info.memory == MOE_MEMORY_CUDA_DEVICE) {
@@ -136,7 +146,21 @@ std::shared_ptr<Plugin> load_plugin(const fs::path& path) {
               "stream_sync",
               where);
   }
-  return std::make_shared<Plugin>(path, api, std::move(info));
+  hold.kept = true;
+  return {api, std::move(info)};
+}
+
+}  // namespace detail
+
+std::shared_ptr<Plugin> load_plugin(const fs::path& path) {
+  detail::OpenedTable table = detail::open_table(path);
+  // The Plugin takes a hold of its own; the loader's is given back once it has.
+  struct Hold {
+    const moe_plugin_api* api;
+    std::string where;
+    ~Hold() { detail::release_table(api, where); }
+  } hold{table.api, path.string()};
+  return std::make_shared<Plugin>(path, table.api, std::move(table.info));
 }
 
 }  // namespace moe

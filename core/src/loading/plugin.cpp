@@ -13,17 +13,28 @@
 
 namespace moe {
 
-// Every call through api_ below goes through detail::guarded (entry_guard.hpp): a raw plugin may
-// throw anything out of an entry, and that must become a moe::Error naming it, not terminate().
+// Every call through the table below goes through detail::guarded (entry_guard.hpp): a raw plugin
+// may throw anything out of an entry, and that must become a moe::Error naming it, not terminate().
 using detail::guarded;
 
 Plugin::Plugin(std::filesystem::path path, const moe_plugin_api* api, PluginInfo info)
-    : path_(std::move(path)), api_(api), info_(std::move(info)) {
-  detail::acquire_table(api_, path_.string());  // released by ~Plugin
+    : path_(std::move(path)), api_(nullptr), info_(std::move(info)) {
+  info_.abi_major = api->abi_major;
+  info_.abi_minor = api->abi_minor;
+  detail::acquire_table(api, path_.string());  // released by ~Plugin
+  api_.store(api, std::memory_order_release);
 }
 
+Plugin::Plugin(std::filesystem::path path, PluginInfo info,
+               std::shared_ptr<const detail::DeferredLoad> deferred)
+    : path_(std::move(path)),
+      api_(nullptr),
+      info_(std::move(info)),
+      deferred_(std::move(deferred)) {}
+
 Plugin::~Plugin() {
-  detail::release_table(api_, info_.name);
+  if (const moe_plugin_api* api = api_.load(std::memory_order_acquire))
+    detail::release_table(api, info_.name);
 }
 
 bool Plugin::answers_to(std::string_view name) const {
@@ -36,14 +47,16 @@ bool Plugin::answers_to(std::string_view name) const {
 void Plugin::check(moe_status status, std::string_view what) const {
   if (status == MOE_STATUS_OK) return;
   throw Error(status, fmt::format("plugin '{}' {}: {} ({})", info_.name, what,
-                                  detail::last_error_of(info_.name, api_->last_error),
+                                  detail::last_error_of(info_.name, table().last_error),
                                   status_name(status)));
 }
 
 void Plugin::log_failure(moe_status status, std::string_view what) const noexcept {
   try {
+    const moe_plugin_api* api = api_.load(std::memory_order_acquire);
     spdlog::warn("plugin '{}' {}: {} ({})", info_.name, what,
-                 detail::last_error_of(info_.name, api_->last_error), status_name(status));
+                 api ? detail::last_error_of(info_.name, api->last_error) : "not loaded",
+                 status_name(status));
   } catch (...) {  // called where nothing may throw
   }
 }
@@ -52,7 +65,8 @@ Support Plugin::supports(const moe_problem& problem) const {
   moe_support answer{};
   answer.struct_size = sizeof(answer);
   answer.routes = -1;  // a plugin older than ABI 1.2 leaves it
-  check(guarded(info_.name, "supports", [&] { return api_->supports(&problem, &answer); }),
+  const moe_plugin_api& api = table();
+  check(guarded(info_.name, "supports", [&] { return api.supports(&problem, &answer); }),
         "supports");
   answer.message[MOE_SUPPORT_MESSAGE_CAP - 1] = '\0';
   return {answer.supported != 0, static_cast<moe_reason>(answer.reason), answer.message,
@@ -71,14 +85,16 @@ Layer Plugin::prepare(const moe_problem& problem, const moe_weights& weights,
   args.num_options = static_cast<int64_t>(opts.size());
   args.stream = stream;
   moe_layer* layer = nullptr;
-  check(guarded(info_.name, "prepare", [&] { return api_->prepare(&args, &layer); }), "prepare");
+  const moe_plugin_api& api = table();
+  check(guarded(info_.name, "prepare", [&] { return api.prepare(&args, &layer); }), "prepare");
   MOE_CHECK(layer != nullptr, MOE_STATUS_INTERNAL, "plugin '{}' prepare returned no layer",
             info_.name);
   return Layer(shared_from_this(), layer);
 }
 
 bool Plugin::can_route(const moe_problem& problem) const {
-  if (api_->route == nullptr || api_->route_workspace_size == nullptr) return false;
+  const moe_plugin_api& api = table();
+  if (api.route == nullptr || api.route_workspace_size == nullptr) return false;
   const Support s = supports(problem);
   if (s.routes >= 0) return s.routes == 1;
   return problem.routing >= 0 && problem.routing < 32 &&
@@ -87,35 +103,38 @@ bool Plugin::can_route(const moe_problem& problem) const {
 
 size_t Plugin::route_workspace_size(const moe_problem& problem, int64_t tokens) const {
   size_t bytes = 0;
+  const moe_plugin_api& api = table();
   check(guarded(info_.name, "route_workspace_size",
-                [&] { return api_->route_workspace_size(&problem, tokens, &bytes); }),
+                [&] { return api.route_workspace_size(&problem, tokens, &bytes); }),
         "route_workspace_size");
   return bytes;
 }
 
 void Plugin::route(moe_route_args args) const {
-  MOE_CHECK(api_->route != nullptr, MOE_STATUS_UNSUPPORTED, "plugin '{}' does not route",
-            info_.name);
+  const moe_plugin_api& api = table();
+  MOE_CHECK(api.route != nullptr, MOE_STATUS_UNSUPPORTED, "plugin '{}' does not route", info_.name);
   args.struct_size = sizeof(args);
-  check(guarded(info_.name, "route", [&] { return api_->route(&args); }), "route");
+  check(guarded(info_.name, "route", [&] { return api.route(&args); }), "route");
 }
 
 std::optional<std::string> Plugin::describe_layout(const moe_problem& problem) const {
-  if (api_->describe_layout == nullptr) return std::nullopt;
+  const moe_plugin_api& api = table();
+  if (api.describe_layout == nullptr) return std::nullopt;
   size_t needed = 0;
   check(guarded(info_.name, "describe_layout",
-                [&] { return api_->describe_layout(&problem, nullptr, 0, &needed); }),
+                [&] { return api.describe_layout(&problem, nullptr, 0, &needed); }),
         "describe_layout");
   std::string text(needed, '\0');
   check(guarded(info_.name, "describe_layout",
-                [&] { return api_->describe_layout(&problem, text.data(), text.size(), &needed); }),
+                [&] { return api.describe_layout(&problem, text.data(), text.size(), &needed); }),
         "describe_layout");
   text.resize(std::strlen(text.c_str()));
   return text;
 }
 
 bool Plugin::has_device_timing() const {
-  return MOE_STRUCT_HAS(api_, moe_plugin_api, benchmark) && api_->benchmark != nullptr;
+  const moe_plugin_api* api = &table();
+  return MOE_STRUCT_HAS(api, moe_plugin_api, benchmark) && api->benchmark != nullptr;
 }
 
 std::vector<double> Plugin::benchmark(const std::vector<moe_run_args>& runs, int warmup,
@@ -123,6 +142,7 @@ std::vector<double> Plugin::benchmark(const std::vector<moe_run_args>& runs, int
   MOE_CHECK(!runs.empty() && iterations > 0, MOE_STATUS_INVALID_ARGUMENT,
             "benchmark needs run sets and iterations > 0");
   std::vector<double> times(size_t(iterations), 0.0);
+  const moe_plugin_api& api = table();
   if (has_device_timing()) {
     moe_bench_args args{};
     args.struct_size = sizeof(args);
@@ -132,13 +152,13 @@ std::vector<double> Plugin::benchmark(const std::vector<moe_run_args>& runs, int
     args.iterations = iterations;
     args.use_graph = graph ? 1 : 0;
     args.times_ms = times.data();
-    check(guarded(info_.name, "benchmark", [&] { return api_->benchmark(&args); }), "benchmark");
+    check(guarded(info_.name, "benchmark", [&] { return api.benchmark(&args); }), "benchmark");
     return times;
   }
   auto once = [&](size_t i) {
     moe_run_args a = runs[i % runs.size()];
     a.struct_size = sizeof(a);
-    check(guarded(info_.name, "run", [&] { return api_->run(&a); }), "run");
+    check(guarded(info_.name, "run", [&] { return api.run(&a); }), "run");
     sync(a.stream);
   };
   for (int i = 0; i < warmup; ++i) once(size_t(i));
@@ -158,9 +178,9 @@ void* Plugin::alloc(size_t bytes) const {
     return p;
   }
   void* p = nullptr;
-  check(
-      guarded(info_.name, "mem_alloc", [&] { return api_->mem_alloc(bytes == 0 ? 1 : bytes, &p); }),
-      "mem_alloc");
+  const moe_plugin_api& api = table();
+  check(guarded(info_.name, "mem_alloc", [&] { return api.mem_alloc(bytes == 0 ? 1 : bytes, &p); }),
+        "mem_alloc");
   return p;
 }
 
@@ -170,8 +190,11 @@ void Plugin::free(void* ptr) const noexcept {
     std::free(ptr);
     return;
   }
+  // Memory of a device plugin came from its table, so the table is loaded.
+  const moe_plugin_api* api = api_.load(std::memory_order_acquire);
+  if (api == nullptr) return;
   const moe_status st = detail::guarded_noexcept(
-      info_.name, "mem_free", [&] { return api_->mem_free(ptr); }, MOE_STATUS_INTERNAL);
+      info_.name, "mem_free", [&] { return api->mem_free(ptr); }, MOE_STATUS_INTERNAL);
   if (st != MOE_STATUS_OK) log_failure(st, "mem_free");
 }
 
@@ -181,15 +204,16 @@ void Plugin::copy(void* dst, const void* src, size_t bytes, moe_memcpy_kind kind
     std::memcpy(dst, src, bytes);
     return;
   }
-  check(guarded(info_.name, "mem_copy",
-                [&] { return api_->mem_copy(dst, src, bytes, kind, nullptr); }),
-        "mem_copy");
+  const moe_plugin_api& api = table();
+  check(
+      guarded(info_.name, "mem_copy", [&] { return api.mem_copy(dst, src, bytes, kind, nullptr); }),
+      "mem_copy");
 }
 
 void Plugin::sync(void* stream) const {
-  if (device_memory())
-    check(guarded(info_.name, "stream_sync", [&] { return api_->stream_sync(stream); }),
-          "stream_sync");
+  if (!device_memory()) return;
+  const moe_plugin_api& api = table();
+  check(guarded(info_.name, "stream_sync", [&] { return api.stream_sync(stream); }), "stream_sync");
 }
 
 Layer::Layer(std::shared_ptr<const Plugin> plugin, moe_layer* layer)

@@ -1,7 +1,9 @@
 // Discovery (docs/design.md §2 rule 9): which libraries to try, in which order, and which to keep.
-// Each library is first loaded by the plugin scanner in a child process (plugin_scanner.hpp); only
-// those it found usable are then loaded here (loader.cpp), so a bad library cannot take the
-// caller down. Built-in names are pinned to the core's own plugin directory (builtins.hpp).
+// Each library is first loaded by the plugin scanner in a child process (plugin_scanner.hpp); those
+// it found usable are kept as Plugins made from its answer, which load here (deferred_load.hpp)
+// only when a command first needs their table, so a bad library cannot take the caller down, and
+// one that is not needed is never loaded. Without a scanner every library is loaded here at once
+// (loader.cpp). Built-in names are pinned to the core's own plugin directory (builtins.hpp).
 #include "moe/registry.hpp"
 
 #include <fmt/ranges.h>
@@ -13,6 +15,7 @@
 #include <set>
 
 #include "loading/builtins.hpp"
+#include "loading/deferred_load.hpp"
 #include "loading/plugin_scanner.hpp"
 #include "loading/scan_cache.hpp"
 #include "moe/logging.hpp"
@@ -150,19 +153,20 @@ void Registry::add_files(const std::vector<fs::path>& files, bool strict) {
   for (size_t i = 0; i < todo.size(); ++i) {
     const fs::path& path = todo[i];
     try {
-      if (scanner_) {
-        const detail::ScanResult& scan = scans[i];
-        if (!scan.loadable) throw Error(scan.status, scan.reason);
-        // Refused before it is ever loaded into this process.
-        std::vector<std::string> names = scan.info.aliases;
-        names.push_back(scan.info.name);
-        check_claims(path, std::move(names));
-        // The answer holds for the file the scanner read: refuse one replaced since.
-        MOE_CHECK(scan.key && detail::same_file(*scan.key, path), MOE_STATUS_INVALID_ARGUMENT,
-                  "{}: changed after the plugin scanner read it; not loaded (run again)",
-                  path.string());
+      if (!scanner_) {
+        add_plugin(load_plugin(path));
+        continue;
       }
-      add_loaded(load_plugin(path));
+      const detail::ScanResult& scan = scans[i];
+      if (!scan.loadable) throw Error(scan.status, scan.reason);
+      // The answer holds for the file the scanner read: refuse one replaced since (and again
+      // when it is loaded, deferred_load.cpp).
+      MOE_CHECK(scan.key && detail::same_file(*scan.key, path), MOE_STATUS_INVALID_ARGUMENT,
+                "{}: changed after the plugin scanner read it; not loaded (run again)",
+                path.string());
+      // Its claims are checked by add_plugin, before it is ever loaded into this process.
+      add_plugin(std::make_shared<Plugin>(path, scan.info,
+                                          std::make_shared<const detail::DeferredLoad>(*scan.key)));
     } catch (const Error& e) {
       skipped_.push_back({path.string(), e.what()});
       spdlog::warn("skipped plugin library {}", e.what());
@@ -185,11 +189,13 @@ void Registry::check_claims(const fs::path& path, std::vector<std::string> names
   }
 }
 
-void Registry::add_loaded(std::shared_ptr<Plugin> plugin) {
+void Registry::add_plugin(std::shared_ptr<Plugin> plugin) {
   std::vector<std::string> names = plugin->info().aliases;
   names.push_back(plugin->name());
   check_claims(plugin->path(), std::move(names));
-  spdlog::debug("loaded plugin '{}' from {}", plugin->name(), plugin->path().string());
+  spdlog::debug("{} plugin '{}' from {}",
+                plugin->loaded() ? "loaded" : "found (loaded on first use)", plugin->name(),
+                plugin->path().string());
   plugins_.push_back(std::move(plugin));
 }
 
@@ -200,8 +206,12 @@ std::shared_ptr<Plugin> Registry::find(std::string_view name) const {
 }
 
 std::shared_ptr<Plugin> Registry::oracle() const {
-  // Only the pinned library can answer to a built-in name (check_claims).
-  if (auto p = find("reference")) return p;
+  // Only the pinned library can answer to a built-in name (check_claims). Whoever asks for the
+  // oracle uses it: loaded now, so a failure names it here.
+  if (auto p = find("reference")) {
+    p->load();
+    return p;
+  }
   const fs::path home = detail::builtin_home("reference", core_dirs_);
   std::string dirs, state;
   for (const auto& d : core_dirs_) dirs += (dirs.empty() ? "" : ", ") + d.string();

@@ -25,7 +25,8 @@ namespace moe::detail {
 namespace {
 
 // The file's layout; a file of another layout is ignored (and replaced on the next save).
-constexpr int kFormat = 2;
+// 3: each info carries the table's ABI version, which the registry now takes from the cache.
+constexpr int kFormat = 3;
 // Identities kept in the file, the current one included: enough for a few builds taking turns,
 // few enough that every rebuild of a dev scanner does not grow the file for ever.
 constexpr size_t kKeptIdentities = 8;

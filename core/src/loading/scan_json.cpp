@@ -6,6 +6,8 @@ nlohmann::json info_to_json(const PluginInfo& info) {
   nlohmann::json j = {{"name", info.name},
                       {"version", info.version},
                       {"description", info.description},
+                      {"abi_major", info.abi_major},
+                      {"abi_minor", info.abi_minor},
                       {"aliases", info.aliases},
                       {"priority", info.priority},
                       {"memory", static_cast<int32_t>(info.memory)},
@@ -27,6 +29,8 @@ PluginInfo info_from_json(const nlohmann::json& j) {
   info.name = j.at("name").get<std::string>();
   info.version = j.at("version").get<std::string>();
   info.description = j.at("description").get<std::string>();
+  info.abi_major = j.at("abi_major").get<uint32_t>();
+  info.abi_minor = j.at("abi_minor").get<uint32_t>();
   info.aliases = j.at("aliases").get<std::vector<std::string>>();
   info.priority = j.at("priority").get<int32_t>();
   info.memory = static_cast<moe_memory>(j.at("memory").get<int32_t>());

@@ -1,6 +1,7 @@
 // A plugin's table is initialised while the host holds it: init() when the first Plugin handle on
-// it is made, shutdown() (ABI 1.2, when the table has it) when the last one is destroyed. The same
-// library found twice, or by two registries, shares one lease.
+// it is loaded (made, or for one known from the plugin scanner, first used), shutdown() (ABI 1.2,
+// when the table has it) when the last one is destroyed. The same library found twice, or by two
+// registries, shares one lease.
 #pragma once
 
 #include <string>
