@@ -3,9 +3,9 @@
 #include <cuda_runtime_api.h>
 
 #include "moe/sdk/backend.hpp"
+#include "moe_cuda/bench.hpp"
 #include "moe_cuda/memory.hpp"
 #include "moe_cuda/routing.hpp"
-#include "src/bench.hpp"
 #include "src/trtllm_layer.hpp"
 
 namespace {
@@ -66,7 +66,7 @@ class TrtllmBackend {
   }
 
   void benchmark(const moe_bench_args& args, const moe::sdk::RunFn& run) const {
-    moe::trtllm::benchmark(args, run);
+    moe::gpu::benchmark(args, run);
   }
 };
 

@@ -11,6 +11,7 @@
 
 #include "device_utils.cuh"
 #include "params.hpp"
+#include "quantize.cuh"
 
 namespace moe::gpu::kernels {
 
@@ -77,12 +78,13 @@ __device__ __forceinline__ int64_t up_col(int32_t layout, int64_t i, int64_t int
   return layout == kConcatenated ? inter + i : (layout == kInterleavedUpGate ? 2 * i : 2 * i + 1);
 }
 
-// Eight outputs [i0, i0 + 8) of one row from 16-byte loads.
-__device__ __forceinline__ void activate_x8(const ActivationParams& p, int32_t act,
-                                            const uint16_t* in, const float* bias, int64_t i0,
-                                            uint16_t* out) {
+// Eight outputs [i0, i0 + 8) of one row from 16-byte loads (bf16 or fp32 rows), in fp32.
+template <class In>
+__device__ __forceinline__ void activate_values_x8(const ActivationParams& p, int32_t act,
+                                                   const In* in, const float* bias, int64_t i0,
+                                                   float (&y)[kVecElems]) {
   const int64_t inter = p.intermediate;
-  float g[kVecElems], u[kVecElems], y[kVecElems];
+  float g[kVecElems], u[kVecElems];
   if (act == kRelu2) {
     load_bf16x8(in + i0, g);
   } else if (p.layout == kConcatenated) {
@@ -110,6 +112,13 @@ __device__ __forceinline__ void activate_x8(const ActivationParams& p, int32_t a
     }
     y[e] = activate(p, act, gv, uv);
   }
+}
+
+__device__ __forceinline__ void activate_x8(const ActivationParams& p, int32_t act,
+                                            const uint16_t* in, const float* bias, int64_t i0,
+                                            uint16_t* out) {
+  float y[kVecElems];
+  activate_values_x8(p, act, in, bias, i0, y);
   store_bf16x8(out + i0, y);
 }
 
@@ -135,6 +144,7 @@ __global__ void __launch_bounds__(kActivationThreads) activation_kernel(const Ac
   const int64_t end = range_end(p.row_end, p.max_rows);
   const int64_t inter = p.intermediate;
   for (int64_t r = begin + blockIdx.x; r < end; r += gridDim.x) {
+    if (p.row_live != nullptr && p.row_live[r] < 0) continue;
     const int32_t group = p.row_group != nullptr ? p.row_group[r] : 0;
     const int32_t act = (group >= p.silu_begin && group < p.silu_end) ? kSiluMul : p.activation;
     const float* bias = (p.bias != nullptr && group >= 0 && group < p.bias_groups)
@@ -149,6 +159,61 @@ __global__ void __launch_bounds__(kActivationThreads) activation_kernel(const Ac
     } else {
       for (int64_t i = threadIdx.x; i < inter; i += blockDim.x)
         activate_x1(p, act, in, bias, i, out);
+    }
+  }
+}
+
+// The activation with its output quantised per 1x128 block (FP8_1X128 between the GEMMs): a
+// block per row, 8 outputs per thread, a 128-wide block over 16 lanes. Every thread runs every
+// step (the shuffles need whole warps); I % 128 == 0, the vector preconditions hold. The values
+// are quantised in fp32, never rounded to bf16 first (the reference quantises its doubles).
+template <class In>
+__device__ __forceinline__ const In* gemm1_rows(const ActivationParams& p) {
+  if constexpr (sizeof(In) == 4)
+    return p.gemm1_f32;
+  else
+    return p.gemm1;
+}
+
+// kMasked: rows whose row_live entry is negative are skipped (a masked layout's dead rows).
+// In: GEMM1's output as bf16 (p.gemm1) or fp32 (p.gemm1_f32).
+template <bool kMasked, class In>
+__global__ void __launch_bounds__(kActivationThreads)
+    activation_quantize_kernel(const ActivationParams p) {
+  constexpr int kLanes = kQuantBlock / kVecElems;  // 16
+  const int64_t begin = range_begin(p.row_begin, p.max_rows);
+  const int64_t end = range_end(p.row_end, p.max_rows);
+  const int64_t inter = p.intermediate;
+  for (int64_t r = begin + blockIdx.x; r < end; r += gridDim.x) {
+    if (kMasked && p.row_live[r] < 0) continue;  // the whole block skips the row
+    const int32_t group = p.row_group != nullptr ? p.row_group[r] : 0;
+    const int32_t act = (group >= p.silu_begin && group < p.silu_end) ? kSiluMul : p.activation;
+    const float* bias = (p.bias != nullptr && group >= 0 && group < p.bias_groups)
+                            ? p.bias + int64_t(group) * p.bias_stride
+                            : nullptr;                  // (N1)
+    const In* in = gemm1_rows<In>(p) + r * p.gemm1_stride;  // (N1)
+    uint8_t* codes = p.out_fp8 + r * p.out_stride;          // (I)
+    for (int64_t base = 0; base < inter; base += int64_t(blockDim.x) * kVecElems) {
+      const int64_t i0 = base + int64_t(threadIdx.x) * kVecElems;
+      const bool on = i0 < inter;
+      float y[kVecElems];
+      float amax = 0.0f;
+      if (on) {
+        activate_values_x8(p, act, in, bias, i0, y);
+#pragma unroll
+        for (int e = 0; e < kVecElems; ++e) amax = fmaxf(amax, fabsf(y[e]));
+      }
+      const float scale = fp8_scale_from_amax(group_max<kLanes>(amax));
+      if (!on) continue;
+      uint32_t lo = 0, hi = 0;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        lo |= uint32_t(to_e4m3(y[e], scale)) << (8 * e);
+        hi |= uint32_t(to_e4m3(y[e + 4], scale)) << (8 * e);
+      }
+      *reinterpret_cast<uint2*>(codes + i0) = make_uint2(lo, hi);
+      if (threadIdx.x % kLanes == 0)
+        p.out_scales[r * p.scale_row_stride + (i0 / kQuantBlock) * p.scale_block_stride] = scale;
     }
   }
 }

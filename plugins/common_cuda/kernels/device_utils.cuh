@@ -32,6 +32,14 @@ __device__ __forceinline__ void load_bf16x8(const uint16_t* p, float (&out)[kVec
   }
 }
 
+// The same for fp32 rows (two 16-byte loads): one name for both input types.
+__device__ __forceinline__ void load_bf16x8(const float* p, float (&out)[kVecElems]) {
+  const float4 a = *reinterpret_cast<const float4*>(p);
+  const float4 b = *reinterpret_cast<const float4*>(p + 4);
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+  out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+}
+
 __device__ __forceinline__ void store_bf16x8(uint16_t* p, const float (&in)[kVecElems]) {
   uint32_t words[4];
 #pragma unroll

@@ -44,6 +44,15 @@ struct PermuteKeyParams {
   uint32_t groups;  // G
 };
 
+struct MaskedRowsParams {
+  int64_t max_m;           // rows per group
+  int32_t* group_counts;   // out: [G], zero before the kernel
+  int32_t* slot_row;       // out: [items]
+  int32_t* row_token;      // out: [G * max_m], -1 before the kernel
+  int32_t* row_group;      // out: [G * max_m]
+  int32_t* row_slot;       // out: [G * max_m]
+};
+
 struct PermuteFinishParams {
   const uint32_t* keys;  // [items] sorted
   const int32_t* slots;  // [items] sorted with the keys
@@ -102,18 +111,24 @@ struct ActivationParams {
   int64_t max_rows;
   const int64_t* row_begin;  // device or null
   const int64_t* row_end;    // device or null
+  const int32_t* row_live;   // [R_max] rows with a negative entry are skipped, or null
+  const float* gemm1_f32;    // [R_max, N1] fp32 instead of gemm1 (activation_quantize_kernel)
+  uint8_t* out_fp8;          // out (activation_quantize_kernel): [R_max, I] e4m3, out_stride
+  float* out_scales;         // out: scale (r, b) at r * scale_row_stride + b * scale_block_stride
+  int64_t scale_row_stride, scale_block_stride;
 };
 
 // ---- quantisation ----------------------------------------------------------------------------
 
 struct Fp8BlockParams {
-  const uint16_t* x;  // [R_max, H] bf16
+  const uint16_t* x;  // [R_max, H] bf16, or [T, H] read through source_row
   uint8_t* codes;     // out: [R_max, H] e4m3
   float* scales;      // out: scale (r, b) at r * scale_row_stride + b * scale_block_stride
   int64_t scale_row_stride, scale_block_stride;
   int64_t hidden, max_rows;
   const int64_t* row_begin;
   const int64_t* row_end;
+  const int32_t* source_row;  // [R_max] row of x for output row r (< 0: skip r), or null = r
 };
 
 struct Fp8TensorParams {

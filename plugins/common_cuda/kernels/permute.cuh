@@ -36,28 +36,52 @@ __device__ __forceinline__ int32_t local_expert(const PermuteKeyParams& p, int32
   }
 }
 
-// keys[i] = group of slot i (G when it does no work here), slots[i] = i.
-// Invalid ids count as -1 (see NOTES in moe_cuda/permute.hpp).
+// The group of slot i (G when it does no work here). Invalid ids count as -1 (see NOTES in
+// moe_cuda/permute.hpp).
+__device__ __forceinline__ uint32_t slot_group(const PermuteKeyParams& p, int64_t i) {
+  if (i >= p.tokens * p.width)
+    return static_cast<uint32_t>(p.local_experts + p.sinks);  // shared expert: every token
+  const int32_t id = p.topk_ids[i];
+  const int j = static_cast<int>(i % p.width);
+  if (j < p.top_k) {
+    const int32_t local = local_expert(p, id);
+    return local >= 0 ? static_cast<uint32_t>(local) : p.groups;
+  }
+  const int s = j - p.top_k;
+  return id == p.experts + s ? static_cast<uint32_t>(p.local_experts + s) : p.groups;
+}
+
+// keys[i] = group of slot i, slots[i] = i.
 __global__ void __launch_bounds__(kPermuteThreads) permute_keys_kernel(const PermuteKeyParams p) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.items;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    p.keys[i] = slot_group(p, i);
+    p.slots[i] = static_cast<int32_t>(i);
+  }
+}
+
+// The masked layout: slot i takes the next free row of its group's max_m rows (counts start at
+// zero, row_token at -1). Rows inside a group come in atomic order; see moe_cuda/permute.hpp.
+__global__ void __launch_bounds__(kPermuteThreads)
+    permute_masked_kernel(const PermuteKeyParams p, const MaskedRowsParams m) {
   const int64_t routed_slots = p.tokens * p.width;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.items;
        i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t key = p.groups;
-    if (i < routed_slots) {
-      const int32_t id = p.topk_ids[i];
-      const int j = static_cast<int>(i % p.width);
-      if (j < p.top_k) {
-        const int32_t local = local_expert(p, id);
-        if (local >= 0) key = static_cast<uint32_t>(local);
-      } else {
-        const int s = j - p.top_k;
-        if (id == p.experts + s) key = static_cast<uint32_t>(p.local_experts + s);
-      }
-    } else {
-      key = static_cast<uint32_t>(p.local_experts + p.sinks);  // shared expert: every token
+    const uint32_t group = slot_group(p, i);
+    if (group >= p.groups) {
+      m.slot_row[i] = -1;
+      continue;
     }
-    p.keys[i] = key;
-    p.slots[i] = static_cast<int32_t>(i);
+    const int32_t pos = atomicAdd(m.group_counts + group, 1);
+    if (pos >= m.max_m) {  // cannot happen when max_m >= tokens; never write past the group
+      m.slot_row[i] = -1;
+      continue;
+    }
+    const int32_t row = static_cast<int32_t>(int64_t(group) * m.max_m + pos);
+    m.slot_row[i] = row;
+    m.row_token[row] = static_cast<int32_t>(i < routed_slots ? i / p.width : i - routed_slots);
+    m.row_group[row] = static_cast<int32_t>(group);
+    m.row_slot[row] = static_cast<int32_t>(i);
   }
 }
 

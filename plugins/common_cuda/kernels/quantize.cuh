@@ -65,11 +65,12 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_1x128_kernel(const
   const int64_t warps = int64_t(gridDim.x) * blockDim.x / kWarpSize;
   for (int64_t step = warp * kBlocksPerWarp; step < work; step += warps * kBlocksPerWarp) {
     const int64_t w = step + lane / kLanes;
-    const bool valid = w < work;
-    const int64_t r = begin + (valid ? w / blocks : 0), b = valid ? w % blocks : 0;
+    const int64_t r = begin + (w < work ? w / blocks : 0), b = w < work ? w % blocks : 0;
+    const int64_t source = p.source_row == nullptr ? r : (w < work ? p.source_row[r] : -1);
+    const bool valid = w < work && source >= 0;
     const int64_t c0 = b * kQuantBlock + (lane % kLanes) * kPerLane;
     const bool in_range = valid && c0 < p.hidden;
-    const uint16_t* src = p.x + r * p.hidden + c0;  // (kPerLane)
+    const uint16_t* src = p.x + (valid ? source : 0) * p.hidden + c0;  // (kPerLane)
     uint8_t* dst = p.codes + r * p.hidden + c0;     // (kPerLane)
     float v[kPerLane];
     if constexpr (kVec) {

@@ -24,8 +24,12 @@ void launch_activation(const moe_problem& p, const ActivationArgs& a, cudaStream
             "row_group is needed to find each row's bias or silu_mul group");
   MOE_CHECK(a.rows.max_rows >= 0, kInvalid, "rows.max_rows={} must be >= 0", a.rows.max_rows);
   if (a.rows.max_rows == 0) return;
-  MOE_CHECK(a.gemm1 != nullptr && a.out != nullptr, kInvalid,
-            "activation: gemm1 and out must be given");
+  const bool quantise = a.out_fp8 != nullptr;
+  MOE_CHECK((a.gemm1 != nullptr || (quantise && a.gemm1_f32 != nullptr)) &&
+                (a.out != nullptr || quantise),
+            kInvalid, "activation: gemm1 (or gemm1_f32) and out (or out_fp8) must be given");
+  MOE_CHECK(a.gemm1_f32 == nullptr || quantise, kInvalid,
+            "activation: fp32 GEMM1 rows (gemm1_f32) need the quantised output (out_fp8)");
   const int64_t n1 = is_gated(act) ? 2 * a.intermediate : a.intermediate;
   const int64_t in_stride = a.gemm1_stride != 0 ? a.gemm1_stride : n1;
   const int64_t out_stride = a.out_stride != 0 ? a.out_stride : a.intermediate;
@@ -54,6 +58,28 @@ void launch_activation(const moe_problem& p, const ActivationArgs& a, cudaStream
   k.max_rows = a.rows.max_rows;
   k.row_begin = a.rows.begin;
   k.row_end = a.rows.end;
+  k.row_live = a.row_live;
+  if (quantise) {
+    MOE_CHECK(a.intermediate % 128 == 0, MOE_STATUS_UNSUPPORTED,
+              "activation with 1x128 quantised output needs I={} to be a multiple of 128",
+              a.intermediate);
+    MOE_CHECK(in_stride % 8 == 0 && out_stride % 8 == 0 &&
+                  detail::aligned(16, a.gemm1, a.gemm1_f32) && detail::aligned(8, a.out_fp8),
+              kInvalid,
+              "activation with quantised output needs strides gemm1={} and out={} that are "
+              "multiples of 8, a 16-byte aligned gemm1 and an 8-byte aligned out_fp8",
+              in_stride, out_stride);
+    MOE_CHECK(a.out_scales.data != nullptr, kInvalid,
+              "activation with quantised output: out_scales.data must be given");
+    k.gemm1_f32 = a.gemm1_f32;
+    k.out_fp8 = a.out_fp8;
+    k.out_scales = a.out_scales.data;
+    k.scale_row_stride =
+        a.out_scales.row_stride != 0 ? a.out_scales.row_stride : a.intermediate / 128;
+    k.scale_block_stride = a.out_scales.block_stride;
+    detail::launch_activation_quantize_kernel(k, stream);
+    return;
+  }
   const bool vec = a.intermediate % 8 == 0 && in_stride % 8 == 0 && out_stride % 8 == 0 &&
                    detail::aligned(16, a.gemm1, a.out);
   detail::launch_activation_kernel(k, vec, stream);

@@ -1,13 +1,13 @@
-#include "bench.hpp"
+#include "moe_cuda/bench.hpp"
 
 #include <cuda_runtime_api.h>
 
 #include <vector>
 
-#include "device.hpp"
+#include "moe_cuda/device.hpp"
 #include "moe/sdk/error.hpp"
 
-namespace moe::trtllm {
+namespace moe::gpu {
 namespace {
 
 // Owns the CUDA objects of one benchmark, released on every path out.
@@ -80,4 +80,4 @@ void benchmark(const moe_bench_args& a, const std::function<void(const moe_run_a
   }
 }
 
-}  // namespace moe::trtllm
+}  // namespace moe::gpu

@@ -35,6 +35,17 @@ const DeviceInfo& device_info() {
   return info;
 }
 
+const std::string& sm90a_refusal() {
+  static const std::string why = [] {
+    const DeviceInfo& d = device_info();
+    if (!d.present) return d.why_not;
+    if (d.major == 9 && d.minor == 0) return std::string();
+    return fmt::format("needs an sm_90 (Hopper) GPU; device {} ({}) is sm_{}{}", d.device, d.name,
+                       d.major, d.minor);
+  }();
+  return why;
+}
+
 void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
     MOE_FAIL(MOE_STATUS_DEVICE_ERROR, "{} failed: {}", what, cudaGetErrorString(e));

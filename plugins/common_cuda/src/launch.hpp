@@ -25,9 +25,13 @@ size_t radix_sort_temp_bytes(int64_t items, int end_bit);
 void launch_permute_kernels(kernels::PermuteKeyParams keys, const Permutation& perm,
                             cudaStream_t stream);
 
+// Zeroes the counts, clears row_token, then one kernel assigns rows (masked layout).
+void launch_permute_masked_kernels(const kernels::PermuteKeyParams& keys, const Permutation& perm,
+                                   cudaStream_t stream);
 void launch_gather_kernel(const kernels::GatherParams& p, bool vec, cudaStream_t stream);
 void launch_finalize_kernel(kernels::FinalizeParams p, bool vec, cudaStream_t stream);
 void launch_activation_kernel(const kernels::ActivationParams& p, bool vec, cudaStream_t stream);
+void launch_activation_quantize_kernel(const kernels::ActivationParams& p, cudaStream_t stream);
 void launch_fp8_1x128_kernel(const kernels::Fp8BlockParams& p, bool vec, cudaStream_t stream);
 // amax_bits != null: dynamic (zero it, reduce, quantise); else static from p.scale_in.
 void launch_fp8_tensor_kernels(const kernels::Fp8TensorParams& p, bool vec, cudaStream_t stream);

@@ -50,32 +50,52 @@ void check_problem(const moe_problem& p, int64_t max_tokens) {
             permutation_max_rows(p, max_tokens));
 }
 
+void check_masked(const moe_problem& p, int64_t max_tokens) {
+  check_problem(p, max_tokens);
+  MOE_CHECK(max_tokens >= 1, kInvalid, "a masked permutation needs max_tokens >= 1, got {}",
+            max_tokens);
+  MOE_CHECK(permutation_groups(p) * max_tokens < (int64_t(1) << 31), MOE_STATUS_UNSUPPORTED,
+            "the masked layout of {} groups x max_m={} rows overflows int32 row indices",
+            permutation_groups(p), max_tokens);
+}
+
+void check_workspace(const void* workspace) {
+  MOE_CHECK(workspace != nullptr && reinterpret_cast<uintptr_t>(workspace) % kAlign == 0, kInvalid,
+            "permutation workspace {} must be non-null and {}-byte aligned", workspace, kAlign);
+}
+
 int sort_end_bit(int64_t groups) {
   return std::bit_width(static_cast<uint64_t>(groups));  // keys in [0, G]
 }
 
 // Carves every piece in a fixed order; the same walk sizes (workspace == nullptr) and fills.
-Permutation carve(const moe_problem& p, int64_t max_tokens, void* workspace, size_t* bytes) {
+// max_m > 0: the masked layout (rows per group; no sort scratch, no offsets).
+Permutation carve(const moe_problem& p, int64_t max_tokens, int64_t max_m, void* workspace,
+                  size_t* bytes) {
   Permutation perm;
   perm.max_tokens = max_tokens;
   perm.width = topk_width(p);
   perm.groups = permutation_groups(p);
-  perm.max_rows = permutation_max_rows(p, max_tokens);
+  perm.max_m = max_m;
+  const int64_t slots = permutation_max_rows(p, max_tokens);
+  perm.max_rows = max_m > 0 ? perm.groups * max_m : slots;
   perm.has_shared = p.shared_intermediate > 0;
-  perm.sort_end_bit = sort_end_bit(perm.groups);
-  perm.sort_temp_bytes = detail::radix_sort_temp_bytes(perm.max_rows, perm.sort_end_bit);
   Carver c(workspace);
   perm.group_counts = c.take<int32_t>(perm.groups);
-  perm.group_offsets = c.take<int64_t>(perm.groups + 1);
+  if (max_m == 0) perm.group_offsets = c.take<int64_t>(perm.groups + 1);
   perm.row_token = c.take<int32_t>(perm.max_rows);
   perm.row_slot = c.take<int32_t>(perm.max_rows);
   perm.row_group = c.take<int32_t>(perm.max_rows);
-  perm.slot_row = c.take<int32_t>(perm.max_rows);
-  for (int i = 0; i < 2; ++i) {
-    perm.sort_keys[i] = c.take<uint32_t>(perm.max_rows);
-    perm.sort_slots[i] = c.take<int32_t>(perm.max_rows);
+  perm.slot_row = c.take<int32_t>(slots);
+  if (max_m == 0) {
+    perm.sort_end_bit = sort_end_bit(perm.groups);
+    perm.sort_temp_bytes = detail::radix_sort_temp_bytes(perm.max_rows, perm.sort_end_bit);
+    for (int i = 0; i < 2; ++i) {
+      perm.sort_keys[i] = c.take<uint32_t>(perm.max_rows);
+      perm.sort_slots[i] = c.take<int32_t>(perm.max_rows);
+    }
+    perm.sort_temp = c.take<char>(int64_t(perm.sort_temp_bytes));
   }
-  perm.sort_temp = c.take<char>(int64_t(perm.sort_temp_bytes));
   if (bytes != nullptr) *bytes = c.used();
   return perm;
 }
@@ -116,15 +136,27 @@ int64_t permutation_max_rows(const moe_problem& p, int64_t max_tokens) {
 size_t permutation_workspace_bytes(const moe_problem& p, int64_t max_tokens) {
   check_problem(p, max_tokens);
   size_t bytes = 0;
-  carve(p, max_tokens, nullptr, &bytes);
+  carve(p, max_tokens, 0, nullptr, &bytes);
   return bytes;
 }
 
 Permutation carve_permutation(const moe_problem& p, int64_t max_tokens, void* workspace) {
   check_problem(p, max_tokens);
-  MOE_CHECK(workspace != nullptr && reinterpret_cast<uintptr_t>(workspace) % kAlign == 0, kInvalid,
-            "permutation workspace {} must be non-null and {}-byte aligned", workspace, kAlign);
-  return carve(p, max_tokens, workspace, nullptr);
+  check_workspace(workspace);
+  return carve(p, max_tokens, 0, workspace, nullptr);
+}
+
+size_t masked_permutation_workspace_bytes(const moe_problem& p, int64_t max_tokens) {
+  check_masked(p, max_tokens);
+  size_t bytes = 0;
+  carve(p, max_tokens, max_tokens, nullptr, &bytes);
+  return bytes;
+}
+
+Permutation carve_masked_permutation(const moe_problem& p, int64_t max_tokens, void* workspace) {
+  check_masked(p, max_tokens);
+  check_workspace(workspace);
+  return carve(p, max_tokens, max_tokens, workspace, nullptr);
 }
 
 void upload_expert_map(const moe_problem& p, int32_t* device_map, cudaStream_t stream) {
@@ -137,8 +169,10 @@ void upload_expert_map(const moe_problem& p, int32_t* device_map, cudaStream_t s
   MOE_CUDA_CHECK(cudaStreamSynchronize(stream));  // `map` dies here
 }
 
-void launch_permute(const moe_problem& p, int64_t tokens, const int32_t* topk_ids,
-                    const Permutation& perm, cudaStream_t stream) {
+namespace {
+
+kernels::PermuteKeyParams key_params(const moe_problem& p, int64_t tokens,
+                                     const int32_t* topk_ids, const Permutation& perm) {
   check_geometry(p, tokens, perm);
   MOE_CHECK(tokens == 0 || topk_ids != nullptr, kInvalid, "topk_ids is null with tokens={}",
             tokens);
@@ -162,11 +196,31 @@ void launch_permute(const moe_problem& p, int64_t tokens, const int32_t* topk_id
   k.has_shared = perm.has_shared;
   k.items = tokens * perm.width + (perm.has_shared ? tokens : 0);
   k.groups = static_cast<uint32_t>(perm.groups);
+  return k;
+}
+
+}  // namespace
+
+void launch_permute(const moe_problem& p, int64_t tokens, const int32_t* topk_ids,
+                    const Permutation& perm, cudaStream_t stream) {
+  MOE_CHECK(perm.max_m == 0, kInvalid,
+            "launch_permute: the permutation was carved for the masked layout (max_m={})",
+            perm.max_m);
+  const kernels::PermuteKeyParams k = key_params(p, tokens, topk_ids, perm);
   const size_t temp_bytes = detail::radix_sort_temp_bytes(k.items, perm.sort_end_bit);
   MOE_CHECK(temp_bytes <= perm.sort_temp_bytes, MOE_STATUS_CAPACITY_EXCEEDED,
             "the sort of {} slots needs {} bytes of temporary storage, the workspace holds {}",
             k.items, temp_bytes, perm.sort_temp_bytes);
   detail::launch_permute_kernels(k, perm, stream);
+}
+
+void launch_permute_masked(const moe_problem& p, int64_t tokens, const int32_t* topk_ids,
+                           const Permutation& perm, cudaStream_t stream) {
+  MOE_CHECK(perm.max_m >= 1, kInvalid,
+            "launch_permute_masked: the permutation was not carved for the masked layout");
+  const kernels::PermuteKeyParams k = key_params(p, tokens, topk_ids, perm);
+  // tokens <= max_tokens == max_m (check_geometry): a group receives at most one row per token.
+  detail::launch_permute_masked_kernels(k, perm, stream);
 }
 
 void launch_gather_rows(const Permutation& perm, int64_t hidden_size, const uint16_t* hidden,

@@ -57,4 +57,19 @@ void launch_permute_kernels(kernels::PermuteKeyParams k, const Permutation& perm
   MOE_CUDA_CHECK_LAUNCH();
 }
 
+void launch_permute_masked_kernels(const kernels::PermuteKeyParams& k, const Permutation& perm,
+                                   cudaStream_t stream) {
+  MOE_CUDA_CHECK(
+      cudaMemsetAsync(perm.group_counts, 0, size_t(perm.groups) * sizeof(int32_t), stream));
+  MOE_CUDA_CHECK(
+      cudaMemsetAsync(perm.row_token, 0xff, size_t(perm.max_rows) * sizeof(int32_t), stream));
+  if (k.items == 0) return;
+  kernels::MaskedRowsParams m{perm.max_m,     perm.group_counts, perm.slot_row,
+                              perm.row_token, perm.row_group,    perm.row_slot};
+  const int threads = kernels::kPermuteThreads;
+  kernels::permute_masked_kernel<<<grid_size((k.items + threads - 1) / threads, 8), threads, 0,
+                                   stream>>>(k, m);
+  MOE_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace moe::gpu::detail

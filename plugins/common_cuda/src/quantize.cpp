@@ -30,6 +30,13 @@ void launch_tensor(const uint16_t* x, int64_t hidden, const RowRange& rows, uint
 
 void launch_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const RowRange& rows,
                                uint8_t* codes, const Fp8BlockScales& scales, cudaStream_t stream) {
+  launch_gather_quantize_fp8_1x128(x, hidden, nullptr, rows, codes, scales, stream);
+}
+
+void launch_gather_quantize_fp8_1x128(const uint16_t* x, int64_t hidden,
+                                      const int32_t* source_row, const RowRange& rows,
+                                      uint8_t* codes, const Fp8BlockScales& scales,
+                                      cudaStream_t stream) {
   check_rows("quantize_fp8_1x128", x, hidden, rows, codes);
   if (rows.max_rows == 0) return;
   MOE_CHECK(scales.data != nullptr, kInvalid, "quantize_fp8_1x128: scales.data must be given");
@@ -42,7 +49,8 @@ void launch_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const RowRange
                                   hidden,
                                   rows.max_rows,
                                   rows.begin,
-                                  rows.end};
+                                  rows.end,
+                                  source_row};
   const bool vec = hidden % 8 == 0 && detail::aligned(16, x) && detail::aligned(8, codes);
   detail::launch_fp8_1x128_kernel(k, vec, stream);
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "moe/abi/moe_abi.h"
+#include "moe_cuda/quantize.hpp"
 #include "moe_cuda/rows.hpp"
 
 namespace moe::gpu {
@@ -34,6 +35,18 @@ struct ActivationArgs {
   int32_t silu_group_begin = 0;        // groups in [begin, end) use silu_mul whatever p.activation
   int32_t silu_group_end = 0;          //   says: the sink experts (§5)
   RowRange rows;                       // e.g. {R_max, &offsets[g0], &offsets[g1]}
+  const int32_t* row_live = nullptr;   // [R_max] rows whose entry is < 0 are skipped (a masked
+                                       // layout's Permutation::row_token), or null: all live
+
+  // Quantised output (input_format fp8_1x128 between the GEMMs): when out_fp8 is given, `out`
+  // is unused and each row's outputs become e4m3 codes with one scale per 128 of them, quantised
+  // from the fp32 values. Needs I % 128 == 0, gated or relu2 rows in vector form (I, strides
+  // multiples of 8, 16-byte aligned gemm1, 8-byte aligned out_fp8).
+  uint8_t* out_fp8 = nullptr;  // [R_max, out_stride] e4m3
+  Fp8BlockScales out_scales;   // where scale (r, b) goes; row_stride 0 = I / 128
+  // GEMM1's output in fp32 instead of `gemm1` (quantised output only): the values then reach
+  // the quantisation without a bf16 rounding, as the reference's do.
+  const float* gemm1_f32 = nullptr;  // [R_max, gemm1_stride] f32, 16-byte aligned
 };
 
 // out[r, i] = act(g, u) in fp32 from bf16 inputs (+ fp32 bias), rounded once to bf16, with the

@@ -23,6 +23,11 @@ struct DeviceInfo {
 // Queried once per process (cached): cudaGetDeviceProperties costs milliseconds.
 const DeviceInfo& device_info();
 
+// For plugins whose kernels are built for sm_90a only (wgmma, TMA; they run on Hopper and
+// nowhere else): empty when the current device is an sm_90 one, else why not (no device, or the
+// device and its architecture).
+const std::string& sm90a_refusal();
+
 // Throws moe::Error(DEVICE_ERROR) naming `what` unless `e` is cudaSuccess.
 void check_cuda(cudaError_t e, const char* what);
 

@@ -27,13 +27,16 @@ struct Permutation {
   int64_t max_tokens = 0;
   int64_t width = 0;     // W = k + S
   int64_t groups = 0;    // G
-  int64_t max_rows = 0;  // R_max = max_tokens * W (+ max_tokens with a shared expert)
+  int64_t max_rows = 0;  // R_max = max_tokens * W (+ max_tokens with a shared expert);
+                         // masked: G * max_m
+  int64_t max_m = 0;     // masked layout: rows per group (= max_tokens); 0 = contiguous
   bool has_shared = false;
 
   // Written by launch_permute (device memory inside the caller's workspace). Row arrays are valid
   // for r < group_offsets[G]; entries past it are -1 up to T*W (+T) and untouched beyond.
   int32_t* group_counts = nullptr;   // [G] rows of each group
   int64_t* group_offsets = nullptr;  // [G + 1] exclusive prefix sum; group_offsets[G] = rows
+                                     // (contiguous only; null when masked)
   int32_t* row_token = nullptr;      // [R_max] source token of row r
   int32_t* row_slot = nullptr;       // [R_max] slot of row r (t*W + j; shared rows T*W + t)
   int32_t* row_group = nullptr;      // [R_max] group of row r
@@ -71,6 +74,18 @@ Permutation carve_permutation(const moe_problem& p, int64_t max_tokens, void* wo
 // Copies the EP map of `p` (moe::local_expert_id of every global expert) into device_map [E].
 // For prepare time: it synchronises `stream` (the host vector must outlive the copy).
 void upload_expert_map(const moe_problem& p, int32_t* device_map, cudaStream_t stream);
+
+// The masked layout (decode; DeepGEMM's name): group g owns rows [g * max_m, (g + 1) * max_m)
+// of a [G * max_m, ...] buffer, filled from its first row; group_counts[g] of them are live, and
+// row_token is -1 on the others. max_m = max_tokens, so no group can overflow (a token sends at
+// most one slot to a group). No sort: two memsets and one kernel in which each slot takes its
+// row with an atomic, so rows inside a group come in no fixed order. A row's GEMM results
+// depend on that row alone and the combine reads slots in column order, so outputs do not
+// depend on that order. slot_row covers T*W (+T) slots as in the contiguous layout.
+size_t masked_permutation_workspace_bytes(const moe_problem& p, int64_t max_tokens);
+Permutation carve_masked_permutation(const moe_problem& p, int64_t max_tokens, void* workspace);
+void launch_permute_masked(const moe_problem& p, int64_t tokens, const int32_t* topk_ids,
+                           const Permutation& perm, cudaStream_t stream);
 
 // Sorts the slots of topk_ids [T, W] (device, i32) into perm. T <= perm.max_tokens.
 // NOTES: the device cannot throw, so an invalid id (outside [-1, E) in a routed column, anything

@@ -1,0 +1,73 @@
+// The deepgemm_style plugin: fp8 128x128 block-scale weights and 1x128 activations through
+// grouped e4m3 GEMMs on sm90a (TMA, warp-specialised wgmma, per-K-block promotion with both
+// scales), with a masked row layout for decode and a contiguous one for prefill; declared on the
+// SDK's table builder.
+#include <cuda_runtime_api.h>
+
+#include "moe/sdk/backend.hpp"
+#include "moe_cuda/bench.hpp"
+#include "moe_cuda/memory.hpp"
+#include "moe_cuda/routing.hpp"
+#include "src/deepgemm_layer.hpp"
+
+namespace {
+
+using moe::sdk::Verdict;
+
+class DeepGemmBackend {
+ public:
+  using Layer = moe::deepgemm::DeviceLayer;
+  using Memory = moe::gpu::CudaMemory;
+
+  static moe::sdk::BackendInfo info() {
+    return {.name = "deepgemm_style",
+            .version = "0.1",
+            .description =
+                "fp8 128x128 block-scale grouped GEMMs on sm90a (1x128 activations, masked "
+                "decode and contiguous prefill layouts)",
+            // vLLM's moe_backend spelling for DeepGEMM's grouped GEMMs.
+            .aliases = {"deep_gemm"},
+            .priority = 60,
+            .formats = {MOE_FORMAT_FP8_BLOCK},
+            .activations = {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,
+                            MOE_ACTIVATION_SWIGLU_OAI, MOE_ACTIVATION_GELU_MUL,
+                            MOE_ACTIVATION_RELU2},
+            .routings = {MOE_ROUTING_SOFTMAX_TOPK, MOE_ROUTING_SIGMOID_TOPK,
+                         MOE_ROUTING_GROUPED_TOPK, MOE_ROUTING_SIGMOID_BIAS_SINK},
+            .targets = "sm_90a"};
+  }
+
+  Verdict supports(const moe_problem& p) const { return moe::deepgemm::check_support(p); }
+
+  std::unique_ptr<Layer> prepare(const moe::sdk::PrepareRequest& r) const {
+    return std::make_unique<Layer>(r.problem, r.weights, r.options);
+  }
+
+  size_t workspace_size(const Layer& layer, int64_t tokens) const {
+    return layer.workspace_size(tokens);
+  }
+
+  void run(Layer& layer, const moe_run_args& args) const { layer.run(args); }
+
+  // The routing kernel's limits: beyond them the host routes with the reference.
+  Verdict can_route(const moe_problem& p) const { return moe::gpu::route_limits(p); }
+
+  void route(const moe_problem& p, const moe_route_args& a, int64_t tokens) const {
+    moe::gpu::launch_route(
+        p, tokens, static_cast<const float*>(a.logits.data), static_cast<const float*>(a.bias.data),
+        static_cast<const uint8_t*>(a.is_padding.data), static_cast<int32_t*>(a.topk_ids.data),
+        static_cast<float*>(a.topk_weights.data), static_cast<cudaStream_t>(a.stream));
+  }
+
+  std::string describe_layout(const moe_problem& p) const {
+    return moe::deepgemm::describe(p, moe::deepgemm::parse_options({}));
+  }
+
+  void benchmark(const moe_bench_args& args, const moe::sdk::RunFn& run) const {
+    moe::gpu::benchmark(args, run);
+  }
+};
+
+}  // namespace
+
+MOE_EXPORT_BACKEND(DeepGemmBackend)

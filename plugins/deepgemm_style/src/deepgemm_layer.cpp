@@ -1,0 +1,314 @@
+#include "deepgemm_layer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <vector>
+
+#include "block_scales.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/tensor_checks.hpp"
+#include "moe_cuda/activation.hpp"
+#include "moe_cuda/permute.hpp"
+#include "moe_cuda/quantize.hpp"
+
+namespace moe::deepgemm {
+namespace {
+
+constexpr int64_t kBlock = 128;
+constexpr size_t kAlign = 256;
+
+size_t round_up(size_t v) {
+  return (v + kAlign - 1) / kAlign * kAlign;
+}
+
+// Bump allocator over the workspace; with base == nullptr it only counts.
+struct Carver {
+  uint8_t* base;
+  size_t used = 0;
+  void* take(size_t bytes) {
+    void* p = base ? base + used : nullptr;
+    used += round_up(bytes);
+    return p;
+  }
+};
+
+}  // namespace
+
+sdk::Verdict check_support(const moe_problem& p) {
+  using sdk::Verdict;
+  if (p.format != MOE_FORMAT_FP8_BLOCK)
+    return Verdict::no(MOE_REASON_FORMAT,
+                       fmt::format("fp8_block weights only, not {}",
+                                   format_name(static_cast<moe_format>(p.format))));
+  if (p.input_format != MOE_INPUT_FP8_1X128)
+    return Verdict::no(MOE_REASON_INPUT_FORMAT,
+                       "activations quantised per token per 128 channels (fp8_1x128) only: the "
+                       "GEMMs are e4m3 x e4m3");
+  if (p.hidden % kBlock != 0 || p.intermediate % kBlock != 0)
+    return Verdict::no(MOE_REASON_SHAPE,
+                       fmt::format("hidden={} and intermediate={} must be multiples of 128 (whole "
+                                   "128x128 scale blocks)",
+                                   p.hidden, p.intermediate));
+  if (p.shared_intermediate > 0 && p.shared_intermediate != p.intermediate)
+    return Verdict::no(MOE_REASON_SHARED,
+                       fmt::format("shared_intermediate={} must equal intermediate={} (one "
+                                   "grouped GEMM)",
+                                   p.shared_intermediate, p.intermediate));
+  if (p.sink_experts > 0)
+    return Verdict::no(MOE_REASON_SHARED,
+                       "sink experts (bf16 weights on bf16 activations) are not implemented");
+  if (p.expert_bias != 0)
+    return Verdict::no(MOE_REASON_BIAS, "expert biases (b13, b2) are not implemented");
+  if (p.redundant_experts > 0)
+    return Verdict::no(MOE_REASON_EP, "redundant experts (EPLB) are not implemented");
+  if (const std::string& why = gpu::sm90a_refusal(); !why.empty())
+    return Verdict::no(MOE_REASON_ARCH, why);
+  return Verdict::yes();
+}
+
+const char* row_layout_name(RowLayout l) {
+  return l == RowLayout::kMasked ? "masked" : "contiguous";
+}
+
+LayerOptions parse_options(const Options& options) {
+  LayerOptions o;
+  for (const auto& [key, value] : options) {
+    if (key == "layout") {
+      MOE_CHECK(value == "auto" || value == "contiguous" || value == "masked",
+                MOE_STATUS_CONFIG_ERROR,
+                "deepgemm_style: layout '{}' is not auto, contiguous or masked", value);
+      o.layout = value == "auto"         ? std::nullopt
+                 : value == "contiguous" ? std::optional(RowLayout::kContiguous)
+                                         : std::optional(RowLayout::kMasked);
+    } else if (key == "masked_max_tokens") {
+      int64_t v = -1;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      MOE_CHECK(ec == std::errc() && end == value.data() + value.size() && v >= 0 && v <= 4096,
+                MOE_STATUS_CONFIG_ERROR,
+                "deepgemm_style: masked_max_tokens '{}' is not an integer in [0, 4096]", value);
+      o.masked_max_tokens = v;
+    } else if (key == "gemm_tiles") {
+      MOE_CHECK(value == "auto" || value == "tokens" || value == "weights",
+                MOE_STATUS_CONFIG_ERROR,
+                "deepgemm_style: gemm_tiles '{}' is not auto, tokens or weights", value);
+      o.tiles = value == "auto"     ? std::nullopt
+                : value == "tokens" ? std::optional(Fp8Tiles::kTokens)
+                                    : std::optional(Fp8Tiles::kWeights);
+    } else {
+      MOE_FAIL(MOE_STATUS_CONFIG_ERROR,
+               "deepgemm_style: unknown option '{}' (known: layout, masked_max_tokens, "
+               "gemm_tiles)",
+               key);
+    }
+  }
+  return o;
+}
+
+std::string describe(const moe_problem& p, const LayerOptions& o) {
+  const std::string rule =
+      o.layout ? fmt::format("{} at every batch size (option layout)", row_layout_name(*o.layout))
+               : fmt::format("masked for T <= {} (one kernel assigns rows, no sort; each group "
+                             "owns T rows), contiguous above (sorted segments, no padding rows)",
+                             o.masked_max_tokens);
+  return fmt::format(
+      "fp8 128x128 block weights as given (e4m3 [N, K], K contiguous), scales MN-major "
+      "[K/128][N/128] floored at 1e-10; activations quantised per token per 128 channels in the "
+      "permutation and again after the activation; GEMM1 N={}, GEMM2 N={}; rows: {}",
+      is_gated(static_cast<moe_activation>(p.activation)) ? 2 * p.intermediate : p.intermediate,
+      p.hidden, rule);
+}
+
+DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)
+    : problem_(problem), options_(parse_options(options)) {
+  const moe_problem p = problem_.c();
+  const sdk::Verdict v = check_support(p);
+  MOE_CHECK(v.ok(), MOE_STATUS_UNSUPPORTED, "deepgemm_style: {}", v.message);
+  const bool gated = is_gated(static_cast<moe_activation>(p.activation));
+  const int64_t h = p.hidden, inter = p.intermediate, e = p.local_experts;
+  n1_ = gated ? 2 * inter : inter;
+  const bool shared = p.shared_intermediate > 0;
+  groups_ = e + (shared ? 1 : 0);
+  sm_count_ = gpu::device_info().sm_count;
+
+  // Weights go up as the caller holds them; scales are turned MN-major on the host first.
+  const size_t w13_group = size_t(n1_ * h), w2_group = size_t(h * inter);
+  const size_t s13_group = size_t((n1_ / kBlock) * (h / kBlock));
+  const size_t s2_group = size_t((h / kBlock) * (inter / kBlock));
+  w13_ = gpu::DeviceBuffer(w13_group * size_t(groups_));
+  w2_ = gpu::DeviceBuffer(w2_group * size_t(groups_));
+  s13_ = gpu::DeviceBuffer(s13_group * size_t(groups_) * sizeof(float));
+  s2_ = gpu::DeviceBuffer(s2_group * size_t(groups_) * sizeof(float));
+  auto upload = [&](int64_t first, int64_t count, const moe_tensor& w13, const moe_tensor& s13,
+                    const moe_tensor& w2, const moe_tensor& s2, const char* who) {
+    w13_.upload(w13.data, w13_group * size_t(count), w13_group * size_t(first));
+    w2_.upload(w2.data, w2_group * size_t(count), w2_group * size_t(first));
+    const std::vector<float> a = mn_major_block_scales(
+        s13, fmt::format("{}w13_scale", who).c_str(), count, n1_ / kBlock, h / kBlock);
+    const std::vector<float> b = mn_major_block_scales(
+        s2, fmt::format("{}w2_scale", who).c_str(), count, h / kBlock, inter / kBlock);
+    s13_.upload(a.data(), a.size() * sizeof(float), s13_group * size_t(first) * sizeof(float));
+    s2_.upload(b.data(), b.size() * sizeof(float), s2_group * size_t(first) * sizeof(float));
+  };
+  upload(0, e, w.w13, w.w13_scale, w.w2, w.w2_scale, "");
+  if (shared) upload(e, 1, w.shared_w13, w.shared_w13_scale, w.shared_w2, w.shared_w2_scale,
+                     "shared_");
+
+  std::vector<const void*> p13, p2;
+  std::vector<const float*> q13, q2;
+  for (int64_t g = 0; g < groups_; ++g) {
+    p13.push_back(w13_.as<uint8_t>() + size_t(g) * w13_group);
+    p2.push_back(w2_.as<uint8_t>() + size_t(g) * w2_group);
+    q13.push_back(s13_.as<float>() + size_t(g) * s13_group);
+    q2.push_back(s2_.as<float>() + size_t(g) * s2_group);
+  }
+  w13_ptrs_ = gpu::upload_vector(p13);
+  w2_ptrs_ = gpu::upload_vector(p2);
+  s13_ptrs_ = gpu::upload_vector(q13);
+  s2_ptrs_ = gpu::upload_vector(q2);
+  std::vector<int32_t> map(size_t(p.experts));
+  for (int64_t x = 0; x < p.experts; ++x) map[size_t(x)] = local_expert_id(p, x);
+  local_map_ = gpu::upload_vector(map);
+  gemm_ws_bytes_ = fp8_gemm_workspace_bytes(int(groups_), sm_count_);
+}
+
+RowLayout DeviceLayer::layout(int64_t tokens) const {
+  if (options_.layout) return *options_.layout;
+  return tokens <= options_.masked_max_tokens ? RowLayout::kMasked : RowLayout::kContiguous;
+}
+
+// Fewer than 32 rows per group on average: decode-like, weight tiles (swap AB).
+Fp8Tiles DeviceLayer::tiles(int64_t tokens) const {
+  if (options_.tiles) return *options_.tiles;
+  const moe_problem p = problem_.c();
+  const int64_t rows = tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) +
+                       (p.shared_intermediate > 0 ? tokens : 0);
+  return rows < 32 * groups_ ? Fp8Tiles::kWeights : Fp8Tiles::kTokens;
+}
+
+struct DeviceLayer::Workspace {
+  gpu::Permutation perm;
+  uint8_t* rows;        // [R, H] e4m3: each group's tokens
+  float* row_scales;    // [H/128][R]
+  float* gemm1;         // [R, n1] f32
+  uint8_t* act;         // [R, I] e4m3
+  float* act_scales;    // [I/128][R]
+  uint16_t* gemm2;      // [R, H] bf16
+  void* gemm_ws;
+};
+
+// The pieces in a fixed order; the same walk sizes (base == nullptr) and fills.
+DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, RowLayout layout,
+                                          size_t* bytes) const {
+  const moe_problem p = problem_.c();
+  const bool masked = layout == RowLayout::kMasked;
+  Carver c{static_cast<uint8_t*>(base)};
+  Workspace ws{};
+  const size_t perm_bytes = masked ? gpu::masked_permutation_workspace_bytes(p, tokens)
+                                   : gpu::permutation_workspace_bytes(p, tokens);
+  void* perm_base = c.take(perm_bytes);
+  const int64_t rows = masked ? groups_ * tokens : gpu::permutation_max_rows(p, tokens);
+  if (base != nullptr) {
+    ws.perm = masked ? gpu::carve_masked_permutation(p, tokens, perm_base)
+                     : gpu::carve_permutation(p, tokens, perm_base);
+    ws.perm.local_of_global = local_map_.as<int32_t>();
+  }
+  const size_t r = size_t(rows), h = size_t(p.hidden), i = size_t(p.intermediate);
+  ws.rows = static_cast<uint8_t*>(c.take(r * h));
+  ws.row_scales = static_cast<float*>(c.take(r * (h / kBlock) * sizeof(float)));
+  ws.gemm1 = static_cast<float*>(c.take(r * size_t(n1_) * sizeof(float)));
+  ws.act = static_cast<uint8_t*>(c.take(r * i));
+  ws.act_scales = static_cast<float*>(c.take(r * (i / kBlock) * sizeof(float)));
+  ws.gemm2 = static_cast<uint16_t*>(c.take(r * h * 2));
+  ws.gemm_ws = c.take(gemm_ws_bytes_);
+  if (bytes != nullptr) *bytes = c.used;
+  return ws;
+}
+
+// Enough for any batch up to `tokens`, so one workspace serves every smaller batch too: with
+// the auto layout a batch at the masked threshold can need more than a larger contiguous one.
+size_t DeviceLayer::workspace_size(int64_t tokens) const {
+  if (tokens == 0) return 0;
+  size_t bytes = 0, masked = 0;
+  carve(nullptr, tokens, layout(tokens), &bytes);
+  const int64_t largest_masked = std::min(tokens, options_.masked_max_tokens);
+  if (!options_.layout && largest_masked >= 1 && largest_masked < tokens)
+    carve(nullptr, largest_masked, RowLayout::kMasked, &masked);
+  return std::max(bytes, masked);
+}
+
+void DeviceLayer::run(const moe_run_args& a) const {
+  const moe_problem p = problem_.c();
+  const int64_t tokens = a.hidden.shape[0];
+  sdk::check_run_tensors(p, a, workspace_size(tokens));
+  if (tokens == 0) return;
+  auto stream = static_cast<cudaStream_t>(a.stream);
+  const bool masked = layout(tokens) == RowLayout::kMasked;
+  const Workspace ws = carve(a.workspace, tokens, layout(tokens), nullptr);
+  const gpu::Permutation& perm = ws.perm;
+  const Fp8Tiles tiles = this->tiles(tokens);
+  const auto* topk_ids = static_cast<const int32_t*>(a.topk_ids.data);
+  if (masked)
+    gpu::launch_permute_masked(p, tokens, topk_ids, perm, stream);
+  else
+    gpu::launch_permute(p, tokens, topk_ids, perm, stream);
+
+  // Rows in use: all of [0, R) in the masked layout (dead rows have row_token -1 and are
+  // skipped), [0, offsets[G]) in the contiguous one.
+  const int64_t r = perm.max_rows;
+  const gpu::RowRange rows{r, nullptr, masked ? nullptr : perm.group_offsets + groups_};
+  gpu::launch_gather_quantize_fp8_1x128(static_cast<const uint16_t*>(a.hidden.data), p.hidden,
+                                        perm.row_token, rows, ws.rows, {ws.row_scales, 1, r},
+                                        stream);
+
+  Fp8GemmArgs g{};
+  g.groups = int(groups_);
+  g.offsets = masked ? nullptr : perm.group_offsets;
+  g.counts = masked ? perm.group_counts : nullptr;
+  g.max_m = masked ? perm.max_m : 0;
+  g.scale_ld = r;
+  g.workspace = ws.gemm_ws;
+  g.workspace_bytes = gemm_ws_bytes_;
+  g.sm_count = sm_count_;
+
+  Fp8GemmArgs g1 = g;
+  g1.n = int(n1_);
+  g1.k = int(p.hidden);
+  g1.rows = ws.rows;
+  g1.row_scales = ws.row_scales;
+  g1.weights = w13_ptrs_.as<const void*>();
+  g1.w_scales = s13_ptrs_.as<const float*>();
+  g1.out = ws.gemm1;
+  g1.f32_out = true;
+  run_fp8_grouped_gemm(tiles, g1, stream);
+
+  gpu::ActivationArgs act;
+  act.gemm1_f32 = ws.gemm1;
+  act.intermediate = p.intermediate;
+  act.layout = gpu::GateUpLayout::kConcatenated;
+  act.rows = rows;
+  act.row_live = masked ? perm.row_token : nullptr;
+  act.out_fp8 = ws.act;
+  act.out_scales = {ws.act_scales, 1, r};
+  gpu::launch_activation(p, act, stream);
+
+  Fp8GemmArgs g2 = g;
+  g2.n = int(p.hidden);
+  g2.k = int(p.intermediate);
+  g2.rows = ws.act;
+  g2.row_scales = ws.act_scales;
+  g2.weights = w2_ptrs_.as<const void*>();
+  g2.w_scales = s2_ptrs_.as<const float*>();
+  g2.out = ws.gemm2;
+  run_fp8_grouped_gemm(tiles, g2, stream);
+
+  gpu::FinalizeArgs fin;
+  fin.gemm2 = ws.gemm2;
+  fin.topk_weights = static_cast<const float*>(a.topk_weights.data);
+  fin.out = static_cast<uint16_t*>(a.output.data);
+  gpu::launch_finalize(p, tokens, perm, fin, stream);
+}
+
+}  // namespace moe::deepgemm

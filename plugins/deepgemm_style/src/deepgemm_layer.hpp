@@ -1,0 +1,69 @@
+// One deepgemm_style layer on the GPU: fp8 128x128 block-scale weights kept as the checkpoint
+// gives them (e4m3 [N, K], K contiguous) with their scales turned MN-major, uploaded at prepare.
+// At run time: permutation with the per-token 1x128 activation quantisation fused into its
+// gather, grouped fp8 GEMM1, the activation with the intermediate's 1x128 re-quantisation in
+// one kernel, grouped fp8 GEMM2, the weighted combine; all on the caller's stream and workspace
+// (capturable in a CUDA graph).
+//
+// Two row layouts (docs/design.md §12): `masked` for small batches (each group owns T rows of a
+// [G * T, K] buffer, filled by one kernel without a sort), `contiguous` otherwise (sorted
+// segments). Options: `layout: auto | contiguous | masked`, `masked_max_tokens: N` (the auto
+// threshold, default 64), `gemm_tiles: auto | tokens | weights`.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "fp8_gemm.hpp"
+#include "moe/abi/moe_abi.h"
+#include "moe/sdk/options.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/sdk/verdict.hpp"
+#include "moe_cuda/device.hpp"
+
+namespace moe::deepgemm {
+
+// Why this backend cannot run `p` on this machine (reason NONE: it can).
+sdk::Verdict check_support(const moe_problem& p);
+
+enum class RowLayout { kContiguous, kMasked };
+const char* row_layout_name(RowLayout l);
+
+struct LayerOptions {
+  std::optional<RowLayout> layout;  // nullopt = auto
+  int64_t masked_max_tokens = 64;
+  std::optional<Fp8Tiles> tiles;  // nullopt = auto
+};
+LayerOptions parse_options(const Options& options);
+
+// What the plugin does with `p`, for `moe describe` / `moe select`.
+std::string describe(const moe_problem& p, const LayerOptions& o);
+
+class DeviceLayer {
+ public:
+  DeviceLayer(const moe_problem& problem, const moe_weights& weights, const Options& options);
+
+  size_t workspace_size(int64_t tokens) const;
+  void run(const moe_run_args& args) const;
+
+  RowLayout layout(int64_t tokens) const;
+  Fp8Tiles tiles(int64_t tokens) const;
+
+ private:
+  struct Workspace;
+  Workspace carve(void* base, int64_t tokens, RowLayout layout, size_t* bytes) const;
+
+  Problem problem_;
+  LayerOptions options_;
+  int64_t groups_ = 0;  // local experts, then the shared expert
+  int64_t n1_ = 0;      // GEMM1 output width: 2I gated, I for relu2
+  gpu::DeviceBuffer w13_, w2_;                  // [groups][n1, H], [groups][H, I] e4m3
+  gpu::DeviceBuffer s13_, s2_;                  // [groups][H/128][n1/128], [groups][I/128][H/128]
+  gpu::DeviceBuffer w13_ptrs_, w2_ptrs_;        // [groups] pointers into them
+  gpu::DeviceBuffer s13_ptrs_, s2_ptrs_;        // [groups]
+  gpu::DeviceBuffer local_map_;                 // [E] global -> local expert id, -1 elsewhere
+  size_t gemm_ws_bytes_ = 0;
+  int sm_count_ = 0;
+};
+
+}  // namespace moe::deepgemm

@@ -1,0 +1,123 @@
+// Instantiations of the grouped fp8 block-scale GEMMs and their launchers (see
+// kernels/sm90_fp8_block_grouped_gemm.cuh). Errors come back as strings; fp8_gemm.cpp reports
+// them.
+#include "../kernels/sm90_fp8_block_grouped_gemm.cuh"
+#include "fp8_gemm_launch.hpp"
+
+namespace moe::deepgemm::detail {
+namespace {
+
+using namespace kernels;
+
+constexpr size_t kAlign = 256;
+size_t round_up(size_t v) {
+  return (v + kAlign - 1) / kAlign * kAlign;
+}
+
+// Carves the group arrays out of `ws` (null: only counts the bytes); returns the bytes used.
+template <class G>
+size_t carve(int groups, uint8_t* ws, GroupArrays<G>* out) {
+  const size_t g = size_t(groups);
+  size_t used = 0;
+  auto take = [&](size_t bytes) {
+    uint8_t* p = ws ? ws + used : nullptr;
+    used += round_up(bytes);
+    return p;
+  };
+  GroupArrays<G> a{};
+  a.shapes = reinterpret_cast<decltype(a.shapes)>(take(g * sizeof(*a.shapes)));
+  a.a = reinterpret_cast<const Fp8**>(take(g * sizeof(void*)));
+  a.b = reinterpret_cast<const Fp8**>(take(g * sizeof(void*)));
+  a.sfa = reinterpret_cast<const float**>(take(g * sizeof(void*)));
+  a.sfb = reinterpret_cast<const float**>(take(g * sizeof(void*)));
+  a.d = reinterpret_cast<typename G::ElementD**>(take(g * sizeof(void*)));
+  a.stride_a = reinterpret_cast<typename G::StrideA*>(take(g * sizeof(typename G::StrideA)));
+  a.stride_b = reinterpret_cast<typename G::StrideB*>(take(g * sizeof(typename G::StrideB)));
+  a.stride_d = reinterpret_cast<typename G::StrideD*>(take(g * sizeof(typename G::StrideD)));
+  a.layout_sfa =
+      reinterpret_cast<typename G::LayoutSFA*>(take(g * sizeof(typename G::LayoutSFA)));
+  a.layout_sfb =
+      reinterpret_cast<typename G::LayoutSFB*>(take(g * sizeof(typename G::LayoutSFB)));
+  if (out) *out = a;
+  return used;
+}
+
+template <class G>
+typename G::Gemm::Arguments arguments(int groups, const GroupArrays<G>& a, int sm_count) {
+  cutlass::KernelHardwareInfo hw;
+  hw.device_id = 0;
+  hw.sm_count = sm_count;
+  typename G::Gemm::Arguments args{
+      cutlass::gemm::GemmUniversalMode::kGrouped,
+      {groups, a.shapes, nullptr},
+      {a.a, a.stride_a, a.b, a.stride_b, a.sfa, a.layout_sfa, a.sfb, a.layout_sfb},
+      {{}, nullptr, a.stride_d, a.d, a.stride_d},
+      hw};
+  args.epilogue.thread.alpha = 1.0f;
+  args.epilogue.thread.beta = 0.0f;
+  return args;
+}
+
+template <class G>
+size_t workspace_of(int groups, int sm_count) {
+  const GroupArrays<G> none{};
+  return carve<G>(groups, nullptr, nullptr) +
+         round_up(G::Gemm::get_workspace_size(arguments<G>(groups, none, sm_count)));
+}
+
+template <class G, bool kSwapAB>
+LaunchResult launch_one(const GemmCall& c) noexcept {
+  auto* ws = static_cast<uint8_t*>(c.workspace);
+  GroupArrays<G> a;
+  const size_t arrays_bytes = carve<G>(c.groups, ws, &a);
+  const GroupRows where{c.offsets, c.counts, c.max_m};
+  const GroupOperands op{c.n,
+                         c.k,
+                         static_cast<const Fp8*>(c.rows),
+                         c.row_scales,
+                         c.scale_ld,
+                         reinterpret_cast<const Fp8* const*>(c.weights),
+                         c.w_scales,
+                         c.out};
+  setup_groups<G, kSwapAB><<<(c.groups + 127) / 128, 128, 0, c.stream>>>(c.groups, where, op, a);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return {"setup", cudaGetErrorString(e)};
+  typename G::Gemm gemm;
+  auto args = arguments<G>(c.groups, a, c.sm_count);
+  if (auto s = gemm.can_implement(args); s != cutlass::Status::kSuccess)
+    return {"can_implement", cutlassGetStatusString(s)};
+  if (auto s = gemm.initialize(args, ws + arrays_bytes, c.stream); s != cutlass::Status::kSuccess)
+    return {"initialize", cutlassGetStatusString(s)};
+  if (auto s = gemm.run(c.stream); s != cutlass::Status::kSuccess)
+    return {"run", cutlassGetStatusString(s)};
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return {"launch", cudaGetErrorString(e)};
+  return {};
+}
+
+}  // namespace
+
+size_t kernel_workspace(Kernel kernel, bool f32_out, int groups, int sm_count) {
+  switch (kernel) {
+    case Kernel::kTokens:
+      return f32_out ? workspace_of<TokenTiles<float>>(groups, sm_count)
+                     : workspace_of<TokenTiles<Bf16>>(groups, sm_count);
+    case Kernel::kWeights:
+      return f32_out ? workspace_of<WeightTiles<float>>(groups, sm_count)
+                     : workspace_of<WeightTiles<Bf16>>(groups, sm_count);
+  }
+  return 0;
+}
+
+LaunchResult launch(Kernel kernel, const GemmCall& c) noexcept {
+  switch (kernel) {
+    case Kernel::kTokens:
+      return c.f32_out ? launch_one<TokenTiles<float>, false>(c)
+                       : launch_one<TokenTiles<Bf16>, false>(c);
+    case Kernel::kWeights:
+      return c.f32_out ? launch_one<WeightTiles<float>, true>(c)
+                       : launch_one<WeightTiles<Bf16>, true>(c);
+  }
+  return {"dispatch", "unknown kernel"};
+}
+
+}  // namespace moe::deepgemm::detail

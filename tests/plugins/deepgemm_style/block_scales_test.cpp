@@ -1,0 +1,61 @@
+// The weights' block scales as the deepgemm_style kernels read them: MN-major, floored, and
+// refused when corrupt.
+#include "src/block_scales.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "moe/sdk/error.hpp"
+
+namespace moe::deepgemm {
+namespace {
+
+moe_tensor f32_tensor(std::vector<float>& v) {
+  moe_tensor t{};
+  t.data = v.data();
+  t.dtype = MOE_DTYPE_F32;
+  return t;
+}
+
+TEST(BlockScales, EachMatrixBecomesKBlocksByNBlocks) {
+  // Two matrices of [n_blocks=2, k_blocks=3]: value = 100 m + 10 nb + kb + 1.
+  std::vector<float> in;
+  for (int m = 0; m < 2; ++m)
+    for (int nb = 0; nb < 2; ++nb)
+      for (int kb = 0; kb < 3; ++kb) in.push_back(float(100 * m + 10 * nb + kb + 1));
+  const std::vector<float> out = mn_major_block_scales(f32_tensor(in), "w13_scale", 2, 2, 3);
+  ASSERT_EQ(out.size(), in.size());
+  for (int m = 0; m < 2; ++m)
+    for (int nb = 0; nb < 2; ++nb)
+      for (int kb = 0; kb < 3; ++kb)
+        EXPECT_EQ(out[size_t(m * 6 + kb * 2 + nb)], float(100 * m + 10 * nb + kb + 1));
+}
+
+TEST(BlockScales, TinyScalesAreRaisedToTheFloor) {
+  std::vector<float> in = {1e-20f, 3.0f};
+  const std::vector<float> out = mn_major_block_scales(f32_tensor(in), "w2_scale", 1, 1, 2);
+  EXPECT_EQ(out[0], kScaleFloor);
+  EXPECT_EQ(out[1], 3.0f);
+}
+
+TEST(BlockScales, NonFiniteOrNonPositiveScalesAreRefusedByName) {
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(),
+                    std::numeric_limits<float>::infinity()}) {
+    std::vector<float> in = {1.0f, 1.0f, 1.0f, bad};
+    try {
+      mn_major_block_scales(f32_tensor(in), "shared_w2_scale", 1, 2, 2);
+      FAIL() << "accepted " << bad;
+    } catch (const moe::Error& e) {
+      EXPECT_EQ(e.status(), MOE_STATUS_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(e.what()).find("shared_w2_scale[0][1][1]"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moe::deepgemm
