@@ -20,21 +20,21 @@ class DeepGemmBackend {
   using Memory = moe::gpu::CudaMemory;
 
   static moe::sdk::BackendInfo info() {
-    return {.name = "deepgemm_style",
-            .version = "0.1",
-            .description =
-                "fp8 128x128 block-scale grouped GEMMs on sm90a (1x128 activations, masked "
-                "decode and contiguous prefill layouts)",
-            // vLLM's moe_backend spelling for DeepGEMM's grouped GEMMs.
-            .aliases = {"deep_gemm"},
-            .priority = 60,
-            .formats = {MOE_FORMAT_FP8_BLOCK},
-            .activations = {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,
-                            MOE_ACTIVATION_SWIGLU_OAI, MOE_ACTIVATION_GELU_MUL,
-                            MOE_ACTIVATION_RELU2},
-            .routings = {MOE_ROUTING_SOFTMAX_TOPK, MOE_ROUTING_SIGMOID_TOPK,
-                         MOE_ROUTING_GROUPED_TOPK, MOE_ROUTING_SIGMOID_BIAS_SINK},
-            .targets = "sm_90a"};
+    return {
+        .name = "deepgemm_style",
+        .version = "0.1",
+        .description =
+            "fp8 128x128 block-scale grouped GEMMs on sm90a (1x128 activations, masked "
+            "decode and contiguous prefill layouts)",
+        // vLLM's moe_backend spelling for DeepGEMM's grouped GEMMs.
+        .aliases = {"deep_gemm"},
+        .priority = 60,
+        .formats = {MOE_FORMAT_FP8_BLOCK},
+        .activations = {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,
+                        MOE_ACTIVATION_SWIGLU_OAI, MOE_ACTIVATION_GELU_MUL, MOE_ACTIVATION_RELU2},
+        .routings = {MOE_ROUTING_SOFTMAX_TOPK, MOE_ROUTING_SIGMOID_TOPK, MOE_ROUTING_GROUPED_TOPK,
+                     MOE_ROUTING_SIGMOID_BIAS_SINK},
+        .targets = "sm_90a"};
   }
 
   Verdict supports(const moe_problem& p) const { return moe::deepgemm::check_support(p); }

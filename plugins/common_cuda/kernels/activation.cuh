@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kActivationThreads)
     const int32_t act = (group >= p.silu_begin && group < p.silu_end) ? kSiluMul : p.activation;
     const float* bias = (p.bias != nullptr && group >= 0 && group < p.bias_groups)
                             ? p.bias + int64_t(group) * p.bias_stride
-                            : nullptr;                  // (N1)
+                            : nullptr;                      // (N1)
     const In* in = gemm1_rows<In>(p) + r * p.gemm1_stride;  // (N1)
     uint8_t* codes = p.out_fp8 + r * p.out_stride;          // (I)
     for (int64_t base = 0; base < inter; base += int64_t(blockDim.x) * kVecElems) {

@@ -45,12 +45,12 @@ struct PermuteKeyParams {
 };
 
 struct MaskedRowsParams {
-  int64_t max_m;           // rows per group
-  int32_t* group_counts;   // out: [G], zero before the kernel
-  int32_t* slot_row;       // out: [items]
-  int32_t* row_token;      // out: [G * max_m], -1 before the kernel
-  int32_t* row_group;      // out: [G * max_m]
-  int32_t* row_slot;       // out: [G * max_m]
+  int64_t max_m;          // rows per group
+  int32_t* group_counts;  // out: [G], zero before the kernel
+  int32_t* slot_row;      // out: [items]
+  int32_t* row_token;     // out: [G * max_m], -1 before the kernel
+  int32_t* row_group;     // out: [G * max_m]
+  int32_t* row_slot;      // out: [G * max_m]
 };
 
 struct PermuteFinishParams {

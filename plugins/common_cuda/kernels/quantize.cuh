@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_1x128_kernel(const
     const int64_t c0 = b * kQuantBlock + (lane % kLanes) * kPerLane;
     const bool in_range = valid && c0 < p.hidden;
     const uint16_t* src = p.x + (valid ? source : 0) * p.hidden + c0;  // (kPerLane)
-    uint8_t* dst = p.codes + r * p.hidden + c0;     // (kPerLane)
+    uint8_t* dst = p.codes + r * p.hidden + c0;                        // (kPerLane)
     float v[kPerLane];
     if constexpr (kVec) {
       if (in_range) {

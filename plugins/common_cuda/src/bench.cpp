@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "moe_cuda/device.hpp"
 #include "moe/sdk/error.hpp"
+#include "moe_cuda/device.hpp"
 
 namespace moe::gpu {
 namespace {

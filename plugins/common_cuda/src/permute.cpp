@@ -171,8 +171,8 @@ void upload_expert_map(const moe_problem& p, int32_t* device_map, cudaStream_t s
 
 namespace {
 
-kernels::PermuteKeyParams key_params(const moe_problem& p, int64_t tokens,
-                                     const int32_t* topk_ids, const Permutation& perm) {
+kernels::PermuteKeyParams key_params(const moe_problem& p, int64_t tokens, const int32_t* topk_ids,
+                                     const Permutation& perm) {
   check_geometry(p, tokens, perm);
   MOE_CHECK(tokens == 0 || topk_ids != nullptr, kInvalid, "topk_ids is null with tokens={}",
             tokens);

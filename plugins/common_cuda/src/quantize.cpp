@@ -33,10 +33,9 @@ void launch_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const RowRange
   launch_gather_quantize_fp8_1x128(x, hidden, nullptr, rows, codes, scales, stream);
 }
 
-void launch_gather_quantize_fp8_1x128(const uint16_t* x, int64_t hidden,
-                                      const int32_t* source_row, const RowRange& rows,
-                                      uint8_t* codes, const Fp8BlockScales& scales,
-                                      cudaStream_t stream) {
+void launch_gather_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const int32_t* source_row,
+                                      const RowRange& rows, uint8_t* codes,
+                                      const Fp8BlockScales& scales, cudaStream_t stream) {
   check_rows("quantize_fp8_1x128", x, hidden, rows, codes);
   if (rows.max_rows == 0) return;
   MOE_CHECK(scales.data != nullptr, kInvalid, "quantize_fp8_1x128: scales.data must be given");

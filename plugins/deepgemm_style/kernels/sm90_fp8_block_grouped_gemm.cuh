@@ -39,9 +39,9 @@ using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;  //
 using Fp8 = cutlass::float_e4m3_t;
 using Bf16 = cutlass::bfloat16_t;
 
-constexpr int kBlockK = 128;       // scale block along K, and the K tile
-constexpr int kFp8Align = 16;      // TMA: 16-byte strides, 16 e4m3 elements
-constexpr int kBf16Align = 8;      // 16 bytes of bf16
+constexpr int kBlockK = 128;        // scale block along K, and the K tile
+constexpr int kFp8Align = 16;       // TMA: 16-byte strides, 16 e4m3 elements
+constexpr int kBf16Align = 8;       // 16 bytes of bf16
 constexpr int kWeightBlockN = 128;  // weight scale block along N
 
 using RowMajor = cutlass::layout::RowMajor;
@@ -96,8 +96,8 @@ struct BlockScaledGemm {
           sizeof(typename Epilogue::SharedStorage))>,
       MainloopSchedule>::CollectiveOp;
 
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, PerGroupScaleLayouts<Mainloop>,
-                                                      Epilogue>;
+  using Kernel =
+      cutlass::gemm::kernel::GemmUniversal<ProblemShape, PerGroupScaleLayouts<Mainloop>, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::InternalStrideA;
   using StrideB = typename Kernel::InternalStrideB;
@@ -113,8 +113,8 @@ using WeightTileShape = Shape<_128, _32, Int<kBlockK>>;
 
 // A = tokens (a scale per row), B = weights (a scale per 128 rows); D row-major [R, N].
 template <class ElementD>
-using TokenTiles = BlockScaledGemm<TokenTileShape, Cluster, 1, kWeightBlockN, Cooperative,
-                                   TmaStore, RowMajor, ElementD>;
+using TokenTiles = BlockScaledGemm<TokenTileShape, Cluster, 1, kWeightBlockN, Cooperative, TmaStore,
+                                   RowMajor, ElementD>;
 // A = weights, B = tokens; D^T column-major (N, m) is the same memory as row-major [m, N].
 template <class ElementD>
 using WeightTiles = BlockScaledGemm<WeightTileShape, Cluster, kWeightBlockN, 1, Cooperative,
@@ -145,10 +145,10 @@ struct GroupRows {
 
 struct GroupOperands {
   int n = 0, k = 0;
-  const Fp8* rows = nullptr;              // [R, K]
-  const float* row_scales = nullptr;      // [K/128][scale_ld]
-  int32_t scale_ld = 0;                   // >= R
-  const Fp8* const* weights = nullptr;    // [groups] -> [N, K]
+  const Fp8* rows = nullptr;               // [R, K]
+  const float* row_scales = nullptr;       // [K/128][scale_ld]
+  int32_t scale_ld = 0;                    // >= R
+  const Fp8* const* weights = nullptr;     // [groups] -> [N, K]
   const float* const* w_scales = nullptr;  // [groups] -> [K/128][N/128]
   void* out = nullptr;                     // [R, N] ElementD
 };
@@ -162,8 +162,7 @@ __device__ Layout token_scale_layout(int rows, int k_blocks, int32_t ld) {
 }
 
 template <class G, bool kSwapAB>
-__global__ void setup_groups(int groups, GroupRows where, GroupOperands op,
-                             GroupArrays<G> arrays) {
+__global__ void setup_groups(int groups, GroupRows where, GroupOperands op, GroupArrays<G> arrays) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
   const int64_t begin = where.counts ? int64_t(g) * where.max_m : where.offsets[g];
@@ -183,8 +182,7 @@ __global__ void setup_groups(int groups, GroupRows where, GroupOperands op,
     arrays.stride_b[g] = cutlass::make_cute_packed_stride(typename G::StrideB{}, {m, k, 1});
     arrays.stride_d[g] = cutlass::make_cute_packed_stride(typename G::StrideD{}, {n, m, 1});
     arrays.layout_sfa[g] = G::ScaleConfig::tile_atom_to_shape_SFA(make_shape(n, m, k, 1));
-    arrays.layout_sfb[g] =
-        token_scale_layout<typename G::LayoutSFB>(m, k_blocks, op.scale_ld);
+    arrays.layout_sfb[g] = token_scale_layout<typename G::LayoutSFB>(m, k_blocks, op.scale_ld);
   } else {
     arrays.shapes[g] = {m, n, k};
     arrays.a[g] = tokens;
@@ -194,8 +192,7 @@ __global__ void setup_groups(int groups, GroupRows where, GroupOperands op,
     arrays.stride_a[g] = cutlass::make_cute_packed_stride(typename G::StrideA{}, {m, k, 1});
     arrays.stride_b[g] = cutlass::make_cute_packed_stride(typename G::StrideB{}, {n, k, 1});
     arrays.stride_d[g] = cutlass::make_cute_packed_stride(typename G::StrideD{}, {m, n, 1});
-    arrays.layout_sfa[g] =
-        token_scale_layout<typename G::LayoutSFA>(m, k_blocks, op.scale_ld);
+    arrays.layout_sfa[g] = token_scale_layout<typename G::LayoutSFA>(m, k_blocks, op.scale_ld);
     arrays.layout_sfb[g] = G::ScaleConfig::tile_atom_to_shape_SFB(make_shape(m, n, k, 1));
   }
 }

@@ -15,7 +15,7 @@ std::vector<float> mn_major_block_scales(const moe_tensor& scales, const char* n
   std::vector<float> out(size_t(matrices) * per_matrix);
   const auto* in = static_cast<const float*>(scales.data);
   for (int64_t m = 0; m < matrices; ++m) {
-    const float* src = in + size_t(m) * per_matrix;  // [n_blocks, k_blocks]
+    const float* src = in + size_t(m) * per_matrix;    // [n_blocks, k_blocks]
     float* dst = out.data() + size_t(m) * per_matrix;  // [k_blocks, n_blocks]
     for (int64_t nb = 0; nb < n_blocks; ++nb) {
       for (int64_t kb = 0; kb < k_blocks; ++kb) {

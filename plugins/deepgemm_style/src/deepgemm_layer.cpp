@@ -91,8 +91,7 @@ LayerOptions parse_options(const Options& options) {
                 "deepgemm_style: masked_max_tokens '{}' is not an integer in [0, 4096]", value);
       o.masked_max_tokens = v;
     } else if (key == "gemm_tiles") {
-      MOE_CHECK(value == "auto" || value == "tokens" || value == "weights",
-                MOE_STATUS_CONFIG_ERROR,
+      MOE_CHECK(value == "auto" || value == "tokens" || value == "weights", MOE_STATUS_CONFIG_ERROR,
                 "deepgemm_style: gemm_tiles '{}' is not auto, tokens or weights", value);
       o.tiles = value == "auto"     ? std::nullopt
                 : value == "tokens" ? std::optional(Fp8Tiles::kTokens)
@@ -110,9 +109,10 @@ LayerOptions parse_options(const Options& options) {
 std::string describe(const moe_problem& p, const LayerOptions& o) {
   const std::string rule =
       o.layout ? fmt::format("{} at every batch size (option layout)", row_layout_name(*o.layout))
-               : fmt::format("masked for T <= {} (one kernel assigns rows, no sort; each group "
-                             "owns T rows), contiguous above (sorted segments, no padding rows)",
-                             o.masked_max_tokens);
+               : fmt::format(
+                     "masked for T <= {} (one kernel assigns rows, no sort; each group "
+                     "owns T rows), contiguous above (sorted segments, no padding rows)",
+                     o.masked_max_tokens);
   return fmt::format(
       "fp8 128x128 block weights as given (e4m3 [N, K], K contiguous), scales MN-major "
       "[K/128][N/128] floored at 1e-10; activations quantised per token per 128 channels in the "
@@ -145,16 +145,16 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                     const moe_tensor& w2, const moe_tensor& s2, const char* who) {
     w13_.upload(w13.data, w13_group * size_t(count), w13_group * size_t(first));
     w2_.upload(w2.data, w2_group * size_t(count), w2_group * size_t(first));
-    const std::vector<float> a = mn_major_block_scales(
-        s13, fmt::format("{}w13_scale", who).c_str(), count, n1_ / kBlock, h / kBlock);
-    const std::vector<float> b = mn_major_block_scales(
-        s2, fmt::format("{}w2_scale", who).c_str(), count, h / kBlock, inter / kBlock);
+    const std::vector<float> a = mn_major_block_scales(s13, fmt::format("{}w13_scale", who).c_str(),
+                                                       count, n1_ / kBlock, h / kBlock);
+    const std::vector<float> b = mn_major_block_scales(s2, fmt::format("{}w2_scale", who).c_str(),
+                                                       count, h / kBlock, inter / kBlock);
     s13_.upload(a.data(), a.size() * sizeof(float), s13_group * size_t(first) * sizeof(float));
     s2_.upload(b.data(), b.size() * sizeof(float), s2_group * size_t(first) * sizeof(float));
   };
   upload(0, e, w.w13, w.w13_scale, w.w2, w.w2_scale, "");
-  if (shared) upload(e, 1, w.shared_w13, w.shared_w13_scale, w.shared_w2, w.shared_w2_scale,
-                     "shared_");
+  if (shared)
+    upload(e, 1, w.shared_w13, w.shared_w13_scale, w.shared_w2, w.shared_w2_scale, "shared_");
 
   std::vector<const void*> p13, p2;
   std::vector<const float*> q13, q2;
@@ -190,12 +190,12 @@ Fp8Tiles DeviceLayer::tiles(int64_t tokens) const {
 
 struct DeviceLayer::Workspace {
   gpu::Permutation perm;
-  uint8_t* rows;        // [R, H] e4m3: each group's tokens
-  float* row_scales;    // [H/128][R]
-  float* gemm1;         // [R, n1] f32
-  uint8_t* act;         // [R, I] e4m3
-  float* act_scales;    // [I/128][R]
-  uint16_t* gemm2;      // [R, H] bf16
+  uint8_t* rows;      // [R, H] e4m3: each group's tokens
+  float* row_scales;  // [H/128][R]
+  float* gemm1;       // [R, n1] f32
+  uint8_t* act;       // [R, I] e4m3
+  float* act_scales;  // [I/128][R]
+  uint16_t* gemm2;    // [R, H] bf16
   void* gemm_ws;
 };
 

@@ -55,13 +55,13 @@ class DeviceLayer {
 
   Problem problem_;
   LayerOptions options_;
-  int64_t groups_ = 0;  // local experts, then the shared expert
-  int64_t n1_ = 0;      // GEMM1 output width: 2I gated, I for relu2
-  gpu::DeviceBuffer w13_, w2_;                  // [groups][n1, H], [groups][H, I] e4m3
-  gpu::DeviceBuffer s13_, s2_;                  // [groups][H/128][n1/128], [groups][I/128][H/128]
-  gpu::DeviceBuffer w13_ptrs_, w2_ptrs_;        // [groups] pointers into them
-  gpu::DeviceBuffer s13_ptrs_, s2_ptrs_;        // [groups]
-  gpu::DeviceBuffer local_map_;                 // [E] global -> local expert id, -1 elsewhere
+  int64_t groups_ = 0;                    // local experts, then the shared expert
+  int64_t n1_ = 0;                        // GEMM1 output width: 2I gated, I for relu2
+  gpu::DeviceBuffer w13_, w2_;            // [groups][n1, H], [groups][H, I] e4m3
+  gpu::DeviceBuffer s13_, s2_;            // [groups][H/128][n1/128], [groups][I/128][H/128]
+  gpu::DeviceBuffer w13_ptrs_, w2_ptrs_;  // [groups] pointers into them
+  gpu::DeviceBuffer s13_ptrs_, s2_ptrs_;  // [groups]
+  gpu::DeviceBuffer local_map_;           // [E] global -> local expert id, -1 elsewhere
   size_t gemm_ws_bytes_ = 0;
   int sm_count_ = 0;
 };

@@ -36,8 +36,8 @@ void check(const Fp8GemmArgs& a) {
             static_cast<const void*>(a.rows), a.out, a.workspace);
   const size_t need = fp8_gemm_workspace_bytes(a.groups, a.sm_count);
   MOE_CHECK(a.workspace_bytes >= need, MOE_STATUS_CAPACITY_EXCEEDED,
-            "fp8 block GEMM workspace of {} bytes is smaller than the {} needed",
-            a.workspace_bytes, need);
+            "fp8 block GEMM workspace of {} bytes is smaller than the {} needed", a.workspace_bytes,
+            need);
 }
 
 }  // namespace
@@ -62,21 +62,11 @@ size_t fp8_gemm_workspace_bytes(int groups, int sm_count) {
 
 void run_fp8_grouped_gemm(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
   check(a);
-  const detail::GemmCall call{a.groups,
-                              a.offsets,
-                              a.counts,
-                              a.max_m,
-                              a.n,
-                              a.k,
-                              a.rows,
-                              a.row_scales,
-                              static_cast<int32_t>(a.scale_ld),
-                              a.weights,
-                              a.w_scales,
-                              a.out,
-                              a.f32_out,
-                              a.workspace,
-                              a.sm_count,
+  const detail::GemmCall call{a.groups,  a.offsets,    a.counts,
+                              a.max_m,   a.n,          a.k,
+                              a.rows,    a.row_scales, static_cast<int32_t>(a.scale_ld),
+                              a.weights, a.w_scales,   a.out,
+                              a.f32_out, a.workspace,  a.sm_count,
                               stream};
   const detail::LaunchResult r = detail::launch(kernel_of(tiles), call);
   MOE_CHECK(r.stage == nullptr, MOE_STATUS_DEVICE_ERROR,

@@ -28,13 +28,13 @@ struct Fp8GemmArgs {
   const int64_t* offsets = nullptr;
   const int32_t* counts = nullptr;
   int64_t max_m = 0;
-  int n = 0, k = 0;                    // multiples of 128
-  const uint8_t* rows = nullptr;       // [R, K] e4m3
-  const float* row_scales = nullptr;   // [K/128][scale_ld], MN-major
-  int64_t scale_ld = 0;                // >= R
-  const void* const* weights = nullptr;     // [groups] -> [N, K] e4m3, K contiguous
-  const float* const* w_scales = nullptr;   // [groups] -> [K/128][N/128]
-  void* out = nullptr;                      // [R, N] bf16, or f32 with f32_out
+  int n = 0, k = 0;                        // multiples of 128
+  const uint8_t* rows = nullptr;           // [R, K] e4m3
+  const float* row_scales = nullptr;       // [K/128][scale_ld], MN-major
+  int64_t scale_ld = 0;                    // >= R
+  const void* const* weights = nullptr;    // [groups] -> [N, K] e4m3, K contiguous
+  const float* const* w_scales = nullptr;  // [groups] -> [K/128][N/128]
+  void* out = nullptr;                     // [R, N] bf16, or f32 with f32_out
   bool f32_out = false;  // for an output that is quantised again (no bf16 rounding before it)
   void* workspace = nullptr;
   size_t workspace_bytes = 0;

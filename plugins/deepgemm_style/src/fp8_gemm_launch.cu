@@ -34,10 +34,8 @@ size_t carve(int groups, uint8_t* ws, GroupArrays<G>* out) {
   a.stride_a = reinterpret_cast<typename G::StrideA*>(take(g * sizeof(typename G::StrideA)));
   a.stride_b = reinterpret_cast<typename G::StrideB*>(take(g * sizeof(typename G::StrideB)));
   a.stride_d = reinterpret_cast<typename G::StrideD*>(take(g * sizeof(typename G::StrideD)));
-  a.layout_sfa =
-      reinterpret_cast<typename G::LayoutSFA*>(take(g * sizeof(typename G::LayoutSFA)));
-  a.layout_sfb =
-      reinterpret_cast<typename G::LayoutSFB*>(take(g * sizeof(typename G::LayoutSFB)));
+  a.layout_sfa = reinterpret_cast<typename G::LayoutSFA*>(take(g * sizeof(typename G::LayoutSFA)));
+  a.layout_sfb = reinterpret_cast<typename G::LayoutSFB*>(take(g * sizeof(typename G::LayoutSFB)));
   if (out) *out = a;
   return used;
 }
@@ -71,14 +69,9 @@ LaunchResult launch_one(const GemmCall& c) noexcept {
   GroupArrays<G> a;
   const size_t arrays_bytes = carve<G>(c.groups, ws, &a);
   const GroupRows where{c.offsets, c.counts, c.max_m};
-  const GroupOperands op{c.n,
-                         c.k,
-                         static_cast<const Fp8*>(c.rows),
-                         c.row_scales,
-                         c.scale_ld,
-                         reinterpret_cast<const Fp8* const*>(c.weights),
-                         c.w_scales,
-                         c.out};
+  const GroupOperands op{c.n,          c.k,        static_cast<const Fp8*>(c.rows),
+                         c.row_scales, c.scale_ld, reinterpret_cast<const Fp8* const*>(c.weights),
+                         c.w_scales,   c.out};
   setup_groups<G, kSwapAB><<<(c.groups + 127) / 128, 128, 0, c.stream>>>(c.groups, where, op, a);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return {"setup", cudaGetErrorString(e)};
   typename G::Gemm gemm;

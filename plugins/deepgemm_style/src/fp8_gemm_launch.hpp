@@ -22,12 +22,12 @@ struct GemmCall {
   const int32_t* counts = nullptr;   // masked layout: [groups], device (selects it)
   int64_t max_m = 0;                 // masked layout: rows per group
   int n = 0, k = 0;
-  const void* rows = nullptr;                // [R, K] e4m3
-  const float* row_scales = nullptr;         // [K/128][scale_ld]
+  const void* rows = nullptr;         // [R, K] e4m3
+  const float* row_scales = nullptr;  // [K/128][scale_ld]
   int32_t scale_ld = 0;
-  const void* const* weights = nullptr;      // [groups] -> [N, K] e4m3
-  const float* const* w_scales = nullptr;    // [groups] -> [K/128][N/128]
-  void* out = nullptr;                       // [R, N] bf16, or f32 with f32_out
+  const void* const* weights = nullptr;    // [groups] -> [N, K] e4m3
+  const float* const* w_scales = nullptr;  // [groups] -> [K/128][N/128]
+  void* out = nullptr;                     // [R, N] bf16, or f32 with f32_out
   bool f32_out = false;
   void* workspace = nullptr;
   int sm_count = 0;

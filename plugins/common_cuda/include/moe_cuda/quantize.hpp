@@ -29,10 +29,9 @@ void launch_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const RowRange
 // The same with a gather fused in (a permutation's rows quantised straight from the tokens):
 // output row r reads x[source_row[r], :] (x [T, H] bf16); rows whose source_row is < 0 are left
 // untouched (codes and scales). source_row: device [rows.max_rows], e.g. Permutation::row_token.
-void launch_gather_quantize_fp8_1x128(const uint16_t* x, int64_t hidden,
-                                      const int32_t* source_row, const RowRange& rows,
-                                      uint8_t* codes, const Fp8BlockScales& scales,
-                                      cudaStream_t stream);
+void launch_gather_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const int32_t* source_row,
+                                      const RowRange& rows, uint8_t* codes,
+                                      const Fp8BlockScales& scales, cudaStream_t stream);
 
 // Dynamic per-tensor: one scale over every element of the rows in `rows` (three steps on the
 // stream: zero the amax, reduce it with atomicMax on the float's bits, quantise). `scale` out:
