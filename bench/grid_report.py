@@ -3,40 +3,76 @@
 this file needs neither torch nor a GPU, so a saved grid can be rendered again anywhere):
 
     python3 bench/grid_report.py bench/results/2026-11-29_trtllm_style_bf16_grid_v1.jsonl
+
+The columns follow the records' format: bf16 grids compare with torch._grouped_mm, the Triton bf16
+MoE and cuBLAS; fp8_block grids with torch._scaled_grouped_mm (rowwise) and the Triton fp8
+block-scale MoE, and also with the bf16 backend timed in the same run (bf16_backend_ms).
 """
 import argparse
 import json
 import os
 import subprocess
 
-PEERS = ("torch_grouped_mm", "triton", "cublas")
+# Peers per record format (docs/design.md §8; "triton" is the Triton kernel of that format).
+PEERS_BY_FORMAT = {
+    "bf16": ("torch_grouped_mm", "triton", "cublas"),
+    "fp8_block": ("torch_scaled_grouped_mm", "triton"),
+}
+PEERS = PEERS_BY_FORMAT["bf16"]
+
+
+def grid_format(records):
+    """The one format of a grid's records (records without one are bf16, the first grids')."""
+    formats = {r.get("format", "bf16") for r in records}
+    if len(formats) != 1:
+        raise ValueError(f"a grid has one format; these records have {sorted(formats)}")
+    fmt = formats.pop()
+    if fmt not in PEERS_BY_FORMAT:
+        raise ValueError(f"no peers known for format {fmt!r} (known: {sorted(PEERS_BY_FORMAT)})")
+    return fmt
+
+
+def grid_backend(records):
+    return records[0].get("backend", "trtllm_style") if records else "trtllm_style"
 
 
 def _ms(v):
     return f"{v:.4f}" if isinstance(v, float) else "-"
 
 
-def peers_graph_cell(rec):
+def peers_graph_cell(rec, peers=PEERS):
     """Which peers were timed as replayed CUDA graphs (the rest ran eagerly)."""
     graphed = rec.get("peers_graph") or {}
     if not graphed:
         return "-"
-    on = [p for p in PEERS if graphed.get(p)]
+    on = [p for p in peers if graphed.get(p)]
     return ", ".join(on) if on else "none (eager)"
 
 
+def columns(fmt):
+    """(header, cell of a record) per column of a grid of format fmt."""
+    peers = PEERS_BY_FORMAT[fmt]
+    cols = [("shape", lambda r: f"{r['shape']}"), ("T", lambda r: f"{r['tokens']}"),
+            ("ours ms", lambda r: f"{r['ms']:.4f}")]
+    cols += [(p, lambda r, p=p: _ms(r.get("peers", {}).get(p))) for p in peers]
+    cols += [("floor ms", lambda r: f"{r['floor_ms']:.4f}"),
+             ("x floor", lambda r: f"{r['ms'] / r['floor_ms']:.2f}"),
+             ("x best peer", lambda r: _ms(r.get("ratio_to_best_peer")))]
+    if fmt != "bf16":  # what the user would run without this format, timed in the same run
+        cols += [("bf16 backend ms", lambda r: _ms(r.get("bf16_backend_ms"))),
+                 ("x bf16 backend", lambda r: _ms(r.get("ratio_to_bf16_backend")))]
+    cols += [("TFLOP/s", lambda r: f"{r['tflops']:.1f}"),
+             ("ours graph", lambda r: "yes" if r["graph"] else "no"),
+             ("peers graph", lambda r: peers_graph_cell(r, peers)),
+             ("x best peer, all eager", lambda r: _ms(r.get("ratio_to_best_peer_eager")))]
+    return cols
+
+
 def table(records):
-    lines = ["| shape | T | ours ms | torch_grouped_mm | triton | cublas | floor ms | x floor | "
-             "x best peer | TFLOP/s | ours graph | peers graph | x best peer, all eager |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    cols = columns(grid_format(records))
+    lines = ["| " + " | ".join(h for h, _ in cols) + " |", "|" + "---|" * len(cols)]
     for r in records:
-        p = r.get("peers", {})
-        lines.append(
-            f"| {r['shape']} | {r['tokens']} | {r['ms']:.4f} | {_ms(p.get('torch_grouped_mm'))} | "
-            f"{_ms(p.get('triton'))} | {_ms(p.get('cublas'))} | {r['floor_ms']:.4f} | "
-            f"{r['ms'] / r['floor_ms']:.2f} | {_ms(r.get('ratio_to_best_peer'))} | "
-            f"{r['tflops']:.1f} | {'yes' if r['graph'] else 'no'} | {peers_graph_cell(r)} | "
-            f"{_ms(r.get('ratio_to_best_peer_eager'))} |")
+        lines.append("| " + " | ".join(cell(r) for _, cell in cols) + " |")
     return "\n".join(lines)
 
 
@@ -61,16 +97,33 @@ def current_commit():
         return None
 
 
+def bf16_backend_note(records):
+    """What the bf16-backend columns of a non-bf16 grid hold, and where its routing differed."""
+    note = (" 'bf16 backend': trtllm_style bf16 (`moe bench` on configs/bench/<shape>_bf16.yaml) "
+            "timed in the same run, what a user would run without this format; 'x bf16 "
+            "backend': ours / it. The peers ran on this format's routing (`moe bench "
+            "--dump-routing`).")
+    differ = [f"{r['shape']} T={r['tokens']}" for r in records
+              if r.get("bf16_backend_same_routing") is False]
+    if differ:
+        note += (f" At {len(differ)} point(s) the bf16 backend's routing differed from this "
+                 f"format's ({', '.join(differ)}).")
+    return note
+
+
 def write_markdown(records, path, device, date, commit):
+    fmt, backend = grid_format(records), grid_backend(records)
     note = ("'ours graph': our layer timed as a replayed CUDA graph; 'peers graph': the peers "
             "that could be captured (the others ran eagerly, launch overhead included); 'all "
             "eager': where graphs were replayed, ours and the peers launched one by one.")
+    if fmt != "bf16":
+        note += bf16_backend_note(records)
     head = current_commit()
     if head and head != commit:
         note += f" The records are of commit {commit}; this checkout is at {head}."
     prepare = prepare_lines(records)
     with open(path, "w") as f:
-        f.write(f"# trtllm_style bf16 on {device}, {date}, commit {commit}\n\n{note}\n\n"
+        f.write(f"# {backend} {fmt} on {device}, {date}, commit {commit}\n\n{note}\n\n"
                 f"{table(records)}\n")
         if prepare:
             f.write("\nPrepare (weights -> layer, upload included):\n\n" + "\n".join(prepare) +
@@ -85,16 +138,21 @@ def write_plot(records, path):
     except ImportError as e:
         print("no plot:", e)
         return
+    peers, backend = PEERS_BY_FORMAT[grid_format(records)], grid_backend(records)
     shapes = sorted({r["shape"] for r in records})
     fig, axes = plt.subplots(1, len(shapes), figsize=(5 * len(shapes), 4), squeeze=False)
     for ax, shape in zip(axes[0], shapes):
         rs = [r for r in records if r["shape"] == shape]
         ts = [r["tokens"] for r in rs]
-        ax.plot(ts, [r["ms"] * 1e3 for r in rs], "o-", label="trtllm_style")
-        for peer in PEERS:
+        ax.plot(ts, [r["ms"] * 1e3 for r in rs], "o-", label=backend)
+        for peer in peers:
             pts = [(r["tokens"], r["peers"][peer] * 1e3) for r in rs if peer in r.get("peers", {})]
             if pts:
                 ax.plot(*zip(*pts), ".--", label=peer)
+        base = [(r["tokens"], r["bf16_backend_ms"] * 1e3) for r in rs
+                if r.get("bf16_backend_ms") is not None]
+        if base:
+            ax.plot(*zip(*base), "s-", alpha=0.5, label="bf16 backend")
         ax.plot(ts, [r["floor_ms"] * 1e3 for r in rs], "k:", label="floor")
         ax.set(xscale="log", yscale="log", xlabel="tokens", ylabel="us", title=shape)
         ax.legend(fontsize=7)

@@ -1,29 +1,56 @@
 #!/usr/bin/env python3
 """Runs the docs/design.md §8 grid on a GPU: `moe bench` for our backend, then the peers in --peers
-(torch_moe.py, triton_moe.py: torch._grouped_mm, the tuned Triton MoE, per-expert cuBLAS) in the same
-run, on the same routing (moe bench dumps it). Writes JSON Lines records with the peers filled in,
-a markdown table and a plot (time vs tokens per shape: us, peers, floor).
+(torch_moe.py, triton_moe.py) in the same run, on the same routing (moe bench dumps it). Writes
+JSON Lines records with the peers filled in, a markdown table and a plot (time vs tokens per
+shape: us, peers, floor).
 
     python3 bench/run_grid.py --moe build/bin/moe --peers .peers --out $OUT \
         --shapes qwen3_30b_a3b,mixtral_8x7b --tokens 1,8,64,512,4096,16384
+    python3 bench/run_grid.py --moe build/bin/moe --peers .peers --out $OUT --format fp8_block \
+        --shapes qwen3_30b_a3b,mixtral_8x7b,deepseek_v3 --tokens 1,8,64,512,4096,16384
+
+--format bf16 (default): trtllm_style on configs/bench/<shape>_bf16.yaml against torch._grouped_mm,
+the tuned Triton bf16 MoE and per-expert cuBLAS; writes <date>_trtllm_style_bf16_grid.*.
+--format fp8_block: deepgemm_style on configs/bench/<shape>_fp8_block.yaml against
+torch._scaled_grouped_mm (rowwise) and the Triton fp8 block-scale MoE, and trtllm_style bf16 timed
+in the same run (bf16_backend_ms, ratio_to_bf16_backend); writes
+<date>_deepgemm_style_fp8_block_grid.*.
+
+torch, safetensors and the peers are imported only where the GPU work happens, so the rest of this
+file (arguments, configs, record checks and merging) runs anywhere (tests/bench/run_grid_test.py).
 """
 import argparse
+import collections
+import filecmp
 import json
 import os
 import subprocess
 import sys
 import time
 
-import torch
-from safetensors.torch import load_file
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import grid_report  # noqa: E402
+
+# What one grid format runs: our backend, its shapes by default, the peers (grid_report's columns)
+# and, for a format other than bf16, the bf16 backend timed next to it.
+Format = collections.namedtuple("Format", "backend shapes peers bf16_backend")
+BF16_BACKEND = "trtllm_style"
+FORMATS = {
+    "bf16": Format(BF16_BACKEND, ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like"),
+                   grid_report.PEERS_BY_FORMAT["bf16"], False),
+    "fp8_block": Format("deepgemm_style", ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"),
+                        grid_report.PEERS_BY_FORMAT["fp8_block"], True),
+}
+# Shapes a format's backend refuses, and why (there is no config for them).
+REFUSED = {
+    ("fp8_block", "inkling_like"): "inkling_like has sink experts, which deepgemm_style refuses",
+}
 
 
 def bench_ms(fn, graph, iters=50, warmup=10):
     """Median ms of fn() with CUDA events; graph=True replays a CUDA graph when fn can be captured
     (the torch peers copy host tensors and cannot: then they are timed eagerly, and say so)."""
+    import torch
     if graph:
         try:
             return _bench(fn, True, iters, warmup), True
@@ -33,6 +60,7 @@ def bench_ms(fn, graph, iters=50, warmup=10):
 
 
 def _bench(fn, graph, iters, warmup):
+    import torch
     if graph:
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -59,10 +87,12 @@ def _bench(fn, graph, iters, warmup):
     return times[len(times) // 2]
 
 
-def peers_for(rec, routing_file, peers_dir):
-    sys.path.insert(0, peers_dir)
-    import torch_moe
-    import triton_moe
+def peer_inputs(rec, routing_file):
+    """The routing moe bench dumped for this point, and the peers' bf16 activations and canonical
+    weights (w13 [E, 2I, H], w2 [E, H, I], scaled like a trained layer's; the same for every
+    format, which quantises them as its peer script says)."""
+    import torch
+    from safetensors.torch import load_file
     E, H, I = rec["experts"], rec["hidden"], rec["intermediate"]
     T = rec["tokens"]
     r = load_file(routing_file)
@@ -73,6 +103,17 @@ def peers_for(rec, routing_file, peers_dir):
     x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
     w13 = (torch.randn(E, 2 * I, H, device="cuda", dtype=torch.bfloat16) * H ** -0.5)
     w2 = (torch.randn(E, H, I, device="cuda", dtype=torch.bfloat16) * I ** -0.5)
+    return x, w13, w2, w, ids
+
+
+def peers_for(rec, routing_file, peers_dir):
+    """bf16 peers: torch._grouped_mm, the tuned Triton bf16 MoE and, up to T=4096, cuBLAS."""
+    import torch
+    sys.path.insert(0, peers_dir)
+    import torch_moe
+    import triton_moe
+    T = rec["tokens"]
+    x, w13, w2, w, ids = peer_inputs(rec, routing_file)
     graph = rec["graph"]
     out, graphed, eager = {}, {}, {}
     fns = {"torch_grouped_mm": lambda: torch_moe.grouped_mm_moe(x, w13, w2, w, ids)}
@@ -92,6 +133,51 @@ def peers_for(rec, routing_file, peers_dir):
     return out, graphed, eager
 
 
+def fp8_block_peers(x, w13, w2, w, ids, torch_moe, triton_moe):
+    """fp8 peer callables from bf16 canonical weights, quantised as the peer scripts do:
+    rowwise e4m3 for torch._scaled_grouped_mm, 128x128 block scales for the Triton kernel (both
+    quantise the activations inside the timed call: per row, and per token per 128 channels)."""
+    q13, s13, q2, s2 = torch_moe.quantize_rowwise_experts(w13, w2)
+    tri = triton_moe.TritonMoEFp8Block(*triton_moe.quantize_block_experts(w13, w2))
+    return {"torch_scaled_grouped_mm":
+            lambda: torch_moe.scaled_grouped_moe(x, q13, s13, q2, s2, w, ids),
+            "triton": lambda: tri(x, w, ids)}
+
+
+def peers_for_fp8_block(rec, routing_file, peers_dir):
+    """fp8_block peers: torch._scaled_grouped_mm (rowwise) and the Triton fp8 block-scale MoE.
+    A peer that fails is named in peers["error"]; the other is still timed."""
+    import torch
+    sys.path.insert(0, peers_dir)
+    import torch_moe
+    import triton_moe
+    x, w13, w2, w, ids = peer_inputs(rec, routing_file)
+    fns = fp8_block_peers(x, w13, w2, w, ids, torch_moe, triton_moe)
+    del w13, w2  # only the quantised copies are timed
+    torch.cuda.empty_cache()
+    graph = rec["graph"]
+    out, graphed, eager, errors = {}, {}, {}, []
+    for name, fn in fns.items():
+        try:
+            ms, was_graphed = bench_ms(fn, graph)
+            # Like with like: where a graph was replayed, every side is also timed eagerly.
+            ms_eager = (bench_ms(fn, False)[0] if was_graphed else ms) if graph else None
+        except Exception as e:  # this peer cannot run the point: say so, time the others
+            errors.append(f"{name}: {str(e)[:200]}")
+            continue
+        out[name], graphed[name] = ms, was_graphed
+        if graph:
+            eager[name] = ms_eager
+    if errors:
+        out["error"] = "; ".join(errors)
+    del fns
+    torch.cuda.empty_cache()
+    return out, graphed, eager
+
+
+PEER_RUNNERS = {"bf16": peers_for, "fp8_block": peers_for_fp8_block}
+
+
 def check_max(args, shape):
     """--check-max-tokens: '64' for every shape, or 'deepseek_v3=8,default=64'."""
     if "=" not in args.check_max_tokens:
@@ -100,69 +186,197 @@ def check_max(args, shape):
     return pairs.get(shape, pairs.get("default", "64"))
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def config_path(shape, fmt):
+    return f"configs/bench/{shape}_{fmt}.yaml"
+
+
+def shapes_for(fmt, shapes, root="."):
+    """The shapes to run: --shapes, or the format's defaults. A shape the format's backend refuses,
+    or one without a config, is an error before anything runs."""
+    spec = FORMATS[fmt]
+    wanted = shapes.split(",") if shapes else list(spec.shapes)
+    for shape in wanted:
+        if (fmt, shape) in REFUSED:
+            sys.exit(f"--format {fmt} --shapes {shape}: {REFUSED[fmt, shape]}; {fmt} shapes: "
+                     f"{','.join(spec.shapes)}")
+        for f in (fmt, "bf16") if spec.bf16_backend else (fmt,):
+            if not os.path.exists(os.path.join(root, config_path(shape, f))):
+                sys.exit(f"--format {fmt} --shapes {shape}: no {config_path(shape, f)} (run from "
+                         f"the repository root; {fmt} shapes: {','.join(spec.shapes)})")
+    return wanted
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(
+        description="The docs/design.md §8 grid on a GPU: our backend and its peers, same routing")
     ap.add_argument("--moe", default="build/bin/moe")
     ap.add_argument("--peers", default=".peers")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--shapes", default="qwen3_30b_a3b,mixtral_8x7b,deepseek_v3,inkling_like")
+    ap.add_argument("--format", default="bf16", choices=sorted(FORMATS),
+                    help="bf16: trtllm_style and bf16 peers; fp8_block: deepgemm_style, fp8 peers "
+                         "and trtllm_style bf16 in the same run")
+    ap.add_argument("--shapes", default=None,
+                    help="comma-separated (default: every shape of the format: "
+                         + "; ".join(f"{k}: {','.join(v.shapes)}" for k, v in FORMATS.items())
+                         + ")")
     ap.add_argument("--tokens", default="1,8,64,512,4096,16384")
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--check-max-tokens", default="64",
                     help="CPU reference check up to this T (per shape: name=T,... or one value)")
-    args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
-    routing_dir = os.path.join(args.out, "routing")
-    os.makedirs(routing_dir, exist_ok=True)
-    device = torch.cuda.get_device_name(0)
-    # A fresh file per run: moe bench appends, and rows of an earlier run must never be paired
-    # with this run's peers.
-    jsonl = os.path.join(args.out, "ours.jsonl")
-    if os.path.exists(jsonl):
-        os.remove(jsonl)
-    records = []
-    for shape in args.shapes.split(","):
-        cfg = f"configs/bench/{shape}_bf16.yaml"
-        t0 = time.time()
-        cmd = [args.moe, "bench", "--config", cfg, "--tokens", args.tokens, "--jsonl", jsonl,
-               "--device", device, "--commit", args.commit, "--shape", shape,
-               "--dump-routing", routing_dir, "--check-max-tokens", check_max(args, shape)]
-        print(" ".join(cmd), flush=True)
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        print(res.stdout, res.stderr[-2000:], flush=True)
-        print(f"{shape}: moe bench {time.time() - t0:.0f} s", flush=True)
-        if res.returncode != 0:
-            sys.exit(f"moe bench failed for {shape} (exit {res.returncode}): no grid is written")
+    return ap.parse_args(argv)
+
+
+def paths(out, fmt):
+    """Per-run files under --out: our records, the peers' routing dir; for fp8 also the bf16
+    backend's records and its routing (compared with ours, never read by the peers)."""
+    if fmt == "bf16":
+        return {"jsonl": os.path.join(out, "ours.jsonl"), "routing": os.path.join(out, "routing")}
+    return {"jsonl": os.path.join(out, f"ours_{fmt}.jsonl"),
+            "routing": os.path.join(out, f"routing_{fmt}"),
+            "bf16_jsonl": os.path.join(out, f"bf16_backend_{fmt}.jsonl"),
+            "bf16_routing": os.path.join(out, f"routing_{fmt}_bf16_backend")}
+
+
+def routing_file(routing_dir, shape, tokens):
+    return os.path.join(routing_dir, f"{shape}_{tokens}.safetensors")
+
+
+def remove_stale(files):
+    """moe bench appends to --jsonl and overwrites dumps: files of an earlier run must never be
+    paired with this run's peers."""
+    for f in files:
+        if os.path.exists(f):
+            os.remove(f)
+
+
+def bench_cmd(args, cfg, shape, device, jsonl, routing_dir, check):
+    cmd = [args.moe, "bench", "--config", cfg, "--tokens", args.tokens, "--jsonl", jsonl,
+           "--device", device, "--commit", args.commit, "--shape", shape]
+    return cmd + ["--dump-routing", routing_dir, "--check-max-tokens", check]
+
+
+def run_bench(cmd, what):
+    t0 = time.time()
+    print(" ".join(cmd), flush=True)
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    print(res.stdout, res.stderr[-2000:], flush=True)
+    print(f"{what}: moe bench {time.time() - t0:.0f} s", flush=True)
+    if res.returncode != 0:
+        sys.exit(f"moe bench failed for {what} (exit {res.returncode}): no grid is written")
+
+
+def read_records(jsonl):
+    if not os.path.exists(jsonl):
+        sys.exit(f"moe bench wrote no {jsonl}: no grid is written")
     with open(jsonl) as f:
-        records = [json.loads(line) for line in f]
-    wanted = {(s, int(t)) for s in args.shapes.split(",") for t in args.tokens.split(",")}
+        return [json.loads(line) for line in f]
+
+
+def check_records(records, shapes, tokens, commit, backend, fmt):
+    """Exactly the asked points, of this commit, from the backend and format asked for (a config's
+    fallback to another backend must not pass as ours)."""
+    wanted = {(s, int(t)) for s in shapes for t in tokens.split(",")}
     got = {(r["shape"], r["tokens"]) for r in records}
-    if got != wanted or any(r.get("commit") != args.commit for r in records):
+    if got != wanted or len(records) != len(wanted) or any(
+            r.get("commit") != commit for r in records):
         sys.exit(f"moe bench wrote points {sorted(got)} of commit(s) "
                  f"{sorted({r.get('commit') for r in records})}; expected {sorted(wanted)} "
-                 f"of {args.commit}")
+                 f"of {commit}")
+    ran = {(r.get("backend"), r.get("format")) for r in records}
+    if ran != {(backend, fmt)}:
+        sys.exit(f"moe bench ran (backend, format) {sorted(ran, key=str)}; expected "
+                 f"{(backend, fmt)}: no grid is written")
+
+
+def add_bf16_backend(records, bf16_records, same_routing):
+    """bf16_backend_ms and ratio_to_bf16_backend (ours / it) per record, from the bf16 backend's
+    record of the same point; same_routing(shape, tokens) says whether both dumped the same."""
+    by_point = {(b["shape"], b["tokens"]): b for b in bf16_records}
     for rec in records:
-        routing = os.path.join(routing_dir, f"{rec['shape']}_{rec['tokens']}.safetensors")
+        b = by_point[rec["shape"], rec["tokens"]]
+        rec["bf16_backend_ms"] = b["ms"]
+        rec["ratio_to_bf16_backend"] = rec["ms"] / b["ms"]
+        rec["bf16_backend_same_routing"] = same_routing(rec["shape"], rec["tokens"])
+
+
+def same_routing_files(dir_a, dir_b):
+    """Both dumps of a point byte for byte equal (moe bench writes the same tensors the same way)."""
+    def same(shape, tokens):
+        a, b = routing_file(dir_a, shape, tokens), routing_file(dir_b, shape, tokens)
+        return os.path.exists(a) and os.path.exists(b) and filecmp.cmp(a, b, shallow=False)
+    return same
+
+
+def add_peer_ratios(rec):
+    best = min((v for k, v in rec["peers"].items() if k != "error"), default=None)
+    rec["ratio_to_best_peer"] = rec["ms"] / best if best else None
+    best_eager = min(rec.get("peers_eager", {}).values(), default=None)
+    if rec.get("ms_stream") is not None and best_eager:
+        rec["ratio_to_best_peer_eager"] = rec["ms_stream"] / best_eager
+
+
+def grid_stem(out, date, fmt):
+    return os.path.join(out, f"{date}_{FORMATS[fmt].backend}_{fmt}_grid")
+
+
+def run_benches(args, shapes, device, files):
+    """moe bench per shape: ours (dumping the routing the peers read) and, for a format other than
+    bf16, the bf16 backend (its own records; its routing dumped elsewhere, only to compare)."""
+    spec = FORMATS[args.format]
+    points = [(s, t) for s in shapes for t in args.tokens.split(",")]
+    remove_stale([files["jsonl"]] + [routing_file(files["routing"], s, t) for s, t in points])
+    if spec.bf16_backend:
+        remove_stale([files["bf16_jsonl"]] +
+                     [routing_file(files["bf16_routing"], s, t) for s, t in points])
+    for d in (files["routing"], files.get("bf16_routing")):
+        if d:
+            os.makedirs(d, exist_ok=True)
+    for shape in shapes:
+        run_bench(bench_cmd(args, config_path(shape, args.format), shape, device, files["jsonl"],
+                            files["routing"], check_max(args, shape)), shape)
+        if spec.bf16_backend:  # timing only: the bf16 grid checks its outputs
+            run_bench(bench_cmd(args, config_path(shape, "bf16"), shape, device,
+                                files["bf16_jsonl"], files["bf16_routing"], "0"),
+                      f"{shape} ({BF16_BACKEND} bf16)")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    spec = FORMATS[args.format]
+    shapes = shapes_for(args.format, args.shapes)
+    import torch
+    os.makedirs(args.out, exist_ok=True)
+    device = torch.cuda.get_device_name(0)
+    files = paths(args.out, args.format)
+    run_benches(args, shapes, device, files)
+    records = read_records(files["jsonl"])
+    check_records(records, shapes, args.tokens, args.commit, spec.backend, args.format)
+    if spec.bf16_backend:
+        bf16_records = read_records(files["bf16_jsonl"])
+        check_records(bf16_records, shapes, args.tokens, args.commit, BF16_BACKEND, "bf16")
+        add_bf16_backend(records, bf16_records,
+                         same_routing_files(files["routing"], files["bf16_routing"]))
+        differ = [(r["shape"], r["tokens"]) for r in records if not r["bf16_backend_same_routing"]]
+        if differ:
+            print(f"warning: the bf16 backend's routing differed at {differ}; the peers ran on "
+                  f"{args.format}'s", flush=True)
+    for rec in records:
+        routing = routing_file(files["routing"], rec["shape"], rec["tokens"])
         t0 = time.time()
         try:
-            rec["peers"], rec["peers_graph"], rec["peers_eager"] = peers_for(
+            rec["peers"], rec["peers_graph"], rec["peers_eager"] = PEER_RUNNERS[args.format](
                 rec, routing, args.peers)
         except Exception as e:  # a peer that cannot run a point is recorded, not fatal
             rec["peers"] = {"error": str(e)[:200]}
-        best = min((v for k, v in rec["peers"].items() if k != "error"), default=None)
-        rec["ratio_to_best_peer"] = rec["ms"] / best if best else None
-        best_eager = min(rec.get("peers_eager", {}).values(), default=None)
-        if rec.get("ms_stream") is not None and best_eager:
-            rec["ratio_to_best_peer_eager"] = rec["ms_stream"] / best_eager
+        add_peer_ratios(rec)
         print(f"{rec['shape']} T={rec['tokens']}: ours {rec['ms']:.4f} ms, peers "
               f"{ {k: round(v, 4) if isinstance(v, float) else v for k, v in rec['peers'].items()} }"
               f" ({time.time() - t0:.0f} s)", flush=True)
     date = time.strftime("%Y-%m-%d")
-    final = os.path.join(args.out, f"{date}_trtllm_style_bf16_grid.jsonl")
-    with open(final, "w") as f:
+    stem = grid_stem(args.out, date, args.format)
+    with open(stem + ".jsonl", "w") as f:
         for rec in records:
             f.write(json.dumps(rec) + "\n")
-    stem = os.path.join(args.out, f"{date}_trtllm_style_bf16_grid")
     grid_report.write_markdown(records, stem + ".md", device, date, args.commit)
     grid_report.write_plot(records, stem + ".png")
     print(grid_report.table(records))

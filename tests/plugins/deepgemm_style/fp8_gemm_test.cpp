@@ -23,20 +23,21 @@ struct Case {
   bool masked;
   bool f32_out;
   int k = 384;
+  float code_stddev = 2.0f;  // ~110: codes over the whole e4m3 range, as amax/448 scales give
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return std::string(info.param.tiles == Fp8Tiles::kTokens ? "TokenTiles" : "WeightTiles") +
          (info.param.masked ? "Masked" : "Contiguous") + (info.param.f32_out ? "F32" : "Bf16") +
-         "K" + std::to_string(info.param.k);
+         "K" + std::to_string(info.param.k) + (info.param.code_stddev > 10 ? "FullRange" : "");
 }
 
 class Fp8GemmTest : public gpu::test::CudaTest, public ::testing::WithParamInterface<Case> {
  protected:
   // e4m3 codes of values drawn from N(0, 1) on a grid the format holds well.
-  std::vector<uint8_t> random_codes(size_t n) {
+  std::vector<uint8_t> random_codes(size_t n, float stddev) {
     std::vector<uint8_t> v(n);
-    for (auto& c : v) c = e4m3_from_double(normal(2.0f));
+    for (auto& c : v) c = e4m3_from_double(normal(stddev));
     return v;
   }
   std::vector<float> random_scales(size_t n) {
@@ -58,12 +59,12 @@ TEST_P(Fp8GemmTest, MatchesBlockScaledProductsPerGroup) {
   const int64_t rows = c.masked ? int64_t(groups) * max_m : offsets.back();
   auto row_of = [&](int g, int i) { return c.masked ? int64_t(g) * max_m + i : offsets[g] + i; };
 
-  const std::vector<uint8_t> a = random_codes(size_t(rows * k));
+  const std::vector<uint8_t> a = random_codes(size_t(rows * k), c.code_stddev);
   const std::vector<float> sa = random_scales(size_t(kb * rows));  // [kb][rows]
   std::vector<std::vector<uint8_t>> w(groups);
   std::vector<std::vector<float>> sw(groups);  // [kb][nb]
   for (int g = 0; g < groups; ++g) {
-    w[g] = random_codes(size_t(n) * k);
+    w[g] = random_codes(size_t(n) * k, c.code_stddev);
     sw[g] = random_scales(size_t(kb * nb));
   }
 
@@ -153,7 +154,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{Fp8Tiles::kWeights, false, false}, Case{Fp8Tiles::kWeights, true, false},
                       Case{Fp8Tiles::kTokens, false, true}, Case{Fp8Tiles::kWeights, true, true},
                       Case{Fp8Tiles::kTokens, false, true, 7168},
-                      Case{Fp8Tiles::kWeights, true, true, 7168}),
+                      Case{Fp8Tiles::kWeights, true, true, 7168},
+                      Case{Fp8Tiles::kTokens, false, true, 256, 110.0f},
+                      Case{Fp8Tiles::kWeights, true, true, 2048, 110.0f}),
     case_name);
 
 TEST(Fp8GemmArgs, RefusesSizesThatAreNotWholeScaleBlocks) {
