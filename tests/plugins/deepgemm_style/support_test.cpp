@@ -1,0 +1,106 @@
+// What deepgemm_style takes and refuses, and its options, on any machine: shape, format and
+// feature refusals come before the device check, each with its reason and a sentence naming the
+// value; options are parsed (and refused) before anything touches a device.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
+#include "src/deepgemm_layer.hpp"
+
+namespace moe::deepgemm {
+namespace {
+
+moe_problem fp8_problem() {
+  moe_problem p = default_problem();
+  p.experts = 16;
+  p.local_experts = 16;
+  p.top_k = 4;
+  p.hidden = 384;
+  p.intermediate = 256;
+  p.format = MOE_FORMAT_FP8_BLOCK;
+  p.input_format = MOE_INPUT_FP8_1X128;
+  return p;
+}
+
+void expect_refusal(const moe_problem& p, moe_reason reason, const std::string& words) {
+  const sdk::Verdict v = check_support(p);
+  EXPECT_EQ(v.reason, reason) << v.message;
+  EXPECT_NE(v.message.find(words), std::string::npos) << v.message;
+}
+
+TEST(DeepGemmSupport, RefusesWhatItCannotRunWithTheReasonAndTheValue) {
+  moe_problem p = fp8_problem();
+  p.format = MOE_FORMAT_BF16;
+  expect_refusal(p, MOE_REASON_FORMAT, "not bf16");
+  p = fp8_problem();
+  p.input_format = MOE_INPUT_BF16;
+  expect_refusal(p, MOE_REASON_INPUT_FORMAT, "fp8_1x128");
+  p = fp8_problem();
+  p.hidden = 320;
+  expect_refusal(p, MOE_REASON_SHAPE, "hidden=320");
+  p = fp8_problem();
+  p.intermediate = 192;
+  expect_refusal(p, MOE_REASON_SHAPE, "intermediate=192");
+  p = fp8_problem();
+  p.shared_intermediate = 128;
+  expect_refusal(p, MOE_REASON_SHARED, "shared_intermediate=128");
+  p = fp8_problem();
+  p.sink_experts = 2;
+  p.sink_intermediate = 256;
+  expect_refusal(p, MOE_REASON_SHARED, "sink experts");
+  p = fp8_problem();
+  p.expert_bias = 1;
+  expect_refusal(p, MOE_REASON_BIAS, "biases");
+}
+
+TEST(DeepGemmSupport, AProblemItCanRunIsRefusedOnlyForWantOfAnSm90Device) {
+  const sdk::Verdict v = check_support(fp8_problem());
+  if (v.ok()) GTEST_SKIP() << "an sm_90 device is present: nothing to refuse";
+  EXPECT_EQ(v.reason, MOE_REASON_ARCH) << v.message;
+}
+
+TEST(DeepGemmOptions, ParsesTheLayoutTilesAndThreshold) {
+  const LayerOptions o = parse_options(
+      {{"layout", "masked"}, {"masked_max_tokens", "128"}, {"gemm_tiles", "weights"}});
+  ASSERT_TRUE(o.layout.has_value());
+  EXPECT_EQ(*o.layout, RowLayout::kMasked);
+  EXPECT_EQ(o.masked_max_tokens, 128);
+  ASSERT_TRUE(o.tiles.has_value());
+  EXPECT_EQ(*o.tiles, Fp8Tiles::kWeights);
+  const LayerOptions d = parse_options({});
+  EXPECT_FALSE(d.layout.has_value());
+  EXPECT_EQ(d.masked_max_tokens, 64);
+  EXPECT_FALSE(d.tiles.has_value());
+}
+
+TEST(DeepGemmOptions, RefusesUnknownKeysAndValuesNamingThem) {
+  const std::pair<Options, std::string> bad[] = {
+      {{{"layout", "sorted"}}, "layout 'sorted'"},
+      {{{"masked_max_tokens", "12x"}}, "masked_max_tokens '12x'"},
+      {{{"masked_max_tokens", "-1"}}, "masked_max_tokens '-1'"},
+      {{{"gemm_tiles", "wide"}}, "gemm_tiles 'wide'"},
+      {{{"tile", "auto"}}, "unknown option 'tile'"},
+  };
+  for (const auto& [options, words] : bad) {
+    try {
+      parse_options(options);
+      ADD_FAILURE() << "accepted " << words;
+    } catch (const moe::Error& e) {
+      EXPECT_EQ(e.status(), MOE_STATUS_CONFIG_ERROR);
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
+  const std::string auto_rule = describe(fp8_problem(), parse_options({}));
+  EXPECT_NE(auto_rule.find("masked for T <= 64"), std::string::npos) << auto_rule;
+  EXPECT_NE(auto_rule.find("contiguous above"), std::string::npos) << auto_rule;
+  const std::string forced = describe(fp8_problem(), parse_options({{"layout", "contiguous"}}));
+  EXPECT_NE(forced.find("contiguous at every batch size"), std::string::npos) << forced;
+}
+
+}  // namespace
+}  // namespace moe::deepgemm
