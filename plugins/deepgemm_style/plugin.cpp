@@ -2,22 +2,17 @@
 // grouped e4m3 GEMMs on sm90a (TMA, warp-specialised wgmma, per-K-block promotion with both
 // scales), with a masked row layout for decode and a contiguous one for prefill; declared on the
 // SDK's table builder.
-#include <cuda_runtime_api.h>
-
 #include "moe/sdk/backend.hpp"
-#include "moe_cuda/bench.hpp"
-#include "moe_cuda/memory.hpp"
-#include "moe_cuda/routing.hpp"
+#include "moe_cuda/gpu_backend.hpp"
 #include "src/deepgemm_layer.hpp"
 
 namespace {
 
 using moe::sdk::Verdict;
 
-class DeepGemmBackend {
+class DeepGemmBackend : public moe::gpu::GpuBackend {
  public:
   using Layer = moe::deepgemm::DeviceLayer;
-  using Memory = moe::gpu::CudaMemory;
 
   static moe::sdk::BackendInfo info() {
     return {
@@ -49,22 +44,8 @@ class DeepGemmBackend {
 
   void run(Layer& layer, const moe_run_args& args) const { layer.run(args); }
 
-  // The routing kernel's limits: beyond them the host routes with the reference.
-  Verdict can_route(const moe_problem& p) const { return moe::gpu::route_limits(p); }
-
-  void route(const moe_problem& p, const moe_route_args& a, int64_t tokens) const {
-    moe::gpu::launch_route(
-        p, tokens, static_cast<const float*>(a.logits.data), static_cast<const float*>(a.bias.data),
-        static_cast<const uint8_t*>(a.is_padding.data), static_cast<int32_t*>(a.topk_ids.data),
-        static_cast<float*>(a.topk_weights.data), static_cast<cudaStream_t>(a.stream));
-  }
-
   std::string describe_layout(const moe_problem& p) const {
     return moe::deepgemm::describe(p, moe::deepgemm::parse_options({}));
-  }
-
-  void benchmark(const moe_bench_args& args, const moe::sdk::RunFn& run) const {
-    moe::gpu::benchmark(args, run);
   }
 };
 

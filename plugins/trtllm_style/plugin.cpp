@@ -1,21 +1,16 @@
 // The trtllm_style plugin: TensorRT-LLM weight layouts read by CUTLASS sm90 grouped GEMMs,
 // declared on the SDK's table builder.
-#include <cuda_runtime_api.h>
-
 #include "moe/sdk/backend.hpp"
-#include "moe_cuda/bench.hpp"
-#include "moe_cuda/memory.hpp"
-#include "moe_cuda/routing.hpp"
+#include "moe_cuda/gpu_backend.hpp"
 #include "src/trtllm_layer.hpp"
 
 namespace {
 
 using moe::sdk::Verdict;
 
-class TrtllmBackend {
+class TrtllmBackend : public moe::gpu::GpuBackend {
  public:
   using Layer = moe::trtllm::DeviceLayer;
-  using Memory = moe::gpu::CudaMemory;
 
   static moe::sdk::BackendInfo info() {
     return {
@@ -50,23 +45,9 @@ class TrtllmBackend {
 
   void run(Layer& layer, const moe_run_args& args) const { layer.run(args); }
 
-  // The routing kernel's limits: beyond them the host routes with the reference.
-  Verdict can_route(const moe_problem& p) const { return moe::gpu::route_limits(p); }
-
-  void route(const moe_problem& p, const moe_route_args& a, int64_t tokens) const {
-    moe::gpu::launch_route(
-        p, tokens, static_cast<const float*>(a.logits.data), static_cast<const float*>(a.bias.data),
-        static_cast<const uint8_t*>(a.is_padding.data), static_cast<int32_t*>(a.topk_ids.data),
-        static_cast<float*>(a.topk_weights.data), static_cast<cudaStream_t>(a.stream));
-  }
-
   std::string describe_layout(const moe_problem& p) const {
     return moe::trtllm::describe(moe::trtllm::plan_layout(
         moe::trtllm::layer_shape(p), p.expert_bias != 0, moe::trtllm::layout_options({})));
-  }
-
-  void benchmark(const moe_bench_args& args, const moe::sdk::RunFn& run) const {
-    moe::gpu::benchmark(args, run);
   }
 };
 
