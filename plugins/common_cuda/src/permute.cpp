@@ -9,33 +9,13 @@
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
 #include "moe_cuda/check.hpp"
+#include "moe_cuda/workspace.hpp"
 
 namespace moe::gpu {
 namespace {
 
-constexpr size_t kAlign = 256;
+constexpr size_t kAlign = kWorkspaceAlign;
 constexpr auto kInvalid = MOE_STATUS_INVALID_ARGUMENT;
-
-size_t align_up(size_t n) {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
-
-// Bump allocator over the workspace; with base == nullptr it only counts.
-class Carver {
- public:
-  explicit Carver(void* base) : base_(static_cast<char*>(base)) {}
-  template <class T>
-  T* take(int64_t count) {
-    T* p = base_ != nullptr ? reinterpret_cast<T*>(base_ + used_) : nullptr;
-    used_ += align_up(size_t(count) * sizeof(T));
-    return p;
-  }
-  size_t used() const { return used_; }
-
- private:
-  char* base_;
-  size_t used_ = 0;
-};
 
 void check_problem(const moe_problem& p, int64_t max_tokens) {
   MOE_CHECK(p.experts >= 1 && p.top_k >= 1 && p.sink_experts >= 0 && p.local_experts >= 1 &&
@@ -80,21 +60,21 @@ Permutation carve(const moe_problem& p, int64_t max_tokens, int64_t max_m, void*
   const int64_t slots = permutation_max_rows(p, max_tokens);
   perm.max_rows = max_m > 0 ? perm.groups * max_m : slots;
   perm.has_shared = p.shared_intermediate > 0;
-  Carver c(workspace);
-  perm.group_counts = c.take<int32_t>(perm.groups);
-  if (max_m == 0) perm.group_offsets = c.take<int64_t>(perm.groups + 1);
-  perm.row_token = c.take<int32_t>(perm.max_rows);
-  perm.row_slot = c.take<int32_t>(perm.max_rows);
-  perm.row_group = c.take<int32_t>(perm.max_rows);
-  perm.slot_row = c.take<int32_t>(slots);
+  WorkspaceCarver c(workspace);
+  perm.group_counts = c.take<int32_t>(size_t(perm.groups));
+  if (max_m == 0) perm.group_offsets = c.take<int64_t>(size_t(perm.groups + 1));
+  perm.row_token = c.take<int32_t>(size_t(perm.max_rows));
+  perm.row_slot = c.take<int32_t>(size_t(perm.max_rows));
+  perm.row_group = c.take<int32_t>(size_t(perm.max_rows));
+  perm.slot_row = c.take<int32_t>(size_t(slots));
   if (max_m == 0) {
     perm.sort_end_bit = sort_end_bit(perm.groups);
     perm.sort_temp_bytes = detail::radix_sort_temp_bytes(perm.max_rows, perm.sort_end_bit);
     for (int i = 0; i < 2; ++i) {
-      perm.sort_keys[i] = c.take<uint32_t>(perm.max_rows);
-      perm.sort_slots[i] = c.take<int32_t>(perm.max_rows);
+      perm.sort_keys[i] = c.take<uint32_t>(size_t(perm.max_rows));
+      perm.sort_slots[i] = c.take<int32_t>(size_t(perm.max_rows));
     }
-    perm.sort_temp = c.take<char>(int64_t(perm.sort_temp_bytes));
+    perm.sort_temp = c.take<char>(perm.sort_temp_bytes);
   }
   if (bytes != nullptr) *bytes = c.used();
   return perm;

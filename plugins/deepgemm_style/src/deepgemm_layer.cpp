@@ -13,28 +13,12 @@
 #include "moe_cuda/activation.hpp"
 #include "moe_cuda/permute.hpp"
 #include "moe_cuda/quantize.hpp"
+#include "moe_cuda/workspace.hpp"
 
 namespace moe::deepgemm {
 namespace {
 
 constexpr int64_t kBlock = 128;
-constexpr size_t kAlign = 256;
-
-size_t round_up(size_t v) {
-  return (v + kAlign - 1) / kAlign * kAlign;
-}
-
-// Bump allocator over the workspace; with base == nullptr it only counts.
-struct Carver {
-  uint8_t* base;
-  size_t used = 0;
-  void* take(size_t bytes) {
-    void* p = base ? base + used : nullptr;
-    used += round_up(bytes);
-    return p;
-  }
-};
-
 }  // namespace
 
 sdk::Verdict check_support(const moe_problem& p) {
@@ -204,7 +188,7 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, RowLayout 
                                           size_t* bytes) const {
   const moe_problem p = problem_.c();
   const bool masked = layout == RowLayout::kMasked;
-  Carver c{static_cast<uint8_t*>(base)};
+  gpu::WorkspaceCarver c(base);
   Workspace ws{};
   const size_t perm_bytes = masked ? gpu::masked_permutation_workspace_bytes(p, tokens)
                                    : gpu::permutation_workspace_bytes(p, tokens);
@@ -216,14 +200,14 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, RowLayout 
     ws.perm.local_of_global = local_map_.as<int32_t>();
   }
   const size_t r = size_t(rows), h = size_t(p.hidden), i = size_t(p.intermediate);
-  ws.rows = static_cast<uint8_t*>(c.take(r * h));
-  ws.row_scales = static_cast<float*>(c.take(r * (h / kBlock) * sizeof(float)));
-  ws.gemm1 = static_cast<float*>(c.take(r * size_t(n1_) * sizeof(float)));
-  ws.act = static_cast<uint8_t*>(c.take(r * i));
-  ws.act_scales = static_cast<float*>(c.take(r * (i / kBlock) * sizeof(float)));
-  ws.gemm2 = static_cast<uint16_t*>(c.take(r * h * 2));
+  ws.rows = c.take<uint8_t>(r * h);
+  ws.row_scales = c.take<float>(r * (h / kBlock));
+  ws.gemm1 = c.take<float>(r * size_t(n1_));
+  ws.act = c.take<uint8_t>(r * i);
+  ws.act_scales = c.take<float>(r * (i / kBlock));
+  ws.gemm2 = c.take<uint16_t>(r * h);
   ws.gemm_ws = c.take(gemm_ws_bytes_);
-  if (bytes != nullptr) *bytes = c.used;
+  if (bytes != nullptr) *bytes = c.used();
   return ws;
 }
 

@@ -3,41 +3,32 @@
 // them.
 #include "../kernels/sm90_fp8_block_grouped_gemm.cuh"
 #include "fp8_gemm_launch.hpp"
+#include "moe_cuda/workspace.hpp"
 
 namespace moe::deepgemm::detail {
 namespace {
 
 using namespace kernels;
 
-constexpr size_t kAlign = 256;
-size_t round_up(size_t v) {
-  return (v + kAlign - 1) / kAlign * kAlign;
-}
-
 // Carves the group arrays out of `ws` (null: only counts the bytes); returns the bytes used.
 template <class G>
 size_t carve(int groups, uint8_t* ws, GroupArrays<G>* out) {
   const size_t g = size_t(groups);
-  size_t used = 0;
-  auto take = [&](size_t bytes) {
-    uint8_t* p = ws ? ws + used : nullptr;
-    used += round_up(bytes);
-    return p;
-  };
+  gpu::WorkspaceCarver c(ws);
   GroupArrays<G> a{};
-  a.shapes = reinterpret_cast<decltype(a.shapes)>(take(g * sizeof(*a.shapes)));
-  a.a = reinterpret_cast<const Fp8**>(take(g * sizeof(void*)));
-  a.b = reinterpret_cast<const Fp8**>(take(g * sizeof(void*)));
-  a.sfa = reinterpret_cast<const float**>(take(g * sizeof(void*)));
-  a.sfb = reinterpret_cast<const float**>(take(g * sizeof(void*)));
-  a.d = reinterpret_cast<typename G::ElementD**>(take(g * sizeof(void*)));
-  a.stride_a = reinterpret_cast<typename G::StrideA*>(take(g * sizeof(typename G::StrideA)));
-  a.stride_b = reinterpret_cast<typename G::StrideB*>(take(g * sizeof(typename G::StrideB)));
-  a.stride_d = reinterpret_cast<typename G::StrideD*>(take(g * sizeof(typename G::StrideD)));
-  a.layout_sfa = reinterpret_cast<typename G::LayoutSFA*>(take(g * sizeof(typename G::LayoutSFA)));
-  a.layout_sfb = reinterpret_cast<typename G::LayoutSFB*>(take(g * sizeof(typename G::LayoutSFB)));
+  a.shapes = c.take<typename ProblemShape::UnderlyingProblemShape>(g);
+  a.a = c.take<const Fp8*>(g);
+  a.b = c.take<const Fp8*>(g);
+  a.sfa = c.take<const float*>(g);
+  a.sfb = c.take<const float*>(g);
+  a.d = c.take<typename G::ElementD*>(g);
+  a.stride_a = c.take<typename G::StrideA>(g);
+  a.stride_b = c.take<typename G::StrideB>(g);
+  a.stride_d = c.take<typename G::StrideD>(g);
+  a.layout_sfa = c.take<typename G::LayoutSFA>(g);
+  a.layout_sfb = c.take<typename G::LayoutSFB>(g);
   if (out) *out = a;
-  return used;
+  return c.used();
 }
 
 template <class G>
@@ -60,7 +51,7 @@ template <class G>
 size_t workspace_of(int groups, int sm_count) {
   const GroupArrays<G> none{};
   return carve<G>(groups, nullptr, nullptr) +
-         round_up(G::Gemm::get_workspace_size(arguments<G>(groups, none, sm_count)));
+         gpu::workspace_round_up(G::Gemm::get_workspace_size(arguments<G>(groups, none, sm_count)));
 }
 
 template <class G, bool kSwapAB>

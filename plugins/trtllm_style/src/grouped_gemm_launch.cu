@@ -2,42 +2,33 @@
 // kernels/sm90_bf16_grouped_gemm.cuh). Errors come back as strings; grouped_gemm.cpp reports them.
 #include "../kernels/sm90_bf16_grouped_gemm.cuh"
 #include "grouped_gemm_launch.hpp"
+#include "moe_cuda/workspace.hpp"
 
 namespace moe::trtllm::detail {
 namespace {
 
 using namespace kernels;
 
-constexpr size_t kAlign = 256;
-size_t round_up(size_t v) {
-  return (v + kAlign - 1) / kAlign * kAlign;
+// Carves the group arrays out of `ws` (null: only counts the bytes); returns the bytes used.
+template <class G>
+size_t carve(int groups, uint8_t* ws, GroupArrays<G>* out) {
+  const size_t g = size_t(groups);
+  gpu::WorkspaceCarver c(ws);
+  GroupArrays<G> a{};
+  a.shapes = c.take<typename ProblemShape::UnderlyingProblemShape>(g);
+  a.a = c.take<const Bf16*>(g);
+  a.b = c.take<const Bf16*>(g);
+  a.d = c.take<Bf16*>(g);
+  a.stride_a = c.take<typename G::StrideA>(g);
+  a.stride_b = c.take<typename G::StrideB>(g);
+  a.stride_d = c.take<typename G::StrideD>(g);
+  if (out) *out = a;
+  return c.used();
 }
 
 template <class G>
 size_t arrays_bytes(int groups) {
-  const size_t g = size_t(groups);
-  return round_up(g * sizeof(typename ProblemShape::UnderlyingProblemShape)) +
-         3 * round_up(g * sizeof(void*)) + round_up(g * sizeof(typename G::StrideA)) +
-         round_up(g * sizeof(typename G::StrideB)) + round_up(g * sizeof(typename G::StrideD));
-}
-
-template <class G>
-GroupArrays<G> carve(int groups, uint8_t* ws) {
-  const size_t g = size_t(groups);
-  GroupArrays<G> a;
-  auto take = [&](size_t bytes) {
-    uint8_t* p = ws;
-    ws += round_up(bytes);
-    return p;
-  };
-  a.shapes = reinterpret_cast<decltype(a.shapes)>(take(g * sizeof(*a.shapes)));
-  a.a = reinterpret_cast<const Bf16**>(take(g * sizeof(void*)));
-  a.b = reinterpret_cast<const Bf16**>(take(g * sizeof(void*)));
-  a.d = reinterpret_cast<Bf16**>(take(g * sizeof(void*)));
-  a.stride_a = reinterpret_cast<typename G::StrideA*>(take(g * sizeof(typename G::StrideA)));
-  a.stride_b = reinterpret_cast<typename G::StrideB*>(take(g * sizeof(typename G::StrideB)));
-  a.stride_d = reinterpret_cast<typename G::StrideD*>(take(g * sizeof(typename G::StrideD)));
-  return a;
+  return carve<G>(groups, nullptr, nullptr);
 }
 
 // The epilogue's arguments: the TMA store's (pointers and strides of D), or the activation's.
@@ -72,14 +63,15 @@ size_t workspace_of(int groups, int sm_count) {
   const GroupArrays<G> none{};
   FusedActivation act{};
   act.out_ld = 1;
-  return arrays_bytes<G>(groups) +
-         round_up(G::Gemm::get_workspace_size(arguments<G>(groups, none, sm_count, act)));
+  return arrays_bytes<G>(groups) + gpu::workspace_round_up(G::Gemm::get_workspace_size(
+                                       arguments<G>(groups, none, sm_count, act)));
 }
 
 template <class G, bool kSwapAB>
 LaunchResult launch_one(const GemmCall& c, const FusedActivation& act, int64_t out_ld) noexcept {
   auto* ws = static_cast<uint8_t*>(c.workspace);
-  const GroupArrays<G> a = carve<G>(c.groups, ws);
+  GroupArrays<G> a;
+  carve<G>(c.groups, ws, &a);
   setup_groups<G, kSwapAB><<<(c.groups + 127) / 128, 128, 0, c.stream>>>(
       c.groups, c.offsets, c.n, c.k, static_cast<const Bf16*>(c.rows),
       reinterpret_cast<const Bf16* const*>(c.weights), static_cast<Bf16*>(c.out), out_ld, a);

@@ -13,14 +13,10 @@
 #include "moe/sdk/weights.hpp"
 #include "moe_cuda/activation.hpp"
 #include "moe_cuda/permute.hpp"
+#include "moe_cuda/workspace.hpp"
 
 namespace moe::trtllm {
 namespace {
-
-constexpr size_t kAlign = 256;
-size_t round_up(size_t v) {
-  return (v + kAlign - 1) / kAlign * kAlign;
-}
 
 int64_t rows_per_token(const moe_problem& p) {
   return p.top_k + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
@@ -225,19 +221,15 @@ std::array<size_t, 6> DeviceLayer::pieces(int64_t tokens) const {
 
 size_t DeviceLayer::workspace_size(int64_t tokens) const {
   size_t total = 0;
-  for (size_t bytes : pieces(tokens)) total += round_up(bytes);
+  for (size_t bytes : pieces(tokens)) total += gpu::workspace_round_up(bytes);
   return total;
 }
 
 DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens) const {
   const moe_problem p = problem_.c();
   const std::array<size_t, 6> size = pieces(tokens);
-  auto* at = static_cast<uint8_t*>(base);
-  auto take = [&](size_t bytes) {
-    uint8_t* ptr = at;
-    at += round_up(bytes);
-    return ptr;
-  };
+  gpu::WorkspaceCarver c(base);
+  auto take = [&](size_t bytes) { return c.take(bytes); };
   Workspace ws;
   ws.perm = moe::gpu::carve_permutation(p, tokens, take(size[0]));
   ws.perm.local_of_global = local_map_.as<int32_t>();
