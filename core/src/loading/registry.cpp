@@ -165,8 +165,9 @@ void Registry::add_files(const std::vector<fs::path>& files, bool strict) {
                 "{}: changed after the plugin scanner read it; not loaded (run again)",
                 path.string());
       // Its claims are checked by add_plugin, before it is ever loaded into this process.
-      add_plugin(std::make_shared<Plugin>(path, scan.info,
-                                          std::make_shared<const detail::DeferredLoad>(*scan.key)));
+      add_plugin(std::make_shared<Plugin>(
+          path, scan.info,
+          std::make_shared<const detail::DeferredLoad>(detail::DeferredLoad{*scan.key})));
     } catch (const Error& e) {
       skipped_.push_back({path.string(), e.what()});
       spdlog::warn("skipped plugin library {}", e.what());
