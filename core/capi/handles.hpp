@@ -1,0 +1,100 @@
+// What the host C API's opaque handles hold, and the guard every moe_host_* function runs its
+// body in: the SDK's ABI guard (moe/sdk/guard.hpp: status + thread-local message), so no
+// exception crosses into the host program.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loading/entry_guard.hpp"
+#include "moe/config.hpp"
+#include "moe/host/moe_host.h"
+#include "moe/plugin.hpp"
+#include "moe/registry.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/guard.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/sdk/struct_io.hpp"
+#include "moe/selection.hpp"
+
+// Strings a registry hands out in moe_host_plugin_info, kept beside its plugins.
+struct moe_host_plugin_strings {
+  std::string path;
+  std::vector<std::string> aliases, formats, activations, routings;
+  std::vector<const char*> alias_ptrs, format_ptrs, activation_ptrs, routing_ptrs;
+};
+
+struct moe_host_registry {
+  moe::Registry registry;
+  std::vector<moe_host_plugin_strings> strings;  // [plugins], in registry.plugins() order
+};
+
+struct moe_host_selection {
+  moe::Config config;
+  moe::Selection selection;
+  std::string backend, explanation;
+  moe_problem problem{};  // config.problem.c(): its ep_map points into config
+  std::vector<moe_option> options;
+};
+
+struct moe_host_layer {
+  moe::Problem problem;
+  moe_problem problem_c{};  // problem.c()
+  moe::Layer layer;
+  std::shared_ptr<const moe::Plugin> router;  // null: none routes the problem in this memory
+  std::string router_name, no_router_reason;
+};
+
+namespace moe::capi {
+
+// Runs `fn`; returns OK, or the status of what it threw with the message kept for
+// moe_host_last_error (something not derived from std::exception is INTERNAL, described).
+template <class Fn>
+moe_status guarded(Fn&& fn) noexcept {
+  return sdk::guarded([&] {
+    try {
+      fn();
+    } catch (const std::exception&) {
+      throw;
+    } catch (...) {
+      throw Error(MOE_STATUS_INTERNAL, "the core threw " + detail::describe_current_exception());
+    }
+  });
+}
+
+// `ptr`, or INVALID_ARGUMENT "<name> is NULL".
+template <class T>
+T& deref(T* ptr, const char* name) {
+  MOE_CHECK(ptr != nullptr, MOE_STATUS_INVALID_ARGUMENT, "{} is NULL", name);
+  return *ptr;
+}
+
+// A caller's input struct, checked (NULL, struct_size) and read over `defaults`.
+template <class T>
+T read_args(const T* args, size_t min_size, const char* name, T defaults = {}) {
+  sdk::check_struct(args, min_size, name);
+  return sdk::read_struct(args, defaults);
+}
+
+// Writes `value` into a caller's output struct (checked) where it fits.
+template <class T>
+void write_out(T* out, size_t min_size, const char* name, const T& value) {
+  sdk::check_struct(out, min_size, name);
+  sdk::write_struct(out, value);
+}
+
+// A caller's problem: checked, its EP map made when it has none, normalised and validated.
+Problem read_problem(const moe_problem* problem, const char* name);
+
+// NULL-terminated strings of a caller's array, each checked.
+std::vector<std::string> read_strings(const char* const* items, int32_t count, const char* name);
+
+// The directories and files beside this library (locations.cpp): "" where there is none, or
+// where the environment (MOE_CORE_PLUGIN_DIR, MOE_PLUGIN_SCANNER) already says.
+std::string default_core_plugin_dir();
+std::string default_scanner();
+std::string default_problem_dir();  // throws NOT_FOUND saying where it looked
+
+}  // namespace moe::capi

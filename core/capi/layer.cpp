@@ -1,0 +1,161 @@
+// moe_host_layer_*: prepare a layer with the backend selected for its problem, then workspace,
+// route and run through the plugin ABI's own argument structs, and the layer's memory.
+#include <fmt/format.h>
+
+#include "handles.hpp"
+#include "moe/sdk/enum_names.hpp"
+#include "moe/sdk/options.hpp"
+
+namespace moe::capi {
+namespace {
+
+// Who routes a layer's problem in the layer's memory: its own plugin when it can, else, for a
+// host-memory layer, the reference (the core's oracle, also host memory).
+void choose_router(const moe_host_registry& r, moe_host_layer& layer) {
+  const Plugin& plugin = layer.layer.plugin();
+  const char* method = routing_name(static_cast<moe_routing>(layer.problem_c.routing));
+  if (plugin.can_route(layer.problem_c)) {
+    layer.router = plugin.shared_from_this();
+  } else if (!plugin.device_memory()) {
+    try {
+      auto oracle = r.registry.oracle();
+      if (oracle->can_route(layer.problem_c)) layer.router = oracle;
+    } catch (const Error& e) {
+      layer.no_router_reason =
+          fmt::format("plugin '{}' does not route {}, and the reference cannot: {}", plugin.name(),
+                      method, e.what());
+    }
+  }
+  if (layer.router) {
+    layer.router_name = layer.router->name();
+  } else if (layer.no_router_reason.empty()) {
+    layer.no_router_reason = fmt::format(
+        "plugin '{}' does not route {} in its {} memory; route elsewhere and pass "
+        "topk_ids and topk_weights to moe_host_layer_run",
+        plugin.name(), method, memory_name(plugin.info().memory));
+  }
+}
+
+int64_t checked_tokens(const moe_host_layer& layer, int64_t tokens, const char* what) {
+  const int64_t max_tokens = layer.problem_c.max_tokens;
+  MOE_CHECK(tokens >= 0, MOE_STATUS_INVALID_ARGUMENT, "{}: tokens={} is negative", what, tokens);
+  MOE_CHECK(tokens <= max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
+            "{}: {} tokens is more than the layer's max_tokens={}", what, tokens, max_tokens);
+  return tokens;
+}
+
+}  // namespace
+}  // namespace moe::capi
+
+using namespace moe::capi;  // NOLINT: the C entry points below are thin
+
+extern "C" {
+
+moe_status moe_host_layer_prepare(const moe_host_registry* registry,
+                                  const moe_host_prepare_args* args, moe_host_layer** layer) {
+  return guarded([&] {
+    deref(layer, "layer") = nullptr;
+    const auto& r = deref(registry, "registry");
+    const moe_host_prepare_args a =
+        read_args(args, MOE_HOST_PREPARE_ARGS_MIN_SIZE, "moe_host_prepare_args");
+    moe::Config config;  // selection of a backend by name (or auto) for this problem
+    config.source = "moe_host_prepare_args";
+    config.backend = a.backend != nullptr && *a.backend ? a.backend : "auto";
+    config.problem = read_problem(a.problem, "moe_host_prepare_args.problem");
+    moe::sdk::check_struct(a.weights, MOE_WEIGHTS_MIN_SIZE, "moe_host_prepare_args.weights");
+    const moe::Options options = moe::read_options(a.options, a.num_options);
+    const moe::Selection sel = moe::select_backend(r.registry, config);
+    moe::Layer prepared = sel.plugin->prepare(config.problem.c(), *a.weights, options, a.stream);
+    auto l = std::make_unique<moe_host_layer>(
+        moe_host_layer{config.problem, {}, std::move(prepared), nullptr, "", ""});
+    l->problem_c = l->problem.c();
+    choose_router(r, *l);
+    *layer = l.release();
+  });
+}
+
+moe_status moe_host_layer_destroy(moe_host_layer* layer) {
+  return guarded([&] { delete layer; });
+}
+
+moe_status moe_host_layer_info_get(const moe_host_layer* layer, moe_host_layer_info* info) {
+  return guarded([&] {
+    const auto& l = deref(layer, "layer");
+    moe_host_layer_info out{};
+    out.backend = l.layer.plugin().name().c_str();
+    out.router = l.router_name.c_str();
+    out.problem = &l.problem_c;
+    out.memory = l.layer.plugin().info().memory;
+    write_out(info, MOE_HOST_LAYER_INFO_MIN_SIZE, "moe_host_layer_info", out);
+  });
+}
+
+moe_status moe_host_layer_workspace_size(const moe_host_layer* layer, int64_t tokens,
+                                         size_t* bytes) {
+  return guarded([&] {
+    const auto& l = deref(layer, "layer");
+    size_t& out = deref(bytes, "bytes");
+    out = l.layer.workspace_size(checked_tokens(l, tokens, "moe_host_layer_workspace_size"));
+  });
+}
+
+moe_status moe_host_layer_route_workspace_size(const moe_host_layer* layer, int64_t tokens,
+                                               size_t* bytes) {
+  return guarded([&] {
+    const auto& l = deref(layer, "layer");
+    size_t& out = deref(bytes, "bytes");
+    MOE_CHECK(l.router != nullptr, MOE_STATUS_UNSUPPORTED, "{}", l.no_router_reason);
+    out = l.router->route_workspace_size(
+        l.problem_c, checked_tokens(l, tokens, "moe_host_layer_route_workspace_size"));
+  });
+}
+
+moe_status moe_host_layer_route(const moe_host_layer* layer, const moe_route_args* args) {
+  return guarded([&] {
+    const auto& l = deref(layer, "layer");
+    moe_route_args a = read_args(args, MOE_ROUTE_ARGS_MIN_SIZE, "moe_route_args");
+    MOE_CHECK(l.router != nullptr, MOE_STATUS_UNSUPPORTED, "{}", l.no_router_reason);
+    if (a.logits.ndim >= 1) checked_tokens(l, a.logits.shape[0], "moe_route_args.logits");
+    if (a.problem == nullptr) a.problem = &l.problem_c;
+    l.router->route(a);
+  });
+}
+
+moe_status moe_host_layer_run(const moe_host_layer* layer, const moe_run_args* args) {
+  return guarded([&] {
+    const auto& l = deref(layer, "layer");
+    const moe_run_args a = read_args(args, MOE_RUN_ARGS_MIN_SIZE, "moe_run_args");
+    if (a.hidden.ndim >= 1) checked_tokens(l, a.hidden.shape[0], "moe_run_args.hidden");
+    l.layer.run(a);  // sets a.layer to this handle's
+  });
+}
+
+moe_status moe_host_layer_alloc(const moe_host_layer* layer, size_t bytes, void** ptr) {
+  return guarded([&] {
+    const auto& l = deref(layer, "layer");
+    deref(ptr, "ptr") = l.layer.plugin().alloc(bytes);
+  });
+}
+
+moe_status moe_host_layer_free(const moe_host_layer* layer, void* ptr) {
+  return guarded([&] { deref(layer, "layer").layer.plugin().free(ptr); });
+}
+
+moe_status moe_host_layer_copy(const moe_host_layer* layer, void* dst, const void* src,
+                               size_t bytes, int32_t kind) {
+  return guarded([&] {
+    const auto& l = deref(layer, "layer");
+    MOE_CHECK(bytes == 0 || (dst != nullptr && src != nullptr), MOE_STATUS_INVALID_ARGUMENT,
+              "moe_host_layer_copy: dst or src is NULL with bytes={}", bytes);
+    MOE_CHECK(kind >= MOE_MEMCPY_HOST_TO_DEVICE && kind <= MOE_MEMCPY_DEVICE_TO_DEVICE,
+              MOE_STATUS_INVALID_ARGUMENT, "moe_host_layer_copy: kind={} is not a moe_memcpy_kind",
+              kind);
+    l.layer.plugin().copy(dst, src, bytes, static_cast<moe_memcpy_kind>(kind));
+  });
+}
+
+moe_status moe_host_layer_sync(const moe_host_layer* layer, void* stream) {
+  return guarded([&] { deref(layer, "layer").layer.plugin().sync(stream); });
+}
+
+}  // extern "C"

@@ -1,0 +1,319 @@
+/* moe-registry host C API: the core as a shared library (libmoe_core.so) for programs in any
+ * language (Python, Rust, Go, C). Beside the plugin ABI (moe/abi/moe_abi.h), whose types it
+ * reuses: moe_status, moe_problem, moe_tensor, moe_weights, moe_option, moe_support,
+ * moe_route_args and moe_run_args mean here what they mean there (docs/design.md §2, §10).
+ *
+ * Rules (those of the plugin ABI, docs/design.md §2 rules 2-5):
+ *  - Versions: MOE_HOST_VERSION_MAJOR changes when something published changes; MINOR only
+ *    appends (a struct field, a function, an enum value).
+ *  - Every struct starts with `struct_size` (the caller's sizeof) and `ext` (NULL). A struct the
+ *    caller fills is accepted from its MOE_HOST_<STRUCT>_MIN_SIZE up; an output struct is written
+ *    only where it fits, and keeps the caller's struct_size.
+ *  - Every function returns a moe_status and never lets an exception out; after a failure
+ *    moe_host_last_error() gives the calling thread's message, which names the problem.
+ *  - Handles are opaque and owned by the caller, who destroys each with its *_destroy function
+ *    (NULL is accepted there). A layer or selection keeps what it needs alive: it may outlive the
+ *    registry that made it. A registry may be used from several threads at once, but not while
+ *    it is being destroyed; a layer's route and run follow the plugin's rules (one stream each).
+ *  - Strings handed out are owned by the handle they came from (registry, selection, layer) and
+ *    live as long as it; strings handed in are borrowed for the call.
+ */
+#ifndef MOE_HOST_H_
+#define MOE_HOST_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moe/abi/moe_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MOE_HOST_VERSION_MAJOR 1
+#define MOE_HOST_VERSION_MINOR 0
+
+#if defined(_WIN32)
+#define MOE_HOST_EXPORT __declspec(dllexport)
+#else
+#define MOE_HOST_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* Opaque handles. */
+typedef struct moe_host_registry moe_host_registry;   /* plugins found; moe_host_registry_destroy */
+typedef struct moe_host_selection moe_host_selection; /* a config's choice; ..._selection_destroy */
+typedef struct moe_host_layer moe_host_layer;         /* a prepared layer; moe_host_layer_destroy */
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors and versions.
+ * ------------------------------------------------------------------------------------------- */
+
+/* The calling thread's message of its last failed call ("" after a success). Owned by the
+ * library; valid until this thread's next call. Never NULL. */
+MOE_HOST_EXPORT const char* moe_host_last_error(void);
+
+/* The status's name, e.g. "config_error". Static storage; never NULL. */
+MOE_HOST_EXPORT const char* moe_host_status_name(moe_status status);
+
+/* This library's host API version and the plugin ABI version it loads. */
+MOE_HOST_EXPORT moe_status moe_host_version(uint32_t* host_major /* out */,
+                                            uint32_t* host_minor /* out */,
+                                            uint32_t* abi_major /* out */,
+                                            uint32_t* abi_minor /* out */);
+
+/* A problem with every field at its documented default (moe_abi.h; ep_size 1, no EP, scales 1,
+ * ...), written where it fits in the caller's struct (set struct_size first). Set the fields that
+ * matter after it: a problem of zeros is not a valid one. */
+MOE_HOST_EXPORT moe_status moe_host_default_problem(moe_problem* problem /* out */);
+
+/* ---------------------------------------------------------------------------------------------
+ * The registry: discovery (docs/design.md §2 rule 9), through the plugin scanner.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct moe_host_registry_options {
+  size_t struct_size;
+  const moe_extension* ext;
+  const char* const* plugin_dirs; /* [num_plugin_dirs] borrowed; each must exist; searched first */
+  int32_t num_plugin_dirs;
+  const char* const* plugin_files; /* [num_plugin_files] borrowed; each must load */
+  int32_t num_plugin_files;
+  int32_t use_env;     /* 1 = also MOE_PLUGIN_PATH */
+  int32_t use_default; /* 1 = also the core's plugin directory (the built-in plugins) */
+  /* The core's plugin directory, where the built-in plugins (reference, gpu_oracle) may load from.
+   * NULL: $MOE_CORE_PLUGIN_DIR, else the one beside this library (<libdir>/moe_registry/plugins
+   * installed, <build>/plugins in the build tree). */
+  const char* core_plugin_dir;
+  /* The plugin scanner executable. NULL: $MOE_PLUGIN_SCANNER, else the one beside this library
+   * (<prefix>/libexec/moe_registry installed, <build>/bin in the build tree). */
+  const char* scanner;
+} moe_host_registry_options;
+
+#define MOE_HOST_REGISTRY_OPTIONS_MIN_SIZE \
+  (offsetof(moe_host_registry_options, scanner) + sizeof(const char*))
+
+/* Discovers plugins. `options` NULL: no directories of the caller's, use_env = 1, use_default = 1.
+ * A library that cannot be loaded is not an error: it is listed by moe_host_registry_skipped. */
+MOE_HOST_EXPORT moe_status moe_host_registry_open(const moe_host_registry_options* options,
+                                                  moe_host_registry** registry /* out */);
+MOE_HOST_EXPORT moe_status moe_host_registry_destroy(moe_host_registry* registry /* NULL ok */);
+
+/* One plugin found. Strings and arrays are owned by the registry and live as long as it. */
+typedef struct moe_host_plugin_info {
+  size_t struct_size; /* in: caller's size; out fields written only where they fit */
+  const moe_extension* ext;
+  const char* name;           /* out */
+  const char* version;        /* out */
+  const char* description;    /* out */
+  const char* path;           /* out: the library */
+  const char* const* aliases; /* out: [num_aliases] */
+  int32_t num_aliases;        /* out */
+  int32_t priority;           /* out: higher wins under `backend: auto` */
+  int32_t memory;             /* out: moe_memory of run-time tensors */
+  uint32_t abi_major;         /* out: the plugin's ABI version */
+  uint32_t abi_minor;         /* out */
+  const char* const* formats; /* out: [num_formats] names of the formats it declares, "bf16"... */
+  int32_t num_formats;        /* out */
+  const char* const* activations; /* out: [num_activations] names, "silu_mul"... */
+  int32_t num_activations;        /* out */
+  const char* const* routings;    /* out: [num_routings] routing methods it routes itself */
+  int32_t num_routings;           /* out */
+} moe_host_plugin_info;
+
+#define MOE_HOST_PLUGIN_INFO_MIN_SIZE \
+  (offsetof(moe_host_plugin_info, num_routings) + sizeof(int32_t))
+
+/* A library that was found and not kept, and why. Strings owned by the registry. */
+typedef struct moe_host_skipped_library {
+  size_t struct_size;
+  const moe_extension* ext;
+  const char* path;   /* out */
+  const char* reason; /* out */
+} moe_host_skipped_library;
+
+#define MOE_HOST_SKIPPED_LIBRARY_MIN_SIZE \
+  (offsetof(moe_host_skipped_library, reason) + sizeof(const char*))
+
+/* Plugins in discovery order: index 0 .. count-1. An index out of range is INVALID_ARGUMENT. */
+MOE_HOST_EXPORT moe_status moe_host_registry_plugin_count(const moe_host_registry* registry,
+                                                          int64_t* count /* out */);
+MOE_HOST_EXPORT moe_status moe_host_registry_plugin_info(const moe_host_registry* registry,
+                                                         int64_t index,
+                                                         moe_host_plugin_info* info /* out */);
+MOE_HOST_EXPORT moe_status moe_host_registry_skipped_count(const moe_host_registry* registry,
+                                                           int64_t* count /* out */);
+MOE_HOST_EXPORT moe_status moe_host_registry_skipped(const moe_host_registry* registry,
+                                                     int64_t index,
+                                                     moe_host_skipped_library* skipped /* out */);
+
+/* Whether plugin `name` (or alias) supports `problem` (borrowed; normalised and validated
+ * first). Loads the plugin. Unknown name: NOT_FOUND. */
+MOE_HOST_EXPORT moe_status moe_host_supports(const moe_host_registry* registry, const char* name,
+                                             const moe_problem* problem,
+                                             moe_support* answer /* out */);
+
+/* `moe describe` as text: the plugin's info; with a problem (NULL = none) whether it supports it,
+ * and its prepared layout. Writes at most `cap` bytes, NUL-terminated, into buf (NULL when cap is
+ * 0); *needed gets the full length + 1. */
+MOE_HOST_EXPORT moe_status moe_host_describe(const moe_host_registry* registry, const char* name,
+                                             const moe_problem* problem, char* buf, size_t cap,
+                                             size_t* needed /* out */);
+
+/* ---------------------------------------------------------------------------------------------
+ * Selection by config (docs/design.md §2 rule 6): the YAML of the files in configs/.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct moe_host_select_args {
+  size_t struct_size;
+  const moe_extension* ext;
+  const char* config_path; /* borrowed: a YAML file; or NULL and config_text */
+  const char* config_text; /* borrowed: the YAML itself; exactly one of the two is set */
+  int32_t ask_every;       /* 1 = ask every plugin, to say why not the others (`moe select`);
+                              0 = only until one fits, loading only those */
+} moe_host_select_args;
+
+#define MOE_HOST_SELECT_ARGS_MIN_SIZE (offsetof(moe_host_select_args, ask_every) + sizeof(int32_t))
+
+/* Selects a backend among the registry's plugins for the config's problem, by its `backend:` and
+ * `fallback:`. The config's plugin_dirs are not searched (the registry is open already: pass them
+ * to moe_host_registry_open). A bad config is CONFIG_ERROR naming the file, line and column; an
+ * unknown backend CONFIG_ERROR listing those available; no fit UNSUPPORTED with every reason. */
+MOE_HOST_EXPORT moe_status moe_host_select(const moe_host_registry* registry,
+                                           const moe_host_select_args* args,
+                                           moe_host_selection** selection /* out */);
+MOE_HOST_EXPORT moe_status moe_host_selection_destroy(moe_host_selection* selection /* NULL ok */);
+
+/* What was chosen and why. Everything is owned by the selection and lives as long as it; the
+ * problem and options are the config's, ready for moe_host_prepare_args. */
+typedef struct moe_host_selection_info {
+  size_t struct_size;
+  const moe_extension* ext;
+  const char* backend;        /* out: the chosen plugin's name */
+  const char* rule;           /* out: why it, in words ("named in ...", "auto: ...", "fallback") */
+  const char* explanation;    /* out: every plugin's answer, as `moe select` prints it */
+  const moe_problem* problem; /* out: the config's problem, normalised */
+  const moe_option* options;  /* out: [num_options] the config's `options:` */
+  int64_t num_options;        /* out */
+  int64_t tokens;             /* out: the config's `tokens:` */
+  uint64_t seed;              /* out: the config's `seed:` */
+} moe_host_selection_info;
+
+#define MOE_HOST_SELECTION_INFO_MIN_SIZE \
+  (offsetof(moe_host_selection_info, seed) + sizeof(uint64_t))
+
+MOE_HOST_EXPORT moe_status moe_host_selection_info_get(const moe_host_selection* selection,
+                                                       moe_host_selection_info* info /* out */);
+
+/* ---------------------------------------------------------------------------------------------
+ * Layers: prepare, workspace, route, run (the plugin ABI's call order, docs/design.md §2 rule 7).
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct moe_host_prepare_args {
+  size_t struct_size;
+  const moe_extension* ext;
+  const char* backend;        /* borrowed: a plugin name or alias; NULL or "auto" = the supporting
+                                 plugin of highest priority */
+  const moe_problem* problem; /* borrowed for the call; the layer keeps a normalised copy */
+  const moe_weights* weights; /* borrowed for the call; canonical, host memory (§3) */
+  const moe_option* options;  /* [num_options] borrowed for the call; NULL if none */
+  int64_t num_options;
+  void* stream; /* cudaStream_t for uploads, NULL = default */
+} moe_host_prepare_args;
+
+#define MOE_HOST_PREPARE_ARGS_MIN_SIZE (offsetof(moe_host_prepare_args, stream) + sizeof(void*))
+
+/* Selects the backend for the problem (a named one that does not support it is UNSUPPORTED with
+ * its reason) and prepares the weights with it. The layer keeps its plugin loaded. */
+MOE_HOST_EXPORT moe_status moe_host_layer_prepare(const moe_host_registry* registry,
+                                                  const moe_host_prepare_args* args,
+                                                  moe_host_layer** layer /* out */);
+MOE_HOST_EXPORT moe_status moe_host_layer_destroy(moe_host_layer* layer /* NULL ok */);
+
+typedef struct moe_host_layer_info {
+  size_t struct_size;
+  const moe_extension* ext;
+  const char* backend;        /* out: the plugin that prepared it; owned by the layer */
+  const char* router;         /* out: the plugin moe_host_layer_route uses, "" if none can */
+  const moe_problem* problem; /* out: the layer's problem, owned by the layer */
+  int32_t memory;             /* out: moe_memory of the tensors route and run take */
+} moe_host_layer_info;
+
+#define MOE_HOST_LAYER_INFO_MIN_SIZE (offsetof(moe_host_layer_info, memory) + sizeof(int32_t))
+
+MOE_HOST_EXPORT moe_status moe_host_layer_info_get(const moe_host_layer* layer,
+                                                   moe_host_layer_info* info /* out */);
+
+/* Workspace bytes moe_host_layer_run needs for `tokens` (<= the problem's max_tokens, else
+ * CAPACITY_EXCEEDED). */
+MOE_HOST_EXPORT moe_status moe_host_layer_workspace_size(const moe_host_layer* layer,
+                                                         int64_t tokens, size_t* bytes /* out */);
+/* Workspace bytes moe_host_layer_route needs for `tokens`. */
+MOE_HOST_EXPORT moe_status moe_host_layer_route_workspace_size(const moe_host_layer* layer,
+                                                               int64_t tokens,
+                                                               size_t* bytes /* out */);
+
+/* Routes one batch as moe_route_args says (tensors in the layer's memory), with the layer's plugin
+ * when it routes the problem, else (host-memory layers) with the reference; a device layer whose
+ * plugin does not route it is UNSUPPORTED. args->problem: NULL = the layer's. */
+MOE_HOST_EXPORT moe_status moe_host_layer_route(const moe_host_layer* layer,
+                                                const moe_route_args* args);
+
+/* Runs the layer as moe_run_args says; args->layer is ignored (the handle's layer is used). More
+ * tokens than max_tokens is CAPACITY_EXCEEDED. Tensors live in the layer's memory. */
+MOE_HOST_EXPORT moe_status moe_host_layer_run(const moe_host_layer* layer,
+                                              const moe_run_args* args);
+
+/* Memory of the layer's kind (device memory for a CUDA plugin, plain host memory otherwise),
+ * through its plugin: for the tensors and workspaces of route and run. Copies run on the default
+ * stream; sync waits for `stream` (NULL = the default stream). */
+MOE_HOST_EXPORT moe_status moe_host_layer_alloc(const moe_host_layer* layer, size_t bytes,
+                                                void** ptr /* out, moe_host_layer_free */);
+MOE_HOST_EXPORT moe_status moe_host_layer_free(const moe_host_layer* layer, void* ptr);
+MOE_HOST_EXPORT moe_status moe_host_layer_copy(const moe_host_layer* layer, void* dst,
+                                               const void* src, size_t bytes,
+                                               int32_t kind /* moe_memcpy_kind */);
+MOE_HOST_EXPORT moe_status moe_host_layer_sync(const moe_host_layer* layer, void* stream);
+
+/* ---------------------------------------------------------------------------------------------
+ * Conformance (docs/design.md §7): one plugin library against the reference.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct moe_host_conformance_args {
+  size_t struct_size;
+  const moe_extension* ext;
+  const char* plugin_path;  /* borrowed: the library to test (added to a copy of the registry) */
+  const char* problems_dir; /* borrowed: problem files; NULL = the installed set beside this
+                               library, or the source tree's configs/problems for the build's */
+  const char* report_path;  /* borrowed: write the JSON report here; NULL = none */
+  uint64_t seed;            /* of the random inputs; 0 = a fresh one (summary.seed says which) */
+  int32_t gpu_sized;        /* 1 = also the gpu_sized problems, against gpu_oracle */
+} moe_host_conformance_args;
+
+#define MOE_HOST_CONFORMANCE_ARGS_MIN_SIZE \
+  (offsetof(moe_host_conformance_args, gpu_sized) + sizeof(int32_t))
+
+/* Counts as `moe conformance` prints them: pass counts real passes only. */
+typedef struct moe_host_conformance_summary {
+  size_t struct_size;
+  const moe_extension* ext;
+  int32_t pass;  /* out */
+  int32_t fail;  /* out: compared and wrong */
+  int32_t error; /* out: the plugin or the oracle raised an error */
+  int32_t skip;  /* out */
+  int32_t empty; /* out: T = 0, nothing compared */
+  int32_t self;  /* out: the plugin is its own oracle */
+  uint64_t seed; /* out: the seed used */
+} moe_host_conformance_summary;
+
+#define MOE_HOST_CONFORMANCE_SUMMARY_MIN_SIZE \
+  (offsetof(moe_host_conformance_summary, seed) + sizeof(uint64_t))
+
+/* Runs the suite; failing cases are counted, not an error (the status is OK). */
+MOE_HOST_EXPORT moe_status moe_host_conformance(const moe_host_registry* registry,
+                                                const moe_host_conformance_args* args,
+                                                moe_host_conformance_summary* summary /* out */);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MOE_HOST_H_ */

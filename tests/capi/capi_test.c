@@ -1,0 +1,437 @@
+/* The host C API from C: open the registry on the build's plugins, list them, select
+ * configs/default.yaml, prepare a small bf16 layer with the reference, route and run it, and
+ * compare with the C++ API's results for the same inputs (bit for bit: the same plugin); then
+ * every bad-input path returns its status and a message naming the problem.
+ *   moe_capi_test CASE|all PLUGIN_DIR SOURCE_DIR EXPECTED_FILE EXAMPLE_PLUGIN SCRATCH_DIR */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capi_inputs.h"
+#include "moe/host/moe_host.h"
+
+static int g_failures = 0;
+static const char* g_plugin_dir;
+static const char* g_source_dir;
+static const char* g_expected_file;
+static const char* g_example_plugin;
+static const char* g_scratch_dir;
+
+#define CHECK(cond, ...)                                                       \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fputc('\n', stderr);                                                     \
+      ++g_failures;                                                            \
+    }                                                                          \
+  } while (0)
+
+#define CHECK_OK(call)                                                                \
+  do {                                                                                \
+    const moe_status s_ = (call);                                                     \
+    CHECK(s_ == MOE_STATUS_OK, "%s returned %s: %s", #call, moe_host_status_name(s_), \
+          moe_host_last_error());                                                     \
+  } while (0)
+
+/* `got` is `want`, and the thread's message holds `part`. */
+static void expect_error(const char* what, moe_status got, moe_status want, const char* part) {
+  const char* message = moe_host_last_error();
+  CHECK(got == want, "%s: status %s, expected %s (message: %s)", what, moe_host_status_name(got),
+        moe_host_status_name(want), message);
+  CHECK(strstr(message, part) != NULL, "%s: the message '%s' does not name '%s'", what, message,
+        part);
+}
+
+static moe_host_registry* open_build_registry(void) {
+  moe_host_registry_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  o.plugin_dirs = &g_plugin_dir;
+  o.num_plugin_dirs = 1;
+  moe_host_registry* registry = NULL;
+  CHECK_OK(moe_host_registry_open(&o, &registry));
+  return registry;
+}
+
+static moe_problem small_problem(void) {
+  moe_problem p;
+  memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  CHECK_OK(moe_host_default_problem(&p));
+  capi_set_problem(&p);
+  return p;
+}
+
+static moe_host_layer* prepare(moe_host_registry* registry, const char* backend, capi_inputs* in) {
+  const moe_problem p = small_problem();
+  const moe_weights w = capi_weights(in);
+  moe_host_prepare_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.backend = backend;
+  a.problem = &p;
+  a.weights = &w;
+  moe_host_layer* layer = NULL;
+  CHECK_OK(moe_host_layer_prepare(registry, &a, &layer));
+  return layer;
+}
+
+static void test_version(moe_host_registry* registry) {
+  (void)registry;
+  uint32_t host_major = 0, host_minor = 0, abi_major = 0, abi_minor = 0;
+  CHECK_OK(moe_host_version(&host_major, &host_minor, &abi_major, &abi_minor));
+  CHECK(host_major == MOE_HOST_VERSION_MAJOR && abi_major == MOE_ABI_VERSION_MAJOR,
+        "version %u.%u, ABI %u.%u", host_major, host_minor, abi_major, abi_minor);
+}
+
+static void test_lists_the_build_plugins(moe_host_registry* registry) {
+  int64_t count = 0, skipped = 0;
+  CHECK_OK(moe_host_registry_plugin_count(registry, &count));
+  CHECK_OK(moe_host_registry_skipped_count(registry, &skipped));
+  CHECK(count >= 1, "%lld plugins found in %s", (long long)count, g_plugin_dir);
+  int found_reference = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    moe_host_plugin_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    CHECK_OK(moe_host_registry_plugin_info(registry, i, &info));
+    CHECK(info.struct_size == sizeof info, "struct_size changed to %zu", info.struct_size);
+    if (strcmp(info.name, "reference") != 0) continue;
+    found_reference = 1;
+    CHECK(*info.version != '\0' && strstr(info.path, "libmoe_reference.so") != NULL,
+          "reference: version '%s', path '%s'", info.version, info.path);
+    CHECK(info.memory == MOE_MEMORY_HOST && info.abi_major == MOE_ABI_VERSION_MAJOR,
+          "reference: memory %d, ABI %u", info.memory, info.abi_major);
+    int bf16 = 0, silu = 0;
+    for (int32_t f = 0; f < info.num_formats; ++f) bf16 |= strcmp(info.formats[f], "bf16") == 0;
+    for (int32_t a = 0; a < info.num_activations; ++a)
+      silu |= strcmp(info.activations[a], "silu_mul") == 0;
+    CHECK(bf16 && silu && info.num_routings >= 1, "reference: %d formats, %d activations",
+          info.num_formats, info.num_activations);
+  }
+  CHECK(found_reference, "no plugin named reference among %lld", (long long)count);
+  for (int64_t i = 0; i < skipped; ++i) {
+    moe_host_skipped_library s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    CHECK_OK(moe_host_registry_skipped(registry, i, &s));
+    CHECK(s.path != NULL && s.reason != NULL && *s.reason != '\0', "skipped library %lld",
+          (long long)i);
+  }
+}
+
+static void test_selects_the_default_config(moe_host_registry* registry) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/configs/default.yaml", g_source_dir);
+  moe_host_select_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.config_path = path;
+  moe_host_selection* selection = NULL;
+  CHECK_OK(moe_host_select(registry, &a, &selection));
+  moe_host_selection_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  CHECK_OK(moe_host_selection_info_get(selection, &info));
+  CHECK(info.backend != NULL && strcmp(info.backend, "reference") == 0, "backend '%s'",
+        info.backend);
+  CHECK(strstr(info.rule, "default.yaml") != NULL, "rule '%s' does not name the config", info.rule);
+  CHECK(strstr(info.explanation, "selected: reference") != NULL, "explanation '%s'",
+        info.explanation);
+  CHECK(info.problem->experts == 8 && info.problem->hidden == 512 && info.tokens == 64,
+        "problem E=%lld H=%lld, tokens %lld", (long long)info.problem->experts,
+        (long long)info.problem->hidden, (long long)info.tokens);
+  CHECK_OK(moe_host_selection_destroy(selection));
+
+  /* The same from text, by auto: the reference supports it, so something is chosen. */
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.config_text = "backend: auto\nproblem: {experts: 4, top_k: 2, hidden: 64, intermediate: 32}\n";
+  a.ask_every = 1;
+  CHECK_OK(moe_host_select(registry, &a, &selection));
+  CHECK_OK(moe_host_selection_info_get(selection, &info));
+  CHECK(strstr(info.rule, "auto") != NULL, "rule '%s'", info.rule);
+  CHECK_OK(moe_host_selection_destroy(selection));
+  CHECK(*moe_host_last_error() == '\0', "a success leaves the message '%s'", moe_host_last_error());
+}
+
+/* Route and run through the C API in memory it allocates, and compare with the C++ API. */
+static void test_runs_like_the_cpp_api(moe_host_registry* registry) {
+  capi_inputs* in = malloc(sizeof *in);
+  capi_results* got = calloc(1, sizeof *got);
+  capi_results* want = calloc(1, sizeof *want);
+  capi_make_inputs(in);
+  moe_host_layer* layer = prepare(registry, "reference", in);
+  if (layer == NULL) goto done;
+
+  moe_host_layer_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  CHECK_OK(moe_host_layer_info_get(layer, &info));
+  CHECK(strcmp(info.backend, "reference") == 0 && strcmp(info.router, "reference") == 0,
+        "backend '%s', router '%s'", info.backend, info.router);
+  CHECK(info.problem->max_tokens == CAPI_MAX_TOKENS && info.memory == MOE_MEMORY_HOST,
+        "max_tokens %lld", (long long)info.problem->max_tokens);
+
+  size_t route_ws = 0, run_ws = 0;
+  CHECK_OK(moe_host_layer_route_workspace_size(layer, CAPI_TOKENS, &route_ws));
+  CHECK_OK(moe_host_layer_workspace_size(layer, CAPI_TOKENS, &run_ws));
+  void *logits = NULL, *hidden = NULL, *route_workspace = NULL, *run_workspace = NULL;
+  CHECK_OK(moe_host_layer_alloc(layer, sizeof in->logits, &logits));
+  CHECK_OK(moe_host_layer_alloc(layer, sizeof in->hidden, &hidden));
+  CHECK_OK(moe_host_layer_alloc(layer, route_ws, &route_workspace));
+  CHECK_OK(moe_host_layer_alloc(layer, run_ws, &run_workspace));
+  CHECK_OK(
+      moe_host_layer_copy(layer, logits, in->logits, sizeof in->logits, MOE_MEMCPY_HOST_TO_DEVICE));
+  CHECK_OK(
+      moe_host_layer_copy(layer, hidden, in->hidden, sizeof in->hidden, MOE_MEMCPY_HOST_TO_DEVICE));
+
+  moe_route_args route;
+  memset(&route, 0, sizeof route);
+  route.struct_size = sizeof route;
+  route.logits = capi_tensor(logits, MOE_DTYPE_F32, 2, CAPI_TOKENS, CAPI_EXPERTS, 0);
+  route.topk_ids = capi_tensor(got->topk_ids, MOE_DTYPE_I32, 2, CAPI_TOKENS, CAPI_TOP_K, 0);
+  route.topk_weights = capi_tensor(got->topk_weights, MOE_DTYPE_F32, 2, CAPI_TOKENS, CAPI_TOP_K, 0);
+  route.workspace = route_ws ? route_workspace : NULL;
+  route.workspace_size = route_ws;
+  CHECK_OK(moe_host_layer_route(layer, &route));
+
+  moe_run_args run;
+  memset(&run, 0, sizeof run);
+  run.struct_size = sizeof run;
+  run.hidden = capi_tensor(hidden, MOE_DTYPE_BF16, 2, CAPI_TOKENS, CAPI_HIDDEN, 0);
+  run.topk_ids = route.topk_ids;
+  run.topk_weights = route.topk_weights;
+  run.output = capi_tensor(got->output, MOE_DTYPE_BF16, 2, CAPI_TOKENS, CAPI_HIDDEN, 0);
+  run.workspace = run_ws ? run_workspace : NULL;
+  run.workspace_size = run_ws;
+  CHECK_OK(moe_host_layer_run(layer, &run));
+  CHECK_OK(moe_host_layer_sync(layer, NULL));
+
+  FILE* f = fopen(g_expected_file, "rb");
+  CHECK(f != NULL, "cannot read %s (written by moe_capi_cpp_expected)", g_expected_file);
+  if (f != NULL) {
+    CHECK(fread(want, sizeof *want, 1, f) == 1, "%s is short", g_expected_file);
+    fclose(f);
+    CHECK(memcmp(got->topk_ids, want->topk_ids, sizeof got->topk_ids) == 0,
+          "topk_ids differ from the C++ API's");
+    CHECK(memcmp(got->topk_weights, want->topk_weights, sizeof got->topk_weights) == 0,
+          "topk_weights differ from the C++ API's");
+    CHECK(memcmp(got->output, want->output, sizeof got->output) == 0,
+          "the output differs from the C++ API's");
+    int nonzero = 0;
+    for (size_t i = 0; i < CAPI_HIDDEN_COUNT; ++i) nonzero |= got->output[i] != 0;
+    CHECK(nonzero, "the output is all zeros");
+  }
+
+  CHECK_OK(moe_host_layer_free(layer, logits));
+  CHECK_OK(moe_host_layer_free(layer, hidden));
+  CHECK_OK(moe_host_layer_free(layer, route_workspace));
+  CHECK_OK(moe_host_layer_free(layer, run_workspace));
+
+  /* Too many tokens: run, workspace and route refuse before the plugin is called. */
+  run.hidden.shape[0] = CAPI_MAX_TOKENS + 1;
+  expect_error("run with max_tokens + 1", moe_host_layer_run(layer, &run),
+               MOE_STATUS_CAPACITY_EXCEEDED, "max_tokens=16");
+  expect_error("workspace for max_tokens + 1",
+               moe_host_layer_workspace_size(layer, CAPI_MAX_TOKENS + 1, &run_ws),
+               MOE_STATUS_CAPACITY_EXCEEDED, "17 tokens");
+  /* A run_args of the wrong size. */
+  run.hidden.shape[0] = CAPI_TOKENS;
+  run.struct_size = 8;
+  expect_error("moe_run_args too small", moe_host_layer_run(layer, &run), MOE_STATUS_ABI_MISMATCH,
+               "moe_run_args.struct_size=8");
+  /* A tensor the plugin refuses: its message comes through, naming the plugin. */
+  run.struct_size = sizeof run;
+  run.hidden.dtype = MOE_DTYPE_F32;
+  const moe_status s = moe_host_layer_run(layer, &run);
+  CHECK(s != MOE_STATUS_OK, "an f32 hidden was accepted");
+  CHECK(strstr(moe_host_last_error(), "reference") != NULL, "message '%s'", moe_host_last_error());
+  CHECK_OK(moe_host_layer_destroy(layer));
+done:
+  free(in);
+  free(got);
+  free(want);
+}
+
+static void test_describes_a_plugin(moe_host_registry* registry) {
+  const moe_problem p = small_problem();
+  size_t needed = 0;
+  CHECK_OK(moe_host_describe(registry, "reference", &p, NULL, 0, &needed));
+  char* text = malloc(needed);
+  CHECK_OK(moe_host_describe(registry, "reference", &p, text, needed, &needed));
+  CHECK(strstr(text, "reference  (version") != NULL && strstr(text, "supported:   yes") != NULL,
+        "describe: %s", text);
+  free(text);
+
+  moe_support answer;
+  memset(&answer, 0, sizeof answer);
+  answer.struct_size = sizeof answer;
+  CHECK_OK(moe_host_supports(registry, "reference", &p, &answer));
+  CHECK(answer.supported == 1, "the reference does not support it: %s", answer.message);
+  expect_error("describe an unknown plugin",
+               moe_host_describe(registry, "no_such_plugin", NULL, NULL, 0, &needed),
+               MOE_STATUS_NOT_FOUND, "no_such_plugin");
+}
+
+static void test_errors_name_the_problem(moe_host_registry* registry) {
+  moe_host_selection* selection = NULL;
+  moe_host_select_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.config_path = "/nonexistent/moe_capi.yaml";
+  const moe_status bad_path = moe_host_select(registry, &a, &selection);
+  CHECK(bad_path != MOE_STATUS_OK && selection == NULL, "a missing config was accepted");
+  expect_error("missing config", bad_path, bad_path, "/nonexistent/moe_capi.yaml");
+
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.config_text =
+      "backend: no_such_backend\nproblem: {experts: 4, top_k: 2, hidden: 64, "
+      "intermediate: 32}\n";
+  expect_error("select an unknown backend", moe_host_select(registry, &a, &selection),
+               MOE_STATUS_CONFIG_ERROR, "no_such_backend");
+  a.config_text = "backend: reference\nproblme: {}\n";
+  expect_error("a misspelt key", moe_host_select(registry, &a, &selection), MOE_STATUS_CONFIG_ERROR,
+               "problme");
+  a.config_path = "both.yaml";
+  expect_error("path and text", moe_host_select(registry, &a, &selection),
+               MOE_STATUS_INVALID_ARGUMENT, "exactly one of config_path and config_text");
+
+  capi_inputs* in = malloc(sizeof *in);
+  capi_make_inputs(in);
+  const moe_problem p = small_problem();
+  const moe_weights w = capi_weights(in);
+  moe_host_prepare_args pa;
+  memset(&pa, 0, sizeof pa);
+  pa.struct_size = sizeof pa;
+  pa.backend = "no_such_backend";
+  pa.problem = &p;
+  pa.weights = &w;
+  moe_host_layer* layer = NULL;
+  expect_error("prepare with an unknown backend", moe_host_layer_prepare(registry, &pa, &layer),
+               MOE_STATUS_CONFIG_ERROR, "no_such_backend");
+  CHECK(layer == NULL, "a layer was made");
+  pa.backend = "reference";
+  pa.struct_size = 8;
+  expect_error("prepare args too small", moe_host_layer_prepare(registry, &pa, &layer),
+               MOE_STATUS_ABI_MISMATCH, "moe_host_prepare_args.struct_size=8");
+  pa.struct_size = sizeof pa;
+  pa.weights = NULL;
+  expect_error("prepare without weights", moe_host_layer_prepare(registry, &pa, &layer),
+               MOE_STATUS_INVALID_ARGUMENT, "weights is NULL");
+  moe_problem bad = p;
+  bad.top_k = 9;
+  pa.weights = &w;
+  pa.problem = &bad;
+  expect_error("top_k above experts", moe_host_layer_prepare(registry, &pa, &layer),
+               MOE_STATUS_INVALID_ARGUMENT, "top_k");
+  free(in);
+
+  int64_t count = 0;
+  expect_error("NULL registry", moe_host_registry_plugin_count(NULL, &count),
+               MOE_STATUS_INVALID_ARGUMENT, "registry is NULL");
+  expect_error("NULL out", moe_host_registry_plugin_count(registry, NULL),
+               MOE_STATUS_INVALID_ARGUMENT, "count is NULL");
+  moe_run_args run;
+  memset(&run, 0, sizeof run);
+  run.struct_size = sizeof run;
+  expect_error("NULL layer", moe_host_layer_run(NULL, &run), MOE_STATUS_INVALID_ARGUMENT,
+               "layer is NULL");
+  CHECK_OK(moe_host_layer_destroy(NULL));
+  CHECK_OK(moe_host_registry_destroy(NULL));
+
+  moe_host_plugin_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = 16;
+  expect_error("plugin info too small", moe_host_registry_plugin_info(registry, 0, &info),
+               MOE_STATUS_ABI_MISMATCH, "moe_host_plugin_info.struct_size=16");
+  info.struct_size = sizeof info;
+  expect_error("plugin index out of range", moe_host_registry_plugin_info(registry, 999, &info),
+               MOE_STATUS_INVALID_ARGUMENT, "plugin index 999 is out of range");
+
+  const char* missing = "/nonexistent/plugins";
+  moe_host_registry_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  o.plugin_dirs = &missing;
+  o.num_plugin_dirs = 1;
+  moe_host_registry* other = NULL;
+  expect_error("a missing plugin directory", moe_host_registry_open(&o, &other),
+               MOE_STATUS_NOT_FOUND, "/nonexistent/plugins");
+}
+
+static void test_conformance_of_a_plugin(moe_host_registry* registry) {
+  char problems[4096], report[4096];
+  snprintf(problems, sizeof problems, "%s/tests/capi/problems", g_source_dir);
+  snprintf(report, sizeof report, "%s/capi_conformance.json", g_scratch_dir);
+  remove(report);
+  moe_host_conformance_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.plugin_path = g_example_plugin;
+  a.problems_dir = problems;
+  a.report_path = report;
+  a.seed = 7;
+  moe_host_conformance_summary s;
+  memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  CHECK_OK(moe_host_conformance(registry, &a, &s));
+  CHECK(s.pass > 0 && s.fail == 0 && s.error == 0 && s.seed == 7,
+        "pass %d fail %d error %d skip %d seed %llu", s.pass, s.fail, s.error, s.skip,
+        (unsigned long long)s.seed);
+  FILE* f = fopen(report, "r");
+  CHECK(f != NULL, "no report at %s", report);
+  if (f != NULL) fclose(f);
+
+  a.plugin_path = "/nonexistent/libmoe_nothing.so";
+  expect_error("conformance of a missing library", moe_host_conformance(registry, &a, &s),
+               MOE_STATUS_NOT_FOUND, "/nonexistent/libmoe_nothing.so");
+}
+
+typedef struct capi_case {
+  const char* name;
+  void (*run)(moe_host_registry* registry);
+} capi_case;
+
+static const capi_case kCases[] = {
+    {"version", test_version},
+    {"lists_the_build_plugins", test_lists_the_build_plugins},
+    {"selects_the_default_config", test_selects_the_default_config},
+    {"runs_like_the_cpp_api", test_runs_like_the_cpp_api},
+    {"describes_a_plugin", test_describes_a_plugin},
+    {"errors_name_the_problem", test_errors_name_the_problem},
+    {"conformance_of_a_plugin", test_conformance_of_a_plugin},
+};
+
+int main(int argc, char** argv) {
+  if (argc != 7) {
+    fprintf(stderr,
+            "usage: moe_capi_test CASE|all PLUGIN_DIR SOURCE_DIR EXPECTED_FILE "
+            "EXAMPLE_PLUGIN SCRATCH_DIR\n");
+    return 2;
+  }
+  g_plugin_dir = argv[2];
+  g_source_dir = argv[3];
+  g_expected_file = argv[4];
+  g_example_plugin = argv[5];
+  g_scratch_dir = argv[6];
+
+  moe_host_registry* registry = open_build_registry();
+  if (registry == NULL) return 1;
+  int ran = 0;
+  for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; ++i) {
+    if (strcmp(argv[1], "all") != 0 && strcmp(argv[1], kCases[i].name) != 0) continue;
+    kCases[i].run(registry);
+    ++ran;
+  }
+  CHECK(ran > 0, "no case named '%s'", argv[1]);
+  CHECK_OK(moe_host_registry_destroy(registry));
+  if (g_failures) {
+    fprintf(stderr, "%d check(s) failed\n", g_failures);
+    return 1;
+  }
+  printf("moe_capi_test %s: every check passed\n", argv[1]);
+  return 0;
+}
