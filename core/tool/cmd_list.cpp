@@ -8,7 +8,9 @@
 
 #include "commands.hpp"
 #include "json_reports.hpp"
+#include "moe/checkpoint.hpp"
 #include "moe/config.hpp"
+#include "moe/sdk/enum_names.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
 #include "moe/selection.hpp"
@@ -68,12 +70,18 @@ void add_describe(CLI::App& app, Discovery& d) {
                                  "Everything about one plugin (by name or alias); with "
                                  "--config, whether it supports that problem and "
                                  "its prepared layout");
-  static std::string name, config;
+  static std::string name, config, checkpoint;
   cmd->add_option("name", name, "Plugin name or alias")->required();
   cmd->add_option("--config", config, "A config whose problem to check");
+  cmd->add_option("--checkpoint", checkpoint,
+                  "With --config: read the checkpoint from this path instead of the config's "
+                  "checkpoint.path");
   cmd->callback([&d] {
     std::optional<Config> cfg;
     if (!config.empty()) cfg = Config::load_file(config);
+    MOE_CHECK(checkpoint.empty() || (cfg && cfg->checkpoint), MOE_STATUS_CONFIG_ERROR,
+              "--checkpoint needs --config with a checkpoint section (it names the convention)");
+    if (!checkpoint.empty()) cfg->checkpoint->path = checkpoint;
     const Registry r = d.discover(cfg ? cfg->plugin_dirs : std::vector<std::string>{});
     const auto plugin = r.find(name);
     MOE_CHECK(plugin != nullptr, MOE_STATUS_NOT_FOUND, "no plugin named '{}'; available: {}", name,
@@ -86,6 +94,22 @@ void add_describe(CLI::App& app, Discovery& d) {
               << (s.supported ? "yes"
                               : fmt::format("no ({}): {}", reason_name(s.reason), s.message))
               << "\n";
+    if (cfg->checkpoint) {
+      // What loading would convert, previewed on the first expert, the shared expert and the
+      // sinks; a checkpoint that cannot be read yet is said, not an error of describe.
+      std::string what;
+      try {
+        const auto conv =
+            preview_conversions(Checkpoint::open(cfg->checkpoint->path), *cfg->checkpoint, p);
+        what = conv.empty() ? fmt::format("stored as {}, nothing converted",
+                                          format_name(static_cast<moe_format>(p.format)))
+                            : "converted at load: " + describe_conversions(conv, false);
+      } catch (const Error& e) {
+        what = fmt::format("not read ({})", e.what());
+      }
+      std::cout << fmt::format("  checkpoint:  {} ({}): {}\n", cfg->checkpoint->path,
+                               cfg->checkpoint->convention, what);
+    }
     if (auto layout = plugin->describe_layout(p)) std::cout << "  layout:\n" << *layout << "\n";
   });
 }

@@ -57,6 +57,8 @@ RunInputs make_run_inputs(const Config& cfg, int64_t tokens, uint64_t seed,
     in.weights = std::move(layer.weights);
     in.weights_from =
         fmt::format("checkpoint {} ({})", cfg.checkpoint->path, cfg.checkpoint->convention);
+    if (!layer.conversions.empty())
+      in.weights_from += "; converted at load: " + describe_conversions(layer.conversions);
   } else {
     in.weights = random_weights(p, seed);
     in.weights_from = fmt::format("random (seed {})", seed);

@@ -287,10 +287,11 @@ TEST(Checkpoint, WrongShapeAndWrongDtypeAreNamed) {
   expect_load_error(w, bad_shape, MOE_STATUS_SHAPE_MISMATCH,
                     {"'m.experts.1.w1.weight' has shape [48, 63], expected [48, 64]"});
   const std::string bad_dtype = edited("dtype", w, [](std::vector<NamedTensor>& ts) {
-    tensor_named(ts, "m.experts.0.w2.weight").tensor = HostTensor(MOE_DTYPE_F32, {64, 48});
+    tensor_named(ts, "m.experts.0.w2.weight").tensor = HostTensor(MOE_DTYPE_I32, {64, 48});
   });
+  // F32 and F16 are converted at load (tests/checkpoint/dtype_test.cpp); I32 cannot be.
   expect_load_error(w, bad_dtype, MOE_STATUS_DTYPE_MISMATCH,
-                    {"'m.experts.0.w2.weight' is F32, expected bf16"});
+                    {"'m.experts.0.w2.weight' is I32, which cannot be converted to bf16"});
 }
 
 TEST(Checkpoint, ZeroScaleIsRefusedAsAMisroutedTensor) {

@@ -40,6 +40,20 @@ struct CheckpointSpec {
 
 const std::vector<std::string>& checkpoint_conventions();
 
+// Expert weights stored as F32, F16 or BF16 where the problem's format stores something else are
+// converted at load (docs/design.md §3.4): rounded to nearest even into bf16, or quantised into
+// the other formats with the rules of §3.2. One line per (stored dtype, result).
+struct CheckpointConversion {
+  std::string from;     // the stored dtype as the file spells it: "F32", "F16", "BF16"
+  std::string to;       // a format's name ("bf16", "fp8_block", ...)
+  int64_t tensors = 0;  // checkpoint tensors converted
+};
+
+// "12 F32 tensors -> bf16 (rounded to nearest even); ..." ("F32 expert weights -> bf16 (...)"
+// without counts); "" when nothing was converted.
+std::string describe_conversions(const std::vector<CheckpointConversion>& conversions,
+                                 bool counts = true);
+
 // One layer, ready for a plugin: canonical weights of this rank's experts and the router.
 struct LayerCheckpoint {
   LayerWeights weights;
@@ -47,6 +61,7 @@ struct LayerCheckpoint {
   HostTensor router_bias;    // [E_real + S] f32, added to the logits (gpt-oss); may be empty
   HostTensor routing_bias;   // [E] f32 selection bias (padding experts -inf); may be empty
   int64_t real_experts = 0;  // experts in the checkpoint; problem.experts may be padded for EP
+  std::vector<CheckpointConversion> conversions;  // what was converted at load; empty: nothing
 };
 
 // Loads the layer the problem describes. The problem's sizes are the per-rank ones: with TP,
@@ -54,6 +69,12 @@ struct LayerCheckpoint {
 // multiple of ep_size, and the weights hold the local experts (padding experts zero).
 LayerCheckpoint load_layer(const Checkpoint& checkpoint, const CheckpointSpec& spec,
                            const moe_problem& problem);
+
+// What load_layer would convert, read off the first expert, the shared expert and the sinks
+// without loading the layer (moe describe); the counts are of those tensors only.
+std::vector<CheckpointConversion> preview_conversions(const Checkpoint& checkpoint,
+                                                      const CheckpointSpec& spec,
+                                                      const moe_problem& problem);
 
 // The inverse of load_layer for a whole layer (no TP or EP): canonical weights written out under
 // a convention's tensor names, with the router tensors when given (empty = absent). The

@@ -34,6 +34,9 @@ class ExpertSource {
   // Router weight / bias and the selection bias (padding experts -inf) into `out`.
   virtual void router(LayerCheckpoint& out, int64_t real_experts) const = 0;
   virtual void sinks(LayerWeights& w) const = 0;
+  // The tensors converted at load so far (expert weights stored as F32 / F16 / BF16, see
+  // converted_at_load), with their stored dtype and what they became.
+  virtual const Conversions& conversions() const = 0;
 };
 
 // The source of spec.convention (conventions.cpp lists them); CONFIG_ERROR for another name.

@@ -15,13 +15,17 @@
 namespace moe::detail {
 namespace {
 
-// Matrix e [rows, cols] of a bf16 stack, transposed: gpt_oss stores [in, out], canonical is
-// [out, in] (K contiguous); the transpose is its own inverse, so reader and writer share it.
-HostTensor transpose_bf16(const HostTensor& stack, int64_t e, int64_t rows, int64_t cols) {
-  HostTensor out(MOE_DTYPE_BF16, {cols, rows});
-  const uint16_t* src = stack.data<uint16_t>() + e * rows * cols;
+// Matrix e [rows, cols] of a stack (any element size), transposed: gpt_oss stores [in, out],
+// canonical is [out, in] (K contiguous); the transpose is its own inverse, so reader and writer
+// share it.
+HostTensor transpose(const HostTensor& stack, int64_t e, int64_t rows, int64_t cols) {
+  HostTensor out(stack.dtype(), {cols, rows});
+  const size_t es = dtype_size(stack.dtype());
+  const auto* src = static_cast<const uint8_t*>(stack.raw()) + e * rows * cols * es;
+  auto* dst = static_cast<uint8_t*>(out.raw());
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out.data<uint16_t>()[c * rows + r] = src[r * cols + c];
+    for (int64_t c = 0; c < cols; ++c)
+      std::memcpy(dst + (c * rows + r) * es, src + (r * cols + c) * es, es);
   return out;
 }
 
@@ -30,12 +34,11 @@ class GptOssSource final : public SourceBase {
   using SourceBase::SourceBase;
 
   int64_t count_experts() const override {
-    return leading_dim(format_ == MOE_FORMAT_MXFP4 ? "experts.down_proj_blocks"
-                                                   : "experts.down_proj");
+    return leading_dim(mxfp4_blocks() ? "experts.down_proj_blocks" : "experts.down_proj");
   }
 
   std::pair<int64_t, int64_t> checkpoint_sizes() const override {
-    if (is_fp4(format_)) {
+    if (mxfp4_blocks()) {
       const auto& s = shape_of("experts.down_proj_blocks", 4);  // [E, H, I / 32, 16]
       return {s[1], s[2] * kMxBlockSize};
     }
@@ -57,6 +60,14 @@ class GptOssSource final : public SourceBase {
  private:
   // gate_up_proj and down_proj of expert `e` of `E` at checkpoint size, canonical [out, in].
   std::pair<Matrix, Matrix> projections(int64_t e, int64_t E) const;
+  // Projection `n` [E, in, out] stored dense, transposed to [out, in]: bf16 under bf16, or an
+  // unquantised matrix (F32 / F16 / BF16) converted at load to any format.
+  Matrix dense(const std::string& n, int64_t e, int64_t E, int64_t in, int64_t out) const;
+  // MXFP4 *_blocks / *_scales, for an mxfp4 problem: otherwise dense *_proj tensors are read.
+  bool mxfp4_blocks() const {
+    return format_ == MOE_FORMAT_MXFP4 && (has_tensor(ctx_, name("experts.down_proj_blocks")) ||
+                                           !has_tensor(ctx_, name("experts.down_proj")));
+  }
 };
 
 Expert GptOssSource::expert(int64_t e) const {
@@ -68,13 +79,12 @@ Expert GptOssSource::expert(int64_t e) const {
   x.down = std::move(down);
   const std::string gb = name("experts.gate_up_proj_bias"), db = name("experts.down_proj_bias");
   if (p_.expert_bias) {
-    const auto b =
-        to_floats(slot(cached(gb, MOE_DTYPE_BF16, {E, 2 * i}, MOE_DTYPE_F32), e, {2 * i}));
+    const auto b = to_floats(slot(cached_values(gb, {E, 2 * i}), e, {2 * i}));
     for (int64_t r = 0; r < i; ++r) {
       x.b_gate.push_back(b[2 * r]);
       x.b_up.push_back(b[2 * r + 1]);
     }
-    x.b_down = to_floats(slot(cached(db, MOE_DTYPE_BF16, {E, h}, MOE_DTYPE_F32), e, {h}));
+    x.b_down = to_floats(slot(cached_values(db, {E, h}), e, {h}));
   } else {
     MOE_CHECK(!has_tensor(ctx_, gb), MOE_STATUS_INVALID_ARGUMENT,
               "checkpoint has expert biases ('{}'): set expert_bias: true", gb);
@@ -84,7 +94,7 @@ Expert GptOssSource::expert(int64_t e) const {
 
 std::pair<Matrix, Matrix> GptOssSource::projections(int64_t e, int64_t E) const {
   const int64_t h = p_.hidden, i = full_i_;
-  if (format_ == MOE_FORMAT_MXFP4) {
+  if (mxfp4_blocks()) {
     MOE_CHECK(h % kMxBlockSize == 0 && i % kMxBlockSize == 0, MOE_STATUS_SHAPE_MISMATCH,
               "gpt_oss MXFP4 stores whole 32-value blocks: hidden={} and intermediate={} must "
               "be multiples of 32",
@@ -103,13 +113,25 @@ std::pair<Matrix, Matrix> GptOssSource::projections(int64_t e, int64_t E) const 
     }
     return {std::move(fused), std::move(down)};
   }
-  MOE_CHECK(format_ == MOE_FORMAT_BF16, MOE_STATUS_UNSUPPORTED,
-            "gpt_oss checkpoints are bf16 or mxfp4, not {}", format_name(format_));
+  return {dense("experts.gate_up_proj", e, E, h, 2 * i), dense("experts.down_proj", e, E, i, h)};
+}
+
+Matrix GptOssSource::dense(const std::string& n, int64_t e, int64_t E, int64_t in,
+                           int64_t out) const {
+  const auto* entry = ctx_.checkpoint.find(name(n));
+  const moe_dtype stored = entry ? entry->dtype : MOE_DTYPE_BF16;
+  const bool convert = converted_at_load(stored, format_);
+  MOE_CHECK(convert || format_ == MOE_FORMAT_BF16, MOE_STATUS_UNSUPPORTED,
+            "checkpoint tensor '{}' is {}: gpt_oss stores {} weights as F32, F16 or BF16 "
+            "(converted at load){}",
+            name(n), entry ? entry->st_dtype : "missing", format_name(format_),
+            format_ == MOE_FORMAT_MXFP4 ? " or as MXFP4 *_blocks / *_scales" : "");
+  if (!convert) check_weight_dtype(ctx_, name(n), format_);
   // Stored [in, out]: transpose to the canonical [out, in] (K contiguous).
-  const auto& gu = cached(name("experts.gate_up_proj"), MOE_DTYPE_BF16, {E, h, 2 * i});
-  const auto& dn = cached(name("experts.down_proj"), MOE_DTYPE_BF16, {E, i, h});
-  return {Matrix{MOE_FORMAT_BF16, 2 * i, h, transpose_bf16(gu, e, h, 2 * i), {}, 1.0f},
-          Matrix{MOE_FORMAT_BF16, h, i, transpose_bf16(dn, e, i, h), {}, 1.0f}};
+  HostTensor t = transpose(cached(name(n), stored, {E, in, out}), e, in, out);
+  if (!convert) return {MOE_FORMAT_BF16, out, in, std::move(t), {}, 1.0f};
+  record_conversion(ctx_, name(n), format_name(format_));
+  return {MOE_FORMAT_BF16, out, in, to_f32(t), {}, 1.0f};
 }
 
 void write_gpt_oss(const ExportedLayer& l, std::vector<NamedTensor>& out) {
@@ -137,8 +159,8 @@ void write_gpt_oss(const ExportedLayer& l, std::vector<NamedTensor>& out) {
       for (HostTensor* x : {&q, &d, &s, &t}) x->reinterpret(MOE_DTYPE_U8);
       gu.push_back(q), dq.push_back(d), gs.push_back(s), ds.push_back(t);
     } else {
-      gu.push_back(transpose_bf16(fused.q, 0, 2 * g.inter, g.hidden));
-      dq.push_back(transpose_bf16(w2.q, 0, g.hidden, g.inter));
+      gu.push_back(transpose(fused.q, 0, 2 * g.inter, g.hidden));
+      dq.push_back(transpose(w2.q, 0, g.hidden, g.inter));
     }
     if (!w.b13.empty()) {
       gb.push_back(interleaved_b13(w, g, e));

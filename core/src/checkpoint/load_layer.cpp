@@ -1,11 +1,15 @@
 // load_layer: experts at checkpoint size -> this TP rank's slab -> this EP rank's experts,
 // stacked into canonical tensors; plus router, shared and sink experts.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "conventions.hpp"
+#include "moe/sdk/enum_names.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
@@ -50,8 +54,39 @@ Expert zero_expert(moe_format f, bool gated, bool biases, int64_t h, int64_t int
   return x;
 }
 
-Matrix w13_of(const Expert& x, const std::string& what) {
-  return x.gate.rows ? detail::stack_rows(x.gate, x.up, what) : x.up;
+// A bf16 matrix read as it is, as the unquantised f32 matrix its converted other half is.
+Matrix as_unquantised(const Matrix& m) {
+  return {MOE_FORMAT_BF16, m.rows, m.cols, detail::to_f32(m.q), {}, 1.0f};
+}
+
+// [gate; up] in the problem's format: halves converted at load are stacked first and quantised
+// as the one canonical matrix (one fp8_tensor / nvfp4 global scale for both, as in §3.2).
+Matrix w13_of(const Expert& x, moe_format format, const std::string& what) {
+  if (!x.gate.rows) return detail::quantize_loaded(x.up, format);
+  Matrix gate = x.gate, up = x.up;
+  if (detail::is_unquantised(gate) != detail::is_unquantised(up)) {
+    const Matrix& stored = detail::is_unquantised(gate) ? up : gate;
+    MOE_CHECK(stored.format == MOE_FORMAT_BF16, MOE_STATUS_UNSUPPORTED,
+              "{}: gate and up are stored differently, one in {}'s own dtype and the other as a "
+              "dense float tensor converted at load; store both one way",
+              what, format_name(format));
+    (detail::is_unquantised(gate) ? up : gate) = as_unquantised(stored);
+  }
+  return detail::quantize_loaded(detail::stack_rows(gate, up, what), format);
+}
+
+std::vector<CheckpointConversion> summarize(const detail::Conversions& converted) {
+  std::vector<CheckpointConversion> out;
+  for (const auto& entry : converted) {
+    const auto& change = entry.second;  // (from, to); a structured binding cannot be captured
+                                        // by a lambda before C++20's clang 16
+    auto it = std::find_if(out.begin(), out.end(), [&](const CheckpointConversion& c) {
+      return c.from == change.first && c.to == change.second;
+    });
+    if (it == out.end()) it = out.insert(out.end(), {change.first, change.second, 0});
+    ++it->tensors;
+  }
+  return out;
 }
 
 void store_bias(HostTensor& t, int64_t count, int64_t e, const std::vector<float>& a,
@@ -117,8 +152,9 @@ LayerCheckpoint load_layer(const Checkpoint& checkpoint, const CheckpointSpec& s
     const Expert x = g < out.real_experts
                          ? tp_slice(source->expert(g), spec, p.intermediate, what)
                          : zero_expert(format, gated, p.expert_bias, p.hidden, p.intermediate);
-    detail::store(w13_of(x, what), l, p.local_experts, w.w13, w.w13_scale, w.w13_scale_2);
-    detail::store(x.down, l, p.local_experts, w.w2, w.w2_scale, w.w2_scale_2);
+    detail::store(w13_of(x, format, what), l, p.local_experts, w.w13, w.w13_scale, w.w13_scale_2);
+    detail::store(detail::quantize_loaded(x.down, format), l, p.local_experts, w.w2, w.w2_scale,
+                  w.w2_scale_2);
     if (p.expert_bias) {
       MOE_CHECK(!x.b_up.empty(), MOE_STATUS_NOT_FOUND,
                 "problem has expert_bias: true, but the checkpoint has no expert biases ({})",
@@ -129,9 +165,10 @@ LayerCheckpoint load_layer(const Checkpoint& checkpoint, const CheckpointSpec& s
   }
   if (auto shared = source->shared(p.shared_intermediate * spec.tp_size)) {
     const Expert x = tp_slice(*shared, spec, p.shared_intermediate, "shared expert");
-    detail::store(w13_of(x, "shared expert"), -1, 0, w.shared_w13, w.shared_w13_scale,
+    detail::store(w13_of(x, format, "shared expert"), -1, 0, w.shared_w13, w.shared_w13_scale,
                   w.shared_w13_scale_2);
-    detail::store(x.down, -1, 0, w.shared_w2, w.shared_w2_scale, w.shared_w2_scale_2);
+    detail::store(detail::quantize_loaded(x.down, format), -1, 0, w.shared_w2, w.shared_w2_scale,
+                  w.shared_w2_scale_2);
   }
   if (p.sink_experts > 0) source->sinks(w);
   if (p.input_format == MOE_INPUT_FP8_TENSOR_STATIC) {
@@ -143,7 +180,35 @@ LayerCheckpoint load_layer(const Checkpoint& checkpoint, const CheckpointSpec& s
   }
   source->router(out, out.real_experts);
   check_weights(p, w.view());
+  out.conversions = summarize(source->conversions());
+  if (!out.conversions.empty())
+    spdlog::info("checkpoint {}: converted at load: {}", checkpoint.path(),
+                 describe_conversions(out.conversions));
   return out;
+}
+
+std::vector<CheckpointConversion> preview_conversions(const Checkpoint& checkpoint,
+                                                      const CheckpointSpec& spec,
+                                                      const moe_problem& p) {
+  check_spec(spec);
+  const auto source = detail::make_expert_source(checkpoint, spec, p);
+  if (source->count_experts() > 0) source->expert(0);
+  source->shared(p.shared_intermediate * spec.tp_size);
+  LayerWeights sinks;
+  if (p.sink_experts > 0) source->sinks(sinks);
+  return summarize(source->conversions());
+}
+
+std::string describe_conversions(const std::vector<CheckpointConversion>& conversions,
+                                 bool counts) {
+  std::vector<std::string> parts;
+  for (const auto& c : conversions)
+    parts.push_back(fmt::format(
+        "{} -> {} ({})",
+        counts ? fmt::format("{} {} tensor{}", c.tensors, c.from, c.tensors == 1 ? "" : "s")
+               : c.from + " expert weights",
+        c.to, c.to == "bf16" ? "rounded to nearest even" : "quantised, docs/design.md §3.2"));
+  return fmt::format("{}", fmt::join(parts, "; "));
 }
 
 HostTensor router_logits(const LayerCheckpoint& layer, const moe_problem& p,

@@ -3,10 +3,12 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 
 #include "moe/checkpoint.hpp"
+#include "moe/safetensors_writer.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/format_table.hpp"
 #include "moe/sdk/formats.hpp"
@@ -16,10 +18,19 @@
 namespace moe::detail {
 namespace {
 
-// Bytes of one stored row of q and of one row of scales.
+// Bytes of one stored row of q (an unquantised matrix's q is F32, not the format's dtype).
 size_t q_row_bytes(const Matrix& m) {
   const MatrixLayout l = matrix_layout(m.format, m.rows, m.cols);
-  return size_t(l.stored_cols) * dtype_size(l.dtype);
+  return size_t(l.stored_cols) * dtype_size(m.q.dtype());
+}
+
+// IEEE binary16 to float, exactly (every f16 value is a float).
+float f16_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF;
+  if (exp == 0x1F) return std::bit_cast<float>(sign | 0x7F800000u | (man << 13));  // inf, NaN
+  if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112) << 23) | (man << 13));
+  const float sub = std::ldexp(float(man), -24);  // subnormal: man * 2^-24, exact
+  return sign ? -sub : sub;
 }
 
 // Copies rows [r0, r0 + n) and bytes [c0, c0 + nc) of each row from a row-major byte matrix.
@@ -65,6 +76,64 @@ void requantize_to(Matrix& m, float to, const std::string& what) {
 
 }  // namespace
 
+bool converted_at_load(moe_dtype stored, moe_format format) {
+  const bool dense = stored == MOE_DTYPE_F32 || stored == MOE_DTYPE_F16 || stored == MOE_DTYPE_BF16;
+  return dense && !(stored == MOE_DTYPE_BF16 && format == MOE_FORMAT_BF16);
+}
+
+HostTensor to_f32(const HostTensor& t) {
+  HostTensor out(MOE_DTYPE_F32, t.shape());
+  float* dst = out.data<float>();
+  switch (t.dtype()) {
+    case MOE_DTYPE_F32:
+      std::memcpy(dst, t.raw(), t.bytes());
+      break;
+    case MOE_DTYPE_BF16:
+      for (int64_t i = 0; i < t.numel(); ++i) dst[i] = bf16_to_float(t.data<uint16_t>()[i]);
+      break;
+    case MOE_DTYPE_F16:
+      for (int64_t i = 0; i < t.numel(); ++i) dst[i] = f16_to_float(t.data<uint16_t>()[i]);
+      break;
+    default:
+      MOE_FAIL(MOE_STATUS_INTERNAL, "to_f32: {} is not a float dtype", dtype_name(t.dtype()));
+  }
+  return out;
+}
+
+Matrix quantize_loaded(const Matrix& m, moe_format format) {
+  if (!is_unquantised(m)) return m;
+  const MatrixLayout l = matrix_layout(format, m.rows, m.cols);
+  Matrix out{format, m.rows, m.cols, HostTensor(l.dtype, {m.rows, l.stored_cols}), {}, 1.0f};
+  if (l.scale_dtype != MOE_DTYPE_INVALID)
+    out.scale = l.scale_rows == 0 ? HostTensor(MOE_DTYPE_F32, {1})
+                                  : HostTensor(l.scale_dtype, {l.scale_rows, l.scale_cols});
+  quantize_matrix(format, m.q.data<float>(), m.rows, m.cols, out.q.raw(),
+                  out.scale.empty() ? nullptr : out.scale.raw(), &out.scale_2);
+  return out;
+}
+
+void record_conversion(const NameContext& ctx, const std::string& name, const std::string& to) {
+  if (ctx.converted == nullptr) return;
+  const SafetensorsEntry* e = ctx.checkpoint.find(name);
+  (*ctx.converted)[name] = {e ? e->st_dtype : "?", to};
+}
+
+void check_weight_dtype(const NameContext& ctx, const std::string& name, moe_format format) {
+  const SafetensorsEntry* e = ctx.checkpoint.find(name);
+  if (e == nullptr) return;  // read_tensor names the missing tensor
+  const FormatSpec& f = format_spec(format);
+  // Packed fp4 is stored as bytes (U8, or I8 as some exporters write it).
+  const bool native =
+      f.packed_fp4 ? e->dtype == MOE_DTYPE_U8 || e->dtype == MOE_DTYPE_I8 : e->dtype == f.element;
+  if (native || converted_at_load(e->dtype, format)) return;
+  const std::string stored = f.packed_fp4 ? "packed e2m1 bytes (U8)" : safetensors_dtype(f.element);
+  MOE_FAIL(MOE_STATUS_DTYPE_MISMATCH,
+           "checkpoint tensor '{}' is {}, which cannot be converted to {}: expert weights are "
+           "read as {}{}, or converted at load from F32, F16 or BF16 ({})",
+           name, e->st_dtype, f.name, stored,
+           f.scale == MOE_DTYPE_INVALID ? "" : " with the format's scales", ctx.describe);
+}
+
 bool has_tensor(const NameContext& ctx, const std::string& name) {
   return ctx.checkpoint.find(name) != nullptr;
 }
@@ -102,6 +171,18 @@ Matrix read_projection(const NameContext& ctx, const std::string& base, moe_form
                        int64_t rows, int64_t cols) {
   const FormatSpec& f = format_spec(format);
   const MatrixLayout l = matrix_layout(format, rows, cols);
+  const std::string weight = base + ".weight";
+  if (const SafetensorsEntry* e = ctx.checkpoint.find(weight);
+      e != nullptr && converted_at_load(e->dtype, format)) {
+    record_conversion(ctx, weight, f.name);
+    return {MOE_FORMAT_BF16,
+            rows,
+            cols,
+            to_f32(read_tensor(ctx, weight, e->dtype, {rows, cols})),
+            {},
+            1.0f};
+  }
+  check_weight_dtype(ctx, weight, format);
   Matrix m{format, rows, cols, {}, {}, 1.0f};
   // Packed fp4 is stored as bytes (U8, or I8 as some exporters write it).
   m.q = read_tensor(ctx, base + ".weight", f.packed_fp4 ? MOE_DTYPE_U8 : l.dtype,

@@ -2,7 +2,9 @@
 // a format's layout (moe::matrix_layout), with the row/column surgery the adapters need.
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 
 #include "moe/abi/moe_abi.h"
 #include "moe/safetensors.hpp"
@@ -18,11 +20,37 @@ struct Matrix {
   float scale_2 = 1.0f;  // nvfp4 global scale
 };
 
+// Expert weight tensors converted at load, by name: the stored dtype as the file spells it
+// ("F32") and what it became (a format's name).
+using Conversions = std::map<std::string, std::pair<std::string, std::string>>;
+
 // Where the names come from, for messages: "convention mixtral, prefix '...', layer 3".
 struct NameContext {
   const Checkpoint& checkpoint;
   std::string describe;
+  Conversions* converted = nullptr;  // where conversions are recorded; nullptr: nowhere
 };
+
+// ---- checkpoint dtypes ----------------------------------------------------------------------
+// Expert weights stored as F32, F16 or BF16 where the format stores something else (BF16 under
+// bf16 is read as is) are converted at load: the readers hand them out as an unquantised Matrix
+// (format bf16, q F32 [rows, cols], no scales), the layout surgery below moves them like any
+// matrix, and quantize_loaded turns the assembled canonical matrix (w13 = [gate; up], one TP
+// slab) into the problem's format with the format table's quantiser: the rules of
+// docs/design.md §3.2 that make conformance weights.
+bool converted_at_load(moe_dtype stored, moe_format format);
+inline bool is_unquantised(const Matrix& m) {
+  return m.q.dtype() == MOE_DTYPE_F32;
+}
+// Values of an F32, F16 or BF16 tensor as F32 (exact), same shape.
+HostTensor to_f32(const HostTensor& t);
+// `m` in `format`; an unquantised matrix is quantised, any other is returned as it is.
+Matrix quantize_loaded(const Matrix& m, moe_format format);
+// Notes checkpoint tensor `name` as converted to `to` (a format's name) in ctx.converted.
+void record_conversion(const NameContext& ctx, const std::string& name, const std::string& to);
+// Refuses expert weight `name` of a dtype that is neither the format's nor convertible, naming
+// the tensor and what is accepted; returns when the dtype is the format's stored one.
+void check_weight_dtype(const NameContext& ctx, const std::string& name, moe_format format);
 
 // A copy of tensor `name` checked to be `dtype` of `shape`; missing -> NOT_FOUND naming the
 // tensor and the context. `alt_dtype` (if not INVALID) is accepted too (e.g. I8 for U8).

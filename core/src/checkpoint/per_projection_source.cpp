@@ -20,8 +20,11 @@ int64_t PerProjectionSource::count_experts() const {
 }
 
 std::pair<int64_t, int64_t> PerProjectionSource::checkpoint_sizes() const {
-  const auto& s = shape_of(fmt::format("experts.0.{}.weight", names_.down), 2);
-  return {s[0], is_fp4(format_) ? 2 * s[1] : s[1]};
+  const std::string down = fmt::format("experts.0.{}.weight", names_.down);
+  const auto& s = shape_of(down, 2);
+  const bool packed =
+      is_fp4(format_) && !converted_at_load(ctx_.checkpoint.find(name(down))->dtype, format_);
+  return {s[0], packed ? 2 * s[1] : s[1]};
 }
 
 Expert PerProjectionSource::expert(int64_t e) const {

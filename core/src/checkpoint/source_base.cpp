@@ -21,15 +21,15 @@ std::string substitute(std::string pattern, const std::string& key, const std::s
 }  // namespace
 
 std::vector<float> to_floats(const HostTensor& t) {
-  std::vector<float> out(t.numel());
-  for (int64_t i = 0; i < t.numel(); ++i)
-    out[i] = t.dtype() == MOE_DTYPE_F32 ? t.data<float>()[i] : bf16_to_float(t.data<uint16_t>()[i]);
-  return out;
+  const HostTensor f = to_f32(t);
+  return std::vector<float>(f.data<float>(), f.data<float>() + f.numel());
 }
 
 SourceBase::SourceBase(const Checkpoint& ck, const CheckpointSpec& spec, const moe_problem& p)
-    : ctx_{ck, fmt::format("convention {}, prefix '{}', layer {}", spec.convention, spec.prefix,
-                           spec.layer)},
+    : ctx_{ck,
+           fmt::format("convention {}, prefix '{}', layer {}", spec.convention, spec.prefix,
+                       spec.layer),
+           &converted_},
       spec_(spec),
       p_(p),
       format_(static_cast<moe_format>(p.format)),
@@ -54,10 +54,13 @@ void SourceBase::router(LayerCheckpoint& out, int64_t real_experts) const {
   MOE_CHECK(has_weight || !names.weight_required, MOE_STATUS_NOT_FOUND,
             "checkpoint tensor '{}' is missing ({})", weight, ctx_.describe);
   if (has_weight) {
+    // bf16 or f32 as stored; f16 (an fp16 checkpoint's) becomes f32, exactly.
     const auto* e = ctx_.checkpoint.find(weight);
-    out.router_weight =
-        read_tensor(ctx_, weight, e->dtype == MOE_DTYPE_F32 ? MOE_DTYPE_F32 : MOE_DTYPE_BF16,
-                    {rows, p_.hidden});
+    out.router_weight = read_tensor(
+        ctx_, weight,
+        e->dtype == MOE_DTYPE_BF16 || e->dtype == MOE_DTYPE_F16 ? e->dtype : MOE_DTYPE_F32,
+        {rows, p_.hidden});
+    if (e->dtype == MOE_DTYPE_F16) out.router_weight = to_f32(out.router_weight);
   }
   if (names.bias && has_tensor(ctx_, name(names.bias)))
     out.router_bias = f32_vector(name(names.bias), rows);
@@ -102,13 +105,14 @@ const std::vector<int64_t>& SourceBase::shape_of(const std::string& suffix, size
 }
 
 HostTensor SourceBase::f32_vector(const std::string& n, int64_t count) const {
+  return to_f32(cached_values(n, {count}));
+}
+
+const HostTensor& SourceBase::cached_values(const std::string& n,
+                                            std::vector<int64_t> shape) const {
   const auto* e = ctx_.checkpoint.find(n);
-  HostTensor t = read_tensor(
-      ctx_, n, e && e->dtype == MOE_DTYPE_BF16 ? MOE_DTYPE_BF16 : MOE_DTYPE_F32, {count});
-  HostTensor f(MOE_DTYPE_F32, {count});
-  const auto v = to_floats(t);
-  std::memcpy(f.raw(), v.data(), f.bytes());
-  return f;
+  const bool half = e && (e->dtype == MOE_DTYPE_BF16 || e->dtype == MOE_DTYPE_F16);
+  return cached(n, half ? e->dtype : MOE_DTYPE_F32, std::move(shape));
 }
 
 const HostTensor& SourceBase::cached(const std::string& n, moe_dtype dtype,

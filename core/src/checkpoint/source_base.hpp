@@ -10,6 +10,7 @@
 
 namespace moe::detail {
 
+// Values of an F32, BF16 or F16 tensor.
 std::vector<float> to_floats(const HostTensor& t);
 
 class SourceBase : public ExpertSource {
@@ -21,6 +22,7 @@ class SourceBase : public ExpertSource {
   void router(LayerCheckpoint& out, int64_t real_experts) const final;
   // Refuses: only the stacked convention stores sink experts.
   void sinks(LayerWeights& w) const override;
+  const Conversions& conversions() const final { return converted_; }
 
  protected:
   // Router tensors relative to the prefix; an absent router is allowed unless `weight_required`.
@@ -43,12 +45,15 @@ class SourceBase : public ExpertSource {
   const std::vector<int64_t>& shape_of(const std::string& suffix, size_t dims) const;
   // A [count] vector, bf16 or f32 in the file, as f32.
   HostTensor f32_vector(const std::string& n, int64_t count) const;
+  // A tensor of values stored as F32, BF16 or F16 (biases; to_floats reads any of them), cached.
+  const HostTensor& cached_values(const std::string& n, std::vector<int64_t> shape) const;
   // read_tensor, once per name: a stack serves every expert of the layer.
   const HostTensor& cached(const std::string& n, moe_dtype dtype, std::vector<int64_t> shape,
                            moe_dtype alt = MOE_DTYPE_INVALID) const;
   // Matrix `e` of a stacked [E, rows, cols] tensor as a [rows, cols] HostTensor.
   static HostTensor slot(const HostTensor& stack, int64_t e, std::vector<int64_t> shape);
 
+  mutable Conversions converted_;  // before ctx_, which points at it
   const NameContext ctx_;
   const CheckpointSpec& spec_;
   const moe_problem& p_;

@@ -1,11 +1,14 @@
 // stacked: our canonical names under the prefix, {prefix}.w13 [E, 2I, H], w2 [E, H, I] with
 // their _scale / _scale_2, b13 / b2, shared_w13 / shared_w2, sink_w13 / sink_w2, a13_scale /
 // a2_scale, router.weight + router.bias and the selection bias routing_bias. Reader and writer.
+#include <cstring>
 #include <memory>
 #include <tuple>
 
+#include "moe/sdk/enum_names.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/format_table.hpp"
+#include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
 #include "moe/sdk/weights.hpp"
 #include "source_base.hpp"
@@ -22,7 +25,8 @@ class StackedSource final : public SourceBase {
 
   std::pair<int64_t, int64_t> checkpoint_sizes() const override {
     const auto& s = shape_of("w2", 3);
-    return {s[1], is_fp4(format_) ? 2 * s[2] : s[2]};
+    const bool packed = is_fp4(format_) && !converted_at_load(dtype_of("w2"), format_);
+    return {s[1], packed ? 2 * s[2] : s[2]};
   }
 
   Expert expert(int64_t e) const override;
@@ -31,11 +35,7 @@ class StackedSource final : public SourceBase {
     return {read_scalar_f32(ctx_, name("a13_scale")), read_scalar_f32(ctx_, name("a2_scale"))};
   }
 
-  void sinks(LayerWeights& w) const override {
-    const int64_t s = p_.sink_experts, is = p_.sink_intermediate;
-    w.sink_w13 = read_tensor(ctx_, name("sink_w13"), MOE_DTYPE_BF16, {s, 2 * is, p_.hidden});
-    w.sink_w2 = read_tensor(ctx_, name("sink_w2"), MOE_DTYPE_BF16, {s, p_.hidden, is});
-  }
+  void sinks(LayerWeights& w) const override;
 
  protected:
   RouterNames router_names() const override {
@@ -45,22 +45,28 @@ class StackedSource final : public SourceBase {
   Expert shared_expert(int64_t full) const override {
     const int64_t rows = gated_ ? 2 * full : full;
     return split_w13(matrix("shared_w13", -1, 0, rows, p_.hidden),
-                     matrix("shared_w2", -1, 0, p_.hidden, full));
+                     matrix("shared_w2", -1, 0, p_.hidden, full), name("shared_w13"));
   }
 
  private:
   Matrix matrix(const std::string& q, int64_t e, int64_t experts, int64_t rows, int64_t cols) const;
   const HostTensor& scale_stack(const std::string& n, moe_dtype raw, moe_dtype alt, int64_t experts,
                                 const MatrixLayout& l) const;
-  Expert split_w13(Matrix w13, Matrix down) const;
+  Expert split_w13(Matrix w13, Matrix down, const std::string& what) const;
+  HostTensor sink_tensor(const std::string& q, std::vector<int64_t> shape) const;
+  // The stored dtype of tensor `q` (INVALID when absent: the read names it).
+  moe_dtype dtype_of(const std::string& q) const {
+    const auto* e = ctx_.checkpoint.find(name(q));
+    return e ? e->dtype : MOE_DTYPE_INVALID;
+  }
 };
 
 Expert StackedSource::expert(int64_t e) const {
   const int64_t E = count_experts(), r13 = gated_ ? 2 * full_i_ : full_i_;
-  Expert x = split_w13(matrix("w13", e, E, r13, p_.hidden), matrix("w2", e, E, p_.hidden, full_i_));
+  Expert x = split_w13(matrix("w13", e, E, r13, p_.hidden), matrix("w2", e, E, p_.hidden, full_i_),
+                       name("w13"));
   if (p_.expert_bias) {
-    const auto b13 =
-        to_floats(slot(cached(name("b13"), MOE_DTYPE_F32, {E, r13}, MOE_DTYPE_BF16), e, {r13}));
+    const auto b13 = to_floats(slot(cached_values(name("b13"), {E, r13}), e, {r13}));
     const int64_t half = gated_ ? full_i_ : 0;
     for (int64_t r = 0; r < full_i_; ++r) {
       const int64_t g = spec_.interleaved_gate_up ? 2 * r : r;
@@ -68,8 +74,7 @@ Expert StackedSource::expert(int64_t e) const {
       if (gated_) x.b_gate.push_back(b13[g]);
       x.b_up.push_back(b13[gated_ ? u : r]);
     }
-    x.b_down = to_floats(
-        slot(cached(name("b2"), MOE_DTYPE_F32, {E, p_.hidden}, MOE_DTYPE_BF16), e, {p_.hidden}));
+    x.b_down = to_floats(slot(cached_values(name("b2"), {E, p_.hidden}), e, {p_.hidden}));
   }
   return x;
 }
@@ -84,6 +89,16 @@ Matrix StackedSource::matrix(const std::string& q, int64_t e, int64_t experts, i
     return d;
   };
   const int64_t at = e >= 0 ? e : 0;
+  if (const moe_dtype stored = dtype_of(q); converted_at_load(stored, format_)) {
+    record_conversion(ctx_, name(q), format_name(format_));
+    return {MOE_FORMAT_BF16,
+            rows,
+            cols,
+            to_f32(slot(cached(name(q), stored, dims({rows, cols})), at, {rows, cols})),
+            {},
+            1.0f};
+  }
+  check_weight_dtype(ctx_, name(q), format_);
   Matrix m{format_, rows, cols, {}, {}, 1.0f};
   m.q = slot(cached(name(q), packed ? MOE_DTYPE_U8 : l.dtype, dims({rows, l.stored_cols}),
                     packed ? MOE_DTYPE_I8 : MOE_DTYPE_INVALID),
@@ -129,18 +144,48 @@ const HostTensor& StackedSource::scale_stack(const std::string& n, moe_dtype raw
 }
 
 // w13 as gate and up: stacked halves [gate; up], or rows interleaved when the spec says so.
-Expert StackedSource::split_w13(Matrix w13, Matrix down) const {
+Expert StackedSource::split_w13(Matrix w13, Matrix down, const std::string& what) const {
   Expert x;
   if (!gated_) {
     x.up = std::move(w13);
   } else if (spec_.interleaved_gate_up) {
-    std::tie(x.gate, x.up) = deinterleave_rows(w13, name("w13"));
+    std::tie(x.gate, x.up) = deinterleave_rows(w13, what);
   } else {
-    x.gate = slice_rows(w13, 0, w13.rows / 2, name("w13"));
-    x.up = slice_rows(w13, w13.rows / 2, w13.rows / 2, name("w13"));
+    x.gate = slice_rows(w13, 0, w13.rows / 2, what);
+    x.up = slice_rows(w13, w13.rows / 2, w13.rows / 2, what);
   }
   x.down = std::move(down);
   return x;
+}
+
+// Sink weights are bf16: F32 and F16 ones are rounded to nearest even.
+HostTensor StackedSource::sink_tensor(const std::string& q, std::vector<int64_t> shape) const {
+  const moe_dtype stored = dtype_of(q);
+  if (!converted_at_load(stored, MOE_FORMAT_BF16))
+    return read_tensor(ctx_, name(q), MOE_DTYPE_BF16, std::move(shape));
+  record_conversion(ctx_, name(q), "bf16");
+  const HostTensor f = to_f32(read_tensor(ctx_, name(q), stored, shape));
+  HostTensor out(MOE_DTYPE_BF16, std::move(shape));
+  for (int64_t i = 0; i < out.numel(); ++i)
+    out.data<uint16_t>()[i] = float_to_bf16(f.data<float>()[i]);
+  return out;
+}
+
+// Sinks are always gated (silu_mul): interleaved_gate_up applies to sink_w13 [S, 2Is, H] as to
+// w13 and shared_w13, whatever the routed activation.
+void StackedSource::sinks(LayerWeights& w) const {
+  const int64_t s = p_.sink_experts, is = p_.sink_intermediate;
+  w.sink_w13 = sink_tensor("sink_w13", {s, 2 * is, p_.hidden});
+  w.sink_w2 = sink_tensor("sink_w2", {s, p_.hidden, is});
+  if (!spec_.interleaved_gate_up) return;
+  for (int64_t e = 0; e < s; ++e) {
+    const Matrix fused{
+        MOE_FORMAT_BF16, 2 * is, p_.hidden, slot(w.sink_w13, e, {2 * is, p_.hidden}), {}, 1.0f};
+    const auto [gate, up] = deinterleave_rows(fused, name("sink_w13"));
+    const Matrix halves = stack_rows(gate, up, name("sink_w13"));
+    std::memcpy(static_cast<uint8_t*>(w.sink_w13.raw()) + e * halves.q.bytes(), halves.q.raw(),
+                halves.q.bytes());
+  }
 }
 
 void write_stacked(const ExportedLayer& l, std::vector<NamedTensor>& out) {
@@ -167,13 +212,30 @@ void write_stacked(const ExportedLayer& l, std::vector<NamedTensor>& out) {
     if (!s.empty() && !per_matrix_scale(format_spec(g.format))) w13_scale = stack(s);
     if (!b.empty()) b13 = stack(b);
   }
+  // The reader de-interleaves every fused gate/up tensor: the shared expert's and the sinks' too.
+  HostTensor shared_w13 = w.shared_w13, shared_w13_scale = w.shared_w13_scale;
+  HostTensor sink_w13 = w.sink_w13;
+  if (l.spec.interleaved_gate_up && g.gated && !w.shared_w13.empty()) {
+    const Matrix x = interleaved_halves(g.format, l.p.shared_intermediate, g.hidden, w.shared_w13,
+                                        w.shared_w13_scale, w.shared_w13_scale_2, -1, "shared_w13");
+    shared_w13 = x.q;
+    if (!x.scale.empty() && !per_matrix_scale(format_spec(g.format))) shared_w13_scale = x.scale;
+  }
+  if (l.spec.interleaved_gate_up && !w.sink_w13.empty()) {  // sinks are gated (silu_mul)
+    std::vector<HostTensor> q;
+    for (int64_t e = 0; e < l.p.sink_experts; ++e)
+      q.push_back(interleaved_halves(MOE_FORMAT_BF16, l.p.sink_intermediate, g.hidden, w.sink_w13,
+                                     {}, {}, e, "sink_w13")
+                      .q);
+    sink_w13 = stack(q);
+  }
   put("w13", w13), put("w13_scale", w13_scale), put("w13_scale_2", w.w13_scale_2);
   put("w2", w.w2), put("w2_scale", w.w2_scale), put("w2_scale_2", w.w2_scale_2);
   put("b13", b13), put("b2", w.b2), put("a13_scale", w.a13_scale), put("a2_scale", w.a2_scale);
-  put("shared_w13", w.shared_w13), put("shared_w13_scale", w.shared_w13_scale);
+  put("shared_w13", shared_w13), put("shared_w13_scale", shared_w13_scale);
   put("shared_w13_scale_2", w.shared_w13_scale_2), put("shared_w2", w.shared_w2);
   put("shared_w2_scale", w.shared_w2_scale), put("shared_w2_scale_2", w.shared_w2_scale_2);
-  put("sink_w13", w.sink_w13), put("sink_w2", w.sink_w2);
+  put("sink_w13", sink_w13), put("sink_w2", w.sink_w2);
 }
 
 }  // namespace

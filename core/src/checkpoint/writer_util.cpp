@@ -57,10 +57,17 @@ HostTensor interleave_vector(const float* a, const float* b, int64_t n) {
   return out;
 }
 
+Matrix interleaved_halves(moe_format format, int64_t half_rows, int64_t cols, const HostTensor& q,
+                          const HostTensor& scale, const HostTensor& scale_2, int64_t index,
+                          const std::string& what) {
+  const Matrix m = matrix_at(format, 2 * half_rows, cols, q, scale, scale_2, index);
+  return interleave_rows(slice_rows(m, 0, half_rows, what),
+                         slice_rows(m, half_rows, half_rows, what), what);
+}
+
 Matrix interleaved_w13(const LayerWeights& w, const Layout& g, int64_t e) {
-  const Matrix m = matrix_at(g.format, 2 * g.inter, g.hidden, w.w13, w.w13_scale, w.w13_scale_2, e);
-  return interleave_rows(slice_rows(m, 0, g.inter, "w13"), slice_rows(m, g.inter, g.inter, "w13"),
-                         "w13");
+  return interleaved_halves(g.format, g.inter, g.hidden, w.w13, w.w13_scale, w.w13_scale_2, e,
+                            "w13");
 }
 
 HostTensor interleaved_b13(const LayerWeights& w, const Layout& g, int64_t e) {

@@ -31,6 +31,12 @@ std::vector<float> bias_row(const HostTensor& t, int64_t e, int64_t n);
 // [a0, b0, a1, b1, ...] as f32 [2n].
 HostTensor interleave_vector(const float* a, const float* b, int64_t n);
 
+// Matrix `index` (-1: an unstacked tensor) of fused gate/up rows [2 * half_rows, cols], its
+// halves' rows interleaved [g0, u0, g1, u1, ...]; `what` names the tensor in refusals.
+Matrix interleaved_halves(moe_format format, int64_t half_rows, int64_t cols, const HostTensor& q,
+                          const HostTensor& scale, const HostTensor& scale_2, int64_t index,
+                          const std::string& what);
+
 // Expert e's w13 [2I, H] with gate and up rows interleaved [g0, u0, g1, u1, ...], and its b13 row
 // likewise (f32 [2I]): how gpt_oss and interleaved stacked checkpoints store them.
 Matrix interleaved_w13(const LayerWeights& w, const Layout& g, int64_t e);
