@@ -129,6 +129,10 @@ void add_select(CLI::App& app, Discovery& d) {
     if (!json) {
       const Selection sel = select_checked(r, cfg, Ask::kEvery);
       std::cout << "problem: " << describe_problem(cfg.problem.c()) << "\n" << sel.explain();
+      // What the chosen backend does with the problem: its layout and, where it has one, the
+      // rule that picks a kernel or row layout by batch size.
+      if (auto layout = sel.plugin->describe_layout(cfg.problem.c()))
+        std::cout << "layout (" << sel.plugin->info().name << "):\n" << *layout << "\n";
       return;
     }
     // A script gets the document even when no plugin fits (then "selected" is null), and the
