@@ -25,12 +25,15 @@ namespace moe {
 //             router {prefix}.router.weight + .bias (added to the logits)
 //   stacked   {prefix}.w13 [E, 2I, H], {prefix}.w2 [E, H, I] and the other moe_weights names
 //             (w13_scale, w13_scale_2, b13, ..., sink_w13), router {prefix}.router.weight
+//   inkling   {prefix}.experts.w13_weight [E, 2I, H] (gate/up interleaved rows), .w2_weight,
+//             sinks {prefix}.shared_experts.shared_w13_weight / shared_w2_weight, router
+//             {prefix}.gate.weight [E+S, H] + gate.bias (selection) + gate.global_scale
 // Per projection, by format: .weight, then .weight_scale (fp8_tensor f32 scalar, mx ue8m0,
 // nvfp4 e4m3) or .weight_scale_inv (fp8_block), .weight_scale_2 (nvfp4), .input_scale or
 // .input_amax (static activation scales).
 struct CheckpointSpec {
   std::string path;        // a .safetensors file, a model.safetensors.index.json, or a directory
-  std::string convention;  // mixtral | deepseek | qwen_moe | gpt_oss | stacked
+  std::string convention;  // mixtral | deepseek | qwen_moe | gpt_oss | stacked | inkling
   std::string prefix;      // may contain {layer}
   int64_t layer = 0;
   bool interleaved_gate_up = false;  // stacked/deepseek fused rows [g0, u0, g1, u1, ...]

@@ -25,9 +25,11 @@ std::unique_ptr<ExpertSource> make_gpt_oss_source(const Checkpoint&, const Check
                                                   const moe_problem&);
 std::unique_ptr<ExpertSource> make_stacked_source(const Checkpoint&, const CheckpointSpec&,
                                                   const moe_problem&);
+std::unique_ptr<ExpertSource> make_inkling_source(const Checkpoint&, const CheckpointSpec&,
+                                                  const moe_problem&);
 
 extern const LayerWriter kMixtralWriter, kDeepseekWriter, kQwenMoeWriter, kGptOssWriter,
-    kStackedWriter;
+    kStackedWriter, kInklingWriter;
 
 namespace {
 
@@ -44,6 +46,7 @@ constexpr Convention kConventions[] = {
     {"qwen_moe", make_qwen_moe_source, &kQwenMoeWriter},   // hf_proj_source.cpp
     {"gpt_oss", make_gpt_oss_source, &kGptOssWriter},      // gpt_oss_source.cpp
     {"stacked", make_stacked_source, &kStackedWriter},     // stacked_source.cpp
+    {"inkling", make_inkling_source, &kInklingWriter},     // inkling_source.cpp
 };
 
 const Convention& find_convention(const CheckpointSpec& spec) {

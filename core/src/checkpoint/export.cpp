@@ -24,10 +24,10 @@ std::vector<NamedTensor> export_layer(const LayerWeights& w, const moe_problem& 
   const detail::LayerWriter& writer = detail::layer_writer(spec);
   MOE_CHECK(p.ep_placement == MOE_EP_NONE && spec.tp_size == 1, MOE_STATUS_UNSUPPORTED,
             "export_layer writes whole layers: no EP placement, tp_size 1");
-  // Refused rather than left out: the file would load as a different layer. Only stacked's
-  // writer stores them.
+  // Refused rather than left out: the file would load as a different layer. Only stacked's and
+  // inkling's writers store them.
   MOE_CHECK(p.sink_experts == 0 || writer.sinks, MOE_STATUS_UNSUPPORTED,
-            "sink experts are written by the stacked convention only");
+            "sink experts are written by the stacked and inkling conventions only");
   MOE_CHECK(p.input_format != MOE_INPUT_FP8_TENSOR_STATIC || writer.static_scales,
             MOE_STATUS_UNSUPPORTED, "static activation scales are written by stacked only");
   std::string prefix = substitute_layer(spec.prefix, spec.layer);

@@ -81,8 +81,33 @@ void SourceBase::router(LayerCheckpoint& out, int64_t real_experts) const {
 }
 
 void SourceBase::sinks(LayerWeights&) const {
-  MOE_FAIL(MOE_STATUS_UNSUPPORTED, "sink experts are read from the stacked convention only ({})",
+  MOE_FAIL(MOE_STATUS_UNSUPPORTED,
+           "sink experts are read from the stacked and inkling conventions only ({})",
            ctx_.describe);
+}
+
+HostTensor SourceBase::bf16_weights(const std::string& q, std::vector<int64_t> shape) const {
+  const moe_dtype stored = dtype_of(q);
+  if (!converted_at_load(stored, MOE_FORMAT_BF16))
+    return read_tensor(ctx_, name(q), MOE_DTYPE_BF16, std::move(shape));
+  record_conversion(ctx_, name(q), "bf16");
+  const HostTensor f = to_f32(read_tensor(ctx_, name(q), stored, shape));
+  HostTensor out(MOE_DTYPE_BF16, std::move(shape));
+  for (int64_t i = 0; i < out.numel(); ++i)
+    out.data<uint16_t>()[i] = float_to_bf16(f.data<float>()[i]);
+  return out;
+}
+
+void SourceBase::deinterleave_sinks(HostTensor& stack, int64_t count, int64_t half_rows,
+                                    int64_t cols, const std::string& q) const {
+  for (int64_t e = 0; e < count; ++e) {
+    const Matrix fused{
+        MOE_FORMAT_BF16, 2 * half_rows, cols, slot(stack, e, {2 * half_rows, cols}), {}, 1.0f};
+    const auto halves_pair = deinterleave_rows(fused, name(q));
+    const Matrix halves = stack_rows(halves_pair.first, halves_pair.second, name(q));
+    std::memcpy(static_cast<uint8_t*>(stack.raw()) + e * halves.q.bytes(), halves.q.raw(),
+                halves.q.bytes());
+  }
 }
 
 int64_t SourceBase::leading_dim(const std::string& suffix) const {

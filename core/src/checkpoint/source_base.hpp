@@ -19,8 +19,8 @@ class SourceBase : public ExpertSource {
 
   // full == 0 means the problem has no shared expert; otherwise shared_expert() reads it.
   std::optional<Expert> shared(int64_t full_intermediate) const final;
-  void router(LayerCheckpoint& out, int64_t real_experts) const final;
-  // Refuses: only the stacked convention stores sink experts.
+  void router(LayerCheckpoint& out, int64_t real_experts) const override;
+  // Refuses: only the stacked and inkling conventions store sink experts.
   void sinks(LayerWeights& w) const override;
   const Conversions& conversions() const final { return converted_; }
 
@@ -52,6 +52,17 @@ class SourceBase : public ExpertSource {
                            moe_dtype alt = MOE_DTYPE_INVALID) const;
   // Matrix `e` of a stacked [E, rows, cols] tensor as a [rows, cols] HostTensor.
   static HostTensor slot(const HostTensor& stack, int64_t e, std::vector<int64_t> shape);
+  // The stored dtype of tensor `q` (INVALID when absent: the read names it).
+  moe_dtype dtype_of(const std::string& q) const {
+    const auto* e = ctx_.checkpoint.find(name(q));
+    return e ? e->dtype : MOE_DTYPE_INVALID;
+  }
+  // Sink weights `q` of `shape`, always bf16: F32 and F16 ones are rounded to nearest even.
+  HostTensor bf16_weights(const std::string& q, std::vector<int64_t> shape) const;
+  // Sink stack `q` [count, 2 * half_rows, cols] (bf16) stored with interleaved gate/up rows
+  // [g0, u0, g1, u1, ...], turned into halves [gate; up] in place.
+  void deinterleave_sinks(HostTensor& stack, int64_t count, int64_t half_rows, int64_t cols,
+                          const std::string& q) const;
 
   mutable Conversions converted_;  // before ctx_, which points at it
   const NameContext ctx_;

@@ -53,12 +53,6 @@ class StackedSource final : public SourceBase {
   const HostTensor& scale_stack(const std::string& n, moe_dtype raw, moe_dtype alt, int64_t experts,
                                 const MatrixLayout& l) const;
   Expert split_w13(Matrix w13, Matrix down, const std::string& what) const;
-  HostTensor sink_tensor(const std::string& q, std::vector<int64_t> shape) const;
-  // The stored dtype of tensor `q` (INVALID when absent: the read names it).
-  moe_dtype dtype_of(const std::string& q) const {
-    const auto* e = ctx_.checkpoint.find(name(q));
-    return e ? e->dtype : MOE_DTYPE_INVALID;
-  }
 };
 
 Expert StackedSource::expert(int64_t e) const {
@@ -158,34 +152,13 @@ Expert StackedSource::split_w13(Matrix w13, Matrix down, const std::string& what
   return x;
 }
 
-// Sink weights are bf16: F32 and F16 ones are rounded to nearest even.
-HostTensor StackedSource::sink_tensor(const std::string& q, std::vector<int64_t> shape) const {
-  const moe_dtype stored = dtype_of(q);
-  if (!converted_at_load(stored, MOE_FORMAT_BF16))
-    return read_tensor(ctx_, name(q), MOE_DTYPE_BF16, std::move(shape));
-  record_conversion(ctx_, name(q), "bf16");
-  const HostTensor f = to_f32(read_tensor(ctx_, name(q), stored, shape));
-  HostTensor out(MOE_DTYPE_BF16, std::move(shape));
-  for (int64_t i = 0; i < out.numel(); ++i)
-    out.data<uint16_t>()[i] = float_to_bf16(f.data<float>()[i]);
-  return out;
-}
-
 // Sinks are always gated (silu_mul): interleaved_gate_up applies to sink_w13 [S, 2Is, H] as to
 // w13 and shared_w13, whatever the routed activation.
 void StackedSource::sinks(LayerWeights& w) const {
   const int64_t s = p_.sink_experts, is = p_.sink_intermediate;
-  w.sink_w13 = sink_tensor("sink_w13", {s, 2 * is, p_.hidden});
-  w.sink_w2 = sink_tensor("sink_w2", {s, p_.hidden, is});
-  if (!spec_.interleaved_gate_up) return;
-  for (int64_t e = 0; e < s; ++e) {
-    const Matrix fused{
-        MOE_FORMAT_BF16, 2 * is, p_.hidden, slot(w.sink_w13, e, {2 * is, p_.hidden}), {}, 1.0f};
-    const auto [gate, up] = deinterleave_rows(fused, name("sink_w13"));
-    const Matrix halves = stack_rows(gate, up, name("sink_w13"));
-    std::memcpy(static_cast<uint8_t*>(w.sink_w13.raw()) + e * halves.q.bytes(), halves.q.raw(),
-                halves.q.bytes());
-  }
+  w.sink_w13 = bf16_weights("sink_w13", {s, 2 * is, p_.hidden});
+  w.sink_w2 = bf16_weights("sink_w2", {s, p_.hidden, is});
+  if (spec_.interleaved_gate_up) deinterleave_sinks(w.sink_w13, s, is, p_.hidden, "sink_w13");
 }
 
 void write_stacked(const ExportedLayer& l, std::vector<NamedTensor>& out) {
