@@ -101,8 +101,7 @@ std::string describe(const moe_problem& p, const LayerOptions& o) {
       "fp8 128x128 block weights as given (e4m3 [N, K], K contiguous), scales MN-major "
       "[K/128][N/128] floored at 1e-10; activations quantised per token per 128 channels in the "
       "permutation and again after the activation; GEMM1 N={}, GEMM2 N={}; rows: {}",
-      is_gated(static_cast<moe_activation>(p.activation)) ? 2 * p.intermediate : p.intermediate,
-      p.hidden, rule);
+      w13_rows(p), p.hidden, rule);
 }
 
 DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)
@@ -110,11 +109,10 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   const moe_problem p = problem_.c();
   const sdk::Verdict v = check_support(p);
   MOE_CHECK(v.ok(), MOE_STATUS_UNSUPPORTED, "deepgemm_style: {}", v.message);
-  const bool gated = is_gated(static_cast<moe_activation>(p.activation));
   const int64_t h = p.hidden, inter = p.intermediate, e = p.local_experts;
-  n1_ = gated ? 2 * inter : inter;
+  n1_ = w13_rows(p);
   const bool shared = p.shared_intermediate > 0;
-  groups_ = e + (shared ? 1 : 0);
+  groups_ = gpu::permutation_groups(p);  // routed experts, then the shared one (no sinks here)
   sm_count_ = gpu::device_info().sm_count;
 
   // Weights go up as the caller holds them; scales are turned MN-major on the host first.
