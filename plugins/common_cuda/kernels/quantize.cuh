@@ -1,12 +1,14 @@
 // e4m3 activation quantisation: per token per 128 channels, and per tensor (amax, then codes).
 //
 // NOTES: the scale is computed exactly as moe::fp8_scale_from_amax does, in double
-// (float(max(amax, 1e-10) / 448)), so scales are bit-identical to the reference. The quotient
-// x / scale is computed in fp32 (IEEE division, correctly rounded) and then rounded to e4m3 by the
-// hardware conversion (round to nearest even, saturating to +-448, NaN -> 0x7f). The reference
-// divides in double, so the two round twice vs once: they differ only when the exact quotient
-// lies within half an fp32 ulp (2^-24 relative) of an e4m3 rounding midpoint, where the fp32
-// quotient can land on the midpoint or cross it. This is rare and moves one code by one step.
+// (float(max(amax, 1e-10) / 448)), so scales are bit-identical to the reference. Codes are the
+// reference's too: the exact quotient x / scale rounded once to e4m3 (nearest, ties to even,
+// saturating to +-448, NaN -> 0x7f). The fp32 quotient alone would round twice, and with bf16
+// inputs over amax/448 scales it lands exactly on an e4m3 midpoint that the exact quotient only
+// approaches in about one element of a few thousand (x = 3/32 amax, say): to_e4m3 then reads
+// the side from the exact residual and steps off the midpoint. Measured before the fix: one
+// flipped hidden code per few tokens, which GEMM1 carried into the re-quantised intermediate,
+// tripled the deepgemm_style layer error on a quarter of the tokens (bench/NOTES.md).
 #pragma once
 
 #include <cuda_fp8.h>
@@ -28,8 +30,27 @@ __device__ __forceinline__ float fp8_scale_from_amax(float amax) {
   return static_cast<float>((a < 1e-10 ? 1e-10 : a) / 448.0);
 }
 
+// |q| exactly halfway between two adjacent e4m3 values. Normal codes keep 3 mantissa bits, so
+// a midpoint has the fourth set and nothing below it; subnormal codes (below 2^-6) step by 2^-9,
+// so midpoints are odd multiples of 2^-10.
+__device__ __forceinline__ bool on_e4m3_midpoint(float q) {
+  const float a = fabsf(q);
+  if (a >= 0x1p-6f) return (__float_as_uint(a) & 0xfffffu) == 0x80000u;
+  const float t = a * 1024.0f;  // exact: a power-of-two scaling
+  return t == truncf(t) && fmodf(t, 2.0f) == 1.0f;
+}
+
+// e4m3 of the exact x / scale (scale > 0), rounded once. q = fp32(x / scale) is correctly
+// rounded, so x - q * scale is exact in one fma and its sign says on which side of q the exact
+// quotient lies; when q sits on a midpoint, a one-ulp step that way lets the hardware's
+// round-to-nearest-even pick the code the exact quotient rounds to.
 __device__ __forceinline__ uint8_t to_e4m3(float x, float scale) {
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x / scale, __NV_SATFINITE, __NV_E4M3));
+  float q = x / scale;
+  if (on_e4m3_midpoint(q)) {
+    const float residual = fmaf(-q, scale, x);
+    if (residual != 0.0f) q = nextafterf(q, residual > 0.0f ? INFINITY : -INFINITY);
+  }
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
 }
 
 // Max over the kLanes lanes of an aligned lane group (xor offsets stay inside the group).
@@ -50,7 +71,7 @@ __device__ __forceinline__ float group_max(float v) {
 // shuffles.
 // NOTES: at deepseek_v3 shapes this runs at ~2 TB/s on an H200, bound by the IEEE fp32 division
 // (two steps in flight per warp did not help); x * fp32(1/scale) would reach the copy rate but is
-// a different rounding rule.
+// a different rounding rule (so would dropping the midpoint step of to_e4m3).
 template <bool kVec>
 __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_1x128_kernel(const Fp8BlockParams p) {
   constexpr int kPerLane = kVec ? 8 : 4;

@@ -170,18 +170,7 @@ Fp8Tiles DeviceLayer::tiles(int64_t tokens) const {
   return rows < 32 * groups_ ? Fp8Tiles::kWeights : Fp8Tiles::kTokens;
 }
 
-struct DeviceLayer::Workspace {
-  gpu::Permutation perm;
-  uint8_t* rows;      // [R, H] e4m3: each group's tokens
-  float* row_scales;  // [H/128][R]
-  float* gemm1;       // [R, n1] f32
-  uint8_t* act;       // [R, I] e4m3
-  float* act_scales;  // [I/128][R]
-  uint16_t* gemm2;    // [R, H] bf16
-  void* gemm_ws;
-};
-
-// The pieces in a fixed order; the same walk sizes (base == nullptr) and fills.
+// The pieces in a fixed order.
 DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, RowLayout layout,
                                           size_t* bytes) const {
   const moe_problem p = problem_.c();

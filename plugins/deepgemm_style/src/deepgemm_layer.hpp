@@ -20,6 +20,7 @@
 #include "moe/sdk/problem.hpp"
 #include "moe/sdk/verdict.hpp"
 #include "moe_cuda/device.hpp"
+#include "moe_cuda/permute.hpp"
 
 namespace moe::deepgemm {
 
@@ -49,10 +50,21 @@ class DeviceLayer {
   RowLayout layout(int64_t tokens) const;
   Fp8Tiles tiles(int64_t tokens) const;
 
- private:
-  struct Workspace;
+  // Where a run keeps each stage's result inside the caller's workspace (public so the stage
+  // test can read them back): the same walk sizes (base == nullptr) and fills.
+  struct Workspace {
+    gpu::Permutation perm;
+    uint8_t* rows;      // [R, H] e4m3: each group's tokens
+    float* row_scales;  // [H/128][R]
+    float* gemm1;       // [R, n1] f32
+    uint8_t* act;       // [R, I] e4m3
+    float* act_scales;  // [I/128][R]
+    uint16_t* gemm2;    // [R, H] bf16
+    void* gemm_ws;
+  };
   Workspace carve(void* base, int64_t tokens, RowLayout layout, size_t* bytes) const;
 
+ private:
   Problem problem_;
   LayerOptions options_;
   int64_t groups_ = 0;                    // local experts, then the shared expert

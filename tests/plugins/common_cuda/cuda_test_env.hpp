@@ -78,6 +78,21 @@ class DeviceBuffer {
 constexpr int32_t kPoisonI32 = 0x7b7b7b7b;
 
 // Skips the test, with the reason, when cudaGetDeviceCount fails or finds no device.
+// Fills one 128-channel block (n <= 128 values) with bf16 values whose fp32 quotient by the
+// block's scale lands exactly on an e4m3 rounding midpoint while the exact quotient lies just off
+// it towards the odd code: rounding the fp32 quotient (ties to even) picks the other neighbour
+// than the reference (the exact quotient rounded once). Amax 9, whose scale float(9/448) is
+// rounded down: 0.84375 = 42 * 9/448 sits between the codes 40 and 44, and so on. `subnormal`:
+// amax 3, whose scale is rounded up, and 4.57763671875e-05 = 3.5 * 2^-9 * 3/448, between the
+// subnormal codes 3 and 4 (times 2^-9). The rest of the block is zero.
+inline void plant_e4m3_midpoint_quotients(uint16_t* block, int64_t n, bool subnormal) {
+  const std::vector<float> normal = {9.0f,    0.84375f, -0.421875f, 1.6875f,
+                                     -3.375f, 6.75f,    0.2109375f, -0.052734375f};
+  const std::vector<float> tiny = {3.0f, 4.57763671875e-05f, -4.57763671875e-05f};
+  const std::vector<float>& v = subnormal ? tiny : normal;
+  for (int64_t c = 0; c < n; ++c) block[c] = c < int64_t(v.size()) ? float_to_bf16(v[c]) : 0;
+}
+
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -1,0 +1,283 @@
+// The deepgemm_style layer stage by stage on a GPU: after one run, every intermediate buffer of
+// the workspace is read back and each stage is checked against a double model fed with the
+// previous stage's actual output, so a failure names the stage: the quantising gather (exact),
+// GEMM1 (tensor-core fp8 against double), the activation and its 1x128 re-quantisation (codes
+// against the reference's rule on GEMM1's actual values), GEMM2, and the weighted combine. The
+// end-to-end error against a double model of the reference's semantics is bounded last.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "cuda_test_env.hpp"
+#include "moe/inputs.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/problem.hpp"
+#include "src/deepgemm_layer.hpp"
+
+namespace moe::deepgemm {
+namespace {
+
+using gpu::test::DeviceBuffer;
+
+struct Case {
+  moe_activation activation;
+  RowLayout layout;
+  int64_t tokens;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  return std::string(c.activation == MOE_ACTIVATION_RELU2 ? "Relu2" : "SiluMul") +
+         (c.layout == RowLayout::kMasked ? "Masked" : "Contiguous") + "T" +
+         std::to_string(c.tokens);
+}
+
+double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
+  double e = 0, r = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    e += (got[i] - want[i]) * (got[i] - want[i]);
+    r += want[i] * want[i];
+  }
+  return r > 0 ? std::sqrt(e / r) : std::sqrt(e);
+}
+
+// y = W x for W [n, k] (row-major doubles).
+std::vector<double> matvec(const std::vector<double>& w, const std::vector<double>& x, int64_t n) {
+  const int64_t k = int64_t(x.size());
+  std::vector<double> y(size_t(n), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < k; ++j) y[size_t(i)] += w[size_t(i * k + j)] * x[size_t(j)];
+  return y;
+}
+
+double silu(double x) {
+  return x / (1.0 + std::exp(-x));
+}
+
+// The reference's activation of one GEMM1 row (silu_mul: gate first, then up; relu2: squared).
+std::vector<double> activate(moe_activation act, const std::vector<double>& g, int64_t inter) {
+  std::vector<double> y(static_cast<size_t>(inter));
+  for (int64_t i = 0; i < inter; ++i) {
+    if (act == MOE_ACTIVATION_RELU2) {
+      const double r = std::max(g[size_t(i)], 0.0);
+      y[size_t(i)] = r * r;
+    } else {
+      y[size_t(i)] = silu(g[size_t(i)]) * g[size_t(inter + i)];
+    }
+  }
+  return y;
+}
+
+// Row r of a [rows, cols] e4m3 buffer with its [cols/128][ld] scales, dequantised.
+std::vector<double> dequant_row(const std::vector<uint8_t>& codes, const std::vector<float>& scales,
+                                int64_t r, int64_t cols, int64_t ld) {
+  std::vector<double> v(static_cast<size_t>(cols));
+  for (int64_t c = 0; c < cols; ++c)
+    v[size_t(c)] = e4m3_to_double(codes[size_t(r * cols + c)]) * scales[size_t((c / 128) * ld + r)];
+  return v;
+}
+
+class DeepGemmLayerStages : public gpu::test::CudaTest,
+                            public ::testing::WithParamInterface<Case> {};
+
+TEST_P(DeepGemmLayerStages, EachStageMatchesItsModelOnThePreviousStagesOutput) {
+  const Case c = GetParam();
+  Problem prob;
+  moe_problem& raw = prob.raw();
+  raw.experts = 12;
+  raw.top_k = 3;
+  raw.hidden = 384;
+  raw.intermediate = 256;
+  raw.format = MOE_FORMAT_FP8_BLOCK;
+  raw.input_format = MOE_INPUT_FP8_1X128;
+  raw.activation = c.activation;
+  raw.max_tokens = 512;
+  prob.finalize();
+  const moe_problem p = prob.c();
+  if (!check_support(p).ok()) GTEST_SKIP() << check_support(p).message;
+  const int64_t t_count = c.tokens, k = p.top_k, h = p.hidden, in = p.intermediate;
+  const int64_t n1 = c.activation == MOE_ACTIVATION_RELU2 ? in : 2 * in;
+  const LayerWeights w = random_weights(p, seed_);
+  const DeviceLayer layer(p, w.view(), {{"layout", row_layout_name(c.layout)}});
+
+  // Weights as doubles, per expert: W13 [n1, H], W2 [H, I].
+  std::vector<std::vector<double>> w13(size_t(p.experts)), w2(size_t(p.experts));
+  for (int64_t e = 0; e < p.experts; ++e) {
+    w13[size_t(e)].resize(size_t(n1 * h));
+    w2[size_t(e)].resize(size_t(h * in));
+    dequantize_fp8_block(w.w13.data<uint8_t>() + e * n1 * h,
+                         w.w13_scale.data<float>() + e * (n1 / 128) * (h / 128), 0, n1, h,
+                         w13[size_t(e)].data());
+    dequantize_fp8_block(w.w2.data<uint8_t>() + e * h * in,
+                         w.w2_scale.data<float>() + e * (h / 128) * (in / 128), 0, h, in,
+                         w2[size_t(e)].data());
+  }
+
+  // Inputs: N(0, 1) hidden states, k distinct experts per token with weights summing to 1.
+  const std::vector<uint16_t> hidden = random_bf16(size_t(t_count * h));
+  std::vector<int32_t> ids(static_cast<size_t>(t_count * k));
+  std::vector<float> weights(static_cast<size_t>(t_count * k));
+  for (int64_t t = 0; t < t_count; ++t) {
+    std::vector<int32_t> all(static_cast<size_t>(p.experts));
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng_);
+    float sum = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      ids[size_t(t * k + j)] = all[size_t(j)];
+      sum += weights[size_t(t * k + j)] = uniform(0.1f, 1.0f);
+    }
+    for (int64_t j = 0; j < k; ++j) weights[size_t(t * k + j)] /= sum;
+  }
+  DeviceBuffer<uint16_t> d_hidden(hidden), d_out(size_t(t_count * h));
+  DeviceBuffer<int32_t> d_ids(ids);
+  DeviceBuffer<float> d_weights(weights);
+  const size_t ws_bytes = layer.workspace_size(t_count);
+  DeviceBuffer<uint8_t> d_ws(ws_bytes);
+  d_ws.poison();
+  d_out.poison();
+
+  moe_run_args a{};
+  a.struct_size = sizeof(a);
+  auto tensor = [](void* data, moe_dtype dtype, int64_t rows, int64_t cols) {
+    moe_tensor x{};
+    x.data = data, x.dtype = dtype, x.ndim = 2, x.shape[0] = rows, x.shape[1] = cols;
+    return x;
+  };
+  a.hidden = tensor(d_hidden.get(), MOE_DTYPE_BF16, t_count, h);
+  a.topk_ids = tensor(d_ids.get(), MOE_DTYPE_I32, t_count, k);
+  a.topk_weights = tensor(d_weights.get(), MOE_DTYPE_F32, t_count, k);
+  a.output = tensor(d_out.get(), MOE_DTYPE_BF16, t_count, h);
+  a.workspace = d_ws.get();
+  a.workspace_size = ws_bytes;
+  a.stream = stream_;
+  layer.run(a);
+  sync();
+
+  // Read every stage back (offsets into the one workspace download).
+  const DeviceLayer::Workspace ws = layer.carve(d_ws.get(), t_count, c.layout, nullptr);
+  const std::vector<uint8_t> bytes = d_ws.download();
+  const auto* base = d_ws.get();
+  auto read = [&](const auto* ptr, size_t n) {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(ptr)>>;
+    std::vector<T> v(n);
+    std::memcpy(v.data(), bytes.data() + (reinterpret_cast<const uint8_t*>(ptr) - base),
+                n * sizeof(T));
+    return v;
+  };
+  const gpu::Permutation& perm = ws.perm;
+  const int64_t r_max = perm.max_rows, groups = perm.groups;
+  const std::vector<int32_t> row_token = read(perm.row_token, size_t(r_max));
+  const std::vector<int32_t> slot_row = read(perm.slot_row, size_t(t_count * k));
+  std::vector<int64_t> offsets;
+  if (c.layout == RowLayout::kContiguous) offsets = read(perm.group_offsets, size_t(groups + 1));
+  const std::vector<uint8_t> rows = read(ws.rows, size_t(r_max * h));
+  const std::vector<float> row_scales = read(ws.row_scales, size_t((h / 128) * r_max));
+  const std::vector<float> gemm1 = read(ws.gemm1, size_t(r_max * n1));
+  const std::vector<uint8_t> act = read(ws.act, size_t(r_max * in));
+  const std::vector<float> act_scales = read(ws.act_scales, size_t((in / 128) * r_max));
+  const std::vector<uint16_t> gemm2 = read(ws.gemm2, size_t(r_max * h));
+  const std::vector<uint16_t> out = d_out.download();
+  auto group_of = [&](int64_t r) -> int64_t {
+    if (c.layout == RowLayout::kMasked) return r / perm.max_m;
+    return std::upper_bound(offsets.begin(), offsets.end(), r) - offsets.begin() - 1;
+  };
+
+  double worst_gather = 0, worst_gemm1 = 0, worst_act = 0, worst_gemm2 = 0;
+  int64_t live = 0, flipped = 0, shown = 0;
+  std::vector<std::vector<double>> y2(
+      static_cast<size_t>(r_max));  // GEMM2 rows as the device wrote them
+  for (int64_t r = 0; r < r_max; ++r) {
+    const int32_t t = row_token[size_t(r)];
+    if (t < 0 || (c.layout == RowLayout::kContiguous && r >= offsets.back())) continue;
+    ++live;
+    const int64_t g = group_of(r);
+    ASSERT_TRUE(g >= 0 && g < p.experts) << "row " << r;
+    // 1. The quantising gather: exactly the reference's 1x128 rule on the token's bf16 values.
+    std::vector<double> x(static_cast<size_t>(h));
+    for (int64_t i = 0; i < h; ++i) x[size_t(i)] = bf16_to_float(hidden[size_t(t * h + i)]);
+    fake_quant_fp8_1x128(x.data(), h);
+    const std::vector<double> xq = dequant_row(rows, row_scales, r, h, r_max);
+    worst_gather = std::max(worst_gather, rel_l2(xq, x));
+    for (int64_t i = 0; i < h; ++i)
+      if (xq[size_t(i)] != x[size_t(i)] && shown++ < 5)
+        ADD_FAILURE() << "row " << r << " (token " << t << ") column " << i << ": bf16 "
+                      << bf16_to_float(hidden[size_t(t * h + i)]) << " quantised to "
+                      << xq[size_t(i)] << ", the 1x128 rule gives " << x[size_t(i)];
+    // 2. GEMM1 on the gathered codes.
+    std::vector<double> g1(static_cast<size_t>(n1));
+    for (int64_t i = 0; i < n1; ++i) g1[size_t(i)] = gemm1[size_t(r * n1 + i)];
+    worst_gemm1 = std::max(worst_gemm1, rel_l2(g1, matvec(w13[size_t(g)], xq, n1)));
+    // 3. The activation on GEMM1's values, re-quantised by the reference's rule. A code may
+    // differ next to a midpoint (fp32 activation math against double), so they are counted.
+    const std::vector<double> y = activate(c.activation, g1, in);
+    std::vector<double> yq = y;
+    fake_quant_fp8_1x128(yq.data(), in);
+    const std::vector<double> aq = dequant_row(act, act_scales, r, in, r_max);
+    worst_act = std::max(worst_act, rel_l2(aq, yq));
+    for (int64_t i = 0; i < in; ++i)
+      flipped += act[size_t(r * in + i)] !=
+                 e4m3_from_double(y[size_t(i)] / act_scales[size_t((i / 128) * r_max + r)]);
+    // 4. GEMM2 on the re-quantised codes (bf16 out).
+    y2[size_t(r)].resize(size_t(h));
+    for (int64_t i = 0; i < h; ++i)
+      y2[size_t(r)][size_t(i)] = bf16_to_float(gemm2[size_t(r * h + i)]);
+    worst_gemm2 = std::max(worst_gemm2, rel_l2(y2[size_t(r)], matvec(w2[size_t(g)], aq, h)));
+  }
+  EXPECT_EQ(live, t_count * k);
+
+  // 5. The combine of GEMM2's rows, and 6. the whole layer against a double model of the
+  // reference's semantics (the same quantisation rules, exact GEMMs).
+  double worst_combine = 0;
+  std::vector<double> token_err;
+  for (int64_t t = 0; t < t_count; ++t) {
+    std::vector<double> got(static_cast<size_t>(h)), sum(size_t(h), 0.0), model(size_t(h), 0.0);
+    for (int64_t i = 0; i < h; ++i) got[size_t(i)] = bf16_to_float(out[size_t(t * h + i)]);
+    std::vector<double> x(static_cast<size_t>(h));
+    for (int64_t i = 0; i < h; ++i) x[size_t(i)] = bf16_to_float(hidden[size_t(t * h + i)]);
+    fake_quant_fp8_1x128(x.data(), h);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = ids[size_t(t * k + j)], r = slot_row[size_t(t * k + j)];
+      const double wt = weights[size_t(t * k + j)];
+      ASSERT_GE(r, 0) << "token " << t << " slot " << j;
+      for (int64_t i = 0; i < h; ++i) sum[size_t(i)] += wt * y2[size_t(r)][size_t(i)];
+      std::vector<double> y = activate(c.activation, matvec(w13[size_t(e)], x, n1), in);
+      fake_quant_fp8_1x128(y.data(), in);
+      const std::vector<double> z = matvec(w2[size_t(e)], y, h);
+      for (int64_t i = 0; i < h; ++i) model[size_t(i)] += wt * z[size_t(i)];
+    }
+    worst_combine = std::max(worst_combine, rel_l2(got, sum));
+    token_err.push_back(rel_l2(got, model));
+  }
+  std::vector<double> sorted = token_err;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2], worst = sorted.back();
+  std::cout << "  gather " << worst_gather << "  gemm1 " << worst_gemm1 << "  activation "
+            << worst_act << " (" << flipped << " of " << live * in << " codes differ)  gemm2 "
+            << worst_gemm2 << "  combine " << worst_combine << "  layer: median " << median
+            << " worst " << worst << "\n";
+  EXPECT_LT(worst_gemm1, 1e-3) << "GEMM1 (f32 out) against double";
+  EXPECT_LT(worst_act, 2e-2) << "the activation's re-quantisation (a code next to a midpoint "
+                                "may flip, one code step is ~6%)";
+  EXPECT_LE(double(flipped), 0.001 * double(live * in)) << "too many re-quantised codes differ";
+  EXPECT_LT(worst_gemm2, 6e-3) << "GEMM2 (bf16 out) against double";
+  EXPECT_LT(worst_combine, 6e-3) << "the combine of GEMM2's rows";
+  EXPECT_LT(median, 6e-3) << "the layer against the reference's semantics (median token)";
+  EXPECT_LT(worst, 2e-2) << "the layer against the reference's semantics (worst token)";
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, DeepGemmLayerStages,
+                         ::testing::Values(Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous,
+                                                200},
+                                           Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kMasked, 33},
+                                           Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 70},
+                                           Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 5}),
+                         case_name);
+
+}  // namespace
+}  // namespace moe::deepgemm
