@@ -1,0 +1,192 @@
+// moe_deepgemm_gemm_bench [--iterations N] [--only SUBSTRING]: times the grouped fp8
+// block-scale GEMMs of deepgemm_style, every tiling, on the model shapes' GEMM1 and GEMM2 at
+// prefill batch sizes (contiguous rows): every group with the mean count ("balanced"), and counts
+// spread as random routing spreads them ("routed": mean +- sqrt(mean), fixed seed), where tiles
+// that fit the mean exactly run a second, nearly empty tile for half the experts. One JSON line per
+// (shape, tiling): time, TFLOP/s, and the weight bytes read per second against the H200's measured
+// read bandwidth. Values are synthetic codes (the tensor cores' time does not depend on them). Not
+// a test: run it by hand on an H200 (bench/NOTES.md).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "moe_cuda/check.hpp"
+#include "src/fp8_gemm.hpp"
+
+namespace {
+
+using namespace moe;
+using namespace moe::deepgemm;
+
+constexpr double kReadBandwidth = 4.6e12;  // H200, measured read (docs/design.md §8)
+constexpr double kPeakFp8 = 1297e12;       // cuBLASLt's dense block-scaled fp8 GEMM on an H200
+
+struct GemmShape {
+  const char* name;
+  int groups, m, n, k;  // m rows per group
+  bool f32_out;         // GEMM1 writes f32 for the re-quantisation
+};
+
+// T * top_k / E rows per expert (balanced) at the grid's prefill points.
+const GemmShape kShapes[] = {
+    {"deepseek_v3 T=4096 gemm1", 256, 128, 4096, 7168, true},
+    {"deepseek_v3 T=4096 gemm2", 256, 128, 7168, 2048, false},
+    {"deepseek_v3 T=16384 gemm1", 256, 512, 4096, 7168, true},
+    {"deepseek_v3 T=16384 gemm2", 256, 512, 7168, 2048, false},
+    {"mixtral_8x7b T=4096 gemm1", 8, 1024, 28672, 4096, true},
+    {"mixtral_8x7b T=4096 gemm2", 8, 1024, 4096, 14336, false},
+    {"qwen3_30b_a3b T=4096 gemm1", 128, 256, 1536, 2048, true},
+    {"qwen3_30b_a3b T=4096 gemm2", 128, 256, 2048, 768, false},
+};
+
+// e4m3 codes of magnitude <= 1 from a hash of the index (no NaN codes).
+__global__ void fill_codes(uint8_t* p, size_t n, uint32_t salt) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ salt;
+    h ^= h >> 15;
+    p[i] = uint8_t((h & 0x80u) | (h & 0x3fu));
+  }
+}
+
+__global__ void fill_floats(float* p, size_t n, float v) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    p[i] = v;
+}
+
+template <class T>
+T* device_alloc(size_t n) {
+  void* p = nullptr;
+  MOE_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
+  return static_cast<T*>(p);
+}
+
+template <class T>
+T* device_copy(const std::vector<T>& v) {
+  T* p = device_alloc<T>(v.size());
+  MOE_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
+}
+
+// Rows per group: the mean, or a normal spread of it (random routing sends each of T*k slots to
+// one of E experts: a binomial count, std ~ sqrt(mean)).
+std::vector<int64_t> group_offsets(const GemmShape& s, bool routed) {
+  std::mt19937_64 rng(12345);
+  std::normal_distribution<double> spread(0.0, std::sqrt(double(s.m)));
+  std::vector<int64_t> offsets = {0};
+  for (int g = 0; g < s.groups; ++g)
+    offsets.push_back(offsets.back() +
+                      (routed ? std::max<int64_t>(0, std::llround(s.m + spread(rng))) : s.m));
+  return offsets;
+}
+
+void bench(const GemmShape& s, bool routed, int iterations, int sm_count) {
+  const std::vector<int64_t> offsets = group_offsets(s, routed);
+  const size_t rows = size_t(offsets.back()), kb = size_t(s.k / 128), nb = size_t(s.n / 128);
+  const size_t w_group = size_t(s.n) * s.k, sw_group = kb * nb;
+  auto* a = device_alloc<uint8_t>(rows * s.k);
+  auto* sa = device_alloc<float>(kb * rows);
+  auto* w = device_alloc<uint8_t>(w_group * s.groups);
+  auto* sw = device_alloc<float>(sw_group * s.groups);
+  void* out = device_alloc<uint8_t>(rows * s.n * (s.f32_out ? 4 : 2));
+  fill_codes<<<1024, 256>>>(a, rows * s.k, 1);
+  fill_codes<<<4096, 256>>>(w, w_group * s.groups, 2);
+  fill_floats<<<256, 256>>>(sa, kb * rows, 0.01f);
+  fill_floats<<<256, 256>>>(sw, sw_group * s.groups, 0.01f);
+  MOE_CUDA_CHECK(cudaGetLastError());
+  std::vector<const void*> w_ptrs;
+  std::vector<const float*> sw_ptrs;
+  for (int g = 0; g < s.groups; ++g) {
+    w_ptrs.push_back(w + size_t(g) * w_group);
+    sw_ptrs.push_back(sw + size_t(g) * sw_group);
+  }
+  int64_t* d_offsets = device_copy(offsets);
+  const void** d_w_ptrs = device_copy(w_ptrs);
+  const float** d_sw_ptrs = device_copy(sw_ptrs);
+  const size_t ws_bytes = fp8_gemm_workspace_bytes(s.groups, sm_count);
+  void* ws = device_alloc<uint8_t>(ws_bytes);
+
+  Fp8GemmArgs args;
+  args.groups = s.groups;
+  args.offsets = d_offsets;
+  args.n = s.n;
+  args.k = s.k;
+  args.rows = a;
+  args.row_scales = sa;
+  args.scale_ld = int64_t(rows);
+  args.weights = d_w_ptrs;
+  args.w_scales = d_sw_ptrs;
+  args.out = out;
+  args.f32_out = s.f32_out;
+  args.workspace = ws;
+  args.workspace_bytes = ws_bytes;
+  args.sm_count = sm_count;
+
+  cudaEvent_t start, stop;
+  MOE_CUDA_CHECK(cudaEventCreate(&start));
+  MOE_CUDA_CHECK(cudaEventCreate(&stop));
+  const double flops = 2.0 * double(rows) * s.n * s.k;
+  const double weight_bytes = double(w_group + sw_group * 4) * s.groups;
+  const double floor_s = std::max(weight_bytes / kReadBandwidth, flops / kPeakFp8);
+  for (Fp8Tiles tiles : {Fp8Tiles::kTokens, Fp8Tiles::kWeights}) {
+    if (tiles == Fp8Tiles::kWeights && s.m > 256) continue;  // a decode tiling
+    for (int i = 0; i < 3; ++i) run_fp8_grouped_gemm(tiles, args, nullptr);
+    MOE_CUDA_CHECK(cudaEventRecord(start));
+    for (int i = 0; i < iterations; ++i) run_fp8_grouped_gemm(tiles, args, nullptr);
+    MOE_CUDA_CHECK(cudaEventRecord(stop));
+    MOE_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    MOE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    const double sec = ms / 1e3 / iterations;
+    std::printf(
+        "{\"shape\": \"%s\", \"rows\": \"%s\", \"tiles\": \"%s\", \"groups\": %d, "
+        "\"m\": %d, \"n\": %d, "
+        "\"k\": %d, \"ms\": %.4f, \"tflops\": %.1f, \"weight_tb_s\": %.2f, \"x_floor\": "
+        "%.2f}\n",
+        s.name, routed ? "routed" : "balanced", fp8_tiles_name(tiles), s.groups, s.m, s.n, s.k,
+        sec * 1e3, flops / sec / 1e12, weight_bytes / sec / 1e12, sec / floor_s);
+    std::fflush(stdout);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  for (void* p : {static_cast<void*>(a), static_cast<void*>(sa), static_cast<void*>(w),
+                  static_cast<void*>(sw), out, static_cast<void*>(d_offsets),
+                  static_cast<void*>(d_w_ptrs), static_cast<void*>(d_sw_ptrs), ws})
+    cudaFree(p);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iterations = 10;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
+      iterations = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--iterations N] [--only SUBSTRING]\n", argv[0]);
+      return 2;
+    }
+  }
+  try {
+    int sm_count = 0;
+    MOE_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
+    for (const GemmShape& s : kShapes)
+      if (only.empty() || std::string(s.name).find(only) != std::string::npos)
+        for (bool routed : {false, true}) bench(s, routed, iterations, sm_count);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moe_deepgemm_gemm_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
