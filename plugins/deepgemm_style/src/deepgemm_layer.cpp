@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "block_scales.hpp"
+#include "expert_bias.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/tensor_checks.hpp"
@@ -44,8 +45,6 @@ sdk::Verdict check_support(const moe_problem& p) {
   if (p.sink_experts > 0)
     return Verdict::no(MOE_REASON_SHARED,
                        "sink experts (bf16 weights on bf16 activations) are not implemented");
-  if (p.expert_bias != 0)
-    return Verdict::no(MOE_REASON_BIAS, "expert biases (b13, b2) are not implemented");
   if (p.redundant_experts > 0)
     return Verdict::no(MOE_REASON_EP, "redundant experts (EPLB) are not implemented");
   if (const std::string& why = gpu::sm90a_refusal(); !why.empty())
@@ -153,6 +152,10 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   std::vector<int32_t> map(size_t(p.experts));
   for (int64_t x = 0; x < p.experts; ++x) map[size_t(x)] = local_expert_id(p, x);
   local_map_ = gpu::upload_vector(map);
+  if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32
+    b13_ = gpu::upload_vector(bias_values(w.b13, "b13", e * n1_));
+    b2_ = gpu::upload_vector(bias_values(w.b2, "b2", e * h));
+  }
   gemm_ws_bytes_ = fp8_gemm_workspace_bytes(int(groups_), sm_count_);
 }
 
@@ -261,6 +264,9 @@ void DeviceLayer::run(const moe_run_args& a) const {
   act.layout = gpu::GateUpLayout::kConcatenated;
   act.rows = rows;
   act.row_live = masked ? perm.row_token : nullptr;
+  act.bias = p.expert_bias != 0 ? b13_.as<float>() : nullptr;  // routed groups only
+  act.bias_groups = p.expert_bias != 0 ? int32_t(p.local_experts) : 0;
+  act.row_group = perm.row_group;
   act.out_fp8 = ws.act;
   act.out_scales = {ws.act_scales, 1, r};
   gpu::launch_activation(p, act, stream);
@@ -278,6 +284,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   gpu::FinalizeArgs fin;
   fin.gemm2 = ws.gemm2;
   fin.topk_weights = static_cast<const float*>(a.topk_weights.data);
+  fin.bias = p.expert_bias != 0 ? b2_.as<float>() : nullptr;
   fin.out = static_cast<uint16_t*>(a.output.data);
   gpu::launch_finalize(p, tokens, perm, fin, stream);
 }

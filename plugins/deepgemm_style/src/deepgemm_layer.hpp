@@ -74,6 +74,7 @@ class DeviceLayer {
   gpu::DeviceBuffer w13_ptrs_, w2_ptrs_;  // [groups] pointers into them
   gpu::DeviceBuffer s13_ptrs_, s2_ptrs_;  // [groups]
   gpu::DeviceBuffer local_map_;           // [E] global -> local expert id, -1 elsewhere
+  gpu::DeviceBuffer b13_, b2_;            // [E, n1], [E, H] f32 with expert_bias, else empty
   size_t gemm_ws_bytes_ = 0;
   int sm_count_ = 0;
 };

@@ -69,6 +69,8 @@ const Pinned kPinned[] = {
     {"fp8_block_bf16_input", kPadding, 0x3d309b31373a187eull},
     {"fp8_block_grouped", kRandom, 0xf90ac80200441db6ull},
     {"fp8_block_grouped", kPadding, 0x8b1a19c793f5d141ull},
+    {"fp8_block_bias_shared", kRandom, 0x3d62c7ace714eff1ull},
+    {"fp8_block_bias_shared", kPadding, 0x153d5610cbb2a073ull},
     {"fp8_block_relu2", kRandom, 0x9b36ad343208b24aull},
     {"fp8_block_relu2", kPadding, 0x9a298c58b4122dc4ull},
     {"fp8_block_swiglu_shared", kRandom, 0x1a34c0da5087d38aull},
