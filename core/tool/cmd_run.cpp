@@ -41,8 +41,9 @@ void add_run(CLI::App& app, Discovery& d) {
   static int32_t ep_empty_rank = -1, ep_bench = 0;
   cmd->add_option("--config", config, "YAML config")->required();
   cmd->add_option("--inputs", inputs,
-                  "safetensors file with hidden_states [T, H] (bf16) and, when the config has no "
-                  "router weight, router_logits [T, E] (f32)")
+                  "safetensors file with hidden_states [T, H] (bf16, or f32: the router takes "
+                  "them in checkpoint.router_dtype) and, when the config has no router weight, "
+                  "router_logits [T, E] (f32)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--checkpoint", checkpoint,
                   "Read the checkpoint from this path instead of the config's checkpoint.path");

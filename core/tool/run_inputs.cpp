@@ -10,6 +10,8 @@
 namespace moe::tool {
 namespace {
 
+// hidden_states as stored (bf16 or f32): the experts take them rounded to bf16, the router GEMM
+// in its own precision (router_logits), so an fp32 router sees the f32 values themselves.
 HostTensor read_hidden(const SafetensorsFile& f, const moe_problem& p) {
   const SafetensorsEntry* e = f.find("hidden_states");
   MOE_CHECK(e != nullptr, MOE_STATUS_NOT_FOUND, "{}: no tensor 'hidden_states' [T, {}]", f.path(),
@@ -20,17 +22,16 @@ HostTensor read_hidden(const SafetensorsFile& f, const moe_problem& p) {
   MOE_CHECK(e->dtype == MOE_DTYPE_BF16 || e->dtype == MOE_DTYPE_F32, MOE_STATUS_DTYPE_MISMATCH,
             "{}: hidden_states is {}, expected BF16 (or F32, rounded to bf16)", f.path(),
             e->st_dtype);
-  HostTensor h(MOE_DTYPE_BF16, e->shape);
-  const uint8_t* src = f.data(*e);
-  for (int64_t i = 0; i < h.numel(); ++i) {
-    if (e->dtype == MOE_DTYPE_BF16) {
-      std::memcpy(h.data<uint16_t>() + i, src + 2 * i, 2);
-    } else {
-      float v;
-      std::memcpy(&v, src + 4 * i, 4);
-      h.data<uint16_t>()[i] = float_to_bf16(v);
-    }
-  }
+  HostTensor h(e->dtype, e->shape);
+  std::memcpy(h.raw(), f.data(*e), h.bytes());
+  return h;
+}
+
+HostTensor to_bf16(const HostTensor& hidden) {
+  if (hidden.dtype() == MOE_DTYPE_BF16) return hidden;
+  HostTensor h(MOE_DTYPE_BF16, hidden.shape());
+  for (int64_t i = 0; i < h.numel(); ++i)
+    h.data<uint16_t>()[i] = float_to_bf16(hidden.data<float>()[i]);
   return h;
 }
 
@@ -63,12 +64,14 @@ RunInputs make_run_inputs(const Config& cfg, int64_t tokens, uint64_t seed,
     in.weights = random_weights(p, seed);
     in.weights_from = fmt::format("random (seed {})", seed);
   }
+  HostTensor stored_hidden;  // --inputs' hidden_states as stored, for the router GEMM
   if (inputs_path.empty()) {
     in.batch = random_batch(p, tokens, seed, Scenario::kRandom);
     in.batch_from = fmt::format("random, {} tokens", tokens);
   } else {
     const SafetensorsFile f = SafetensorsFile::open(inputs_path);
-    in.batch.hidden = read_hidden(f, p);
+    stored_hidden = read_hidden(f, p);
+    in.batch.hidden = to_bf16(stored_hidden);
     const int64_t t = in.batch.hidden.shape()[0];
     in.batch.logits = f.find("router_logits") ? read_logits(f, p, t) : HostTensor();
     in.batch_from = fmt::format("{}, {} tokens", inputs_path, t);
@@ -77,7 +80,13 @@ RunInputs make_run_inputs(const Config& cfg, int64_t tokens, uint64_t seed,
   if (cfg.checkpoint && !given_logits) {
     MOE_CHECK(!layer.router_weight.empty() || inputs_path.empty(), MOE_STATUS_NOT_FOUND,
               "{} has no router_logits and the checkpoint has no router weight", inputs_path);
-    if (!layer.router_weight.empty()) in.batch.logits = router_logits(layer, p, in.batch.hidden);
+    if (!layer.router_weight.empty()) {
+      const RouterDtype dtype = cfg.checkpoint->router_dtype;
+      in.batch.logits =
+          router_logits(layer, p, stored_hidden.empty() ? in.batch.hidden : stored_hidden, dtype);
+      in.batch_from +=
+          fmt::format("; logits from the checkpoint's router ({} GEMM)", router_dtype_name(dtype));
+    }
   }
   MOE_CHECK(!in.batch.logits.empty(), MOE_STATUS_NOT_FOUND,
             "{}: give router_logits [T, {}] or a checkpoint with a router weight", inputs_path,

@@ -16,8 +16,9 @@ struct RunInputs {
   std::string weights_from, batch_from;  // for the report
 };
 
-// `inputs_path` (may be empty): a safetensors file with hidden_states [T, H] bf16 (f32 is
-// rounded to bf16) and, when the config has no router weight, router_logits [T, E + S] f32.
+// `inputs_path` (may be empty): a safetensors file with hidden_states [T, H] bf16 or f32 (the
+// experts take f32 rounded to bf16; the router GEMM takes them in checkpoint.router_dtype's
+// precision) and, when the config has no router weight, router_logits [T, E + S] f32.
 RunInputs make_run_inputs(const Config& config, int64_t tokens, uint64_t seed,
                           const std::string& inputs_path);
 

@@ -1,13 +1,15 @@
 // The inkling convention: routed experts stacked with interleaved gate/up rows, sinks stored as
 // shared_experts.*, router gate.weight [R+S, H] with the sink rows last, selection bias gate.bias
-// and gate.global_scale. Export and load round-trip exactly; a hand-built checkpoint pins what
-// the loader reads independently of the exporter; TP slabs and EP ranks add up to the whole
-// layer; every bad tensor is refused by name.
+// and gate.global_scale. Export and load round-trip exactly, and TP slabs and EP ranks add up to
+// the whole layer, for the bf16 and the Quark MXFP4 release; a hand-built checkpoint pins what
+// the loader reads independently of the exporter; every bad tensor is refused by name
+// (inkling_mxfp4_test.cpp: what only the MXFP4 release has).
 #include <cmath>
 #include <filesystem>
 #include <limits>
 
 #include "../support/test_env.hpp"
+#include "moe/sdk/enum_names.hpp"
 #include "moe/sdk/formats.hpp"
 
 namespace moe::test {
@@ -16,14 +18,15 @@ namespace {
 constexpr int64_t kRouted = 6, kSinks = 2;
 
 // 6 routed experts and 2 sinks, routed as Inkling routes them.
-Problem inkling_problem(int64_t experts = kRouted, int64_t intermediate = 32) {
+Problem inkling_problem(int64_t experts = kRouted, int64_t intermediate = 32,
+                        moe_format format = MOE_FORMAT_BF16) {
   Problem p;
   moe_problem& r = p.raw();
   r.experts = experts;
   r.top_k = 2;
   r.hidden = 64;
   r.intermediate = intermediate;
-  r.format = MOE_FORMAT_BF16;
+  r.format = format;
   r.activation = MOE_ACTIVATION_SILU_MUL;
   r.routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
   r.routing_bias = 1;
@@ -70,8 +73,11 @@ struct Written {
   CheckpointSpec spec;
 };
 
-Written written(const std::string& file, int64_t intermediate = 32) {
-  Written out{inkling_problem(kRouted, intermediate), {}, spec_of(file)};
+Written written(const std::string& file, int64_t intermediate = 32,
+                moe_format format = MOE_FORMAT_BF16) {
+  Written out{inkling_problem(kRouted, intermediate, format),
+              {},
+              spec_of(file + "_" + format_name(format))};
   const moe_problem p = out.problem.c();
   out.weights = random_weights(p, 17);
   write_safetensors(out.spec.path,
@@ -79,11 +85,22 @@ Written written(const std::string& file, int64_t intermediate = 32) {
   return out;
 }
 
-TEST(Inkling, ExportThenLoadGivesTheSameCanonicalWeightsAndRouter) {
-  const Written w = written("inkling_roundtrip");
+// The bf16 release and the Quark MXFP4 one (packed e2m1, flat ue8m0 scales).
+class InklingRelease : public testing::TestWithParam<moe_format> {};
+
+INSTANTIATE_TEST_SUITE_P(Formats, InklingRelease,
+                         testing::Values(MOE_FORMAT_BF16, MOE_FORMAT_MXFP4),
+                         [](const auto& info) { return std::string(format_name(info.param)); });
+
+TEST_P(InklingRelease, ExportThenLoadGivesTheSameCanonicalWeightsAndRouter) {
+  const Written w = written("inkling_roundtrip", 32, GetParam());
   const LayerCheckpoint got = load_layer(Checkpoint::open(w.spec.path), w.spec, w.problem.c());
   expect_same_bytes(got.weights.w13, w.weights.w13, "w13");
   expect_same_bytes(got.weights.w2, w.weights.w2, "w2");
+  if (GetParam() == MOE_FORMAT_MXFP4) {
+    expect_same_bytes(got.weights.w13_scale, w.weights.w13_scale, "w13_scale");
+    expect_same_bytes(got.weights.w2_scale, w.weights.w2_scale, "w2_scale");
+  }
   expect_same_bytes(got.weights.sink_w13, w.weights.sink_w13, "sink_w13");
   expect_same_bytes(got.weights.sink_w2, w.weights.sink_w2, "sink_w2");
   expect_same_bytes(got.router_weight, router_of(w.problem.c()), "router");
@@ -193,8 +210,8 @@ void expect_sum(const std::vector<double>& sum, const HostTensor& whole) {
     EXPECT_NEAR(sum[i], whole.data<double>()[i], 1e-12) << i;
 }
 
-TEST(Inkling, TensorParallelSlabsAddUpToTheWholeLayer) {
-  const Written full = written("inkling_tp", 64);
+TEST_P(InklingRelease, TensorParallelSlabsAddUpToTheWholeLayer) {
+  const Written full = written("inkling_tp", 64, GetParam());
   const moe_problem p = full.problem.c();
   const Batch batch = random_batch(p, 5, 9, Scenario::kRandom);
   const Routing routing = route(p, batch);
@@ -215,9 +232,9 @@ TEST(Inkling, TensorParallelSlabsAddUpToTheWholeLayer) {
   expect_sum(sum, whole);
 }
 
-TEST(Inkling, ExpertParallelRanksAddUpAndPaddingExpertsAreNeverRouted) {
+TEST_P(InklingRelease, ExpertParallelRanksAddUpAndPaddingExpertsAreNeverRouted) {
   // 6 routed experts; ep_size 4 pads them to 8 (round robin); the sinks stay on rank 0 here.
-  const Written full = written("inkling_ep");
+  const Written full = written("inkling_ep", 32, GetParam());
   const moe_problem p = full.problem.c();
   const Batch batch = random_batch(p, 7, 2, Scenario::kRandom);
   const Routing routing = route(p, batch);
@@ -325,7 +342,8 @@ TEST(Inkling, ExportRefusesWhatTheConventionCannotStore) {
   fp8.raw().format = MOE_FORMAT_FP8_TENSOR;
   fp8.finalize();
   expect_error([&] { export_layer(random_weights(fp8.c(), 1), fp8.c(), spec, {}, {}); },
-               MOE_STATUS_UNSUPPORTED, {"inkling checkpoints are written in bf16, not fp8_tensor"});
+               MOE_STATUS_UNSUPPORTED,
+               {"inkling checkpoints are written in bf16 or Quark MXFP4, not fp8_tensor"});
 }
 
 }  // namespace

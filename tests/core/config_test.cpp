@@ -388,5 +388,31 @@ TEST(ConfigParse, TensorParallelSizesOutOfRangeAreRefused) {
   }
 }
 
+TEST(ConfigParse, RouterDtypeIsACheckpointSettingThatDefaultsToBf16) {
+  const std::string ckpt = "checkpoint: {path: x, convention: mixtral";
+  const auto parse = [&](const std::string& extra) {
+    return Config::parse(std::string(kMinimalProblem) + ckpt + extra + "}\n", "test.yaml");
+  };
+  EXPECT_EQ(parse("").checkpoint->router_dtype, RouterDtype::kBf16);
+  EXPECT_EQ(parse(", router_dtype: bf16").checkpoint->router_dtype, RouterDtype::kBf16);
+  EXPECT_EQ(parse(", router_dtype: fp32").checkpoint->router_dtype, RouterDtype::kFp32);
+}
+
+TEST(ConfigParse, RejectsAnUnknownRouterDtypeListingTheValidSpellings) {
+  for (const char* bad : {"fp16", "FP32", "f32", "float32"}) {
+    expect_config_error(
+        std::string(kMinimalProblem) +
+            "checkpoint: {path: x, convention: mixtral, router_dtype: " + bad + "}\n",
+        {"test.yaml:2:", std::string("router_dtype: '") + bad + "' is not one of: bf16, fp32"});
+  }
+}
+
+TEST(ConfigParse, RouterDtypeInTheProblemSaysItBelongsToTheCheckpoint) {
+  expect_config_error(
+      "problem: {experts: 8, top_k: 2, hidden: 256, intermediate: 192,\n"
+      "          router_dtype: fp32}\n",
+      {"test.yaml:2:", "router_dtype belongs in the checkpoint section"});
+}
+
 }  // namespace
 }  // namespace moe

@@ -413,6 +413,7 @@ TEST(EnumNames, EverySpellingParsesBackToItsValue) {
   expect_round_trip<moe_routing>(int(known_routings().size()), routing_name, parse_routing);
   expect_round_trip<moe_score_function>(2, score_function_name, parse_score_function);
   expect_round_trip<moe_ep_placement>(3, ep_placement_name, parse_ep_placement);
+  expect_round_trip<RouterDtype>(2, router_dtype_name, parse_router_dtype);
 }
 
 TEST(EnumNames, ListsAreTheSpellingsInValueOrder) {
@@ -427,6 +428,7 @@ TEST(EnumNames, ListsAreTheSpellingsInValueOrder) {
   EXPECT_STREQ(reason_name(moe_reason(12)), "invalid");
   EXPECT_STREQ(memory_name(MOE_MEMORY_CUDA_DEVICE), "cuda_device");
   EXPECT_STREQ(memory_name(moe_memory(2)), "invalid");
+  EXPECT_EQ(router_dtype_names(), "bf16, fp32");
 }
 
 TEST(EnumNames, AnUnknownSpellingParsesToNullopt) {
@@ -436,7 +438,9 @@ TEST(EnumNames, AnUnknownSpellingParsesToNullopt) {
     EXPECT_EQ(parse_routing(s), std::nullopt) << s;
     EXPECT_EQ(parse_score_function(s), std::nullopt) << s;
     EXPECT_EQ(parse_ep_placement(s), std::nullopt) << s;
+    EXPECT_EQ(parse_router_dtype(s), std::nullopt) << s;
   }
+  EXPECT_EQ(parse_router_dtype("f32"), std::nullopt);
   EXPECT_EQ(parse_input_format("fp8_block"), std::nullopt);
   EXPECT_EQ(parse_ep_placement("round-robin"), std::nullopt);
 }

@@ -11,6 +11,7 @@
 #include "moe/inputs.hpp"
 #include "moe/safetensors.hpp"
 #include "moe/safetensors_writer.hpp"
+#include "moe/sdk/enum_names.hpp"
 #include "moe/sdk/host_tensor.hpp"
 
 namespace moe {
@@ -39,6 +40,7 @@ struct CheckpointSpec {
   bool interleaved_gate_up = false;  // stacked/deepseek fused rows [g0, u0, g1, u1, ...]
   int32_t tp_size = 1;               // tensor parallel: this rank keeps slab tp_rank of I
   int32_t tp_rank = 0;
+  RouterDtype router_dtype = RouterDtype::kBf16;  // precision of the router GEMM (router_logits)
 };
 
 const std::vector<std::string>& checkpoint_conventions();
@@ -86,10 +88,11 @@ std::vector<NamedTensor> export_layer(const LayerWeights& weights, const moe_pro
                                       const CheckpointSpec& spec, const HostTensor& router_weight,
                                       const HostTensor& routing_bias);
 
-// Router logits [T, E + S] f32 of bf16 hidden states [T, H] (fp32 accumulation, + router bias);
+// Router logits [T, E + S] f32 of hidden states [T, H] (bf16, or f32 as --inputs may give them):
+// both operands in `dtype`'s precision, fp32 sums, + router bias as stored (docs/design.md §3.4);
 // padding experts get -inf so they are never routed. Throws when the layer has no router.
 HostTensor router_logits(const LayerCheckpoint& layer, const moe_problem& problem,
-                         const HostTensor& hidden);
+                         const HostTensor& hidden, RouterDtype dtype = RouterDtype::kBf16);
 
 // input_scale of a static fp4 activation from its calibrated amax: amax / (448 * 6).
 float input_scale_from_amax(float amax, const std::string& tensor);

@@ -15,6 +15,7 @@
 //     interleaved_gate_up: false
 //     tp_size: 1
 //     tp_rank: 0
+//     router_dtype: bf16          # or fp32: precision of the router GEMM (docs/design.md §3.4)
 #pragma once
 
 #include <cstdint>

@@ -211,33 +211,6 @@ std::string describe_conversions(const std::vector<CheckpointConversion>& conver
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
-HostTensor router_logits(const LayerCheckpoint& layer, const moe_problem& p,
-                         const HostTensor& hidden) {
-  MOE_CHECK(!layer.router_weight.empty(), MOE_STATUS_NOT_FOUND,
-            "the checkpoint has no router weight: give router_logits with --inputs");
-  const int64_t tokens = hidden.shape()[0], h = p.hidden, real = layer.real_experts;
-  const int64_t rows = layer.router_weight.shape()[0];  // real + sinks
-  HostTensor logits(MOE_DTYPE_F32, {tokens, p.experts + p.sink_experts});
-  const bool f32 = layer.router_weight.dtype() == MOE_DTYPE_F32;
-  for (int64_t t = 0; t < tokens; ++t) {
-    float* out = logits.data<float>() + t * (p.experts + p.sink_experts);
-    for (int64_t c = 0; c < p.experts + p.sink_experts; ++c)
-      out[c] = -std::numeric_limits<float>::infinity();
-    for (int64_t r = 0; r < rows; ++r) {
-      float acc = 0.0f;
-      for (int64_t k = 0; k < h; ++k) {
-        const float wv = f32 ? layer.router_weight.data<float>()[r * h + k]
-                             : bf16_to_float(layer.router_weight.data<uint16_t>()[r * h + k]);
-        acc += wv * bf16_to_float(hidden.data<uint16_t>()[t * h + k]);
-      }
-      if (!layer.router_bias.empty()) acc += layer.router_bias.data<float>()[r];
-      // Routed experts fill [0, real); sinks sit after the padded routed columns.
-      out[r < real ? r : p.experts + (r - real)] = acc;
-    }
-  }
-  return logits;
-}
-
 float input_scale_from_amax(float amax, const std::string& tensor) {
   MOE_CHECK(std::isfinite(amax) && amax > 0, MOE_STATUS_INVALID_ARGUMENT,
             "checkpoint tensor '{}' is {}: an activation amax must be finite and > 0", tensor,

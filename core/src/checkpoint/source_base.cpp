@@ -147,6 +147,25 @@ const HostTensor& SourceBase::cached(const std::string& n, moe_dtype dtype,
   return it->second;
 }
 
+const HostTensor& SourceBase::scale_stack(const std::string& n, moe_dtype raw, moe_dtype alt,
+                                          int64_t experts, const MatrixLayout& l) const {
+  const auto* entry = ctx_.checkpoint.find(n);
+  if (experts > 0 && entry && entry->shape.size() == 2) {
+    const int64_t flat = entry->shape[0];
+    MOE_CHECK(flat % experts == 0, MOE_STATUS_SHAPE_MISMATCH,
+              "checkpoint tensor '{}' stores scales flat as [{}, {}]: {} rows are not divisible "
+              "by the {} experts",
+              n, flat, entry->shape[1], flat, experts);
+    MOE_CHECK(flat / experts == l.scale_rows, MOE_STATUS_SHAPE_MISMATCH,
+              "checkpoint tensor '{}' [{}, {}] holds {} rows per expert, expected {}", n, flat,
+              entry->shape[1], flat / experts, l.scale_rows);
+    return cached(n, raw, {flat, l.scale_cols}, alt);
+  }
+  std::vector<int64_t> d = {l.scale_rows, l.scale_cols};
+  if (experts > 0) d.insert(d.begin(), experts);
+  return cached(n, raw, d, alt);
+}
+
 HostTensor SourceBase::slot(const HostTensor& stack, int64_t e, std::vector<int64_t> shape) {
   HostTensor out(stack.dtype(), shape);
   std::memcpy(out.raw(), static_cast<const uint8_t*>(stack.raw()) + e * out.bytes(), out.bytes());

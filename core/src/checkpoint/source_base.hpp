@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "conventions.hpp"
+#include "moe/sdk/weights.hpp"
 
 namespace moe::detail {
 
@@ -50,6 +51,12 @@ class SourceBase : public ExpertSource {
   // read_tensor, once per name: a stack serves every expert of the layer.
   const HostTensor& cached(const std::string& n, moe_dtype dtype, std::vector<int64_t> shape,
                            moe_dtype alt = MOE_DTYPE_INVALID) const;
+  // The scales `n` of `experts` matrices laid out as `l`, bytes as stored (`raw`, or `alt`):
+  // [E, scale_rows, scale_cols], or flat [E * scale_rows, scale_cols] as Quark stores them, the
+  // expert dimension restored here (refused naming `n` when E does not divide the rows).
+  // experts == 0: one unstacked matrix's [scale_rows, scale_cols].
+  const HostTensor& scale_stack(const std::string& n, moe_dtype raw, moe_dtype alt, int64_t experts,
+                                const MatrixLayout& l) const;
   // Matrix `e` of a stacked [E, rows, cols] tensor as a [rows, cols] HostTensor.
   static HostTensor slot(const HostTensor& stack, int64_t e, std::vector<int64_t> shape);
   // The stored dtype of tensor `q` (INVALID when absent: the read names it).

@@ -50,8 +50,6 @@ class StackedSource final : public SourceBase {
 
  private:
   Matrix matrix(const std::string& q, int64_t e, int64_t experts, int64_t rows, int64_t cols) const;
-  const HostTensor& scale_stack(const std::string& n, moe_dtype raw, moe_dtype alt, int64_t experts,
-                                const MatrixLayout& l) const;
   Expert split_w13(Matrix w13, Matrix down, const std::string& what) const;
 };
 
@@ -114,27 +112,6 @@ Matrix StackedSource::matrix(const std::string& q, int64_t e, int64_t experts, i
     m.scale_2 =
         cached(name(q + "_scale_2"), MOE_DTYPE_F32, {e >= 0 ? experts : 1}).data<float>()[at];
   return m;
-}
-
-// Scales of a stack; Quark MXFP4 stores them flat as [E * rows, cols]: restore E.
-const HostTensor& StackedSource::scale_stack(const std::string& n, moe_dtype raw, moe_dtype alt,
-                                             int64_t experts, const MatrixLayout& l) const {
-  const auto* entry = ctx_.checkpoint.find(n);
-  if (experts > 0 && entry && entry->shape.size() == 2) {
-    const int64_t flat = entry->shape[0];
-    MOE_CHECK(flat % experts == 0, MOE_STATUS_SHAPE_MISMATCH,
-              "checkpoint tensor '{}' stores scales flat as [{}, {}]: {} rows are not divisible "
-              "by the {} experts",
-              n, flat, entry->shape[1], flat, experts);
-    const HostTensor& t = cached(n, raw, {flat, l.scale_cols}, alt);
-    MOE_CHECK(flat / experts == l.scale_rows, MOE_STATUS_SHAPE_MISMATCH,
-              "checkpoint tensor '{}' [{}, {}] holds {} rows per expert, expected {}", n, flat,
-              entry->shape[1], flat / experts, l.scale_rows);
-    return t;
-  }
-  std::vector<int64_t> d = {l.scale_rows, l.scale_cols};
-  if (experts > 0) d.insert(d.begin(), experts);
-  return cached(n, raw, d, alt);
 }
 
 // w13 as gate and up: stacked halves [gate; up], or rows interleaved when the spec says so.

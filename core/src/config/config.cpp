@@ -14,7 +14,8 @@ namespace {
 CheckpointSpec parse_checkpoint(const std::string& source, const YAML::Node& map) {
   using namespace detail;
   check_keys(source, map,
-             {"path", "convention", "prefix", "layer", "interleaved_gate_up", "tp_size", "tp_rank"},
+             {"path", "convention", "prefix", "layer", "interleaved_gate_up", "tp_size", "tp_rank",
+              "router_dtype"},
              "checkpoint");
   CheckpointSpec spec;
   for (const char* required : {"path", "convention"}) {
@@ -42,6 +43,15 @@ CheckpointSpec parse_checkpoint(const std::string& source, const YAML::Node& map
                                                        where(source, map[key]), key, v));
     out = static_cast<int32_t>(v);
   };
+  if (const auto node = map["router_dtype"]) {
+    const auto text = read_scalar<std::string>(source, node, "router_dtype");
+    const auto v = parse_router_dtype(text);
+    if (!v)
+      throw Error(MOE_STATUS_CONFIG_ERROR,
+                  fmt::format("{}: router_dtype: '{}' is not one of: {}", where(source, node), text,
+                              router_dtype_names()));
+    spec.router_dtype = *v;
+  }
   small_int("tp_size", spec.tp_size);
   small_int("tp_rank", spec.tp_rank);
   if (spec.tp_size < 1 || spec.tp_rank < 0 || spec.tp_rank >= spec.tp_size)

@@ -142,6 +142,12 @@ Problem parse_problem(const std::string& source, const YAML::Node& map) {
                                                  "ep_rank",
                                                  "redundant_experts",
                                                  "max_tokens"};
+  // router_dtype reads like a problem setting but is not one (plugins take logits): point to
+  // where it lives rather than only calling it unknown.
+  if (map.IsMap() && map["router_dtype"])
+    fail(where(source, map["router_dtype"]),
+         "router_dtype belongs in the checkpoint section: plugins take router logits, and the "
+         "router GEMM runs only on a checkpoint's router weight (docs/design.md §2.3)");
   check_keys(source, map, kKeys, "problem");
   for (const char* required : {"experts", "top_k", "hidden", "intermediate"}) {
     if (!map[required]) fail(where(source, map), fmt::format("problem needs '{}'", required));

@@ -1,4 +1,5 @@
-// The YAML spellings of the ABI's enums (see enum_names.hpp); formats come from the format table.
+// The YAML spellings of the ABI's enums and of the host's router_dtype (see enum_names.hpp);
+// formats come from the format table.
 #include "moe/sdk/enum_names.hpp"
 
 #include <string>
@@ -41,6 +42,10 @@ constexpr Named<moe_ep_placement> kPlacements[] = {
     {MOE_EP_NONE, "none"},
     {MOE_EP_LINEAR, "linear"},
     {MOE_EP_ROUND_ROBIN, "round_robin"},
+};
+constexpr Named<RouterDtype> kRouterDtypes[] = {
+    {RouterDtype::kBf16, "bf16"},
+    {RouterDtype::kFp32, "fp32"},
 };
 constexpr Named<moe_reason> kReasons[] = {
     {MOE_REASON_NONE, "none"},
@@ -120,6 +125,9 @@ const char* score_function_name(moe_score_function v) {
 const char* ep_placement_name(moe_ep_placement v) {
   return name_of(kPlacements, v);
 }
+const char* router_dtype_name(RouterDtype v) {
+  return name_of(kRouterDtypes, v);
+}
 const char* reason_name(moe_reason v) {
   return name_of(kReasons, v);
 }
@@ -147,6 +155,9 @@ std::optional<moe_score_function> parse_score_function(std::string_view s) {
 std::optional<moe_ep_placement> parse_ep_placement(std::string_view s) {
   return parse(kPlacements, s);
 }
+std::optional<RouterDtype> parse_router_dtype(std::string_view s) {
+  return parse(kRouterDtypes, s);
+}
 
 std::string format_names() {
   std::string out;
@@ -161,6 +172,9 @@ std::string activation_names() {
 }
 std::string routing_names() {
   return names(kRoutings);
+}
+std::string router_dtype_names() {
+  return names(kRouterDtypes);
 }
 
 std::vector<moe_input_format> known_input_formats() {

@@ -1,6 +1,7 @@
 // The spellings of the ABI's enums (as written in YAML and printed by the tool), and which values
 // this build knows: a value outside these comes from a newer header and is refused, never mapped
-// to a neighbour (docs/design.md §2 rule 13).
+// to a neighbour (docs/design.md §2 rule 13). Also the one host-only enum spelled the same way,
+// the router GEMM's precision.
 #pragma once
 
 #include <cstdint>
@@ -47,5 +48,16 @@ bool known_activation(int32_t v);
 bool known_routing(int32_t v);
 bool known_score_function(int32_t v);
 bool known_ep_placement(int32_t v);
+
+// Precision of the router GEMM (hidden [T, H] x router weight^T [H, E + S] -> logits), spelled
+// like the enums above. A host setting, not an ABI value: plugins take logits, never compute
+// them (docs/design.md §3.4), so only the core's checkpoint runner reads it.
+enum class RouterDtype : int32_t {
+  kBf16 = 0,  // both operands rounded to bf16, as a bf16 model runs its gate; fp32 sums
+  kFp32 = 1,  // both operands as given (bf16 ones widened exactly); fp32 sums
+};
+const char* router_dtype_name(RouterDtype v);
+std::optional<RouterDtype> parse_router_dtype(std::string_view s);
+std::string router_dtype_names();
 
 }  // namespace moe
