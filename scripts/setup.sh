@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  build-essential cmake ninja-build ccache python3 python3-venv
+  build-essential cmake ninja-build ccache python3 python3-venv python3-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev libboost-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev
   clang libclang-rt-dev   # scripts/fuzz.sh: libFuzzer, ASan, UBSan
@@ -16,6 +16,9 @@ CUTLASS_PIN="nvidia-cutlass==4.2.0.0"   # CUTLASS/CuTe headers for the GPU plugi
 # The real safetensors writer for tests/fixtures/make_safetensors.py (bf16 and e4m3 numpy dtypes
 # from ml_dtypes).
 PY_PINS=("safetensors==0.8.0" "ml_dtypes==0.6.0" "numpy==2.4.6")
+# The Python package moe_registry (python/): nanobind to build its extension in the CMake build,
+# pytest to run tests/python; scikit-build-core is what `pip install .` builds it with.
+PY_PINS+=("nanobind==3.1.0" "scikit-build-core==1.1.2" "pytest==9.2.0")
 VENV=.venv
 
 missing=()

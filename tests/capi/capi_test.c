@@ -390,6 +390,59 @@ static void test_conformance_of_a_plugin(moe_host_registry* registry) {
                MOE_STATUS_NOT_FOUND, "/nonexistent/libmoe_nothing.so");
 }
 
+/* A problem from a config's `problem:` text, back to JSON, and read again: the same problem. */
+static void test_problems_as_text(moe_host_registry* registry) {
+  (void)registry;
+  moe_problem p;
+  memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  CHECK_OK(moe_host_problem_parse(
+      "{experts: 8, top_k: 2, hidden: 256, intermediate: 128, format: fp8_block, "
+      "activation: swiglu_oai, activation_alpha: 1.702, routing: grouped_topk, num_groups: 4, "
+      "topk_group: 2, ep_placement: round_robin, ep_size: 2, ep_rank: 1, max_tokens: 64}",
+      &p));
+  CHECK(p.struct_size == sizeof p && p.experts == 8 && p.format == MOE_FORMAT_FP8_BLOCK &&
+            p.activation == MOE_ACTIVATION_SWIGLU_OAI && p.routing == MOE_ROUTING_GROUPED_TOPK,
+        "experts %lld format %d activation %d routing %d", (long long)p.experts, p.format,
+        p.activation, p.routing);
+  CHECK(p.ep_placement == MOE_EP_ROUND_ROBIN && p.local_experts == 4 && p.ep_map == NULL,
+        "placement %d, local_experts %lld", p.ep_placement, (long long)p.local_experts);
+  CHECK(p.input_format == MOE_INPUT_FP8_1X128, "input_format %d: default not resolved",
+        p.input_format);
+
+  size_t needed = 0;
+  CHECK_OK(moe_host_problem_format(&p, NULL, 0, &needed));
+  char* text = malloc(needed);
+  CHECK_OK(moe_host_problem_format(&p, text, needed, &needed));
+  CHECK(strstr(text, "\"format\":\"fp8_block\"") != NULL &&
+            strstr(text, "\"activation_alpha\":1.702,") != NULL &&
+            strstr(text, "\"ep_placement\":\"round_robin\"") != NULL,
+        "format: %s", text);
+  moe_problem again;
+  memset(&again, 0, sizeof again);
+  again.struct_size = sizeof again;
+  CHECK_OK(moe_host_problem_parse(text, &again));
+  CHECK(memcmp(&again, &p, sizeof p) == 0, "%s does not read back to the same problem", text);
+  free(text);
+
+  expect_error("an unknown key", moe_host_problem_parse("{experts: 8, expertz: 2}", &p),
+               MOE_STATUS_CONFIG_ERROR, "unknown key 'expertz'");
+  expect_error("an unknown format",
+               moe_host_problem_parse(
+                   "{experts: 8, top_k: 2, hidden: 64, intermediate: 32, format: fp7}", &p),
+               MOE_STATUS_CONFIG_ERROR, "format: 'fp7' is not one of");
+  expect_error("a missing field", moe_host_problem_parse("{experts: 8}", &p),
+               MOE_STATUS_CONFIG_ERROR, "problem needs 'top_k'");
+  expect_error("an invalid problem",
+               moe_host_problem_parse("{experts: 2, top_k: 3, hidden: 64, intermediate: 32}", &p),
+               MOE_STATUS_CONFIG_ERROR, "top_k");
+  expect_error("NULL text", moe_host_problem_parse(NULL, &p), MOE_STATUS_INVALID_ARGUMENT,
+               "text is NULL");
+  p.struct_size = 8;
+  expect_error("problem too small", moe_host_problem_format(&p, NULL, 0, &needed),
+               MOE_STATUS_ABI_MISMATCH, "struct_size=8");
+}
+
 typedef struct capi_case {
   const char* name;
   void (*run)(moe_host_registry* registry);
@@ -403,6 +456,7 @@ static const capi_case kCases[] = {
     {"describes_a_plugin", test_describes_a_plugin},
     {"errors_name_the_problem", test_errors_name_the_problem},
     {"conformance_of_a_plugin", test_conformance_of_a_plugin},
+    {"problems_as_text", test_problems_as_text},
 };
 
 int main(int argc, char** argv) {

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define MOE_HOST_VERSION_MAJOR 1
-#define MOE_HOST_VERSION_MINOR 0
+#define MOE_HOST_VERSION_MINOR 1 /* 1.1: moe_host_problem_parse, moe_host_problem_format */
 
 #if defined(_WIN32)
 #define MOE_HOST_EXPORT __declspec(dllexport)
@@ -65,6 +65,23 @@ MOE_HOST_EXPORT moe_status moe_host_version(uint32_t* host_major /* out */,
  * ...), written where it fits in the caller's struct (set struct_size first). Set the fields that
  * matter after it: a problem of zeros is not a valid one. */
 MOE_HOST_EXPORT moe_status moe_host_default_problem(moe_problem* problem /* out */);
+
+/* A problem from the text of a config's `problem:` mapping, YAML or JSON (JSON is YAML), e.g.
+ * "{experts: 8, top_k: 2, hidden: 512, intermediate: 256, format: bf16}": keys are the moe_problem
+ * field names and enum values their names, as in configs (README "Configs"), so a binding needs no
+ * copy of the ABI's enum numbers. experts, top_k, hidden and intermediate are required, the
+ * others default as in configs. The problem is finalised and validated as a config's (CONFIG_ERROR
+ * "<problem>:LINE:COL: ..." naming the key) and written where it fits in the caller's struct (set
+ * struct_size first). Its ep_map is NULL: the core makes the map from ep_placement, ep_size and
+ * ep_rank wherever it reads a problem. Since 1.1. */
+MOE_HOST_EXPORT moe_status moe_host_problem_parse(const char* text, moe_problem* problem /* out */);
+
+/* The problem (normalised and validated first) as one line of JSON holding every key a config's
+ * `problem:` takes, enums by name, which moe_host_problem_parse reads back to the same problem.
+ * Writes at most `cap` bytes, NUL-terminated, into buf (NULL when cap is 0); *needed gets the full
+ * length + 1. Since 1.1. */
+MOE_HOST_EXPORT moe_status moe_host_problem_format(const moe_problem* problem, char* buf,
+                                                   size_t cap, size_t* needed /* out */);
 
 /* ---------------------------------------------------------------------------------------------
  * The registry: discovery (docs/design.md §2 rule 9), through the plugin scanner.

@@ -1,0 +1,90 @@
+// moe_host_problem_parse / _format: a problem as the text of a config's `problem:` mapping, so a
+// host program in any language names fields and enum values as configs do ("format: bf16")
+// instead of copying the ABI's enum numbers; JSON out, since JSON is also YAML and every language
+// reads it.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "config/yaml_problem.hpp"
+#include "handles.hpp"
+#include "moe/sdk/enum_names.hpp"
+
+namespace moe::capi {
+namespace {
+
+// A float by its shortest decimal (1.702f as 1.702, not 1.7020000219345093), read back exactly.
+double shortest(float f) {
+  return std::stod(fmt::format("{}", f));
+}
+
+// Every key of a config's `problem:` (config/yaml_problem.cpp), in that order.
+nlohmann::ordered_json to_json(const moe_problem& p) {
+  nlohmann::ordered_json j;
+  j["experts"] = p.experts;
+  j["top_k"] = p.top_k;
+  j["hidden"] = p.hidden;
+  j["intermediate"] = p.intermediate;
+  j["format"] = format_name(static_cast<moe_format>(p.format));
+  j["input_format"] = input_format_name(static_cast<moe_input_format>(p.input_format));
+  j["activation"] = activation_name(static_cast<moe_activation>(p.activation));
+  j["gelu_tanh"] = p.gelu_tanh != 0;
+  j["activation_alpha"] = shortest(p.activation_alpha);
+  j["activation_limit"] = shortest(p.activation_limit);
+  j["routing"] = routing_name(static_cast<moe_routing>(p.routing));
+  j["renormalize"] = p.renormalize != 0;
+  j["score_function"] = score_function_name(static_cast<moe_score_function>(p.score_function));
+  j["routing_bias"] = p.routing_bias != 0;
+  j["num_groups"] = p.num_groups;
+  j["topk_group"] = p.topk_group;
+  j["routed_scaling_factor"] = shortest(p.routed_scaling_factor);
+  j["route_scale"] = shortest(p.route_scale);
+  j["global_scale"] = shortest(p.global_scale);
+  j["expert_bias"] = p.expert_bias != 0;
+  j["shared_intermediate"] = p.shared_intermediate;
+  j["sink_experts"] = p.sink_experts;
+  j["sink_intermediate"] = p.sink_intermediate;
+  j["ep_placement"] = ep_placement_name(static_cast<moe_ep_placement>(p.ep_placement));
+  j["ep_size"] = p.ep_size;
+  j["ep_rank"] = p.ep_rank;
+  j["redundant_experts"] = p.redundant_experts;
+  j["max_tokens"] = p.max_tokens;
+  return j;
+}
+
+}  // namespace
+}  // namespace moe::capi
+
+using namespace moe::capi;  // NOLINT: the C entry points below are thin
+
+extern "C" {
+
+moe_status moe_host_problem_parse(const char* text, moe_problem* problem) {
+  return guarded([&] {
+    MOE_CHECK(text != nullptr, MOE_STATUS_INVALID_ARGUMENT, "text is NULL");
+    moe::sdk::check_struct(problem, MOE_PROBLEM_MIN_SIZE, "moe_problem");
+    const std::string source = "<problem>";
+    const YAML::Node map = moe::detail::load_yaml_text(text, source);
+    moe_problem out = moe::detail::parse_problem(source, map).c();
+    out.ep_map = nullptr;  // made again from the placement wherever the problem is read
+    moe::sdk::write_struct(problem, out);
+  });
+}
+
+moe_status moe_host_problem_format(const moe_problem* problem, char* buf, size_t cap,
+                                   size_t* needed) {
+  return guarded([&] {
+    MOE_CHECK(cap == 0 || buf != nullptr, MOE_STATUS_INVALID_ARGUMENT, "buf is NULL with cap={}",
+              cap);
+    size_t& full = deref(needed, "needed");
+    const std::string text = to_json(read_problem(problem, "problem").c()).dump();
+    full = text.size() + 1;
+    if (cap == 0) return;
+    const size_t n = std::min(text.size(), cap - 1);
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  });
+}
+
+}  // extern "C"

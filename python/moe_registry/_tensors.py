@@ -1,0 +1,93 @@
+"""Outputs and streams for the array types a layer takes. An output is made like the input it
+follows (same framework and device: torch in, torch out; NumPy in, NumPy out), and a call runs on
+the caller's current stream (torch's or CuPy's) unless given one. The binding checks every array
+(dtype, shape, contiguity, device) and names the argument; here only what it cannot do is done."""
+
+import sys
+
+from ._errors import MoeError
+
+
+def _framework(x):
+    module = type(x).__module__.split(".")[0]
+    return module if module in ("torch", "numpy", "cupy") else None
+
+
+def untagged(x):
+    """The array of an argument given as (array, "dtype name"), else the argument."""
+    return x[0] if is_tagged(x) else x
+
+
+def is_tagged(x):
+    return isinstance(x, tuple) and len(x) == 2 and isinstance(x[1], str)
+
+
+def detached(x):
+    """torch tensors that require grad refuse DLPack export: the layer is inference only."""
+    if is_tagged(x):
+        return (detached(x[0]), x[1])
+    return x.detach() if _framework(x) == "torch" else x
+
+
+def leading_dim(x, name):
+    """The token count of a [T, ...] argument (0 for a scalar), or a MoeError naming it."""
+    shape = getattr(untagged(x), "shape", None)
+    if shape is None:
+        raise MoeError("invalid_argument",
+                       f"{name}: expected an array (NumPy, torch, CuPy), got {type(untagged(x)).__name__}")
+    return int(shape[0]) if len(shape) else 0
+
+
+def empty_like(x, shape, dtype=None, name="out"):
+    """An uninitialised array of `shape` in x's framework and device; dtype None = x's own (a
+    tagged x gives a tagged output), else "int32" or "float32"."""
+    if is_tagged(x):
+        return (empty_like(x[0], shape, dtype, name), x[1]) if dtype is None else \
+            empty_like(x[0], shape, dtype, name)
+    fw = _framework(x)
+    if fw == "torch":
+        import torch
+        return x.new_empty(shape, dtype=getattr(torch, dtype) if dtype else x.dtype)
+    if fw == "numpy":
+        import numpy
+        return numpy.empty(shape, dtype=dtype or x.dtype)
+    if fw == "cupy":
+        import cupy
+        with x.device:
+            return cupy.empty(shape, dtype=dtype or x.dtype)
+    raise MoeError("invalid_argument",
+                   f"{name}: cannot make an output like a {type(x).__name__}; pass {name}=")
+
+
+def check_writable(x, name):
+    """The binding reads every array through DLPack, which cannot tell a read-only NumPy array."""
+    array = untagged(x)
+    flags = getattr(array, "flags", None)
+    if _framework(array) == "numpy" and flags is not None and not flags.writeable:
+        raise MoeError("invalid_argument", f"{name}: a read-only array; the layer writes it")
+
+
+def current_stream(x=None):
+    """The caller's current CUDA stream (torch's or CuPy's) for x's device, 0 = the default."""
+    array = untagged(x) if x is not None else None
+    fw = _framework(array) if array is not None else None
+    if fw == "torch" and array.is_cuda:
+        import torch
+        return torch.cuda.current_stream(array.device).cuda_stream
+    if fw == "cupy":
+        import cupy
+        return cupy.cuda.get_current_stream().ptr
+    if array is None and "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():
+        return sys.modules["torch"].cuda.current_stream().cuda_stream
+    return 0
+
+
+def current_device():
+    """The CUDA device the caller works on (torch's, else CuPy's), -1 when neither says."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return torch.cuda.current_device()
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        return cupy.cuda.runtime.getDevice()
+    return -1

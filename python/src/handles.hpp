@@ -1,0 +1,101 @@
+// The host C API's handles as C++ objects the module binds (one owner each, freed once), and the
+// problem as a value. Each call checks its Python arguments (tensors.hpp) before it reaches the
+// C API, and releases the GIL while the core and the plugin work.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "moe/host/moe_host.h"
+
+namespace moe::py {
+
+namespace nb = nanobind;
+
+// A moe_problem by value; its ep_map is NULL (the core makes it from the placement fields).
+struct Problem {
+  moe_problem c{};
+  static Problem parse(const std::string& text);  // a config's `problem:` mapping, YAML or JSON
+  static Problem copy(const moe_problem& p);
+  std::string to_json() const;  // every key of a config's `problem:`
+};
+
+class Selection {
+ public:
+  explicit Selection(moe_host_selection* handle);
+  ~Selection();
+  Selection(const Selection&) = delete;
+  Selection& operator=(const Selection&) = delete;
+
+  moe_host_selection_info info() const;
+  nb::dict options() const;
+
+ private:
+  moe_host_selection* handle_;
+};
+
+// Workspace bytes from the layer's own memory, grown when a batch needs more.
+struct Workspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+class Layer {
+ public:
+  explicit Layer(moe_host_layer* handle);
+  ~Layer();
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const moe_host_layer_info& info() const { return info_; }
+  size_t workspace_size(int64_t tokens) const;
+  size_t route_workspace_size(int64_t tokens) const;
+  // Tensors in the layer's memory; outputs written in place. `stream`: a cudaStream_t, 0 = default.
+  void route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weights, nb::handle bias,
+             nb::handle is_padding, uintptr_t stream);
+  void run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights, nb::handle output,
+           uintptr_t stream);
+  // The CUDA device the weights went to (the caller's current one at prepare); -1 = not known.
+  int32_t device_id = -1;
+
+ private:
+  void* workspace(Workspace& ws, size_t bytes);
+
+  moe_host_layer* handle_;
+  moe_host_layer_info info_{};
+  std::mutex mutex_;  // the workspaces: one call at a time (and one stream per layer, as in C)
+  Workspace run_ws_, route_ws_;
+};
+
+class Registry {
+ public:
+  Registry(const std::vector<std::string>& plugin_dirs,
+           const std::vector<std::string>& plugin_files, bool use_env, bool use_default,
+           const std::optional<std::string>& core_plugin_dir,
+           const std::optional<std::string>& scanner);
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  nb::list plugins() const;
+  nb::list skipped() const;
+  std::string describe(const std::string& name, const Problem* problem) const;
+  nb::dict supports(const std::string& name, const Problem& problem) const;
+  Selection* select(const std::optional<std::string>& path, const std::optional<std::string>& text,
+                    bool ask_every) const;
+  Layer* prepare(const std::string& backend, const Problem& problem, nb::dict weights,
+                 nb::dict options, uintptr_t stream) const;
+  nb::dict conformance(const std::string& plugin_path, const std::optional<std::string>& problems,
+                       const std::optional<std::string>& report, uint64_t seed,
+                       bool gpu_sized) const;
+
+ private:
+  moe_host_registry* handle_ = nullptr;
+};
+
+}  // namespace moe::py

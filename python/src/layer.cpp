@@ -1,0 +1,115 @@
+// Layer over moe_host_layer: route and run with the tensors checked against the layer's problem
+// and memory first, and workspaces taken from the layer's own memory (moe_host_layer_alloc), kept
+// and grown with the batch.
+#include <cstring>
+
+#include "handles.hpp"
+#include "status.hpp"
+#include "tensors.hpp"
+
+namespace moe::py {
+namespace {
+
+template <class T>
+T sized() {
+  T s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  return s;
+}
+
+int64_t tokens_of(const moe_tensor& t) {
+  return t.ndim >= 1 ? t.shape[0] : 0;
+}
+
+}  // namespace
+
+Layer::Layer(moe_host_layer* handle) : handle_(handle) {
+  info_.struct_size = sizeof info_;
+  check(moe_host_layer_info_get(handle_, &info_));
+}
+
+Layer::~Layer() {
+  for (Workspace* ws : {&run_ws_, &route_ws_})
+    if (ws->ptr != nullptr) moe_host_layer_free(handle_, ws->ptr);
+  moe_host_layer_destroy(handle_);
+}
+
+size_t Layer::workspace_size(int64_t tokens) const {
+  size_t bytes = 0;
+  check(moe_host_layer_workspace_size(handle_, tokens, &bytes));
+  return bytes;
+}
+
+size_t Layer::route_workspace_size(int64_t tokens) const {
+  size_t bytes = 0;
+  check(moe_host_layer_route_workspace_size(handle_, tokens, &bytes));
+  return bytes;
+}
+
+// NOTES: a larger workspace replaces the old one with moe_host_layer_free, which for CUDA memory
+// waits for the device, so a run still in flight on the stream never loses its workspace.
+void* Layer::workspace(Workspace& ws, size_t bytes) {
+  if (bytes == 0) return nullptr;
+  if (ws.bytes < bytes) {
+    if (ws.ptr != nullptr) check(moe_host_layer_free(handle_, ws.ptr));
+    ws = Workspace{};
+    check(moe_host_layer_alloc(handle_, bytes, &ws.ptr));
+    ws.bytes = bytes;
+  }
+  return ws.ptr;
+}
+
+void Layer::route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weights, nb::handle bias,
+                  nb::handle is_padding, uintptr_t stream) {
+  const moe_problem& p = *info_.problem;
+  const int64_t width = MOE_TOPK_WIDTH(&p);
+  Placement where{info_.memory, device_id};
+  Keep keep;
+  auto a = sized<moe_route_args>();
+  a.logits = tensor_arg(logits, "logits", MOE_DTYPE_F32, {kAnyDim, p.experts + p.sink_experts},
+                        where, keep);
+  const int64_t tokens = tokens_of(a.logits);
+  a.topk_ids = tensor_arg(topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width}, where, keep);
+  a.topk_weights =
+      tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, where, keep);
+  if (p.routing_bias && bias.is_none())
+    fail(MOE_STATUS_INVALID_ARGUMENT,
+         "bias: the problem has routing_bias, so route needs a [{}] "
+         "f32 selection bias",
+         p.experts);
+  if (!p.routing_bias && !bias.is_none())
+    fail(MOE_STATUS_INVALID_ARGUMENT, "bias: given, but the problem has no routing_bias");
+  if (!bias.is_none()) a.bias = tensor_arg(bias, "bias", MOE_DTYPE_F32, {p.experts}, where, keep);
+  if (!is_padding.is_none())
+    a.is_padding = tensor_arg(is_padding, "is_padding", MOE_DTYPE_U8, {tokens}, where, keep);
+  a.stream = reinterpret_cast<void*>(stream);
+  nb::gil_scoped_release unlocked;
+  std::lock_guard lock(mutex_);
+  a.workspace_size = route_workspace_size(tokens);
+  a.workspace = workspace(route_ws_, a.workspace_size);
+  check(moe_host_layer_route(handle_, &a));
+}
+
+void Layer::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights, nb::handle output,
+                uintptr_t stream) {
+  const moe_problem& p = *info_.problem;
+  const int64_t width = MOE_TOPK_WIDTH(&p);
+  Placement where{info_.memory, device_id};
+  Keep keep;
+  auto a = sized<moe_run_args>();
+  a.hidden = tensor_arg(hidden, "hidden", MOE_DTYPE_BF16, {kAnyDim, p.hidden}, where, keep);
+  const int64_t tokens = tokens_of(a.hidden);
+  a.topk_ids = tensor_arg(topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width}, where, keep);
+  a.topk_weights =
+      tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, where, keep);
+  a.output = tensor_arg(output, "out", MOE_DTYPE_BF16, {tokens, p.hidden}, where, keep);
+  a.stream = reinterpret_cast<void*>(stream);
+  nb::gil_scoped_release unlocked;
+  std::lock_guard lock(mutex_);
+  a.workspace_size = workspace_size(tokens);
+  a.workspace = workspace(run_ws_, a.workspace_size);
+  check(moe_host_layer_run(handle_, &a));
+}
+
+}  // namespace moe::py

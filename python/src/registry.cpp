@@ -1,0 +1,244 @@
+// Registry and Selection over moe_host_registry / moe_host_selection: discovery, `moe list`,
+// `moe describe`, `moe select`, prepare and `moe conformance` as calls.
+#include <nanobind/stl/string.h>
+
+#include <array>
+#include <cstring>
+
+#include "handles.hpp"
+#include "status.hpp"
+#include "tensors.hpp"
+
+namespace moe::py {
+namespace {
+
+template <class T>
+T sized() {
+  T s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  return s;
+}
+
+nb::list string_list(const char* const* items, int32_t count) {
+  nb::list out;
+  for (int32_t i = 0; i < count; ++i) out.append(items[i]);
+  return out;
+}
+
+std::vector<const char*> c_strings(const std::vector<std::string>& strings) {
+  std::vector<const char*> out;
+  for (const auto& s : strings) out.push_back(s.c_str());
+  return out;
+}
+
+// The moe_weights field of each key a Python weights dict may hold.
+using WeightField = moe_tensor moe_weights::*;
+constexpr std::array<std::pair<const char*, WeightField>, 18> kWeightFields = {{
+    {"w13", &moe_weights::w13},
+    {"w13_scale", &moe_weights::w13_scale},
+    {"w13_scale_2", &moe_weights::w13_scale_2},
+    {"w2", &moe_weights::w2},
+    {"w2_scale", &moe_weights::w2_scale},
+    {"w2_scale_2", &moe_weights::w2_scale_2},
+    {"b13", &moe_weights::b13},
+    {"b2", &moe_weights::b2},
+    {"a13_scale", &moe_weights::a13_scale},
+    {"a2_scale", &moe_weights::a2_scale},
+    {"shared_w13", &moe_weights::shared_w13},
+    {"shared_w13_scale", &moe_weights::shared_w13_scale},
+    {"shared_w13_scale_2", &moe_weights::shared_w13_scale_2},
+    {"shared_w2", &moe_weights::shared_w2},
+    {"shared_w2_scale", &moe_weights::shared_w2_scale},
+    {"shared_w2_scale_2", &moe_weights::shared_w2_scale_2},
+    {"sink_w13", &moe_weights::sink_w13},
+    {"sink_w2", &moe_weights::sink_w2},
+}};
+
+WeightField weight_field(const std::string& key) {
+  std::string known;
+  for (const auto& [name, field] : kWeightFields) {
+    if (key == name) return field;
+    known += (known.empty() ? "" : ", ") + std::string(name);
+  }
+  fail(MOE_STATUS_INVALID_ARGUMENT, "weights: unknown key '{}'; known keys: {}", key, known);
+}
+
+}  // namespace
+
+Registry::Registry(const std::vector<std::string>& plugin_dirs,
+                   const std::vector<std::string>& plugin_files, bool use_env, bool use_default,
+                   const std::optional<std::string>& core_plugin_dir,
+                   const std::optional<std::string>& scanner) {
+  const auto dirs = c_strings(plugin_dirs), files = c_strings(plugin_files);
+  auto o = sized<moe_host_registry_options>();
+  o.plugin_dirs = dirs.data();
+  o.num_plugin_dirs = int32_t(dirs.size());
+  o.plugin_files = files.data();
+  o.num_plugin_files = int32_t(files.size());
+  o.use_env = use_env;
+  o.use_default = use_default;
+  o.core_plugin_dir = core_plugin_dir ? core_plugin_dir->c_str() : nullptr;
+  o.scanner = scanner ? scanner->c_str() : nullptr;
+  nb::gil_scoped_release unlocked;  // the scanner runs in child processes
+  check(moe_host_registry_open(&o, &handle_));
+}
+
+Registry::~Registry() {
+  moe_host_registry_destroy(handle_);
+}
+
+nb::list Registry::plugins() const {
+  int64_t count = 0;
+  check(moe_host_registry_plugin_count(handle_, &count));
+  nb::list out;
+  for (int64_t i = 0; i < count; ++i) {
+    auto p = sized<moe_host_plugin_info>();
+    check(moe_host_registry_plugin_info(handle_, i, &p));
+    nb::dict d;
+    d["name"] = p.name;
+    d["version"] = p.version;
+    d["description"] = p.description;
+    d["path"] = p.path;
+    d["aliases"] = string_list(p.aliases, p.num_aliases);
+    d["priority"] = p.priority;
+    d["memory"] = p.memory == MOE_MEMORY_HOST ? "host" : "cuda_device";
+    d["abi"] = nb::make_tuple(p.abi_major, p.abi_minor);
+    d["formats"] = string_list(p.formats, p.num_formats);
+    d["activations"] = string_list(p.activations, p.num_activations);
+    d["routings"] = string_list(p.routings, p.num_routings);
+    out.append(d);
+  }
+  return out;
+}
+
+nb::list Registry::skipped() const {
+  int64_t count = 0;
+  check(moe_host_registry_skipped_count(handle_, &count));
+  nb::list out;
+  for (int64_t i = 0; i < count; ++i) {
+    auto s = sized<moe_host_skipped_library>();
+    check(moe_host_registry_skipped(handle_, i, &s));
+    out.append(nb::make_tuple(s.path, s.reason));
+  }
+  return out;
+}
+
+std::string Registry::describe(const std::string& name, const Problem* problem) const {
+  const moe_problem* p = problem ? &problem->c : nullptr;
+  size_t needed = 0;
+  nb::gil_scoped_release unlocked;  // may load the plugin
+  check(moe_host_describe(handle_, name.c_str(), p, nullptr, 0, &needed));
+  std::vector<char> text(needed);
+  check(moe_host_describe(handle_, name.c_str(), p, text.data(), text.size(), &needed));
+  return text.data();
+}
+
+nb::dict Registry::supports(const std::string& name, const Problem& problem) const {
+  auto answer = sized<moe_support>();
+  answer.routes = -1;
+  {
+    nb::gil_scoped_release unlocked;
+    check(moe_host_supports(handle_, name.c_str(), &problem.c, &answer));
+  }
+  nb::dict d;
+  d["supported"] = answer.supported == 1;
+  d["message"] = answer.message;
+  d["routes"] = answer.routes < 0 ? nb::object(nb::none()) : nb::bool_(answer.routes == 1);
+  return d;
+}
+
+Selection* Registry::select(const std::optional<std::string>& path,
+                            const std::optional<std::string>& text, bool ask_every) const {
+  auto a = sized<moe_host_select_args>();
+  a.config_path = path ? path->c_str() : nullptr;
+  a.config_text = text ? text->c_str() : nullptr;
+  a.ask_every = ask_every;
+  moe_host_selection* handle = nullptr;
+  {
+    nb::gil_scoped_release unlocked;
+    check(moe_host_select(handle_, &a, &handle));
+  }
+  return new Selection(handle);
+}
+
+Layer* Registry::prepare(const std::string& backend, const Problem& problem, nb::dict weights,
+                         nb::dict options, uintptr_t stream) const {
+  Placement host{MOE_MEMORY_HOST, -1};  // canonical weights are host memory (moe_host.h)
+  Keep keep;
+  auto w = sized<moe_weights>();
+  for (const auto& [key, value] : weights) {
+    const std::string name = nb::cast<std::string>(nb::str(key));
+    if (value.is_none()) continue;
+    w.*weight_field(name) = tensor_arg(value, "weights['" + name + "']", host, keep);
+  }
+  std::vector<std::string> option_text;
+  for (const auto& [key, value] : options) {
+    option_text.push_back(nb::cast<std::string>(nb::str(key)));
+    option_text.push_back(nb::cast<std::string>(nb::str(value)));
+  }
+  std::vector<moe_option> opts;
+  for (size_t i = 0; i < option_text.size(); i += 2)
+    opts.push_back({option_text[i].c_str(), option_text[i + 1].c_str()});
+
+  auto a = sized<moe_host_prepare_args>();
+  a.backend = backend.c_str();
+  a.problem = &problem.c;
+  a.weights = &w;
+  a.options = opts.empty() ? nullptr : opts.data();
+  a.num_options = int64_t(opts.size());
+  a.stream = reinterpret_cast<void*>(stream);
+  moe_host_layer* handle = nullptr;
+  {
+    nb::gil_scoped_release unlocked;
+    check(moe_host_layer_prepare(handle_, &a, &handle));
+  }
+  return new Layer(handle);
+}
+
+nb::dict Registry::conformance(const std::string& plugin_path,
+                               const std::optional<std::string>& problems,
+                               const std::optional<std::string>& report, uint64_t seed,
+                               bool gpu_sized) const {
+  auto a = sized<moe_host_conformance_args>();
+  a.plugin_path = plugin_path.c_str();
+  a.problems_dir = problems ? problems->c_str() : nullptr;
+  a.report_path = report ? report->c_str() : nullptr;
+  a.seed = seed;
+  a.gpu_sized = gpu_sized;
+  auto s = sized<moe_host_conformance_summary>();
+  {
+    nb::gil_scoped_release unlocked;
+    check(moe_host_conformance(handle_, &a, &s));
+  }
+  nb::dict d;
+  d["passed"] = s.pass;
+  d["failed"] = s.fail;
+  d["errors"] = s.error;
+  d["skipped"] = s.skip;
+  d["empty"] = s.empty;
+  d["self_checked"] = s.self;
+  d["seed"] = s.seed;
+  return d;
+}
+
+Selection::Selection(moe_host_selection* handle) : handle_(handle) {}
+
+Selection::~Selection() {
+  moe_host_selection_destroy(handle_);
+}
+
+moe_host_selection_info Selection::info() const {
+  auto i = sized<moe_host_selection_info>();
+  check(moe_host_selection_info_get(handle_, &i));
+  return i;
+}
+
+nb::dict Selection::options() const {
+  const auto i = info();
+  nb::dict d;
+  for (int64_t k = 0; k < i.num_options; ++k) d[i.options[k].key] = i.options[k].value;
+  return d;
+}
+
+}  // namespace moe::py

@@ -1,0 +1,224 @@
+// DLPack and buffer-protocol arrays to moe_tensor views (tensors.hpp), with every check a plugin
+// would otherwise make after the fact: the binding names the argument the Python caller wrote.
+#include "tensors.hpp"
+
+#include <fmt/ranges.h>
+
+#include <array>
+#include <cstring>
+#include <optional>
+
+#include "status.hpp"
+
+namespace moe::py {
+namespace {
+
+namespace dl = nb::dlpack;
+
+struct DtypeName {
+  moe_dtype dtype;
+  const char* name;
+};
+constexpr std::array<DtypeName, 11> kDtypeNames = {{
+    {MOE_DTYPE_BF16, "bf16"},
+    {MOE_DTYPE_F16, "f16"},
+    {MOE_DTYPE_F32, "f32"},
+    {MOE_DTYPE_F64, "f64"},
+    {MOE_DTYPE_E4M3, "e4m3"},
+    {MOE_DTYPE_E2M1X2, "e2m1x2"},
+    {MOE_DTYPE_UE8M0, "ue8m0"},
+    {MOE_DTYPE_I32, "i32"},
+    {MOE_DTYPE_I64, "i64"},
+    {MOE_DTYPE_U8, "u8"},
+    {MOE_DTYPE_I8, "i8"},
+}};
+
+size_t dtype_bytes(moe_dtype d) {
+  switch (d) {
+    case MOE_DTYPE_BF16:
+    case MOE_DTYPE_F16:
+      return 2;
+    case MOE_DTYPE_F32:
+    case MOE_DTYPE_I32:
+      return 4;
+    case MOE_DTYPE_F64:
+    case MOE_DTYPE_I64:
+      return 8;
+    default:
+      return 1;
+  }
+}
+
+// The ABI dtype of a DLPack one; nullopt where the ABI has none (complex, float8_e5m2, ...).
+std::optional<moe_dtype> from_dlpack(dl::dtype t) {
+  if (t.lanes != 1) return std::nullopt;
+  const auto code = static_cast<dl::dtype_code>(t.code);
+  const auto is = [&](dl::dtype_code c, int bits) { return code == c && t.bits == bits; };
+  if (is(dl::dtype_code::Bfloat, 16)) return MOE_DTYPE_BF16;
+  if (is(dl::dtype_code::Float, 16)) return MOE_DTYPE_F16;
+  if (is(dl::dtype_code::Float, 32)) return MOE_DTYPE_F32;
+  if (is(dl::dtype_code::Float, 64)) return MOE_DTYPE_F64;
+  if (is(dl::dtype_code::Float8_E4M3FN, 8)) return MOE_DTYPE_E4M3;
+  if (is(dl::dtype_code::Float8_E8M0FNU, 8)) return MOE_DTYPE_UE8M0;
+  if (is(dl::dtype_code::Int, 32)) return MOE_DTYPE_I32;
+  if (is(dl::dtype_code::Int, 64)) return MOE_DTYPE_I64;
+  if (is(dl::dtype_code::Int, 8)) return MOE_DTYPE_I8;
+  if (is(dl::dtype_code::UInt, 8) || is(dl::dtype_code::Bool, 8)) return MOE_DTYPE_U8;
+  return std::nullopt;
+}
+
+std::string dlpack_str(dl::dtype t) {
+  static constexpr const char* kCodes[] = {"int",    "uint",    "float", "handle",
+                                           "bfloat", "complex", "bool"};
+  const char* code = t.code < std::size(kCodes) ? kCodes[t.code] : "float8/4/6 code ";
+  return t.code < std::size(kCodes) ? fmt::format("{}{}", code, t.bits)
+                                    : fmt::format("{}{} ({} bits)", code, t.code, t.bits);
+}
+
+std::optional<moe_dtype> parse_dtype(const std::string& name) {
+  for (const auto& d : kDtypeNames)
+    if (name == d.name) return d.dtype;
+  return std::nullopt;
+}
+
+std::string device_str(int type, int id) {
+  switch (type) {
+    case nb::device::cpu::value:
+      return "cpu";
+    case nb::device::cuda::value:
+      return fmt::format("cuda:{}", id);
+    case nb::device::cuda_host::value:
+      return "cuda_host (pinned host memory)";
+    case nb::device::cuda_managed::value:
+      return fmt::format("cuda_managed:{}", id);
+    default:
+      return fmt::format("DLPack device type {}:{}", type, id);
+  }
+}
+
+// ml_dtypes' NumPy scalar types carry no DLPack code: their bits go as unsigned ints, tagged.
+std::optional<std::pair<const char*, moe_dtype>> ml_dtypes_view(nb::handle obj) {
+  if (!nb::hasattr(obj, "dtype") || !nb::hasattr(obj, "view")) return std::nullopt;
+  const std::string module = nb::cast<std::string>(nb::handle(obj.type()).attr("__module__"));
+  if (module != "numpy") return std::nullopt;
+  const std::string name = nb::cast<std::string>(obj.attr("dtype").attr("name"));
+  if (name == "bfloat16") return std::pair{"uint16", MOE_DTYPE_BF16};
+  if (name == "float8_e4m3fn") return std::pair{"uint8", MOE_DTYPE_E4M3};
+  if (name == "float8_e8m0fnu") return std::pair{"uint8", MOE_DTYPE_UE8M0};
+  return std::nullopt;
+}
+
+void check_contiguous(const nb::ndarray<nb::ro>& a, const std::string& name) {
+  int64_t expected = 1;
+  std::vector<int64_t> shape, strides;
+  bool ok = true;
+  for (size_t i = 0; i < a.ndim(); ++i)
+    if (a.shape(i) == 0) return;  // no elements: any strides will do
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expected) ok = false;
+    expected *= int64_t(a.shape(i));
+  }
+  if (ok) return;
+  for (size_t i = 0; i < a.ndim(); ++i) {
+    shape.push_back(int64_t(a.shape(i)));
+    strides.push_back(a.stride(i));
+  }
+  fail(MOE_STATUS_INVALID_ARGUMENT,
+       "{}: a non-contiguous view (shape ({}), strides ({}) in elements); pass a C-contiguous "
+       "copy (numpy.ascontiguousarray(x), x.contiguous())",
+       name, fmt::join(shape, ", "), fmt::join(strides, ", "));
+}
+
+void check_placement(const nb::ndarray<nb::ro>& a, const std::string& name, Placement& where) {
+  const int type = a.device_type(), id = a.device_id();
+  const bool host = type == nb::device::cpu::value || type == nb::device::cuda_host::value;
+  const bool cuda = type == nb::device::cuda::value || type == nb::device::cuda_managed::value;
+  if (where.memory == MOE_MEMORY_HOST && !host)
+    fail(MOE_STATUS_INVALID_ARGUMENT, "{}: on {}, but this takes host memory", name,
+         device_str(type, id));
+  if (where.memory == MOE_MEMORY_CUDA_DEVICE && !cuda)
+    fail(MOE_STATUS_INVALID_ARGUMENT, "{}: on {}, but the layer's plugin takes CUDA device memory",
+         name, device_str(type, id));
+  if (!cuda) return;
+  if (where.device_id >= 0 && where.device_id != id)
+    fail(MOE_STATUS_INVALID_ARGUMENT,
+         "{}: on cuda:{}, but the layer and the other tensors are on "
+         "cuda:{}",
+         name, id, where.device_id);
+  where.device_id = id;
+}
+
+}  // namespace
+
+const char* dtype_name(int32_t dtype) {
+  for (const auto& d : kDtypeNames)
+    if (d.dtype == dtype) return d.name;
+  return "invalid";
+}
+
+moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where, Keep& keep) {
+  nb::object array = nb::borrow(obj);
+  std::optional<moe_dtype> tag;
+  if (nb::isinstance<nb::tuple>(obj)) {
+    const auto pair = nb::borrow<nb::tuple>(obj);
+    if (pair.size() != 2 || !nb::isinstance<nb::str>(pair[1]))
+      fail(MOE_STATUS_INVALID_ARGUMENT,
+           "{}: a tuple must be (array, dtype name), e.g. (x, \"bf16\")", name);
+    const std::string tag_name = nb::cast<std::string>(pair[1]);
+    tag = parse_dtype(tag_name);
+    if (!tag)
+      fail(MOE_STATUS_INVALID_ARGUMENT,
+           "{}: '{}' is not a dtype name; one of bf16, f16, f32, f64, "
+           "e4m3, e2m1x2, ue8m0, i32, i64, u8, i8",
+           name, tag_name);
+    array = pair[0];
+  } else if (const auto view = ml_dtypes_view(obj)) {
+    array = obj.attr("view")(view->first);
+    tag = view->second;
+  }
+  nb::ndarray<nb::ro> a;
+  if (!nb::try_cast(array, a, /*convert=*/false))
+    fail(MOE_STATUS_INVALID_ARGUMENT,
+         "{}: expected an array (NumPy, torch, CuPy: anything with __dlpack__), got {}", name,
+         nb::cast<std::string>(nb::str(nb::handle(array.type()).attr("__name__"))));
+  if (a.ndim() > MOE_TENSOR_MAX_DIMS)
+    fail(MOE_STATUS_SHAPE_MISMATCH, "{}: {} dimensions, more than the ABI's {}", name, a.ndim(),
+         MOE_TENSOR_MAX_DIMS);
+  if (tag && (a.dtype().lanes != 1 || dtype_bytes(*tag) * 8 != a.dtype().bits))
+    fail(MOE_STATUS_DTYPE_MISMATCH, "{}: cannot read {} bits as {}", name, dlpack_str(a.dtype()),
+         dtype_name(*tag));
+  const auto dtype = tag ? tag : from_dlpack(a.dtype());
+  if (!dtype)
+    fail(MOE_STATUS_DTYPE_MISMATCH, "{}: dtype {} has no moe_dtype", name, dlpack_str(a.dtype()));
+  check_contiguous(a, name);
+  check_placement(a, name, where);
+
+  moe_tensor t;
+  std::memset(&t, 0, sizeof t);
+  t.data = const_cast<void*>(a.data());
+  t.dtype = *dtype;
+  t.ndim = int32_t(a.ndim());
+  for (size_t i = 0; i < a.ndim(); ++i) t.shape[i] = int64_t(a.shape(i));  // strides 0: contiguous
+  keep.push_back(std::move(a));
+  return t;
+}
+
+moe_tensor tensor_arg(nb::handle obj, const std::string& name, moe_dtype dtype,
+                      const std::vector<int64_t>& shape, Placement& where, Keep& keep) {
+  const moe_tensor t = tensor_arg(obj, name, where, keep);
+  if (t.dtype != dtype)
+    fail(MOE_STATUS_DTYPE_MISMATCH, "{}: expected {}, got {}", name, dtype_name(dtype),
+         dtype_name(t.dtype));
+  bool same = t.ndim == int32_t(shape.size());
+  for (size_t i = 0; same && i < shape.size(); ++i)
+    same = shape[i] == kAnyDim || t.shape[i] == shape[i];
+  if (!same) {
+    std::vector<std::string> want;
+    for (int64_t d : shape) want.push_back(d == kAnyDim ? "*" : std::to_string(d));
+    fail(MOE_STATUS_SHAPE_MISMATCH, "{}: expected shape ({}), got ({})", name,
+         fmt::join(want, ", "), fmt::join(t.shape, t.shape + t.ndim, ", "));
+  }
+  return t;
+}
+
+}  // namespace moe::py

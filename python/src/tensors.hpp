@@ -1,0 +1,43 @@
+// Array arguments (anything with __dlpack__ or the buffer protocol: NumPy, torch, CuPy) as the
+// ABI's moe_tensor views, checked first so that a wrong dtype, shape, stride or device is a
+// moe_registry.MoeError naming the Python argument, never a crash in a plugin.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "moe/abi/moe_abi.h"
+
+namespace moe::py {
+
+namespace nb = nanobind;
+
+constexpr int64_t kAnyDim = -1;
+
+// Where every tensor of one call must live: the layer's memory kind, and one device for all.
+struct Placement {
+  int32_t memory = MOE_MEMORY_HOST;  // moe_memory
+  int32_t device_id = -1;            // CUDA: the first tensor's device; -1 until one is seen
+};
+
+// The arrays behind the views of one call, kept alive until the call returns.
+using Keep = std::vector<nb::ndarray<nb::ro>>;
+
+// `obj` as a view: an array, or a tuple (array, "bf16") whose bits are read as that dtype (same
+// item size: uint16 as bf16, uint8 as e4m3 / e2m1x2 / ue8m0). NumPy arrays of ml_dtypes' bfloat16,
+// float8_e4m3fn and float8_e8m0fnu are read by their bits the same way. Checks: an array, a dtype
+// the ABI has, C-contiguous, in `where`'s memory (and device). `name` is the argument's.
+moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where, Keep& keep);
+
+// tensor_arg, then the dtype and shape (kAnyDim matches any extent) a call expects.
+moe_tensor tensor_arg(nb::handle obj, const std::string& name, moe_dtype dtype,
+                      const std::vector<int64_t>& shape, Placement& where, Keep& keep);
+
+// The ABI's name of a dtype ("bf16", "f32", ...), "invalid" for none.
+const char* dtype_name(int32_t dtype);
+
+}  // namespace moe::py

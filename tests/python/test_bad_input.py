@@ -1,0 +1,127 @@
+"""Bad input from Python: every wrong argument is a MoeError with the C API's status name and a
+message naming the argument, never a crash."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import moe_registry as moe
+from conftest import HIDDEN, MAX_TOKENS, TOKENS
+
+
+def raises(status, *parts):
+    """pytest.raises for a MoeError of `status` whose message holds every part."""
+    class Check:
+        def __enter__(self):
+            self.ctx = pytest.raises(moe.MoeError)
+            self.info = self.ctx.__enter__()
+            return self.info
+
+        def __exit__(self, *exc):
+            suppressed = self.ctx.__exit__(*exc)
+            err = self.info.value
+            assert err.status == status, f"status {err.status}, expected {status}: {err.message}"
+            for part in parts:
+                assert part in err.message, f"'{part}' not in: {err.message}"
+            assert str(err).startswith(status + ": ")
+            return suppressed
+    return Check()
+
+
+def test_a_wrong_dtype_names_the_argument(layer, batch):
+    hidden, logits = batch
+    with raises("dtype_mismatch", "hidden: expected bf16, got f32"):
+        layer(hidden.astype(np.float32), logits)
+    with raises("dtype_mismatch", "logits: expected f32, got f64"):
+        layer.route(logits.astype(np.float64))
+    with raises("dtype_mismatch", "hidden: dtype complex64 has no moe_dtype"):
+        layer(np.zeros((TOKENS, HIDDEN), np.complex64), logits)
+
+
+def test_a_wrong_shape_names_the_argument(layer, batch):
+    hidden, logits = batch
+    with raises("shape_mismatch", "hidden: expected shape (*, 64), got (8, 65)"):
+        layer(np.zeros((TOKENS, HIDDEN + 1), ml_dtypes.bfloat16), logits)
+    with raises("shape_mismatch", "hidden: expected shape (*, 64), got (512)"):
+        layer(hidden.reshape(-1), logits)
+    ids, weights = layer.route(logits)
+    with raises("shape_mismatch", "topk_ids: expected shape (8, 2), got (7, 2)"):
+        layer(hidden, (ids[:7], weights))
+    with raises("shape_mismatch", "out: expected shape (8, 64), got (8, 32)"):
+        layer(hidden, logits, out=np.zeros((TOKENS, 32), ml_dtypes.bfloat16))
+
+
+def test_a_non_contiguous_view_names_the_argument(layer, batch):
+    hidden, logits = batch
+    wide = np.zeros((TOKENS, 2 * HIDDEN), ml_dtypes.bfloat16)
+    with raises("invalid_argument", "hidden: a non-contiguous view", "strides (128, 2)"):
+        layer(wide[:, ::2], logits)
+    with raises("invalid_argument", "logits: a non-contiguous view"):
+        layer(hidden, np.asfortranarray(logits))
+
+
+def test_a_read_only_output_or_a_non_array_is_refused(layer, batch):
+    hidden, logits = batch
+    out = np.zeros((TOKENS, HIDDEN), ml_dtypes.bfloat16)
+    out.flags.writeable = False
+    with raises("invalid_argument", "out: a read-only array"):
+        layer(hidden, logits, out=out)
+    with raises("invalid_argument", "hidden: expected an array", "list"):
+        layer([[0.0] * HIDDEN] * TOKENS, logits)
+    with raises("invalid_argument", "routing: give router logits"):
+        layer(hidden)
+    with raises("invalid_argument", "bias: given, but the problem has no routing_bias"):
+        layer(hidden, logits, bias=np.zeros(4, np.float32))
+
+
+def test_raw_bits_must_name_a_dtype_of_their_size(layer, batch):
+    hidden, logits = batch
+    with raises("invalid_argument", "hidden: 'bf17' is not a dtype name"):
+        layer((hidden.view(np.uint16), "bf17"), logits)
+    with raises("dtype_mismatch", "hidden: cannot read uint8 bits as bf16"):
+        layer((np.zeros((TOKENS, HIDDEN), np.uint8), "bf16"), logits)
+
+
+def test_more_tokens_than_max_tokens(layer):
+    logits = np.zeros((MAX_TOKENS + 1, 4), np.float32)
+    with raises("capacity_exceeded", "17 tokens", "max_tokens=16"):
+        layer.route(logits)
+
+
+def test_bad_weights_name_the_field(problem, weights):
+    with raises("invalid_argument", "weights: unknown key 'w4'", "w13"):
+        moe.Layer.prepare(problem, {**weights, "w4": weights["w2"]})
+    with raises("dtype_mismatch", "w13"):
+        moe.Layer.prepare(problem, {**weights, "w13": weights["w13"].astype(np.float32)},
+                          backend="reference")
+    with raises("shape_mismatch", "w2"):
+        moe.Layer.prepare(problem, {**weights, "w2": weights["w2"][:, :, :16].copy()},
+                          backend="reference")
+    with raises("invalid_argument", "weights: expected a dict"):
+        moe.Layer.prepare(problem, [weights["w13"], weights["w2"]])
+
+
+def test_bad_problems_and_backends_name_the_key(problem, weights):
+    with raises("config_error", "unknown key 'expertz'"):
+        moe.Problem(expertz=4, top_k=2, hidden=64, intermediate=32)
+    with raises("config_error", "format: 'fp7' is not one of"):
+        problem.replace(format="fp7")
+    with raises("config_error", "top_k"):
+        problem.replace(top_k=5)
+    with raises("config_error", "no_such_backend"):
+        moe.Layer.prepare(problem, weights, backend="no_such_backend")
+    with raises("invalid_argument", "problem: expected a moe_registry.Problem or a dict"):
+        moe.Layer.prepare("experts: 4", weights)
+
+
+def test_bad_configs_plugins_and_directories_say_which(example_plugin):
+    with raises("not_found", "/nonexistent/moe.yaml"):
+        moe.select("/nonexistent/moe.yaml")
+    with raises("config_error", "problme"):
+        moe.select("backend: reference\nproblme: {}\n")
+    with raises("not_found", "/nonexistent/libmoe_nothing.so"):
+        moe.conformance("/nonexistent/libmoe_nothing.so")
+    with raises("not_found", "/nonexistent/plugins"):
+        moe.Registry(["/nonexistent/plugins"])
+    with raises("not_found", "no plugin named 'no_such_plugin'"):
+        moe.describe("no_such_plugin")

@@ -1,0 +1,87 @@
+"""A layer prepared by the reference plugin, run from Python, against the NumPy layer of
+numpy_moe.py and against itself through each way of passing routing and tensors."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import moe_registry as moe
+import numpy_moe
+from conftest import HIDDEN, TOKENS, TOP_K
+
+
+def test_routing_matches_numpy(layer, batch):
+    _, logits = batch
+    ids, weights = layer.route(logits)
+    want_ids, want_weights = numpy_moe.softmax_topk(logits, TOP_K, renormalize=True)
+    assert ids.dtype == np.int32 and weights.dtype == np.float32
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_allclose(weights, want_weights, rtol=1e-6)
+
+
+def test_output_matches_numpy(layer, weights, batch):
+    hidden, logits = batch
+    out = layer(hidden, logits)
+    assert out.dtype == ml_dtypes.bfloat16 and out.shape == (TOKENS, HIDDEN)
+    ids, w = numpy_moe.softmax_topk(logits, TOP_K, renormalize=True)
+    want = numpy_moe.layer(hidden, weights["w13"], weights["w2"], ids, w)
+    assert np.any(out.astype(np.float32) != 0)
+    # Both sum in double and round once: only a sum within an ulp of a bf16 midpoint may differ.
+    assert np.mean(out.view(np.uint16) != want.view(np.uint16)) <= 0.01
+    assert numpy_moe.rel_l2(out, want) < 1e-3
+
+
+def test_given_routing_gives_the_output_of_logits(layer, batch):
+    hidden, logits = batch
+    routed = layer(hidden, logits)
+    ids, weights = layer.route(logits)
+    for out in (layer(hidden, (ids, weights)), layer(hidden, topk_ids=ids, topk_weights=weights),
+                layer.run(hidden, ids, weights)):
+        np.testing.assert_array_equal(out.view(np.uint16), routed.view(np.uint16))
+
+
+def test_raw_bf16_bits_and_an_out_buffer(layer, batch):
+    hidden, logits = batch
+    want = layer(hidden, logits).view(np.uint16)
+    bits = (hidden.view(np.uint16), "bf16")
+    np.testing.assert_array_equal(layer(bits, logits), want)
+    buffer = np.zeros((TOKENS, HIDDEN), ml_dtypes.bfloat16)
+    assert layer(hidden, logits, out=buffer) is buffer
+    np.testing.assert_array_equal(buffer.view(np.uint16), want)
+
+
+def test_an_empty_batch_gives_an_empty_output(layer):
+    out = layer(np.zeros((0, HIDDEN), ml_dtypes.bfloat16), np.zeros((0, 4), np.float32))
+    assert out.shape == (0, HIDDEN)
+
+
+def test_prepares_from_a_selection(weights, batch):
+    sel = moe.select({"backend": "reference", "problem": {
+        "experts": 4, "top_k": 2, "hidden": 64, "intermediate": 32, "renormalize": True,
+        "max_tokens": 16}})
+    layer = moe.Layer.prepare(sel, weights)
+    assert layer.backend == "reference" and layer.router == "reference"
+    assert layer.memory == "host" and layer.problem == sel.problem
+    hidden, logits = batch
+    assert layer.workspace_size(TOKENS) >= 0
+    assert layer(hidden, logits).shape == (TOKENS, HIDDEN)
+
+
+def test_auto_prepares_with_a_plugin_that_supports_the_problem(problem, weights, batch):
+    layer = moe.Layer.prepare(problem, weights)  # backend "auto"
+    assert layer.backend in [p.name for p in moe.list()]
+    hidden, logits = batch
+    ref = moe.Layer.prepare(problem, weights, backend="reference")
+    assert numpy_moe.rel_l2(layer(hidden, logits), ref(hidden, logits)) < 1e-2
+
+
+def test_torch_tensors_in_give_torch_tensors_out(problem, weights, batch):
+    torch = pytest.importorskip("torch", reason="torch is not installed (NumPy covers CI)")
+    layer = moe.Layer.prepare(problem, {k: torch.from_numpy(v.view(np.uint16)).view(torch.bfloat16)
+                                        for k, v in weights.items()}, backend="reference")
+    hidden, logits = batch
+    out = layer(torch.from_numpy(hidden.view(np.uint16)).view(torch.bfloat16),
+                torch.from_numpy(logits))
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16
+    want = layer(hidden, logits).view(np.uint16)
+    np.testing.assert_array_equal(out.view(torch.int16).numpy().view(np.uint16), want)

@@ -1,0 +1,62 @@
+"""moe_registry's registry calls against the build's plugins, checked as the CLI's tests check
+`moe list`, `moe select`, `moe describe` and `moe conformance`."""
+
+import moe_registry as moe
+from conftest import SOURCE_DIR
+
+
+def test_reports_the_host_api_and_abi_versions():
+    v = moe.version()
+    assert v["host_api"] >= (1, 1) and v["abi"][0] == 1
+
+
+def test_lists_the_reference_plugin():
+    plugins = {p.name: p for p in moe.list()}
+    ref = plugins["reference"]
+    assert ref.memory == "host" and ref.path.endswith("libmoe_reference.so")
+    assert "bf16" in ref.formats and "silu_mul" in ref.activations and ref.routings
+    assert ref.abi[0] == 1
+
+
+def test_an_explicit_registry_searches_the_directories_it_is_given(build_dir):
+    registry = moe.Registry([build_dir / "plugins"], use_env=False, use_default=False)
+    assert "reference" in [p.name for p in registry.list()]
+    assert all(isinstance(path, str) and reason for path, reason in registry.skipped)
+
+
+def test_selects_the_default_config():
+    sel = moe.select(SOURCE_DIR / "configs" / "default.yaml")
+    assert sel.backend == "reference"
+    assert "default.yaml" in sel.rule and "selected: reference" in sel.explanation
+    assert sel.problem.experts == 8 and sel.problem.hidden == 512 and sel.tokens == 64
+
+
+def test_selects_from_yaml_text_and_from_a_dict():
+    text = "backend: auto\nproblem: {experts: 4, top_k: 2, hidden: 64, intermediate: 32}\n"
+    assert "auto" in moe.select(text, ask_every=True).rule
+    sel = moe.select({"backend": "reference", "options": {"note": "x"},
+                      "problem": {"experts": 4, "top_k": 2, "hidden": 64, "intermediate": 32}})
+    assert sel.backend == "reference" and sel.options == {"note": "x"}
+
+
+def test_describes_a_plugin_and_its_support_for_a_problem(problem):
+    text = moe.describe("reference", problem)
+    assert text.startswith("reference  (version") and "supported:   yes" in text
+    answer = moe.supports("reference", problem)
+    assert answer["supported"] and answer["routes"] is True
+
+
+def test_a_problem_reads_back_normalised_and_compares_by_value(problem):
+    assert problem.input_format == "bf16"  # "default" resolved to the format's own
+    assert problem.as_dict()["max_tokens"] == 16 and problem.renormalize is True
+    assert problem.replace(top_k=1).top_k == 1 and problem.replace(top_k=2) == problem
+    assert "experts=4" in repr(problem)
+
+
+def test_conformance_of_the_example_plugin(example_plugin, tmp_path):
+    report = tmp_path / "report.json"
+    summary = moe.conformance(example_plugin, problems=SOURCE_DIR / "tests/capi/problems",
+                              report=report, seed=7)
+    assert summary.ok and summary.passed > 0 and summary.seed == 7
+    assert report.is_file() and len(summary.cases) >= summary.passed
+    assert {c["plugin"] for c in summary.cases} == {"example_cpu"}
