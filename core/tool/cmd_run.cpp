@@ -42,8 +42,8 @@ void add_run(CLI::App& app, Discovery& d) {
   cmd->add_option("--config", config, "YAML config")->required();
   cmd->add_option("--inputs", inputs,
                   "safetensors file with hidden_states [T, H] (bf16, or f32: the router takes "
-                  "them in checkpoint.router_dtype) and, when the config has no router weight, "
-                  "router_logits [T, E] (f32)")
+                  "them in checkpoint.router_dtype) and optionally router_logits [T, E] (f32: used "
+                  "whenever present, needed without a router weight)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--checkpoint", checkpoint,
                   "Read the checkpoint from this path instead of the config's checkpoint.path");
