@@ -40,11 +40,17 @@ struct moe_host_selection {
 };
 
 struct moe_host_layer {
+  moe_host_layer(moe::Problem p, moe::Layer l) : problem(std::move(p)), layer(std::move(l)) {}
+
   moe::Problem problem;
   moe_problem problem_c{};  // problem.c()
   moe::Layer layer;
   std::shared_ptr<const moe::Plugin> router;  // null: none routes the problem in this memory
   std::string router_name, no_router_reason;
+  // From a checkpoint (moe_host_layer_prepare_checkpoint): its router, for the caller's GEMM.
+  moe::HostTensor router_weight, router_bias, routing_bias;
+  int64_t real_experts = 0;
+  std::string router_dtype, weights_from = "weights";
 };
 
 namespace moe::capi {
@@ -84,6 +90,12 @@ void write_out(T* out, size_t min_size, const char* name, const T& value) {
   sdk::check_struct(out, min_size, name);
   sdk::write_struct(out, value);
 }
+
+// Prepares `weights` with the backend `config` selects for its problem (layer.cpp): the layer
+// handle both prepare entry points return.
+std::unique_ptr<moe_host_layer> prepare_layer(const moe_host_registry& registry,
+                                              const Config& config, const moe_weights& weights,
+                                              const Options& options, void* stream);
 
 // A caller's problem: checked, its EP map made when it has none, normalised and validated.
 Problem read_problem(const moe_problem* problem, const char* name);

@@ -45,6 +45,18 @@ int64_t checked_tokens(const moe_host_layer& layer, int64_t tokens, const char* 
 }
 
 }  // namespace
+
+std::unique_ptr<moe_host_layer> prepare_layer(const moe_host_registry& registry,
+                                              const Config& config, const moe_weights& weights,
+                                              const Options& options, void* stream) {
+  const Selection sel = select_backend(registry.registry, config);
+  Layer prepared = sel.plugin->prepare(config.problem.c(), weights, options, stream);
+  auto l = std::make_unique<moe_host_layer>(config.problem, std::move(prepared));
+  l->problem_c = l->problem.c();
+  choose_router(registry, *l);
+  return l;
+}
+
 }  // namespace moe::capi
 
 using namespace moe::capi;  // NOLINT: the C entry points below are thin
@@ -64,13 +76,7 @@ moe_status moe_host_layer_prepare(const moe_host_registry* registry,
     config.problem = read_problem(a.problem, "moe_host_prepare_args.problem");
     moe::sdk::check_struct(a.weights, MOE_WEIGHTS_MIN_SIZE, "moe_host_prepare_args.weights");
     const moe::Options options = moe::read_options(a.options, a.num_options);
-    const moe::Selection sel = moe::select_backend(r.registry, config);
-    moe::Layer prepared = sel.plugin->prepare(config.problem.c(), *a.weights, options, a.stream);
-    auto l = std::make_unique<moe_host_layer>(
-        moe_host_layer{config.problem, {}, std::move(prepared), nullptr, "", ""});
-    l->problem_c = l->problem.c();
-    choose_router(r, *l);
-    *layer = l.release();
+    *layer = prepare_layer(r, config, *a.weights, options, a.stream).release();
   });
 }
 
@@ -86,6 +92,12 @@ moe_status moe_host_layer_info_get(const moe_host_layer* layer, moe_host_layer_i
     out.router = l.router_name.c_str();
     out.problem = &l.problem_c;
     out.memory = l.layer.plugin().info().memory;
+    out.router_weight = l.router_weight.empty() ? moe_tensor{} : l.router_weight.view();
+    out.router_bias = l.router_bias.empty() ? moe_tensor{} : l.router_bias.view();
+    out.routing_bias = l.routing_bias.empty() ? moe_tensor{} : l.routing_bias.view();
+    out.real_experts = l.real_experts;
+    out.router_dtype = l.router_dtype.c_str();
+    out.weights_from = l.weights_from.c_str();
     write_out(info, MOE_HOST_LAYER_INFO_MIN_SIZE, "moe_host_layer_info", out);
   });
 }

@@ -5,6 +5,8 @@
     sel = moe.select("configs/default.yaml")     # which backend a config selects, and why
     layer = moe.Layer.prepare(problem, {"w13": w13, "w2": w2}, backend="auto")
     out = layer(hidden, router_logits)           # or layer(hidden, (topk_ids, topk_weights))
+    layer = moe.Layer.from_checkpoint("configs/mixtral_ckpt.yaml")  # a config's checkpoint:
+    from moe_registry import torch_op            # torch.ops.moe_registry.moe_layer (needs torch)
 
 A thin layer over the host C API (libmoe_core, moe/host/moe_host.h); arrays cross by DLPack
 (NumPy, torch, CuPy), in the layer's memory. Every failure raises MoeError(status, message).

@@ -30,6 +30,17 @@ class Layer:
         registry = registry or default_registry()
         return registry.prepare(problem, weights, backend, options=options, stream=stream)
 
+    @staticmethod
+    def from_checkpoint(config, backend=None, *, registry=None, stream=None):
+        """One layer of a config's ``checkpoint:`` (a path, YAML text or dict; its path relative
+        to the current directory, as `moe run` reads it), loaded through the checkpoint adapters
+        and prepared with `backend` (a name, alias or "auto"; None = the config's `backend:` and
+        `fallback:`, as `moe select` chooses). The checkpoint's router comes with the layer:
+        ``router_tensors()``, ``router_dtype``, ``real_experts``."""
+        from ._registry import default_registry
+        registry = registry or default_registry()
+        return registry.prepare_checkpoint(config, backend, stream=stream)
+
     @property
     def backend(self):
         """The plugin that prepared the layer."""
@@ -49,13 +60,47 @@ class Layer:
     def memory(self):
         return self._native.memory
 
+    @property
+    def weights_from(self):
+        """"checkpoint PATH (CONVENTION)[; converted at load: ...]", or "weights"."""
+        return self._native.weights_from
+
+    @property
+    def router_dtype(self):
+        """The precision of the checkpoint's router GEMM, "bf16" or "fp32" ("" without one)."""
+        return self._native.router_dtype
+
+    @property
+    def real_experts(self):
+        """The checkpoint's experts (problem.experts may be padded for EP); 0 without one."""
+        return self._native.real_experts
+
+    def router_tensors(self):
+        """The checkpoint's router as host NumPy arrays, those it has of "router_weight"
+        [E_real + S, H] (bf16 as (uint16 array, "bf16"), or f32), "router_bias" [E_real + S] f32
+        (added to the GEMM's sums) and "routing_bias" [E] f32 (route's bias=); {} for a layer
+        prepared from weights."""
+        import numpy
+        out = {}
+        for name, (data, dtype, shape) in self._native.router_tensors().items():
+            array = numpy.frombuffer(data, numpy.uint16 if dtype == "bf16" else numpy.float32)
+            array = array.reshape(shape)
+            out[name] = (array, "bf16") if dtype == "bf16" else array
+        return out
+
     def workspace_size(self, tokens):
         """Bytes of workspace a run of `tokens` takes (the layer keeps its own)."""
         return self._native.workspace_size(tokens)
 
+    def route_workspace_size(self, tokens):
+        """Bytes of workspace routing `tokens` takes."""
+        return self._native.route_workspace_size(tokens)
+
     def route(self, logits, *, bias=None, is_padding=None, topk_ids=None, topk_weights=None,
-              stream=None):
-        """Router logits [T, E + S] f32 -> (topk_ids [T, k + S] int32, topk_weights f32)."""
+              workspace=None, stream=None):
+        """Router logits [T, E + S] f32 -> (topk_ids [T, k + S] int32, topk_weights f32).
+        `workspace`: a 1-D uint8 array of at least route_workspace_size(T) bytes in the layer's
+        memory; None = the layer's own."""
         width = self._problem.top_k + self._problem.sink_experts
         tokens = _tensors.leading_dim(logits, "logits")
         logits = _tensors.detached(logits)
@@ -66,18 +111,21 @@ class Layer:
         _tensors.check_writable(topk_ids, "topk_ids")
         _tensors.check_writable(topk_weights, "topk_weights")
         self._native.route(logits, topk_ids, topk_weights, _maybe_detached(bias),
-                           _maybe_detached(is_padding), _stream(stream, logits))
+                           _maybe_detached(is_padding), _maybe_detached(workspace),
+                           _stream(stream, logits))
         return topk_ids, topk_weights
 
-    def run(self, hidden, topk_ids, topk_weights, *, out=None, stream=None):
-        """hidden [T, H] bf16 with its routing -> out [T, H] bf16 (made like hidden if not given)."""
+    def run(self, hidden, topk_ids, topk_weights, *, out=None, workspace=None, stream=None):
+        """hidden [T, H] bf16 with its routing -> out [T, H] bf16 (made like hidden if not given).
+        `workspace`: a 1-D uint8 array of at least workspace_size(T) bytes in the layer's memory
+        (then the call allocates nothing); None = the layer's own, kept and grown."""
         tokens = _tensors.leading_dim(hidden, "hidden")
         hidden = _tensors.detached(hidden)
         if out is None:
             out = _tensors.empty_like(hidden, (tokens, self._problem.hidden), None, "out")
         _tensors.check_writable(out, "out")
         self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights), out,
-                         _stream(stream, hidden))
+                         _maybe_detached(workspace), _stream(stream, hidden))
         return _tensors.untagged(out)
 
     def __call__(self, hidden, routing=None, *, topk_ids=None, topk_weights=None, bias=None,

@@ -116,6 +116,15 @@ class Registry:
             native.device_id = _tensors.current_device()
         return Layer(native)
 
+    def prepare_checkpoint(self, config, backend=None, *, stream=None):
+        """Layer.from_checkpoint with this registry."""
+        path, text = _config_source(config)
+        stream = int(stream) if stream is not None else _tensors.current_stream()
+        native = self._native.prepare_checkpoint(path, text, backend or "", stream)
+        if native.memory == "cuda_device":
+            native.device_id = _tensors.current_device()
+        return Layer(native)
+
     def conformance(self, plugin_path, *, problems=None, report=None, seed=0, gpu_sized=False):
         """`moe conformance --plugin LIB`: the library against the reference over the problem set
         (`problems` = a directory of problem files; default the installed set). Failing cases are

@@ -34,6 +34,7 @@ class Selection {
 
   moe_host_selection_info info() const;
   nb::dict options() const;
+  const moe_host_selection* handle() const { return handle_; }
 
  private:
   moe_host_selection* handle_;
@@ -56,10 +57,16 @@ class Layer {
   size_t workspace_size(int64_t tokens) const;
   size_t route_workspace_size(int64_t tokens) const;
   // Tensors in the layer's memory; outputs written in place. `stream`: a cudaStream_t, 0 = default.
+  // `workspace`: None = the layer's own (allocated and grown here), else a caller's 1-D u8 array
+  // of at least the workspace size in the layer's memory, so that the call allocates nothing
+  // (torch's caching allocator, CUDA graph capture).
   void route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weights, nb::handle bias,
-             nb::handle is_padding, uintptr_t stream);
+             nb::handle is_padding, nb::handle workspace, uintptr_t stream);
   void run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights, nb::handle output,
-           uintptr_t stream);
+           nb::handle workspace, uintptr_t stream);
+  // A checkpoint's router (moe_host_layer_prepare_checkpoint), copied out of the layer's host
+  // memory: {"router_weight": (bytes, "bf16", (rows, H)), ...}, only those the checkpoint has.
+  nb::dict router_tensors() const;
   // The CUDA device the weights went to (the caller's current one at prepare); -1 = not known.
   int32_t device_id = -1;
 
@@ -90,6 +97,10 @@ class Registry {
                     bool ask_every) const;
   Layer* prepare(const std::string& backend, const Problem& problem, nb::dict weights,
                  nb::dict options, uintptr_t stream) const;
+  // One layer of a config's `checkpoint:` (a path or the YAML text); backend "" = the config's.
+  Layer* prepare_checkpoint(const std::optional<std::string>& path,
+                            const std::optional<std::string>& text, const std::string& backend,
+                            uintptr_t stream) const;
   nb::dict conformance(const std::string& plugin_path, const std::optional<std::string>& problems,
                        const std::optional<std::string>& report, uint64_t seed,
                        bool gpu_sized) const;

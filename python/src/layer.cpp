@@ -22,6 +22,14 @@ int64_t tokens_of(const moe_tensor& t) {
   return t.ndim >= 1 ? t.shape[0] : 0;
 }
 
+// The caller's workspace array, checked: u8, 1-D, at least `bytes`, in `where`.
+void* given_workspace(nb::handle given, size_t bytes, Placement& where, Keep& keep) {
+  const moe_tensor t = tensor_arg(given, "workspace", MOE_DTYPE_U8, {kAnyDim}, where, keep);
+  if (size_t(t.shape[0]) < bytes)
+    fail(MOE_STATUS_INVALID_ARGUMENT, "workspace: {} bytes, the call needs {}", t.shape[0], bytes);
+  return bytes == 0 ? nullptr : t.data;
+}
+
 }  // namespace
 
 Layer::Layer(moe_host_layer* handle) : handle_(handle) {
@@ -60,8 +68,29 @@ void* Layer::workspace(Workspace& ws, size_t bytes) {
   return ws.ptr;
 }
 
+nb::dict Layer::router_tensors() const {
+  nb::dict d;
+  const std::pair<const char*, const moe_tensor*> fields[] = {
+      {"router_weight", &info_.router_weight},
+      {"router_bias", &info_.router_bias},
+      {"routing_bias", &info_.routing_bias}};
+  for (const auto& [name, t] : fields) {
+    if (t->data == nullptr) continue;
+    size_t count = 1;
+    nb::list shape;
+    for (int32_t i = 0; i < t->ndim; ++i) {
+      count *= size_t(t->shape[i]);
+      shape.append(t->shape[i]);
+    }
+    const size_t bytes = count * (t->dtype == MOE_DTYPE_BF16 ? 2 : 4);  // bf16 or f32 (moe_host.h)
+    d[name] = nb::make_tuple(nb::bytes(static_cast<const char*>(t->data), bytes),
+                             dtype_name(t->dtype), nb::tuple(shape));
+  }
+  return d;
+}
+
 void Layer::route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weights, nb::handle bias,
-                  nb::handle is_padding, uintptr_t stream) {
+                  nb::handle is_padding, nb::handle workspace_given, uintptr_t stream) {
   const moe_problem& p = *info_.problem;
   const int64_t width = MOE_TOPK_WIDTH(&p);
   Placement where{info_.memory, device_id};
@@ -84,15 +113,20 @@ void Layer::route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weight
   if (!is_padding.is_none())
     a.is_padding = tensor_arg(is_padding, "is_padding", MOE_DTYPE_U8, {tokens}, where, keep);
   a.stream = reinterpret_cast<void*>(stream);
-  nb::gil_scoped_release unlocked;
-  std::lock_guard lock(mutex_);
   a.workspace_size = route_workspace_size(tokens);
-  a.workspace = workspace(route_ws_, a.workspace_size);
+  const bool own = workspace_given.is_none();
+  if (!own) a.workspace = given_workspace(workspace_given, a.workspace_size, where, keep);
+  nb::gil_scoped_release unlocked;
+  std::unique_lock lock(mutex_, std::defer_lock);  // only the layer's own workspace needs it
+  if (own) {
+    lock.lock();
+    a.workspace = workspace(route_ws_, a.workspace_size);
+  }
   check(moe_host_layer_route(handle_, &a));
 }
 
 void Layer::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights, nb::handle output,
-                uintptr_t stream) {
+                nb::handle workspace_given, uintptr_t stream) {
   const moe_problem& p = *info_.problem;
   const int64_t width = MOE_TOPK_WIDTH(&p);
   Placement where{info_.memory, device_id};
@@ -105,10 +139,15 @@ void Layer::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights,
       tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, where, keep);
   a.output = tensor_arg(output, "out", MOE_DTYPE_BF16, {tokens, p.hidden}, where, keep);
   a.stream = reinterpret_cast<void*>(stream);
-  nb::gil_scoped_release unlocked;
-  std::lock_guard lock(mutex_);
   a.workspace_size = workspace_size(tokens);
-  a.workspace = workspace(run_ws_, a.workspace_size);
+  const bool own = workspace_given.is_none();
+  if (!own) a.workspace = given_workspace(workspace_given, a.workspace_size, where, keep);
+  nb::gil_scoped_release unlocked;
+  std::unique_lock lock(mutex_, std::defer_lock);  // only the layer's own workspace needs it
+  if (own) {
+    lock.lock();
+    a.workspace = workspace(run_ws_, a.workspace_size);
+  }
   check(moe_host_layer_run(handle_, &a));
 }
 

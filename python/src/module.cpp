@@ -65,9 +65,16 @@ NB_MODULE(_core, m) {
       .def_rw("device_id", &Layer::device_id)
       .def("workspace_size", &Layer::workspace_size, "tokens"_a)
       .def("route_workspace_size", &Layer::route_workspace_size, "tokens"_a)
+      .def_prop_ro("real_experts", [](const Layer& l) { return l.info().real_experts; })
+      .def_prop_ro("router_dtype",
+                   [](const Layer& l) { return std::string(l.info().router_dtype); })
+      .def_prop_ro("weights_from",
+                   [](const Layer& l) { return std::string(l.info().weights_from); })
+      .def("router_tensors", &Layer::router_tensors)
       .def("route", &Layer::route, "logits"_a, "topk_ids"_a, "topk_weights"_a, "bias"_a.none(),
-           "is_padding"_a.none(), "stream"_a)
-      .def("run", &Layer::run, "hidden"_a, "topk_ids"_a, "topk_weights"_a, "out"_a, "stream"_a);
+           "is_padding"_a.none(), "workspace"_a.none(), "stream"_a)
+      .def("run", &Layer::run, "hidden"_a, "topk_ids"_a, "topk_weights"_a, "out"_a,
+           "workspace"_a.none(), "stream"_a);
 
   nb::class_<Registry>(m, "Registry")
       .def(nb::init<const std::vector<std::string>&, const std::vector<std::string>&, bool, bool,
@@ -81,6 +88,8 @@ NB_MODULE(_core, m) {
       .def("select", &Registry::select, "path"_a.none(), "text"_a.none(), "ask_every"_a)
       .def("prepare", &Registry::prepare, "backend"_a, "problem"_a, "weights"_a, "options"_a,
            "stream"_a)
+      .def("prepare_checkpoint", &Registry::prepare_checkpoint, "path"_a.none(), "text"_a.none(),
+           "backend"_a, "stream"_a)
       .def("conformance", &Registry::conformance, "plugin_path"_a, "problems"_a.none(),
            "report"_a.none(), "seed"_a, "gpu_sized"_a);
 }

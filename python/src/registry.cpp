@@ -196,6 +196,22 @@ Layer* Registry::prepare(const std::string& backend, const Problem& problem, nb:
   return new Layer(handle);
 }
 
+Layer* Registry::prepare_checkpoint(const std::optional<std::string>& path,
+                                    const std::optional<std::string>& text,
+                                    const std::string& backend, uintptr_t stream) const {
+  const std::unique_ptr<Selection> selection(select(path, text, false));
+  auto a = sized<moe_host_checkpoint_args>();
+  a.selection = selection->handle();
+  a.backend = backend.empty() ? nullptr : backend.c_str();
+  a.stream = reinterpret_cast<void*>(stream);
+  moe_host_layer* handle = nullptr;
+  {
+    nb::gil_scoped_release unlocked;
+    check(moe_host_layer_prepare_checkpoint(handle_, &a, &handle));
+  }
+  return new Layer(handle);
+}
+
 nb::dict Registry::conformance(const std::string& plugin_path,
                                const std::optional<std::string>& problems,
                                const std::optional<std::string>& report, uint64_t seed,

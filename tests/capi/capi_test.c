@@ -1,12 +1,14 @@
 /* The host C API from C: open the registry on the build's plugins, list them, select
  * configs/default.yaml, prepare a small bf16 layer with the reference, route and run it, and
  * compare with the C++ API's results for the same inputs (bit for bit: the same plugin); then
- * every bad-input path returns its status and a message naming the problem.
+ * every bad-input path returns its status and a message naming the problem; a layer loaded from
+ * a checkpoint runs like the same weights passed directly.
  *   moe_capi_test CASE|all PLUGIN_DIR SOURCE_DIR EXPECTED_FILE EXAMPLE_PLUGIN SCRATCH_DIR */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "capi_checkpoint.h"
 #include "capi_inputs.h"
 #include "moe/host/moe_host.h"
 
@@ -443,6 +445,128 @@ static void test_problems_as_text(moe_host_registry* registry) {
                MOE_STATUS_ABI_MISMATCH, "struct_size=8");
 }
 
+/* Runs `layer` on the inputs' hidden states with the given routing into `out` (host memory). */
+static void run_with(moe_host_layer* layer, capi_inputs* in, capi_results* r) {
+  size_t bytes = 0;
+  CHECK_OK(moe_host_layer_workspace_size(layer, CAPI_TOKENS, &bytes));
+  void* workspace = malloc(bytes ? bytes : 1);
+  moe_run_args run;
+  memset(&run, 0, sizeof run);
+  run.struct_size = sizeof run;
+  run.hidden = capi_tensor(in->hidden, MOE_DTYPE_BF16, 2, CAPI_TOKENS, CAPI_HIDDEN, 0);
+  run.topk_ids = capi_tensor(r->topk_ids, MOE_DTYPE_I32, 2, CAPI_TOKENS, CAPI_TOP_K, 0);
+  run.topk_weights = capi_tensor(r->topk_weights, MOE_DTYPE_F32, 2, CAPI_TOKENS, CAPI_TOP_K, 0);
+  run.output = capi_tensor(r->output, MOE_DTYPE_BF16, 2, CAPI_TOKENS, CAPI_HIDDEN, 0);
+  run.workspace = workspace;
+  run.workspace_size = bytes;
+  CHECK_OK(moe_host_layer_run(layer, &run));
+  free(workspace);
+}
+
+static moe_host_selection* select_text(moe_host_registry* registry, const char* text) {
+  moe_host_select_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.config_text = text;
+  moe_host_selection* selection = NULL;
+  CHECK_OK(moe_host_select(registry, &a, &selection));
+  return selection;
+}
+
+/* The capi_inputs weights written as a `stacked` checkpoint, loaded through the adapters by
+ * moe_host_layer_prepare_checkpoint: the same output, bit for bit, as those weights prepared
+ * directly, and the checkpoint's router in the layer's info. */
+static void test_prepares_a_layer_from_a_checkpoint(moe_host_registry* registry) {
+  capi_inputs* in = malloc(sizeof *in);
+  capi_results* got = calloc(1, sizeof *got);
+  capi_results* want = calloc(1, sizeof *want);
+  capi_make_inputs(in);
+  char path[4096], config[8192];
+  snprintf(path, sizeof path, "%s/capi_checkpoint.safetensors", g_scratch_dir);
+  CHECK(capi_write_checkpoint(path, in) == 0, "cannot write %s", path);
+  snprintf(config, sizeof config,
+           "backend: reference\nproblem: {experts: %d, top_k: %d, hidden: %d, intermediate: %d, "
+           "format: bf16, activation: silu_mul, routing: softmax_topk, renormalize: true, "
+           "max_tokens: %d}\ncheckpoint: {path: '%s', convention: stacked, prefix: "
+           "'layers.{layer}.moe', layer: 0}\n",
+           CAPI_EXPERTS, CAPI_TOP_K, CAPI_HIDDEN, CAPI_INTERMEDIATE, CAPI_MAX_TOKENS, path);
+  moe_host_selection* selection = select_text(registry, config);
+  moe_host_checkpoint_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.selection = selection;
+  moe_host_layer* layer = NULL;
+  CHECK_OK(moe_host_layer_prepare_checkpoint(registry, &a, &layer));
+  moe_host_layer* direct = prepare(registry, "reference", in);
+  if (layer == NULL || direct == NULL) goto done;
+
+  moe_host_layer_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  CHECK_OK(moe_host_layer_info_get(layer, &info));
+  CHECK(strcmp(info.backend, "reference") == 0 && info.real_experts == CAPI_EXPERTS,
+        "backend '%s', real_experts %lld", info.backend, (long long)info.real_experts);
+  CHECK(strcmp(info.router_dtype, "bf16") == 0 && strstr(info.weights_from, path) != NULL &&
+            strstr(info.weights_from, "(stacked)") != NULL,
+        "router_dtype '%s', weights_from '%s'", info.router_dtype, info.weights_from);
+  const moe_tensor w = info.router_weight;
+  CHECK(w.data != NULL && w.dtype == MOE_DTYPE_BF16 && w.ndim == 2 && w.shape[0] == CAPI_EXPERTS &&
+            w.shape[1] == CAPI_HIDDEN,
+        "router_weight: dtype %d ndim %d", w.dtype, w.ndim);
+  int same_router = w.data != NULL;
+  for (size_t i = 0; same_router && i < CAPI_ROUTER_COUNT; ++i)
+    same_router = ((const uint16_t*)w.data)[i] == capi_router_value(i);
+  CHECK(same_router, "router_weight differs from the checkpoint's");
+  CHECK(info.router_bias.data == NULL && info.routing_bias.data == NULL, "a bias appeared");
+  CHECK_OK(moe_host_layer_info_get(direct, &info));
+  CHECK(info.router_weight.data == NULL && info.real_experts == 0 &&
+            strcmp(info.weights_from, "weights") == 0,
+        "a layer from weights: weights_from '%s'", info.weights_from);
+
+  for (size_t t = 0; t < CAPI_TOKENS; ++t) { /* every token to experts t % E and (t + 1) % E */
+    for (int j = 0; j < CAPI_TOP_K; ++j) {
+      got->topk_ids[t * CAPI_TOP_K + j] = want->topk_ids[t * CAPI_TOP_K + j] =
+          (int32_t)((t + (size_t)j) % CAPI_EXPERTS);
+      got->topk_weights[t * CAPI_TOP_K + j] = want->topk_weights[t * CAPI_TOP_K + j] = 0.5f;
+    }
+  }
+  run_with(layer, in, got);
+  run_with(direct, in, want);
+  CHECK(memcmp(got->output, want->output, sizeof got->output) == 0,
+        "the checkpoint's layer differs from the same weights prepared directly");
+
+  a.backend = "no_such_backend";
+  moe_host_layer* other = NULL;
+  expect_error("a backend that does not exist",
+               moe_host_layer_prepare_checkpoint(registry, &a, &other), MOE_STATUS_CONFIG_ERROR,
+               "no_such_backend");
+  a.backend = NULL;
+  a.struct_size = 8;
+  expect_error("checkpoint args too small", moe_host_layer_prepare_checkpoint(registry, &a, &other),
+               MOE_STATUS_ABI_MISMATCH, "moe_host_checkpoint_args.struct_size=8");
+  a.struct_size = sizeof a;
+  a.selection = NULL;
+  expect_error("no selection", moe_host_layer_prepare_checkpoint(registry, &a, &other),
+               MOE_STATUS_INVALID_ARGUMENT, "selection is NULL");
+  moe_host_selection* plain = select_text(
+      registry,
+      "backend: reference\nproblem: {experts: 4, top_k: 2, hidden: 64, intermediate: 32}\n");
+  a.selection = plain;
+  expect_error(
+      "a config without checkpoint:", moe_host_layer_prepare_checkpoint(registry, &a, &other),
+      MOE_STATUS_CONFIG_ERROR, "no `checkpoint:` section");
+  CHECK(other == NULL, "a layer was made");
+  CHECK_OK(moe_host_selection_destroy(plain));
+done:
+  CHECK_OK(moe_host_layer_destroy(layer));
+  CHECK_OK(moe_host_layer_destroy(direct));
+  CHECK_OK(moe_host_selection_destroy(selection));
+  remove(path);
+  free(in);
+  free(got);
+  free(want);
+}
+
 typedef struct capi_case {
   const char* name;
   void (*run)(moe_host_registry* registry);
@@ -457,6 +581,7 @@ static const capi_case kCases[] = {
     {"errors_name_the_problem", test_errors_name_the_problem},
     {"conformance_of_a_plugin", test_conformance_of_a_plugin},
     {"problems_as_text", test_problems_as_text},
+    {"prepares_a_layer_from_a_checkpoint", test_prepares_a_layer_from_a_checkpoint},
 };
 
 int main(int argc, char** argv) {

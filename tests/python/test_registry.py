@@ -7,7 +7,7 @@ from conftest import SOURCE_DIR
 
 def test_reports_the_host_api_and_abi_versions():
     v = moe.version()
-    assert v["host_api"] >= (1, 1) and v["abi"][0] == 1
+    assert v["host_api"] >= (1, 2) and v["abi"][0] == 1
 
 
 def test_lists_the_reference_plugin():

@@ -31,7 +31,10 @@ extern "C" {
 #endif
 
 #define MOE_HOST_VERSION_MAJOR 1
-#define MOE_HOST_VERSION_MINOR 1 /* 1.1: moe_host_problem_parse, moe_host_problem_format */
+#define MOE_HOST_VERSION_MINOR                                     \
+  2 /* 1.1: moe_host_problem_parse, moe_host_problem_format;       \
+      1.2: moe_host_layer_prepare_checkpoint, the router fields of \
+      moe_host_layer_info */
 
 #if defined(_WIN32)
 #define MOE_HOST_EXPORT __declspec(dllexport)
@@ -245,6 +248,27 @@ MOE_HOST_EXPORT moe_status moe_host_layer_prepare(const moe_host_registry* regis
                                                   moe_host_layer** layer /* out */);
 MOE_HOST_EXPORT moe_status moe_host_layer_destroy(moe_host_layer* layer /* NULL ok */);
 
+typedef struct moe_host_checkpoint_args {
+  size_t struct_size;
+  const moe_extension* ext;
+  const moe_host_selection* selection; /* borrowed for the call: a config with a `checkpoint:` */
+  const char* backend; /* borrowed: NULL = the selection's backend; else a plugin name or alias, or
+                          "auto", in place of the config's (an engine's --moe-backend) */
+  void* stream;        /* cudaStream_t for uploads, NULL = default */
+} moe_host_checkpoint_args;
+
+#define MOE_HOST_CHECKPOINT_ARGS_MIN_SIZE \
+  (offsetof(moe_host_checkpoint_args, stream) + sizeof(void*))
+
+/* Loads one layer of the selection's `checkpoint:` (path relative to the current directory, as
+ * `moe run` reads it) through the checkpoint adapters into canonical host weights, and prepares
+ * it with the backend, under the config's problem and options. The checkpoint's router comes with
+ * the layer (moe_host_layer_info). A config without `checkpoint:` is CONFIG_ERROR; a tensor
+ * missing or of the wrong shape is the adapter's error naming it. Since 1.2. */
+MOE_HOST_EXPORT moe_status moe_host_layer_prepare_checkpoint(const moe_host_registry* registry,
+                                                             const moe_host_checkpoint_args* args,
+                                                             moe_host_layer** layer /* out */);
+
 typedef struct moe_host_layer_info {
   size_t struct_size;
   const moe_extension* ext;
@@ -252,6 +276,17 @@ typedef struct moe_host_layer_info {
   const char* router;         /* out: the plugin moe_host_layer_route uses, "" if none can */
   const moe_problem* problem; /* out: the layer's problem, owned by the layer */
   int32_t memory;             /* out: moe_memory of the tensors route and run take */
+  /* Since 1.2. A layer prepared from a checkpoint (moe_host_layer_prepare_checkpoint) keeps the
+   * checkpoint's router, for the caller's router GEMM (docs/design.md §3.4): host memory owned by
+   * the layer, data NULL where the checkpoint has none (and for a layer prepared from weights). */
+  moe_tensor router_weight; /* out: [E_real + S, H] bf16 or f32; sinks after the real experts */
+  moe_tensor router_bias;   /* out: [E_real + S] f32, added to the GEMM's sums (gpt-oss) */
+  moe_tensor routing_bias;  /* out: [E] f32 selection bias for route (padding experts -inf) */
+  int64_t real_experts;     /* out: the checkpoint's experts (problem.experts may pad for EP);
+                               0 = not from a checkpoint */
+  const char* router_dtype; /* out: "bf16" or "fp32", the GEMM's precision; "" = not from one */
+  const char* weights_from; /* out: "checkpoint PATH (CONVENTION)[; converted at load: ...]",
+                               or "weights" */
 } moe_host_layer_info;
 
 #define MOE_HOST_LAYER_INFO_MIN_SIZE (offsetof(moe_host_layer_info, memory) + sizeof(int32_t))
