@@ -3,6 +3,8 @@
 // exception crosses into the host program.
 #pragma once
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -75,6 +77,18 @@ template <class T>
 T& deref(T* ptr, const char* name) {
   MOE_CHECK(ptr != nullptr, MOE_STATUS_INVALID_ARGUMENT, "{} is NULL", name);
   return *ptr;
+}
+
+// The C API's text out-parameter: *needed = the text's size with its NUL; up to cap - 1 bytes
+// and a NUL into buf (cap == 0: only the size is asked, buf may be NULL).
+inline void write_text(const std::string& text, char* buf, size_t cap, size_t* needed) {
+  MOE_CHECK(cap == 0 || buf != nullptr, MOE_STATUS_INVALID_ARGUMENT, "buf is NULL with cap={}",
+            cap);
+  deref(needed, "needed") = text.size() + 1;
+  if (cap == 0) return;
+  const size_t n = std::min(text.size(), cap - 1);
+  std::memcpy(buf, text.data(), n);
+  buf[n] = '\0';
 }
 
 // A caller's input struct, checked (NULL, struct_size) and read over `defaults`.

@@ -74,17 +74,8 @@ moe_status moe_host_problem_parse(const char* text, moe_problem* problem) {
 
 moe_status moe_host_problem_format(const moe_problem* problem, char* buf, size_t cap,
                                    size_t* needed) {
-  return guarded([&] {
-    MOE_CHECK(cap == 0 || buf != nullptr, MOE_STATUS_INVALID_ARGUMENT, "buf is NULL with cap={}",
-              cap);
-    size_t& full = deref(needed, "needed");
-    const std::string text = to_json(read_problem(problem, "problem").c()).dump();
-    full = text.size() + 1;
-    if (cap == 0) return;
-    const size_t n = std::min(text.size(), cap - 1);
-    std::memcpy(buf, text.data(), n);
-    buf[n] = '\0';
-  });
+  return guarded(
+      [&] { write_text(to_json(read_problem(problem, "problem").c()).dump(), buf, cap, needed); });
 }
 
 }  // extern "C"

@@ -194,16 +194,8 @@ moe_status moe_host_describe(const moe_host_registry* registry, const char* name
                              const moe_problem* problem, char* buf, size_t cap, size_t* needed) {
   return guarded([&] {
     const auto& r = deref(registry, "registry");
-    MOE_CHECK(cap == 0 || buf != nullptr, MOE_STATUS_INVALID_ARGUMENT, "buf is NULL with cap={}",
-              cap);
-    size_t& full = deref(needed, "needed");
     const size_t i = index_of(r, name);
-    const std::string text = describe(*r.registry.plugins()[i], r.strings[i], problem);
-    full = text.size() + 1;
-    if (cap == 0) return;
-    const size_t n = std::min(text.size(), cap - 1);
-    std::memcpy(buf, text.data(), n);
-    buf[n] = '\0';
+    write_text(describe(*r.registry.plugins()[i], r.strings[i], problem), buf, cap, needed);
   });
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "moe/host/moe_host.h"
+#include "tensors.hpp"
 
 namespace moe::py {
 
@@ -72,6 +73,11 @@ class Layer {
 
  private:
   void* workspace(Workspace& ws, size_t bytes);
+  // Sets a.workspace (the caller's `given`, checked, or `own`, grown under the lock) and calls
+  // `entry` without the GIL.
+  template <class Args>
+  void call(Args& a, nb::handle given, Workspace& own, Placement& where, Keep& keep,
+            moe_status (*entry)(const moe_host_layer*, const Args*));
 
   moe_host_layer* handle_;
   moe_host_layer_info info_{};

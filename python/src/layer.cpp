@@ -10,14 +10,6 @@
 namespace moe::py {
 namespace {
 
-template <class T>
-T sized() {
-  T s;
-  std::memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  return s;
-}
-
 int64_t tokens_of(const moe_tensor& t) {
   return t.ndim >= 1 ? t.shape[0] : 0;
 }
@@ -89,6 +81,19 @@ nb::dict Layer::router_tensors() const {
   return d;
 }
 
+template <class Args>
+void Layer::call(Args& a, nb::handle given, Workspace& own, Placement& where, Keep& keep,
+                 moe_status (*entry)(const moe_host_layer*, const Args*)) {
+  if (!given.is_none()) a.workspace = given_workspace(given, a.workspace_size, where, keep);
+  nb::gil_scoped_release unlocked;
+  std::unique_lock lock(mutex_, std::defer_lock);  // only the layer's own workspace needs it
+  if (given.is_none()) {
+    lock.lock();
+    a.workspace = workspace(own, a.workspace_size);
+  }
+  check(entry(handle_, &a));
+}
+
 void Layer::route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weights, nb::handle bias,
                   nb::handle is_padding, nb::handle workspace_given, uintptr_t stream) {
   const moe_problem& p = *info_.problem;
@@ -114,15 +119,7 @@ void Layer::route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weight
     a.is_padding = tensor_arg(is_padding, "is_padding", MOE_DTYPE_U8, {tokens}, where, keep);
   a.stream = reinterpret_cast<void*>(stream);
   a.workspace_size = route_workspace_size(tokens);
-  const bool own = workspace_given.is_none();
-  if (!own) a.workspace = given_workspace(workspace_given, a.workspace_size, where, keep);
-  nb::gil_scoped_release unlocked;
-  std::unique_lock lock(mutex_, std::defer_lock);  // only the layer's own workspace needs it
-  if (own) {
-    lock.lock();
-    a.workspace = workspace(route_ws_, a.workspace_size);
-  }
-  check(moe_host_layer_route(handle_, &a));
+  call(a, workspace_given, route_ws_, where, keep, moe_host_layer_route);
 }
 
 void Layer::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights, nb::handle output,
@@ -140,15 +137,7 @@ void Layer::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights,
   a.output = tensor_arg(output, "out", MOE_DTYPE_BF16, {tokens, p.hidden}, where, keep);
   a.stream = reinterpret_cast<void*>(stream);
   a.workspace_size = workspace_size(tokens);
-  const bool own = workspace_given.is_none();
-  if (!own) a.workspace = given_workspace(workspace_given, a.workspace_size, where, keep);
-  nb::gil_scoped_release unlocked;
-  std::unique_lock lock(mutex_, std::defer_lock);  // only the layer's own workspace needs it
-  if (own) {
-    lock.lock();
-    a.workspace = workspace(run_ws_, a.workspace_size);
-  }
-  check(moe_host_layer_run(handle_, &a));
+  call(a, workspace_given, run_ws_, where, keep, moe_host_layer_run);
 }
 
 }  // namespace moe::py

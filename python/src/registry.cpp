@@ -12,14 +12,6 @@
 namespace moe::py {
 namespace {
 
-template <class T>
-T sized() {
-  T s;
-  std::memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  return s;
-}
-
 nb::list string_list(const char* const* items, int32_t count) {
   nb::list out;
   for (int32_t i = 0; i < count; ++i) out.append(items[i]);

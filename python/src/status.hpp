@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <exception>
 #include <string>
 #include <utility>
@@ -29,6 +30,15 @@ class StatusError : public std::exception {
 // made the call, before any other moe_host_* call (the message is per thread).
 inline void check(moe_status status) {
   if (status != MOE_STATUS_OK) throw StatusError(status, moe_host_last_error());
+}
+
+// A C API struct as this binding fills it: zeroed, struct_size set (its fields' defaults are 0).
+template <class T>
+T sized() {
+  T s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  return s;
 }
 
 template <class... Args>
