@@ -10,6 +10,7 @@
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/host_tensor.hpp"
+#include "source_base.hpp"
 
 namespace moe {
 namespace {
@@ -19,15 +20,9 @@ namespace {
 std::vector<float> operand(const HostTensor& t, RouterDtype dtype, const char* what) {
   MOE_CHECK(t.dtype() == MOE_DTYPE_BF16 || t.dtype() == MOE_DTYPE_F32, MOE_STATUS_DTYPE_MISMATCH,
             "router GEMM: {} must be bf16 or f32", what);
-  std::vector<float> out(t.numel());
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (t.dtype() == MOE_DTYPE_BF16) {
-      out[i] = bf16_to_float(t.data<uint16_t>()[i]);
-    } else {
-      const float v = t.data<float>()[i];
-      out[i] = dtype == RouterDtype::kBf16 ? bf16_to_float(float_to_bf16(v)) : v;
-    }
-  }
+  std::vector<float> out = detail::to_floats(t);
+  if (dtype == RouterDtype::kBf16 && t.dtype() == MOE_DTYPE_F32)
+    for (float& v : out) v = bf16_to_float(float_to_bf16(v));
   return out;
 }
 
