@@ -74,11 +74,15 @@ LayerOptions parse_options(const Options& options) {
                 "deepgemm_style: masked_max_tokens '{}' is not an integer in [0, 4096]", value);
       o.masked_max_tokens = v;
     } else if (key == "gemm_tiles") {
-      MOE_CHECK(value == "auto" || value == "tokens" || value == "weights", MOE_STATUS_CONFIG_ERROR,
-                "deepgemm_style: gemm_tiles '{}' is not auto, tokens or weights", value);
-      o.tiles = value == "auto"     ? std::nullopt
-                : value == "tokens" ? std::optional(Fp8Tiles::kTokens)
-                                    : std::optional(Fp8Tiles::kWeights);
+      MOE_CHECK(value == "auto" || value == "tokens" || value == "weights" ||
+                    value == "tokens_ffma",
+                MOE_STATUS_CONFIG_ERROR,
+                "deepgemm_style: gemm_tiles '{}' is not auto, tokens, tokens_ffma or weights",
+                value);
+      o.tiles = value == "auto"          ? std::nullopt
+                : value == "tokens"      ? std::optional(Fp8Tiles::kTokens)
+                : value == "tokens_ffma" ? std::optional(Fp8Tiles::kTokensFfma)
+                                         : std::optional(Fp8Tiles::kWeights);
     } else {
       MOE_FAIL(MOE_STATUS_CONFIG_ERROR,
                "deepgemm_style: unknown option '{}' (known: layout, masked_max_tokens, "
@@ -254,6 +258,8 @@ void DeviceLayer::run(const moe_run_args& a) const {
   g1.row_scales = ws.row_scales;
   g1.weights = w13_ptrs_.as<const void*>();
   g1.w_scales = s13_ptrs_.as<const float*>();
+  g1.weight_stack = w13_.as<uint8_t>();
+  g1.w_scale_stack = s13_.as<float>();
   g1.out = ws.gemm1;
   g1.f32_out = true;
   run_fp8_grouped_gemm(tiles, g1, stream);
@@ -278,6 +284,8 @@ void DeviceLayer::run(const moe_run_args& a) const {
   g2.row_scales = ws.act_scales;
   g2.weights = w2_ptrs_.as<const void*>();
   g2.w_scales = s2_ptrs_.as<const float*>();
+  g2.weight_stack = w2_.as<uint8_t>();
+  g2.w_scale_stack = s2_.as<float>();
   g2.out = ws.gemm2;
   run_fp8_grouped_gemm(tiles, g2, stream);
 

@@ -13,6 +13,7 @@ namespace moe::deepgemm {
 enum class Fp8Tiles {
   kTokens,   // 128 tokens x 128 features per tile: many tokens per expert
   kWeights,  // swap AB, 128 features x 32 tokens per tile: few tokens per expert
+  kTokensFfma,  // own kernel: 128 tokens x 128 features, a half-empty tile costs half
 };
 
 const char* fp8_tiles_name(Fp8Tiles t);
@@ -34,6 +35,9 @@ struct Fp8GemmArgs {
   int64_t scale_ld = 0;                    // >= R
   const void* const* weights = nullptr;    // [groups] -> [N, K] e4m3, K contiguous
   const float* const* w_scales = nullptr;  // [groups] -> [K/128][N/128]
+  // The same weights and scales stacked, group after group (kTokensFfma reads only these).
+  const uint8_t* weight_stack = nullptr;  // [groups, N, K] e4m3
+  const float* w_scale_stack = nullptr;   // [groups][K/128][N/128]
   void* out = nullptr;                     // [R, N] bf16, or f32 with f32_out
   bool f32_out = false;  // for an output that is quantised again (no bf16 rounding before it)
   void* workspace = nullptr;

@@ -27,6 +27,8 @@ struct GemmCall {
   int32_t scale_ld = 0;
   const void* const* weights = nullptr;    // [groups] -> [N, K] e4m3
   const float* const* w_scales = nullptr;  // [groups] -> [K/128][N/128]
+  const void* weight_stack = nullptr;      // [groups, N, K] e4m3 (the own kernel's TMA map)
+  const float* w_scale_stack = nullptr;    // [groups][K/128][N/128]
   void* out = nullptr;                     // [R, N] bf16, or f32 with f32_out
   bool f32_out = false;
   void* workspace = nullptr;
@@ -39,5 +41,10 @@ enum class Kernel { kTokens, kWeights };
 size_t kernel_workspace(Kernel kernel, bool f32_out, int groups, int sm_count);
 
 LaunchResult launch(Kernel kernel, const GemmCall& call) noexcept;
+
+// The own kernel (kernels/sm90_fp8_grouped_gemm_ffma.cuh, fp8_gemm_ffma_launch.cu): needs the
+// stacked weights and scales, at most ffma_max_groups() groups, no workspace.
+int ffma_max_groups();
+LaunchResult launch_ffma(const GemmCall& call) noexcept;
 
 }  // namespace moe::deepgemm::detail

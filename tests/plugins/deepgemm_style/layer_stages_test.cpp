@@ -29,13 +29,14 @@ struct Case {
   moe_activation activation;
   RowLayout layout;
   int64_t tokens;
+  const char* tiles = "auto";  // option gemm_tiles
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return std::string(c.activation == MOE_ACTIVATION_RELU2 ? "Relu2" : "SiluMul") +
          (c.layout == RowLayout::kMasked ? "Masked" : "Contiguous") + "T" +
-         std::to_string(c.tokens);
+         std::to_string(c.tokens) + (std::string(c.tiles) == "tokens_ffma" ? "OwnGemm" : "");
 }
 
 double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
@@ -104,7 +105,8 @@ TEST_P(DeepGemmLayerStages, EachStageMatchesItsModelOnThePreviousStagesOutput) {
   const int64_t t_count = c.tokens, k = p.top_k, h = p.hidden, in = p.intermediate;
   const int64_t n1 = c.activation == MOE_ACTIVATION_RELU2 ? in : 2 * in;
   const LayerWeights w = random_weights(p, seed_);
-  const DeviceLayer layer(p, w.view(), {{"layout", row_layout_name(c.layout)}});
+  const DeviceLayer layer(p, w.view(),
+                          {{"layout", row_layout_name(c.layout)}, {"gemm_tiles", c.tiles}});
 
   // Weights as doubles, per expert: W13 [n1, H], W2 [H, I].
   std::vector<std::vector<double>> w13(size_t(p.experts)), w2(size_t(p.experts));
@@ -278,7 +280,11 @@ INSTANTIATE_TEST_SUITE_P(Layers, DeepGemmLayerStages,
                                                 200},
                                            Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kMasked, 33},
                                            Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 70},
-                                           Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 5}),
+                                           Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 5},
+                                           Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous,
+                                                200, "tokens_ffma"},
+                                           Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33,
+                                                "tokens_ffma"}),
                          case_name);
 
 }  // namespace

@@ -1,0 +1,369 @@
+// deepgemm_style's own grouped fp8 block-scale GEMM for sm90a (docs/design.md §3 fp8_block,
+// bench/NOTES.md "deepgemm_style: own kernel"): out[r, :N] = sum over 128-wide K blocks kb of
+// (rows[r, kb] . weights[g][:, kb]) * row_scale[kb][r] * w_scale[g][kb][n / 128].
+//
+// One CTA per SM, persistent, three warpgroups: warpgroup 0 loads 128x128 row tiles and 128x128
+// weight tiles with TMA into a ring of shared-memory stages; warpgroups 1 and 2 each multiply 64
+// rows of the tile with wgmma (e4m3 x e4m3, fp32 accumulate) and, after every K block, promote the
+// block's partial sums into a second fp32 accumulator with FFMA, both scales applied: the tensor
+// cores' own fp8 accumulation keeps fewer mantissa bits than fp32, so it never spans two K blocks.
+// A tile whose second half holds no rows of the group leaves warpgroup 2 idle (it only releases
+// the stages): a group of 128 + 11 rows costs 1.5 tiles of tensor work, not 2, though the second
+// tile still streams its whole weight tile (bench/NOTES.md: that, not the tensor work, is what
+// such tiles cost).
+//
+// Tiles are numbered group by group, 128-row blocks of a group in order, and within a row block
+// the N tiles in order: the CTAs working at one moment share row blocks and nearby weight tiles,
+// which L2 serves. Every CTA derives the same numbering from the group row counts, which live on
+// the device (contiguous offsets or masked counts), so a launch reads nothing back to the host.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include <cute/arch/cluster_sm90.hpp>
+#include <cute/arch/copy_sm90_desc.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/arch/mma_sm90_desc.hpp>
+#include <cute/arch/mma_sm90_gmma.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+namespace moe::deepgemm::kernels::ffma {
+
+constexpr int kBlockM = 128;  // rows per tile: two warpgroups of 64
+constexpr int kBlockN = 128;  // one weight scale block wide
+constexpr int kBlockK = 128;  // one scale block deep: 128 e4m3 = one 128-byte swizzle row
+constexpr int kWgRows = 64;
+constexpr int kThreads = 384;
+constexpr int kStages = 6;
+constexpr int kMaxGroups = 1024;  // the tile prefix lives in shared memory
+constexpr int kTileABytes = kBlockM * kBlockK;
+constexpr int kTileBBytes = kBlockN * kBlockK;
+constexpr int kStageBytes = kTileABytes + kTileBBytes;
+constexpr int kAccum = kWgRows * kBlockN / 128;  // fp32 values per thread per accumulator set
+
+// Shared memory: the stages (1024-byte aligned for the 128-byte swizzle), the barriers, the
+// prefix of 128-row blocks per group, and per stage the tile's row scales and its weight scale.
+constexpr int kScaleStride = kBlockM + 4;  // floats per stage: 128 row scales, 1 weight scale
+constexpr size_t kBarrierOffset = size_t(kStages) * kStageBytes;
+constexpr size_t kPrefixOffset = kBarrierOffset + 2 * kStages * sizeof(uint64_t);
+constexpr size_t kScaleOffset = kPrefixOffset + (kMaxGroups + 4) * sizeof(int);
+constexpr size_t kSmemBytes = kScaleOffset + kStages * kScaleStride * sizeof(float) + 1024;
+// A stage is full when the TMA thread's bytes have landed and the 32 scale lanes' copies have.
+constexpr int kFullArrivals = 1 + 32;
+// Registers per thread after the split: the producers give up what the consumers take from the
+// 168 x 384 the launch holds (128 x (168 - 72) = 256 x (216 - 168)); the producers spill at 40.
+constexpr int kProducerRegs = 72, kConsumerRegs = 216;
+
+struct Params {
+  CUtensorMap rows_map;     // [R, K] e4m3, box 128 rows x 128 K, 128-byte swizzle
+  CUtensorMap weights_map;  // [G * N, K] e4m3, box 128 x 128, 128-byte swizzle
+  int groups = 0, n = 0, k = 0;
+  const int64_t* offsets = nullptr;  // contiguous: group g has rows [offsets[g], offsets[g+1])
+  const int32_t* counts = nullptr;   // masked: rows [g * max_m, g * max_m + counts[g])
+  int64_t max_m = 0;
+  const float* row_scales = nullptr;  // [K/128][scale_ld]
+  int64_t scale_ld = 0;
+  const float* w_scales = nullptr;  // [G][K/128][N/128]
+  void* out = nullptr;              // [R, N], f32 or bf16
+};
+
+struct GroupRows {
+  int64_t first, count;
+};
+
+__device__ __forceinline__ GroupRows group_rows(const Params& p, int g) {
+  if (p.counts != nullptr) {
+    const int64_t c = p.counts[g];
+    return {int64_t(g) * p.max_m, c < 0 ? 0 : (c > p.max_m ? p.max_m : c)};
+  }
+  return {p.offsets[g], p.offsets[g + 1] - p.offsets[g]};
+}
+
+// K-major operand in a 128-byte swizzled tile: 8-row core groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t smem_desc(const void* p) {
+  cute::GmmaDescriptor d;
+  d.bitfield.start_address_ = uint16_t(cute::cast_smem_ptr_to_uint(p) >> 4);
+  d.bitfield.leading_byte_offset_ = 1;
+  d.bitfield.stride_byte_offset_ = 1024 >> 4;
+  d.bitfield.base_offset_ = 0;
+  d.bitfield.layout_type_ = 1;  // 128-byte swizzle
+  return d.desc_;
+}
+
+template <size_t... I>
+__device__ __forceinline__ void wgmma_64x128x32(uint64_t a, uint64_t b, float* d, bool accumulate,
+                                                std::index_sequence<I...>) {
+  cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>::fma(
+      a, b, d[I]..., accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
+}
+
+// The first tile index of each group's 128-row blocks (prefix[g] in row blocks; times the N
+// tiles for tile indices), computed by every CTA the same way.
+__device__ __forceinline__ void build_prefix(const Params& p, int* prefix) {
+  for (int g = threadIdx.x; g < p.groups; g += blockDim.x) {
+    const int64_t c = group_rows(p, g).count;
+    prefix[g + 1] = int((c + kBlockM - 1) / kBlockM);
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    int carry = 0;
+    if (lane == 0) prefix[0] = 0;
+    for (int base = 0; base < p.groups; base += 32) {
+      int v = base + lane < p.groups ? prefix[base + lane + 1] : 0;
+      for (int d = 1; d < 32; d <<= 1) {
+        const int u = __shfl_up_sync(0xffffffffu, v, d);
+        if (lane >= d) v += u;
+      }
+      if (base + lane < p.groups) prefix[base + lane + 1] = v + carry;
+      carry += __shfl_sync(0xffffffffu, v, 31);
+    }
+  }
+  __syncthreads();
+}
+
+struct Tile {
+  int group, block_m, block_n;
+};
+
+// Tile t: the group whose tiles contain t (prefix[g] row blocks before group g, each with
+// n_units N tiles), then its row block and N tile, N tiles consecutive.
+__device__ __forceinline__ Tile tile_of(const int* prefix, int groups, int n_units, int t) {
+  int lo = 0, hi = groups;  // the last g with prefix[g] * n_units <= t
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (prefix[mid] * n_units <= t) lo = mid; else hi = mid;
+  }
+  const int local = t - prefix[lo] * n_units;
+  return {lo, local / n_units, local % n_units};
+}
+
+// 4-byte asynchronous copy to shared memory, zeros when !valid.
+__device__ __forceinline__ void copy_float_async(float* dst, const float* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(
+                   cute::cast_smem_ptr_to_uint(dst)),
+               "l"(src), "r"(valid ? 4 : 0)
+               : "memory");
+}
+
+// Arrives on `bar` once this thread's earlier cp.async copies have landed.
+__device__ __forceinline__ void arrive_after_copies(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(
+                   cute::cast_smem_ptr_to_uint(bar))
+               : "memory");
+}
+
+// One warpgroup's 64 x 128 result (this thread: rows r and r + 8, columns 8j + 2q + {0, 1}).
+// f32: each quad writes 32 contiguous bytes of a row per j. bf16: the quad first trades values so
+// that each thread holds 4 consecutive columns, and a quad writes a whole 32-byte sector.
+template <class Out>
+__device__ __forceinline__ void store_tile(Out* out, int64_t ld, int64_t r, bool has_lo,
+                                           bool has_hi, int col0, int q, const float* total) {
+  if constexpr (::std::is_same_v<Out, float>) {
+#pragma unroll
+    for (int j = 0; j < kAccum / 4; ++j) {
+      const int col = col0 + 8 * j + 2 * q;
+      if (has_lo)
+        *reinterpret_cast<float2*>(out + r * ld + col) =
+            make_float2(total[4 * j + 0], total[4 * j + 1]);
+      if (has_hi)
+        *reinterpret_cast<float2*>(out + (r + 8) * ld + col) =
+            make_float2(total[4 * j + 2], total[4 * j + 3]);
+    }
+  } else {
+    auto pack = [](float x, float y) {
+      const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+      return *reinterpret_cast<const uint32_t*>(&v);
+    };
+    const int lane = threadIdx.x % 32, quad = lane & ~3;
+    const int src_a = quad + (2 * q) % 4, src_b = quad + (2 * q + 1) % 4;
+    const bool upper = q >= 2;  // columns 8..15 of the 16-column pair
+#pragma unroll
+    for (int m = 0; m < kAccum / 8; ++m) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // row r, then row r + 8
+        const uint32_t lo = pack(total[8 * m + 2 * h], total[8 * m + 2 * h + 1]);
+        const uint32_t hi = pack(total[8 * m + 4 + 2 * h], total[8 * m + 4 + 2 * h + 1]);
+        const uint32_t a_lo = __shfl_sync(0xffffffffu, lo, src_a);
+        const uint32_t a_hi = __shfl_sync(0xffffffffu, hi, src_a);
+        const uint32_t b_lo = __shfl_sync(0xffffffffu, lo, src_b);
+        const uint32_t b_hi = __shfl_sync(0xffffffffu, hi, src_b);
+        if (h == 0 ? has_lo : has_hi)
+          *reinterpret_cast<uint2*>(out + (r + 8 * h) * ld + col0 + 16 * m + 4 * q) =
+              make_uint2(upper ? a_hi : a_lo, upper ? b_hi : b_lo);
+      }
+    }
+  }
+}
+
+constexpr uint64_t kHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+
+// kCluster = 2: the two CTAs of a cluster take the same 128-row block and neighbouring N tiles;
+// each loads half of the row tile and multicasts it to both, so the row tile crosses from L2 once
+// per pair (a 128x128 tile's operands otherwise need more L2 bandwidth than the H200 has at full
+// wgmma rate). A stage is refilled only when the consumers of both CTAs have released it.
+template <class Out, int kCluster>
+__global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constant__ Params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  auto* full = reinterpret_cast<uint64_t*>(smem + kBarrierOffset);
+  uint64_t* empty = full + kStages;
+  int* prefix = reinterpret_cast<int*>(smem + kPrefixOffset);
+  auto* scales = reinterpret_cast<float*>(smem + kScaleOffset);  // [kStages][kScaleStride]
+  const int wg = threadIdx.x / 128;
+  const int rank = kCluster > 1 ? int(cute::block_rank_in_cluster()) : 0;
+  const int cluster = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
+
+  if (threadIdx.x == 0) {
+    cute::prefetch_tma_descriptor(&p.rows_map);
+    cute::prefetch_tma_descriptor(&p.weights_map);
+    for (int s = 0; s < kStages; ++s) {
+      cutlass::arch::ClusterBarrier::init(&full[s], kFullArrivals);
+      cutlass::arch::ClusterBarrier::init(&empty[s], 8 * kCluster);  // every consumer warp
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  build_prefix(p, prefix);  // ends with __syncthreads: the barriers are visible too
+  if constexpr (kCluster > 1) cute::cluster_sync();  // the peer's barriers exist
+
+  const int n_tiles = p.n / kBlockN, n_units = n_tiles / kCluster, k_blocks = p.k / kBlockK;
+  const int units = prefix[p.groups] * n_units;
+  auto tile_at = [&](int u) {
+    Tile t = tile_of(prefix, p.groups, n_units, u);
+    t.block_n = t.block_n * kCluster + rank;
+    return t;
+  };
+
+  if (wg == 0) {  // producers: one thread issues TMA, one warp copies the scales
+    cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
+    if (threadIdx.x / 32 == 1) {
+      const int lane = threadIdx.x % 32;
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int u = cluster; u < units; u += clusters) {
+        const Tile tile = tile_at(u);
+        const GroupRows gr = group_rows(p, tile.group);
+        const int64_t row0 = gr.first + int64_t(tile.block_m) * kBlockM;
+        const int64_t rows_here = gr.count - int64_t(tile.block_m) * kBlockM;
+        const float* sw = p.w_scales + (int64_t(tile.group) * k_blocks) * n_tiles + tile.block_n;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
+          float* dst = scales + stage * kScaleStride;
+          const float* src = p.row_scales + int64_t(kb) * p.scale_ld + row0;
+#pragma unroll
+          for (int i = lane; i < kBlockM; i += 32)
+            copy_float_async(dst + i, i < rows_here ? src + i : p.row_scales, i < rows_here);
+          if (lane == 0) copy_float_async(dst + kBlockM, sw + int64_t(kb) * n_tiles, true);
+          arrive_after_copies(&full[stage]);
+          if (++stage == kStages) stage = 0, phase ^= 1;
+        }
+      }
+    } else if (threadIdx.x == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int u = cluster; u < units; u += clusters) {
+        const Tile tile = tile_at(u);
+        const GroupRows gr = group_rows(p, tile.group);
+        const int row0 = int(gr.first + int64_t(tile.block_m) * kBlockM);
+        const int wrow0 = tile.group * p.n + tile.block_n * kBlockN;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
+          uint8_t* a = smem + size_t(stage) * kStageBytes;
+          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage],
+                                                                         kStageBytes);
+          constexpr int kPart = kBlockM / kCluster;  // rows of the row tile this CTA loads
+          if constexpr (kCluster > 1)
+            cute::SM90_TMA_LOAD_MULTICAST_2D::copy(&p.rows_map, &full[stage],
+                                                   uint16_t((1 << kCluster) - 1), kHint,
+                                                   a + rank * kPart * kBlockK, kb * kBlockK,
+                                                   row0 + rank * kPart);
+          else
+            cute::SM90_TMA_LOAD_2D::copy(&p.rows_map, &full[stage], kHint, a, kb * kBlockK,
+                                         row0);
+          cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[stage], kHint,
+                                       a + kTileABytes,
+                                       kb * kBlockK, wrow0);
+          if (++stage == kStages) stage = 0, phase ^= 1;
+        }
+      }
+    }
+  } else {
+    // Consumers: warpgroup 1 takes rows 0-63 of the tile, warpgroup 2 rows 64-127.
+    cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
+    const int half = wg - 1, t128 = threadIdx.x % 128, warp = t128 / 32, lane = t128 % 32;
+    const int r_lo = half * kWgRows + warp * 16 + lane / 4;  // and r_lo + 8
+    const uint64_t desc_a = smem_desc(smem + half * kWgRows * kBlockK);
+    const uint64_t desc_b = smem_desc(smem + kTileABytes);
+    float acc[kAccum], total[kAccum];
+    int stage = 0;
+    uint32_t phase = 0;
+    auto release = [&] {  // this warp is done with the stage, in every CTA that reads it
+      __syncwarp();
+      if (lane == 0)
+        for (int c = 0; c < kCluster; ++c)
+          cutlass::arch::ClusterBarrier::arrive(&empty[stage], uint32_t(c), 1u);
+      if (++stage == kStages) stage = 0, phase ^= 1;
+    };
+    for (int u = cluster; u < units; u += clusters) {
+      const Tile tile = tile_at(u);
+      const GroupRows gr = group_rows(p, tile.group);
+      const int64_t row0 = gr.first + int64_t(tile.block_m) * kBlockM;
+      const int64_t rows_here = gr.count - int64_t(tile.block_m) * kBlockM;  // >= 1
+      if (rows_here <= half * kWgRows) {  // no rows in this half: only release the stages
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
+          release();
+        }
+        continue;
+      }
+      const bool has_lo = r_lo < rows_here, has_hi = r_lo + 8 < rows_here;
+#pragma unroll
+      for (int i = 0; i < kAccum; ++i) total[i] = 0.0f;
+      for (int kb = 0; kb < k_blocks; ++kb) {
+        // Descriptors: the stage's offset added to the start-address field (16-byte units).
+        const uint64_t da = desc_a + uint64_t(stage) * (kStageBytes >> 4);
+        const uint64_t db = desc_b + uint64_t(stage) * (kStageBytes >> 4);
+        cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
+        const float* sc = scales + stage * kScaleStride;
+        const float s_w = sc[kBlockM], s_lo = sc[r_lo], s_hi = sc[r_lo + 8];
+#pragma unroll
+        for (int i = 0; i < kAccum; ++i) cute::warpgroup_fence_operand(acc[i]);
+        cute::warpgroup_arrive();
+#pragma unroll
+        for (int kk = 0; kk < kBlockK / 32; ++kk)
+          wgmma_64x128x32(da + kk * (32 >> 4), db + kk * (32 >> 4), acc, kk > 0,
+                          std::make_index_sequence<kAccum>{});
+        cute::warpgroup_commit_batch();
+#pragma unroll
+        for (int i = 0; i < kAccum; ++i) cute::warpgroup_fence_operand(acc[i]);
+        cute::warpgroup_wait<0>();
+        const float f_lo = s_lo * s_w, f_hi = s_hi * s_w;  // read before the stage is released
+        release();
+        // Accumulator layout (m64nNk32): value 4j + {0,1} is row r_lo, columns 8j + 2(lane%4)
+        // + {0,1}; 4j + {2,3} the same columns of row r_lo + 8.
+#pragma unroll
+        for (int j = 0; j < kAccum / 4; ++j) {
+          total[4 * j + 0] = fmaf(acc[4 * j + 0], f_lo, total[4 * j + 0]);
+          total[4 * j + 1] = fmaf(acc[4 * j + 1], f_lo, total[4 * j + 1]);
+          total[4 * j + 2] = fmaf(acc[4 * j + 2], f_hi, total[4 * j + 2]);
+          total[4 * j + 3] = fmaf(acc[4 * j + 3], f_hi, total[4 * j + 3]);
+        }
+      }
+      store_tile(static_cast<Out*>(p.out), p.n, row0 + r_lo, has_lo, has_hi,
+                 tile.block_n * kBlockN, lane % 4, total);
+    }
+  }
+  // A CTA leaves only when its peer no longer arrives on its barriers or writes its stages.
+  if constexpr (kCluster > 1) cute::cluster_sync();
+#endif
+}
+
+}  // namespace moe::deepgemm::kernels::ffma

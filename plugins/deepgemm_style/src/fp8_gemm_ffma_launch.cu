@@ -1,0 +1,110 @@
+// Launcher of deepgemm_style's own grouped fp8 GEMM (kernels/sm90_fp8_grouped_gemm_ffma.cuh):
+// the two TMA descriptors, the shared-memory opt-in, one CTA per SM.
+#include <cuda.h>
+
+#include <algorithm>
+
+#include "../kernels/sm90_fp8_grouped_gemm_ffma.cuh"
+#include "fp8_gemm_launch.hpp"
+
+namespace moe::deepgemm::detail {
+namespace {
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// The driver's cuTensorMapEncodeTiled, looked up once through the runtime (no libcuda link).
+EncodeTiled encode_tiled() {
+  static EncodeTiled fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<EncodeTiled>(p);
+  }();
+  return fn;
+}
+
+// [rows, k] e4m3, K contiguous, loaded as box_rows x 128 boxes in the 128-byte swizzle wgmma
+// reads.
+bool encode(CUtensorMap* map, const void* base, int64_t rows, int k, int box_rows) {
+  EncodeTiled fn = encode_tiled();
+  if (fn == nullptr) return false;
+  const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(k)};
+  const cuuint32_t box[2] = {128, cuuint32_t(box_rows)};
+  const cuuint32_t step[2] = {1, 1};
+  return fn(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box,
+            step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <class Out, int kCluster>
+LaunchResult launch_typed(const GemmCall& c) noexcept {
+  using namespace kernels::ffma;
+  auto* kernel = grouped_gemm<Out, kCluster>;
+  static const cudaError_t opt_in = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
+  if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
+  Params p;
+  if (!encode(&p.rows_map, c.rows, c.scale_ld, c.k, kBlockM / kCluster) ||
+      !encode(&p.weights_map, c.weight_stack, int64_t(c.groups) * c.n, c.k, kBlockN))
+    return {"tensor map", "cuTensorMapEncodeTiled failed (or the driver lacks it)"};
+  p.groups = c.groups;
+  p.n = c.n;
+  p.k = c.k;
+  p.offsets = c.offsets;
+  p.counts = c.counts;
+  p.max_m = c.max_m;
+  p.row_scales = c.row_scales;
+  p.scale_ld = c.scale_ld;
+  p.w_scales = c.w_scale_stack;
+  p.out = c.out;
+
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(kCluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kSmemBytes;
+  config.stream = c.stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  // Persistent: as many clusters as can be resident at once (an SM left without a partner in
+  // its GPC cannot host half a cluster).
+  static int resident = [&] {
+    config.gridDim = dim3(unsigned(c.sm_count));
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &config) != cudaSuccess) {
+      (void)cudaGetLastError();  // fall back to one cluster per SM pair
+      n = 0;
+    }
+    return n;
+  }();
+  const int clusters = resident > 0 ? std::min(resident, c.sm_count / kCluster)
+                                    : c.sm_count / kCluster;
+  config.gridDim = dim3(unsigned(clusters * kCluster));
+  if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, p); e != cudaSuccess)
+    return {"launch", cudaGetErrorString(e)};
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return {"launch", cudaGetErrorString(e)};
+  return {};
+}
+
+}  // namespace
+
+int ffma_max_groups() { return kernels::ffma::kMaxGroups; }
+
+LaunchResult launch_ffma(const GemmCall& c) noexcept {
+  // Pairs of N tiles share the row tile when N holds an even number of them.
+  if ((c.n / kernels::ffma::kBlockN) % 2 == 0)
+    return c.f32_out ? launch_typed<float, 2>(c) : launch_typed<__nv_bfloat16, 2>(c);
+  return c.f32_out ? launch_typed<float, 1>(c) : launch_typed<__nv_bfloat16, 1>(c);
+}
+
+}  // namespace moe::deepgemm::detail
