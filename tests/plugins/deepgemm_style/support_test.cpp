@@ -69,6 +69,9 @@ TEST(DeepGemmOptions, ParsesTheLayoutTilesAndThreshold) {
   EXPECT_EQ(o.masked_max_tokens, 128);
   ASSERT_TRUE(o.tiles.has_value());
   EXPECT_EQ(*o.tiles, Fp8Tiles::kWeights);
+  const LayerOptions own = parse_options({{"gemm_tiles", "tokens_ffma"}});
+  ASSERT_TRUE(own.tiles.has_value());
+  EXPECT_EQ(*own.tiles, Fp8Tiles::kTokensFfma);
   const LayerOptions d = parse_options({});
   EXPECT_FALSE(d.layout.has_value());
   EXPECT_EQ(d.masked_max_tokens, 64);
