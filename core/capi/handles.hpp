@@ -105,11 +105,18 @@ void write_out(T* out, size_t min_size, const char* name, const T& value) {
   sdk::write_struct(out, value);
 }
 
+// Where a caller's weights live (moe_host_prepare_args.weights_memory, weights_device).
+struct WeightsPlace {
+  moe_memory memory = MOE_MEMORY_HOST;
+  int32_t device = 0;  // CUDA ordinal, for device memory
+};
+
 // Prepares `weights` with the backend `config` selects for its problem (layer.cpp): the layer
-// handle both prepare entry points return.
+// handle both prepare entry points return. Device weights are copied to the host first.
 std::unique_ptr<moe_host_layer> prepare_layer(const moe_host_registry& registry,
                                               const Config& config, const moe_weights& weights,
-                                              const Options& options, void* stream);
+                                              const Options& options, void* stream,
+                                              WeightsPlace place = {});
 
 // A caller's problem: checked, its EP map made when it has none, normalised and validated.
 Problem read_problem(const moe_problem* problem, const char* name);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "handles.hpp"
+#include "moe/device_weights.hpp"
 #include "moe/sdk/enum_names.hpp"
 #include "moe/sdk/options.hpp"
 
@@ -44,13 +45,43 @@ int64_t checked_tokens(const moe_host_layer& layer, int64_t tokens, const char* 
   return tokens;
 }
 
+WeightsPlace read_place(const moe_host_prepare_args& a) {
+  MOE_CHECK(a.weights_memory == MOE_MEMORY_HOST || a.weights_memory == MOE_MEMORY_CUDA_DEVICE,
+            MOE_STATUS_INVALID_ARGUMENT,
+            "moe_host_prepare_args.weights_memory={} is not a moe_memory ({} host, {} CUDA device)",
+            a.weights_memory, int(MOE_MEMORY_HOST), int(MOE_MEMORY_CUDA_DEVICE));
+  const auto memory = static_cast<moe_memory>(a.weights_memory);
+  MOE_CHECK(memory == MOE_MEMORY_HOST || a.weights_device >= 0, MOE_STATUS_INVALID_ARGUMENT,
+            "moe_host_prepare_args.weights_device={} is not a CUDA device ordinal",
+            a.weights_device);
+  return {memory, a.weights_device};
+}
+
+// A GPU plugin prepares on the calling thread's current device: device weights must be there.
+void check_layer_device(const Plugin& plugin, int32_t weights_device) {
+  const int32_t current = current_cuda_device();
+  MOE_CHECK(current == weights_device, MOE_STATUS_INVALID_ARGUMENT,
+            "the weights are on cuda:{} (weights_device), but plugin '{}' prepares its layer on "
+            "cuda:{}, the calling thread's current CUDA device: make cuda:{} current first "
+            "(torch.cuda.set_device, cudaSetDevice), or move the weights to cuda:{}",
+            weights_device, plugin.name(), current, weights_device, current);
+}
+
 }  // namespace
 
 std::unique_ptr<moe_host_layer> prepare_layer(const moe_host_registry& registry,
                                               const Config& config, const moe_weights& weights,
-                                              const Options& options, void* stream) {
+                                              const Options& options, void* stream,
+                                              WeightsPlace place) {
   const Selection sel = select_backend(registry.registry, config);
-  Layer prepared = sel.plugin->prepare(config.problem.c(), weights, options, stream);
+  StagedWeights staged;  // device weights' host copies, alive until prepare returns
+  const moe_weights* host = &weights;
+  if (place.memory == MOE_MEMORY_CUDA_DEVICE) {
+    if (sel.plugin->device_memory()) check_layer_device(*sel.plugin, place.device);
+    staged = stage_device_weights(weights, place.device, stream);
+    host = &staged.weights();
+  }
+  Layer prepared = sel.plugin->prepare(config.problem.c(), *host, options, stream);
   auto l = std::make_unique<moe_host_layer>(config.problem, std::move(prepared));
   l->problem_c = l->problem.c();
   choose_router(registry, *l);
@@ -75,8 +106,9 @@ moe_status moe_host_layer_prepare(const moe_host_registry* registry,
     config.backend = a.backend != nullptr && *a.backend ? a.backend : "auto";
     config.problem = read_problem(a.problem, "moe_host_prepare_args.problem");
     moe::sdk::check_struct(a.weights, MOE_WEIGHTS_MIN_SIZE, "moe_host_prepare_args.weights");
+    const WeightsPlace place = read_place(a);
     const moe::Options options = moe::read_options(a.options, a.num_options);
-    *layer = prepare_layer(r, config, *a.weights, options, a.stream).release();
+    *layer = prepare_layer(r, config, *a.weights, options, a.stream, place).release();
   });
 }
 

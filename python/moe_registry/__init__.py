@@ -7,20 +7,23 @@
     out = layer(hidden, router_logits)           # or layer(hidden, (topk_ids, topk_weights))
     layer = moe.Layer.from_checkpoint("configs/mixtral_ckpt.yaml")  # a config's checkpoint:
     from moe_registry import torch_op            # torch.ops.moe_registry.moe_layer (needs torch)
+    group = moe.ExpertParallelGroup(nccl_comm, layer)  # EP over the engine's NCCL communicator
 
 A thin layer over the host C API (libmoe_core, moe/host/moe_host.h); arrays cross by DLPack
-(NumPy, torch, CuPy), in the layer's memory. Every failure raises MoeError(status, message).
+(NumPy, torch, CuPy), in the layer's memory (weights: host or one CUDA device). Every failure
+raises MoeError(status, message).
 """
 
 from . import _core
+from ._ep import ExpertParallelGroup
 from ._errors import MoeError
 from ._layer import Layer
 from ._problem import Problem
 from ._registry import ConformanceSummary, PluginInfo, Registry, Selection, default_registry
 
-__all__ = ["ConformanceSummary", "Layer", "MoeError", "PluginInfo", "Problem", "Registry",
-           "Selection", "conformance", "default_registry", "describe", "list", "select",
-           "supports", "version"]
+__all__ = ["ConformanceSummary", "ExpertParallelGroup", "Layer", "MoeError", "PluginInfo",
+           "Problem", "Registry", "Selection", "conformance", "default_registry", "describe",
+           "list", "select", "supports", "version"]
 
 
 def version():

@@ -21,11 +21,14 @@ class Layer:
 
     @staticmethod
     def prepare(problem, weights, backend=None, *, options=None, registry=None, stream=None):
-        """Prepares canonical weights (host memory; docs/design.md §3) with `backend`: a plugin
-        name or alias, or "auto" (the default) = the supporting plugin of highest priority.
-        `problem` is a Problem, a dict of its keys, or a Selection (then its backend, problem and
-        options are used unless given). `weights` maps moe_weights field names ("w13", "w2",
-        "w13_scale", ...) to arrays; `options` maps strings to strings (a config's `options:`)."""
+        """Prepares canonical weights (docs/design.md §3) with `backend`: a plugin name or
+        alias, or "auto" (the default) = the supporting plugin of highest priority. `problem` is a
+        Problem, a dict of its keys, or a Selection (then its backend, problem and options are used
+        unless given). `weights` maps moe_weights field names ("w13", "w2", "w13_scale", ...) to
+        arrays, all in host memory or all on one CUDA device (torch or CuPy tensors an engine
+        loaded there: they are copied to the host on their device's current stream, then prepared
+        as host weights; a GPU plugin needs them on the current device). `options` maps strings to
+        strings (a config's `options:`)."""
         from ._registry import default_registry
         registry = registry or default_registry()
         return registry.prepare(problem, weights, backend, options=options, stream=stream)

@@ -109,7 +109,9 @@ class Registry:
                            f"weights: expected a dict of moe_weights field names to arrays, got "
                            f"{type(weights).__name__}")
         weights = {k: _tensors.detached(v) for k, v in weights.items() if v is not None}
-        stream = int(stream) if stream is not None else _tensors.current_stream()
+        # Device weights are copied to the host on their device's current stream.
+        on_device = _tensors.first_on_cuda(weights.values())
+        stream = int(stream) if stream is not None else _tensors.current_stream(on_device)
         native = self._native.prepare(backend or "auto", as_problem(problem)._native, weights,
                                       dict(options or {}), stream)
         if native.memory == "cuda_device":

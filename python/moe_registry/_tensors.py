@@ -82,6 +82,16 @@ def current_stream(x=None):
     return 0
 
 
+def first_on_cuda(arrays):
+    """The first torch or CuPy array on a CUDA device (tagged or not), else None."""
+    for x in arrays:
+        array = untagged(x)
+        fw = _framework(array)
+        if (fw == "torch" and array.is_cuda) or fw == "cupy":
+            return x
+    return None
+
+
 def current_device():
     """The CUDA device the caller works on (torch's, else CuPy's), -1 when neither says."""
     torch = sys.modules.get("torch")

@@ -55,6 +55,7 @@ class Layer {
   Layer& operator=(const Layer&) = delete;
 
   const moe_host_layer_info& info() const { return info_; }
+  const moe_host_layer* handle() const { return handle_; }
   size_t workspace_size(int64_t tokens) const;
   size_t route_workspace_size(int64_t tokens) const;
   // Tensors in the layer's memory; outputs written in place. `stream`: a cudaStream_t, 0 = default.
@@ -83,6 +84,30 @@ class Layer {
   moe_host_layer_info info_{};
   std::mutex mutex_;  // the workspaces: one call at a time (and one stream per layer, as in C)
   Workspace run_ws_, route_ws_;
+};
+
+// Expert parallelism over a communicator the caller owns (moe_host_ep_group), or a single rank.
+class EpGroup {
+ public:
+  // `nccl_comm`: the address of an initialised ncclComm_t, borrowed (never destroyed here); the
+  // collective checks of moe_host_ep_group_create run against `layer`.
+  EpGroup(uintptr_t nccl_comm, const Layer& layer, double timeout_s);
+  EpGroup() = default;  // a single rank: no communicator, no NCCL
+  ~EpGroup();
+  EpGroup(const EpGroup&) = delete;
+  EpGroup& operator=(const EpGroup&) = delete;
+
+  int32_t rank() const;
+  int32_t world() const;
+  // One step for this rank's tokens; host arrays, `out` written in place.
+  void step(const Layer& layer, nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights,
+            nb::handle out);
+  // Destroys the group now (the communicator stays the caller's); later calls are errors.
+  void close();
+
+ private:
+  moe_host_ep_group* handle_ = nullptr;  // null: a single rank, or closed
+  bool closed_ = false;
 };
 
 class Registry {

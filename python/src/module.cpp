@@ -10,6 +10,7 @@
 
 namespace nb = nanobind;
 using namespace nb::literals;
+using moe::py::EpGroup;
 using moe::py::Layer;
 using moe::py::Problem;
 using moe::py::Registry;
@@ -75,6 +76,14 @@ NB_MODULE(_core, m) {
            "is_padding"_a.none(), "workspace"_a.none(), "stream"_a)
       .def("run", &Layer::run, "hidden"_a, "topk_ids"_a, "topk_weights"_a, "out"_a,
            "workspace"_a.none(), "stream"_a);
+
+  nb::class_<EpGroup>(m, "EpGroup")
+      .def(nb::init<uintptr_t, const Layer&, double>(), "nccl_comm"_a, "layer"_a, "timeout_s"_a)
+      .def(nb::init<>(), "a single rank, without NCCL")
+      .def_prop_ro("rank", &EpGroup::rank)
+      .def_prop_ro("world", &EpGroup::world)
+      .def("step", &EpGroup::step, "layer"_a, "hidden"_a, "topk_ids"_a, "topk_weights"_a, "out"_a)
+      .def("close", &EpGroup::close);
 
   nb::class_<Registry>(m, "Registry")
       .def(nb::init<const std::vector<std::string>&, const std::vector<std::string>&, bool, bool,

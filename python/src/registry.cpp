@@ -156,13 +156,15 @@ Selection* Registry::select(const std::optional<std::string>& path,
 
 Layer* Registry::prepare(const std::string& backend, const Problem& problem, nb::dict weights,
                          nb::dict options, uintptr_t stream) const {
-  Placement host{MOE_MEMORY_HOST, -1};  // canonical weights are host memory (moe_host.h)
+  // Canonical weights, all in host memory or all on one CUDA device (the C API copies those to
+  // the host: moe_host_prepare_args.weights_memory).
+  Placement at{kEitherMemory, -1};
   Keep keep;
   auto w = sized<moe_weights>();
   for (const auto& [key, value] : weights) {
     const std::string name = nb::cast<std::string>(nb::str(key));
     if (value.is_none()) continue;
-    w.*weight_field(name) = tensor_arg(value, "weights['" + name + "']", host, keep);
+    w.*weight_field(name) = tensor_arg(value, "weights['" + name + "']", at, keep);
   }
   std::vector<std::string> option_text;
   for (const auto& [key, value] : options) {
@@ -180,6 +182,8 @@ Layer* Registry::prepare(const std::string& backend, const Problem& problem, nb:
   a.options = opts.empty() ? nullptr : opts.data();
   a.num_options = int64_t(opts.size());
   a.stream = reinterpret_cast<void*>(stream);
+  a.weights_memory = at.memory == MOE_MEMORY_CUDA_DEVICE ? MOE_MEMORY_CUDA_DEVICE : MOE_MEMORY_HOST;
+  a.weights_device = at.memory == MOE_MEMORY_CUDA_DEVICE ? at.device_id : 0;
   moe_host_layer* handle = nullptr;
   {
     nb::gil_scoped_release unlocked;

@@ -133,6 +133,22 @@ void check_placement(const nb::ndarray<nb::ro>& a, const std::string& name, Plac
   const int type = a.device_type(), id = a.device_id();
   const bool host = type == nb::device::cpu::value || type == nb::device::cuda_host::value;
   const bool cuda = type == nb::device::cuda::value || type == nb::device::cuda_managed::value;
+  if (where.memory == kEitherMemory) {
+    if (!host && !cuda)
+      fail(MOE_STATUS_INVALID_ARGUMENT, "{}: on {}, but this takes host or CUDA device memory",
+           name, device_str(type, id));
+    where.memory = host ? MOE_MEMORY_HOST : MOE_MEMORY_CUDA_DEVICE;
+    where.first = name;
+    where.first_place = device_str(type, id);
+  }
+  const bool elsewhere = where.memory == MOE_MEMORY_HOST
+                             ? !host
+                             : !cuda || (where.device_id >= 0 && where.device_id != id);
+  if (elsewhere && !where.first.empty())
+    fail(MOE_STATUS_INVALID_ARGUMENT,
+         "{}: on {}, but {} is on {}: pass them all in one place (host memory, or one CUDA "
+         "device)",
+         name, device_str(type, id), where.first, where.first_place);
   if (where.memory == MOE_MEMORY_HOST && !host)
     fail(MOE_STATUS_INVALID_ARGUMENT, "{}: on {}, but this takes host memory", name,
          device_str(type, id));

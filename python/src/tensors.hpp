@@ -17,11 +17,17 @@ namespace moe::py {
 namespace nb = nanobind;
 
 constexpr int64_t kAnyDim = -1;
+constexpr int32_t kEitherMemory = -1;  // Placement::memory: host or CUDA, as the first tensor is
 
-// Where every tensor of one call must live: the layer's memory kind, and one device for all.
+// Where every tensor of one call must live: the layer's memory kind (or, for weights, wherever the
+// first tensor is), and one device for all.
 struct Placement {
-  int32_t memory = MOE_MEMORY_HOST;  // moe_memory
-  int32_t device_id = -1;            // CUDA: the first tensor's device; -1 until one is seen
+  Placement(int32_t memory_kind, int32_t device) : memory(memory_kind), device_id(device) {}
+
+  int32_t memory;     // moe_memory, or kEitherMemory until a first tensor decides
+  int32_t device_id;  // CUDA: the first tensor's device; -1 until one is seen
+  std::string first;  // after kEitherMemory: the argument that decided, and where it is
+  std::string first_place;
 };
 
 // The arrays behind the views of one call, kept alive until the call returns.

@@ -567,6 +567,159 @@ done:
   free(want);
 }
 
+/* Weights said to be in device memory: the placement fields are checked; host memory labelled
+ * device memory is refused with the field named (or, without a driver or a GPU, the reason, in
+ * the weights' terms), never read as device memory; a 1.2 caller's shorter struct means host. */
+static void test_device_weights_are_checked(moe_host_registry* registry) {
+  capi_inputs* in = malloc(sizeof *in);
+  capi_make_inputs(in);
+  const moe_problem p = small_problem();
+  const moe_weights w = capi_weights(in);
+  moe_host_prepare_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.backend = "reference";
+  a.problem = &p;
+  a.weights = &w;
+  moe_host_layer* layer = NULL;
+  a.weights_memory = 7;
+  expect_error("weights_memory 7", moe_host_layer_prepare(registry, &a, &layer),
+               MOE_STATUS_INVALID_ARGUMENT, "moe_host_prepare_args.weights_memory=7");
+  a.weights_memory = MOE_MEMORY_CUDA_DEVICE;
+  a.weights_device = -1;
+  expect_error("weights_device -1", moe_host_layer_prepare(registry, &a, &layer),
+               MOE_STATUS_INVALID_ARGUMENT, "moe_host_prepare_args.weights_device=-1");
+  a.weights_device = 0;
+  const moe_status labelled = moe_host_layer_prepare(registry, &a, &layer);
+  const char* why = moe_host_last_error();
+  CHECK(labelled == MOE_STATUS_NOT_FOUND || labelled == MOE_STATUS_DEVICE_ERROR ||
+            labelled == MOE_STATUS_INVALID_ARGUMENT,
+        "host memory labelled device memory: %s: %s", moe_host_status_name(labelled), why);
+  CHECK(strstr(why, "weights") != NULL, "the message '%s' does not name the weights", why);
+  if (labelled == MOE_STATUS_INVALID_ARGUMENT) /* a driver and a GPU: the pointer was asked */
+    CHECK(strstr(why, "weights.w13") != NULL && strstr(why, "cuda:0") != NULL, "%s", why);
+  CHECK(layer == NULL, "a layer was made from host memory labelled device memory");
+
+  a.weights_memory = MOE_MEMORY_HOST;
+  CHECK_OK(moe_host_layer_prepare(registry, &a, &layer));
+  CHECK_OK(moe_host_layer_destroy(layer));
+  layer = NULL;
+  a.weights_memory = MOE_MEMORY_CUDA_DEVICE; /* beyond a 1.2 struct: not read */
+  a.struct_size = offsetof(moe_host_prepare_args, weights_memory);
+  CHECK_OK(moe_host_layer_prepare(registry, &a, &layer));
+  CHECK_OK(moe_host_layer_destroy(layer));
+  free(in);
+}
+
+/* A layer of an EP problem of one rank, from `in`'s weights. */
+static moe_host_layer* prepare_ep_layer(moe_host_registry* registry, capi_inputs* in) {
+  moe_problem p = small_problem();
+  p.ep_placement = MOE_EP_LINEAR;
+  p.ep_size = 1;
+  p.ep_rank = 0;
+  const moe_weights w = capi_weights(in);
+  moe_host_prepare_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.backend = "reference";
+  a.problem = &p;
+  a.weights = &w;
+  moe_host_layer* layer = NULL;
+  CHECK_OK(moe_host_layer_prepare(registry, &a, &layer));
+  return layer;
+}
+
+/* Expert parallelism over the caller's communicator: its argument checks (a NULL communicator, a
+ * host-memory backend, before NCCL is touched), and a one-rank step without a group, which must
+ * equal the layer's own run. A libmoe_core built without EP says so (UNSUPPORTED). */
+static void test_expert_parallel_steps(moe_host_registry* registry) {
+  capi_inputs* in = malloc(sizeof *in);
+  capi_results* got = calloc(1, sizeof *got);
+  capi_make_inputs(in);
+  moe_host_layer* plain = prepare(registry, "reference", in);
+  moe_host_layer* ep = prepare_ep_layer(registry, in);
+  if (plain == NULL || ep == NULL) goto done;
+
+  moe_host_ep_group* group = NULL;
+  moe_host_ep_group_args ga;
+  memset(&ga, 0, sizeof ga);
+  ga.struct_size = sizeof ga;
+  ga.layer = ep;
+  expect_error("NULL communicator", moe_host_ep_group_create(&ga, &group),
+               MOE_STATUS_INVALID_ARGUMENT, "moe_host_ep_group_args.nccl_comm is NULL");
+  int not_a_communicator = 0;
+  ga.nccl_comm = &not_a_communicator; /* never read: the backend is refused first */
+  expect_error("a host-memory backend", moe_host_ep_group_create(&ga, &group),
+               MOE_STATUS_UNSUPPORTED, "");
+  CHECK(strstr(moe_host_last_error(), "keeps host memory") != NULL ||
+            strstr(moe_host_last_error(), "built without expert parallelism") != NULL,
+        "%s", moe_host_last_error());
+  ga.layer = NULL;
+  expect_error("no layer", moe_host_ep_group_create(&ga, &group), MOE_STATUS_INVALID_ARGUMENT,
+               "moe_host_ep_group_args.layer is NULL");
+  CHECK(group == NULL, "a group was made");
+  int32_t rank = 0, world = 0;
+  expect_error("rank of NULL", moe_host_ep_group_rank(NULL, &rank, &world),
+               MOE_STATUS_INVALID_ARGUMENT, "group is NULL");
+  CHECK_OK(moe_host_ep_group_destroy(NULL));
+
+  /* The reference routes; the plain layer runs; the EP step must give the same bytes. */
+  moe_route_args route;
+  memset(&route, 0, sizeof route);
+  route.struct_size = sizeof route;
+  route.logits = capi_tensor(in->logits, MOE_DTYPE_F32, 2, CAPI_TOKENS, CAPI_EXPERTS, 0);
+  route.topk_ids = capi_tensor(got->topk_ids, MOE_DTYPE_I32, 2, CAPI_TOKENS, CAPI_TOP_K, 0);
+  route.topk_weights = capi_tensor(got->topk_weights, MOE_DTYPE_F32, 2, CAPI_TOKENS, CAPI_TOP_K, 0);
+  CHECK_OK(moe_host_layer_route(plain, &route));
+  size_t ws = 0;
+  CHECK_OK(moe_host_layer_workspace_size(plain, CAPI_TOKENS, &ws));
+  void* workspace = malloc(ws ? ws : 1);
+  moe_run_args run;
+  memset(&run, 0, sizeof run);
+  run.struct_size = sizeof run;
+  run.hidden = capi_tensor(in->hidden, MOE_DTYPE_BF16, 2, CAPI_TOKENS, CAPI_HIDDEN, 0);
+  run.topk_ids = route.topk_ids;
+  run.topk_weights = route.topk_weights;
+  run.output = capi_tensor(got->output, MOE_DTYPE_BF16, 2, CAPI_TOKENS, CAPI_HIDDEN, 0);
+  run.workspace = ws ? workspace : NULL;
+  run.workspace_size = ws;
+  CHECK_OK(moe_host_layer_run(plain, &run));
+  free(workspace);
+
+  uint16_t* stepped = calloc(CAPI_HIDDEN_COUNT, sizeof *stepped);
+  moe_host_ep_step_args sa;
+  memset(&sa, 0, sizeof sa);
+  sa.struct_size = sizeof sa;
+  sa.layer = ep;
+  sa.hidden = run.hidden;
+  sa.topk_ids = route.topk_ids;
+  sa.topk_weights = route.topk_weights;
+  sa.output = capi_tensor(stepped, MOE_DTYPE_BF16, 2, CAPI_TOKENS, CAPI_HIDDEN, 0);
+  const moe_status st = moe_host_ep_step(NULL, &sa);
+  if (st == MOE_STATUS_UNSUPPORTED) {
+    CHECK(strstr(moe_host_last_error(), "built without expert parallelism") != NULL, "%s",
+          moe_host_last_error());
+  } else {
+    CHECK(st == MOE_STATUS_OK, "moe_host_ep_step: %s: %s", moe_host_status_name(st),
+          moe_host_last_error());
+    CHECK(memcmp(stepped, got->output, CAPI_HIDDEN_COUNT * 2) == 0,
+          "the one-rank EP step differs from the layer's run");
+    sa.hidden.shape[1] = CAPI_HIDDEN + 1;
+    expect_error("hidden of another width", moe_host_ep_step(NULL, &sa), MOE_STATUS_SHAPE_MISMATCH,
+                 "moe_host_ep_step_args.hidden");
+  }
+  free(stepped);
+  sa.layer = NULL;
+  expect_error("a step without a layer", moe_host_ep_step(NULL, &sa), MOE_STATUS_INVALID_ARGUMENT,
+               "moe_host_ep_step_args.layer is NULL");
+
+done:
+  CHECK_OK(moe_host_layer_destroy(plain));
+  CHECK_OK(moe_host_layer_destroy(ep));
+  free(in);
+  free(got);
+}
+
 typedef struct capi_case {
   const char* name;
   void (*run)(moe_host_registry* registry);
@@ -582,6 +735,8 @@ static const capi_case kCases[] = {
     {"conformance_of_a_plugin", test_conformance_of_a_plugin},
     {"problems_as_text", test_problems_as_text},
     {"prepares_a_layer_from_a_checkpoint", test_prepares_a_layer_from_a_checkpoint},
+    {"device_weights_are_checked", test_device_weights_are_checked},
+    {"expert_parallel_steps", test_expert_parallel_steps},
 };
 
 int main(int argc, char** argv) {

@@ -30,18 +30,38 @@ Launch launch_from_env();
 // so every plugin's device 0 is that GPU. Call before anything touches CUDA.
 void pin_local_device(const Launch& launch);
 
-// The NCCL communicator of all ranks. Rank 0 writes the NCCL unique id to a file in
-// `rendezvous_dir` named for the run; the others wait for it. Init and every exchange time out
-// after `timeout_s` with an error that names the rank and the step (a rank that never joined or
-// died), and every rank checks that all ranks run the same config (`digest`).
+struct NcclApi;  // core/src/ep/nccl.hpp: NCCL's functions, loaded at run time
+
+// The NCCL communicator of all ranks: the group's own (connect) or an engine's (borrow). Every
+// exchange times out after `timeout_s` with an error that names the rank and the step (a rank
+// that died or stopped answering), and at the start every rank checks that all ranks run the same
+// config (`digest`, an all-gather: every rank makes its group at the same point).
 class Group {
  public:
+  // A communicator of its own: rank 0 writes the NCCL unique id to a file in `rendezvous_dir`
+  // named for the run; the others wait for it. Init times out too (a rank that never joined).
   static std::unique_ptr<Group> connect(const Launch& launch, std::shared_ptr<const Plugin> device,
                                         const std::string& rendezvous_dir, double timeout_s,
                                         uint64_t digest);
-  ~Group();
+  // An NCCL communicator (ncclComm_t) the caller made and owns, as an engine does (vLLM's
+  // PyNcclCommunicator.comm, a torch.distributed backend's), borrowed for the group's life: never
+  // destroyed nor aborted here. `rank` and `world` are what the config says (its ep_rank and
+  // ep_size); the communicator must agree (CONFIG_ERROR naming both), and live on the calling
+  // thread's current device, where `device`'s buffers are made. NULL: INVALID_ARGUMENT. NCCL
+  // must be the library that made the communicator ($MOE_NCCL_LIBRARY, else libnccl.so.2).
+  static std::unique_ptr<Group> borrow(void* nccl_comm, int32_t rank, int32_t world,
+                                       std::shared_ptr<const Plugin> device, double timeout_s,
+                                       uint64_t digest);
+  // borrow() through `nccl` in place of the NCCL loaded at run time (tests: a fake NCCL).
+  static std::unique_ptr<Group> borrow(const NcclApi& nccl, void* nccl_comm, int32_t rank,
+                                       int32_t world, std::shared_ptr<const Plugin> device,
+                                       double timeout_s, uint64_t digest);
+  ~Group();  // destroys the communicator only if it made it
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
   int32_t rank() const { return rank_; }
   int32_t world() const { return world_; }
+  bool owns_communicator() const { return owned_; }
 
   // One grouped send/recv: bytes sends[r] to rank r and recvs[r] from rank r (device memory).
   void exchange(const std::vector<std::pair<const void*, size_t>>& sends,
@@ -49,10 +69,14 @@ class Group {
   std::vector<uint64_t> all_gather(uint64_t value, const char* what);
 
  private:
-  Group() = default;
+  explicit Group(const NcclApi& nccl) : nccl_(nccl) {}
   void wait(const char* what);
+  void check_config(uint64_t digest);
+  void check_usable() const;
 
-  void* comm_ = nullptr;
+  const NcclApi& nccl_;
+  void* comm_ = nullptr;  // null once aborted (owned) or given up after a timeout (borrowed)
+  bool owned_ = false;
   int32_t rank_ = 0, world_ = 1;
   double timeout_s_ = 60;
   std::shared_ptr<const Plugin> device_;
@@ -69,7 +93,8 @@ struct StepStats {
 // One expert-parallel layer step for this rank's tokens: plan, send tokens (with the ids and
 // weights the receiver computes), run `layer` (this rank's experts) on what arrived, send the
 // results back and sum them in rank order; sink experts run on the home rank. `group` null:
-// a single rank, no NCCL (works with host plugins too). Output [T, H] bf16 on the host.
+// a single rank, no NCCL (works with host plugins too). The problem's ep_size and ep_rank must be
+// the group's. Output [T, H] bf16 on the host.
 HostTensor run_step(Group* group, const Layer& layer, const moe_problem& ep_problem,
                     const HostTensor& hidden, const Routing& routing, StepStats* stats = nullptr);
 

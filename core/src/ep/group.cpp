@@ -1,5 +1,6 @@
-// The NCCL communicator: rendezvous through a file, non-blocking init and exchanges polled
-// against a deadline, so a rank that never joins or dies is an error and not a hang.
+// The NCCL communicator: its own (rendezvous through a file, non-blocking init) or an engine's
+// (borrowed, checked against the config, never destroyed), and exchanges polled against a
+// deadline, so a rank that never joins or dies is an error and not a hang.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -23,9 +24,24 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-void check_nccl(ncclResult_t r, const char* what) {
+void check_nccl(const NcclApi& nccl, ncclResult_t r, const char* what) {
   if (r == ncclSuccess || r == ncclInProgress) return;
-  MOE_FAIL(MOE_STATUS_DEVICE_ERROR, "NCCL {} failed: {}", what, nccl().error_string(r));
+  MOE_FAIL(MOE_STATUS_DEVICE_ERROR, "NCCL {} failed: {}", what, nccl.error_string(r));
+}
+
+void check_nccl(ncclResult_t r, const char* what) {
+  check_nccl(nccl(), r, what);
+}
+
+void check_not_null(void* comm) {
+  MOE_CHECK(comm != nullptr, MOE_STATUS_INVALID_ARGUMENT,
+            "nccl_comm is NULL: pass the engine's initialised ncclComm_t");
+}
+
+void check_device_plugin(const std::shared_ptr<const Plugin>& device) {
+  MOE_CHECK(device && device->device_memory(), MOE_STATUS_UNSUPPORTED,
+            "expert parallelism over several GPUs needs a backend with device memory{}",
+            device ? fmt::format(" ('{}' keeps host memory)", device->name()) : "");
 }
 
 // Rank 0 publishes the id (written to a temporary name, then renamed: readers never see half a
@@ -61,9 +77,9 @@ ncclUniqueId rendezvous(const Launch& l, const std::string& dir, double timeout_
 
 std::unique_ptr<Group> Group::connect(const Launch& l, std::shared_ptr<const Plugin> device,
                                       const std::string& dir, double timeout_s, uint64_t digest) {
-  MOE_CHECK(device && device->device_memory(), MOE_STATUS_UNSUPPORTED,
-            "expert parallelism over several GPUs needs a backend with device memory");
-  std::unique_ptr<Group> g(new Group());
+  check_device_plugin(device);
+  std::unique_ptr<Group> g(new Group(nccl()));
+  g->owned_ = true;
   g->rank_ = l.rank;
   g->world_ = l.world;
   g->timeout_s_ = timeout_s;
@@ -91,67 +107,124 @@ std::unique_ptr<Group> Group::connect(const Launch& l, std::shared_ptr<const Plu
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  // Every rank must run the same problem, backend and seed.
-  const std::vector<uint64_t> all = g->all_gather(digest, "config check");
-  for (int32_t r = 0; r < l.world; ++r) {
+  g->check_config(digest);
+  spdlog::info("expert parallel: rank {} of {} connected ({})", l.rank, l.world, nccl().library);
+  return g;
+}
+
+std::unique_ptr<Group> Group::borrow(void* comm, int32_t rank, int32_t world,
+                                     std::shared_ptr<const Plugin> device, double timeout_s,
+                                     uint64_t digest) {
+  check_not_null(comm);  // before NCCL is loaded: neither check needs it
+  check_device_plugin(device);
+  return borrow(nccl(), comm, rank, world, std::move(device), timeout_s, digest);
+}
+
+std::unique_ptr<Group> Group::borrow(const NcclApi& api, void* comm, int32_t rank, int32_t world,
+                                     std::shared_ptr<const Plugin> device, double timeout_s,
+                                     uint64_t digest) {
+  check_not_null(comm);
+  check_device_plugin(device);
+  const auto c = static_cast<ncclComm_t>(comm);
+  int count = 0, user_rank = 0, comm_device = 0;
+  check_nccl(api, api.comm_count(c, &count), "ncclCommCount");
+  check_nccl(api, api.comm_user_rank(c, &user_rank), "ncclCommUserRank");
+  MOE_CHECK(count == world && user_rank == rank, MOE_STATUS_CONFIG_ERROR,
+            "the NCCL communicator is rank {} of {}, but the config says ep_rank={} of ep_size={}",
+            user_rank, count, rank, world);
+  check_nccl(api, api.comm_cu_device(c, &comm_device), "ncclCommCuDevice");
+  const int32_t current = api.current_device();
+  MOE_CHECK(comm_device == current, MOE_STATUS_INVALID_ARGUMENT,
+            "the NCCL communicator is on cuda:{}, but this thread's current device, where the "
+            "layer's buffers are made, is cuda:{}",
+            comm_device, current);
+  std::unique_ptr<Group> g(new Group(api));
+  g->comm_ = comm;
+  g->rank_ = rank;
+  g->world_ = world;
+  g->timeout_s_ = timeout_s;
+  g->device_ = std::move(device);
+  g->check_config(digest);
+  spdlog::info("expert parallel: rank {} of {} on the caller's NCCL communicator ({})", rank, world,
+               api.library);
+  return g;
+}
+
+// Every rank must run the same problem, backend and seed.
+void Group::check_config(uint64_t digest) {
+  const std::vector<uint64_t> all = all_gather(digest, "config check");
+  for (int32_t r = 0; r < world_; ++r) {
     MOE_CHECK(all[size_t(r)] == all[0], MOE_STATUS_CONFIG_ERROR,
               "rank {} runs a different config than rank 0 (digest {:016x} vs {:016x}): every "
               "rank needs the same problem, backend and seed",
               r, all[size_t(r)], all[0]);
   }
-  spdlog::info("expert parallel: rank {} of {} connected ({})", l.rank, l.world, nccl().library);
-  return g;
 }
 
 Group::~Group() {
-  if (comm_) nccl().comm_destroy(static_cast<ncclComm_t>(comm_));
+  if (comm_ && owned_) nccl_.comm_destroy(static_cast<ncclComm_t>(comm_));
 }
 
+// NOTES: on a timeout an owned communicator is aborted; a borrowed one is the engine's to abort
+// (aborting it here would pull it from under the engine), so the group only stops using it.
 void Group::wait(const char* what) {
   const auto start = Clock::now();
   auto comm = static_cast<ncclComm_t>(comm_);
   while (true) {
     ncclResult_t state = ncclSuccess;
-    check_nccl(nccl().comm_get_async_error(comm, &state), "ncclCommGetAsyncError");
-    check_nccl(state, what);
-    if (state == ncclSuccess && nccl().stream_query(nullptr) == 0) return;
+    check_nccl(nccl_, nccl_.comm_get_async_error(comm, &state), "ncclCommGetAsyncError");
+    check_nccl(nccl_, state, what);
+    if (state == ncclSuccess && nccl_.stream_query(nullptr) == 0) return;
     if (seconds_since(start) > timeout_s_) {
-      nccl().comm_abort(comm);
+      if (owned_) nccl_.comm_abort(comm);
       comm_ = nullptr;
       MOE_FAIL(MOE_STATUS_DEVICE_ERROR,
                "rank {} of {}: {} did not finish within {:.0f} s: a rank died or stopped "
-               "answering",
-               rank_, world_, what, timeout_s_);
+               "answering{}",
+               rank_, world_, what, timeout_s_,
+               owned_ ? ""
+                      : "; the communicator is the caller's, with that step still in flight: "
+                        "abort it (ncclCommAbort) rather than use it again");
     }
     std::this_thread::yield();
   }
 }
 
+void Group::check_usable() const {
+  MOE_CHECK(
+      comm_ != nullptr, MOE_STATUS_DEVICE_ERROR, "rank {} of {}: the NCCL communicator {}", rank_,
+      world_,
+      owned_ ? "was aborted after a timeout" : "timed out earlier; the group no longer uses it");
+}
+
 void Group::exchange(const std::vector<std::pair<const void*, size_t>>& sends,
                      const std::vector<std::pair<void*, size_t>>& recvs, const char* what) {
-  MOE_CHECK(comm_ != nullptr, MOE_STATUS_DEVICE_ERROR, "the NCCL communicator was aborted");
+  check_usable();
   auto comm = static_cast<ncclComm_t>(comm_);
-  check_nccl(nccl().group_start(), "ncclGroupStart");
+  check_nccl(nccl_, nccl_.group_start(), "ncclGroupStart");
   for (int32_t r = 0; r < world_; ++r) {
     if (sends[size_t(r)].second)
       check_nccl(
-          nccl().send(sends[size_t(r)].first, sends[size_t(r)].second, ncclUint8, r, comm, nullptr),
+          nccl_,
+          nccl_.send(sends[size_t(r)].first, sends[size_t(r)].second, ncclUint8, r, comm, nullptr),
           "ncclSend");
     if (recvs[size_t(r)].second)
       check_nccl(
-          nccl().recv(recvs[size_t(r)].first, recvs[size_t(r)].second, ncclUint8, r, comm, nullptr),
+          nccl_,
+          nccl_.recv(recvs[size_t(r)].first, recvs[size_t(r)].second, ncclUint8, r, comm, nullptr),
           "ncclRecv");
   }
-  check_nccl(nccl().group_end(), "ncclGroupEnd");
+  check_nccl(nccl_, nccl_.group_end(), "ncclGroupEnd");
   wait(what);
 }
 
 std::vector<uint64_t> Group::all_gather(uint64_t value, const char* what) {
-  MOE_CHECK(comm_ != nullptr, MOE_STATUS_DEVICE_ERROR, "the NCCL communicator was aborted");
+  check_usable();
   Buffer mine(device_, sizeof(uint64_t)), all(device_, sizeof(uint64_t) * size_t(world_));
   mine.upload(&value, sizeof(value));
-  check_nccl(nccl().all_gather(mine.data(), all.data(), sizeof(uint64_t), ncclUint8,
-                               static_cast<ncclComm_t>(comm_), nullptr),
+  check_nccl(nccl_,
+             nccl_.all_gather(mine.data(), all.data(), sizeof(uint64_t), ncclUint8,
+                              static_cast<ncclComm_t>(comm_), nullptr),
              "ncclAllGather");
   wait(what);
   std::vector<uint64_t> out(static_cast<size_t>(world_));

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "device/cuda_driver.hpp"
 #include "moe/sdk/error.hpp"
 
 namespace moe::ep {
@@ -40,14 +41,17 @@ const NcclApi& nccl() {
     bind(n, "ncclCommGetAsyncError", api.comm_get_async_error, api.library);
     bind(n, "ncclCommAbort", api.comm_abort, api.library);
     bind(n, "ncclCommDestroy", api.comm_destroy, api.library);
+    bind(n, "ncclCommCount", api.comm_count, api.library);
+    bind(n, "ncclCommUserRank", api.comm_user_rank, api.library);
+    bind(n, "ncclCommCuDevice", api.comm_cu_device, api.library);
     bind(n, "ncclGroupStart", api.group_start, api.library);
     bind(n, "ncclGroupEnd", api.group_end, api.library);
     bind(n, "ncclSend", api.send, api.library);
     bind(n, "ncclRecv", api.recv, api.library);
     bind(n, "ncclAllGather", api.all_gather, api.library);
     bind(n, "ncclGetErrorString", api.error_string, api.library);
-    void* cu = open_library("libcuda.so.1", "the NVIDIA driver");
-    bind(cu, "cuStreamQuery", api.stream_query, "libcuda.so.1");
+    api.stream_query = device::cuda_driver().stream_query;
+    api.current_device = [] { return device::current_device(device::cuda_driver()); };
   });
   return api;
 }

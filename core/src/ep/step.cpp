@@ -64,6 +64,9 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& p,
             "expert as a dense layer on each rank");
   MOE_CHECK(world == p.ep_size, MOE_STATUS_CONFIG_ERROR,
             "the problem has ep_size={} but {} rank(s) run", p.ep_size, world);
+  MOE_CHECK(group == nullptr || group->rank() == p.ep_rank, MOE_STATUS_CONFIG_ERROR,
+            "the problem has ep_rank={}, but this process is rank {} of the group", p.ep_rank,
+            group ? group->rank() : 0);
   const int64_t tokens = hidden.shape()[0], h = p.hidden, w = topk_width(p);
   const DispatchPlan plan =
       plan_dispatch(p, world, routing.ids.data<int32_t>(), routing.weights.data<float>(), tokens);

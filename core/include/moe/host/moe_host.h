@@ -31,10 +31,13 @@ extern "C" {
 #endif
 
 #define MOE_HOST_VERSION_MAJOR 1
-#define MOE_HOST_VERSION_MINOR                                     \
-  2 /* 1.1: moe_host_problem_parse, moe_host_problem_format;       \
-      1.2: moe_host_layer_prepare_checkpoint, the router fields of \
-      moe_host_layer_info */
+#define MOE_HOST_VERSION_MINOR                                        \
+  3 /* 1.1: moe_host_problem_parse, moe_host_problem_format;          \
+      1.2: moe_host_layer_prepare_checkpoint, the router fields of    \
+      moe_host_layer_info;                                            \
+      1.3: weights in device memory (moe_host_prepare_args.weights_*  \
+      fields), expert parallelism over the caller's NCCL communicator \
+      (moe_host_ep_*) */
 
 #if defined(_WIN32)
 #define MOE_HOST_EXPORT __declspec(dllexport)
@@ -46,6 +49,7 @@ extern "C" {
 typedef struct moe_host_registry moe_host_registry;   /* plugins found; moe_host_registry_destroy */
 typedef struct moe_host_selection moe_host_selection; /* a config's choice; ..._selection_destroy */
 typedef struct moe_host_layer moe_host_layer;         /* a prepared layer; moe_host_layer_destroy */
+typedef struct moe_host_ep_group moe_host_ep_group;   /* EP ranks (1.3); ..._ep_group_destroy */
 
 /* ---------------------------------------------------------------------------------------------
  * Errors and versions.
@@ -233,10 +237,21 @@ typedef struct moe_host_prepare_args {
   const char* backend;        /* borrowed: a plugin name or alias; NULL or "auto" = the supporting
                                  plugin of highest priority */
   const moe_problem* problem; /* borrowed for the call; the layer keeps a normalised copy */
-  const moe_weights* weights; /* borrowed for the call; canonical, host memory (§3) */
+  const moe_weights* weights; /* borrowed for the call; canonical (§3), in weights_memory */
   const moe_option* options;  /* [num_options] borrowed for the call; NULL if none */
   int64_t num_options;
-  void* stream; /* cudaStream_t for uploads, NULL = default */
+  void* stream; /* cudaStream_t for uploads (and for copies of device weights), NULL = default */
+  /* Since 1.3 (a shorter struct means host weights). Where every tensor of `weights` lives:
+   * MOE_MEMORY_HOST, or MOE_MEMORY_CUDA_DEVICE on CUDA device `weights_device` (an engine that
+   * loaded its checkpoint onto the GPU). Device weights are copied to the host on `stream` (a
+   * stream of that device), waited for, and prepared as host weights: every byte crosses to the
+   * host and, for a GPU plugin, back, and the host holds the layer's weights until this returns
+   * (docs/design.md §10). Each tensor must be contiguous device memory of weights_device inside
+   * one allocation (checked with the driver: INVALID_ARGUMENT or SHAPE_MISMATCH naming it); a GPU
+   * plugin prepares on the calling thread's current device, which must be weights_device. The
+   * NVIDIA driver is loaded at run time: without one, device weights are NOT_FOUND. */
+  int32_t weights_memory; /* moe_memory */
+  int32_t weights_device; /* CUDA ordinal, for MOE_MEMORY_CUDA_DEVICE */
 } moe_host_prepare_args;
 
 #define MOE_HOST_PREPARE_ARGS_MIN_SIZE (offsetof(moe_host_prepare_args, stream) + sizeof(void*))
@@ -324,6 +339,66 @@ MOE_HOST_EXPORT moe_status moe_host_layer_copy(const moe_host_layer* layer, void
                                                const void* src, size_t bytes,
                                                int32_t kind /* moe_memcpy_kind */);
 MOE_HOST_EXPORT moe_status moe_host_layer_sync(const moe_host_layer* layer, void* stream);
+
+/* ---------------------------------------------------------------------------------------------
+ * Expert parallelism (docs/design.md §4, README "Expert parallelism") over an NCCL communicator
+ * the caller made and owns: an engine's (vLLM's PyNcclCommunicator.comm, ...). Since 1.3.
+ * NCCL is loaded at run time: $MOE_NCCL_LIBRARY, else libnccl.so.2, which must be the library
+ * that made the communicator (a process that loaded one already gets that one by its soname).
+ * A libmoe_core built without the CUDA toolkit's headers answers UNSUPPORTED here.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct moe_host_ep_group_args {
+  size_t struct_size;
+  const moe_extension* ext;
+  void* nccl_comm; /* borrowed: an initialised ncclComm_t, owned by the caller, who destroys it
+                      after the group; the group never destroys nor aborts it */
+  const moe_host_layer* layer; /* borrowed for the call: a layer of this rank's EP problem, from a
+                                  device-memory plugin; the communicator's rank and size must be
+                                  its ep_rank and ep_size */
+  double timeout_s;            /* each exchange's deadline; <= 0: 120 */
+} moe_host_ep_group_args;
+
+#define MOE_HOST_EP_GROUP_ARGS_MIN_SIZE \
+  (offsetof(moe_host_ep_group_args, timeout_s) + sizeof(double))
+
+/* Takes the caller's communicator for expert-parallel steps. nccl_comm NULL: INVALID_ARGUMENT; its
+ * rank or size other than the layer's ep_rank and ep_size: CONFIG_ERROR naming both; on another
+ * device than the calling thread's current one: INVALID_ARGUMENT. Then every rank checks that all
+ * run the same problem and backend (CONFIG_ERROR otherwise): a collective, so every rank of the
+ * communicator calls this at the same point. */
+MOE_HOST_EXPORT moe_status moe_host_ep_group_create(const moe_host_ep_group_args* args,
+                                                    moe_host_ep_group** group /* out */);
+/* Destroys the group, never its communicator. */
+MOE_HOST_EXPORT moe_status moe_host_ep_group_destroy(moe_host_ep_group* group /* NULL ok */);
+
+/* This rank's place in the group (from the communicator). */
+MOE_HOST_EXPORT moe_status moe_host_ep_group_rank(const moe_host_ep_group* group,
+                                                  int32_t* rank /* out */,
+                                                  int32_t* world /* out */);
+
+typedef struct moe_host_ep_step_args {
+  size_t struct_size;
+  const moe_extension* ext;
+  const moe_host_layer* layer; /* borrowed: this rank's experts (its problem's ep_rank and ep_size
+                                  are the group's) */
+  moe_tensor hidden;           /* [T, H] bf16, host memory: this rank's tokens (T may be 0) */
+  moe_tensor topk_ids;         /* [T, k + S] int32, host: global expert ids, -1 = skip */
+  moe_tensor topk_weights;     /* [T, k + S] f32, host */
+  moe_tensor output;           /* out: [T, H] bf16, host */
+} moe_host_ep_step_args;
+
+#define MOE_HOST_EP_STEP_ARGS_MIN_SIZE \
+  (offsetof(moe_host_ep_step_args, output) + sizeof(moe_tensor))
+
+/* One expert-parallel layer step: each token goes to the ranks that own its experts, they run
+ * them with their layers, and the results come back and are summed in rank order (sink experts on
+ * the token's home rank). Tensors are host memory; the exchanges run through the layer's device
+ * memory on the legacy default stream, and the call returns when the output is written. A
+ * collective: every rank of the group calls it for its layer of the same problem, in the same
+ * order. group NULL: a single rank (ep_size 1), without NCCL, for any plugin. */
+MOE_HOST_EXPORT moe_status moe_host_ep_step(moe_host_ep_group* group /* NULL: one rank */,
+                                            const moe_host_ep_step_args* args);
 
 /* ---------------------------------------------------------------------------------------------
  * Conformance (docs/design.md §7): one plugin library against the reference.

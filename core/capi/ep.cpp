@@ -1,0 +1,117 @@
+// moe_host_ep_*: expert parallelism over the caller's NCCL communicator (moe/ep.hpp's Group,
+// borrowed: the group never destroys it) and one EP step on host tensors. A libmoe_core built
+// without the CUDA toolkit's headers has no moe_ep: its entries check their arguments, then answer
+// UNSUPPORTED.
+#include <cstring>
+
+#include "handles.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/sdk/tensor_checks.hpp"
+
+#ifdef MOE_WITH_EP
+#include "moe/ep.hpp"
+#include "moe/ep_plan.hpp"
+#endif
+
+struct moe_host_ep_group {
+#ifdef MOE_WITH_EP
+  std::unique_ptr<moe::ep::Group> group;
+#endif
+};
+
+namespace moe::capi {
+namespace {
+
+constexpr double kDefaultTimeoutS = 120;
+
+[[maybe_unused]] [[noreturn]] void no_expert_parallelism() {
+  MOE_FAIL(MOE_STATUS_UNSUPPORTED,
+           "this libmoe_core was built without expert parallelism (no CUDA toolkit headers, "
+           "nccl.h, at build time)");
+}
+
+// One host tensor of a step, checked against [rows, cols] and copied.
+[[maybe_unused]] HostTensor host_copy(const moe_tensor& t, const char* name, moe_dtype dtype,
+                                      int64_t rows, int64_t cols) {
+  sdk::check_tensor(t, name, dtype, {rows, cols});
+  HostTensor out(dtype, {t.shape[0], t.shape[1]});
+  if (out.bytes() > 0) std::memcpy(out.raw(), t.data, out.bytes());
+  return out;
+}
+
+}  // namespace
+}  // namespace moe::capi
+
+using namespace moe::capi;  // NOLINT: the C entry points below are thin
+
+extern "C" {
+
+moe_status moe_host_ep_group_create(const moe_host_ep_group_args* args, moe_host_ep_group** group) {
+  return guarded([&] {
+    deref(group, "group") = nullptr;
+    const moe_host_ep_group_args a =
+        read_args(args, MOE_HOST_EP_GROUP_ARGS_MIN_SIZE, "moe_host_ep_group_args");
+    MOE_CHECK(a.nccl_comm != nullptr, MOE_STATUS_INVALID_ARGUMENT,
+              "moe_host_ep_group_args.nccl_comm is NULL: pass the engine's initialised ncclComm_t");
+    [[maybe_unused]] const auto& l = deref(a.layer, "moe_host_ep_group_args.layer");
+#ifndef MOE_WITH_EP
+    no_expert_parallelism();
+#else
+    const moe_problem& p = l.problem_c;
+    const moe::Plugin& plugin = l.layer.plugin();
+    auto g = std::make_unique<moe_host_ep_group>();
+    g->group = moe::ep::Group::borrow(a.nccl_comm, p.ep_rank, p.ep_size, plugin.shared_from_this(),
+                                      a.timeout_s > 0 ? a.timeout_s : kDefaultTimeoutS,
+                                      moe::config_digest(p, plugin.name(), 0));
+    *group = g.release();
+#endif
+  });
+}
+
+moe_status moe_host_ep_group_destroy(moe_host_ep_group* group) {
+  return guarded([&] { delete group; });
+}
+
+moe_status moe_host_ep_group_rank(const moe_host_ep_group* group, int32_t* rank, int32_t* world) {
+  return guarded([&] {
+    [[maybe_unused]] const auto& g = deref(group, "group");
+    int32_t& r = deref(rank, "rank");
+    int32_t& w = deref(world, "world");
+#ifndef MOE_WITH_EP
+    (void)r, (void)w;
+    no_expert_parallelism();
+#else
+    r = g.group->rank();
+    w = g.group->world();
+#endif
+  });
+}
+
+moe_status moe_host_ep_step(moe_host_ep_group* group, const moe_host_ep_step_args* args) {
+  return guarded([&] {
+    const moe_host_ep_step_args a =
+        read_args(args, MOE_HOST_EP_STEP_ARGS_MIN_SIZE, "moe_host_ep_step_args");
+    [[maybe_unused]] const auto& l = deref(a.layer, "moe_host_ep_step_args.layer");
+#ifndef MOE_WITH_EP
+    (void)group;
+    no_expert_parallelism();
+#else
+    const moe_problem& p = l.problem_c;
+    const int64_t width = moe::topk_width(p);
+    const moe::HostTensor hidden = host_copy(a.hidden, "moe_host_ep_step_args.hidden",
+                                             MOE_DTYPE_BF16, moe::sdk::kAnyDim, p.hidden);
+    const int64_t tokens = hidden.shape()[0];
+    const moe::Routing routing{
+        host_copy(a.topk_ids, "moe_host_ep_step_args.topk_ids", MOE_DTYPE_I32, tokens, width),
+        host_copy(a.topk_weights, "moe_host_ep_step_args.topk_weights", MOE_DTYPE_F32, tokens,
+                  width)};
+    moe::sdk::check_tensor(a.output, "moe_host_ep_step_args.output", MOE_DTYPE_BF16,
+                           {tokens, p.hidden});
+    moe::ep::Group* g = group != nullptr ? group->group.get() : nullptr;
+    const moe::HostTensor out = moe::ep::run_step(g, l.layer, p, hidden, routing);
+    if (out.bytes() > 0) std::memcpy(a.output.data, out.raw(), out.bytes());
+#endif
+  });
+}
+
+}  // extern "C"

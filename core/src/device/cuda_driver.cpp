@@ -1,0 +1,73 @@
+#include "device/cuda_driver.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <mutex>
+
+#include "moe/sdk/error.hpp"
+
+namespace moe::device {
+namespace {
+
+constexpr const char* kLibrary = "libcuda.so.1";
+
+template <class F>
+void bind(void* lib, const char* symbol, F& out) {
+  out = reinterpret_cast<F>(dlsym(lib, symbol));
+  MOE_CHECK(out != nullptr, MOE_STATUS_NOT_FOUND, "the NVIDIA driver {} has no symbol {}", kLibrary,
+            symbol);
+}
+
+CudaDriver load() {
+  dlerror();
+  // Never closed: a plugin on the device holds the same library for the process's life anyway.
+  void* lib = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
+  MOE_CHECK(lib != nullptr, MOE_STATUS_NOT_FOUND,
+            "the NVIDIA driver ({}) cannot be loaded here: {}", kLibrary, dlerror());
+  CudaDriver d;
+  d.library = kLibrary;
+  int (*init)(unsigned) = nullptr;
+  bind(lib, "cuInit", init);
+  bind(lib, "cuDeviceGetCount", d.device_get_count);
+  bind(lib, "cuCtxGetDevice", d.ctx_get_device);
+  bind(lib, "cuDevicePrimaryCtxRetain", d.primary_ctx_retain);
+  bind(lib, "cuDevicePrimaryCtxRelease_v2", d.primary_ctx_release);
+  bind(lib, "cuCtxPushCurrent_v2", d.ctx_push);
+  bind(lib, "cuCtxPopCurrent_v2", d.ctx_pop);
+  bind(lib, "cuPointerGetAttributes", d.pointer_get_attributes);
+  bind(lib, "cuMemcpyDtoHAsync_v2", d.memcpy_dtoh_async);
+  bind(lib, "cuStreamSynchronize", d.stream_synchronize);
+  bind(lib, "cuStreamQuery", d.stream_query);
+  bind(lib, "cuGetErrorName", d.error_name);
+  const int r = init(0);
+  MOE_CHECK(r == 0, MOE_STATUS_DEVICE_ERROR, "the NVIDIA driver did not start (cuInit): {}",
+            driver_error(d, r));
+  return d;
+}
+
+}  // namespace
+
+const CudaDriver& cuda_driver() {
+  static CudaDriver driver;
+  static std::once_flag once;
+  std::call_once(once, [] { driver = load(); });  // a throw leaves it for the next call to retry
+  return driver;
+}
+
+std::string driver_error(const CudaDriver& driver, int result) {
+  const char* name = nullptr;
+  if (driver.error_name == nullptr || driver.error_name(result, &name) != 0 || name == nullptr)
+    return fmt::format("CUDA driver error {}", result);
+  return fmt::format("{} ({})", name, result);
+}
+
+int32_t current_device(const CudaDriver& driver) {
+  int device = 0;
+  const int r = driver.ctx_get_device(&device);
+  if (r == kErrorInvalidContext) return 0;
+  MOE_CHECK(r == 0, MOE_STATUS_DEVICE_ERROR, "cuCtxGetDevice failed: {}", driver_error(driver, r));
+  return device;
+}
+
+}  // namespace moe::device

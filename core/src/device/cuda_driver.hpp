@@ -1,0 +1,50 @@
+// The CUDA driver API, loaded at run time (dlopen libcuda.so.1) and only when the core itself must
+// touch device memory that no plugin owns (weights the caller keeps on a GPU, the EP layer's
+// completion polling): the core and libmoe_core start, and prepare host weights, on machines
+// without a GPU or a driver. The driver's C types are spelled out (CUresult, CUdevice: int;
+// CUcontext, CUstream: void*; CUdeviceptr: uint64_t), so building this needs no CUDA header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace moe::device {
+
+// cuPointerGetAttributes's attributes and memory types (cuda.h's values, stable since CUDA 4-10).
+constexpr int kPointerMemoryType = 2;      // CU_POINTER_ATTRIBUTE_MEMORY_TYPE: unsigned
+constexpr int kPointerDeviceOrdinal = 9;   // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: int
+constexpr int kPointerRangeStart = 11;     // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: uint64_t
+constexpr int kPointerRangeSize = 12;      // CU_POINTER_ATTRIBUTE_RANGE_SIZE: size_t
+constexpr unsigned kMemoryTypeHost = 1;    // CU_MEMORYTYPE_HOST
+constexpr unsigned kMemoryTypeDevice = 2;  // CU_MEMORYTYPE_DEVICE
+constexpr int kErrorInvalidContext = 201;  // CUDA_ERROR_INVALID_CONTEXT: no current context
+
+struct CudaDriver {
+  int (*device_get_count)(int* count);
+  int (*ctx_get_device)(int* device);  // the calling thread's current context's device
+  int (*primary_ctx_retain)(void** ctx, int device);
+  int (*primary_ctx_release)(int device);
+  int (*ctx_push)(void* ctx);
+  int (*ctx_pop)(void** ctx);
+  int (*pointer_get_attributes)(unsigned count, int* attributes, void** data, uint64_t ptr);
+  int (*memcpy_dtoh_async)(void* dst, uint64_t src, size_t bytes, void* stream);
+  int (*stream_synchronize)(void* stream);
+  int (*stream_query)(void* stream);  // 0 done, 600 (CUDA_ERROR_NOT_READY) not yet
+  int (*error_name)(int result, const char** name);
+  std::string library;  // the file loaded
+};
+
+// Loads the driver once per process and initialises it (cuInit). Throws moe::Error: NOT_FOUND
+// naming libcuda.so.1 where it cannot be loaded (no NVIDIA driver), DEVICE_ERROR with the
+// driver's error name where cuInit fails (CUDA_ERROR_NO_DEVICE on a machine without a GPU).
+const CudaDriver& cuda_driver();
+
+// "CUDA_ERROR_INVALID_VALUE (1)": a driver result for a message.
+std::string driver_error(const CudaDriver& driver, int result);
+
+// The calling thread's current CUDA device, as a plugin's CUDA runtime sees it: that of the
+// current context, else 0 (the runtime's default device for a thread that set none).
+int32_t current_device(const CudaDriver& driver);
+
+}  // namespace moe::device

@@ -1,0 +1,92 @@
+"""ExpertParallelGroup: expert parallelism over an NCCL communicator the engine already owns
+(vLLM's PyNcclCommunicator, a torch.distributed backend's), borrowed, never destroyed here:
+
+    group = moe.ExpertParallelGroup(pynccl.comm.value, layer)   # every rank at the same point
+    out = group.step(layer, hidden, (topk_ids, topk_weights))    # host arrays in and out
+    group.close()                                                # the communicator stays yours
+
+Each rank prepares `layer` with its EP problem (ep_placement, ep_size, ep_rank = its rank) and its
+experts' weights; the communicator's rank and size must be those. A step sends each token to the
+ranks that own its experts and sums what comes back (docs/design.md §4, README "Expert
+parallelism"). ExpertParallelGroup.single_rank() runs the same step for ep_size 1 without NCCL."""
+
+import ctypes
+
+from . import _core, _tensors
+from ._errors import MoeError
+
+
+class ExpertParallelGroup:
+    def __init__(self, nccl_comm, layer, *, timeout_s=120.0):
+        """`nccl_comm`: the address of an initialised ncclComm_t as an int, or a ctypes.c_void_p
+        holding it (vLLM: ``PyNcclCommunicator(...).comm``). It must outlive the group and come
+        from the NCCL library this process loads ($MOE_NCCL_LIBRARY, else libnccl.so.2).
+        `layer`: this rank's Layer, from a device-memory plugin. `timeout_s`: each exchange's
+        deadline. A collective: every rank of the communicator makes its group together."""
+        self._native = _core.EpGroup(_address(nccl_comm), _native_layer(layer), float(timeout_s))
+
+    @classmethod
+    def single_rank(cls):
+        """One rank (ep_size 1), no communicator and no NCCL: any plugin, host ones too."""
+        group = cls.__new__(cls)
+        group._native = _core.EpGroup()
+        return group
+
+    @property
+    def rank(self):
+        return self._native.rank
+
+    @property
+    def world_size(self):
+        return self._native.world
+
+    def step(self, layer, hidden, routing, *, out=None):
+        """hidden [T, H] bf16 (this rank's tokens, host memory) with routing = (topk_ids [T, k + S]
+        int32 of global expert ids, topk_weights f32) -> out [T, H] bf16, made like hidden if not
+        given. A collective: every rank steps its layer of the same problem, in the same order."""
+        if not (isinstance(routing, (tuple, list)) and len(routing) == 2
+                and not _tensors.is_tagged(routing)):
+            raise MoeError("invalid_argument",
+                           "routing: a step takes (topk_ids, topk_weights); route the logits "
+                           "first (layer.route, in the layer's memory)")
+        topk_ids, topk_weights = routing
+        tokens = _tensors.leading_dim(hidden, "hidden")
+        hidden = _tensors.detached(hidden)
+        if out is None:
+            out = _tensors.empty_like(hidden, (tokens, layer.problem.hidden), None, "out")
+        _tensors.check_writable(out, "out")
+        self._native.step(_native_layer(layer), hidden, _tensors.detached(topk_ids),
+                          _tensors.detached(topk_weights), out)
+        return _tensors.untagged(out)
+
+    def close(self):
+        """Lets go of the communicator now (it is never destroyed here: it stays the caller's)."""
+        self._native.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _native_layer(layer):
+    from ._layer import Layer
+    if not isinstance(layer, Layer):
+        raise MoeError("invalid_argument",
+                       f"layer: expected a moe_registry.Layer, got {type(layer).__name__}")
+    return layer._native
+
+
+def _address(nccl_comm):
+    """The ncclComm_t's address: an int, or a ctypes pointer's value (None is NULL)."""
+    if isinstance(nccl_comm, ctypes.c_void_p):
+        nccl_comm = nccl_comm.value or 0
+    if isinstance(nccl_comm, bool) or not isinstance(nccl_comm, int):
+        raise MoeError("invalid_argument",
+                       f"nccl_comm: expected the communicator's address as an int or a "
+                       f"ctypes.c_void_p (vLLM: PyNcclCommunicator.comm), got "
+                       f"{type(nccl_comm).__name__}")
+    if nccl_comm < 0 or nccl_comm >= 1 << 64:
+        raise MoeError("invalid_argument", f"nccl_comm: {nccl_comm} is not an address")
+    return nccl_comm

@@ -1,0 +1,61 @@
+// EpGroup over moe_host_ep_group: expert-parallel steps through the caller's NCCL communicator
+// (an int address: vLLM's PyNcclCommunicator.comm.value), with host arrays checked first.
+#include "handles.hpp"
+#include "status.hpp"
+#include "tensors.hpp"
+
+namespace moe::py {
+
+EpGroup::EpGroup(uintptr_t nccl_comm, const Layer& layer, double timeout_s) {
+  auto a = sized<moe_host_ep_group_args>();
+  a.nccl_comm = reinterpret_cast<void*>(nccl_comm);
+  a.layer = layer.handle();
+  a.timeout_s = timeout_s;
+  nb::gil_scoped_release unlocked;  // a collective: it waits for the other ranks
+  check(moe_host_ep_group_create(&a, &handle_));
+}
+
+EpGroup::~EpGroup() {
+  moe_host_ep_group_destroy(handle_);
+}
+
+void EpGroup::close() {
+  check(moe_host_ep_group_destroy(handle_));
+  handle_ = nullptr;
+  closed_ = true;
+}
+
+int32_t EpGroup::rank() const {
+  if (closed_) fail(MOE_STATUS_INVALID_ARGUMENT, "the expert-parallel group is closed");
+  int32_t rank = 0, world = 1;
+  if (handle_ != nullptr) check(moe_host_ep_group_rank(handle_, &rank, &world));
+  return rank;
+}
+
+int32_t EpGroup::world() const {
+  if (closed_) fail(MOE_STATUS_INVALID_ARGUMENT, "the expert-parallel group is closed");
+  int32_t rank = 0, world = 1;
+  if (handle_ != nullptr) check(moe_host_ep_group_rank(handle_, &rank, &world));
+  return world;
+}
+
+void EpGroup::step(const Layer& layer, nb::handle hidden, nb::handle topk_ids,
+                   nb::handle topk_weights, nb::handle out) {
+  if (closed_) fail(MOE_STATUS_INVALID_ARGUMENT, "the expert-parallel group is closed");
+  const moe_problem& p = *layer.info().problem;
+  const int64_t width = MOE_TOPK_WIDTH(&p);
+  Placement host{MOE_MEMORY_HOST, -1};  // the step's tensors are host memory (moe_host.h)
+  Keep keep;
+  auto a = sized<moe_host_ep_step_args>();
+  a.layer = layer.handle();
+  a.hidden = tensor_arg(hidden, "hidden", MOE_DTYPE_BF16, {kAnyDim, p.hidden}, host, keep);
+  const int64_t tokens = a.hidden.shape[0];
+  a.topk_ids = tensor_arg(topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width}, host, keep);
+  a.topk_weights =
+      tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, host, keep);
+  a.output = tensor_arg(out, "out", MOE_DTYPE_BF16, {tokens, p.hidden}, host, keep);
+  nb::gil_scoped_release unlocked;
+  check(moe_host_ep_step(handle_, &a));
+}
+
+}  // namespace moe::py

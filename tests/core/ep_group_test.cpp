@@ -1,0 +1,216 @@
+// The EP group over a communicator the caller owns (Group::borrow), proved on the CPU through a
+// fake NCCL (the table the group calls through) and fixture_device_like (the reference in "device
+// memory" that is host memory): the argument checks, the config check, steps through the borrowed
+// communicator, and that the group never destroys nor aborts it. The real NCCL runs in
+// ep_nccl_gpu_test.cpp.
+#include <nccl.h>
+
+#include <cstring>
+#include <vector>
+
+#include "../support/test_env.hpp"
+#include "ep/nccl.hpp"
+#include "moe/ep.hpp"
+
+namespace moe::test {
+namespace {
+
+// The fake's communicator: `world` ranks of which this process is `rank`. Sends and receives
+// between a group start and end are paired in order (only this rank's own exchanges move bytes);
+// an all-gather fills the other ranks' slots with `others_digest`, or this rank's value.
+struct FakeComm {
+  int world = 1, rank = 0, device = 0, current_device = 0;
+  int destroyed = 0, aborted = 0, sends = 0;
+  bool never_done = false;  // the stream never completes: a rank that stopped answering
+  uint64_t others_digest = 0;
+  std::vector<std::pair<const void*, size_t>> pending_sends;
+  std::vector<std::pair<void*, size_t>> pending_recvs;
+} g_comm;
+
+ncclComm_t fake_comm() {
+  return reinterpret_cast<ncclComm_t>(&g_comm);
+}
+
+ncclResult_t ok_if_ours(ncclComm_t c) {
+  return c == fake_comm() ? ncclSuccess : ncclInvalidArgument;
+}
+
+ep::NcclApi fake_nccl() {
+  ep::NcclApi api{};
+  api.comm_count = [](const ncclComm_t c, int* n) { return *n = g_comm.world, ok_if_ours(c); };
+  api.comm_user_rank = [](const ncclComm_t c, int* r) { return *r = g_comm.rank, ok_if_ours(c); };
+  api.comm_cu_device = [](const ncclComm_t c, int* d) { return *d = g_comm.device, ok_if_ours(c); };
+  api.comm_destroy = [](ncclComm_t) { return ++g_comm.destroyed, ncclSuccess; };
+  api.comm_abort = [](ncclComm_t) { return ++g_comm.aborted, ncclSuccess; };
+  api.comm_get_async_error = [](ncclComm_t, ncclResult_t* r) {
+    return *r = ncclSuccess, ncclSuccess;
+  };
+  api.group_start = [] { return ncclSuccess; };
+  api.group_end = [] {
+    for (size_t i = 0; i < g_comm.pending_sends.size(); ++i)
+      std::memcpy(g_comm.pending_recvs[i].first, g_comm.pending_sends[i].first,
+                  g_comm.pending_sends[i].second);
+    g_comm.pending_sends.clear();
+    g_comm.pending_recvs.clear();
+    return ncclSuccess;
+  };
+  api.send = [](const void* buf, size_t n, ncclDataType_t, int peer, ncclComm_t, cudaStream_t) {
+    ++g_comm.sends;
+    if (peer == g_comm.rank) g_comm.pending_sends.push_back({buf, n});
+    return ncclSuccess;
+  };
+  api.recv = [](void* buf, size_t n, ncclDataType_t, int peer, ncclComm_t, cudaStream_t) {
+    if (peer == g_comm.rank) g_comm.pending_recvs.push_back({buf, n});
+    return ncclSuccess;
+  };
+  api.all_gather = [](const void* mine, void* all, size_t n, ncclDataType_t, ncclComm_t,
+                      cudaStream_t) {
+    for (int r = 0; r < g_comm.world; ++r) {
+      auto* slot = static_cast<uint8_t*>(all) + size_t(r) * n;
+      if (r == g_comm.rank || g_comm.others_digest == 0)
+        std::memcpy(slot, mine, n);
+      else
+        std::memcpy(slot, &g_comm.others_digest, n);
+    }
+    return ncclSuccess;
+  };
+  api.error_string = [](ncclResult_t) { return "fake NCCL error"; };
+  api.stream_query = [](void*) { return g_comm.never_done ? 600 : 0; };
+  api.current_device = [] { return int32_t(g_comm.current_device); };
+  api.library = "fake NCCL";
+  return api;
+}
+
+Problem ep_problem(int32_t world, int32_t rank) {
+  Problem p;
+  moe_problem& r = p.raw();
+  r.experts = 8;
+  r.top_k = 2;
+  r.hidden = 64;
+  r.intermediate = 32;
+  r.max_tokens = 64;
+  r.ep_placement = MOE_EP_LINEAR;
+  r.ep_size = world;
+  r.ep_rank = rank;
+  p.finalize();
+  validate_problem(p.c());
+  return p;
+}
+
+class BorrowedGroup : public testing::Test {
+ protected:
+  void SetUp() override {
+    g_comm = FakeComm{};
+    registry_ =
+        std::make_unique<Registry>(registry_of({build_plugin_dir(), fixture_dir("device_like")}));
+    device_ = registry_->find("fixture_device_like");
+    ASSERT_NE(device_, nullptr) << "the device_like fixture plugin was not built";
+  }
+
+  std::unique_ptr<ep::Group> borrow(int32_t rank, int32_t world, double timeout_s = 10) {
+    return ep::Group::borrow(nccl_, fake_comm(), rank, world, device_, timeout_s, 42);
+  }
+
+  ep::NcclApi nccl_ = fake_nccl();
+  std::unique_ptr<Registry> registry_;
+  std::shared_ptr<const Plugin> device_;
+};
+
+TEST_F(BorrowedGroup, ANullCommunicatorIsRefusedBeforeNcclIsLoaded) {
+  expect_error([&] { ep::Group::borrow(nullptr, 0, 1, device_, 10, 42); },
+               MOE_STATUS_INVALID_ARGUMENT, {"nccl_comm is NULL"});
+  expect_error([&] { ep::Group::borrow(nccl_, nullptr, 0, 1, device_, 10, 42); },
+               MOE_STATUS_INVALID_ARGUMENT, {"nccl_comm is NULL"});
+}
+
+TEST_F(BorrowedGroup, AHostMemoryBackendIsRefused) {
+  expect_error(
+      [&] { ep::Group::borrow(nccl_, fake_comm(), 0, 1, registry_->find("reference"), 10, 42); },
+      MOE_STATUS_UNSUPPORTED, {"device memory", "'reference' keeps host memory"});
+}
+
+TEST_F(BorrowedGroup, ARankOrSizeOtherThanTheConfigsIsRefusedNamingBoth) {
+  g_comm.world = 2;
+  g_comm.rank = 1;
+  expect_error([&] { borrow(0, 2); }, MOE_STATUS_CONFIG_ERROR,
+               {"the NCCL communicator is rank 1 of 2, but the config says ep_rank=0 of "
+                "ep_size=2"});
+  g_comm.world = 4;
+  g_comm.rank = 0;
+  expect_error([&] { borrow(0, 2); }, MOE_STATUS_CONFIG_ERROR,
+               {"rank 0 of 4", "ep_rank=0 of ep_size=2"});
+  EXPECT_EQ(g_comm.destroyed + g_comm.aborted, 0);
+}
+
+TEST_F(BorrowedGroup, ACommunicatorOnAnotherDeviceIsRefused) {
+  g_comm.device = 1;
+  expect_error([&] { borrow(0, 1); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"communicator is on cuda:1", "current device", "cuda:0"});
+}
+
+TEST_F(BorrowedGroup, RanksRunningAnotherConfigAreRefused) {
+  g_comm.world = 2;
+  g_comm.others_digest = 7;
+  expect_error([&] { borrow(0, 2); }, MOE_STATUS_CONFIG_ERROR,
+               {"rank 1 runs a different config than rank 0"});
+  EXPECT_EQ(g_comm.destroyed + g_comm.aborted, 0);
+}
+
+TEST_F(BorrowedGroup, TheGroupNeverDestroysTheCallersCommunicator) {
+  auto group = borrow(0, 1);
+  EXPECT_FALSE(group->owns_communicator());
+  EXPECT_EQ(group->rank(), 0);
+  EXPECT_EQ(group->world(), 1);
+  group.reset();
+  EXPECT_EQ(g_comm.destroyed, 0);
+  EXPECT_EQ(g_comm.aborted, 0);
+}
+
+TEST_F(BorrowedGroup, AStepThroughItEqualsTheSingleRankStep) {
+  const Problem p = ep_problem(1, 0);
+  const LayerWeights w = random_weights(p.c(), 11);
+  const Layer layer = device_->prepare(p.c(), w.view(), {});
+  const Batch batch = random_batch(p.c(), 9, 12, Scenario::kRandom);
+  const Routing routing = route_batch(*registry_->find("reference"), p.c(), batch);
+  auto group = borrow(0, 1);
+  const HostTensor alone = ep::run_step(nullptr, layer, p.c(), batch.hidden, routing);
+  const int sends_before = g_comm.sends;
+  ep::StepStats stats;
+  const HostTensor through = ep::run_step(group.get(), layer, p.c(), batch.hidden, routing, &stats);
+  EXPECT_GT(g_comm.sends, sends_before);  // the exchanges went through the communicator
+  EXPECT_EQ(stats.tokens_sent, 9);
+  ASSERT_EQ(through.bytes(), alone.bytes());
+  EXPECT_EQ(std::memcmp(through.raw(), alone.raw(), alone.bytes()), 0);
+}
+
+TEST_F(BorrowedGroup, AStepOfAnotherRanksProblemIsRefused) {
+  g_comm.world = 2;
+  auto group = borrow(0, 2);
+  const Problem p = ep_problem(2, 1);
+  const LayerWeights w = slice_local_experts(random_weights(ep_problem(1, 0).c(), 3), p.c());
+  const Layer layer = device_->prepare(p.c(), w.view(), {});
+  const Batch batch = random_batch(p.c(), 4, 5, Scenario::kRandom);
+  const Routing routing = route_batch(*registry_->find("reference"), p.c(), batch);
+  expect_error([&] { ep::run_step(group.get(), layer, p.c(), batch.hidden, routing); },
+               MOE_STATUS_CONFIG_ERROR, {"ep_rank=1", "rank 0 of the group"});
+}
+
+TEST_F(BorrowedGroup, ATimeoutGivesTheCommunicatorUpWithoutAbortingIt) {
+  auto group = borrow(0, 1, /*timeout_s=*/0.05);
+  g_comm.never_done = true;
+  std::vector<uint8_t> s(8), r(8);
+  expect_error(
+      [&] {
+        group->exchange({{s.data(), 8}}, {{r.data(), 8}}, "token dispatch");
+      },
+      MOE_STATUS_DEVICE_ERROR,
+      {"token dispatch did not finish", "the communicator is the caller's", "ncclCommAbort"});
+  EXPECT_EQ(g_comm.aborted, 0);
+  expect_error([&] { group->all_gather(1, "again"); }, MOE_STATUS_DEVICE_ERROR,
+               {"timed out earlier"});
+  group.reset();
+  EXPECT_EQ(g_comm.destroyed + g_comm.aborted, 0);
+}
+
+}  // namespace
+}  // namespace moe::test

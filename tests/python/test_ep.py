@@ -1,0 +1,78 @@
+"""Expert parallelism from Python on the CPU: the communicator argument is checked (NULL, not an
+address, a host-memory backend) before NCCL is touched, and a one-rank step (no NCCL) of a layer
+of an EP problem gives the layer's own output. Over a real NCCL communicator:
+test_ep_gpu.py."""
+
+import ctypes
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import moe_registry as moe
+from conftest import HIDDEN, TOKENS
+from test_bad_input import raises
+
+
+@pytest.fixture
+def ep_layer(problem, weights):
+    return moe.Layer.prepare(problem.replace(ep_placement="linear", ep_size=1, ep_rank=0), weights,
+                             backend="reference")
+
+
+def test_a_null_or_malformed_communicator_is_refused(ep_layer):
+    with raises("invalid_argument", "nccl_comm is NULL"):
+        moe.ExpertParallelGroup(0, ep_layer)
+    with raises("invalid_argument", "nccl_comm is NULL"):
+        moe.ExpertParallelGroup(ctypes.c_void_p(None), ep_layer)
+    with raises("invalid_argument", "nccl_comm: expected the communicator's address", "str"):
+        moe.ExpertParallelGroup("0x1234", ep_layer)
+    with raises("invalid_argument", "nccl_comm: -8 is not an address"):
+        moe.ExpertParallelGroup(-8, ep_layer)
+    with raises("invalid_argument", "layer: expected a moe_registry.Layer"):
+        moe.ExpertParallelGroup(1, "layer")
+
+
+def test_a_host_memory_backend_is_refused_before_the_communicator_is_read(ep_layer):
+    not_a_communicator = ctypes.create_string_buffer(64)  # never read: refused first
+    with pytest.raises(moe.MoeError) as e:
+        moe.ExpertParallelGroup(ctypes.addressof(not_a_communicator), ep_layer)
+    assert e.value.status == "unsupported"
+    assert ("'reference' keeps host memory" in e.value.message
+            or "built without expert parallelism" in e.value.message), e.value.message
+
+
+def test_a_one_rank_step_gives_the_layers_output(layer, ep_layer, batch):
+    hidden, logits = batch
+    ids, weights = layer.route(logits)
+    group = moe.ExpertParallelGroup.single_rank()
+    assert (group.rank, group.world_size) == (0, 1)
+    try:
+        out = group.step(ep_layer, hidden, (ids, weights))
+    except moe.MoeError as e:
+        if "built without expert parallelism" in e.message:
+            pytest.skip(e.message)
+        raise
+    assert out.dtype == ml_dtypes.bfloat16 and out.shape == (TOKENS, HIDDEN)
+    want = layer(hidden, (ids, weights))
+    np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
+    buffer = np.zeros((TOKENS, HIDDEN), ml_dtypes.bfloat16)
+    assert group.step(ep_layer, hidden, (ids, weights), out=buffer) is buffer
+    np.testing.assert_array_equal(buffer.view(np.uint16), out.view(np.uint16))
+
+
+def test_step_arguments_are_checked(layer, ep_layer, batch):
+    hidden, logits = batch
+    ids, weights = layer.route(logits)
+    group = moe.ExpertParallelGroup.single_rank()
+    with raises("invalid_argument", "routing: a step takes (topk_ids, topk_weights)"):
+        group.step(ep_layer, hidden, logits)
+    with raises("shape_mismatch", "hidden: expected shape (*, 64), got (8, 65)"):
+        group.step(ep_layer, np.zeros((TOKENS, HIDDEN + 1), ml_dtypes.bfloat16), (ids, weights))
+    with raises("shape_mismatch", "topk_ids: expected shape (8, 2), got (7, 2)"):
+        group.step(ep_layer, hidden, (ids[:7], weights))
+    with raises("dtype_mismatch", "topk_weights: expected f32, got f64"):
+        group.step(ep_layer, hidden, (ids, weights.astype(np.float64)))
+    group.close()
+    with raises("invalid_argument", "the expert-parallel group is closed"):
+        group.step(ep_layer, hidden, (ids, weights))
