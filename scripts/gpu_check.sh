@@ -37,8 +37,11 @@ for so in build/plugins/*.so build/example_plugin/*.so; do
   fi
 done
 if ((TESTS)); then
-  for t in moe_cuda_common_tests moe_trtllm_gpu_tests moe_gpu_oracle_tests moe_conformance_tests \
-           moe_registry_tests moe_trtllm_layout_tests; do
+  # The EP tests borrow a one-rank communicator from the NCCL that pip installed (as torch's).
+  NCCL_PIP=$(python3 -c "import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], 'lib', 'libnccl.so.2'))" 2>/dev/null)
+  [ -n "$NCCL_PIP" ] && [ -f "$NCCL_PIP" ] && export MOE_NCCL_LIBRARY="${MOE_NCCL_LIBRARY:-$NCCL_PIP}"
+  for t in moe_cuda_common_tests moe_trtllm_gpu_tests moe_deepgemm_gpu_tests moe_gpu_oracle_tests \
+           moe_conformance_tests moe_registry_tests moe_trtllm_layout_tests moe_ep_tests; do
     echo "== $t"
     build/bin/$t --gtest_brief=1 >"$OUT/$t.log" 2>&1 || status=1
     grep -E "FAILED|PASSED|SKIPPED \]|Failure" "$OUT/$t.log" | head -40
