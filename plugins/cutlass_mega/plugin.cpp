@@ -1,0 +1,52 @@
+// The cutlass_mega plugin: the MoE layer after routing in one persistent cooperative launch
+// (bf16 weights, decode batch sizes first); declared on the SDK's table builder.
+#include "moe/sdk/backend.hpp"
+#include "moe_cuda/gpu_backend.hpp"
+#include "src/mega_layer.hpp"
+
+namespace {
+
+using moe::sdk::Verdict;
+
+class CutlassMegaBackend : public moe::gpu::GpuBackend {
+ public:
+  using Layer = moe::mega::DeviceLayer;
+
+  static moe::sdk::BackendInfo info() {
+    return {
+        .name = "cutlass_mega",
+        .version = "0.1",
+        .description =
+            "the layer after routing in one persistent kernel (bf16, decode "
+            "batches): schedule, GEMM1 with the activation, GEMM2 with the "
+            "weighted combine",
+        .aliases = {"mega_moe"},
+        // Below trtllm_style: `auto` picks it only once the benchmark shows it faster.
+        .priority = 40,
+        .formats = {MOE_FORMAT_BF16},
+        .activations = {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,
+                        MOE_ACTIVATION_SWIGLU_OAI, MOE_ACTIVATION_GELU_MUL, MOE_ACTIVATION_RELU2},
+        .routings = {MOE_ROUTING_SOFTMAX_TOPK, MOE_ROUTING_SIGMOID_TOPK, MOE_ROUTING_GROUPED_TOPK},
+        .targets = "sm_90a"};
+  }
+
+  Verdict supports(const moe_problem& p) const { return moe::mega::check_support(p); }
+
+  std::unique_ptr<Layer> prepare(const moe::sdk::PrepareRequest& r) const {
+    return std::make_unique<Layer>(r.problem, r.weights, r.options);
+  }
+
+  size_t workspace_size(const Layer& layer, int64_t tokens) const {
+    return layer.workspace_size(tokens);
+  }
+
+  void run(Layer& layer, const moe_run_args& args) const { layer.run(args); }
+
+  std::string describe_layout(const moe_problem& p) const {
+    return moe::mega::describe(p, moe::mega::parse_options({}));
+  }
+};
+
+}  // namespace
+
+MOE_EXPORT_BACKEND(CutlassMegaBackend)

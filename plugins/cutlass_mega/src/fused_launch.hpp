@@ -1,0 +1,45 @@
+// The boundary between the nvcc-compiled launcher of the fused layer (fused_launch.cu) and the
+// host code that checks and reports (mega_layer.cpp): plain types only, no exceptions, no fmt.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace moe::mega::detail {
+
+// Limits the kernel holds in shared memory (kernels/fused_moe.cuh).
+struct KernelLimits {
+  int max_slots;      // tokens x top_k of one batch
+  int max_experts;    // routed experts of the layer
+  int token_chunk;    // tokens per GEMM2 tile
+  int k_step;         // K per pipeline stage: H and each part of I are multiples
+  int weight_rows;    // rows of a weight tile: H is a multiple
+  size_t smem_bytes;  // dynamic shared memory per CTA
+};
+KernelLimits kernel_limits();
+
+struct FusedCall {
+  const uint16_t* hidden;
+  const int32_t* ids;
+  const float* weights;
+  uint16_t* out;
+  const uint16_t* w13;
+  const uint16_t* w2;
+  uint16_t* inter;
+  float* parts;
+  int32_t tokens, width, experts, hidden_dim, inter_dim, n1, splits, activation;
+  float limit, alpha;
+  int32_t gelu_tanh;
+  cudaStream_t stream;
+};
+
+// CTAs of one cooperative launch on this device (one per SM when the shared memory allows);
+// 0 with `error` set when the kernel cannot be made resident.
+int resident_ctas(const char** error) noexcept;
+
+// nullptr on success, else what failed.
+const char* launch_fused(const FusedCall& call, int ctas) noexcept;
+
+}  // namespace moe::mega::detail

@@ -1,0 +1,207 @@
+#include "mega_layer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "fused_launch.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/tensor_checks.hpp"
+#include "moe_cuda/workspace.hpp"
+
+namespace moe::mega {
+namespace {
+
+bool gated(const moe_problem& p) {
+  return p.activation != MOE_ACTIVATION_RELU2;
+}
+
+// Rows of the largest batch the schedule holds: tokens x top_k slots.
+int64_t slot_limited_tokens(const moe_problem& p) {
+  return detail::kernel_limits().max_slots / std::max<int64_t>(1, p.top_k);
+}
+
+}  // namespace
+
+sdk::Verdict check_support(const moe_problem& p, bool need_device) {
+  using sdk::Verdict;
+  const detail::KernelLimits lim = detail::kernel_limits();
+  if (p.format != MOE_FORMAT_BF16)
+    return Verdict::no(MOE_REASON_FORMAT,
+                       fmt::format("bf16 weights only so far, not {}",
+                                   format_name(static_cast<moe_format>(p.format))));
+  if (p.input_format != MOE_INPUT_BF16 && p.input_format != MOE_INPUT_DEFAULT)  // bf16's own
+    return Verdict::no(MOE_REASON_INPUT_FORMAT,
+                       "bf16 activations only (the GEMMs are bf16 x bf16, nothing quantised)");
+  if (p.expert_bias != 0)
+    return Verdict::no(MOE_REASON_BIAS, "expert biases (b13, b2) are not implemented yet");
+  if (p.shared_intermediate > 0 || p.sink_experts > 0)
+    return Verdict::no(MOE_REASON_SHARED,
+                       "shared and sink experts are not implemented yet in the fused kernel");
+  if (p.redundant_experts > 0)
+    return Verdict::no(MOE_REASON_EP,
+                       "redundant experts (EPLB) are refused: the fused schedule maps each id "
+                       "to one weight slice");
+  if (p.ep_size > 1)
+    return Verdict::no(MOE_REASON_EP, "expert parallelism is not implemented in cutlass_mega");
+  const int64_t cols = gated(p) ? lim.weight_rows / 2 : lim.weight_rows;
+  if (p.hidden % lim.weight_rows != 0 || p.intermediate % cols != 0)
+    return Verdict::no(MOE_REASON_SHAPE,
+                       fmt::format("hidden={} must be a multiple of {} and intermediate={} of {} "
+                                   "(the fused kernel's weight tiles)",
+                                   p.hidden, lim.weight_rows, p.intermediate, cols));
+  if (p.experts > lim.max_experts)
+    return Verdict::no(MOE_REASON_SHAPE, fmt::format("{} experts, at most {} (the schedule in "
+                                                     "shared memory)",
+                                                     p.experts, lim.max_experts));
+  if (p.max_tokens > slot_limited_tokens(p))
+    return Verdict::no(MOE_REASON_MAX_TOKENS,
+                       fmt::format("a decode kernel: max_tokens={} x top_k={} exceeds the {} "
+                                   "slots its schedule holds in shared memory (max_tokens <= {})",
+                                   p.max_tokens, p.top_k, lim.max_slots, slot_limited_tokens(p)));
+  if (need_device)
+    if (const std::string& why = gpu::sm90a_refusal(); !why.empty())
+      return Verdict::no(MOE_REASON_ARCH, why);
+  return Verdict::yes();
+}
+
+LayerOptions parse_options(const Options& options) {
+  LayerOptions o;
+  for (const auto& [key, value] : options) {
+    if (key == "splits") {
+      if (value == "auto") {
+        o.splits.reset();
+        continue;
+      }
+      int v = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      MOE_CHECK(ec == std::errc() && end == value.data() + value.size() && v >= 1 && v <= 64,
+                MOE_STATUS_CONFIG_ERROR,
+                "cutlass_mega: splits '{}' is not auto or an integer in [1, 64]", value);
+      o.splits = v;
+    } else {
+      MOE_FAIL(MOE_STATUS_CONFIG_ERROR, "cutlass_mega: unknown option '{}' (known: splits)", key);
+    }
+  }
+  return o;
+}
+
+int gemm2_splits(const moe_problem& p, const LayerOptions& o, int64_t tokens, int ctas) {
+  const detail::KernelLimits lim = detail::kernel_limits();
+  const int64_t steps = p.intermediate / lim.k_step;  // I in K steps: S must divide it
+  auto divisor_at_least = [&](int64_t want) {
+    for (int64_t d = std::max<int64_t>(1, want); d < steps; ++d)
+      if (steps % d == 0) return int(d);
+    return int(steps);
+  };
+  if (o.splits) {
+    MOE_CHECK(steps % *o.splits == 0, MOE_STATUS_CONFIG_ERROR,
+              "cutlass_mega: splits={} must divide intermediate / {} = {}", *o.splits, lim.k_step,
+              steps);
+    return *o.splits;
+  }
+  const int64_t chunks = (std::max<int64_t>(1, tokens) + lim.token_chunk - 1) / lim.token_chunk;
+  const int64_t items = (p.hidden / lim.weight_rows) * chunks;
+  return divisor_at_least((ctas + items - 1) / items);
+}
+
+std::string describe(const moe_problem& p, const LayerOptions& o) {
+  const detail::KernelLimits lim = detail::kernel_limits();
+  return fmt::format(
+      "bf16 weights as given (w13 [E, {}, H], w2 [E, H, I]); the layer after routing in one "
+      "cooperative launch: a schedule built in every CTA's shared memory, GEMM1 with the "
+      "activation per (expert, {} tokens, {} columns), GEMM2 with the weighted combine per "
+      "({} rows of H, part of I, {} tokens), the parts summed in order (deterministic); "
+      "GEMM2 splits I {}; batches up to {} tokens",
+      gated(p) ? "2I" : "I", lim.token_chunk, gated(p) ? lim.weight_rows / 2 : lim.weight_rows,
+      lim.weight_rows, lim.token_chunk,
+      o.splits ? fmt::format("into {} parts (option splits)", *o.splits)
+               : std::string("into enough parts for every SM (splits: auto)"),
+      std::min<int64_t>(p.max_tokens, slot_limited_tokens(p)));
+}
+
+DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)
+    : problem_(problem), options_(parse_options(options)) {
+  const moe_problem p = problem_.c();
+  const sdk::Verdict v = check_support(p);
+  MOE_CHECK(v.ok(), MOE_STATUS_UNSUPPORTED, "cutlass_mega: {}", v.message);
+  n1_ = gated(p) ? 2 * p.intermediate : p.intermediate;
+  const char* error = nullptr;
+  ctas_ = detail::resident_ctas(&error);
+  MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
+            error ? error : "unknown");
+  // Every batch size's splits must divide I / 64 (an option that does not is refused here).
+  gemm2_splits(p, options_, 1, ctas_);
+  const size_t w13_bytes = size_t(p.experts * n1_ * p.hidden) * 2;
+  const size_t w2_bytes = size_t(p.experts * p.hidden * p.intermediate) * 2;
+  w13_ = gpu::DeviceBuffer(w13_bytes);
+  w2_ = gpu::DeviceBuffer(w2_bytes);
+  w13_.upload(w.w13.data, w13_bytes);
+  w2_.upload(w.w2.data, w2_bytes);
+}
+
+DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* bytes) const {
+  const moe_problem p = problem_.c();
+  gpu::WorkspaceCarver c(base);
+  // The parts of any batch of t <= tokens: S(t) x t rows. S is the same for every t of one
+  // 64-token chunk count, so the largest t of each count bounds it.
+  const int64_t chunk = detail::kernel_limits().token_chunk;
+  int64_t part_rows = 0;
+  for (int64_t c = 1; (c - 1) * chunk < tokens; ++c) {
+    const int64_t t = std::min(tokens, c * chunk);
+    part_rows = std::max(part_rows, gemm2_splits(p, options_, t, ctas_) * t);
+  }
+  Workspace ws{};
+  ws.inter = c.take<uint16_t>(size_t(tokens * p.top_k * p.intermediate));
+  ws.parts = c.take<float>(size_t(part_rows * p.hidden));
+  if (bytes != nullptr) *bytes = c.used();
+  return ws;
+}
+
+size_t DeviceLayer::workspace_size(int64_t tokens) const {
+  if (tokens == 0) return 0;
+  size_t bytes = 0;
+  carve(nullptr, tokens, &bytes);
+  return bytes;
+}
+
+void DeviceLayer::run(const moe_run_args& a) const {
+  const moe_problem p = problem_.c();
+  const int64_t tokens = a.hidden.shape[0];
+  sdk::check_run_tensors(p, a, workspace_size(tokens));
+  if (tokens == 0) return;
+  MOE_CHECK(reinterpret_cast<uintptr_t>(a.hidden.data) % 16 == 0, MOE_STATUS_INVALID_ARGUMENT,
+            "cutlass_mega: hidden at {} must be 16-byte aligned (its rows are copied 16 bytes at "
+            "a time)",
+            a.hidden.data);
+  const Workspace ws = carve(a.workspace, tokens, nullptr);
+  detail::FusedCall c{};
+  c.hidden = static_cast<const uint16_t*>(a.hidden.data);
+  c.ids = static_cast<const int32_t*>(a.topk_ids.data);
+  c.weights = static_cast<const float*>(a.topk_weights.data);
+  c.out = static_cast<uint16_t*>(a.output.data);
+  c.w13 = w13_.as<uint16_t>();
+  c.w2 = w2_.as<uint16_t>();
+  c.inter = ws.inter;
+  c.parts = ws.parts;
+  c.tokens = int32_t(tokens);
+  c.width = int32_t(a.topk_ids.shape[1]);
+  c.experts = int32_t(p.experts);
+  c.hidden_dim = int32_t(p.hidden);
+  c.inter_dim = int32_t(p.intermediate);
+  c.n1 = int32_t(n1_);
+  c.splits = gemm2_splits(p, options_, tokens, ctas_);
+  c.activation = p.activation;
+  c.limit = p.activation_limit;
+  c.alpha = p.activation_alpha;
+  c.gelu_tanh = p.gelu_tanh;
+  c.stream = static_cast<cudaStream_t>(a.stream);
+  const char* error = detail::launch_fused(c, ctas_);
+  MOE_CHECK(error == nullptr, MOE_STATUS_DEVICE_ERROR,
+            "cutlass_mega: the fused kernel (T={}, splits={}) did not launch: {}", tokens, c.splits,
+            error ? error : "");
+}
+
+}  // namespace moe::mega

@@ -1,0 +1,55 @@
+// One cutlass_mega layer on the GPU: bf16 weights kept as given (w13 [E, n1, H], w2 [E, H, I]),
+// uploaded at prepare, and the whole layer after routing in one cooperative launch
+// (kernels/fused_moe.cuh, docs/design.md §13). Decode first: a batch's tokens x top_k slots must
+// fit the schedule the kernel keeps in shared memory, so `max_tokens` is bounded at prepare.
+// Option `splits: auto | N`: the parts GEMM2 splits I into (auto: enough work items for every SM).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "moe/abi/moe_abi.h"
+#include "moe/sdk/options.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe/sdk/verdict.hpp"
+#include "moe_cuda/device.hpp"
+
+namespace moe::mega {
+
+// Why this backend cannot run `p` here (reason NONE: it can). `need_device`: also ask for an
+// sm_90 device (false: the problem alone, for tests on any machine).
+sdk::Verdict check_support(const moe_problem& p, bool need_device = true);
+
+struct LayerOptions {
+  std::optional<int> splits;  // nullopt = auto
+};
+LayerOptions parse_options(const Options& options);
+
+// GEMM2's parts of I for a batch of `tokens` on `ctas` CTAs: the fewest (a divisor of I / 64)
+// that give every CTA a work item, or the option's.
+int gemm2_splits(const moe_problem& p, const LayerOptions& o, int64_t tokens, int ctas);
+
+std::string describe(const moe_problem& p, const LayerOptions& o);
+
+class DeviceLayer {
+ public:
+  DeviceLayer(const moe_problem& problem, const moe_weights& weights, const Options& options);
+
+  size_t workspace_size(int64_t tokens) const;
+  void run(const moe_run_args& args) const;
+
+ private:
+  struct Workspace {
+    uint16_t* inter;  // [T * W, I] bf16
+    float* parts;     // [S, T, H] f32
+  };
+  Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
+
+  Problem problem_;
+  LayerOptions options_;
+  int64_t n1_ = 0;
+  gpu::DeviceBuffer w13_, w2_;
+  int ctas_ = 0;
+};
+
+}  // namespace moe::mega

@@ -1,0 +1,175 @@
+// cutlass_mega's fused layer on a GPU through the C ABI, against the reference: every activation,
+// batch sizes from one token to the capacity, padding tokens, every token on one expert, experts
+// without tokens, two runs bit-identical, a CUDA graph replayed with new inputs and routing, and
+// a batch above capacity refused. Skips without an sm_90 GPU.
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+
+#include "../../support/test_env.hpp"
+
+namespace moe::test {
+namespace {
+
+class MegaLayer : public testing::Test {
+ protected:
+  void SetUp() override {
+    registry_ = std::make_unique<Registry>(registry_of({build_plugin_dir()}));
+    plugin_ = registry_->find("cutlass_mega");
+    reference_ = registry_->find("reference");
+    if (plugin_ == nullptr) GTEST_SKIP() << "cutlass_mega was not built (no CUDA)";
+    problem_.raw().experts = 16;
+    problem_.raw().top_k = 4;
+    problem_.raw().hidden = 256;
+    problem_.raw().intermediate = 256;
+    problem_.raw().max_tokens = 96;
+    problem_.finalize();
+    const Support s = plugin_->supports(problem_.c());
+    if (!s.supported) GTEST_SKIP() << "cutlass_mega: " << s.message;
+  }
+
+  std::unique_ptr<Registry> registry_;
+  std::shared_ptr<Plugin> plugin_, reference_;
+  Problem problem_;
+};
+
+void put(const Buffer& b, const HostTensor& t) {
+  b.upload(t.raw(), t.bytes());
+}
+
+struct Case {
+  moe_activation activation;
+  Scenario scenario;
+};
+
+class MegaActivations : public MegaLayer, public testing::WithParamInterface<Case> {};
+
+TEST_P(MegaActivations, MatchTheReferenceFromOneTokenToCapacity) {
+  const Case c = GetParam();
+  Problem q = problem_;
+  q.raw().activation = c.activation;
+  q.raw().activation_alpha = 1.702f;
+  q.raw().activation_limit = 3.0f;  // small enough that the random GEMM1 outputs get clamped
+  q.raw().gelu_tanh = 1;
+  q.finalize();
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 21);
+  const Layer layer = plugin_->prepare(p, w.view(), {});
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  // 65 and 96 tokens: two token chunks in GEMM2, an expert with more than 64 slots in GEMM1
+  // under one_expert.
+  for (int64_t tokens : {1, 5, 33, 64, 65, 96}) {
+    const Batch batch = random_batch(p, tokens, 40 + uint64_t(tokens), c.scenario);
+    const Routing routing = route_batch(*reference_, p, batch);
+    const RunResult out = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+    const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+    EXPECT_LT(relative_l2(out.output, ref.output), 1e-2)
+        << tokens << " tokens, " << scenario_name(c.scenario);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, MegaActivations,
+                         testing::Values(Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom},
+                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding},
+                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kOneExpert},
+                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kTies},
+                                         Case{MOE_ACTIVATION_SILU_MUL_CLAMP, Scenario::kRandom},
+                                         Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom},
+                                         Case{MOE_ACTIVATION_GELU_MUL, Scenario::kRandom},
+                                         Case{MOE_ACTIVATION_RELU2, Scenario::kRandom},
+                                         Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert}),
+                         [](const testing::TestParamInfo<Case>& info) {
+                           return fmt::format("{}_{}", activation_name(info.param.activation),
+                                              scenario_name(info.param.scenario));
+                         });
+
+// Many experts and few tokens (most experts idle), GEMM2 split into several parts; two runs give
+// the same bits.
+TEST_F(MegaLayer, ManyIdleExpertsAndSplitsMatchAndRepeatBitForBit) {
+  Problem q = problem_;
+  q.raw().experts = 64;
+  q.raw().top_k = 6;
+  q.raw().hidden = 512;
+  q.raw().intermediate = 384;
+  q.finalize();
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 9);
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  for (const char* splits : {"auto", "1", "3", "6"}) {
+    const Layer layer = plugin_->prepare(p, w.view(), {{"splits", splits}});
+    for (int64_t tokens : {2, 40}) {
+      const Batch batch = random_batch(p, tokens, 5 + uint64_t(tokens), Scenario::kRandom);
+      const Routing routing = route_batch(*reference_, p, batch);
+      const RunResult a = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      const RunResult b = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+      EXPECT_LT(relative_l2(a.output, ref.output), 1e-2) << "splits " << splits << ", " << tokens;
+      EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0)
+          << "two runs differ: splits " << splits << ", " << tokens << " tokens";
+    }
+  }
+}
+
+TEST_F(MegaLayer, ReplayedGraphMatchesTheReferenceForNewInputsAndRouting) {
+  const moe_problem p = problem_.c();
+  const LayerWeights w = random_weights(p, 5);
+  const Layer layer = plugin_->prepare(p, w.view(), {});
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  const int64_t tokens = 37, width = p.top_k;
+  Buffer hidden(plugin_, tokens * p.hidden * 2), ids(plugin_, tokens * width * 4),
+      weights(plugin_, tokens * width * 4), out(plugin_, tokens * p.hidden * 2);
+  const size_t ws_bytes = layer.workspace_size(tokens);
+  Buffer ws(plugin_, ws_bytes);
+  moe_run_args args{};
+  args.hidden = make_view(hidden.data(), MOE_DTYPE_BF16, {tokens, p.hidden});
+  args.topk_ids = make_view(ids.data(), MOE_DTYPE_I32, {tokens, width});
+  args.topk_weights = make_view(weights.data(), MOE_DTYPE_F32, {tokens, width});
+  args.output = make_view(out.data(), MOE_DTYPE_BF16, {tokens, p.hidden});
+  args.workspace = ws.data();
+  args.workspace_size = ws_bytes;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  args.stream = stream;
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  layer.run(args);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (uint64_t seed : {11u, 12u, 13u}) {
+    const Batch batch =
+        random_batch(p, tokens, seed, seed == 12 ? Scenario::kPadding : Scenario::kRandom);
+    const Routing routing = route_batch(*reference_, p, batch);
+    put(hidden, batch.hidden);
+    put(ids, routing.ids);
+    put(weights, routing.weights);
+    HostTensor poison(MOE_DTYPE_BF16, {tokens, p.hidden});
+    poison.fill_bytes(0xFF);
+    put(out, poison);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    HostTensor got(MOE_DTYPE_BF16, {tokens, p.hidden});
+    out.download(got.raw(), got.bytes());
+    const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+    EXPECT_LT(relative_l2(got, ref.output), 1e-2) << "seed " << seed;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST_F(MegaLayer, ABatchAboveCapacityIsRefusedNamingBothNumbers) {
+  const moe_problem p = problem_.c();
+  const LayerWeights w = random_weights(p, 5);
+  const Layer layer = plugin_->prepare(p, w.view(), {});
+  Problem roomy = problem_;  // routes 97 tokens (routing does not depend on the capacity)
+  roomy.raw().max_tokens = 128;
+  roomy.finalize();
+  const Batch batch = random_batch(roomy.c(), 97, 1, Scenario::kRandom);
+  const Routing routing = route_batch(*reference_, roomy.c(), batch);
+  expect_error([&] { run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16); },
+               MOE_STATUS_CAPACITY_EXCEEDED, {"97 tokens", "max_tokens=96"});
+}
+
+}  // namespace
+}  // namespace moe::test
