@@ -25,13 +25,13 @@
 #include <type_traits>
 #include <utility>
 
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
 #include <cute/arch/cluster_sm90.hpp>
 #include <cute/arch/copy_sm90_desc.hpp>
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/arch/mma_sm90_desc.hpp>
 #include <cute/arch/mma_sm90_gmma.hpp>
-#include <cutlass/arch/barrier.h>
-#include <cutlass/arch/reg_reconfig.h>
 
 namespace moe::deepgemm::kernels::ffma {
 
@@ -100,7 +100,8 @@ template <size_t... I>
 __device__ __forceinline__ void wgmma_64x128x32(uint64_t a, uint64_t b, float* d, bool accumulate,
                                                 std::index_sequence<I...>) {
   cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>::fma(
-      a, b, d[I]..., accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
+      a, b, d[I]...,
+      accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
 }
 
 // The first tile index of each group's 128-row blocks (prefix[g] in row blocks; times the N
@@ -138,7 +139,10 @@ __device__ __forceinline__ Tile tile_of(const int* prefix, int groups, int n_uni
   int lo = 0, hi = groups;  // the last g with prefix[g] * n_units <= t
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    if (prefix[mid] * n_units <= t) lo = mid; else hi = mid;
+    if (prefix[mid] * n_units <= t)
+      lo = mid;
+    else
+      hi = mid;
   }
   const int local = t - prefix[lo] * n_units;
   return {lo, local / n_units, local % n_units};
@@ -146,17 +150,17 @@ __device__ __forceinline__ Tile tile_of(const int* prefix, int groups, int n_uni
 
 // 4-byte asynchronous copy to shared memory, zeros when !valid.
 __device__ __forceinline__ void copy_float_async(float* dst, const float* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(
-                   cute::cast_smem_ptr_to_uint(dst)),
-               "l"(src), "r"(valid ? 4 : 0)
-               : "memory");
+  asm volatile(
+      "cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(cute::cast_smem_ptr_to_uint(dst)),
+      "l"(src), "r"(valid ? 4 : 0)
+      : "memory");
 }
 
 // Arrives on `bar` once this thread's earlier cp.async copies have landed.
 __device__ __forceinline__ void arrive_after_copies(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(
-                   cute::cast_smem_ptr_to_uint(bar))
-               : "memory");
+  asm volatile(
+      "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(cute::cast_smem_ptr_to_uint(bar))
+      : "memory");
 }
 
 // One warpgroup's 64 x 128 result (this thread: rows r and r + 8, columns 8j + 2q + {0, 1}).
@@ -212,8 +216,8 @@ template <class Out, int kCluster>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constant__ Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* smem =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   auto* full = reinterpret_cast<uint64_t*>(smem + kBarrierOffset);
   uint64_t* empty = full + kStages;
   int* prefix = reinterpret_cast<int*>(smem + kPrefixOffset);
@@ -277,19 +281,15 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         for (int kb = 0; kb < k_blocks; ++kb) {
           cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
           uint8_t* a = smem + size_t(stage) * kStageBytes;
-          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage],
-                                                                         kStageBytes);
+          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], kStageBytes);
           constexpr int kPart = kBlockM / kCluster;  // rows of the row tile this CTA loads
           if constexpr (kCluster > 1)
-            cute::SM90_TMA_LOAD_MULTICAST_2D::copy(&p.rows_map, &full[stage],
-                                                   uint16_t((1 << kCluster) - 1), kHint,
-                                                   a + rank * kPart * kBlockK, kb * kBlockK,
-                                                   row0 + rank * kPart);
+            cute::SM90_TMA_LOAD_MULTICAST_2D::copy(
+                &p.rows_map, &full[stage], uint16_t((1 << kCluster) - 1), kHint,
+                a + rank * kPart * kBlockK, kb * kBlockK, row0 + rank * kPart);
           else
-            cute::SM90_TMA_LOAD_2D::copy(&p.rows_map, &full[stage], kHint, a, kb * kBlockK,
-                                         row0);
-          cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[stage], kHint,
-                                       a + kTileABytes,
+            cute::SM90_TMA_LOAD_2D::copy(&p.rows_map, &full[stage], kHint, a, kb * kBlockK, row0);
+          cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[stage], kHint, a + kTileABytes,
                                        kb * kBlockK, wrow0);
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
@@ -357,8 +357,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
           total[4 * j + 3] = fmaf(acc[4 * j + 3], f_hi, total[4 * j + 3]);
         }
       }
-      store_tile(static_cast<Out*>(p.out), p.n, row0 + r_lo, has_lo, has_hi,
-                 tile.block_n * kBlockN, lane % 4, total);
+      store_tile(static_cast<Out*>(p.out), p.n, row0 + r_lo, has_lo, has_hi, tile.block_n * kBlockN,
+                 lane % 4, total);
     }
   }
   // A CTA leaves only when its peer no longer arrives on its barriers or writes its stages.

@@ -74,11 +74,10 @@ LayerOptions parse_options(const Options& options) {
                 "deepgemm_style: masked_max_tokens '{}' is not an integer in [0, 4096]", value);
       o.masked_max_tokens = v;
     } else if (key == "gemm_tiles") {
-      MOE_CHECK(value == "auto" || value == "tokens" || value == "weights" ||
-                    value == "tokens_ffma",
-                MOE_STATUS_CONFIG_ERROR,
-                "deepgemm_style: gemm_tiles '{}' is not auto, tokens, tokens_ffma or weights",
-                value);
+      MOE_CHECK(
+          value == "auto" || value == "tokens" || value == "weights" || value == "tokens_ffma",
+          MOE_STATUS_CONFIG_ERROR,
+          "deepgemm_style: gemm_tiles '{}' is not auto, tokens, tokens_ffma or weights", value);
       o.tiles = value == "auto"          ? std::nullopt
                 : value == "tokens"      ? std::optional(Fp8Tiles::kTokens)
                 : value == "tokens_ffma" ? std::optional(Fp8Tiles::kTokensFfma)

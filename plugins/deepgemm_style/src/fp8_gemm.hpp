@@ -11,8 +11,8 @@
 namespace moe::deepgemm {
 
 enum class Fp8Tiles {
-  kTokens,   // 128 tokens x 128 features per tile: many tokens per expert
-  kWeights,  // swap AB, 128 features x 32 tokens per tile: few tokens per expert
+  kTokens,      // 128 tokens x 128 features per tile: many tokens per expert
+  kWeights,     // swap AB, 128 features x 32 tokens per tile: few tokens per expert
   kTokensFfma,  // own kernel: 128 tokens x 128 features, a half-empty tile costs half
 };
 
@@ -38,7 +38,7 @@ struct Fp8GemmArgs {
   // The same weights and scales stacked, group after group (kTokensFfma reads only these).
   const uint8_t* weight_stack = nullptr;  // [groups, N, K] e4m3
   const float* w_scale_stack = nullptr;   // [groups][K/128][N/128]
-  void* out = nullptr;                     // [R, N] bf16, or f32 with f32_out
+  void* out = nullptr;                    // [R, N] bf16, or f32 with f32_out
   bool f32_out = false;  // for an output that is quantised again (no bf16 rounding before it)
   void* workspace = nullptr;
   size_t workspace_bytes = 0;

@@ -39,15 +39,16 @@ bool encode(CUtensorMap* map, const void* base, int64_t rows, int k, int box_row
   const cuuint32_t box[2] = {128, cuuint32_t(box_rows)};
   const cuuint32_t step[2] = {1, 1};
   return fn(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box,
-            step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+            step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 template <class Out, int kCluster>
 LaunchResult launch_typed(const GemmCall& c) noexcept {
   using namespace kernels::ffma;
   auto* kernel = grouped_gemm<Out, kCluster>;
-  static const cudaError_t opt_in = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
+  static const cudaError_t opt_in =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
   if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
   Params p;
   if (!encode(&p.rows_map, c.rows, c.scale_ld, c.k, kBlockM / kCluster) ||
@@ -86,8 +87,8 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
     }
     return n;
   }();
-  const int clusters = resident > 0 ? std::min(resident, c.sm_count / kCluster)
-                                    : c.sm_count / kCluster;
+  const int clusters =
+      resident > 0 ? std::min(resident, c.sm_count / kCluster) : c.sm_count / kCluster;
   config.gridDim = dim3(unsigned(clusters * kCluster));
   if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, p); e != cudaSuccess)
     return {"launch", cudaGetErrorString(e)};
@@ -98,7 +99,9 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
 
 }  // namespace
 
-int ffma_max_groups() { return kernels::ffma::kMaxGroups; }
+int ffma_max_groups() {
+  return kernels::ffma::kMaxGroups;
+}
 
 LaunchResult launch_ffma(const GemmCall& c) noexcept {
   // Pairs of N tiles share the row tile when N holds an even number of them.

@@ -28,7 +28,7 @@ struct Case {
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Fp8Tiles t = info.param.tiles;
-  return std::string(t == Fp8Tiles::kTokens        ? "TokenTiles"
+  return std::string(t == Fp8Tiles::kTokens       ? "TokenTiles"
                      : t == Fp8Tiles::kTokensFfma ? "OwnTokenTiles"
                                                   : "WeightTiles") +
          (info.param.masked ? "Masked" : "Contiguous") + (info.param.f32_out ? "F32" : "Bf16") +
@@ -162,18 +162,16 @@ TEST_P(Fp8GemmTest, MatchesBlockScaledProductsPerGroup) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, Fp8GemmTest,
-    ::testing::Values(Case{Fp8Tiles::kTokens, false, false}, Case{Fp8Tiles::kTokens, true, false},
-                      Case{Fp8Tiles::kWeights, false, false}, Case{Fp8Tiles::kWeights, true, false},
-                      Case{Fp8Tiles::kTokens, false, true}, Case{Fp8Tiles::kWeights, true, true},
-                      Case{Fp8Tiles::kTokens, false, true, 7168},
-                      Case{Fp8Tiles::kWeights, true, true, 7168},
-                      Case{Fp8Tiles::kTokens, false, true, 256, 110.0f},
-                      Case{Fp8Tiles::kWeights, true, true, 2048, 110.0f},
-                      Case{Fp8Tiles::kTokensFfma, false, false},
-                      Case{Fp8Tiles::kTokensFfma, true, false},
-                      Case{Fp8Tiles::kTokensFfma, false, true},
-                      Case{Fp8Tiles::kTokensFfma, true, true, 7168},
-                      Case{Fp8Tiles::kTokensFfma, false, true, 2048, 110.0f}),
+    ::testing::Values(
+        Case{Fp8Tiles::kTokens, false, false}, Case{Fp8Tiles::kTokens, true, false},
+        Case{Fp8Tiles::kWeights, false, false}, Case{Fp8Tiles::kWeights, true, false},
+        Case{Fp8Tiles::kTokens, false, true}, Case{Fp8Tiles::kWeights, true, true},
+        Case{Fp8Tiles::kTokens, false, true, 7168}, Case{Fp8Tiles::kWeights, true, true, 7168},
+        Case{Fp8Tiles::kTokens, false, true, 256, 110.0f},
+        Case{Fp8Tiles::kWeights, true, true, 2048, 110.0f},
+        Case{Fp8Tiles::kTokensFfma, false, false}, Case{Fp8Tiles::kTokensFfma, true, false},
+        Case{Fp8Tiles::kTokensFfma, false, true}, Case{Fp8Tiles::kTokensFfma, true, true, 7168},
+        Case{Fp8Tiles::kTokensFfma, false, true, 2048, 110.0f}),
     case_name);
 
 TEST(Fp8GemmArgs, RefusesSizesThatAreNotWholeScaleBlocks) {

@@ -275,17 +275,15 @@ TEST_P(DeepGemmLayerStages, EachStageMatchesItsModelOnThePreviousStagesOutput) {
   EXPECT_LT(worst, 4e-2) << "the layer against the reference's semantics (worst token)";
 }
 
-INSTANTIATE_TEST_SUITE_P(Layers, DeepGemmLayerStages,
-                         ::testing::Values(Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous,
-                                                200},
-                                           Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kMasked, 33},
-                                           Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 70},
-                                           Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 5},
-                                           Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous,
-                                                200, "tokens_ffma"},
-                                           Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33,
-                                                "tokens_ffma"}),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Layers, DeepGemmLayerStages,
+    ::testing::Values(Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200},
+                      Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kMasked, 33},
+                      Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 70},
+                      Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 5},
+                      Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma"},
+                      Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "tokens_ffma"}),
+    case_name);
 
 }  // namespace
 }  // namespace moe::deepgemm
