@@ -18,41 +18,56 @@
 //
 // Both GEMMs are swap-AB mma.sync (m16n8k16, bf16 in, f32 accumulate): weight rows fill the M
 // side and tokens the N side, so a decode batch of a few tokens per expert wastes nothing of the
-// weight stream; operands move through a 5-stage cp.async ring, one ring for the CTA's whole
-// sequence of work items so the loads of the next item overlap the math of this one.
+// weight stream. A producer warp feeds a 5-stage ring in shared memory: the weight tile by TMA
+// (two 64-row x 64-column boxes, 128-byte swizzle) and each token row by a 128-byte bulk copy,
+// both completing on the stage's mbarrier; eight consumer warps multiply and release the stage.
+// The ring runs across the CTA's whole sequence of work items, so the next item's weights load
+// while this one's epilogue runs.
 #pragma once
 
 #include <cooperative_groups.h>
+#include <cuda.h>
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
+#include <cutlass/arch/barrier.h>
 #include <cub/block/block_scan.cuh>
+#include <cute/arch/copy_sm90_desc.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
 
 #include "kernels/activation.cuh"
 
 namespace moe::mega::kernels {
 
-constexpr int kThreads = 256;  // 8 warps, each 16 weight rows of a 128-row tile
-constexpr int kWarps = kThreads / 32;
-constexpr int kRows = 128;   // weight rows per tile
-constexpr int kK = 64;       // K per stage
-constexpr int kLd = kK + 8;  // shared row stride in bf16: 144 bytes, ldmatrix without conflicts
-constexpr int kTok = 64;     // token columns per tile (8 mma n-tiles)
+constexpr int kThreads = 288;  // 8 consumer warps (16 weight rows each), 1 producer warp
+constexpr int kConsumers = 256;
+constexpr int kWarps = kConsumers / 32;
+constexpr int kRows = 128;    // weight rows per tile
+constexpr int kK = 64;        // K per stage: one 128-byte row per weight row and token
+constexpr int kLd = kK + 8;   // token rows' stride in bf16: 144 bytes, ldmatrix without conflicts
+constexpr int kBoxRows = 64;  // weight rows per TMA box
+constexpr int kTok = 64;      // token columns per tile (8 mma n-tiles)
 constexpr int kStages = 5;
 constexpr int kMaxSlots = 4096;   // T * top_k the schedule holds
 constexpr int kMaxExperts = 512;  // 2 per thread in the block scans
 constexpr int kTileLd = kTok + 1;
 
-// Shared memory (bytes), in this order.
-constexpr size_t kStageElems = size_t(kRows + kTok) * kLd;  // bf16
-constexpr size_t kRingBytes = kStages * kStageElems * 2;
+// Shared memory (bytes), in this order: the ring (1024-byte aligned stages: the weight tile is
+// 128-byte swizzled), the tile, the schedule, the barriers.
+constexpr size_t kWeightBytes = size_t(kRows) * kK * 2;     // 16 KB, swizzled, no padding
+constexpr size_t kTokenBytes = size_t(kTok) * kLd * 2;      // 9 KB, padded rows
+constexpr size_t kStageBytes = kWeightBytes + kTokenBytes;  // 25 x 1024
+constexpr size_t kRingBytes = kStages * kStageBytes;
 constexpr size_t kTileBytes = size_t(kRows) * kTileLd * 4;
 constexpr size_t kScheduleBytes = kMaxSlots * (4 + 2)  // slot weight, token (int16)
                                   + (kWarps + 4) * kMaxExperts * 4 + 16;  // per-warp counts, tables
-constexpr size_t kSmemBytes = kRingBytes + kTileBytes + kScheduleBytes;
+constexpr size_t kBarrierBytes = 2 * kStages * 8;
+constexpr size_t kSmemBytes = 1024 + kRingBytes + kTileBytes + kScheduleBytes + kBarrierBytes;
 
 struct Params {
+  CUtensorMap w13_map;     // w13 as [E * n1, H], 64 x 64 boxes, 128-byte swizzle
+  CUtensorMap w2_map;      // w2 as [E * H, I], the same boxes
   const uint16_t* hidden;  // [T, H] bf16
   const int32_t* ids;      // [T, W] global expert ids, -1 (or out of range) = no expert
   const float* weights;    // [T, W]
@@ -71,20 +86,6 @@ struct Params {
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared; zeros when !valid (the source is then not read).
-__device__ __forceinline__ void copy16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(dst)), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wait_groups() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
@@ -133,9 +134,11 @@ __device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int n = p.tokens * p.width, e_count = p.experts;
   const int per = ((n + kWarps - 1) / kWarps + 31) / 32 * 32;
-  const int lo = warp * per, hi = min(n, lo + per);
-  int32_t* mine = s.warp_counts + warp * kMaxExperts;
-  for (int e = lane; e < e_count; e += 32) mine[e] = 0;
+  const bool sorter = warp < kWarps;  // the producer warp only joins the block-wide steps
+  const int lo = sorter ? warp * per : 0, hi = sorter ? min(n, lo + per) : 0;
+  int32_t* mine = s.warp_counts + (sorter ? warp : 0) * kMaxExperts;
+  if (sorter)
+    for (int e = lane; e < e_count; e += 32) mine[e] = 0;
   __syncwarp();
   auto expert_of = [&](int i) {
     const int32_t id = i < hi ? p.ids[i] : -1;
@@ -208,65 +211,113 @@ __device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& 
   __syncthreads();
 }
 
-// ---- the tile mainloop ---------------------------------------------------------------------
+// ---- the ring -------------------------------------------------------------------------------
 
-// One stage: kRows weight rows and kTok token rows of kK values each.
-struct Stage {
-  uint16_t* w;  // [kRows][kLd]
-  uint16_t* x;  // [kTok][kLd]
-};
-
-__device__ __forceinline__ Stage stage_at(uint16_t* ring, int s) {
-  uint16_t* base = ring + size_t(s) * kStageElems;
-  return {base, base + size_t(kRows) * kLd};
+// Stage s: the weight tile [kRows][kK] (two 64-row TMA boxes, 128-byte swizzle: the 16-byte chunk
+// c of row r sits at chunk c ^ (r % 8)), then the token rows [kTok][kLd].
+__device__ __forceinline__ uint8_t* weight_tile(uint8_t* ring, int s) {
+  return ring + size_t(s) * kStageBytes;
+}
+__device__ __forceinline__ uint16_t* token_tile(uint8_t* ring, int s) {
+  return reinterpret_cast<uint16_t*>(ring + size_t(s) * kStageBytes + kWeightBytes);
 }
 
-// Loads one stage: weight row r from w_row(r), token row n < m from x_row(n) (zeros beyond m,
-// m >= 1), the kK values from column k0.
-template <class WRow, class XRow>
-__device__ __forceinline__ void load_stage(const Stage& st, WRow w_row, XRow x_row, int m, int k0) {
-  for (int c = threadIdx.x; c < kRows * (kK / 8); c += kThreads) {
-    const int r = c / (kK / 8), q = c % (kK / 8);
-    copy16(st.w + r * kLd + q * 8, w_row(r) + k0 + q * 8, true);
+// Producer: fills stage `stage` once the consumers released it: weight rows [row0, row0 + 64)
+// and [row1, row1 + 64) of `map` at column k0, token rows x_row(n) for n < m.
+template <class XRow>
+__device__ __forceinline__ void produce(const CUtensorMap* map, int row0, int row1, int k0,
+                                        XRow x_row, int m, uint8_t* ring, uint64_t* full,
+                                        uint64_t* empty, int stage, uint32_t phase) {
+  const int lane = threadIdx.x % 32;
+  cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
+  if (lane == 0) {
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
+        &full[stage], uint32_t(kWeightBytes + size_t(m) * kK * 2));
+    constexpr uint64_t hint = uint64_t(cute::TMA::CacheHintSm90::EVICT_FIRST);  // read once
+    uint8_t* w = weight_tile(ring, stage);
+    cute::SM90_TMA_LOAD_2D::copy(map, &full[stage], hint, w, k0, row0);
+    cute::SM90_TMA_LOAD_2D::copy(map, &full[stage], hint, w + kWeightBytes / 2, k0, row1);
   }
-  for (int c = threadIdx.x; c < kTok * (kK / 8); c += kThreads) {
-    const int r = c / (kK / 8), q = c % (kK / 8);
-    const bool valid = r < m;
-    copy16(st.x + r * kLd + q * 8, (valid ? x_row(r) : x_row(0)) + k0 + q * 8, valid);
-  }
+  __syncwarp();
+  uint16_t* x = token_tile(ring, stage);
+  for (int n = lane; n < m; n += 32)
+    cute::SM90_BULK_COPY_G2S::copy(x_row(n) + k0, &full[stage], x + n * kLd, kK * 2);
 }
 
-// acc[nt] += W[16 warp rows] x X[8 tokens of n-tile nt]^T over the stage's kK, for the n-tiles
-// that hold tokens (m of them).
-__device__ __forceinline__ void mma_stage(const Stage& st, int m, float (&acc)[kTok / 8][4]) {
+// Consumers: acc[nt] += W[16 rows of this warp] x X[8 tokens of n-tile nt]^T over the stage's
+// kK, for the n-tiles that hold tokens (m of them).
+__device__ __forceinline__ void mma_stage(const uint8_t* w, const uint16_t* x, int m,
+                                          float (&acc)[kTok / 8][4]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int row = warp * 16 + lane % 16;  // this lane's ldmatrix row of the weight tile
 #pragma unroll
   for (int kk = 0; kk < kK; kk += 16) {
     uint32_t a[4];
-    ldmatrix_x4(a, st.w + (warp * 16 + lane % 16) * kLd + kk + (lane / 16) * 8);
+    const int chunk = kk / 8 + lane / 16;
+    ldmatrix_x4(a, w + row * (kK * 2) + ((chunk ^ (row % 8)) << 4));
 #pragma unroll
     for (int pair = 0; pair < kTok / 16; ++pair) {
       if (pair * 16 >= m) break;
       // Matrices: tokens 0-7 at kk, tokens 0-7 at kk + 8, tokens 8-15 at kk, at kk + 8.
       uint32_t b[4];
       const int tok = pair * 16 + (lane / 16) * 8 + lane % 8, koff = ((lane / 8) % 2) * 8;
-      ldmatrix_x4(b, st.x + tok * kLd + kk + koff);
+      ldmatrix_x4(b, x + tok * kLd + kk + koff);
       mma(acc[2 * pair], a, b[0], b[1]);
       mma(acc[2 * pair + 1], a, b[2], b[3]);
     }
   }
 }
 
+// The 256 consumer threads only (named barrier 1): the producer warp runs ahead.
+__device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
+}
+
+// Slots of active expert a with tokens in [t_lo, t_hi): a run of its token-ordered slots.
+__device__ __forceinline__ int2 slots_in(const Schedule& s, int a, int t_lo, int t_hi) {
+  const int e = s.active[a], f = s.expert_first[e], end = f + s.expert_count[e];
+  auto lower = [&](int t) {
+    int lo = f, hi = end;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (s.slot_token[mid] < t)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo;
+  };
+  const int b = lower(t_lo);
+  return make_int2(b, lower(t_hi) - b);
+}
+
 // ---- the kernel ----------------------------------------------------------------------------
 
-__global__ void __launch_bounds__(kThreads, 1) fused_moe(const Params p) {
-  extern __shared__ __align__(16) uint8_t smem[];
-  auto* ring = reinterpret_cast<uint16_t*>(smem);
+__global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* ring = smem;
   auto* tile = reinterpret_cast<float*>(smem + kRingBytes);  // [kRows][kTileLd]
   uint8_t* sched = smem + kRingBytes + kTileBytes;
+  auto* full = reinterpret_cast<uint64_t*>(sched + kScheduleBytes);
+  uint64_t* empty = full + kStages;
   __shared__ Scan::TempStorage scan;
   __shared__ int32_t num_active, num_slots;
 
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const bool producer = warp == kWarps;
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < kStages; ++st) {
+      cutlass::arch::ClusterBarrier::init(&full[st], 1);
+      cutlass::arch::ClusterBarrier::init(&empty[st], kWarps);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  if (producer && lane == 0) {
+    cute::prefetch_tma_descriptor(&p.w13_map);
+    cute::prefetch_tma_descriptor(&p.w2_map);
+  }
   Schedule s;
   s.slot_weight = reinterpret_cast<float*>(sched);
   s.slot_token = reinterpret_cast<int16_t*>(sched + kMaxSlots * 4);
@@ -275,32 +326,45 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const Params p) {
   s.expert_count = s.expert_first + kMaxExperts;
   s.active = s.expert_count + kMaxExperts;
   s.item_prefix = s.active + kMaxExperts;  // kMaxExperts + 1 entries: the 16 spare bytes
-  build_schedule(p, s, scan);
-  // Thread 0 wrote the totals into its own copy: share them.
+  build_schedule(p, s, scan);              // its __syncthreads also publish the barriers
   if (threadIdx.x == 0) num_active = s.num_active, num_slots = s.num_slots;
   __syncthreads();
   s.num_active = num_active;
   s.num_slots = num_slots;
 
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, q = lane % 4;  // accumulator row g (+8), columns 2q (+1)
   const int64_t H = p.hidden_dim, I = p.inter_dim;
   const bool gated = p.activation != gpu::kernels::kRelu2;
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+  int stage = 0;  // the ring's position, the same in producer and consumers throughout
+  uint32_t phase = 0;
+  auto advance = [&] {
+    if (++stage == kStages) stage = 0, phase ^= 1;
+  };
+  float acc[kTok / 8][4];
+  auto zero_acc = [&] {
+#pragma unroll
+    for (int nt = 0; nt < kTok / 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0;
+  };
+  // Consumers: wait for the stage, multiply, release it.
+  auto consume = [&](int m) {
+    cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
+    mma_stage(weight_tile(ring, stage), token_tile(ring, stage), m, acc);
+    __syncwarp();
+    if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
+    advance();
+  };
 
   // ---- phase 1: GEMM1 and the activation ----
   {
     const int cols = gated ? kRows / 2 : kRows;  // intermediate columns per item
     const int slices = int(I / cols), steps = int(H / kK);
     const int items = s.item_prefix[s.num_active] * slices;
-    const int mine = items > int(blockIdx.x) ? (items - 1 - int(blockIdx.x)) / gridDim.x + 1 : 0;
-    const int total = mine * steps;
-    // Item i of this CTA (u = blockIdx.x + i * gridDim.x): active expert, chunk, slice.
+    // Item u: active expert, 64-slot chunk, column slice.
     struct Item {
       int expert, first, m, slice;
     };
-    auto item_of = [&](int i) {
-      const int u = int(blockIdx.x) + i * int(gridDim.x);
+    auto item_of = [&](int u) {
       const int chunk_global = u / slices, slice = u % slices;
       int lo = 0, hi = s.num_active;  // last a with item_prefix[a] <= chunk_global
       while (hi - lo > 1) {
@@ -314,36 +378,23 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const Params p) {
       const int first = s.expert_first[e] + chunk * kTok;
       return Item{e, first, min(kTok, s.expert_count[e] - chunk * kTok), slice};
     };
-    auto load = [&](int step, int slot) {
-      const Item it = item_of(step / steps);
-      const int k0 = (step % steps) * kK;
-      const uint16_t* w = p.w13 + int64_t(it.expert) * p.n1 * H;
-      auto w_row = [&](int r) {
-        const int64_t row = gated ? (r < 64 ? it.slice * 64 + r : I + it.slice * 64 + r - 64)
-                                  : int64_t(it.slice) * kRows + r;
-        return w + row * H;
-      };
-      auto x_row = [&](int n) { return p.hidden + int64_t(s.slot_token[it.first + n]) * H; };
-      load_stage(stage_at(ring, slot), w_row, x_row, it.m, k0);
-    };
-    float acc[kTok / 8][4];
-    for (int st = 0; st < kStages - 1; ++st) {
-      if (st < total) load(st, st);
-      commit();
-    }
-    for (int step = 0; step < total; ++step) {
-      wait_groups<kStages - 2>();
-      __syncthreads();
-      const Item it = item_of(step / steps);
-      if (step % steps == 0)
-#pragma unroll
-        for (int nt = 0; nt < kTok / 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0;
-      mma_stage(stage_at(ring, step % kStages), it.m, acc);
-      const int next = step + kStages - 1;
-      if (next < total) load(next, next % kStages);
-      commit();
-      if (step % steps != steps - 1) continue;
-        // The item's last K step: rows to the tile, then the activation per (column, token).
+    for (int u = int(blockIdx.x); u < items; u += int(gridDim.x)) {
+      const Item it = item_of(u);
+      if (producer) {
+        // Gate rows slice*64.. and up rows I + slice*64.. (relu2: rows slice*128.., two boxes).
+        const int base = it.expert * p.n1;
+        const int row0 = gated ? base + it.slice * 64 : base + it.slice * kRows;
+        const int row1 = gated ? base + int(I) + it.slice * 64 : row0 + kBoxRows;
+        auto x_row = [&](int n) { return p.hidden + int64_t(s.slot_token[it.first + n]) * H; };
+        for (int ks = 0; ks < steps; ++ks) {
+          produce(&p.w13_map, row0, row1, ks * kK, x_row, it.m, ring, full, empty, stage, phase);
+          advance();
+        }
+        continue;
+      }
+      zero_acc();
+      for (int ks = 0; ks < steps; ++ks) consume(it.m);
+        // Rows to the tile, then the activation per (column, token) into the intermediate.
 #pragma unroll
       for (int nt = 0; nt < kTok / 8; ++nt) {
         const int r = warp * 16 + g, n = nt * 8 + 2 * q;
@@ -352,18 +403,21 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const Params p) {
         tile[(r + 8) * kTileLd + n] = acc[nt][2];
         tile[(r + 8) * kTileLd + n + 1] = acc[nt][3];
       }
-      __syncthreads();
-      for (int idx = threadIdx.x; idx < cols * it.m; idx += kThreads) {
+      consumers_sync();
+      for (int idx = threadIdx.x; idx < cols * it.m; idx += kConsumers) {
         const int c = idx % cols, n = idx / cols;
         const float gv = tile[c * kTileLd + n];
         const float uv = gated ? tile[(c + 64) * kTileLd + n] : 0.0f;
         const float y = gpu::kernels::activate(p.act, p.activation, gv, uv);
         p.inter[int64_t(it.first + n) * I + int64_t(it.slice) * cols + c] = float_to_bf16_bits(y);
       }
+      consumers_sync();  // the tile is free for the next item
     }
-    wait_groups<0>();
   }
   grid.sync();
+  // The intermediate was written by ordinary stores; the bulk copies below read it through the
+  // async proxy.
+  if (producer) asm volatile("fence.proxy.async.global;" ::: "memory");
 
   // ---- phase 2: GEMM2 and the weighted combine, into part s of the output ----
   {
@@ -371,95 +425,42 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const Params p) {
     const int64_t part_k = I / p.splits;
     const int steps = int(part_k / kK);
     const int items = h_tiles * p.splits * chunks;
-    // Per item: the active experts with slots in its token chunk, as (expert, first, m), in id
-    // order; built into the tables' scratch (warp_counts) at the item's start.
-    int32_t* list = s.warp_counts;  // [kMaxExperts][3]
-    __shared__ int32_t list_len;
     for (int u = int(blockIdx.x); u < items; u += int(gridDim.x)) {
-      const int h_tile = u % h_tiles, part = (u / h_tiles) % p.splits,
-                chunk = u / (h_tiles * p.splits);
+      const int h_tile = u % h_tiles, part = (u / h_tiles) % p.splits;
+      const int chunk = u / (h_tiles * p.splits);
       const int t_lo = chunk * kTok, t_hi = min(p.tokens, t_lo + kTok);
-      // Slots of each active expert with tokens in [t_lo, t_hi): a run in token order.
-      int32_t count[2], first_in[2], flag[2], index[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int a = threadIdx.x * 2 + r;
-        count[r] = 0, first_in[r] = 0;
-        if (a < s.num_active) {
-          const int e = s.active[a], f = s.expert_first[e], c = s.expert_count[e];
-          int b = f, end = f + c;  // first slot with token >= t_lo, then >= t_hi
-          int lo = f, hi = end;
-          while (lo < hi) {
-            const int mid = (lo + hi) / 2;
-            if (s.slot_token[mid] < t_lo)
-              lo = mid + 1;
-            else
-              hi = mid;
+      const int k_base = int(int64_t(part) * part_k);
+      if (producer) {
+        for (int a = 0; a < s.num_active; ++a) {  // experts with slots in the chunk, id order
+          const int2 run = slots_in(s, a, t_lo, t_hi);
+          if (run.y == 0) continue;
+          const int row0 = s.active[a] * int(H) + h_tile * kRows;
+          auto x_row = [&](int n) { return p.inter + int64_t(run.x + n) * I; };
+          for (int ks = 0; ks < steps; ++ks) {
+            produce(&p.w2_map, row0, row0 + kBoxRows, k_base + ks * kK, x_row, run.y, ring, full,
+                    empty, stage, phase);
+            advance();
           }
-          b = lo, hi = end;
-          while (lo < hi) {
-            const int mid = (lo + hi) / 2;
-            if (s.slot_token[mid] < t_hi)
-              lo = mid + 1;
-            else
-              hi = mid;
-          }
-          first_in[r] = b, count[r] = lo - b;
         }
-        flag[r] = count[r] > 0 ? 1 : 0;
+        continue;
       }
-      int32_t len = 0;
-      __syncthreads();  // the previous item is done with the list and the tile
-      Scan(scan).ExclusiveSum(flag, index, len);
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-        if (flag[r]) {
-          list[index[r] * 3 + 0] = s.active[threadIdx.x * 2 + r];
-          list[index[r] * 3 + 1] = first_in[r];
-          list[index[r] * 3 + 2] = count[r];
-        }
-      if (threadIdx.x == 0) list_len = len;
-      for (int i = threadIdx.x; i < kRows * kTileLd; i += kThreads) tile[i] = 0.0f;
-      __syncthreads();
-      const int n_experts = list_len, total = n_experts * steps;
-      const int64_t k_base = int64_t(part) * part_k;
-      auto load = [&](int step, int slot) {
-        const int l = step / steps, k0 = int(k_base) + (step % steps) * kK;
-        const int e = list[l * 3], first = list[l * 3 + 1], m = list[l * 3 + 2];
-        const uint16_t* w = p.w2 + (int64_t(e) * H + int64_t(h_tile) * kRows) * I;
-        load_stage(
-            stage_at(ring, slot), [&](int r) { return w + int64_t(r) * I; },
-            [&](int n) { return p.inter + int64_t(first + n) * I; }, m, k0);
-      };
-      float acc[kTok / 8][4];
-      for (int st = 0; st < kStages - 1; ++st) {
-        if (st < total) load(st, st);
-        commit();
-      }
-      for (int step = 0; step < total; ++step) {
-        wait_groups<kStages - 2>();
-        __syncthreads();
-        const int l = step / steps;
-        const int first = list[l * 3 + 1], m = list[l * 3 + 2];
-        if (step % steps == 0)
-#pragma unroll
-          for (int nt = 0; nt < kTok / 8; ++nt)
-            acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0;
-        mma_stage(stage_at(ring, step % kStages), m, acc);
-        const int next = step + kStages - 1;
-        if (next < total) load(next, next % kStages);
-        commit();
-        if (step % steps != steps - 1) continue;
-          // This expert's last K step: weight x result into the tile at each slot's token. A tile
-          // row (one h) is only ever touched by this warp's quad g, in program order.
+      for (int i = threadIdx.x; i < kRows * kTileLd; i += kConsumers) tile[i] = 0.0f;
+      consumers_sync();
+      for (int a = 0; a < s.num_active; ++a) {
+        const int2 run = slots_in(s, a, t_lo, t_hi);
+        if (run.y == 0) continue;
+        zero_acc();
+        for (int ks = 0; ks < steps; ++ks) consume(run.y);
+          // Weight x result into the tile at each slot's token. A tile row (one h) is only ever
+          // touched by this warp's quad g, in program order.
 #pragma unroll
         for (int nt = 0; nt < kTok / 8; ++nt) {
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
             const int n = nt * 8 + 2 * q + j;
-            if (n >= m) continue;
-            const int t = s.slot_token[first + n] - t_lo;
-            const float wt = s.slot_weight[first + n];
+            if (n >= run.y) continue;
+            const int t = s.slot_token[run.x + n] - t_lo;
+            const float wt = s.slot_weight[run.x + n];
             const int r = warp * 16 + g;
             tile[r * kTileLd + t] += wt * acc[nt][j];
             tile[(r + 8) * kTileLd + t] += wt * acc[nt][2 + j];
@@ -467,14 +468,14 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const Params p) {
         }
         __syncwarp();
       }
-      wait_groups<0>();
-      __syncthreads();
+      consumers_sync();
       // The tile to part `part` of the output rows [t_lo, t_hi), columns of this h tile.
       float* dst = p.parts + (int64_t(part) * p.tokens) * H + int64_t(h_tile) * kRows;
-      for (int idx = threadIdx.x; idx < (t_hi - t_lo) * kRows; idx += kThreads) {
+      for (int idx = threadIdx.x; idx < (t_hi - t_lo) * kRows; idx += kConsumers) {
         const int h = idx % kRows, t = idx / kRows;
         dst[int64_t(t_lo + t) * H + h] = tile[h * kTileLd + t];
       }
+      consumers_sync();  // the tile is free for the next item
     }
   }
   grid.sync();

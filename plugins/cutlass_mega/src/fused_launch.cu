@@ -1,9 +1,58 @@
 // Launcher of the fused layer (kernels/fused_moe.cuh): shared-memory opt-in, residency, one
 // cooperative launch on the caller's stream.
+#include <cstring>
+
 #include "../kernels/fused_moe.cuh"
 #include "fused_launch.hpp"
 
 namespace moe::mega::detail {
+namespace {
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// The driver's cuTensorMapEncodeTiled, looked up once through the runtime (no libcuda link).
+EncodeTiled encode_tiled() {
+  static EncodeTiled fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<EncodeTiled>(f);
+  }();
+  return fn;
+}
+
+// [rows, cols] bf16, row-major, read as 64-row x 64-column boxes in the 128-byte swizzle.
+bool encode(CUtensorMap* map, const uint16_t* base, int64_t rows, int64_t cols) {
+  EncodeTiled fn = encode_tiled();
+  if (fn == nullptr) return false;
+  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(cols) * 2};
+  const cuuint32_t box[2] = {cuuint32_t(kernels::kK), cuuint32_t(kernels::kBoxRows)};
+  const cuuint32_t step[2] = {1, 1};
+  return fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<uint16_t*>(base), dims, strides,
+            box, step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+}  // namespace
+
+const char* encode_weight_maps(WeightMaps* maps, const uint16_t* w13, int64_t rows13,
+                               int64_t hidden, const uint16_t* w2, int64_t rows2,
+                               int64_t inter) noexcept {
+  static_assert(sizeof(CUtensorMap) == sizeof(maps->w13));
+  CUtensorMap a, b;
+  if (!encode(&a, w13, rows13, hidden) || !encode(&b, w2, rows2, inter))
+    return "cuTensorMapEncodeTiled failed (or the driver lacks it)";
+  std::memcpy(maps->w13, &a, sizeof(a));
+  std::memcpy(maps->w2, &b, sizeof(b));
+  return nullptr;
+}
 
 KernelLimits kernel_limits() {
   using namespace kernels;
@@ -33,6 +82,8 @@ int resident_ctas(const char** error) noexcept {
 
 const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   kernels::Params p{};
+  std::memcpy(&p.w13_map, c.maps->w13, sizeof(p.w13_map));
+  std::memcpy(&p.w2_map, c.maps->w2, sizeof(p.w2_map));
   p.hidden = c.hidden;
   p.ids = c.ids;
   p.weights = c.weights;

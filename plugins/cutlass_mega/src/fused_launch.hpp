@@ -20,7 +20,18 @@ struct KernelLimits {
 };
 KernelLimits kernel_limits();
 
+// The TMA descriptors of the two weight stacks (CUtensorMap, opaque here), made once at prepare.
+struct alignas(64) WeightMaps {
+  unsigned char w13[128];
+  unsigned char w2[128];
+};
+// w13 [rows13 = E * n1, hidden], w2 [rows2 = E * hidden, inter], bf16; nullptr on success.
+const char* encode_weight_maps(WeightMaps* maps, const uint16_t* w13, int64_t rows13,
+                               int64_t hidden, const uint16_t* w2, int64_t rows2,
+                               int64_t inter) noexcept;
+
 struct FusedCall {
+  const WeightMaps* maps;
   const uint16_t* hidden;
   const int32_t* ids;
   const float* weights;

@@ -140,6 +140,11 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   w2_ = gpu::DeviceBuffer(w2_bytes);
   w13_.upload(w.w13.data, w13_bytes);
   w2_.upload(w.w2.data, w2_bytes);
+  const char* map_error =
+      detail::encode_weight_maps(&maps_, w13_.as<uint16_t>(), p.experts * n1_, p.hidden,
+                                 w2_.as<uint16_t>(), p.experts * p.hidden, p.intermediate);
+  MOE_CHECK(map_error == nullptr, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: weight tensor maps: {}",
+            map_error ? map_error : "");
 }
 
 DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* bytes) const {
@@ -178,6 +183,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
             a.hidden.data);
   const Workspace ws = carve(a.workspace, tokens, nullptr);
   detail::FusedCall c{};
+  c.maps = &maps_;
   c.hidden = static_cast<const uint16_t*>(a.hidden.data);
   c.ids = static_cast<const int32_t*>(a.topk_ids.data);
   c.weights = static_cast<const float*>(a.topk_weights.data);

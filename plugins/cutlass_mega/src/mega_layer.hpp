@@ -13,6 +13,7 @@
 #include "moe/sdk/problem.hpp"
 #include "moe/sdk/verdict.hpp"
 #include "moe_cuda/device.hpp"
+#include "src/fused_launch.hpp"
 
 namespace moe::mega {
 
@@ -49,6 +50,7 @@ class DeviceLayer {
   LayerOptions options_;
   int64_t n1_ = 0;
   gpu::DeviceBuffer w13_, w2_;
+  detail::WeightMaps maps_{};
   int ctas_ = 0;
 };
 
