@@ -42,9 +42,7 @@ class CutlassMegaBackend : public moe::gpu::GpuBackend {
 
   void run(Layer& layer, const moe_run_args& args) const { layer.run(args); }
 
-  std::string describe_layout(const moe_problem& p) const {
-    return moe::mega::describe(p, moe::mega::parse_options({}));
-  }
+  std::string describe_layout(const moe_problem& p) const { return moe::mega::describe(p); }
 };
 
 }  // namespace

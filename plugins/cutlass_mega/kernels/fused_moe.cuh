@@ -9,12 +9,11 @@
 //      columns), each streaming its 64 gate and 64 up rows of W13 (128 rows of relu2's W13) once
 //      for its tokens, gathered straight from the hidden states. The activation runs on the
 //      accumulators; the intermediate goes to the workspace in bf16, one row per slot.
-//   2. GEMM2 and the weighted combine: work items (128 rows of H, one of S parts of I, a 64-token
-//      chunk); each walks the active experts in id order, multiplies their slots' intermediate
-//      rows by its W2 rows, and adds weight x result into a [tokens x 128] tile in shared memory,
-//      so each output element sums its experts in id order. The tile goes to the workspace as
-//      part s of the output, in f32.
-//   3. The S parts summed in order, rounded to bf16 once, written to the output (every row).
+//   2. GEMM2: work items (expert, 64-token chunk of its slots, 128 rows of H), each streaming
+//      its W2 rows once for its slots' intermediate rows; each slot's f32 result goes to the
+//      workspace.
+//   3. The combine: each output element sums its token's slots in slot order (weight x
+//      result), rounded to bf16 once; every row is written (a token without experts gets 0).
 //
 // Both GEMMs are swap-AB mma.sync (m16n8k16, bf16 in, f32 accumulate): weight rows fill the M
 // side and tokens the N side, so a decode batch of a few tokens per expert wastes nothing of the
@@ -60,7 +59,7 @@ constexpr size_t kTokenBytes = size_t(kTok) * kLd * 2;      // 9 KB, padded rows
 constexpr size_t kStageBytes = kWeightBytes + kTokenBytes;  // 25 x 1024
 constexpr size_t kRingBytes = kStages * kStageBytes;
 constexpr size_t kTileBytes = size_t(kRows) * kTileLd * 4;
-constexpr size_t kScheduleBytes = kMaxSlots * (4 + 2)  // slot weight, token (int16)
+constexpr size_t kScheduleBytes = kMaxSlots * (2 + 2)  // slot token, slot position (int16)
                                   + (kWarps + 4) * kMaxExperts * 4 + 16;  // per-warp counts, tables
 constexpr size_t kBarrierBytes = 2 * kStages * 8;
 constexpr size_t kSmemBytes = 1024 + kRingBytes + kTileBytes + kScheduleBytes + kBarrierBytes;
@@ -75,9 +74,8 @@ struct Params {
   const uint16_t* w13;     // [E, n1, H] bf16: gate rows then up rows (relu2: n1 = I)
   const uint16_t* w2;      // [E, H, I] bf16
   uint16_t* inter;         // workspace [T * W, I] bf16: a row per slot, in schedule order
-  float* parts;            // workspace [S, T, H] f32
+  float* y;                // workspace [T * W, H] f32: GEMM2's row per slot, in schedule order
   int32_t tokens, width, experts, hidden_dim, inter_dim, n1;
-  int32_t splits;  // S: parts of I in GEMM2
   int32_t activation;
   gpu::kernels::ActivationParams act;  // limit, alpha, gelu_tanh
 };
@@ -116,7 +114,7 @@ __device__ __forceinline__ uint16_t float_to_bf16_bits(float x) {
 
 struct Schedule {
   int16_t* slot_token;    // [slots] token of each slot, grouped by expert, token order within
-  float* slot_weight;     // [slots]
+  int16_t* slot_pos;      // [T * W] where slot t * W + j sits in that order, -1 if no expert
   int32_t* warp_counts;   // [kWarps][kMaxExperts] scratch
   int32_t* expert_first;  // [E] first slot of expert e (active or not)
   int32_t* expert_count;  // [E]
@@ -192,7 +190,9 @@ __device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& 
     if (e >= 0) {
       const int at = mine[e] + rank;
       s.slot_token[at] = int16_t(i / p.width);
-      s.slot_weight[at] = p.weights[i];
+      s.slot_pos[i] = int16_t(at);
+    } else if (i < hi) {
+      s.slot_pos[i] = -1;
     }
     __syncwarp();
     if (e >= 0 && lane == __ffs(same) - 1) mine[e] += __popc(same);
@@ -273,24 +273,6 @@ __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
 }
 
-// Slots of active expert a with tokens in [t_lo, t_hi): a run of its token-ordered slots.
-__device__ __forceinline__ int2 slots_in(const Schedule& s, int a, int t_lo, int t_hi) {
-  const int e = s.active[a], f = s.expert_first[e], end = f + s.expert_count[e];
-  auto lower = [&](int t) {
-    int lo = f, hi = end;
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (s.slot_token[mid] < t)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    return lo;
-  };
-  const int b = lower(t_lo);
-  return make_int2(b, lower(t_hi) - b);
-}
-
 // ---- the kernel ----------------------------------------------------------------------------
 
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {
@@ -319,9 +301,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     cute::prefetch_tma_descriptor(&p.w2_map);
   }
   Schedule s;
-  s.slot_weight = reinterpret_cast<float*>(sched);
-  s.slot_token = reinterpret_cast<int16_t*>(sched + kMaxSlots * 4);
-  s.warp_counts = reinterpret_cast<int32_t*>(sched + kMaxSlots * 6);
+  s.slot_token = reinterpret_cast<int16_t*>(sched);
+  s.slot_pos = reinterpret_cast<int16_t*>(sched + kMaxSlots * 2);
+  s.warp_counts = reinterpret_cast<int32_t*>(sched + kMaxSlots * 4);
   s.expert_first = s.warp_counts + kWarps * kMaxExperts;
   s.expert_count = s.expert_first + kMaxExperts;
   s.active = s.expert_count + kMaxExperts;
@@ -355,31 +337,32 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     advance();
   };
 
+  // Item u of a phase with `slices` column slices: active expert, 64-slot chunk, slice.
+  struct Item {
+    int expert, first, m, slice;
+  };
+  auto item_of = [&](int u, int slices) {
+    const int chunk_global = u / slices, slice = u % slices;
+    int lo = 0, hi = s.num_active;  // last a with item_prefix[a] <= chunk_global
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (s.item_prefix[mid] <= chunk_global)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    const int e = s.active[lo], chunk = chunk_global - s.item_prefix[lo];
+    const int first = s.expert_first[e] + chunk * kTok;
+    return Item{e, first, min(kTok, s.expert_count[e] - chunk * kTok), slice};
+  };
+
   // ---- phase 1: GEMM1 and the activation ----
   {
     const int cols = gated ? kRows / 2 : kRows;  // intermediate columns per item
     const int slices = int(I / cols), steps = int(H / kK);
     const int items = s.item_prefix[s.num_active] * slices;
-    // Item u: active expert, 64-slot chunk, column slice.
-    struct Item {
-      int expert, first, m, slice;
-    };
-    auto item_of = [&](int u) {
-      const int chunk_global = u / slices, slice = u % slices;
-      int lo = 0, hi = s.num_active;  // last a with item_prefix[a] <= chunk_global
-      while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (s.item_prefix[mid] <= chunk_global)
-          lo = mid;
-        else
-          hi = mid;
-      }
-      const int e = s.active[lo], chunk = chunk_global - s.item_prefix[lo];
-      const int first = s.expert_first[e] + chunk * kTok;
-      return Item{e, first, min(kTok, s.expert_count[e] - chunk * kTok), slice};
-    };
     for (int u = int(blockIdx.x); u < items; u += int(gridDim.x)) {
-      const Item it = item_of(u);
+      const Item it = item_of(u, slices);
       if (producer) {
         // Gate rows slice*64.. and up rows I + slice*64.. (relu2: rows slice*128.., two boxes).
         const int base = it.expert * p.n1;
@@ -419,73 +402,53 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // async proxy.
   if (producer) asm volatile("fence.proxy.async.global;" ::: "memory");
 
-  // ---- phase 2: GEMM2 and the weighted combine, into part s of the output ----
+  // ---- phase 2: GEMM2, a row of f32 results per slot ----
   {
-    const int chunks = (p.tokens + kTok - 1) / kTok, h_tiles = int(H / kRows);
-    const int64_t part_k = I / p.splits;
-    const int steps = int(part_k / kK);
-    const int items = h_tiles * p.splits * chunks;
+    const int slices = int(H / kRows), steps = int(I / kK);
+    const int items = s.item_prefix[s.num_active] * slices;
     for (int u = int(blockIdx.x); u < items; u += int(gridDim.x)) {
-      const int h_tile = u % h_tiles, part = (u / h_tiles) % p.splits;
-      const int chunk = u / (h_tiles * p.splits);
-      const int t_lo = chunk * kTok, t_hi = min(p.tokens, t_lo + kTok);
-      const int k_base = int(int64_t(part) * part_k);
+      const Item it = item_of(u, slices);
       if (producer) {
-        for (int a = 0; a < s.num_active; ++a) {  // experts with slots in the chunk, id order
-          const int2 run = slots_in(s, a, t_lo, t_hi);
-          if (run.y == 0) continue;
-          const int row0 = s.active[a] * int(H) + h_tile * kRows;
-          auto x_row = [&](int n) { return p.inter + int64_t(run.x + n) * I; };
-          for (int ks = 0; ks < steps; ++ks) {
-            produce(&p.w2_map, row0, row0 + kBoxRows, k_base + ks * kK, x_row, run.y, ring, full,
-                    empty, stage, phase);
-            advance();
-          }
+        const int row0 = it.expert * int(H) + it.slice * kRows;
+        auto x_row = [&](int n) { return p.inter + int64_t(it.first + n) * I; };
+        for (int ks = 0; ks < steps; ++ks) {
+          produce(&p.w2_map, row0, row0 + kBoxRows, ks * kK, x_row, it.m, ring, full, empty, stage,
+                  phase);
+          advance();
         }
         continue;
       }
-      for (int i = threadIdx.x; i < kRows * kTileLd; i += kConsumers) tile[i] = 0.0f;
-      consumers_sync();
-      for (int a = 0; a < s.num_active; ++a) {
-        const int2 run = slots_in(s, a, t_lo, t_hi);
-        if (run.y == 0) continue;
-        zero_acc();
-        for (int ks = 0; ks < steps; ++ks) consume(run.y);
-          // Weight x result into the tile at each slot's token. A tile row (one h) is only ever
-          // touched by this warp's quad g, in program order.
+      zero_acc();
+      for (int ks = 0; ks < steps; ++ks) consume(it.m);
+        // Through the tile so that each slot's 128 results go out as contiguous rows.
 #pragma unroll
-        for (int nt = 0; nt < kTok / 8; ++nt) {
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const int n = nt * 8 + 2 * q + j;
-            if (n >= run.y) continue;
-            const int t = s.slot_token[run.x + n] - t_lo;
-            const float wt = s.slot_weight[run.x + n];
-            const int r = warp * 16 + g;
-            tile[r * kTileLd + t] += wt * acc[nt][j];
-            tile[(r + 8) * kTileLd + t] += wt * acc[nt][2 + j];
-          }
-        }
-        __syncwarp();
+      for (int nt = 0; nt < kTok / 8; ++nt) {
+        const int r = warp * 16 + g, n = nt * 8 + 2 * q;
+        tile[r * kTileLd + n] = acc[nt][0];
+        tile[r * kTileLd + n + 1] = acc[nt][1];
+        tile[(r + 8) * kTileLd + n] = acc[nt][2];
+        tile[(r + 8) * kTileLd + n + 1] = acc[nt][3];
       }
       consumers_sync();
-      // The tile to part `part` of the output rows [t_lo, t_hi), columns of this h tile.
-      float* dst = p.parts + (int64_t(part) * p.tokens) * H + int64_t(h_tile) * kRows;
-      for (int idx = threadIdx.x; idx < (t_hi - t_lo) * kRows; idx += kConsumers) {
-        const int h = idx % kRows, t = idx / kRows;
-        dst[int64_t(t_lo + t) * H + h] = tile[h * kTileLd + t];
+      for (int idx = threadIdx.x; idx < kRows * it.m; idx += kConsumers) {
+        const int r = idx % kRows, n = idx / kRows;
+        p.y[int64_t(it.first + n) * H + int64_t(it.slice) * kRows + r] = tile[r * kTileLd + n];
       }
       consumers_sync();  // the tile is free for the next item
     }
   }
   grid.sync();
 
-  // ---- phase 3: the parts summed in order, bf16 once ----
+  // ---- phase 3: each token's slots summed in slot order, bf16 once ----
   const int64_t elems = int64_t(p.tokens) * H;
   for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < elems;
        i += int64_t(gridDim.x) * kThreads) {
+    const int64_t t = i / H, h = i % H;
     float v = 0.0f;
-    for (int part = 0; part < p.splits; ++part) v += p.parts[int64_t(part) * elems + i];
+    for (int j = 0; j < p.width; ++j) {
+      const int at = s.slot_pos[t * p.width + j];
+      if (at >= 0) v += p.weights[t * p.width + j] * p.y[int64_t(at) * H + h];
+    }
     p.out[i] = float_to_bf16_bits(v);
   }
 }

@@ -91,14 +91,13 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.w13 = c.w13;
   p.w2 = c.w2;
   p.inter = c.inter;
-  p.parts = c.parts;
+  p.y = c.y;
   p.tokens = c.tokens;
   p.width = c.width;
   p.experts = c.experts;
   p.hidden_dim = c.hidden_dim;
   p.inter_dim = c.inter_dim;
   p.n1 = c.n1;
-  p.splits = c.splits;
   p.activation = c.activation;
   p.act.limit = c.limit;
   p.act.alpha = c.alpha;

@@ -39,8 +39,8 @@ struct FusedCall {
   const uint16_t* w13;
   const uint16_t* w2;
   uint16_t* inter;
-  float* parts;
-  int32_t tokens, width, experts, hidden_dim, inter_dim, n1, splits, activation;
+  float* y;
+  int32_t tokens, width, experts, hidden_dim, inter_dim, n1, activation;
   float limit, alpha;
   int32_t gelu_tanh;
   cudaStream_t stream;

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 
 #include "fused_launch.hpp"
 #include "moe/sdk/error.hpp"
@@ -68,58 +67,21 @@ sdk::Verdict check_support(const moe_problem& p, bool need_device) {
 }
 
 LayerOptions parse_options(const Options& options) {
-  LayerOptions o;
-  for (const auto& [key, value] : options) {
-    if (key == "splits") {
-      if (value == "auto") {
-        o.splits.reset();
-        continue;
-      }
-      int v = 0;
-      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-      MOE_CHECK(ec == std::errc() && end == value.data() + value.size() && v >= 1 && v <= 64,
-                MOE_STATUS_CONFIG_ERROR,
-                "cutlass_mega: splits '{}' is not auto or an integer in [1, 64]", value);
-      o.splits = v;
-    } else {
-      MOE_FAIL(MOE_STATUS_CONFIG_ERROR, "cutlass_mega: unknown option '{}' (known: splits)", key);
-    }
-  }
-  return o;
+  for (const auto& [key, value] : options)
+    MOE_FAIL(MOE_STATUS_CONFIG_ERROR, "cutlass_mega: unknown option '{}' (it has none)", key);
+  return {};
 }
 
-int gemm2_splits(const moe_problem& p, const LayerOptions& o, int64_t tokens, int ctas) {
-  const detail::KernelLimits lim = detail::kernel_limits();
-  const int64_t steps = p.intermediate / lim.k_step;  // I in K steps: S must divide it
-  auto divisor_at_least = [&](int64_t want) {
-    for (int64_t d = std::max<int64_t>(1, want); d < steps; ++d)
-      if (steps % d == 0) return int(d);
-    return int(steps);
-  };
-  if (o.splits) {
-    MOE_CHECK(steps % *o.splits == 0, MOE_STATUS_CONFIG_ERROR,
-              "cutlass_mega: splits={} must divide intermediate / {} = {}", *o.splits, lim.k_step,
-              steps);
-    return *o.splits;
-  }
-  const int64_t chunks = (std::max<int64_t>(1, tokens) + lim.token_chunk - 1) / lim.token_chunk;
-  const int64_t items = (p.hidden / lim.weight_rows) * chunks;
-  return divisor_at_least((ctas + items - 1) / items);
-}
-
-std::string describe(const moe_problem& p, const LayerOptions& o) {
+std::string describe(const moe_problem& p) {
   const detail::KernelLimits lim = detail::kernel_limits();
   return fmt::format(
       "bf16 weights as given (w13 [E, {}, H], w2 [E, H, I]); the layer after routing in one "
       "cooperative launch: a schedule built in every CTA's shared memory, GEMM1 with the "
-      "activation per (expert, {} tokens, {} columns), GEMM2 with the weighted combine per "
-      "({} rows of H, part of I, {} tokens), the parts summed in order (deterministic); "
-      "GEMM2 splits I {}; batches up to {} tokens",
+      "activation per (expert, {} slots, {} columns), GEMM2 per (expert, {} slots, {} rows of "
+      "H), each token's slots summed in slot order (deterministic); weights by TMA; batches up "
+      "to {} tokens",
       gated(p) ? "2I" : "I", lim.token_chunk, gated(p) ? lim.weight_rows / 2 : lim.weight_rows,
-      lim.weight_rows, lim.token_chunk,
-      o.splits ? fmt::format("into {} parts (option splits)", *o.splits)
-               : std::string("into enough parts for every SM (splits: auto)"),
-      std::min<int64_t>(p.max_tokens, slot_limited_tokens(p)));
+      lim.token_chunk, lim.weight_rows, std::min<int64_t>(p.max_tokens, slot_limited_tokens(p)));
 }
 
 DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)
@@ -132,8 +94,6 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   ctas_ = detail::resident_ctas(&error);
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
             error ? error : "unknown");
-  // Every batch size's splits must divide I / 64 (an option that does not is refused here).
-  gemm2_splits(p, options_, 1, ctas_);
   const size_t w13_bytes = size_t(p.experts * n1_ * p.hidden) * 2;
   const size_t w2_bytes = size_t(p.experts * p.hidden * p.intermediate) * 2;
   w13_ = gpu::DeviceBuffer(w13_bytes);
@@ -150,17 +110,9 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
 DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* bytes) const {
   const moe_problem p = problem_.c();
   gpu::WorkspaceCarver c(base);
-  // The parts of any batch of t <= tokens: S(t) x t rows. S is the same for every t of one
-  // 64-token chunk count, so the largest t of each count bounds it.
-  const int64_t chunk = detail::kernel_limits().token_chunk;
-  int64_t part_rows = 0;
-  for (int64_t c = 1; (c - 1) * chunk < tokens; ++c) {
-    const int64_t t = std::min(tokens, c * chunk);
-    part_rows = std::max(part_rows, gemm2_splits(p, options_, t, ctas_) * t);
-  }
   Workspace ws{};
   ws.inter = c.take<uint16_t>(size_t(tokens * p.top_k * p.intermediate));
-  ws.parts = c.take<float>(size_t(part_rows * p.hidden));
+  ws.y = c.take<float>(size_t(tokens * p.top_k * p.hidden));
   if (bytes != nullptr) *bytes = c.used();
   return ws;
 }
@@ -191,14 +143,13 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.w13 = w13_.as<uint16_t>();
   c.w2 = w2_.as<uint16_t>();
   c.inter = ws.inter;
-  c.parts = ws.parts;
+  c.y = ws.y;
   c.tokens = int32_t(tokens);
   c.width = int32_t(a.topk_ids.shape[1]);
   c.experts = int32_t(p.experts);
   c.hidden_dim = int32_t(p.hidden);
   c.inter_dim = int32_t(p.intermediate);
   c.n1 = int32_t(n1_);
-  c.splits = gemm2_splits(p, options_, tokens, ctas_);
   c.activation = p.activation;
   c.limit = p.activation_limit;
   c.alpha = p.activation_alpha;
@@ -206,8 +157,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.stream = static_cast<cudaStream_t>(a.stream);
   const char* error = detail::launch_fused(c, ctas_);
   MOE_CHECK(error == nullptr, MOE_STATUS_DEVICE_ERROR,
-            "cutlass_mega: the fused kernel (T={}, splits={}) did not launch: {}", tokens, c.splits,
-            error ? error : "");
+            "cutlass_mega: the fused kernel (T={}) did not launch: {}", tokens, error ? error : "");
 }
 
 }  // namespace moe::mega

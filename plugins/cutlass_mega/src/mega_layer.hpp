@@ -2,10 +2,9 @@
 // uploaded at prepare, and the whole layer after routing in one cooperative launch
 // (kernels/fused_moe.cuh, docs/design.md §13). Decode first: a batch's tokens x top_k slots must
 // fit the schedule the kernel keeps in shared memory, so `max_tokens` is bounded at prepare.
-// Option `splits: auto | N`: the parts GEMM2 splits I into (auto: enough work items for every SM).
+// No options yet.
 #pragma once
 
-#include <optional>
 #include <string>
 
 #include "moe/abi/moe_abi.h"
@@ -21,16 +20,10 @@ namespace moe::mega {
 // sm_90 device (false: the problem alone, for tests on any machine).
 sdk::Verdict check_support(const moe_problem& p, bool need_device = true);
 
-struct LayerOptions {
-  std::optional<int> splits;  // nullopt = auto
-};
-LayerOptions parse_options(const Options& options);
+struct LayerOptions {};
+LayerOptions parse_options(const Options& options);  // refuses every key, naming it
 
-// GEMM2's parts of I for a batch of `tokens` on `ctas` CTAs: the fewest (a divisor of I / 64)
-// that give every CTA a work item, or the option's.
-int gemm2_splits(const moe_problem& p, const LayerOptions& o, int64_t tokens, int ctas);
-
-std::string describe(const moe_problem& p, const LayerOptions& o);
+std::string describe(const moe_problem& p);
 
 class DeviceLayer {
  public:
@@ -42,7 +35,7 @@ class DeviceLayer {
  private:
   struct Workspace {
     uint16_t* inter;  // [T * W, I] bf16
-    float* parts;     // [S, T, H] f32
+    float* y;         // [T * W, H] f32
   };
   Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
 

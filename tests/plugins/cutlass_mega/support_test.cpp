@@ -1,5 +1,5 @@
-// What cutlass_mega takes and refuses, its options and its GEMM2 split rule, on any machine: the
-// refusals name the reason and the value; the split divides I / 64 and gives every CTA an item.
+// What cutlass_mega takes and refuses, and that it has no options, on any machine: the refusals
+// name the reason and the value.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -74,51 +74,20 @@ TEST(MegaSupport, RefusesWhatItCannotRunWithTheReasonAndTheValue) {
   expect_refusal(p, MOE_REASON_MAX_TOKENS, "max_tokens=2048 x top_k=4");
 }
 
-TEST(MegaOptions, ParsesSplitsAndRefusesTheRest) {
-  EXPECT_FALSE(parse_options({}).splits.has_value());
-  EXPECT_FALSE(parse_options({{"splits", "auto"}}).splits.has_value());
-  EXPECT_EQ(parse_options({{"splits", "3"}}).splits.value_or(0), 3);
-  for (const auto& [key, value, words] :
-       {std::tuple<const char*, const char*, const char*>{"splits", "0", "splits '0'"},
-        {"splits", "x", "splits 'x'"},
-        {"tiles", "wide", "unknown option 'tiles'"}}) {
-    try {
-      parse_options({{key, value}});
-      ADD_FAILURE() << "accepted " << key << ": " << value;
-    } catch (const moe::Error& e) {
-      EXPECT_EQ(e.status(), MOE_STATUS_CONFIG_ERROR);
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-    }
-  }
-}
-
-TEST(MegaSplits, DivideIAndGiveEveryCtaAnItem) {
-  moe_problem p = default_problem();
-  p.hidden = 7168;        // 56 tiles of 128 rows
-  p.intermediate = 2048;  // 32 K steps of 64
-  const LayerOptions o;
-  EXPECT_EQ(gemm2_splits(p, o, 1, 132), 4);    // 56 items x 4 >= 132, 4 divides 32
-  EXPECT_EQ(gemm2_splits(p, o, 64, 132), 4);   // one token chunk still
-  EXPECT_EQ(gemm2_splits(p, o, 65, 132), 2);   // two chunks: 112 items x 2
-  EXPECT_EQ(gemm2_splits(p, o, 512, 132), 1);  // 8 chunks: 448 items
-  p.hidden = 2048;                             // 16 tiles
-  p.intermediate = 768;                        // 12 K steps: divisors 1 2 3 4 6 12
-  EXPECT_EQ(gemm2_splits(p, o, 1, 132), 12);   // wants 9: the next divisor is 12
-  LayerOptions three;
-  three.splits = 3;
-  EXPECT_EQ(gemm2_splits(p, three, 1, 132), 3);
-  three.splits = 5;
+TEST(MegaOptions, HasNoneAndRefusesAnyNamingIt) {
+  parse_options({});
   try {
-    gemm2_splits(p, three, 1, 132);
-    ADD_FAILURE() << "splits 5 of 12 steps accepted";
+    parse_options({{"splits", "3"}});
+    ADD_FAILURE() << "accepted an option";
   } catch (const moe::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("splits=5 must divide"), std::string::npos) << e.what();
+    EXPECT_EQ(e.status(), MOE_STATUS_CONFIG_ERROR);
+    EXPECT_NE(std::string(e.what()).find("unknown option 'splits'"), std::string::npos) << e.what();
   }
 }
 
 TEST(MegaDescribe, SaysWhatRunsAndTheBatchLimit) {
   moe_problem p = bf16_problem();
-  const std::string d = describe(p, {});
+  const std::string d = describe(p);
   EXPECT_NE(d.find("one cooperative launch"), std::string::npos) << d;
   EXPECT_NE(d.find("batches up to 64 tokens"), std::string::npos) << d;
 }
