@@ -21,8 +21,14 @@ class CutlassMegaBackend : public moe::gpu::GpuBackend {
             "batches): schedule, GEMM1 with the activation, GEMM2 with the "
             "weighted combine",
         .aliases = {"mega_moe"},
-        // Below trtllm_style: `auto` picks it only once the benchmark shows it faster.
+        // Measured against trtllm_style (priority 50) in one run on the H200
+        // (bench/results/2026-12-01_cutlass_mega_v3_decode.jsonl, bench/NOTES.md): faster at
+        // T <= 8 on Qwen3-30B-A3B and Mixtral, level at Qwen3 T = 64, slower above. So `auto`
+        // takes it for layers of max_tokens <= 8 (above trtllm_style's 50 and deepgemm_style's
+        // 60), and ranks it below trtllm_style for larger ones.
         .priority = 40,
+        .decode_priority = 70,
+        .decode_max_tokens = 8,
         .formats = {MOE_FORMAT_BF16},
         .activations = {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,
                         MOE_ACTIVATION_SWIGLU_OAI, MOE_ACTIVATION_GELU_MUL, MOE_ACTIVATION_RELU2},

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "handles.hpp"
+#include "moe/sdk/weights.hpp"
 #include "status.hpp"
 #include "tensors.hpp"
 
@@ -24,32 +25,9 @@ std::vector<const char*> c_strings(const std::vector<std::string>& strings) {
   return out;
 }
 
-// The moe_weights field of each key a Python weights dict may hold.
-using WeightField = moe_tensor moe_weights::*;
-constexpr std::array<std::pair<const char*, WeightField>, 18> kWeightFields = {{
-    {"w13", &moe_weights::w13},
-    {"w13_scale", &moe_weights::w13_scale},
-    {"w13_scale_2", &moe_weights::w13_scale_2},
-    {"w2", &moe_weights::w2},
-    {"w2_scale", &moe_weights::w2_scale},
-    {"w2_scale_2", &moe_weights::w2_scale_2},
-    {"b13", &moe_weights::b13},
-    {"b2", &moe_weights::b2},
-    {"a13_scale", &moe_weights::a13_scale},
-    {"a2_scale", &moe_weights::a2_scale},
-    {"shared_w13", &moe_weights::shared_w13},
-    {"shared_w13_scale", &moe_weights::shared_w13_scale},
-    {"shared_w13_scale_2", &moe_weights::shared_w13_scale_2},
-    {"shared_w2", &moe_weights::shared_w2},
-    {"shared_w2_scale", &moe_weights::shared_w2_scale},
-    {"shared_w2_scale_2", &moe_weights::shared_w2_scale_2},
-    {"sink_w13", &moe_weights::sink_w13},
-    {"sink_w2", &moe_weights::sink_w2},
-}};
-
-WeightField weight_field(const std::string& key) {
+moe::WeightField weight_field(const std::string& key) {
   std::string known;
-  for (const auto& [name, field] : kWeightFields) {
+  for (const auto& [name, field] : moe::kWeightFields) {
     if (key == name) return field;
     known += (known.empty() ? "" : ", ") + std::string(name);
   }
@@ -94,6 +72,8 @@ nb::list Registry::plugins() const {
     d["path"] = p.path;
     d["aliases"] = string_list(p.aliases, p.num_aliases);
     d["priority"] = p.priority;
+    d["decode_priority"] = p.decode_priority;
+    d["decode_max_tokens"] = p.decode_max_tokens;
     d["memory"] = p.memory == MOE_MEMORY_HOST ? "host" : "cuda_device";
     d["abi"] = nb::make_tuple(p.abi_major, p.abi_minor);
     d["formats"] = string_list(p.formats, p.num_formats);

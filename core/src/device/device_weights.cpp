@@ -14,33 +14,12 @@
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/tensor_checks.hpp"
+#include "moe/sdk/weights.hpp"
 
 namespace moe {
 namespace {
 
 using device::CudaDriver;
-using Field = moe_tensor moe_weights::*;
-
-constexpr std::array<std::pair<const char*, Field>, 18> kFields = {{
-    {"w13", &moe_weights::w13},
-    {"w13_scale", &moe_weights::w13_scale},
-    {"w13_scale_2", &moe_weights::w13_scale_2},
-    {"w2", &moe_weights::w2},
-    {"w2_scale", &moe_weights::w2_scale},
-    {"w2_scale_2", &moe_weights::w2_scale_2},
-    {"b13", &moe_weights::b13},
-    {"b2", &moe_weights::b2},
-    {"a13_scale", &moe_weights::a13_scale},
-    {"a2_scale", &moe_weights::a2_scale},
-    {"shared_w13", &moe_weights::shared_w13},
-    {"shared_w13_scale", &moe_weights::shared_w13_scale},
-    {"shared_w13_scale_2", &moe_weights::shared_w13_scale_2},
-    {"shared_w2", &moe_weights::shared_w2},
-    {"shared_w2_scale", &moe_weights::shared_w2_scale},
-    {"shared_w2_scale_2", &moe_weights::shared_w2_scale_2},
-    {"sink_w13", &moe_weights::sink_w13},
-    {"sink_w2", &moe_weights::sink_w2},
-}};
 
 // The bytes of a present tensor: a dtype, 0..MOE_TENSOR_MAX_DIMS extents >= 0, contiguous.
 size_t tensor_bytes(const moe_tensor& t, const std::string& name) {
@@ -163,20 +142,20 @@ StagedWeights stage_device_weights(const CudaDriver& d, const moe_weights& weigh
   const ContextScope scope(d, device);
 
   // Every tensor checked before any is copied: [field] bytes, 0 = absent or empty.
-  std::array<size_t, kFields.size()> bytes{};
-  for (size_t i = 0; i < kFields.size(); ++i) {
-    const moe_tensor& t = weights.*kFields[i].second;
+  std::array<size_t, kWeightFields.size()> bytes{};
+  for (size_t i = 0; i < kWeightFields.size(); ++i) {
+    const moe_tensor& t = weights.*kWeightFields[i].second;
     if (t.data == nullptr) continue;
-    const std::string name = fmt::format("weights.{}", kFields[i].first);
+    const std::string name = fmt::format("weights.{}", kWeightFields[i].first);
     bytes[i] = tensor_bytes(t, name);
     if (bytes[i] > 0) check_on_device(d, t, bytes[i], device, name);
   }
 
   StagedWeights out;
   out.weights_ = weights;
-  out.copies_.reserve(kFields.size());
-  for (size_t i = 0; i < kFields.size(); ++i) {
-    const moe_tensor& t = weights.*kFields[i].second;
+  out.copies_.reserve(kWeightFields.size());
+  for (size_t i = 0; i < kWeightFields.size(); ++i) {
+    const moe_tensor& t = weights.*kWeightFields[i].second;
     if (t.data == nullptr) continue;
     HostTensor& copy = out.copies_.emplace_back(static_cast<moe_dtype>(t.dtype),
                                                 std::vector<int64_t>(t.shape, t.shape + t.ndim));
@@ -184,9 +163,9 @@ StagedWeights stage_device_weights(const CudaDriver& d, const moe_weights& weigh
       const int c =
           d.memcpy_dtoh_async(copy.raw(), reinterpret_cast<uint64_t>(t.data), bytes[i], stream);
       MOE_CHECK(c == 0, MOE_STATUS_DEVICE_ERROR, "weights.{}: the copy to the host failed: {}",
-                kFields[i].first, device::driver_error(d, c));
+                kWeightFields[i].first, device::driver_error(d, c));
     }
-    out.weights_.*kFields[i].second = copy.view();
+    out.weights_.*kWeightFields[i].second = copy.view();
   }
   const int s = d.stream_synchronize(stream);
   MOE_CHECK(s == 0, MOE_STATUS_DEVICE_ERROR, "the weights' copies to the host failed: {}",

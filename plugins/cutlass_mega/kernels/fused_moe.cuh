@@ -328,6 +328,18 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
 #pragma unroll
     for (int nt = 0; nt < kTok / 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0;
   };
+  // Consumers: the accumulators to the tile ([weight row][token]), for all consumers to read.
+  auto acc_to_tile = [&] {
+#pragma unroll
+    for (int nt = 0; nt < kTok / 8; ++nt) {
+      const int r = warp * 16 + g, n = nt * 8 + 2 * q;
+      tile[r * kTileLd + n] = acc[nt][0];
+      tile[r * kTileLd + n + 1] = acc[nt][1];
+      tile[(r + 8) * kTileLd + n] = acc[nt][2];
+      tile[(r + 8) * kTileLd + n + 1] = acc[nt][3];
+    }
+    consumers_sync();
+  };
   // Consumers: wait for the stage, multiply, release it.
   auto consume = [&](int m) {
     cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
@@ -377,16 +389,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       }
       zero_acc();
       for (int ks = 0; ks < steps; ++ks) consume(it.m);
-        // Rows to the tile, then the activation per (column, token) into the intermediate.
-#pragma unroll
-      for (int nt = 0; nt < kTok / 8; ++nt) {
-        const int r = warp * 16 + g, n = nt * 8 + 2 * q;
-        tile[r * kTileLd + n] = acc[nt][0];
-        tile[r * kTileLd + n + 1] = acc[nt][1];
-        tile[(r + 8) * kTileLd + n] = acc[nt][2];
-        tile[(r + 8) * kTileLd + n + 1] = acc[nt][3];
-      }
-      consumers_sync();
+      // Rows to the tile, then the activation per (column, token) into the intermediate.
+      acc_to_tile();
       for (int idx = threadIdx.x; idx < cols * it.m; idx += kConsumers) {
         const int c = idx % cols, n = idx / cols;
         const float gv = tile[c * kTileLd + n];
@@ -420,16 +424,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       }
       zero_acc();
       for (int ks = 0; ks < steps; ++ks) consume(it.m);
-        // Through the tile so that each slot's 128 results go out as contiguous rows.
-#pragma unroll
-      for (int nt = 0; nt < kTok / 8; ++nt) {
-        const int r = warp * 16 + g, n = nt * 8 + 2 * q;
-        tile[r * kTileLd + n] = acc[nt][0];
-        tile[r * kTileLd + n + 1] = acc[nt][1];
-        tile[(r + 8) * kTileLd + n] = acc[nt][2];
-        tile[(r + 8) * kTileLd + n + 1] = acc[nt][3];
-      }
-      consumers_sync();
+      // Through the tile so that each slot's 128 results go out as contiguous rows.
+      acc_to_tile();
       for (int idx = threadIdx.x; idx < kRows * it.m; idx += kConsumers) {
         const int r = idx % kRows, n = idx / kRows;
         p.y[int64_t(it.first + n) * H + int64_t(it.slice) * kRows + r] = tile[r * kTileLd + n];

@@ -6,41 +6,15 @@
 
 #include "../kernels/sm90_fp8_grouped_gemm_ffma.cuh"
 #include "fp8_gemm_launch.hpp"
+#include "moe_cuda/tensor_map.hpp"
 
 namespace moe::deepgemm::detail {
 namespace {
 
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
-                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-// The driver's cuTensorMapEncodeTiled, looked up once through the runtime (no libcuda link).
-EncodeTiled encode_tiled() {
-  static EncodeTiled fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      p = nullptr;
-    return reinterpret_cast<EncodeTiled>(p);
-  }();
-  return fn;
-}
-
-// [rows, k] e4m3, K contiguous, loaded as box_rows x 128 boxes in the 128-byte swizzle wgmma
-// reads.
+// [rows, k] e4m3, K contiguous, loaded as box_rows x 128 boxes.
 bool encode(CUtensorMap* map, const void* base, int64_t rows, int k, int box_rows) {
-  EncodeTiled fn = encode_tiled();
-  if (fn == nullptr) return false;
-  const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(k)};
-  const cuuint32_t box[2] = {128, cuuint32_t(box_rows)};
-  const cuuint32_t step[2] = {1, 1};
-  return fn(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box,
-            step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return gpu::encode_tensor_map_2d(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, base, rows, k, 1, box_rows,
+                                   128);
 }
 
 template <class Out, int kCluster>

@@ -2,11 +2,36 @@
 // problem. One place decides what shape and dtype every weight and scale has.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <utility>
 
 #include "moe/abi/moe_abi.h"
 
 namespace moe {
+
+// Every tensor of moe_weights by the name the C API, Python and the error messages use.
+using WeightField = moe_tensor moe_weights::*;
+inline constexpr std::array<std::pair<const char*, WeightField>, 18> kWeightFields = {{
+    {"w13", &moe_weights::w13},
+    {"w13_scale", &moe_weights::w13_scale},
+    {"w13_scale_2", &moe_weights::w13_scale_2},
+    {"w2", &moe_weights::w2},
+    {"w2_scale", &moe_weights::w2_scale},
+    {"w2_scale_2", &moe_weights::w2_scale_2},
+    {"b13", &moe_weights::b13},
+    {"b2", &moe_weights::b2},
+    {"a13_scale", &moe_weights::a13_scale},
+    {"a2_scale", &moe_weights::a2_scale},
+    {"shared_w13", &moe_weights::shared_w13},
+    {"shared_w13_scale", &moe_weights::shared_w13_scale},
+    {"shared_w13_scale_2", &moe_weights::shared_w13_scale_2},
+    {"shared_w2", &moe_weights::shared_w2},
+    {"shared_w2_scale", &moe_weights::shared_w2_scale},
+    {"shared_w2_scale_2", &moe_weights::shared_w2_scale_2},
+    {"sink_w13", &moe_weights::sink_w13},
+    {"sink_w2", &moe_weights::sink_w2},
+}};
 
 // One matrix [rows, cols] (K = cols contiguous) of a format: how its elements and scales are
 // stored. Shapes are per matrix; the expert dimension comes in front.
