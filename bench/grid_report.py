@@ -4,9 +4,12 @@ this file needs neither torch nor a GPU, so a saved grid can be rendered again a
 
     python3 bench/grid_report.py bench/results/2026-11-29_trtllm_style_bf16_grid_v1.jsonl
 
-The columns follow the records' format: bf16 grids compare with torch._grouped_mm, the Triton bf16
-MoE and cuBLAS; fp8_block grids with torch._scaled_grouped_mm (rowwise) and the Triton fp8
-block-scale MoE, and also with the bf16 backend timed in the same run (bf16_backend_ms).
+The columns follow the records: the backend that ran them (records of the first grids name none:
+trtllm_style); the peers of their format: bf16 grids compare with torch._grouped_mm, the Triton
+bf16 MoE and cuBLAS, fp8_block grids with torch._scaled_grouped_mm (rowwise) and the Triton fp8
+block-scale MoE; and, where the records carry bf16_backend_ms (deepgemm_style fp8_block,
+cutlass_mega bf16), trtllm_style bf16 timed in the same run: its time, its ratio to its floor and
+ours to it.
 """
 import argparse
 import json
@@ -36,6 +39,13 @@ def grid_backend(records):
     return records[0].get("backend", "trtllm_style") if records else "trtllm_style"
 
 
+def bf16_backend(records):
+    """The backend timed next to ours in the same run (records written before they named it:
+    trtllm_style), or None when no record has its time."""
+    timed = [r for r in records if r.get("bf16_backend_ms") is not None]
+    return timed[0].get("bf16_backend", "trtllm_style") if timed else None
+
+
 def _ms(v):
     return f"{v:.4f}" if isinstance(v, float) else "-"
 
@@ -49,27 +59,39 @@ def peers_graph_cell(rec, peers=PEERS):
     return ", ".join(on) if on else "none (eager)"
 
 
-def columns(fmt):
-    """(header, cell of a record) per column of a grid of format fmt."""
+def _x_floor(ms, floor_ms):
+    return f"{ms / floor_ms:.2f}" if isinstance(ms, (int, float)) and floor_ms else "-"
+
+
+def best_peer_ms(rec):
+    return min((v for k, v in rec.get("peers", {}).items() if k != "error"), default=None)
+
+
+def columns(fmt, backend="trtllm_style", base=None):
+    """(header, cell of a record) per column of a grid of format fmt run by backend, with base
+    (the backend timed next to it, bf16_backend_ms) when there is one."""
     peers = PEERS_BY_FORMAT[fmt]
     cols = [("shape", lambda r: f"{r['shape']}"), ("T", lambda r: f"{r['tokens']}"),
-            ("ours ms", lambda r: f"{r['ms']:.4f}")]
+            (f"{backend} ms", lambda r: f"{r['ms']:.4f}")]
     cols += [(p, lambda r, p=p: _ms(r.get("peers", {}).get(p))) for p in peers]
     cols += [("floor ms", lambda r: f"{r['floor_ms']:.4f}"),
              ("x floor", lambda r: f"{r['ms'] / r['floor_ms']:.2f}"),
-             ("x best peer", lambda r: _ms(r.get("ratio_to_best_peer")))]
-    if fmt != "bf16":  # what the user would run without this format, timed in the same run
-        cols += [("bf16 backend ms", lambda r: _ms(r.get("bf16_backend_ms"))),
-                 ("x bf16 backend", lambda r: _ms(r.get("ratio_to_bf16_backend")))]
+             ("x best peer", lambda r: _ms(r.get("ratio_to_best_peer"))),
+             ("best peer x floor", lambda r: _x_floor(best_peer_ms(r), r["floor_ms"]))]
+    if base:  # what the user would run instead, timed in the same run
+        cols += [(f"{base} ms", lambda r: _ms(r.get("bf16_backend_ms"))),
+                 (f"{base} x floor",
+                  lambda r: _x_floor(r.get("bf16_backend_ms"), r.get("bf16_backend_floor_ms"))),
+                 (f"x {base}", lambda r: _ms(r.get("ratio_to_bf16_backend")))]
     cols += [("TFLOP/s", lambda r: f"{r['tflops']:.1f}"),
-             ("ours graph", lambda r: "yes" if r["graph"] else "no"),
+             (f"{backend} graph", lambda r: "yes" if r["graph"] else "no"),
              ("peers graph", lambda r: peers_graph_cell(r, peers)),
              ("x best peer, all eager", lambda r: _ms(r.get("ratio_to_best_peer_eager")))]
     return cols
 
 
 def table(records):
-    cols = columns(grid_format(records))
+    cols = columns(grid_format(records), grid_backend(records), bf16_backend(records))
     lines = ["| " + " | ".join(h for h, _ in cols) + " |", "|" + "---|" * len(cols)]
     for r in records:
         lines.append("| " + " | ".join(cell(r) for _, cell in cols) + " |")
@@ -97,27 +119,30 @@ def current_commit():
         return None
 
 
-def bf16_backend_note(records):
-    """What the bf16-backend columns of a non-bf16 grid hold, and where its routing differed."""
-    note = (" 'bf16 backend': trtllm_style bf16 (`moe bench` on configs/bench/<shape>_bf16.yaml) "
-            "timed in the same run, what a user would run without this format; 'x bf16 "
-            "backend': ours / it. The peers ran on this format's routing (`moe bench "
-            "--dump-routing`).")
+def bf16_backend_note(records, backend, base):
+    """What the columns of the backend timed next to ours hold, and where its routing differed."""
+    note = (f" '{base} ms': {base} bf16 (`moe bench` on configs/bench/<shape>_bf16.yaml) timed "
+            f"in the same run, what a user would run instead of {backend}; '{base} x floor': its "
+            f"time / its own floor (bf16 weight bytes); 'x {base}': {backend} / {base}. The peers "
+            f"ran on {backend}'s routing (`moe bench --dump-routing`).")
     differ = [f"{r['shape']} T={r['tokens']}" for r in records
               if r.get("bf16_backend_same_routing") is False]
     if differ:
-        note += (f" At {len(differ)} point(s) the bf16 backend's routing differed from this "
-                 f"format's ({', '.join(differ)}).")
+        note += (f" At {len(differ)} point(s) {base}'s routing differed from {backend}'s "
+                 f"({', '.join(differ)}).")
     return note
 
 
 def write_markdown(records, path, device, date, commit):
-    fmt, backend = grid_format(records), grid_backend(records)
-    note = ("'ours graph': our layer timed as a replayed CUDA graph; 'peers graph': the peers "
-            "that could be captured (the others ran eagerly, launch overhead included); 'all "
-            "eager': where graphs were replayed, ours and the peers launched one by one.")
-    if fmt != "bf16":
-        note += bf16_backend_note(records)
+    fmt, backend, base = grid_format(records), grid_backend(records), bf16_backend(records)
+    note = (f"'x floor', 'x best peer': {backend}'s time over the floor and the best peer's; "
+            "'best peer x floor': the fastest peer's time over the floor; "
+            f"'{backend} graph': {backend} timed as a replayed CUDA graph; 'peers graph': the "
+            "peers that could be captured (the others ran eagerly, launch overhead included); "
+            f"'all eager': where graphs were replayed, {backend} and the peers launched one by "
+            "one.")
+    if base:
+        note += bf16_backend_note(records, backend, base)
     head = current_commit()
     if head and head != commit:
         note += f" The records are of commit {commit}; this checkout is at {head}."
@@ -139,6 +164,7 @@ def write_plot(records, path):
         print("no plot:", e)
         return
     peers, backend = PEERS_BY_FORMAT[grid_format(records)], grid_backend(records)
+    base = bf16_backend(records)
     shapes = sorted({r["shape"] for r in records})
     fig, axes = plt.subplots(1, len(shapes), figsize=(5 * len(shapes), 4), squeeze=False)
     for ax, shape in zip(axes[0], shapes):
@@ -149,10 +175,10 @@ def write_plot(records, path):
             pts = [(r["tokens"], r["peers"][peer] * 1e3) for r in rs if peer in r.get("peers", {})]
             if pts:
                 ax.plot(*zip(*pts), ".--", label=peer)
-        base = [(r["tokens"], r["bf16_backend_ms"] * 1e3) for r in rs
-                if r.get("bf16_backend_ms") is not None]
-        if base:
-            ax.plot(*zip(*base), "s-", alpha=0.5, label="bf16 backend")
+        base_pts = [(r["tokens"], r["bf16_backend_ms"] * 1e3) for r in rs
+                    if r.get("bf16_backend_ms") is not None]
+        if base_pts:
+            ax.plot(*zip(*base_pts), "s-", alpha=0.5, label=f"{base} bf16")
         ax.plot(ts, [r["floor_ms"] * 1e3 for r in rs], "k:", label="floor")
         ax.set(xscale="log", yscale="log", xlabel="tokens", ylabel="us", title=shape)
         ax.legend(fontsize=7)

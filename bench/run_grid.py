@@ -1,20 +1,27 @@
 #!/usr/bin/env python3
-"""Runs the docs/design.md §8 grid on a GPU: `moe bench` for our backend, then the peers in --peers
-(torch_moe.py, triton_moe.py) in the same run, on the same routing (moe bench dumps it). Writes
-JSON Lines records with the peers filled in, a markdown table and a plot (time vs tokens per
-shape: us, peers, floor).
+"""Runs a grid of docs/design.md §8 on a GPU: `moe bench` for one of our backends, then the peers
+in --peers (torch_moe.py, triton_moe.py) in the same run, on the same routing (moe bench dumps
+it). Writes JSON Lines records with the peers filled in, a markdown table and a plot (time vs
+tokens per shape: ours, peers, floor).
 
     python3 bench/run_grid.py --moe build/bin/moe --peers .peers --out $OUT \
         --shapes qwen3_30b_a3b,mixtral_8x7b --tokens 1,8,64,512,4096,16384
     python3 bench/run_grid.py --moe build/bin/moe --peers .peers --out $OUT --format fp8_block \
         --shapes qwen3_30b_a3b,mixtral_8x7b,deepseek_v3 --tokens 1,8,64,512,4096,16384
+    python3 bench/run_grid.py --moe build/bin/moe --peers .peers --out $OUT \
+        --format bf16 --backend cutlass_mega --check-max-tokens deepseek_v3=8,default=64
 
---format bf16 (default): trtllm_style on configs/bench/<shape>_bf16.yaml against torch._grouped_mm,
-the tuned Triton bf16 MoE and per-expert cuBLAS; writes <date>_trtllm_style_bf16_grid.*.
---format fp8_block: deepgemm_style on configs/bench/<shape>_fp8_block.yaml against
-torch._scaled_grouped_mm (rowwise) and the Triton fp8 block-scale MoE, and trtllm_style bf16 timed
-in the same run (bf16_backend_ms, ratio_to_bf16_backend); writes
+A grid is a format and a backend (--backend defaults to the format's own):
+--format bf16 (trtllm_style): configs/bench/<shape>_bf16.yaml against torch._grouped_mm, the tuned
+Triton bf16 MoE and per-expert cuBLAS; writes <date>_trtllm_style_bf16_grid.*.
+--format fp8_block (deepgemm_style): configs/bench/<shape>_fp8_block.yaml against
+torch._scaled_grouped_mm (rowwise) and the Triton fp8 block-scale MoE; writes
 <date>_deepgemm_style_fp8_block_grid.*.
+--format bf16 --backend cutlass_mega: configs/bench/mega/<shape>_bf16.yaml (max_tokens 512: a
+decode kernel) at T = 1..512 against the bf16 peers; writes <date>_cutlass_mega_bf16_grid.*.
+Every grid but trtllm_style's own also times trtllm_style bf16 in the same run, on
+configs/bench/<shape>_bf16.yaml (bf16_backend_ms, bf16_backend_floor_ms, ratio_to_bf16_backend):
+what a user would run instead.
 
 torch, safetensors and the peers are imported only where the GPU work happens, so the rest of this
 file (arguments, configs, record checks and merging) runs anywhere (tests/bench/run_grid_test.py).
@@ -24,6 +31,7 @@ import collections
 import filecmp
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -31,19 +39,35 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import grid_report  # noqa: E402
 
-# What one grid format runs: our backend, its shapes by default, the peers (grid_report's columns)
-# and, for a format other than bf16, the bf16 backend timed next to it.
-Format = collections.namedtuple("Format", "backend shapes peers bf16_backend")
+# One grid: our backend on `configs`/<shape>_<fmt>.yaml, its default shapes and token counts, and
+# whether trtllm_style bf16 is timed next to it. The peers follow the format (PEER_RUNNERS,
+# grid_report.PEERS_BY_FORMAT).
+Grid = collections.namedtuple("Grid", "backend fmt configs shapes tokens bf16_backend")
 BF16_BACKEND = "trtllm_style"
-FORMATS = {
-    "bf16": Format(BF16_BACKEND, ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like"),
-                   grid_report.PEERS_BY_FORMAT["bf16"], False),
-    "fp8_block": Format("deepgemm_style", ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"),
-                        grid_report.PEERS_BY_FORMAT["fp8_block"], True),
+CONFIGS = "configs/bench"
+GRID_TOKENS = "1,8,64,512,4096,16384"  # docs/design.md §8
+DECODE_TOKENS = "1,2,4,8,16,32,64,128,512"  # a decode kernel's grid (cutlass_mega, issue 11)
+GRIDS = {
+    ("bf16", BF16_BACKEND): Grid(
+        BF16_BACKEND, "bf16", CONFIGS,
+        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like"), GRID_TOKENS, False),
+    ("fp8_block", "deepgemm_style"): Grid(
+        "deepgemm_style", "fp8_block", CONFIGS, ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"),
+        GRID_TOKENS, True),
+    # A decode kernel: its configs hold max_tokens 512 (its schedule's 4096 slots at top_k 8).
+    ("bf16", "cutlass_mega"): Grid(
+        "cutlass_mega", "bf16", CONFIGS + "/mega", ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"),
+        DECODE_TOKENS, True),
 }
-# Shapes a format's backend refuses, and why (there is no config for them).
+# The backend of --format when --backend is not given.
+DEFAULT_BACKEND = {"bf16": BF16_BACKEND, "fp8_block": "deepgemm_style"}
+# Shapes a grid's backend refuses, and why (there is no config for them).
 REFUSED = {
-    ("fp8_block", "inkling_like"): "inkling_like has sink experts, which deepgemm_style refuses",
+    ("fp8_block", "deepgemm_style", "inkling_like"):
+        "inkling_like has sink experts, which deepgemm_style refuses",
+    ("bf16", "cutlass_mega", "inkling_like"):
+        "inkling_like has sink experts, which cutlass_mega refuses (shared and sink experts are "
+        "not implemented yet in the fused kernel)",
 }
 
 
@@ -186,55 +210,103 @@ def check_max(args, shape):
     return pairs.get(shape, pairs.get("default", "64"))
 
 
-def config_path(shape, fmt):
-    return f"configs/bench/{shape}_{fmt}.yaml"
+def config_path(shape, fmt, configs=CONFIGS):
+    return f"{configs}/{shape}_{fmt}.yaml"
 
 
-def shapes_for(fmt, shapes, root="."):
-    """The shapes to run: --shapes, or the format's defaults. A shape the format's backend refuses,
-    or one without a config, is an error before anything runs."""
-    spec = FORMATS[fmt]
-    wanted = shapes.split(",") if shapes else list(spec.shapes)
+def grid_configs(grid, shape):
+    """Ours, then trtllm_style bf16's where the grid times it."""
+    ours = config_path(shape, grid.fmt, grid.configs)
+    return [ours, config_path(shape, "bf16")] if grid.bf16_backend else [ours]
+
+
+def grid_name(grid):
+    return f"--format {grid.fmt} --backend {grid.backend}"
+
+
+def config_max_tokens(path):
+    """The config's problem max_tokens (the largest batch moe bench may run), or None."""
+    with open(path) as f:
+        m = re.search(r"\bmax_tokens:\s*(\d+)", f.read())
+    return int(m.group(1)) if m else None
+
+
+def shapes_for(grid, shapes, tokens, root="."):
+    """The shapes to run: --shapes, or the grid's defaults. A shape the grid's backend refuses, one
+    without a config, or a token count above a config's max_tokens is an error before anything
+    runs."""
+    wanted = shapes.split(",") if shapes else list(grid.shapes)
+    known = f"{grid_name(grid)} shapes: {','.join(grid.shapes)}"
     for shape in wanted:
-        if (fmt, shape) in REFUSED:
-            sys.exit(f"--format {fmt} --shapes {shape}: {REFUSED[fmt, shape]}; {fmt} shapes: "
-                     f"{','.join(spec.shapes)}")
-        for f in (fmt, "bf16") if spec.bf16_backend else (fmt,):
-            if not os.path.exists(os.path.join(root, config_path(shape, f))):
-                sys.exit(f"--format {fmt} --shapes {shape}: no {config_path(shape, f)} (run from "
-                         f"the repository root; {fmt} shapes: {','.join(spec.shapes)})")
+        why = REFUSED.get((grid.fmt, grid.backend, shape))
+        if why:
+            sys.exit(f"{grid_name(grid)} --shapes {shape}: {why}; {known}")
+        for cfg in grid_configs(grid, shape):
+            if not os.path.exists(os.path.join(root, cfg)):
+                sys.exit(f"{grid_name(grid)} --shapes {shape}: no {cfg} (run from the repository "
+                         f"root; {known})")
+            cap = config_max_tokens(os.path.join(root, cfg))
+            over = [t for t in tokens.split(",") if cap is not None and int(t) > cap]
+            if over:
+                sys.exit(f"{grid_name(grid)} --tokens {','.join(over)}: above max_tokens={cap} "
+                         f"of {cfg} (default tokens: {grid.tokens})")
     return wanted
 
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(
-        description="The docs/design.md §8 grid on a GPU: our backend and its peers, same routing")
+        description="A docs/design.md §8 grid on a GPU: one of our backends and its peers, same "
+                    "routing")
     ap.add_argument("--moe", default="build/bin/moe")
     ap.add_argument("--peers", default=".peers")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--format", default="bf16", choices=sorted(FORMATS),
-                    help="bf16: trtllm_style and bf16 peers; fp8_block: deepgemm_style, fp8 peers "
-                         "and trtllm_style bf16 in the same run")
+    ap.add_argument("--format", default="bf16", choices=sorted(DEFAULT_BACKEND),
+                    help="the weights' format: its peers (bf16: torch._grouped_mm, Triton, cuBLAS; "
+                         "fp8_block: torch._scaled_grouped_mm, Triton fp8 block)")
+    ap.add_argument("--backend", default=None,
+                    choices=sorted({g.backend for g in GRIDS.values()}),
+                    help="our backend (default: the format's: "
+                         + ", ".join(f"{f}: {b}" for f, b in DEFAULT_BACKEND.items())
+                         + "); any but trtllm_style is timed next to trtllm_style bf16")
     ap.add_argument("--shapes", default=None,
-                    help="comma-separated (default: every shape of the format: "
-                         + "; ".join(f"{k}: {','.join(v.shapes)}" for k, v in FORMATS.items())
+                    help="comma-separated (default: every shape the grid's backend accepts: "
+                         + "; ".join(f"{g.backend} {g.fmt}: {','.join(g.shapes)}"
+                                     for g in GRIDS.values()) + ")")
+    ap.add_argument("--tokens", default=None,
+                    help="comma-separated (default: the grid's: "
+                         + "; ".join(f"{g.backend} {g.fmt}: {g.tokens}" for g in GRIDS.values())
                          + ")")
-    ap.add_argument("--tokens", default="1,8,64,512,4096,16384")
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--check-max-tokens", default="64",
                     help="CPU reference check up to this T (per shape: name=T,... or one value)")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    backend = args.backend or DEFAULT_BACKEND[args.format]
+    if (args.format, backend) not in GRIDS:
+        ap.error(f"no {backend} {args.format} grid (grids: "
+                 + ", ".join(f"--format {f} --backend {b}" for f, b in GRIDS) + ")")
+    args.backend, args.grid = backend, GRIDS[args.format, backend]
+    args.tokens = args.tokens or args.grid.tokens
+    return args
 
 
-def paths(out, fmt):
-    """Per-run files under --out: our records, the peers' routing dir; for fp8 also the bf16
-    backend's records and its routing (compared with ours, never read by the peers)."""
-    if fmt == "bf16":
+def grid_tag(grid):
+    """The grid in per-run file names: its format for the format's own backend (the names the
+    first grids used), else backend_format."""
+    return grid.fmt if DEFAULT_BACKEND[grid.fmt] == grid.backend else f"{grid.backend}_{grid.fmt}"
+
+
+def paths(out, grid):
+    """Per-run files under --out: our records, the peers' routing dir; where trtllm_style bf16 is
+    timed too, its records and its routing (compared with ours, never read by the peers)."""
+    tag = grid_tag(grid)
+    if tag == "bf16":
         return {"jsonl": os.path.join(out, "ours.jsonl"), "routing": os.path.join(out, "routing")}
-    return {"jsonl": os.path.join(out, f"ours_{fmt}.jsonl"),
-            "routing": os.path.join(out, f"routing_{fmt}"),
-            "bf16_jsonl": os.path.join(out, f"bf16_backend_{fmt}.jsonl"),
-            "bf16_routing": os.path.join(out, f"routing_{fmt}_bf16_backend")}
+    files = {"jsonl": os.path.join(out, f"ours_{tag}.jsonl"),
+             "routing": os.path.join(out, f"routing_{tag}")}
+    if grid.bf16_backend:
+        files.update(bf16_jsonl=os.path.join(out, f"bf16_backend_{tag}.jsonl"),
+                     bf16_routing=os.path.join(out, f"routing_{tag}_bf16_backend"))
+    return files
 
 
 def routing_file(routing_dir, shape, tokens):
@@ -250,8 +322,10 @@ def remove_stale(files):
 
 
 def bench_cmd(args, cfg, shape, device, jsonl, routing_dir, check):
-    cmd = [args.moe, "bench", "--config", cfg, "--tokens", args.tokens, "--jsonl", jsonl,
-           "--device", device, "--commit", args.commit, "--shape", shape]
+    # --strict: a config whose backend refuses the problem fails here rather than timing its
+    # fallback (check_records would refuse those records, after the GPU time was spent).
+    cmd = [args.moe, "bench", "--strict", "--config", cfg, "--tokens", args.tokens, "--jsonl",
+           jsonl, "--device", device, "--commit", args.commit, "--shape", shape]
     return cmd + ["--dump-routing", routing_dir, "--check-max-tokens", check]
 
 
@@ -289,12 +363,15 @@ def check_records(records, shapes, tokens, commit, backend, fmt):
 
 
 def add_bf16_backend(records, bf16_records, same_routing):
-    """bf16_backend_ms and ratio_to_bf16_backend (ours / it) per record, from the bf16 backend's
-    record of the same point; same_routing(shape, tokens) says whether both dumped the same."""
+    """bf16_backend (its name), bf16_backend_ms, bf16_backend_floor_ms (its own floor: bf16 bytes)
+    and ratio_to_bf16_backend (ours / it) per record, from the bf16 backend's record of the same
+    point; same_routing(shape, tokens) says whether both dumped the same."""
     by_point = {(b["shape"], b["tokens"]): b for b in bf16_records}
     for rec in records:
         b = by_point[rec["shape"], rec["tokens"]]
+        rec["bf16_backend"] = b["backend"]
         rec["bf16_backend_ms"] = b["ms"]
+        rec["bf16_backend_floor_ms"] = b["floor_ms"]
         rec["ratio_to_bf16_backend"] = rec["ms"] / b["ms"]
         rec["bf16_backend_same_routing"] = same_routing(rec["shape"], rec["tokens"])
 
@@ -315,71 +392,72 @@ def add_peer_ratios(rec):
         rec["ratio_to_best_peer_eager"] = rec["ms_stream"] / best_eager
 
 
-def grid_stem(out, date, fmt):
-    return os.path.join(out, f"{date}_{FORMATS[fmt].backend}_{fmt}_grid")
+def grid_stem(out, date, grid):
+    return os.path.join(out, f"{date}_{grid.backend}_{grid.fmt}_grid")
 
 
 def run_benches(args, shapes, device, files):
-    """moe bench per shape: ours (dumping the routing the peers read) and, for a format other than
-    bf16, the bf16 backend (its own records; its routing dumped elsewhere, only to compare)."""
-    spec = FORMATS[args.format]
+    """moe bench per shape: ours (dumping the routing the peers read) and, where the grid says so,
+    trtllm_style bf16 (its own records; its routing dumped elsewhere, only to compare)."""
+    grid = args.grid
     points = [(s, t) for s in shapes for t in args.tokens.split(",")]
     remove_stale([files["jsonl"]] + [routing_file(files["routing"], s, t) for s, t in points])
-    if spec.bf16_backend:
+    if grid.bf16_backend:
         remove_stale([files["bf16_jsonl"]] +
                      [routing_file(files["bf16_routing"], s, t) for s, t in points])
     for d in (files["routing"], files.get("bf16_routing")):
         if d:
             os.makedirs(d, exist_ok=True)
     for shape in shapes:
-        run_bench(bench_cmd(args, config_path(shape, args.format), shape, device, files["jsonl"],
-                            files["routing"], check_max(args, shape)), shape)
-        if spec.bf16_backend:  # timing only: the bf16 grid checks its outputs
-            run_bench(bench_cmd(args, config_path(shape, "bf16"), shape, device,
-                                files["bf16_jsonl"], files["bf16_routing"], "0"),
-                      f"{shape} ({BF16_BACKEND} bf16)")
+        ours, *bf16 = grid_configs(grid, shape)
+        run_bench(bench_cmd(args, ours, shape, device, files["jsonl"], files["routing"],
+                            check_max(args, shape)), shape)
+        if bf16:  # timing only: the trtllm_style bf16 grid checks its outputs
+            run_bench(bench_cmd(args, bf16[0], shape, device, files["bf16_jsonl"],
+                                files["bf16_routing"], "0"), f"{shape} ({BF16_BACKEND} bf16)")
 
 
 def main(argv=None):
     args = parse_args(argv)
-    spec = FORMATS[args.format]
-    shapes = shapes_for(args.format, args.shapes)
+    grid = args.grid
+    shapes = shapes_for(grid, args.shapes, args.tokens)
     import torch
     os.makedirs(args.out, exist_ok=True)
     device = torch.cuda.get_device_name(0)
-    files = paths(args.out, args.format)
+    files = paths(args.out, grid)
     run_benches(args, shapes, device, files)
     records = read_records(files["jsonl"])
-    check_records(records, shapes, args.tokens, args.commit, spec.backend, args.format)
-    if spec.bf16_backend:
+    check_records(records, shapes, args.tokens, args.commit, grid.backend, grid.fmt)
+    if grid.bf16_backend:
         bf16_records = read_records(files["bf16_jsonl"])
         check_records(bf16_records, shapes, args.tokens, args.commit, BF16_BACKEND, "bf16")
         add_bf16_backend(records, bf16_records,
                          same_routing_files(files["routing"], files["bf16_routing"]))
         differ = [(r["shape"], r["tokens"]) for r in records if not r["bf16_backend_same_routing"]]
         if differ:
-            print(f"warning: the bf16 backend's routing differed at {differ}; the peers ran on "
-                  f"{args.format}'s", flush=True)
+            print(f"warning: {BF16_BACKEND}'s routing differed at {differ}; the peers ran on "
+                  f"{grid.backend}'s", flush=True)
     for rec in records:
         routing = routing_file(files["routing"], rec["shape"], rec["tokens"])
         t0 = time.time()
         try:
-            rec["peers"], rec["peers_graph"], rec["peers_eager"] = PEER_RUNNERS[args.format](
+            rec["peers"], rec["peers_graph"], rec["peers_eager"] = PEER_RUNNERS[grid.fmt](
                 rec, routing, args.peers)
         except Exception as e:  # a peer that cannot run a point is recorded, not fatal
             rec["peers"] = {"error": str(e)[:200]}
         add_peer_ratios(rec)
-        print(f"{rec['shape']} T={rec['tokens']}: ours {rec['ms']:.4f} ms, peers "
+        print(f"{rec['shape']} T={rec['tokens']}: {grid.backend} {rec['ms']:.4f} ms, peers "
               f"{ {k: round(v, 4) if isinstance(v, float) else v for k, v in rec['peers'].items()} }"
               f" ({time.time() - t0:.0f} s)", flush=True)
     date = time.strftime("%Y-%m-%d")
-    stem = grid_stem(args.out, date, args.format)
+    stem = grid_stem(args.out, date, grid)
     with open(stem + ".jsonl", "w") as f:
         for rec in records:
             f.write(json.dumps(rec) + "\n")
     grid_report.write_markdown(records, stem + ".md", device, date, args.commit)
     grid_report.write_plot(records, stem + ".png")
     print(grid_report.table(records))
+
 
 if __name__ == "__main__":
     main()

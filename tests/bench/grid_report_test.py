@@ -1,11 +1,14 @@
-"""bench/grid_report.py renders a saved grid: every record becomes a row with its ratios, and the
-peers' graph status is said per row (graphed peers by name, or 'none (eager)'). An fp8_block grid
-has the fp8 peers' columns and the bf16 backend's time and ratio."""
+"""bench/grid_report.py renders a saved grid: every record becomes a row with its ratios (to the
+floor: ours and the best peer's), and the peers' graph status is said per row (graphed peers by
+name, or 'none (eager)'). Columns are named for the backend that ran the records; an fp8_block grid
+has the fp8 peers' columns; a grid with trtllm_style timed in the same run (fp8_block's, and
+cutlass_mega's bf16 one) has its time, its ratio to its floor and ours to it."""
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import types
 
 here = os.path.dirname(os.path.abspath(__file__))
 script = os.path.join(here, "..", "..", "bench", "grid_report.py")
@@ -27,9 +30,14 @@ with tempfile.TemporaryDirectory() as d:
     md = open(os.path.join(d, "grid.md")).read()
 rows = [l for l in md.splitlines() if l.startswith("| s |")]
 assert len(rows) == 2, md
-assert "| 0.2000 | 0.4000 | 0.5000 | - | 0.1000 | 2.00 | 0.5000 | 1.0 | yes | triton | 0.7500 |" in rows[0], rows[0]
-assert "| 3.0000 | - | 2.0000 | - | 1.0000 | 3.00 | 1.5000 | 400.0 | no | none (eager) | - |" in rows[1], rows[1]
+assert rows[0] == ("| s | 1 | 0.2000 | 0.4000 | 0.5000 | - | 0.1000 | 2.00 | 0.5000 | 4.00 | 1.0 | "
+                   "yes | triton | 0.7500 |"), rows[0]
+assert rows[1] == ("| s | 4096 | 3.0000 | - | 2.0000 | - | 1.0000 | 3.00 | 1.5000 | 2.00 | 400.0 | "
+                   "no | none (eager) | - |"), rows[1]
 assert "# trtllm_style bf16 on D, X, commit c" in md, md
+# Records without a backend are the first grids' (trtllm_style); none has trtllm_style's columns.
+assert ("| shape | T | trtllm_style ms | torch_grouped_mm | triton | cublas | floor ms | x floor | "
+        "x best peer | best peer x floor | TFLOP/s | trtllm_style graph |") in md, md
 in_git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True).returncode == 0
 assert ("The records are of commit c; this checkout is at" in md) == in_git, md
 
@@ -53,14 +61,94 @@ with tempfile.TemporaryDirectory() as d:
                    stdout=subprocess.DEVNULL)
     md = open(os.path.join(d, "grid.md")).read()
 assert "# deepgemm_style fp8_block on D, X, commit c" in md, md
-assert ("| shape | T | ours ms | torch_scaled_grouped_mm | triton | floor ms | x floor | x best peer "
-        "| bf16 backend ms | x bf16 backend | TFLOP/s | ours graph | peers graph | x best peer, all "
-        "eager |") in md, md
+# Saved before the records named the bf16 backend or its floor: trtllm_style, its x floor unknown.
+assert ("| shape | T | deepgemm_style ms | torch_scaled_grouped_mm | triton | floor ms | x floor "
+        "| x best peer | best peer x floor | trtllm_style ms | trtllm_style x floor | x "
+        "trtllm_style | TFLOP/s | deepgemm_style graph | peers graph | x best peer, all eager |"
+        ) in md, md
 rows = [l for l in md.splitlines() if l.startswith("| s |")]
 assert len(rows) == 2, md
-assert rows[0] == ("| s | 1 | 0.2000 | 0.4000 | 0.2500 | 0.1000 | 2.00 | 0.8000 | 0.4000 | 0.5000 "
-                   "| 1.0 | yes | torch_scaled_grouped_mm, triton | - |"), rows[0]
-assert rows[1] == ("| s | 4096 | 3.0000 | - | 2.0000 | 1.0000 | 3.00 | 1.5000 | 4.0000 | 0.7500 | "
-                   "400.0 | no | none (eager) | - |"), rows[1]
-assert "differed from this format's (s T=4096)" in md, md
+assert rows[0] == ("| s | 1 | 0.2000 | 0.4000 | 0.2500 | 0.1000 | 2.00 | 0.8000 | 2.50 | 0.4000 "
+                   "| - | 0.5000 | 1.0 | yes | torch_scaled_grouped_mm, triton | - |"), rows[0]
+assert rows[1] == ("| s | 4096 | 3.0000 | - | 2.0000 | 1.0000 | 3.00 | 1.5000 | 2.00 | 4.0000 "
+                   "| - | 0.7500 | 400.0 | no | none (eager) | - |"), rows[1]
+assert "trtllm_style's routing differed from deepgemm_style's (s T=4096)" in md, md
+
+# cutlass_mega bf16 with trtllm_style timed in the same run: both backends and the bf16 peers per
+# point, each with its ratio to the floor (trtllm_style's to its own), ours to the best peer and
+# to trtllm_style.
+mega = [
+    {"shape": "s", "tokens": 1, "ms": 0.03, "floor_ms": 0.015, "tflops": 2.0, "graph": True,
+     "backend": "cutlass_mega", "format": "bf16", "device": "D", "date": "X", "commit": "c",
+     "peers": {"torch_grouped_mm": 0.12, "triton": 0.06, "cublas": 0.3},
+     "ratio_to_best_peer": 0.5, "peers_graph": {"torch_grouped_mm": False, "triton": True},
+     "bf16_backend": "trtllm_style", "bf16_backend_ms": 0.06, "bf16_backend_floor_ms": 0.015,
+     "ratio_to_bf16_backend": 0.5, "bf16_backend_same_routing": True},
+    {"shape": "s", "tokens": 512, "ms": 0.9, "floor_ms": 0.3, "tflops": 90.0, "graph": False,
+     "backend": "cutlass_mega", "format": "bf16", "peers": {"error": "triton: no"},
+     "ratio_to_best_peer": None, "peers_graph": {}, "bf16_backend": "trtllm_style",
+     "bf16_backend_ms": 0.45, "bf16_backend_floor_ms": 0.3, "ratio_to_bf16_backend": 2.0,
+     "bf16_backend_same_routing": True},
+]
+with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "grid.jsonl")
+    with open(path, "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in mega))
+    subprocess.run([sys.executable, script, path, "--no-plot"], check=True,
+                   stdout=subprocess.DEVNULL)
+    md = open(os.path.join(d, "grid.md")).read()
+assert "# cutlass_mega bf16 on D, X, commit c" in md, md
+assert ("| shape | T | cutlass_mega ms | torch_grouped_mm | triton | cublas | floor ms | x floor "
+        "| x best peer | best peer x floor | trtllm_style ms | trtllm_style x floor | x "
+        "trtllm_style | TFLOP/s | cutlass_mega graph | peers graph | x best peer, all eager |"
+        ) in md, md
+rows = [l for l in md.splitlines() if l.startswith("| s |")]
+assert rows == [
+    "| s | 1 | 0.0300 | 0.1200 | 0.0600 | 0.3000 | 0.0150 | 2.00 | 0.5000 | 4.00 | 0.0600 | 4.00 | "
+    "0.5000 | 2.0 | yes | triton | - |",
+    "| s | 512 | 0.9000 | - | - | - | 0.3000 | 3.00 | - | - | 0.4500 | 1.50 | 2.0000 | 90.0 | no "
+    "| - | - |"], rows
+assert "what a user would run instead of cutlass_mega" in md and "differed" not in md, md
+
+# The plot, one panel per shape, draws cutlass_mega, each peer, trtllm_style and the floor
+# (matplotlib faked: it is absent on CPU machines).
+sys.path.insert(0, os.path.join(here, "..", "..", "bench"))
+import grid_report  # noqa: E402
+
+
+class Axes:
+    def __init__(self):
+        self.lines = []
+
+    def plot(self, xs, ys, style, label=None, **kw):
+        self.lines.append((label, list(xs), list(ys)))
+
+    def set(self, **kw):
+        self.title = kw.get("title")
+
+    def legend(self, **kw):
+        pass
+
+
+panels, saved = [], []
+fig = types.SimpleNamespace(tight_layout=lambda: None,
+                            savefig=lambda path, dpi: saved.append(path))
+
+
+def subplots(rows, cols, figsize, squeeze):
+    panels.extend(Axes() for _ in range(cols))
+    return fig, [panels]
+
+
+plt = types.SimpleNamespace(subplots=subplots)
+sys.modules["matplotlib"] = types.SimpleNamespace(use=lambda backend: None, pyplot=plt)
+sys.modules["matplotlib.pyplot"] = plt
+grid_report.write_plot(mega, "grid.png")
+assert saved == ["grid.png"] and len(panels) == 1 and panels[0].title == "s", (saved, panels)
+lines = {label: (xs, ys) for label, xs, ys in panels[0].lines}
+assert list(lines) == ["cutlass_mega", "torch_grouped_mm", "triton", "cublas", "trtllm_style bf16",
+                       "floor"], list(lines)
+assert lines["cutlass_mega"] == ([1, 512], [30.0, 900.0]), lines
+assert lines["trtllm_style bf16"] == ([1, 512], [60.0, 450.0]), lines
+assert lines["triton"] == ([1], [60.0]) and lines["floor"] == ([1, 512], [15.0, 300.0]), lines
 print("ok")

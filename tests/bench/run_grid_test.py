@@ -1,8 +1,14 @@
-"""bench/run_grid.py without a GPU: which shapes, configs and files each --format uses, the record
-checks (points, commit, backend), the bf16-backend merge of fp8 grids, and a whole run of main()
-against a fake `moe` (a script writing records and routing dumps) with torch and the peers faked."""
+"""bench/run_grid.py without a GPU: which shapes, configs, token counts and files each grid
+(--format, --backend) uses, the record checks (points, commit, backend), the merge of trtllm_style
+bf16 into the fp8_block and cutlass_mega grids, and whole runs of main() against a fake `moe` (a
+script writing records and routing dumps as the config's backend) with torch and the peers
+faked."""
+import contextlib
+import glob
+import io
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -27,30 +33,113 @@ def exits(fn, *args):
     raise AssertionError(f"{fn.__name__}{args} did not exit")
 
 
-# --- arguments, shapes and configs per format ---
+def usage_error(argv):
+    """parse_args(argv)'s usage error (exit 2, the message on stderr), or fails."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert exits(run_grid.parse_args, argv) == "2", argv
+    return err.getvalue()
+
+
+# --- arguments: a grid is a format and a backend, with its own default tokens ---
 a = run_grid.parse_args(["--out", "o"])
 assert a.format == "bf16" and a.shapes is None and a.tokens == "1,8,64,512,4096,16384", a
-assert run_grid.shapes_for("bf16", None) == [
+assert a.backend == "trtllm_style" and a.grid == run_grid.GRIDS["bf16", "trtllm_style"], a
+fp8 = run_grid.parse_args(["--out", "o", "--format", "fp8_block"]).grid
+assert fp8 == run_grid.GRIDS["fp8_block", "deepgemm_style"] and fp8.bf16_backend, fp8
+bf16 = a.grid
+m = run_grid.parse_args(["--out", "o", "--format", "bf16", "--backend", "cutlass_mega"])
+mega = m.grid
+assert m.backend == "cutlass_mega" and mega.fmt == "bf16" and mega.bf16_backend, m
+assert m.tokens == "1,2,4,8,16,32,64,128,512", m  # issue 11's decode grid by default
+assert run_grid.parse_args(["--out", "o", "--backend", "cutlass_mega"]).grid == mega
+assert run_grid.parse_args(["--out", "o", "--backend", "cutlass_mega", "--tokens", "1,8"]
+                           ).tokens == "1,8"
+msg = usage_error(["--out", "o", "--format", "fp8_block", "--backend", "cutlass_mega"])
+assert "no cutlass_mega fp8_block grid" in msg, msg
+assert "grids: --format bf16 --backend trtllm_style, " in msg, msg
+assert "no deepgemm_style bf16 grid" in usage_error(["--out", "o", "--backend", "deepgemm_style"])
+assert "invalid choice: 'nope'" in usage_error(["--out", "o", "--backend", "nope"])
+
+# --- shapes, configs and token counts per grid ---
+G = "1,8,64,512,4096,16384"
+assert run_grid.shapes_for(bf16, None, G) == [
     "qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like"]
-assert run_grid.shapes_for("fp8_block", None) == ["qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"]
-assert run_grid.shapes_for("fp8_block", "deepseek_v3") == ["deepseek_v3"]
-msg = exits(run_grid.shapes_for, "fp8_block", "qwen3_30b_a3b,inkling_like")
+assert run_grid.shapes_for(fp8, None, G) == ["qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"]
+assert run_grid.shapes_for(fp8, "deepseek_v3", G) == ["deepseek_v3"]
+msg = exits(run_grid.shapes_for, fp8, "qwen3_30b_a3b,inkling_like", G)
 assert "inkling_like has sink experts, which deepgemm_style refuses" in msg, msg
-msg = exits(run_grid.shapes_for, "fp8_block", "nope")
+msg = exits(run_grid.shapes_for, fp8, "nope", G)
 assert "no configs/bench/nope_fp8_block.yaml" in msg, msg
 assert run_grid.config_path("mixtral_8x7b", "fp8_block") == "configs/bench/mixtral_8x7b_fp8_block.yaml"
-assert run_grid.FORMATS["fp8_block"].peers == ("torch_scaled_grouped_mm", "triton")
-assert run_grid.FORMATS["bf16"].peers == ("torch_grouped_mm", "triton", "cublas")
-assert run_grid.grid_stem("o", "D", "bf16") == os.path.join("o", "D_trtllm_style_bf16_grid")
-assert run_grid.grid_stem("o", "D", "fp8_block") == os.path.join(
-    "o", "D_deepgemm_style_fp8_block_grid")
-# bf16 keeps today's files and command line.
-assert run_grid.paths("o", "bf16") == {"jsonl": os.path.join("o", "ours.jsonl"),
-                                       "routing": os.path.join("o", "routing")}
+assert run_grid.grid_configs(fp8, "qwen3_30b_a3b") == [
+    "configs/bench/qwen3_30b_a3b_fp8_block.yaml", "configs/bench/qwen3_30b_a3b_bf16.yaml"]
+assert run_grid.grid_configs(bf16, "qwen3_30b_a3b") == ["configs/bench/qwen3_30b_a3b_bf16.yaml"]
+# cutlass_mega: its own configs (max_tokens 512), trtllm_style's bf16 ones next to them.
+assert run_grid.grid_configs(mega, "deepseek_v3") == [
+    "configs/bench/mega/deepseek_v3_bf16.yaml", "configs/bench/deepseek_v3_bf16.yaml"]
+D = m.tokens
+assert run_grid.shapes_for(mega, None, D) == ["qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"]
+msg = exits(run_grid.shapes_for, mega, "mixtral_8x7b,inkling_like", D)
+assert "--format bf16 --backend cutlass_mega --shapes inkling_like: inkling_like has sink " \
+       "experts, which cutlass_mega refuses" in msg, msg
+assert "shapes: qwen3_30b_a3b,mixtral_8x7b,deepseek_v3" in msg, msg
+msg = exits(run_grid.shapes_for, mega, "nope", D)
+assert "no configs/bench/mega/nope_bf16.yaml" in msg, msg
+msg = exits(run_grid.shapes_for, mega, "qwen3_30b_a3b", "1,512,1024,4096")
+assert "--tokens 1024,4096: above max_tokens=512 of configs/bench/mega/qwen3_30b_a3b_bf16.yaml" \
+       in msg and "default tokens: 1,2,4,8,16,32,64,128,512" in msg, msg
+assert run_grid.config_max_tokens("configs/bench/qwen3_30b_a3b_bf16.yaml") == 16384
+
+
+def problem_of(path):
+    """The config's backend and its problem's keys (flow mapping), max_tokens apart."""
+    text = open(path).read()
+    body = re.search(r"problem:\s*\{(.*?)\}", text, re.S).group(1)
+    kv = dict(re.match(r"\s*(\w+):\s*(\S+)\s*$", f).groups() for f in body.split(","))
+    return re.search(r"^backend:\s*(\S+)", text, re.M).group(1), kv
+
+
+# Every shape of the bf16 grid is in cutlass_mega's, or refused with its reason; each of its
+# configs names cutlass_mega, fits its schedule (max_tokens x top_k <= 4096 slots, no sinks) and
+# holds trtllm_style's problem but for max_tokens, so both draw the same routing.
+assert set(bf16.shapes) == set(mega.shapes) | {
+    s for (f, b, s) in run_grid.REFUSED if (f, b) == ("bf16", "cutlass_mega")}
+assert sorted(glob.glob("configs/bench/mega/*_bf16.yaml")) == sorted(
+    run_grid.config_path(s, "bf16", mega.configs) for s in mega.shapes)
+for shape in mega.shapes:
+    ours, theirs = run_grid.grid_configs(mega, shape)
+    (b_ours, p_ours), (b_theirs, p_theirs) = problem_of(ours), problem_of(theirs)
+    assert b_ours == "cutlass_mega" and b_theirs == "trtllm_style", (ours, theirs)
+    assert int(p_ours.pop("max_tokens")) == 512 and int(p_ours["top_k"]) * 512 <= 4096, ours
+    assert "sink_experts" not in p_ours and p_ours["format"] == "bf16", ours
+    p_theirs.pop("max_tokens")
+    assert p_ours == p_theirs, (ours, p_ours, p_theirs)
+
+assert run_grid.grid_report.PEERS_BY_FORMAT["fp8_block"] == ("torch_scaled_grouped_mm", "triton")
+assert run_grid.grid_report.PEERS_BY_FORMAT["bf16"] == ("torch_grouped_mm", "triton", "cublas")
+assert run_grid.grid_stem("o", "D", bf16) == os.path.join("o", "D_trtllm_style_bf16_grid")
+assert run_grid.grid_stem("o", "D", fp8) == os.path.join("o", "D_deepgemm_style_fp8_block_grid")
+assert run_grid.grid_stem("o", "D", mega) == os.path.join("o", "D_cutlass_mega_bf16_grid")
+# bf16 keeps today's files, fp8_block its own; cutlass_mega's are named for it, so the two bf16
+# grids can share --out.
+assert run_grid.paths("o", bf16) == {"jsonl": os.path.join("o", "ours.jsonl"),
+                                     "routing": os.path.join("o", "routing")}
+assert run_grid.paths("o", fp8) == {
+    "jsonl": os.path.join("o", "ours_fp8_block.jsonl"),
+    "routing": os.path.join("o", "routing_fp8_block"),
+    "bf16_jsonl": os.path.join("o", "bf16_backend_fp8_block.jsonl"),
+    "bf16_routing": os.path.join("o", "routing_fp8_block_bf16_backend")}
+assert run_grid.paths("o", mega) == {
+    "jsonl": os.path.join("o", "ours_cutlass_mega_bf16.jsonl"),
+    "routing": os.path.join("o", "routing_cutlass_mega_bf16"),
+    "bf16_jsonl": os.path.join("o", "bf16_backend_cutlass_mega_bf16.jsonl"),
+    "bf16_routing": os.path.join("o", "routing_cutlass_mega_bf16_bf16_backend")}
+# --strict: moe bench refuses to time a config's fallback in place of the backend it names.
 assert run_grid.bench_cmd(a, "c.yaml", "s", "D", "j", "r", "64") == [
-    "build/bin/moe", "bench", "--config", "c.yaml", "--tokens", "1,8,64,512,4096,16384", "--jsonl",
-    "j", "--device", "D", "--commit", "unknown", "--shape", "s", "--dump-routing", "r",
-    "--check-max-tokens", "64"]
+    "build/bin/moe", "bench", "--strict", "--config", "c.yaml", "--tokens",
+    "1,8,64,512,4096,16384", "--jsonl", "j", "--device", "D", "--commit", "unknown", "--shape", "s",
+    "--dump-routing", "r", "--check-max-tokens", "64"]
 a.check_max_tokens = "deepseek_v3=8,default=32"
 assert run_grid.check_max(a, "deepseek_v3") == "8" and run_grid.check_max(a, "x") == "32"
 
@@ -71,12 +160,25 @@ assert "of c" in exits(run_grid.check_records, [good[0], rec("s", 8, 1.0, commit
 fell_back = [good[0], rec("s", 8, 1.0, backend="reference")]  # the config's fallback
 assert "reference" in exits(run_grid.check_records, fell_back, ["s"], "1,8", "c",
                             "deepgemm_style", "fp8_block")
+# cutlass_mega's grid takes bf16 records of cutlass_mega only: not its fallback's, and not
+# trtllm_style's (the same format: only the backend tells them apart).
+mega_recs = [rec("s", 1, 0.5, "cutlass_mega", "bf16"), rec("s", 8, 1.0, "cutlass_mega", "bf16")]
+run_grid.check_records(mega_recs, ["s"], "1,8", "c", "cutlass_mega", "bf16")
+for other in ("reference", "trtllm_style"):
+    msg = exits(run_grid.check_records, [mega_recs[0], rec("s", 8, 1.0, other, "bf16")], ["s"],
+                "1,8", "c", "cutlass_mega", "bf16")
+    assert f"('{other}', 'bf16')" in msg and "expected ('cutlass_mega', 'bf16')" in msg, msg
 
-bf16 = [rec("s", 8, 4.0, "trtllm_style", "bf16"), rec("s", 1, 1.0, "trtllm_style", "bf16")]
-run_grid.add_bf16_backend(good, bf16, lambda s, t: t == 1)
+trt = [rec("s", 8, 4.0, "trtllm_style", "bf16", floor_ms=2.0),
+       rec("s", 1, 1.0, "trtllm_style", "bf16", floor_ms=0.25)]
+run_grid.add_bf16_backend(good, trt, lambda s, t: t == 1)
 assert good[0]["bf16_backend_ms"] == 1.0 and good[0]["ratio_to_bf16_backend"] == 0.5, good[0]
 assert good[1]["bf16_backend_ms"] == 4.0 and good[1]["ratio_to_bf16_backend"] == 0.25, good[1]
+assert good[0]["bf16_backend_floor_ms"] == 0.25 and good[1]["bf16_backend_floor_ms"] == 2.0, good
+assert good[0]["bf16_backend"] == good[1]["bf16_backend"] == "trtllm_style", good
 assert good[0]["bf16_backend_same_routing"] and not good[1]["bf16_backend_same_routing"]
+run_grid.add_bf16_backend(mega_recs, trt, lambda s, t: True)
+assert [r["ratio_to_bf16_backend"] for r in mega_recs] == [0.5, 0.25], mega_recs
 
 r = rec("s", 1, 0.5, peers={"torch_scaled_grouped_mm": 1.0, "triton": 0.25, "error": "x"},
         ms_stream=0.6, peers_eager={"torch_scaled_grouped_mm": 1.2})
@@ -86,26 +188,39 @@ r = rec("s", 1, 0.5, peers={"error": "both failed"})
 run_grid.add_peer_ratios(r)
 assert r["ratio_to_best_peer"] is None and "ratio_to_best_peer_eager" not in r, r
 
-# --- a whole run against a fake moe: fp8_block, then bf16 ---
+# --- whole runs against a fake moe: fp8_block, bf16, then cutlass_mega bf16 ---
+# It runs as the config's backend (trtllm_style 2 ms per token, the others 1), or, for the backend
+# named by FAKE_MOE_REFUSES, fails under --strict as moe bench does, or (FAKE_MOE_NO_STRICT, a moe
+# that would let the fallback through) writes the fallback's records.
 FAKE_MOE = r'''
-import json, os, sys
-a = dict(zip(sys.argv[2::2], sys.argv[3::2]))
+import json, os, re, sys
+strict = "--strict" in sys.argv
+argv = [x for x in sys.argv if x != "--strict"]
+a = dict(zip(argv[2::2], argv[3::2]))
 with open(os.environ["FAKE_MOE_LOG"], "a") as f:
     f.write(json.dumps(sys.argv[1:]) + "\n")
-fmt = "fp8_block" if a["--config"].endswith("_fp8_block.yaml") else "bf16"
-if os.environ.get("FAKE_MOE_FAIL") == fmt:
+text = open(a["--config"]).read()
+backend = re.search(r"^backend:\s*(\S+)", text, re.M).group(1)
+fmt = re.search(r"\bformat:\s*(\w+)", text).group(1)
+if os.environ.get("FAKE_MOE_FAIL") == backend:
     sys.exit(3)
+if os.environ.get("FAKE_MOE_REFUSES") == backend:
+    if strict and not os.environ.get("FAKE_MOE_NO_STRICT"):
+        sys.exit(f"error: backend '{backend}' named in {a['--config']} does not support ...; "
+                 "--strict refuses its fallback 'reference'")
+    backend = "reference"
 for t in a["--tokens"].split(","):
     t = int(t)
     r = {"date": "D", "device": a["--device"], "commit": a["--commit"],
-         "backend": {"fp8_block": "deepgemm_style", "bf16": "trtllm_style"}[fmt], "format": fmt,
+         "backend": backend, "format": fmt,
          "shape": a["--shape"], "experts": 8, "top_k": 2, "hidden": 128, "intermediate": 128,
-         "tokens": t, "ms": (1.0 if fmt == "fp8_block" else 2.0) * t, "tflops": 1.0,
+         "tokens": t, "ms": (2.0 if backend == "trtllm_style" else 1.0) * t, "tflops": 1.0,
          "weight_tbps": 1.0, "floor_ms": 0.5 * t, "graph": t <= 64,
          "ms_stream": 1.5 * t if t <= 64 else None, "peers": {}}
     with open(a["--jsonl"], "a") as f:
         f.write(json.dumps(r) + "\n")
-    differ = fmt == "bf16" and os.environ.get("FAKE_MOE_DIFFER") == f"{a['--shape']}_{t}"
+    differ = (backend == "trtllm_style" and
+              os.environ.get("FAKE_MOE_DIFFER") == f"{a['--shape']}_{t}")
     with open(os.path.join(a["--dump-routing"], f"{a['--shape']}_{t}.safetensors"), "w") as f:
         f.write("other" if differ else f"routing {a['--shape']} {t}")
 '''
@@ -126,19 +241,25 @@ def fake_peers(fmt):
         peer_calls.append((fmt, rec["shape"], rec["tokens"], open(routing).read(), peers_dir))
         if rec["tokens"] == 8:
             raise RuntimeError("peer cannot run this point")
-        names = run_grid.FORMATS[fmt].peers
+        names = run_grid.grid_report.PEERS_BY_FORMAT[fmt]
         return ({n: 0.5 * rec["tokens"] for n in names}, {n: True for n in names},
                 {n: 0.75 * rec["tokens"] for n in names} if rec["graph"] else {})
     return run
 
 
-run_grid.PEER_RUNNERS = {f: fake_peers(f) for f in run_grid.FORMATS}
+run_grid.PEER_RUNNERS = {f: fake_peers(f) for f in run_grid.DEFAULT_BACKEND}
 date = run_grid.time.strftime("%Y-%m-%d")
 
 
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f]
+
+
+def options(call):
+    """A logged moe command line's options (its one flag, --strict, apart)."""
+    assert call[:2] == ["bench", "--strict"], call
+    return dict(zip(call[2::2], call[3::2]))
 
 
 with tempfile.TemporaryDirectory() as d:
@@ -160,11 +281,11 @@ with tempfile.TemporaryDirectory() as d:
             "--check-max-tokens", "deepseek_v3=8,default=64"]
     run_grid.main(argv)
     calls = read_jsonl(log)
-    assert [c[2] for c in calls] == [
+    assert [options(c)["--config"] for c in calls] == [
         "configs/bench/qwen3_30b_a3b_fp8_block.yaml", "configs/bench/qwen3_30b_a3b_bf16.yaml",
         "configs/bench/deepseek_v3_fp8_block.yaml", "configs/bench/deepseek_v3_bf16.yaml"], calls
     for c in calls:
-        kw = dict(zip(c[1::2], c[2::2]))
+        kw = options(c)
         fp8 = kw["--config"].endswith("_fp8_block.yaml")
         assert kw["--tokens"] == "1,8,64,512" and kw["--commit"] == "abc", c
         assert kw["--shape"] in kw["--config"] and kw["--device"] == "FakeGPU", c
@@ -183,6 +304,7 @@ with tempfile.TemporaryDirectory() as d:
         (s, t) for s in ("qwen3_30b_a3b", "deepseek_v3") for t in (1, 8, 64, 512)], recs
     r1, r8 = recs[0], recs[1]
     assert r1["ms"] == 1.0 and r1["bf16_backend_ms"] == 2.0 and r1["ratio_to_bf16_backend"] == 0.5
+    assert r1["bf16_backend"] == "trtllm_style" and r1["bf16_backend_floor_ms"] == 0.5, r1
     assert r1["peers"] == {"torch_scaled_grouped_mm": 0.5, "triton": 0.5}, r1
     assert r1["ratio_to_best_peer"] == 2.0 and r1["ratio_to_best_peer_eager"] == 2.0, r1
     assert r8["peers"] == {"error": "peer cannot run this point"} and r8["bf16_backend_ms"] == 16.0
@@ -191,9 +313,10 @@ with tempfile.TemporaryDirectory() as d:
     md = open(stem + ".md").read()
     assert md.startswith("# deepgemm_style fp8_block on FakeGPU"), md
     assert "| torch_scaled_grouped_mm | triton | floor ms |" in md, md
-    assert "| qwen3_30b_a3b | 1 | 1.0000 | 0.5000 | 0.5000 | 0.5000 | 2.00 | 2.0000 | 2.0000 | " \
-           "0.5000 | 1.0 | yes | torch_scaled_grouped_mm, triton | 2.0000 |" in md, md
-    assert "At 1 point(s) the bf16 backend's routing differed from this format's (deepseek_v3 " \
+    assert ("| qwen3_30b_a3b | 1 | 1.0000 | 0.5000 | 0.5000 | 0.5000 | 2.00 | 2.0000 | 1.00 | "
+            "2.0000 | 4.00 | 0.5000 | 1.0 | yes | torch_scaled_grouped_mm, triton | 2.0000 |"
+            ) in md, md
+    assert "At 1 point(s) trtllm_style's routing differed from deepgemm_style's (deepseek_v3 " \
            "T=64)" in md, md
 
     # bf16: today's configs, files and stem; no bf16-backend run or fields.
@@ -202,7 +325,8 @@ with tempfile.TemporaryDirectory() as d:
     run_grid.main(["--moe", moe, "--out", out, "--shapes", "mixtral_8x7b", "--tokens", "1,4096",
                    "--commit", "abc"])
     calls = read_jsonl(log)
-    assert len(calls) == 1 and calls[0][2] == "configs/bench/mixtral_8x7b_bf16.yaml", calls
+    assert len(calls) == 1 and options(calls[0])["--config"] == \
+        "configs/bench/mixtral_8x7b_bf16.yaml", calls
     assert calls[0][calls[0].index("--jsonl") + 1] == os.path.join(out, "ours.jsonl"), calls
     assert calls[0][calls[0].index("--dump-routing") + 1] == os.path.join(out, "routing"), calls
     recs = read_jsonl(os.path.join(out, f"{date}_trtllm_style_bf16_grid.jsonl"))
@@ -211,19 +335,105 @@ with tempfile.TemporaryDirectory() as d:
     assert list(recs[0])[-5:] == ["peers", "peers_graph", "peers_eager", "ratio_to_best_peer",
                                   "ratio_to_best_peer_eager"], list(recs[0])
     md = open(os.path.join(out, f"{date}_trtllm_style_bf16_grid.md")).read()
-    assert md.startswith("# trtllm_style bf16 on FakeGPU") and "bf16 backend" not in md, md
+    assert md.startswith("# trtllm_style bf16 on FakeGPU") and "x trtllm_style" not in md, md
+    assert "| shape | T | trtllm_style ms | torch_grouped_mm | triton | cublas | floor ms |" in md
 
     # A failed moe bench, of ours or of the bf16 backend, writes no grid.
-    os.environ["FAKE_MOE_FAIL"] = "bf16"
+    os.environ["FAKE_MOE_FAIL"] = "trtllm_style"
     os.remove(stem + ".jsonl")
     msg = exits(run_grid.main, argv)
     assert "moe bench failed for qwen3_30b_a3b (trtllm_style bf16) (exit 3)" in msg, msg
     assert not os.path.exists(stem + ".jsonl")
-    os.environ["FAKE_MOE_FAIL"] = "fp8_block"
+    os.environ["FAKE_MOE_FAIL"] = "deepgemm_style"
     assert "moe bench failed for qwen3_30b_a3b (exit 3)" in exits(run_grid.main, argv)
     del os.environ["FAKE_MOE_FAIL"]
     # An inkling request fails before anything runs.
     open(log, "w").close()
     msg = exits(run_grid.main, argv[:-6] + ["--shapes", "inkling_like"])
     assert "sink experts" in msg and open(log).read() == "", msg
+
+    # cutlass_mega bf16, every default: its configs and the decode token counts, trtllm_style bf16
+    # on its own configs in the same run, the bf16 peers on cutlass_mega's routing.
+    open(log, "w").close()
+    peer_calls.clear()
+    os.environ["FAKE_MOE_DIFFER"] = "mixtral_8x7b_2"
+    bf16_grid = os.path.join(out, f"{date}_trtllm_style_bf16_grid.jsonl")
+    bf16_before = open(bf16_grid).read()
+    mega_argv = ["--moe", moe, "--peers", "P", "--out", out, "--format", "bf16", "--backend",
+                 "cutlass_mega", "--commit", "abc", "--check-max-tokens",
+                 "deepseek_v3=8,default=64"]
+    run_grid.main(mega_argv)
+    shapes = ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3")
+    tokens = (1, 2, 4, 8, 16, 32, 64, 128, 512)
+    calls = [options(c) for c in read_jsonl(log)]
+    assert [c["--config"] for c in calls] == [
+        cfg for s in shapes for cfg in (f"configs/bench/mega/{s}_bf16.yaml",
+                                        f"configs/bench/{s}_bf16.yaml")], calls
+    for c in calls:
+        ours = "/mega/" in c["--config"]
+        assert c["--tokens"] == "1,2,4,8,16,32,64,128,512" and c["--shape"] in c["--config"], c
+        assert c["--jsonl"] == os.path.join(
+            out, "ours_cutlass_mega_bf16.jsonl" if ours else "bf16_backend_cutlass_mega_bf16.jsonl")
+        assert c["--dump-routing"] == os.path.join(
+            out, "routing_cutlass_mega_bf16" + ("" if ours else "_bf16_backend")), c
+        assert c["--check-max-tokens"] == (
+            ("8" if c["--shape"] == "deepseek_v3" else "64") if ours else "0"), c
+    assert peer_calls == [("bf16", s, t, f"routing {s} {t}", "P") for s in shapes for t in tokens]
+    stem = os.path.join(out, f"{date}_cutlass_mega_bf16_grid")
+    recs = read_jsonl(stem + ".jsonl")
+    assert [(r["shape"], r["tokens"]) for r in recs] == [(s, t) for s in shapes for t in tokens]
+    assert {(r["backend"], r["format"], r["bf16_backend"]) for r in recs} == {
+        ("cutlass_mega", "bf16", "trtllm_style")}, recs
+    r1 = recs[0]
+    assert r1["ms"] == 1.0 and r1["bf16_backend_ms"] == 2.0 and r1["bf16_backend_floor_ms"] == 0.5
+    assert r1["ratio_to_bf16_backend"] == 0.5 and r1["ratio_to_best_peer"] == 2.0, r1
+    assert r1["peers"] == {"torch_grouped_mm": 0.5, "triton": 0.5, "cublas": 0.5}, r1
+    assert [(r["shape"], r["tokens"]) for r in recs if not r["bf16_backend_same_routing"]] == [
+        ("mixtral_8x7b", 2)], recs
+    md = open(stem + ".md").read()
+    assert md.startswith("# cutlass_mega bf16 on FakeGPU"), md
+    assert ("| shape | T | cutlass_mega ms | torch_grouped_mm | triton | cublas | floor ms | x "
+            "floor | x best peer | best peer x floor | trtllm_style ms | trtllm_style x floor | x "
+            "trtllm_style | TFLOP/s | cutlass_mega graph | peers graph | x best peer, all eager |"
+            ) in md, md
+    assert ("| qwen3_30b_a3b | 1 | 1.0000 | 0.5000 | 0.5000 | 0.5000 | 0.5000 | 2.00 | 2.0000 | "
+            "1.00 | 2.0000 | 4.00 | 0.5000 | 1.0 | yes | torch_grouped_mm, triton, cublas | "
+            "2.0000 |") in md, md
+    assert "At 1 point(s) trtllm_style's routing differed from cutlass_mega's (mixtral_8x7b T=2)" \
+        in md, md
+    assert open(bf16_grid).read() == bf16_before  # the trtllm_style grid in the same --out
+
+    # Nothing of cutlass_mega's grid is written when a moe bench fails, when cutlass_mega refuses
+    # the problem (--strict: its fallback is never timed), or when records of another backend
+    # come back anyway (a moe that let the fallback through, for ours or for trtllm_style).
+    def mega_fails(env, argv=mega_argv):
+        os.environ.update(env)
+        open(log, "w").close()
+        if os.path.exists(stem + ".jsonl"):
+            os.remove(stem + ".jsonl")
+        try:
+            return exits(run_grid.main, argv)
+        finally:
+            assert not os.path.exists(stem + ".jsonl")
+            for k in env:
+                del os.environ[k]
+
+    msg = mega_fails({"FAKE_MOE_FAIL": "trtllm_style"})
+    assert "moe bench failed for qwen3_30b_a3b (trtllm_style bf16) (exit 3)" in msg, msg
+    msg = mega_fails({"FAKE_MOE_REFUSES": "cutlass_mega"})
+    assert "moe bench failed for qwen3_30b_a3b (exit 1)" in msg and len(read_jsonl(log)) == 1, msg
+    msg = mega_fails({"FAKE_MOE_REFUSES": "cutlass_mega", "FAKE_MOE_NO_STRICT": "1"})
+    assert "ran (backend, format) [('reference', 'bf16')]; expected ('cutlass_mega', 'bf16')" \
+        in msg, msg
+    msg = mega_fails({"FAKE_MOE_REFUSES": "trtllm_style", "FAKE_MOE_NO_STRICT": "1"})
+    assert "ran (backend, format) [('reference', 'bf16')]; expected ('trtllm_style', 'bf16')" \
+        in msg, msg
+    # Refused before anything runs: inkling_like (sink experts), T above the configs' 512.
+    msg = mega_fails({}, mega_argv + ["--shapes", "qwen3_30b_a3b,inkling_like"])
+    assert "inkling_like has sink experts, which cutlass_mega refuses" in msg, msg
+    assert open(log).read() == ""
+    msg = mega_fails({}, mega_argv + ["--tokens", "1,4096"])
+    assert "--tokens 4096: above max_tokens=512 of configs/bench/mega/qwen3_30b_a3b_bf16.yaml" \
+        in msg, msg
+    assert open(log).read() == ""
 print("ok")
