@@ -49,9 +49,8 @@ std::string joined(const std::vector<std::string>& items) {
 std::string describe(const Plugin& plugin, const moe_host_plugin_strings& s,
                      const moe_problem* problem) {
   const PluginInfo& i = plugin.info();
-  std::string out =
-      fmt::format("{}  (version {}, ABI {}.{}, priority {}, {} memory)\n", i.name, i.version,
-                  i.abi_major, i.abi_minor, i.priority, memory_name(i.memory));
+  std::string out = fmt::format("{}  (version {}, ABI {}.{}, {}, {} memory)\n", i.name, i.version,
+                                i.abi_major, i.abi_minor, priority_text(i), memory_name(i.memory));
   if (!s.aliases.empty()) out += "  aliases:     " + joined(s.aliases) + "\n";
   out += "  formats:     " + joined(s.formats) + "\n";
   out += "  activations: " + joined(s.activations) + "\n";
@@ -155,6 +154,8 @@ moe_status moe_host_registry_plugin_info(const moe_host_registry* registry, int6
     out.num_activations = int32_t(s.activation_ptrs.size());
     out.routings = s.routing_ptrs.data();
     out.num_routings = int32_t(s.routing_ptrs.size());
+    out.decode_priority = p.decode.priority;
+    out.decode_max_tokens = p.decode.max_tokens;
     write_out(info, MOE_HOST_PLUGIN_INFO_MIN_SIZE, "moe_host_plugin_info", out);
   });
 }

@@ -22,8 +22,8 @@ void print_plugin(const Plugin& p, bool verbose) {
   const PluginInfo& i = p.info();
   std::string aliases;
   for (const auto& a : i.aliases) aliases += (aliases.empty() ? "" : ", ") + a;
-  std::cout << fmt::format("{}  (version {}, ABI {}.{}, priority {}, {} memory)\n", i.name,
-                           i.version, i.abi_major, i.abi_minor, i.priority, memory_name(i.memory));
+  std::cout << fmt::format("{}  (version {}, ABI {}.{}, {}, {} memory)\n", i.name, i.version,
+                           i.abi_major, i.abi_minor, priority_text(i), memory_name(i.memory));
   if (!aliases.empty()) std::cout << "  aliases:     " << aliases << "\n";
   std::cout << "  formats:     " << mask_names(i.format_mask, format_bit_name) << "\n"
             << "  activations: " << mask_names(i.activation_mask, activation_bit_name) << "\n"

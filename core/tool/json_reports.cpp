@@ -10,15 +10,25 @@
 namespace moe::tool {
 namespace {
 
+// null, or {"priority": 70, "max_tokens": 8}: a plugin's decode rule (ABI 1.3).
+nlohmann::json decode_rule_json(const DecodeRule& rule) {
+  if (!rule.declared()) return nullptr;
+  return {{"priority", rule.priority}, {"max_tokens", rule.max_tokens}};
+}
+
 nlohmann::json candidate_json(const Candidate& c) {
   nlohmann::json supported, reason;  // null for a plugin not asked (chosen before its turn)
   if (c.asked) supported = c.supported;
   if (c.asked && !c.supported) reason = reason_name(c.reason);
-  return {{"name", c.name},
-          {"priority", c.priority},
-          {"supported", supported},
-          {"reason", reason},
-          {"message", c.message}};
+  nlohmann::json out = {{"name", c.name},
+                        {"priority", c.priority},
+                        {"supported", supported},
+                        {"reason", reason},
+                        {"message", c.message}};
+  // "applies": the problem's max_tokens is within the rule, so `priority` is the decode priority.
+  out["decode_rule"] = decode_rule_json(c.decode);
+  if (c.decode.declared()) out["decode_rule"]["applies"] = c.decode_applies;
+  return out;
 }
 
 }  // namespace
@@ -35,6 +45,7 @@ nlohmann::json plugin_json(const Plugin& p) {
           {"version", i.version},
           {"abi", fmt::format("{}.{}", i.abi_major, i.abi_minor)},
           {"priority", i.priority},
+          {"decode_rule", decode_rule_json(i.decode)},
           {"memory", memory_name(i.memory)},
           {"aliases", i.aliases},
           {"description", i.description},

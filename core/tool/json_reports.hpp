@@ -12,7 +12,8 @@
 
 namespace moe::tool {
 
-// Name, version, ABI, priority, memory, capabilities, aliases, description, path and build info.
+// Name, version, ABI, priority and decode rule, memory, capabilities, aliases, description, path
+// and build info.
 nlohmann::json plugin_json(const Plugin& plugin);
 
 // The tool's version, the directories searched, every plugin and every skipped library.

@@ -23,6 +23,10 @@ class PluginInfo:
     path: str
     aliases: list
     priority: int
+    # The decode rule (ABI 1.3): `backend: auto` ranks the plugin by decode_priority for a problem
+    # whose max_tokens is <= decode_max_tokens; 0 = no rule.
+    decode_priority: int
+    decode_max_tokens: int
     memory: str  # "host" or "cuda_device"
     abi: tuple
     formats: list

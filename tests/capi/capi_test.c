@@ -720,6 +720,82 @@ done:
   free(got);
 }
 
+/* The decode rule (ABI 1.3, host API 1.4) of fixture_decode (priority 40, and 70 for max_tokens
+ * <= 8; tests/fixtures): in moe_host_plugin_info where the caller's struct holds it, in the
+ * describe text, and in the rule of an auto selection at decode capacity. */
+static void test_plugin_info_has_the_decode_rule(moe_host_registry* build) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/../test_plugins/decode", g_plugin_dir);
+  const char* dirs[] = {dir};
+  moe_host_registry_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  o.plugin_dirs = dirs;
+  o.num_plugin_dirs = 1;
+  o.use_default = 1;
+  moe_host_registry* registry = NULL;
+  CHECK_OK(moe_host_registry_open(&o, &registry));
+  if (registry == NULL) return;
+  moe_host_plugin_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  CHECK_OK(moe_host_registry_plugin_info(registry, 0, &info)); /* its directory comes first */
+  CHECK(strcmp(info.name, "fixture_decode") == 0, "plugin 0 is '%s'", info.name);
+  CHECK(info.priority == 40 && info.decode_priority == 70 && info.decode_max_tokens == 8,
+        "priority %d, decode priority %d for max_tokens <= %lld", info.priority,
+        info.decode_priority, (long long)info.decode_max_tokens);
+
+  /* A 1.3 caller's struct ends before the rule: its tail is not written, its size is kept. */
+  const size_t old_size = offsetof(moe_host_plugin_info, decode_max_tokens);
+  memset(&info, 0, sizeof info);
+  info.struct_size = old_size;
+  info.decode_max_tokens = -99;
+  info.decode_priority = -98;
+  CHECK_OK(moe_host_registry_plugin_info(registry, 0, &info));
+  CHECK(
+      info.struct_size == old_size && info.decode_max_tokens == -99 && info.decode_priority == -98,
+      "a 1.3-sized struct was written past its end: size %zu, %lld, %d", info.struct_size,
+      (long long)info.decode_max_tokens, info.decode_priority);
+
+  size_t needed = 0;
+  CHECK_OK(moe_host_describe(registry, "fixture_decode", NULL, NULL, 0, &needed));
+  char* text = malloc(needed);
+  CHECK_OK(moe_host_describe(registry, "fixture_decode", NULL, text, needed, &needed));
+  CHECK(strstr(text, "priority 40, decode priority 70 for max_tokens <= 8") != NULL, "describe: %s",
+        text);
+  free(text);
+
+  moe_host_select_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.config_text =
+      "backend: auto\nproblem: {experts: 4, top_k: 2, hidden: 64, intermediate: 32, "
+      "max_tokens: 8}\n";
+  moe_host_selection* selection = NULL;
+  CHECK_OK(moe_host_select(registry, &a, &selection));
+  moe_host_selection_info chosen;
+  memset(&chosen, 0, sizeof chosen);
+  chosen.struct_size = sizeof chosen;
+  CHECK_OK(moe_host_selection_info_get(selection, &chosen));
+  CHECK(strcmp(chosen.backend, "fixture_decode") == 0 &&
+            strstr(chosen.rule, "fixture_decode's decode priority for max_tokens <= 8") != NULL,
+        "backend '%s', rule '%s'", chosen.backend, chosen.rule);
+  CHECK_OK(moe_host_selection_destroy(selection));
+  CHECK_OK(moe_host_registry_destroy(registry));
+
+  /* The build's reference declares no rule. */
+  int64_t count = 0;
+  CHECK_OK(moe_host_registry_plugin_count(build, &count));
+  for (int64_t i = 0; i < count; ++i) {
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    CHECK_OK(moe_host_registry_plugin_info(build, i, &info));
+    if (strcmp(info.name, "reference") == 0)
+      CHECK(info.decode_max_tokens == 0, "the reference has a decode rule up to %lld",
+            (long long)info.decode_max_tokens);
+  }
+}
+
 typedef struct capi_case {
   const char* name;
   void (*run)(moe_host_registry* registry);
@@ -737,6 +813,7 @@ static const capi_case kCases[] = {
     {"prepares_a_layer_from_a_checkpoint", test_prepares_a_layer_from_a_checkpoint},
     {"device_weights_are_checked", test_device_weights_are_checked},
     {"expert_parallel_steps", test_expert_parallel_steps},
+    {"plugin_info_has_the_decode_rule", test_plugin_info_has_the_decode_rule},
 };
 
 int main(int argc, char** argv) {

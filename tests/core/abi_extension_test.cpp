@@ -10,14 +10,15 @@
 namespace moe::test {
 namespace {
 
-// Every in-tree plugin (SDK-built) and the hand-written raw-table fixtures of both minors.
+// Every in-tree plugin (SDK-built) and the hand-written raw-table fixtures of every minor.
 Registry every_plugin() {
-  return registry_of(
-      {build_plugin_dir(), example_plugin_dir(), fixture_dir("works"), fixture_dir("abi_v1_1")});
+  return registry_of({build_plugin_dir(), example_plugin_dir(), fixture_dir("works"),
+                      fixture_dir("abi_v1_1"), fixture_dir("abi_v1_2")});
 }
 
-const char* const kInTree[] = {"reference",   "gpu_oracle",    "trtllm_style",
-                               "example_cpu", "fixture_works", "fixture_abi_v1_1"};
+const char* const kInTree[] = {"reference",       "gpu_oracle",    "trtllm_style",
+                               "example_cpu",     "fixture_works", "fixture_abi_v1_1",
+                               "fixture_abi_v1_2"};
 
 // ---- enum values this build does not know ----------------------------------------------------
 

@@ -80,6 +80,28 @@ TEST_F(LazyLoading, ACachedScanGivesTheSameInfoAndLoadsNothing) {
               testing::HasSubstr("\"abi_major\""));
 }
 
+// A decode rule (ABI 1.3) travels through the scanner and the cache like the priority, and ranks
+// the plugins auto asks without loading the others.
+TEST_F(LazyLoading, ADecodeRuleComesFromTheScanAndItsCache) {
+  copy_fixture("decode", dir_);
+  for (int pass = 0; pass < 2; ++pass) {  // the second from the cache
+    SCOPED_TRACE(pass);
+    const Registry r = discover();
+    const auto decode = r.find("fixture_decode");
+    ASSERT_NE(decode, nullptr) << r.names();
+    EXPECT_EQ(decode->info().decode.priority, 70);
+    EXPECT_EQ(decode->info().decode.max_tokens, 8);
+    EXPECT_FALSE(decode->loaded());
+    Config c = auto_config();
+    c.problem.raw().max_tokens = 8;
+    c.problem.finalize();
+    EXPECT_EQ(select_backend(r, c).plugin->name(), "fixture_decode");
+    EXPECT_FALSE(r.find("fixture_works")->loaded());
+  }
+  EXPECT_THAT(read_text(root_ / "cache" / "moe-registry" / "plugin_scan.json"),
+              testing::HasSubstr("\"decode_max_tokens\": 8"));
+}
+
 TEST_F(LazyLoading, TheFirstUseOfATableLoadsThatPluginOnly) {
   const Registry r = discover();
   const auto works = r.find("fixture_works");

@@ -1,4 +1,9 @@
-// Backend selection: named, fallback and auto, each explaining itself.
+// Backend selection: named, fallback and auto (with decode rules, ABI 1.3), each explaining
+// itself.
+#include <fmt/format.h>
+
+#include <stdexcept>
+
 #include "../support/test_env.hpp"
 
 namespace moe::test {
@@ -84,6 +89,131 @@ TEST(Selection, ExplainListsEveryCandidateWithItsAnswer) {
   EXPECT_THAT(text, testing::HasSubstr("fixture_picky"));
   EXPECT_THAT(text, testing::HasSubstr("no: (format): only bf16 weights"));
   ASSERT_EQ(s.considered.size(), 2u);
+}
+
+// ---- decode rules (ABI 1.3) -------------------------------------------------------------------
+// fixture_decode: priority 40, and 70 for max_tokens <= 8 (cutlass_mega's declaration);
+// fixture_steady: 50, no rule (trtllm_style's). Both support every problem here.
+
+Config auto_with_max_tokens(int64_t max_tokens) {
+  Config c = config_for("auto", {}, MOE_FORMAT_BF16);
+  c.problem.raw().max_tokens = max_tokens;
+  c.problem.finalize();
+  return c;
+}
+
+const Candidate& candidate(const Selection& s, const std::string& name) {
+  for (const auto& c : s.considered)
+    if (c.name == name) return c;
+  throw std::runtime_error("no candidate " + name);
+}
+
+Registry decode_and_steady() {
+  return registry_of({fixture_dir("steady"), fixture_dir("decode")});
+}
+
+TEST(DecodeRule, AutoRanksByTheDecodePriorityUpToItsMaxTokens) {
+  const Registry r = decode_and_steady();
+  for (int64_t max_tokens : {1, 4, 8}) {
+    SCOPED_TRACE(max_tokens);
+    const Selection s = select_backend(r, auto_with_max_tokens(max_tokens), Ask::kEvery);
+    EXPECT_EQ(s.plugin->name(), "fixture_decode");
+    EXPECT_THAT(s.rule, testing::StartsWith(fmt::format(
+                            "auto: highest priority (70, fixture_decode's decode priority for "
+                            "max_tokens <= 8, here {}) among the plugins that support E=4",
+                            max_tokens)));
+    const Candidate& c = candidate(s, "fixture_decode");
+    EXPECT_EQ(c.priority, 70);
+    EXPECT_TRUE(c.decode_applies);
+    EXPECT_EQ(candidate(s, "fixture_steady").priority, 50);
+  }
+}
+
+TEST(DecodeRule, AboveItsMaxTokensThePluginRanksByItsPriority) {
+  const Registry r = decode_and_steady();
+  for (int64_t max_tokens : {9, 64, 16384}) {
+    SCOPED_TRACE(max_tokens);
+    const Selection s = select_backend(r, auto_with_max_tokens(max_tokens), Ask::kEvery);
+    EXPECT_EQ(s.plugin->name(), "fixture_steady");
+    EXPECT_THAT(s.rule, testing::StartsWith("auto: highest priority (50) among"));
+    const Candidate& c = candidate(s, "fixture_decode");
+    EXPECT_EQ(c.priority, 40);
+    EXPECT_FALSE(c.decode_applies);
+    EXPECT_EQ(c.decode.priority, 70);
+    EXPECT_EQ(c.decode.max_tokens, 8);
+  }
+}
+
+TEST(DecodeRule, TheRuleSaysWhyAWinnersDecodePriorityDidNotCount) {
+  const Registry r = registry_of({fixture_dir("works"), fixture_dir("decode")});
+  const Selection s = select_backend(r, auto_with_max_tokens(64));
+  EXPECT_EQ(s.plugin->name(), "fixture_decode");
+  EXPECT_THAT(s.rule, testing::StartsWith(
+                          "auto: highest priority (40; fixture_decode's decode priority 70 is for "
+                          "max_tokens <= 8, not 64) among"));
+}
+
+TEST(DecodeRule, ATieGoesToTheFirstFoundWhicheverRuleGaveThePriority) {
+  // fixture_decode_ties: priority 0, and 50 for max_tokens <= 8: level with fixture_steady there.
+  const Registry ties_first = registry_of({fixture_dir("decode_ties"), fixture_dir("steady")});
+  const Registry steady_first = registry_of({fixture_dir("steady"), fixture_dir("decode_ties")});
+  EXPECT_EQ(select_backend(ties_first, auto_with_max_tokens(8)).plugin->name(),
+            "fixture_decode_ties");
+  EXPECT_EQ(select_backend(steady_first, auto_with_max_tokens(8)).plugin->name(), "fixture_steady");
+  EXPECT_EQ(select_backend(ties_first, auto_with_max_tokens(9)).plugin->name(), "fixture_steady");
+}
+
+TEST(DecodeRule, OnlyThePluginsAutoNeedsAreAskedInTheOrderTheRuleGives) {
+  const Selection s = select_backend(decode_and_steady(), auto_with_max_tokens(8));
+  EXPECT_EQ(s.plugin->name(), "fixture_decode");
+  const Candidate& steady = candidate(s, "fixture_steady");
+  EXPECT_FALSE(steady.asked);
+  EXPECT_EQ(steady.message, "not asked: 'fixture_decode' was chosen first");
+  EXPECT_EQ(steady.priority, 50);
+}
+
+TEST(DecodeRule, AnAbi12PluginHasNoRuleAndRanksByItsPriority) {
+  // fixture_abi_v1_2 (frozen 1.2 header): priority 45, between fixture_decode's 40 and 70.
+  const Registry r = registry_of({fixture_dir("abi_v1_2"), fixture_dir("decode")});
+  const auto old = r.find("fixture_abi_v1_2");
+  ASSERT_NE(old, nullptr) << r.names();
+  EXPECT_EQ(old->info().abi_minor, 2u);
+  EXPECT_FALSE(old->info().decode.declared());
+  EXPECT_EQ(old->info().priority_for(1), 45);
+  EXPECT_EQ(select_backend(r, auto_with_max_tokens(8)).plugin->name(), "fixture_decode");
+  const Selection above = select_backend(r, auto_with_max_tokens(9), Ask::kEvery);
+  EXPECT_EQ(above.plugin->name(), "fixture_abi_v1_2");
+  EXPECT_THAT(above.rule, testing::StartsWith("auto: highest priority (45) among"));
+  EXPECT_FALSE(candidate(above, "fixture_abi_v1_2").decode.declared());
+}
+
+TEST(DecodeRule, ExplainShowsEachRuleAndWhetherItApplied) {
+  const Registry r = decode_and_steady();
+  const std::string at8 = select_backend(r, auto_with_max_tokens(8), Ask::kEvery).explain();
+  EXPECT_THAT(at8, testing::HasSubstr("selected: fixture_decode\n  because: auto: highest priority "
+                                      "(70, fixture_decode's decode priority for max_tokens <= 8, "
+                                      "here 8) among"));
+  EXPECT_THAT(at8, testing::HasSubstr("  fixture_steady       priority   50  supports\n"));
+  EXPECT_THAT(at8, testing::HasSubstr("  fixture_decode       priority   70  supports  [decode "
+                                      "priority for max_tokens <= 8]\n"));
+  const std::string at9 = select_backend(r, auto_with_max_tokens(9), Ask::kEvery).explain();
+  EXPECT_THAT(at9, testing::HasSubstr("  fixture_decode       priority   40  supports  [decode "
+                                      "priority 70 only for max_tokens <= 8]\n"));
+}
+
+TEST(DecodeRule, PriorityTextNamesTheRuleWhereThereIsOne) {
+  const Registry r = decode_and_steady();
+  EXPECT_EQ(priority_text(r.find("fixture_decode")->info()),
+            "priority 40, decode priority 70 for max_tokens <= 8");
+  EXPECT_EQ(priority_text(r.find("fixture_steady")->info()), "priority 50");
+}
+
+TEST(DecodeRule, ANamedBackendIsChosenWhateverTheRules) {
+  Config c = auto_with_max_tokens(8);
+  c.backend = "fixture_steady";
+  const Selection s = select_backend(decode_and_steady(), c);
+  EXPECT_EQ(s.plugin->name(), "fixture_steady");
+  EXPECT_THAT(s.rule, testing::HasSubstr("named in test.yaml"));
 }
 
 }  // namespace

@@ -18,6 +18,21 @@ def test_lists_the_reference_plugin():
     assert ref.abi[0] == 1
 
 
+def test_a_decode_rule_is_listed_and_ranks_auto_at_decode_capacity(build_dir):
+    # test_plugins/decode: priority 40, and 70 for max_tokens <= 8 (ABI 1.3).
+    registry = moe.Registry([build_dir / "test_plugins" / "decode"])
+    decode = {p.name: p for p in registry.list()}["fixture_decode"]
+    assert (decode.priority, decode.decode_priority, decode.decode_max_tokens) == (40, 70, 8)
+    reference = {p.name: p for p in registry.list()}["reference"]
+    assert reference.decode_max_tokens == 0
+    problem = {"experts": 4, "top_k": 2, "hidden": 64, "intermediate": 32, "max_tokens": 8}
+    sel = registry.select({"backend": "auto", "problem": problem})
+    assert sel.backend == "fixture_decode"
+    assert "70, fixture_decode's decode priority for max_tokens <= 8, here 8" in sel.rule
+    assert "priority 40, decode priority 70 for max_tokens <= 8" in registry.describe(
+        "fixture_decode")
+
+
 def test_an_explicit_registry_searches_the_directories_it_is_given(build_dir):
     registry = moe.Registry([build_dir / "plugins"], use_env=False, use_default=False)
     assert "reference" in [p.name for p in registry.list()]

@@ -29,14 +29,31 @@ struct BuildInfo {
   std::string sdk_version, compiler, cuda_runtime, targets;
 };
 
+// moe_plugin_info's decode rule (ABI 1.3, docs/design.md §2.4): under `backend: auto`, a problem
+// whose max_tokens is at most `max_tokens` ranks the plugin by `priority` instead of its usual one.
+struct DecodeRule {
+  int32_t priority = 0;
+  int64_t max_tokens = 0;  // 0: no rule (so for every plugin older than ABI 1.3)
+  bool declared() const { return max_tokens > 0; }
+  bool covers(int64_t problem_max_tokens) const {
+    return declared() && problem_max_tokens <= max_tokens;
+  }
+};
+
 struct PluginInfo {
   std::string name, version, description;
   uint32_t abi_major = 0, abi_minor = 0;  // the function table's (moe_plugin_api) ABI version
   std::vector<std::string> aliases;
   int32_t priority = 0;
+  DecodeRule decode;
   moe_memory memory = MOE_MEMORY_HOST;
   uint32_t format_mask = 0, activation_mask = 0, routing_mask = 0;
   std::optional<BuildInfo> build;
+
+  // What `backend: auto` ranks it by for a layer of this capacity.
+  int32_t priority_for(int64_t max_tokens) const {
+    return decode.covers(max_tokens) ? decode.priority : priority;
+  }
 };
 
 struct Support {

@@ -35,11 +35,22 @@ std::string declared(uint32_t mask, const char* (*name)(E)) {
   return out.empty() ? "no" : out;
 }
 
+// A plugin's entry before its answer: what it ranks by for this problem, and its decode rule.
+Candidate unanswered(const Plugin& plugin, const moe_problem& p) {
+  const PluginInfo& i = plugin.info();
+  Candidate c;
+  c.name = plugin.name();
+  c.priority = i.priority_for(p.max_tokens);
+  c.decode = i.decode;
+  c.decode_applies = i.decode.covers(p.max_tokens);
+  return c;
+}
+
 // The no that a plugin's declared capabilities (get_info's masks, known from the scan) already
 // give, without loading it: a weight format or an activation it does not list.
 std::optional<Candidate> refused_by_declaration(const Plugin& plugin, const moe_problem& p) {
   const PluginInfo& i = plugin.info();
-  Candidate c{plugin.name(), i.priority, false, MOE_REASON_OTHER, ""};
+  Candidate c = unanswered(plugin, p);
   if (p.format >= 0 && p.format < 32 && !(i.format_mask >> p.format & 1u)) {
     c.reason = MOE_REASON_FORMAT;
     c.message = fmt::format("only {} weights in its format_mask, not {}",
@@ -61,7 +72,7 @@ std::optional<Candidate> refused_by_declaration(const Plugin& plugin, const moe_
 // supports(), which loads it. Failing to load or to answer is a no.
 Candidate answer_of(const Plugin& plugin, const moe_problem& problem) {
   if (auto refused = refused_by_declaration(plugin, problem)) return *refused;
-  Candidate c{plugin.name(), plugin.info().priority, false, MOE_REASON_OTHER, ""};
+  Candidate c = unanswered(plugin, problem);
   try {
     plugin.load();
   } catch (const Error& e) {
@@ -107,10 +118,10 @@ class Answers {
         out.push_back(*answers_[i]);
         continue;
       }
-      const auto& p = *plugins_[i];
-      out.push_back({p.name(), p.info().priority, false, MOE_REASON_OTHER,
-                     fmt::format("not asked: '{}' was chosen first", chosen ? chosen->name() : ""),
-                     false});
+      Candidate c = unanswered(*plugins_[i], problem_);
+      c.message = fmt::format("not asked: '{}' was chosen first", chosen ? chosen->name() : "");
+      c.asked = false;
+      out.push_back(std::move(c));
     }
     return out;
   }
@@ -120,6 +131,26 @@ class Answers {
   moe_problem problem_;
   std::vector<std::optional<Candidate>> answers_;
 };
+
+// "70, cutlass_mega's decode priority for max_tokens <= 8, here 8": the priority that won under
+// `backend: auto`, and whether the winner's decode rule gave it.
+std::string winning_priority(const PluginInfo& i, int64_t max_tokens) {
+  if (!i.decode.declared()) return std::to_string(i.priority);
+  if (i.decode.covers(max_tokens))
+    return fmt::format("{}, {}'s decode priority for max_tokens <= {}, here {}", i.decode.priority,
+                       i.name, i.decode.max_tokens, max_tokens);
+  return fmt::format("{}; {}'s decode priority {} is for max_tokens <= {}, not {}", i.priority,
+                     i.name, i.decode.priority, i.decode.max_tokens, max_tokens);
+}
+
+// The decode rule beside a plugin's answer in `moe select`'s table ("" without one).
+std::string decode_note(const Candidate& c) {
+  if (!c.decode.declared()) return "";
+  if (c.decode_applies)
+    return fmt::format("  [decode priority for max_tokens <= {}]", c.decode.max_tokens);
+  return fmt::format("  [decode priority {} only for max_tokens <= {}]", c.decode.priority,
+                     c.decode.max_tokens);
+}
 
 std::shared_ptr<Plugin> find_or_throw(const Registry& registry, const std::string& name,
                                       const char* key) {
@@ -155,16 +186,18 @@ Selection select_backend(const Registry& registry, const Config& config, Ask ask
   if (ask == Ask::kEvery) answers.ask_all();
 
   if (config.backend == "auto") {
-    // By priority, the first found first on a tie: the first that says yes is the choice.
+    // By priority for this problem's max_tokens (a decode rule may raise a plugin's), the first
+    // found first on a tie: the first that says yes is the choice.
+    const int64_t max_tokens = problem.max_tokens;
     std::vector<std::shared_ptr<Plugin>> order = registry.plugins();
-    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
-      return a->info().priority > b->info().priority;
+    std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+      return a->info().priority_for(max_tokens) > b->info().priority_for(max_tokens);
     });
     for (const auto& plugin : order) {
       if (answers.of(*plugin).supported) {
         return chosen(plugin,
                       fmt::format("auto: highest priority ({}) among the plugins that support {}",
-                                  plugin->info().priority, desc));
+                                  winning_priority(plugin->info(), max_tokens), desc));
       }
     }
     std::string reasons;
@@ -195,12 +228,19 @@ std::string Selection::explain() const {
   std::string out = fmt::format("selected: {}\n  because: {}\nconsidered:\n",
                                 plugin ? plugin->name() : "none", rule);
   for (const auto& c : considered) {
-    out += fmt::format("  {:<20} priority {:>4}  {}\n", c.name, c.priority,
+    out += fmt::format("  {:<20} priority {:>4}  {}{}\n", c.name, c.priority,
                        c.supported ? "supports"
                        : !c.asked  ? c.message
-                                   : "no: " + why_not(c).substr(c.name.size() + 1));
+                                   : "no: " + why_not(c).substr(c.name.size() + 1),
+                       decode_note(c));
   }
   return out;
+}
+
+std::string priority_text(const PluginInfo& i) {
+  if (!i.decode.declared()) return fmt::format("priority {}", i.priority);
+  return fmt::format("priority {}, decode priority {} for max_tokens <= {}", i.priority,
+                     i.decode.priority, i.decode.max_tokens);
 }
 
 }  // namespace moe

@@ -31,7 +31,7 @@ void keep_loaded(boost::dll::shared_library&& lib) {
 }
 
 PluginInfo read_info(const fs::path& path, const moe_plugin_api* api) {
-  moe_plugin_info raw{};
+  moe_plugin_info raw{};  // zeros: what a plugin older than 1.3 leaves of the decode rule (none)
   raw.struct_size = sizeof(raw);
   const std::string where = path.string();
   const moe_status st = detail::guarded(where, "get_info", [&] { return api->get_info(&raw); });
@@ -52,6 +52,10 @@ PluginInfo read_info(const fs::path& path, const moe_plugin_api* api) {
     if (raw.aliases[i] != nullptr) info.aliases.emplace_back(raw.aliases[i]);
   }
   info.priority = raw.priority;
+  MOE_CHECK(raw.decode_max_tokens >= 0, MOE_STATUS_INVALID_ARGUMENT,
+            "{}: get_info gave decode_max_tokens={}: it must be >= 0 (0 = no decode rule)", where,
+            raw.decode_max_tokens);
+  info.decode = DecodeRule{raw.decode_priority, raw.decode_max_tokens};
   info.memory = static_cast<moe_memory>(raw.memory);
   MOE_CHECK(info.memory == MOE_MEMORY_HOST || info.memory == MOE_MEMORY_CUDA_DEVICE,
             MOE_STATUS_INVALID_ARGUMENT, "{}: unknown memory kind {}", path.string(), raw.memory);

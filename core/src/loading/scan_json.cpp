@@ -10,6 +10,8 @@ nlohmann::json info_to_json(const PluginInfo& info) {
                       {"abi_minor", info.abi_minor},
                       {"aliases", info.aliases},
                       {"priority", info.priority},
+                      {"decode_priority", info.decode.priority},
+                      {"decode_max_tokens", info.decode.max_tokens},
                       {"memory", static_cast<int32_t>(info.memory)},
                       {"format_mask", info.format_mask},
                       {"activation_mask", info.activation_mask},
@@ -33,6 +35,8 @@ PluginInfo info_from_json(const nlohmann::json& j) {
   info.abi_minor = j.at("abi_minor").get<uint32_t>();
   info.aliases = j.at("aliases").get<std::vector<std::string>>();
   info.priority = j.at("priority").get<int32_t>();
+  info.decode.priority = j.at("decode_priority").get<int32_t>();
+  info.decode.max_tokens = j.at("decode_max_tokens").get<int64_t>();
   info.memory = static_cast<moe_memory>(j.at("memory").get<int32_t>());
   info.format_mask = j.at("format_mask").get<uint32_t>();
   info.activation_mask = j.at("activation_mask").get<uint32_t>();

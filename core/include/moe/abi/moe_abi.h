@@ -42,12 +42,14 @@ extern "C" {
 #endif
 
 #define MOE_ABI_VERSION_MAJOR 1
-#define MOE_ABI_VERSION_MINOR 2
+#define MOE_ABI_VERSION_MINOR 3
 /* 1.1: benchmark() appended to the function table.
  * 1.2: typed extension chains (moe_extension), an ext chain and shutdown() appended to the function
  *      table, moe_support.routes, moe_build_info; the *_COUNT_ enumerators left the enums. Binary
  *      layouts are unchanged. Source notes: `ext` is now typed (const moe_extension*; C++ code
- *      that assigned a void* casts), and *_COUNT_ are macros, not enum values. */
+ *      that assigned a void* casts), and *_COUNT_ are macros, not enum values.
+ * 1.3: moe_plugin_info.decode_max_tokens and decode_priority: a priority of its own for layers of
+ *      small max_tokens under `backend: auto`. */
 
 /* The one symbol a plugin exports (extern "C", default visibility). */
 #define MOE_PLUGIN_ENTRY_SYMBOL "moe_plugin_get_api"
@@ -351,11 +353,18 @@ typedef struct moe_plugin_info {
   const char* description;    /* out: one line */
   const char* const* aliases; /* out: other names it answers to (e.g. vLLM moe_backend names) */
   int32_t num_aliases;        /* out */
-  int32_t priority;           /* out: higher wins under `backend: auto` */
+  int32_t priority;           /* out: higher wins under `backend: auto` (see decode_priority) */
   int32_t memory;             /* out: moe_memory of run-time tensors */
   uint32_t format_mask;       /* out: bit (1 << moe_format) per format it may support */
   uint32_t activation_mask;   /* out: bit per moe_activation */
   uint32_t routing_mask;      /* out: bit per moe_routing it can route itself (0 = none) */
+  /* ---- ABI 1.3 ---- */
+  /* out: a decode rule for `backend: auto`. A problem whose max_tokens (the layer's batch
+   * capacity, fixed at prepare) is <= decode_max_tokens ranks this plugin by decode_priority
+   * instead of priority. decode_max_tokens 0 = no rule (decode_priority unused); negative is
+   * refused by the core. Callers preset both to 0: an older plugin leaves them, meaning no rule. */
+  int64_t decode_max_tokens;
+  int32_t decode_priority;
 } moe_plugin_info;
 
 #define MOE_PLUGIN_INFO_MIN_SIZE (offsetof(moe_plugin_info, routing_mask) + sizeof(uint32_t))

@@ -32,12 +32,13 @@ extern "C" {
 
 #define MOE_HOST_VERSION_MAJOR 1
 #define MOE_HOST_VERSION_MINOR                                        \
-  3 /* 1.1: moe_host_problem_parse, moe_host_problem_format;          \
+  4 /* 1.1: moe_host_problem_parse, moe_host_problem_format;          \
       1.2: moe_host_layer_prepare_checkpoint, the router fields of    \
       moe_host_layer_info;                                            \
       1.3: weights in device memory (moe_host_prepare_args.weights_*  \
       fields), expert parallelism over the caller's NCCL communicator \
-      (moe_host_ep_*) */
+      (moe_host_ep_*);                                                \
+      1.4: the decode rule in moe_host_plugin_info (ABI 1.3) */
 
 #if defined(_WIN32)
 #define MOE_HOST_EXPORT __declspec(dllexport)
@@ -141,6 +142,11 @@ typedef struct moe_host_plugin_info {
   int32_t num_activations;        /* out */
   const char* const* routings;    /* out: [num_routings] routing methods it routes itself */
   int32_t num_routings;           /* out */
+  /* Since 1.4: the plugin's decode rule (moe_plugin_info, ABI 1.3). Under `backend: auto` a
+   * problem whose max_tokens is <= decode_max_tokens ranks it by decode_priority instead of
+   * priority; decode_max_tokens 0 = no rule (so for every plugin older than ABI 1.3). */
+  int64_t decode_max_tokens; /* out (first: it starts past a 1.3 struct's tail padding) */
+  int32_t decode_priority;   /* out */
 } moe_host_plugin_info;
 
 #define MOE_HOST_PLUGIN_INFO_MIN_SIZE \

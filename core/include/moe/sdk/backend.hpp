@@ -64,6 +64,10 @@ struct BackendInfo {
   const char* description = "";
   std::vector<const char*> aliases;  // other names it answers to (vLLM moe_backend spellings)
   int32_t priority = 0;              // higher wins under `backend: auto`
+  // A decode rule (ABI 1.3): a problem whose max_tokens is <= decode_max_tokens ranks the backend
+  // by decode_priority instead (a kernel that wins only on small batches). 0: no rule.
+  int32_t decode_priority = 0;
+  int64_t decode_max_tokens = 0;
   // What it may support, as explicit lists: a value added to the ABI later is never claimed.
   std::vector<moe_format> formats;
   std::vector<moe_activation> activations;

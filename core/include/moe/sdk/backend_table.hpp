@@ -206,6 +206,9 @@ struct Entries {
     return guarded([&] {
       check_struct(out, MOE_PLUGIN_INFO_MIN_SIZE, "moe_plugin_info");
       const BackendInfo& i = static_info<B>();
+      MOE_CHECK(i.decode_max_tokens >= 0, MOE_STATUS_INTERNAL,
+                "plugin '{}' declares decode_max_tokens={}: it must be >= 0 (0 = no decode rule)",
+                i.name, i.decode_max_tokens);
       moe_plugin_info info{};
       info.struct_size = sizeof(info);
       info.name = i.name;
@@ -214,6 +217,9 @@ struct Entries {
       info.aliases = i.aliases.empty() ? nullptr : i.aliases.data();
       info.num_aliases = static_cast<int32_t>(i.aliases.size());
       info.priority = i.priority;
+      // 1.3: an older caller's shorter struct gets neither (write_struct writes what fits).
+      info.decode_priority = i.decode_priority;
+      info.decode_max_tokens = i.decode_max_tokens;
       if constexpr (HasMemory<B>)
         info.memory = B::Memory::kind;
       else
