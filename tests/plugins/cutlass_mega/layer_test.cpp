@@ -170,5 +170,35 @@ TEST_F(MegaLayer, ABatchAboveCapacityIsRefusedNamingBothNumbers) {
                MOE_STATUS_CAPACITY_EXCEEDED, {"97 tokens", "max_tokens=96"});
 }
 
+// Hidden states 2 bytes off a 16-byte boundary: the kernel copies their rows 16 bytes at a time,
+// so the run refuses them, naming the tensor, before anything launches (the output stays as it
+// was).
+TEST_F(MegaLayer, HiddenStatesOffA16ByteBoundaryAreRefusedNamingThem) {
+  const moe_problem p = problem_.c();
+  const LayerWeights w = random_weights(p, 7);
+  const Layer layer = plugin_->prepare(p, w.view(), {});
+  const int64_t tokens = 9, width = p.top_k;
+  const Batch batch = random_batch(p, tokens, 3, Scenario::kRandom);
+  const Routing routing = route_batch(*reference_, p, batch);
+  const size_t row_bytes = size_t(tokens * p.hidden * 2);
+  Buffer hidden(plugin_, row_bytes + 16), out(plugin_, row_bytes), ids(plugin_, tokens * width * 4),
+      weights(plugin_, tokens * width * 4);
+  const size_t ws_bytes = layer.workspace_size(tokens);
+  Buffer ws(plugin_, ws_bytes);
+  char* h = static_cast<char*>(hidden.data()) + 2;
+  ASSERT_EQ(cudaMemcpy(h, batch.hidden.raw(), row_bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  put(ids, routing.ids);
+  put(weights, routing.weights);
+  moe_run_args args{};
+  args.hidden = make_view(h, MOE_DTYPE_BF16, {tokens, p.hidden});
+  args.topk_ids = make_view(ids.data(), MOE_DTYPE_I32, {tokens, width});
+  args.topk_weights = make_view(weights.data(), MOE_DTYPE_F32, {tokens, width});
+  args.output = make_view(out.data(), MOE_DTYPE_BF16, {tokens, p.hidden});
+  args.workspace = ws.data();
+  args.workspace_size = ws_bytes;
+  expect_error([&] { layer.run(args); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"hidden", "16-byte aligned"});
+}
+
 }  // namespace
 }  // namespace moe::test
