@@ -120,7 +120,7 @@ struct Schedule {
   int32_t* expert_count;  // [E]
   int32_t* active;        // [A] active experts in id order
   int32_t* item_prefix;   // [A + 1] first work item of each active expert (phase 1 chunks)
-  int32_t num_active, num_slots;
+  int32_t num_active;
 };
 
 using Scan = cub::BlockScan<int32_t, kThreads>;
@@ -178,10 +178,7 @@ __device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& 
       at += c;
     }
   }
-  if (threadIdx.x == 0) {
-    s.num_active = sum >> 16;
-    s.num_slots = sum & 0xffff;
-  }
+  if (threadIdx.x == 0) s.num_active = sum >> 16;
   __syncthreads();
   for (int base = lo; base < hi; base += 32) {  // pass 2: place, stable
     const int i = base + lane, e = expert_of(i);
@@ -285,7 +282,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   auto* full = reinterpret_cast<uint64_t*>(sched + kScheduleBytes);
   uint64_t* empty = full + kStages;
   __shared__ Scan::TempStorage scan;
-  __shared__ int32_t num_active, num_slots;
+  __shared__ int32_t num_active;
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const bool producer = warp == kWarps;
@@ -309,10 +306,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   s.active = s.expert_count + kMaxExperts;
   s.item_prefix = s.active + kMaxExperts;  // kMaxExperts + 1 entries: the 16 spare bytes
   build_schedule(p, s, scan);              // its __syncthreads also publish the barriers
-  if (threadIdx.x == 0) num_active = s.num_active, num_slots = s.num_slots;
+  if (threadIdx.x == 0) num_active = s.num_active;
   __syncthreads();
   s.num_active = num_active;
-  s.num_slots = num_slots;
 
   const int g = lane / 4, q = lane % 4;  // accumulator row g (+8), columns 2q (+1)
   const int64_t H = p.hidden_dim, I = p.inter_dim;

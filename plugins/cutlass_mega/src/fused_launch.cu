@@ -31,7 +31,7 @@ const char* encode_weight_maps(WeightMaps* maps, const uint16_t* w13, int64_t ro
 
 KernelLimits kernel_limits() {
   using namespace kernels;
-  return {kMaxSlots, kMaxExperts, kTok, kK, kRows, kSmemBytes};
+  return {kMaxSlots, kMaxExperts, kTok, kRows};
 }
 
 int resident_ctas(const char** error) noexcept {

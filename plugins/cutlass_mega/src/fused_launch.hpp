@@ -11,12 +11,10 @@ namespace moe::mega::detail {
 
 // Limits the kernel holds in shared memory (kernels/fused_moe.cuh).
 struct KernelLimits {
-  int max_slots;      // tokens x top_k of one batch
-  int max_experts;    // routed experts of the layer
-  int token_chunk;    // tokens per GEMM2 tile
-  int k_step;         // K per pipeline stage: H and each part of I are multiples
-  int weight_rows;    // rows of a weight tile: H is a multiple
-  size_t smem_bytes;  // dynamic shared memory per CTA
+  int max_slots;    // tokens x top_k of one batch
+  int max_experts;  // routed experts of the layer
+  int token_chunk;  // an expert's slots per work item
+  int weight_rows;  // rows of a weight tile: H is a multiple
 };
 KernelLimits kernel_limits();
 

@@ -85,7 +85,8 @@ std::string describe(const moe_problem& p) {
 }
 
 DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)
-    : problem_(problem), options_(parse_options(options)) {
+    : problem_(problem) {
+  parse_options(options);  // none: any key is refused
   const moe_problem p = problem_.c();
   const sdk::Verdict v = check_support(p);
   MOE_CHECK(v.ok(), MOE_STATUS_UNSUPPORTED, "cutlass_mega: {}", v.message);

@@ -40,7 +40,6 @@ class DeviceLayer {
   Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
 
   Problem problem_;
-  LayerOptions options_;
   int64_t n1_ = 0;
   gpu::DeviceBuffer w13_, w2_;
   detail::WeightMaps maps_{};
