@@ -19,6 +19,8 @@ torch._scaled_grouped_mm (rowwise) and the Triton fp8 block-scale MoE; writes
 <date>_deepgemm_style_fp8_block_grid.*.
 --format bf16 --backend cutlass_mega: configs/bench/mega/<shape>_bf16.yaml (max_tokens 512: a
 decode kernel) at T = 1..512 against the bf16 peers; writes <date>_cutlass_mega_bf16_grid.*.
+--format fp8_block --backend cutlass_mega: configs/bench/mega/<shape>_fp8_block.yaml, the same
+token counts, against the fp8 peers; writes <date>_cutlass_mega_fp8_block_grid.*.
 Every grid but trtllm_style's own also times trtllm_style bf16 in the same run, on
 configs/bench/<shape>_bf16.yaml (bf16_backend_ms, bf16_backend_floor_ms, ratio_to_bf16_backend):
 what a user would run instead.
@@ -58,6 +60,9 @@ GRIDS = {
     ("bf16", "cutlass_mega"): Grid(
         "cutlass_mega", "bf16", CONFIGS + "/mega", ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"),
         DECODE_TOKENS, True),
+    ("fp8_block", "cutlass_mega"): Grid(
+        "cutlass_mega", "fp8_block", CONFIGS + "/mega",
+        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True),
 }
 # The backend of --format when --backend is not given.
 DEFAULT_BACKEND = {"bf16": BF16_BACKEND, "fp8_block": "deepgemm_style"}
@@ -66,6 +71,9 @@ REFUSED = {
     ("fp8_block", "deepgemm_style", "inkling_like"):
         "inkling_like has sink experts, which deepgemm_style refuses",
     ("bf16", "cutlass_mega", "inkling_like"):
+        "inkling_like has sink experts, which cutlass_mega refuses (shared and sink experts are "
+        "not implemented yet in the fused kernel)",
+    ("fp8_block", "cutlass_mega", "inkling_like"):
         "inkling_like has sink experts, which cutlass_mega refuses (shared and sink experts are "
         "not implemented yet in the fused kernel)",
 }

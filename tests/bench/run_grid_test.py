@@ -55,8 +55,10 @@ assert m.tokens == "1,2,4,8,16,32,64,128,512", m  # issue 11's decode grid by de
 assert run_grid.parse_args(["--out", "o", "--backend", "cutlass_mega"]).grid == mega
 assert run_grid.parse_args(["--out", "o", "--backend", "cutlass_mega", "--tokens", "1,8"]
                            ).tokens == "1,8"
-msg = usage_error(["--out", "o", "--format", "fp8_block", "--backend", "cutlass_mega"])
-assert "no cutlass_mega fp8_block grid" in msg, msg
+mega8 = run_grid.parse_args(["--out", "o", "--format", "fp8_block", "--backend", "cutlass_mega"])
+assert mega8.grid == run_grid.GRIDS["fp8_block", "cutlass_mega"] and mega8.grid.bf16_backend, mega8
+assert mega8.tokens == "1,2,4,8,16,32,64,128,512", mega8
+msg = usage_error(["--out", "o", "--format", "bf16", "--backend", "deepgemm_style"])
 assert "grids: --format bf16 --backend trtllm_style, " in msg, msg
 assert "no deepgemm_style bf16 grid" in usage_error(["--out", "o", "--backend", "deepgemm_style"])
 assert "invalid choice: 'nope'" in usage_error(["--out", "o", "--backend", "nope"])
@@ -90,6 +92,10 @@ msg = exits(run_grid.shapes_for, mega, "qwen3_30b_a3b", "1,512,1024,4096")
 assert "--tokens 1024,4096: above max_tokens=512 of configs/bench/mega/qwen3_30b_a3b_bf16.yaml" \
        in msg and "default tokens: 1,2,4,8,16,32,64,128,512" in msg, msg
 assert run_grid.config_max_tokens("configs/bench/qwen3_30b_a3b_bf16.yaml") == 16384
+assert run_grid.grid_configs(mega8.grid, "mixtral_8x7b") == [
+    "configs/bench/mega/mixtral_8x7b_fp8_block.yaml", "configs/bench/mixtral_8x7b_bf16.yaml"]
+assert run_grid.shapes_for(mega8.grid, None, D) == ["qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"]
+assert run_grid.config_max_tokens("configs/bench/mega/deepseek_v3_fp8_block.yaml") == 512
 
 
 def problem_of(path):

@@ -1,277 +1,39 @@
-// cutlass_mega's layer in one cooperative launch (docs/design.md §13): bf16 weights and hidden
-// states, every activation of §5, routing given as top-k ids and weights.
+// cutlass_mega's layer in one cooperative launch (docs/design.md §13): bf16 or fp8_block weights,
+// every activation of §5, routing given as top-k ids and weights.
 //
-// Every CTA (one per SM) first builds the same schedule in shared memory from the ids: the
-// slots grouped by expert, in token order within an expert (a stable counting sort, warp by warp,
-// no atomics), so every CTA agrees and two runs give the same bits. Then three phases, separated
-// by grid-wide barriers:
+// Every CTA (one per SM) first builds the same schedule in shared memory from the ids
+// (kernels/schedule.cuh). Then the phases, separated by grid-wide barriers:
+//   0. fp8_block only: the hidden states quantised per token per 128 channels.
 //   1. GEMM1 and the activation: work items (expert, 64-token chunk of its slots, 64 intermediate
 //      columns), each streaming its 64 gate and 64 up rows of W13 (128 rows of relu2's W13) once
-//      for its tokens, gathered straight from the hidden states. The activation runs on the
-//      accumulators; the intermediate goes to the workspace in bf16, one row per slot.
+//      for its tokens, gathered straight from the hidden states (or their codes). The activation
+//      runs on the accumulators; the intermediate goes to the workspace (bf16, or f32 for
+//      fp8_block), one row per slot.
+//   1b. fp8_block only: the intermediate quantised per slot per 128 channels.
 //   2. GEMM2: work items (expert, 64-token chunk of its slots, 128 rows of H), each streaming
 //      its W2 rows once for its slots' intermediate rows; each slot's f32 result goes to the
 //      workspace.
 //   3. The combine: each output element sums its token's slots in slot order (weight x
 //      result), rounded to bf16 once; every row is written (a token without experts gets 0).
 //
-// Both GEMMs are swap-AB mma.sync (m16n8k16, bf16 in, f32 accumulate): weight rows fill the M
-// side and tokens the N side, so a decode batch of a few tokens per expert wastes nothing of the
-// weight stream. A producer warp feeds a 5-stage ring in shared memory: the weight tile by TMA
-// (two 64-row x 64-column boxes, 128-byte swizzle) and each token row by a 128-byte bulk copy,
-// both completing on the stage's mbarrier; eight consumer warps multiply and release the stage.
-// The ring runs across the CTA's whole sequence of work items, so the next item's weights load
-// while this one's epilogue runs.
+// Both GEMMs are swap-AB mma.sync (bf16 m16n8k16 or e4m3 m16n8k32, f32 accumulate): weight rows
+// fill the M side and tokens the N side, so a decode batch of a few tokens per expert wastes
+// nothing of the weight stream (kernels/ring.cuh). A stage holds 128 bytes of K: for fp8_block
+// exactly one scale block, so each stage's products go to fresh accumulators that are then added
+// to the item's with both block scales (weight block x token block) in f32, as DeepGEMM
+// promotes. An item's scales sit in shared memory for its main loop.
 #pragma once
 
 #include <cooperative_groups.h>
-#include <cuda.h>
-#include <cuda_bf16.h>
 
-#include <cstdint>
-
-#include <cutlass/arch/barrier.h>
-#include <cub/block/block_scan.cuh>
-#include <cute/arch/copy_sm90_desc.hpp>
-#include <cute/arch/copy_sm90_tma.hpp>
-
-#include "kernels/activation.cuh"
+#include "kernels/config.cuh"
+#include "kernels/quantize_rows.cuh"
+#include "kernels/ring.cuh"
+#include "kernels/schedule.cuh"
 
 namespace moe::mega::kernels {
 
-constexpr int kThreads = 288;  // 8 consumer warps (16 weight rows each), 1 producer warp
-constexpr int kConsumers = 256;
-constexpr int kWarps = kConsumers / 32;
-constexpr int kRows = 128;    // weight rows per tile
-constexpr int kK = 64;        // K per stage: one 128-byte row per weight row and token
-constexpr int kLd = kK + 8;   // token rows' stride in bf16: 144 bytes, ldmatrix without conflicts
-constexpr int kBoxRows = 64;  // weight rows per TMA box
-constexpr int kTok = 64;      // token columns per tile (8 mma n-tiles)
-constexpr int kStages = 5;
-constexpr int kMaxSlots = 4096;   // T * top_k the schedule holds
-constexpr int kMaxExperts = 512;  // 2 per thread in the block scans
-constexpr int kTileLd = kTok + 1;
-
-// Shared memory (bytes), in this order: the ring (1024-byte aligned stages: the weight tile is
-// 128-byte swizzled), the tile, the schedule, the barriers.
-constexpr size_t kWeightBytes = size_t(kRows) * kK * 2;     // 16 KB, swizzled, no padding
-constexpr size_t kTokenBytes = size_t(kTok) * kLd * 2;      // 9 KB, padded rows
-constexpr size_t kStageBytes = kWeightBytes + kTokenBytes;  // 25 x 1024
-constexpr size_t kRingBytes = kStages * kStageBytes;
-constexpr size_t kTileBytes = size_t(kRows) * kTileLd * 4;
-constexpr size_t kScheduleBytes = kMaxSlots * (2 + 2)  // slot token, slot position (int16)
-                                  + (kWarps + 4) * kMaxExperts * 4 + 16;  // per-warp counts, tables
-constexpr size_t kBarrierBytes = 2 * kStages * 8;
-constexpr size_t kSmemBytes = 1024 + kRingBytes + kTileBytes + kScheduleBytes + kBarrierBytes;
-
-struct Params {
-  CUtensorMap w13_map;     // w13 as [E * n1, H], 64 x 64 boxes, 128-byte swizzle
-  CUtensorMap w2_map;      // w2 as [E * H, I], the same boxes
-  const uint16_t* hidden;  // [T, H] bf16
-  const int32_t* ids;      // [T, W] global expert ids, -1 (or out of range) = no expert
-  const float* weights;    // [T, W]
-  uint16_t* out;           // [T, H] bf16
-  const uint16_t* w13;     // [E, n1, H] bf16: gate rows then up rows (relu2: n1 = I)
-  const uint16_t* w2;      // [E, H, I] bf16
-  uint16_t* inter;         // workspace [T * W, I] bf16: a row per slot, in schedule order
-  float* y;                // workspace [T * W, H] f32: GEMM2's row per slot, in schedule order
-  int32_t tokens, width, experts, hidden_dim, inter_dim, n1;
-  int32_t activation;
-  gpu::kernels::ActivationParams act;  // limit, alpha, gelu_tanh
-};
-
-// ---- small device helpers ------------------------------------------------------------------
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-
-// D += A (16x16, row) * B (16x8, col), bf16 in, f32 accumulate.
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                    uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ float bf16_bits_to_float(uint16_t b) {
-  return __uint_as_float(uint32_t(b) << 16);
-}
-__device__ __forceinline__ uint16_t float_to_bf16_bits(float x) {
-  const __nv_bfloat16 h = __float2bfloat16_rn(x);
-  return *reinterpret_cast<const uint16_t*>(&h);
-}
-
-// ---- the schedule --------------------------------------------------------------------------
-
-struct Schedule {
-  int16_t* slot_token;    // [slots] token of each slot, grouped by expert, token order within
-  int16_t* slot_pos;      // [T * W] where slot t * W + j sits in that order, -1 if no expert
-  int32_t* warp_counts;   // [kWarps][kMaxExperts] scratch
-  int32_t* expert_first;  // [E] first slot of expert e (active or not)
-  int32_t* expert_count;  // [E]
-  int32_t* active;        // [A] active experts in id order
-  int32_t* item_prefix;   // [A + 1] first work item of each active expert (phase 1 chunks)
-  int32_t num_active;
-};
-
-using Scan = cub::BlockScan<int32_t, kThreads>;
-
-// Every CTA computes the same schedule. Slot i = t * W + j of the ids is the i-th in token order;
-// warp w sorts slots [w * per, (w + 1) * per) in two passes (count, then place), each expert's
-// run of warps laid out in warp order: the result is stable, so token order within an expert.
-__device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& scan) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int n = p.tokens * p.width, e_count = p.experts;
-  const int per = ((n + kWarps - 1) / kWarps + 31) / 32 * 32;
-  const bool sorter = warp < kWarps;  // the producer warp only joins the block-wide steps
-  const int lo = sorter ? warp * per : 0, hi = sorter ? min(n, lo + per) : 0;
-  int32_t* mine = s.warp_counts + (sorter ? warp : 0) * kMaxExperts;
-  if (sorter)
-    for (int e = lane; e < e_count; e += 32) mine[e] = 0;
-  __syncwarp();
-  auto expert_of = [&](int i) {
-    const int32_t id = i < hi ? p.ids[i] : -1;
-    return (id >= 0 && id < e_count) ? id : -1;
-  };
-  for (int base = lo; base < hi; base += 32) {  // pass 1: this warp's count per expert
-    const int e = expert_of(base + lane);
-    const uint32_t same = __match_any_sync(0xffffffffu, e);
-    if (e >= 0 && lane == __ffs(same) - 1) mine[e] += __popc(same);
-    __syncwarp();
-  }
-  __syncthreads();
-  // Per expert: total, first slot (exclusive scan), and each warp's start within it.
-  int32_t total[2], flag_and_count[2], first[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int e = threadIdx.x * 2 + r;
-    int32_t c = 0;
-    if (e < e_count)
-      for (int w = 0; w < kWarps; ++w) c += s.warp_counts[w * kMaxExperts + e];
-    total[r] = c;
-    flag_and_count[r] = (c > 0 ? (1 << 16) : 0) | c;  // active index and first slot in one scan
-  }
-  int32_t sum = 0;
-  Scan(scan).ExclusiveSum(flag_and_count, first, sum);
-  __syncthreads();
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int e = threadIdx.x * 2 + r;
-    if (e >= e_count) continue;
-    const int32_t slot0 = first[r] & 0xffff, index = first[r] >> 16;
-    s.expert_first[e] = slot0;
-    s.expert_count[e] = total[r];
-    if (total[r] > 0) s.active[index] = e;
-    int32_t at = slot0;  // warp w's slots of e start after those of warps < w
-    for (int w = 0; w < kWarps; ++w) {
-      const int32_t c = s.warp_counts[w * kMaxExperts + e];
-      s.warp_counts[w * kMaxExperts + e] = at;
-      at += c;
-    }
-  }
-  if (threadIdx.x == 0) s.num_active = sum >> 16;
-  __syncthreads();
-  for (int base = lo; base < hi; base += 32) {  // pass 2: place, stable
-    const int i = base + lane, e = expert_of(i);
-    const uint32_t same = __match_any_sync(0xffffffffu, e);
-    const int rank = __popc(same & ((1u << lane) - 1));
-    if (e >= 0) {
-      const int at = mine[e] + rank;
-      s.slot_token[at] = int16_t(i / p.width);
-      s.slot_pos[i] = int16_t(at);
-    } else if (i < hi) {
-      s.slot_pos[i] = -1;
-    }
-    __syncwarp();
-    if (e >= 0 && lane == __ffs(same) - 1) mine[e] += __popc(same);
-    __syncwarp();
-  }
-  __syncthreads();
-  // Phase 1 items: ceil(count / 64) token chunks per active expert, times the column slices.
-  if (threadIdx.x == 0) {
-    int32_t acc = 0;
-    for (int a = 0; a < s.num_active; ++a) {
-      s.item_prefix[a] = acc;
-      acc += (s.expert_count[s.active[a]] + kTok - 1) / kTok;
-    }
-    s.item_prefix[s.num_active] = acc;
-  }
-  __syncthreads();
-}
-
-// ---- the ring -------------------------------------------------------------------------------
-
-// Stage s: the weight tile [kRows][kK] (two 64-row TMA boxes, 128-byte swizzle: the 16-byte chunk
-// c of row r sits at chunk c ^ (r % 8)), then the token rows [kTok][kLd].
-__device__ __forceinline__ uint8_t* weight_tile(uint8_t* ring, int s) {
-  return ring + size_t(s) * kStageBytes;
-}
-__device__ __forceinline__ uint16_t* token_tile(uint8_t* ring, int s) {
-  return reinterpret_cast<uint16_t*>(ring + size_t(s) * kStageBytes + kWeightBytes);
-}
-
-// Producer: fills stage `stage` once the consumers released it: weight rows [row0, row0 + 64)
-// and [row1, row1 + 64) of `map` at column k0, token rows x_row(n) for n < m.
-template <class XRow>
-__device__ __forceinline__ void produce(const CUtensorMap* map, int row0, int row1, int k0,
-                                        XRow x_row, int m, uint8_t* ring, uint64_t* full,
-                                        uint64_t* empty, int stage, uint32_t phase) {
-  const int lane = threadIdx.x % 32;
-  cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
-  if (lane == 0) {
-    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
-        &full[stage], uint32_t(kWeightBytes + size_t(m) * kK * 2));
-    constexpr uint64_t hint = uint64_t(cute::TMA::CacheHintSm90::EVICT_FIRST);  // read once
-    uint8_t* w = weight_tile(ring, stage);
-    cute::SM90_TMA_LOAD_2D::copy(map, &full[stage], hint, w, k0, row0);
-    cute::SM90_TMA_LOAD_2D::copy(map, &full[stage], hint, w + kWeightBytes / 2, k0, row1);
-  }
-  __syncwarp();
-  uint16_t* x = token_tile(ring, stage);
-  for (int n = lane; n < m; n += 32)
-    cute::SM90_BULK_COPY_G2S::copy(x_row(n) + k0, &full[stage], x + n * kLd, kK * 2);
-}
-
-// Consumers: acc[nt] += W[16 rows of this warp] x X[8 tokens of n-tile nt]^T over the stage's
-// kK, for the n-tiles that hold tokens (m of them).
-__device__ __forceinline__ void mma_stage(const uint8_t* w, const uint16_t* x, int m,
-                                          float (&acc)[kTok / 8][4]) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int row = warp * 16 + lane % 16;  // this lane's ldmatrix row of the weight tile
-#pragma unroll
-  for (int kk = 0; kk < kK; kk += 16) {
-    uint32_t a[4];
-    const int chunk = kk / 8 + lane / 16;
-    ldmatrix_x4(a, w + row * (kK * 2) + ((chunk ^ (row % 8)) << 4));
-#pragma unroll
-    for (int pair = 0; pair < kTok / 16; ++pair) {
-      if (pair * 16 >= m) break;
-      // Matrices: tokens 0-7 at kk, tokens 0-7 at kk + 8, tokens 8-15 at kk, at kk + 8.
-      uint32_t b[4];
-      const int tok = pair * 16 + (lane / 16) * 8 + lane % 8, koff = ((lane / 8) % 2) * 8;
-      ldmatrix_x4(b, x + tok * kLd + kk + koff);
-      mma(acc[2 * pair], a, b[0], b[1]);
-      mma(acc[2 * pair + 1], a, b[2], b[3]);
-    }
-  }
-}
-
-// The 256 consumer threads only (named barrier 1): the producer warp runs ahead.
-__device__ __forceinline__ void consumers_sync() {
-  asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
-}
-
-// ---- the kernel ----------------------------------------------------------------------------
-
+template <bool kFp8>
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem =
@@ -314,18 +76,30 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   const int64_t H = p.hidden_dim, I = p.inter_dim;
   const bool gated = p.activation != gpu::kernels::kRelu2;
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+  // Codes written by ordinary stores are read by bulk copies (the async proxy) after a barrier.
+  auto publish_to_async_proxy = [&] {
+    grid.sync();
+    if (producer) asm volatile("fence.proxy.async.global;" ::: "memory");
+  };
+
+  if constexpr (kFp8) {  // phase 0: the hidden states' codes and scales
+    quantize_rows_1x128(p.hidden, p.tokens, H, p.xq, p.xs);
+    publish_to_async_proxy();
+  }
+
   int stage = 0;  // the ring's position, the same in producer and consumers throughout
   uint32_t phase = 0;
   auto advance = [&] {
     if (++stage == kStages) stage = 0, phase ^= 1;
   };
   float acc[kTok / 8][4];
-  auto zero_acc = [&] {
+  auto zero = [](float(&a)[kTok / 8][4]) {
 #pragma unroll
-    for (int nt = 0; nt < kTok / 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0;
+    for (int nt = 0; nt < kTok / 8; ++nt) a[nt][0] = a[nt][1] = a[nt][2] = a[nt][3] = 0;
   };
   // Consumers: the accumulators to the tile ([weight row][token]), for all consumers to read.
   auto acc_to_tile = [&] {
+    if constexpr (kFp8) consumers_sync();  // every warp is done with the scales in the tile
 #pragma unroll
     for (int nt = 0; nt < kTok / 8; ++nt) {
       const int r = warp * 16 + g, n = nt * 8 + 2 * q;
@@ -336,12 +110,45 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     }
     consumers_sync();
   };
-  // Consumers: wait for the stage, multiply, release it.
-  auto consume = [&](int m) {
+  // fp8_block: an item's scales in the tile's space: the token scales [kb][kTok] (0 past m) and
+  // the two weight row blocks' [2][k_blocks] (warps 0-3 read the first, 4-7 the second).
+  float* token_scales = tile;
+  float* weight_scales = tile + kMaxKBlocks * kTok;
+  auto load_scales = [&](int m, int k_blocks, auto token_scale, const float* w0, const float* w1) {
+    for (int idx = threadIdx.x; idx < k_blocks * kTok; idx += kConsumers) {
+      const int kb = idx / kTok, n = idx % kTok;
+      token_scales[idx] = n < m ? token_scale(n, kb) : 0.0f;
+    }
+    for (int idx = threadIdx.x; idx < 2 * k_blocks; idx += kConsumers)
+      weight_scales[idx] = idx < k_blocks ? w0[idx] : w1[idx - k_blocks];
+    consumers_sync();
+  };
+  // Consumers: wait for stage ks of the item, multiply, release it (fp8_block: promote the
+  // stage's products with the weight block's and each token's scale).
+  auto consume = [&](int m, int ks, int k_blocks) {
     cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
-    mma_stage(weight_tile(ring, stage), token_tile(ring, stage), m, acc);
-    __syncwarp();
-    if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
+    if constexpr (kFp8) {
+      float part[kTok / 8][4];
+      zero(part);
+      mma_stage<true>(weight_tile(ring, stage), token_tile(ring, stage), m, part);
+      __syncwarp();
+      if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
+      const float ws = weight_scales[(warp / 4) * k_blocks + ks];
+#pragma unroll
+      for (int nt = 0; nt < kTok / 8; ++nt) {
+        if (nt * 8 >= m) break;
+        const float t0 = ws * token_scales[ks * kTok + nt * 8 + 2 * q];
+        const float t1 = ws * token_scales[ks * kTok + nt * 8 + 2 * q + 1];
+        acc[nt][0] = fmaf(part[nt][0], t0, acc[nt][0]);
+        acc[nt][1] = fmaf(part[nt][1], t1, acc[nt][1]);
+        acc[nt][2] = fmaf(part[nt][2], t0, acc[nt][2]);
+        acc[nt][3] = fmaf(part[nt][3], t1, acc[nt][3]);
+      }
+    } else {
+      mma_stage<false>(weight_tile(ring, stage), token_tile(ring, stage), m, acc);
+      __syncwarp();
+      if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
+    }
     advance();
   };
 
@@ -367,24 +174,37 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // ---- phase 1: GEMM1 and the activation ----
   {
     const int cols = gated ? kRows / 2 : kRows;  // intermediate columns per item
-    const int slices = int(I / cols), steps = int(H / kK);
+    const int slices = int(I / cols), steps = int(H * (kFp8 ? 1 : 2) / kRowBytes);
     const int items = s.item_prefix[s.num_active] * slices;
     for (int u = int(blockIdx.x); u < items; u += int(gridDim.x)) {
       const Item it = item_of(u, slices);
+      // Gate rows slice*64.. and up rows I + slice*64.. (relu2: rows slice*128.., two boxes).
+      const int base = it.expert * p.n1;
+      const int row0 = gated ? base + it.slice * 64 : base + it.slice * kRows;
+      const int row1 = gated ? base + int(I) + it.slice * 64 : row0 + kBoxRows;
       if (producer) {
-        // Gate rows slice*64.. and up rows I + slice*64.. (relu2: rows slice*128.., two boxes).
-        const int base = it.expert * p.n1;
-        const int row0 = gated ? base + it.slice * 64 : base + it.slice * kRows;
-        const int row1 = gated ? base + int(I) + it.slice * 64 : row0 + kBoxRows;
-        auto x_row = [&](int n) { return p.hidden + int64_t(s.slot_token[it.first + n]) * H; };
+        auto x_row = [&](int n) {
+          const int64_t t = s.slot_token[it.first + n];
+          if constexpr (kFp8) return static_cast<const uint8_t*>(p.xq + t * H);
+          return reinterpret_cast<const uint8_t*>(p.hidden + t * H);
+        };
         for (int ks = 0; ks < steps; ++ks) {
-          produce(&p.w13_map, row0, row1, ks * kK, x_row, it.m, ring, full, empty, stage, phase);
+          produce<kFp8>(&p.w13_map, row0, row1, ks, x_row, it.m, ring, full, empty, stage, phase);
           advance();
         }
         continue;
       }
-      zero_acc();
-      for (int ks = 0; ks < steps; ++ks) consume(it.m);
+      if constexpr (kFp8) {
+        // w13's rows are [E * n1] with n1 % 128 == 0, so row r's scale row is r / 128.
+        const float* s0 = p.s13 + (int64_t(row0) / kScaleBlock) * steps;
+        const float* s1 = p.s13 + (int64_t(row1) / kScaleBlock) * steps;
+        load_scales(
+            it.m, steps,
+            [&](int n, int kb) { return p.xs[int64_t(s.slot_token[it.first + n]) * steps + kb]; },
+            s0, s1);
+      }
+      zero(acc);
+      for (int ks = 0; ks < steps; ++ks) consume(it.m, ks, steps);
       // Rows to the tile, then the activation per (column, token) into the intermediate.
       acc_to_tile();
       for (int idx = threadIdx.x; idx < cols * it.m; idx += kConsumers) {
@@ -392,34 +212,54 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         const float gv = tile[c * kTileLd + n];
         const float uv = gated ? tile[(c + 64) * kTileLd + n] : 0.0f;
         const float y = gpu::kernels::activate(p.act, p.activation, gv, uv);
-        p.inter[int64_t(it.first + n) * I + int64_t(it.slice) * cols + c] = float_to_bf16_bits(y);
+        const int64_t at = int64_t(it.first + n) * I + int64_t(it.slice) * cols + c;
+        if constexpr (kFp8)
+          p.inter32[at] = y;
+        else
+          p.inter[at] = float_to_bf16_bits(y);
       }
       consumers_sync();  // the tile is free for the next item
     }
   }
-  grid.sync();
-  // The intermediate was written by ordinary stores; the bulk copies below read it through the
-  // async proxy.
-  if (producer) asm volatile("fence.proxy.async.global;" ::: "memory");
+  if constexpr (kFp8) {  // phase 1b: the intermediate's codes and scales, every slot
+    grid.sync();
+    int slots = 0;
+    if (s.num_active > 0) {
+      const int last = s.active[s.num_active - 1];
+      slots = s.expert_first[last] + s.expert_count[last];
+    }
+    quantize_rows_1x128(p.inter32, slots, I, p.iq, p.is);
+  }
+  publish_to_async_proxy();
 
   // ---- phase 2: GEMM2, a row of f32 results per slot ----
   {
-    const int slices = int(H / kRows), steps = int(I / kK);
+    const int slices = int(H / kRows), steps = int(I * (kFp8 ? 1 : 2) / kRowBytes);
     const int items = s.item_prefix[s.num_active] * slices;
     for (int u = int(blockIdx.x); u < items; u += int(gridDim.x)) {
       const Item it = item_of(u, slices);
+      const int row0 = it.expert * int(H) + it.slice * kRows;
       if (producer) {
-        const int row0 = it.expert * int(H) + it.slice * kRows;
-        auto x_row = [&](int n) { return p.inter + int64_t(it.first + n) * I; };
+        auto x_row = [&](int n) {
+          const int64_t r = it.first + n;
+          if constexpr (kFp8) return static_cast<const uint8_t*>(p.iq + r * I);
+          return reinterpret_cast<const uint8_t*>(p.inter + r * I);
+        };
         for (int ks = 0; ks < steps; ++ks) {
-          produce(&p.w2_map, row0, row0 + kBoxRows, ks * kK, x_row, it.m, ring, full, empty, stage,
-                  phase);
+          produce<kFp8>(&p.w2_map, row0, row0 + kBoxRows, ks, x_row, it.m, ring, full, empty, stage,
+                        phase);
           advance();
         }
         continue;
       }
-      zero_acc();
-      for (int ks = 0; ks < steps; ++ks) consume(it.m);
+      if constexpr (kFp8) {
+        const float* s0 = p.s2 + (int64_t(row0) / kScaleBlock) * steps;
+        load_scales(
+            it.m, steps, [&](int n, int kb) { return p.is[int64_t(it.first + n) * steps + kb]; },
+            s0, s0);
+      }
+      zero(acc);
+      for (int ks = 0; ks < steps; ++ks) consume(it.m, ks, steps);
       // Through the tile so that each slot's 128 results go out as contiguous rows.
       acc_to_tile();
       for (int idx = threadIdx.x; idx < kRows * it.m; idx += kConsumers) {

@@ -9,20 +9,27 @@
 namespace moe::mega::detail {
 namespace {
 
-// [rows, cols] bf16, row-major, read as 64-row x 64-column boxes.
-bool encode(CUtensorMap* map, const uint16_t* base, int64_t rows, int64_t cols) {
-  return gpu::encode_tensor_map_2d(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, base, rows, cols, 2,
-                                   kernels::kBoxRows, kernels::kK);
+// [rows, cols] row-major, read as 64-row x 128-byte boxes.
+bool encode(CUtensorMap* map, int elem_bytes, const void* base, int64_t rows, int64_t cols) {
+  const CUtensorMapDataType dtype =
+      elem_bytes == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return gpu::encode_tensor_map_2d(map, dtype, base, rows, cols, elem_bytes, kernels::kBoxRows,
+                                   kernels::kRowBytes / elem_bytes);
+}
+
+const void* kernel(bool fp8) {
+  return fp8 ? reinterpret_cast<const void*>(kernels::fused_moe<true>)
+             : reinterpret_cast<const void*>(kernels::fused_moe<false>);
 }
 
 }  // namespace
 
-const char* encode_weight_maps(WeightMaps* maps, const uint16_t* w13, int64_t rows13,
-                               int64_t hidden, const uint16_t* w2, int64_t rows2,
+const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13, int64_t rows13,
+                               int64_t hidden, const void* w2, int64_t rows2,
                                int64_t inter) noexcept {
   static_assert(sizeof(CUtensorMap) == sizeof(maps->w13));
   CUtensorMap a, b;
-  if (!encode(&a, w13, rows13, hidden) || !encode(&b, w2, rows2, inter))
+  if (!encode(&a, elem_bytes, w13, rows13, hidden) || !encode(&b, elem_bytes, w2, rows2, inter))
     return "cuTensorMapEncodeTiled failed (or the driver lacks it)";
   std::memcpy(maps->w13, &a, sizeof(a));
   std::memcpy(maps->w2, &b, sizeof(b));
@@ -31,24 +38,23 @@ const char* encode_weight_maps(WeightMaps* maps, const uint16_t* w13, int64_t ro
 
 KernelLimits kernel_limits() {
   using namespace kernels;
-  return {kMaxSlots, kMaxExperts, kTok, kRows};
+  return {kMaxSlots, kMaxExperts, kTok, kRows, kScaleBlock, kMaxKBlocks};
 }
 
-int resident_ctas(const char** error) noexcept {
-  static const cudaError_t opt_in = cudaFuncSetAttribute(
-      kernels::fused_moe, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kernels::kSmemBytes));
-  if (opt_in != cudaSuccess) {
-    *error = cudaGetErrorString(opt_in);
-    return 0;
-  }
+int resident_ctas(bool fp8, const char** error) noexcept {
+  const void* f = kernel(fp8);
+  if (cudaError_t e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(kernels::kSmemBytes));
+      e != cudaSuccess)
+    return *error = cudaGetErrorString(e), 0;
   int device = 0, sms = 0, per_sm = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
     return *error = cudaGetErrorString(e), 0;
   if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
       e != cudaSuccess)
     return *error = cudaGetErrorString(e), 0;
-  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &per_sm, kernels::fused_moe, kernels::kThreads, kernels::kSmemBytes);
+  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, kernels::kThreads,
+                                                                    kernels::kSmemBytes);
       e != cudaSuccess)
     return *error = cudaGetErrorString(e), 0;
   if (per_sm < 1) return *error = "the kernel's shared memory does not fit one SM", 0;
@@ -63,10 +69,15 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.ids = c.ids;
   p.weights = c.weights;
   p.out = c.out;
-  p.w13 = c.w13;
-  p.w2 = c.w2;
-  p.inter = c.inter;
   p.y = c.y;
+  p.inter = c.inter;
+  p.s13 = c.s13;
+  p.s2 = c.s2;
+  p.xq = c.xq;
+  p.xs = c.xs;
+  p.inter32 = c.inter32;
+  p.iq = c.iq;
+  p.is = c.is;
   p.tokens = c.tokens;
   p.width = c.width;
   p.experts = c.experts;
@@ -78,9 +89,8 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.act.alpha = c.alpha;
   p.act.gelu_tanh = c.gelu_tanh;
   void* args[] = {&p};
-  const cudaError_t e =
-      cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernels::fused_moe), dim3(ctas),
-                                  dim3(kernels::kThreads), args, kernels::kSmemBytes, c.stream);
+  const cudaError_t e = cudaLaunchCooperativeKernel(
+      kernel(c.fp8), dim3(ctas), dim3(kernels::kThreads), args, kernels::kSmemBytes, c.stream);
   if (e != cudaSuccess) return cudaGetErrorString(e);
   return nullptr;
 }

@@ -9,12 +9,14 @@
 
 namespace moe::mega::detail {
 
-// Limits the kernel holds in shared memory (kernels/fused_moe.cuh).
+// Limits the kernel holds in shared memory (kernels/config.cuh).
 struct KernelLimits {
-  int max_slots;    // tokens x top_k of one batch
-  int max_experts;  // routed experts of the layer
-  int token_chunk;  // an expert's slots per work item
-  int weight_rows;  // rows of a weight tile: H is a multiple
+  int max_slots;     // tokens x top_k of one batch
+  int max_experts;   // routed experts of the layer
+  int token_chunk;   // an expert's slots per work item
+  int weight_rows;   // rows of a weight tile: H is a multiple
+  int scale_block;   // fp8_block: channels per scale
+  int max_k_blocks;  // fp8_block: scale blocks along H and along I
 };
 KernelLimits kernel_limits();
 
@@ -23,21 +25,28 @@ struct alignas(64) WeightMaps {
   unsigned char w13[128];
   unsigned char w2[128];
 };
-// w13 [rows13 = E * n1, hidden], w2 [rows2 = E * hidden, inter], bf16; nullptr on success.
-const char* encode_weight_maps(WeightMaps* maps, const uint16_t* w13, int64_t rows13,
-                               int64_t hidden, const uint16_t* w2, int64_t rows2,
+// w13 [rows13 = E * n1, hidden], w2 [rows2 = E * hidden, inter], elements of `elem_bytes` bytes
+// (2: bf16, 1: e4m3); nullptr on success.
+const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13, int64_t rows13,
+                               int64_t hidden, const void* w2, int64_t rows2,
                                int64_t inter) noexcept;
 
 struct FusedCall {
   const WeightMaps* maps;
+  bool fp8;  // fp8_block weights with fp8_1x128 activations (else bf16 and bf16)
   const uint16_t* hidden;
   const int32_t* ids;
   const float* weights;
   uint16_t* out;
-  const uint16_t* w13;
-  const uint16_t* w2;
-  uint16_t* inter;
   float* y;
+  uint16_t* inter;   // bf16
+  const float* s13;  // fp8_block: the block scales, canonical order
+  const float* s2;
+  uint8_t* xq;  // fp8_block workspace
+  float* xs;
+  float* inter32;
+  uint8_t* iq;
+  float* is;
   int32_t tokens, width, experts, hidden_dim, inter_dim, n1, activation;
   float limit, alpha;
   int32_t gelu_tanh;
@@ -46,7 +55,7 @@ struct FusedCall {
 
 // CTAs of one cooperative launch on this device (one per SM when the shared memory allows);
 // 0 with `error` set when the kernel cannot be made resident.
-int resident_ctas(const char** error) noexcept;
+int resident_ctas(bool fp8, const char** error) noexcept;
 
 // nullptr on success, else what failed.
 const char* launch_fused(const FusedCall& call, int ctas) noexcept;

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "fused_launch.hpp"
+#include "moe/sdk/block_scales.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/tensor_checks.hpp"
@@ -27,13 +29,23 @@ int64_t slot_limited_tokens(const moe_problem& p) {
 sdk::Verdict check_support(const moe_problem& p, bool need_device) {
   using sdk::Verdict;
   const detail::KernelLimits lim = detail::kernel_limits();
-  if (p.format != MOE_FORMAT_BF16)
+  const bool fp8 = p.format == MOE_FORMAT_FP8_BLOCK;
+  if (p.format != MOE_FORMAT_BF16 && !fp8)
     return Verdict::no(MOE_REASON_FORMAT,
-                       fmt::format("bf16 weights only so far, not {}",
+                       fmt::format("bf16 and fp8_block weights only so far, not {}",
                                    format_name(static_cast<moe_format>(p.format))));
-  if (p.input_format != MOE_INPUT_BF16 && p.input_format != MOE_INPUT_DEFAULT)  // bf16's own
-    return Verdict::no(MOE_REASON_INPUT_FORMAT,
-                       "bf16 activations only (the GEMMs are bf16 x bf16, nothing quantised)");
+  if (!fp8 && p.input_format != MOE_INPUT_BF16 && p.input_format != MOE_INPUT_DEFAULT)
+    return Verdict::no(
+        MOE_REASON_INPUT_FORMAT,
+        fmt::format("bf16 weights take bf16 activations only, not {} (the GEMMs "
+                    "are bf16 x bf16, nothing quantised)",
+                    input_format_name(static_cast<moe_input_format>(p.input_format))));
+  if (fp8 && p.input_format != MOE_INPUT_FP8_1X128)
+    return Verdict::no(
+        MOE_REASON_INPUT_FORMAT,
+        fmt::format("fp8_block weights take fp8_1x128 activations only, not {} "
+                    "(the GEMMs are e4m3 x e4m3)",
+                    input_format_name(static_cast<moe_input_format>(p.input_format))));
   if (p.expert_bias != 0)
     return Verdict::no(MOE_REASON_BIAS, "expert biases (b13, b2) are not implemented yet");
   if (p.shared_intermediate > 0 || p.sink_experts > 0)
@@ -45,12 +57,20 @@ sdk::Verdict check_support(const moe_problem& p, bool need_device) {
                        "to one weight slice");
   if (p.ep_size > 1)
     return Verdict::no(MOE_REASON_EP, "expert parallelism is not implemented in cutlass_mega");
-  const int64_t cols = gated(p) ? lim.weight_rows / 2 : lim.weight_rows;
+  // fp8_block: a stage is one 128-wide scale block of K, and GEMM2's K is I.
+  const int64_t cols = fp8 ? lim.scale_block : (gated(p) ? lim.weight_rows / 2 : lim.weight_rows);
   if (p.hidden % lim.weight_rows != 0 || p.intermediate % cols != 0)
     return Verdict::no(MOE_REASON_SHAPE,
                        fmt::format("hidden={} must be a multiple of {} and intermediate={} of {} "
-                                   "(the fused kernel's weight tiles)",
-                                   p.hidden, lim.weight_rows, p.intermediate, cols));
+                                   "(the fused kernel's {})",
+                                   p.hidden, lim.weight_rows, p.intermediate, cols,
+                                   fp8 ? "weight tiles and scale blocks" : "weight tiles"));
+  const int64_t k_limit = int64_t(lim.max_k_blocks) * lim.scale_block;
+  if (fp8 && std::max(p.hidden, p.intermediate) > k_limit)
+    return Verdict::no(MOE_REASON_SHAPE,
+                       fmt::format("hidden={} and intermediate={} must be at most {} for "
+                                   "fp8_block (an item's scales live in shared memory)",
+                                   p.hidden, p.intermediate, k_limit));
   if (p.experts > lim.max_experts)
     return Verdict::no(MOE_REASON_SHAPE, fmt::format("{} experts, at most {} (the schedule in "
                                                      "shared memory)",
@@ -74,14 +94,23 @@ LayerOptions parse_options(const Options& options) {
 
 std::string describe(const moe_problem& p) {
   const detail::KernelLimits lim = detail::kernel_limits();
+  const std::string weights =
+      p.format == MOE_FORMAT_FP8_BLOCK
+          ? fmt::format(
+                "fp8_block weights as given (e4m3 w13 [E, {}, H], w2 [E, H, I], f32 "
+                "128x128 block scales), activations quantised per token per 128 channels "
+                "inside the kernel (hidden states first, the intermediate after GEMM1); "
+                "e4m3 mma with each 128-deep K block promoted into f32 with both scales",
+                gated(p) ? "2I" : "I")
+          : fmt::format("bf16 weights as given (w13 [E, {}, H], w2 [E, H, I])",
+                        gated(p) ? "2I" : "I");
   return fmt::format(
-      "bf16 weights as given (w13 [E, {}, H], w2 [E, H, I]); the layer after routing in one "
-      "cooperative launch: a schedule built in every CTA's shared memory, GEMM1 with the "
-      "activation per (expert, {} slots, {} columns), GEMM2 per (expert, {} slots, {} rows of "
-      "H), each token's slots summed in slot order (deterministic); weights by TMA; batches up "
-      "to {} tokens",
-      gated(p) ? "2I" : "I", lim.token_chunk, gated(p) ? lim.weight_rows / 2 : lim.weight_rows,
-      lim.token_chunk, lim.weight_rows, std::min<int64_t>(p.max_tokens, slot_limited_tokens(p)));
+      "{}; the layer after routing in one cooperative launch: a schedule built in every CTA's "
+      "shared memory, GEMM1 with the activation per (expert, {} slots, {} columns), GEMM2 per "
+      "(expert, {} slots, {} rows of H), each token's slots summed in slot order "
+      "(deterministic); weights by TMA; batches up to {} tokens",
+      weights, lim.token_chunk, gated(p) ? lim.weight_rows / 2 : lim.weight_rows, lim.token_chunk,
+      lim.weight_rows, std::min<int64_t>(p.max_tokens, slot_limited_tokens(p)));
 }
 
 DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)
@@ -91,19 +120,33 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   const sdk::Verdict v = check_support(p);
   MOE_CHECK(v.ok(), MOE_STATUS_UNSUPPORTED, "cutlass_mega: {}", v.message);
   n1_ = gated(p) ? 2 * p.intermediate : p.intermediate;
+  fp8_ = p.format == MOE_FORMAT_FP8_BLOCK;
   const char* error = nullptr;
-  ctas_ = detail::resident_ctas(&error);
+  ctas_ = detail::resident_ctas(fp8_, &error);
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
             error ? error : "unknown");
-  const size_t w13_bytes = size_t(p.experts * n1_ * p.hidden) * 2;
-  const size_t w2_bytes = size_t(p.experts * p.hidden * p.intermediate) * 2;
+  const size_t elem = fp8_ ? 1 : 2;
+  const size_t w13_bytes = size_t(p.experts * n1_ * p.hidden) * elem;
+  const size_t w2_bytes = size_t(p.experts * p.hidden * p.intermediate) * elem;
   w13_ = gpu::DeviceBuffer(w13_bytes);
   w2_ = gpu::DeviceBuffer(w2_bytes);
   w13_.upload(w.w13.data, w13_bytes);
   w2_.upload(w.w2.data, w2_bytes);
+  if (fp8_) {  // checked (finite, positive), floored, kept in the canonical order
+    const int64_t b = detail::kernel_limits().scale_block;
+    const std::vector<float> s13 = sdk::checked_block_scales(
+        w.w13_scale, "w13_scale", p.experts, n1_ / b, p.hidden / b, sdk::BlockScaleOrder::kKMajor);
+    const std::vector<float> s2 =
+        sdk::checked_block_scales(w.w2_scale, "w2_scale", p.experts, p.hidden / b,
+                                  p.intermediate / b, sdk::BlockScaleOrder::kKMajor);
+    s13_ = gpu::DeviceBuffer(s13.size() * sizeof(float));
+    s2_ = gpu::DeviceBuffer(s2.size() * sizeof(float));
+    s13_.upload(s13.data(), s13.size() * sizeof(float));
+    s2_.upload(s2.data(), s2.size() * sizeof(float));
+  }
   const char* map_error =
-      detail::encode_weight_maps(&maps_, w13_.as<uint16_t>(), p.experts * n1_, p.hidden,
-                                 w2_.as<uint16_t>(), p.experts * p.hidden, p.intermediate);
+      detail::encode_weight_maps(&maps_, int(elem), w13_.as<uint8_t>(), p.experts * n1_, p.hidden,
+                                 w2_.as<uint8_t>(), p.experts * p.hidden, p.intermediate);
   MOE_CHECK(map_error == nullptr, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: weight tensor maps: {}",
             map_error ? map_error : "");
 }
@@ -112,8 +155,17 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
   const moe_problem p = problem_.c();
   gpu::WorkspaceCarver c(base);
   Workspace ws{};
-  ws.inter = c.take<uint16_t>(size_t(tokens * p.top_k * p.intermediate));
-  ws.y = c.take<float>(size_t(tokens * p.top_k * p.hidden));
+  const int64_t slots = tokens * p.top_k, b = detail::kernel_limits().scale_block;
+  ws.y = c.take<float>(size_t(slots * p.hidden));
+  if (fp8_) {
+    ws.xq = c.take<uint8_t>(size_t(tokens * p.hidden));
+    ws.xs = c.take<float>(size_t(tokens * (p.hidden / b)));
+    ws.inter32 = c.take<float>(size_t(slots * p.intermediate));
+    ws.iq = c.take<uint8_t>(size_t(slots * p.intermediate));
+    ws.is = c.take<float>(size_t(slots * (p.intermediate / b)));
+  } else {
+    ws.inter = c.take<uint16_t>(size_t(slots * p.intermediate));
+  }
   if (bytes != nullptr) *bytes = c.used();
   return ws;
 }
@@ -141,10 +193,16 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.ids = static_cast<const int32_t*>(a.topk_ids.data);
   c.weights = static_cast<const float*>(a.topk_weights.data);
   c.out = static_cast<uint16_t*>(a.output.data);
-  c.w13 = w13_.as<uint16_t>();
-  c.w2 = w2_.as<uint16_t>();
-  c.inter = ws.inter;
+  c.fp8 = fp8_;
   c.y = ws.y;
+  c.inter = ws.inter;
+  c.s13 = s13_.as<float>();
+  c.s2 = s2_.as<float>();
+  c.xq = ws.xq;
+  c.xs = ws.xs;
+  c.inter32 = ws.inter32;
+  c.iq = ws.iq;
+  c.is = ws.is;
   c.tokens = int32_t(tokens);
   c.width = int32_t(a.topk_ids.shape[1]);
   c.experts = int32_t(p.experts);

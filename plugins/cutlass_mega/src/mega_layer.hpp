@@ -1,8 +1,8 @@
-// One cutlass_mega layer on the GPU: bf16 weights kept as given (w13 [E, n1, H], w2 [E, H, I]),
-// uploaded at prepare, and the whole layer after routing in one cooperative launch
-// (kernels/fused_moe.cuh, docs/design.md §13). Decode first: a batch's tokens x top_k slots must
-// fit the schedule the kernel keeps in shared memory, so `max_tokens` is bounded at prepare.
-// No options yet.
+// One cutlass_mega layer on the GPU: bf16 or fp8_block weights kept as given (w13 [E, n1, H],
+// w2 [E, H, I], fp8_block's scales in their canonical order), uploaded at prepare, and the whole
+// layer after routing in one cooperative launch (kernels/fused_moe.cuh, docs/design.md §13).
+// Decode first: a batch's tokens x top_k slots must fit the schedule the kernel keeps in shared
+// memory, so `max_tokens` is bounded at prepare. No options yet.
 #pragma once
 
 #include <string>
@@ -34,14 +34,20 @@ class DeviceLayer {
 
  private:
   struct Workspace {
-    uint16_t* inter;  // [T * W, I] bf16
     float* y;         // [T * W, H] f32
+    uint16_t* inter;  // bf16: [T * W, I]
+    uint8_t* xq;      // fp8_block: [T, H] e4m3, [T, H / 128] f32
+    float* xs;
+    float* inter32;  // fp8_block: [T * W, I] f32, then e4m3 and [T * W, I / 128] f32
+    uint8_t* iq;
+    float* is;
   };
   Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
 
   Problem problem_;
   int64_t n1_ = 0;
-  gpu::DeviceBuffer w13_, w2_;
+  bool fp8_ = false;
+  gpu::DeviceBuffer w13_, w2_, s13_, s2_;
   detail::WeightMaps maps_{};
   int ctas_ = 0;
 };

@@ -6,8 +6,8 @@
 #include <charconv>
 #include <vector>
 
-#include "block_scales.hpp"
 #include "expert_bias.hpp"
+#include "moe/sdk/block_scales.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/tensor_checks.hpp"
@@ -129,10 +129,13 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                     const moe_tensor& w2, const moe_tensor& s2, const char* who) {
     w13_.upload(w13.data, w13_group * size_t(count), w13_group * size_t(first));
     w2_.upload(w2.data, w2_group * size_t(count), w2_group * size_t(first));
-    const std::vector<float> a = mn_major_block_scales(s13, fmt::format("{}w13_scale", who).c_str(),
-                                                       count, n1_ / kBlock, h / kBlock);
-    const std::vector<float> b = mn_major_block_scales(s2, fmt::format("{}w2_scale", who).c_str(),
-                                                       count, h / kBlock, inter / kBlock);
+    using sdk::BlockScaleOrder, sdk::checked_block_scales;
+    const std::vector<float> a =
+        checked_block_scales(s13, fmt::format("{}w13_scale", who), count, n1_ / kBlock, h / kBlock,
+                             BlockScaleOrder::kMnMajor);
+    const std::vector<float> b =
+        checked_block_scales(s2, fmt::format("{}w2_scale", who), count, h / kBlock, inter / kBlock,
+                             BlockScaleOrder::kMnMajor);
     s13_.upload(a.data(), a.size() * sizeof(float), s13_group * size_t(first) * sizeof(float));
     s2_.upload(b.data(), b.size() * sizeof(float), s2_group * size_t(first) * sizeof(float));
   };

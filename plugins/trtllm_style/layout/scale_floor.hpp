@@ -6,10 +6,11 @@
 #include <cstdint>
 
 #include "matrix_stack.hpp"
+#include "moe/sdk/block_scales.hpp"
 
 namespace moe::trtllm {
 
-constexpr float kFp8BlockScaleFloor = 1e-10f;
+constexpr float kFp8BlockScaleFloor = sdk::kBlockScaleFloor;
 
 // `scales` holds f32 values (any count). Every value below `floor` (zero and negatives
 // included; NaN is left alone) becomes `floor`. Returns how many were raised.

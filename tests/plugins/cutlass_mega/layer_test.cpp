@@ -1,10 +1,12 @@
-// cutlass_mega's fused layer on a GPU through the C ABI, against the reference: every activation,
-// batch sizes from one token to the capacity, padding tokens, every token on one expert, experts
-// without tokens, two runs bit-identical, a CUDA graph replayed with new inputs and routing, and
-// a batch above capacity refused. Skips without an sm_90 GPU.
+// cutlass_mega's fused layer on a GPU through the C ABI, against the reference: bf16 and
+// fp8_block weights, every activation, batch sizes from one token to the capacity, padding
+// tokens, every token on one expert, experts without tokens, two runs bit-identical, a CUDA graph
+// replayed with new inputs and routing, a batch above capacity refused, corrupt block scales
+// refused at prepare. Skips without an sm_90 GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <limits>
 
 #include "../../support/test_env.hpp"
 
@@ -37,10 +39,27 @@ void put(const Buffer& b, const HostTensor& t) {
   b.upload(t.raw(), t.bytes());
 }
 
+// fp8_block weights with the activations quantised per token per 128 channels (the format's own
+// input), or the problem as it is (bf16).
+Problem in_format(Problem q, moe_format f) {
+  q.raw().format = f;
+  q.raw().input_format = f == MOE_FORMAT_FP8_BLOCK ? MOE_INPUT_FP8_1X128 : MOE_INPUT_BF16;
+  q.finalize();
+  return q;
+}
+
+// docs/design.md §7: one e4m3 code of an activation is several percent.
+double tolerance(const moe_problem& p) {
+  return p.format == MOE_FORMAT_BF16 ? 1e-2 : 2e-2;
+}
+
 struct Case {
   moe_activation activation;
   Scenario scenario;
+  moe_format format = MOE_FORMAT_BF16;
 };
+
+constexpr moe_format kFp8 = MOE_FORMAT_FP8_BLOCK;
 
 class MegaActivations : public MegaLayer, public testing::WithParamInterface<Case> {};
 
@@ -51,7 +70,7 @@ TEST_P(MegaActivations, MatchTheReferenceFromOneTokenToCapacity) {
   q.raw().activation_alpha = 1.702f;
   q.raw().activation_limit = 3.0f;  // small enough that the random GEMM1 outputs get clamped
   q.raw().gelu_tanh = 1;
-  q.finalize();
+  q = in_format(q, c.format);
   const moe_problem p = q.c();
   const LayerWeights w = random_weights(p, 21);
   const Layer layer = plugin_->prepare(p, w.view(), {});
@@ -63,7 +82,7 @@ TEST_P(MegaActivations, MatchTheReferenceFromOneTokenToCapacity) {
     const Routing routing = route_batch(*reference_, p, batch);
     const RunResult out = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
     const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
-    EXPECT_LT(relative_l2(out.output, ref.output), 1e-2)
+    EXPECT_LT(relative_l2(out.output, ref.output), tolerance(p))
         << tokens << " tokens, " << scenario_name(c.scenario);
   }
 }
@@ -77,40 +96,52 @@ INSTANTIATE_TEST_SUITE_P(Cases, MegaActivations,
                                          Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom},
                                          Case{MOE_ACTIVATION_GELU_MUL, Scenario::kRandom},
                                          Case{MOE_ACTIVATION_RELU2, Scenario::kRandom},
-                                         Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert}),
+                                         Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert},
+                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, kFp8},
+                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding, kFp8},
+                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kOneExpert, kFp8},
+                                         Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom, kFp8},
+                                         Case{MOE_ACTIVATION_GELU_MUL, Scenario::kRandom, kFp8},
+                                         Case{MOE_ACTIVATION_RELU2, Scenario::kRandom, kFp8},
+                                         Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert, kFp8}),
                          [](const testing::TestParamInfo<Case>& info) {
-                           return fmt::format("{}_{}", activation_name(info.param.activation),
+                           return fmt::format("{}_{}_{}", format_name(info.param.format),
+                                              activation_name(info.param.activation),
                                               scenario_name(info.param.scenario));
                          });
 
 // Many experts and few tokens (most experts idle); two runs give the same bits.
 TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
-  Problem q = problem_;
-  q.raw().experts = 64;
-  q.raw().top_k = 6;
-  q.raw().hidden = 512;
-  q.raw().intermediate = 384;
-  q.finalize();
-  const moe_problem p = q.c();
-  const LayerWeights w = random_weights(p, 9);
-  const Layer ref_layer = reference_->prepare(p, w.view(), {});
-  const Layer layer = plugin_->prepare(p, w.view(), {});
-  {
+  for (moe_format f : {MOE_FORMAT_BF16, kFp8}) {
+    Problem q = problem_;
+    q.raw().experts = 64;
+    q.raw().top_k = 6;
+    q.raw().hidden = 512;
+    q.raw().intermediate = 384;
+    q = in_format(q, f);
+    const moe_problem p = q.c();
+    const LayerWeights w = random_weights(p, 9);
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    const Layer layer = plugin_->prepare(p, w.view(), {});
     for (int64_t tokens : {2, 40}) {
       const Batch batch = random_batch(p, tokens, 5 + uint64_t(tokens), Scenario::kRandom);
       const Routing routing = route_batch(*reference_, p, batch);
       const RunResult a = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
       const RunResult b = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
       const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
-      EXPECT_LT(relative_l2(a.output, ref.output), 1e-2) << tokens << " tokens";
+      EXPECT_LT(relative_l2(a.output, ref.output), tolerance(p))
+          << format_name(f) << ", " << tokens << " tokens";
       EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0)
-          << "two runs differ at " << tokens << " tokens";
+          << format_name(f) << ": two runs differ at " << tokens << " tokens";
     }
   }
 }
 
-TEST_F(MegaLayer, ReplayedGraphMatchesTheReferenceForNewInputsAndRouting) {
-  const moe_problem p = problem_.c();
+class MegaGraph : public MegaLayer, public testing::WithParamInterface<moe_format> {};
+
+TEST_P(MegaGraph, ReplayedGraphMatchesTheReferenceForNewInputsAndRouting) {
+  const Problem q = in_format(problem_, GetParam());
+  const moe_problem p = q.c();
   const LayerWeights w = random_weights(p, 5);
   const Layer layer = plugin_->prepare(p, w.view(), {});
   const Layer ref_layer = reference_->prepare(p, w.view(), {});
@@ -150,11 +181,29 @@ TEST_F(MegaLayer, ReplayedGraphMatchesTheReferenceForNewInputsAndRouting) {
     HostTensor got(MOE_DTYPE_BF16, {tokens, p.hidden});
     out.download(got.raw(), got.bytes());
     const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
-    EXPECT_LT(relative_l2(got, ref.output), 1e-2) << "seed " << seed;
+    EXPECT_LT(relative_l2(got, ref.output), tolerance(p)) << "seed " << seed;
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, MegaGraph, testing::Values(MOE_FORMAT_BF16, kFp8),
+                         [](const testing::TestParamInfo<moe_format>& info) {
+                           return std::string(format_name(info.param));
+                         });
+
+// A NaN, zero or negative block scale is a corrupt tensor, not a dead block: prepare refuses it,
+// naming the tensor and the block.
+TEST_F(MegaLayer, CorruptBlockScalesAreRefusedAtPrepareNamingTheBlock) {
+  const Problem q = in_format(problem_, kFp8);
+  const moe_problem p = q.c();
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN()}) {
+    LayerWeights w = random_weights(p, 5);
+    static_cast<float*>(w.w2_scale.raw())[3] = bad;  // expert 0, row block 1, K block 1
+    expect_error([&] { plugin_->prepare(p, w.view(), {}); }, MOE_STATUS_INVALID_ARGUMENT,
+                 {"w2_scale[0][1][1]", "not a finite positive block scale"});
+  }
 }
 
 TEST_F(MegaLayer, ABatchAboveCapacityIsRefusedNamingBothNumbers) {

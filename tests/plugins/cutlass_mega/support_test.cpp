@@ -41,13 +41,43 @@ TEST(MegaSupport, TakesBf16DecodeProblemsOfEveryActivation) {
   EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
 }
 
-TEST(MegaSupport, RefusesWhatItCannotRunWithTheReasonAndTheValue) {
+moe_problem fp8_problem() {
   moe_problem p = bf16_problem();
   p.format = MOE_FORMAT_FP8_BLOCK;
-  expect_refusal(p, MOE_REASON_FORMAT, "not fp8_block");
+  p.input_format = MOE_INPUT_FP8_1X128;
+  p.intermediate = 256;
+  return p;
+}
+
+TEST(MegaSupport, TakesFp8BlockWithFp8ActivationsOfEveryActivation) {
+  for (moe_activation a :
+       {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP, MOE_ACTIVATION_SWIGLU_OAI,
+        MOE_ACTIVATION_GELU_MUL, MOE_ACTIVATION_RELU2}) {
+    moe_problem p = fp8_problem();
+    p.activation = a;
+    EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
+  }
+}
+
+TEST(MegaSupport, RefusesFp8BlockShapesAndActivationFormatsItCannotRun) {
+  moe_problem p = fp8_problem();
+  p.input_format = MOE_INPUT_BF16;
+  expect_refusal(p, MOE_REASON_INPUT_FORMAT, "fp8_1x128 activations only, not bf16");
+  p = fp8_problem();
+  p.intermediate = 192;  // the bf16 path's 64-column items would take it; scale blocks do not
+  expect_refusal(p, MOE_REASON_SHAPE, "intermediate=192 of 128");
+  p = fp8_problem();
+  p.hidden = 16384;  // 128 scale blocks along K do not fit the item's shared memory
+  expect_refusal(p, MOE_REASON_SHAPE, "at most 15360");
+}
+
+TEST(MegaSupport, RefusesWhatItCannotRunWithTheReasonAndTheValue) {
+  moe_problem p = bf16_problem();
+  p.format = MOE_FORMAT_MXFP4;
+  expect_refusal(p, MOE_REASON_FORMAT, "not mxfp4");
   p = bf16_problem();
   p.input_format = MOE_INPUT_FP8_1X128;
-  expect_refusal(p, MOE_REASON_INPUT_FORMAT, "bf16 activations");
+  expect_refusal(p, MOE_REASON_INPUT_FORMAT, "bf16 activations only, not fp8_1x128");
   p = bf16_problem();
   p.expert_bias = 1;
   expect_refusal(p, MOE_REASON_BIAS, "biases");
@@ -90,6 +120,10 @@ TEST(MegaDescribe, SaysWhatRunsAndTheBatchLimit) {
   const std::string d = describe(p);
   EXPECT_NE(d.find("one cooperative launch"), std::string::npos) << d;
   EXPECT_NE(d.find("batches up to 64 tokens"), std::string::npos) << d;
+  const std::string f = describe(fp8_problem());
+  EXPECT_NE(f.find("fp8_block weights as given"), std::string::npos) << f;
+  EXPECT_NE(f.find("quantised per token per 128 channels inside the kernel"), std::string::npos)
+      << f;
 }
 
 }  // namespace

@@ -28,8 +28,8 @@ struct Pinned {
 constexpr auto kRandom = moe::Scenario::kRandom;
 constexpr auto kPadding = moe::Scenario::kPadding;
 
-// Recorded with the reference at 5b6819d (before ExpertGemms); the two fp8_block problems on
-// whole blocks were added at 2026-12-01 with the reference unchanged.
+// Recorded with the reference at 5b6819d (before ExpertGemms); the fp8_block problems on whole
+// blocks and the decode ones were added at 2026-12-01 with the reference unchanged.
 const Pinned kPinned[] = {
     {"bf16_gelu_tanh_bias_select", kRandom, 0x14dbf28c888110c2ull},
     {"bf16_gelu_tanh_bias_select", kPadding, 0x9566fa0da1e69551ull},
@@ -75,6 +75,10 @@ const Pinned kPinned[] = {
     {"fp8_block_grouped", kPadding, 0x8b1a19c793f5d141ull},
     {"fp8_block_bias_shared", kRandom, 0x3d62c7ace714eff1ull},
     {"fp8_block_bias_shared", kPadding, 0x153d5610cbb2a073ull},
+    {"fp8_block_decode_relu2", kRandom, 0x175ef8d007d6e085ull},
+    {"fp8_block_decode_relu2", kPadding, 0x11e7fcab07759978ull},
+    {"fp8_block_decode_silu", kRandom, 0x897847c11a6f8d96ull},
+    {"fp8_block_decode_silu", kPadding, 0xf7a98088b52e5d8cull},
     {"fp8_block_relu2", kRandom, 0x9b36ad343208b24aull},
     {"fp8_block_relu2", kPadding, 0x9a298c58b4122dc4ull},
     {"fp8_block_swiglu_shared", kRandom, 0x1a34c0da5087d38aull},

@@ -1,6 +1,6 @@
-// The weights' block scales as the deepgemm_style kernels read them: MN-major, floored, and
-// refused when corrupt.
-#include "src/block_scales.hpp"
+// fp8_block weight scales as kernels read them (moe/sdk/block_scales.hpp): in either order,
+// floored, and refused when corrupt.
+#include "moe/sdk/block_scales.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include "moe/sdk/error.hpp"
 
-namespace moe::deepgemm {
+namespace moe::sdk {
 namespace {
 
 moe_tensor f32_tensor(std::vector<float>& v) {
@@ -21,13 +21,14 @@ moe_tensor f32_tensor(std::vector<float>& v) {
   return t;
 }
 
-TEST(BlockScales, EachMatrixBecomesKBlocksByNBlocks) {
+TEST(BlockScales, MnMajorTurnsEachMatrixToKBlocksByNBlocks) {
   // Two matrices of [n_blocks=2, k_blocks=3]: value = 100 m + 10 nb + kb + 1.
   std::vector<float> in;
   for (int m = 0; m < 2; ++m)
     for (int nb = 0; nb < 2; ++nb)
       for (int kb = 0; kb < 3; ++kb) in.push_back(float(100 * m + 10 * nb + kb + 1));
-  const std::vector<float> out = mn_major_block_scales(f32_tensor(in), "w13_scale", 2, 2, 3);
+  const std::vector<float> out =
+      checked_block_scales(f32_tensor(in), "w13_scale", 2, 2, 3, BlockScaleOrder::kMnMajor);
   ASSERT_EQ(out.size(), in.size());
   for (int m = 0; m < 2; ++m)
     for (int nb = 0; nb < 2; ++nb)
@@ -35,10 +36,19 @@ TEST(BlockScales, EachMatrixBecomesKBlocksByNBlocks) {
         EXPECT_EQ(out[size_t(m * 6 + kb * 2 + nb)], float(100 * m + 10 * nb + kb + 1));
 }
 
+TEST(BlockScales, KMajorKeepsTheCanonicalOrder) {
+  std::vector<float> in = {1, 2, 3, 4, 5, 6};  // [n_blocks=2, k_blocks=3]
+  EXPECT_EQ(checked_block_scales(f32_tensor(in), "w2_scale", 1, 2, 3, BlockScaleOrder::kKMajor),
+            in);
+  EXPECT_EQ(checked_block_scales(f32_tensor(in), "w2_scale", 1, 2, 3, BlockScaleOrder::kMnMajor),
+            (std::vector<float>{1, 4, 2, 5, 3, 6}));
+}
+
 TEST(BlockScales, TinyScalesAreRaisedToTheFloor) {
   std::vector<float> in = {1e-20f, 3.0f};
-  const std::vector<float> out = mn_major_block_scales(f32_tensor(in), "w2_scale", 1, 1, 2);
-  EXPECT_EQ(out[0], kScaleFloor);
+  const std::vector<float> out =
+      checked_block_scales(f32_tensor(in), "w2_scale", 1, 1, 2, BlockScaleOrder::kKMajor);
+  EXPECT_EQ(out[0], kBlockScaleFloor);
   EXPECT_EQ(out[1], 3.0f);
 }
 
@@ -47,7 +57,7 @@ TEST(BlockScales, NonFiniteOrNonPositiveScalesAreRefusedByName) {
                     std::numeric_limits<float>::infinity()}) {
     std::vector<float> in = {1.0f, 1.0f, 1.0f, bad};
     try {
-      mn_major_block_scales(f32_tensor(in), "shared_w2_scale", 1, 2, 2);
+      checked_block_scales(f32_tensor(in), "shared_w2_scale", 1, 2, 2, BlockScaleOrder::kKMajor);
       FAIL() << "accepted " << bad;
     } catch (const moe::Error& e) {
       EXPECT_EQ(e.status(), MOE_STATUS_INVALID_ARGUMENT);
@@ -58,4 +68,4 @@ TEST(BlockScales, NonFiniteOrNonPositiveScalesAreRefusedByName) {
 }
 
 }  // namespace
-}  // namespace moe::deepgemm
+}  // namespace moe::sdk

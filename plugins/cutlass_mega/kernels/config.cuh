@@ -1,0 +1,107 @@
+// cutlass_mega's fused layer (docs/design.md §13): the kernel's geometry, its parameters, and the
+// warp-level instructions it is built from.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/activation.cuh"
+
+namespace moe::mega::kernels {
+
+constexpr int kThreads = 288;  // 8 consumer warps (16 weight rows each), 1 producer warp
+constexpr int kConsumers = 256;
+constexpr int kWarps = kConsumers / 32;
+constexpr int kRows = 128;      // weight rows per tile
+constexpr int kRowBytes = 128;  // K per stage in bytes: 64 bf16 or 128 e4m3 (one fp8 block)
+constexpr int kLdBytes = 144;   // token rows' stride: ldmatrix without bank conflicts
+constexpr int kBoxRows = 64;    // weight rows per TMA box
+constexpr int kTok = 64;        // token columns per tile (8 mma n-tiles)
+constexpr int kStages = 5;
+constexpr int kMaxSlots = 4096;   // T * top_k the schedule holds
+constexpr int kMaxExperts = 512;  // 2 per thread in the block scans
+constexpr int kTileLd = kTok + 1;
+constexpr int kScaleBlock = 128;  // fp8_block: channels per scale, along K and along rows
+constexpr int kMaxKBlocks = 120;  // fp8_block: scale blocks along K an item keeps in shared memory
+
+// Elements of one stage's 128-byte row.
+template <bool kFp8>
+constexpr int kStageK = kFp8 ? kRowBytes : kRowBytes / 2;
+
+// Shared memory (bytes), in this order: the ring (1024-byte aligned stages: the weight tile is
+// 128-byte swizzled), the tile, the schedule, the barriers. fp8_block keeps an item's scales in
+// the tile's space during its main loop (the tile is used only after it).
+constexpr size_t kWeightBytes = size_t(kRows) * kRowBytes;  // 16 KB, swizzled, no padding
+constexpr size_t kTokenBytes = size_t(kTok) * kLdBytes;     // 9 KB, padded rows
+constexpr size_t kStageBytes = kWeightBytes + kTokenBytes;  // 25 x 1024
+constexpr size_t kRingBytes = kStages * kStageBytes;
+constexpr size_t kTileBytes = size_t(kRows) * kTileLd * 4;
+static_assert(size_t(kMaxKBlocks) * (kTok + 2) * 4 <= kTileBytes, "scales fit the tile");
+constexpr size_t kScheduleBytes = kMaxSlots * (2 + 2)  // slot token, slot position (int16)
+                                  + (kWarps + 4) * kMaxExperts * 4 + 16;  // per-warp counts, tables
+constexpr size_t kBarrierBytes = 2 * kStages * 8;
+constexpr size_t kSmemBytes = 1024 + kRingBytes + kTileBytes + kScheduleBytes + kBarrierBytes;
+
+struct Params {
+  CUtensorMap w13_map;     // w13 as [E * n1, H], 64-row x 128-byte boxes, 128-byte swizzle
+  CUtensorMap w2_map;      // w2 as [E * H, I], the same boxes
+  const uint16_t* hidden;  // [T, H] bf16
+  const int32_t* ids;      // [T, W] global expert ids, -1 (or out of range) = no expert
+  const float* weights;    // [T, W]
+  uint16_t* out;           // [T, H] bf16
+  float* y;                // workspace [T * W, H] f32: GEMM2's row per slot, in schedule order
+  // bf16 weights: the intermediate in bf16, a row per slot in schedule order.
+  uint16_t* inter;  // workspace [T * W, I]
+  // fp8_block weights (e4m3, fp8_1x128 activations): the block scales and the quantised rows.
+  const float* s13;  // [E, n1 / 128, H / 128]
+  const float* s2;   // [E, H / 128, I / 128]
+  uint8_t* xq;       // workspace [T, H] e4m3: the hidden states quantised
+  float* xs;         // workspace [T, H / 128]
+  float* inter32;    // workspace [T * W, I] f32: the intermediate before quantisation
+  uint8_t* iq;       // workspace [T * W, I] e4m3
+  float* is;         // workspace [T * W, I / 128]
+  int32_t tokens, width, experts, hidden_dim, inter_dim, n1;
+  int32_t activation;
+  gpu::kernels::ActivationParams act;  // limit, alpha, gelu_tanh
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
+// D += A (16 rows x 32 bytes of K, row) * B (32 bytes of K x 8, col), f32 accumulate: bf16
+// m16n8k16 or e4m3 m16n8k32. Both take their fragments in the same byte layout, so one ldmatrix
+// sequence feeds either.
+template <bool kFp8>
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  if constexpr (kFp8) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+__device__ __forceinline__ uint16_t float_to_bf16_bits(float x) {
+  const __nv_bfloat16 h = __float2bfloat16_rn(x);
+  return *reinterpret_cast<const uint16_t*>(&h);
+}
+
+}  // namespace moe::mega::kernels

@@ -1,0 +1,48 @@
+// cutlass_mega, fp8_block: rows quantised per 128 channels inside the fused kernel, with the
+// reference's rules (common_cuda's fp8_scale_from_amax and to_e4m3: scales and codes bit for bit
+// those of moe::fake_quant_fp8_1x128 on the same values).
+#pragma once
+
+#include "kernels/config.cuh"
+#include "kernels/quantize.cuh"
+
+namespace moe::mega::kernels {
+
+__device__ __forceinline__ void load4(const uint16_t* p, float (&v)[4]) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  v[0] = __uint_as_float(u.x << 16);
+  v[1] = __uint_as_float(u.x & 0xffff0000u);
+  v[2] = __uint_as_float(u.y << 16);
+  v[3] = __uint_as_float(u.y & 0xffff0000u);
+}
+__device__ __forceinline__ void load4(const float* p, float (&v)[4]) {
+  const float4 f = *reinterpret_cast<const float4*>(p);
+  v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+}
+
+// Rows [0, rows) of src [rows, cols] (bf16 or f32; cols % 128 == 0, 16-byte aligned rows) to
+// e4m3 codes [rows, cols] and scales [rows, cols / 128]. A warp takes one (row, block) at a time,
+// four channels per lane; every thread of the grid joins.
+template <class T>
+__device__ void quantize_rows_1x128(const T* src, int64_t rows, int64_t cols, uint8_t* codes,
+                                    float* scales) {
+  using namespace gpu::kernels;
+  const int lane = threadIdx.x % 32;
+  const int64_t blocks = cols / kScaleBlock, work = rows * blocks;
+  const int64_t warps = int64_t(gridDim.x) * (kThreads / 32);
+  for (int64_t w = int64_t(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32; w < work; w += warps) {
+    const int64_t r = w / blocks, b = w % blocks;
+    const int64_t at = r * cols + b * kScaleBlock + lane * 4;
+    float v[4];
+    load4(src + at, v);
+    float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+    const float scale = fp8_scale_from_amax(group_max<32>(amax));
+    uint32_t packed = 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) packed |= uint32_t(to_e4m3(v[e], scale)) << (8 * e);
+    *reinterpret_cast<uint32_t*>(codes + at) = packed;
+    if (lane == 0) scales[r * blocks + b] = scale;
+  }
+}
+
+}  // namespace moe::mega::kernels

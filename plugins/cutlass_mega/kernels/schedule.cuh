@@ -1,0 +1,107 @@
+// cutlass_mega's schedule (docs/design.md §13.1): every CTA sorts a batch's slots by expert in its
+// own shared memory, stably, so all CTAs agree without exchanging anything.
+#pragma once
+
+#include <cub/block/block_scan.cuh>
+
+#include "kernels/config.cuh"
+
+namespace moe::mega::kernels {
+
+struct Schedule {
+  int16_t* slot_token;    // [slots] token of each slot, grouped by expert, token order within
+  int16_t* slot_pos;      // [T * W] where slot t * W + j sits in that order, -1 if no expert
+  int32_t* warp_counts;   // [kWarps][kMaxExperts] scratch
+  int32_t* expert_first;  // [E] first slot of expert e (active or not)
+  int32_t* expert_count;  // [E]
+  int32_t* active;        // [A] active experts in id order
+  int32_t* item_prefix;   // [A + 1] first work item of each active expert (phase 1 chunks)
+  int32_t num_active;
+};
+
+using Scan = cub::BlockScan<int32_t, kThreads>;
+
+// Every CTA computes the same schedule. Slot i = t * W + j of the ids is the i-th in token order;
+// warp w sorts slots [w * per, (w + 1) * per) in two passes (count, then place), each expert's
+// run of warps laid out in warp order: the result is stable, so token order within an expert.
+__device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& scan) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int n = p.tokens * p.width, e_count = p.experts;
+  const int per = ((n + kWarps - 1) / kWarps + 31) / 32 * 32;
+  const bool sorter = warp < kWarps;  // the producer warp only joins the block-wide steps
+  const int lo = sorter ? warp * per : 0, hi = sorter ? min(n, lo + per) : 0;
+  int32_t* mine = s.warp_counts + (sorter ? warp : 0) * kMaxExperts;
+  if (sorter)
+    for (int e = lane; e < e_count; e += 32) mine[e] = 0;
+  __syncwarp();
+  auto expert_of = [&](int i) {
+    const int32_t id = i < hi ? p.ids[i] : -1;
+    return (id >= 0 && id < e_count) ? id : -1;
+  };
+  for (int base = lo; base < hi; base += 32) {  // pass 1: this warp's count per expert
+    const int e = expert_of(base + lane);
+    const uint32_t same = __match_any_sync(0xffffffffu, e);
+    if (e >= 0 && lane == __ffs(same) - 1) mine[e] += __popc(same);
+    __syncwarp();
+  }
+  __syncthreads();
+  // Per expert: total, first slot (exclusive scan), and each warp's start within it.
+  int32_t total[2], flag_and_count[2], first[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int e = threadIdx.x * 2 + r;
+    int32_t c = 0;
+    if (e < e_count)
+      for (int w = 0; w < kWarps; ++w) c += s.warp_counts[w * kMaxExperts + e];
+    total[r] = c;
+    flag_and_count[r] = (c > 0 ? (1 << 16) : 0) | c;  // active index and first slot in one scan
+  }
+  int32_t sum = 0;
+  Scan(scan).ExclusiveSum(flag_and_count, first, sum);
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int e = threadIdx.x * 2 + r;
+    if (e >= e_count) continue;
+    const int32_t slot0 = first[r] & 0xffff, index = first[r] >> 16;
+    s.expert_first[e] = slot0;
+    s.expert_count[e] = total[r];
+    if (total[r] > 0) s.active[index] = e;
+    int32_t at = slot0;  // warp w's slots of e start after those of warps < w
+    for (int w = 0; w < kWarps; ++w) {
+      const int32_t c = s.warp_counts[w * kMaxExperts + e];
+      s.warp_counts[w * kMaxExperts + e] = at;
+      at += c;
+    }
+  }
+  if (threadIdx.x == 0) s.num_active = sum >> 16;
+  __syncthreads();
+  for (int base = lo; base < hi; base += 32) {  // pass 2: place, stable
+    const int i = base + lane, e = expert_of(i);
+    const uint32_t same = __match_any_sync(0xffffffffu, e);
+    const int rank = __popc(same & ((1u << lane) - 1));
+    if (e >= 0) {
+      const int at = mine[e] + rank;
+      s.slot_token[at] = int16_t(i / p.width);
+      s.slot_pos[i] = int16_t(at);
+    } else if (i < hi) {
+      s.slot_pos[i] = -1;
+    }
+    __syncwarp();
+    if (e >= 0 && lane == __ffs(same) - 1) mine[e] += __popc(same);
+    __syncwarp();
+  }
+  __syncthreads();
+  // Phase 1 items: ceil(count / 64) token chunks per active expert, times the column slices.
+  if (threadIdx.x == 0) {
+    int32_t acc = 0;
+    for (int a = 0; a < s.num_active; ++a) {
+      s.item_prefix[a] = acc;
+      acc += (s.expert_count[s.active[a]] + kTok - 1) / kTok;
+    }
+    s.item_prefix[s.num_active] = acc;
+  }
+  __syncthreads();
+}
+
+}  // namespace moe::mega::kernels
