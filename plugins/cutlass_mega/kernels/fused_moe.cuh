@@ -16,9 +16,10 @@
 //   3. The combine: each output element sums its token's slots in slot order (weight x
 //      result), rounded to bf16 once; every row is written (a token without experts gets 0).
 //
-// Both GEMMs are swap-AB mma.sync (bf16 m16n8k16 or e4m3 m16n8k32, f32 accumulate): weight rows
-// fill the M side and tokens the N side, so a decode batch of a few tokens per expert wastes
-// nothing of the weight stream (kernels/ring.cuh). A stage holds 128 bytes of K: for fp8_block
+// Both GEMMs are swap-AB (bf16: mma.sync m16n8k16 per warp; e4m3: wgmma m64nNk32 per warpgroup,
+// N the item's tokens rounded up to 8, 16, 32 or 64; f32 accumulate): weight rows fill the M side
+// and tokens the N side, so a decode batch of a few tokens per expert wastes nothing of the weight
+// stream (kernels/ring.cuh). A stage holds 128 bytes of K: for fp8_block
 // exactly one scale block, so each stage's products go to fresh accumulators that are then added
 // to the item's with both block scales (weight block x token block) in f32, as DeepGEMM
 // promotes. An item's scales sit in shared memory for its main loop.
@@ -81,17 +82,12 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     grid.sync();
     if (producer) asm volatile("fence.proxy.async.global;" ::: "memory");
   };
-
-  if constexpr (kFp8) {  // phase 0: the hidden states' codes and scales
-    quantize_rows_1x128(p.hidden, p.tokens, H, p.xq, p.xs);
-    publish_to_async_proxy();
-  }
-
   int stage = 0;  // the ring's position, the same in producer and consumers throughout
   uint32_t phase = 0;
   auto advance = [&] {
     if (++stage == kStages) stage = 0, phase ^= 1;
   };
+
   float acc[kTok / 8][4];
   auto zero = [](float(&a)[kTok / 8][4]) {
 #pragma unroll
@@ -110,14 +106,28 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     }
     consumers_sync();
   };
-  // fp8_block: an item's scales in the tile's space: the token scales [kb][kTok] (0 past m) and
-  // the two weight row blocks' [2][k_blocks] (warps 0-3 read the first, 4-7 the second).
+  // fp8_block: an item's scales in the tile's space: the token scales [kb][kTok] (columns past m
+  // are never read into a result) and the two weight row blocks' [2][k_blocks] (warps 0-3 read
+  // the first, 4-7 the second). Loads go out kBatch at a time per thread, consecutive threads on
+  // consecutive K blocks of one row: a thread waiting on each load in turn cost ~0.5 us per
+  // load, several us per item (bench/NOTES.md, cutlass_mega fp8 v2).
   float* token_scales = tile;
   float* weight_scales = tile + kMaxKBlocks * kTok;
   auto load_scales = [&](int m, int k_blocks, auto token_scale, const float* w0, const float* w1) {
-    for (int idx = threadIdx.x; idx < k_blocks * kTok; idx += kConsumers) {
-      const int kb = idx / kTok, n = idx % kTok;
-      token_scales[idx] = n < m ? token_scale(n, kb) : 0.0f;
+    constexpr int kBatch = 4;
+    const int count = m * k_blocks;
+    for (int base = threadIdx.x; base < count; base += kBatch * kConsumers) {
+      float v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int idx = base + j * kConsumers;
+        v[j] = idx < count ? token_scale(idx / k_blocks, idx % k_blocks) : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int idx = base + j * kConsumers;
+        if (idx < count) token_scales[(idx % k_blocks) * kTok + idx / k_blocks] = v[j];
+      }
     }
     for (int idx = threadIdx.x; idx < 2 * k_blocks; idx += kConsumers)
       weight_scales[idx] = idx < k_blocks ? w0[idx] : w1[idx - k_blocks];
@@ -128,9 +138,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   auto consume = [&](int m, int ks, int k_blocks) {
     cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
     if constexpr (kFp8) {
-      float part[kTok / 8][4];
-      zero(part);
-      mma_stage<true>(weight_tile(ring, stage), token_tile(ring, stage), m, part);
+      float part[kTok / 2];
+      wgmma_e4m3_stage(weight_tile(ring, stage), token_tile(ring, stage), m, part);
       __syncwarp();
       if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
       const float ws = weight_scales[(warp / 4) * k_blocks + ks];
@@ -139,13 +148,13 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         if (nt * 8 >= m) break;
         const float t0 = ws * token_scales[ks * kTok + nt * 8 + 2 * q];
         const float t1 = ws * token_scales[ks * kTok + nt * 8 + 2 * q + 1];
-        acc[nt][0] = fmaf(part[nt][0], t0, acc[nt][0]);
-        acc[nt][1] = fmaf(part[nt][1], t1, acc[nt][1]);
-        acc[nt][2] = fmaf(part[nt][2], t0, acc[nt][2]);
-        acc[nt][3] = fmaf(part[nt][3], t1, acc[nt][3]);
+        acc[nt][0] = fmaf(part[4 * nt + 0], t0, acc[nt][0]);
+        acc[nt][1] = fmaf(part[4 * nt + 1], t1, acc[nt][1]);
+        acc[nt][2] = fmaf(part[4 * nt + 2], t0, acc[nt][2]);
+        acc[nt][3] = fmaf(part[4 * nt + 3], t1, acc[nt][3]);
       }
     } else {
-      mma_stage<false>(weight_tile(ring, stage), token_tile(ring, stage), m, acc);
+      mma_stage(weight_tile(ring, stage), token_tile(ring, stage), m, acc);
       __syncwarp();
       if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
     }
@@ -170,28 +179,72 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     const int first = s.expert_first[e] + chunk * kTok;
     return Item{e, first, min(kTok, s.expert_count[e] - chunk * kTok), slice};
   };
+  // The phases' items: weight rows of W13 (gate rows slice*64.. and up rows I + slice*64..;
+  // relu2: rows slice*128.., two boxes) and of W2 (rows slice*128.. of the expert's H).
+  const int cols1 = gated ? kRows / 2 : kRows;  // intermediate columns per GEMM1 item
+  const int slices1 = int(I / cols1), steps1 = int(H * (kFp8 ? 1 : 2) / kRowBytes);
+  const int slices2 = int(H / kRows), steps2 = int(I * (kFp8 ? 1 : 2) / kRowBytes);
+  auto rows1 = [&](const Item& it, int& row0, int& row1) {
+    const int base = it.expert * p.n1;
+    row0 = gated ? base + it.slice * 64 : base + it.slice * kRows;
+    row1 = gated ? base + int(I) + it.slice * 64 : row0 + kBoxRows;
+  };
+  auto rows2 = [&](const Item& it, int& row0, int& row1) {
+    row0 = it.expert * int(H) + it.slice * kRows;
+    row1 = row0 + kBoxRows;
+  };
+  // Producer, before a grid barrier: the weights of the first stages of this CTA's first item of
+  // the next phase, which do not depend on what the barrier publishes, so their DRAM latency
+  // overlaps the barrier. Returns how many stages it filled (the ring's position does not move:
+  // the phase's loop adds the tokens to them).
+  auto prefetch = [&](const CUtensorMap* map, int slices, int steps, auto rows) {
+    if (int(blockIdx.x) >= s.item_prefix[s.num_active] * slices) return 0;
+    const Item it = item_of(int(blockIdx.x), slices);
+    int row0 = 0, row1 = 0;
+    rows(it, row0, row1);
+    const int count = min(steps, kStages);
+    int st = stage;
+    uint32_t ph = phase;
+    for (int ks = 0; ks < count; ++ks) {
+      produce_weights<kFp8>(map, row0, row1, ks, ring, full, empty, st, ph);
+      if (++st == kStages) st = 0, ph ^= 1;
+    }
+    return count;
+  };
+  // Producer: item `it` of a phase, stage by stage; `ready` stages already hold their weights.
+  auto produce_item = [&](const CUtensorMap* map, const Item& it, int steps, auto rows, auto x_row,
+                          int ready) {
+    int row0 = 0, row1 = 0;
+    rows(it, row0, row1);
+    for (int ks = 0; ks < steps; ++ks) {
+      if (ks >= ready) produce_weights<kFp8>(map, row0, row1, ks, ring, full, empty, stage, phase);
+      produce_tokens<kFp8>(ks, x_row, it.m, ring, full, stage);
+      advance();
+    }
+  };
+
+  int ready1 = 0, ready2 = 0;  // stages prefetched for the CTA's first item of phase 1, 2
+  if constexpr (kFp8) {        // phase 0: the hidden states' codes and scales
+    if (producer) ready1 = prefetch(&p.w13_map, slices1, steps1, rows1);
+    quantize_rows_1x128(p.hidden, p.tokens, H, p.xq, p.xs);
+    publish_to_async_proxy();
+  }
 
   // ---- phase 1: GEMM1 and the activation ----
   {
-    const int cols = gated ? kRows / 2 : kRows;  // intermediate columns per item
-    const int slices = int(I / cols), steps = int(H * (kFp8 ? 1 : 2) / kRowBytes);
+    const int cols = cols1, slices = slices1, steps = steps1;
     const int items = s.item_prefix[s.num_active] * slices;
     for (int u = int(blockIdx.x); u < items; u += int(gridDim.x)) {
       const Item it = item_of(u, slices);
-      // Gate rows slice*64.. and up rows I + slice*64.. (relu2: rows slice*128.., two boxes).
-      const int base = it.expert * p.n1;
-      const int row0 = gated ? base + it.slice * 64 : base + it.slice * kRows;
-      const int row1 = gated ? base + int(I) + it.slice * 64 : row0 + kBoxRows;
+      int row0 = 0, row1 = 0;
+      rows1(it, row0, row1);
       if (producer) {
         auto x_row = [&](int n) {
           const int64_t t = s.slot_token[it.first + n];
           if constexpr (kFp8) return static_cast<const uint8_t*>(p.xq + t * H);
           return reinterpret_cast<const uint8_t*>(p.hidden + t * H);
         };
-        for (int ks = 0; ks < steps; ++ks) {
-          produce<kFp8>(&p.w13_map, row0, row1, ks, x_row, it.m, ring, full, empty, stage, phase);
-          advance();
-        }
+        produce_item(&p.w13_map, it, steps, rows1, x_row, u == int(blockIdx.x) ? ready1 : 0);
         continue;
       }
       if constexpr (kFp8) {
@@ -221,6 +274,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       consumers_sync();  // the tile is free for the next item
     }
   }
+  if (producer) ready2 = prefetch(&p.w2_map, slices2, steps2, rows2);
   if constexpr (kFp8) {  // phase 1b: the intermediate's codes and scales, every slot
     grid.sync();
     int slots = 0;
@@ -234,22 +288,19 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
 
   // ---- phase 2: GEMM2, a row of f32 results per slot ----
   {
-    const int slices = int(H / kRows), steps = int(I * (kFp8 ? 1 : 2) / kRowBytes);
+    const int slices = slices2, steps = steps2;
     const int items = s.item_prefix[s.num_active] * slices;
     for (int u = int(blockIdx.x); u < items; u += int(gridDim.x)) {
       const Item it = item_of(u, slices);
-      const int row0 = it.expert * int(H) + it.slice * kRows;
+      int row0 = 0, row1 = 0;
+      rows2(it, row0, row1);
       if (producer) {
         auto x_row = [&](int n) {
           const int64_t r = it.first + n;
           if constexpr (kFp8) return static_cast<const uint8_t*>(p.iq + r * I);
           return reinterpret_cast<const uint8_t*>(p.inter + r * I);
         };
-        for (int ks = 0; ks < steps; ++ks) {
-          produce<kFp8>(&p.w2_map, row0, row0 + kBoxRows, ks, x_row, it.m, ring, full, empty, stage,
-                        phase);
-          advance();
-        }
+        produce_item(&p.w2_map, it, steps, rows2, x_row, u == int(blockIdx.x) ? ready2 : 0);
         continue;
       }
       if constexpr (kFp8) {

@@ -33,6 +33,8 @@
 #include <cute/arch/mma_sm90_desc.hpp>
 #include <cute/arch/mma_sm90_gmma.hpp>
 
+#include "kernels/gmma_desc.cuh"
+
 namespace moe::deepgemm::kernels::ffma {
 
 constexpr int kBlockM = 128;  // rows per tile: two warpgroups of 64
@@ -85,15 +87,9 @@ __device__ __forceinline__ GroupRows group_rows(const Params& p, int g) {
   return {p.offsets[g], p.offsets[g + 1] - p.offsets[g]};
 }
 
-// K-major operand in a 128-byte swizzled tile: 8-row core groups 1024 bytes apart.
+// K-major operands in 128-byte swizzled tiles (kernels/gmma_desc.cuh).
 __device__ __forceinline__ uint64_t smem_desc(const void* p) {
-  cute::GmmaDescriptor d;
-  d.bitfield.start_address_ = uint16_t(cute::cast_smem_ptr_to_uint(p) >> 4);
-  d.bitfield.leading_byte_offset_ = 1;
-  d.bitfield.stride_byte_offset_ = 1024 >> 4;
-  d.bitfield.base_offset_ = 0;
-  d.bitfield.layout_type_ = 1;  // 128-byte swizzle
-  return d.desc_;
+  return gpu::kernels::kmajor_sw128_desc(p);
 }
 
 template <size_t... I>
