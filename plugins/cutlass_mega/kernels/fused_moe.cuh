@@ -16,10 +16,9 @@
 //   3. The combine: each output element sums its token's slots in slot order (weight x
 //      result), rounded to bf16 once; every row is written (a token without experts gets 0).
 //
-// Both GEMMs are swap-AB (bf16: mma.sync m16n8k16 per warp; e4m3: wgmma m64nNk32 per warpgroup,
-// N the item's tokens rounded up to 8, 16, 32 or 64; f32 accumulate): weight rows fill the M side
-// and tokens the N side, so a decode batch of a few tokens per expert wastes nothing of the weight
-// stream (kernels/ring.cuh). A stage holds 128 bytes of K: for fp8_block
+// Both GEMMs are swap-AB mma.sync (bf16 m16n8k16 or e4m3 m16n8k32, f32 accumulate): weight rows
+// fill the M side and tokens the N side, so a decode batch of a few tokens per expert wastes
+// nothing of the weight stream (kernels/ring.cuh). A stage holds 128 bytes of K: for fp8_block
 // exactly one scale block, so each stage's products go to fresh accumulators that are then added
 // to the item's with both block scales (weight block x token block) in f32, as DeepGEMM
 // promotes. An item's scales sit in shared memory for its main loop.
@@ -109,8 +108,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // fp8_block: an item's scales in the tile's space: the token scales [kb][kTok] (columns past m
   // are never read into a result) and the two weight row blocks' [2][k_blocks] (warps 0-3 read
   // the first, 4-7 the second). Loads go out kBatch at a time per thread, consecutive threads on
-  // consecutive K blocks of one row: a thread waiting on each load in turn cost ~0.5 us per
-  // load, several us per item (bench/NOTES.md, cutlass_mega fp8 v2).
+  // consecutive K blocks of one row (coalesced; the first stage's DRAM latency hides them).
   float* token_scales = tile;
   float* weight_scales = tile + kMaxKBlocks * kTok;
   auto load_scales = [&](int m, int k_blocks, auto token_scale, const float* w0, const float* w1) {
@@ -138,8 +136,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   auto consume = [&](int m, int ks, int k_blocks) {
     cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
     if constexpr (kFp8) {
-      float part[kTok / 2];
-      wgmma_e4m3_stage(weight_tile(ring, stage), token_tile(ring, stage), m, part);
+      float part[kTok / 8][4];
+      zero(part);
+      mma_stage<true>(weight_tile(ring, stage), token_tile(ring, stage), m, part);
       __syncwarp();
       if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
       const float ws = weight_scales[(warp / 4) * k_blocks + ks];
@@ -148,13 +147,13 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         if (nt * 8 >= m) break;
         const float t0 = ws * token_scales[ks * kTok + nt * 8 + 2 * q];
         const float t1 = ws * token_scales[ks * kTok + nt * 8 + 2 * q + 1];
-        acc[nt][0] = fmaf(part[4 * nt + 0], t0, acc[nt][0]);
-        acc[nt][1] = fmaf(part[4 * nt + 1], t1, acc[nt][1]);
-        acc[nt][2] = fmaf(part[4 * nt + 2], t0, acc[nt][2]);
-        acc[nt][3] = fmaf(part[4 * nt + 3], t1, acc[nt][3]);
+        acc[nt][0] = fmaf(part[nt][0], t0, acc[nt][0]);
+        acc[nt][1] = fmaf(part[nt][1], t1, acc[nt][1]);
+        acc[nt][2] = fmaf(part[nt][2], t0, acc[nt][2]);
+        acc[nt][3] = fmaf(part[nt][3], t1, acc[nt][3]);
       }
     } else {
-      mma_stage(weight_tile(ring, stage), token_tile(ring, stage), m, acc);
+      mma_stage<false>(weight_tile(ring, stage), token_tile(ring, stage), m, acc);
       __syncwarp();
       if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
     }
@@ -218,7 +217,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     rows(it, row0, row1);
     for (int ks = 0; ks < steps; ++ks) {
       if (ks >= ready) produce_weights<kFp8>(map, row0, row1, ks, ring, full, empty, stage, phase);
-      produce_tokens<kFp8>(ks, x_row, it.m, ring, full, stage);
+      produce_tokens(ks, x_row, it.m, ring, full, stage);
       advance();
     }
   };

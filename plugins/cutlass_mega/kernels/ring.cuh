@@ -1,19 +1,13 @@
 // cutlass_mega's shared-memory ring (docs/design.md §13): a producer warp fills stages (a weight
 // tile by TMA, token rows by bulk copies, both completing on the stage's mbarrier) and eight
-// consumer warps multiply them (bf16: mma.sync; e4m3: wgmma, two warpgroups) and release them.
+// consumer warps multiply them with mma.sync and release them.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
 #include <cute/arch/copy_sm90_desc.hpp>
 #include <cute/arch/copy_sm90_tma.hpp>
-#include <cute/arch/mma_sm90_desc.hpp>
-#include <cute/arch/mma_sm90_gmma.hpp>
-
-#include <type_traits>
-#include <utility>
 
 #include "kernels/config.cuh"
-#include "kernels/gmma_desc.cuh"
 
 namespace moe::mega::kernels {
 
@@ -49,9 +43,7 @@ __device__ __forceinline__ void produce_weights(const CUtensorMap* map, int row0
   __syncwarp();
 }
 
-// bf16 rows go to padded rows (kLdBytes apart, for ldmatrix); e4m3 rows, which wgmma reads, to
-// 128-byte rows in the weight tile's 128-byte swizzle, 16 bytes at a time.
-template <bool kFp8, class XRow>
+template <class XRow>
 __device__ __forceinline__ void produce_tokens(int ks, XRow x_row, int m, uint8_t* ring,
                                                uint64_t* full, int stage) {
   const int lane = threadIdx.x % 32;
@@ -60,21 +52,16 @@ __device__ __forceinline__ void produce_tokens(int ks, XRow x_row, int m, uint8_
                                                                    uint32_t(m * kRowBytes));
   __syncwarp();
   uint8_t* x = token_tile(ring, stage);
-  if constexpr (kFp8) {
-    for (int i = lane; i < m * 8; i += 32) {
-      const int n = i / 8, c = i % 8;
-      cute::SM90_BULK_COPY_G2S::copy(x_row(n) + size_t(ks) * kRowBytes + c * 16, &full[stage],
-                                     x + n * kRowBytes + ((c ^ (n % 8)) << 4), 16);
-    }
-  } else {
-    for (int n = lane; n < m; n += 32)
-      cute::SM90_BULK_COPY_G2S::copy(x_row(n) + size_t(ks) * kRowBytes, &full[stage],
-                                     x + n * kLdBytes, kRowBytes);
-  }
+  for (int n = lane; n < m; n += 32)
+    cute::SM90_BULK_COPY_G2S::copy(x_row(n) + size_t(ks) * kRowBytes, &full[stage],
+                                   x + n * kLdBytes, kRowBytes);
 }
 
-// bf16 consumers: acc[nt] += W[16 rows of this warp] x X[8 tokens of n-tile nt]^T over the
-// stage's 64 elements of K, for the n-tiles that hold tokens (m of them).
+// Consumers: acc[nt] += W[16 rows of this warp] x X[8 tokens of n-tile nt]^T over the stage's
+// 128 bytes of K, for the n-tiles that hold tokens (m of them). The fragments are the same bytes
+// for bf16 (k16) and e4m3 (k32): 32 bytes of K per mma. sm_90 runs e4m3 mma.sync as f16 HMMA on
+// operands each warp converts (F2FP); wgmma m64nNk32 measured slower here (bench/NOTES.md).
+template <bool kFp8>
 __device__ __forceinline__ void mma_stage(const uint8_t* w, const uint8_t* x, int m,
                                           float (&acc)[kTok / 8][4]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -91,53 +78,10 @@ __device__ __forceinline__ void mma_stage(const uint8_t* w, const uint8_t* x, in
       uint32_t b[4];
       const int tok = pair * 16 + (lane / 16) * 8 + lane % 8, koff = ((lane / 8) % 2) * 16;
       ldmatrix_x4(b, x + tok * kLdBytes + kb + koff);
-      mma_bf16(acc[2 * pair], a, b[0], b[1]);
-      mma_bf16(acc[2 * pair + 1], a, b[2], b[3]);
+      mma<kFp8>(acc[2 * pair], a, b[0], b[1]);
+      mma<kFp8>(acc[2 * pair + 1], a, b[2], b[3]);
     }
   }
-}
-
-// e4m3 on the tensor cores' own path (mma.sync e4m3 is emulated on sm_90: each operand converted
-// to f16 per warp, which held the fp8 layer to ~3 TB/s, bench/NOTES.md). One warpgroup's 64 weight
-// rows of the stage (A: its 64-row box) times the first kN token rows (B: the swizzled token tile),
-// the stage's four k32 steps into fresh accumulators d[kN / 2] (value 4j + {0, 1}: row r, tokens
-// 8j + 2q + {0, 1}; 4j + {2, 3}: row r + 8; the layout mma_stage's acc[j] has), waited for.
-template <int kN, size_t... I>
-__device__ __forceinline__ void wgmma_e4m3(uint64_t a, uint64_t b, float* d,
-                                           std::index_sequence<I...>) {
-  using Atom = std::conditional_t<
-      kN == 8, cute::SM90::GMMA::MMA_64x8x32_F32E4M3E4M3_SS_TN<>,
-      std::conditional_t<
-          kN == 16, cute::SM90::GMMA::MMA_64x16x32_F32E4M3E4M3_SS_TN<>,
-          std::conditional_t<kN == 32, cute::SM90::GMMA::MMA_64x32x32_F32E4M3E4M3_SS_TN<>,
-                             cute::SM90::GMMA::MMA_64x64x32_F32E4M3E4M3_SS_TN<>>>>;
-#pragma unroll
-  for (int i = 0; i < kN / 2; ++i) cute::warpgroup_fence_operand(d[i]);
-  cute::warpgroup_arrive();
-#pragma unroll
-  for (int kk = 0; kk < kRowBytes / 32; ++kk)
-    Atom::fma(a + kk * 2, b + kk * 2, d[I]...,
-              kk > 0 ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
-  cute::warpgroup_commit_batch();
-#pragma unroll
-  for (int i = 0; i < kN / 2; ++i) cute::warpgroup_fence_operand(d[i]);
-  cute::warpgroup_wait<0>();
-}
-
-// The narrowest of n = 8, 16, 32, 64 token columns that covers the item's m tokens.
-__device__ __forceinline__ void wgmma_e4m3_stage(const uint8_t* w, const uint8_t* x, int m,
-                                                 float (&d)[kTok / 2]) {
-  const int wg = threadIdx.x / 128;
-  const uint64_t a = gpu::kernels::kmajor_sw128_desc(w + wg * (kWeightBytes / 2));
-  const uint64_t b = gpu::kernels::kmajor_sw128_desc(x);
-  if (m <= 8)
-    wgmma_e4m3<8>(a, b, d, std::make_index_sequence<4>{});
-  else if (m <= 16)
-    wgmma_e4m3<16>(a, b, d, std::make_index_sequence<8>{});
-  else if (m <= 32)
-    wgmma_e4m3<32>(a, b, d, std::make_index_sequence<16>{});
-  else
-    wgmma_e4m3<64>(a, b, d, std::make_index_sequence<32>{});
 }
 
 // The 256 consumer threads only (named barrier 1): the producer warp runs ahead.
