@@ -24,6 +24,12 @@ class DeepGemmBackend : public moe::gpu::GpuBackend {
         // vLLM's moe_backend spelling for DeepGEMM's grouped GEMMs.
         .aliases = {"deep_gemm"},
         .priority = 60,
+        // Above cutlass_mega's decode priority (70, which also takes fp8_block): measured in one
+        // run on the H200 (bench/results/2026-12-01_cutlass_mega_fp8_block_grid.jsonl and
+        // bench/NOTES.md), this plugin is faster for fp8_block at T = 2-8 on DeepSeek-V3 and
+        // T = 4-8 on Mixtral; cutlass_mega wins only on Qwen3-30B-A3B at T <= 4.
+        .decode_priority = 75,
+        .decode_max_tokens = 8,
         .formats = {MOE_FORMAT_FP8_BLOCK},
         .activations = {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,
                         MOE_ACTIVATION_SWIGLU_OAI, MOE_ACTIVATION_GELU_MUL, MOE_ACTIVATION_RELU2},
