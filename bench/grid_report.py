@@ -9,7 +9,8 @@ trtllm_style); the peers of their format: bf16 grids compare with torch._grouped
 bf16 MoE and cuBLAS, fp8_block grids with torch._scaled_grouped_mm (rowwise) and the Triton fp8
 block-scale MoE; and, where the records carry bf16_backend_ms (deepgemm_style fp8_block,
 cutlass_mega bf16), trtllm_style bf16 timed in the same run: its time, its ratio to its floor and
-ours to it.
+ours to it; and, where they carry rivals (cutlass_mega fp8_block: deepgemm_style), each rival's
+time on our configs in the same run and ours to it.
 """
 import argparse
 import json
@@ -46,6 +47,11 @@ def bf16_backend(records):
     return timed[0].get("bf16_backend", "trtllm_style") if timed else None
 
 
+def rivals(records):
+    """The backends timed on our configs in the same run (rivals[name] = {ms, ratio, ...})."""
+    return sorted({name for r in records for name in r.get("rivals", {})})
+
+
 def _ms(v):
     return f"{v:.4f}" if isinstance(v, float) else "-"
 
@@ -67,9 +73,10 @@ def best_peer_ms(rec):
     return min((v for k, v in rec.get("peers", {}).items() if k != "error"), default=None)
 
 
-def columns(fmt, backend="trtllm_style", base=None):
+def columns(fmt, backend="trtllm_style", base=None, rival_names=()):
     """(header, cell of a record) per column of a grid of format fmt run by backend, with base
-    (the backend timed next to it, bf16_backend_ms) when there is one."""
+    (the backend timed next to it, bf16_backend_ms) when there is one, and each rival's time and
+    our ratio to it."""
     peers = PEERS_BY_FORMAT[fmt]
     cols = [("shape", lambda r: f"{r['shape']}"), ("T", lambda r: f"{r['tokens']}"),
             (f"{backend} ms", lambda r: f"{r['ms']:.4f}")]
@@ -83,6 +90,9 @@ def columns(fmt, backend="trtllm_style", base=None):
                  (f"{base} x floor",
                   lambda r: _x_floor(r.get("bf16_backend_ms"), r.get("bf16_backend_floor_ms"))),
                  (f"x {base}", lambda r: _ms(r.get("ratio_to_bf16_backend")))]
+    for name in rival_names:
+        cols += [(f"{name} ms", lambda r, n=name: _ms(r.get("rivals", {}).get(n, {}).get("ms"))),
+                 (f"x {name}", lambda r, n=name: _ms(r.get("rivals", {}).get(n, {}).get("ratio")))]
     cols += [("TFLOP/s", lambda r: f"{r['tflops']:.1f}"),
              (f"{backend} graph", lambda r: "yes" if r["graph"] else "no"),
              ("peers graph", lambda r: peers_graph_cell(r, peers)),
@@ -91,7 +101,8 @@ def columns(fmt, backend="trtllm_style", base=None):
 
 
 def table(records):
-    cols = columns(grid_format(records), grid_backend(records), bf16_backend(records))
+    cols = columns(grid_format(records), grid_backend(records), bf16_backend(records),
+                   rivals(records))
     lines = ["| " + " | ".join(h for h, _ in cols) + " |", "|" + "---|" * len(cols)]
     for r in records:
         lines.append("| " + " | ".join(cell(r) for _, cell in cols) + " |")
@@ -133,6 +144,21 @@ def bf16_backend_note(records, backend, base):
     return note
 
 
+def rivals_note(records, backend, names):
+    """What the rivals' columns hold, and where a rival's routing differed from ours."""
+    note = ""
+    for name in names:
+        note += (f" '{name} ms': {name} on {backend}'s configs (the backend line swapped: the same "
+                 f"problem, seed and routing) timed in the same run; 'x {name}': {backend} / "
+                 f"{name}.")
+        differ = [f"{r['shape']} T={r['tokens']}" for r in records
+                  if r.get("rivals", {}).get(name, {}).get("same_routing") is False]
+        if differ:
+            note += (f" At {len(differ)} point(s) {name}'s routing differed from {backend}'s "
+                     f"({', '.join(differ)}).")
+    return note
+
+
 def write_markdown(records, path, device, date, commit):
     fmt, backend, base = grid_format(records), grid_backend(records), bf16_backend(records)
     note = (f"'x floor', 'x best peer': {backend}'s time over the floor and the best peer's; "
@@ -143,6 +169,7 @@ def write_markdown(records, path, device, date, commit):
             "one.")
     if base:
         note += bf16_backend_note(records, backend, base)
+    note += rivals_note(records, backend, rivals(records))
     head = current_commit()
     if head and head != commit:
         note += f" The records are of commit {commit}; this checkout is at {head}."
@@ -179,6 +206,11 @@ def write_plot(records, path):
                     if r.get("bf16_backend_ms") is not None]
         if base_pts:
             ax.plot(*zip(*base_pts), "s-", alpha=0.5, label=f"{base} bf16")
+        for name in rivals(records):
+            pts = [(r["tokens"], r["rivals"][name]["ms"] * 1e3) for r in rs
+                   if name in r.get("rivals", {})]
+            if pts:
+                ax.plot(*zip(*pts), "^-", alpha=0.7, label=name)
         ax.plot(ts, [r["floor_ms"] * 1e3 for r in rs], "k:", label="floor")
         ax.set(xscale="log", yscale="log", xlabel="tokens", ylabel="us", title=shape)
         ax.legend(fontsize=7)

@@ -20,7 +20,8 @@ torch._scaled_grouped_mm (rowwise) and the Triton fp8 block-scale MoE; writes
 --format bf16 --backend cutlass_mega: configs/bench/mega/<shape>_bf16.yaml (max_tokens 512: a
 decode kernel) at T = 1..512 against the bf16 peers; writes <date>_cutlass_mega_bf16_grid.*.
 --format fp8_block --backend cutlass_mega: configs/bench/mega/<shape>_fp8_block.yaml, the same
-token counts, against the fp8 peers; writes <date>_cutlass_mega_fp8_block_grid.*.
+token counts, against the fp8 peers and, on the same configs (backend swapped), deepgemm_style;
+writes <date>_cutlass_mega_fp8_block_grid.*.
 Every grid but trtllm_style's own also times trtllm_style bf16 in the same run, on
 configs/bench/<shape>_bf16.yaml (bf16_backend_ms, bf16_backend_floor_ms, ratio_to_bf16_backend):
 what a user would run instead.
@@ -41,10 +42,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import grid_report  # noqa: E402
 
-# One grid: our backend on `configs`/<shape>_<fmt>.yaml, its default shapes and token counts, and
-# whether trtllm_style bf16 is timed next to it. The peers follow the format (PEER_RUNNERS,
-# grid_report.PEERS_BY_FORMAT).
-Grid = collections.namedtuple("Grid", "backend fmt configs shapes tokens bf16_backend")
+# One grid: our backend on `configs`/<shape>_<fmt>.yaml, its default shapes and token counts,
+# whether trtllm_style bf16 is timed next to it, and the rivals: other backends of the same format
+# timed on our very configs (the backend line swapped). The peers follow the format
+# (PEER_RUNNERS, grid_report.PEERS_BY_FORMAT).
+Grid = collections.namedtuple("Grid", "backend fmt configs shapes tokens bf16_backend rivals",
+                              defaults=((),))
 BF16_BACKEND = "trtllm_style"
 CONFIGS = "configs/bench"
 GRID_TOKENS = "1,8,64,512,4096,16384"  # docs/design.md §8
@@ -62,7 +65,8 @@ GRIDS = {
         DECODE_TOKENS, True),
     ("fp8_block", "cutlass_mega"): Grid(
         "cutlass_mega", "fp8_block", CONFIGS + "/mega",
-        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True),
+        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True,
+        ("deepgemm_style",)),
 }
 # The backend of --format when --backend is not given.
 DEFAULT_BACKEND = {"bf16": BF16_BACKEND, "fp8_block": "deepgemm_style"}
@@ -314,7 +318,24 @@ def paths(out, grid):
     if grid.bf16_backend:
         files.update(bf16_jsonl=os.path.join(out, f"bf16_backend_{tag}.jsonl"),
                      bf16_routing=os.path.join(out, f"routing_{tag}_bf16_backend"))
+    for rival in grid.rivals:
+        files[f"{rival}_jsonl"] = os.path.join(out, f"rival_{rival}_{tag}.jsonl")
+        files[f"{rival}_routing"] = os.path.join(out, f"routing_{tag}_{rival}")
     return files
+
+
+def rival_config(out, ours, rival):
+    """Our config with its backend line naming `rival` (the same problem, seed and routing),
+    written under --out."""
+    with open(ours) as f:
+        text = f.read()
+    swapped, n = re.subn(r"^backend:\s*\S+", f"backend: {rival}", text, flags=re.M)
+    if n != 1:
+        sys.exit(f"{ours}: no single 'backend:' line to name {rival} in")
+    path = os.path.join(out, f"{os.path.splitext(os.path.basename(ours))[0]}_{rival}.yaml")
+    with open(path, "w") as f:
+        f.write(swapped)
+    return path
 
 
 def routing_file(routing_dir, shape, tokens):
@@ -384,6 +405,17 @@ def add_bf16_backend(records, bf16_records, same_routing):
         rec["bf16_backend_same_routing"] = same_routing(rec["shape"], rec["tokens"])
 
 
+def add_rival(records, rival, rival_records, same_routing):
+    """rivals[rival] = {ms, ratio (ours / its), same_routing} per record, from the rival's record
+    of the same point."""
+    by_point = {(b["shape"], b["tokens"]): b for b in rival_records}
+    for rec in records:
+        b = by_point[rec["shape"], rec["tokens"]]
+        rec.setdefault("rivals", {})[rival] = {
+            "ms": b["ms"], "ratio": rec["ms"] / b["ms"],
+            "same_routing": same_routing(rec["shape"], rec["tokens"])}
+
+
 def same_routing_files(dir_a, dir_b):
     """Both dumps of a point byte for byte equal (moe bench writes the same tensors the same way)."""
     def same(shape, tokens):
@@ -413,7 +445,11 @@ def run_benches(args, shapes, device, files):
     if grid.bf16_backend:
         remove_stale([files["bf16_jsonl"]] +
                      [routing_file(files["bf16_routing"], s, t) for s, t in points])
-    for d in (files["routing"], files.get("bf16_routing")):
+    for rival in grid.rivals:
+        remove_stale([files[f"{rival}_jsonl"]] +
+                     [routing_file(files[f"{rival}_routing"], s, t) for s, t in points])
+    dirs = [files["routing"], files.get("bf16_routing")]
+    for d in dirs + [files[f"{rival}_routing"] for rival in grid.rivals]:
         if d:
             os.makedirs(d, exist_ok=True)
     for shape in shapes:
@@ -423,6 +459,10 @@ def run_benches(args, shapes, device, files):
         if bf16:  # timing only: the trtllm_style bf16 grid checks its outputs
             run_bench(bench_cmd(args, bf16[0], shape, device, files["bf16_jsonl"],
                                 files["bf16_routing"], "0"), f"{shape} ({BF16_BACKEND} bf16)")
+        for rival in grid.rivals:  # timing only: its own grid checks its outputs
+            run_bench(bench_cmd(args, rival_config(args.out, ours, rival), shape, device,
+                                files[f"{rival}_jsonl"], files[f"{rival}_routing"], "0"),
+                      f"{shape} ({rival})")
 
 
 def main(argv=None):
@@ -445,6 +485,11 @@ def main(argv=None):
         if differ:
             print(f"warning: {BF16_BACKEND}'s routing differed at {differ}; the peers ran on "
                   f"{grid.backend}'s", flush=True)
+    for rival in grid.rivals:
+        rival_records = read_records(files[f"{rival}_jsonl"])
+        check_records(rival_records, shapes, args.tokens, args.commit, rival, grid.fmt)
+        add_rival(records, rival, rival_records,
+                  same_routing_files(files["routing"], files[f"{rival}_routing"]))
     for rec in records:
         routing = routing_file(files["routing"], rec["shape"], rec["tokens"])
         t0 = time.time()

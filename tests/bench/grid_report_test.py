@@ -110,6 +110,27 @@ assert rows == [
     "| - | - |"], rows
 assert "what a user would run instead of cutlass_mega" in md and "differed" not in md, md
 
+# cutlass_mega fp8_block with a rival (deepgemm_style on the same configs): its time and ours
+# over it after trtllm_style's columns, and the points where its routing differed.
+rivaled = [dict(mega[0], format="fp8_block",
+                peers={"torch_scaled_grouped_mm": 0.12, "triton": 0.06},
+                rivals={"deepgemm_style": {"ms": 0.06, "ratio": 0.5, "same_routing": True}}),
+           dict(mega[1], format="fp8_block", peers={"error": "no"},
+                rivals={"deepgemm_style": {"ms": 0.3, "ratio": 3.0, "same_routing": False}})]
+with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "grid.jsonl")
+    with open(path, "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rivaled))
+    subprocess.run([sys.executable, script, path, "--no-plot"], check=True,
+                   stdout=subprocess.DEVNULL)
+    md = open(os.path.join(d, "grid.md")).read()
+assert ("| x trtllm_style | deepgemm_style ms | x deepgemm_style | TFLOP/s | cutlass_mega graph |"
+        ) in md, md
+rows = [l for l in md.splitlines() if l.startswith("| s |")]
+assert rows[0].endswith("| 0.5000 | 0.0600 | 0.5000 | 2.0 | yes | triton | - |"), rows[0]
+assert rows[1].endswith("| 2.0000 | 0.3000 | 3.0000 | 90.0 | no | - | - |"), rows[1]
+assert "At 1 point(s) deepgemm_style's routing differed from cutlass_mega's (s T=512)" in md, md
+
 # The plot, one panel per shape, draws cutlass_mega, each peer, trtllm_style and the floor
 # (matplotlib faked: it is absent on CPU machines).
 sys.path.insert(0, os.path.join(here, "..", "..", "bench"))

@@ -58,6 +58,7 @@ assert run_grid.parse_args(["--out", "o", "--backend", "cutlass_mega", "--tokens
 mega8 = run_grid.parse_args(["--out", "o", "--format", "fp8_block", "--backend", "cutlass_mega"])
 assert mega8.grid == run_grid.GRIDS["fp8_block", "cutlass_mega"] and mega8.grid.bf16_backend, mega8
 assert mega8.tokens == "1,2,4,8,16,32,64,128,512", mega8
+assert mega8.grid.rivals == ("deepgemm_style",) and fp8.rivals == () and bf16.rivals == ()
 msg = usage_error(["--out", "o", "--format", "bf16", "--backend", "deepgemm_style"])
 assert "grids: --format bf16 --backend trtllm_style, " in msg, msg
 assert "no deepgemm_style bf16 grid" in usage_error(["--out", "o", "--backend", "deepgemm_style"])
@@ -442,4 +443,46 @@ with tempfile.TemporaryDirectory() as d:
     assert "--tokens 4096: above max_tokens=512 of configs/bench/mega/qwen3_30b_a3b_bf16.yaml" \
         in msg, msg
     assert open(log).read() == ""
+
+    # cutlass_mega fp8_block: trtllm_style bf16 on its configs, and the rival deepgemm_style on
+    # cutlass_mega's very configs (the backend line swapped, written under --out), both in the
+    # same run; each rival record is checked like ours and its time and ratio land in ours.
+    open(log, "w").close()
+    peer_calls.clear()
+    os.environ["FAKE_MOE_DIFFER"] = ""
+    fp8_argv = ["--moe", moe, "--peers", "P", "--out", out, "--format", "fp8_block", "--backend",
+                "cutlass_mega", "--shapes", "qwen3_30b_a3b", "--tokens", "1,8", "--commit", "abc"]
+    run_grid.main(fp8_argv)
+    calls = [options(c) for c in read_jsonl(log)]
+    rival_cfg = os.path.join(out, "qwen3_30b_a3b_fp8_block_deepgemm_style.yaml")
+    assert [c["--config"] for c in calls] == [
+        "configs/bench/mega/qwen3_30b_a3b_fp8_block.yaml", "configs/bench/qwen3_30b_a3b_bf16.yaml",
+        rival_cfg], calls
+    assert calls[2]["--jsonl"] == os.path.join(
+        out, "rival_deepgemm_style_cutlass_mega_fp8_block.jsonl"), calls[2]
+    assert calls[2]["--dump-routing"] == os.path.join(
+        out, "routing_cutlass_mega_fp8_block_deepgemm_style"), calls[2]
+    assert calls[2]["--check-max-tokens"] == "0", calls[2]
+    ours_text = open("configs/bench/mega/qwen3_30b_a3b_fp8_block.yaml").read()
+    assert open(rival_cfg).read() == ours_text.replace("backend: cutlass_mega",
+                                                       "backend: deepgemm_style"), rival_cfg
+    stem8 = os.path.join(out, f"{date}_cutlass_mega_fp8_block_grid")
+    recs = read_jsonl(stem8 + ".jsonl")
+    assert [r["rivals"] for r in recs] == [
+        {"deepgemm_style": {"ms": 1.0, "ratio": 1.0, "same_routing": True}},
+        {"deepgemm_style": {"ms": 8.0, "ratio": 1.0, "same_routing": True}}], recs
+    md = open(stem8 + ".md").read()
+    assert "| x trtllm_style | deepgemm_style ms | x deepgemm_style | TFLOP/s |" in md, md
+    assert "'deepgemm_style ms': deepgemm_style on cutlass_mega's configs" in md, md
+    # A rival that refuses, or records of its fallback, write no grid.
+    os.remove(stem8 + ".jsonl")
+    os.environ["FAKE_MOE_REFUSES"] = "deepgemm_style"
+    msg = exits(run_grid.main, fp8_argv)
+    assert "moe bench failed for qwen3_30b_a3b (deepgemm_style) (exit 1)" in msg, msg
+    os.environ["FAKE_MOE_NO_STRICT"] = "1"
+    msg = exits(run_grid.main, fp8_argv)
+    assert "ran (backend, format) [('reference', 'fp8_block')]; expected ('deepgemm_style', " \
+        "'fp8_block')" in msg, msg
+    assert not os.path.exists(stem8 + ".jsonl")
+    del os.environ["FAKE_MOE_REFUSES"], os.environ["FAKE_MOE_NO_STRICT"]
 print("ok")
