@@ -59,6 +59,12 @@ mega8 = run_grid.parse_args(["--out", "o", "--format", "fp8_block", "--backend",
 assert mega8.grid == run_grid.GRIDS["fp8_block", "cutlass_mega"] and mega8.grid.bf16_backend, mega8
 assert mega8.tokens == "1,2,4,8,16,32,64,128,512", mega8
 assert mega8.grid.rivals == ("deepgemm_style",) and fp8.rivals == () and bf16.rivals == ()
+with tempfile.TemporaryDirectory() as d:  # a config whose backend cannot be swapped is refused
+    cfg = os.path.join(d, "c.yaml")
+    with open(cfg, "w") as f:
+        f.write("problem: {experts: 8}\n")
+    msg = exits(run_grid.rival_config, d, cfg, "deepgemm_style")
+    assert f"{cfg}: no single 'backend:' line to name deepgemm_style in" in msg, msg
 msg = usage_error(["--out", "o", "--format", "bf16", "--backend", "deepgemm_style"])
 assert "grids: --format bf16 --backend trtllm_style, " in msg, msg
 assert "no deepgemm_style bf16 grid" in usage_error(["--out", "o", "--backend", "deepgemm_style"])
