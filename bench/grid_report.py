@@ -159,7 +159,10 @@ def rivals_note(records, backend, names):
     return note
 
 
-def write_markdown(records, path, device, date, commit):
+def write_markdown(records, path, device, date, commit, name_checkout=True):
+    """name_checkout: say when the records are of another commit than this checkout (re-rendering
+    saved records); run_grid, whose records are of the commit it was told, on a device copy whose
+    git state may be anything, says nothing."""
     fmt, backend, base = grid_format(records), grid_backend(records), bf16_backend(records)
     note = (f"'x floor', 'x best peer': {backend}'s time over the floor and the best peer's; "
             "'best peer x floor': the fastest peer's time over the floor; "
@@ -170,7 +173,7 @@ def write_markdown(records, path, device, date, commit):
     if base:
         note += bf16_backend_note(records, backend, base)
     note += rivals_note(records, backend, rivals(records))
-    head = current_commit()
+    head = current_commit() if name_checkout else None
     if head and head != commit:
         note += f" The records are of commit {commit}; this checkout is at {head}."
     prepare = prepare_lines(records)

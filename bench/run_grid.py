@@ -507,7 +507,8 @@ def main(argv=None):
     with open(stem + ".jsonl", "w") as f:
         for rec in records:
             f.write(json.dumps(rec) + "\n")
-    grid_report.write_markdown(records, stem + ".md", device, date, args.commit)
+    grid_report.write_markdown(records, stem + ".md", device, date, args.commit,
+                               name_checkout=False)
     grid_report.write_plot(records, stem + ".png")
     print(grid_report.table(records))
 

@@ -325,6 +325,7 @@ with tempfile.TemporaryDirectory() as d:
     assert [r["bf16_backend_same_routing"] for r in recs] == [True] * 6 + [False, True], recs
     md = open(stem + ".md").read()
     assert md.startswith("# deepgemm_style fp8_block on FakeGPU"), md
+    assert "this checkout is at" not in md, md  # the device copy's git state says nothing
     assert "| torch_scaled_grouped_mm | triton | floor ms |" in md, md
     assert ("| qwen3_30b_a3b | 1 | 1.0000 | 0.5000 | 0.5000 | 0.5000 | 2.00 | 2.0000 | 1.00 | "
             "2.0000 | 4.00 | 0.5000 | 1.0 | yes | torch_scaled_grouped_mm, triton | 2.0000 |"
