@@ -181,8 +181,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // The phases' items: weight rows of W13 (gate rows slice*64.. and up rows I + slice*64..;
   // relu2: rows slice*128.., two boxes) and of W2 (rows slice*128.. of the expert's H).
   const int cols1 = gated ? kRows / 2 : kRows;  // intermediate columns per GEMM1 item
-  const int slices1 = int(I / cols1), steps1 = int(H * (kFp8 ? 1 : 2) / kRowBytes);
-  const int slices2 = int(H / kRows), steps2 = int(I * (kFp8 ? 1 : 2) / kRowBytes);
+  const int slices1 = int(I / cols1), steps1 = int(H / kStageK<kFp8>);
+  const int slices2 = int(H / kRows), steps2 = int(I / kStageK<kFp8>);
   auto rows1 = [&](const Item& it, int& row0, int& row1) {
     const int base = it.expert * p.n1;
     row0 = gated ? base + it.slice * 64 : base + it.slice * kRows;

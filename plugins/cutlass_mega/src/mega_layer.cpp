@@ -134,15 +134,15 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   w2_.upload(w.w2.data, w2_bytes);
   if (fp8_) {  // checked (finite, positive), floored, kept in the canonical order
     const int64_t b = detail::kernel_limits().scale_block;
-    const std::vector<float> s13 = sdk::checked_block_scales(
-        w.w13_scale, "w13_scale", p.experts, n1_ / b, p.hidden / b, sdk::BlockScaleOrder::kKMajor);
-    const std::vector<float> s2 =
-        sdk::checked_block_scales(w.w2_scale, "w2_scale", p.experts, p.hidden / b,
-                                  p.intermediate / b, sdk::BlockScaleOrder::kKMajor);
-    s13_ = gpu::DeviceBuffer(s13.size() * sizeof(float));
-    s2_ = gpu::DeviceBuffer(s2.size() * sizeof(float));
-    s13_.upload(s13.data(), s13.size() * sizeof(float));
-    s2_.upload(s2.data(), s2.size() * sizeof(float));
+    auto upload_scales = [&](const moe_tensor& t, const char* name, int64_t rows, int64_t cols) {
+      const std::vector<float> v = sdk::checked_block_scales(t, name, p.experts, rows / b, cols / b,
+                                                             sdk::BlockScaleOrder::kKMajor);
+      gpu::DeviceBuffer d(v.size() * sizeof(float));
+      d.upload(v.data(), v.size() * sizeof(float));
+      return d;
+    };
+    s13_ = upload_scales(w.w13_scale, "w13_scale", n1_, p.hidden);
+    s2_ = upload_scales(w.w2_scale, "w2_scale", p.hidden, p.intermediate);
   }
   const char* map_error =
       detail::encode_weight_maps(&maps_, int(elem), w13_.as<uint8_t>(), p.experts * n1_, p.hidden,
