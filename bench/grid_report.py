@@ -21,6 +21,9 @@ import subprocess
 PEERS_BY_FORMAT = {
     "bf16": ("torch_grouped_mm", "triton", "cublas"),
     "fp8_block": ("torch_scaled_grouped_mm", "triton"),
+    # 4-bit weights: the bf16 peers on the shape's bf16 weights (no peer reads fp4 on Hopper).
+    "mxfp4": ("torch_grouped_mm", "triton", "cublas"),
+    "nvfp4": ("torch_grouped_mm", "triton", "cublas"),
 }
 PEERS = PEERS_BY_FORMAT["bf16"]
 

@@ -22,6 +22,9 @@ decode kernel) at T = 1..512 against the bf16 peers; writes <date>_cutlass_mega_
 --format fp8_block --backend cutlass_mega: configs/bench/mega/<shape>_fp8_block.yaml, the same
 token counts, against the fp8 peers and, on the same configs (backend swapped), deepgemm_style;
 writes <date>_cutlass_mega_fp8_block_grid.*.
+--format mxfp4 | nvfp4 (cutlass_mega): configs/bench/mega/<shape>_<fmt>.yaml, the same token
+counts, against the bf16 peers on the shape's bf16 weights (what runs without a 4-bit path);
+writes <date>_cutlass_mega_<fmt>_grid.*.
 Every grid but trtllm_style's own also times trtllm_style bf16 in the same run, on
 configs/bench/<shape>_bf16.yaml (bf16_backend_ms, bf16_backend_floor_ms, ratio_to_bf16_backend):
 what a user would run instead.
@@ -67,9 +70,18 @@ GRIDS = {
         "cutlass_mega", "fp8_block", CONFIGS + "/mega",
         ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True,
         ("deepgemm_style",)),
+    # 4-bit weights: no other backend runs them on the GPU; their peers are the bf16 ones on the
+    # shape's bf16 weights (the dequantised weights a user without a 4-bit path runs).
+    ("mxfp4", "cutlass_mega"): Grid(
+        "cutlass_mega", "mxfp4", CONFIGS + "/mega",
+        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True),
+    ("nvfp4", "cutlass_mega"): Grid(
+        "cutlass_mega", "nvfp4", CONFIGS + "/mega",
+        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True),
 }
 # The backend of --format when --backend is not given.
-DEFAULT_BACKEND = {"bf16": BF16_BACKEND, "fp8_block": "deepgemm_style"}
+DEFAULT_BACKEND = {"bf16": BF16_BACKEND, "fp8_block": "deepgemm_style", "mxfp4": "cutlass_mega",
+                   "nvfp4": "cutlass_mega"}
 # Shapes a grid's backend refuses, and why (there is no config for them).
 REFUSED = {
     ("fp8_block", "deepgemm_style", "inkling_like"):
@@ -78,6 +90,12 @@ REFUSED = {
         "inkling_like has sink experts, which cutlass_mega refuses (shared and sink experts are "
         "not implemented yet in the fused kernel)",
     ("fp8_block", "cutlass_mega", "inkling_like"):
+        "inkling_like has sink experts, which cutlass_mega refuses (shared and sink experts are "
+        "not implemented yet in the fused kernel)",
+    ("mxfp4", "cutlass_mega", "inkling_like"):
+        "inkling_like has sink experts, which cutlass_mega refuses (shared and sink experts are "
+        "not implemented yet in the fused kernel)",
+    ("nvfp4", "cutlass_mega", "inkling_like"):
         "inkling_like has sink experts, which cutlass_mega refuses (shared and sink experts are "
         "not implemented yet in the fused kernel)",
 }
@@ -211,7 +229,8 @@ def peers_for_fp8_block(rec, routing_file, peers_dir):
     return out, graphed, eager
 
 
-PEER_RUNNERS = {"bf16": peers_for, "fp8_block": peers_for_fp8_block}
+PEER_RUNNERS = {"bf16": peers_for, "fp8_block": peers_for_fp8_block, "mxfp4": peers_for,
+                "nvfp4": peers_for}
 
 
 def check_max(args, shape):

@@ -1,5 +1,6 @@
 // The cutlass_mega plugin: the MoE layer after routing in one persistent cooperative launch
-// (bf16 and fp8_block weights, decode batch sizes first); declared on the SDK's table builder.
+// (bf16, fp8_block, mxfp4 and nvfp4 weights, decode batch sizes first); declared on the SDK's
+// table builder.
 #include "moe/sdk/backend.hpp"
 #include "moe_cuda/gpu_backend.hpp"
 #include "src/mega_layer.hpp"
@@ -17,9 +18,9 @@ class CutlassMegaBackend : public moe::gpu::GpuBackend {
         .name = "cutlass_mega",
         .version = "0.1",
         .description =
-            "the layer after routing in one persistent kernel (bf16 or fp8_block, "
-            "decode batches): schedule, GEMM1 with the activation, GEMM2, the "
-            "weighted combine in slot order",
+            "the layer after routing in one persistent kernel (bf16, fp8_block, or mxfp4 "
+            "and nvfp4 dequantised in the main loop; decode batches): schedule, GEMM1 with "
+            "the activation, GEMM2, the weighted combine in slot order",
         .aliases = {"mega_moe"},
         // Measured against trtllm_style (priority 50) in one run on the H200
         // (bench/results/2026-12-01_cutlass_mega_v3_decode.jsonl, bench/NOTES.md): faster at
@@ -29,7 +30,7 @@ class CutlassMegaBackend : public moe::gpu::GpuBackend {
         .priority = 40,
         .decode_priority = 70,
         .decode_max_tokens = 8,
-        .formats = {MOE_FORMAT_BF16, MOE_FORMAT_FP8_BLOCK},
+        .formats = {MOE_FORMAT_BF16, MOE_FORMAT_FP8_BLOCK, MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4},
         .activations = {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,
                         MOE_ACTIVATION_SWIGLU_OAI, MOE_ACTIVATION_GELU_MUL, MOE_ACTIVATION_RELU2},
         .routings = {MOE_ROUTING_SOFTMAX_TOPK, MOE_ROUTING_SIGMOID_TOPK, MOE_ROUTING_GROUPED_TOPK},

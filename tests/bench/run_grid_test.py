@@ -59,6 +59,16 @@ mega8 = run_grid.parse_args(["--out", "o", "--format", "fp8_block", "--backend",
 assert mega8.grid == run_grid.GRIDS["fp8_block", "cutlass_mega"] and mega8.grid.bf16_backend, mega8
 assert mega8.tokens == "1,2,4,8,16,32,64,128,512", mega8
 assert mega8.grid.rivals == ("deepgemm_style",) and fp8.rivals == () and bf16.rivals == ()
+for f4 in ("mxfp4", "nvfp4"):  # 4-bit grids: cutlass_mega's by default, trtllm_style bf16 beside
+    g4 = run_grid.parse_args(["--out", "o", "--format", f4])
+    assert g4.backend == "cutlass_mega" and g4.grid.fmt == f4 and g4.grid.bf16_backend, g4
+    assert g4.tokens == "1,2,4,8,16,32,64,128,512" and g4.grid.rivals == (), g4
+    assert run_grid.PEER_RUNNERS[f4] is run_grid.peers_for, f4
+    assert run_grid.grid_report.PEERS_BY_FORMAT[f4] == run_grid.grid_report.PEERS_BY_FORMAT["bf16"]
+    assert run_grid.grid_stem("o", "D", g4.grid) == os.path.join("o", f"D_cutlass_mega_{f4}_grid")
+    for shape in g4.grid.shapes:
+        ours = run_grid.config_path(shape, f4, g4.grid.configs)
+        assert os.path.exists(ours) and run_grid.config_max_tokens(ours) == 512, ours
 with tempfile.TemporaryDirectory() as d:  # a config whose backend cannot be swapped is refused
     cfg = os.path.join(d, "c.yaml")
     with open(cfg, "w") as f:

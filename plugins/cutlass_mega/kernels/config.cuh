@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/activation.cuh"
+#include "kernels/split.hpp"
 
 namespace moe::mega::kernels {
 
@@ -16,8 +17,7 @@ constexpr int kThreads = 288;  // 8 consumer warps (16 weight rows each), 1 prod
 constexpr int kConsumers = 256;
 constexpr int kWarps = kConsumers / 32;
 constexpr int kRows = 128;      // weight rows per tile
-constexpr int kRowBytes = 128;  // K per stage in bytes: 64 bf16 or 128 e4m3 (one fp8 block)
-constexpr int kLdBytes = 144;   // token rows' stride: ldmatrix without bank conflicts
+constexpr int kRowBytes = 128;  // bytes of a weight row per stage: 64 bf16 or 128 e4m3
 constexpr int kBoxRows = 64;    // weight rows per TMA box
 constexpr int kTok = 64;        // token columns per tile (8 mma n-tiles)
 constexpr int kStages = 5;
@@ -27,23 +27,44 @@ constexpr int kTileLd = kTok + 1;
 constexpr int kScaleBlock = 128;  // fp8_block: channels per scale, along K and along rows
 constexpr int kMaxKBlocks = 120;  // fp8_block: scale blocks along K an item keeps in shared memory
 
-// Elements of one stage's 128-byte row.
-template <bool kFp8>
-constexpr int kStageK = kFp8 ? kRowBytes : kRowBytes / 2;
+// The weight formats the kernel is instantiated for.
+enum WeightKind : int { kBf16W = 0, kFp8W = 1, kMxfp4W = 2, kNvfp4W = 3 };
+template <int W>
+constexpr bool kIsFp4 = W == kMxfp4W || W == kNvfp4W;
+
+// Elements of K per stage: a 128-byte weight row of bf16 (64) or e4m3 (128, one fp8 block), or
+// 128 fp4 elements (64 bytes a row, prepared chunks: src/fp4_layout.hpp).
+template <int W>
+constexpr int kStageK = W == kBf16W ? kRowBytes / 2 : kRowBytes;
+// A token row's bytes per stage (bf16 or e4m3 activations for kStageK elements) and its stride in
+// the token tile (16 bytes of padding: ldmatrix without bank conflicts).
+template <int W>
+constexpr int kTokRowBytes = kIsFp4<W> ? 2 * kStageK<W> : kRowBytes;
+template <int W>
+constexpr int kTokLd = kTokRowBytes<W> + 16;
+// fp4: a stage's chunk is 128 rows x 64 code bytes, then 4 (mx) or 8 (nv) scale bytes a row.
+constexpr int kFp4CodeBytes = kRows * kStageK<kMxfp4W> / 2;
+template <int W>
+constexpr int kFp4ChunkBytes = kFp4CodeBytes + kRows*(W == kMxfp4W ? 4 : 8);
 
 // Shared memory (bytes), in this order: the ring (1024-byte aligned stages: the weight tile is
 // 128-byte swizzled), the tile, the schedule, the barriers. fp8_block keeps an item's scales in
 // the tile's space during its main loop (the tile is used only after it).
-constexpr size_t kWeightBytes = size_t(kRows) * kRowBytes;  // 16 KB, swizzled, no padding
-constexpr size_t kTokenBytes = size_t(kTok) * kLdBytes;     // 9 KB, padded rows
-constexpr size_t kStageBytes = kWeightBytes + kTokenBytes;  // 25 x 1024
-constexpr size_t kRingBytes = kStages * kStageBytes;
+template <int W>
+constexpr size_t kWeightBytes = kIsFp4<W> ? 9 * 1024 : size_t(kRows) * kRowBytes;
+template <int W>
+constexpr size_t kStageBytes = kWeightBytes<W> + size_t(kTok) * kTokLd<W>;  // 25 or 26 x 1024
+template <int W>
+constexpr size_t kRingBytes = kStages* kStageBytes<W>;
+static_assert(kFp4ChunkBytes<kNvfp4W> <= kWeightBytes<kNvfp4W>, "a chunk fits its stage");
+static_assert(kStageBytes<kBf16W> % 1024 == 0 && kStageBytes<kNvfp4W> % 1024 == 0);
 constexpr size_t kTileBytes = size_t(kRows) * kTileLd * 4;
 static_assert(size_t(kMaxKBlocks) * (kTok + 2) * 4 <= kTileBytes, "scales fit the tile");
 constexpr size_t kScheduleBytes = kMaxSlots * (2 + 2)  // slot token, slot position (int16)
                                   + (kWarps + 4) * kMaxExperts * 4 + 16;  // per-warp counts, tables
 constexpr size_t kBarrierBytes = 2 * kStages * 8;
-constexpr size_t kSmemBytes = 1024 + kRingBytes + kTileBytes + kScheduleBytes + kBarrierBytes;
+template <int W>
+constexpr size_t kSmemBytes = 1024 + kRingBytes<W> + kTileBytes + kScheduleBytes + kBarrierBytes;
 
 struct Params {
   CUtensorMap w13_map;     // w13 as [E * n1, H], 64-row x 128-byte boxes, 128-byte swizzle
@@ -52,9 +73,15 @@ struct Params {
   const int32_t* ids;      // [T, W] global expert ids, -1 (or out of range) = no expert
   const float* weights;    // [T, W]
   uint16_t* out;           // [T, H] bf16
-  float* y;                // workspace [T * W, H] f32: GEMM2's row per slot, in schedule order
-  // bf16 weights: the intermediate in bf16, a row per slot in schedule order.
+  float* y;  // workspace [max_split2][T * W, H] f32: GEMM2's row per slot and K part, in schedule
+             // order
+  // bf16 and fp4 weights: the intermediate in bf16, a row per slot in schedule order.
   uint16_t* inter;  // workspace [T * W, I]
+  // mxfp4 and nvfp4 weights: the prepared chunks (src/fp4_layout.hpp) and nvfp4's scale_2.
+  const uint8_t* w13_fp4;  // [E][n1 / 128][H / 128] chunks
+  const uint8_t* w2_fp4;   // [E][H / 128][I / 128] chunks
+  const float* g13;        // nvfp4: [E] scale_2 of w13, of w2
+  const float* g2;
   // fp8_block weights (e4m3, fp8_1x128 activations): the block scales and the quantised rows.
   const float* s13;  // [E, n1 / 128, H / 128]
   const float* s2;   // [E, H / 128, I / 128]
@@ -64,6 +91,7 @@ struct Params {
   uint8_t* iq;       // workspace [T * W, I] e4m3
   float* is;         // workspace [T * W, I / 128]
   int32_t tokens, width, experts, hidden_dim, inter_dim, n1;
+  int32_t max_split2;  // GEMM2 K parts the workspace holds (k_split chooses up to this many)
   int32_t activation;
   gpu::kernels::ActivationParams act;  // limit, alpha, gelu_tanh
 };

@@ -1,5 +1,5 @@
-// cutlass_mega's layer in one cooperative launch (docs/design.md §13): bf16 or fp8_block weights,
-// every activation of §5, routing given as top-k ids and weights.
+// cutlass_mega's layer in one cooperative launch (docs/design.md §13): bf16, fp8_block, mxfp4 or
+// nvfp4 weights, every activation of §5, routing given as top-k ids and weights.
 //
 // Every CTA (one per SM) first builds the same schedule in shared memory from the ids
 // (kernels/schedule.cuh). Then the phases, separated by grid-wide barriers:
@@ -21,7 +21,10 @@
 // nothing of the weight stream (kernels/ring.cuh). A stage holds 128 bytes of K: for fp8_block
 // exactly one scale block, so each stage's products go to fresh accumulators that are then added
 // to the item's with both block scales (weight block x token block) in f32, as DeepGEMM
-// promotes. An item's scales sit in shared memory for its main loop.
+// promotes. An item's scales sit in shared memory for its main loop. mxfp4 and nvfp4 (bf16
+// activations): a stage is a prepared chunk of 128 K with its block scales (src/fp4_layout.hpp),
+// dequantised to bf16 in registers right before the bf16 mma (kernels/fp4_decode.hpp), so the
+// stream is half of bf16's.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -33,14 +36,15 @@
 
 namespace moe::mega::kernels {
 
-template <bool kFp8>
+template <int W>
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {
+  constexpr bool kFp8 = W == kFp8W, kFp4 = kIsFp4<W>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* ring = smem;
-  auto* tile = reinterpret_cast<float*>(smem + kRingBytes);  // [kRows][kTileLd]
-  uint8_t* sched = smem + kRingBytes + kTileBytes;
+  auto* tile = reinterpret_cast<float*>(smem + kRingBytes<W>);  // [kRows][kTileLd]
+  uint8_t* sched = smem + kRingBytes<W> + kTileBytes;
   auto* full = reinterpret_cast<uint64_t*>(sched + kScheduleBytes);
   uint64_t* empty = full + kStages;
   __shared__ Scan::TempStorage scan;
@@ -92,9 +96,21 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
 #pragma unroll
     for (int nt = 0; nt < kTok / 8; ++nt) a[nt][0] = a[nt][1] = a[nt][2] = a[nt][3] = 0;
   };
+  auto fp4_mul = [&](const float* scale_2, int expert) {
+    float mul = float(1 << kFp4Unfold);
+    if constexpr (W == kNvfp4W) mul *= scale_2[expert];
+    return mul;
+  };
   // Consumers: the accumulators to the tile ([weight row][token]), for all consumers to read.
-  auto acc_to_tile = [&] {
+  // fp4: the accumulators times `mul` first (2^kFp4Unfold back, nvfp4's scale_2).
+  auto acc_to_tile = [&](float mul) {
     if constexpr (kFp8) consumers_sync();  // every warp is done with the scales in the tile
+    if constexpr (kFp4) {
+#pragma unroll
+      for (int nt = 0; nt < kTok / 8; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[nt][i] *= mul;
+    }
 #pragma unroll
     for (int nt = 0; nt < kTok / 8; ++nt) {
       const int r = warp * 16 + g, n = nt * 8 + 2 * q;
@@ -138,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     if constexpr (kFp8) {
       float part[kTok / 8][4];
       zero(part);
-      mma_stage<true>(weight_tile(ring, stage), token_tile(ring, stage), m, part);
+      mma_stage<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, part);
       __syncwarp();
       if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
       const float ws = weight_scales[(warp / 4) * k_blocks + ks];
@@ -153,7 +169,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         acc[nt][3] = fmaf(part[nt][3], t1, acc[nt][3]);
       }
     } else {
-      mma_stage<false>(weight_tile(ring, stage), token_tile(ring, stage), m, acc);
+      if constexpr (kFp4)
+        mma_stage_fp4<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, acc);
+      else
+        mma_stage<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, acc);
       __syncwarp();
       if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
     }
@@ -181,8 +200,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // The phases' items: weight rows of W13 (gate rows slice*64.. and up rows I + slice*64..;
   // relu2: rows slice*128.., two boxes) and of W2 (rows slice*128.. of the expert's H).
   const int cols1 = gated ? kRows / 2 : kRows;  // intermediate columns per GEMM1 item
-  const int slices1 = int(I / cols1), steps1 = int(H / kStageK<kFp8>);
-  const int slices2 = int(H / kRows), steps2 = int(I / kStageK<kFp8>);
+  const int slices1 = int(I / cols1), steps1 = int(H / kStageK<W>);
+  const int slices2 = int(H / kRows), steps2 = int(I / kStageK<W>);
   auto rows1 = [&](const Item& it, int& row0, int& row1) {
     const int base = it.expert * p.n1;
     row0 = gated ? base + it.slice * 64 : base + it.slice * kRows;
@@ -192,39 +211,54 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     row0 = it.expert * int(H) + it.slice * kRows;
     row1 = row0 + kBoxRows;
   };
+  // Producer: the weights of stage ks of item `it` into ring stage st (phase ph): two TMA boxes
+  // of the phase's map, or fp4's prepared chunk (tile = the item's slice).
+  auto weights_of = [&](const CUtensorMap* map, const uint8_t* chunks, int slices, int steps,
+                        auto rows) {
+    return [=, &ring, &full, &empty](const Item& it, int ks, int st, uint32_t ph) {
+      if constexpr (kFp4) {
+        const int64_t c = (int64_t(it.expert) * slices + it.slice) * steps + ks;
+        produce_chunk<W>(chunks + c * kFp4ChunkBytes<W>, ring, full, empty, st, ph);
+      } else {
+        int row0 = 0, row1 = 0;
+        rows(it, row0, row1);
+        produce_weights<W>(map, row0, row1, ks, ring, full, empty, st, ph);
+      }
+    };
+  };
+  const auto weights1 = weights_of(&p.w13_map, p.w13_fp4, slices1, steps1, rows1);
+  const auto weights2 = weights_of(&p.w2_map, p.w2_fp4, slices2, steps2, rows2);
   // Producer, before a grid barrier: the weights of the first stages of this CTA's first item of
-  // the next phase, which do not depend on what the barrier publishes, so their DRAM latency
-  // overlaps the barrier. Returns how many stages it filled (the ring's position does not move:
-  // the phase's loop adds the tokens to them).
-  auto prefetch = [&](const CUtensorMap* map, int slices, int steps, auto rows) {
-    if (int(blockIdx.x) >= s.item_prefix[s.num_active] * slices) return 0;
-    const Item it = item_of(int(blockIdx.x), slices);
-    int row0 = 0, row1 = 0;
-    rows(it, row0, row1);
-    const int count = min(steps, kStages);
+  // the next phase (items of `split` K parts), which do not depend on what the barrier
+  // publishes, so their DRAM latency overlaps the barrier. Returns how many stages it filled (the
+  // ring's position does not move: the phase's loop adds the tokens to them).
+  auto prefetch = [&](auto weights, int slices, int steps, int split) {
+    const int u = int(blockIdx.x);
+    if (u >= s.item_prefix[s.num_active] * slices * split) return 0;
+    const Item it = item_of(u / split, slices);
+    const int part = u % split, ks0 = part * steps / split, ks1 = (part + 1) * steps / split;
+    const int count = min(ks1 - ks0, kStages);
     int st = stage;
     uint32_t ph = phase;
-    for (int ks = 0; ks < count; ++ks) {
-      produce_weights<kFp8>(map, row0, row1, ks, ring, full, empty, st, ph);
+    for (int i = 0; i < count; ++i) {
+      weights(it, ks0 + i, st, ph);
       if (++st == kStages) st = 0, ph ^= 1;
     }
     return count;
   };
-  // Producer: item `it` of a phase, stage by stage; `ready` stages already hold their weights.
-  auto produce_item = [&](const CUtensorMap* map, const Item& it, int steps, auto rows, auto x_row,
-                          int ready) {
-    int row0 = 0, row1 = 0;
-    rows(it, row0, row1);
-    for (int ks = 0; ks < steps; ++ks) {
-      if (ks >= ready) produce_weights<kFp8>(map, row0, row1, ks, ring, full, empty, stage, phase);
-      produce_tokens(ks, x_row, it.m, ring, full, stage);
+  // Producer: stages [ks0, ks1) of item `it` of a phase; the first `ready` already hold their
+  // weights.
+  auto produce_item = [&](auto weights, const Item& it, int ks0, int ks1, auto x_row, int ready) {
+    for (int ks = ks0; ks < ks1; ++ks) {
+      if (ks - ks0 >= ready) weights(it, ks, stage, phase);
+      produce_tokens<W>(ks, x_row, it.m, ring, full, stage);
       advance();
     }
   };
 
   int ready1 = 0, ready2 = 0;  // stages prefetched for the CTA's first item of phase 1, 2
   if constexpr (kFp8) {        // phase 0: the hidden states' codes and scales
-    if (producer) ready1 = prefetch(&p.w13_map, slices1, steps1, rows1);
+    if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
     quantize_rows_1x128(p.hidden, p.tokens, H, p.xq, p.xs);
     publish_to_async_proxy();
   }
@@ -243,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
           if constexpr (kFp8) return static_cast<const uint8_t*>(p.xq + t * H);
           return reinterpret_cast<const uint8_t*>(p.hidden + t * H);
         };
-        produce_item(&p.w13_map, it, steps, rows1, x_row, u == int(blockIdx.x) ? ready1 : 0);
+        produce_item(weights1, it, 0, steps, x_row, u == int(blockIdx.x) ? ready1 : 0);
         continue;
       }
       if constexpr (kFp8) {
@@ -258,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       zero(acc);
       for (int ks = 0; ks < steps; ++ks) consume(it.m, ks, steps);
       // Rows to the tile, then the activation per (column, token) into the intermediate.
-      acc_to_tile();
+      acc_to_tile(fp4_mul(p.g13, it.expert));
       for (int idx = threadIdx.x; idx < cols * it.m; idx += kConsumers) {
         const int c = idx % cols, n = idx / cols;
         const float gv = tile[c * kTileLd + n];
@@ -273,7 +307,11 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       consumers_sync();  // the tile is free for the next item
     }
   }
-  if (producer) ready2 = prefetch(&p.w2_map, slices2, steps2, rows2);
+  // GEMM2's items split along K where too few to fill the SMs (Mixtral at T = 1 has 64); each
+  // part's results go to their own copy of y, summed in part order by the combine.
+  const int split2 =
+      k_split(s.item_prefix[s.num_active] * slices2, steps2, int(gridDim.x), p.max_split2);
+  if (producer) ready2 = prefetch(weights2, slices2, steps2, split2);
   if constexpr (kFp8) {  // phase 1b: the intermediate's codes and scales, every slot
     grid.sync();
     int slots = 0;
@@ -285,12 +323,14 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   }
   publish_to_async_proxy();
 
-  // ---- phase 2: GEMM2, a row of f32 results per slot ----
+  // ---- phase 2: GEMM2, a row of f32 results per slot and K part ----
   {
-    const int slices = slices2, steps = steps2;
-    const int items = s.item_prefix[s.num_active] * slices;
+    const int slices = slices2, steps = steps2, split = split2;
+    const int items = s.item_prefix[s.num_active] * slices * split;
+    const int64_t part_stride = int64_t(p.tokens) * p.width * H;
     for (int u = int(blockIdx.x); u < items; u += int(gridDim.x)) {
-      const Item it = item_of(u, slices);
+      const Item it = item_of(u / split, slices);
+      const int part = u % split, ks0 = part * steps / split, ks1 = (part + 1) * steps / split;
       int row0 = 0, row1 = 0;
       rows2(it, row0, row1);
       if (producer) {
@@ -299,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
           if constexpr (kFp8) return static_cast<const uint8_t*>(p.iq + r * I);
           return reinterpret_cast<const uint8_t*>(p.inter + r * I);
         };
-        produce_item(&p.w2_map, it, steps, rows2, x_row, u == int(blockIdx.x) ? ready2 : 0);
+        produce_item(weights2, it, ks0, ks1, x_row, u == int(blockIdx.x) ? ready2 : 0);
         continue;
       }
       if constexpr (kFp8) {
@@ -309,27 +349,33 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
             s0, s0);
       }
       zero(acc);
-      for (int ks = 0; ks < steps; ++ks) consume(it.m, ks, steps);
+      for (int ks = ks0; ks < ks1; ++ks) consume(it.m, ks, steps);
       // Through the tile so that each slot's 128 results go out as contiguous rows.
-      acc_to_tile();
+      acc_to_tile(fp4_mul(p.g2, it.expert));
+      float* y = p.y + part * part_stride;
       for (int idx = threadIdx.x; idx < kRows * it.m; idx += kConsumers) {
         const int r = idx % kRows, n = idx / kRows;
-        p.y[int64_t(it.first + n) * H + int64_t(it.slice) * kRows + r] = tile[r * kTileLd + n];
+        y[int64_t(it.first + n) * H + int64_t(it.slice) * kRows + r] = tile[r * kTileLd + n];
       }
       consumers_sync();  // the tile is free for the next item
     }
   }
   grid.sync();
 
-  // ---- phase 3: each token's slots summed in slot order, bf16 once ----
-  const int64_t elems = int64_t(p.tokens) * H;
+  // ---- phase 3: each token's slots summed in slot order (each slot's K parts in part order),
+  // bf16 once ----
+  const int64_t elems = int64_t(p.tokens) * H, part_stride = int64_t(p.tokens) * p.width * H;
   for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < elems;
        i += int64_t(gridDim.x) * kThreads) {
     const int64_t t = i / H, h = i % H;
     float v = 0.0f;
     for (int j = 0; j < p.width; ++j) {
       const int at = s.slot_pos[t * p.width + j];
-      if (at >= 0) v += p.weights[t * p.width + j] * p.y[int64_t(at) * H + h];
+      if (at < 0) continue;
+      const float* y = p.y + int64_t(at) * H + h;
+      float r = y[0];
+      for (int part = 1; part < split2; ++part) r += y[part * part_stride];
+      v += p.weights[t * p.width + j] * r;
     }
     p.out[i] = float_to_bf16_bits(v);
   }

@@ -1,6 +1,6 @@
 // cutlass_mega's shared-memory ring (docs/design.md §13): a producer warp fills stages (a weight
-// tile by TMA, token rows by bulk copies, both completing on the stage's mbarrier) and eight
-// consumer warps multiply them with mma.sync and release them.
+// tile by TMA or a prepared fp4 chunk by one bulk copy, token rows by bulk copies, all completing
+// on the stage's mbarrier) and eight consumer warps multiply them with mma.sync and release them.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -8,60 +8,95 @@
 #include <cute/arch/copy_sm90_tma.hpp>
 
 #include "kernels/config.cuh"
+#include "kernels/fp4_decode.hpp"
 
 namespace moe::mega::kernels {
 
-// Stage s: the weight tile [kRows][kRowBytes] (two 64-row TMA boxes, 128-byte swizzle: the
-// 16-byte chunk c of row r sits at chunk c ^ (r % 8)), then the token rows [kTok][kLdBytes].
+// Stage s: the weight tile (bf16, e4m3: [kRows][kRowBytes], two 64-row TMA boxes, 128-byte
+// swizzle: the 16-byte chunk c of row r sits at chunk c ^ (r % 8); fp4: a prepared chunk), then
+// the token rows [kTok][kTokLd<W>].
+template <int W>
 __device__ __forceinline__ uint8_t* weight_tile(uint8_t* ring, int s) {
-  return ring + size_t(s) * kStageBytes;
+  return ring + size_t(s) * kStageBytes<W>;
 }
+template <int W>
 __device__ __forceinline__ uint8_t* token_tile(uint8_t* ring, int s) {
-  return ring + size_t(s) * kStageBytes + kWeightBytes;
+  return ring + size_t(s) * kStageBytes<W> + kWeightBytes<W>;
 }
 
 // Producer, a stage in two halves. The weights: once the consumers released stage `stage`, weight
-// rows [row0, row0 + 64) and [row1, row1 + 64) of `map` at K step `ks` (kStageK elements), their
-// bytes expected on the stage's barrier without arriving. The tokens: bytes
-// [ks * 128, ks * 128 + 128) of the token rows x_row(n) for n < m, and the arrival. The stage
-// completes only after both, so the weights may go out early (before a grid barrier, while the
-// rows they meet are still being written) and the tokens later.
-template <bool kFp8>
+// rows [row0, row0 + 64) and [row1, row1 + 64) of `map` at K step `ks` (kStageK elements), or
+// fp4's chunk at `chunk`, their bytes expected on the stage's barrier without arriving. The
+// tokens: bytes [ks, ks + 1) x kTokRowBytes of the token rows x_row(n) for n < m, and the
+// arrival. The stage completes only after both, so the weights may go out early (before a grid
+// barrier, while the rows they meet are still being written) and the tokens later.
+template <int W>
 __device__ __forceinline__ void produce_weights(const CUtensorMap* map, int row0, int row1, int ks,
                                                 uint8_t* ring, uint64_t* full, uint64_t* empty,
                                                 int stage, uint32_t phase) {
   cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
   if (threadIdx.x % 32 == 0) {
     cutlass::arch::ClusterTransactionBarrier::expect_transaction(&full[stage],
-                                                                 uint32_t(kWeightBytes));
+                                                                 uint32_t(kWeightBytes<W>));
     constexpr uint64_t hint = uint64_t(cute::TMA::CacheHintSm90::EVICT_FIRST);  // read once
-    uint8_t* w = weight_tile(ring, stage);
-    const int k0 = ks * kStageK<kFp8>;
+    uint8_t* w = weight_tile<W>(ring, stage);
+    const int k0 = ks * kStageK<W>;
     cute::SM90_TMA_LOAD_2D::copy(map, &full[stage], hint, w, k0, row0);
-    cute::SM90_TMA_LOAD_2D::copy(map, &full[stage], hint, w + kWeightBytes / 2, k0, row1);
+    cute::SM90_TMA_LOAD_2D::copy(map, &full[stage], hint, w + kWeightBytes<W> / 2, k0, row1);
   }
   __syncwarp();
 }
 
-template <class XRow>
+template <int W>
+__device__ __forceinline__ void produce_chunk(const uint8_t* chunk, uint8_t* ring, uint64_t* full,
+                                              uint64_t* empty, int stage, uint32_t phase) {
+  cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
+  if (threadIdx.x % 32 == 0) {
+    cutlass::arch::ClusterTransactionBarrier::expect_transaction(&full[stage],
+                                                                 uint32_t(kFp4ChunkBytes<W>));
+    cute::SM90_BULK_COPY_G2S::copy(chunk, &full[stage], weight_tile<W>(ring, stage),
+                                   kFp4ChunkBytes<W>);
+  }
+  __syncwarp();
+}
+
+template <int W, class XRow>
 __device__ __forceinline__ void produce_tokens(int ks, XRow x_row, int m, uint8_t* ring,
                                                uint64_t* full, int stage) {
   const int lane = threadIdx.x % 32;
   if (lane == 0)
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage],
-                                                                   uint32_t(m * kRowBytes));
+                                                                   uint32_t(m * kTokRowBytes<W>));
   __syncwarp();
-  uint8_t* x = token_tile(ring, stage);
+  uint8_t* x = token_tile<W>(ring, stage);
   for (int n = lane; n < m; n += 32)
-    cute::SM90_BULK_COPY_G2S::copy(x_row(n) + size_t(ks) * kRowBytes, &full[stage],
-                                   x + n * kLdBytes, kRowBytes);
+    cute::SM90_BULK_COPY_G2S::copy(x_row(n) + size_t(ks) * kTokRowBytes<W>, &full[stage],
+                                   x + n * kTokLd<W>, kTokRowBytes<W>);
+}
+
+// acc[2 pair], acc[2 pair + 1] += A x the tokens of n-tiles 2 pair, 2 pair + 1 at K bytes
+// [kb, kb + 32) of the token tile, for the pairs that hold tokens (m of them).
+template <int W>
+__device__ __forceinline__ void mma_tokens(const uint32_t (&a)[4], const uint8_t* x, int kb, int m,
+                                           float (&acc)[kTok / 8][4]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int pair = 0; pair < kTok / 16; ++pair) {
+    if (pair * 16 >= m) break;
+    // Matrices: tokens 0-7 at kb, tokens 0-7 at kb + 16, tokens 8-15 at kb, at kb + 16.
+    uint32_t b[4];
+    const int tok = pair * 16 + (lane / 16) * 8 + lane % 8, koff = ((lane / 8) % 2) * 16;
+    ldmatrix_x4(b, x + tok * kTokLd<W> + kb + koff);
+    mma<W == kFp8W>(acc[2 * pair], a, b[0], b[1]);
+    mma<W == kFp8W>(acc[2 * pair + 1], a, b[2], b[3]);
+  }
 }
 
 // Consumers: acc[nt] += W[16 rows of this warp] x X[8 tokens of n-tile nt]^T over the stage's
 // 128 bytes of K, for the n-tiles that hold tokens (m of them). The fragments are the same bytes
 // for bf16 (k16) and e4m3 (k32): 32 bytes of K per mma. sm_90 runs e4m3 mma.sync as f16 HMMA on
 // operands each warp converts (F2FP); wgmma m64nNk32 measured slower here (bench/NOTES.md).
-template <bool kFp8>
+template <int W>
 __device__ __forceinline__ void mma_stage(const uint8_t* w, const uint8_t* x, int m,
                                           float (&acc)[kTok / 8][4]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -71,16 +106,54 @@ __device__ __forceinline__ void mma_stage(const uint8_t* w, const uint8_t* x, in
     uint32_t a[4];
     const int chunk = kb / 16 + lane / 16;
     ldmatrix_x4(a, w + row * kRowBytes + ((chunk ^ (row % 8)) << 4));
+    mma_tokens<W>(a, x, kb, m, acc);
+  }
+}
+
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// fp4: the same over a prepared chunk's 128 K (8 bf16 k16 steps). Each thread reads the 16 code
+// bytes of its rows g and g + 8 and their scale codes once, and builds its A fragments in
+// registers (kernels/fp4_decode.hpp): the products are the weights x scale x 2^(kFoldExp - 126),
+// exact in bf16; the item's epilogue multiplies 2^kFp4Unfold back.
+template <int W>
+__device__ __forceinline__ void mma_stage_fp4(const uint8_t* w, const uint8_t* x, int m,
+                                              float (&acc)[kTok / 8][4]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int r0 = warp * 16 + lane / 4, q = lane % 4;
+  const uint4 c0 = *reinterpret_cast<const uint4*>(w + r0 * 64 + q * 16);
+  const uint4 c1 = *reinterpret_cast<const uint4*>(w + (r0 + 8) * 64 + q * 16);
+  const uint32_t codes0[4] = {c0.x, c0.y, c0.z, c0.w}, codes1[4] = {c1.x, c1.y, c1.z, c1.w};
+  const uint8_t* scales = w + kFp4CodeBytes;
+  uint32_t sc0[2], sc1[2];  // scale codes of rows g and g + 8: 4 (mx) or 8 (nv) bytes
+  if constexpr (W == kMxfp4W) {
+    sc0[0] = *reinterpret_cast<const uint32_t*>(scales + r0 * 4);
+    sc1[0] = *reinterpret_cast<const uint32_t*>(scales + (r0 + 8) * 4);
+    sc0[1] = sc1[1] = 0;
+  } else {
+    const uint2 s0 = *reinterpret_cast<const uint2*>(scales + r0 * 8);
+    const uint2 s1 = *reinterpret_cast<const uint2*>(scales + (r0 + 8) * 8);
+    sc0[0] = s0.x, sc0[1] = s0.y, sc1[0] = s1.x, sc1[1] = s1.y;
+  }
 #pragma unroll
-    for (int pair = 0; pair < kTok / 16; ++pair) {
-      if (pair * 16 >= m) break;
-      // Matrices: tokens 0-7 at kb, tokens 0-7 at kb + 16, tokens 8-15 at kb, at kb + 16.
-      uint32_t b[4];
-      const int tok = pair * 16 + (lane / 16) * 8 + lane % 8, koff = ((lane / 8) % 2) * 16;
-      ldmatrix_x4(b, x + tok * kLdBytes + kb + koff);
-      mma<kFp8>(acc[2 * pair], a, b[0], b[1]);
-      mma<kFp8>(acc[2 * pair + 1], a, b[2], b[3]);
-    }
+  for (int j = 0; j < 8; ++j) {  // K step j: word j / 2 of the codes, outputs 2 (j % 2) and + 1
+    const int i = j / 2, h = j % 2;
+    // mx: block i (32 K); nv: block j (16 K).
+    const int byte = W == kMxfp4W ? i : j;
+    const uint32_t s0 = (sc0[byte / 4] >> (8 * (byte % 4))) & 0xffu;
+    const uint32_t s1 = (sc1[byte / 4] >> (8 * (byte % 4))) & 0xffu;
+    const uint32_t p0 = W == kMxfp4W ? mx_scale_pair(s0) : nv_scale_pair(s0);
+    const uint32_t p1 = W == kMxfp4W ? mx_scale_pair(s1) : nv_scale_pair(s1);
+    uint32_t a[4];
+    a[0] = bf16x2_mul(fp4_placed_pair(codes0[i], 2 * h), p0);      // row g, K 2q, 2q + 1
+    a[1] = bf16x2_mul(fp4_placed_pair(codes1[i], 2 * h), p1);      // row g + 8
+    a[2] = bf16x2_mul(fp4_placed_pair(codes0[i], 2 * h + 1), p0);  // row g, K 2q + 8, 2q + 9
+    a[3] = bf16x2_mul(fp4_placed_pair(codes1[i], 2 * h + 1), p1);
+    mma_tokens<W>(a, x, 32 * j, m, acc);
   }
 }
 

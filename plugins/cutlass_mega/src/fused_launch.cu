@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "../kernels/fused_moe.cuh"
+#include "fp4_layout.hpp"
 #include "fused_launch.hpp"
 #include "moe_cuda/tensor_map.hpp"
 
@@ -17,10 +18,37 @@ bool encode(CUtensorMap* map, int elem_bytes, const void* base, int64_t rows, in
                                    kernels::kRowBytes / elem_bytes);
 }
 
-const void* kernel(bool fp8) {
-  return fp8 ? reinterpret_cast<const void*>(kernels::fused_moe<true>)
-             : reinterpret_cast<const void*>(kernels::fused_moe<false>);
+const void* kernel(Kind kind) {
+  switch (kind) {
+    case Kind::kFp8Block:
+      return reinterpret_cast<const void*>(kernels::fused_moe<kernels::kFp8W>);
+    case Kind::kMxfp4:
+      return reinterpret_cast<const void*>(kernels::fused_moe<kernels::kMxfp4W>);
+    case Kind::kNvfp4:
+      return reinterpret_cast<const void*>(kernels::fused_moe<kernels::kNvfp4W>);
+    default:
+      return reinterpret_cast<const void*>(kernels::fused_moe<kernels::kBf16W>);
+  }
 }
+
+size_t smem_bytes(Kind kind) {
+  switch (kind) {
+    case Kind::kFp8Block:
+      return kernels::kSmemBytes<kernels::kFp8W>;
+    case Kind::kMxfp4:
+      return kernels::kSmemBytes<kernels::kMxfp4W>;
+    case Kind::kNvfp4:
+      return kernels::kSmemBytes<kernels::kNvfp4W>;
+    default:
+      return kernels::kSmemBytes<kernels::kBf16W>;
+  }
+}
+
+// The host's packer and the kernel agree on the chunk geometry.
+static_assert(kFp4CodeBytes == kernels::kFp4CodeBytes);
+static_assert(fp4_chunk_bytes(Fp4Scales::kMx) == kernels::kFp4ChunkBytes<kernels::kMxfp4W>);
+static_assert(fp4_chunk_bytes(Fp4Scales::kNv) == kernels::kFp4ChunkBytes<kernels::kNvfp4W>);
+static_assert(kFp4StageK == kernels::kStageK<kernels::kMxfp4W> && kFp4TileRows == kernels::kRows);
 
 }  // namespace
 
@@ -41,10 +69,10 @@ KernelLimits kernel_limits() {
   return {kMaxSlots, kMaxExperts, kTok, kRows, kScaleBlock, kMaxKBlocks};
 }
 
-int resident_ctas(bool fp8, const char** error) noexcept {
-  const void* f = kernel(fp8);
+int resident_ctas(Kind kind, const char** error) noexcept {
+  const void* f = kernel(kind);
   if (cudaError_t e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(kernels::kSmemBytes));
+                                           int(smem_bytes(kind)));
       e != cudaSuccess)
     return *error = cudaGetErrorString(e), 0;
   int device = 0, sms = 0, per_sm = 0;
@@ -54,7 +82,7 @@ int resident_ctas(bool fp8, const char** error) noexcept {
       e != cudaSuccess)
     return *error = cudaGetErrorString(e), 0;
   if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, kernels::kThreads,
-                                                                    kernels::kSmemBytes);
+                                                                    smem_bytes(kind));
       e != cudaSuccess)
     return *error = cudaGetErrorString(e), 0;
   if (per_sm < 1) return *error = "the kernel's shared memory does not fit one SM", 0;
@@ -71,6 +99,10 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.out = c.out;
   p.y = c.y;
   p.inter = c.inter;
+  p.w13_fp4 = c.w13_fp4;
+  p.w2_fp4 = c.w2_fp4;
+  p.g13 = c.g13;
+  p.g2 = c.g2;
   p.s13 = c.s13;
   p.s2 = c.s2;
   p.xq = c.xq;
@@ -84,13 +116,14 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.hidden_dim = c.hidden_dim;
   p.inter_dim = c.inter_dim;
   p.n1 = c.n1;
+  p.max_split2 = c.max_split2;
   p.activation = c.activation;
   p.act.limit = c.limit;
   p.act.alpha = c.alpha;
   p.act.gelu_tanh = c.gelu_tanh;
   void* args[] = {&p};
   const cudaError_t e = cudaLaunchCooperativeKernel(
-      kernel(c.fp8), dim3(ctas), dim3(kernels::kThreads), args, kernels::kSmemBytes, c.stream);
+      kernel(c.kind), dim3(ctas), dim3(kernels::kThreads), args, smem_bytes(c.kind), c.stream);
   if (e != cudaSuccess) return cudaGetErrorString(e);
   return nullptr;
 }

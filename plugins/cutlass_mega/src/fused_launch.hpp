@@ -31,15 +31,23 @@ const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13
                                int64_t hidden, const void* w2, int64_t rows2,
                                int64_t inter) noexcept;
 
+// The kernel's instances (kernels/config.cuh WeightKind): bf16 weights and activations, fp8_block
+// weights with fp8_1x128 activations, mxfp4 or nvfp4 weights with bf16 activations.
+enum class Kind : int { kBf16 = 0, kFp8Block = 1, kMxfp4 = 2, kNvfp4 = 3 };
+
 struct FusedCall {
-  const WeightMaps* maps;
-  bool fp8;  // fp8_block weights with fp8_1x128 activations (else bf16 and bf16)
+  const WeightMaps* maps;  // bf16, fp8_block
+  Kind kind;
   const uint16_t* hidden;
   const int32_t* ids;
   const float* weights;
   uint16_t* out;
   float* y;
-  uint16_t* inter;   // bf16
+  uint16_t* inter;         // bf16, fp4
+  const uint8_t* w13_fp4;  // mxfp4, nvfp4: the prepared chunks (src/fp4_layout.hpp)
+  const uint8_t* w2_fp4;
+  const float* g13;  // nvfp4: scale_2 [E] of w13 and w2
+  const float* g2;
   const float* s13;  // fp8_block: the block scales, canonical order
   const float* s2;
   uint8_t* xq;  // fp8_block workspace
@@ -48,6 +56,7 @@ struct FusedCall {
   uint8_t* iq;
   float* is;
   int32_t tokens, width, experts, hidden_dim, inter_dim, n1, activation;
+  int32_t max_split2;  // copies of y the workspace holds: GEMM2's K parts at most
   float limit, alpha;
   int32_t gelu_tanh;
   cudaStream_t stream;
@@ -55,7 +64,7 @@ struct FusedCall {
 
 // CTAs of one cooperative launch on this device (one per SM when the shared memory allows);
 // 0 with `error` set when the kernel cannot be made resident.
-int resident_ctas(bool fp8, const char** error) noexcept;
+int resident_ctas(Kind kind, const char** error) noexcept;
 
 // nullptr on success, else what failed.
 const char* launch_fused(const FusedCall& call, int ctas) noexcept;

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
+#include "fp4_layout.hpp"
 #include "fused_launch.hpp"
 #include "moe/sdk/block_scales.hpp"
 #include "moe/sdk/error.hpp"
@@ -24,22 +26,32 @@ int64_t slot_limited_tokens(const moe_problem& p) {
   return detail::kernel_limits().max_slots / std::max<int64_t>(1, p.top_k);
 }
 
+// GEMM2's K parts the workspace holds for a batch of `tokens` (the kernel splits only as far as
+// it pays, kernels/split.hpp): up to 8 while the parts' copies of the per-slot results
+// stay within 32 MiB, so decode batches get them and large ones keep the plain workspace.
+int32_t gemm2_split_capacity(const moe_problem& p, int64_t tokens) {
+  const int64_t copy_bytes = std::max<int64_t>(1, tokens * p.top_k * p.hidden * 4);
+  return int32_t(std::clamp<int64_t>((int64_t(32) << 20) / copy_bytes, 1, 8));
+}
+
 }  // namespace
 
 sdk::Verdict check_support(const moe_problem& p, bool need_device) {
   using sdk::Verdict;
   const detail::KernelLimits lim = detail::kernel_limits();
   const bool fp8 = p.format == MOE_FORMAT_FP8_BLOCK;
-  if (p.format != MOE_FORMAT_BF16 && !fp8)
+  const bool fp4 = p.format == MOE_FORMAT_MXFP4 || p.format == MOE_FORMAT_NVFP4;
+  if (p.format != MOE_FORMAT_BF16 && !fp8 && !fp4)
     return Verdict::no(MOE_REASON_FORMAT,
-                       fmt::format("bf16 and fp8_block weights only so far, not {}",
+                       fmt::format("bf16, fp8_block, mxfp4 and nvfp4 weights only, not {}",
                                    format_name(static_cast<moe_format>(p.format))));
   if (!fp8 && p.input_format != MOE_INPUT_BF16 && p.input_format != MOE_INPUT_DEFAULT)
     return Verdict::no(
         MOE_REASON_INPUT_FORMAT,
-        fmt::format("bf16 weights take bf16 activations only, not {} (the GEMMs "
-                    "are bf16 x bf16, nothing quantised)",
-                    input_format_name(static_cast<moe_input_format>(p.input_format))));
+        fmt::format("{} weights take bf16 activations only, not {} (the GEMMs are bf16 x bf16{})",
+                    format_name(static_cast<moe_format>(p.format)),
+                    input_format_name(static_cast<moe_input_format>(p.input_format)),
+                    fp4 ? ", the 4-bit weights dequantised in the main loop" : ""));
   if (fp8 && p.input_format != MOE_INPUT_FP8_1X128)
     return Verdict::no(
         MOE_REASON_INPUT_FORMAT,
@@ -57,14 +69,18 @@ sdk::Verdict check_support(const moe_problem& p, bool need_device) {
                        "to one weight slice");
   if (p.ep_size > 1)
     return Verdict::no(MOE_REASON_EP, "expert parallelism is not implemented in cutlass_mega");
-  // fp8_block: a stage is one 128-wide scale block of K, and GEMM2's K is I.
-  const int64_t cols = fp8 ? lim.scale_block : (gated(p) ? lim.weight_rows / 2 : lim.weight_rows);
+  // fp8_block: a stage is one 128-wide scale block of K; fp4: a stage is 128 K of a prepared
+  // chunk. GEMM2's K is I.
+  const int64_t cols =
+      fp8 || fp4 ? lim.scale_block : (gated(p) ? lim.weight_rows / 2 : lim.weight_rows);
   if (p.hidden % lim.weight_rows != 0 || p.intermediate % cols != 0)
     return Verdict::no(MOE_REASON_SHAPE,
                        fmt::format("hidden={} must be a multiple of {} and intermediate={} of {} "
                                    "(the fused kernel's {})",
                                    p.hidden, lim.weight_rows, p.intermediate, cols,
-                                   fp8 ? "weight tiles and scale blocks" : "weight tiles"));
+                                   fp8   ? "weight tiles and scale blocks"
+                                   : fp4 ? "weight tiles and 128-deep stages"
+                                         : "weight tiles"));
   const int64_t k_limit = int64_t(lim.max_k_blocks) * lim.scale_block;
   if (fp8 && std::max(p.hidden, p.intermediate) > k_limit)
     return Verdict::no(MOE_REASON_SHAPE,
@@ -94,8 +110,15 @@ LayerOptions parse_options(const Options& options) {
 
 std::string describe(const moe_problem& p) {
   const detail::KernelLimits lim = detail::kernel_limits();
+  const bool fp4 = p.format == MOE_FORMAT_MXFP4 || p.format == MOE_FORMAT_NVFP4;
   const std::string weights =
-      p.format == MOE_FORMAT_FP8_BLOCK
+      fp4 ? fmt::format(
+                "{} weights prepared into chunks of 128 rows x 128 K (codes arranged for the "
+                "mma threads, then the block scales as one byte each), one chunk per pipeline "
+                "stage, dequantised to bf16 in registers before bf16 mma with bf16 activations{}",
+                format_name(static_cast<moe_format>(p.format)),
+                p.format == MOE_FORMAT_NVFP4 ? ", scale_2 applied per expert in f32" : "")
+      : p.format == MOE_FORMAT_FP8_BLOCK
           ? fmt::format(
                 "fp8_block weights as given (e4m3 w13 [E, {}, H], w2 [E, H, I], f32 "
                 "128x128 block scales), activations quantised per token per 128 channels "
@@ -121,10 +144,18 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   MOE_CHECK(v.ok(), MOE_STATUS_UNSUPPORTED, "cutlass_mega: {}", v.message);
   n1_ = gated(p) ? 2 * p.intermediate : p.intermediate;
   fp8_ = p.format == MOE_FORMAT_FP8_BLOCK;
+  kind_ = fp8_                           ? detail::Kind::kFp8Block
+          : p.format == MOE_FORMAT_MXFP4 ? detail::Kind::kMxfp4
+          : p.format == MOE_FORMAT_NVFP4 ? detail::Kind::kNvfp4
+                                         : detail::Kind::kBf16;
   const char* error = nullptr;
-  ctas_ = detail::resident_ctas(fp8_, &error);
+  ctas_ = detail::resident_ctas(kind_, &error);
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
             error ? error : "unknown");
+  if (kind_ == detail::Kind::kMxfp4 || kind_ == detail::Kind::kNvfp4) {
+    prepare_fp4(p, w);
+    return;
+  }
   const size_t elem = fp8_ ? 1 : 2;
   const size_t w13_bytes = size_t(p.experts * n1_ * p.hidden) * elem;
   const size_t w2_bytes = size_t(p.experts * p.hidden * p.intermediate) * elem;
@@ -151,12 +182,37 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
             map_error ? map_error : "");
 }
 
+void DeviceLayer::prepare_fp4(const moe_problem& p, const moe_weights& w) {
+  const Fp4Scales scales = kind_ == detail::Kind::kMxfp4 ? Fp4Scales::kMx : Fp4Scales::kNv;
+  const int64_t gate_up = gated(p) ? p.intermediate : 0;
+  w13_ = gpu::upload_vector(pack_fp4_stack(scales, static_cast<const uint8_t*>(w.w13.data),
+                                           static_cast<const uint8_t*>(w.w13_scale.data), p.experts,
+                                           n1_, p.hidden, gate_up, "w13"));
+  w2_ = gpu::upload_vector(pack_fp4_stack(scales, static_cast<const uint8_t*>(w.w2.data),
+                                          static_cast<const uint8_t*>(w.w2_scale.data), p.experts,
+                                          p.hidden, p.intermediate, 0, "w2"));
+  if (scales == Fp4Scales::kNv) {  // finite, positive (docs/design.md §3.3)
+    auto upload_scale_2 = [&](const moe_tensor& t, const char* name) {
+      const auto* v = static_cast<const float*>(t.data);
+      for (int64_t e = 0; e < p.experts; ++e)
+        MOE_CHECK(std::isfinite(v[e]) && v[e] > 0, MOE_STATUS_INVALID_ARGUMENT,
+                  "cutlass_mega: {}[{}] = {}: nvfp4's scale_2 must be finite and positive", name, e,
+                  v[e]);
+      gpu::DeviceBuffer d(size_t(p.experts) * sizeof(float));
+      d.upload(v, size_t(p.experts) * sizeof(float));
+      return d;
+    };
+    s13_ = upload_scale_2(w.w13_scale_2, "w13_scale_2");
+    s2_ = upload_scale_2(w.w2_scale_2, "w2_scale_2");
+  }
+}
+
 DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* bytes) const {
   const moe_problem p = problem_.c();
   gpu::WorkspaceCarver c(base);
   Workspace ws{};
   const int64_t slots = tokens * p.top_k, b = detail::kernel_limits().scale_block;
-  ws.y = c.take<float>(size_t(slots * p.hidden));
+  ws.y = c.take<float>(size_t(gemm2_split_capacity(p, tokens) * slots * p.hidden));
   if (fp8_) {
     ws.xq = c.take<uint8_t>(size_t(tokens * p.hidden));
     ws.xs = c.take<float>(size_t(tokens * (p.hidden / b)));
@@ -193,11 +249,16 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.ids = static_cast<const int32_t*>(a.topk_ids.data);
   c.weights = static_cast<const float*>(a.topk_weights.data);
   c.out = static_cast<uint16_t*>(a.output.data);
-  c.fp8 = fp8_;
+  c.kind = kind_;
   c.y = ws.y;
   c.inter = ws.inter;
-  c.s13 = s13_.as<float>();
-  c.s2 = s2_.as<float>();
+  const bool fp4 = kind_ == detail::Kind::kMxfp4 || kind_ == detail::Kind::kNvfp4;
+  c.s13 = fp4 ? nullptr : s13_.as<float>();
+  c.s2 = fp4 ? nullptr : s2_.as<float>();
+  c.w13_fp4 = fp4 ? w13_.as<uint8_t>() : nullptr;
+  c.w2_fp4 = fp4 ? w2_.as<uint8_t>() : nullptr;
+  c.g13 = kind_ == detail::Kind::kNvfp4 ? s13_.as<float>() : nullptr;
+  c.g2 = kind_ == detail::Kind::kNvfp4 ? s2_.as<float>() : nullptr;
   c.xq = ws.xq;
   c.xs = ws.xs;
   c.inter32 = ws.inter32;
@@ -209,6 +270,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.hidden_dim = int32_t(p.hidden);
   c.inter_dim = int32_t(p.intermediate);
   c.n1 = int32_t(n1_);
+  c.max_split2 = gemm2_split_capacity(p, tokens);
   c.activation = p.activation;
   c.limit = p.activation_limit;
   c.alpha = p.activation_alpha;

@@ -1,5 +1,6 @@
 // One cutlass_mega layer on the GPU: bf16 or fp8_block weights kept as given (w13 [E, n1, H],
-// w2 [E, H, I], fp8_block's scales in their canonical order), uploaded at prepare, and the whole
+// w2 [E, H, I], fp8_block's scales in their canonical order), mxfp4 and nvfp4 weights prepared
+// into the kernel's chunks (src/fp4_layout.hpp), uploaded at prepare, and the whole
 // layer after routing in one cooperative launch (kernels/fused_moe.cuh, docs/design.md §13).
 // Decode first: a batch's tokens x top_k slots must fit the schedule the kernel keeps in shared
 // memory, so `max_tokens` is bounded at prepare. No options yet.
@@ -34,7 +35,7 @@ class DeviceLayer {
 
  private:
   struct Workspace {
-    float* y;         // [T * W, H] f32
+    float* y;         // [splits][T * W, H] f32 (GEMM2 K parts, gemm2_split_capacity)
     uint16_t* inter;  // bf16: [T * W, I]
     uint8_t* xq;      // fp8_block: [T, H] e4m3, [T, H / 128] f32
     float* xs;
@@ -43,10 +44,15 @@ class DeviceLayer {
     float* is;
   };
   Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
+  // mxfp4, nvfp4: the chunks of src/fp4_layout.hpp into w13_, w2_; nvfp4's scale_2 into s13_, s2_.
+  void prepare_fp4(const moe_problem& p, const moe_weights& w);
 
   Problem problem_;
   int64_t n1_ = 0;
   bool fp8_ = false;
+  detail::Kind kind_ = detail::Kind::kBf16;
+  // bf16, fp8_block: the weights as given (fp8_block's scales in s13_, s2_); fp4: the prepared
+  // chunks (nvfp4's scale_2 in s13_, s2_).
   gpu::DeviceBuffer w13_, w2_, s13_, s2_;
   detail::WeightMaps maps_{};
   int ctas_ = 0;

@@ -1,8 +1,8 @@
-// cutlass_mega's fused layer on a GPU through the C ABI, against the reference: bf16 and
-// fp8_block weights, every activation, batch sizes from one token to the capacity, padding
+// cutlass_mega's fused layer on a GPU through the C ABI, against the reference: bf16, fp8_block,
+// mxfp4 and nvfp4 weights, every activation, batch sizes from one token to the capacity, padding
 // tokens, every token on one expert, experts without tokens, two runs bit-identical, a CUDA graph
 // replayed with new inputs and routing, a batch above capacity refused, corrupt block scales
-// refused at prepare. Skips without an sm_90 GPU.
+// and 4-bit scales refused at prepare. Skips without an sm_90 GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -40,7 +40,7 @@ void put(const Buffer& b, const HostTensor& t) {
 }
 
 // fp8_block weights with the activations quantised per token per 128 channels (the format's own
-// input), or the problem as it is (bf16).
+// input); bf16, mxfp4 and nvfp4 weights with bf16 activations.
 Problem in_format(Problem q, moe_format f) {
   q.raw().format = f;
   q.raw().input_format = f == MOE_FORMAT_FP8_BLOCK ? MOE_INPUT_FP8_1X128 : MOE_INPUT_BF16;
@@ -60,6 +60,8 @@ struct Case {
 };
 
 constexpr moe_format kFp8 = MOE_FORMAT_FP8_BLOCK;
+constexpr moe_format kMx = MOE_FORMAT_MXFP4;
+constexpr moe_format kNv = MOE_FORMAT_NVFP4;
 
 class MegaActivations : public MegaLayer, public testing::WithParamInterface<Case> {};
 
@@ -103,7 +105,17 @@ INSTANTIATE_TEST_SUITE_P(Cases, MegaActivations,
                                          Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom, kFp8},
                                          Case{MOE_ACTIVATION_GELU_MUL, Scenario::kRandom, kFp8},
                                          Case{MOE_ACTIVATION_RELU2, Scenario::kRandom, kFp8},
-                                         Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert, kFp8}),
+                                         Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert, kFp8},
+                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, kMx},
+                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding, kMx},
+                                         Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom, kMx},
+                                         Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert, kMx},
+                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, kNv},
+                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kOneExpert, kNv},
+                                         Case{MOE_ACTIVATION_SILU_MUL_CLAMP, Scenario::kRandom,
+                                              kNv},
+                                         Case{MOE_ACTIVATION_GELU_MUL, Scenario::kRandom, kNv},
+                                         Case{MOE_ACTIVATION_RELU2, Scenario::kRandom, kNv}),
                          [](const testing::TestParamInfo<Case>& info) {
                            return fmt::format("{}_{}_{}", format_name(info.param.format),
                                               activation_name(info.param.activation),
@@ -112,7 +124,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, MegaActivations,
 
 // Many experts and few tokens (most experts idle); two runs give the same bits.
 TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
-  for (moe_format f : {MOE_FORMAT_BF16, kFp8}) {
+  for (moe_format f : {MOE_FORMAT_BF16, kFp8, kMx, kNv}) {
     Problem q = problem_;
     q.raw().experts = 64;
     q.raw().top_k = 6;
@@ -188,7 +200,7 @@ TEST_P(MegaGraph, ReplayedGraphMatchesTheReferenceForNewInputsAndRouting) {
   cudaStreamDestroy(stream);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, MegaGraph, testing::Values(MOE_FORMAT_BF16, kFp8),
+INSTANTIATE_TEST_SUITE_P(Formats, MegaGraph, testing::Values(MOE_FORMAT_BF16, kFp8, kMx, kNv),
                          [](const testing::TestParamInfo<moe_format>& info) {
                            return std::string(format_name(info.param));
                          });
@@ -203,6 +215,23 @@ TEST_F(MegaLayer, CorruptBlockScalesAreRefusedAtPrepareNamingTheBlock) {
     static_cast<float*>(w.w2_scale.raw())[3] = bad;  // expert 0, row block 1, K block 1
     expect_error([&] { plugin_->prepare(p, w.view(), {}); }, MOE_STATUS_INVALID_ARGUMENT,
                  {"w2_scale[0][1][1]", "not a finite positive block scale"});
+  }
+}
+
+// 4-bit scales the kernel cannot take exactly, and nvfp4 scale_2 values that cannot be right, are
+// refused at prepare naming the tensor and the place (src/fp4_layout.hpp).
+TEST_F(MegaLayer, CorruptFp4ScalesAreRefusedAtPrepareNamingThePlace) {
+  const moe_problem mx = in_format(problem_, kMx).c();
+  LayerWeights w = random_weights(mx, 5);
+  static_cast<uint8_t*>(w.w13_scale.raw())[8 * 2 + 1] = 0xff;  // expert 0, row 2, block 1
+  expect_error([&] { plugin_->prepare(mx, w.view(), {}); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"w13_scale[0, 2, 1]", "NaN"});
+  const moe_problem nv = in_format(problem_, kNv).c();
+  for (float bad : {0.0f, -2.0f, std::numeric_limits<float>::infinity()}) {
+    LayerWeights v = random_weights(nv, 5);
+    static_cast<float*>(v.w2_scale_2.raw())[3] = bad;
+    expect_error([&] { plugin_->prepare(nv, v.view(), {}); }, MOE_STATUS_INVALID_ARGUMENT,
+                 {"w2_scale_2[3]", "finite and positive"});
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "kernels/split.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
 #include "src/mega_layer.hpp"
@@ -71,10 +72,36 @@ TEST(MegaSupport, RefusesFp8BlockShapesAndActivationFormatsItCannotRun) {
   expect_refusal(p, MOE_REASON_SHAPE, "at most 15360");
 }
 
+TEST(MegaSupport, TakesMxfp4AndNvfp4WithBf16ActivationsOfEveryActivation) {
+  for (moe_format f : {MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4})
+    for (moe_activation a :
+         {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP, MOE_ACTIVATION_SWIGLU_OAI,
+          MOE_ACTIVATION_GELU_MUL, MOE_ACTIVATION_RELU2}) {
+      moe_problem p = bf16_problem();
+      p.format = f;
+      p.intermediate = 256;
+      p.activation = a;
+      EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
+    }
+}
+
+TEST(MegaSupport, RefusesFp4ShapesActivationFormatsAndOtherFormats) {
+  moe_problem p = bf16_problem();
+  p.format = MOE_FORMAT_NVFP4;
+  p.intermediate = 192;  // a stage is 128 deep along GEMM2's K
+  expect_refusal(p, MOE_REASON_SHAPE, "intermediate=192 of 128");
+  p.intermediate = 256;
+  p.input_format = MOE_INPUT_FP8_1X128;
+  expect_refusal(p, MOE_REASON_INPUT_FORMAT, "nvfp4 weights take bf16 activations only");
+  p = bf16_problem();
+  p.format = MOE_FORMAT_MXFP8;
+  expect_refusal(p, MOE_REASON_FORMAT, "not mxfp8");
+}
+
 TEST(MegaSupport, RefusesWhatItCannotRunWithTheReasonAndTheValue) {
   moe_problem p = bf16_problem();
-  p.format = MOE_FORMAT_MXFP4;
-  expect_refusal(p, MOE_REASON_FORMAT, "not mxfp4");
+  p.format = MOE_FORMAT_FP8_TENSOR;
+  expect_refusal(p, MOE_REASON_FORMAT, "not fp8_tensor");
   p = bf16_problem();
   p.input_format = MOE_INPUT_FP8_1X128;
   expect_refusal(p, MOE_REASON_INPUT_FORMAT, "bf16 activations only, not fp8_1x128");
@@ -102,6 +129,24 @@ TEST(MegaSupport, RefusesWhatItCannotRunWithTheReasonAndTheValue) {
   p = bf16_problem();
   p.max_tokens = 2048;  // x 4 slots = 8192 > 4096
   expect_refusal(p, MOE_REASON_MAX_TOKENS, "max_tokens=2048 x top_k=4");
+}
+
+// GEMM2's K split: only a wave that leaves SMs idle is split (Mixtral at T = 1: 2 experts x 32
+// slices on 132 SMs), into as many parts as still fit one wave; enough items are not (Qwen3 and
+// DeepSeek-V3 at T = 1, Mixtral at T = 8), and the split never exceeds the workspace's copies or
+// leaves a part fewer than two stages.
+TEST(MegaSplit, SplitsAlongKOnlyWhereOneWaveLeavesSMsIdle) {
+  using kernels::k_split;
+  static_assert(k_split(64, 224, 132, 8) == 2);   // Mixtral T = 1: 128 parts, one wave
+  static_assert(k_split(16, 224, 132, 8) == 8);   // 128 parts, the workspace's limit
+  static_assert(k_split(448, 32, 132, 8) == 1);   // DeepSeek-V3 T = 1: several waves already
+  static_assert(k_split(128, 12, 132, 8) == 1);   // Qwen3 T = 1: one full wave
+  static_assert(k_split(100, 12, 132, 8) == 1);   // two parts would not fit one wave
+  static_assert(k_split(256, 224, 132, 8) == 1);  // Mixtral T = 8
+  static_assert(k_split(64, 224, 132, 1) == 1);   // the workspace holds one copy
+  static_assert(k_split(1, 5, 132, 8) == 2);      // parts keep two stages at least
+  static_assert(k_split(1, 3, 132, 8) == 1);
+  EXPECT_EQ(k_split(0, 16, 132, 8), 1);  // no items: nothing to split
 }
 
 TEST(MegaOptions, HasNoneAndRefusesAnyNamingIt) {

@@ -1,0 +1,94 @@
+#include "fp4_layout.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "kernels/fp4_decode.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/parallel_for.hpp"
+
+namespace moe::mega {
+namespace {
+
+// The kernel's scale code of one block, or -1 where the block is zero (nvfp4 scale 0).
+int scale_code(Fp4Scales kind, uint8_t raw, std::string_view name, int64_t e, int64_t row,
+               int64_t block) {
+  if (kind == Fp4Scales::kMx) {
+    MOE_CHECK(raw != 0xff, MOE_STATUS_INVALID_ARGUMENT,
+              "cutlass_mega: {}[{}, {}, {}] is the ue8m0 NaN code 0xff", name, e, row, block);
+    MOE_CHECK(raw >= kernels::kMxMinCode && raw <= kernels::kMxMaxCode, MOE_STATUS_INVALID_ARGUMENT,
+              "cutlass_mega: {}[{}, {}, {}] = 2^{} is outside the mxfp4 scales the fused kernel "
+              "dequantises exactly in bf16, 2^{} to 2^{}",
+              name, e, row, block, int(raw) - 127, kernels::kMxMinCode - 127,
+              kernels::kMxMaxCode - 127);
+    return raw;
+  }
+  const double s = e4m3_to_double(raw);
+  MOE_CHECK(!std::isnan(s) && s >= 0, MOE_STATUS_INVALID_ARGUMENT,
+            "cutlass_mega: {}[{}, {}, {}] = {} (e4m3 code 0x{:02x}) is not a valid nvfp4 block "
+            "scale (NaN or negative)",
+            name, e, row, block, s, raw);
+  if (s == 0) return -1;
+  int exp = 0;
+  const double frac = std::frexp(s, &exp);  // s = frac x 2^exp, frac in [0.5, 1)
+  const int e2 = exp - 1, f = int(std::lround((frac * 2 - 1) * 8));
+  return (e2 - kernels::kNvMinExp) * 8 + f;  // exact: e4m3 has 3 mantissa bits
+}
+
+}  // namespace
+
+int64_t fp4_source_row(int64_t t, int64_t r, int64_t gate_up) {
+  if (gate_up == 0) return t * kFp4TileRows + r;
+  const int64_t half = kFp4TileRows / 2;
+  return r < half ? t * half + r : gate_up + t * half + (r - half);
+}
+
+NibbleAt fp4_nibble_at(int kk) {
+  const int j = kk / 16, off = kk % 16;
+  const int q = (off % 8) / 2, half = off / 8, high_elem = off % 2;
+  const int word = j / 2, out = (j % 2) * 2 + half, nibble = out + 4 * high_elem;
+  return {q * 16 + word * 4 + nibble / 2, nibble % 2};
+}
+
+std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const uint8_t* scales,
+                                    int64_t experts, int64_t rows, int64_t k, int64_t gate_up,
+                                    std::string_view name) {
+  const int64_t group = kind == Fp4Scales::kMx ? kMxBlockSize : kNvfp4BlockSize;
+  const int64_t tiles = rows / kFp4TileRows, stages = k / kFp4StageK;
+  const int64_t scale_cols = k / group, sbytes = fp4_scale_bytes(kind);
+  const int64_t chunk_bytes = fp4_chunk_bytes(kind);
+  const int64_t row_bytes = kFp4StageK / 2;  // 64 code bytes of a chunk row
+  const std::string scale_name = fmt::format("{}_scale", name);
+  std::vector<NibbleAt> at(kFp4StageK);
+  for (int kk = 0; kk < kFp4StageK; ++kk) at[size_t(kk)] = fp4_nibble_at(kk);
+  std::vector<uint8_t> out(size_t(experts * tiles * stages * chunk_bytes), 0);
+  // One tile of one expert per task: each writes only its own chunks.
+  parallel_for(experts * tiles, [&](int64_t task) {
+    const int64_t e = task / tiles, t = task % tiles;
+    for (int64_t r = 0; r < kFp4TileRows; ++r) {
+      const int64_t src = e * rows + fp4_source_row(t, r, gate_up);
+      const uint8_t* q = codes + src * (k / 2);
+      const uint8_t* s = scales + src * scale_cols;
+      for (int64_t st = 0; st < stages; ++st) {
+        uint8_t* chunk = out.data() + ((e * tiles + t) * stages + st) * chunk_bytes;
+        uint8_t* crow = chunk + r * row_bytes;
+        for (int64_t b = 0; b < kFp4StageK / group; ++b) {
+          const int64_t block = st * (kFp4StageK / group) + b;
+          const int code = scale_code(kind, s[block], scale_name, e, src - e * rows, block);
+          chunk[kFp4CodeBytes + r * sbytes + b] = uint8_t(code < 0 ? 0 : code);
+          if (code < 0) continue;  // a zero scale: its codes stay 0
+          for (int64_t kk = b * group; kk < (b + 1) * group; ++kk) {
+            const uint8_t nibble = fp4_get(q, st * kFp4StageK + kk);
+            uint8_t& byte = crow[at[size_t(kk)].byte];
+            byte = uint8_t(byte | (at[size_t(kk)].high ? nibble << 4 : nibble));
+          }
+        }
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace moe::mega

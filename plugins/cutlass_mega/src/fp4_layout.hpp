@@ -1,0 +1,53 @@
+// cutlass_mega's prepared layout of mxfp4 and nvfp4 weights (docs/design.md §13): every work item
+// streams one contiguous run of chunks, one chunk per ring stage, fetched by one bulk copy.
+//
+// A stack ([E, rows, K/2] e2m1 pairs, scales [E, rows, K/g] with g = 32 ue8m0 or 16 e4m3) becomes
+// chunks ordered [E][rows / 128 tiles][K / 128 stages]. A chunk holds 128 weight rows x 128 K:
+// first the codes, 64 bytes per row, arranged for the consumer threads (the 16 bytes at
+// 16 * q + 4 * i of a row are the nibbles thread q of the mma needs for K steps 2i and 2i + 1,
+// placed as kernels/fp4_decode.hpp cuts them out), then the scale codes, 4 (mx) or 8 (nv) bytes a
+// row: 8704 or 9216 bytes, chunks back to back. The tiles of a gated w13 pair 64 gate rows with the
+// 64 up rows of the same columns (rows 64t.. and I + 64t..), as GEMM1's items read them.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace moe::mega {
+
+enum class Fp4Scales { kMx, kNv };  // ue8m0 per 32 along K, e4m3 per 16 along K
+
+constexpr int64_t kFp4TileRows = 128;
+constexpr int64_t kFp4StageK = 128;
+constexpr int64_t kFp4CodeBytes = kFp4TileRows * kFp4StageK / 2;  // 8192
+
+// Scale bytes per row of a chunk: 4 (mx) or 8 (nv); the chunk's bytes.
+constexpr int64_t fp4_scale_bytes(Fp4Scales s) {
+  return s == Fp4Scales::kMx ? 4 : 8;
+}
+constexpr int64_t fp4_chunk_bytes(Fp4Scales s) {
+  return kFp4CodeBytes + kFp4TileRows * fp4_scale_bytes(s);
+}
+
+// Packs one stack. `gate_up` > 0: a gated w13 whose up rows start at row `gate_up` (= I); 0:
+// tiles of 128 consecutive rows. rows % 128 == 0 (gated: gate_up % 64 == 0), k % 128 == 0.
+// Refuses by name (moe::Error, INVALID_ARGUMENT) a scale the kernel cannot take exactly: a NaN
+// or negative nvfp4 scale, a NaN ue8m0 code, an mx scale outside [2^-99, 2^27]
+// (kernels/fp4_decode.hpp). A zero nvfp4 scale zeroes its block's codes (the block is 0 either
+// way).
+std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const uint8_t* scales,
+                                    int64_t experts, int64_t rows, int64_t k, int64_t gate_up,
+                                    std::string_view name);
+
+// The canonical row of tile row `r` (0..127) of tile `t`, as pack_fp4_stack orders them.
+int64_t fp4_source_row(int64_t t, int64_t r, int64_t gate_up);
+
+// Element `kk` (0..127) of a chunk row: the byte of its nibble within the row's 64 code bytes,
+// and the nibble (0 low, 1 high).
+struct NibbleAt {
+  int byte, high;
+};
+NibbleAt fp4_nibble_at(int kk);
+
+}  // namespace moe::mega
