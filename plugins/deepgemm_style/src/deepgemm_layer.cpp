@@ -6,7 +6,7 @@
 #include <charconv>
 #include <vector>
 
-#include "expert_bias.hpp"
+#include "moe/sdk/bias_values.hpp"
 #include "moe/sdk/block_scales.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
@@ -159,8 +159,8 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   for (int64_t x = 0; x < p.experts; ++x) map[size_t(x)] = local_expert_id(p, x);
   local_map_ = gpu::upload_vector(map);
   if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32
-    b13_ = gpu::upload_vector(bias_values(w.b13, "b13", e * n1_));
-    b2_ = gpu::upload_vector(bias_values(w.b2, "b2", e * h));
+    b13_ = gpu::upload_vector(sdk::bias_values(w.b13, "b13", e * n1_));
+    b2_ = gpu::upload_vector(sdk::bias_values(w.b2, "b2", e * h));
   }
   gemm_ws_bytes_ = fp8_gemm_workspace_bytes(int(groups_), sm_count_);
 }

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 
 #include "grouped_gemm.hpp"
+#include "moe/sdk/bias_values.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/struct_io.hpp"
 #include "moe/sdk/tensor_checks.hpp"
@@ -28,19 +28,17 @@ TensorView bf16_view(const moe_tensor& t, int64_t e, int64_t rows, int64_t cols)
   return {MOE_DTYPE_BF16, s, ByteSpan(static_cast<const uint8_t*>(t.data), size_t(s.bytes()))};
 }
 
-// A bias LayoutTensor (E, rows, 1) as floats, appended to `out`.
-void append_bias(std::vector<float>& out, const LayoutTensor& b) {
-  for (int64_t i = 0; i < b.shape.batch * b.shape.rows; ++i) {
-    if (b.dtype == MOE_DTYPE_F32) {
-      float v;
-      std::memcpy(&v, b.bytes.data() + 4 * i, 4);
-      out.push_back(v);
-    } else {
-      uint16_t v;
-      std::memcpy(&v, b.bytes.data() + 2 * i, 2);
-      out.push_back(bf16_to_float(v));
-    }
-  }
+// A bias LayoutTensor (E, rows, 1), bf16 or f32, as floats (the SDK's bias_values), appended to
+// `out`.
+void append_bias(std::vector<float>& out, const LayoutTensor& b, const char* name) {
+  moe_tensor view{};
+  view.data = const_cast<uint8_t*>(b.bytes.data());
+  view.dtype = b.dtype;
+  view.ndim = 2;
+  view.shape[0] = b.shape.batch;
+  view.shape[1] = b.shape.rows;
+  const std::vector<float> v = sdk::bias_values(view, name, b.shape.batch * b.shape.rows);
+  out.insert(out.end(), v.begin(), v.end());
 }
 
 }  // namespace
@@ -140,8 +138,8 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     w13_.upload(t.w13.bytes.data(), t.w13.bytes.size(), size_t(group) * w13_group);
     w2_.upload(t.w2.bytes.data(), t.w2.bytes.size(), size_t(group) * w2_group);
     if (t.b13.present()) {
-      append_bias(b13, t.b13);
-      append_bias(b2, t.b2);
+      append_bias(b13, t.b13, "b13");
+      append_bias(b2, t.b2, "b2");
     } else {
       b13.resize(b13.size() + size_t(count * n1_), 0.0f);
       b2.resize(b2.size() + size_t(count * h), 0.0f);

@@ -1,6 +1,6 @@
-// Expert biases as deepgemm_style uploads them: bf16 or f32 in, f32 out, and a clear refusal of
+// The SDK's expert biases as kernels read them: bf16 or f32 in, f32 out, and a clear refusal of
 // anything else.
-#include "src/expert_bias.hpp"
+#include "moe/sdk/bias_values.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 
-namespace moe::deepgemm {
+namespace moe::sdk {
 namespace {
 
 template <class T>
@@ -24,7 +24,7 @@ moe_tensor tensor(std::vector<T>& v, moe_dtype dtype, int64_t rows, int64_t cols
   return t;
 }
 
-TEST(ExpertBias, Bf16AndF32BecomeTheSameFloats) {
+TEST(SdkBiasValues, Bf16AndF32BecomeTheSameFloats) {
   std::vector<float> f = {0.5f, -1.25f, 3.0f, 1e-3f, -7.0f, 0.0f};
   std::vector<uint16_t> b;
   for (float x : f) b.push_back(float_to_bf16(x));
@@ -44,7 +44,7 @@ void expect_refusal(const moe_tensor& t, int64_t count, const std::string& words
   }
 }
 
-TEST(ExpertBias, AnotherDtypeCountOrAnAbsentTensorIsRefusedByName) {
+TEST(SdkBiasValues, AnotherDtypeCountOrAnAbsentTensorIsRefusedByName) {
   std::vector<float> f(6, 1.0f);
   std::vector<uint8_t> u(6, 0);
   expect_refusal(tensor(f, MOE_DTYPE_F32, 2, 3), 8, "b2 is [2, 3] f32; expected 8");
@@ -53,4 +53,4 @@ TEST(ExpertBias, AnotherDtypeCountOrAnAbsentTensorIsRefusedByName) {
 }
 
 }  // namespace
-}  // namespace moe::deepgemm
+}  // namespace moe::sdk
