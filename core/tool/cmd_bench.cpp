@@ -37,6 +37,7 @@ constexpr double kHbmReadTbps = 4.6;
 constexpr double kBf16PeakTflops = 754.0, kFp8TensorPeakTflops = 1315.0,
                  kFp8BlockPeakTflops = 1297.0;
 constexpr double kL2Bytes = 60e6;
+constexpr int kHostCalls = 200;  // back-to-back calls timed for the host cost per call
 // Selection-bias spread of the benchmark batches: small, like a trained correction bias, so
 // tokens spread over the experts as in serving (0.5 sent DeepSeek's tokens to 65 of 256).
 constexpr double kBenchBiasStd = 0.02;
@@ -48,6 +49,7 @@ struct Point {
   Timing timing = Timing::kHost;
   bool graph = false;      // replayed as a CUDA graph (the records' "graph", read by bench/*.py)
   double ms_stream = NAN;  // with graph: the same runs launched one by one, for like-with-like
+  double host_us = NAN;    // device-timed plugins: host time per call (Plugin::host_us_per_call)
 };
 
 // Bytes of one [rows, cols] weight matrix of `format` as stored: elements, scales, and nvfp4's
@@ -203,8 +205,9 @@ void add_bench(CLI::App& app, Discovery& d) {
     if (device_timing)
       std::cout << fmt::format(
           "timing:  device events around each run; rows timed 'graph' replay CUDA graphs "
-          "(--graph {})\n",
-          graph);
+          "(--graph {}); 'host us': the CPU time of one call through the C ABI, {} back to "
+          "back\n",
+          graph, kHostCalls);
     else
       std::cout << fmt::format(
           "timing:  host clock around run() + sync: {} has no device timing, so no CUDA "
@@ -221,8 +224,9 @@ void add_bench(CLI::App& app, Discovery& d) {
                                       : sel.plugin->device_memory() ? "unknown"
                                                                     : "host";
     std::unique_ptr<Layer> ref_layer;
-    std::cout << fmt::format("{:>7} {:>10} {:>9} {:>11} {:>10} {:>8} {:>6} {:>9}\n", "tokens", "ms",
-                             "TFLOP/s", "weight TB/s", "floor ms", "x floor", "timed", "rel_err");
+    std::cout << fmt::format("{:>7} {:>10} {:>9} {:>11} {:>10} {:>8} {:>6} {:>9} {:>8}\n", "tokens",
+                             "ms", "TFLOP/s", "weight TB/s", "floor ms", "x floor", "timed",
+                             "rel_err", "host us");
     for (const int64_t t : counts) {
       // Enough input sets that one pass over them exceeds the L2 (at most 8).
       const double act_bytes = double(t) * p.hidden * 2.0 * (2 + p.top_k);
@@ -263,14 +267,17 @@ void add_bench(CLI::App& app, Discovery& d) {
       pt.ms = median_ms(pt.graph);
       // A peer that cannot be captured runs eagerly: keep our eager time too, to compare alike.
       if (pt.graph) pt.ms_stream = median_ms(false);
+      // What a call costs the CPU (issue: under 5 us for a decode layer), device plugins only.
+      if (device_timing) pt.host_us = sel.plugin->host_us_per_call(args, kHostCalls);
       const double flops = cost.flops(p, t), wbytes = cost.bytes(pt.active_experts);
       pt.tflops = flops / (pt.ms * 1e9);
       pt.weight_tbps = wbytes / (pt.ms * 1e9);
       pt.floor_ms = cost.floor_ms(p, t, pt.active_experts);
       std::cout << fmt::format(
-          "{:>7} {:>10.4f} {:>9.1f} {:>11.3f} {:>10.4f} {:>8.2f} {:>6} {:>9}\n", t, pt.ms,
+          "{:>7} {:>10.4f} {:>9.1f} {:>11.3f} {:>10.4f} {:>8.2f} {:>6} {:>9} {:>8}\n", t, pt.ms,
           pt.tflops, pt.weight_tbps, pt.floor_ms, pt.ms / pt.floor_ms, timing_column(pt.timing),
-          std::isnan(pt.rel_err) ? "-" : fmt::format("{:.2e}", pt.rel_err));
+          std::isnan(pt.rel_err) ? "-" : fmt::format("{:.2e}", pt.rel_err),
+          std::isnan(pt.host_us) ? "-" : fmt::format("{:.1f}", pt.host_us));
       if (!jsonl.empty()) {
         char date[16];
         const std::time_t now = std::time(nullptr);
@@ -298,6 +305,8 @@ void add_bench(CLI::App& app, Discovery& d) {
             {"ceilings", ceilings.record},
             {"peers", nlohmann::json::object()},
             {"rel_err", std::isnan(pt.rel_err) ? nlohmann::json() : nlohmann::json(pt.rel_err)},
+            {"host_us_per_call",
+             std::isnan(pt.host_us) ? nlohmann::json() : nlohmann::json(pt.host_us)},
             {"active_experts", pt.active_experts},
             {"iterations", iterations},
             {"input_sets", sets},

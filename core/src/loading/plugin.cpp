@@ -171,6 +171,25 @@ std::vector<double> Plugin::benchmark(const std::vector<moe_run_args>& runs, int
   return times;
 }
 
+double Plugin::host_us_per_call(const std::vector<moe_run_args>& runs, int calls) const {
+  MOE_CHECK(!runs.empty() && calls > 0, MOE_STATUS_INVALID_ARGUMENT,
+            "host_us_per_call needs run sets and calls > 0");
+  const moe_plugin_api& api = table();
+  auto call = [&](size_t i) {
+    moe_run_args a = runs[i % runs.size()];
+    a.struct_size = sizeof(a);
+    check(guarded(info_.name, "run", [&] { return api.run(&a); }), "run");
+  };
+  call(0);  // the first call may validate or allocate what later ones reuse
+  sync(runs[0].stream);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) call(size_t(i));
+  const double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  for (const moe_run_args& a : runs) sync(a.stream);
+  return us / calls;
+}
+
 void* Plugin::alloc(size_t bytes) const {
   if (!device_memory()) {
     void* p = std::malloc(bytes == 0 ? 1 : bytes);
