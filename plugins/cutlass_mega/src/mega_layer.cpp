@@ -26,15 +26,17 @@ int64_t slot_limited_tokens(const moe_problem& p) {
   return detail::kernel_limits().max_slots / std::max<int64_t>(1, p.top_k);
 }
 
-// GEMM2's K parts the workspace holds for a batch of `tokens` (the kernel splits only as far as
-// it pays, kernels/split.hpp): up to 8 while the parts' copies of the per-slot results
-// stay within 32 MiB, so decode batches get them and large ones keep the plain workspace.
-int32_t gemm2_split_capacity(const moe_problem& p, int64_t tokens) {
-  const int64_t copy_bytes = std::max<int64_t>(1, tokens * p.top_k * p.hidden * 4);
-  return int32_t(std::clamp<int64_t>((int64_t(32) << 20) / copy_bytes, 1, 8));
+}  // namespace
+
+int64_t result_bytes(const moe_problem& p, int64_t tokens) {
+  const int64_t copy = tokens * p.top_k * p.hidden * 4;
+  return std::max(copy, std::min(8 * copy, int64_t(32) << 20));
 }
 
-}  // namespace
+int32_t result_copies(const moe_problem& p, int64_t tokens) {
+  const int64_t copy = std::max<int64_t>(1, tokens * p.top_k * p.hidden * 4);
+  return int32_t(std::clamp<int64_t>(result_bytes(p, tokens) / copy, 1, 8));
+}
 
 sdk::Verdict check_support(const moe_problem& p, bool need_device) {
   using sdk::Verdict;
@@ -212,7 +214,7 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
   gpu::WorkspaceCarver c(base);
   Workspace ws{};
   const int64_t slots = tokens * p.top_k, b = detail::kernel_limits().scale_block;
-  ws.y = c.take<float>(size_t(gemm2_split_capacity(p, tokens) * slots * p.hidden));
+  ws.y = c.take<float>(size_t(result_bytes(p, tokens) / 4));
   if (fp8_) {
     ws.xq = c.take<uint8_t>(size_t(tokens * p.hidden));
     ws.xs = c.take<float>(size_t(tokens * (p.hidden / b)));
@@ -270,7 +272,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.hidden_dim = int32_t(p.hidden);
   c.inter_dim = int32_t(p.intermediate);
   c.n1 = int32_t(n1_);
-  c.max_split2 = gemm2_split_capacity(p, tokens);
+  c.max_split2 = result_copies(p, tokens);
   c.activation = p.activation;
   c.limit = p.activation_limit;
   c.alpha = p.activation_alpha;

@@ -26,6 +26,13 @@ LayerOptions parse_options(const Options& options);  // refuses every key, namin
 
 std::string describe(const moe_problem& p);
 
+// The workspace's per-slot GEMM2 results for a batch of `tokens`: one f32 row of H per slot, and
+// up to 8 copies (GEMM2's K parts, kernels/split.hpp) while they stay within 32 MiB, so decode
+// batches can split and large ones keep one copy. Bytes grow with `tokens` (a workspace sized
+// for T covers every smaller batch); copies = how many whole copies they hold, 1 to 8.
+int64_t result_bytes(const moe_problem& p, int64_t tokens);
+int32_t result_copies(const moe_problem& p, int64_t tokens);
+
 class DeviceLayer {
  public:
   DeviceLayer(const moe_problem& problem, const moe_weights& weights, const Options& options);
@@ -35,7 +42,7 @@ class DeviceLayer {
 
  private:
   struct Workspace {
-    float* y;         // [splits][T * W, H] f32 (GEMM2 K parts, gemm2_split_capacity)
+    float* y;         // [copies][T * W, H] f32 (GEMM2 K parts, result_bytes)
     uint16_t* inter;  // bf16: [T * W, I]
     uint8_t* xq;      // fp8_block: [T, H] e4m3, [T, H / 128] f32
     float* xs;

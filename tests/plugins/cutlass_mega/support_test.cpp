@@ -149,6 +149,26 @@ TEST(MegaSplit, SplitsAlongKOnlyWhereOneWaveLeavesSMsIdle) {
   EXPECT_EQ(k_split(0, 16, 132, 8), 1);  // no items: nothing to split
 }
 
+// The GEMM2 results' workspace never shrinks as the batch grows (a workspace sized for
+// max_tokens serves every smaller batch; the floor of 32 MiB / copy once made T=65 need more
+// than T=100 on DeepSeek-V3's H), and it always holds the copies the kernel is told of.
+TEST(MegaWorkspace, ResultBytesGrowWithTheBatchAndHoldTheirCopies) {
+  moe_problem p = bf16_problem();
+  p.hidden = 7168;
+  p.top_k = 9;
+  int64_t last = 0;
+  for (int64_t t = 1; t <= 455; ++t) {
+    const int64_t bytes = result_bytes(p, t), copy = t * p.top_k * p.hidden * 4;
+    const int32_t copies = result_copies(p, t);
+    EXPECT_GE(bytes, last) << t << " tokens";
+    EXPECT_TRUE(copies >= 1 && copies <= 8) << t << " tokens";
+    EXPECT_LE(copies * copy, bytes) << t << " tokens";
+    last = bytes;
+  }
+  EXPECT_EQ(result_copies(p, 1), 8);
+  EXPECT_EQ(result_copies(p, 455), 1);
+}
+
 TEST(MegaOptions, HasNoneAndRefusesAnyNamingIt) {
   parse_options({});
   try {
