@@ -238,12 +238,16 @@ size_t DeviceLayer::workspace_size(int64_t tokens) const {
 void DeviceLayer::run(const moe_run_args& a) const {
   const moe_problem p = problem_.c();
   const int64_t tokens = a.hidden.shape[0];
-  sdk::check_run_tensors(p, a, workspace_size(tokens));
+  if (!validated_.known(a)) {  // the same tensors as the last validated call skip the checks
+    sdk::check_run_tensors(p, a, workspace_size(tokens));
+    MOE_CHECK(tokens == 0 || reinterpret_cast<uintptr_t>(a.hidden.data) % 16 == 0,
+              MOE_STATUS_INVALID_ARGUMENT,
+              "cutlass_mega: hidden at {} must be 16-byte aligned (its rows are copied 16 bytes "
+              "at a time)",
+              a.hidden.data);
+    validated_.remember(a);
+  }
   if (tokens == 0) return;
-  MOE_CHECK(reinterpret_cast<uintptr_t>(a.hidden.data) % 16 == 0, MOE_STATUS_INVALID_ARGUMENT,
-            "cutlass_mega: hidden at {} must be 16-byte aligned (its rows are copied 16 bytes at "
-            "a time)",
-            a.hidden.data);
   const Workspace ws = carve(a.workspace, tokens, nullptr);
   detail::FusedCall c{};
   c.maps = &maps_;

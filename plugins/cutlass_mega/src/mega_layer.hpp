@@ -11,6 +11,7 @@
 #include "moe/abi/moe_abi.h"
 #include "moe/sdk/options.hpp"
 #include "moe/sdk/problem.hpp"
+#include "moe/sdk/validated_runs.hpp"
 #include "moe/sdk/verdict.hpp"
 #include "moe_cuda/device.hpp"
 #include "src/fused_launch.hpp"
@@ -62,6 +63,7 @@ class DeviceLayer {
   // chunks (nvfp4's scale_2 in s13_, s2_).
   gpu::DeviceBuffer w13_, w2_, s13_, s2_;
   detail::WeightMaps maps_{};
+  mutable sdk::ValidatedRuns validated_;  // run() skips the checks for the last validated tensors
   int ctas_ = 0;
 };
 
