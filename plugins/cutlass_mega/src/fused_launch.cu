@@ -18,29 +18,25 @@ bool encode(CUtensorMap* map, int elem_bytes, const void* base, int64_t rows, in
                                    kernels::kRowBytes / elem_bytes);
 }
 
-const void* kernel(Kind kind) {
-  switch (kind) {
-    case Kind::kFp8Block:
-      return reinterpret_cast<const void*>(kernels::fused_moe<kernels::kFp8W>);
-    case Kind::kMxfp4:
-      return reinterpret_cast<const void*>(kernels::fused_moe<kernels::kMxfp4W>);
-    case Kind::kNvfp4:
-      return reinterpret_cast<const void*>(kernels::fused_moe<kernels::kNvfp4W>);
-    default:
-      return reinterpret_cast<const void*>(kernels::fused_moe<kernels::kBf16W>);
-  }
+// The kernel instance of a weight kind and the dynamic shared memory it needs.
+struct Instance {
+  const void* fn;
+  size_t smem;
+};
+template <int W>
+Instance instance_of() {
+  return {reinterpret_cast<const void*>(kernels::fused_moe<W>), kernels::kSmemBytes<W>};
 }
-
-size_t smem_bytes(Kind kind) {
+Instance instance(Kind kind) {
   switch (kind) {
     case Kind::kFp8Block:
-      return kernels::kSmemBytes<kernels::kFp8W>;
+      return instance_of<kernels::kFp8W>();
     case Kind::kMxfp4:
-      return kernels::kSmemBytes<kernels::kMxfp4W>;
+      return instance_of<kernels::kMxfp4W>();
     case Kind::kNvfp4:
-      return kernels::kSmemBytes<kernels::kNvfp4W>;
+      return instance_of<kernels::kNvfp4W>();
     default:
-      return kernels::kSmemBytes<kernels::kBf16W>;
+      return instance_of<kernels::kBf16W>();
   }
 }
 
@@ -70,9 +66,10 @@ KernelLimits kernel_limits() {
 }
 
 int resident_ctas(Kind kind, const char** error) noexcept {
-  const void* f = kernel(kind);
-  if (cudaError_t e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(smem_bytes(kind)));
+  const Instance k = instance(kind);
+  const void* f = k.fn;
+  if (cudaError_t e =
+          cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(k.smem));
       e != cudaSuccess)
     return *error = cudaGetErrorString(e), 0;
   int device = 0, sms = 0, per_sm = 0;
@@ -81,8 +78,8 @@ int resident_ctas(Kind kind, const char** error) noexcept {
   if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
       e != cudaSuccess)
     return *error = cudaGetErrorString(e), 0;
-  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, kernels::kThreads,
-                                                                    smem_bytes(kind));
+  if (cudaError_t e =
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, kernels::kThreads, k.smem);
       e != cudaSuccess)
     return *error = cudaGetErrorString(e), 0;
   if (per_sm < 1) return *error = "the kernel's shared memory does not fit one SM", 0;
@@ -122,8 +119,9 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.act.alpha = c.alpha;
   p.act.gelu_tanh = c.gelu_tanh;
   void* args[] = {&p};
-  const cudaError_t e = cudaLaunchCooperativeKernel(
-      kernel(c.kind), dim3(ctas), dim3(kernels::kThreads), args, smem_bytes(c.kind), c.stream);
+  const Instance k = instance(c.kind);
+  const cudaError_t e = cudaLaunchCooperativeKernel(k.fn, dim3(ctas), dim3(kernels::kThreads), args,
+                                                    k.smem, c.stream);
   if (e != cudaSuccess) return cudaGetErrorString(e);
   return nullptr;
 }

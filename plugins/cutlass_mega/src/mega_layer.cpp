@@ -168,11 +168,8 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   if (fp8_) {  // checked (finite, positive), floored, kept in the canonical order
     const int64_t b = detail::kernel_limits().scale_block;
     auto upload_scales = [&](const moe_tensor& t, const char* name, int64_t rows, int64_t cols) {
-      const std::vector<float> v = sdk::checked_block_scales(t, name, p.experts, rows / b, cols / b,
-                                                             sdk::BlockScaleOrder::kKMajor);
-      gpu::DeviceBuffer d(v.size() * sizeof(float));
-      d.upload(v.data(), v.size() * sizeof(float));
-      return d;
+      return gpu::upload_vector(sdk::checked_block_scales(t, name, p.experts, rows / b, cols / b,
+                                                          sdk::BlockScaleOrder::kKMajor));
     };
     s13_ = upload_scales(w.w13_scale, "w13_scale", n1_, p.hidden);
     s2_ = upload_scales(w.w2_scale, "w2_scale", p.hidden, p.intermediate);
@@ -200,9 +197,7 @@ void DeviceLayer::prepare_fp4(const moe_problem& p, const moe_weights& w) {
         MOE_CHECK(std::isfinite(v[e]) && v[e] > 0, MOE_STATUS_INVALID_ARGUMENT,
                   "cutlass_mega: {}[{}] = {}: nvfp4's scale_2 must be finite and positive", name, e,
                   v[e]);
-      gpu::DeviceBuffer d(size_t(p.experts) * sizeof(float));
-      d.upload(v, size_t(p.experts) * sizeof(float));
-      return d;
+      return gpu::upload_vector(std::vector<float>(v, v + p.experts));
     };
     s13_ = upload_scale_2(w.w13_scale_2, "w13_scale_2");
     s2_ = upload_scale_2(w.w2_scale_2, "w2_scale_2");
