@@ -64,8 +64,8 @@ GRIDS = {
         GRID_TOKENS, True),
     # A decode kernel: its configs hold max_tokens 512 (its schedule's 4096 slots at top_k 8).
     ("bf16", "cutlass_mega"): Grid(
-        "cutlass_mega", "bf16", CONFIGS + "/mega", ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"),
-        DECODE_TOKENS, True),
+        "cutlass_mega", "bf16", CONFIGS + "/mega",
+        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like"), DECODE_TOKENS, True),
     ("fp8_block", "cutlass_mega"): Grid(
         "cutlass_mega", "fp8_block", CONFIGS + "/mega",
         ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True,
@@ -83,21 +83,14 @@ GRIDS = {
 DEFAULT_BACKEND = {"bf16": BF16_BACKEND, "fp8_block": "deepgemm_style", "mxfp4": "cutlass_mega",
                    "nvfp4": "cutlass_mega"}
 # Shapes a grid's backend refuses, and why (there is no config for them).
+SINKS_NEED_BF16 = ("inkling_like's sink experts are bf16 silu_mul, and cutlass_mega runs them "
+                   "only in a bf16 silu_mul layer (one launch runs one format)")
 REFUSED = {
     ("fp8_block", "deepgemm_style", "inkling_like"):
         "inkling_like has sink experts, which deepgemm_style refuses",
-    ("bf16", "cutlass_mega", "inkling_like"):
-        "inkling_like has sink experts, which cutlass_mega refuses (shared and sink experts are "
-        "not implemented yet in the fused kernel)",
-    ("fp8_block", "cutlass_mega", "inkling_like"):
-        "inkling_like has sink experts, which cutlass_mega refuses (shared and sink experts are "
-        "not implemented yet in the fused kernel)",
-    ("mxfp4", "cutlass_mega", "inkling_like"):
-        "inkling_like has sink experts, which cutlass_mega refuses (shared and sink experts are "
-        "not implemented yet in the fused kernel)",
-    ("nvfp4", "cutlass_mega", "inkling_like"):
-        "inkling_like has sink experts, which cutlass_mega refuses (shared and sink experts are "
-        "not implemented yet in the fused kernel)",
+    ("fp8_block", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
+    ("mxfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
+    ("nvfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
 }
 
 

@@ -98,10 +98,11 @@ assert run_grid.grid_configs(bf16, "qwen3_30b_a3b") == ["configs/bench/qwen3_30b
 assert run_grid.grid_configs(mega, "deepseek_v3") == [
     "configs/bench/mega/deepseek_v3_bf16.yaml", "configs/bench/deepseek_v3_bf16.yaml"]
 D = m.tokens
-assert run_grid.shapes_for(mega, None, D) == ["qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"]
-msg = exits(run_grid.shapes_for, mega, "mixtral_8x7b,inkling_like", D)
-assert "--format bf16 --backend cutlass_mega --shapes inkling_like: inkling_like has sink " \
-       "experts, which cutlass_mega refuses" in msg, msg
+assert run_grid.shapes_for(mega, None, D) == [
+    "qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like"]  # sinks as virtual experts
+msg = exits(run_grid.shapes_for, mega8.grid, "mixtral_8x7b,inkling_like", D)
+assert "--format fp8_block --backend cutlass_mega --shapes inkling_like: inkling_like's sink " \
+       "experts are bf16 silu_mul" in msg, msg
 assert "shapes: qwen3_30b_a3b,mixtral_8x7b,deepseek_v3" in msg, msg
 msg = exits(run_grid.shapes_for, mega, "nope", D)
 assert "no configs/bench/mega/nope_bf16.yaml" in msg, msg
@@ -124,8 +125,9 @@ def problem_of(path):
 
 
 # Every shape of the bf16 grid is in cutlass_mega's, or refused with its reason; each of its
-# configs names cutlass_mega, fits its schedule (max_tokens x top_k <= 4096 slots, no sinks) and
-# holds trtllm_style's problem but for max_tokens, so both draw the same routing.
+# configs names cutlass_mega, fits its schedule (max_tokens x (top_k + the sinks' virtual experts,
+# one each where sink_intermediate <= intermediate) <= 4096 slots) and holds trtllm_style's
+# problem but for max_tokens, so both draw the same routing.
 assert set(bf16.shapes) == set(mega.shapes) | {
     s for (f, b, s) in run_grid.REFUSED if (f, b) == ("bf16", "cutlass_mega")}
 assert sorted(glob.glob("configs/bench/mega/*_bf16.yaml")) == sorted(
@@ -134,8 +136,11 @@ for shape in mega.shapes:
     ours, theirs = run_grid.grid_configs(mega, shape)
     (b_ours, p_ours), (b_theirs, p_theirs) = problem_of(ours), problem_of(theirs)
     assert b_ours == "cutlass_mega" and b_theirs == "trtllm_style", (ours, theirs)
-    assert int(p_ours.pop("max_tokens")) == 512 and int(p_ours["top_k"]) * 512 <= 4096, ours
-    assert "sink_experts" not in p_ours and p_ours["format"] == "bf16", ours
+    sinks = int(p_ours.get("sink_experts", 0))
+    assert sinks == 0 or int(p_ours["sink_intermediate"]) <= int(p_ours["intermediate"]), ours
+    slots = int(p_ours["top_k"]) + sinks
+    assert int(p_ours.pop("max_tokens")) == 512 and slots * 512 <= 4096, ours
+    assert p_ours["format"] == "bf16", ours
     p_theirs.pop("max_tokens")
     assert p_ours == p_theirs, (ours, p_ours, p_theirs)
 
@@ -387,7 +392,7 @@ with tempfile.TemporaryDirectory() as d:
                  "cutlass_mega", "--commit", "abc", "--check-max-tokens",
                  "deepseek_v3=8,default=64"]
     run_grid.main(mega_argv)
-    shapes = ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3")
+    shapes = ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like")
     tokens = (1, 2, 4, 8, 16, 32, 64, 128, 512)
     calls = [options(c) for c in read_jsonl(log)]
     assert [c["--config"] for c in calls] == [
@@ -452,9 +457,9 @@ with tempfile.TemporaryDirectory() as d:
     msg = mega_fails({"FAKE_MOE_REFUSES": "trtllm_style", "FAKE_MOE_NO_STRICT": "1"})
     assert "ran (backend, format) [('reference', 'bf16')]; expected ('trtllm_style', 'bf16')" \
         in msg, msg
-    # Refused before anything runs: inkling_like (sink experts), T above the configs' 512.
-    msg = mega_fails({}, mega_argv + ["--shapes", "qwen3_30b_a3b,inkling_like"])
-    assert "inkling_like has sink experts, which cutlass_mega refuses" in msg, msg
+    # Refused before anything runs: a shape without a config, T above the configs' 512.
+    msg = mega_fails({}, mega_argv + ["--shapes", "qwen3_30b_a3b,nope"])
+    assert "no configs/bench/mega/nope_bf16.yaml" in msg, msg
     assert open(log).read() == ""
     msg = mega_fails({}, mega_argv + ["--tokens", "1,4096"])
     assert "--tokens 4096: above max_tokens=512 of configs/bench/mega/qwen3_30b_a3b_bf16.yaml" \

@@ -21,8 +21,9 @@ constexpr int kRowBytes = 128;  // bytes of a weight row per stage: 64 bf16 or 1
 constexpr int kBoxRows = 64;    // weight rows per TMA box
 constexpr int kTok = 64;        // token columns per tile (8 mma n-tiles)
 constexpr int kStages = 5;
-constexpr int kMaxSlots = 4096;   // T * top_k the schedule holds
+constexpr int kMaxSlots = 4096;   // T * slot_width (routed and virtual slots) the schedule holds
 constexpr int kMaxExperts = 512;  // 2 per thread in the block scans
+constexpr int kMaxVirtual = 32;   // sink and shared experts' virtual experts (slot columns)
 constexpr int kTileLd = kTok + 1;
 constexpr int kScaleBlock = 128;  // fp8_block: channels per scale, along K and along rows
 constexpr int kMaxKBlocks = 120;  // fp8_block: scale blocks along K an item keeps in shared memory
@@ -76,21 +77,30 @@ struct Params {
   float* y;  // workspace [max_split2][T * W, H] f32: GEMM2's row per slot and K part, in schedule
              // order
   // bf16 and fp4 weights: the intermediate in bf16, a row per slot in schedule order.
-  uint16_t* inter;  // workspace [T * W, I]
+  uint16_t* inter;  // workspace [T * slot_width, I]
   // mxfp4 and nvfp4 weights: the prepared chunks (src/fp4_layout.hpp) and nvfp4's scale_2.
   const uint8_t* w13_fp4;  // [E][n1 / 128][H / 128] chunks
   const uint8_t* w2_fp4;   // [E][H / 128][I / 128] chunks
   const float* g13;        // nvfp4: [E] scale_2 of w13, of w2
   const float* g2;
+  const float* b13;  // expert biases, f32: [E, n1] added before the activation, [E, H] to each
+  const float* b2;   // slot's GEMM2 result; nullptr without
+
   // fp8_block weights (e4m3, fp8_1x128 activations): the block scales and the quantised rows.
   const float* s13;  // [E, n1 / 128, H / 128]
   const float* s2;   // [E, H / 128, I / 128]
   uint8_t* xq;       // workspace [T, H] e4m3: the hidden states quantised
   float* xs;         // workspace [T, H / 128]
-  float* inter32;    // workspace [T * W, I] f32: the intermediate before quantisation
-  uint8_t* iq;       // workspace [T * W, I] e4m3
+  float* inter32;    // workspace [T * slot_width, I] f32: the intermediate before quantisation
+  uint8_t* iq;       // workspace [T * slot_width, I] e4m3
   float* is;         // workspace [T * W, I / 128]
-  int32_t tokens, width, experts, hidden_dim, inter_dim, n1;
+  // width: the ids' columns (top_k routed, then the sinks'); slot_width: a token's slots (top_k,
+  // then one per virtual expert, src/virtual_experts.hpp); routed: ids in [0, routed) are routed
+  // experts; experts: routed and virtual (the weight stacks' experts).
+  int32_t tokens, width, slot_width, top_k, routed, experts, hidden_dim, inter_dim, n1;
+  // Slot column top_k + c: the ids column it reads (-1: none, weight 1), its virtual expert, and
+  // the id that column must hold for it to run.
+  int16_t col_src[kMaxVirtual], col_expert[kMaxVirtual], col_match[kMaxVirtual];
   int32_t max_split2;  // GEMM2 K parts the workspace holds (k_split chooses up to this many)
   int32_t activation;
   gpu::kernels::ActivationParams act;  // limit, alpha, gelu_tanh

@@ -293,10 +293,16 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       for (int ks = 0; ks < steps; ++ks) consume(it.m, ks, steps);
       // Rows to the tile, then the activation per (column, token) into the intermediate.
       acc_to_tile(fp4_mul(p.g13, it.expert));
+      // The expert's bias rows (b13 [E, n1]): gate or relu2 row slice * cols + c, up row I + that.
+      const float* bias = p.b13 != nullptr ? p.b13 + int64_t(it.expert) * p.n1 : nullptr;
       for (int idx = threadIdx.x; idx < cols * it.m; idx += kConsumers) {
         const int c = idx % cols, n = idx / cols;
-        const float gv = tile[c * kTileLd + n];
-        const float uv = gated ? tile[(c + 64) * kTileLd + n] : 0.0f;
+        float gv = tile[c * kTileLd + n];
+        float uv = gated ? tile[(c + 64) * kTileLd + n] : 0.0f;
+        if (bias != nullptr) {
+          gv += bias[it.slice * cols + c];
+          if (gated) uv += bias[I + it.slice * cols + c];
+        }
         const float y = gpu::kernels::activate(p.act, p.activation, gv, uv);
         const int64_t at = int64_t(it.first + n) * I + int64_t(it.slice) * cols + c;
         if constexpr (kFp8)
@@ -327,7 +333,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   {
     const int slices = slices2, steps = steps2, split = split2;
     const int items = s.item_prefix[s.num_active] * slices * split;
-    const int64_t part_stride = int64_t(p.tokens) * p.width * H;
+    const int64_t part_stride = int64_t(p.tokens) * p.slot_width * H;
     for (int u = int(blockIdx.x); u < items; u += int(gridDim.x)) {
       const Item it = item_of(u / split, slices);
       const int part = u % split, ks0 = part * steps / split, ks1 = (part + 1) * steps / split;
@@ -353,9 +359,14 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       // Through the tile so that each slot's 128 results go out as contiguous rows.
       acc_to_tile(fp4_mul(p.g2, it.expert));
       float* y = p.y + part * part_stride;
+      // b2 [E, H] once per slot: in the first K part only.
+      const float* bias =
+          p.b2 != nullptr && part == 0 ? p.b2 + int64_t(it.expert) * H + it.slice * kRows : nullptr;
       for (int idx = threadIdx.x; idx < kRows * it.m; idx += kConsumers) {
         const int r = idx % kRows, n = idx / kRows;
-        y[int64_t(it.first + n) * H + int64_t(it.slice) * kRows + r] = tile[r * kTileLd + n];
+        const float v = tile[r * kTileLd + n];
+        y[int64_t(it.first + n) * H + int64_t(it.slice) * kRows + r] =
+            bias != nullptr ? v + bias[r] : v;
       }
       consumers_sync();  // the tile is free for the next item
     }
@@ -364,18 +375,20 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
 
   // ---- phase 3: each token's slots summed in slot order (each slot's K parts in part order),
   // bf16 once ----
-  const int64_t elems = int64_t(p.tokens) * H, part_stride = int64_t(p.tokens) * p.width * H;
+  const int64_t elems = int64_t(p.tokens) * H, part_stride = int64_t(p.tokens) * p.slot_width * H;
   for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < elems;
        i += int64_t(gridDim.x) * kThreads) {
     const int64_t t = i / H, h = i % H;
     float v = 0.0f;
-    for (int j = 0; j < p.width; ++j) {
-      const int at = s.slot_pos[t * p.width + j];
+    for (int j = 0; j < p.slot_width; ++j) {  // routed slots, then the virtual experts'
+      // A routed column's weight, a sink chunk's column's (its gamma), or the shared expert's 1.
+      const int src = j < p.top_k ? j : p.col_src[j - p.top_k];
+      const int at = s.slot_pos[t * p.slot_width + j];
       if (at < 0) continue;
       const float* y = p.y + int64_t(at) * H + h;
       float r = y[0];
       for (int part = 1; part < split2; ++part) r += y[part * part_stride];
-      v += p.weights[t * p.width + j] * r;
+      v += (src >= 0 ? p.weights[t * p.width + src] : 1.0f) * r;
     }
     p.out[i] = float_to_bf16_bits(v);
   }

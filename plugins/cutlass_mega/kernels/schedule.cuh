@@ -10,7 +10,8 @@ namespace moe::mega::kernels {
 
 struct Schedule {
   int16_t* slot_token;    // [slots] token of each slot, grouped by expert, token order within
-  int16_t* slot_pos;      // [T * W] where slot t * W + j sits in that order, -1 if no expert
+  int16_t* slot_pos;      // [T * S] where slot t * S + j sits in that order, -1 if no expert
+                          // (S = slot_width: top_k routed columns, then the virtual experts')
   int32_t* warp_counts;   // [kWarps][kMaxExperts] scratch
   int32_t* expert_first;  // [E] first slot of expert e (active or not)
   int32_t* expert_count;  // [E]
@@ -21,12 +22,12 @@ struct Schedule {
 
 using Scan = cub::BlockScan<int32_t, kThreads>;
 
-// Every CTA computes the same schedule. Slot i = t * W + j of the ids is the i-th in token order;
+// Every CTA computes the same schedule. Slot i = t * slot_width + j is the i-th in token order;
 // warp w sorts slots [w * per, (w + 1) * per) in two passes (count, then place), each expert's
 // run of warps laid out in warp order: the result is stable, so token order within an expert.
 __device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& scan) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int n = p.tokens * p.width, e_count = p.experts;
+  const int n = p.tokens * p.slot_width, e_count = p.experts;
   const int per = ((n + kWarps - 1) / kWarps + 31) / 32 * 32;
   const bool sorter = warp < kWarps;  // the producer warp only joins the block-wide steps
   const int lo = sorter ? warp * per : 0, hi = sorter ? min(n, lo + per) : 0;
@@ -34,9 +35,19 @@ __device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& 
   if (sorter)
     for (int e = lane; e < e_count; e += 32) mine[e] = 0;
   __syncwarp();
+  // Slot i = t * slot_width + j: a routed column j < top_k (its id, or none), or a virtual
+  // expert's column (src/virtual_experts.hpp: a sink's chunk where its column holds the sink's id,
+  // the shared expert's always).
   auto expert_of = [&](int i) {
-    const int32_t id = i < hi ? p.ids[i] : -1;
-    return (id >= 0 && id < e_count) ? id : -1;
+    if (i >= hi) return -1;
+    const int t = i / p.slot_width, j = i - t * p.slot_width;
+    if (j < p.top_k) {
+      const int32_t id = p.ids[t * p.width + j];
+      return (id >= 0 && id < p.routed) ? id : -1;
+    }
+    const int c = j - p.top_k, src = p.col_src[c];
+    if (src < 0) return int(p.col_expert[c]);
+    return p.ids[t * p.width + src] == p.col_match[c] ? int(p.col_expert[c]) : -1;
   };
   for (int base = lo; base < hi; base += 32) {  // pass 1: this warp's count per expert
     const int e = expert_of(base + lane);
@@ -82,7 +93,7 @@ __device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& 
     const int rank = __popc(same & ((1u << lane) - 1));
     if (e >= 0) {
       const int at = mine[e] + rank;
-      s.slot_token[at] = int16_t(i / p.width);
+      s.slot_token[at] = int16_t(i / p.slot_width);
       s.slot_pos[i] = int16_t(at);
     } else if (i < hi) {
       s.slot_pos[i] = -1;

@@ -39,6 +39,14 @@ int scale_code(Fp4Scales kind, uint8_t raw, std::string_view name, int64_t e, in
 
 }  // namespace
 
+void check_fp4_scales(Fp4Scales kind, const uint8_t* scales, int64_t matrices, int64_t rows,
+                      int64_t blocks, std::string_view name) {
+  for (int64_t e = 0; e < matrices; ++e)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t b = 0; b < blocks; ++b)
+        scale_code(kind, scales[(e * rows + r) * blocks + b], name, e, r, b);
+}
+
 int64_t fp4_source_row(int64_t t, int64_t r, int64_t gate_up) {
   if (gate_up == 0) return t * kFp4TileRows + r;
   const int64_t half = kFp4TileRows / 2;

@@ -40,6 +40,11 @@ std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const 
                                     int64_t experts, int64_t rows, int64_t k, int64_t gate_up,
                                     std::string_view name);
 
+// The same refusals for a stack's scale bytes alone ([matrices, rows, blocks]), naming
+// `name`[matrix, row, block] in the caller's own indexing (before it rearranges anything).
+void check_fp4_scales(Fp4Scales kind, const uint8_t* scales, int64_t matrices, int64_t rows,
+                      int64_t blocks, std::string_view name);
+
 // The canonical row of tile row `r` (0..127) of tile `t`, as pack_fp4_stack orders them.
 int64_t fp4_source_row(int64_t t, int64_t r, int64_t gate_up);
 

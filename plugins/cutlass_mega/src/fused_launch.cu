@@ -62,7 +62,7 @@ const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13
 
 KernelLimits kernel_limits() {
   using namespace kernels;
-  return {kMaxSlots, kMaxExperts, kTok, kRows, kScaleBlock, kMaxKBlocks};
+  return {kMaxSlots, kMaxExperts, kTok, kRows, kScaleBlock, kMaxKBlocks, kMaxVirtual};
 }
 
 int resident_ctas(Kind kind, const char** error) noexcept {
@@ -100,6 +100,8 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.w2_fp4 = c.w2_fp4;
   p.g13 = c.g13;
   p.g2 = c.g2;
+  p.b13 = c.b13;
+  p.b2 = c.b2;
   p.s13 = c.s13;
   p.s2 = c.s2;
   p.xq = c.xq;
@@ -109,6 +111,13 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.is = c.is;
   p.tokens = c.tokens;
   p.width = c.width;
+  p.slot_width = c.slot_width;
+  p.routed = c.routed;
+  p.top_k = c.top_k;
+  static_assert(sizeof(c.col_src) == sizeof(p.col_src), "slot column tables agree");
+  std::memcpy(p.col_src, c.col_src, sizeof(p.col_src));
+  std::memcpy(p.col_expert, c.col_expert, sizeof(p.col_expert));
+  std::memcpy(p.col_match, c.col_match, sizeof(p.col_match));
   p.experts = c.experts;
   p.hidden_dim = c.hidden_dim;
   p.inter_dim = c.inter_dim;

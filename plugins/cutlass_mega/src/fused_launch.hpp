@@ -11,12 +11,13 @@ namespace moe::mega::detail {
 
 // Limits the kernel holds in shared memory (kernels/config.cuh).
 struct KernelLimits {
-  int max_slots;     // tokens x top_k of one batch
-  int max_experts;   // routed experts of the layer
+  int max_slots;     // tokens x (top_k + virtual experts) of one batch
+  int max_experts;   // routed and virtual experts of the layer
   int token_chunk;   // an expert's slots per work item
   int weight_rows;   // rows of a weight tile: H is a multiple
   int scale_block;   // fp8_block: channels per scale
   int max_k_blocks;  // fp8_block: scale blocks along H and along I
+  int max_virtual;   // sink and shared experts' virtual experts
 };
 KernelLimits kernel_limits();
 
@@ -48,6 +49,8 @@ struct FusedCall {
   const uint8_t* w2_fp4;
   const float* g13;  // nvfp4: scale_2 [E] of w13 and w2
   const float* g2;
+  const float* b13;  // expert biases [E, n1], [E, H] f32, or nullptr
+  const float* b2;
   const float* s13;  // fp8_block: the block scales, canonical order
   const float* s2;
   uint8_t* xq;  // fp8_block workspace
@@ -55,7 +58,11 @@ struct FusedCall {
   float* inter32;
   uint8_t* iq;
   float* is;
-  int32_t tokens, width, experts, hidden_dim, inter_dim, n1, activation;
+  // width: the ids' columns; slot_width: a token's slots (top_k, then one per virtual expert);
+  // routed: ids below it are routed experts; experts: routed and virtual; col_*: the virtual
+  // experts' slot columns (src/virtual_experts.hpp SlotColumn), KernelLimits::max_virtual of them.
+  int32_t tokens, width, slot_width, top_k, routed, experts, hidden_dim, inter_dim, n1, activation;
+  int16_t col_src[32], col_expert[32], col_match[32];
   int32_t max_split2;  // copies of y the workspace holds: GEMM2's K parts at most
   float limit, alpha;
   int32_t gelu_tanh;

@@ -8,11 +8,14 @@
 
 #include "fp4_layout.hpp"
 #include "fused_launch.hpp"
+#include "moe/sdk/bias_values.hpp"
 #include "moe/sdk/block_scales.hpp"
+#include "moe/sdk/enum_names.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/tensor_checks.hpp"
 #include "moe_cuda/workspace.hpp"
+#include "virtual_experts.hpp"
 
 namespace moe::mega {
 namespace {
@@ -21,20 +24,20 @@ bool gated(const moe_problem& p) {
   return p.activation != MOE_ACTIVATION_RELU2;
 }
 
-// Rows of the largest batch the schedule holds: tokens x top_k slots.
+// Rows of the largest batch the schedule holds.
 int64_t slot_limited_tokens(const moe_problem& p) {
-  return detail::kernel_limits().max_slots / std::max<int64_t>(1, p.top_k);
+  return detail::kernel_limits().max_slots / std::max<int64_t>(1, slots_per_token(p));
 }
 
 }  // namespace
 
 int64_t result_bytes(const moe_problem& p, int64_t tokens) {
-  const int64_t copy = tokens * p.top_k * p.hidden * 4;
+  const int64_t copy = tokens * slots_per_token(p) * p.hidden * 4;
   return std::max(copy, std::min(8 * copy, int64_t(32) << 20));
 }
 
 int32_t result_copies(const moe_problem& p, int64_t tokens) {
-  const int64_t copy = std::max<int64_t>(1, tokens * p.top_k * p.hidden * 4);
+  const int64_t copy = std::max<int64_t>(1, tokens * slots_per_token(p) * p.hidden * 4);
   return int32_t(std::clamp<int64_t>(result_bytes(p, tokens) / copy, 1, 8));
 }
 
@@ -60,11 +63,25 @@ sdk::Verdict check_support(const moe_problem& p, bool need_device) {
         fmt::format("fp8_block weights take fp8_1x128 activations only, not {} "
                     "(the GEMMs are e4m3 x e4m3)",
                     input_format_name(static_cast<moe_input_format>(p.input_format))));
-  if (p.expert_bias != 0)
-    return Verdict::no(MOE_REASON_BIAS, "expert biases (b13, b2) are not implemented yet");
-  if (p.shared_intermediate > 0 || p.sink_experts > 0)
+  if (p.sink_experts > 0 &&
+      (p.format != MOE_FORMAT_BF16 || p.activation != MOE_ACTIVATION_SILU_MUL))
+    return Verdict::no(
+        MOE_REASON_SHARED,
+        fmt::format("sink experts (bf16, silu_mul) need a bf16 silu_mul layer in the fused kernel "
+                    "(one launch runs one format and activation), not {} {}",
+                    format_name(static_cast<moe_format>(p.format)),
+                    activation_name(static_cast<moe_activation>(p.activation))));
+  if (virtual_count(p) > lim.max_virtual)
     return Verdict::no(MOE_REASON_SHARED,
-                       "shared and sink experts are not implemented yet in the fused kernel");
+                       fmt::format("the sink and shared experts make {} virtual experts of "
+                                   "intermediate={}, at most {}",
+                                   virtual_count(p), p.intermediate, lim.max_virtual));
+  if (p.shared_intermediate > 0 && (fp8 || fp4) && p.shared_intermediate % lim.scale_block != 0)
+    return Verdict::no(MOE_REASON_SHAPE,
+                       fmt::format("shared_intermediate={} must be a multiple of {} for {} (the "
+                                   "shared expert runs as experts of whole scale blocks)",
+                                   p.shared_intermediate, lim.scale_block,
+                                   format_name(static_cast<moe_format>(p.format))));
   if (p.redundant_experts > 0)
     return Verdict::no(MOE_REASON_EP,
                        "redundant experts (EPLB) are refused: the fused schedule maps each id "
@@ -89,15 +106,22 @@ sdk::Verdict check_support(const moe_problem& p, bool need_device) {
                        fmt::format("hidden={} and intermediate={} must be at most {} for "
                                    "fp8_block (an item's scales live in shared memory)",
                                    p.hidden, p.intermediate, k_limit));
-  if (p.experts > lim.max_experts)
-    return Verdict::no(MOE_REASON_SHAPE, fmt::format("{} experts, at most {} (the schedule in "
-                                                     "shared memory)",
-                                                     p.experts, lim.max_experts));
+  if (p.experts + virtual_count(p) > lim.max_experts)
+    return Verdict::no(
+        MOE_REASON_SHAPE,
+        fmt::format("{} experts{}, at most {} (the schedule in shared memory)",
+                    p.experts + virtual_count(p),
+                    virtual_count(p) > 0 ? " with the sink and shared ones" : "", lim.max_experts));
   if (p.max_tokens > slot_limited_tokens(p))
-    return Verdict::no(MOE_REASON_MAX_TOKENS,
-                       fmt::format("a decode kernel: max_tokens={} x top_k={} exceeds the {} "
-                                   "slots its schedule holds in shared memory (max_tokens <= {})",
-                                   p.max_tokens, p.top_k, lim.max_slots, slot_limited_tokens(p)));
+    return Verdict::no(
+        MOE_REASON_MAX_TOKENS,
+        fmt::format("a decode kernel: max_tokens={} x {} slots (top_k={}{}) exceeds the {} "
+                    "slots its schedule holds in shared memory (max_tokens <= {})",
+                    p.max_tokens, slots_per_token(p), p.top_k,
+                    virtual_count(p) > 0
+                        ? fmt::format(" and {} for sink and shared experts", virtual_count(p))
+                        : std::string(),
+                    lim.max_slots, slot_limited_tokens(p)));
   if (need_device)
     if (const std::string& why = gpu::sm90a_refusal(); !why.empty())
       return Verdict::no(MOE_REASON_ARCH, why);
@@ -133,9 +157,21 @@ std::string describe(const moe_problem& p) {
       "{}; the layer after routing in one cooperative launch: a schedule built in every CTA's "
       "shared memory, GEMM1 with the activation per (expert, {} slots, {} columns), GEMM2 per "
       "(expert, {} slots, {} rows of H), each token's slots summed in slot order "
-      "(deterministic); weights by TMA; batches up to {} tokens",
+      "(deterministic){}; weights by TMA (fp4: bulk copies); batches up to {} tokens",
       weights, lim.token_chunk, gated(p) ? lim.weight_rows / 2 : lim.weight_rows, lim.token_chunk,
-      lim.weight_rows, std::min<int64_t>(p.max_tokens, slot_limited_tokens(p)));
+      lim.weight_rows,
+      std::string(p.expert_bias != 0 ? "; expert biases in f32, b13 before the activation, b2 on "
+                                       "each slot's result"
+                                     : "") +
+          (virtual_count(p) > 0
+               ? fmt::format("; {}{}{} as {} virtual experts of the routed shape (a slot per "
+                             "token in each)",
+                             p.sink_experts > 0 ? fmt::format("{} sink experts", p.sink_experts)
+                                                : std::string(),
+                             p.sink_experts > 0 && p.shared_intermediate > 0 ? " and " : "",
+                             p.shared_intermediate > 0 ? "the shared expert" : "", virtual_count(p))
+               : std::string()),
+      std::min<int64_t>(p.max_tokens, slot_limited_tokens(p)));
 }
 
 DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)
@@ -154,53 +190,89 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   ctas_ = detail::resident_ctas(kind_, &error);
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
             error ? error : "unknown");
+  const VirtualExperts shared = virtual_experts(p, w);
+  experts_ = p.experts + shared.count;
+  if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32; 0 for shared
+    std::vector<float> b13 = sdk::bias_values(w.b13, "b13", p.experts * n1_);
+    std::vector<float> b2 = sdk::bias_values(w.b2, "b2", p.experts * p.hidden);
+    b13.resize(size_t(experts_ * n1_), 0.0f);
+    b2.resize(size_t(experts_ * p.hidden), 0.0f);
+    b13_ = gpu::upload_vector(b13);
+    b2_ = gpu::upload_vector(b2);
+  }
   if (kind_ == detail::Kind::kMxfp4 || kind_ == detail::Kind::kNvfp4) {
-    prepare_fp4(p, w);
+    prepare_fp4(p, w, shared);
     return;
   }
+  // The routed experts as given, then the shared expert's virtual ones.
   const size_t elem = fp8_ ? 1 : 2;
-  const size_t w13_bytes = size_t(p.experts * n1_ * p.hidden) * elem;
-  const size_t w2_bytes = size_t(p.experts * p.hidden * p.intermediate) * elem;
-  w13_ = gpu::DeviceBuffer(w13_bytes);
-  w2_ = gpu::DeviceBuffer(w2_bytes);
-  w13_.upload(w.w13.data, w13_bytes);
-  w2_.upload(w.w2.data, w2_bytes);
+  const size_t w13_routed = size_t(p.experts * n1_ * p.hidden) * elem;
+  const size_t w2_routed = size_t(p.experts * p.hidden * p.intermediate) * elem;
+  w13_ = gpu::DeviceBuffer(w13_routed + shared.w13.size());
+  w2_ = gpu::DeviceBuffer(w2_routed + shared.w2.size());
+  w13_.upload(w.w13.data, w13_routed);
+  w2_.upload(w.w2.data, w2_routed);
+  if (shared.count > 0) {
+    w13_.upload(shared.w13.data(), shared.w13.size(), w13_routed);
+    w2_.upload(shared.w2.data(), shared.w2.size(), w2_routed);
+  }
   if (fp8_) {  // checked (finite, positive), floored, kept in the canonical order
     const int64_t b = detail::kernel_limits().scale_block;
-    auto upload_scales = [&](const moe_tensor& t, const char* name, int64_t rows, int64_t cols) {
-      return gpu::upload_vector(sdk::checked_block_scales(t, name, p.experts, rows / b, cols / b,
-                                                          sdk::BlockScaleOrder::kKMajor));
+    auto upload_scales = [&](const moe_tensor& t, const char* name, int64_t rows, int64_t cols,
+                             const std::vector<float>& extra) {
+      std::vector<float> v = sdk::checked_block_scales(t, name, p.experts, rows / b, cols / b,
+                                                       sdk::BlockScaleOrder::kKMajor);
+      v.insert(v.end(), extra.begin(), extra.end());
+      return gpu::upload_vector(v);
     };
-    s13_ = upload_scales(w.w13_scale, "w13_scale", n1_, p.hidden);
-    s2_ = upload_scales(w.w2_scale, "w2_scale", p.hidden, p.intermediate);
+    s13_ = upload_scales(w.w13_scale, "w13_scale", n1_, p.hidden, shared.w13_blocks);
+    s2_ = upload_scales(w.w2_scale, "w2_scale", p.hidden, p.intermediate, shared.w2_blocks);
   }
   const char* map_error =
-      detail::encode_weight_maps(&maps_, int(elem), w13_.as<uint8_t>(), p.experts * n1_, p.hidden,
-                                 w2_.as<uint8_t>(), p.experts * p.hidden, p.intermediate);
+      detail::encode_weight_maps(&maps_, int(elem), w13_.as<uint8_t>(), experts_ * n1_, p.hidden,
+                                 w2_.as<uint8_t>(), experts_ * p.hidden, p.intermediate);
   MOE_CHECK(map_error == nullptr, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: weight tensor maps: {}",
             map_error ? map_error : "");
 }
 
-void DeviceLayer::prepare_fp4(const moe_problem& p, const moe_weights& w) {
+void DeviceLayer::prepare_fp4(const moe_problem& p, const moe_weights& w,
+                              const VirtualExperts& shared) {
   const Fp4Scales scales = kind_ == detail::Kind::kMxfp4 ? Fp4Scales::kMx : Fp4Scales::kNv;
   const int64_t gate_up = gated(p) ? p.intermediate : 0;
-  w13_ = gpu::upload_vector(pack_fp4_stack(scales, static_cast<const uint8_t*>(w.w13.data),
-                                           static_cast<const uint8_t*>(w.w13_scale.data), p.experts,
-                                           n1_, p.hidden, gate_up, "w13"));
-  w2_ = gpu::upload_vector(pack_fp4_stack(scales, static_cast<const uint8_t*>(w.w2.data),
-                                          static_cast<const uint8_t*>(w.w2_scale.data), p.experts,
-                                          p.hidden, p.intermediate, 0, "w2"));
+  // The routed experts' chunks, then the shared expert's (chunks are ordered by expert first).
+  auto stack = [&](const moe_tensor& q, const moe_tensor& sc, const std::vector<uint8_t>& vq,
+                   const std::vector<uint8_t>& vs, int64_t rows, int64_t k, int64_t up,
+                   const char* name, const char* shared_name) {
+    std::vector<uint8_t> chunks =
+        pack_fp4_stack(scales, static_cast<const uint8_t*>(q.data),
+                       static_cast<const uint8_t*>(sc.data), p.experts, rows, k, up, name);
+    if (shared.count > 0) {
+      const std::vector<uint8_t> more =
+          pack_fp4_stack(scales, vq.data(), vs.data(), shared.count, rows, k, up, shared_name);
+      chunks.insert(chunks.end(), more.begin(), more.end());
+    }
+    return gpu::upload_vector(chunks);
+  };
+  w13_ = stack(w.w13, w.w13_scale, shared.w13, shared.w13_scale, n1_, p.hidden, gate_up, "w13",
+               "shared_w13");
+  w2_ = stack(w.w2, w.w2_scale, shared.w2, shared.w2_scale, p.hidden, p.intermediate, 0, "w2",
+              "shared_w2");
   if (scales == Fp4Scales::kNv) {  // finite, positive (docs/design.md §3.3)
-    auto upload_scale_2 = [&](const moe_tensor& t, const char* name) {
+    auto upload_scale_2 = [&](const moe_tensor& t, const char* name,
+                              const std::vector<float>& shared_values) {
       const auto* v = static_cast<const float*>(t.data);
-      for (int64_t e = 0; e < p.experts; ++e)
-        MOE_CHECK(std::isfinite(v[e]) && v[e] > 0, MOE_STATUS_INVALID_ARGUMENT,
-                  "cutlass_mega: {}[{}] = {}: nvfp4's scale_2 must be finite and positive", name, e,
-                  v[e]);
-      return gpu::upload_vector(std::vector<float>(v, v + p.experts));
+      std::vector<float> all(v, v + p.experts);
+      all.insert(all.end(), shared_values.begin(), shared_values.end());
+      for (int64_t e = 0; e < experts_; ++e)
+        MOE_CHECK(std::isfinite(all[size_t(e)]) && all[size_t(e)] > 0, MOE_STATUS_INVALID_ARGUMENT,
+                  "cutlass_mega: {}{} = {}: nvfp4's scale_2 must be finite and positive",
+                  e < p.experts ? name : "shared_",
+                  e < p.experts ? fmt::format("[{}]", e) : std::string(name) + "[0]",
+                  all[size_t(e)]);
+      return gpu::upload_vector(all);
     };
-    s13_ = upload_scale_2(w.w13_scale_2, "w13_scale_2");
-    s2_ = upload_scale_2(w.w2_scale_2, "w2_scale_2");
+    s13_ = upload_scale_2(w.w13_scale_2, "w13_scale_2", shared.w13_scale_2);
+    s2_ = upload_scale_2(w.w2_scale_2, "w2_scale_2", shared.w2_scale_2);
   }
 }
 
@@ -208,7 +280,7 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
   const moe_problem p = problem_.c();
   gpu::WorkspaceCarver c(base);
   Workspace ws{};
-  const int64_t slots = tokens * p.top_k, b = detail::kernel_limits().scale_block;
+  const int64_t slots = tokens * slots_per_token(p), b = detail::kernel_limits().scale_block;
   ws.y = c.take<float>(size_t(result_bytes(p, tokens) / 4));
   if (fp8_) {
     ws.xq = c.take<uint8_t>(size_t(tokens * p.hidden));
@@ -260,6 +332,8 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.w2_fp4 = fp4 ? w2_.as<uint8_t>() : nullptr;
   c.g13 = kind_ == detail::Kind::kNvfp4 ? s13_.as<float>() : nullptr;
   c.g2 = kind_ == detail::Kind::kNvfp4 ? s2_.as<float>() : nullptr;
+  c.b13 = p.expert_bias != 0 ? b13_.as<float>() : nullptr;
+  c.b2 = p.expert_bias != 0 ? b2_.as<float>() : nullptr;
   c.xq = ws.xq;
   c.xs = ws.xs;
   c.inter32 = ws.inter32;
@@ -267,7 +341,16 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.is = ws.is;
   c.tokens = int32_t(tokens);
   c.width = int32_t(a.topk_ids.shape[1]);
-  c.experts = int32_t(p.experts);
+  c.slot_width = int32_t(slots_per_token(p));
+  c.routed = int32_t(p.experts);
+  c.top_k = int32_t(p.top_k);
+  const std::vector<SlotColumn> columns = slot_columns(p);
+  for (size_t i = 0; i < columns.size(); ++i) {
+    c.col_src[i] = int16_t(columns[i].src);
+    c.col_expert[i] = int16_t(columns[i].expert);
+    c.col_match[i] = int16_t(columns[i].match);
+  }
+  c.experts = int32_t(experts_);
   c.hidden_dim = int32_t(p.hidden);
   c.inter_dim = int32_t(p.intermediate);
   c.n1 = int32_t(n1_);

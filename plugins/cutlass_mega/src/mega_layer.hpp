@@ -15,6 +15,7 @@
 #include "moe/sdk/verdict.hpp"
 #include "moe_cuda/device.hpp"
 #include "src/fused_launch.hpp"
+#include "src/virtual_experts.hpp"
 
 namespace moe::mega {
 
@@ -44,24 +45,26 @@ class DeviceLayer {
  private:
   struct Workspace {
     float* y;         // [copies][T * W, H] f32 (GEMM2 K parts, result_bytes)
-    uint16_t* inter;  // bf16: [T * W, I]
+    uint16_t* inter;  // bf16, fp4: [T * S, I] (S = slots_per_token)
     uint8_t* xq;      // fp8_block: [T, H] e4m3, [T, H / 128] f32
     float* xs;
-    float* inter32;  // fp8_block: [T * W, I] f32, then e4m3 and [T * W, I / 128] f32
+    float* inter32;  // fp8_block: [T * S, I] f32, then e4m3 and [T * S, I / 128] f32
     uint8_t* iq;
     float* is;
   };
   Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
   // mxfp4, nvfp4: the chunks of src/fp4_layout.hpp into w13_, w2_; nvfp4's scale_2 into s13_, s2_.
-  void prepare_fp4(const moe_problem& p, const moe_weights& w);
+  void prepare_fp4(const moe_problem& p, const moe_weights& w, const VirtualExperts& shared);
 
   Problem problem_;
   int64_t n1_ = 0;
+  int64_t experts_ = 0;  // routed, then the sink and shared experts' virtual ones
   bool fp8_ = false;
   detail::Kind kind_ = detail::Kind::kBf16;
   // bf16, fp8_block: the weights as given (fp8_block's scales in s13_, s2_); fp4: the prepared
   // chunks (nvfp4's scale_2 in s13_, s2_).
   gpu::DeviceBuffer w13_, w2_, s13_, s2_;
+  gpu::DeviceBuffer b13_, b2_;  // expert biases as f32 [E, n1], [E, H], with expert_bias
   detail::WeightMaps maps_{};
   mutable sdk::ValidatedRuns validated_;  // run() skips the checks for the last validated tensors
   int ctas_ = 0;

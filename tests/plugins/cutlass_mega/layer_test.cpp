@@ -1,8 +1,9 @@
 // cutlass_mega's fused layer on a GPU through the C ABI, against the reference: bf16, fp8_block,
-// mxfp4 and nvfp4 weights, every activation, batch sizes from one token to the capacity, padding
-// tokens, every token on one expert, experts without tokens, two runs bit-identical, a CUDA graph
-// replayed with new inputs and routing, a batch above capacity refused, corrupt block scales
-// and 4-bit scales refused at prepare. Skips without an sm_90 GPU.
+// mxfp4 and nvfp4 weights, every activation, expert biases, a shared expert, sink experts, batch
+// sizes from one token to the capacity, padding tokens, every token on one expert, experts without
+// tokens, two runs bit-identical, a CUDA graph replayed with new inputs and routing, a batch above
+// capacity refused, corrupt block scales and 4-bit scales refused at prepare. Skips without an
+// sm_90 GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -57,6 +58,9 @@ struct Case {
   moe_activation activation;
   Scenario scenario;
   moe_format format = MOE_FORMAT_BF16;
+  bool bias = false;   // expert biases b13, b2
+  int64_t shared = 0;  // shared_intermediate (I = 256: 384 runs as two virtual experts)
+  int64_t sinks = 0;   // sink_intermediate of two sinks (Inkling routing), 0: none
 };
 
 constexpr moe_format kFp8 = MOE_FORMAT_FP8_BLOCK;
@@ -72,6 +76,14 @@ TEST_P(MegaActivations, MatchTheReferenceFromOneTokenToCapacity) {
   q.raw().activation_alpha = 1.702f;
   q.raw().activation_limit = 3.0f;  // small enough that the random GEMM1 outputs get clamped
   q.raw().gelu_tanh = 1;
+  q.raw().expert_bias = c.bias ? 1 : 0;
+  q.raw().shared_intermediate = c.shared;
+  if (c.sinks > 0) {
+    q.raw().sink_experts = 2;
+    q.raw().sink_intermediate = c.sinks;
+    q.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+    q.raw().routing_bias = 1;
+  }
   q = in_format(q, c.format);
   const moe_problem p = q.c();
   const LayerWeights w = random_weights(p, 21);
@@ -89,38 +101,52 @@ TEST_P(MegaActivations, MatchTheReferenceFromOneTokenToCapacity) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, MegaActivations,
-                         testing::Values(Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom},
-                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding},
-                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kOneExpert},
-                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kTies},
-                                         Case{MOE_ACTIVATION_SILU_MUL_CLAMP, Scenario::kRandom},
-                                         Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom},
-                                         Case{MOE_ACTIVATION_GELU_MUL, Scenario::kRandom},
-                                         Case{MOE_ACTIVATION_RELU2, Scenario::kRandom},
-                                         Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert},
-                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, kFp8},
-                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding, kFp8},
-                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kOneExpert, kFp8},
-                                         Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom, kFp8},
-                                         Case{MOE_ACTIVATION_GELU_MUL, Scenario::kRandom, kFp8},
-                                         Case{MOE_ACTIVATION_RELU2, Scenario::kRandom, kFp8},
-                                         Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert, kFp8},
-                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, kMx},
-                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding, kMx},
-                                         Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom, kMx},
-                                         Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert, kMx},
-                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, kNv},
-                                         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kOneExpert, kNv},
-                                         Case{MOE_ACTIVATION_SILU_MUL_CLAMP, Scenario::kRandom,
-                                              kNv},
-                                         Case{MOE_ACTIVATION_GELU_MUL, Scenario::kRandom, kNv},
-                                         Case{MOE_ACTIVATION_RELU2, Scenario::kRandom, kNv}),
-                         [](const testing::TestParamInfo<Case>& info) {
-                           return fmt::format("{}_{}_{}", format_name(info.param.format),
-                                              activation_name(info.param.activation),
-                                              scenario_name(info.param.scenario));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Cases, MegaActivations,
+    testing::Values(
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kOneExpert},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kTies},
+        Case{MOE_ACTIVATION_SILU_MUL_CLAMP, Scenario::kRandom},
+        Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom},
+        Case{MOE_ACTIVATION_GELU_MUL, Scenario::kRandom},
+        Case{MOE_ACTIVATION_RELU2, Scenario::kRandom},
+        Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, kFp8},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding, kFp8},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kOneExpert, kFp8},
+        Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom, kFp8},
+        Case{MOE_ACTIVATION_GELU_MUL, Scenario::kRandom, kFp8},
+        Case{MOE_ACTIVATION_RELU2, Scenario::kRandom, kFp8},
+        Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert, kFp8},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, kMx},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding, kMx},
+        Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom, kMx},
+        Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert, kMx},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, kNv},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kOneExpert, kNv},
+        Case{MOE_ACTIVATION_SILU_MUL_CLAMP, Scenario::kRandom, kNv},
+        Case{MOE_ACTIVATION_GELU_MUL, Scenario::kRandom, kNv},
+        Case{MOE_ACTIVATION_RELU2, Scenario::kRandom, kNv},
+        Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom, MOE_FORMAT_BF16, true},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, kFp8, true},
+        Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kPadding, kMx, true},
+        Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert, kNv, true},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, MOE_FORMAT_BF16, false, 384},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding, kFp8, false, 256},
+        Case{MOE_ACTIVATION_GELU_MUL, Scenario::kRandom, kFp8, true, 384},
+        Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom, kMx, true, 512},
+        Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert, kNv, false, 128},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, MOE_FORMAT_BF16, false, 0, 384},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding, MOE_FORMAT_BF16, false, 256, 256}),
+    [](const testing::TestParamInfo<Case>& info) {
+      return fmt::format(
+          "{}_{}_{}{}{}{}", format_name(info.param.format), activation_name(info.param.activation),
+          scenario_name(info.param.scenario), info.param.bias ? "_bias" : "",
+          info.param.shared > 0 ? fmt::format("_shared{}", info.param.shared) : std::string(),
+          info.param.sinks > 0 ? fmt::format("_sinks{}", info.param.sinks) : std::string());
+    });
 
 // Many experts and few tokens (most experts idle); two runs give the same bits.
 TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {

@@ -29,6 +29,19 @@ void expect_refusal(const moe_problem& p, moe_reason reason, const std::string& 
   EXPECT_NE(v.message.find(words), std::string::npos) << v.message;
 }
 
+TEST(MegaSupport, TakesExpertBiasesInEveryFormatAndSaysSo) {
+  for (moe_format f : {MOE_FORMAT_BF16, MOE_FORMAT_FP8_BLOCK, MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4}) {
+    moe_problem p = bf16_problem();
+    p.format = f;
+    p.input_format = f == MOE_FORMAT_FP8_BLOCK ? MOE_INPUT_FP8_1X128 : MOE_INPUT_BF16;
+    p.intermediate = 256;
+    p.activation = MOE_ACTIVATION_SWIGLU_OAI;
+    p.expert_bias = 1;
+    EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
+    EXPECT_NE(describe(p).find("expert biases in f32"), std::string::npos) << describe(p);
+  }
+}
+
 TEST(MegaSupport, TakesBf16DecodeProblemsOfEveryActivation) {
   for (moe_activation a : {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,
                            MOE_ACTIVATION_SWIGLU_OAI, MOE_ACTIVATION_GELU_MUL}) {
@@ -58,6 +71,34 @@ TEST(MegaSupport, TakesFp8BlockWithFp8ActivationsOfEveryActivation) {
     p.activation = a;
     EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
   }
+}
+
+// The shared expert runs as ceil(Is / I) virtual experts with a slot per token each: any width in
+// bf16, whole scale blocks otherwise; its slots count against the schedule's.
+TEST(MegaSupport, TakesASharedExpertAsVirtualExpertsWithinTheSchedule) {
+  moe_problem p = bf16_problem();  // I = 192
+  p.shared_intermediate = 200;     // 2 virtual experts, 6 slots a token
+  EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
+  p.max_tokens = 683;  // 683 x 6 > 4096
+  expect_refusal(p, MOE_REASON_MAX_TOKENS,
+                 "max_tokens=683 x 6 slots (top_k=4 and 2 for sink and shared experts)");
+  p = bf16_problem();  // Inkling-like: two sinks of 1.5 routed widths, 4 virtual experts
+  p.sink_experts = 2;
+  p.sink_intermediate = 288;
+  EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
+  EXPECT_NE(describe(p).find("2 sink experts as 4 virtual experts"), std::string::npos)
+      << describe(p);
+  p.format = MOE_FORMAT_FP8_BLOCK;
+  p.input_format = MOE_INPUT_FP8_1X128;
+  p.intermediate = 256;
+  expect_refusal(p, MOE_REASON_SHARED, "not fp8_block silu_mul");
+  p = fp8_problem();
+  p.shared_intermediate = 192;
+  expect_refusal(p, MOE_REASON_SHAPE, "shared_intermediate=192 must be a multiple of 128");
+  p.shared_intermediate = 2048;
+  EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
+  p.experts = p.local_experts = 505;  // + 8 virtual > 512
+  expect_refusal(p, MOE_REASON_SHAPE, "513 experts with the sink and shared ones");
 }
 
 TEST(MegaSupport, RefusesFp8BlockShapesAndActivationFormatsItCannotRun) {
@@ -106,11 +147,13 @@ TEST(MegaSupport, RefusesWhatItCannotRunWithTheReasonAndTheValue) {
   p.input_format = MOE_INPUT_FP8_1X128;
   expect_refusal(p, MOE_REASON_INPUT_FORMAT, "bf16 activations only, not fp8_1x128");
   p = bf16_problem();
-  p.expert_bias = 1;
-  expect_refusal(p, MOE_REASON_BIAS, "biases");
-  p = bf16_problem();
-  p.shared_intermediate = 64;
-  expect_refusal(p, MOE_REASON_SHARED, "shared and sink");
+  p.sink_experts = 1;
+  p.sink_intermediate = 64;
+  p.activation = MOE_ACTIVATION_GELU_MUL;  // sinks are silu_mul: one launch runs one activation
+  expect_refusal(p, MOE_REASON_SHARED, "need a bf16 silu_mul layer in the fused kernel");
+  p.activation = MOE_ACTIVATION_SILU_MUL;
+  p.sink_intermediate = 192 * 33;  // 33 virtual experts
+  expect_refusal(p, MOE_REASON_SHARED, "33 virtual experts of intermediate=192, at most 32");
   p = bf16_problem();
   p.redundant_experts = 2;
   expect_refusal(p, MOE_REASON_EP, "EPLB");
@@ -128,7 +171,7 @@ TEST(MegaSupport, RefusesWhatItCannotRunWithTheReasonAndTheValue) {
   expect_refusal(p, MOE_REASON_SHAPE, "1024 experts");
   p = bf16_problem();
   p.max_tokens = 2048;  // x 4 slots = 8192 > 4096
-  expect_refusal(p, MOE_REASON_MAX_TOKENS, "max_tokens=2048 x top_k=4");
+  expect_refusal(p, MOE_REASON_MAX_TOKENS, "max_tokens=2048 x 4 slots (top_k=4)");
 }
 
 // GEMM2's K split: only a wave that leaves SMs idle is split (Mixtral at T = 1: 2 experts x 32
