@@ -40,8 +40,9 @@ template <int W>
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {
   constexpr bool kFp8 = W == kFp8W, kFp4 = kIsFp4<W>;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem =
-      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // Aligned to 1024 by pointer arithmetic on smem_raw itself, so the compiler keeps knowing every
+  // pointer below is shared memory (LDS/STS with 32-bit addresses, not generic loads).
+  uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   uint8_t* ring = smem;
   auto* tile = reinterpret_cast<float*>(smem + kRingBytes<W>);  // [kRows][kTileLd]
   uint8_t* sched = smem + kRingBytes<W> + kTileBytes;
@@ -169,9 +170,12 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         acc[nt][3] = fmaf(part[nt][3], t1, acc[nt][3]);
       }
     } else {
-      if constexpr (kFp4)
-        mma_stage_fp4<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, acc);
-      else
+      if constexpr (kFp4) {
+        if (m <= 8)  // a decode item: one n-tile, its token fragments loaded up front
+          mma_stage_fp4_one_tile<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), acc);
+        else
+          mma_stage_fp4<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, acc);
+      } else
         mma_stage<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, acc);
       __syncwarp();
       if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
