@@ -1,5 +1,5 @@
 // cutlass_mega's shared-memory ring (docs/design.md §13): a producer warp fills stages (a weight
-// tile by TMA or a prepared fp4 chunk by one bulk copy, token rows by bulk copies, all completing
+// tile by TMA or a prepared fp4 chunk by one bulk copy, token rows by cp.async, all completing
 // on the stage's mbarrier) and eight consumer warps multiply them with mma.sync and release them.
 #pragma once
 
@@ -60,18 +60,29 @@ __device__ __forceinline__ void produce_chunk(const uint8_t* chunk, uint8_t* rin
   __syncwarp();
 }
 
+// The token rows go by cp.async, 16 bytes per lane and instruction, not by a bulk copy per row:
+// bulk copies take uniform registers, so a warp issues them one lane at a time, and at 16-64 rows
+// per stage that serial issue kept the producer from refilling the ring (ncu, Mixtral bf16 T=64:
+// consumers waiting on full stages, DRAM at 48%; bench/NOTES.md). Each lane's copies arrive on
+// the stage's barrier when they land (cp.async.mbarrier.arrive without .noinc: the barrier's
+// pending count rises now and falls then, so the count it was initialised with is unchanged);
+// lane 0 then makes the stage's one counted arrival.
 template <int W, class XRow>
 __device__ __forceinline__ void produce_tokens(int ks, XRow x_row, int m, uint8_t* ring,
                                                uint64_t* full, int stage) {
+  constexpr int kChunks = kTokRowBytes<W> / 16;
   const int lane = threadIdx.x % 32;
-  if (lane == 0)
-    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage],
-                                                                   uint32_t(m * kTokRowBytes<W>));
-  __syncwarp();
   uint8_t* x = token_tile<W>(ring, stage);
-  for (int n = lane; n < m; n += 32)
-    cute::SM90_BULK_COPY_G2S::copy(x_row(n) + size_t(ks) * kTokRowBytes<W>, &full[stage],
-                                   x + n * kTokLd<W>, kTokRowBytes<W>);
+  for (int c = lane; c < m * kChunks; c += 32) {
+    const int n = c / kChunks, j = c % kChunks;
+    const uint8_t* src = x_row(n) + size_t(ks) * kTokRowBytes<W> + 16 * j;
+    const uint32_t dst = uint32_t(__cvta_generic_to_shared(x + n * kTokLd<W> + 16 * j));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+  }
+  const uint32_t bar = uint32_t(__cvta_generic_to_shared(&full[stage]));
+  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+  __syncwarp();
+  if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&full[stage]);
 }
 
 // acc[2 pair], acc[2 pair + 1] += A x the tokens of n-tiles 2 pair, 2 pair + 1 at K bytes
