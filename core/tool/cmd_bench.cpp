@@ -37,7 +37,7 @@ constexpr double kHbmReadTbps = 4.6;
 constexpr double kBf16PeakTflops = 754.0, kFp8TensorPeakTflops = 1315.0,
                  kFp8BlockPeakTflops = 1297.0;
 constexpr double kL2Bytes = 60e6;
-constexpr int kHostCalls = 200;  // back-to-back calls timed for the host cost per call
+constexpr int kHostCalls = 200;  // calls timed one by one for the host cost per call (median)
 // Selection-bias spread of the benchmark batches: small, like a trained correction bias, so
 // tokens spread over the experts as in serving (0.5 sent DeepSeek's tokens to 65 of 256).
 constexpr double kBenchBiasStd = 0.02;
@@ -205,8 +205,8 @@ void add_bench(CLI::App& app, Discovery& d) {
     if (device_timing)
       std::cout << fmt::format(
           "timing:  device events around each run; rows timed 'graph' replay CUDA graphs "
-          "(--graph {}); 'host us': the CPU time of one call through the C ABI, {} back to "
-          "back\n",
+          "(--graph {}); 'host us': the CPU time of one call through the C ABI, the median of {} "
+          "calls each on idle streams\n",
           graph, kHostCalls);
     else
       std::cout << fmt::format(

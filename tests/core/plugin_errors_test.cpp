@@ -1,5 +1,7 @@
 // Bad input at run time is a clear status naming the problem, never a crash: a plugin that
 // throws, tensors of the wrong shape, dtype or layout, too many tokens, bad weights.
+#include <cmath>
+
 #include "../support/test_env.hpp"
 
 namespace moe::test {
@@ -136,6 +138,21 @@ TEST_F(PluginErrors, NonPositiveNvfp4GlobalScaleIsRefused) {
   w.w2_scale_2.data<float>()[2] = 0.0f;
   expect_error([&] { reference_->prepare(nv.c(), w.view(), {}); }, MOE_STATUS_INVALID_ARGUMENT,
                {"scale_2[2]=0 must be finite and > 0"});
+}
+
+TEST_F(PluginErrors, HostCostPerCallNeedsCallsAndSurfacesARunError) {
+  const Layer layer = reference_->prepare(problem_.c(), weights_.view(), {});
+  HostTensor out(MOE_DTYPE_BF16, {4, problem_.c().hidden});
+  moe_run_args a = args(out);
+  a.layer = layer.get();
+  const double us = reference_->host_us_per_call({a}, 3);
+  EXPECT_TRUE(std::isfinite(us) && us > 0) << us;
+  expect_error([&] { reference_->host_us_per_call({a}, 0); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"calls > 0"});
+  HostTensor narrow(MOE_DTYPE_BF16, {4, 48});
+  a.hidden = narrow.view();
+  expect_error([&] { reference_->host_us_per_call({a}, 3); }, MOE_STATUS_SHAPE_MISMATCH,
+               {"hidden: expected [*, 64] bf16, got [4, 48] bf16"});
 }
 
 }  // namespace

@@ -134,11 +134,11 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   std::vector<double> benchmark(const std::vector<moe_run_args>& runs, int warmup, int iterations,
                                 bool graph) const;
   bool has_device_timing() const;
-  // Host microseconds per call of `calls` back-to-back runs through the C ABI (validation,
-  // workspace carving, the launch) cycling through `runs`, timed without waiting for them (one
-  // sync after the loop, outside the time): what an engine pays on the CPU per layer and step.
-  // Meaningful for plugins that launch asynchronous device work; a host plugin computes inside
-  // run(), so its figure is its whole run.
+  // Host microseconds of one run through the C ABI (validation, workspace carving, the
+  // launches), the median of `calls` calls cycling through `runs`, each timed alone with the
+  // streams idle (synced between calls, outside the time): what an engine pays on the CPU per
+  // layer and step, without the waits of a full launch queue. Meaningful for plugins that launch
+  // asynchronous device work; a host plugin computes inside run(), so its figure is its whole run.
   double host_us_per_call(const std::vector<moe_run_args>& runs, int calls) const;
 
   // Memory of the plugin's kind (host plugins: plain host memory).
