@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "../../support/graph_replay.hpp"
 #include "../../support/test_env.hpp"
 
 namespace moe::test {
@@ -183,47 +184,15 @@ TEST_P(MegaGraph, ReplayedGraphMatchesTheReferenceForNewInputsAndRouting) {
   const LayerWeights w = random_weights(p, 5);
   const Layer layer = plugin_->prepare(p, w.view(), {});
   const Layer ref_layer = reference_->prepare(p, w.view(), {});
-  const int64_t tokens = 37, width = p.top_k;
-  Buffer hidden(plugin_, tokens * p.hidden * 2), ids(plugin_, tokens * width * 4),
-      weights(plugin_, tokens * width * 4), out(plugin_, tokens * p.hidden * 2);
-  const size_t ws_bytes = layer.workspace_size(tokens);
-  Buffer ws(plugin_, ws_bytes);
-  moe_run_args args{};
-  args.hidden = make_view(hidden.data(), MOE_DTYPE_BF16, {tokens, p.hidden});
-  args.topk_ids = make_view(ids.data(), MOE_DTYPE_I32, {tokens, width});
-  args.topk_weights = make_view(weights.data(), MOE_DTYPE_F32, {tokens, width});
-  args.output = make_view(out.data(), MOE_DTYPE_BF16, {tokens, p.hidden});
-  args.workspace = ws.data();
-  args.workspace_size = ws_bytes;
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  args.stream = stream;
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  layer.run(args);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  const GraphReplay graph(plugin_, layer, p, 37);
   for (uint64_t seed : {11u, 12u, 13u}) {
     const Batch batch =
-        random_batch(p, tokens, seed, seed == 12 ? Scenario::kPadding : Scenario::kRandom);
+        random_batch(p, 37, seed, seed == 12 ? Scenario::kPadding : Scenario::kRandom);
     const Routing routing = route_batch(*reference_, p, batch);
-    put(hidden, batch.hidden);
-    put(ids, routing.ids);
-    put(weights, routing.weights);
-    HostTensor poison(MOE_DTYPE_BF16, {tokens, p.hidden});
-    poison.fill_bytes(0xFF);
-    put(out, poison);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    HostTensor got(MOE_DTYPE_BF16, {tokens, p.hidden});
-    out.download(got.raw(), got.bytes());
+    const HostTensor got = graph.replay(batch, routing);
     const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
     EXPECT_LT(relative_l2(got, ref.output), tolerance(p)) << "seed " << seed;
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, MegaGraph, testing::Values(MOE_FORMAT_BF16, kFp8, kMx, kNv),
