@@ -21,7 +21,7 @@ namespace moe::mega {
 namespace {
 
 bool gated(const moe_problem& p) {
-  return p.activation != MOE_ACTIVATION_RELU2;
+  return is_gated(static_cast<moe_activation>(p.activation));
 }
 
 // Rows of the largest batch the schedule holds.
@@ -180,7 +180,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   const moe_problem p = problem_.c();
   const sdk::Verdict v = check_support(p);
   MOE_CHECK(v.ok(), MOE_STATUS_UNSUPPORTED, "cutlass_mega: {}", v.message);
-  n1_ = gated(p) ? 2 * p.intermediate : p.intermediate;
+  n1_ = w13_rows(p);
   fp8_ = p.format == MOE_FORMAT_FP8_BLOCK;
   kind_ = fp8_                           ? detail::Kind::kFp8Block
           : p.format == MOE_FORMAT_MXFP4 ? detail::Kind::kMxfp4

@@ -5,13 +5,15 @@
 
 #include "fp4_layout.hpp"
 #include "moe/sdk/block_scales.hpp"
+#include "moe/sdk/format_table.hpp"
 #include "moe/sdk/formats.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe::mega {
 namespace {
 
 bool gated(const moe_problem& p) {
-  return p.activation != MOE_ACTIVATION_RELU2;
+  return is_gated(static_cast<moe_activation>(p.activation));
 }
 
 int64_t chunks_of(const moe_problem& p, int64_t width) {
@@ -35,7 +37,8 @@ struct Mlp {
 };
 
 int64_t element_bits(moe_format f) {
-  return f == MOE_FORMAT_BF16 ? 16 : (f == MOE_FORMAT_MXFP4 || f == MOE_FORMAT_NVFP4) ? 4 : 8;
+  const FormatSpec& spec = format_spec(f);
+  return spec.packed_fp4 ? 4 : 8 * int64_t(dtype_size(spec.element));
 }
 
 // The MLP's W13 row that chunk c's row r holds, or -1 (padding).
@@ -49,7 +52,7 @@ int64_t w13_source_row(const moe_problem& p, int64_t is, int64_t c, int64_t r) {
 
 void append_mlp(const moe_problem& p, const Mlp& m, VirtualExperts& v) {
   const int64_t V = chunks_of(p, m.is), I = p.intermediate, H = p.hidden, is = m.is;
-  const int64_t n1 = gated(p) ? 2 * I : I, bits = element_bits(m.format);
+  const int64_t n1 = w13_rows(p), bits = element_bits(m.format);
   const int64_t h_bytes = H * bits / 8, i_bytes = I * bits / 8, is_bytes = is * bits / 8;
   const size_t w13_at = v.w13.size(), w2_at = v.w2.size();
   v.w13.resize(w13_at + size_t(V * n1 * h_bytes), 0);
