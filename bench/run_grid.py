@@ -60,8 +60,8 @@ GRIDS = {
         BF16_BACKEND, "bf16", CONFIGS,
         ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like"), GRID_TOKENS, False),
     ("fp8_block", "deepgemm_style"): Grid(
-        "deepgemm_style", "fp8_block", CONFIGS, ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"),
-        GRID_TOKENS, True),
+        "deepgemm_style", "fp8_block", CONFIGS,
+        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like"), GRID_TOKENS, True),
     # A decode kernel: its configs hold max_tokens 512 (its schedule's 4096 slots at top_k 8).
     ("bf16", "cutlass_mega"): Grid(
         "cutlass_mega", "bf16", CONFIGS + "/mega",
@@ -86,8 +86,6 @@ DEFAULT_BACKEND = {"bf16": BF16_BACKEND, "fp8_block": "deepgemm_style", "mxfp4":
 SINKS_NEED_BF16 = ("inkling_like's sink experts are bf16 silu_mul, and cutlass_mega runs them "
                    "only in a bf16 silu_mul layer (one launch runs one format)")
 REFUSED = {
-    ("fp8_block", "deepgemm_style", "inkling_like"):
-        "inkling_like has sink experts, which deepgemm_style refuses",
     ("fp8_block", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
     ("mxfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
     ("nvfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,

@@ -151,6 +151,7 @@ __global__ void __launch_bounds__(kActivationThreads) activation_kernel(const Ac
   for (int64_t r = begin + blockIdx.x; r < end; r += gridDim.x) {
     if (p.row_live != nullptr && p.row_live[r] < 0) continue;
     const int32_t group = p.row_group != nullptr ? p.row_group[r] : 0;
+    if (group >= p.skip_begin && group < p.skip_end) continue;  // computed apart
     const int32_t act = (group >= p.silu_begin && group < p.silu_end) ? kSiluMul : p.activation;
     const float* bias = (p.bias != nullptr && group >= 0 && group < p.bias_groups)
                             ? p.bias + int64_t(group) * p.bias_stride
@@ -192,6 +193,7 @@ __global__ void __launch_bounds__(kActivationThreads)
   for (int64_t r = begin + blockIdx.x; r < end; r += gridDim.x) {
     if (kMasked && p.row_live[r] < 0) continue;  // the whole block skips the row
     const int32_t group = p.row_group != nullptr ? p.row_group[r] : 0;
+    if (group >= p.skip_begin && group < p.skip_end) continue;  // computed apart
     const int32_t act = (group >= p.silu_begin && group < p.silu_end) ? kSiluMul : p.activation;
     const float* bias = (p.bias != nullptr && group >= 0 && group < p.bias_groups)
                             ? p.bias + int64_t(group) * p.bias_stride

@@ -79,6 +79,15 @@ struct GatherParams {
   int64_t hidden_size;
 };
 
+// Dense per-column results into their slots' permuted rows (scatter_slot_rows_kernel).
+struct ScatterSlotParams {
+  const int32_t* slot_row;  // [T * W] (Permutation::slot_row)
+  int64_t tokens, width, first_column, columns;
+  const uint16_t* src;  // [columns][T][H] bf16
+  uint16_t* out;        // out: [R_max, H] bf16
+  int64_t hidden_size;
+};
+
 struct FinalizeParams {
   const uint16_t* gemm2;  // [R_max, H] bf16
   const float* weights;   // [T, W]
@@ -109,12 +118,13 @@ struct ActivationParams {
   float alpha, limit;
   int32_t layout;  // GateUpLayout
   int64_t max_rows;
-  const int64_t* row_begin;  // device or null
-  const int64_t* row_end;    // device or null
-  const int32_t* row_live;   // [R_max] rows with a negative entry are skipped, or null
-  const float* gemm1_f32;    // [R_max, N1] fp32 instead of gemm1 (activation_quantize_kernel)
-  uint8_t* out_fp8;          // out (activation_quantize_kernel): [R_max, I] e4m3, out_stride
-  float* out_scales;         // out: scale (r, b) at r * scale_row_stride + b * scale_block_stride
+  const int64_t* row_begin;      // device or null
+  const int64_t* row_end;        // device or null
+  const int32_t* row_live;       // [R_max] rows with a negative entry are skipped, or null
+  int32_t skip_begin, skip_end;  // rows of groups in [begin, end) are skipped (needs row_group)
+  const float* gemm1_f32;        // [R_max, N1] fp32 instead of gemm1 (activation_quantize_kernel)
+  uint8_t* out_fp8;              // out (activation_quantize_kernel): [R_max, I] e4m3, out_stride
+  float* out_scales;  // out: scale (r, b) at r * scale_row_stride + b * scale_block_stride
   int64_t scale_row_stride, scale_block_stride;
 };
 
@@ -128,7 +138,9 @@ struct Fp8BlockParams {
   int64_t hidden, max_rows;
   const int64_t* row_begin;
   const int64_t* row_end;
-  const int32_t* source_row;  // [R_max] row of x for output row r (< 0: skip r), or null = r
+  const int32_t* source_row;     // [R_max] row of x for output row r (< 0: skip r), or null = r
+  const int32_t* row_group;      // [R_max] or null: with skip_begin < skip_end, rows of groups in
+  int32_t skip_begin, skip_end;  // [begin, end) are skipped like source_row < 0
 };
 
 struct Fp8TensorParams {

@@ -88,7 +88,9 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_1x128_kernel(const
     const int64_t w = step + lane / kLanes;
     const int64_t r = begin + (w < work ? w / blocks : 0), b = w < work ? w % blocks : 0;
     const int64_t source = p.source_row == nullptr ? r : (w < work ? p.source_row[r] : -1);
-    const bool valid = w < work && source >= 0;
+    const int32_t group = p.row_group != nullptr && w < work && source >= 0 ? p.row_group[r] : -1;
+    const bool skipped = group >= p.skip_begin && group < p.skip_end;
+    const bool valid = w < work && source >= 0 && !skipped;
     const int64_t c0 = b * kQuantBlock + (lane % kLanes) * kPerLane;
     const bool in_range = valid && c0 < p.hidden;
     const uint16_t* src = p.x + (valid ? source : 0) * p.hidden + c0;  // (kPerLane)

@@ -20,8 +20,9 @@ void launch_activation(const moe_problem& p, const ActivationArgs& a, cudaStream
             "relu2 rows are I={} wide but silu_mul rows (groups [{}, {})) are gated: run the sink "
             "rows in a call of their own",
             a.intermediate, a.silu_group_begin, a.silu_group_end);
-  MOE_CHECK(a.row_group != nullptr || (a.bias == nullptr && !has_silu_groups), kInvalid,
-            "row_group is needed to find each row's bias or silu_mul group");
+  const bool has_skip = a.skip_group_end > a.skip_group_begin;
+  MOE_CHECK(a.row_group != nullptr || (a.bias == nullptr && !has_silu_groups && !has_skip),
+            kInvalid, "row_group is needed to find each row's bias, silu_mul or skipped group");
   MOE_CHECK(a.rows.max_rows >= 0, kInvalid, "rows.max_rows={} must be >= 0", a.rows.max_rows);
   if (a.rows.max_rows == 0) return;
   const bool quantise = a.out_fp8 != nullptr;
@@ -59,6 +60,8 @@ void launch_activation(const moe_problem& p, const ActivationArgs& a, cudaStream
   k.row_begin = a.rows.begin;
   k.row_end = a.rows.end;
   k.row_live = a.row_live;
+  k.skip_begin = a.skip_group_begin;
+  k.skip_end = a.skip_group_end;
   if (quantise) {
     MOE_CHECK(a.intermediate % 128 == 0, MOE_STATUS_UNSUPPORTED,
               "activation with 1x128 quantised output needs I={} to be a multiple of 128",

@@ -29,6 +29,8 @@ void launch_permute_kernels(kernels::PermuteKeyParams keys, const Permutation& p
 void launch_permute_masked_kernels(const kernels::PermuteKeyParams& keys, const Permutation& perm,
                                    cudaStream_t stream);
 void launch_gather_kernel(const kernels::GatherParams& p, bool vec, cudaStream_t stream);
+void launch_scatter_slot_rows_kernel(const kernels::ScatterSlotParams& p, bool vec,
+                                     cudaStream_t stream);
 void launch_finalize_kernel(kernels::FinalizeParams p, bool vec, cudaStream_t stream);
 void launch_activation_kernel(const kernels::ActivationParams& p, bool vec, cudaStream_t stream);
 void launch_activation_quantize_kernel(const kernels::ActivationParams& p, cudaStream_t stream);

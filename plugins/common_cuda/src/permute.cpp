@@ -214,6 +214,24 @@ void launch_gather_rows(const Permutation& perm, int64_t hidden_size, const uint
   detail::launch_gather_kernel(k, hidden_size % 8 == 0 && detail::aligned(16, hidden, out), stream);
 }
 
+void launch_scatter_slot_rows(const Permutation& perm, int64_t tokens, int64_t first_column,
+                              int64_t columns, int64_t hidden_size, const uint16_t* src,
+                              uint16_t* out, cudaStream_t stream) {
+  MOE_CHECK(perm.slot_row != nullptr, kInvalid, "scatter: the permutation is not carved");
+  MOE_CHECK(tokens >= 0 && tokens <= perm.max_tokens && hidden_size >= 1, kInvalid,
+            "scatter: tokens={} must be in [0, max_tokens={}] and hidden_size={} >= 1", tokens,
+            perm.max_tokens, hidden_size);
+  MOE_CHECK(first_column >= 0 && columns >= 0 && first_column + columns <= perm.width, kInvalid,
+            "scatter: columns [{}, {}) are not slot columns of width {}", first_column,
+            first_column + columns, perm.width);
+  if (tokens == 0 || columns == 0) return;
+  MOE_CHECK(src != nullptr && out != nullptr, kInvalid, "scatter: src and out must be given");
+  const kernels::ScatterSlotParams k{perm.slot_row, tokens, perm.width, first_column,
+                                     columns,       src,    out,        hidden_size};
+  detail::launch_scatter_slot_rows_kernel(k, hidden_size % 8 == 0 && detail::aligned(16, src, out),
+                                          stream);
+}
+
 void launch_finalize(const moe_problem& p, int64_t tokens, const Permutation& perm,
                      const FinalizeArgs& a, cudaStream_t stream) {
   check_geometry(p, tokens, perm);

@@ -35,8 +35,12 @@ void launch_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const RowRange
 
 void launch_gather_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const int32_t* source_row,
                                       const RowRange& rows, uint8_t* codes,
-                                      const Fp8BlockScales& scales, cudaStream_t stream) {
+                                      const Fp8BlockScales& scales, cudaStream_t stream,
+                                      const GroupSkip& skip) {
   check_rows("quantize_fp8_1x128", x, hidden, rows, codes);
+  MOE_CHECK(skip.skip_end <= skip.skip_begin || skip.row_group != nullptr, kInvalid,
+            "quantize_fp8_1x128: skipping groups [{}, {}) needs row_group", skip.skip_begin,
+            skip.skip_end);
   if (rows.max_rows == 0) return;
   MOE_CHECK(scales.data != nullptr, kInvalid, "quantize_fp8_1x128: scales.data must be given");
   const int64_t blocks = ceil_div(hidden, kFp8BlockSize);
@@ -49,7 +53,10 @@ void launch_gather_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const i
                                   rows.max_rows,
                                   rows.begin,
                                   rows.end,
-                                  source_row};
+                                  source_row,
+                                  skip.row_group,
+                                  skip.skip_begin,
+                                  skip.skip_end};
   const bool vec = hidden % 8 == 0 && detail::aligned(16, x) && detail::aligned(8, codes);
   detail::launch_fp8_1x128_kernel(k, vec, stream);
 }

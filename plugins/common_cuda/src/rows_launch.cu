@@ -1,4 +1,4 @@
-// Gather and finalize on the stream: grid-stride blocks, a few per multiprocessor.
+// Gather, scatter and finalize on the stream: grid-stride blocks, a few per multiprocessor.
 #include "kernels/finalize.cuh"
 #include "kernels/gather.cuh"
 #include "launch.hpp"
@@ -15,6 +15,16 @@ void launch_gather_kernel(const kernels::GatherParams& p, bool vec, cudaStream_t
     kernels::gather_rows_kernel<true><<<blocks, kernels::kGatherThreads, 0, stream>>>(p);
   else
     kernels::gather_rows_kernel<false><<<blocks, kernels::kGatherThreads, 0, stream>>>(p);
+  MOE_CUDA_CHECK_LAUNCH();
+}
+
+void launch_scatter_slot_rows_kernel(const kernels::ScatterSlotParams& p, bool vec,
+                                     cudaStream_t stream) {
+  const int blocks = grid_size(p.columns * p.tokens, 8);
+  if (vec)
+    kernels::scatter_slot_rows_kernel<true><<<blocks, kernels::kGatherThreads, 0, stream>>>(p);
+  else
+    kernels::scatter_slot_rows_kernel<false><<<blocks, kernels::kGatherThreads, 0, stream>>>(p);
   MOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -138,9 +138,10 @@ struct GroupArrays {
 
 // Where group g's rows live (see the layouts above).
 struct GroupRows {
-  const int64_t* offsets = nullptr;  // contiguous: [groups + 1]
-  const int32_t* counts = nullptr;   // masked: [groups]; non-null selects the masked layout
-  int64_t max_m = 0;                 // masked: rows reserved per group
+  const int64_t* offsets = nullptr;      // contiguous: [groups + 1]
+  const int32_t* counts = nullptr;       // masked: [groups]; non-null selects the masked layout
+  int64_t max_m = 0;                     // masked: rows reserved per group
+  int32_t skip_begin = 0, skip_end = 0;  // groups [begin, end) run no rows (sink experts)
 };
 
 struct GroupOperands {
@@ -166,7 +167,10 @@ __global__ void setup_groups(int groups, GroupRows where, GroupOperands op, Grou
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
   const int64_t begin = where.counts ? int64_t(g) * where.max_m : where.offsets[g];
-  const int m = where.counts ? where.counts[g] : static_cast<int>(where.offsets[g + 1] - begin);
+  const bool skipped = g >= where.skip_begin && g < where.skip_end;
+  const int m = skipped        ? 0
+                : where.counts ? where.counts[g]
+                               : static_cast<int>(where.offsets[g + 1] - begin);
   const int n = op.n, k = op.k, k_blocks = k / kBlockK;
   const Fp8* tokens = op.rows + begin * k;
   const float* token_scales = op.row_scales + begin;

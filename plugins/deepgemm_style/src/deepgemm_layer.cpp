@@ -42,9 +42,6 @@ sdk::Verdict check_support(const moe_problem& p) {
                        fmt::format("shared_intermediate={} must equal intermediate={} (one "
                                    "grouped GEMM)",
                                    p.shared_intermediate, p.intermediate));
-  if (p.sink_experts > 0)
-    return Verdict::no(MOE_REASON_SHARED,
-                       "sink experts (bf16 weights on bf16 activations) are not implemented");
   if (p.redundant_experts > 0)
     return Verdict::no(MOE_REASON_EP, "redundant experts (EPLB) are not implemented");
   if (const std::string& why = gpu::sm90a_refusal(); !why.empty())
@@ -102,8 +99,13 @@ std::string describe(const moe_problem& p, const LayerOptions& o) {
   return fmt::format(
       "fp8 128x128 block weights as given (e4m3 [N, K], K contiguous), scales MN-major "
       "[K/128][N/128] floored at 1e-10; activations quantised per token per 128 channels in the "
-      "permutation and again after the activation; GEMM1 N={}, GEMM2 N={}; rows: {}",
-      w13_rows(p), p.hidden, rule);
+      "permutation and again after the activation; GEMM1 N={}, GEMM2 N={}; rows: {}{}",
+      w13_rows(p), p.hidden, rule,
+      p.sink_experts > 0
+          ? fmt::format("; {} sink experts (I={}) in bf16 on every token by cuBLAS, silu_mul, "
+                        "their results put in their slots' rows",
+                        p.sink_experts, p.sink_intermediate)
+          : "");
 }
 
 DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)
@@ -114,17 +116,22 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   const int64_t h = p.hidden, inter = p.intermediate, e = p.local_experts;
   n1_ = w13_rows(p);
   const bool shared = p.shared_intermediate > 0;
-  groups_ = gpu::permutation_groups(p);  // routed experts, then the shared one (no sinks here)
+  groups_ = gpu::permutation_groups(p);  // routed experts, sinks, then the shared one
+  const int64_t sinks = p.sink_experts;
+  const int64_t fp8_groups = e + (shared ? 1 : 0);  // those with e4m3 weights
   sm_count_ = gpu::device_info().sm_count;
+  MOE_CHECK(sinks == 0 || options_.tiles != Fp8Tiles::kTokensFfma, MOE_STATUS_CONFIG_ERROR,
+            "deepgemm_style: gemm_tiles 'tokens_ffma' takes no sink experts (its kernel runs "
+            "every group of the permutation); use auto, tokens or weights");
 
   // Weights go up as the caller holds them; scales are turned MN-major on the host first.
   const size_t w13_group = size_t(n1_ * h), w2_group = size_t(h * inter);
   const size_t s13_group = size_t((n1_ / kBlock) * (h / kBlock));
   const size_t s2_group = size_t((h / kBlock) * (inter / kBlock));
-  w13_ = gpu::DeviceBuffer(w13_group * size_t(groups_));
-  w2_ = gpu::DeviceBuffer(w2_group * size_t(groups_));
-  s13_ = gpu::DeviceBuffer(s13_group * size_t(groups_) * sizeof(float));
-  s2_ = gpu::DeviceBuffer(s2_group * size_t(groups_) * sizeof(float));
+  w13_ = gpu::DeviceBuffer(w13_group * size_t(fp8_groups));
+  w2_ = gpu::DeviceBuffer(w2_group * size_t(fp8_groups));
+  s13_ = gpu::DeviceBuffer(s13_group * size_t(fp8_groups) * sizeof(float));
+  s2_ = gpu::DeviceBuffer(s2_group * size_t(fp8_groups) * sizeof(float));
   auto upload = [&](int64_t first, int64_t count, const moe_tensor& w13, const moe_tensor& s13,
                     const moe_tensor& w2, const moe_tensor& s2, const char* who) {
     w13_.upload(w13.data, w13_group * size_t(count), w13_group * size_t(first));
@@ -143,13 +150,18 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   if (shared)
     upload(e, 1, w.shared_w13, w.shared_w13_scale, w.shared_w2, w.shared_w2_scale, "shared_");
 
+  if (sinks > 0) sinks_ = std::make_unique<SinkExperts>(p, w);
+
+  // Per permutation group: its weights (a sink group runs no rows in the e4m3 GEMMs, so it
+  // points at group 0's, never read).
   std::vector<const void*> p13, p2;
   std::vector<const float*> q13, q2;
   for (int64_t g = 0; g < groups_; ++g) {
-    p13.push_back(w13_.as<uint8_t>() + size_t(g) * w13_group);
-    p2.push_back(w2_.as<uint8_t>() + size_t(g) * w2_group);
-    q13.push_back(s13_.as<float>() + size_t(g) * s13_group);
-    q2.push_back(s2_.as<float>() + size_t(g) * s2_group);
+    const int64_t at = g < e ? g : g < e + sinks ? 0 : e;  // storage index
+    p13.push_back(w13_.as<uint8_t>() + size_t(at) * w13_group);
+    p2.push_back(w2_.as<uint8_t>() + size_t(at) * w2_group);
+    q13.push_back(s13_.as<float>() + size_t(at) * s13_group);
+    q2.push_back(s2_.as<float>() + size_t(at) * s2_group);
   }
   w13_ptrs_ = gpu::upload_vector(p13);
   w2_ptrs_ = gpu::upload_vector(p2);
@@ -176,7 +188,7 @@ Fp8Tiles DeviceLayer::tiles(int64_t tokens) const {
   const moe_problem p = problem_.c();
   const int64_t rows = tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) +
                        (p.shared_intermediate > 0 ? tokens : 0);
-  return rows < 32 * groups_ ? Fp8Tiles::kWeights : Fp8Tiles::kTokens;
+  return rows < 32 * (groups_ - p.sink_experts) ? Fp8Tiles::kWeights : Fp8Tiles::kTokens;
 }
 
 // The pieces in a fixed order.
@@ -203,6 +215,7 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, RowLayout 
   ws.act_scales = c.take<float>(r * (i / kBlock));
   ws.gemm2 = c.take<uint16_t>(r * h);
   ws.gemm_ws = c.take(gemm_ws_bytes_);
+  ws.sinks = c.take(sinks_ ? sinks_->workspace_bytes(tokens) : 0);
   if (bytes != nullptr) *bytes = c.used();
   return ws;
 }
@@ -239,9 +252,12 @@ void DeviceLayer::run(const moe_run_args& a) const {
   // skipped), [0, offsets[G]) in the contiguous one.
   const int64_t r = perm.max_rows;
   const gpu::RowRange rows{r, nullptr, masked ? nullptr : perm.group_offsets + groups_};
+  // The sinks' rows are skipped by the e4m3 steps (GEMMs, gather, activation): they run apart.
+  const int32_t sink0 = int32_t(gpu::first_sink_group(p)),
+                sink1 = int32_t(gpu::first_sink_group(p) + p.sink_experts);
   gpu::launch_gather_quantize_fp8_1x128(static_cast<const uint16_t*>(a.hidden.data), p.hidden,
                                         perm.row_token, rows, ws.rows, {ws.row_scales, 1, r},
-                                        stream);
+                                        stream, {perm.row_group, sink0, sink1});
 
   Fp8GemmArgs g{};
   g.groups = int(groups_);
@@ -251,6 +267,8 @@ void DeviceLayer::run(const moe_run_args& a) const {
   g.scale_ld = r;
   g.workspace = ws.gemm_ws;
   g.workspace_bytes = gemm_ws_bytes_;
+  g.skip_begin = sink0;
+  g.skip_end = sink1;
   g.sm_count = sm_count_;
 
   Fp8GemmArgs g1 = g;
@@ -275,6 +293,8 @@ void DeviceLayer::run(const moe_run_args& a) const {
   act.bias = p.expert_bias != 0 ? b13_.as<float>() : nullptr;  // routed groups only
   act.bias_groups = p.expert_bias != 0 ? int32_t(p.local_experts) : 0;
   act.row_group = perm.row_group;
+  act.skip_group_begin = sink0;
+  act.skip_group_end = sink1;
   act.out_fp8 = ws.act;
   act.out_scales = {ws.act_scales, 1, r};
   gpu::launch_activation(p, act, stream);
@@ -290,6 +310,9 @@ void DeviceLayer::run(const moe_run_args& a) const {
   g2.w_scale_stack = s2_.as<float>();
   g2.out = ws.gemm2;
   run_fp8_grouped_gemm(tiles, g2, stream);
+  if (sinks_)
+    sinks_->run(tokens, static_cast<const uint16_t*>(a.hidden.data), perm, ws.gemm2, ws.sinks,
+                stream);
 
   gpu::FinalizeArgs fin;
   fin.gemm2 = ws.gemm2;

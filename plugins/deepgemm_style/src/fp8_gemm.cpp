@@ -33,6 +33,13 @@ void check(Fp8Tiles tiles, const Fp8GemmArgs& a) {
   MOE_CHECK(aligned16(a.rows) && aligned16(a.out), MOE_STATUS_INVALID_ARGUMENT,
             "fp8 block GEMM: rows {} and out {} must be 16-byte aligned (TMA)",
             static_cast<const void*>(a.rows), a.out);
+  MOE_CHECK(a.skip_begin >= 0 && a.skip_begin <= a.skip_end && a.skip_end <= a.groups,
+            MOE_STATUS_INVALID_ARGUMENT,
+            "fp8 block GEMM: skipped groups [{}, {}) are not a range of the {} groups",
+            a.skip_begin, a.skip_end, a.groups);
+  MOE_CHECK(tiles != Fp8Tiles::kTokensFfma || a.skip_begin == a.skip_end, MOE_STATUS_UNSUPPORTED,
+            "fp8 block GEMM ({}): the own kernel skips no groups (sink experts)",
+            fp8_tiles_name(tiles));
   if (tiles == Fp8Tiles::kTokensFfma) {  // the own kernel: stacked weights, no workspace
     MOE_CHECK(a.weight_stack && a.w_scale_stack && aligned16(a.weight_stack),
               MOE_STATUS_INVALID_ARGUMENT,
@@ -83,6 +90,8 @@ void run_fp8_grouped_gemm(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t str
   call.offsets = a.offsets;
   call.counts = a.counts;
   call.max_m = a.max_m;
+  call.skip_begin = a.skip_begin;
+  call.skip_end = a.skip_end;
   call.n = a.n;
   call.k = a.k;
   call.rows = a.rows;

@@ -29,6 +29,9 @@ struct Fp8GemmArgs {
   const int64_t* offsets = nullptr;
   const int32_t* counts = nullptr;
   int64_t max_m = 0;
+  // Groups [skip_begin, skip_end) run no rows whatever their offsets or counts say (the sink
+  // experts' groups of the permutation: bf16, computed apart). The own kernel takes no skip.
+  int32_t skip_begin = 0, skip_end = 0;
   int n = 0, k = 0;                        // multiples of 128
   const uint8_t* rows = nullptr;           // [R, K] e4m3
   const float* row_scales = nullptr;       // [K/128][scale_ld], MN-major

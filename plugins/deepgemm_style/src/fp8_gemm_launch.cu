@@ -59,7 +59,7 @@ LaunchResult launch_one(const GemmCall& c) noexcept {
   auto* ws = static_cast<uint8_t*>(c.workspace);
   GroupArrays<G> a;
   const size_t arrays_bytes = carve<G>(c.groups, ws, &a);
-  const GroupRows where{c.offsets, c.counts, c.max_m};
+  const GroupRows where{c.offsets, c.counts, c.max_m, c.skip_begin, c.skip_end};
   const GroupOperands op{c.n,          c.k,        static_cast<const Fp8*>(c.rows),
                          c.row_scales, c.scale_ld, reinterpret_cast<const Fp8* const*>(c.weights),
                          c.w_scales,   c.out};

@@ -18,9 +18,10 @@ struct LaunchResult {
 // * dequant(weights[g])^T for the rows r of each group g.
 struct GemmCall {
   int groups = 0;
-  const int64_t* offsets = nullptr;  // contiguous layout: [groups + 1], device
-  const int32_t* counts = nullptr;   // masked layout: [groups], device (selects it)
-  int64_t max_m = 0;                 // masked layout: rows per group
+  const int64_t* offsets = nullptr;      // contiguous layout: [groups + 1], device
+  const int32_t* counts = nullptr;       // masked layout: [groups], device (selects it)
+  int64_t max_m = 0;                     // masked layout: rows per group
+  int32_t skip_begin = 0, skip_end = 0;  // groups [begin, end) run no rows (CUTLASS kernels only)
   int n = 0, k = 0;
   const void* rows = nullptr;         // [R, K] e4m3
   const float* row_scales = nullptr;  // [K/128][scale_ld]

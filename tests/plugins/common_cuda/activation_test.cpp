@@ -57,8 +57,9 @@ class ActivationTest : public test::CudaTest {
   }
 
   // Runs rows [begin, end) of `rows` rows (groups cycling 0..kGroups-1); rows outside stay poison.
+  // skip_sinks: the sink groups are skipped instead (computed apart): their rows stay poison.
   void expect_case(const moe_problem& p, const Case& c, int64_t rows, int64_t begin, int64_t end,
-                   bool sinks) {
+                   bool sinks, bool skip_sinks = false) {
     SCOPED_TRACE(testing::Message()
                  << activation_name(c.activation) << " layout " << int(c.layout)
                  << " I=" << c.intermediate << " bias=" << c.bias << " sinks=" << sinks);
@@ -91,6 +92,8 @@ class ActivationTest : public test::CudaTest {
     a.silu_group_begin = sinks ? 4 : 0;
     a.silu_group_end = sinks ? kGroups : 0;
     a.rows = RowRange{rows, d_range.get(), d_range.get() + 1};
+    a.skip_group_begin = skip_sinks ? 4 : 0;
+    a.skip_group_end = skip_sinks ? kGroups : 0;
     launch_activation(p, a, stream_);
     sync();
     const std::vector<uint16_t> got = d_out.download();
@@ -98,7 +101,7 @@ class ActivationTest : public test::CudaTest {
     int64_t wrong = 0;
     for (int64_t r = 0; r < rows; ++r) {
       const uint16_t* got_row = got.data() + r * inter;
-      if (r < begin || r >= end) {
+      if (r < begin || r >= end || (skip_sinks && row_group[r] >= 4)) {
         for (int64_t i = 0; i < inter; ++i) wrong += got_row[i] != 0xffff;
         continue;
       }
@@ -149,6 +152,12 @@ TEST_F(ActivationTest, SinkGroupsUseSiluMulWhateverTheLayerActivation) {
   for (moe_activation act : {MOE_ACTIVATION_SWIGLU_OAI, MOE_ACTIVATION_GELU_MUL})
     expect_case(problem_for(act), {act, GateUpLayout::kInterleavedUpGate, 128, true}, 36, 0, 36,
                 /*sinks=*/true);
+}
+
+TEST_F(ActivationTest, RowsOfSkippedGroupsAreLeftUntouched) {
+  expect_case(problem_for(MOE_ACTIVATION_SILU_MUL),
+              {MOE_ACTIVATION_SILU_MUL, GateUpLayout::kConcatenated, 64, true}, 36, 0, 36, false,
+              /*skip_sinks=*/true);
 }
 
 TEST_F(ActivationTest, OnlyRowsInTheDeviceRangeAreWritten) {

@@ -168,6 +168,42 @@ TEST_F(QuantizeTest, PerToken1x128WritesOnlyTheDeviceRangeAndHonoursTheScaleLayo
   expect_1x128(50, 512, 9, 9, false);
 }
 
+// Rows of skipped groups (computed apart, e.g. bf16 sinks) keep their codes and scales; the
+// others are quantised as always.
+TEST_F(QuantizeTest, PerToken1x128LeavesTheRowsOfSkippedGroupsUntouched) {
+  const int64_t rows = 8, hidden = 256, blocks = 2;
+  const std::vector<uint16_t> x = activations(rows, hidden);
+  const std::vector<int32_t> group = {0, 1, 1, 2, 1, 0, 2, 2};
+  DeviceBuffer<uint16_t> d_x(x);
+  DeviceBuffer<int32_t> d_group(group);
+  DeviceBuffer<uint8_t> d_codes(static_cast<size_t>(rows * hidden));
+  DeviceBuffer<float> d_scales(static_cast<size_t>(rows * blocks));
+  d_codes.poison(0xaa);
+  d_scales.poison(0xff);
+  launch_gather_quantize_fp8_1x128(d_x.get(), hidden, nullptr, RowRange{rows}, d_codes.get(),
+                                   Fp8BlockScales{d_scales.get()}, stream_,
+                                   GroupSkip{d_group.get(), 1, 2});
+  sync();
+  const std::vector<uint8_t> codes = d_codes.download();
+  const std::vector<float> scales = d_scales.download();
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> fake(static_cast<size_t>(hidden));
+    for (int64_t c = 0; c < hidden; ++c) fake[c] = bf16_to_float(x[r * hidden + c]);
+    fake_quant_fp8_1x128(fake.data(), hidden);
+    int64_t wrong = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float scale = scales[r * blocks + b];
+      for (int64_t c = b * 128; c < (b + 1) * 128; ++c) {
+        if (group[r] == 1)
+          wrong += codes[r * hidden + c] != 0xaa || !std::isnan(scale);
+        else
+          wrong += !check_element(x[r * hidden + c], scale, codes[r * hidden + c], fake[c]).empty();
+      }
+    }
+    EXPECT_EQ(wrong, 0) << "row " << r << " of group " << group[r];
+  }
+}
+
 TEST_F(QuantizeTest, PerTensorDynamicTakesTheAmaxOfTheRangeOnly) {
   expect_tensor(64, 4096, 0, 64, true);
   expect_tensor(40, 100, 5, 31, true);  // scalar path

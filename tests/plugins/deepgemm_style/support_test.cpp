@@ -46,16 +46,16 @@ TEST(DeepGemmSupport, RefusesWhatItCannotRunWithTheReasonAndTheValue) {
   p = fp8_problem();
   p.shared_intermediate = 128;
   expect_refusal(p, MOE_REASON_SHARED, "shared_intermediate=128");
-  p = fp8_problem();
-  p.sink_experts = 2;
-  p.sink_intermediate = 256;
-  expect_refusal(p, MOE_REASON_SHARED, "sink experts");
 }
 
 TEST(DeepGemmSupport, AProblemItCanRunIsRefusedOnlyForWantOfAnSm90Device) {
   moe_problem p = fp8_problem();
   p.expert_bias = 1;  // b13 and b2 are taken (added before the activation and the combine)
   p.shared_intermediate = p.intermediate;
+  p.sink_experts = 2;  // bf16 sinks next to the e4m3 experts (cuBLAS, sink_experts.hpp)
+  p.sink_intermediate = 192;
+  p.routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+  p.routing_bias = 1;
   const sdk::Verdict v = check_support(p);
   if (v.ok()) GTEST_SKIP() << "an sm_90 device is present: nothing to refuse";
   EXPECT_EQ(v.reason, MOE_REASON_ARCH) << v.message;
@@ -103,6 +103,14 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
   EXPECT_NE(auto_rule.find("contiguous above"), std::string::npos) << auto_rule;
   const std::string forced = describe(fp8_problem(), parse_options({{"layout", "contiguous"}}));
   EXPECT_NE(forced.find("contiguous at every batch size"), std::string::npos) << forced;
+  EXPECT_EQ(forced.find("sink"), std::string::npos) << forced;
+  moe_problem sinks = fp8_problem();
+  sinks.sink_experts = 2;
+  sinks.sink_intermediate = 192;
+  const std::string with_sinks = describe(sinks, parse_options({}));
+  EXPECT_NE(with_sinks.find("2 sink experts (I=192) in bf16 on every token by cuBLAS"),
+            std::string::npos)
+      << with_sinks;
 }
 
 }  // namespace

@@ -87,6 +87,8 @@ const Pinned kPinned[] = {
     {"fp8_block_decode_silu", kPadding, 0xf7a98088b52e5d8cull},
     {"fp8_block_relu2", kRandom, 0x9b36ad343208b24aull},
     {"fp8_block_relu2", kPadding, 0x9a298c58b4122dc4ull},
+    {"fp8_block_sinks", kRandom, 0xb36ad9a96be3bb7dull},
+    {"fp8_block_sinks", kPadding, 0x361188f03bee0ca8ull},
     {"fp8_block_swiglu_shared", kRandom, 0x1a34c0da5087d38aull},
     {"fp8_block_swiglu_shared", kPadding, 0xa43c99613a0bf99bull},
     {"fp8_tensor_dynamic", kRandom, 0x5d93ba20203aebddull},

@@ -99,6 +99,14 @@ void launch_permute(const moe_problem& p, int64_t tokens, const int32_t* topk_id
 void launch_gather_rows(const Permutation& perm, int64_t hidden_size, const uint16_t* hidden,
                         uint16_t* out, cudaStream_t stream);
 
+// Rows computed apart, in token order (e.g. sink experts run densely on every token), put where
+// the permutation placed their slots: for c < columns and t < tokens, the row of slot
+// (t, first_column + c), if it has one, gets src[c][t][:H]; slots without a row are skipped.
+// src [columns][tokens][H] bf16, out [R_max, H] bf16. Contiguous or masked layouts alike.
+void launch_scatter_slot_rows(const Permutation& perm, int64_t tokens, int64_t first_column,
+                              int64_t columns, int64_t hidden_size, const uint16_t* src,
+                              uint16_t* out, cudaStream_t stream);
+
 struct FinalizeArgs {
   const uint16_t* gemm2 = nullptr;      // [R_max, H] bf16, GEMM2's output in permuted order
   const float* topk_weights = nullptr;  // [T, W] f32 (routed weights, then sink gammas)

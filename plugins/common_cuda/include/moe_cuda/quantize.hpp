@@ -29,9 +29,16 @@ void launch_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const RowRange
 // The same with a gather fused in (a permutation's rows quantised straight from the tokens):
 // output row r reads x[source_row[r], :] (x [T, H] bf16); rows whose source_row is < 0 are left
 // untouched (codes and scales). source_row: device [rows.max_rows], e.g. Permutation::row_token.
+// Rows whose group (row_group [R_max], e.g. Permutation::row_group) lies in [skip_begin,
+// skip_end) are left untouched too: groups computed apart.
+struct GroupSkip {
+  const int32_t* row_group = nullptr;
+  int32_t skip_begin = 0, skip_end = 0;
+};
 void launch_gather_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const int32_t* source_row,
                                       const RowRange& rows, uint8_t* codes,
-                                      const Fp8BlockScales& scales, cudaStream_t stream);
+                                      const Fp8BlockScales& scales, cudaStream_t stream,
+                                      const GroupSkip& skip = {});
 
 // Dynamic per-tensor: one scale over every element of the rows in `rows` (three steps on the
 // stream: zero the amax, reduce it with atomicMax on the float's bits, quantise). `scale` out:

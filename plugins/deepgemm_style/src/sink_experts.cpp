@@ -1,0 +1,120 @@
+#include "sink_experts.hpp"
+
+#include <cublas_v2.h>
+
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe_cuda/activation.hpp"
+#include "moe_cuda/workspace.hpp"
+
+namespace moe::deepgemm {
+namespace {
+
+// cuBLAS's workspace, carved from the caller's (a capture must not allocate): the 32 MiB NVIDIA
+// recommends on Hopper, so no kernel is ruled out for want of room.
+constexpr size_t kCublasWorkspace = size_t(32) << 20;
+
+void check_cublas(cublasStatus_t s, const char* what) {
+  MOE_CHECK(s == CUBLAS_STATUS_SUCCESS, MOE_STATUS_DEVICE_ERROR, "deepgemm_style sinks: {}: {}",
+            what, cublasGetStatusString(s));
+}
+
+struct Pieces {
+  uint16_t* gemm1;  // [S, T, 2Is] bf16
+  uint16_t* act;    // [S, T, Is] bf16
+  uint16_t* out;    // [S, T, H] bf16
+  void* cublas;     // kCublasWorkspace
+  size_t bytes;
+};
+
+Pieces carve(const moe_problem& p, int64_t tokens, void* base) {
+  const size_t st = size_t(p.sink_experts * tokens), is = size_t(p.sink_intermediate);
+  gpu::WorkspaceCarver c(base);
+  Pieces w{};
+  w.gemm1 = c.take<uint16_t>(st * 2 * is);
+  w.act = c.take<uint16_t>(st * is);
+  w.out = c.take<uint16_t>(st * size_t(p.hidden));
+  w.cublas = c.take(kCublasWorkspace);
+  w.bytes = c.used();
+  return w;
+}
+
+}  // namespace
+
+struct SinkExperts::Handle {
+  cublasHandle_t h = nullptr;
+  ~Handle() {
+    if (h != nullptr) cublasDestroy(h);
+  }
+};
+
+SinkExperts::SinkExperts(const moe_problem& p, const moe_weights& w)
+    : p_(p), handle_(std::make_unique<Handle>()) {
+  MOE_CHECK(p.sink_experts >= 1 && p.sink_intermediate >= 1, MOE_STATUS_INTERNAL,
+            "deepgemm_style: sink experts built for a problem without them");
+  const size_t s = size_t(p.sink_experts), is = size_t(p.sink_intermediate), h = size_t(p.hidden);
+  w13_ = gpu::DeviceBuffer(s * 2 * is * h * 2);
+  w2_ = gpu::DeviceBuffer(s * h * is * 2);
+  w13_.upload(w.sink_w13.data, s * 2 * is * h * 2);
+  w2_.upload(w.sink_w2.data, s * h * is * 2);
+  check_cublas(cublasCreate(&handle_->h), "cublasCreate");
+  // No reduced-precision reductions: a split-K sum is added in f32, not in the bf16 output type.
+  check_cublas(
+      cublasSetMathMode(handle_->h, cublasMath_t(CUBLAS_DEFAULT_MATH |
+                                                 CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+      "cublasSetMathMode");
+}
+
+SinkExperts::~SinkExperts() = default;
+
+size_t SinkExperts::workspace_bytes(int64_t tokens) const {
+  return tokens == 0 ? 0 : carve(p_, tokens, nullptr).bytes;
+}
+
+void SinkExperts::run(int64_t tokens, const uint16_t* hidden, const gpu::Permutation& perm,
+                      uint16_t* gemm2, void* workspace, cudaStream_t stream) const {
+  if (tokens == 0) return;
+  const Pieces ws = carve(p_, tokens, workspace);
+  const int s = int(p_.sink_experts), is = int(p_.sink_intermediate), h = int(p_.hidden),
+            t = int(tokens);
+  const float one = 1.0f, zero = 0.0f;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cublasHandle_t c = handle_->h;
+    check_cublas(cublasSetStream(c, stream), "cublasSetStream");
+    check_cublas(cublasSetWorkspace(c, ws.cublas, kCublasWorkspace), "cublasSetWorkspace");
+    // Row-major Y[T, N] = X[T, K] W[N, K]^T is column-major Y^T = W^T(op T) X^T: m = N, n = T.
+    // GEMM1 per sink: [T, 2Is] = hidden [T, H] x w13_s [2Is, H]^T (the same hidden for each).
+    check_cublas(cublasGemmStridedBatchedEx(
+                     c, CUBLAS_OP_T, CUBLAS_OP_N, 2 * is, t, h, &one, w13_.get(), CUDA_R_16BF, h,
+                     int64_t(2) * is * h, hidden, CUDA_R_16BF, h, 0, &zero, ws.gemm1, CUDA_R_16BF,
+                     2 * is, int64_t(2) * is * t, s, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "sink GEMM1");
+  }
+  // silu_mul on canonical [gate | up] rows, rounded once to bf16.
+  moe_problem silu = p_;
+  silu.activation = MOE_ACTIVATION_SILU_MUL;
+  gpu::ActivationArgs act;
+  act.gemm1 = ws.gemm1;
+  act.out = ws.act;
+  act.intermediate = is;
+  act.layout = gpu::GateUpLayout::kConcatenated;
+  act.rows = {int64_t(s) * tokens, nullptr, nullptr};
+  gpu::launch_activation(silu, act, stream);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cublasHandle_t c = handle_->h;
+    check_cublas(cublasSetStream(c, stream), "cublasSetStream");
+    check_cublas(cublasSetWorkspace(c, ws.cublas, kCublasWorkspace), "cublasSetWorkspace");
+    // GEMM2 per sink: [T, H] = act_s [T, Is] x w2_s [H, Is]^T.
+    check_cublas(cublasGemmStridedBatchedEx(
+                     c, CUBLAS_OP_T, CUBLAS_OP_N, h, t, is, &one, w2_.get(), CUDA_R_16BF, is,
+                     int64_t(h) * is, ws.act, CUDA_R_16BF, is, int64_t(is) * t, &zero, ws.out,
+                     CUDA_R_16BF, h, int64_t(h) * t, s, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "sink GEMM2");
+  }
+  gpu::launch_scatter_slot_rows(perm, tokens, p_.top_k, p_.sink_experts, p_.hidden, ws.out, gemm2,
+                                stream);
+}
+
+}  // namespace moe::deepgemm
