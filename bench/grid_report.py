@@ -21,6 +21,7 @@ import subprocess
 PEERS_BY_FORMAT = {
     "bf16": ("torch_grouped_mm", "triton", "cublas"),
     "fp8_block": ("torch_scaled_grouped_mm", "triton"),
+    "fp8_tensor": ("torch_scaled_grouped_mm", "triton"),  # the same fp8 peers (run_grid.py)
     # 4-bit weights: the bf16 peers on the shape's bf16 weights (no peer reads fp4 on Hopper).
     "mxfp4": ("torch_grouped_mm", "triton", "cublas"),
     "nvfp4": ("torch_grouped_mm", "triton", "cublas"),

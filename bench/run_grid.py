@@ -22,6 +22,9 @@ decode kernel) at T = 1..512 against the bf16 peers; writes <date>_cutlass_mega_
 --format fp8_block --backend cutlass_mega: configs/bench/mega/<shape>_fp8_block.yaml, the same
 token counts, against the fp8 peers and, on the same configs (backend swapped), deepgemm_style;
 writes <date>_cutlass_mega_fp8_block_grid.*.
+--format fp8_tensor (trtllm_style): configs/bench/<shape>_fp8_tensor.yaml (per-tensor e4m3 weights
+and activations) against the fp8 peers above (the Triton one at its 128x128 blocks: there is no
+per-tensor Triton MoE among the peers); writes <date>_trtllm_style_fp8_tensor_grid.*.
 --format mxfp4 | nvfp4 (cutlass_mega): configs/bench/mega/<shape>_<fmt>.yaml, the same token
 counts, against the bf16 peers on the shape's bf16 weights (what runs without a 4-bit path);
 writes <date>_cutlass_mega_<fmt>_grid.*.
@@ -62,6 +65,9 @@ GRIDS = {
     ("fp8_block", "deepgemm_style"): Grid(
         "deepgemm_style", "fp8_block", CONFIGS,
         ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like"), GRID_TOKENS, True),
+    ("fp8_tensor", BF16_BACKEND): Grid(
+        BF16_BACKEND, "fp8_tensor", CONFIGS, ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"),
+        GRID_TOKENS, True),
     # A decode kernel: its configs hold max_tokens 512 (its schedule's 4096 slots at top_k 8).
     ("bf16", "cutlass_mega"): Grid(
         "cutlass_mega", "bf16", CONFIGS + "/mega",
@@ -80,13 +86,15 @@ GRIDS = {
         ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True),
 }
 # The backend of --format when --backend is not given.
-DEFAULT_BACKEND = {"bf16": BF16_BACKEND, "fp8_block": "deepgemm_style", "mxfp4": "cutlass_mega",
-                   "nvfp4": "cutlass_mega"}
+DEFAULT_BACKEND = {"bf16": BF16_BACKEND, "fp8_block": "deepgemm_style",
+                   "fp8_tensor": BF16_BACKEND, "mxfp4": "cutlass_mega", "nvfp4": "cutlass_mega"}
 # Shapes a grid's backend refuses, and why (there is no config for them).
 SINKS_NEED_BF16 = ("inkling_like's sink experts are bf16 silu_mul, and cutlass_mega runs them "
                    "only in a bf16 silu_mul layer (one launch runs one format)")
 REFUSED = {
     ("fp8_block", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
+    ("fp8_tensor", BF16_BACKEND, "inkling_like"):
+        "inkling_like's sink experts are bf16, and trtllm_style's e4m3 GEMMs cannot run them",
     ("mxfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
     ("nvfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
 }
@@ -220,8 +228,8 @@ def peers_for_fp8_block(rec, routing_file, peers_dir):
     return out, graphed, eager
 
 
-PEER_RUNNERS = {"bf16": peers_for, "fp8_block": peers_for_fp8_block, "mxfp4": peers_for,
-                "nvfp4": peers_for}
+PEER_RUNNERS = {"bf16": peers_for, "fp8_block": peers_for_fp8_block,
+                "fp8_tensor": peers_for_fp8_block, "mxfp4": peers_for, "nvfp4": peers_for}
 
 
 def check_max(args, shape):
@@ -284,7 +292,7 @@ def parse_args(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--format", default="bf16", choices=sorted(DEFAULT_BACKEND),
                     help="the weights' format: its peers (bf16: torch._grouped_mm, Triton, cuBLAS; "
-                         "fp8_block: torch._scaled_grouped_mm, Triton fp8 block)")
+                         "fp8_block and fp8_tensor: torch._scaled_grouped_mm, Triton fp8 block)")
     ap.add_argument("--backend", default=None,
                     choices=sorted({g.backend for g in GRIDS.values()}),
                     help="our backend (default: the format's: "

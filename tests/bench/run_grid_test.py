@@ -146,6 +146,20 @@ for shape in mega.shapes:
     assert p_ours == p_theirs, (ours, p_ours, p_theirs)
 
 assert run_grid.grid_report.PEERS_BY_FORMAT["fp8_block"] == ("torch_scaled_grouped_mm", "triton")
+# fp8_tensor: trtllm_style's e4m3 GEMMs against the same fp8 peers, trtllm_style bf16 beside it;
+# inkling_like refused (sinks are bf16), the grid's file names its backend and format.
+t8 = run_grid.parse_args(["--out", "o", "--format", "fp8_tensor"])
+assert t8.backend == "trtllm_style" and t8.grid.bf16_backend, t8
+assert t8.grid == run_grid.GRIDS["fp8_tensor", "trtllm_style"] and t8.tokens == run_grid.GRID_TOKENS
+assert run_grid.PEER_RUNNERS["fp8_tensor"] is run_grid.peers_for_fp8_block
+assert run_grid.grid_report.PEERS_BY_FORMAT["fp8_tensor"] == ("torch_scaled_grouped_mm", "triton")
+assert run_grid.grid_configs(t8.grid, "mixtral_8x7b") == [
+    "configs/bench/mixtral_8x7b_fp8_tensor.yaml", "configs/bench/mixtral_8x7b_bf16.yaml"]
+assert run_grid.shapes_for(t8.grid, None, t8.tokens) == [
+    "qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"]
+msg = exits(run_grid.shapes_for, t8.grid, "inkling_like", t8.tokens)
+assert "inkling_like's sink experts are bf16" in msg, msg
+assert run_grid.grid_stem("o", "D", t8.grid) == os.path.join("o", "D_trtllm_style_fp8_tensor_grid")
 assert run_grid.grid_report.PEERS_BY_FORMAT["bf16"] == ("torch_grouped_mm", "triton", "cublas")
 assert run_grid.grid_stem("o", "D", bf16) == os.path.join("o", "D_trtllm_style_bf16_grid")
 assert run_grid.grid_stem("o", "D", fp8) == os.path.join("o", "D_deepgemm_style_fp8_block_grid")

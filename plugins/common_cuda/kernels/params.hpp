@@ -144,7 +144,7 @@ struct Fp8BlockParams {
 };
 
 struct Fp8TensorParams {
-  const uint16_t* x;  // [R_max, H] bf16
+  const uint16_t* x;  // [R_max, H] bf16 (unused when x_f32 is given)
   uint8_t* codes;     // out: [R_max, H] e4m3
   int64_t hidden, max_rows;
   const int64_t* row_begin;
@@ -152,6 +152,7 @@ struct Fp8TensorParams {
   uint32_t* amax_bits;    // dynamic: the amax as float bits (>= 0, so they order as integers)
   const float* scale_in;  // static: the scale; null when dynamic
   float* scale_out;       // dynamic: out, the scale used; null when static
+  const float* x_f32;     // [R_max, H] f32 instead of x, or null
 };
 
 }  // namespace moe::gpu::kernels

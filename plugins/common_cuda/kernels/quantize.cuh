@@ -132,6 +132,21 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_1x128_kernel(const
   }
 }
 
+// Element i (and the next kVecElems - 1 when kVec) of a per-tensor quantisation's input, bf16 or
+// f32.
+template <bool kVec>
+__device__ __forceinline__ void load_tensor_values(const Fp8TensorParams& p, int64_t i,
+                                                   float (&v)[kVec ? kVecElems : 1]) {
+  if constexpr (kVec) {
+    if (p.x_f32 != nullptr)
+      load_bf16x8(p.x_f32 + i, v);
+    else
+      load_bf16x8(p.x + i, v);
+  } else {
+    v[0] = p.x_f32 != nullptr ? p.x_f32[i] : bf16_to_float(p.x[i]);
+  }
+}
+
 // Per-tensor amax over rows [begin, end): each block reduces its share, then one atomicMax on
 // the float's bits (non-negative floats order like their bit patterns). *amax_bits starts at 0.
 template <bool kVec>
@@ -144,11 +159,7 @@ __global__ void __launch_bounds__(kQuantThreads) fp8_tensor_amax_kernel(const Fp
   for (int64_t i = first + (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kN; i < last;
        i += int64_t(gridDim.x) * blockDim.x * kN) {
     float v[kN];
-    if constexpr (kVec) {
-      load_bf16x8(p.x + i, v);
-    } else {
-      v[0] = bf16_to_float(p.x[i]);
-    }
+    load_tensor_values<kVec>(p, i, v);
 #pragma unroll
     for (int e = 0; e < kN; ++e) amax = fmaxf(amax, fabsf(v[e]));
   }
@@ -175,9 +186,9 @@ __global__ void __launch_bounds__(kQuantThreads)
   const int64_t last = range_end(p.row_end, p.max_rows) * p.hidden;
   for (int64_t i = first + (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kN; i < last;
        i += int64_t(gridDim.x) * blockDim.x * kN) {
+    float v[kN];
+    load_tensor_values<kVec>(p, i, v);
     if constexpr (kVec) {
-      float v[kN];
-      load_bf16x8(p.x + i, v);
       uint32_t lo = 0, hi = 0;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -186,7 +197,7 @@ __global__ void __launch_bounds__(kQuantThreads)
       }
       *reinterpret_cast<uint2*>(p.codes + i) = make_uint2(lo, hi);
     } else {
-      p.codes[i] = to_e4m3(bf16_to_float(p.x[i]), scale);
+      p.codes[i] = to_e4m3(v[0], scale);
     }
   }
 }

@@ -1,6 +1,8 @@
 // Activation quantisation: checks and kernel arguments.
 #include "moe_cuda/quantize.hpp"
 
+#include <type_traits>
+
 #include "launch.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
@@ -10,7 +12,8 @@ namespace {
 
 constexpr auto kInvalid = MOE_STATUS_INVALID_ARGUMENT;
 
-void check_rows(const char* what, const uint16_t* x, int64_t hidden, const RowRange& rows,
+template <class X>
+void check_rows(const char* what, const X* x, int64_t hidden, const RowRange& rows,
                 const uint8_t* codes) {
   MOE_CHECK(hidden >= 1 && rows.max_rows >= 0, kInvalid,
             "{}: hidden={} must be >= 1 and max_rows={} >= 0", what, hidden, rows.max_rows);
@@ -18,12 +21,42 @@ void check_rows(const char* what, const uint16_t* x, int64_t hidden, const RowRa
             "{}: x and codes must be given", what);
 }
 
-void launch_tensor(const uint16_t* x, int64_t hidden, const RowRange& rows, uint8_t* codes,
+// x: bf16 bits (uint16_t) or f32.
+template <class X>
+void launch_tensor(const X* x, int64_t hidden, const RowRange& rows, uint8_t* codes,
                    uint32_t* amax_bits, const float* scale_in, float* scale_out,
                    cudaStream_t stream) {
-  const kernels::Fp8TensorParams k{x,        codes,     hidden,   rows.max_rows, rows.begin,
-                                   rows.end, amax_bits, scale_in, scale_out};
+  constexpr bool kF32 = std::is_same_v<X, float>;
+  const kernels::Fp8TensorParams k{kF32 ? nullptr : reinterpret_cast<const uint16_t*>(x),
+                                   codes,
+                                   hidden,
+                                   rows.max_rows,
+                                   rows.begin,
+                                   rows.end,
+                                   amax_bits,
+                                   scale_in,
+                                   scale_out,
+                                   kF32 ? reinterpret_cast<const float*>(x) : nullptr};
   detail::launch_fp8_tensor_kernels(k, hidden % 8 == 0 && detail::aligned(16, x, codes), stream);
+}
+
+template <class X>
+void tensor_dynamic(const X* x, int64_t hidden, const RowRange& rows, uint8_t* codes, float* scale,
+                    void* workspace, cudaStream_t stream) {
+  check_rows("quantize_fp8_tensor_dynamic", x, hidden, rows, codes);
+  MOE_CHECK(scale != nullptr && workspace != nullptr, kInvalid,
+            "quantize_fp8_tensor_dynamic: scale and workspace must be given");
+  // Even with no rows the scale is written (amax 0 -> 1e-10/448), as the reference does.
+  launch_tensor(x, hidden, rows, codes, static_cast<uint32_t*>(workspace), nullptr, scale, stream);
+}
+
+template <class X>
+void tensor_static(const X* x, int64_t hidden, const RowRange& rows, const float* scale,
+                   uint8_t* codes, cudaStream_t stream) {
+  check_rows("quantize_fp8_tensor_static", x, hidden, rows, codes);
+  MOE_CHECK(scale != nullptr, kInvalid, "quantize_fp8_tensor_static: scale must be given");
+  if (rows.max_rows == 0) return;
+  launch_tensor(x, hidden, rows, codes, nullptr, scale, nullptr, stream);
 }
 
 }  // namespace
@@ -68,19 +101,23 @@ size_t quantize_fp8_tensor_workspace_bytes() {
 void launch_quantize_fp8_tensor_dynamic(const uint16_t* x, int64_t hidden, const RowRange& rows,
                                         uint8_t* codes, float* scale, void* workspace,
                                         cudaStream_t stream) {
-  check_rows("quantize_fp8_tensor_dynamic", x, hidden, rows, codes);
-  MOE_CHECK(scale != nullptr && workspace != nullptr, kInvalid,
-            "quantize_fp8_tensor_dynamic: scale and workspace must be given");
-  // Even with no rows the scale is written (amax 0 -> 1e-10/448), as the reference does.
-  launch_tensor(x, hidden, rows, codes, static_cast<uint32_t*>(workspace), nullptr, scale, stream);
+  tensor_dynamic(x, hidden, rows, codes, scale, workspace, stream);
+}
+
+void launch_quantize_fp8_tensor_dynamic(const float* x, int64_t hidden, const RowRange& rows,
+                                        uint8_t* codes, float* scale, void* workspace,
+                                        cudaStream_t stream) {
+  tensor_dynamic(x, hidden, rows, codes, scale, workspace, stream);
 }
 
 void launch_quantize_fp8_tensor_static(const uint16_t* x, int64_t hidden, const RowRange& rows,
                                        const float* scale, uint8_t* codes, cudaStream_t stream) {
-  check_rows("quantize_fp8_tensor_static", x, hidden, rows, codes);
-  MOE_CHECK(scale != nullptr, kInvalid, "quantize_fp8_tensor_static: scale must be given");
-  if (rows.max_rows == 0) return;
-  launch_tensor(x, hidden, rows, codes, nullptr, scale, nullptr, stream);
+  tensor_static(x, hidden, rows, scale, codes, stream);
+}
+
+void launch_quantize_fp8_tensor_static(const float* x, int64_t hidden, const RowRange& rows,
+                                       const float* scale, uint8_t* codes, cudaStream_t stream) {
+  tensor_static(x, hidden, rows, scale, codes, stream);
 }
 
 }  // namespace moe::gpu

@@ -10,6 +10,8 @@ namespace moe::trtllm::kernels {
 
 struct FusedActivation {
   moe::gpu::kernels::ActivationParams act{};  // activation, gelu_tanh, alpha, limit
+  const float* group_scale = nullptr;         // [groups]: accumulators x this first (e4m3's
+                                              // alpha_g); null = 1
   const float* bias = nullptr;                // b13 [bias_groups, N1] in GEMM1's column order
   int64_t bias_stride = 0;                    // floats between groups' rows
   int32_t bias_groups = 0;                    // groups >= this take no bias (sinks, shared)

@@ -1,5 +1,6 @@
 // GEMM1's epilogue with the activation of docs/design.md §5 fused in: the fp32 accumulators of a
-// tile become act(gate + b_gate, up + b_up), rounded once to bf16 and stored to the [rows, I]
+// tile, times the group's scale when there is one (e4m3 operands), become
+// act(gate + b_gate, up + b_up), rounded once to bf16 and stored to the [rows, I]
 // intermediate. The GEMM1 output (2I wide) never reaches memory.
 //
 // The weights are TensorRT-LLM's w31 + gated interleave (column 2i = up_i, 2i+1 = gate_i), so a
@@ -27,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cute/tensor.hpp"
 #include "cutlass/arch/barrier.h"
@@ -39,9 +41,13 @@
 
 namespace moe::trtllm::kernels {
 
-// TileShape: the CTA tile (M, N, K); kSwapAB: M is features, N tokens.
-template <class TileShape, bool kSwapAB>
+// TileShape: the CTA tile (M, N, K); kSwapAB: M is features, N tokens; Out: the output element,
+// bf16 (stored as its bits) or float (e4m3 layers: the intermediate is quantised next, from
+// unrounded values as the reference does).
+template <class TileShape, bool kSwapAB, class Out = cutlass::bfloat16_t>
 class ActivationEpilogue {
+  static constexpr bool kF32 = std::is_same_v<Out, float>;
+  using Bits = std::conditional_t<kF32, float, uint16_t>;  // what the tile and the stores hold
  public:
   using EpilogueSchedule = cutlass::epilogue::PtrArrayNoSmemWarpSpecialized;
   using DispatchPolicy = EpilogueSchedule;
@@ -49,9 +55,9 @@ class ActivationEpilogue {
   using ElementAccumulator = float;
   using ElementCompute = float;
   using ElementScalar = float;
-  using ElementOutput = cutlass::bfloat16_t;
+  using ElementOutput = Out;
   using ElementC = void;  // no source
-  using ElementD = cutlass::bfloat16_t;
+  using ElementD = Out;
   using InternalStrideD = cutlass::detail::TagToStrideC_t<cutlass::layout::RowMajor>;
   using StrideD = InternalStrideD*;
   using InternalStrideC = InternalStrideD;
@@ -59,16 +65,17 @@ class ActivationEpilogue {
   using GmemTiledCopyC = void;
   using GmemTiledCopyD = void;
 
-  // The staging tile: a CTA tile's gated outputs, [tokens][features], rows padded by 8 bf16 so
+  // The staging tile: a CTA tile's gated outputs, [tokens][features], rows padded by 16 bytes so
   // the 8 rows one warp store touches fall in different banks and rows stay 16-byte aligned.
   static constexpr int kTileTokens = cute::size < kSwapAB ? 1 : 0 > (TileShape{});
   static constexpr int kTileFeatures = cute::size < kSwapAB ? 0 : 1 > (TileShape{}) / 2;
-  static constexpr int kRowStride = kTileFeatures + 8;
-  static constexpr int kChunksPerRow = kTileFeatures / 8;  // 16-byte chunks
-  static_assert(kTileFeatures % 8 == 0, "tile features must fill 16-byte chunks");
+  static constexpr int kPerChunk = 16 / int(sizeof(Bits));  // elements per 16-byte chunk
+  static constexpr int kRowStride = kTileFeatures + kPerChunk;
+  static constexpr int kChunksPerRow = kTileFeatures / kPerChunk;
+  static_assert(kTileFeatures % kPerChunk == 0, "tile features must fill 16-byte chunks");
 
   struct SharedStorage {
-    alignas(16) uint16_t tile[kTileTokens * kRowStride];
+    alignas(16) Bits tile[kTileTokens * kRowStride];
   };
   using TensorMapStorage = SharedStorage;
 
@@ -95,7 +102,7 @@ class ActivationEpilogue {
   }
   template <class ProblemShape>
   static bool can_implement(ProblemShape const&, Arguments const& args) {
-    return args.ptr_D != nullptr && args.fused.out_ld > 0 && args.fused.out_ld % 8 == 0;
+    return args.ptr_D != nullptr && args.fused.out_ld > 0 && args.fused.out_ld % kPerChunk == 0;
   }
 
   CUTLASS_HOST_DEVICE explicit ActivationEpilogue(Params const& params) : params_(params) {}
@@ -124,15 +131,22 @@ class ActivationEpilogue {
     Tensor coords = tiled_mma.get_thread_slice(thread_idx).partition_C(c_tile);
     static_assert(decltype(size(coords))::value == decltype(size(acc))::value);
 
-    uint16_t* out = reinterpret_cast<uint16_t*>(params_.ptr_D[group]);
+    Bits* out = reinterpret_cast<Bits*>(params_.ptr_D[group]);
+    // The stored form of an fp32 result: rounded once to bf16, or kept.
+    auto store_form = [](float v) -> Bits {
+      if constexpr (kF32)
+        return v;
+      else
+        return moe::gpu::kernels::float_to_bf16(v);
+    };
     const float* bias = (f.bias != nullptr && group < f.bias_groups)
                             ? f.bias + int64_t(group) * f.bias_stride
                             : nullptr;
+    const float scale = f.group_scale != nullptr ? f.group_scale[group] : 1.0f;
     const int32_t act = (group >= f.silu_begin && group < f.silu_end)
                             ? int32_t(moe::gpu::kernels::kSiluMul)
                             : f.act.activation;
     using moe::gpu::kernels::activate;
-    using moe::gpu::kernels::float_to_bf16;
 
     if (!f.gated) {  // relu2: one output per accumulator
       CUTLASS_PRAGMA_UNROLL
@@ -140,9 +154,8 @@ class ActivationEpilogue {
         const int m = get<0>(coords(i)), n = get<1>(coords(i));
         if (m >= m_size || n >= n_size) continue;
         const int feature = kSwapAB ? m : n, token = kSwapAB ? n : m;
-        const float x = acc(i) + (bias ? bias[feature] : 0.0f);
-        out[int64_t(token) * f.out_ld + feature] =
-            float_to_bf16(activate<true>(f.act, act, x, 0.f));
+        const float x = acc(i) * scale + (bias ? bias[feature] : 0.0f);
+        out[int64_t(token) * f.out_ld + feature] = store_form(activate<true>(f.act, act, x, 0.f));
       }
       return;
     }
@@ -150,10 +163,10 @@ class ActivationEpilogue {
     // 1. Activate each (up, gate) pair into the staging tile (tile-local token, feature).
     const int m0 = int(m_coord) * int(size<0>(blk_shape_mnk));
     const int n0 = int(n_coord) * int(size<1>(blk_shape_mnk));
-    uint16_t* tile = reinterpret_cast<SharedStorage*>(smem)->tile;
+    Bits* tile = reinterpret_cast<SharedStorage*>(smem)->tile;
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(acc); i += 2) {  // i, i + 1: the two columns of one pair
-      const float v0 = acc(i), v1 = acc(i + 1);
+      const float v0 = acc(i) * scale, v1 = acc(i + 1) * scale;
       const int m = get<0>(coords(i)), n = get<1>(coords(i));
       float up, gate;
       int feature, token;  // in the tile
@@ -178,7 +191,7 @@ class ActivationEpilogue {
           gate += bias[2 * global_feature + 1];
         }
       }
-      tile[token * kRowStride + feature] = float_to_bf16(activate<true>(f.act, act, gate, up));
+      tile[token * kRowStride + feature] = store_form(activate<true>(f.act, act, gate, up));
     }
     // The math threads on this tile: both warpgroups of the cooperative kernel. Every one of
     // them reaches both barriers: the grouped-GEMM scheduler never splits a tile's K (no
@@ -192,7 +205,7 @@ class ActivationEpilogue {
     const int64_t token0 = kSwapAB ? n0 : m0;
     const int64_t feature0 = (kSwapAB ? m0 : n0) >> 1;
     for (int c = thread_idx; c < kTileTokens * kChunksPerRow; c += int(threads)) {
-      const int t = c / kChunksPerRow, x = (c % kChunksPerRow) * 8;
+      const int t = c / kChunksPerRow, x = (c % kChunksPerRow) * kPerChunk;
       if (t >= tokens || x >= features) continue;
       const uint4 v = *reinterpret_cast<const uint4*>(tile + t * kRowStride + x);
       *reinterpret_cast<uint4*>(out + (token0 + t) * f.out_ld + feature0 + x) = v;

@@ -17,20 +17,21 @@ Kernel plain_kernel(GemmTiles t) {
          : t == GemmTiles::kWide ? Kernel::kWide
                                  : Kernel::kWeights;
 }
-// There is no fused 128x256 kernel (built once, never measured: not shipped); wide tiles with
-// the activation fused run GEMM1 on 128x128 tiles.
 Kernel act_kernel(GemmTiles t) {
-  return t == GemmTiles::kWeights ? Kernel::kWeightsAct : Kernel::kTokensAct;
-}
-GemmTiles act_tiles(GemmTiles t) {
-  return t == GemmTiles::kWide ? GemmTiles::kTokens : t;
+  return t == GemmTiles::kWeights ? Kernel::kWeightsAct
+         : t == GemmTiles::kWide  ? Kernel::kWideAct
+                                  : Kernel::kTokensAct;
 }
 
 void launch(GemmTiles tiles, Kernel kernel, const GroupedGemmArgs& a,
             const kernels::FusedActivation& act, cudaStream_t stream) {
-  MOE_CHECK(a.n % 8 == 0 && a.k % 8 == 0, MOE_STATUS_UNSUPPORTED,
-            "grouped GEMM needs N={} and K={} to be multiples of 8 (16-byte TMA strides)", a.n,
-            a.k);
+  const int align = a.fp8 ? 16 : 8;  // elements in 16 bytes: TMA strides
+  MOE_CHECK(a.n % align == 0 && a.k % align == 0, MOE_STATUS_UNSUPPORTED,
+            "grouped {} GEMM needs N={} and K={} to be multiples of {} (16-byte TMA strides)",
+            a.fp8 ? "e4m3" : "bf16", a.n, a.k, align);
+  MOE_CHECK(!a.fp8 || (a.fp8->act != nullptr && a.fp8->weight != nullptr),
+            MOE_STATUS_INVALID_ARGUMENT,
+            "grouped e4m3 GEMM without its activation or weight scales");
   MOE_CHECK(a.groups >= 1 && a.offsets && a.rows && a.weights && a.out && a.workspace,
             MOE_STATUS_INVALID_ARGUMENT, "grouped GEMM: groups={} or a null pointer", a.groups);
   auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
@@ -43,13 +44,15 @@ void launch(GemmTiles tiles, Kernel kernel, const GroupedGemmArgs& a,
   MOE_CHECK(a.workspace_bytes >= need, MOE_STATUS_CAPACITY_EXCEEDED,
             "grouped GEMM workspace of {} bytes is smaller than the {} needed", a.workspace_bytes,
             need);
-  const detail::GemmCall call{a.groups,  a.offsets, a.n,         a.k,        a.rows,
-                              a.weights, a.out,     a.workspace, a.sm_count, stream};
-  const detail::LaunchResult r = detail::launch(kernel, call, act);
-  MOE_CHECK(r.stage == nullptr, MOE_STATUS_DEVICE_ERROR, "grouped GEMM ({}{}, n={}, k={}) {}: {}",
-            gemm_tiles_name(kernel == act_kernel(tiles) ? act_tiles(tiles) : tiles),
-            kernel == act_kernel(tiles) ? ", activation epilogue" : "", a.n, a.k,
-            r.stage ? r.stage : "", r.message ? r.message : "");
+  detail::GemmCall call{a.groups,  a.offsets, a.n,         a.k,        a.rows,
+                        a.weights, a.out,     a.workspace, a.sm_count, stream, {}};
+  if (a.fp8) call.scales = {a.fp8->act, a.fp8->act_shared, a.fp8->weight, a.fp8->shared_group};
+  const detail::LaunchResult r =
+      a.fp8 ? detail::launch_fp8(kernel, call, act) : detail::launch_bf16(kernel, call, act);
+  MOE_CHECK(r.stage == nullptr, MOE_STATUS_DEVICE_ERROR,
+            "grouped {} GEMM ({}{}, n={}, k={}) {}: {}", a.fp8 ? "e4m3" : "bf16",
+            gemm_tiles_name(tiles), kernel == act_kernel(tiles) ? ", activation epilogue" : "", a.n,
+            a.k, r.stage ? r.stage : "", r.message ? r.message : "");
 }
 
 }  // namespace
@@ -68,9 +71,10 @@ const char* gemm_tiles_name(GemmTiles t) {
 
 size_t grouped_gemm_workspace_bytes(int groups, int sm_count) {
   size_t most = 0;
-  for (Kernel k :
-       {Kernel::kTokens, Kernel::kWide, Kernel::kWeights, Kernel::kTokensAct, Kernel::kWeightsAct})
-    most = std::max(most, detail::kernel_workspace(k, groups, sm_count));
+  for (Kernel k : {Kernel::kTokens, Kernel::kWide, Kernel::kWeights, Kernel::kTokensAct,
+                   Kernel::kWideAct, Kernel::kWeightsAct})
+    most = std::max({most, detail::kernel_workspace_bf16(k, groups, sm_count),
+                     detail::kernel_workspace_fp8(k, groups, sm_count)});
   return most;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "grouped_gemm.hpp"
 #include "moe/sdk/bias_values.hpp"
@@ -13,6 +14,7 @@
 #include "moe/sdk/weights.hpp"
 #include "moe_cuda/activation.hpp"
 #include "moe_cuda/permute.hpp"
+#include "moe_cuda/quantize.hpp"
 #include "moe_cuda/workspace.hpp"
 
 namespace moe::trtllm {
@@ -22,10 +24,29 @@ int64_t rows_per_token(const moe_problem& p) {
   return p.top_k + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
 }
 
-// The caller's canonical bf16 [E, rows, cols] tensor (checked by check_weights), read in place.
-TensorView bf16_view(const moe_tensor& t, int64_t e, int64_t rows, int64_t cols) {
-  const MatrixStack s{e, rows, cols, 2};
-  return {MOE_DTYPE_BF16, s, ByteSpan(static_cast<const uint8_t*>(t.data), size_t(s.bytes()))};
+// The caller's canonical [E, rows, cols] tensor of `dtype` (checked by check_weights), read in
+// place.
+TensorView view(const moe_tensor& t, moe_dtype dtype, int64_t e, int64_t rows, int64_t cols) {
+  const MatrixStack s{e, rows, cols, dtype == MOE_DTYPE_BF16 ? 2 : dtype == MOE_DTYPE_F32 ? 4 : 1};
+  return {dtype, s, ByteSpan(static_cast<const uint8_t*>(t.data), size_t(s.bytes()))};
+}
+
+// fp8_tensor's per-matrix scales ([count] f32, checked for shape by check_weights), used as
+// given, as the reference does; one that is not finite or not positive is refused by name (a
+// corrupt or misrouted tensor).
+std::vector<float> tensor_scales(const moe_tensor& t, const char* name, int64_t count) {
+  MOE_CHECK(t.dtype == MOE_DTYPE_F32 && t.data != nullptr, MOE_STATUS_INVALID_ARGUMENT,
+            "{}: f32 scales expected", name);
+  const auto* in = static_cast<const float*>(t.data);
+  std::vector<float> out(in, in + count);
+  for (int64_t i = 0; i < count; ++i)
+    MOE_CHECK(std::isfinite(out[size_t(i)]) && out[size_t(i)] > 0.0f, MOE_STATUS_INVALID_ARGUMENT,
+              "{}[{}] = {} is not a finite positive scale", name, i, out[size_t(i)]);
+  return out;
+}
+
+bool is_fp8(const moe_problem& p) {
+  return p.format == MOE_FORMAT_FP8_TENSOR;
 }
 
 // A bias LayoutTensor (E, rows, 1), bf16 or f32, as floats (the SDK's bias_values), appended to
@@ -45,22 +66,41 @@ void append_bias(std::vector<float>& out, const LayoutTensor& b, const char* nam
 
 struct DeviceLayer::Workspace {
   moe::gpu::Permutation perm;
-  void* rows;   // [R, H] bf16, the tokens of each group, contiguous
+  void* rows;   // [R, H] bf16 (e4m3 for fp8_tensor), the tokens of each group, contiguous
   void* gemm1;  // [R, n1] bf16 (separate activation only)
-  void* act;    // [R, P] bf16
+  void* act;    // [R, P] bf16 (f32 for fp8_tensor, quantised into act_codes next)
   void* gemm2;  // [R, H] bf16
   void* gemm_ws;
   size_t gemm_ws_bytes;
+  // fp8_tensor only:
+  uint8_t* hidden_codes;  // [T, H] e4m3: the hidden states quantised once, gathered from here
+  uint8_t* act_codes;     // [R, P] e4m3: the intermediate quantised
+  float* scales;          // [3]: hidden states, routed intermediate, shared intermediate
+  void* amax_ws;          // the dynamic quantisation's amax scratch
 };
 
 Refusal check_support(const moe_problem& p) {
-  if (p.format != MOE_FORMAT_BF16)
-    return {MOE_REASON_FORMAT, fmt::format("bf16 weights only, not {}",
+  const bool fp8 = is_fp8(p);
+  if (p.format != MOE_FORMAT_BF16 && !fp8)
+    return {MOE_REASON_FORMAT, fmt::format("bf16 and fp8_tensor weights only, not {}",
                                            format_name(static_cast<moe_format>(p.format)))};
-  if (p.input_format != MOE_INPUT_BF16) return {MOE_REASON_INPUT_FORMAT, "bf16 activations only"};
-  if (p.hidden % 8 != 0)
+  const auto input = static_cast<moe_input_format>(p.input_format);
+  if (!fp8 && input != MOE_INPUT_BF16)
+    return {MOE_REASON_INPUT_FORMAT, fmt::format("bf16 weights take bf16 activations only, not {}",
+                                                 input_format_name(input))};
+  if (fp8 && input != MOE_INPUT_FP8_TENSOR_DYNAMIC && input != MOE_INPUT_FP8_TENSOR_STATIC)
+    return {MOE_REASON_INPUT_FORMAT,
+            fmt::format("fp8_tensor weights run e4m3 x e4m3 GEMMs: activations "
+                        "fp8_tensor_dynamic or fp8_tensor_static, not {}",
+                        input_format_name(input))};
+  const int64_t align = fp8 ? 16 : 8;
+  if (p.hidden % align != 0)
     return {MOE_REASON_SHAPE,
-            fmt::format("hidden={} must be a multiple of 8 (16-byte TMA rows)", p.hidden)};
+            fmt::format("hidden={} must be a multiple of {} (16-byte TMA rows)", p.hidden, align)};
+  if (fp8 && p.sink_experts > 0)
+    return {MOE_REASON_SHARED,
+            "sink experts are bf16 on bf16 hidden states; the e4m3 grouped GEMMs of an "
+            "fp8_tensor layer cannot run them"};
   if (p.shared_intermediate > 0 && p.shared_intermediate != p.intermediate)
     return {MOE_REASON_SHARED,
             fmt::format("shared_intermediate={} must equal intermediate={} (one grouped GEMM)",
@@ -105,10 +145,16 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                       : value == "weights" ? std::optional(GemmTiles::kWeights)
                       : value == "wide"    ? std::optional(GemmTiles::kWide)
                                            : std::nullopt;
+      MOE_CHECK(!(is_fp8(p) && value == "wide"), MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: gemm_tiles 'wide' is for bf16 layers; fp8_tensor takes tokens or "
+                "weights (its promoted fp32 accumulators do not fit 128x256 tiles)");
     } else if (key == "activation_epilogue") {
       MOE_CHECK(value == "auto" || value == "fused" || value == "separate", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: activation_epilogue '{}' is not auto, fused or separate", value);
       fuse_option_ = value == "auto" ? std::nullopt : std::optional(value == "fused");
+      MOE_CHECK(!(is_fp8(p) && value == "separate"), MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: activation_epilogue 'separate' is for bf16 layers; fp8_tensor "
+                "always fuses the activation into GEMM1 (its f32 output is quantised next)");
     }
   }
   const PrepareOptions opts = layout_options(options);
@@ -119,10 +165,30 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   n1_ = gated ? 2 * padded_i_ : padded_i_;
   groups_ = p.local_experts + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
 
+  // fp8_tensor: every group's weight scales, and the static activation scales, checked before
+  // any weight is prepared or uploaded (a corrupt scale fails fast), then put on the device
+  // (GEMMs multiply them into alpha there, next to a dynamic scale computed there).
+  const bool fp8 = is_fp8(p);
+  if (fp8) {
+    std::vector<float> s13 = tensor_scales(w.w13_scale, "w13_scale", p.local_experts);
+    std::vector<float> s2 = tensor_scales(w.w2_scale, "w2_scale", p.local_experts);
+    if (p.shared_intermediate > 0) {
+      s13.push_back(tensor_scales(w.shared_w13_scale, "shared_w13_scale", 1)[0]);
+      s2.push_back(tensor_scales(w.shared_w2_scale, "shared_w2_scale", 1)[0]);
+    }
+    w13_scale_ = upload_vector(s13);
+    w2_scale_ = upload_vector(s2);
+    if (p.input_format == MOE_INPUT_FP8_TENSOR_STATIC)
+      static_scales_ =
+          upload_vector(std::vector<float>{tensor_scales(w.a13_scale, "a13_scale", 1)[0],
+                                           tensor_scales(w.a2_scale, "a2_scale", 1)[0]});
+  }
+
   // Routed experts, then sinks, then the shared expert, each prepared the same way from the
   // caller's bytes (no host copy first) and uploaded straight from the prepared buffers, which
   // are freed before the next part: the host never holds more than one prepared copy.
-  const size_t w13_group = size_t(n1_ * h * 2), w2_group = size_t(h * padded_i_ * 2);
+  const int64_t eb = fp8 ? 1 : 2;  // bytes per weight
+  const size_t w13_group = size_t(n1_ * h * eb), w2_group = size_t(h * padded_i_ * eb);
   w13_ = DeviceBuffer(w13_group * size_t(groups_));
   w2_ = DeviceBuffer(w2_group * size_t(groups_));
   std::vector<float> b13, b2;
@@ -151,15 +217,26 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     tag_ = part.tag;
     upload(part);
   }
-  auto prepare_extra = [&](const moe_tensor& w13, const moe_tensor& w2, int64_t count) {
-    const LayerShape s{MOE_FORMAT_BF16, gated, count, h, p.intermediate};
+  // Sinks are bf16 (refused next to fp8_tensor); the shared expert is in the layer's format, its
+  // fp8_tensor scales one f32 per matrix.
+  auto prepare_extra = [&](moe_format format, const moe_tensor& w13, const moe_tensor& w13_scale,
+                           const moe_tensor& w2, const moe_tensor& w2_scale, int64_t count) {
+    const LayerShape s{format, gated, count, h, p.intermediate};
+    const moe_dtype dtype = format == MOE_FORMAT_BF16 ? MOE_DTYPE_BF16 : MOE_DTYPE_E4M3;
     LayerView v;
-    v.w13 = bf16_view(w13, count, gated ? 2 * p.intermediate : p.intermediate, h);
-    v.w2 = bf16_view(w2, count, h, p.intermediate);
+    v.w13 = view(w13, dtype, count, gated ? 2 * p.intermediate : p.intermediate, h);
+    v.w2 = view(w2, dtype, count, h, p.intermediate);
+    if (format == MOE_FORMAT_FP8_TENSOR) {
+      v.w13_scale = view(w13_scale, MOE_DTYPE_F32, count, 1, 1);
+      v.w2_scale = view(w2_scale, MOE_DTYPE_F32, count, 1, 1);
+    }
     upload(prepare(s, v, opts));
   };
-  if (p.sink_experts > 0) prepare_extra(w.sink_w13, w.sink_w2, p.sink_experts);
-  if (p.shared_intermediate > 0) prepare_extra(w.shared_w13, w.shared_w2, 1);
+  if (p.sink_experts > 0)
+    prepare_extra(MOE_FORMAT_BF16, w.sink_w13, {}, w.sink_w2, {}, p.sink_experts);
+  if (p.shared_intermediate > 0)
+    prepare_extra(static_cast<moe_format>(p.format), w.shared_w13, w.shared_w13_scale, w.shared_w2,
+                  w.shared_w2_scale, 1);
 
   std::vector<const void*> p13, p2;
   for (int64_t g = 0; g < groups_; ++g) {
@@ -191,6 +268,9 @@ bool DeviceLayer::small_groups(int64_t tokens) const {
 }
 
 bool DeviceLayer::fuse_activation(int64_t tokens) const {
+  // e4m3 layers always fuse: the epilogue hands the quantisation unrounded f32 values (a bf16
+  // GEMM1 output or activation would move ~3% of the intermediate's codes off the reference's).
+  if (is_fp8(problem_.c())) return true;
   if (fuse_option_) return *fuse_option_;
   // Measured on the H200 (bench/NOTES.md, v2): with few rows per group the fused epilogue saves
   // a launch and wins; with more, 128x256 tiles and a separate activation kernel beat the fused
@@ -200,21 +280,30 @@ bool DeviceLayer::fuse_activation(int64_t tokens) const {
 
 GemmTiles DeviceLayer::tiles(int64_t tokens) const {
   if (tiles_option_) return *tiles_option_;
-  return small_groups(tokens) ? GemmTiles::kWeights : GemmTiles::kWide;
+  if (small_groups(tokens)) return GemmTiles::kWeights;
+  // e4m3 has no 128x256 tiles (kernels/sm90_grouped_gemm.cuh, OperandTraits).
+  return is_fp8(problem_.c()) ? GemmTiles::kTokens : GemmTiles::kWide;
 }
 
 // The workspace pieces in carve order: permutation, gathered rows, GEMM1 output (none when the
 // activation is fused), activation, GEMM2 output, grouped-GEMM scratch (shared by both GEMMs:
-// they run one after the other).
-std::array<size_t, 6> DeviceLayer::pieces(int64_t tokens) const {
+// they run one after the other); fp8_tensor adds the quantised hidden states, the quantised
+// intermediate, and three scales with the dynamic quantisation's amax scratch.
+std::array<size_t, 9> DeviceLayer::pieces(int64_t tokens) const {
   const moe_problem p = problem_.c();
-  const size_t rows = size_t(tokens * rows_per_token(p));
+  const bool fp8 = is_fp8(p);
+  const size_t rows = size_t(tokens * rows_per_token(p)), eb = fp8 ? 1 : 2;
   return {moe::gpu::permutation_workspace_bytes(p, tokens),
-          rows * p.hidden * 2,
+          rows * p.hidden * eb,
           fuse_activation(tokens) ? 0 : rows * n1_ * 2,
-          rows * padded_i_ * 2,
+          rows * padded_i_ * (fp8 ? 4 : 2),
           rows * p.hidden * 2,
-          gemm_ws_bytes_};
+          gemm_ws_bytes_,
+          fp8 ? size_t(tokens * p.hidden) : 0,
+          fp8 ? rows * padded_i_ : 0,
+          fp8 ? gpu::workspace_round_up(3 * sizeof(float)) +
+                    moe::gpu::quantize_fp8_tensor_workspace_bytes()
+              : 0};
 }
 
 size_t DeviceLayer::workspace_size(int64_t tokens) const {
@@ -225,7 +314,7 @@ size_t DeviceLayer::workspace_size(int64_t tokens) const {
 
 DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens) const {
   const moe_problem p = problem_.c();
-  const std::array<size_t, 6> size = pieces(tokens);
+  const std::array<size_t, 9> size = pieces(tokens);
   gpu::WorkspaceCarver c(base);
   auto take = [&](size_t bytes) { return c.take(bytes); };
   Workspace ws;
@@ -237,6 +326,11 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens) const {
   ws.gemm2 = take(size[4]);
   ws.gemm_ws_bytes = size[5];
   ws.gemm_ws = take(size[5]);
+  ws.hidden_codes = static_cast<uint8_t*>(take(size[6]));
+  ws.act_codes = static_cast<uint8_t*>(take(size[7]));
+  auto* scales = static_cast<uint8_t*>(take(size[8]));
+  ws.scales = reinterpret_cast<float*>(scales);
+  ws.amax_ws = scales ? scales + gpu::workspace_round_up(3 * sizeof(float)) : nullptr;
   return ws;
 }
 
@@ -250,17 +344,50 @@ void DeviceLayer::run(const moe_run_args& a) const {
   const int sm = device_info().sm_count;
   const GemmTiles tiles = this->tiles(tokens);
   const bool fuse = fuse_activation(tokens);
+  const bool fp8 = is_fp8(p);
+  const bool dynamic = p.input_format == MOE_INPUT_FP8_TENSOR_DYNAMIC;
+  const bool shared = p.shared_intermediate > 0;
+  const auto* hidden = static_cast<const uint16_t*>(a.hidden.data);
+  const int64_t* offsets = nullptr;
 
   moe::gpu::launch_permute(p, tokens, static_cast<const int32_t*>(a.topk_ids.data), ws.perm,
                            stream);
-  moe::gpu::launch_gather_rows(ws.perm, p.hidden, static_cast<const uint16_t*>(a.hidden.data),
-                               static_cast<uint16_t*>(ws.rows), stream);
-  const int64_t* offsets = ws.perm.group_offsets;
-  GroupedGemmArgs g1{int(groups_),     offsets,
-                     int(n1_),         int(p.hidden),
-                     ws.rows,          w13_ptrs_.as<const void*>(),
-                     ws.act,           ws.gemm_ws,
-                     ws.gemm_ws_bytes, sm};
+  offsets = ws.perm.group_offsets;
+  // fp8_tensor: the hidden states of the whole batch quantised once (one scale over all of them,
+  // padding tokens included, as the reference does), then their e4m3 rows gathered.
+  Fp8Scales s1, s2;
+  if (fp8) {
+    const float* x_scale = dynamic ? ws.scales : static_scales_.as<float>();
+    const moe::gpu::RowRange all{tokens, nullptr, nullptr};
+    if (dynamic)
+      moe::gpu::launch_quantize_fp8_tensor_dynamic(hidden, p.hidden, all, ws.hidden_codes,
+                                                   ws.scales, ws.amax_ws, stream);
+    else
+      moe::gpu::launch_quantize_fp8_tensor_static(hidden, p.hidden, all, x_scale, ws.hidden_codes,
+                                                  stream);
+    // e4m3 rows move as pairs of bytes (H is a multiple of 16).
+    moe::gpu::launch_gather_rows(ws.perm, p.hidden / 2,
+                                 reinterpret_cast<const uint16_t*>(ws.hidden_codes),
+                                 static_cast<uint16_t*>(ws.rows), stream);
+    const int32_t shared_group = shared ? int32_t(groups_ - 1) : -1;
+    s1 = {x_scale, nullptr, w13_scale_.as<float>(), shared_group};
+    s2 = {dynamic ? ws.scales + 1 : static_scales_.as<float>() + 1,
+          dynamic ? ws.scales + 2 : nullptr, w2_scale_.as<float>(), shared_group};
+  } else {
+    moe::gpu::launch_gather_rows(ws.perm, p.hidden, hidden, static_cast<uint16_t*>(ws.rows),
+                                 stream);
+  }
+  GroupedGemmArgs g1{int(groups_),
+                     offsets,
+                     int(n1_),
+                     int(p.hidden),
+                     ws.rows,
+                     w13_ptrs_.as<const void*>(),
+                     ws.act,
+                     ws.gemm_ws,
+                     ws.gemm_ws_bytes,
+                     sm,
+                     fp8 ? &s1 : nullptr};
   const int32_t bias_groups = has_bias_ ? int32_t(p.local_experts) : 0;
   const int32_t silu_begin = int32_t(p.local_experts);
   const int32_t silu_end = int32_t(p.local_experts + p.sink_experts);
@@ -285,11 +412,35 @@ void DeviceLayer::run(const moe_run_args& a) const {
     moe::gpu::launch_activation(p, act, stream);
   }
 
-  const GroupedGemmArgs g2{int(groups_),     offsets,
-                           int(p.hidden),    int(padded_i_),
-                           ws.act,           w2_ptrs_.as<const void*>(),
-                           ws.gemm2,         ws.gemm_ws,
-                           ws.gemm_ws_bytes, sm};
+  // fp8_tensor: the intermediate quantised, the routed experts' rows over one scale and the
+  // shared expert's (the last group) over its own. Padding columns (I..P) are zero and do not
+  // move an amax.
+  const void* gemm2_rows = ws.act;
+  if (fp8) {
+    const auto* inter = static_cast<const float*>(ws.act);
+    const int64_t rmax = ws.perm.max_rows;
+    if (dynamic) {
+      const int64_t* routed_end = offsets + (shared ? groups_ - 1 : groups_);
+      moe::gpu::launch_quantize_fp8_tensor_dynamic(inter, padded_i_, {rmax, nullptr, routed_end},
+                                                   ws.act_codes, ws.scales + 1, ws.amax_ws, stream);
+      if (shared)
+        moe::gpu::launch_quantize_fp8_tensor_dynamic(
+            inter, padded_i_, {rmax, offsets + groups_ - 1, offsets + groups_}, ws.act_codes,
+            ws.scales + 2, ws.amax_ws, stream);
+    } else {
+      moe::gpu::launch_quantize_fp8_tensor_static(
+          inter, padded_i_, {rmax, nullptr, offsets + groups_}, static_scales_.as<float>() + 1,
+          ws.act_codes, stream);
+    }
+    gemm2_rows = ws.act_codes;
+  }
+
+  const GroupedGemmArgs g2{int(groups_),       offsets,
+                           int(p.hidden),      int(padded_i_),
+                           gemm2_rows,         w2_ptrs_.as<const void*>(),
+                           ws.gemm2,           ws.gemm_ws,
+                           ws.gemm_ws_bytes,   sm,
+                           fp8 ? &s2 : nullptr};
   run_grouped_gemm(tiles, g2, stream);
 
   moe::gpu::FinalizeArgs fin;

@@ -1,11 +1,14 @@
-// One trtllm_style layer on the GPU: weights prepared in the TensorRT-LLM layout (w31 swap and
-// gated interleave, so GEMM1 writes (up_i, gate_i) pairs side by side) and uploaded at prepare;
-// at run time permute -> gather -> grouped GEMM1 with the activation in its epilogue -> grouped
-// GEMM2 -> weighted combine, all on the caller's stream and workspace (capturable in a CUDA
-// graph). Option `activation_epilogue: separate` runs the activation as a kernel of its own
-// instead (GEMM1 then writes its 2I-wide output). `auto` (the default) fuses with few rows per
-// expert (swap-AB weight tiles) and otherwise runs 128x256 tiles with the separate kernel, the
-// faster pair there (bench/NOTES.md). `gemm_tiles: auto | tokens | weights | wide`.
+// One trtllm_style layer on the GPU: weights (bf16, or fp8_tensor e4m3 with per-matrix scales)
+// prepared in the TensorRT-LLM layout (w31 swap and gated interleave, so GEMM1 writes (up_i,
+// gate_i) pairs side by side) and uploaded at prepare; at run time permute -> gather (fp8_tensor:
+// quantise the hidden states first) -> grouped GEMM1 with the activation in its epilogue ->
+// (fp8_tensor: quantise the intermediate) -> grouped GEMM2 -> weighted combine, all on the caller's
+// stream and workspace (capturable in a CUDA graph). Option `activation_epilogue: separate` runs
+// the activation as a kernel of its own instead (GEMM1 then writes its 2I-wide output; bf16
+// layers only: fp8_tensor always fuses, its epilogue writing the f32 activation that the
+// intermediate's quantisation reads). `auto` (the default) fuses with few rows per expert (swap-AB
+// weight tiles) and otherwise runs 128x256 tiles with the separate kernel, the faster pair there
+// (bench/NOTES.md). `gemm_tiles: auto | tokens | weights | wide`.
 #pragma once
 
 #include <array>
@@ -41,7 +44,7 @@ class DeviceLayer {
 
  private:
   struct Workspace;
-  std::array<size_t, 6> pieces(int64_t tokens) const;
+  std::array<size_t, 9> pieces(int64_t tokens) const;
   Workspace carve(void* base, int64_t tokens) const;
 
   Problem problem_;
@@ -54,10 +57,12 @@ class DeviceLayer {
   bool small_groups(int64_t tokens) const;
   bool fuse_activation(int64_t tokens) const;
   GemmTiles tiles(int64_t tokens) const;
-  DeviceBuffer w13_, w2_;            // every group's weights, [groups][n1, H] and [groups][H, P]
-  DeviceBuffer w13_ptrs_, w2_ptrs_;  // [groups] pointers into them
-  DeviceBuffer b13_, b2_;            // [groups, n1] and [groups, H] f32 (zeros where absent)
-  DeviceBuffer local_map_;           // [E] global -> local expert id, -1 elsewhere
+  DeviceBuffer w13_, w2_;              // every group's weights, [groups][n1, H] and [groups][H, P]
+  DeviceBuffer w13_ptrs_, w2_ptrs_;    // [groups] pointers into them
+  DeviceBuffer b13_, b2_;              // [groups, n1] and [groups, H] f32 (zeros where absent)
+  DeviceBuffer local_map_;             // [E] global -> local expert id, -1 elsewhere
+  DeviceBuffer w13_scale_, w2_scale_;  // fp8_tensor: [groups] f32 weight scales
+  DeviceBuffer static_scales_;         // fp8_tensor_static: a13_scale, a2_scale
   bool has_bias_ = false;
   size_t gemm_ws_bytes_ = 0;  // grouped GEMM scratch (every kernel), fixed at prepare
 };

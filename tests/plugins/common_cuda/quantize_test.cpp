@@ -20,8 +20,7 @@ using test::DeviceBuffer;
 // One element: the kernel's code must be the reference's (the exact x / scale rounded once to
 // e4m3; double holds the quotient closely enough to round it the same), and fake_quant's value
 // (`fake`) must be that code times the scale. Returns a failure text.
-std::string check_element(uint16_t x_bits, float scale, uint8_t got, double fake) {
-  const float x = bf16_to_float(x_bits);
+std::string check_element(float x, float scale, uint8_t got, double fake) {
   const uint8_t reference = e4m3_from_double(double(x) / double(scale));
   std::string why;
   if (got != reference)
@@ -32,6 +31,8 @@ std::string check_element(uint16_t x_bits, float scale, uint8_t got, double fake
     why += fmt::format(" reference code 0x{:02x} is not fake_quant's {}", reference, fake);
   return why.empty() ? why : fmt::format("x={} scale={}: {}", x, scale, why);
 }
+// bf16 bits would convert to float silently (as a number, not as bf16): say bf16_to_float.
+std::string check_element(uint16_t x_bits, float scale, uint8_t got, double fake) = delete;
 
 class QuantizeTest : public test::CudaTest {
  protected:
@@ -100,8 +101,8 @@ class QuantizeTest : public test::CudaTest {
           ADD_FAILURE() << "row " << r << " block " << b << ": scale " << scale << " want "
                         << fp8_scale_from_amax(amax);
         for (int64_t c = c0; c < c1; ++c) {
-          const std::string why =
-              check_element(x[r * hidden + c], scale, codes[r * hidden + c], fake[c]);
+          const std::string why = check_element(bf16_to_float(x[r * hidden + c]), scale,
+                                                codes[r * hidden + c], fake[c]);
           if (!why.empty() && wrong++ < 5)
             ADD_FAILURE() << "row " << r << " col " << c << ": " << why;
         }
@@ -112,16 +113,22 @@ class QuantizeTest : public test::CudaTest {
     EXPECT_EQ(wrong, 0);
   }
 
-  // Per-tensor: dynamic (scale from the amax of rows [begin, end)) or static (given).
-  void expect_tensor(int64_t rows, int64_t hidden, int64_t begin, int64_t end, bool dynamic) {
+  // Per-tensor: dynamic (scale from the amax of rows [begin, end)) or static (given), from bf16
+  // values or (f32) from f32 ones that bf16 cannot hold (each bf16 value nudged by up to 2^-9).
+  void expect_tensor(int64_t rows, int64_t hidden, int64_t begin, int64_t end, bool dynamic,
+                     bool f32 = false) {
     SCOPED_TRACE(testing::Message() << "H=" << hidden << " rows [" << begin << ", " << end << ") "
-                                    << (dynamic ? "dynamic" : "static"));
-    const std::vector<uint16_t> x = activations(rows, hidden);
+                                    << (dynamic ? "dynamic" : "static") << (f32 ? " f32" : ""));
+    const std::vector<uint16_t> x_bf16 = activations(rows, hidden);
+    std::vector<float> x(x_bf16.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = bf16_to_float(x_bf16[i]) * (f32 ? 1.0f + uniform(-1.0f, 1.0f) / 512.0f : 1.0f);
     double amax = 0.0;
     for (int64_t i = begin * hidden; i < end * hidden; ++i)
-      amax = std::max(amax, std::abs(double(bf16_to_float(x[i]))));
+      if (!std::isnan(x[i])) amax = std::max(amax, std::abs(double(x[i])));
     const float want_scale = dynamic ? fp8_scale_from_amax(amax) : uniform(0.001f, 0.1f);
-    DeviceBuffer<uint16_t> d_x(x);
+    DeviceBuffer<uint16_t> d_x(x_bf16);
+    DeviceBuffer<float> d_x_f32(x);
     DeviceBuffer<uint8_t> d_codes(static_cast<size_t>(rows * hidden));
     DeviceBuffer<float> d_scale(std::vector<float>{dynamic ? std::nanf("") : want_scale});
     DeviceBuffer<char> workspace(quantize_fp8_tensor_workspace_bytes());
@@ -129,9 +136,15 @@ class QuantizeTest : public test::CudaTest {
     workspace.poison(0x7b);  // the launch must zero its amax itself
     d_codes.poison(0xaa);
     const RowRange range{rows, d_range.get(), d_range.get() + 1};
-    if (dynamic)
+    if (dynamic && f32)
+      launch_quantize_fp8_tensor_dynamic(d_x_f32.get(), hidden, range, d_codes.get(), d_scale.get(),
+                                         workspace.get(), stream_);
+    else if (dynamic)
       launch_quantize_fp8_tensor_dynamic(d_x.get(), hidden, range, d_codes.get(), d_scale.get(),
                                          workspace.get(), stream_);
+    else if (f32)
+      launch_quantize_fp8_tensor_static(d_x_f32.get(), hidden, range, d_scale.get(), d_codes.get(),
+                                        stream_);
     else
       launch_quantize_fp8_tensor_static(d_x.get(), hidden, range, d_scale.get(), d_codes.get(),
                                         stream_);
@@ -141,7 +154,7 @@ class QuantizeTest : public test::CudaTest {
     const std::vector<uint8_t> codes = d_codes.download();
     std::vector<double> fake(
         static_cast<size_t>((end - begin) * hidden));  // the reference's fake_quant_fp8
-    for (size_t i = 0; i < fake.size(); ++i) fake[i] = bf16_to_float(x[begin * hidden + i]);
+    for (size_t i = 0; i < fake.size(); ++i) fake[i] = x[begin * hidden + i];
     if (!fake.empty()) fake_quant_fp8(fake.data(), int64_t(fake.size()), want_scale);
     int64_t wrong = 0;
     for (int64_t i = 0; i < rows * hidden; ++i) {
@@ -197,7 +210,9 @@ TEST_F(QuantizeTest, PerToken1x128LeavesTheRowsOfSkippedGroupsUntouched) {
         if (group[r] == 1)
           wrong += codes[r * hidden + c] != 0xaa || !std::isnan(scale);
         else
-          wrong += !check_element(x[r * hidden + c], scale, codes[r * hidden + c], fake[c]).empty();
+          wrong += !check_element(bf16_to_float(x[r * hidden + c]), scale, codes[r * hidden + c],
+                                  fake[c])
+                        .empty();
       }
     }
     EXPECT_EQ(wrong, 0) << "row " << r << " of group " << group[r];
@@ -213,6 +228,12 @@ TEST_F(QuantizeTest, PerTensorDynamicTakesTheAmaxOfTheRangeOnly) {
 TEST_F(QuantizeTest, PerTensorStaticUsesTheGivenScale) {
   expect_tensor(64, 4096, 0, 64, false);
   expect_tensor(40, 100, 2, 39, false);
+}
+
+TEST_F(QuantizeTest, PerTensorFromF32ValuesMatchesTheReferenceOnTheUnroundedValues) {
+  expect_tensor(64, 4096, 0, 64, true, true);
+  expect_tensor(40, 100, 5, 31, true, true);  // scalar path
+  expect_tensor(64, 1024, 3, 60, false, true);
 }
 
 }  // namespace

@@ -1,10 +1,14 @@
-// The trtllm_style layer on a GPU, through the C ABI: captured in a CUDA graph and replayed with
-// new inputs in the same buffers, it matches the reference each time; tokens above max_tokens
-// and a wrong dtype are statuses. Skips without an sm_90 GPU.
+// The trtllm_style layer on a GPU (bf16 and fp8_tensor), through the C ABI: captured in a CUDA
+// graph and replayed with new inputs in the same buffers, it matches the reference each time;
+// tokens above max_tokens and a wrong dtype are statuses. Skips without an sm_90 GPU.
 #include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <string>
 
 #include "../../support/graph_replay.hpp"
 #include "../../support/test_env.hpp"
+#include "moe/sdk/formats.hpp"
 
 namespace moe::test {
 namespace {
@@ -114,6 +118,150 @@ INSTANTIATE_TEST_SUITE_P(
                          c.sinks ? "_sinks" : "", c.tiles, c.epilogue);
     });
 
+// fp8_tensor weights on e4m3 activations (one scale over the batch's hidden states, one over the
+// routed intermediate and one over the shared expert's, or the static scales), through every tile
+// shape (the activation always fused, 128x256 tiles included), with biases and a
+// shared expert; within the fp8 tolerance of the fp64 reference (docs/design.md §7).
+struct Fp8Case {
+  moe_input_format input;
+  const char* tiles;
+  const char* epilogue;
+  bool shared, bias;
+  moe_activation activation;
+};
+
+class TrtllmFp8Tensor : public TrtllmGraph, public testing::WithParamInterface<Fp8Case> {};
+
+TEST_P(TrtllmFp8Tensor, MatchesTheReference) {
+  const Fp8Case c = GetParam();
+  Problem q = problem_;
+  q.raw().format = MOE_FORMAT_FP8_TENSOR;
+  q.raw().input_format = c.input;
+  q.raw().activation = c.activation;
+  q.raw().expert_bias = c.bias ? 1 : 0;
+  if (c.shared) q.raw().shared_intermediate = q.raw().intermediate;
+  if (c.activation == MOE_ACTIVATION_RELU2) {
+    q.raw().intermediate = 256;  // relu2 pads I to 128
+    if (c.shared) q.raw().shared_intermediate = 256;
+  }
+  q.finalize();
+  const moe_problem p = q.c();
+  const Support s = plugin_->supports(p);
+  ASSERT_TRUE(s.supported) << s.message;
+  const LayerWeights w = random_weights(p, 31);
+  const Layer layer =
+      plugin_->prepare(p, w.view(), {{"gemm_tiles", c.tiles}, {"activation_epilogue", c.epilogue}});
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  for (int64_t tokens : {1, 37, 64}) {
+    for (Scenario scenario : {Scenario::kRandom, Scenario::kPadding, Scenario::kOneExpert}) {
+      const Batch batch = random_batch(p, tokens, 70 + uint64_t(tokens), scenario);
+      const Routing routing = route_batch(*reference_, p, batch);
+      const RunResult out = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+      EXPECT_LT(relative_l2(out.output, ref.output), 2e-2)
+          << tokens << " tokens, scenario " << int(scenario);
+    }
+  }
+}
+
+constexpr auto kDyn = MOE_INPUT_FP8_TENSOR_DYNAMIC;
+constexpr auto kStatic = MOE_INPUT_FP8_TENSOR_STATIC;
+constexpr auto kSilu = MOE_ACTIVATION_SILU_MUL;
+INSTANTIATE_TEST_SUITE_P(
+    Cases, TrtllmFp8Tensor,
+    testing::Values(Fp8Case{kDyn, "tokens", "fused", false, false, kSilu},
+                    Fp8Case{kDyn, "weights", "fused", false, false, kSilu},
+                    Fp8Case{kDyn, "auto", "auto", false, false, kSilu},
+                    Fp8Case{kDyn, "tokens", "auto", true, true, kSilu},
+                    Fp8Case{kDyn, "weights", "fused", true, true, MOE_ACTIVATION_SWIGLU_OAI},
+                    Fp8Case{kDyn, "weights", "fused", true, false, MOE_ACTIVATION_RELU2},
+                    Fp8Case{kStatic, "tokens", "fused", false, false, kSilu},
+                    Fp8Case{kStatic, "weights", "auto", true, true, kSilu},
+                    Fp8Case{kStatic, "tokens", "auto", false, false, MOE_ACTIVATION_RELU2}),
+    [](const testing::TestParamInfo<Fp8Case>& info) {
+      const Fp8Case& c = info.param;
+      return fmt::format("{}_{}{}{}_{}_{}", c.input == kDyn ? "dynamic" : "static",
+                         activation_name(c.activation), c.shared ? "_shared" : "",
+                         c.bias ? "_bias" : "", c.tiles, c.epilogue);
+    });
+
+// fp8_tensor quantises GEMM1's f32 activation: a separate activation kernel (bf16 in between)
+// is refused at prepare, naming why; so are 128x256 tiles, which e4m3 does not have.
+TEST_F(TrtllmGraph, Fp8TensorWithASeparateActivationOrWideTilesIsAConfigError) {
+  Problem q = problem_;
+  q.raw().format = MOE_FORMAT_FP8_TENSOR;
+  q.raw().input_format = MOE_INPUT_FP8_TENSOR_DYNAMIC;
+  q.finalize();
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 3);
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"activation_epilogue", "separate"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"'separate' is for bf16 layers", "always fuses"});
+  expect_error([&] { plugin_->prepare(p, w.view(), {{"gemm_tiles", "wide"}}); },
+               MOE_STATUS_CONFIG_ERROR, {"'wide' is for bf16 layers", "tokens or weights"});
+}
+
+// A corrupt fp8_tensor scale (NaN, negative) is refused at prepare, naming the tensor and the
+// expert, before any weight is uploaded; a tiny one is used as given (no floor), as the
+// reference does.
+TEST_F(TrtllmGraph, Fp8TensorCorruptScalesAreRefusedByNameAndTinyOnesUsedAsGiven) {
+  Problem q = problem_;
+  q.raw().format = MOE_FORMAT_FP8_TENSOR;
+  q.raw().input_format = MOE_INPUT_FP8_TENSOR_STATIC;
+  q.finalize();
+  const moe_problem p = q.c();
+  for (const char* which : {"w13_scale", "w2_scale", "a2_scale"}) {
+    LayerWeights w = random_weights(p, 4);
+    HostTensor& t = std::string(which) == "w13_scale"  ? w.w13_scale
+                    : std::string(which) == "w2_scale" ? w.w2_scale
+                                                       : w.a2_scale;
+    t.data<float>()[std::string(which) == "a2_scale" ? 0 : 3] =
+        std::string(which) == "w2_scale" ? -1.0f : std::nanf("");
+    expect_error([&] { plugin_->prepare(p, w.view(), {}); }, MOE_STATUS_INVALID_ARGUMENT, {which});
+  }
+  // Expert 2's GEMM1 scale 1e-20: its outputs all but vanish, in the reference too (a 1e-10
+  // floor would scale them up 1e10 times).
+  LayerWeights w = random_weights(p, 4);
+  w.w13_scale.data<float>()[2] = 1e-20f;
+  const Layer layer = plugin_->prepare(p, w.view(), {});
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  const Batch batch = random_batch(p, 37, 5, Scenario::kRandom);
+  const Routing routing = route_batch(*reference_, p, batch);
+  const RunResult out = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+  const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+  EXPECT_LT(relative_l2(out.output, ref.output), 2e-2);
+}
+
+// The dynamic scales are computed on the device inside the captured work: a replayed graph
+// quantises each new batch with its own scales.
+TEST_F(TrtllmGraph, Fp8TensorReplayedGraphQuantisesEachBatchAfresh) {
+  Problem q = problem_;
+  q.raw().format = MOE_FORMAT_FP8_TENSOR;
+  q.raw().input_format = MOE_INPUT_FP8_TENSOR_DYNAMIC;
+  q.raw().shared_intermediate = q.raw().intermediate;
+  q.finalize();
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 9);
+  const Layer layer = plugin_->prepare(p, w.view(), {});
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  const int64_t tokens = 29;
+  const GraphReplay graph(plugin_, layer, p, tokens);
+  for (uint64_t seed : {21u, 22u}) {
+    Batch batch = random_batch(p, tokens, seed, Scenario::kRandom);
+    if (seed == 22u) {  // a batch 128x larger: a stale scale would saturate most codes
+      auto* x = batch.hidden.data<uint16_t>();
+      for (int64_t i = 0; i < tokens * p.hidden; ++i)
+        x[i] = float_to_bf16(bf16_to_float(x[i]) * 128.0f);
+    }
+    const Routing routing = route_batch(*reference_, p, batch);
+    const HostTensor got = graph.replay(batch, routing);
+    const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+    EXPECT_LT(relative_l2(got, ref.output), 2e-2) << "seed " << seed;
+  }
+}
+
 // Partial tiles in N (I=200 pads to 208: GEMM1 N=416 is 3.25 128-wide tiles) and enough tiles
 // that every CTA of the persistent kernels takes several, so the fused epilogue's staging tile
 // is reused across work tiles; every tile shape, fused and separate.
@@ -200,17 +348,6 @@ TEST_F(TrtllmGraph, TokensAboveMaxTokensAreACapacityError) {
   const Routing routing = route_batch(*reference_, roomy.c(), batch);
   expect_error([&] { run_layer(layer, p, batch.hidden, routing); }, MOE_STATUS_CAPACITY_EXCEEDED,
                {"65 tokens exceed max_tokens=64"});
-}
-
-TEST_F(TrtllmGraph, OnlyBf16WeightsAreSupportedWithTheReason) {
-  Problem fp8 = problem_;
-  fp8.raw().format = MOE_FORMAT_FP8_BLOCK;
-  fp8.raw().input_format = MOE_INPUT_DEFAULT;
-  fp8.finalize();
-  const Support s = plugin_->supports(fp8.c());
-  EXPECT_FALSE(s.supported);
-  EXPECT_EQ(s.reason, MOE_REASON_FORMAT);
-  EXPECT_THAT(s.message, testing::HasSubstr("trtllm_style takes only bf16 weights, not"));
 }
 
 }  // namespace

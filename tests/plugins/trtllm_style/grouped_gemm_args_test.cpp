@@ -40,6 +40,17 @@ TEST(GroupedGemmArgs, NotAMultipleOf8IsUnsupported) {
                MOE_STATUS_UNSUPPORTED, {"N=60", "multiples of 8"});
 }
 
+TEST(GroupedGemmArgs, E4m3OperandsNeedMultiplesOf16AndTheirScales) {
+  trtllm::Fp8Scales scales;
+  GroupedGemmArgs a = args_with(40);  // 80 bytes of bf16, 40 of e4m3
+  a.fp8 = &scales;
+  expect_error([&] { trtllm::run_grouped_gemm(GemmTiles::kTokens, a, nullptr); },
+               MOE_STATUS_UNSUPPORTED, {"e4m3", "N=40", "multiples of 16"});
+  a.n = 64;
+  expect_error([&] { trtllm::run_grouped_gemm(GemmTiles::kTokens, a, nullptr); },
+               MOE_STATUS_INVALID_ARGUMENT, {"e4m3", "activation or weight scales"});
+}
+
 TEST(GroupedGemmArgs, AGatedActivationEpilogueNeedsNAMultipleOf16) {
   moe_problem p{};
   p.activation = MOE_ACTIVATION_SILU_MUL;

@@ -52,4 +52,12 @@ void launch_quantize_fp8_tensor_dynamic(const uint16_t* x, int64_t hidden, const
 void launch_quantize_fp8_tensor_static(const uint16_t* x, int64_t hidden, const RowRange& rows,
                                        const float* scale, uint8_t* codes, cudaStream_t stream);
 
+// The same two from f32 values (e.g. an activation GEMM1's epilogue kept in f32, so the codes
+// come from unrounded values as the reference's do; a bf16 rounding first moves ~3% of them).
+void launch_quantize_fp8_tensor_dynamic(const float* x, int64_t hidden, const RowRange& rows,
+                                        uint8_t* codes, float* scale, void* workspace,
+                                        cudaStream_t stream);
+void launch_quantize_fp8_tensor_static(const float* x, int64_t hidden, const RowRange& rows,
+                                       const float* scale, uint8_t* codes, cudaStream_t stream);
+
 }  // namespace moe::gpu

@@ -1,0 +1,92 @@
+// What trtllm_style takes and refuses, through the C ABI on any machine: bf16 weights on bf16
+// activations, fp8_tensor weights on per-tensor e4m3 activations; the refusals name the reason
+// and the value. Without an sm_90 GPU a problem it takes is refused for the device (last check).
+#include "../../support/test_env.hpp"
+
+namespace moe::test {
+namespace {
+
+class TrtllmSupport : public testing::Test {
+ protected:
+  void SetUp() override {
+    registry_ = std::make_unique<Registry>(registry_of({build_plugin_dir()}));
+    plugin_ = registry_->find("trtllm_style");
+    if (plugin_ == nullptr) GTEST_SKIP() << "trtllm_style was not built (no CUDA or CUTLASS)";
+  }
+
+  // E=16 k=4 H=256 I=192 fp8_tensor weights on `input` activations.
+  Problem fp8(moe_input_format input) const {
+    Problem q;
+    q.raw().experts = 16;
+    q.raw().top_k = 4;
+    q.raw().hidden = 256;
+    q.raw().intermediate = 192;
+    q.raw().max_tokens = 64;
+    q.raw().format = MOE_FORMAT_FP8_TENSOR;
+    q.raw().input_format = input;
+    return q;
+  }
+
+  void expect_refusal(Problem q, moe_reason reason, const std::string& words) const {
+    q.finalize();
+    const Support s = plugin_->supports(q.c());
+    EXPECT_FALSE(s.supported);
+    EXPECT_EQ(s.reason, reason) << s.message;
+    EXPECT_THAT(s.message, testing::HasSubstr(words));
+  }
+
+  // Taken: supported on an sm_90 GPU, else refused for the device and nothing earlier.
+  void expect_taken(Problem q) const {
+    q.finalize();
+    const Support s = plugin_->supports(q.c());
+    if (!s.supported) {
+      EXPECT_EQ(s.reason, MOE_REASON_ARCH) << s.message;
+    }
+  }
+
+  std::unique_ptr<Registry> registry_;
+  std::shared_ptr<Plugin> plugin_;
+};
+
+TEST_F(TrtllmSupport, TakesFp8TensorWeightsOnDynamicOrStaticActivations) {
+  expect_taken(fp8(MOE_INPUT_FP8_TENSOR_DYNAMIC));
+  expect_taken(fp8(MOE_INPUT_FP8_TENSOR_STATIC));
+  Problem shared = fp8(MOE_INPUT_FP8_TENSOR_DYNAMIC);
+  shared.raw().shared_intermediate = 192;
+  shared.raw().expert_bias = 1;
+  expect_taken(shared);
+}
+
+TEST_F(TrtllmSupport, Fp8TensorWeightsOnOtherActivationsAreRefusedByName) {
+  expect_refusal(fp8(MOE_INPUT_BF16), MOE_REASON_INPUT_FORMAT,
+                 "fp8_tensor_dynamic or fp8_tensor_static, not bf16");
+  expect_refusal(fp8(MOE_INPUT_FP8_1X128), MOE_REASON_INPUT_FORMAT, "not fp8_1x128");
+}
+
+TEST_F(TrtllmSupport, Bf16WeightsTakeBf16ActivationsOnly) {
+  Problem q = fp8(MOE_INPUT_FP8_TENSOR_DYNAMIC);
+  q.raw().format = MOE_FORMAT_BF16;
+  expect_refusal(q, MOE_REASON_INPUT_FORMAT,
+                 "bf16 weights take bf16 activations only, not fp8_tensor_dynamic");
+}
+
+TEST_F(TrtllmSupport, Fp8TensorNeedsAHiddenSizeOf16ByteRowsAndNoSinks) {
+  Problem narrow = fp8(MOE_INPUT_FP8_TENSOR_DYNAMIC);
+  narrow.raw().hidden = 264;  // a multiple of 8 (bf16's rule) but not of 16
+  expect_refusal(narrow, MOE_REASON_SHAPE, "hidden=264 must be a multiple of 16");
+  Problem sinks = fp8(MOE_INPUT_FP8_TENSOR_DYNAMIC);
+  sinks.raw().sink_experts = 2;
+  sinks.raw().sink_intermediate = 192;
+  sinks.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+  sinks.raw().routing_bias = 1;
+  expect_refusal(sinks, MOE_REASON_SHARED, "sink experts are bf16");
+}
+
+TEST_F(TrtllmSupport, OtherQuantisedFormatsAreRefusedByTheFormatList) {
+  Problem q = fp8(MOE_INPUT_DEFAULT);
+  q.raw().format = MOE_FORMAT_FP8_BLOCK;
+  expect_refusal(q, MOE_REASON_FORMAT, "fp8_block");
+}
+
+}  // namespace
+}  // namespace moe::test
