@@ -44,8 +44,8 @@ void launch(GemmTiles tiles, Kernel kernel, const GroupedGemmArgs& a,
   MOE_CHECK(a.workspace_bytes >= need, MOE_STATUS_CAPACITY_EXCEEDED,
             "grouped GEMM workspace of {} bytes is smaller than the {} needed", a.workspace_bytes,
             need);
-  detail::GemmCall call{a.groups,  a.offsets, a.n,         a.k,        a.rows,
-                        a.weights, a.out,     a.workspace, a.sm_count, stream, {}};
+  detail::GemmCall call{a.groups, a.offsets,   a.n,        a.k,    a.rows, a.weights,
+                        a.out,    a.workspace, a.sm_count, stream, {}};
   if (a.fp8) call.scales = {a.fp8->act, a.fp8->act_shared, a.fp8->weight, a.fp8->shared_group};
   const detail::LaunchResult r =
       a.fp8 ? detail::launch_fp8(kernel, call, act) : detail::launch_bf16(kernel, call, act);

@@ -199,8 +199,11 @@ TEST_F(TrtllmGraph, Fp8TensorWithASeparateActivationOrWideTilesIsAConfigError) {
         plugin_->prepare(p, w.view(), {{"activation_epilogue", "separate"}});
       },
       MOE_STATUS_CONFIG_ERROR, {"'separate' is for bf16 layers", "always fuses"});
-  expect_error([&] { plugin_->prepare(p, w.view(), {{"gemm_tiles", "wide"}}); },
-               MOE_STATUS_CONFIG_ERROR, {"'wide' is for bf16 layers", "tokens or weights"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"gemm_tiles", "wide"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"'wide' is for bf16 layers", "tokens or weights"});
 }
 
 // A corrupt fp8_tensor scale (NaN, negative) is refused at prepare, naming the tensor and the
