@@ -50,12 +50,12 @@ class GraphReplay {
 
   // The layer's output [tokens, H] bf16 for `batch` routed by `routing`, by one graph replay.
   HostTensor replay(const Batch& batch, const Routing& routing) const {
-    hidden_.upload(batch.hidden.raw(), batch.hidden.bytes());
-    ids_.upload(routing.ids.raw(), routing.ids.bytes());
-    weights_.upload(routing.weights.raw(), routing.weights.bytes());
+    upload_tensor(hidden_, batch.hidden);
+    upload_tensor(ids_, routing.ids);
+    upload_tensor(weights_, routing.weights);
     HostTensor out(MOE_DTYPE_BF16, {tokens_, hidden_size_});
     out.fill_bytes(0xFF);  // poison: a row the replay does not write stays NaN
-    out_.upload(out.raw(), out.bytes());
+    upload_tensor(out_, out);
     check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     out_.download(out.raw(), out.bytes());

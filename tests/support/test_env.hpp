@@ -40,6 +40,11 @@ inline Registry registry_of(std::vector<std::string> dirs) {
   return Registry::discover(o);
 }
 
+// A host tensor's bytes into an existing plugin buffer (device memory for a GPU plugin).
+inline void upload_tensor(const Buffer& b, const HostTensor& t) {
+  b.upload(t.raw(), t.bytes());
+}
+
 // E=4 k=2 H=64 I=32 bf16 silu_mul softmax_topk, normalised and valid.
 inline Problem small_problem(moe_format format = MOE_FORMAT_BF16) {
   Problem p;

@@ -37,10 +37,6 @@ class MegaLayer : public testing::Test {
   Problem problem_;
 };
 
-void put(const Buffer& b, const HostTensor& t) {
-  b.upload(t.raw(), t.bytes());
-}
-
 // fp8_block weights with the activations quantised per token per 128 channels (the format's own
 // input); bf16, mxfp4 and nvfp4 weights with bf16 activations.
 Problem in_format(Problem q, moe_format f) {
@@ -260,8 +256,8 @@ TEST_F(MegaLayer, HiddenStatesOffA16ByteBoundaryAreRefusedNamingThem) {
   Buffer ws(plugin_, ws_bytes);
   char* h = static_cast<char*>(hidden.data()) + 2;
   ASSERT_EQ(cudaMemcpy(h, batch.hidden.raw(), row_bytes, cudaMemcpyHostToDevice), cudaSuccess);
-  put(ids, routing.ids);
-  put(weights, routing.weights);
+  upload_tensor(ids, routing.ids);
+  upload_tensor(weights, routing.weights);
   moe_run_args args{};
   args.hidden = make_view(h, MOE_DTYPE_BF16, {tokens, p.hidden});
   args.topk_ids = make_view(ids.data(), MOE_DTYPE_I32, {tokens, width});

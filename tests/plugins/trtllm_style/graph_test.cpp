@@ -35,11 +35,6 @@ class TrtllmGraph : public testing::Test {
   Problem problem_;
 };
 
-// A host tensor's bytes into an existing device buffer.
-void put(const Buffer& b, const HostTensor& t) {
-  b.upload(t.raw(), t.bytes());
-}
-
 TEST_F(TrtllmGraph, ReplayedGraphMatchesTheReferenceForNewInputs) {
   const moe_problem p = problem_.c();
   const LayerWeights w = random_weights(p, 5);
@@ -321,8 +316,8 @@ TEST_F(TrtllmGraph, MisalignedTensorsStillMatchAndAMisalignedWorkspaceIsAStatus)
   char* o = static_cast<char*>(out.data()) + 2;
   ASSERT_EQ(cudaMemcpy(h, batch.hidden.raw(), row_bytes, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemset(o, 0xFF, row_bytes), cudaSuccess);  // poison
-  put(ids, routing.ids);
-  put(weights, routing.weights);
+  upload_tensor(ids, routing.ids);
+  upload_tensor(weights, routing.weights);
   moe_run_args args{};
   args.hidden = make_view(h, MOE_DTYPE_BF16, {tokens, p.hidden});
   args.topk_ids = make_view(ids.data(), MOE_DTYPE_I32, {tokens, width});
