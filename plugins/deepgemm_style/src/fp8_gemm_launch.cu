@@ -3,6 +3,7 @@
 // them.
 #include "../kernels/sm90_fp8_block_grouped_gemm.cuh"
 #include "fp8_gemm_launch.hpp"
+#include "kernels/cutlass_run.cuh"  // common_cuda's
 #include "moe_cuda/workspace.hpp"
 
 namespace moe::deepgemm::detail {
@@ -65,17 +66,9 @@ LaunchResult launch_one(const GemmCall& c) noexcept {
                          c.w_scales,   c.out};
   setup_groups<G, kSwapAB><<<(c.groups + 127) / 128, 128, 0, c.stream>>>(c.groups, where, op, a);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return {"setup", cudaGetErrorString(e)};
-  typename G::Gemm gemm;
-  auto args = arguments<G>(c.groups, a, c.sm_count);
-  if (auto s = gemm.can_implement(args); s != cutlass::Status::kSuccess)
-    return {"can_implement", cutlassGetStatusString(s)};
-  if (auto s = gemm.initialize(args, ws + arrays_bytes, c.stream); s != cutlass::Status::kSuccess)
-    return {"initialize", cutlassGetStatusString(s)};
-  if (auto s = gemm.run(c.stream); s != cutlass::Status::kSuccess)
-    return {"run", cutlassGetStatusString(s)};
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-    return {"launch", cudaGetErrorString(e)};
-  return {};
+  const gpu::StageError e = gpu::run_cutlass_gemm<typename G::Gemm>(
+      arguments<G>(c.groups, a, c.sm_count), ws + arrays_bytes, c.stream);
+  return {e.stage, e.message};
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "../kernels/sm90_grouped_gemm.cuh"
 #include "grouped_gemm_launch.hpp"
+#include "kernels/cutlass_run.cuh"  // common_cuda's
 #include "moe_cuda/workspace.hpp"
 
 namespace moe::trtllm::detail {
@@ -91,17 +92,10 @@ struct Launchers {
         static_cast<typename G::ElementOut*>(c.out), out_ld, scales, a);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
       return {"setup", cudaGetErrorString(e)};
-    typename G::Gemm gemm;
-    auto args = arguments<G>(c.groups, a, c.sm_count, act, c.scales.weight != nullptr);
-    if (auto s = gemm.can_implement(args); s != cutlass::Status::kSuccess)
-      return {"can_implement", cutlassGetStatusString(s)};
-    if (auto s = gemm.initialize(args, ws + arrays_bytes, c.stream); s != cutlass::Status::kSuccess)
-      return {"initialize", cutlassGetStatusString(s)};
-    if (auto s = gemm.run(c.stream); s != cutlass::Status::kSuccess)
-      return {"run", cutlassGetStatusString(s)};
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-      return {"launch", cudaGetErrorString(e)};
-    return {};
+    const gpu::StageError e = gpu::run_cutlass_gemm<typename G::Gemm>(
+        arguments<G>(c.groups, a, c.sm_count, act, c.scales.weight != nullptr), ws + arrays_bytes,
+        c.stream);
+    return {e.stage, e.message};
   }
 
   static size_t workspace(Kernel kernel, int groups, int sm_count) {
