@@ -77,20 +77,23 @@ void SinkExperts::run(int64_t tokens, const uint16_t* hidden, const gpu::Permuta
   const Pieces ws = carve(p_, tokens, workspace);
   const int s = int(p_.sink_experts), is = int(p_.sink_intermediate), h = int(p_.hidden),
             t = int(tokens);
-  const float one = 1.0f, zero = 0.0f;
-  {
+  // Per sink, row-major Y[T, N] = X[T, K] W[N, K]^T: column-major Y^T = W^T(op T) X^T, m = N,
+  // n = T; x_stride 0 gives every sink the same X.
+  auto gemm_xwt = [&](int n, int k, const void* w, const void* x, int64_t x_stride, void* y,
+                      const char* what) {
+    const float one = 1.0f, zero = 0.0f;
     std::lock_guard<std::mutex> lock(mutex_);
     cublasHandle_t c = handle_->h;
     check_cublas(cublasSetStream(c, stream), "cublasSetStream");
     check_cublas(cublasSetWorkspace(c, ws.cublas, kCublasWorkspace), "cublasSetWorkspace");
-    // Row-major Y[T, N] = X[T, K] W[N, K]^T is column-major Y^T = W^T(op T) X^T: m = N, n = T.
-    // GEMM1 per sink: [T, 2Is] = hidden [T, H] x w13_s [2Is, H]^T (the same hidden for each).
-    check_cublas(cublasGemmStridedBatchedEx(
-                     c, CUBLAS_OP_T, CUBLAS_OP_N, 2 * is, t, h, &one, w13_.get(), CUDA_R_16BF, h,
-                     int64_t(2) * is * h, hidden, CUDA_R_16BF, h, 0, &zero, ws.gemm1, CUDA_R_16BF,
-                     2 * is, int64_t(2) * is * t, s, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 "sink GEMM1");
-  }
+    check_cublas(cublasGemmStridedBatchedEx(c, CUBLAS_OP_T, CUBLAS_OP_N, n, t, k, &one, w,
+                                            CUDA_R_16BF, k, int64_t(n) * k, x, CUDA_R_16BF, k,
+                                            x_stride, &zero, y, CUDA_R_16BF, n, int64_t(n) * t, s,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 what);
+  };
+  // GEMM1: [T, 2Is] = hidden [T, H] x w13_s [2Is, H]^T, the same hidden for each sink.
+  gemm_xwt(2 * is, h, w13_.get(), hidden, 0, ws.gemm1, "sink GEMM1");
   // silu_mul on canonical [gate | up] rows, rounded once to bf16.
   moe_problem silu = p_;
   silu.activation = MOE_ACTIVATION_SILU_MUL;
@@ -101,18 +104,8 @@ void SinkExperts::run(int64_t tokens, const uint16_t* hidden, const gpu::Permuta
   act.layout = gpu::GateUpLayout::kConcatenated;
   act.rows = {int64_t(s) * tokens, nullptr, nullptr};
   gpu::launch_activation(silu, act, stream);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    cublasHandle_t c = handle_->h;
-    check_cublas(cublasSetStream(c, stream), "cublasSetStream");
-    check_cublas(cublasSetWorkspace(c, ws.cublas, kCublasWorkspace), "cublasSetWorkspace");
-    // GEMM2 per sink: [T, H] = act_s [T, Is] x w2_s [H, Is]^T.
-    check_cublas(cublasGemmStridedBatchedEx(
-                     c, CUBLAS_OP_T, CUBLAS_OP_N, h, t, is, &one, w2_.get(), CUDA_R_16BF, is,
-                     int64_t(h) * is, ws.act, CUDA_R_16BF, is, int64_t(is) * t, &zero, ws.out,
-                     CUDA_R_16BF, h, int64_t(h) * t, s, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 "sink GEMM2");
-  }
+  // GEMM2: [T, H] = act_s [T, Is] x w2_s [H, Is]^T.
+  gemm_xwt(h, is, w2_.get(), ws.act, int64_t(is) * t, ws.out, "sink GEMM2");
   gpu::launch_scatter_slot_rows(perm, tokens, p_.top_k, p_.sink_experts, p_.hidden, ws.out, gemm2,
                                 stream);
 }
