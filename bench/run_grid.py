@@ -68,6 +68,10 @@ GRIDS = {
     ("fp8_tensor", BF16_BACKEND): Grid(
         BF16_BACKEND, "fp8_tensor", CONFIGS, ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"),
         GRID_TOKENS, True),
+    # The second fp8_block backend: deepgemm_style, the first, timed beside it.
+    ("fp8_block", BF16_BACKEND): Grid(
+        BF16_BACKEND, "fp8_block", CONFIGS + "/trtllm",
+        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), GRID_TOKENS, True, ("deepgemm_style",)),
     # A decode kernel: its configs hold max_tokens 512 (its schedule's 4096 slots at top_k 8).
     ("bf16", "cutlass_mega"): Grid(
         "cutlass_mega", "bf16", CONFIGS + "/mega",
@@ -95,6 +99,9 @@ REFUSED = {
     ("fp8_block", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
     ("fp8_tensor", BF16_BACKEND, "inkling_like"):
         "inkling_like's sink experts are bf16, and trtllm_style's e4m3 GEMMs cannot run them",
+    ("fp8_block", BF16_BACKEND, "inkling_like"):
+        "inkling_like's sink experts are bf16, and trtllm_style's e4m3 GEMMs cannot run them "
+        "(deepgemm_style's fp8_block grid has it)",
     ("mxfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
     ("nvfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
 }

@@ -22,7 +22,7 @@ class TrtllmBackend : public moe::gpu::GpuBackend {
         // vLLM's moe_backend spellings for FlashInfer's TensorRT-LLM kernels.
         .aliases = {"flashinfer_trtllm", "flashinfer_cutlass"},
         .priority = 50,
-        .formats = {MOE_FORMAT_BF16, MOE_FORMAT_FP8_TENSOR},
+        .formats = {MOE_FORMAT_BF16, MOE_FORMAT_FP8_TENSOR, MOE_FORMAT_FP8_BLOCK},
         .activations = {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,
                         MOE_ACTIVATION_SWIGLU_OAI, MOE_ACTIVATION_GELU_MUL, MOE_ACTIVATION_RELU2},
         .routings = {MOE_ROUTING_SOFTMAX_TOPK, MOE_ROUTING_SIGMOID_TOPK, MOE_ROUTING_GROUPED_TOPK,
@@ -47,7 +47,7 @@ class TrtllmBackend : public moe::gpu::GpuBackend {
 
   std::string describe_layout(const moe_problem& p) const {
     return moe::trtllm::describe(moe::trtllm::plan_layout(
-        moe::trtllm::layer_shape(p), p.expert_bias != 0, moe::trtllm::layout_options({})));
+        moe::trtllm::layer_shape(p), p.expert_bias != 0, moe::trtllm::layout_options(p, {})));
   }
 };
 

@@ -59,6 +59,18 @@ mega8 = run_grid.parse_args(["--out", "o", "--format", "fp8_block", "--backend",
 assert mega8.grid == run_grid.GRIDS["fp8_block", "cutlass_mega"] and mega8.grid.bf16_backend, mega8
 assert mega8.tokens == "1,2,4,8,16,32,64,128,512", mega8
 assert mega8.grid.rivals == ("deepgemm_style",) and fp8.rivals == () and bf16.rivals == ()
+# trtllm_style's fp8_block: its own configs, trtllm_style bf16 beside it, deepgemm_style the rival.
+t8b = run_grid.parse_args(["--out", "o", "--format", "fp8_block", "--backend", "trtllm_style"])
+assert t8b.grid == run_grid.GRIDS["fp8_block", "trtllm_style"] and t8b.grid.bf16_backend, t8b
+assert t8b.grid.rivals == ("deepgemm_style",) and t8b.tokens == run_grid.GRID_TOKENS, t8b
+assert run_grid.grid_configs(t8b.grid, "deepseek_v3") == [
+    "configs/bench/trtllm/deepseek_v3_fp8_block.yaml", "configs/bench/deepseek_v3_bf16.yaml"]
+assert run_grid.grid_tag(t8b.grid) == "trtllm_style_fp8_block"
+msg = exits(run_grid.shapes_for, t8b.grid, "inkling_like", t8b.tokens)
+assert "deepgemm_style's fp8_block grid has it" in msg, msg
+for shape in t8b.grid.shapes:
+    with open(run_grid.config_path(shape, "fp8_block", t8b.grid.configs)) as f:
+        assert "backend: trtllm_style" in f.read(), shape
 for f4 in ("mxfp4", "nvfp4"):  # 4-bit grids: cutlass_mega's by default, trtllm_style bf16 beside
     g4 = run_grid.parse_args(["--out", "o", "--format", f4])
     assert g4.backend == "cutlass_mega" and g4.grid.fmt == f4 and g4.grid.bf16_backend, g4

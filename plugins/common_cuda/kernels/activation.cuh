@@ -19,7 +19,12 @@ constexpr int kActivationThreads = 128;
 
 // moe_activation and GateUpLayout values (the C enums are not visible to every includer).
 enum : int32_t { kSiluMul = 0, kSiluMulClamp = 1, kSwigluOai = 2, kGeluMul = 3, kRelu2 = 4 };
-enum : int32_t { kConcatenated = 0, kInterleavedUpGate = 1, kInterleavedGateUp = 2 };
+enum : int32_t {
+  kConcatenated = 0,
+  kInterleavedUpGate = 1,
+  kInterleavedGateUp = 2,
+  kConcatenatedUpGate = 3
+};
 
 __device__ __forceinline__ float ref_min(float a, float b) {
   return (b < a) ? b : a;
@@ -76,11 +81,29 @@ __device__ __forceinline__ float activate(const ActivationParams& p, int32_t act
 }
 
 // Input columns of output i.
-__device__ __forceinline__ int64_t gate_col(int32_t layout, int64_t i) {
-  return layout == kConcatenated ? i : (layout == kInterleavedUpGate ? 2 * i + 1 : 2 * i);
+__device__ __forceinline__ int64_t gate_col(int32_t layout, int64_t i, int64_t inter) {
+  switch (layout) {
+    case kConcatenated:
+      return i;
+    case kConcatenatedUpGate:
+      return inter + i;
+    case kInterleavedUpGate:
+      return 2 * i + 1;
+    default:
+      return 2 * i;
+  }
 }
 __device__ __forceinline__ int64_t up_col(int32_t layout, int64_t i, int64_t inter) {
-  return layout == kConcatenated ? inter + i : (layout == kInterleavedUpGate ? 2 * i : 2 * i + 1);
+  switch (layout) {
+    case kConcatenated:
+      return inter + i;
+    case kConcatenatedUpGate:
+      return i;
+    case kInterleavedUpGate:
+      return 2 * i;
+    default:
+      return 2 * i + 1;
+  }
 }
 
 // Eight outputs [i0, i0 + 8) of one row from 16-byte loads (bf16 or fp32 rows), in fp32.
@@ -95,6 +118,9 @@ __device__ __forceinline__ void activate_values_x8(const ActivationParams& p, in
   } else if (p.layout == kConcatenated) {
     load_bf16x8(in + i0, g);
     load_bf16x8(in + inter + i0, u);
+  } else if (p.layout == kConcatenatedUpGate) {
+    load_bf16x8(in + i0, u);
+    load_bf16x8(in + inter + i0, g);
   } else {
     float lo[kVecElems], hi[kVecElems];  // columns [2*i0, 2*i0 + 16): pairs (first, second)
     load_bf16x8(in + 2 * i0, lo);
@@ -112,7 +138,7 @@ __device__ __forceinline__ void activate_values_x8(const ActivationParams& p, in
   for (int e = 0; e < kVecElems; ++e) {
     float gv = g[e], uv = act == kRelu2 ? 0.0f : u[e];
     if (bias != nullptr) {
-      gv += bias[act == kRelu2 ? i0 + e : gate_col(p.layout, i0 + e)];
+      gv += bias[act == kRelu2 ? i0 + e : gate_col(p.layout, i0 + e, inter)];
       if (act != kRelu2) uv += bias[up_col(p.layout, i0 + e, inter)];
     }
     y[e] = activate(p, act, gv, uv);
@@ -130,7 +156,7 @@ __device__ __forceinline__ void activate_x8(const ActivationParams& p, int32_t a
 __device__ __forceinline__ void activate_x1(const ActivationParams& p, int32_t act,
                                             const uint16_t* in, const float* bias, int64_t i,
                                             uint16_t* out) {
-  const int64_t gc = act == kRelu2 ? i : gate_col(p.layout, i);
+  const int64_t gc = act == kRelu2 ? i : gate_col(p.layout, i, p.intermediate);
   const int64_t uc = up_col(p.layout, i, p.intermediate);
   float g = bf16_to_float(in[gc]);
   float u = act == kRelu2 ? 0.0f : bf16_to_float(in[uc]);

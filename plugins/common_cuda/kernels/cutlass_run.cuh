@@ -1,7 +1,6 @@
 // One call of a CUTLASS device GEMM (GemmUniversalAdapter) on a stream, its failure as a stage and
-// a message: the GEMM launchers (trtllm_style's, deepgemm_style's blockwise ones) hand these
-// strings across their nvcc/host boundary, where the host side reports them. Include only where
-// CUTLASS is.
+// a message: the GEMM launchers (common_cuda's blockwise ones, trtllm_style's) hand these strings
+// across their nvcc/host boundary, where the host side reports them. Include only where CUTLASS is.
 #pragma once
 
 #include <cuda_runtime_api.h>

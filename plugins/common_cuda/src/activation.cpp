@@ -13,7 +13,7 @@ void launch_activation(const moe_problem& p, const ActivationArgs& a, cudaStream
     MOE_REFUSE(MOE_REASON_ACTIVATION, "activation={} is not one this build knows", p.activation);
   const auto act = static_cast<moe_activation>(p.activation);
   const int32_t layout = static_cast<int32_t>(a.layout);
-  MOE_CHECK(layout >= 0 && layout <= 2, kInvalid, "gate/up layout={} is not 0, 1 or 2", layout);
+  MOE_CHECK(layout >= 0 && layout <= 3, kInvalid, "gate/up layout={} is not 0, 1, 2 or 3", layout);
   MOE_CHECK(a.intermediate >= 1, kInvalid, "intermediate={} must be >= 1", a.intermediate);
   const bool has_silu_groups = a.silu_group_end > a.silu_group_begin;
   MOE_CHECK(act != MOE_ACTIVATION_RELU2 || !has_silu_groups, kInvalid,

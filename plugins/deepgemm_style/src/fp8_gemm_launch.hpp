@@ -1,5 +1,6 @@
-// The boundary between the nvcc-compiled GEMM launchers (fp8_gemm_launch.cu) and the host code
-// that checks and reports (fp8_gemm.cpp): plain types only, no exceptions, no fmt.
+// The boundary between the nvcc-compiled launcher of the own kernel (fp8_gemm_ffma_launch.cu)
+// and the host code that checks and reports (fp8_gemm.cpp): plain types only, no exceptions, no
+// fmt. (The CUTLASS GEMMs are common_cuda's: moe_cuda/fp8_block_gemm.hpp.)
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,34 +15,24 @@ struct LaunchResult {
   const char* message = nullptr;  // cudaGetErrorString / cutlassGetStatusString
 };
 
-// One grouped GEMM (kernels/sm90_fp8_block_grouped_gemm.cuh): out[r, :N] = dequant(rows[r, :K])
+// One grouped GEMM (kernels/sm90_fp8_grouped_gemm_ffma.cuh): out[r, :N] = dequant(rows[r, :K])
 // * dequant(weights[g])^T for the rows r of each group g.
 struct GemmCall {
   int groups = 0;
-  const int64_t* offsets = nullptr;      // contiguous layout: [groups + 1], device
-  const int32_t* counts = nullptr;       // masked layout: [groups], device (selects it)
-  int64_t max_m = 0;                     // masked layout: rows per group
-  int32_t skip_begin = 0, skip_end = 0;  // groups [begin, end) run no rows (CUTLASS kernels only)
+  const int64_t* offsets = nullptr;  // contiguous layout: [groups + 1], device
+  const int32_t* counts = nullptr;   // masked layout: [groups], device (selects it)
+  int64_t max_m = 0;                 // masked layout: rows per group
   int n = 0, k = 0;
   const void* rows = nullptr;         // [R, K] e4m3
   const float* row_scales = nullptr;  // [K/128][scale_ld]
   int32_t scale_ld = 0;
-  const void* const* weights = nullptr;    // [groups] -> [N, K] e4m3
-  const float* const* w_scales = nullptr;  // [groups] -> [K/128][N/128]
-  const void* weight_stack = nullptr;      // [groups, N, K] e4m3 (the own kernel's TMA map)
-  const float* w_scale_stack = nullptr;    // [groups][K/128][N/128]
-  void* out = nullptr;                     // [R, N] bf16, or f32 with f32_out
+  const void* weight_stack = nullptr;    // [groups, N, K] e4m3 (the own kernel's TMA map)
+  const float* w_scale_stack = nullptr;  // [groups][K/128][N/128]
+  void* out = nullptr;                   // [R, N] bf16, or f32 with f32_out
   bool f32_out = false;
-  void* workspace = nullptr;
   int sm_count = 0;
   cudaStream_t stream = nullptr;
 };
-
-enum class Kernel { kTokens, kWeights };
-
-size_t kernel_workspace(Kernel kernel, bool f32_out, int groups, int sm_count);
-
-LaunchResult launch(Kernel kernel, const GemmCall& call) noexcept;
 
 // The own kernel (kernels/sm90_fp8_grouped_gemm_ffma.cuh, fp8_gemm_ffma_launch.cu): needs the
 // stacked weights and scales, at most ffma_max_groups() groups, no workspace.

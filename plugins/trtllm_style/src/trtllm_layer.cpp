@@ -7,12 +7,15 @@
 #include <cmath>
 
 #include "grouped_gemm.hpp"
+#include "layer_workspace.hpp"
 #include "moe/sdk/bias_values.hpp"
+#include "moe/sdk/block_scales.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/struct_io.hpp"
 #include "moe/sdk/tensor_checks.hpp"
 #include "moe/sdk/weights.hpp"
 #include "moe_cuda/activation.hpp"
+#include "moe_cuda/fp8_block_gemm.hpp"
 #include "moe_cuda/permute.hpp"
 #include "moe_cuda/quantize.hpp"
 #include "moe_cuda/workspace.hpp"
@@ -49,6 +52,21 @@ bool is_fp8(const moe_problem& p) {
   return p.format == MOE_FORMAT_FP8_TENSOR;
 }
 
+// A prepared (E, n_blocks, k_blocks) f32 block-scale tensor, checked and turned MN-major
+// ([k_blocks][n_blocks] per matrix, what the blockwise mainloop reads), appended to `out`.
+void append_block_scales(std::vector<float>& out, const LayoutTensor& s, const std::string& name) {
+  moe_tensor view{};
+  view.data = const_cast<uint8_t*>(s.bytes.data());
+  view.dtype = MOE_DTYPE_F32;
+  view.ndim = 3;
+  view.shape[0] = s.shape.batch;
+  view.shape[1] = s.shape.rows;
+  view.shape[2] = s.shape.cols;
+  const std::vector<float> v = sdk::checked_block_scales(
+      view, name, s.shape.batch, s.shape.rows, s.shape.cols, sdk::BlockScaleOrder::kMnMajor);
+  out.insert(out.end(), v.begin(), v.end());
+}
+
 // A bias LayoutTensor (E, rows, 1), bf16 or f32, as floats (the SDK's bias_values), appended to
 // `out`.
 void append_bias(std::vector<float>& out, const LayoutTensor& b, const char* name) {
@@ -64,28 +82,24 @@ void append_bias(std::vector<float>& out, const LayoutTensor& b, const char* nam
 
 }  // namespace
 
-struct DeviceLayer::Workspace {
-  moe::gpu::Permutation perm;
-  void* rows;   // [R, H] bf16 (e4m3 for fp8_tensor), the tokens of each group, contiguous
-  void* gemm1;  // [R, n1] bf16 (separate activation only)
-  void* act;    // [R, P] bf16 (f32 for fp8_tensor, quantised into act_codes next)
-  void* gemm2;  // [R, H] bf16
-  void* gemm_ws;
-  size_t gemm_ws_bytes;
-  // fp8_tensor only:
-  uint8_t* hidden_codes;  // [T, H] e4m3: the hidden states quantised once, gathered from here
-  uint8_t* act_codes;     // [R, P] e4m3: the intermediate quantised
-  float* scales;          // [3]: hidden states, routed intermediate, shared intermediate
-  void* amax_ws;          // the dynamic quantisation's amax scratch
-};
-
 Refusal check_support(const moe_problem& p) {
-  const bool fp8 = is_fp8(p);
-  if (p.format != MOE_FORMAT_BF16 && !fp8)
-    return {MOE_REASON_FORMAT, fmt::format("bf16 and fp8_tensor weights only, not {}",
-                                           format_name(static_cast<moe_format>(p.format)))};
+  const bool fp8 = is_fp8(p), block = is_fp8_block(p);
+  const char* format = format_name(static_cast<moe_format>(p.format));
+  if (p.format != MOE_FORMAT_BF16 && !fp8 && !block)
+    return {MOE_REASON_FORMAT,
+            fmt::format("bf16, fp8_tensor and fp8_block weights only, not {}", format)};
   const auto input = static_cast<moe_input_format>(p.input_format);
-  if (!fp8 && input != MOE_INPUT_BF16)
+  if (block && input != MOE_INPUT_FP8_1X128)
+    return {MOE_REASON_INPUT_FORMAT,
+            fmt::format("fp8_block weights run e4m3 x e4m3 blockwise GEMMs: activations "
+                        "fp8_1x128, not {}",
+                        input_format_name(input))};
+  if (block && (p.hidden % 128 != 0 || p.intermediate % 128 != 0))
+    return {MOE_REASON_SHAPE,
+            fmt::format("fp8_block needs hidden={} and intermediate={} to be multiples of 128 "
+                        "(whole 128x128 scale blocks; w31 moves whole blocks)",
+                        p.hidden, p.intermediate)};
+  if (!fp8 && !block && input != MOE_INPUT_BF16)
     return {MOE_REASON_INPUT_FORMAT, fmt::format("bf16 weights take bf16 activations only, not {}",
                                                  input_format_name(input))};
   if (fp8 && input != MOE_INPUT_FP8_TENSOR_DYNAMIC && input != MOE_INPUT_FP8_TENSOR_STATIC)
@@ -97,10 +111,11 @@ Refusal check_support(const moe_problem& p) {
   if (p.hidden % align != 0)
     return {MOE_REASON_SHAPE,
             fmt::format("hidden={} must be a multiple of {} (16-byte TMA rows)", p.hidden, align)};
-  if (fp8 && p.sink_experts > 0)
+  if ((fp8 || block) && p.sink_experts > 0)
     return {MOE_REASON_SHARED,
-            "sink experts are bf16 on bf16 hidden states; the e4m3 grouped GEMMs of an "
-            "fp8_tensor layer cannot run them"};
+            fmt::format("sink experts are bf16 on bf16 hidden states; the e4m3 grouped GEMMs of "
+                        "an {} layer cannot run them (deepgemm_style runs fp8_block with sinks)",
+                        format)};
   if (p.shared_intermediate > 0 && p.shared_intermediate != p.intermediate)
     return {MOE_REASON_SHARED,
             fmt::format("shared_intermediate={} must equal intermediate={} (one grouped GEMM)",
@@ -117,11 +132,13 @@ Refusal check_support(const moe_problem& p) {
   return {};
 }
 
-PrepareOptions layout_options(const Options& options) {
+PrepareOptions layout_options(const moe_problem& p, const Options& options) {
   PrepareOptions o;
   o.epilogue_tile_m = 0;  // the CUTLASS kernels read rows in order; no transposed epilogue
   o.w31 = true;
-  o.gated_interleave = true;
+  // fp8_block's 128-row scale blocks cannot follow a row interleave (layout/prepare.hpp), so its
+  // activation runs as a kernel of its own on [up | gate] halves.
+  o.gated_interleave = !is_fp8_block(p);
   for (const auto& [key, value] : options) {
     if (key == "gemm_tiles" || key == "activation_epilogue") continue;  // read by DeviceLayer
     MOE_FAIL(MOE_STATUS_CONFIG_ERROR,
@@ -145,9 +162,10 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                       : value == "weights" ? std::optional(GemmTiles::kWeights)
                       : value == "wide"    ? std::optional(GemmTiles::kWide)
                                            : std::nullopt;
-      MOE_CHECK(!(is_fp8(p) && value == "wide"), MOE_STATUS_CONFIG_ERROR,
-                "trtllm_style: gemm_tiles 'wide' is for bf16 layers; fp8_tensor takes tokens or "
-                "weights (its promoted fp32 accumulators do not fit 128x256 tiles)");
+      MOE_CHECK(p.format == MOE_FORMAT_BF16 || value != "wide", MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: gemm_tiles 'wide' is for bf16 layers; {} takes tokens or weights "
+                "(its promoted fp32 accumulators do not fit 128x256 tiles)",
+                format_name(static_cast<moe_format>(p.format)));
     } else if (key == "activation_epilogue") {
       MOE_CHECK(value == "auto" || value == "fused" || value == "separate", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: activation_epilogue '{}' is not auto, fused or separate", value);
@@ -155,9 +173,12 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
       MOE_CHECK(!(is_fp8(p) && value == "separate"), MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: activation_epilogue 'separate' is for bf16 layers; fp8_tensor "
                 "always fuses the activation into GEMM1 (its f32 output is quantised next)");
+      MOE_CHECK(!(is_fp8_block(p) && value == "fused"), MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: activation_epilogue 'fused' is not for fp8_block layers: their w13 "
+                "is not row-interleaved (128-row scale blocks), so the activation runs apart");
     }
   }
-  const PrepareOptions opts = layout_options(options);
+  const PrepareOptions opts = layout_options(p, options);
   const bool gated = is_gated(static_cast<moe_activation>(p.activation));
   const int64_t h = p.hidden;
   const LayerShape routed = layer_shape(p);
@@ -183,17 +204,35 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
           upload_vector(std::vector<float>{tensor_scales(w.a13_scale, "a13_scale", 1)[0],
                                            tensor_scales(w.a2_scale, "a2_scale", 1)[0]});
   }
+  // fp8_block: the caller's block scales checked as given (finite and positive; the layout's
+  // floor would otherwise turn a negative or -inf scale into 1e-10 without a word), naming the
+  // tensor, the matrix and the block in the caller's order.
+  if (is_fp8_block(p)) {
+    const int64_t r13 = w13_rows(p) / 128, hb = h / 128, ib = p.intermediate / 128;
+    using sdk::BlockScaleOrder, sdk::checked_block_scales;
+    checked_block_scales(w.w13_scale, "w13_scale", p.local_experts, r13, hb,
+                         BlockScaleOrder::kKMajor);
+    checked_block_scales(w.w2_scale, "w2_scale", p.local_experts, hb, ib, BlockScaleOrder::kKMajor);
+    if (p.shared_intermediate > 0) {
+      checked_block_scales(w.shared_w13_scale, "shared_w13_scale", 1, r13, hb,
+                           BlockScaleOrder::kKMajor);
+      checked_block_scales(w.shared_w2_scale, "shared_w2_scale", 1, hb, ib,
+                           BlockScaleOrder::kKMajor);
+    }
+  }
 
   // Routed experts, then sinks, then the shared expert, each prepared the same way from the
   // caller's bytes (no host copy first) and uploaded straight from the prepared buffers, which
   // are freed before the next part: the host never holds more than one prepared copy.
-  const int64_t eb = fp8 ? 1 : 2;  // bytes per weight
+  const bool block = is_fp8_block(p);
+  const int64_t eb = fp8 || block ? 1 : 2;  // bytes per weight
   const size_t w13_group = size_t(n1_ * h * eb), w2_group = size_t(h * padded_i_ * eb);
   w13_ = DeviceBuffer(w13_group * size_t(groups_));
   w2_ = DeviceBuffer(w2_group * size_t(groups_));
   std::vector<float> b13, b2;
+  std::vector<float> s13, s2;  // fp8_block: MN-major block scales, group after group
   int64_t group = 0;
-  auto upload = [&](const PreparedLayer& part) {
+  auto upload = [&](const PreparedLayer& part, const char* who) {
     const LayerTensors& t = part.tensors;
     const int64_t count = t.w13.shape.batch;
     MOE_CHECK(t.w13.bytes.size() == w13_group * size_t(count) &&
@@ -203,6 +242,10 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
               t.w13.bytes.size(), t.w2.bytes.size(), w13_group, w2_group);
     w13_.upload(t.w13.bytes.data(), t.w13.bytes.size(), size_t(group) * w13_group);
     w2_.upload(t.w2.bytes.data(), t.w2.bytes.size(), size_t(group) * w2_group);
+    if (block) {
+      append_block_scales(s13, t.w13_scale, fmt::format("{}w13_scale", who));
+      append_block_scales(s2, t.w2_scale, fmt::format("{}w2_scale", who));
+    }
     if (t.b13.present()) {
       append_bias(b13, t.b13, "b13");
       append_bias(b2, t.b2, "b2");
@@ -215,7 +258,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   {
     const PreparedLayer part = prepare(routed, w, opts);
     tag_ = part.tag;
-    upload(part);
+    upload(part, "");
   }
   // Sinks are bf16 (refused next to fp8_tensor); the shared expert is in the layer's format, its
   // fp8_tensor scales one f32 per matrix.
@@ -229,8 +272,12 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     if (format == MOE_FORMAT_FP8_TENSOR) {
       v.w13_scale = view(w13_scale, MOE_DTYPE_F32, count, 1, 1);
       v.w2_scale = view(w2_scale, MOE_DTYPE_F32, count, 1, 1);
+    } else if (format == MOE_FORMAT_FP8_BLOCK) {  // whole blocks (check_support)
+      const int64_t rows13 = gated ? 2 * p.intermediate : p.intermediate;
+      v.w13_scale = view(w13_scale, MOE_DTYPE_F32, count, rows13 / 128, h / 128);
+      v.w2_scale = view(w2_scale, MOE_DTYPE_F32, count, h / 128, p.intermediate / 128);
     }
-    upload(prepare(s, v, opts));
+    upload(prepare(s, v, opts), format == MOE_FORMAT_BF16 ? "sink_" : "shared_");
   };
   if (p.sink_experts > 0)
     prepare_extra(MOE_FORMAT_BF16, w.sink_w13, {}, w.sink_w2, {}, p.sink_experts);
@@ -245,6 +292,22 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   }
   w13_ptrs_ = upload_vector(p13);
   w2_ptrs_ = upload_vector(p2);
+  if (block) {
+    const size_t s13_group = size_t(n1_ / 128 * (h / 128)),
+                 s2_group = size_t(h / 128 * (padded_i_ / 128));
+    MOE_CHECK(s13.size() == s13_group * size_t(groups_) && s2.size() == s2_group * size_t(groups_),
+              MOE_STATUS_INTERNAL, "trtllm_style: {} + {} block scales for {} groups", s13.size(),
+              s2.size(), groups_);
+    s13_ = upload_vector(s13);
+    s2_ = upload_vector(s2);
+    std::vector<const float*> q13, q2;
+    for (int64_t g = 0; g < groups_; ++g) {
+      q13.push_back(s13_.as<float>() + size_t(g) * s13_group);
+      q2.push_back(s2_.as<float>() + size_t(g) * s2_group);
+    }
+    s13_ptrs_ = upload_vector(q13);
+    s2_ptrs_ = upload_vector(q2);
+  }
   has_bias_ = p.expert_bias != 0;
   if (has_bias_) {
     b13_ = upload_vector(b13);
@@ -254,7 +317,9 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   for (int64_t e = 0; e < p.experts; ++e) map[e] = local_expert_id(p, e);
   local_map_ = upload_vector(map);
   // The grouped GEMMs' scratch depends on the groups and the device only: asked of CUTLASS once.
-  gemm_ws_bytes_ = grouped_gemm_workspace_bytes(int(groups_), device_info().sm_count);
+  gemm_ws_bytes_ =
+      block ? moe::gpu::fp8_block_gemm_workspace_bytes(int(groups_), device_info().sm_count)
+            : grouped_gemm_workspace_bytes(int(groups_), device_info().sm_count);
 }
 
 // Fewer than 32 rows per group on average: decode-like, weight tiles (swap AB). Under expert
@@ -268,9 +333,11 @@ bool DeviceLayer::small_groups(int64_t tokens) const {
 }
 
 bool DeviceLayer::fuse_activation(int64_t tokens) const {
-  // e4m3 layers always fuse: the epilogue hands the quantisation unrounded f32 values (a bf16
+  // fp8_tensor always fuses: the epilogue hands the quantisation unrounded f32 values (a bf16
   // GEMM1 output or activation would move ~3% of the intermediate's codes off the reference's).
+  // fp8_block never does (no row interleave); its GEMM1 writes f32 for the same reason.
   if (is_fp8(problem_.c())) return true;
+  if (is_fp8_block(problem_.c())) return false;
   if (fuse_option_) return *fuse_option_;
   // Measured on the H200 (bench/NOTES.md, v2): with few rows per group the fused epilogue saves
   // a launch and wins; with more, 128x256 tiles and a separate activation kernel beat the fused
@@ -282,17 +349,29 @@ GemmTiles DeviceLayer::tiles(int64_t tokens) const {
   if (tiles_option_) return *tiles_option_;
   if (small_groups(tokens)) return GemmTiles::kWeights;
   // e4m3 has no 128x256 tiles (kernels/sm90_grouped_gemm.cuh, OperandTraits).
-  return is_fp8(problem_.c()) ? GemmTiles::kTokens : GemmTiles::kWide;
+  return problem_.c().format == MOE_FORMAT_BF16 ? GemmTiles::kWide : GemmTiles::kTokens;
 }
 
 // The workspace pieces in carve order: permutation, gathered rows, GEMM1 output (none when the
 // activation is fused), activation, GEMM2 output, grouped-GEMM scratch (shared by both GEMMs:
 // they run one after the other); fp8_tensor adds the quantised hidden states, the quantised
-// intermediate, and three scales with the dynamic quantisation's amax scratch.
+// intermediate, and three scales with the dynamic quantisation's amax scratch; fp8_block has e4m3
+// rows, an f32 GEMM1 output, an e4m3 intermediate and the two MN-major 1x128 scale matrices.
 std::array<size_t, 9> DeviceLayer::pieces(int64_t tokens) const {
   const moe_problem p = problem_.c();
   const bool fp8 = is_fp8(p);
-  const size_t rows = size_t(tokens * rows_per_token(p)), eb = fp8 ? 1 : 2;
+  const size_t rows = size_t(tokens * rows_per_token(p));
+  if (is_fp8_block(p))
+    return {moe::gpu::permutation_workspace_bytes(p, tokens),
+            rows * p.hidden,
+            rows * n1_ * 4,
+            rows * padded_i_,
+            rows * p.hidden * 2,
+            gemm_ws_bytes_,
+            rows * (p.hidden / 128) * 4,
+            rows * (padded_i_ / 128) * 4,
+            0};
+  const size_t eb = fp8 ? 1 : 2;
   return {moe::gpu::permutation_workspace_bytes(p, tokens),
           rows * p.hidden * eb,
           fuse_activation(tokens) ? 0 : rows * n1_ * 2,
@@ -326,9 +405,14 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens) const {
   ws.gemm2 = take(size[4]);
   ws.gemm_ws_bytes = size[5];
   ws.gemm_ws = take(size[5]);
-  ws.hidden_codes = static_cast<uint8_t*>(take(size[6]));
-  ws.act_codes = static_cast<uint8_t*>(take(size[7]));
+  void* piece6 = take(size[6]);
+  void* piece7 = take(size[7]);
   auto* scales = static_cast<uint8_t*>(take(size[8]));
+  const bool block = is_fp8_block(p);
+  ws.hidden_codes = block ? nullptr : static_cast<uint8_t*>(piece6);
+  ws.act_codes = block ? nullptr : static_cast<uint8_t*>(piece7);
+  ws.row_scales = block ? static_cast<float*>(piece6) : nullptr;
+  ws.act_scales = block ? static_cast<float*>(piece7) : nullptr;
   ws.scales = reinterpret_cast<float*>(scales);
   ws.amax_ws = scales ? scales + gpu::workspace_round_up(3 * sizeof(float)) : nullptr;
   return ws;
@@ -341,6 +425,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   if (tokens == 0) return;
   auto stream = static_cast<cudaStream_t>(a.stream);
   const Workspace ws = carve(a.workspace, tokens);
+  if (is_fp8_block(p)) return run_fp8_block(a, ws, stream);
   const int sm = device_info().sm_count;
   const GemmTiles tiles = this->tiles(tokens);
   const bool fuse = fuse_activation(tokens);

@@ -24,6 +24,10 @@
 
 namespace moe::trtllm {
 
+inline bool is_fp8_block(const moe_problem& p) {
+  return p.format == MOE_FORMAT_FP8_BLOCK;
+}
+
 // Why this backend cannot run `p` on this machine, or MOE_REASON_NONE.
 struct Refusal {
   moe_reason reason = MOE_REASON_NONE;
@@ -31,8 +35,9 @@ struct Refusal {
 };
 Refusal check_support(const moe_problem& p);
 
-// The layout this backend prepares (bf16: w31 + gated interleave, no row shuffle, padded I).
-PrepareOptions layout_options(const Options& options);
+// The layout this backend prepares: w31 + gated interleave (fp8_block: w31 alone, its scale
+// blocks covering 128 rows), no row shuffle, padded I.
+PrepareOptions layout_options(const moe_problem& p, const Options& options);
 
 class DeviceLayer {
  public:
@@ -46,6 +51,7 @@ class DeviceLayer {
   struct Workspace;
   std::array<size_t, 9> pieces(int64_t tokens) const;
   Workspace carve(void* base, int64_t tokens) const;
+  void run_fp8_block(const moe_run_args& args, const Workspace& ws, cudaStream_t stream) const;
 
   Problem problem_;
   LayoutTag tag_;
@@ -63,6 +69,8 @@ class DeviceLayer {
   DeviceBuffer local_map_;             // [E] global -> local expert id, -1 elsewhere
   DeviceBuffer w13_scale_, w2_scale_;  // fp8_tensor: [groups] f32 weight scales
   DeviceBuffer static_scales_;         // fp8_tensor_static: a13_scale, a2_scale
+  DeviceBuffer s13_, s2_;              // fp8_block: [groups] MN-major block scales
+  DeviceBuffer s13_ptrs_, s2_ptrs_;    // fp8_block: [groups] pointers into them
   bool has_bias_ = false;
   size_t gemm_ws_bytes_ = 0;  // grouped GEMM scratch (every kernel), fixed at prepare
 };

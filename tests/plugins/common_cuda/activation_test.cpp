@@ -43,6 +43,7 @@ class ActivationTest : public test::CudaTest {
       int64_t gc = i, uc = inter + i;  // columns of gate and up in this layout
       if (gated && layout == GateUpLayout::kInterleavedUpGate) gc = 2 * i + 1, uc = 2 * i;
       if (gated && layout == GateUpLayout::kInterleavedGateUp) gc = 2 * i, uc = 2 * i + 1;
+      if (gated && layout == GateUpLayout::kConcatenatedUpGate) gc = inter + i, uc = i;
       // The kernel adds the bias in fp32: the reference sees that same float.
       canonical[i] = bias ? double(bf16_to_float(in[gc]) + bias[gc]) : bf16_to_float(in[gc]);
       if (gated)
@@ -130,7 +131,8 @@ TEST_F(ActivationTest, EveryGatedActivationInEveryLayoutMatchesTheReference) {
   const moe_activation gated[] = {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,
                                   MOE_ACTIVATION_SWIGLU_OAI, MOE_ACTIVATION_GELU_MUL};
   const GateUpLayout layouts[] = {GateUpLayout::kConcatenated, GateUpLayout::kInterleavedUpGate,
-                                  GateUpLayout::kInterleavedGateUp};
+                                  GateUpLayout::kInterleavedGateUp,
+                                  GateUpLayout::kConcatenatedUpGate};
   for (moe_activation act : gated)
     for (GateUpLayout layout : layouts)
       for (int64_t inter : {256, 100})  // 16-byte vectors, scalar

@@ -78,12 +78,39 @@ TEST_F(QuantizedRowsTest, GatherQuantiseReadsEachRowFromItsSourceAndSkipsDeadRow
   EXPECT_EQ(wrong, 0);
 }
 
-// fp32 GEMM1 rows -> act -> e4m3 per 128 outputs, every activation; rows with row_live < 0 are
-// left alone. The reference is apply_activation in double on the same fp32 inputs.
+// Column of a gated GEMM1 row in `layout` that holds canonical column c ([gate (I) | up (I)]).
+int64_t stored_col(GateUpLayout layout, int64_t c, int64_t inter) {
+  const bool gate = c < inter;
+  const int64_t i = gate ? c : c - inter;
+  switch (layout) {
+    case GateUpLayout::kConcatenated:
+      return c;
+    case GateUpLayout::kConcatenatedUpGate:
+      return gate ? inter + i : i;
+    case GateUpLayout::kInterleavedUpGate:
+      return gate ? 2 * i + 1 : 2 * i;
+    case GateUpLayout::kInterleavedGateUp:
+      return gate ? 2 * i : 2 * i + 1;
+  }
+  return c;
+}
+
+// fp32 GEMM1 rows -> act -> e4m3 per 128 outputs, every activation and every gate/up layout;
+// rows with row_live < 0 are left alone. The reference is apply_activation in double on the same
+// fp32 inputs.
 TEST_F(QuantizedRowsTest, ActivationQuantisesItsFp32OutputPer128AndSkipsDeadRows) {
-  for (moe_activation act : {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SWIGLU_OAI,
-                             MOE_ACTIVATION_GELU_MUL, MOE_ACTIVATION_RELU2}) {
-    SCOPED_TRACE(testing::Message() << "activation " << int(act));
+  struct Case {
+    moe_activation act;
+    GateUpLayout layout;
+  };
+  for (const Case k : {Case{MOE_ACTIVATION_SILU_MUL, GateUpLayout::kConcatenated},
+                       Case{MOE_ACTIVATION_SILU_MUL, GateUpLayout::kConcatenatedUpGate},
+                       Case{MOE_ACTIVATION_SWIGLU_OAI, GateUpLayout::kConcatenatedUpGate},
+                       Case{MOE_ACTIVATION_SWIGLU_OAI, GateUpLayout::kInterleavedUpGate},
+                       Case{MOE_ACTIVATION_GELU_MUL, GateUpLayout::kInterleavedGateUp},
+                       Case{MOE_ACTIVATION_RELU2, GateUpLayout::kConcatenated}}) {
+    const moe_activation act = k.act;
+    SCOPED_TRACE(testing::Message() << "activation " << int(act) << " layout " << int(k.layout));
     moe_problem p = default_problem();
     p.activation = act;
     p.activation_alpha = 1.702f;
@@ -103,6 +130,7 @@ TEST_F(QuantizedRowsTest, ActivationQuantisesItsFp32OutputPer128AndSkipsDeadRows
     ActivationArgs a;
     a.gemm1_f32 = d_gemm1.get();
     a.intermediate = inter;
+    a.layout = k.layout;
     a.rows = RowRange{rows};
     a.row_live = d_live.get();
     a.out_fp8 = d_codes.get();
@@ -118,7 +146,8 @@ TEST_F(QuantizedRowsTest, ActivationQuantisesItsFp32OutputPer128AndSkipsDeadRows
         continue;
       }
       std::vector<double> in(static_cast<size_t>(n1)), y(static_cast<size_t>(inter));
-      for (int64_t c = 0; c < n1; ++c) in[c] = gemm1[r * n1 + c];
+      for (int64_t c = 0; c < n1; ++c)
+        in[c] = gemm1[r * n1 + (is_gated(act) ? stored_col(k.layout, c, inter) : c)];
       reference::apply_activation(p, in.data(), inter, y.data());
       for (int64_t b = 0; b < blocks; ++b) {
         double amax = 0;

@@ -1,6 +1,7 @@
 // What trtllm_style takes and refuses, through the C ABI on any machine: bf16 weights on bf16
-// activations, fp8_tensor weights on per-tensor e4m3 activations; the refusals name the reason
-// and the value. Without an sm_90 GPU a problem it takes is refused for the device (last check).
+// activations, fp8_tensor weights on per-tensor e4m3 activations, fp8_block weights on 1x128
+// ones; the refusals name the reason and the value. Without an sm_90 GPU a problem it takes is
+// refused for the device (last check).
 #include "../../support/test_env.hpp"
 
 namespace moe::test {
@@ -82,10 +83,50 @@ TEST_F(TrtllmSupport, Fp8TensorNeedsAHiddenSizeOf16ByteRowsAndNoSinks) {
   expect_refusal(sinks, MOE_REASON_SHARED, "sink experts are bf16");
 }
 
+// fp8_block: E=16 k=4 H=256 I=256 on `input` activations.
+Problem fp8_block(moe_input_format input) {
+  Problem q;
+  q.raw().experts = 16;
+  q.raw().top_k = 4;
+  q.raw().hidden = 256;
+  q.raw().intermediate = 256;
+  q.raw().max_tokens = 64;
+  q.raw().format = MOE_FORMAT_FP8_BLOCK;
+  q.raw().input_format = input;
+  return q;
+}
+
+TEST_F(TrtllmSupport, TakesFp8BlockWeightsOn1x128Activations) {
+  expect_taken(fp8_block(MOE_INPUT_FP8_1X128));
+  expect_taken(fp8_block(MOE_INPUT_DEFAULT));  // fp8_block's default is fp8_1x128
+  Problem shared = fp8_block(MOE_INPUT_FP8_1X128);
+  shared.raw().shared_intermediate = 256;
+  shared.raw().expert_bias = 1;
+  shared.raw().activation = MOE_ACTIVATION_SWIGLU_OAI;
+  expect_taken(shared);
+  Problem relu2 = fp8_block(MOE_INPUT_FP8_1X128);
+  relu2.raw().activation = MOE_ACTIVATION_RELU2;
+  expect_taken(relu2);
+}
+
+TEST_F(TrtllmSupport, Fp8BlockRefusesOtherActivationsPartialBlocksAndSinksByName) {
+  expect_refusal(fp8_block(MOE_INPUT_FP8_TENSOR_DYNAMIC), MOE_REASON_INPUT_FORMAT,
+                 "fp8_1x128, not fp8_tensor_dynamic");
+  Problem partial = fp8_block(MOE_INPUT_FP8_1X128);
+  partial.raw().intermediate = 192;
+  expect_refusal(partial, MOE_REASON_SHAPE, "intermediate=192 to be multiples of 128");
+  Problem sinks = fp8_block(MOE_INPUT_FP8_1X128);
+  sinks.raw().sink_experts = 2;
+  sinks.raw().sink_intermediate = 256;
+  sinks.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+  sinks.raw().routing_bias = 1;
+  expect_refusal(sinks, MOE_REASON_SHARED, "deepgemm_style runs fp8_block with sinks");
+}
+
 TEST_F(TrtllmSupport, OtherQuantisedFormatsAreRefusedByTheFormatList) {
   Problem q = fp8(MOE_INPUT_DEFAULT);
-  q.raw().format = MOE_FORMAT_FP8_BLOCK;
-  expect_refusal(q, MOE_REASON_FORMAT, "fp8_block");
+  q.raw().format = MOE_FORMAT_MXFP4;
+  expect_refusal(q, MOE_REASON_FORMAT, "mxfp4");
 }
 
 }  // namespace

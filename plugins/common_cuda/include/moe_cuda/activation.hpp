@@ -13,10 +13,12 @@ namespace moe::gpu {
 
 // Where gate and up sit in a gated GEMM1 output row of N1 = 2I columns.
 enum class GateUpLayout : int32_t {
-  kConcatenated = 0,       // [gate (I) | up (I)]: canonical w13
-  kInterleavedUpGate = 1,  // column 2i = up_i, 2i+1 = gate_i: w31 swap, then row interleave
-                           // (docs/design.md §6; TensorRT-LLM's prepared weights)
-  kInterleavedGateUp = 2,  // column 2i = gate_i, 2i+1 = up_i
+  kConcatenated = 0,        // [gate (I) | up (I)]: canonical w13
+  kInterleavedUpGate = 1,   // column 2i = up_i, 2i+1 = gate_i: w31 swap, then row interleave
+                            // (docs/design.md §6; TensorRT-LLM's prepared weights)
+  kInterleavedGateUp = 2,   // column 2i = gate_i, 2i+1 = up_i
+  kConcatenatedUpGate = 3,  // [up (I) | gate (I)]: the w31 swap alone (trtllm_style's fp8_block,
+                            // whose 128-row scale blocks cannot follow a row interleave)
 };
 
 struct ActivationArgs {

@@ -1,15 +1,15 @@
 // Instantiations of the grouped fp8 block-scale GEMMs and their launchers (see
-// kernels/sm90_fp8_block_grouped_gemm.cuh). Errors come back as strings; fp8_gemm.cpp reports
-// them.
-#include "../kernels/sm90_fp8_block_grouped_gemm.cuh"
-#include "fp8_gemm_launch.hpp"
-#include "kernels/cutlass_run.cuh"  // common_cuda's
+// kernels/sm90_fp8_block_grouped_gemm.cuh). Errors come back as strings; fp8_block_gemm.cpp
+// reports them.
+#include "fp8_block_gemm_launch.hpp"
+#include "kernels/cutlass_run.cuh"
+#include "kernels/sm90_fp8_block_grouped_gemm.cuh"
 #include "moe_cuda/workspace.hpp"
 
-namespace moe::deepgemm::detail {
+namespace moe::gpu::detail {
 namespace {
 
-using namespace kernels;
+using namespace kernels::block_gemm;
 
 // Carves the group arrays out of `ws` (null: only counts the bytes); returns the bytes used.
 template <class G>
@@ -56,45 +56,51 @@ size_t workspace_of(int groups, int sm_count) {
 }
 
 template <class G, bool kSwapAB>
-LaunchResult launch_one(const GemmCall& c) noexcept {
+BlockGemmResult launch_one(const Fp8BlockGemmArgs& c, cudaStream_t stream) noexcept {
   auto* ws = static_cast<uint8_t*>(c.workspace);
   GroupArrays<G> a;
   const size_t arrays_bytes = carve<G>(c.groups, ws, &a);
   const GroupRows where{c.offsets, c.counts, c.max_m, c.skip_begin, c.skip_end};
-  const GroupOperands op{c.n,          c.k,        static_cast<const Fp8*>(c.rows),
-                         c.row_scales, c.scale_ld, reinterpret_cast<const Fp8* const*>(c.weights),
-                         c.w_scales,   c.out};
-  setup_groups<G, kSwapAB><<<(c.groups + 127) / 128, 128, 0, c.stream>>>(c.groups, where, op, a);
+  const GroupOperands op{c.n,
+                         c.k,
+                         reinterpret_cast<const Fp8*>(c.rows),
+                         c.row_scales,
+                         static_cast<int32_t>(c.scale_ld),
+                         reinterpret_cast<const Fp8* const*>(c.weights),
+                         c.w_scales,
+                         c.out};
+  setup_groups<G, kSwapAB><<<(c.groups + 127) / 128, 128, 0, stream>>>(c.groups, where, op, a);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return {"setup", cudaGetErrorString(e)};
-  const gpu::StageError e = gpu::run_cutlass_gemm<typename G::Gemm>(
-      arguments<G>(c.groups, a, c.sm_count), ws + arrays_bytes, c.stream);
+  const StageError e = run_cutlass_gemm<typename G::Gemm>(arguments<G>(c.groups, a, c.sm_count),
+                                                          ws + arrays_bytes, stream);
   return {e.stage, e.message};
 }
 
 }  // namespace
 
-size_t kernel_workspace(Kernel kernel, bool f32_out, int groups, int sm_count) {
-  switch (kernel) {
-    case Kernel::kTokens:
+size_t fp8_block_kernel_workspace(Fp8BlockTiles tiles, bool f32_out, int groups, int sm_count) {
+  switch (tiles) {
+    case Fp8BlockTiles::kTokens:
       return f32_out ? workspace_of<TokenTiles<float>>(groups, sm_count)
                      : workspace_of<TokenTiles<Bf16>>(groups, sm_count);
-    case Kernel::kWeights:
+    case Fp8BlockTiles::kWeights:
       return f32_out ? workspace_of<WeightTiles<float>>(groups, sm_count)
                      : workspace_of<WeightTiles<Bf16>>(groups, sm_count);
   }
   return 0;
 }
 
-LaunchResult launch(Kernel kernel, const GemmCall& c) noexcept {
-  switch (kernel) {
-    case Kernel::kTokens:
-      return c.f32_out ? launch_one<TokenTiles<float>, false>(c)
-                       : launch_one<TokenTiles<Bf16>, false>(c);
-    case Kernel::kWeights:
-      return c.f32_out ? launch_one<WeightTiles<float>, true>(c)
-                       : launch_one<WeightTiles<Bf16>, true>(c);
+BlockGemmResult launch_fp8_block_gemm(Fp8BlockTiles tiles, const Fp8BlockGemmArgs& c,
+                                      cudaStream_t stream) noexcept {
+  switch (tiles) {
+    case Fp8BlockTiles::kTokens:
+      return c.f32_out ? launch_one<TokenTiles<float>, false>(c, stream)
+                       : launch_one<TokenTiles<Bf16>, false>(c, stream);
+    case Fp8BlockTiles::kWeights:
+      return c.f32_out ? launch_one<WeightTiles<float>, true>(c, stream)
+                       : launch_one<WeightTiles<Bf16>, true>(c, stream);
   }
-  return {"dispatch", "unknown kernel"};
+  return {"dispatch", "unknown tiles"};
 }
 
-}  // namespace moe::deepgemm::detail
+}  // namespace moe::gpu::detail

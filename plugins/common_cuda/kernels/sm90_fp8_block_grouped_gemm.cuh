@@ -31,7 +31,7 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/util/packed_stride.hpp"
 
-namespace moe::deepgemm::kernels {
+namespace moe::gpu::kernels::block_gemm {
 
 using namespace cute;
 
@@ -201,4 +201,4 @@ __global__ void setup_groups(int groups, GroupRows where, GroupOperands op, Grou
   }
 }
 
-}  // namespace moe::deepgemm::kernels
+}  // namespace moe::gpu::kernels::block_gemm
