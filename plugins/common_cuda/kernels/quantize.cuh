@@ -147,45 +147,30 @@ __device__ __forceinline__ void load_tensor_values(const Fp8TensorParams& p, int
   }
 }
 
-// Per-tensor amax over rows [begin, end): each block reduces its share, then one atomicMax on
-// the float's bits (non-negative floats order like their bit patterns). *amax_bits starts at 0.
+// amax of one thread's share of elements [first, last): thread t of `threads` takes elements
+// t * kN, (t + threads) * kN, ... (fmaxf drops NaN, as the reference's std::max from 0 does).
 template <bool kVec>
-__global__ void __launch_bounds__(kQuantThreads) fp8_tensor_amax_kernel(const Fp8TensorParams p) {
+__device__ __forceinline__ float share_amax(const Fp8TensorParams& p, int64_t first, int64_t last,
+                                            int64_t t, int64_t threads) {
   constexpr int kN = kVec ? kVecElems : 1;
-  __shared__ float warp_amax[kQuantThreads / kWarpSize];
-  const int64_t first = range_begin(p.row_begin, p.max_rows) * p.hidden;
-  const int64_t last = range_end(p.row_end, p.max_rows) * p.hidden;
   float amax = 0.0f;
-  for (int64_t i = first + (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kN; i < last;
-       i += int64_t(gridDim.x) * blockDim.x * kN) {
+#pragma unroll 4
+  for (int64_t i = first + t * kN; i < last; i += threads * kN) {
     float v[kN];
     load_tensor_values<kVec>(p, i, v);
 #pragma unroll
     for (int e = 0; e < kN; ++e) amax = fmaxf(amax, fabsf(v[e]));
   }
-  amax = group_max<kWarpSize>(amax);
-  if (threadIdx.x % kWarpSize == 0) warp_amax[threadIdx.x / kWarpSize] = amax;
-  __syncthreads();
-  if (threadIdx.x < kWarpSize) {
-    amax = threadIdx.x < blockDim.x / kWarpSize ? warp_amax[threadIdx.x] : 0.0f;
-    amax = group_max<kWarpSize>(amax);
-    if (threadIdx.x == 0 && amax > 0.0f) atomicMax(p.amax_bits, __float_as_uint(amax));
-  }
+  return amax;
 }
 
-// Codes of rows [begin, end) with the per-tensor scale: from the amax (dynamic, also written to
-// scale_out) or given (static).
+// Codes of one thread's share of elements [first, last) (the same split as share_amax).
 template <bool kVec>
-__global__ void __launch_bounds__(kQuantThreads)
-    fp8_tensor_quantize_kernel(const Fp8TensorParams p) {
+__device__ __forceinline__ void quantize_share(const Fp8TensorParams& p, float scale, int64_t first,
+                                               int64_t last, int64_t t, int64_t threads) {
   constexpr int kN = kVec ? kVecElems : 1;
-  const float scale =
-      p.scale_in != nullptr ? *p.scale_in : fp8_scale_from_amax(__uint_as_float(*p.amax_bits));
-  if (p.scale_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.scale_out = scale;
-  const int64_t first = range_begin(p.row_begin, p.max_rows) * p.hidden;
-  const int64_t last = range_end(p.row_end, p.max_rows) * p.hidden;
-  for (int64_t i = first + (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kN; i < last;
-       i += int64_t(gridDim.x) * blockDim.x * kN) {
+#pragma unroll 4
+  for (int64_t i = first + t * kN; i < last; i += threads * kN) {
     float v[kN];
     load_tensor_values<kVec>(p, i, v);
     if constexpr (kVec) {
@@ -200,6 +185,63 @@ __global__ void __launch_bounds__(kQuantThreads)
       p.codes[i] = to_e4m3(v[0], scale);
     }
   }
+}
+
+// The largest of the block's values, in every thread (warp_amax: one float per warp).
+__device__ __forceinline__ float block_amax(float amax, float* warp_amax) {
+  amax = group_max<kWarpSize>(amax);
+  if (threadIdx.x % kWarpSize == 0) warp_amax[threadIdx.x / kWarpSize] = amax;
+  __syncthreads();
+  amax =
+      threadIdx.x % kWarpSize < blockDim.x / kWarpSize ? warp_amax[threadIdx.x % kWarpSize] : 0.0f;
+  return group_max<kWarpSize>(amax);
+}
+
+// Per-tensor amax over rows [begin, end): each block reduces its share, then one atomicMax on
+// the float's bits (non-negative floats order like their bit patterns). *amax_bits starts at 0.
+template <bool kVec>
+__global__ void __launch_bounds__(kQuantThreads) fp8_tensor_amax_kernel(const Fp8TensorParams p) {
+  __shared__ float warp_amax[kQuantThreads / kWarpSize];
+  const int64_t first = range_begin(p.row_begin, p.max_rows) * p.hidden;
+  const int64_t last = range_end(p.row_end, p.max_rows) * p.hidden;
+  const float amax =
+      block_amax(share_amax<kVec>(p, first, last, int64_t(blockIdx.x) * blockDim.x + threadIdx.x,
+                                  int64_t(gridDim.x) * blockDim.x),
+                 warp_amax);
+  if (threadIdx.x == 0 && amax > 0.0f) atomicMax(p.amax_bits, __float_as_uint(amax));
+}
+
+// Codes of rows [begin, end) with the per-tensor scale: from the amax (dynamic, also written to
+// scale_out) or given (static).
+template <bool kVec>
+__global__ void __launch_bounds__(kQuantThreads)
+    fp8_tensor_quantize_kernel(const Fp8TensorParams p) {
+  const float scale =
+      p.scale_in != nullptr ? *p.scale_in : fp8_scale_from_amax(__uint_as_float(*p.amax_bits));
+  if (p.scale_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.scale_out = scale;
+  const int64_t first = range_begin(p.row_begin, p.max_rows) * p.hidden;
+  const int64_t last = range_end(p.row_end, p.max_rows) * p.hidden;
+  quantize_share<kVec>(p, scale, first, last, int64_t(blockIdx.x) * blockDim.x + threadIdx.x,
+                       int64_t(gridDim.x) * blockDim.x);
+}
+
+// Dynamic per-tensor quantisation of a small tensor in one block and one launch: the amax, the
+// scale and the codes (the three-launch path's zeroing, reduction and quantisation cost more
+// than the work at decode sizes; the second pass reads what the first brought into cache).
+constexpr int kSmallTensorThreads = 1024;
+constexpr int64_t kSmallTensorElems = int64_t(1) << 16;  // max_rows * hidden at most
+
+template <bool kVec>
+__global__ void __launch_bounds__(kSmallTensorThreads)
+    fp8_tensor_dynamic_small_kernel(const Fp8TensorParams p) {
+  __shared__ float warp_amax[kSmallTensorThreads / kWarpSize];
+  const int64_t first = range_begin(p.row_begin, p.max_rows) * p.hidden;
+  const int64_t last = range_end(p.row_end, p.max_rows) * p.hidden;
+  const float amax =
+      block_amax(share_amax<kVec>(p, first, last, threadIdx.x, blockDim.x), warp_amax);
+  const float scale = fp8_scale_from_amax(amax);
+  if (threadIdx.x == 0) *p.scale_out = scale;
+  quantize_share<kVec>(p, scale, first, last, threadIdx.x, blockDim.x);
 }
 
 }  // namespace moe::gpu::kernels

@@ -17,6 +17,16 @@ void launch_fp8_1x128_kernel(const kernels::Fp8BlockParams& p, bool vec, cudaStr
 }
 
 void launch_fp8_tensor_kernels(const kernels::Fp8TensorParams& p, bool vec, cudaStream_t stream) {
+  if (p.amax_bits != nullptr && p.max_rows * p.hidden <= kernels::kSmallTensorElems) {
+    if (vec)
+      kernels::fp8_tensor_dynamic_small_kernel<true>
+          <<<1, kernels::kSmallTensorThreads, 0, stream>>>(p);
+    else
+      kernels::fp8_tensor_dynamic_small_kernel<false>
+          <<<1, kernels::kSmallTensorThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const int64_t per_block = int64_t(kernels::kQuantThreads) * (vec ? kernels::kVecElems : 1);
   const int blocks = grid_size((p.max_rows * p.hidden + per_block - 1) / per_block, 4);
   if (p.amax_bits != nullptr) {

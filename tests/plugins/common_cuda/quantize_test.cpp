@@ -220,9 +220,13 @@ TEST_F(QuantizeTest, PerToken1x128LeavesTheRowsOfSkippedGroupsUntouched) {
 }
 
 TEST_F(QuantizeTest, PerTensorDynamicTakesTheAmaxOfTheRangeOnly) {
+  // Above 2^16 elements (max_rows x H): zero the amax, reduce over many blocks, quantise.
   expect_tensor(64, 4096, 0, 64, true);
-  expect_tensor(40, 100, 5, 31, true);  // scalar path
-  expect_tensor(16, 256, 3, 3, true);   // no rows: scale 1e-10 / 448 as the reference
+  expect_tensor(700, 100, 5, 690, true);  // scalar loads (H % 8 != 0)
+  // Up to 2^16: one block and one launch.
+  expect_tensor(64, 1024, 3, 60, true);  // exactly 2^16, 16-byte loads
+  expect_tensor(40, 100, 5, 31, true);   // scalar loads
+  expect_tensor(16, 256, 3, 3, true);    // no rows: scale 1e-10 / 448 as the reference
 }
 
 TEST_F(QuantizeTest, PerTensorStaticUsesTheGivenScale) {
@@ -232,7 +236,8 @@ TEST_F(QuantizeTest, PerTensorStaticUsesTheGivenScale) {
 
 TEST_F(QuantizeTest, PerTensorFromF32ValuesMatchesTheReferenceOnTheUnroundedValues) {
   expect_tensor(64, 4096, 0, 64, true, true);
-  expect_tensor(40, 100, 5, 31, true, true);  // scalar path
+  expect_tensor(40, 100, 5, 31, true, true);   // scalar loads, one block
+  expect_tensor(32, 2048, 1, 30, true, true);  // 16-byte loads, one block
   expect_tensor(64, 1024, 3, 60, false, true);
 }
 

@@ -41,8 +41,9 @@ void launch_gather_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const i
                                       const GroupSkip& skip = {});
 
 // Dynamic per-tensor: one scale over every element of the rows in `rows` (three steps on the
-// stream: zero the amax, reduce it with atomicMax on the float's bits, quantise). `scale` out:
-// device f32 [1]. `workspace`: >= quantize_fp8_tensor_workspace_bytes(), device.
+// stream: zero the amax, reduce it with atomicMax on the float's bits, quantise; one block in
+// one launch when max_rows x hidden <= 2^16, as at decode). `scale` out: device f32 [1].
+// `workspace`: >= quantize_fp8_tensor_workspace_bytes(), device.
 size_t quantize_fp8_tensor_workspace_bytes();
 void launch_quantize_fp8_tensor_dynamic(const uint16_t* x, int64_t hidden, const RowRange& rows,
                                         uint8_t* codes, float* scale, void* workspace,
