@@ -28,6 +28,9 @@ per-tensor Triton MoE among the peers); writes <date>_trtllm_style_fp8_tensor_gr
 --format mxfp4 | nvfp4 (cutlass_mega): configs/bench/mega/<shape>_<fmt>.yaml, the same token
 counts, against the bf16 peers on the shape's bf16 weights (what runs without a 4-bit path);
 writes <date>_cutlass_mega_<fmt>_grid.*.
+--format mxfp4 | nvfp4 --backend trtllm_style: configs/bench/trtllm/<shape>_<fmt>.yaml (weight-only
+on bf16 activations) at every grid size against the same bf16 peers; writes
+<date>_trtllm_style_<fmt>_grid.*.
 Every grid but trtllm_style's own also times trtllm_style bf16 in the same run, on
 configs/bench/<shape>_bf16.yaml (bf16_backend_ms, bf16_backend_floor_ms, ratio_to_bf16_backend):
 what a user would run instead.
@@ -88,6 +91,13 @@ GRIDS = {
     ("nvfp4", "cutlass_mega"): Grid(
         "cutlass_mega", "nvfp4", CONFIGS + "/mega",
         ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True),
+    # trtllm_style's weight-only 4-bit path at every size, trtllm_style bf16 beside it.
+    ("mxfp4", BF16_BACKEND): Grid(
+        BF16_BACKEND, "mxfp4", CONFIGS + "/trtllm",
+        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), GRID_TOKENS, True),
+    ("nvfp4", BF16_BACKEND): Grid(
+        BF16_BACKEND, "nvfp4", CONFIGS + "/trtllm",
+        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), GRID_TOKENS, True),
 }
 # The backend of --format when --backend is not given.
 DEFAULT_BACKEND = {"bf16": BF16_BACKEND, "fp8_block": "deepgemm_style",
@@ -104,6 +114,12 @@ REFUSED = {
         "(deepgemm_style's fp8_block grid has it)",
     ("mxfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
     ("nvfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
+    ("mxfp4", BF16_BACKEND, "inkling_like"):
+        "inkling_like's sink experts are bf16, and trtllm_style's weight-only GEMMs read 4-bit "
+        "chunks only",
+    ("nvfp4", BF16_BACKEND, "inkling_like"):
+        "inkling_like's sink experts are bf16, and trtllm_style's weight-only GEMMs read 4-bit "
+        "chunks only",
 }
 
 

@@ -78,6 +78,18 @@ for f4 in ("mxfp4", "nvfp4"):  # 4-bit grids: cutlass_mega's by default, trtllm_
     assert run_grid.PEER_RUNNERS[f4] is run_grid.peers_for, f4
     assert run_grid.grid_report.PEERS_BY_FORMAT[f4] == run_grid.grid_report.PEERS_BY_FORMAT["bf16"]
     assert run_grid.grid_stem("o", "D", g4.grid) == os.path.join("o", f"D_cutlass_mega_{f4}_grid")
+    # trtllm_style's weight-only 4-bit grid: its own configs at every size, its bf16 beside.
+    t4 = run_grid.parse_args(["--out", "o", "--format", f4, "--backend", "trtllm_style"])
+    assert t4.grid == run_grid.GRIDS[f4, "trtllm_style"] and t4.grid.bf16_backend, t4
+    assert t4.tokens == run_grid.GRID_TOKENS and t4.grid.rivals == (), t4
+    assert run_grid.grid_configs(t4.grid, "qwen3_30b_a3b") == [
+        f"configs/bench/trtllm/qwen3_30b_a3b_{f4}.yaml", "configs/bench/qwen3_30b_a3b_bf16.yaml"]
+    msg = exits(run_grid.shapes_for, t4.grid, "inkling_like", t4.tokens)
+    assert "read 4-bit chunks only" in msg, msg
+    for shape in t4.grid.shapes:
+        with open(run_grid.config_path(shape, f4, t4.grid.configs)) as f:
+            text = f.read()
+        assert "backend: trtllm_style" in text and f"format: {f4}" in text, shape
     for shape in g4.grid.shapes:
         ours = run_grid.config_path(shape, f4, g4.grid.configs)
         assert os.path.exists(ours) and run_grid.config_max_tokens(ours) == 512, ours

@@ -34,7 +34,7 @@ template <int W>
 constexpr bool kIsFp4 = W == kMxfp4W || W == kNvfp4W;
 
 // Elements of K per stage: a 128-byte weight row of bf16 (64) or e4m3 (128, one fp8 block), or
-// 128 fp4 elements (64 bytes a row, prepared chunks: src/fp4_layout.hpp).
+// 128 fp4 elements (64 bytes a row, prepared chunks: moe_cuda/fp4_chunks.hpp).
 template <int W>
 constexpr int kStageK = W == kBf16W ? kRowBytes / 2 : kRowBytes;
 // A token row's bytes per stage (bf16 or e4m3 activations for kStageK elements) and its stride in
@@ -78,7 +78,7 @@ struct Params {
              // order
   // bf16 and fp4 weights: the intermediate in bf16, a row per slot in schedule order.
   uint16_t* inter;  // workspace [T * slot_width, I]
-  // mxfp4 and nvfp4 weights: the prepared chunks (src/fp4_layout.hpp) and nvfp4's scale_2.
+  // mxfp4 and nvfp4 weights: the prepared chunks (moe_cuda/fp4_chunks.hpp) and nvfp4's scale_2.
   const uint8_t* w13_fp4;  // [E][n1 / 128][H / 128] chunks
   const uint8_t* w2_fp4;   // [E][H / 128][I / 128] chunks
   const float* g13;        // nvfp4: [E] scale_2 of w13, of w2

@@ -22,8 +22,8 @@
 // exactly one scale block, so each stage's products go to fresh accumulators that are then added
 // to the item's with both block scales (weight block x token block) in f32, as DeepGEMM
 // promotes. An item's scales sit in shared memory for its main loop. mxfp4 and nvfp4 (bf16
-// activations): a stage is a prepared chunk of 128 K with its block scales (src/fp4_layout.hpp),
-// dequantised to bf16 in registers right before the bf16 mma (kernels/fp4_decode.hpp), so the
+// activations): a stage is a prepared chunk of 128 K with its block scales (moe_cuda/fp4_chunks.hpp),
+// dequantised to bf16 in registers right before the bf16 mma (moe_cuda/fp4_decode.hpp), so the
 // stream is half of bf16's.
 #pragma once
 
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     for (int nt = 0; nt < kTok / 8; ++nt) a[nt][0] = a[nt][1] = a[nt][2] = a[nt][3] = 0;
   };
   auto fp4_mul = [&](const float* scale_2, int expert) {
-    float mul = float(1 << kFp4Unfold);
+    float mul = float(1 << gpu::kFp4Unfold);
     if constexpr (W == kNvfp4W) mul *= scale_2[expert];
     return mul;
   };

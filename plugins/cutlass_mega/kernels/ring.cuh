@@ -8,7 +8,7 @@
 #include <cute/arch/copy_sm90_tma.hpp>
 
 #include "kernels/config.cuh"
-#include "kernels/fp4_decode.hpp"
+#include "kernels/fp4_fragments.cuh"
 
 namespace moe::mega::kernels {
 
@@ -121,61 +121,20 @@ __device__ __forceinline__ void mma_stage(const uint8_t* w, const uint8_t* x, in
   }
 }
 
-__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
-// fp4: one thread's share of a prepared chunk (128 K, 8 bf16 k16 steps): the 16 code bytes of its
-// rows g and g + 8 and their scale codes, read once per stage.
+// fp4: this consumer thread's share of a prepared chunk (kernels/fp4_fragments.cuh): rows
+// warp * 16 + lane / 4 (and + 8) of the chunk.
 template <int W>
-struct Fp4Rows {
-  uint32_t codes0[4], codes1[4];
-  uint32_t sc0[2], sc1[2];  // scale codes of rows g and g + 8: 4 (mx) or 8 (nv) bytes
-
-  __device__ __forceinline__ explicit Fp4Rows(const uint8_t* w) {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int r0 = warp * 16 + lane / 4, q = lane % 4;
-    const uint4 c0 = *reinterpret_cast<const uint4*>(w + r0 * 64 + q * 16);
-    const uint4 c1 = *reinterpret_cast<const uint4*>(w + (r0 + 8) * 64 + q * 16);
-    codes0[0] = c0.x, codes0[1] = c0.y, codes0[2] = c0.z, codes0[3] = c0.w;
-    codes1[0] = c1.x, codes1[1] = c1.y, codes1[2] = c1.z, codes1[3] = c1.w;
-    const uint8_t* scales = w + kFp4CodeBytes;
-    if constexpr (W == kMxfp4W) {
-      sc0[0] = *reinterpret_cast<const uint32_t*>(scales + r0 * 4);
-      sc1[0] = *reinterpret_cast<const uint32_t*>(scales + (r0 + 8) * 4);
-      sc0[1] = sc1[1] = 0;
-    } else {
-      const uint2 s0 = *reinterpret_cast<const uint2*>(scales + r0 * 8);
-      const uint2 s1 = *reinterpret_cast<const uint2*>(scales + (r0 + 8) * 8);
-      sc0[0] = s0.x, sc0[1] = s0.y, sc1[0] = s1.x, sc1[1] = s1.y;
-    }
-  }
-
-  // K step j's A fragments (kernels/fp4_decode.hpp): word j / 2 of the codes, outputs 2 (j % 2)
-  // and + 1, times the block's scale (mx: block j / 2 of 32 K; nv: block j of 16 K). The products
-  // are the weights x scale x 2^(kFoldExp - 126), exact in bf16.
-  __device__ __forceinline__ void fragments(int j, uint32_t (&a)[4]) const {
-    const int i = j / 2, h = j % 2;
-    const int byte = W == kMxfp4W ? i : j;
-    const uint32_t s0 = (sc0[byte / 4] >> (8 * (byte % 4))) & 0xffu;
-    const uint32_t s1 = (sc1[byte / 4] >> (8 * (byte % 4))) & 0xffu;
-    const uint32_t p0 = W == kMxfp4W ? mx_scale_pair(s0) : nv_scale_pair(s0);
-    const uint32_t p1 = W == kMxfp4W ? mx_scale_pair(s1) : nv_scale_pair(s1);
-    a[0] = bf16x2_mul(fp4_placed_pair(codes0[i], 2 * h), p0);      // row g, K 2q, 2q + 1
-    a[1] = bf16x2_mul(fp4_placed_pair(codes1[i], 2 * h), p1);      // row g + 8
-    a[2] = bf16x2_mul(fp4_placed_pair(codes0[i], 2 * h + 1), p0);  // row g, K 2q + 8, 2q + 9
-    a[3] = bf16x2_mul(fp4_placed_pair(codes1[i], 2 * h + 1), p1);
-  }
-};
+__device__ __forceinline__ gpu::kernels::Fp4Rows<W == kMxfp4W> fp4_rows(const uint8_t* w) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  return gpu::kernels::Fp4Rows<W == kMxfp4W>(w, warp * 16 + lane / 4, lane % 4);
+}
 
 // fp4: the same over a prepared chunk, the A fragments built in registers; the item's epilogue
 // multiplies 2^kFp4Unfold back.
 template <int W>
 __device__ __forceinline__ void mma_stage_fp4(const uint8_t* w, const uint8_t* x, int m,
                                               float (&acc)[kTok / 8][4]) {
-  const Fp4Rows<W> rows(w);
+  const auto rows = fp4_rows<W>(w);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     uint32_t a[4];
@@ -196,7 +155,7 @@ __device__ __forceinline__ void mma_stage_fp4_one_tile(const uint8_t* w, const u
 #pragma unroll
   for (int i = 0; i < 4; ++i)  // matrix lane / 8: K bytes 64 i + 16 (lane / 8), token lane % 8
     ldmatrix_x4(b[i], x + (lane % 8) * kTokLd<W> + 64 * i + (lane / 8) * 16);
-  const Fp4Rows<W> rows(w);
+  const auto rows = fp4_rows<W>(w);
   float odd[4] = {0, 0, 0, 0};
 #pragma unroll
   for (int j = 0; j < 8; ++j) {

@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "../kernels/fused_moe.cuh"
-#include "fp4_layout.hpp"
 #include "fused_launch.hpp"
+#include "moe_cuda/fp4_chunks.hpp"
 #include "moe_cuda/tensor_map.hpp"
 
 namespace moe::mega::detail {
@@ -41,10 +41,13 @@ Instance instance(Kind kind) {
 }
 
 // The host's packer and the kernel agree on the chunk geometry.
-static_assert(kFp4CodeBytes == kernels::kFp4CodeBytes);
-static_assert(fp4_chunk_bytes(Fp4Scales::kMx) == kernels::kFp4ChunkBytes<kernels::kMxfp4W>);
-static_assert(fp4_chunk_bytes(Fp4Scales::kNv) == kernels::kFp4ChunkBytes<kernels::kNvfp4W>);
-static_assert(kFp4StageK == kernels::kStageK<kernels::kMxfp4W> && kFp4TileRows == kernels::kRows);
+static_assert(gpu::kFp4CodeBytes == kernels::kFp4CodeBytes);
+static_assert(gpu::fp4_chunk_bytes(gpu::Fp4Scales::kMx) ==
+              kernels::kFp4ChunkBytes<kernels::kMxfp4W>);
+static_assert(gpu::fp4_chunk_bytes(gpu::Fp4Scales::kNv) ==
+              kernels::kFp4ChunkBytes<kernels::kNvfp4W>);
+static_assert(gpu::kFp4StageK == kernels::kStageK<kernels::kMxfp4W> &&
+              gpu::kFp4TileRows == kernels::kRows);
 
 }  // namespace
 

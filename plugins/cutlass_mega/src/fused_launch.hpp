@@ -45,7 +45,7 @@ struct FusedCall {
   uint16_t* out;
   float* y;
   uint16_t* inter;         // bf16, fp4
-  const uint8_t* w13_fp4;  // mxfp4, nvfp4: the prepared chunks (src/fp4_layout.hpp)
+  const uint8_t* w13_fp4;  // mxfp4, nvfp4: the prepared chunks (moe_cuda/fp4_chunks.hpp)
   const uint8_t* w2_fp4;
   const float* g13;  // nvfp4: scale_2 [E] of w13 and w2
   const float* g2;

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <vector>
 
-#include "fp4_layout.hpp"
 #include "fused_launch.hpp"
 #include "moe/sdk/bias_values.hpp"
 #include "moe/sdk/block_scales.hpp"
@@ -14,6 +13,7 @@
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/tensor_checks.hpp"
+#include "moe_cuda/fp4_chunks.hpp"
 #include "moe_cuda/workspace.hpp"
 #include "virtual_experts.hpp"
 
@@ -237,18 +237,19 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
 
 void DeviceLayer::prepare_fp4(const moe_problem& p, const moe_weights& w,
                               const VirtualExperts& shared) {
-  const Fp4Scales scales = kind_ == detail::Kind::kMxfp4 ? Fp4Scales::kMx : Fp4Scales::kNv;
+  const gpu::Fp4Scales scales =
+      kind_ == detail::Kind::kMxfp4 ? gpu::Fp4Scales::kMx : gpu::Fp4Scales::kNv;
   const int64_t gate_up = gated(p) ? p.intermediate : 0;
   // The routed experts' chunks, then the shared expert's (chunks are ordered by expert first).
   auto stack = [&](const moe_tensor& q, const moe_tensor& sc, const std::vector<uint8_t>& vq,
                    const std::vector<uint8_t>& vs, int64_t rows, int64_t k, int64_t up,
                    const char* name, const char* shared_name) {
     std::vector<uint8_t> chunks =
-        pack_fp4_stack(scales, static_cast<const uint8_t*>(q.data),
-                       static_cast<const uint8_t*>(sc.data), p.experts, rows, k, up, name);
+        gpu::pack_fp4_stack(scales, static_cast<const uint8_t*>(q.data),
+                            static_cast<const uint8_t*>(sc.data), p.experts, rows, k, up, name);
     if (shared.count > 0) {
       const std::vector<uint8_t> more =
-          pack_fp4_stack(scales, vq.data(), vs.data(), shared.count, rows, k, up, shared_name);
+          gpu::pack_fp4_stack(scales, vq.data(), vs.data(), shared.count, rows, k, up, shared_name);
       chunks.insert(chunks.end(), more.begin(), more.end());
     }
     return gpu::upload_vector(chunks);
@@ -257,7 +258,7 @@ void DeviceLayer::prepare_fp4(const moe_problem& p, const moe_weights& w,
                "shared_w13");
   w2_ = stack(w.w2, w.w2_scale, shared.w2, shared.w2_scale, p.hidden, p.intermediate, 0, "w2",
               "shared_w2");
-  if (scales == Fp4Scales::kNv) {  // finite, positive (docs/design.md §3.3)
+  if (scales == gpu::Fp4Scales::kNv) {  // finite, positive (docs/design.md §3.3)
     auto upload_scale_2 = [&](const moe_tensor& t, const char* name,
                               const std::vector<float>& shared_values) {
       const auto* v = static_cast<const float*>(t.data);

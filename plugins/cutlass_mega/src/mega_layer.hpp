@@ -1,6 +1,6 @@
 // One cutlass_mega layer on the GPU: bf16 or fp8_block weights kept as given (w13 [E, n1, H],
 // w2 [E, H, I], fp8_block's scales in their canonical order), mxfp4 and nvfp4 weights prepared
-// into the kernel's chunks (src/fp4_layout.hpp), uploaded at prepare, and the whole
+// into the kernel's chunks (moe_cuda/fp4_chunks.hpp), uploaded at prepare, and the whole
 // layer after routing in one cooperative launch (kernels/fused_moe.cuh, docs/design.md §13).
 // Decode first: a batch's tokens x top_k slots must fit the schedule the kernel keeps in shared
 // memory, so `max_tokens` is bounded at prepare. No options yet.
@@ -53,7 +53,7 @@ class DeviceLayer {
     float* is;
   };
   Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
-  // mxfp4, nvfp4: the chunks of src/fp4_layout.hpp into w13_, w2_; nvfp4's scale_2 into s13_, s2_.
+  // mxfp4, nvfp4: the chunks of moe_cuda/fp4_chunks.hpp into w13_, w2_; nvfp4's scale_2 into s13_, s2_.
   void prepare_fp4(const moe_problem& p, const moe_weights& w, const VirtualExperts& shared);
 
   Problem problem_;

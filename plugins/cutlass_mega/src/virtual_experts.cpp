@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
-#include "fp4_layout.hpp"
 #include "moe/sdk/block_scales.hpp"
 #include "moe/sdk/format_table.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
+#include "moe_cuda/fp4_chunks.hpp"
 
 namespace moe::mega {
 namespace {
@@ -75,9 +75,10 @@ void append_mlp(const moe_problem& p, const Mlp& m, VirtualExperts& v) {
     const auto* q2 = static_cast<const uint8_t*>(m.w2_scale);
     // Checked here, where a refusal can name the MLP's own row and block (the chunks rearrange
     // them; padding scales are valid).
-    const Fp4Scales kind = m.format == MOE_FORMAT_MXFP4 ? Fp4Scales::kMx : Fp4Scales::kNv;
-    check_fp4_scales(kind, q13, 1, (gated(p) ? 2 : 1) * is, hs, m.w13_name);
-    check_fp4_scales(kind, q2, 1, H, isg, m.w2_name);
+    const gpu::Fp4Scales kind =
+        m.format == MOE_FORMAT_MXFP4 ? gpu::Fp4Scales::kMx : gpu::Fp4Scales::kNv;
+    gpu::check_fp4_scales(kind, q13, 1, (gated(p) ? 2 : 1) * is, hs, m.w13_name);
+    gpu::check_fp4_scales(kind, q2, 1, H, isg, m.w2_name);
     const size_t s13_at = v.w13_scale.size(), s2_at = v.w2_scale.size();
     v.w13_scale.resize(s13_at + size_t(V * n1 * hs), unit);
     v.w2_scale.resize(s2_at + size_t(V * H * ig), unit);

@@ -34,6 +34,7 @@
 #include <cute/arch/mma_sm90_gmma.hpp>
 
 #include "kernels/gmma_desc.cuh"
+#include "kernels/group_tiles.cuh"
 
 namespace moe::deepgemm::kernels::ffma {
 
@@ -98,50 +99,6 @@ __device__ __forceinline__ void wgmma_64x128x32(uint64_t a, uint64_t b, float* d
   cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>::fma(
       a, b, d[I]...,
       accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
-}
-
-// The first tile index of each group's 128-row blocks (prefix[g] in row blocks; times the N
-// tiles for tile indices), computed by every CTA the same way.
-__device__ __forceinline__ void build_prefix(const Params& p, int* prefix) {
-  for (int g = threadIdx.x; g < p.groups; g += blockDim.x) {
-    const int64_t c = group_rows(p, g).count;
-    prefix[g + 1] = int((c + kBlockM - 1) / kBlockM);
-  }
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    const int lane = threadIdx.x;
-    int carry = 0;
-    if (lane == 0) prefix[0] = 0;
-    for (int base = 0; base < p.groups; base += 32) {
-      int v = base + lane < p.groups ? prefix[base + lane + 1] : 0;
-      for (int d = 1; d < 32; d <<= 1) {
-        const int u = __shfl_up_sync(0xffffffffu, v, d);
-        if (lane >= d) v += u;
-      }
-      if (base + lane < p.groups) prefix[base + lane + 1] = v + carry;
-      carry += __shfl_sync(0xffffffffu, v, 31);
-    }
-  }
-  __syncthreads();
-}
-
-struct Tile {
-  int group, block_m, block_n;
-};
-
-// Tile t: the group whose tiles contain t (prefix[g] row blocks before group g, each with
-// n_units N tiles), then its row block and N tile, N tiles consecutive.
-__device__ __forceinline__ Tile tile_of(const int* prefix, int groups, int n_units, int t) {
-  int lo = 0, hi = groups;  // the last g with prefix[g] * n_units <= t
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (prefix[mid] * n_units <= t)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  const int local = t - prefix[lo] * n_units;
-  return {lo, local / n_units, local % n_units};
 }
 
 // 4-byte asynchronous copy to shared memory, zeros when !valid.
@@ -231,13 +188,15 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     }
     cutlass::arch::fence_barrier_init();
   }
-  build_prefix(p, prefix);  // ends with __syncthreads: the barriers are visible too
+  // Ends with __syncthreads: the barriers are visible too.
+  gpu::kernels::build_tile_prefix(
+      p.groups, kBlockM, [&](int g) { return group_rows(p, g).count; }, prefix);
   if constexpr (kCluster > 1) cute::cluster_sync();  // the peer's barriers exist
 
   const int n_tiles = p.n / kBlockN, n_units = n_tiles / kCluster, k_blocks = p.k / kBlockK;
   const int units = prefix[p.groups] * n_units;
   auto tile_at = [&](int u) {
-    Tile t = tile_of(prefix, p.groups, n_units, u);
+    gpu::kernels::GroupTile t = gpu::kernels::group_tile(prefix, p.groups, n_units, u);
     t.block_n = t.block_n * kCluster + rank;
     return t;
   };
@@ -249,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       int stage = 0;
       uint32_t phase = 0;
       for (int u = cluster; u < units; u += clusters) {
-        const Tile tile = tile_at(u);
+        const gpu::kernels::GroupTile tile = tile_at(u);
         const GroupRows gr = group_rows(p, tile.group);
         const int64_t row0 = gr.first + int64_t(tile.block_m) * kBlockM;
         const int64_t rows_here = gr.count - int64_t(tile.block_m) * kBlockM;
@@ -270,7 +229,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       int stage = 0;
       uint32_t phase = 0;
       for (int u = cluster; u < units; u += clusters) {
-        const Tile tile = tile_at(u);
+        const gpu::kernels::GroupTile tile = tile_at(u);
         const GroupRows gr = group_rows(p, tile.group);
         const int row0 = int(gr.first + int64_t(tile.block_m) * kBlockM);
         const int wrow0 = tile.group * p.n + tile.block_n * kBlockN;
@@ -309,7 +268,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       if (++stage == kStages) stage = 0, phase ^= 1;
     };
     for (int u = cluster; u < units; u += clusters) {
-      const Tile tile = tile_at(u);
+      const gpu::kernels::GroupTile tile = tile_at(u);
       const GroupRows gr = group_rows(p, tile.group);
       const int64_t row0 = gr.first + int64_t(tile.block_m) * kBlockM;
       const int64_t rows_here = gr.count - int64_t(tile.block_m) * kBlockM;  // >= 1

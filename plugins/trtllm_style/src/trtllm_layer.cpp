@@ -83,11 +83,12 @@ void append_bias(std::vector<float>& out, const LayoutTensor& b, const char* nam
 }  // namespace
 
 Refusal check_support(const moe_problem& p) {
-  const bool fp8 = is_fp8(p), block = is_fp8_block(p);
+  const bool fp8 = is_fp8(p), block = is_fp8_block(p), fp4 = is_fp4(p);
   const char* format = format_name(static_cast<moe_format>(p.format));
-  if (p.format != MOE_FORMAT_BF16 && !fp8 && !block)
-    return {MOE_REASON_FORMAT,
-            fmt::format("bf16, fp8_tensor and fp8_block weights only, not {}", format)};
+  if (p.format != MOE_FORMAT_BF16 && !fp8 && !block && !fp4)
+    return {
+        MOE_REASON_FORMAT,
+        fmt::format("bf16, fp8_tensor, fp8_block, mxfp4 and nvfp4 weights only, not {}", format)};
   const auto input = static_cast<moe_input_format>(p.input_format);
   if (block && input != MOE_INPUT_FP8_1X128)
     return {MOE_REASON_INPUT_FORMAT,
@@ -99,6 +100,11 @@ Refusal check_support(const moe_problem& p) {
             fmt::format("fp8_block needs hidden={} and intermediate={} to be multiples of 128 "
                         "(whole 128x128 scale blocks; w31 moves whole blocks)",
                         p.hidden, p.intermediate)};
+  if (fp4 && input != MOE_INPUT_BF16)
+    return {MOE_REASON_INPUT_FORMAT,
+            fmt::format("{} weights run weight-only (dequantised to bf16 in the GEMMs' main "
+                        "loop): activations bf16, not {}",
+                        format, input_format_name(input))};
   if (!fp8 && !block && input != MOE_INPUT_BF16)
     return {MOE_REASON_INPUT_FORMAT, fmt::format("bf16 weights take bf16 activations only, not {}",
                                                  input_format_name(input))};
@@ -116,7 +122,23 @@ Refusal check_support(const moe_problem& p) {
             fmt::format("sink experts are bf16 on bf16 hidden states; the e4m3 grouped GEMMs of "
                         "an {} layer cannot run them (deepgemm_style runs fp8_block with sinks)",
                         format)};
-  if (p.shared_intermediate > 0 && p.shared_intermediate != p.intermediate)
+  if (fp4 && p.sink_experts > 0)
+    return {MOE_REASON_SHARED,
+            fmt::format("sink experts are bf16; the weight-only GEMMs of an {} layer read 4-bit "
+                        "chunks only",
+                        format)};
+  if (fp4 && p.local_experts + (p.shared_intermediate > 0 ? 1 : 0) > 1024)
+    return {MOE_REASON_SHAPE,
+            fmt::format("{} local experts: the weight-only GEMM schedules at most 1024 groups",
+                        p.local_experts)};
+  // 4-bit layers pad the shared expert to the routed experts' whole chunks (fp4_run.cpp).
+  const int64_t routed_i = (p.intermediate + 127) / 128 * 128;
+  if (fp4 && p.shared_intermediate > routed_i)
+    return {MOE_REASON_SHARED,
+            fmt::format("shared_intermediate={} must be at most intermediate={} rounded up to "
+                        "128 ({}): the shared expert is padded to the routed experts' tiles",
+                        p.shared_intermediate, p.intermediate, routed_i)};
+  if (!fp4 && p.shared_intermediate > 0 && p.shared_intermediate != p.intermediate)
     return {MOE_REASON_SHARED,
             fmt::format("shared_intermediate={} must equal intermediate={} (one grouped GEMM)",
                         p.shared_intermediate, p.intermediate)};
@@ -140,9 +162,12 @@ PrepareOptions layout_options(const moe_problem& p, const Options& options) {
   // activation runs as a kernel of its own on [up | gate] halves.
   o.gated_interleave = !is_fp8_block(p);
   for (const auto& [key, value] : options) {
-    if (key == "gemm_tiles" || key == "activation_epilogue") continue;  // read by DeviceLayer
+    if (key == "gemm_tiles" || key == "activation_epilogue" || key == "fp4_token_tile")
+      continue;  // read by DeviceLayer
     MOE_FAIL(MOE_STATUS_CONFIG_ERROR,
-             "trtllm_style: unknown option '{}' (known: gemm_tiles, activation_epilogue)", key);
+             "trtllm_style: unknown option '{}' (known: gemm_tiles, activation_epilogue, "
+             "fp4_token_tile)",
+             key);
   }
   return o;
 }
@@ -162,14 +187,30 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                       : value == "weights" ? std::optional(GemmTiles::kWeights)
                       : value == "wide"    ? std::optional(GemmTiles::kWide)
                                            : std::nullopt;
+      MOE_CHECK(!is_fp4(p) || value == "auto", MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: gemm_tiles '{}' is for the CUTLASS GEMMs; {} layers run the "
+                "weight-only GEMM, whose token tile is fp4_token_tile (auto, 16, 64, 128)",
+                value, format_name(static_cast<moe_format>(p.format)));
       MOE_CHECK(p.format == MOE_FORMAT_BF16 || value != "wide", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: gemm_tiles 'wide' is for bf16 layers; {} takes tokens or weights "
                 "(its promoted fp32 accumulators do not fit 128x256 tiles)",
                 format_name(static_cast<moe_format>(p.format)));
+    } else if (key == "fp4_token_tile") {
+      MOE_CHECK(value == "auto" || value == "16" || value == "64" || value == "128",
+                MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: fp4_token_tile '{}' is not auto, 16, 64 or 128", value);
+      MOE_CHECK(is_fp4(p), MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: fp4_token_tile is for mxfp4 and nvfp4 layers, not {}",
+                format_name(static_cast<moe_format>(p.format)));
+      fp4_tile_option_ = value == "auto" ? std::nullopt : std::optional(std::stoi(value));
     } else if (key == "activation_epilogue") {
       MOE_CHECK(value == "auto" || value == "fused" || value == "separate", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: activation_epilogue '{}' is not auto, fused or separate", value);
       fuse_option_ = value == "auto" ? std::nullopt : std::optional(value == "fused");
+      MOE_CHECK(!(is_fp4(p) && value == "separate"), MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: activation_epilogue 'separate' is not for {} layers: their "
+                "weight-only GEMM1 always applies the activation in its epilogue",
+                format_name(static_cast<moe_format>(p.format)));
       MOE_CHECK(!(is_fp8(p) && value == "separate"), MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: activation_epilogue 'separate' is for bf16 layers; fp8_tensor "
                 "always fuses the activation into GEMM1 (its f32 output is quantised next)");
@@ -178,13 +219,21 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                 "is not row-interleaved (128-row scale blocks), so the activation runs apart");
     }
   }
+  std::vector<int32_t> map(size_t(p.experts));
+  for (int64_t e = 0; e < p.experts; ++e) map[e] = local_expert_id(p, e);
+  local_map_ = upload_vector(map);
+  groups_ = p.local_experts + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
+  if (is_fp4(p)) {
+    (void)layout_options(p, options);  // unknown options are config errors here too
+    prepare_fp4(p, w);
+    return;
+  }
   const PrepareOptions opts = layout_options(p, options);
   const bool gated = is_gated(static_cast<moe_activation>(p.activation));
   const int64_t h = p.hidden;
   const LayerShape routed = layer_shape(p);
   padded_i_ = plan_layout(routed, w.b13.data != nullptr, opts).padded_intermediate;
   n1_ = gated ? 2 * padded_i_ : padded_i_;
-  groups_ = p.local_experts + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
 
   // fp8_tensor: every group's weight scales, and the static activation scales, checked before
   // any weight is prepared or uploaded (a corrupt scale fails fast), then put on the device
@@ -313,9 +362,6 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     b13_ = upload_vector(b13);
     b2_ = upload_vector(b2);
   }
-  std::vector<int32_t> map(size_t(p.experts));
-  for (int64_t e = 0; e < p.experts; ++e) map[e] = local_expert_id(p, e);
-  local_map_ = upload_vector(map);
   // The grouped GEMMs' scratch depends on the groups and the device only: asked of CUTLASS once.
   gemm_ws_bytes_ =
       block ? moe::gpu::fp8_block_gemm_workspace_bytes(int(groups_), device_info().sm_count)
@@ -361,6 +407,16 @@ std::array<size_t, 9> DeviceLayer::pieces(int64_t tokens) const {
   const moe_problem p = problem_.c();
   const bool fp8 = is_fp8(p);
   const size_t rows = size_t(tokens * rows_per_token(p));
+  if (is_fp4(p))  // bf16 rows, the activated intermediate (GEMM1 fuses it), GEMM2's output
+    return {moe::gpu::permutation_workspace_bytes(p, tokens),
+            rows * p.hidden * 2,
+            0,
+            rows * padded_i_ * 2,
+            rows * p.hidden * 2,
+            0,
+            0,
+            0,
+            0};
   if (is_fp8_block(p))
     return {moe::gpu::permutation_workspace_bytes(p, tokens),
             rows * p.hidden,
@@ -426,6 +482,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   auto stream = static_cast<cudaStream_t>(a.stream);
   const Workspace ws = carve(a.workspace, tokens);
   if (is_fp8_block(p)) return run_fp8_block(a, ws, stream);
+  if (is_fp4(p)) return run_fp4(a, ws, stream);
   const int sm = device_info().sm_count;
   const GemmTiles tiles = this->tiles(tokens);
   const bool fuse = fuse_activation(tokens);

@@ -210,7 +210,7 @@ TEST_F(MegaLayer, CorruptBlockScalesAreRefusedAtPrepareNamingTheBlock) {
 }
 
 // 4-bit scales the kernel cannot take exactly, and nvfp4 scale_2 values that cannot be right, are
-// refused at prepare naming the tensor and the place (src/fp4_layout.hpp).
+// refused at prepare naming the tensor and the place (moe_cuda/fp4_chunks.hpp).
 TEST_F(MegaLayer, CorruptFp4ScalesAreRefusedAtPrepareNamingThePlace) {
   const moe_problem mx = in_format(problem_, kMx).c();
   LayerWeights w = random_weights(mx, 5);

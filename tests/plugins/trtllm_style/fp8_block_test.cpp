@@ -67,16 +67,7 @@ TEST_P(TrtllmFp8Block, MatchesTheReference) {
   const LayerWeights w = random_weights(p, 41);
   const Layer layer = plugin_->prepare(p, w.view(), {{"gemm_tiles", c.tiles}});
   const Layer ref_layer = reference_->prepare(p, w.view(), {});
-  for (int64_t tokens : {1, 5, 37, 64}) {
-    for (Scenario scenario : {Scenario::kRandom, Scenario::kPadding, Scenario::kOneExpert}) {
-      const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), scenario);
-      const Routing routing = route_batch(*reference_, p, batch);
-      const RunResult out = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
-      EXPECT_LT(relative_l2(out.output, ref.output), 2e-2)
-          << tokens << " tokens, scenario " << int(scenario);
-    }
-  }
+  expect_matches_reference(layer, ref_layer, *reference_, p, {1, 5, 37, 64}, 90, 2e-2);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -147,16 +147,7 @@ TEST_P(TrtllmFp8Tensor, MatchesTheReference) {
   const Layer layer =
       plugin_->prepare(p, w.view(), {{"gemm_tiles", c.tiles}, {"activation_epilogue", c.epilogue}});
   const Layer ref_layer = reference_->prepare(p, w.view(), {});
-  for (int64_t tokens : {1, 37, 64}) {
-    for (Scenario scenario : {Scenario::kRandom, Scenario::kPadding, Scenario::kOneExpert}) {
-      const Batch batch = random_batch(p, tokens, 70 + uint64_t(tokens), scenario);
-      const Routing routing = route_batch(*reference_, p, batch);
-      const RunResult out = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
-      EXPECT_LT(relative_l2(out.output, ref.output), 2e-2)
-          << tokens << " tokens, scenario " << int(scenario);
-    }
-  }
+  expect_matches_reference(layer, ref_layer, *reference_, p, {1, 37, 64}, 70, 2e-2);
 }
 
 constexpr auto kDyn = MOE_INPUT_FP8_TENSOR_DYNAMIC;

@@ -1,7 +1,7 @@
 // What trtllm_style takes and refuses, through the C ABI on any machine: bf16 weights on bf16
 // activations, fp8_tensor weights on per-tensor e4m3 activations, fp8_block weights on 1x128
-// ones; the refusals name the reason and the value. Without an sm_90 GPU a problem it takes is
-// refused for the device (last check).
+// ones, mxfp4 and nvfp4 weights on bf16 ones; the refusals name the reason and the value. Without
+// an sm_90 GPU a problem it takes is refused for the device (last check).
 #include "../../support/test_env.hpp"
 
 namespace moe::test {
@@ -125,8 +125,38 @@ TEST_F(TrtllmSupport, Fp8BlockRefusesOtherActivationsPartialBlocksAndSinksByName
 
 TEST_F(TrtllmSupport, OtherQuantisedFormatsAreRefusedByTheFormatList) {
   Problem q = fp8(MOE_INPUT_DEFAULT);
-  q.raw().format = MOE_FORMAT_MXFP4;
-  expect_refusal(q, MOE_REASON_FORMAT, "mxfp4");
+  q.raw().format = MOE_FORMAT_MXFP8;
+  expect_refusal(q, MOE_REASON_FORMAT, "mxfp8");
+}
+
+// mxfp4 and nvfp4 run weight-only: bf16 activations, any even shape (padded to whole tiles), a
+// shared expert; quantised activations and bf16 sinks are refused by name.
+TEST_F(TrtllmSupport, Fp4WeightsRunOnBf16ActivationsWithoutSinks) {
+  for (moe_format f : {MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4}) {
+    Problem q = fp8(MOE_INPUT_BF16);
+    q.raw().format = f;
+    q.raw().hidden = 200;
+    q.raw().intermediate = 48;
+    expect_taken(q);
+    Problem shared = q;
+    shared.raw().shared_intermediate = 48;
+    shared.raw().expert_bias = 1;
+    expect_taken(shared);
+    shared.raw().shared_intermediate = 128;  // padded like the routed experts' 48 -> 128
+    expect_taken(shared);
+    shared.raw().shared_intermediate = 160;
+    expect_refusal(shared, MOE_REASON_SHARED, "shared_intermediate=160 must be at most");
+    Problem w4a8 = q;
+    w4a8.raw().input_format =
+        f == MOE_FORMAT_MXFP4 ? MOE_INPUT_MXFP8 : MOE_INPUT_FP8_TENSOR_DYNAMIC;
+    expect_refusal(w4a8, MOE_REASON_INPUT_FORMAT, "run weight-only");
+    Problem sinks = q;
+    sinks.raw().sink_experts = 2;
+    sinks.raw().sink_intermediate = 48;
+    sinks.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+    sinks.raw().routing_bias = 1;
+    expect_refusal(sinks, MOE_REASON_SHARED, "read 4-bit chunks only");
+  }
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
-// cutlass_mega's prepared layout of mxfp4 and nvfp4 weights (docs/design.md §13): every work item
-// streams one contiguous run of chunks, one chunk per ring stage, fetched by one bulk copy.
+// The Hopper layout of mxfp4 and nvfp4 weights (docs/design.md §13), read by cutlass_mega's fused
+// kernel and trtllm_style's weight-only grouped GEMM: every tile streams one contiguous run of
+// chunks, one chunk per pipeline stage, fetched by one bulk copy.
 //
 // A stack ([E, rows, K/2] e2m1 pairs, scales [E, rows, K/g] with g = 32 ue8m0 or 16 e4m3) becomes
 // chunks ordered [E][rows / 128 tiles][K / 128 stages]. A chunk holds 128 weight rows x 128 K:
 // first the codes, 64 bytes per row, arranged for the consumer threads (the 16 bytes at
 // 16 * q + 4 * i of a row are the nibbles thread q of the mma needs for K steps 2i and 2i + 1,
-// placed as kernels/fp4_decode.hpp cuts them out), then the scale codes, 4 (mx) or 8 (nv) bytes a
+// placed as moe_cuda/fp4_decode.hpp cuts them out), then the scale codes, 4 (mx) or 8 (nv) bytes a
 // row: 8704 or 9216 bytes, chunks back to back. The tiles of a gated w13 pair 64 gate rows with the
 // 64 up rows of the same columns (rows 64t.. and I + 64t..), as GEMM1's items read them.
 #pragma once
@@ -14,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace moe::mega {
+namespace moe::gpu {
 
 enum class Fp4Scales { kMx, kNv };  // ue8m0 per 32 along K, e4m3 per 16 along K
 
@@ -30,15 +31,24 @@ constexpr int64_t fp4_chunk_bytes(Fp4Scales s) {
   return kFp4CodeBytes + kFp4TileRows * fp4_scale_bytes(s);
 }
 
+// Padded geometry: `tiles` tiles of 128 rows and `stages` stages of 128 K per expert, past the
+// stack's own; 0 = exactly the stack's (which must then fill them).
+struct Fp4Padding {
+  int64_t tiles = 0, stages = 0;
+};
+
 // Packs one stack. `gate_up` > 0: a gated w13 whose up rows start at row `gate_up` (= I); 0:
-// tiles of 128 consecutive rows. rows % 128 == 0 (gated: gate_up % 64 == 0), k % 128 == 0.
+// tiles of 128 consecutive rows. Unpadded: rows % 128 == 0 (gated: gate_up % 64 == 0) and
+// k % 128 == 0. Padded (`pad`): tile t of a gated stack holds gate and up columns 64t..64t+63 and
+// of a plain one rows 128t..128t+127, columns past I (or rows past `rows`) and K past `k` zero
+// codes (the scales are [rows, ceil(k / block)], a last block may be partial).
 // Refuses by name (moe::Error, INVALID_ARGUMENT) a scale the kernel cannot take exactly: a NaN
 // or negative nvfp4 scale, a NaN ue8m0 code, an mx scale outside [2^-99, 2^27]
-// (kernels/fp4_decode.hpp). A zero nvfp4 scale zeroes its block's codes (the block is 0 either
+// (moe_cuda/fp4_decode.hpp). A zero nvfp4 scale zeroes its block's codes (the block is 0 either
 // way).
 std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const uint8_t* scales,
                                     int64_t experts, int64_t rows, int64_t k, int64_t gate_up,
-                                    std::string_view name);
+                                    std::string_view name, Fp4Padding pad = {});
 
 // The same refusals for a stack's scale bytes alone ([matrices, rows, blocks]), naming
 // `name`[matrix, row, block] in the caller's own indexing (before it rearranges anything).
@@ -55,4 +65,4 @@ struct NibbleAt {
 };
 NibbleAt fp4_nibble_at(int kk);
 
-}  // namespace moe::mega
+}  // namespace moe::gpu

@@ -1,6 +1,6 @@
-// cutlass_mega's 4-bit weights (docs/design.md §13): the integer steps that turn the prepared
-// codes and scale codes into bf16 operands. Plain C++, also compiled for the device, so the kernel
-// and the host tests run the very same arithmetic.
+// The 4-bit weights of the Hopper fp4 layout (docs/design.md §13): the integer steps that turn the
+// prepared codes and scale codes into bf16 operands. Plain C++, also compiled for the device, so
+// the kernels and the host tests run the very same arithmetic.
 //
 // A 32-bit word of prepared codes holds 8 e2m1 nibbles, arranged at prepare time so that each
 // of four outputs k (a bf16 pair: the low element, then the high one) is cut out by one mask, one
@@ -17,12 +17,12 @@
 #include <cstdint>
 
 #ifdef __CUDACC__
-#define MOE_MEGA_HD __host__ __device__ __forceinline__
+#define MOE_FP4_HD __host__ __device__ __forceinline__
 #else
-#define MOE_MEGA_HD inline
+#define MOE_FP4_HD inline
 #endif
 
-namespace moe::mega::kernels {
+namespace moe::gpu {
 
 constexpr int kFp4FoldExp = 100;               // scales reach the bf16 multiply times 2^100
 constexpr int kFp4Unfold = 126 - kFp4FoldExp;  // the accumulator's power of two back
@@ -37,7 +37,7 @@ constexpr int kMxMaxCode = 154;
 constexpr int kNvMinExp = -9;
 
 // The bf16 pair of output k (0..3) of a prepared word, value x 2^-126 each.
-MOE_MEGA_HD uint32_t fp4_placed_pair(uint32_t word, int k) {
+MOE_FP4_HD uint32_t fp4_placed_pair(uint32_t word, int k) {
   const uint32_t w = k >= 2 ? word >> 8 : word;
   const bool odd = (k & 1) != 0;
   const uint32_t t = w & (odd ? 0x00F000F0u : 0x000F000Fu);
@@ -45,13 +45,13 @@ MOE_MEGA_HD uint32_t fp4_placed_pair(uint32_t word, int k) {
 }
 
 // The scale code as a bf16 pair (both halves alike), scale x 2^kFoldExp.
-MOE_MEGA_HD uint32_t mx_scale_pair(uint32_t code) {
+MOE_FP4_HD uint32_t mx_scale_pair(uint32_t code) {
   return code * 0x00800080u + 0x32003200u;  // exponent field x + 100
 }
-MOE_MEGA_HD uint32_t nv_scale_pair(uint32_t code) {
+MOE_FP4_HD uint32_t nv_scale_pair(uint32_t code) {
   return code * 0x00100010u + 0x6D006D00u;  // exponent field e + 227, mantissa f
 }
 
-}  // namespace moe::mega::kernels
+}  // namespace moe::gpu
 
-#undef MOE_MEGA_HD
+#undef MOE_FP4_HD

@@ -1,40 +1,39 @@
-#include "fp4_layout.hpp"
+#include "moe_cuda/fp4_chunks.hpp"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "kernels/fp4_decode.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/parallel_for.hpp"
+#include "moe_cuda/fp4_decode.hpp"
 
-namespace moe::mega {
+namespace moe::gpu {
 namespace {
 
 // The kernel's scale code of one block, or -1 where the block is zero (nvfp4 scale 0).
 int scale_code(Fp4Scales kind, uint8_t raw, std::string_view name, int64_t e, int64_t row,
                int64_t block) {
   if (kind == Fp4Scales::kMx) {
-    MOE_CHECK(raw != 0xff, MOE_STATUS_INVALID_ARGUMENT,
-              "cutlass_mega: {}[{}, {}, {}] is the ue8m0 NaN code 0xff", name, e, row, block);
-    MOE_CHECK(raw >= kernels::kMxMinCode && raw <= kernels::kMxMaxCode, MOE_STATUS_INVALID_ARGUMENT,
-              "cutlass_mega: {}[{}, {}, {}] = 2^{} is outside the mxfp4 scales the fused kernel "
+    MOE_CHECK(raw != 0xff, MOE_STATUS_INVALID_ARGUMENT, "{}[{}, {}, {}] is the ue8m0 NaN code 0xff",
+              name, e, row, block);
+    MOE_CHECK(raw >= kMxMinCode && raw <= kMxMaxCode, MOE_STATUS_INVALID_ARGUMENT,
+              "{}[{}, {}, {}] = 2^{} is outside the mxfp4 scales the 4-bit kernels "
               "dequantises exactly in bf16, 2^{} to 2^{}",
-              name, e, row, block, int(raw) - 127, kernels::kMxMinCode - 127,
-              kernels::kMxMaxCode - 127);
+              name, e, row, block, int(raw) - 127, kMxMinCode - 127, kMxMaxCode - 127);
     return raw;
   }
   const double s = e4m3_to_double(raw);
   MOE_CHECK(!std::isnan(s) && s >= 0, MOE_STATUS_INVALID_ARGUMENT,
-            "cutlass_mega: {}[{}, {}, {}] = {} (e4m3 code 0x{:02x}) is not a valid nvfp4 block "
+            "{}[{}, {}, {}] = {} (e4m3 code 0x{:02x}) is not a valid nvfp4 block "
             "scale (NaN or negative)",
             name, e, row, block, s, raw);
   if (s == 0) return -1;
   int exp = 0;
   const double frac = std::frexp(s, &exp);  // s = frac x 2^exp, frac in [0.5, 1)
   const int e2 = exp - 1, f = int(std::lround((frac * 2 - 1) * 8));
-  return (e2 - kernels::kNvMinExp) * 8 + f;  // exact: e4m3 has 3 mantissa bits
+  return (e2 - kNvMinExp) * 8 + f;  // exact: e4m3 has 3 mantissa bits
 }
 
 }  // namespace
@@ -62,10 +61,12 @@ NibbleAt fp4_nibble_at(int kk) {
 
 std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const uint8_t* scales,
                                     int64_t experts, int64_t rows, int64_t k, int64_t gate_up,
-                                    std::string_view name) {
+                                    std::string_view name, Fp4Padding pad) {
   const int64_t group = kind == Fp4Scales::kMx ? kMxBlockSize : kNvfp4BlockSize;
-  const int64_t tiles = rows / kFp4TileRows, stages = k / kFp4StageK;
-  const int64_t scale_cols = k / group, sbytes = fp4_scale_bytes(kind);
+  const int64_t tiles = pad.tiles > 0 ? pad.tiles : rows / kFp4TileRows;
+  const int64_t stages = pad.stages > 0 ? pad.stages : k / kFp4StageK;
+  const int64_t half = kFp4TileRows / 2;
+  const int64_t scale_cols = (k + group - 1) / group, sbytes = fp4_scale_bytes(kind);
   const int64_t chunk_bytes = fp4_chunk_bytes(kind);
   const int64_t row_bytes = kFp4StageK / 2;  // 64 code bytes of a chunk row
   const std::string scale_name = fmt::format("{}_scale", name);
@@ -76,6 +77,9 @@ std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const 
   parallel_for(experts * tiles, [&](int64_t task) {
     const int64_t e = task / tiles, t = task % tiles;
     for (int64_t r = 0; r < kFp4TileRows; ++r) {
+      // Padding rows (past the gate or up half, or past the stack) keep zero codes.
+      const int64_t column = t * half + (r < half ? r : r - half);
+      if (gate_up > 0 ? column >= gate_up : t * kFp4TileRows + r >= rows) continue;
       const int64_t src = e * rows + fp4_source_row(t, r, gate_up);
       const uint8_t* q = codes + src * (k / 2);
       const uint8_t* s = scales + src * scale_cols;
@@ -84,10 +88,11 @@ std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const 
         uint8_t* crow = chunk + r * row_bytes;
         for (int64_t b = 0; b < kFp4StageK / group; ++b) {
           const int64_t block = st * (kFp4StageK / group) + b;
+          if (block >= scale_cols) break;  // K padding: zero codes
           const int code = scale_code(kind, s[block], scale_name, e, src - e * rows, block);
           chunk[kFp4CodeBytes + r * sbytes + b] = uint8_t(code < 0 ? 0 : code);
           if (code < 0) continue;  // a zero scale: its codes stay 0
-          for (int64_t kk = b * group; kk < (b + 1) * group; ++kk) {
+          for (int64_t kk = b * group; kk < (b + 1) * group && st * kFp4StageK + kk < k; ++kk) {
             const uint8_t nibble = fp4_get(q, st * kFp4StageK + kk);
             uint8_t& byte = crow[at[size_t(kk)].byte];
             byte = uint8_t(byte | (at[size_t(kk)].high ? nibble << 4 : nibble));
@@ -99,4 +104,4 @@ std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const 
   return out;
 }
 
-}  // namespace moe::mega
+}  // namespace moe::gpu

@@ -1,0 +1,57 @@
+// Weight-only grouped GEMMs: mxfp4 or nvfp4 weights in the Hopper fp4 layout
+// (moe_cuda/fp4_chunks.hpp) times bf16 rows, dequantised in the main loop and multiplied with
+// bf16 wgmma (kernels/sm90_wo_grouped_gemm.cuh), bf16 out, GEMM1's bias and activation in the
+// epilogue. Every pointer is device memory and nothing is read back to the host, so a call can be
+// captured in a CUDA graph. Needs CUTLASS: the library moe_cuda_wo_gemm exists only in builds
+// that found it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "moe/abi/moe_abi.h"
+#include "moe_cuda/fp4_chunks.hpp"
+
+namespace moe::gpu {
+
+enum class WoEpilogue {
+  kGated,       // a tile is 64 gate rows and the 64 up rows of the same columns: act(gate, up)
+  kPlain,       // 128 output columns per tile, as computed (plus the bias)
+  kPlainRelu2,  // the same through relu2 (a non-gated GEMM1)
+};
+
+struct WoGemmArgs {
+  Fp4Scales scales = Fp4Scales::kMx;
+  int groups = 0;
+  const int64_t* offsets = nullptr;  // [groups + 1]: group g's rows [offsets[g], offsets[g+1])
+  int64_t max_rows = 0;              // rows that `rows` and `out` hold
+  const uint16_t* rows = nullptr;    // [max_rows, k] bf16, 16-byte aligned
+  int64_t k = 0;                     // elements per row (a multiple of 8); k <= 128 k_stages
+  const uint8_t* chunks = nullptr;   // [groups][n_tiles][k_stages] prepared chunks
+  int n_tiles = 0, k_stages = 0;
+  const float* scale_2 = nullptr;  // nvfp4: [groups] per-expert scale, or null
+  const float* bias = nullptr;     // [bias_groups][bias_ld] f32, or null
+  int bias_groups = 0;
+  int64_t bias_ld = 0;
+  int64_t up_offset = 0;  // kGated: where a bias row's up columns start
+  WoEpilogue epilogue = WoEpilogue::kPlain;
+  uint16_t* out = nullptr;  // [max_rows, out_ld] bf16, 16-byte aligned
+  int64_t out_ld = 0;
+  int64_t out_cols = 0;     // columns stored, a multiple of 8 (<= 64 or 128 per weight tile)
+  int tokens_per_tile = 0;  // 16, 64 or 128; 0: chosen from the average rows per group
+  int sm_count = 0;
+};
+
+// The tile width for `rows` rows spread over `groups` groups: the smallest of 16, 64, 128 that
+// holds the average group (decode streams weights for few tokens; prefill reuses each weight
+// tile over 128).
+int wo_tokens_per_tile(int64_t rows, int groups);
+
+// The checks every launch makes (sizes, pointers, alignment, the tile width); throws moe::Error.
+void check_wo_gemm_operands(const WoGemmArgs& a);
+
+// `p` gives the activation of kGated (its kind, alpha, limit, gelu form).
+void run_wo_grouped_gemm(const moe_problem& p, const WoGemmArgs& a, cudaStream_t stream);
+
+}  // namespace moe::gpu

@@ -1,0 +1,360 @@
+// Weight-only grouped GEMM for sm90a (docs/design.md §6, 4-bit weights): mxfp4 or nvfp4 weights
+// in the Hopper fp4 layout (moe_cuda/fp4_chunks.hpp) times bf16 token rows, f32 accumulate,
+// bf16 out, with GEMM1's activation (and bias) in the epilogue.
+//
+//   out[r, c] = act(sum_k rows[r, k] * w[g][c, k] * scale(g, c, k / block) * scale_2[g] + bias)
+//
+// Swap AB: weight rows fill wgmma's M side (two consumer warpgroups of 64 rows: a 128-row tile
+// is one prepared chunk run), tokens the N side (N = 16, 64 or 128 per tile, chosen per batch by
+// the host), so a decode batch of a few tokens per expert streams its weights without padding
+// them with empty rows. Each K stage is one chunk (128 K: codes and block scales, one bulk copy)
+// and the tile's token rows (two 128-byte swizzled TMA boxes of 64 K). The consumers dequantise
+// the chunk into A fragments in registers (kernels/fp4_fragments.cuh: exact, the scale folded
+// into the bf16 operand, whatever the block size) and issue wgmma m64nNk16 with A from registers
+// and B from shared memory.
+//
+// One CTA per SM, persistent; warpgroup 0 produces (one thread), warpgroups 1 and 2 consume.
+// Tiles are numbered group by group, N-token blocks of a group in order, and within a block the
+// weight tiles in order (kernels/group_tiles.cuh).
+//
+// Epilogues. kGated: a tile is 64 gate rows (warpgroup 1) and the 64 up rows of the same
+// intermediate columns (warpgroup 2, the layout's gate/up pairing); the up values pass through
+// shared memory and warpgroup 1 writes act(gate, up) for 64 columns. kPlain: 128 output columns,
+// optionally relu2 (a non-gated GEMM1). Both stage the bf16 tile in shared memory and store whole
+// 16-byte pieces of token rows.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <utility>
+
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cute/arch/cluster_sm90.hpp>
+#include <cute/arch/copy_sm90_desc.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/arch/mma_sm90_desc.hpp>
+#include <cute/arch/mma_sm90_gmma.hpp>
+
+#include "kernels/activation.cuh"
+#include "kernels/fp4_fragments.cuh"
+#include "kernels/gmma_desc.cuh"
+#include "kernels/group_tiles.cuh"
+
+namespace moe::gpu::kernels::wo {
+
+constexpr int kThreads = 384;
+constexpr int kRows = 128;  // weight rows per tile: two warpgroups of 64
+constexpr int kWgRows = 64;
+constexpr int kStageK = 128;          // one chunk
+constexpr int kChunkSlot = 9 * 1024;  // a stage's chunk space (mx 8704 bytes, nv 9216)
+constexpr int kMaxGroups = 1024;      // the tile prefix lives in shared memory
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+
+enum Epilogue : int32_t { kGated = 0, kPlain = 1 };
+
+template <int N>
+struct Geometry {
+  static_assert(N == 16 || N == 64 || N == 128, "instantiated token widths");
+  static constexpr int kTokBytes = N * kStageK * 2;  // [2 K halves][N rows][128 bytes]
+  static constexpr int kStageBytes = kChunkSlot + kTokBytes;
+  // Two stages are in the consumers' hands (one group in flight, one being issued); the rest
+  // let the producer run ahead.
+  static constexpr int kStages = N >= 128 ? 4 : N >= 64 ? 6 : 10;
+  static constexpr int kAccum = N / 2;      // f32 per thread: 64 rows x N / 128 threads
+  static constexpr int kOutLd = kRows + 8;  // bf16 per token row of the staged output
+  // The epilogue's space: first the up values of a gated tile (f32 [64][N], read into registers
+  // by the gate warpgroup), then the staged bf16 output [N][kOutLd].
+  static constexpr size_t kEpilogueBytes = size_t(kWgRows) * N * 4 > size_t(N) * kOutLd * 2
+                                               ? size_t(kWgRows) * N * 4
+                                               : size_t(N) * kOutLd * 2;
+  static constexpr size_t kEpilogueOffset = size_t(kStages) * kStageBytes;
+  static constexpr size_t kBarrierOffset = kEpilogueOffset + kEpilogueBytes;
+  static constexpr size_t kPrefixOffset = kBarrierOffset + 2 * kStages * sizeof(uint64_t);
+  static constexpr size_t kSmemBytes = kPrefixOffset + (kMaxGroups + 4) * sizeof(int) + 1024;
+  static_assert(kStageBytes % 1024 == 0, "stages keep the 1024-byte swizzle alignment");
+  static_assert(kSmemBytes <= 227 * 1024, "fits an H100/H200 CTA");
+};
+
+struct Params {
+  CUtensorMap rows_map;     // [R, K] bf16 token rows, boxes of N rows x 64 K, 128-byte swizzle
+  const uint8_t* chunks;    // [groups][n_tiles][k_stages] prepared chunks, chunk_bytes each
+  int32_t chunk_bytes = 0;  // 8704 (mx) or 9216 (nv)
+  int32_t groups = 0, n_tiles = 0, k_stages = 0;
+  const int64_t* offsets = nullptr;  // group g's rows [offsets[g], offsets[g + 1])
+  const float* scale_2 = nullptr;    // [groups] (nvfp4's per-expert scale), or null
+  float unfold = 1.0f;               // 2^kFp4Unfold: the fold of the bf16 operands taken back
+  const float* bias = nullptr;       // [bias_groups][bias_ld] f32, or null
+  int32_t bias_groups = 0;
+  int64_t bias_ld = 0;
+  int32_t up_offset = 0;  // kGated: the up columns' offset within a bias row
+  int32_t epilogue = kPlain;
+  int32_t activation = 0;  // kGated: the gated activation; kPlain: kRelu2 applies relu2
+  bool plain_relu2 = false;
+  ActivationParams act;
+  uint16_t* out = nullptr;  // [R, out_ld] bf16
+  int64_t out_ld = 0;
+  int32_t out_cols = 0;  // columns stored: [0, out_cols), a multiple of 8
+};
+
+// acc += A (64 weight rows from registers) x B (N tokens x 16 K from shared memory).
+template <int N>
+struct RsMma;
+template <>
+struct RsMma<16> {
+  using Op = cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
+                                                           cute::SM90::GMMA::Major::K>;
+};
+template <>
+struct RsMma<64> {
+  using Op = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
+                                                           cute::SM90::GMMA::Major::K>;
+};
+template <>
+struct RsMma<128> {
+  using Op = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
+                                                            cute::SM90::GMMA::Major::K>;
+};
+
+template <int N, size_t... I>
+__device__ __forceinline__ void rs_mma(const uint32_t (&a)[4], uint64_t b, float* d,
+                                       bool accumulate, std::index_sequence<I...>) {
+  RsMma<N>::Op::fma(
+      a[0], a[1], a[2], a[3], b, d[I]...,
+      accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
+}
+
+// The 256 consumer threads only (named barrier 1): the producer runs ahead.
+__device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync 1, 256;" ::: "memory");
+}
+
+__device__ __forceinline__ uint16_t to_bf16_bits(float x) {
+  const __nv_bfloat16 h = __float2bfloat16_rn(x);
+  return *reinterpret_cast<const uint16_t*>(&h);
+}
+
+constexpr uint64_t kRowsHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+
+// kCluster = 2: the two CTAs of a cluster take the same token block and neighbouring weight
+// tiles; each loads half of the token rows and multicasts them to both, so a token tile crosses
+// from L2 once per pair (bf16 token tiles are most of a stage's bytes: at full wgmma rate a CTA
+// alone would need more L2 bandwidth than there is). A stage is refilled only when the consumers
+// of both CTAs have released it.
+template <bool kMx, int N, int kCluster>
+__global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constant__ Params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using G = Geometry<N>;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  auto* full = reinterpret_cast<uint64_t*>(smem + G::kBarrierOffset);
+  uint64_t* empty = full + G::kStages;
+  int* prefix = reinterpret_cast<int*>(smem + G::kPrefixOffset);
+  const int wg = threadIdx.x / 128;
+  const int rank = kCluster > 1 ? int(cute::block_rank_in_cluster()) : 0;
+  const int cluster = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
+
+  if (threadIdx.x == 0) {
+    cute::prefetch_tma_descriptor(&p.rows_map);
+    for (int s = 0; s < G::kStages; ++s) {
+      cutlass::arch::ClusterBarrier::init(&full[s], 1);
+      cutlass::arch::ClusterBarrier::init(&empty[s], 8 * kCluster);  // every consumer warp
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  // Ends with __syncthreads: the barriers are visible too.
+  build_tile_prefix(
+      p.groups, N, [&](int g) { return p.offsets[g + 1] - p.offsets[g]; }, prefix);
+  if constexpr (kCluster > 1) cute::cluster_sync();  // the peer's barriers exist
+  const int n_units = p.n_tiles / kCluster;
+  const int units = prefix[p.groups] * n_units;
+  auto tile_at = [&](int u) {
+    GroupTile t = group_tile(prefix, p.groups, n_units, u);
+    t.block_n = t.block_n * kCluster + rank;
+    return t;
+  };
+
+  if (wg == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
+    if (threadIdx.x == 0) {
+      constexpr int kPart = N / kCluster;  // token rows this CTA loads for the cluster
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int u = cluster; u < units; u += clusters) {
+        const GroupTile t = tile_at(u);
+        const int row0 = int(p.offsets[t.group] + int64_t(t.block_m) * N) + rank * kPart;
+        const uint8_t* chunk =
+            p.chunks + (size_t(t.group) * p.n_tiles + t.block_n) * p.k_stages * p.chunk_bytes;
+        for (int ks = 0; ks < p.k_stages; ++ks) {
+          cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
+          uint8_t* dst = smem + size_t(stage) * G::kStageBytes;
+          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
+              &full[stage], uint32_t(p.chunk_bytes + G::kTokBytes));
+          cute::SM90_BULK_COPY_G2S::copy(chunk + size_t(ks) * p.chunk_bytes, &full[stage], dst,
+                                         p.chunk_bytes);
+          uint8_t* tok = dst + kChunkSlot + rank * kPart * 128;
+          for (int half = 0; half < 2; ++half) {
+            const int k0 = ks * kStageK + half * 64;
+            if constexpr (kCluster > 1)
+              cute::SM90_TMA_LOAD_MULTICAST_2D::copy(&p.rows_map, &full[stage],
+                                                     uint16_t((1 << kCluster) - 1), kRowsHint,
+                                                     tok + half * N * 128, k0, row0);
+            else
+              cute::SM90_TMA_LOAD_2D::copy(&p.rows_map, &full[stage], kRowsHint,
+                                           tok + half * N * 128, k0, row0);
+          }
+          if (++stage == G::kStages) stage = 0, phase ^= 1;
+        }
+      }
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
+    const int half = wg - 1, t128 = threadIdx.x % 128, warp = t128 / 32, lane = t128 % 32;
+    const int t256 = threadIdx.x - 128;
+    const int rloc = warp * 16 + lane / 4;  // this thread's rows of its warpgroup: rloc, rloc + 8
+    const int q = lane % 4;
+    auto* xchg = reinterpret_cast<float*>(smem + G::kEpilogueOffset);
+    auto* staged = reinterpret_cast<uint16_t*>(smem + G::kEpilogueOffset);
+    float acc[G::kAccum];
+    int stage = 0;
+    uint32_t phase = 0;
+    // This warp is done with stage `s`, in every CTA whose producer fills it.
+    auto release = [&](int s) {
+      __syncwarp();
+      if (lane == 0)
+        for (int c = 0; c < kCluster; ++c)
+          cutlass::arch::ClusterBarrier::arrive(&empty[s], uint32_t(c), 1u);
+    };
+    // The current stage's 8 K steps: A fragments dequantised into `a` (kept until the group
+    // completes), one wgmma each, committed as one group. `first`: the tile's first stage.
+    auto issue = [&](uint32_t(&a)[8][4], bool first) {
+      const uint8_t* w = smem + size_t(stage) * G::kStageBytes;
+      const uint64_t desc = kmajor_sw128_desc(w + kChunkSlot);
+      cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
+      const Fp4Rows<kMx> rows(w, half * kWgRows + rloc, q);
+      // All 8 K steps' fragments first (independent chains the scheduler can interleave), then
+      // one fence for the registers they wrote, then the 8 wgmmas back to back.
+#pragma unroll
+      for (int j = 0; j < 8; ++j) rows.fragments(j, a[j]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) cute::warpgroup_fence_operand(a[j][i]);
+      cute::warpgroup_arrive();
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        // K step j: K half j / 4 (N rows of 128 bytes), 32 bytes per step within it.
+        const uint64_t db = desc + uint64_t(((j / 4) * N * 128 + (j % 4) * 32) >> 4);
+        rs_mma<N>(a[j], db, acc, !(first && j == 0), std::make_index_sequence<G::kAccum>{});
+      }
+      cute::warpgroup_commit_batch();
+    };
+    // After the group that read `a` completed: its registers may be reused from here on.
+    auto retire = [](uint32_t(&a)[8][4]) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) cute::warpgroup_fence_operand(a[j][i]);
+    };
+    auto advance = [&] {
+      if (++stage == G::kStages) stage = 0, phase ^= 1;
+    };
+    uint32_t a0[8][4], a1[8][4];
+    for (int u = cluster; u < units; u += clusters) {
+      const GroupTile t = tile_at(u);
+      const int64_t first = p.offsets[t.group] + int64_t(t.block_m) * N;
+      const int64_t left = p.offsets[t.group + 1] - first;
+      const int count = int(left < N ? left : N);  // >= 1
+#pragma unroll
+      for (int i = 0; i < G::kAccum; ++i) cute::warpgroup_fence_operand(acc[i]);
+      // Two stages in flight: stage ks's group is issued while stage ks - 1's still runs, then
+      // ks - 1 is waited for and released. Even stages use a0, odd ones a1.
+      int prev = -1;
+      for (int ks = 0; ks < p.k_stages; ks += 2) {
+        issue(a0, ks == 0);
+        const int s0 = stage;
+        advance();
+        if (prev >= 0) {
+          cute::warpgroup_wait<1>();
+          retire(a1);
+          release(prev);
+        }
+        prev = s0;
+        if (ks + 1 < p.k_stages) {
+          issue(a1, false);
+          const int s1 = stage;
+          advance();
+          cute::warpgroup_wait<1>();
+          retire(a0);
+          release(prev);
+          prev = s1;
+        }
+      }
+      cute::warpgroup_wait<0>();
+      retire(a0);
+      retire(a1);
+      release(prev);
+#pragma unroll
+      for (int i = 0; i < G::kAccum; ++i) cute::warpgroup_fence_operand(acc[i]);
+
+      // Epilogue. Accumulator value 4j + {0, 1}: row rloc, tokens 8j + 2q + {0, 1}; 4j + {2, 3}:
+      // row rloc + 8, the same tokens.
+      const float mul = p.unfold * (p.scale_2 != nullptr ? p.scale_2[t.group] : 1.0f);
+      const bool has_bias = p.bias != nullptr && t.group < p.bias_groups;
+      const float* bias = has_bias ? p.bias + int64_t(t.group) * p.bias_ld : nullptr;
+      const bool gated = p.epilogue == kGated;
+      // This warpgroup's first output column of the tile, and its rows' bias entries.
+      const int col0 = gated ? t.block_n * kWgRows : t.block_n * kRows + half * kWgRows;
+      const int bias0 = col0 + (gated && half == 1 ? p.up_offset : 0);
+      const float b_lo = has_bias ? bias[bias0 + rloc] : 0.0f;
+      const float b_hi = has_bias ? bias[bias0 + rloc + 8] : 0.0f;
+      consumers_sync();  // every thread is done storing the previous tile's staged output
+      if (gated && half == 1) {
+#pragma unroll
+        for (int i = 0; i < G::kAccum; ++i)
+          xchg[i * 128 + t128] = fmaf(acc[i], mul, (i % 4) < 2 ? b_lo : b_hi);
+      }
+      float up[G::kAccum];
+      if (gated) {
+        consumers_sync();  // the up values are in place
+        if (half == 0) {
+#pragma unroll
+          for (int i = 0; i < G::kAccum; ++i) up[i] = xchg[i * 128 + t128];
+        }
+        consumers_sync();  // read: the space takes the staged output next
+      }
+      if (!gated || half == 0) {
+        const int scol = gated ? 0 : half * kWgRows;  // the staged tile's column
+#pragma unroll
+        for (int i = 0; i < G::kAccum; ++i) {
+          const int tok = 8 * (i / 4) + 2 * q + (i % 2);
+          const int row = rloc + ((i % 4) < 2 ? 0 : 8);
+          float v = fmaf(acc[i], mul, (i % 4) < 2 ? b_lo : b_hi);
+          if (gated)
+            v = activate<true>(p.act, p.activation, v, up[i]);
+          else if (p.plain_relu2)
+            v = activate<true>(p.act, kRelu2, v, 0.0f);
+          staged[tok * G::kOutLd + scol + row] = to_bf16_bits(v);
+        }
+      }
+      consumers_sync();  // the staged tile is complete
+      // Token rows of the tile: 64 (gated) or 128 columns, 16 bytes per store.
+      const int cols = gated ? kWgRows : kRows, pieces = cols / 8;
+      const int out0 = gated ? t.block_n * kWgRows : t.block_n * kRows;
+      for (int idx = t256; idx < count * pieces; idx += 256) {
+        const int tok = idx / pieces, c = (idx % pieces) * 8;
+        if (out0 + c >= p.out_cols) continue;
+        const uint4 v = *reinterpret_cast<const uint4*>(staged + tok * G::kOutLd + c);
+        *reinterpret_cast<uint4*>(p.out + (first + tok) * p.out_ld + out0 + c) = v;
+      }
+    }
+  }
+  // A CTA leaves only when its peer no longer arrives on its barriers or writes its stages.
+  if constexpr (kCluster > 1) cute::cluster_sync();
+#endif
+}
+
+}  // namespace moe::gpu::kernels::wo

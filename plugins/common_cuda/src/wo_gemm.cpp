@@ -1,0 +1,65 @@
+#include "moe_cuda/wo_gemm.hpp"
+
+#include <cstdint>
+
+#include "moe/sdk/error.hpp"
+#include "wo_gemm_launch.hpp"
+
+namespace moe::gpu {
+
+int wo_tokens_per_tile(int64_t rows, int groups) {
+  const int64_t average = groups > 0 ? (rows + groups - 1) / groups : rows;
+  return average <= 16 ? 16 : average <= 64 ? 64 : 128;
+}
+
+void check_wo_gemm_operands(const WoGemmArgs& a) {
+  constexpr auto kInvalid = MOE_STATUS_INVALID_ARGUMENT;
+  MOE_CHECK(a.groups >= 1 && a.groups <= detail::wo_max_groups() && a.offsets != nullptr, kInvalid,
+            "weight-only GEMM: groups={} must be in [1, {}], with their row offsets", a.groups,
+            detail::wo_max_groups());
+  MOE_CHECK(a.n_tiles >= 1 && a.k_stages >= 1 && a.k >= 1 && a.k <= int64_t(a.k_stages) * 128 &&
+                a.k % 8 == 0,
+            kInvalid,
+            "weight-only GEMM: n_tiles={}, k_stages={} and k={} must be positive, k a multiple "
+            "of 8 and at most 128 x k_stages",
+            a.n_tiles, a.k_stages, a.k);
+  MOE_CHECK(a.max_rows >= 0 && a.max_rows < (int64_t(1) << 31), kInvalid,
+            "weight-only GEMM: max_rows={} must be in [0, 2^31)", a.max_rows);
+  auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  MOE_CHECK(
+      a.rows && a.chunks && a.out && aligned16(a.rows) && aligned16(a.chunks) && aligned16(a.out),
+      kInvalid, "weight-only GEMM: rows, chunks and out must be non-null and 16-byte aligned");
+  const int64_t tile_cols = a.epilogue == WoEpilogue::kGated ? 64 : 128;
+  MOE_CHECK(a.out_cols >= 1 && a.out_cols % 8 == 0 && a.out_cols <= a.n_tiles * tile_cols &&
+                a.out_ld >= a.out_cols && a.out_ld % 8 == 0,
+            kInvalid,
+            "weight-only GEMM: out_cols={} must be a positive multiple of 8 within the {} tiles "
+            "of {} columns, and out_ld={} a multiple of 8 at least as large",
+            a.out_cols, a.n_tiles, tile_cols, a.out_ld);
+  MOE_CHECK(a.bias == nullptr ||
+                (a.bias_groups <= a.groups && a.bias_ld >= a.n_tiles * tile_cols + a.up_offset),
+            kInvalid,
+            "weight-only GEMM: the bias rows ({} wide, up columns at {}) must cover the {} "
+            "tiles of {} columns",
+            a.bias_ld, a.up_offset, a.n_tiles, tile_cols);
+  MOE_CHECK(a.tokens_per_tile == 0 || a.tokens_per_tile == 16 || a.tokens_per_tile == 64 ||
+                a.tokens_per_tile == 128,
+            kInvalid, "weight-only GEMM: tokens_per_tile={} must be 16, 64 or 128 (or 0: auto)",
+            a.tokens_per_tile);
+  MOE_CHECK(a.sm_count >= 1, kInvalid, "weight-only GEMM: sm_count={} must be positive",
+            a.sm_count);
+}
+
+void run_wo_grouped_gemm(const moe_problem& p, const WoGemmArgs& a, cudaStream_t stream) {
+  check_wo_gemm_operands(a);
+  if (a.max_rows == 0) return;
+  const int n =
+      a.tokens_per_tile != 0 ? a.tokens_per_tile : wo_tokens_per_tile(a.max_rows, a.groups);
+  const detail::WoLaunchResult r = detail::launch_wo_gemm(p, a, n, stream);
+  MOE_CHECK(r.stage == nullptr, MOE_STATUS_DEVICE_ERROR,
+            "weight-only GEMM ({}, {} tokens per tile, {} weight tiles, {} K stages) {}: {}",
+            a.scales == Fp4Scales::kMx ? "mxfp4" : "nvfp4", n, a.n_tiles, a.k_stages,
+            r.stage ? r.stage : "", r.message ? r.message : "");
+}
+
+}  // namespace moe::gpu

@@ -1,0 +1,115 @@
+// Launcher of the weight-only grouped GEMM (kernels/sm90_wo_grouped_gemm.cuh): the token rows'
+// TMA descriptor, the shared-memory opt-in, one CTA per SM (fewer when there are fewer tiles).
+#include <cuda.h>
+
+#include <algorithm>
+
+#include "kernels/sm90_wo_grouped_gemm.cuh"
+#include "moe_cuda/tensor_map.hpp"
+#include "wo_gemm_launch.hpp"
+
+namespace moe::gpu::detail {
+namespace {
+
+template <bool kMx, int N, int kCluster>
+WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
+                            cudaStream_t stream) noexcept {
+  using namespace kernels::wo;
+  using G = Geometry<N>;
+  auto* kernel = grouped_gemm<kMx, N, kCluster>;
+  static const cudaError_t opt_in =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(G::kSmemBytes));
+  if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
+  Params p;
+  // Each CTA of a cluster loads N / kCluster of the tile's token rows.
+  if (!encode_tensor_map_2d(&p.rows_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, a.rows, a.max_rows, a.k,
+                            2, N / kCluster, 64))
+    return {"tensor map", "cuTensorMapEncodeTiled failed (or the driver lacks it)"};
+  p.chunks = a.chunks;
+  p.chunk_bytes = int32_t(fp4_chunk_bytes(a.scales));
+  p.groups = a.groups;
+  p.n_tiles = a.n_tiles;
+  p.k_stages = a.k_stages;
+  p.offsets = a.offsets;
+  p.scale_2 = a.scale_2;
+  p.unfold = float(1 << kFp4Unfold);
+  p.bias = a.bias;
+  p.bias_groups = a.bias_groups;
+  p.bias_ld = a.bias_ld;
+  p.up_offset = int32_t(a.up_offset);
+  p.epilogue = a.epilogue == WoEpilogue::kGated ? kGated : kPlain;
+  p.plain_relu2 = a.epilogue == WoEpilogue::kPlainRelu2;
+  p.activation = int32_t(prob.activation);
+  p.act = {};
+  p.act.activation = int32_t(prob.activation);
+  p.act.gelu_tanh = prob.gelu_tanh;
+  p.act.alpha = prob.activation_alpha;
+  p.act.limit = prob.activation_limit;
+  p.out = a.out;
+  p.out_ld = a.out_ld;
+  p.out_cols = int32_t(a.out_cols);
+
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(kCluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = G::kSmemBytes;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  // Persistent: as many clusters as can be resident at once, but at most one per unit of work
+  // (groups + rows / N token blocks, each n_tiles / kCluster units).
+  static const int resident = [&] {
+    config.gridDim = dim3(unsigned(a.sm_count));
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &config) != cudaSuccess) {
+      (void)cudaGetLastError();  // fall back to one cluster per kCluster SMs
+      n = 0;
+    }
+    return n;
+  }();
+  const int64_t units = (a.max_rows / N + a.groups) * int64_t(a.n_tiles / kCluster);
+  const int most = resident > 0 ? std::min(resident, a.sm_count / kCluster) : a.sm_count / kCluster;
+  const int clusters = int(std::max<int64_t>(1, std::min<int64_t>(most, units)));
+  config.gridDim = dim3(unsigned(clusters * kCluster));
+  if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, p); e != cudaSuccess)
+    return {"launch", cudaGetErrorString(e)};
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return {"launch", cudaGetErrorString(e)};
+  return {};
+}
+
+// Token tiles of 64 and 128 rows pair their CTAs when the weight tiles come in pairs; decode's
+// 16-row tiles stream weights, which no pair shares.
+template <bool kMx>
+WoLaunchResult launch_width(const moe_problem& prob, const WoGemmArgs& a, int n,
+                            cudaStream_t stream) noexcept {
+  const bool pairs = a.n_tiles % 2 == 0;
+  switch (n) {
+    case 16:
+      return launch_typed<kMx, 16, 1>(prob, a, stream);
+    case 64:
+      return pairs ? launch_typed<kMx, 64, 2>(prob, a, stream)
+                   : launch_typed<kMx, 64, 1>(prob, a, stream);
+    default:
+      return pairs ? launch_typed<kMx, 128, 2>(prob, a, stream)
+                   : launch_typed<kMx, 128, 1>(prob, a, stream);
+  }
+}
+
+}  // namespace
+
+int wo_max_groups() {
+  return kernels::wo::kMaxGroups;
+}
+
+WoLaunchResult launch_wo_gemm(const moe_problem& prob, const WoGemmArgs& a, int tokens_per_tile,
+                              cudaStream_t stream) noexcept {
+  return a.scales == Fp4Scales::kMx ? launch_width<true>(prob, a, tokens_per_tile, stream)
+                                    : launch_width<false>(prob, a, tokens_per_tile, stream);
+}
+
+}  // namespace moe::gpu::detail

@@ -1,0 +1,22 @@
+// The boundary between the nvcc-compiled launcher of the weight-only grouped GEMM
+// (wo_gemm_launch.cu) and the host code that checks and reports (wo_gemm.cpp): plain types only,
+// no exceptions, no fmt.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "moe_cuda/wo_gemm.hpp"
+
+namespace moe::gpu::detail {
+
+struct WoLaunchResult {
+  const char* stage = nullptr;    // what failed, nullptr if ok
+  const char* message = nullptr;  // cudaGetErrorString or a description
+};
+
+int wo_max_groups();
+
+WoLaunchResult launch_wo_gemm(const moe_problem& p, const WoGemmArgs& a, int tokens_per_tile,
+                              cudaStream_t stream) noexcept;
+
+}  // namespace moe::gpu::detail
