@@ -20,7 +20,7 @@ int scale_code(Fp4Scales kind, uint8_t raw, std::string_view name, int64_t e, in
               name, e, row, block);
     MOE_CHECK(raw >= kMxMinCode && raw <= kMxMaxCode, MOE_STATUS_INVALID_ARGUMENT,
               "{}[{}, {}, {}] = 2^{} is outside the mxfp4 scales the 4-bit kernels "
-              "dequantises exactly in bf16, 2^{} to 2^{}",
+              "dequantise exactly in bf16, 2^{} to 2^{}",
               name, e, row, block, int(raw) - 127, kMxMinCode - 127, kMxMaxCode - 127);
     return raw;
   }
