@@ -22,9 +22,9 @@
 // exactly one scale block, so each stage's products go to fresh accumulators that are then added
 // to the item's with both block scales (weight block x token block) in f32, as DeepGEMM
 // promotes. An item's scales sit in shared memory for its main loop. mxfp4 and nvfp4 (bf16
-// activations): a stage is a prepared chunk of 128 K with its block scales (moe_cuda/fp4_chunks.hpp),
-// dequantised to bf16 in registers right before the bf16 mma (moe_cuda/fp4_decode.hpp), so the
-// stream is half of bf16's.
+// activations): a stage is a prepared chunk of 128 K with its block scales
+// (moe_cuda/fp4_chunks.hpp), dequantised to bf16 in registers right before the bf16 mma
+// (moe_cuda/fp4_decode.hpp), so the stream is half of bf16's.
 #pragma once
 
 #include <cooperative_groups.h>

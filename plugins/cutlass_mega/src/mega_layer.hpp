@@ -53,7 +53,8 @@ class DeviceLayer {
     float* is;
   };
   Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
-  // mxfp4, nvfp4: the chunks of moe_cuda/fp4_chunks.hpp into w13_, w2_; nvfp4's scale_2 into s13_, s2_.
+  // mxfp4, nvfp4: the chunks of moe_cuda/fp4_chunks.hpp into w13_, w2_; nvfp4's scale_2 into s13_,
+  // s2_.
   void prepare_fp4(const moe_problem& p, const moe_weights& w, const VirtualExperts& shared);
 
   Problem problem_;
