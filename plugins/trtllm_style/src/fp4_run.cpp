@@ -147,8 +147,7 @@ void DeviceLayer::run_fp4(const moe_run_args& a, const Workspace& ws, cudaStream
   moe::gpu::launch_gather_rows(perm, p.hidden, static_cast<const uint16_t*>(a.hidden.data),
                                static_cast<uint16_t*>(ws.rows), stream);
   const bool gated = is_gated(static_cast<moe_activation>(p.activation));
-  const int64_t rows = tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) +
-                       (p.shared_intermediate > 0 ? tokens : 0);
+  const int64_t rows = expected_rows(tokens);
 
   gpu::WoGemmArgs g;
   g.scales = fp4_scales(p);

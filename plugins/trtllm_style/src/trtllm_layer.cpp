@@ -368,14 +368,16 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
             : grouped_gemm_workspace_bytes(int(groups_), device_info().sm_count);
 }
 
+int64_t DeviceLayer::expected_rows(int64_t tokens) const {
+  const moe_problem p = problem_.c();
+  const int64_t extra = p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
+  return tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) + tokens * extra;
+}
+
 // Fewer than 32 rows per group on average: decode-like, weight tiles (swap AB). Under expert
 // parallelism only local_experts/experts of the routed rows land here (uniform routing).
 bool DeviceLayer::small_groups(int64_t tokens) const {
-  const moe_problem p = problem_.c();
-  const int64_t extra = p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
-  const int64_t rows =
-      tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) + tokens * extra;
-  return rows < 32 * groups_;
+  return expected_rows(tokens) < 32 * groups_;
 }
 
 bool DeviceLayer::fuse_activation(int64_t tokens) const {

@@ -74,6 +74,9 @@ class DeviceLayer {
   std::optional<bool> fuse_option_;        // activation_epilogue fused/separate; nullopt = auto
   std::optional<int> fp4_tile_option_;     // fp4_token_tile: 16, 64 or 128; nullopt = auto
   Fp4Geometry fp4_;                        // mxfp4, nvfp4
+  // The rows a batch of `tokens` gives this rank's groups with uniform routing (under expert
+  // parallelism local_experts/experts of the routed ones), sinks and shared expert included.
+  int64_t expected_rows(int64_t tokens) const;
   bool small_groups(int64_t tokens) const;
   bool fuse_activation(int64_t tokens) const;
   GemmTiles tiles(int64_t tokens) const;
