@@ -25,6 +25,7 @@ PEERS_BY_FORMAT = {
     # 4-bit weights: the bf16 peers on the shape's bf16 weights (no peer reads fp4 on Hopper).
     "mxfp4": ("torch_grouped_mm", "triton", "cublas"),
     "nvfp4": ("torch_grouped_mm", "triton", "cublas"),
+    "mxfp8": ("torch_grouped_mm", "triton", "cublas"),  # weight-only: bf16 activations
 }
 PEERS = PEERS_BY_FORMAT["bf16"]
 

@@ -28,8 +28,8 @@ per-tensor Triton MoE among the peers); writes <date>_trtllm_style_fp8_tensor_gr
 --format mxfp4 | nvfp4 (cutlass_mega): configs/bench/mega/<shape>_<fmt>.yaml, the same token
 counts, against the bf16 peers on the shape's bf16 weights (what runs without a 4-bit path);
 writes <date>_cutlass_mega_<fmt>_grid.*.
---format mxfp4 | nvfp4 --backend trtllm_style: configs/bench/trtllm/<shape>_<fmt>.yaml (weight-only
-on bf16 activations) at every grid size against the same bf16 peers; writes
+--format mxfp4 | nvfp4 | mxfp8 --backend trtllm_style (mxfp8's default backend):
+configs/bench/trtllm/<shape>_<fmt>.yaml (weight-only on bf16 activations) at every grid size against the same bf16 peers; writes
 <date>_trtllm_style_<fmt>_grid.*.
 Every grid but trtllm_style's own also times trtllm_style bf16 in the same run, on
 configs/bench/<shape>_bf16.yaml (bf16_backend_ms, bf16_backend_floor_ms, ratio_to_bf16_backend):
@@ -98,10 +98,14 @@ GRIDS = {
     ("nvfp4", BF16_BACKEND): Grid(
         BF16_BACKEND, "nvfp4", CONFIGS + "/trtllm",
         ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), GRID_TOKENS, True),
+    ("mxfp8", BF16_BACKEND): Grid(
+        BF16_BACKEND, "mxfp8", CONFIGS + "/trtllm",
+        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), GRID_TOKENS, True),
 }
 # The backend of --format when --backend is not given.
 DEFAULT_BACKEND = {"bf16": BF16_BACKEND, "fp8_block": "deepgemm_style",
-                   "fp8_tensor": BF16_BACKEND, "mxfp4": "cutlass_mega", "nvfp4": "cutlass_mega"}
+                   "fp8_tensor": BF16_BACKEND, "mxfp4": "cutlass_mega", "nvfp4": "cutlass_mega",
+                   "mxfp8": BF16_BACKEND}
 # Shapes a grid's backend refuses, and why (there is no config for them).
 SINKS_NEED_BF16 = ("inkling_like's sink experts are bf16 silu_mul, and cutlass_mega runs them "
                    "only in a bf16 silu_mul layer (one launch runs one format)")
@@ -115,10 +119,13 @@ REFUSED = {
     ("mxfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
     ("nvfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
     ("mxfp4", BF16_BACKEND, "inkling_like"):
-        "inkling_like's sink experts are bf16, and trtllm_style's weight-only GEMMs read 4-bit "
+        "inkling_like's sink experts are bf16, and trtllm_style's weight-only GEMMs read quantised "
+        "chunks only",
+    ("mxfp8", BF16_BACKEND, "inkling_like"):
+        "inkling_like's sink experts are bf16, and trtllm_style's weight-only GEMMs read quantised "
         "chunks only",
     ("nvfp4", BF16_BACKEND, "inkling_like"):
-        "inkling_like's sink experts are bf16, and trtllm_style's weight-only GEMMs read 4-bit "
+        "inkling_like's sink experts are bf16, and trtllm_style's weight-only GEMMs read quantised "
         "chunks only",
 }
 
@@ -252,7 +259,8 @@ def peers_for_fp8_block(rec, routing_file, peers_dir):
 
 
 PEER_RUNNERS = {"bf16": peers_for, "fp8_block": peers_for_fp8_block,
-                "fp8_tensor": peers_for_fp8_block, "mxfp4": peers_for, "nvfp4": peers_for}
+                "fp8_tensor": peers_for_fp8_block, "mxfp4": peers_for, "nvfp4": peers_for,
+                "mxfp8": peers_for}
 
 
 def check_max(args, shape):

@@ -23,7 +23,7 @@ class TrtllmBackend : public moe::gpu::GpuBackend {
         .aliases = {"flashinfer_trtllm", "flashinfer_cutlass"},
         .priority = 50,
         .formats = {MOE_FORMAT_BF16, MOE_FORMAT_FP8_TENSOR, MOE_FORMAT_FP8_BLOCK, MOE_FORMAT_MXFP4,
-                    MOE_FORMAT_NVFP4},
+                    MOE_FORMAT_MXFP8, MOE_FORMAT_NVFP4},
         .activations = {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,
                         MOE_ACTIVATION_SWIGLU_OAI, MOE_ACTIVATION_GELU_MUL, MOE_ACTIVATION_RELU2},
         .routings = {MOE_ROUTING_SOFTMAX_TOPK, MOE_ROUTING_SIGMOID_TOPK, MOE_ROUTING_GROUPED_TOPK,
@@ -47,7 +47,7 @@ class TrtllmBackend : public moe::gpu::GpuBackend {
   void run(Layer& layer, const moe_run_args& args) const { layer.run(args); }
 
   std::string describe_layout(const moe_problem& p) const {
-    if (moe::trtllm::is_fp4(p)) return moe::trtllm::describe_fp4_layout(p);
+    if (moe::trtllm::is_weight_only(p)) return moe::trtllm::describe_weight_only_layout(p);
     return moe::trtllm::describe(moe::trtllm::plan_layout(
         moe::trtllm::layer_shape(p), p.expert_bias != 0, moe::trtllm::layout_options(p, {})));
   }

@@ -71,6 +71,9 @@ assert "deepgemm_style's fp8_block grid has it" in msg, msg
 for shape in t8b.grid.shapes:
     with open(run_grid.config_path(shape, "fp8_block", t8b.grid.configs)) as f:
         assert "backend: trtllm_style" in f.read(), shape
+# mxfp8: weight-only on trtllm_style, its default backend.
+assert run_grid.parse_args(["--out", "o", "--format", "mxfp8"]).grid == \
+    run_grid.GRIDS["mxfp8", "trtllm_style"]
 for f4 in ("mxfp4", "nvfp4"):  # 4-bit grids: cutlass_mega's by default, trtllm_style bf16 beside
     g4 = run_grid.parse_args(["--out", "o", "--format", f4])
     assert g4.backend == "cutlass_mega" and g4.grid.fmt == f4 and g4.grid.bf16_backend, g4
@@ -85,7 +88,7 @@ for f4 in ("mxfp4", "nvfp4"):  # 4-bit grids: cutlass_mega's by default, trtllm_
     assert run_grid.grid_configs(t4.grid, "qwen3_30b_a3b") == [
         f"configs/bench/trtllm/qwen3_30b_a3b_{f4}.yaml", "configs/bench/qwen3_30b_a3b_bf16.yaml"]
     msg = exits(run_grid.shapes_for, t4.grid, "inkling_like", t4.tokens)
-    assert "read 4-bit chunks only" in msg, msg
+    assert "read quantised chunks only" in msg, msg
     for shape in t4.grid.shapes:
         with open(run_grid.config_path(shape, f4, t4.grid.configs)) as f:
             text = f.read()

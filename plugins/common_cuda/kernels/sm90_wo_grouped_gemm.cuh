@@ -1,6 +1,6 @@
-// Weight-only grouped GEMM for sm90a (docs/design.md §6, 4-bit weights): mxfp4 or nvfp4 weights
-// in the Hopper fp4 layout (moe_cuda/fp4_chunks.hpp) times bf16 token rows, f32 accumulate,
-// bf16 out, with GEMM1's activation (and bias) in the epilogue.
+// Weight-only grouped GEMM for sm90a (docs/design.md §6): mxfp4, nvfp4 or mxfp8 weights in the
+// Hopper weight-only layouts (moe_cuda/fp4_chunks.hpp, moe_cuda/mxfp8_chunks.hpp) times bf16
+// token rows, f32 accumulate, bf16 out, with GEMM1's activation (and bias) in the epilogue.
 //
 //   out[r, c] = act(sum_k rows[r, k] * w[g][c, k] * scale(g, c, k / block) * scale_2[g] + bias)
 //
@@ -9,9 +9,9 @@
 // the host), so a decode batch of a few tokens per expert streams its weights without padding
 // them with empty rows. Each K stage is one chunk (128 K: codes and block scales, one bulk copy)
 // and the tile's token rows (two 128-byte swizzled TMA boxes of 64 K). The consumers dequantise
-// the chunk into A fragments in registers (kernels/fp4_fragments.cuh: exact, the scale folded
-// into the bf16 operand, whatever the block size) and issue wgmma m64nNk16 with A from registers
-// and B from shared memory.
+// the chunk into A fragments in registers (kernels/fp4_fragments.cuh, mxfp8_fragments.cuh: exact,
+// the scale folded into the bf16 operand, whatever the block size) and issue wgmma m64nNk16 with
+// A from registers and B from shared memory.
 //
 // One CTA per SM, persistent; warpgroup 0 produces (one thread), warpgroups 1 and 2 consume.
 // Tiles are numbered group by group, N-token blocks of a group in order, and within a block the
@@ -28,6 +28,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include <cutlass/arch/barrier.h>
@@ -42,27 +43,36 @@
 #include "kernels/fp4_fragments.cuh"
 #include "kernels/gmma_desc.cuh"
 #include "kernels/group_tiles.cuh"
+#include "kernels/mxfp8_fragments.cuh"
 
 namespace moe::gpu::kernels::wo {
 
 constexpr int kThreads = 384;
 constexpr int kRows = 128;  // weight rows per tile: two warpgroups of 64
 constexpr int kWgRows = 64;
-constexpr int kStageK = 128;          // one chunk
-constexpr int kChunkSlot = 9 * 1024;  // a stage's chunk space (mx 8704 bytes, nv 9216)
-constexpr int kMaxGroups = 1024;      // the tile prefix lives in shared memory
+constexpr int kStageK = 128;      // one chunk
+constexpr int kMaxGroups = 1024;  // the tile prefix lives in shared memory
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 
 enum Epilogue : int32_t { kGated = 0, kPlain = 1 };
+// The weight formats (WoWeights on the host).
+enum Weights : int { kMxfp4 = 0, kNvfp4 = 1, kMxfp8 = 2 };
 
-template <int N>
+// A stage's chunk space: 1024-byte slots (mxfp4 8704 bytes, nvfp4 9216, mxfp8 16896).
+template <int kW>
+constexpr int kChunkSlot = kW == kMxfp8 ? 17 * 1024 : 9 * 1024;
+// The fragment reader of a chunk.
+template <int kW>
+using Rows = std::conditional_t<kW == kMxfp8, Mx8Rows, Fp4Rows<kW == kMxfp4>>;
+
+template <int kW, int N>
 struct Geometry {
   static_assert(N == 16 || N == 64 || N == 128, "instantiated token widths");
   static constexpr int kTokBytes = N * kStageK * 2;  // [2 K halves][N rows][128 bytes]
-  static constexpr int kStageBytes = kChunkSlot + kTokBytes;
+  static constexpr int kStageBytes = kChunkSlot<kW> + kTokBytes;
   // Two stages are in the consumers' hands (one group in flight, one being issued); the rest
-  // let the producer run ahead.
-  static constexpr int kStages = N >= 128 ? 4 : N >= 64 ? 6 : 10;
+  // let the producer run ahead: as many as fit, up to 4, 6 or 10.
+  static constexpr int kMostStages = N >= 128 ? 4 : N >= 64 ? 6 : 10;
   static constexpr int kAccum = N / 2;      // f32 per thread: 64 rows x N / 128 threads
   static constexpr int kOutLd = kRows + 8;  // bf16 per token row of the staged output
   // The epilogue's space: first the up values of a gated tile (f32 [64][N], read into registers
@@ -70,6 +80,11 @@ struct Geometry {
   static constexpr size_t kEpilogueBytes = size_t(kWgRows) * N * 4 > size_t(N) * kOutLd * 2
                                                ? size_t(kWgRows) * N * 4
                                                : size_t(N) * kOutLd * 2;
+  static constexpr size_t kFixedBytes =
+      kEpilogueBytes + 2 * 10 * sizeof(uint64_t) + (kMaxGroups + 4) * sizeof(int) + 1024;
+  static constexpr int kFit = int((227 * 1024 - kFixedBytes) / kStageBytes);
+  static constexpr int kStages = kFit < kMostStages ? kFit : kMostStages;
+  static_assert(kStages >= 3, "two stages for the consumers, one for the producer");
   static constexpr size_t kEpilogueOffset = size_t(kStages) * kStageBytes;
   static constexpr size_t kBarrierOffset = kEpilogueOffset + kEpilogueBytes;
   static constexpr size_t kPrefixOffset = kBarrierOffset + 2 * kStages * sizeof(uint64_t);
@@ -81,12 +96,12 @@ struct Geometry {
 struct Params {
   CUtensorMap rows_map;     // [R, K] bf16 token rows, boxes of N rows x 64 K, 128-byte swizzle
   const uint8_t* chunks;    // [groups][n_tiles][k_stages] prepared chunks, chunk_bytes each
-  int32_t chunk_bytes = 0;  // 8704 (mx) or 9216 (nv)
+  int32_t chunk_bytes = 0;  // 8704 (mxfp4), 9216 (nvfp4) or 16896 (mxfp8)
   int32_t groups = 0, n_tiles = 0, k_stages = 0;
   const int64_t* offsets = nullptr;  // group g's rows [offsets[g], offsets[g + 1])
   const float* scale_2 = nullptr;    // [groups] (nvfp4's per-expert scale), or null
-  float unfold = 1.0f;               // 2^kFp4Unfold: the fold of the bf16 operands taken back
-  const float* bias = nullptr;       // [bias_groups][bias_ld] f32, or null
+  float unfold = 1.0f;  // 2^kFp4Unfold (4-bit), 1 (mxfp8): the fold of the bf16 operands taken back
+  const float* bias = nullptr;  // [bias_groups][bias_ld] f32, or null
   int32_t bias_groups = 0;
   int64_t bias_ld = 0;
   int32_t up_offset = 0;  // kGated: the up columns' offset within a bias row
@@ -143,10 +158,10 @@ constexpr uint64_t kRowsHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
 // from L2 once per pair (bf16 token tiles are most of a stage's bytes: at full wgmma rate a CTA
 // alone would need more L2 bandwidth than there is). A stage is refilled only when the consumers
 // of both CTAs have released it.
-template <bool kMx, int N, int kCluster>
+template <int kW, int N, int kCluster>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constant__ Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using G = Geometry<N>;
+  using G = Geometry<kW, N>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -195,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
               &full[stage], uint32_t(p.chunk_bytes + G::kTokBytes));
           cute::SM90_BULK_COPY_G2S::copy(chunk + size_t(ks) * p.chunk_bytes, &full[stage], dst,
                                          p.chunk_bytes);
-          uint8_t* tok = dst + kChunkSlot + rank * kPart * 128;
+          uint8_t* tok = dst + kChunkSlot<kW> + rank * kPart * 128;
           for (int half = 0; half < 2; ++half) {
             const int k0 = ks * kStageK + half * 64;
             if constexpr (kCluster > 1)
@@ -232,9 +247,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     // completes), one wgmma each, committed as one group. `first`: the tile's first stage.
     auto issue = [&](uint32_t(&a)[8][4], bool first) {
       const uint8_t* w = smem + size_t(stage) * G::kStageBytes;
-      const uint64_t desc = kmajor_sw128_desc(w + kChunkSlot);
+      const uint64_t desc = kmajor_sw128_desc(w + kChunkSlot<kW>);
       cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
-      const Fp4Rows<kMx> rows(w, half * kWgRows + rloc, q);
+      const Rows<kW> rows(w, half * kWgRows + rloc, q);
       // All 8 K steps' fragments first (independent chains the scheduler can interleave), then
       // one fence for the registers they wrote, then the 8 wgmmas back to back.
 #pragma unroll

@@ -46,6 +46,30 @@ void check_fp4_scales(Fp4Scales kind, const uint8_t* scales, int64_t matrices, i
         scale_code(kind, scales[(e * rows + r) * blocks + b], name, e, r, b);
 }
 
+void check_chunk_cover(int64_t tiles, int64_t stages, int64_t rows, int64_t k, int64_t gate_up,
+                       std::string_view name) {
+  const bool gated_ok = gate_up == 0 || rows == 2 * gate_up;
+  const int64_t columns = gate_up > 0 ? gate_up : rows;
+  const int64_t per_tile = gate_up > 0 ? kFp4TileRows / 2 : kFp4TileRows;
+  MOE_CHECK(gated_ok && tiles * per_tile >= columns && stages * kFp4StageK >= k && k > 0,
+            MOE_STATUS_INTERNAL,
+            "{}: {} tiles x {} stages of 128 K do not hold rows={} (gate/up at {}) and K={}", name,
+            tiles, stages, rows, gate_up, k);
+}
+
+void for_each_chunk_row(int64_t experts, int64_t tiles, int64_t rows, int64_t gate_up,
+                        const std::function<void(int64_t, int64_t, int64_t, int64_t)>& fn) {
+  const int64_t half = kFp4TileRows / 2;
+  parallel_for(experts * tiles, [&](int64_t task) {
+    const int64_t e = task / tiles, t = task % tiles;
+    for (int64_t r = 0; r < kFp4TileRows; ++r) {
+      const int64_t column = t * half + (r < half ? r : r - half);
+      if (gate_up > 0 ? column >= gate_up : t * kFp4TileRows + r >= rows) continue;
+      fn(e, t, r, fp4_source_row(t, r, gate_up));
+    }
+  });
+}
+
 int64_t fp4_source_row(int64_t t, int64_t r, int64_t gate_up) {
   if (gate_up == 0) return t * kFp4TileRows + r;
   const int64_t half = kFp4TileRows / 2;
@@ -65,7 +89,7 @@ std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const 
   const int64_t group = kind == Fp4Scales::kMx ? kMxBlockSize : kNvfp4BlockSize;
   const int64_t tiles = pad.tiles > 0 ? pad.tiles : rows / kFp4TileRows;
   const int64_t stages = pad.stages > 0 ? pad.stages : k / kFp4StageK;
-  const int64_t half = kFp4TileRows / 2;
+  check_chunk_cover(tiles, stages, rows, k, gate_up, name);
   const int64_t scale_cols = (k + group - 1) / group, sbytes = fp4_scale_bytes(kind);
   const int64_t chunk_bytes = fp4_chunk_bytes(kind);
   const int64_t row_bytes = kFp4StageK / 2;  // 64 code bytes of a chunk row
@@ -73,34 +97,28 @@ std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const 
   std::vector<NibbleAt> at(kFp4StageK);
   for (int kk = 0; kk < kFp4StageK; ++kk) at[size_t(kk)] = fp4_nibble_at(kk);
   std::vector<uint8_t> out(size_t(experts * tiles * stages * chunk_bytes), 0);
-  // One tile of one expert per task: each writes only its own chunks.
-  parallel_for(experts * tiles, [&](int64_t task) {
-    const int64_t e = task / tiles, t = task % tiles;
-    for (int64_t r = 0; r < kFp4TileRows; ++r) {
-      // Padding rows (past the gate or up half, or past the stack) keep zero codes.
-      const int64_t column = t * half + (r < half ? r : r - half);
-      if (gate_up > 0 ? column >= gate_up : t * kFp4TileRows + r >= rows) continue;
-      const int64_t src = e * rows + fp4_source_row(t, r, gate_up);
-      const uint8_t* q = codes + src * (k / 2);
-      const uint8_t* s = scales + src * scale_cols;
-      for (int64_t st = 0; st < stages; ++st) {
-        uint8_t* chunk = out.data() + ((e * tiles + t) * stages + st) * chunk_bytes;
-        uint8_t* crow = chunk + r * row_bytes;
-        for (int64_t b = 0; b < kFp4StageK / group; ++b) {
-          const int64_t block = st * (kFp4StageK / group) + b;
-          if (block >= scale_cols) break;  // K padding: zero codes
-          const int code = scale_code(kind, s[block], scale_name, e, src - e * rows, block);
-          chunk[kFp4CodeBytes + r * sbytes + b] = uint8_t(code < 0 ? 0 : code);
-          if (code < 0) continue;  // a zero scale: its codes stay 0
-          for (int64_t kk = b * group; kk < (b + 1) * group && st * kFp4StageK + kk < k; ++kk) {
-            const uint8_t nibble = fp4_get(q, st * kFp4StageK + kk);
-            uint8_t& byte = crow[at[size_t(kk)].byte];
-            byte = uint8_t(byte | (at[size_t(kk)].high ? nibble << 4 : nibble));
+  for_each_chunk_row(
+      experts, tiles, rows, gate_up, [&](int64_t e, int64_t t, int64_t r, int64_t row) {
+        const int64_t src = e * rows + row;
+        const uint8_t* q = codes + src * (k / 2);
+        const uint8_t* s = scales + src * scale_cols;
+        for (int64_t st = 0; st < stages; ++st) {
+          uint8_t* chunk = out.data() + ((e * tiles + t) * stages + st) * chunk_bytes;
+          uint8_t* crow = chunk + r * row_bytes;
+          for (int64_t b = 0; b < kFp4StageK / group; ++b) {
+            const int64_t block = st * (kFp4StageK / group) + b;
+            if (block >= scale_cols) break;  // K padding: zero codes
+            const int code = scale_code(kind, s[block], scale_name, e, src - e * rows, block);
+            chunk[kFp4CodeBytes + r * sbytes + b] = uint8_t(code < 0 ? 0 : code);
+            if (code < 0) continue;  // a zero scale: its codes stay 0
+            for (int64_t kk = b * group; kk < (b + 1) * group && st * kFp4StageK + kk < k; ++kk) {
+              const uint8_t nibble = fp4_get(q, st * kFp4StageK + kk);
+              uint8_t& byte = crow[at[size_t(kk)].byte];
+              byte = uint8_t(byte | (at[size_t(kk)].high ? nibble << 4 : nibble));
+            }
           }
         }
-      }
-    }
-  });
+      });
   return out;
 }
 

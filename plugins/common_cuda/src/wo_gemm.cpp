@@ -3,9 +3,35 @@
 #include <cstdint>
 
 #include "moe/sdk/error.hpp"
+#include "moe_cuda/fp4_chunks.hpp"
+#include "moe_cuda/mxfp8_chunks.hpp"
 #include "wo_gemm_launch.hpp"
 
 namespace moe::gpu {
+
+int64_t wo_chunk_bytes(WoWeights w) {
+  switch (w) {
+    case WoWeights::kMxfp4:
+      return fp4_chunk_bytes(Fp4Scales::kMx);
+    case WoWeights::kNvfp4:
+      return fp4_chunk_bytes(Fp4Scales::kNv);
+    case WoWeights::kMxfp8:
+      return kMx8ChunkBytes;
+  }
+  return 0;
+}
+
+const char* wo_weights_name(WoWeights w) {
+  switch (w) {
+    case WoWeights::kMxfp4:
+      return "mxfp4";
+    case WoWeights::kNvfp4:
+      return "nvfp4";
+    case WoWeights::kMxfp8:
+      return "mxfp8";
+  }
+  return "?";
+}
 
 int wo_tokens_per_tile(int64_t rows, int groups) {
   const int64_t average = groups > 0 ? (rows + groups - 1) / groups : rows;
@@ -36,8 +62,14 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
             "weight-only GEMM: out_cols={} must be a positive multiple of 8 within the {} tiles "
             "of {} columns, and out_ld={} a multiple of 8 at least as large",
             a.out_cols, a.n_tiles, tile_cols, a.out_ld);
-  MOE_CHECK(a.bias == nullptr ||
-                (a.bias_groups <= a.groups && a.bias_ld >= a.n_tiles * tile_cols + a.up_offset),
+  MOE_CHECK(a.weights != WoWeights::kNvfp4 || a.scale_2 != nullptr, kInvalid,
+            "weight-only GEMM: nvfp4 weights need their per-expert scale_2");
+  MOE_CHECK(a.bias == nullptr || a.epilogue != WoEpilogue::kGated ||
+                a.up_offset >= int64_t(a.n_tiles) * 64,
+            kInvalid, "weight-only GEMM: a gated bias needs up_offset={} past the {} gate columns",
+            a.up_offset, int64_t(a.n_tiles) * 64);
+  MOE_CHECK(a.bias == nullptr || (a.bias_groups >= 0 && a.bias_groups <= a.groups &&
+                                  a.bias_ld >= a.n_tiles * tile_cols + a.up_offset),
             kInvalid,
             "weight-only GEMM: the bias rows ({} wide, up columns at {}) must cover the {} "
             "tiles of {} columns",
@@ -58,8 +90,8 @@ void run_wo_grouped_gemm(const moe_problem& p, const WoGemmArgs& a, cudaStream_t
   const detail::WoLaunchResult r = detail::launch_wo_gemm(p, a, n, stream);
   MOE_CHECK(r.stage == nullptr, MOE_STATUS_DEVICE_ERROR,
             "weight-only GEMM ({}, {} tokens per tile, {} weight tiles, {} K stages) {}: {}",
-            a.scales == Fp4Scales::kMx ? "mxfp4" : "nvfp4", n, a.n_tiles, a.k_stages,
-            r.stage ? r.stage : "", r.message ? r.message : "");
+            wo_weights_name(a.weights), n, a.n_tiles, a.k_stages, r.stage ? r.stage : "",
+            r.message ? r.message : "");
 }
 
 }  // namespace moe::gpu

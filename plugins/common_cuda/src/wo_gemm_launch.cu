@@ -11,12 +11,12 @@
 namespace moe::gpu::detail {
 namespace {
 
-template <bool kMx, int N, int kCluster>
+template <int kW, int N, int kCluster>
 WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
                             cudaStream_t stream) noexcept {
   using namespace kernels::wo;
-  using G = Geometry<N>;
-  auto* kernel = grouped_gemm<kMx, N, kCluster>;
+  using G = Geometry<kW, N>;
+  auto* kernel = grouped_gemm<kW, N, kCluster>;
   static const cudaError_t opt_in =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(G::kSmemBytes));
   if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
@@ -26,13 +26,13 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
                             2, N / kCluster, 64))
     return {"tensor map", "cuTensorMapEncodeTiled failed (or the driver lacks it)"};
   p.chunks = a.chunks;
-  p.chunk_bytes = int32_t(fp4_chunk_bytes(a.scales));
+  p.chunk_bytes = int32_t(wo_chunk_bytes(a.weights));
   p.groups = a.groups;
   p.n_tiles = a.n_tiles;
   p.k_stages = a.k_stages;
   p.offsets = a.offsets;
   p.scale_2 = a.scale_2;
-  p.unfold = float(1 << kFp4Unfold);
+  p.unfold = kW == kMxfp8 ? 1.0f : float(1 << kFp4Unfold);  // mxfp8's products are exact as they are
   p.bias = a.bias;
   p.bias_groups = a.bias_groups;
   p.bias_ld = a.bias_ld;
@@ -84,19 +84,19 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
 
 // Token tiles of 64 and 128 rows pair their CTAs when the weight tiles come in pairs; decode's
 // 16-row tiles stream weights, which no pair shares.
-template <bool kMx>
+template <int kW>
 WoLaunchResult launch_width(const moe_problem& prob, const WoGemmArgs& a, int n,
                             cudaStream_t stream) noexcept {
   const bool pairs = a.n_tiles % 2 == 0;
   switch (n) {
     case 16:
-      return launch_typed<kMx, 16, 1>(prob, a, stream);
+      return launch_typed<kW, 16, 1>(prob, a, stream);
     case 64:
-      return pairs ? launch_typed<kMx, 64, 2>(prob, a, stream)
-                   : launch_typed<kMx, 64, 1>(prob, a, stream);
+      return pairs ? launch_typed<kW, 64, 2>(prob, a, stream)
+                   : launch_typed<kW, 64, 1>(prob, a, stream);
     default:
-      return pairs ? launch_typed<kMx, 128, 2>(prob, a, stream)
-                   : launch_typed<kMx, 128, 1>(prob, a, stream);
+      return pairs ? launch_typed<kW, 128, 2>(prob, a, stream)
+                   : launch_typed<kW, 128, 1>(prob, a, stream);
   }
 }
 
@@ -108,8 +108,15 @@ int wo_max_groups() {
 
 WoLaunchResult launch_wo_gemm(const moe_problem& prob, const WoGemmArgs& a, int tokens_per_tile,
                               cudaStream_t stream) noexcept {
-  return a.scales == Fp4Scales::kMx ? launch_width<true>(prob, a, tokens_per_tile, stream)
-                                    : launch_width<false>(prob, a, tokens_per_tile, stream);
+  switch (a.weights) {
+    case WoWeights::kMxfp4:
+      return launch_width<kernels::wo::kMxfp4>(prob, a, tokens_per_tile, stream);
+    case WoWeights::kNvfp4:
+      return launch_width<kernels::wo::kNvfp4>(prob, a, tokens_per_tile, stream);
+    case WoWeights::kMxfp8:
+      return launch_width<kernels::wo::kMxfp8>(prob, a, tokens_per_tile, stream);
+  }
+  return {"launch", "unknown weight format"};
 }
 
 }  // namespace moe::gpu::detail

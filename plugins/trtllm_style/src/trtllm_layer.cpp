@@ -83,12 +83,12 @@ void append_bias(std::vector<float>& out, const LayoutTensor& b, const char* nam
 }  // namespace
 
 Refusal check_support(const moe_problem& p) {
-  const bool fp8 = is_fp8(p), block = is_fp8_block(p), fp4 = is_fp4(p);
+  const bool fp8 = is_fp8(p), block = is_fp8_block(p), wo = is_weight_only(p);
   const char* format = format_name(static_cast<moe_format>(p.format));
-  if (p.format != MOE_FORMAT_BF16 && !fp8 && !block && !fp4)
-    return {
-        MOE_REASON_FORMAT,
-        fmt::format("bf16, fp8_tensor, fp8_block, mxfp4 and nvfp4 weights only, not {}", format)};
+  if (p.format != MOE_FORMAT_BF16 && !fp8 && !block && !wo)
+    return {MOE_REASON_FORMAT,
+            fmt::format("bf16, fp8_tensor, fp8_block, mxfp4, nvfp4 and mxfp8 weights only, not {}",
+                        format)};
   const auto input = static_cast<moe_input_format>(p.input_format);
   if (block && input != MOE_INPUT_FP8_1X128)
     return {MOE_REASON_INPUT_FORMAT,
@@ -100,7 +100,7 @@ Refusal check_support(const moe_problem& p) {
             fmt::format("fp8_block needs hidden={} and intermediate={} to be multiples of 128 "
                         "(whole 128x128 scale blocks; w31 moves whole blocks)",
                         p.hidden, p.intermediate)};
-  if (fp4 && input != MOE_INPUT_BF16)
+  if (wo && input != MOE_INPUT_BF16)
     return {MOE_REASON_INPUT_FORMAT,
             fmt::format("{} weights run weight-only (dequantised to bf16 in the GEMMs' main "
                         "loop): activations bf16, not {}",
@@ -122,23 +122,25 @@ Refusal check_support(const moe_problem& p) {
             fmt::format("sink experts are bf16 on bf16 hidden states; the e4m3 grouped GEMMs of "
                         "an {} layer cannot run them (deepgemm_style runs fp8_block with sinks)",
                         format)};
-  if (fp4 && p.sink_experts > 0)
-    return {MOE_REASON_SHARED,
-            fmt::format("sink experts are bf16; the weight-only GEMMs of an {} layer read 4-bit "
-                        "chunks only",
-                        format)};
-  if (fp4 && p.local_experts + (p.shared_intermediate > 0 ? 1 : 0) > 1024)
+  if (wo && p.sink_experts > 0)
+    return {
+        MOE_REASON_SHARED,
+        fmt::format("sink experts are bf16; the weight-only GEMMs of an {} layer read quantised "
+                    "chunks only",
+                    format)};
+  if (wo && p.local_experts + (p.shared_intermediate > 0 ? 1 : 0) > 1024)
     return {MOE_REASON_SHAPE,
             fmt::format("{} local experts: the weight-only GEMM schedules at most 1024 groups",
                         p.local_experts)};
-  // 4-bit layers pad the shared expert to the routed experts' whole chunks (fp4_run.cpp).
+  // Weight-only layers pad the shared expert to the routed experts' whole chunks
+  // (weight_only_run.cpp).
   const int64_t routed_i = (p.intermediate + 127) / 128 * 128;
-  if (fp4 && p.shared_intermediate > routed_i)
+  if (wo && p.shared_intermediate > routed_i)
     return {MOE_REASON_SHARED,
             fmt::format("shared_intermediate={} must be at most intermediate={} rounded up to "
                         "128 ({}): the shared expert is padded to the routed experts' tiles",
                         p.shared_intermediate, p.intermediate, routed_i)};
-  if (!fp4 && p.shared_intermediate > 0 && p.shared_intermediate != p.intermediate)
+  if (!wo && p.shared_intermediate > 0 && p.shared_intermediate != p.intermediate)
     return {MOE_REASON_SHARED,
             fmt::format("shared_intermediate={} must equal intermediate={} (one grouped GEMM)",
                         p.shared_intermediate, p.intermediate)};
@@ -162,11 +164,11 @@ PrepareOptions layout_options(const moe_problem& p, const Options& options) {
   // activation runs as a kernel of its own on [up | gate] halves.
   o.gated_interleave = !is_fp8_block(p);
   for (const auto& [key, value] : options) {
-    if (key == "gemm_tiles" || key == "activation_epilogue" || key == "fp4_token_tile")
+    if (key == "gemm_tiles" || key == "activation_epilogue" || key == "token_tile")
       continue;  // read by DeviceLayer
     MOE_FAIL(MOE_STATUS_CONFIG_ERROR,
              "trtllm_style: unknown option '{}' (known: gemm_tiles, activation_epilogue, "
-             "fp4_token_tile)",
+             "token_tile)",
              key);
   }
   return o;
@@ -187,27 +189,28 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                       : value == "weights" ? std::optional(GemmTiles::kWeights)
                       : value == "wide"    ? std::optional(GemmTiles::kWide)
                                            : std::nullopt;
-      MOE_CHECK(!is_fp4(p) || value == "auto", MOE_STATUS_CONFIG_ERROR,
+      MOE_CHECK(!is_weight_only(p) || value == "auto", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: gemm_tiles '{}' is for the CUTLASS GEMMs; {} layers run the "
-                "weight-only GEMM, whose token tile is fp4_token_tile (auto, 16, 64, 128)",
+                "weight-only GEMM, whose token tile is token_tile (auto, 16, 64, 128)",
                 value, format_name(static_cast<moe_format>(p.format)));
       MOE_CHECK(p.format == MOE_FORMAT_BF16 || value != "wide", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: gemm_tiles 'wide' is for bf16 layers; {} takes tokens or weights "
                 "(its promoted fp32 accumulators do not fit 128x256 tiles)",
                 format_name(static_cast<moe_format>(p.format)));
-    } else if (key == "fp4_token_tile") {
+    } else if (key == "token_tile") {
       MOE_CHECK(value == "auto" || value == "16" || value == "64" || value == "128",
-                MOE_STATUS_CONFIG_ERROR,
-                "trtllm_style: fp4_token_tile '{}' is not auto, 16, 64 or 128", value);
-      MOE_CHECK(is_fp4(p), MOE_STATUS_CONFIG_ERROR,
-                "trtllm_style: fp4_token_tile is for mxfp4 and nvfp4 layers, not {}",
-                format_name(static_cast<moe_format>(p.format)));
-      fp4_tile_option_ = value == "auto" ? std::nullopt : std::optional(std::stoi(value));
+                MOE_STATUS_CONFIG_ERROR, "trtllm_style: token_tile '{}' is not auto, 16, 64 or 128",
+                value);
+      MOE_CHECK(
+          is_weight_only(p), MOE_STATUS_CONFIG_ERROR,
+          "trtllm_style: token_tile is for the weight-only layers (mxfp4, nvfp4, mxfp8), not {}",
+          format_name(static_cast<moe_format>(p.format)));
+      token_tile_option_ = value == "auto" ? std::nullopt : std::optional(std::stoi(value));
     } else if (key == "activation_epilogue") {
       MOE_CHECK(value == "auto" || value == "fused" || value == "separate", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: activation_epilogue '{}' is not auto, fused or separate", value);
       fuse_option_ = value == "auto" ? std::nullopt : std::optional(value == "fused");
-      MOE_CHECK(!(is_fp4(p) && value == "separate"), MOE_STATUS_CONFIG_ERROR,
+      MOE_CHECK(!(is_weight_only(p) && value == "separate"), MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: activation_epilogue 'separate' is not for {} layers: their "
                 "weight-only GEMM1 always applies the activation in its epilogue",
                 format_name(static_cast<moe_format>(p.format)));
@@ -223,9 +226,9 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   for (int64_t e = 0; e < p.experts; ++e) map[e] = local_expert_id(p, e);
   local_map_ = upload_vector(map);
   groups_ = p.local_experts + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
-  if (is_fp4(p)) {
+  if (is_weight_only(p)) {
     (void)layout_options(p, options);  // unknown options are config errors here too
-    prepare_fp4(p, w);
+    prepare_weight_only(p, w);
     return;
   }
   const PrepareOptions opts = layout_options(p, options);
@@ -409,7 +412,7 @@ std::array<size_t, 9> DeviceLayer::pieces(int64_t tokens) const {
   const moe_problem p = problem_.c();
   const bool fp8 = is_fp8(p);
   const size_t rows = size_t(tokens * rows_per_token(p));
-  if (is_fp4(p))  // bf16 rows, the activated intermediate (GEMM1 fuses it), GEMM2's output
+  if (is_weight_only(p))  // bf16 rows, the activated intermediate (GEMM1 fuses it), GEMM2's output
     return {moe::gpu::permutation_workspace_bytes(p, tokens),
             rows * p.hidden * 2,
             0,
@@ -484,7 +487,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   auto stream = static_cast<cudaStream_t>(a.stream);
   const Workspace ws = carve(a.workspace, tokens);
   if (is_fp8_block(p)) return run_fp8_block(a, ws, stream);
-  if (is_fp4(p)) return run_fp4(a, ws, stream);
+  if (is_weight_only(p)) return run_weight_only(a, ws, stream);
   const int sm = device_info().sm_count;
   const GemmTiles tiles = this->tiles(tokens);
   const bool fuse = fuse_activation(tokens);

@@ -28,15 +28,17 @@ inline bool is_fp8_block(const moe_problem& p) {
   return p.format == MOE_FORMAT_FP8_BLOCK;
 }
 
-// mxfp4 and nvfp4 (src/fp4_run.cpp): weight-only on bf16 activations, in the Hopper fp4 layout.
-bool is_fp4(const moe_problem& p);
-struct Fp4Geometry {
+// mxfp4, nvfp4 and mxfp8 (src/weight_only_run.cpp): weight-only on bf16 activations, in the
+// Hopper weight-only layouts.
+bool is_weight_only(const moe_problem& p);
+struct WoGeometry {
   int64_t padded_h = 0, padded_i = 0;   // K of GEMM1 and GEMM2, whole 128-deep chunks
   int64_t w13_tiles = 0, w2_tiles = 0;  // 128-row weight tiles per expert
 };
-Fp4Geometry fp4_geometry(const moe_problem& p);
-// What `moe describe` prints for a 4-bit layer: the layout prepared instead of TensorRT-LLM's.
-std::string describe_fp4_layout(const moe_problem& p);
+WoGeometry wo_geometry(const moe_problem& p);
+// What `moe describe` prints for a weight-only layer: the layout prepared instead of
+// TensorRT-LLM's.
+std::string describe_weight_only_layout(const moe_problem& p);
 
 // Why this backend cannot run `p` on this machine, or MOE_REASON_NONE.
 struct Refusal {
@@ -62,8 +64,8 @@ class DeviceLayer {
   std::array<size_t, 9> pieces(int64_t tokens) const;
   Workspace carve(void* base, int64_t tokens) const;
   void run_fp8_block(const moe_run_args& args, const Workspace& ws, cudaStream_t stream) const;
-  void prepare_fp4(const moe_problem& p, const moe_weights& w);
-  void run_fp4(const moe_run_args& args, const Workspace& ws, cudaStream_t stream) const;
+  void prepare_weight_only(const moe_problem& p, const moe_weights& w);
+  void run_weight_only(const moe_run_args& args, const Workspace& ws, cudaStream_t stream) const;
 
   Problem problem_;
   LayoutTag tag_;
@@ -72,8 +74,8 @@ class DeviceLayer {
   int64_t padded_i_ = 0;                   // P
   std::optional<GemmTiles> tiles_option_;  // gemm_tiles; nullopt = auto
   std::optional<bool> fuse_option_;        // activation_epilogue fused/separate; nullopt = auto
-  std::optional<int> fp4_tile_option_;     // fp4_token_tile: 16, 64 or 128; nullopt = auto
-  Fp4Geometry fp4_;                        // mxfp4, nvfp4
+  std::optional<int> token_tile_option_;   // token_tile: 16, 64 or 128; nullopt = auto
+  WoGeometry wo_;                          // mxfp4, nvfp4, mxfp8
   // The rows a batch of `tokens` gives this rank's groups with uniform routing (under expert
   // parallelism local_experts/experts of the routed ones), sinks and shared expert included.
   int64_t expected_rows(int64_t tokens) const;
@@ -81,7 +83,7 @@ class DeviceLayer {
   bool fuse_activation(int64_t tokens) const;
   GemmTiles tiles(int64_t tokens) const;
   DeviceBuffer w13_, w2_;              // every group's weights, [groups][n1, H] and [groups][H, P]
-                                       // (mxfp4, nvfp4: the groups' chunks, src/fp4_run.cpp)
+                                       // (weight-only: the groups' chunks, src/weight_only_run.cpp)
   DeviceBuffer w13_ptrs_, w2_ptrs_;    // [groups] pointers into them
   DeviceBuffer b13_, b2_;              // [groups, n1] and [groups, H] f32 (zeros where absent)
   DeviceBuffer local_map_;             // [E] global -> local expert id, -1 elsewhere

@@ -106,6 +106,8 @@ const Pinned kPinned[] = {
     {"mxfp4_mxfp8_input", kPadding, 0xcdad5422354a33c5ull},
     {"mxfp8", kRandom, 0xbaff5072d67be9c0ull},
     {"mxfp8", kPadding, 0x6386f95203c49d33ull},
+    {"mxfp8_bf16_input", kRandom, 0x1126793f332d516eull},
+    {"mxfp8_bf16_input", kPadding, 0x1102964bc14486a9ull},
     {"nvfp4_decode_relu2", kRandom, 0xa2a1830c9dbaad64ull},
     {"nvfp4_decode_relu2", kPadding, 0xea2d7f681f464475ull},
     {"nvfp4_fp8_input", kRandom, 0x7244f597f0ce11baull},

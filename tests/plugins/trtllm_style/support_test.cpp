@@ -123,10 +123,14 @@ TEST_F(TrtllmSupport, Fp8BlockRefusesOtherActivationsPartialBlocksAndSinksByName
   expect_refusal(sinks, MOE_REASON_SHARED, "deepgemm_style runs fp8_block with sinks");
 }
 
-TEST_F(TrtllmSupport, OtherQuantisedFormatsAreRefusedByTheFormatList) {
-  Problem q = fp8(MOE_INPUT_DEFAULT);
+// mxfp8 weights run weight-only too: on bf16 activations; their natural mxfp8 ones are refused.
+TEST_F(TrtllmSupport, Mxfp8WeightsRunOnBf16Activations) {
+  Problem q = fp8(MOE_INPUT_BF16);
   q.raw().format = MOE_FORMAT_MXFP8;
-  expect_refusal(q, MOE_REASON_FORMAT, "mxfp8");
+  expect_taken(q);
+  Problem natural = fp8(MOE_INPUT_DEFAULT);
+  natural.raw().format = MOE_FORMAT_MXFP8;
+  expect_refusal(natural, MOE_REASON_INPUT_FORMAT, "mxfp8 weights run weight-only");
 }
 
 // mxfp4 and nvfp4 run weight-only: bf16 activations, any even shape (padded to whole tiles), a
@@ -155,7 +159,7 @@ TEST_F(TrtllmSupport, Fp4WeightsRunOnBf16ActivationsWithoutSinks) {
     sinks.raw().sink_intermediate = 48;
     sinks.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
     sinks.raw().routing_bias = 1;
-    expect_refusal(sinks, MOE_REASON_SHARED, "read 4-bit chunks only");
+    expect_refusal(sinks, MOE_REASON_SHARED, "read quantised chunks only");
   }
 }
 

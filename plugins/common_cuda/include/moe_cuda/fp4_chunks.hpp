@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -54,6 +55,18 @@ std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const 
 // `name`[matrix, row, block] in the caller's own indexing (before it rearranges anything).
 void check_fp4_scales(Fp4Scales kind, const uint8_t* scales, int64_t matrices, int64_t rows,
                       int64_t blocks, std::string_view name);
+
+// The packers' geometry check: `tiles` tiles and `stages` stages hold every row (gated: every gate
+// and up column) and every K of the stack; refuses (INTERNAL, naming `name`) a stack they would
+// silently cut.
+void check_chunk_cover(int64_t tiles, int64_t stages, int64_t rows, int64_t k, int64_t gate_up,
+                       std::string_view name);
+
+// The packers' walk: fn(e, t, r, row) for every chunk row r (0..127) of tile t of expert e that
+// holds a weight row (`row`, the canonical row within the expert: padding rows are skipped), one
+// (expert, tile) per parallel task, so each task writes only its own chunks.
+void for_each_chunk_row(int64_t experts, int64_t tiles, int64_t rows, int64_t gate_up,
+                        const std::function<void(int64_t, int64_t, int64_t, int64_t)>& fn);
 
 // The canonical row of tile row `r` (0..127) of tile `t`, as pack_fp4_stack orders them.
 int64_t fp4_source_row(int64_t t, int64_t r, int64_t gate_up);

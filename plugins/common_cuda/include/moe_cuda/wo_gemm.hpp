@@ -1,9 +1,9 @@
-// Weight-only grouped GEMMs: mxfp4 or nvfp4 weights in the Hopper fp4 layout
-// (moe_cuda/fp4_chunks.hpp) times bf16 rows, dequantised in the main loop and multiplied with
-// bf16 wgmma (kernels/sm90_wo_grouped_gemm.cuh), bf16 out, GEMM1's bias and activation in the
-// epilogue. Every pointer is device memory and nothing is read back to the host, so a call can be
-// captured in a CUDA graph. Needs CUTLASS: the library moe_cuda_wo_gemm exists only in builds
-// that found it.
+// Weight-only grouped GEMMs: mxfp4, nvfp4 or mxfp8 weights in the Hopper weight-only layouts
+// (moe_cuda/fp4_chunks.hpp, moe_cuda/mxfp8_chunks.hpp) times bf16 rows, dequantised in the main
+// loop and multiplied with bf16 wgmma (kernels/sm90_wo_grouped_gemm.cuh), bf16 out, GEMM1's bias
+// and activation in the epilogue. Every pointer is device memory and nothing is read back to the
+// host, so a call can be captured in a CUDA graph. Needs CUTLASS: the library moe_cuda_wo_gemm
+// exists only in builds that found it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -11,9 +11,14 @@
 #include <cstdint>
 
 #include "moe/abi/moe_abi.h"
-#include "moe_cuda/fp4_chunks.hpp"
 
 namespace moe::gpu {
+
+enum class WoWeights { kMxfp4, kNvfp4, kMxfp8 };
+
+// The bytes of one prepared chunk (128 rows x 128 K and their scales).
+int64_t wo_chunk_bytes(WoWeights w);
+const char* wo_weights_name(WoWeights w);
 
 enum class WoEpilogue {
   kGated,       // a tile is 64 gate rows and the 64 up rows of the same columns: act(gate, up)
@@ -22,13 +27,15 @@ enum class WoEpilogue {
 };
 
 struct WoGemmArgs {
-  Fp4Scales scales = Fp4Scales::kMx;
+  WoWeights weights = WoWeights::kMxfp4;
   int groups = 0;
-  const int64_t* offsets = nullptr;  // [groups + 1]: group g's rows [offsets[g], offsets[g+1])
-  int64_t max_rows = 0;              // rows that `rows` and `out` hold
-  const uint16_t* rows = nullptr;    // [max_rows, k] bf16, 16-byte aligned
-  int64_t k = 0;                     // elements per row (a multiple of 8); k <= 128 k_stages
-  const uint8_t* chunks = nullptr;   // [groups][n_tiles][k_stages] prepared chunks
+  // [groups + 1]: group g's rows [offsets[g], offsets[g+1]), offsets[groups] <= max_rows (device
+  // memory: the caller's promise, which the kernel cannot check).
+  const int64_t* offsets = nullptr;
+  int64_t max_rows = 0;             // rows that `rows` and `out` hold
+  const uint16_t* rows = nullptr;   // [max_rows, k] bf16, 16-byte aligned
+  int64_t k = 0;                    // elements per row (a multiple of 8); k <= 128 k_stages
+  const uint8_t* chunks = nullptr;  // [groups][n_tiles][k_stages] prepared chunks
   int n_tiles = 0, k_stages = 0;
   const float* scale_2 = nullptr;  // nvfp4: [groups] per-expert scale, or null
   const float* bias = nullptr;     // [bias_groups][bias_ld] f32, or null

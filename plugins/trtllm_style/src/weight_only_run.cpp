@@ -1,0 +1,216 @@
+// Weight-only layers on trtllm_style (docs/design.md §6): mxfp4, nvfp4 or mxfp8 weights on bf16
+// activations. TensorRT-LLM's own layouts for them (128x4-swizzled block scales for Blackwell's
+// block-scaled MMA) have no reader on sm_90, so these layers prepare the Hopper weight-only
+// layouts instead (moe_cuda/fp4_chunks.hpp, moe_cuda/mxfp8_chunks.hpp: chunks of 128 rows x 128 K
+// with their block scales, gate and up columns paired per tile), padded to whole tiles, and run
+// permute -> gather -> weight-only GEMM1 with the bias and activation in its epilogue ->
+// weight-only GEMM2 -> weighted combine (moe_cuda/wo_gemm.hpp). `moe describe` says so.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "layer_workspace.hpp"
+#include "moe/sdk/bias_values.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/problem.hpp"
+#include "moe_cuda/fp4_chunks.hpp"
+#include "moe_cuda/mxfp8_chunks.hpp"
+#include "moe_cuda/permute.hpp"
+#include "moe_cuda/wo_gemm.hpp"
+#include "trtllm_layer.hpp"
+
+namespace moe::trtllm {
+namespace {
+
+int64_t round_up(int64_t x, int64_t to) {
+  return (x + to - 1) / to * to;
+}
+
+gpu::WoWeights wo_weights(const moe_problem& p) {
+  return p.format == MOE_FORMAT_MXFP4   ? gpu::WoWeights::kMxfp4
+         : p.format == MOE_FORMAT_NVFP4 ? gpu::WoWeights::kNvfp4
+                                        : gpu::WoWeights::kMxfp8;
+}
+
+// nvfp4's per-matrix scale_2 values, checked (finite, positive: docs/design.md §3.3).
+void append_scale_2(std::vector<float>& out, const moe_tensor& t, const char* name, int64_t count) {
+  MOE_CHECK(t.data != nullptr && t.dtype == MOE_DTYPE_F32, MOE_STATUS_INVALID_ARGUMENT,
+            "trtllm_style: {} must be given as f32 for nvfp4 weights", name);
+  const auto* v = static_cast<const float*>(t.data);
+  for (int64_t e = 0; e < count; ++e) {
+    MOE_CHECK(std::isfinite(v[e]) && v[e] > 0.0f, MOE_STATUS_INVALID_ARGUMENT,
+              "trtllm_style: {}[{}] = {}: nvfp4's scale_2 must be finite and positive", name, e,
+              v[e]);
+    out.push_back(v[e]);
+  }
+}
+
+}  // namespace
+
+bool is_weight_only(const moe_problem& p) {
+  return p.format == MOE_FORMAT_MXFP4 || p.format == MOE_FORMAT_NVFP4 ||
+         p.format == MOE_FORMAT_MXFP8;
+}
+
+WoGeometry wo_geometry(const moe_problem& p) {
+  const bool gated = is_gated(static_cast<moe_activation>(p.activation));
+  WoGeometry g;
+  g.padded_h = round_up(p.hidden, 128);
+  g.padded_i = round_up(p.intermediate, 128);
+  g.w13_tiles = gated ? g.padded_i / 64 : g.padded_i / 128;
+  g.w2_tiles = g.padded_h / 128;
+  return g;
+}
+
+std::string describe_weight_only_layout(const moe_problem& p) {
+  const WoGeometry g = wo_geometry(p);
+  const gpu::WoWeights w = wo_weights(p);
+  const bool gated = is_gated(static_cast<moe_activation>(p.activation));
+  return fmt::format(
+      "{} weights, bf16 activations (weight-only) on Hopper: TensorRT-LLM's layout for them "
+      "(scales swizzled 128x4 for Blackwell's block-scaled MMA) has no sm_90 reader, so the "
+      "Hopper weight-only layout is prepared instead: chunks of 128 rows x 128 K ({} bytes: "
+      "codes arranged for the wgmma A fragments, then the {} scales, {} bytes a row), w13 as {} "
+      "tiles per expert{}, w2 as {} tiles, K padded to {} and {}; dequantised in registers and "
+      "multiplied with bf16 wgmma, the bias and activation in GEMM1's epilogue",
+      format_name(static_cast<moe_format>(p.format)), gpu::wo_chunk_bytes(w),
+      w == gpu::WoWeights::kNvfp4 ? "e4m3 per 16" : "ue8m0 per 32",
+      w == gpu::WoWeights::kNvfp4 ? 8 : 4, g.w13_tiles,
+      gated ? " (64 gate and the 64 up rows of the same columns)" : "", g.w2_tiles, g.padded_h,
+      g.padded_i);
+}
+
+void DeviceLayer::prepare_weight_only(const moe_problem& p, const moe_weights& w) {
+  const gpu::WoWeights kind = wo_weights(p);
+  const bool nv = kind == gpu::WoWeights::kNvfp4;
+  const bool gated = is_gated(static_cast<moe_activation>(p.activation));
+  const WoGeometry g = wo_geometry(p);
+  wo_ = g;
+  padded_i_ = g.padded_i;
+  n1_ = gated ? 2 * g.padded_i : g.padded_i;
+  const int64_t h = p.hidden, i = p.intermediate, rows13 = w13_rows(p);
+  const gpu::Fp4Padding pad13{g.w13_tiles, g.padded_h / 128}, pad2{g.w2_tiles, g.padded_i / 128};
+  // nvfp4's scale_2 first (cheap: a bad one fails before any packing), then the chunks: w13 of
+  // the routed experts, of the shared one, w2 alike, each stack packed (scales and codes the
+  // kernel cannot take are refused by name), uploaded at its place and freed before the next, so
+  // the host holds one packed stack at a time.
+  const bool shared = p.shared_intermediate > 0;
+  if (nv) {
+    std::vector<float> g13, g2;
+    append_scale_2(g13, w.w13_scale_2, "w13_scale_2", p.local_experts);
+    append_scale_2(g2, w.w2_scale_2, "w2_scale_2", p.local_experts);
+    if (shared) {
+      append_scale_2(g13, w.shared_w13_scale_2, "shared_w13_scale_2", 1);
+      append_scale_2(g2, w.shared_w2_scale_2, "shared_w2_scale_2", 1);
+    }
+    w13_scale_ = upload_vector(g13);
+    w2_scale_ = upload_vector(g2);
+  }
+  const size_t chunk = size_t(gpu::wo_chunk_bytes(kind));
+  const size_t group13 = size_t(pad13.tiles * pad13.stages) * chunk;
+  const size_t group2 = size_t(pad2.tiles * pad2.stages) * chunk;
+  w13_ = DeviceBuffer(group13 * size_t(groups_));
+  w2_ = DeviceBuffer(group2 * size_t(groups_));
+  // One stack of `count` experts whose intermediate is `inter` (the shared expert's may be
+  // narrower, then padded), uploaded from group `first` on.
+  auto put = [&](DeviceBuffer& dst, size_t group_bytes, int64_t first, const moe_tensor& q,
+                 const moe_tensor& sc, int64_t count, int64_t rows, int64_t k, int64_t gate_up,
+                 const std::string& name, gpu::Fp4Padding pad) {
+    const auto* codes = static_cast<const uint8_t*>(q.data);
+    const auto* scales = static_cast<const uint8_t*>(sc.data);
+    const std::vector<uint8_t> packed =
+        kind == gpu::WoWeights::kMxfp8
+            ? gpu::pack_mxfp8_stack(codes, scales, count, rows, k, gate_up, name, pad)
+            : gpu::pack_fp4_stack(
+                  kind == gpu::WoWeights::kMxfp4 ? gpu::Fp4Scales::kMx : gpu::Fp4Scales::kNv, codes,
+                  scales, count, rows, k, gate_up, name, pad);
+    MOE_CHECK(packed.size() == group_bytes * size_t(count), MOE_STATUS_INTERNAL,
+              "trtllm_style: {} packed into {} bytes, expected {}", name, packed.size(),
+              group_bytes * size_t(count));
+    dst.upload(packed.data(), packed.size(), group_bytes * size_t(first));
+  };
+  const int64_t e = p.local_experts, si = p.shared_intermediate;
+  put(w13_, group13, 0, w.w13, w.w13_scale, e, rows13, h, gated ? i : 0, "w13", pad13);
+  if (shared)
+    put(w13_, group13, e, w.shared_w13, w.shared_w13_scale, 1, gated ? 2 * si : si, h,
+        gated ? si : 0, "shared_w13", pad13);
+  put(w2_, group2, 0, w.w2, w.w2_scale, e, h, i, 0, "w2", pad2);
+  if (shared) put(w2_, group2, e, w.shared_w2, w.shared_w2_scale, 1, h, si, 0, "shared_w2", pad2);
+  // Biases (routed experts only): b13 as [E][gate | up] over the padded columns, zeros in the
+  // padding (its activation is then 0), b2 as given for the combine.
+  has_bias_ = p.expert_bias != 0;
+  if (has_bias_) {
+    const std::vector<float> b13 = sdk::bias_values(w.b13, "b13", p.local_experts * rows13);
+    std::vector<float> padded(size_t(p.local_experts * n1_), 0.0f);
+    for (int64_t e = 0; e < p.local_experts; ++e)
+      for (int64_t r = 0; r < rows13; ++r) {
+        const int64_t col = gated && r >= i ? g.padded_i + (r - i) : r;
+        padded[size_t(e * n1_ + col)] = b13[size_t(e * rows13 + r)];
+      }
+    b13_ = upload_vector(padded);
+    std::vector<float> b2 = sdk::bias_values(w.b2, "b2", p.local_experts * h);
+    b2.resize(size_t(groups_ * h), 0.0f);  // the shared expert's: none
+    b2_ = upload_vector(b2);
+  }
+}
+
+void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
+                                  cudaStream_t stream) const {
+  const moe_problem p = problem_.c();
+  const int64_t tokens = a.hidden.shape[0];
+  const gpu::Permutation& perm = ws.perm;
+  moe::gpu::launch_permute(p, tokens, static_cast<const int32_t*>(a.topk_ids.data), perm, stream);
+  moe::gpu::launch_gather_rows(perm, p.hidden, static_cast<const uint16_t*>(a.hidden.data),
+                               static_cast<uint16_t*>(ws.rows), stream);
+  const bool gated = is_gated(static_cast<moe_activation>(p.activation));
+  const int64_t rows = expected_rows(tokens);
+
+  gpu::WoGemmArgs g;
+  g.weights = wo_weights(p);
+  g.groups = int(groups_);
+  g.offsets = perm.group_offsets;
+  g.max_rows = perm.max_rows;
+  g.sm_count = device_info().sm_count;
+  g.tokens_per_tile =
+      token_tile_option_ ? *token_tile_option_ : gpu::wo_tokens_per_tile(rows, int(groups_));
+
+  gpu::WoGemmArgs g1 = g;
+  g1.rows = static_cast<const uint16_t*>(ws.rows);
+  g1.k = p.hidden;
+  g1.chunks = w13_.as<uint8_t>();
+  g1.n_tiles = int(wo_.w13_tiles);
+  g1.k_stages = int(wo_.padded_h / 128);
+  g1.scale_2 = w13_scale_.as<float>();
+  g1.bias = has_bias_ ? b13_.as<float>() : nullptr;
+  g1.bias_groups = has_bias_ ? int(p.local_experts) : 0;
+  g1.bias_ld = n1_;
+  g1.up_offset = gated ? wo_.padded_i : 0;
+  g1.epilogue = gated ? gpu::WoEpilogue::kGated : gpu::WoEpilogue::kPlainRelu2;
+  g1.out = static_cast<uint16_t*>(ws.act);
+  g1.out_ld = padded_i_;
+  g1.out_cols = padded_i_;
+  gpu::run_wo_grouped_gemm(p, g1, stream);
+
+  gpu::WoGemmArgs g2 = g;
+  g2.rows = static_cast<const uint16_t*>(ws.act);
+  g2.k = padded_i_;
+  g2.chunks = w2_.as<uint8_t>();
+  g2.n_tiles = int(wo_.w2_tiles);
+  g2.k_stages = int(wo_.padded_i / 128);
+  g2.scale_2 = w2_scale_.as<float>();
+  g2.epilogue = gpu::WoEpilogue::kPlain;
+  g2.out = static_cast<uint16_t*>(ws.gemm2);
+  g2.out_ld = p.hidden;
+  g2.out_cols = p.hidden;
+  gpu::run_wo_grouped_gemm(p, g2, stream);
+
+  moe::gpu::FinalizeArgs fin;
+  fin.gemm2 = static_cast<const uint16_t*>(ws.gemm2);
+  fin.topk_weights = static_cast<const float*>(a.topk_weights.data);
+  fin.bias = has_bias_ ? b2_.as<float>() : nullptr;
+  fin.out = static_cast<uint16_t*>(a.output.data);
+  moe::gpu::launch_finalize(p, tokens, perm, fin, stream);
+}
+
+}  // namespace moe::trtllm

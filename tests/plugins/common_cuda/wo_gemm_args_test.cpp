@@ -1,0 +1,88 @@
+// The weight-only GEMM's argument checks on any machine (they fail before any CUDA call): each
+// misuse that would otherwise run and be silently wrong is refused, naming what is wrong.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "moe/sdk/error.hpp"
+#include "moe_cuda/wo_gemm.hpp"
+
+namespace moe::gpu {
+namespace {
+
+// A valid GEMM1-like call: 4 groups, gated, 2 weight tiles (128 intermediate columns), K = 256.
+WoGemmArgs valid() {
+  static const int64_t offsets[5] = {0, 3, 3, 9, 12};
+  alignas(16) static uint16_t rows[16];
+  alignas(16) static uint8_t chunks[16];
+  alignas(16) static uint16_t out[16];
+  static const float bias[4 * 256] = {};
+  WoGemmArgs a;
+  a.weights = WoWeights::kMxfp4;
+  a.groups = 4;
+  a.offsets = offsets;
+  a.max_rows = 12;
+  a.rows = rows;
+  a.k = 256;
+  a.chunks = chunks;
+  a.n_tiles = 2;
+  a.k_stages = 2;
+  a.bias = bias;
+  a.bias_groups = 4;
+  a.bias_ld = 256;
+  a.up_offset = 128;
+  a.epilogue = WoEpilogue::kGated;
+  a.out = out;
+  a.out_ld = 128;
+  a.out_cols = 128;
+  a.sm_count = 132;
+  return a;
+}
+
+template <class Edit>
+void expect_refused(Edit edit, const std::string& words) {
+  WoGemmArgs a = valid();
+  edit(a);
+  try {
+    check_wo_gemm_operands(a);
+    ADD_FAILURE() << "accepted: " << words;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), MOE_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+TEST(WoGemmArgs, AValidCallPassesAndEachMisuseIsNamed) {
+  EXPECT_NO_THROW(check_wo_gemm_operands(valid()));
+  expect_refused([](WoGemmArgs& a) { a.groups = 0; }, "groups=0");
+  expect_refused([](WoGemmArgs& a) { a.k = 300; }, "k=300");
+  expect_refused([](WoGemmArgs& a) { a.k = 250; }, "multiple of 8");
+  expect_refused([](WoGemmArgs& a) { a.out_cols = 136; }, "out_cols=136");
+  expect_refused([](WoGemmArgs& a) { a.out_ld = 120; }, "out_ld=120");
+  expect_refused([](WoGemmArgs& a) { a.tokens_per_tile = 32; }, "tokens_per_tile=32");
+  expect_refused([](WoGemmArgs& a) { a.sm_count = 0; }, "sm_count=0");
+  expect_refused([](WoGemmArgs& a) { a.rows = reinterpret_cast<const uint16_t*>(1); },
+                 "16-byte aligned");
+  expect_refused(
+      [](WoGemmArgs& a) {
+        a.weights = WoWeights::kNvfp4;
+        a.scale_2 = nullptr;
+      },
+      "nvfp4 weights need their per-expert scale_2");
+  expect_refused([](WoGemmArgs& a) { a.up_offset = 0; }, "up_offset=0 past the 128 gate columns");
+  expect_refused([](WoGemmArgs& a) { a.bias_groups = -1; }, "bias rows");
+  expect_refused([](WoGemmArgs& a) { a.bias_ld = 200; }, "bias rows (200 wide");
+}
+
+TEST(WoGemmArgs, ChunkSizesAndNames) {
+  EXPECT_EQ(wo_chunk_bytes(WoWeights::kMxfp4), 8704);
+  EXPECT_EQ(wo_chunk_bytes(WoWeights::kNvfp4), 9216);
+  EXPECT_EQ(wo_chunk_bytes(WoWeights::kMxfp8), 16896);
+  EXPECT_STREQ(wo_weights_name(WoWeights::kMxfp8), "mxfp8");
+  EXPECT_EQ(wo_tokens_per_tile(4096 * 8, 128), 128);
+  EXPECT_EQ(wo_tokens_per_tile(64 * 8, 128), 16);
+  EXPECT_EQ(wo_tokens_per_tile(512 * 8, 128), 64);
+}
+
+}  // namespace
+}  // namespace moe::gpu

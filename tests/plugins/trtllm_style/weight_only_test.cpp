@@ -1,0 +1,209 @@
+// trtllm_style's weight-only layers (mxfp4, nvfp4, mxfp8 weights) on a GPU, through the C ABI: the
+// Hopper weight-only layouts read by common_cuda's weight-only grouped GEMM (bf16 activations),
+// against the fp64 reference within the quantised formats' tolerance (docs/design.md §7): every
+// activation form, biases, a shared expert (as wide as the routed ones, or narrower and padded),
+// shapes that are not whole tiles (padded I and H, a partial last mx block), each token tile width,
+// padding tokens and one expert taking every token; captured in a CUDA graph and replayed; a
+// corrupt scale refused by name; options that do not apply are config errors. Skips without an
+// sm_90 GPU.
+#include <cuda_runtime_api.h>
+
+#include <ostream>
+#include <string>
+
+#include "../../support/graph_replay.hpp"
+#include "../../support/test_env.hpp"
+#include "moe/sdk/formats.hpp"
+
+namespace moe::test {
+namespace {
+
+struct WoCase {
+  moe_format format;
+  moe_activation activation;
+  int64_t shared;  // shared_intermediate, 0: none
+  bool bias;
+  int64_t hidden, intermediate;
+  const char* tile;         // token_tile
+  int64_t max_tokens = 64;  // 256: several token blocks per expert at 64 and 128 tokens a tile
+};
+
+void PrintTo(const WoCase& c, std::ostream* os) {
+  *os << format_name(c.format) << " " << activation_name(c.activation) << " shared=" << c.shared
+      << " bias=" << c.bias << " H=" << c.hidden << " I=" << c.intermediate
+      << " token_tile=" << c.tile;
+}
+
+class TrtllmWeightOnly : public testing::TestWithParam<WoCase> {
+ protected:
+  void SetUp() override {
+    registry_ = std::make_unique<Registry>(registry_of({build_plugin_dir()}));
+    plugin_ = registry_->find("trtllm_style");
+    reference_ = registry_->find("reference");
+    if (plugin_ == nullptr) GTEST_SKIP() << "trtllm_style was not built (no CUDA or CUTLASS)";
+  }
+
+  static Problem problem(const WoCase& c) {
+    Problem q;
+    q.raw().experts = 16;
+    q.raw().top_k = 4;
+    q.raw().hidden = c.hidden;
+    q.raw().intermediate = c.intermediate;
+    q.raw().max_tokens = c.max_tokens;
+    q.raw().format = c.format;
+    q.raw().input_format = MOE_INPUT_BF16;
+    q.raw().activation = c.activation;
+    q.raw().expert_bias = c.bias ? 1 : 0;
+    q.raw().shared_intermediate = c.shared;
+    if (c.activation == MOE_ACTIVATION_SILU_MUL_CLAMP ||
+        c.activation == MOE_ACTIVATION_SWIGLU_OAI) {
+      q.raw().activation_limit = 7.0f;
+      q.raw().activation_alpha = 1.702f;
+    }
+    q.finalize();
+    return q;
+  }
+
+  std::unique_ptr<Registry> registry_;
+  std::shared_ptr<Plugin> plugin_, reference_;
+};
+
+constexpr moe_format kMx = MOE_FORMAT_MXFP4;
+constexpr moe_format kNv = MOE_FORMAT_NVFP4;
+constexpr moe_format kMx8 = MOE_FORMAT_MXFP8;
+
+TEST_P(TrtllmWeightOnly, MatchesTheReference) {
+  const WoCase c = GetParam();
+  const Problem q = problem(c);
+  const moe_problem p = q.c();
+  const Support s = plugin_->supports(p);
+  if (!s.supported) GTEST_SKIP() << "trtllm_style: " << s.message;
+  const LayerWeights w = random_weights(p, 51);
+  const Layer layer = plugin_->prepare(p, w.view(), {{"token_tile", c.tile}});
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  if (c.max_tokens >= 256)
+    expect_matches_reference(layer, ref_layer, *reference_, p, {1, 64, 200, 256}, 70, 2e-2);
+  else
+    expect_matches_reference(layer, ref_layer, *reference_, p, {1, 5, 37, 64}, 70, 2e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, TrtllmWeightOnly,
+    testing::Values(WoCase{kMx, MOE_ACTIVATION_SILU_MUL, 0, false, 384, 256, "auto"},
+                    WoCase{kNv, MOE_ACTIVATION_SILU_MUL, 0, false, 384, 256, "16"},
+                    WoCase{kMx, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 256, "64"},
+                    WoCase{kNv, MOE_ACTIVATION_SILU_MUL, 128, true, 256, 128, "128"},
+                    WoCase{kMx, MOE_ACTIVATION_GELU_MUL, 32, false, 160, 96, "auto"},
+                    WoCase{kNv, MOE_ACTIVATION_SILU_MUL_CLAMP, 0, true, 200, 48, "16"},
+                    WoCase{kMx, MOE_ACTIVATION_RELU2, 0, true, 256, 192, "64"},
+                    WoCase{kNv, MOE_ACTIVATION_RELU2, 128, false, 128, 128, "128"},
+                    WoCase{kMx8, MOE_ACTIVATION_SILU_MUL, 0, false, 384, 256, "auto"},
+                    WoCase{kMx8, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 256, "64"},
+                    WoCase{kMx8, MOE_ACTIVATION_GELU_MUL, 32, false, 200, 96, "16"},
+                    WoCase{kMx8, MOE_ACTIVATION_RELU2, 128, true, 128, 128, "128"},
+                    WoCase{kMx, MOE_ACTIVATION_SILU_MUL, 0, true, 256, 256, "64", 256},
+                    WoCase{kNv, MOE_ACTIVATION_SILU_MUL, 256, false, 256, 256, "128", 256},
+                    WoCase{kMx8, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 256, "128", 256}),
+    [](const testing::TestParamInfo<WoCase>& info) {
+      const WoCase& c = info.param;
+      return fmt::format("{}_{}{}{}_h{}_i{}_tile_{}_t{}", format_name(c.format),
+                         activation_name(c.activation),
+                         c.shared > 0 ? fmt::format("_shared{}", c.shared) : std::string(),
+                         c.bias ? "_bias" : "", c.hidden, c.intermediate, c.tile, c.max_tokens);
+    });
+
+// One run captured in a CUDA graph, replayed with new batches and routing over the same buffers.
+TEST_F(TrtllmWeightOnly, ReplaysInACudaGraph) {
+  const Problem q = problem({kNv, MOE_ACTIVATION_SILU_MUL, 128, false, 256, 128, "auto"});
+  const moe_problem p = q.c();
+  const Support s = plugin_->supports(p);
+  if (!s.supported) GTEST_SKIP() << "trtllm_style: " << s.message;
+  const LayerWeights w = random_weights(p, 53);
+  const Layer layer = plugin_->prepare(p, w.view(), {});
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  const GraphReplay graph(plugin_, layer, p, 37);
+  for (uint64_t seed : {33u, 34u}) {
+    const Batch batch = random_batch(p, 37, seed, Scenario::kRandom);
+    const Routing routing = route_batch(*reference_, p, batch);
+    const HostTensor got = graph.replay(batch, routing);
+    const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+    EXPECT_LT(relative_l2(got, ref.output), 2e-2) << "seed " << seed;
+  }
+}
+
+// Under expert parallelism the layer holds and runs only this rank's experts (linear and
+// round-robin placement), the other ranks' slots contributing nothing, as in the reference.
+TEST_F(TrtllmWeightOnly, RunsOnlyTheLocalExpertsUnderExpertParallelism) {
+  for (auto [format, placement] :
+       {std::pair{kMx, MOE_EP_LINEAR}, std::pair{kMx8, MOE_EP_ROUND_ROBIN}}) {
+    Problem q = problem({format, MOE_ACTIVATION_SILU_MUL, 0, true, 256, 128, "auto"});
+    q.raw().ep_placement = placement;
+    q.raw().ep_size = 2;
+    q.raw().ep_rank = 1;
+    q.finalize();
+    const moe_problem p = q.c();
+    const Support s = plugin_->supports(p);
+    if (!s.supported) GTEST_SKIP() << "trtllm_style: " << s.message;
+    ASSERT_EQ(p.local_experts, 8);
+    const LayerWeights w = random_weights(p, 59);
+    const Layer layer = plugin_->prepare(p, w.view(), {});
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    expect_matches_reference(layer, ref_layer, *reference_, p, {1, 37, 64}, 80, 2e-2);
+  }
+}
+
+// The CUTLASS tile and epilogue options do not apply to the weight-only GEMM; token_tile
+// takes only its widths.
+TEST_F(TrtllmWeightOnly, CutlassOptionsAndUnknownTileWidthsAreConfigErrors) {
+  const Problem q = problem({kMx, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 128, "auto"});
+  const moe_problem p = q.c();
+  const Support s = plugin_->supports(p);
+  if (!s.supported) GTEST_SKIP() << "trtllm_style: " << s.message;
+  const LayerWeights w = random_weights(p, 55);
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"gemm_tiles", "wide"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"gemm_tiles 'wide'", "token_tile"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"activation_epilogue", "separate"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"'separate' is not for mxfp4"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"token_tile", "32"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"token_tile '32'"});
+}
+
+// Scales the kernel cannot take exactly are refused at prepare, naming the tensor and the place
+// in the caller's indexing: a NaN ue8m0 code, a negative nvfp4 scale_2.
+TEST_F(TrtllmWeightOnly, CorruptScalesAreRefusedByName) {
+  const Problem mx = problem({kMx, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 128, "auto"});
+  const Support s = plugin_->supports(mx.c());
+  if (!s.supported) GTEST_SKIP() << "trtllm_style: " << s.message;
+  LayerWeights w = random_weights(mx.c(), 57);
+  w.w2_scale.data<uint8_t>()[4 * 3 + 2] = 0xff;  // expert 0, row 3, block 2 (I = 128: 4 blocks)
+  expect_error([&] { plugin_->prepare(mx.c(), w.view(), {}); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"w2_scale[0, 3, 2]", "NaN"});
+  const Problem nv = problem({kNv, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 128, "auto"});
+  LayerWeights v = random_weights(nv.c(), 57);
+  v.w13_scale_2.data<float>()[5] = -1.0f;
+  expect_error([&] { plugin_->prepare(nv.c(), v.view(), {}); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"w13_scale_2[5]", "finite and positive"});
+  // mxfp8: an e4m3 NaN code (the bit placement would make it a finite number) and a scale past
+  // the window the kernel applies exactly.
+  const Problem mx8 = problem({kMx8, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 128, "auto"});
+  LayerWeights x = random_weights(mx8.c(), 57);
+  x.w13.data<uint8_t>()[256 * 2 + 9] = 0x7f;  // expert 0, row 2, K 9
+  expect_error([&] { plugin_->prepare(mx8.c(), x.view(), {}); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"w13[0, 2, 9] is an e4m3 NaN code"});
+  LayerWeights y = random_weights(mx8.c(), 57);
+  y.w2_scale.data<uint8_t>()[4 * 3 + 1] = 200;  // expert 0, row 3, block 1: 2^73
+  expect_error([&] { plugin_->prepare(mx8.c(), y.view(), {}); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"w2_scale[0, 3, 1] = 2^73 is outside the mxfp8 scales"});
+}
+
+}  // namespace
+}  // namespace moe::test
