@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cutlass/cutlass.h"
+#include "cutlass/device_kernel.h"
 
 namespace moe::gpu {
 
@@ -14,15 +15,27 @@ struct StageError {
   const char* message = nullptr;  // cutlassGetStatusString / cudaGetErrorString
 };
 
+// The adapter's initialize() sets the kernel's shared-memory attribute on every call (a host
+// call per launch, suspected of blocking behind queued work: bench/NOTES.md, "Host time"); here
+// it is set once per kernel, and the launch goes through the static params path.
 template <class Gemm>
 StageError run_cutlass_gemm(const typename Gemm::Arguments& args, void* workspace,
                             cudaStream_t stream) noexcept {
-  Gemm gemm;
-  if (auto s = gemm.can_implement(args); s != cutlass::Status::kSuccess)
+  using Kernel = typename Gemm::GemmKernel;
+  if (auto s = Gemm::can_implement(args); s != cutlass::Status::kSuccess)
     return {"can_implement", cutlassGetStatusString(s)};
-  if (auto s = gemm.initialize(args, workspace, stream); s != cutlass::Status::kSuccess)
+  if (auto s = Kernel::initialize_workspace(args, workspace, stream, nullptr);
+      s != cutlass::Status::kSuccess)
     return {"initialize", cutlassGetStatusString(s)};
-  if (auto s = gemm.run(stream); s != cutlass::Status::kSuccess)
+  static const cudaError_t opt_in =
+      int(Kernel::SharedStorageSize) >= (48 << 10)
+          ? cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(Kernel::SharedStorageSize))
+          : cudaSuccess;
+  if (opt_in != cudaSuccess) return {"initialize", cudaGetErrorString(opt_in)};
+  typename Gemm::Params params = Kernel::to_underlying_arguments(args, workspace);
+  if (auto s = Gemm::run(params, stream); s != cutlass::Status::kSuccess)
     return {"run", cutlassGetStatusString(s)};
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return {"launch", cudaGetErrorString(e)};

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kernels/persistent_launch.cuh"
 #include "kernels/sm90_wo_grouped_gemm.cuh"
 #include "moe_cuda/tensor_map.hpp"
 #include "wo_gemm_launch.hpp"
@@ -49,35 +50,12 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
   p.out_ld = a.out_ld;
   p.out_cols = int32_t(a.out_cols);
 
-  cudaLaunchConfig_t config{};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(kCluster);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = G::kSmemBytes;
-  config.stream = stream;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  // Persistent: as many clusters as can be resident at once, but at most one per unit of work
-  // (groups + rows / N token blocks, each n_tiles / kCluster units).
-  static const int resident = [&] {
-    config.gridDim = dim3(unsigned(a.sm_count));
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &config) != cudaSuccess) {
-      (void)cudaGetLastError();  // fall back to one cluster per kCluster SMs
-      n = 0;
-    }
-    return n;
-  }();
+  // At most one cluster per unit of work: groups + rows / N token blocks, each n_tiles /
+  // kCluster units.
   const int64_t units = (a.max_rows / N + a.groups) * int64_t(a.n_tiles / kCluster);
-  const int most = resident > 0 ? std::min(resident, a.sm_count / kCluster) : a.sm_count / kCluster;
-  const int clusters = int(std::max<int64_t>(1, std::min<int64_t>(most, units)));
-  config.gridDim = dim3(unsigned(clusters * kCluster));
-  if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, p); e != cudaSuccess)
-    return {"launch", cudaGetErrorString(e)};
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+  if (cudaError_t e = kernels::launch_persistent_clusters<grouped_gemm<kW, N, kCluster>>(
+          p, kCluster, kThreads, G::kSmemBytes, a.sm_count, units, stream);
+      e != cudaSuccess)
     return {"launch", cudaGetErrorString(e)};
   return {};
 }

@@ -6,6 +6,7 @@
 
 #include "../kernels/sm90_fp8_grouped_gemm_ffma.cuh"
 #include "fp8_gemm_launch.hpp"
+#include "kernels/persistent_launch.cuh"
 #include "moe_cuda/tensor_map.hpp"
 
 namespace moe::deepgemm::detail {
@@ -39,34 +40,9 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
   p.w_scales = c.w_scale_stack;
   p.out = c.out;
 
-  cudaLaunchConfig_t config{};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(kCluster);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmemBytes;
-  config.stream = c.stream;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  // Persistent: as many clusters as can be resident at once (an SM left without a partner in
-  // its GPC cannot host half a cluster).
-  static int resident = [&] {
-    config.gridDim = dim3(unsigned(c.sm_count));
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &config) != cudaSuccess) {
-      (void)cudaGetLastError();  // fall back to one cluster per SM pair
-      n = 0;
-    }
-    return n;
-  }();
-  const int clusters =
-      resident > 0 ? std::min(resident, c.sm_count / kCluster) : c.sm_count / kCluster;
-  config.gridDim = dim3(unsigned(clusters * kCluster));
-  if (cudaError_t e = cudaLaunchKernelEx(&config, kernel, p); e != cudaSuccess)
-    return {"launch", cudaGetErrorString(e)};
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+  if (cudaError_t e = gpu::kernels::launch_persistent_clusters<grouped_gemm<Out, kCluster>>(
+          p, kCluster, kThreads, kSmemBytes, c.sm_count, INT64_MAX, c.stream);
+      e != cudaSuccess)
     return {"launch", cudaGetErrorString(e)};
   return {};
 }

@@ -22,6 +22,8 @@ class MegaLayer : public testing::Test {
     plugin_ = registry_->find("cutlass_mega");
     reference_ = registry_->find("reference");
     if (plugin_ == nullptr) GTEST_SKIP() << "cutlass_mega was not built (no CUDA)";
+    ASSERT_NE(reference_, nullptr)
+        << "the reference plugin is missing from the build's plugin directory";
     problem_.raw().experts = 16;
     problem_.raw().top_k = 4;
     problem_.raw().hidden = 256;

@@ -18,6 +18,8 @@ class DeepGemmSinks : public testing::Test {
     plugin_ = registry_->find("deepgemm_style");
     reference_ = registry_->find("reference");
     if (plugin_ == nullptr) GTEST_SKIP() << "deepgemm_style was not built (no CUDA or CUTLASS)";
+    ASSERT_NE(reference_, nullptr)
+        << "the reference plugin is missing from the build's plugin directory";
     moe_problem& r = problem_.raw();
     r.experts = 16;
     r.top_k = 4;

@@ -30,6 +30,8 @@ class TrtllmFp8Block : public testing::TestWithParam<BlockCase> {
     plugin_ = registry_->find("trtllm_style");
     reference_ = registry_->find("reference");
     if (plugin_ == nullptr) GTEST_SKIP() << "trtllm_style was not built (no CUDA or CUTLASS)";
+    ASSERT_NE(reference_, nullptr)
+        << "the reference plugin is missing from the build's plugin directory";
   }
 
   // E=16 k=4 H=384 I=256 (H not a power of two: three K blocks), fp8_1x128 activations.

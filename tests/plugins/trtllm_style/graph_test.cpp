@@ -20,6 +20,8 @@ class TrtllmGraph : public testing::Test {
     plugin_ = registry_->find("trtllm_style");
     reference_ = registry_->find("reference");
     if (plugin_ == nullptr) GTEST_SKIP() << "trtllm_style was not built (no CUDA or CUTLASS)";
+    ASSERT_NE(reference_, nullptr)
+        << "the reference plugin is missing from the build's plugin directory";
     problem_.raw().experts = 16;
     problem_.raw().top_k = 4;
     problem_.raw().hidden = 256;

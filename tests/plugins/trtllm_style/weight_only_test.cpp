@@ -41,6 +41,8 @@ class TrtllmWeightOnly : public testing::TestWithParam<WoCase> {
     plugin_ = registry_->find("trtllm_style");
     reference_ = registry_->find("reference");
     if (plugin_ == nullptr) GTEST_SKIP() << "trtllm_style was not built (no CUDA or CUTLASS)";
+    ASSERT_NE(reference_, nullptr)
+        << "the reference plugin is missing from the build's plugin directory";
   }
 
   static Problem problem(const WoCase& c) {
