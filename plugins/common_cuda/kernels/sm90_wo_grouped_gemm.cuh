@@ -17,11 +17,11 @@
 // Tiles are numbered group by group, N-token blocks of a group in order, and within a block the
 // weight tiles in order (kernels/group_tiles.cuh).
 //
-// Epilogues. kGated: a tile is 64 gate rows (warpgroup 1) and the 64 up rows of the same
-// intermediate columns (warpgroup 2, the layout's gate/up pairing); the up values pass through
-// shared memory and warpgroup 1 writes act(gate, up) for 64 columns. kPlain: 128 output columns,
-// optionally relu2 (a non-gated GEMM1). Both stage the bf16 tile in shared memory and store whole
-// 16-byte pieces of token rows.
+// Epilogues. kGated: a tile is 64 intermediate columns, each 16 chunk rows 8 gate columns and
+// their up rows (moe_cuda/fp4_chunks.hpp, GatePairing::kRowPairs), so a thread's two rows of each
+// 16 are a gate/up pair and it writes act(gate, up) itself (bias first); the two warpgroups write
+// 32 columns each. kPlain: 128 output columns, optionally relu2 (a non-gated GEMM1). Both stage
+// the bf16 tile in shared memory and store whole 16-byte pieces of token rows.
 #pragma once
 
 #include <cuda.h>
@@ -75,11 +75,8 @@ struct Geometry {
   static constexpr int kMostStages = N >= 128 ? 4 : N >= 64 ? 6 : 10;
   static constexpr int kAccum = N / 2;      // f32 per thread: 64 rows x N / 128 threads
   static constexpr int kOutLd = kRows + 8;  // bf16 per token row of the staged output
-  // The epilogue's space: first the up values of a gated tile (f32 [64][N], read into registers
-  // by the gate warpgroup), then the staged bf16 output [N][kOutLd].
-  static constexpr size_t kEpilogueBytes = size_t(kWgRows) * N * 4 > size_t(N) * kOutLd * 2
-                                               ? size_t(kWgRows) * N * 4
-                                               : size_t(N) * kOutLd * 2;
+  // The epilogue's space: the staged bf16 output [N][kOutLd].
+  static constexpr size_t kEpilogueBytes = size_t(N) * kOutLd * 2;
   static constexpr size_t kFixedBytes =
       kEpilogueBytes + 2 * 10 * sizeof(uint64_t) + (kMaxGroups + 4) * sizeof(int) + 1024;
   static constexpr int kFit = int((227 * 1024 - kFixedBytes) / kStageBytes);
@@ -146,9 +143,26 @@ __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, 256;" ::: "memory");
 }
 
-__device__ __forceinline__ uint16_t to_bf16_bits(float x) {
-  const __nv_bfloat16 h = __float2bfloat16_rn(x);
-  return *reinterpret_cast<const uint16_t*>(&h);
+// Two floats as a bf16 pair, `lo` in the low half (the lower column of an m8n8 fragment).
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// stmatrix .trans of four (two) 8x8 bf16 m8n8 fragments: matrix m's column c lands, as 8
+// consecutive bf16, at the row address given by lane 8m + c (16-byte aligned).
+__device__ __forceinline__ void stmatrix_t4(uint16_t* row, uint32_t a, uint32_t b, uint32_t c,
+                                            uint32_t d) {
+  asm volatile("stmatrix.sync.aligned.x4.trans.m8n8.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                   cute::cast_smem_ptr_to_uint(row)),
+               "r"(a), "r"(b), "r"(c), "r"(d)
+               : "memory");
+}
+__device__ __forceinline__ void stmatrix_t2(uint16_t* row, uint32_t a, uint32_t b) {
+  asm volatile("stmatrix.sync.aligned.x2.trans.m8n8.shared.b16 [%0], {%1, %2};\n" ::"r"(
+                   cute::cast_smem_ptr_to_uint(row)),
+               "r"(a), "r"(b)
+               : "memory");
 }
 
 constexpr uint64_t kRowsHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
@@ -231,7 +245,6 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     const int t256 = threadIdx.x - 128;
     const int rloc = warp * 16 + lane / 4;  // this thread's rows of its warpgroup: rloc, rloc + 8
     const int q = lane % 4;
-    auto* xchg = reinterpret_cast<float*>(smem + G::kEpilogueOffset);
     auto* staged = reinterpret_cast<uint16_t*>(smem + G::kEpilogueOffset);
     float acc[G::kAccum];
     int stage = 0;
@@ -315,48 +328,81 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
 #pragma unroll
       for (int i = 0; i < G::kAccum; ++i) cute::warpgroup_fence_operand(acc[i]);
 
-      // Epilogue. Accumulator value 4j + {0, 1}: row rloc, tokens 8j + 2q + {0, 1}; 4j + {2, 3}:
-      // row rloc + 8, the same tokens.
+      // Epilogue. Accumulator value 4j + {0, 1}: chunk row rloc, tokens 8j + 2q + {0, 1};
+      // 4j + {2, 3}: chunk row rloc + 8, the same tokens: per j, two 8x8 m8n8 fragments (weight
+      // rows x tokens) that stmatrix .trans stores token-major into the staged tile, a 16-byte
+      // row piece per token. Lane l gives the address of row l % 8 of matrix l / 8.
       const float mul = p.unfold * (p.scale_2 != nullptr ? p.scale_2[t.group] : 1.0f);
       const bool has_bias = p.bias != nullptr && t.group < p.bias_groups;
       const float* bias = has_bias ? p.bias + int64_t(t.group) * p.bias_ld : nullptr;
-      const bool gated = p.epilogue == kGated;
-      // This warpgroup's first output column of the tile, and its rows' bias entries.
-      const int col0 = gated ? t.block_n * kWgRows : t.block_n * kRows + half * kWgRows;
-      const int bias0 = col0 + (gated && half == 1 ? p.up_offset : 0);
-      const float b_lo = has_bias ? bias[bias0 + rloc] : 0.0f;
-      const float b_hi = has_bias ? bias[bias0 + rloc + 8] : 0.0f;
+      const int mat = lane / 8, mrow = lane % 8;
       consumers_sync();  // every thread is done storing the previous tile's staged output
-      if (gated && half == 1) {
+      if (p.epilogue == kGated) {
+        // Rows rloc and rloc + 8 are a gate column and its up row (GatePairing::kRowPairs): the
+        // thread applies the activation to its own pairs. The warp's 8 columns of the tile's 64:
+        // warpgroup half's 32, warp w's 8; one 8x8 output matrix per j.
+        const int cbase = half * 32 + warp * 8;
+        const int col = t.block_n * kWgRows + cbase + lane / 4;
+        const float bg = has_bias ? bias[col] : 0.0f;
+        const float bu = has_bias ? bias[p.up_offset + col] : 0.0f;
+        // One unrolled loop per activation, chosen once per tile (no switch per value).
+        auto gated_tile = [&](auto kind) {
+          constexpr int32_t kAct = decltype(kind)::value;
+          auto out = [&](int j) {
+            const float g0 = fmaf(acc[4 * j], mul, bg), u0 = fmaf(acc[4 * j + 2], mul, bu);
+            const float g1 = fmaf(acc[4 * j + 1], mul, bg), u1 = fmaf(acc[4 * j + 3], mul, bu);
+            return pack_bf16x2(activate<true>(p.act, kAct, g0, u0),
+                               activate<true>(p.act, kAct, g1, u1));
+          };
+          if constexpr (N >= 32) {
 #pragma unroll
-        for (int i = 0; i < G::kAccum; ++i)
-          xchg[i * 128 + t128] = fmaf(acc[i], mul, (i % 4) < 2 ? b_lo : b_hi);
-      }
-      float up[G::kAccum];
-      if (gated) {
-        consumers_sync();  // the up values are in place
-        if (half == 0) {
-#pragma unroll
-          for (int i = 0; i < G::kAccum; ++i) up[i] = xchg[i * 128 + t128];
+            for (int k = 0; k < N / 32; ++k)  // j = 4k .. 4k + 3
+              stmatrix_t4(staged + (8 * (4 * k + mat) + mrow) * G::kOutLd + cbase, out(4 * k),
+                          out(4 * k + 1), out(4 * k + 2), out(4 * k + 3));
+          } else {
+            stmatrix_t2(staged + (8 * (mat % 2) + mrow) * G::kOutLd + cbase, out(0), out(1));
+          }
+        };
+        switch (p.activation) {
+          case kSiluMulClamp:
+            gated_tile(std::integral_constant<int32_t, kSiluMulClamp>{});
+            break;
+          case kSwigluOai:
+            gated_tile(std::integral_constant<int32_t, kSwigluOai>{});
+            break;
+          case kGeluMul:
+            gated_tile(std::integral_constant<int32_t, kGeluMul>{});
+            break;
+          default:
+            gated_tile(std::integral_constant<int32_t, kSiluMul>{});
         }
-        consumers_sync();  // read: the space takes the staged output next
-      }
-      if (!gated || half == 0) {
-        const int scol = gated ? 0 : half * kWgRows;  // the staged tile's column
+      } else {
+        // 128 output columns: this warpgroup's 64 rows, the thread's rloc and rloc + 8; per j a
+        // matrix of the warp's first 8 rows and one of the next 8.
+        const int col0 = t.block_n * kRows + half * kWgRows;
+        const float b_lo = has_bias ? bias[col0 + rloc] : 0.0f;
+        const float b_hi = has_bias ? bias[col0 + rloc + 8] : 0.0f;
+        auto plain_tile = [&](auto relu2) {
+          auto value = [&](int i) {
+            const float v = fmaf(acc[i], mul, (i % 4) < 2 ? b_lo : b_hi);
+            if constexpr (decltype(relu2)::value) return activate<true>(p.act, kRelu2, v, 0.0f);
+            return v;
+          };
+          auto pair = [&](int i) { return pack_bf16x2(value(i), value(i + 1)); };
 #pragma unroll
-        for (int i = 0; i < G::kAccum; ++i) {
-          const int tok = 8 * (i / 4) + 2 * q + (i % 2);
-          const int row = rloc + ((i % 4) < 2 ? 0 : 8);
-          float v = fmaf(acc[i], mul, (i % 4) < 2 ? b_lo : b_hi);
-          if (gated)
-            v = activate<true>(p.act, p.activation, v, up[i]);
-          else if (p.plain_relu2)
-            v = activate<true>(p.act, kRelu2, v, 0.0f);
-          staged[tok * G::kOutLd + scol + row] = to_bf16_bits(v);
-        }
+          for (int k = 0; k < N / 16; ++k)  // j = 2k, 2k + 1
+            stmatrix_t4(staged + (8 * (2 * k + mat / 2) + mrow) * G::kOutLd + half * kWgRows +
+                            warp * 16 + (mat % 2) * 8,
+                        pair(8 * k), pair(8 * k + 2), pair(8 * k + 4), pair(8 * k + 6));
+        };
+        if (p.plain_relu2)
+          plain_tile(std::true_type{});
+        else
+          plain_tile(std::false_type{});
       }
       consumers_sync();  // the staged tile is complete
       // Token rows of the tile: 64 (gated) or 128 columns, 16 bytes per store.
+      const bool gated = p.epilogue == kGated;
       const int cols = gated ? kWgRows : kRows, pieces = cols / 8;
       const int out0 = gated ? t.block_n * kWgRows : t.block_n * kRows;
       for (int idx = t256; idx < count * pieces; idx += 256) {

@@ -57,23 +57,31 @@ void check_chunk_cover(int64_t tiles, int64_t stages, int64_t rows, int64_t k, i
             tiles, stages, rows, gate_up, k);
 }
 
+GatedRow gated_chunk_row(int64_t r, GatePairing pairing) {
+  const int64_t half = kFp4TileRows / 2;
+  if (pairing == GatePairing::kHalves) return {r < half ? r : r - half, r >= half};
+  return {(r / 16) * 8 + r % 8, r % 16 >= 8};
+}
+
 void for_each_chunk_row(int64_t experts, int64_t tiles, int64_t rows, int64_t gate_up,
-                        const std::function<void(int64_t, int64_t, int64_t, int64_t)>& fn) {
+                        const std::function<void(int64_t, int64_t, int64_t, int64_t)>& fn,
+                        GatePairing pairing) {
   const int64_t half = kFp4TileRows / 2;
   parallel_for(experts * tiles, [&](int64_t task) {
     const int64_t e = task / tiles, t = task % tiles;
     for (int64_t r = 0; r < kFp4TileRows; ++r) {
-      const int64_t column = t * half + (r < half ? r : r - half);
-      if (gate_up > 0 ? column >= gate_up : t * kFp4TileRows + r >= rows) continue;
-      fn(e, t, r, fp4_source_row(t, r, gate_up));
+      const bool live = gate_up > 0 ? t * half + gated_chunk_row(r, pairing).column < gate_up
+                                    : t * kFp4TileRows + r < rows;
+      if (live) fn(e, t, r, fp4_source_row(t, r, gate_up, pairing));
     }
   });
 }
 
-int64_t fp4_source_row(int64_t t, int64_t r, int64_t gate_up) {
+int64_t fp4_source_row(int64_t t, int64_t r, int64_t gate_up, GatePairing pairing) {
   if (gate_up == 0) return t * kFp4TileRows + r;
-  const int64_t half = kFp4TileRows / 2;
-  return r < half ? t * half + r : gate_up + t * half + (r - half);
+  const GatedRow g = gated_chunk_row(r, pairing);
+  const int64_t column = t * (kFp4TileRows / 2) + g.column;
+  return g.up ? gate_up + column : column;
 }
 
 NibbleAt fp4_nibble_at(int kk) {
@@ -85,7 +93,7 @@ NibbleAt fp4_nibble_at(int kk) {
 
 std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const uint8_t* scales,
                                     int64_t experts, int64_t rows, int64_t k, int64_t gate_up,
-                                    std::string_view name, Fp4Padding pad) {
+                                    std::string_view name, Fp4Padding pad, GatePairing pairing) {
   const int64_t group = kind == Fp4Scales::kMx ? kMxBlockSize : kNvfp4BlockSize;
   const int64_t tiles = pad.tiles > 0 ? pad.tiles : rows / kFp4TileRows;
   const int64_t stages = pad.stages > 0 ? pad.stages : k / kFp4StageK;
@@ -98,7 +106,8 @@ std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const 
   for (int kk = 0; kk < kFp4StageK; ++kk) at[size_t(kk)] = fp4_nibble_at(kk);
   std::vector<uint8_t> out(size_t(experts * tiles * stages * chunk_bytes), 0);
   for_each_chunk_row(
-      experts, tiles, rows, gate_up, [&](int64_t e, int64_t t, int64_t r, int64_t row) {
+      experts, tiles, rows, gate_up,
+      [&](int64_t e, int64_t t, int64_t r, int64_t row) {
         const int64_t src = e * rows + row;
         const uint8_t* q = codes + src * (k / 2);
         const uint8_t* s = scales + src * scale_cols;
@@ -118,7 +127,8 @@ std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const 
             }
           }
         }
-      });
+      },
+      pairing);
   return out;
 }
 

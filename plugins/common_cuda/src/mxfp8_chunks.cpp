@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include <algorithm>
-
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe_cuda/mxfp8_decode.hpp"
@@ -20,7 +18,7 @@ int mx8_byte_at(int kk) {
 
 std::vector<uint8_t> pack_mxfp8_stack(const uint8_t* codes, const uint8_t* scales, int64_t experts,
                                       int64_t rows, int64_t k, int64_t gate_up,
-                                      std::string_view name, Fp4Padding pad) {
+                                      std::string_view name, Fp4Padding pad, GatePairing pairing) {
   const int64_t tiles = pad.tiles > 0 ? pad.tiles : rows / kFp4TileRows;
   const int64_t stages = pad.stages > 0 ? pad.stages : k / kFp4StageK;
   check_chunk_cover(tiles, stages, rows, k, gate_up, name);
@@ -30,7 +28,8 @@ std::vector<uint8_t> pack_mxfp8_stack(const uint8_t* codes, const uint8_t* scale
   for (int kk = 0; kk < kFp4StageK; ++kk) at[kk] = mx8_byte_at(kk);
   std::vector<uint8_t> out(size_t(experts * tiles * stages * kMx8ChunkBytes), 0);
   for_each_chunk_row(
-      experts, tiles, rows, gate_up, [&](int64_t e, int64_t t, int64_t r, int64_t row) {
+      experts, tiles, rows, gate_up,
+      [&](int64_t e, int64_t t, int64_t r, int64_t row) {
         const int64_t src = e * rows + row;
         const uint8_t* q = codes + src * k;
         const uint8_t* s = scales + src * scale_cols;
@@ -61,7 +60,8 @@ std::vector<uint8_t> pack_mxfp8_stack(const uint8_t* codes, const uint8_t* scale
             }
           }
         }
-      });
+      },
+      pairing);
   return out;
 }
 

@@ -33,6 +33,10 @@ gpu::WoWeights wo_weights(const moe_problem& p) {
                                         : gpu::WoWeights::kMxfp8;
 }
 
+// A gated w13 tile pairs each 8 gate rows with the 8 up rows of the same columns: the GEMM's
+// thread holds both and applies the activation in registers (moe_cuda/fp4_chunks.hpp).
+constexpr gpu::GatePairing kPairing = gpu::GatePairing::kRowPairs;
+
 // nvfp4's per-matrix scale_2 values, checked (finite, positive: docs/design.md §3.3).
 void append_scale_2(std::vector<float>& out, const moe_tensor& t, const char* name, int64_t count) {
   MOE_CHECK(t.data != nullptr && t.dtype == MOE_DTYPE_F32, MOE_STATUS_INVALID_ARGUMENT,
@@ -77,7 +81,7 @@ std::string describe_weight_only_layout(const moe_problem& p) {
       format_name(static_cast<moe_format>(p.format)), gpu::wo_chunk_bytes(w),
       w == gpu::WoWeights::kNvfp4 ? "e4m3 per 16" : "ue8m0 per 32",
       w == gpu::WoWeights::kNvfp4 ? 8 : 4, g.w13_tiles,
-      gated ? " (64 gate and the 64 up rows of the same columns)" : "", g.w2_tiles, g.padded_h,
+      gated ? " (64 gate columns and their up rows, paired 8 by 8)" : "", g.w2_tiles, g.padded_h,
       g.padded_i);
 }
 
@@ -121,10 +125,10 @@ void DeviceLayer::prepare_weight_only(const moe_problem& p, const moe_weights& w
     const auto* scales = static_cast<const uint8_t*>(sc.data);
     const std::vector<uint8_t> packed =
         kind == gpu::WoWeights::kMxfp8
-            ? gpu::pack_mxfp8_stack(codes, scales, count, rows, k, gate_up, name, pad)
+            ? gpu::pack_mxfp8_stack(codes, scales, count, rows, k, gate_up, name, pad, kPairing)
             : gpu::pack_fp4_stack(
                   kind == gpu::WoWeights::kMxfp4 ? gpu::Fp4Scales::kMx : gpu::Fp4Scales::kNv, codes,
-                  scales, count, rows, k, gate_up, name, pad);
+                  scales, count, rows, k, gate_up, name, pad, kPairing);
     MOE_CHECK(packed.size() == group_bytes * size_t(count), MOE_STATUS_INTERNAL,
               "trtllm_style: {} packed into {} bytes, expected {}", name, packed.size(),
               group_bytes * size_t(count));

@@ -56,12 +56,28 @@ double exact_product(uint32_t a_bits, uint32_t b_bits) {
   return prod;
 }
 
+// The canonical row of chunk row `r` of tile `t`, or -1 for padding, written from the layout's
+// description (moe_cuda/fp4_chunks.hpp) rather than from the packer's own functions. kHalves:
+// rows 0-63 gate columns 64t.., 64-127 their up rows; kRowPairs: each 16 rows 8 gate columns
+// (8 per 16 rows, in order) then their up rows.
+int64_t expected_row(const Stack& s, int64_t t, int64_t r, GatePairing pairing) {
+  if (s.gate_up == 0) return t * kFp4TileRows + r < s.rows ? t * kFp4TileRows + r : -1;
+  const bool halves = pairing == GatePairing::kHalves;
+  const int64_t in_tile = halves ? r % 64 : 8 * (r / 16) + r % 8;
+  const bool up = halves ? r >= 64 : r % 16 >= 8;
+  const int64_t column = 64 * t + in_tile;
+  if (column >= s.gate_up) return -1;
+  return up ? s.gate_up + column : column;
+}
+
 // Decodes every element of the prepared chunks the way the consumer threads do and compares it
 // with the canonical weight; returns how many elements it checked.
 // With `pad`, the padding (rows or columns past the stack's, K past k) must decode to zero.
-int64_t check_decodes_exactly(const Stack& s, Fp4Padding pad = {}) {
-  const std::vector<uint8_t> packed = pack_fp4_stack(s.kind, s.codes.data(), s.scales.data(),
-                                                     s.experts, s.rows, s.k, s.gate_up, "w13", pad);
+int64_t check_decodes_exactly(const Stack& s, Fp4Padding pad = {},
+                              GatePairing pairing = GatePairing::kHalves) {
+  const std::vector<uint8_t> packed =
+      pack_fp4_stack(s.kind, s.codes.data(), s.scales.data(), s.experts, s.rows, s.k, s.gate_up,
+                     "w13", pad, pairing);
   const int64_t tiles = pad.tiles > 0 ? pad.tiles : s.rows / kFp4TileRows;
   const int64_t stages = pad.stages > 0 ? pad.stages : s.k / kFp4StageK;
   const int64_t chunk_bytes = fp4_chunk_bytes(s.kind), sbytes = fp4_scale_bytes(s.kind);
@@ -73,9 +89,8 @@ int64_t check_decodes_exactly(const Stack& s, Fp4Padding pad = {}) {
       for (int64_t st = 0; st < stages; ++st) {
         const uint8_t* chunk = packed.data() + ((e * tiles + t) * stages + st) * chunk_bytes;
         for (int64_t r = 0; r < kFp4TileRows; ++r) {
-          const int64_t column = t * (kFp4TileRows / 2) + r % (kFp4TileRows / 2);
-          const bool live = s.gate_up > 0 ? column < s.gate_up : t * kFp4TileRows + r < s.rows;
-          const int64_t row = live ? fp4_source_row(t, r, s.gate_up) : -1;
+          const int64_t row = expected_row(s, t, r, pairing);
+          if (row >= 0) EXPECT_EQ(fp4_source_row(t, r, s.gate_up, pairing), row);
           for (int q = 0; q < 4; ++q)
             for (int i = 0; i < 4; ++i) {
               uint32_t word = 0;
@@ -125,6 +140,33 @@ TEST(Fp4Chunks, PaddedStacksDecodeToTheWeightsAndZeros) {
   EXPECT_EQ(check_decodes_exactly(nv, {2, 1}), 2 * 200 * 80);
   const Stack partial = random_stack(Fp4Scales::kMx, 1, 128, 80, 0, 13);  // K = 2.5 mx blocks
   EXPECT_EQ(check_decodes_exactly(partial, {1, 1}), 128 * 80);
+}
+
+// The weight-only GEMM's pairing (kRowPairs): the thread that accumulates chunk rows r and r + 8
+// of a 16-row block gets gate column c and its up row, every column of the tile once.
+TEST(Fp4Chunks, RowPairsPutAGateColumnAndItsUpRowEightRowsApart) {
+  std::vector<int> gate(64, 0), up(64, 0);
+  for (int64_t r = 0; r < kFp4TileRows; ++r) {
+    const GatedRow g = gated_chunk_row(r, GatePairing::kRowPairs);
+    ASSERT_TRUE(g.column >= 0 && g.column < 64) << r;
+    ++(g.up ? up : gate)[size_t(g.column)];
+    if (r % 16 < 8) {
+      const GatedRow partner = gated_chunk_row(r + 8, GatePairing::kRowPairs);
+      EXPECT_FALSE(g.up) << r;
+      EXPECT_TRUE(partner.up) << r;
+      EXPECT_EQ(partner.column, g.column) << r;
+    }
+  }
+  for (int c = 0; c < 64; ++c) EXPECT_TRUE(gate[size_t(c)] == 1 && up[size_t(c)] == 1) << c;
+}
+
+// The same stacks packed with kRowPairs decode exactly at their places: a gated w13 over whole
+// tiles, and padded (I = 48 of 64 columns, K = 96 of 128) as trtllm_style prepares them.
+TEST(Fp4Chunks, RowPairedStacksDecodeToEveryWeightExactly) {
+  const Stack whole = random_stack(Fp4Scales::kNv, 2, 384, 256, 192, 21);
+  EXPECT_EQ(check_decodes_exactly(whole, {}, GatePairing::kRowPairs), 2 * 384 * 256);
+  const Stack padded = random_stack(Fp4Scales::kMx, 2, 96, 96, 48, 22);
+  EXPECT_EQ(check_decodes_exactly(padded, {1, 1}, GatePairing::kRowPairs), 2 * 96 * 96);
 }
 
 TEST(Fp4Chunks, EveryE4m3ScaleAndEveryMxCodeInTheWindowIsExact) {

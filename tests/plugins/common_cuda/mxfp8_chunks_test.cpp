@@ -47,12 +47,27 @@ double bf16(uint32_t bits) {
   return double(bf16_to_float(uint16_t(bits)));
 }
 
+// The canonical row of chunk row `r` of tile `t`, or -1 for padding, written from the layout's
+// description (moe_cuda/fp4_chunks.hpp) rather than from the packer's own functions. kHalves:
+// rows 0-63 gate columns 64t.., 64-127 their up rows; kRowPairs: each 16 rows 8 gate columns
+// (8 per 16 rows, in order) then their up rows.
+int64_t expected_row(const Stack& s, int64_t t, int64_t r, GatePairing pairing) {
+  if (s.gate_up == 0) return t * kFp4TileRows + r < s.rows ? t * kFp4TileRows + r : -1;
+  const bool halves = pairing == GatePairing::kHalves;
+  const int64_t in_tile = halves ? r % 64 : 8 * (r / 16) + r % 8;
+  const bool up = halves ? r >= 64 : r % 16 >= 8;
+  const int64_t column = 64 * t + in_tile;
+  if (column >= s.gate_up) return -1;
+  return up ? s.gate_up + column : column;
+}
+
 // Decodes every element of the prepared chunks as the consumer threads do (word j of thread q,
 // both pairs, the block's scale) and compares it with the canonical weight; padding must decode
 // to zero. Returns how many real weights it checked.
-int64_t check_decodes_exactly(const Stack& s, Fp4Padding pad = {}) {
+int64_t check_decodes_exactly(const Stack& s, Fp4Padding pad = {},
+                              GatePairing pairing = GatePairing::kHalves) {
   const std::vector<uint8_t> packed = pack_mxfp8_stack(s.codes.data(), s.scales.data(), s.experts,
-                                                       s.rows, s.k, s.gate_up, "w13", pad);
+                                                       s.rows, s.k, s.gate_up, "w13", pad, pairing);
   const int64_t tiles = pad.tiles > 0 ? pad.tiles : s.rows / kFp4TileRows;
   const int64_t stages = pad.stages > 0 ? pad.stages : s.k / kFp4StageK;
   EXPECT_EQ(int64_t(packed.size()), s.experts * tiles * stages * kMx8ChunkBytes);
@@ -62,9 +77,8 @@ int64_t check_decodes_exactly(const Stack& s, Fp4Padding pad = {}) {
       for (int64_t st = 0; st < stages; ++st) {
         const uint8_t* chunk = packed.data() + ((e * tiles + t) * stages + st) * kMx8ChunkBytes;
         for (int64_t r = 0; r < kFp4TileRows; ++r) {
-          const int64_t column = t * (kFp4TileRows / 2) + r % (kFp4TileRows / 2);
-          const bool live = s.gate_up > 0 ? column < s.gate_up : t * kFp4TileRows + r < s.rows;
-          const int64_t row = live ? fp4_source_row(t, r, s.gate_up) : -1;
+          const int64_t row = expected_row(s, t, r, pairing);
+          if (row >= 0) EXPECT_EQ(fp4_source_row(t, r, s.gate_up, pairing), row);
           for (int q = 0; q < 4; ++q)
             for (int j = 0; j < 8; ++j) {
               uint32_t word = 0;
@@ -103,6 +117,15 @@ TEST(Mxfp8Chunks, PaddedStacksDecodeToTheWeightsAndZeros) {
   EXPECT_EQ(check_decodes_exactly(gated, {1, 1}), 2 * 96 * 96);
   const Stack partial = random_stack(1, 200, 80, 0, 4);  // two tiles, K = 2.5 scale blocks
   EXPECT_EQ(check_decodes_exactly(partial, {2, 1}), 200 * 80);
+}
+
+// trtllm_style packs gated mxfp8 stacks with the weight-only GEMM's pairing (kRowPairs): whole
+// tiles and a padded one decode exactly at their places.
+TEST(Mxfp8Chunks, RowPairedStacksDecodeToEveryWeightExactly) {
+  const Stack whole = random_stack(2, 384, 256, 192, 31);
+  EXPECT_EQ(check_decodes_exactly(whole, {}, GatePairing::kRowPairs), 2 * 384 * 256);
+  const Stack padded = random_stack(2, 96, 96, 48, 32);
+  EXPECT_EQ(check_decodes_exactly(padded, {1, 1}, GatePairing::kRowPairs), 2 * 96 * 96);
 }
 
 TEST(Mxfp8Chunks, EveryCodeAndEveryScaleInTheWindowIsExact) {

@@ -7,8 +7,9 @@
 // first the codes, 64 bytes per row, arranged for the consumer threads (the 16 bytes at
 // 16 * q + 4 * i of a row are the nibbles thread q of the mma needs for K steps 2i and 2i + 1,
 // placed as moe_cuda/fp4_decode.hpp cuts them out), then the scale codes, 4 (mx) or 8 (nv) bytes a
-// row: 8704 or 9216 bytes, chunks back to back. The tiles of a gated w13 pair 64 gate rows with the
-// 64 up rows of the same columns (rows 64t.. and I + 64t..), as GEMM1's items read them.
+// row: 8704 or 9216 bytes, chunks back to back. The tiles of a gated w13 hold gate columns
+// 64t..64t+63 and the up rows of the same columns (rows 64t.. and I + 64t..), in one of two
+// orders (GatePairing): the order of the kernel that reads them.
 #pragma once
 
 #include <cstdint>
@@ -32,24 +33,42 @@ constexpr int64_t fp4_chunk_bytes(Fp4Scales s) {
   return kFp4CodeBytes + kFp4TileRows * fp4_scale_bytes(s);
 }
 
+// Where a gated tile's 64 gate and 64 up rows sit among its 128 chunk rows.
+//  kHalves:   chunk rows 0-63 gate columns 64t.., rows 64-127 the up rows of the same columns
+//             (cutlass_mega's fused kernel: one warp's gate and up items are separate rows).
+//  kRowPairs: each 16 chunk rows hold 8 gate columns then the up rows of the same 8 columns, 16
+//             rows per 8 columns in column order (the weight-only GEMM: the thread that
+//             accumulates chunk rows r and r + 8 of a 16-row block holds a gate/up pair, so the
+//             activation needs no exchange between threads).
+enum class GatePairing { kHalves, kRowPairs };
+
+// A gated tile's chunk row `r` (0..127): its column within the tile (0..63) and whether it is an
+// up row.
+struct GatedRow {
+  int64_t column;
+  bool up;
+};
+GatedRow gated_chunk_row(int64_t r, GatePairing pairing);
+
 // Padded geometry: `tiles` tiles of 128 rows and `stages` stages of 128 K per expert, past the
 // stack's own; 0 = exactly the stack's (which must then fill them).
 struct Fp4Padding {
   int64_t tiles = 0, stages = 0;
 };
 
-// Packs one stack. `gate_up` > 0: a gated w13 whose up rows start at row `gate_up` (= I); 0:
-// tiles of 128 consecutive rows. Unpadded: rows % 128 == 0 (gated: gate_up % 64 == 0) and
-// k % 128 == 0. Padded (`pad`): tile t of a gated stack holds gate and up columns 64t..64t+63 and
-// of a plain one rows 128t..128t+127, columns past I (or rows past `rows`) and K past `k` zero
-// codes (the scales are [rows, ceil(k / block)], a last block may be partial).
-// Refuses by name (moe::Error, INVALID_ARGUMENT) a scale the kernel cannot take exactly: a NaN
-// or negative nvfp4 scale, a NaN ue8m0 code, an mx scale outside [2^-99, 2^27]
+// Packs one stack. `gate_up` > 0: a gated w13 whose up rows start at row `gate_up` (= I), paired
+// in each tile as `pairing` says; 0: tiles of 128 consecutive rows. Unpadded: rows % 128 == 0
+// (gated: gate_up % 64 == 0) and k % 128 == 0. Padded (`pad`): tile t of a gated stack holds gate
+// and up columns 64t..64t+63 and of a plain one rows 128t..128t+127, columns past I (or rows past
+// `rows`) and K past `k` zero codes (the scales are [rows, ceil(k / block)], a last block may be
+// partial). Refuses by name (moe::Error, INVALID_ARGUMENT) a scale the kernel cannot take exactly:
+// a NaN or negative nvfp4 scale, a NaN ue8m0 code, an mx scale outside [2^-99, 2^27]
 // (moe_cuda/fp4_decode.hpp). A zero nvfp4 scale zeroes its block's codes (the block is 0 either
 // way).
 std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const uint8_t* scales,
                                     int64_t experts, int64_t rows, int64_t k, int64_t gate_up,
-                                    std::string_view name, Fp4Padding pad = {});
+                                    std::string_view name, Fp4Padding pad = {},
+                                    GatePairing pairing = GatePairing::kHalves);
 
 // The same refusals for a stack's scale bytes alone ([matrices, rows, blocks]), naming
 // `name`[matrix, row, block] in the caller's own indexing (before it rearranges anything).
@@ -66,10 +85,12 @@ void check_chunk_cover(int64_t tiles, int64_t stages, int64_t rows, int64_t k, i
 // holds a weight row (`row`, the canonical row within the expert: padding rows are skipped), one
 // (expert, tile) per parallel task, so each task writes only its own chunks.
 void for_each_chunk_row(int64_t experts, int64_t tiles, int64_t rows, int64_t gate_up,
-                        const std::function<void(int64_t, int64_t, int64_t, int64_t)>& fn);
+                        const std::function<void(int64_t, int64_t, int64_t, int64_t)>& fn,
+                        GatePairing pairing = GatePairing::kHalves);
 
-// The canonical row of tile row `r` (0..127) of tile `t`, as pack_fp4_stack orders them.
-int64_t fp4_source_row(int64_t t, int64_t r, int64_t gate_up);
+// The canonical row of tile row `r` (0..127) of tile `t`, as the packers order them.
+int64_t fp4_source_row(int64_t t, int64_t r, int64_t gate_up,
+                       GatePairing pairing = GatePairing::kHalves);
 
 // Element `kk` (0..127) of a chunk row: the byte of its nibble within the row's 64 code bytes,
 // and the nibble (0 low, 1 high).

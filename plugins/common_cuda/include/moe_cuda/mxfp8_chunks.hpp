@@ -29,7 +29,8 @@ constexpr int64_t kMx8ChunkBytes = kMx8CodeBytes + kFp4TileRows * (kFp4StageK / 
 // 2^-127 for an all-zero block is taken).
 std::vector<uint8_t> pack_mxfp8_stack(const uint8_t* codes, const uint8_t* scales, int64_t experts,
                                       int64_t rows, int64_t k, int64_t gate_up,
-                                      std::string_view name, Fp4Padding pad = {});
+                                      std::string_view name, Fp4Padding pad = {},
+                                      GatePairing pairing = GatePairing::kHalves);
 
 // Where K element `kk` (0..127) of a chunk row lands among the row's 128 code bytes.
 int mx8_byte_at(int kk);
