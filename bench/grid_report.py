@@ -78,6 +78,13 @@ def best_peer_ms(rec):
     return min((v for k, v in rec.get("peers", {}).items() if k != "error"), default=None)
 
 
+def base_label(backend, base):
+    """The name of the bf16 backend's columns: `base`, or `base bf16` where the grid's backend is
+    the same one in another format (trtllm_style's weight-only grids), so that no two columns
+    share a name."""
+    return f"{base} bf16" if base == backend else base
+
+
 def columns(fmt, backend="trtllm_style", base=None, rival_names=()):
     """(header, cell of a record) per column of a grid of format fmt run by backend, with base
     (the backend timed next to it, bf16_backend_ms) when there is one, and each rival's time and
@@ -91,10 +98,11 @@ def columns(fmt, backend="trtllm_style", base=None, rival_names=()):
              ("x best peer", lambda r: _ms(r.get("ratio_to_best_peer"))),
              ("best peer x floor", lambda r: _x_floor(best_peer_ms(r), r["floor_ms"]))]
     if base:  # what the user would run instead, timed in the same run
-        cols += [(f"{base} ms", lambda r: _ms(r.get("bf16_backend_ms"))),
-                 (f"{base} x floor",
+        name = base_label(backend, base)
+        cols += [(f"{name} ms", lambda r: _ms(r.get("bf16_backend_ms"))),
+                 (f"{name} x floor",
                   lambda r: _x_floor(r.get("bf16_backend_ms"), r.get("bf16_backend_floor_ms"))),
-                 (f"x {base}", lambda r: _ms(r.get("ratio_to_bf16_backend")))]
+                 (f"x {name}", lambda r: _ms(r.get("ratio_to_bf16_backend")))]
     for name in rival_names:
         cols += [(f"{name} ms", lambda r, n=name: _ms(r.get("rivals", {}).get(n, {}).get("ms"))),
                  (f"x {name}", lambda r, n=name: _ms(r.get("rivals", {}).get(n, {}).get("ratio")))]
@@ -137,14 +145,15 @@ def current_commit():
 
 def bf16_backend_note(records, backend, base):
     """What the columns of the backend timed next to ours hold, and where its routing differed."""
-    note = (f" '{base} ms': {base} bf16 (`moe bench` on configs/bench/<shape>_bf16.yaml) timed "
-            f"in the same run, what a user would run instead of {backend}; '{base} x floor': its "
-            f"time / its own floor (bf16 weight bytes); 'x {base}': {backend} / {base}. The peers "
+    name = base_label(backend, base)
+    note = (f" '{name} ms': {base} bf16 (`moe bench` on configs/bench/<shape>_bf16.yaml) timed "
+            f"in the same run, what a user would run instead of {backend}; '{name} x floor': its "
+            f"time / its own floor (bf16 weight bytes); 'x {name}': {backend} / {name}. The peers "
             f"ran on {backend}'s routing (`moe bench --dump-routing`).")
     differ = [f"{r['shape']} T={r['tokens']}" for r in records
               if r.get("bf16_backend_same_routing") is False]
     if differ:
-        note += (f" At {len(differ)} point(s) {base}'s routing differed from {backend}'s "
+        note += (f" At {len(differ)} point(s) {name}'s routing differed from {backend}'s "
                  f"({', '.join(differ)}).")
     return note
 

@@ -131,6 +131,25 @@ assert rows[0].endswith("| 0.5000 | 0.0600 | 0.5000 | 2.0 | yes | triton | - |")
 assert rows[1].endswith("| 2.0000 | 0.3000 | 3.0000 | 90.0 | no | - | - |"), rows[1]
 assert "At 1 point(s) deepgemm_style's routing differed from cutlass_mega's (s T=512)" in md, md
 
+# trtllm_style's weight-only grid times trtllm_style bf16 beside it: its columns say "bf16", so
+# no two columns share a name, and the note and the routing remark name it so too.
+weight_only = [dict(mega[0], backend="trtllm_style", format="mxfp4", bf16_backend_same_routing=False)]
+with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "grid.jsonl")
+    with open(path, "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in weight_only))
+    subprocess.run([sys.executable, script, path, "--no-plot"], check=True,
+                   stdout=subprocess.DEVNULL)
+    md = open(os.path.join(d, "grid.md")).read()
+header = [l for l in md.splitlines() if l.startswith("| shape |")][0]
+names = [h.strip() for h in header.strip("|").split("|")]
+assert len(names) == len(set(names)), names
+assert ("| trtllm_style ms | torch_grouped_mm | triton | cublas | floor ms | x floor | x best peer "
+        "| best peer x floor | trtllm_style bf16 ms | trtllm_style bf16 x floor | x trtllm_style "
+        "bf16 | TFLOP/s | trtllm_style graph |") in header, header
+assert "'x trtllm_style bf16': trtllm_style / trtllm_style bf16" in md, md
+assert "trtllm_style bf16's routing differed from trtllm_style's (s T=1)" in md, md
+
 # The plot, one panel per shape, draws cutlass_mega, each peer, trtllm_style and the floor
 # (matplotlib faked: it is absent on CPU machines).
 sys.path.insert(0, os.path.join(here, "..", "..", "bench"))

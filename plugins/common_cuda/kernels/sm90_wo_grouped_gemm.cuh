@@ -177,8 +177,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using G = Geometry<kW, N>;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem =
-      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // Rounded up to 1024 bytes by pointer arithmetic on the shared array (not an integer round
+  // trip, which hides the address space): the chunk reads compile to LDS, not generic loads.
+  const uint32_t misalign = uint32_t(__cvta_generic_to_shared(smem_raw)) & 1023u;
+  uint8_t* smem = smem_raw + ((1024u - misalign) & 1023u);
   auto* full = reinterpret_cast<uint64_t*>(smem + G::kBarrierOffset);
   uint64_t* empty = full + G::kStages;
   int* prefix = reinterpret_cast<int*>(smem + G::kPrefixOffset);

@@ -105,7 +105,11 @@ INSTANTIATE_TEST_SUITE_P(
                     WoCase{kMx8, MOE_ACTIVATION_RELU2, 128, true, 128, 128, "128"},
                     WoCase{kMx, MOE_ACTIVATION_SILU_MUL, 0, true, 256, 256, "64", 256},
                     WoCase{kNv, MOE_ACTIVATION_SILU_MUL, 256, false, 256, 256, "128", 256},
-                    WoCase{kMx8, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 256, "128", 256}),
+                    WoCase{kMx8, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 256, "128", 256},
+                    // Gated tiles cut by the padding (I = 80, 200: the last tile's columns past
+                    // I are zero) with biases and a narrower shared expert, at 64 and 128 tokens.
+                    WoCase{kNv, MOE_ACTIVATION_GELU_MUL, 32, true, 256, 80, "64"},
+                    WoCase{kMx8, MOE_ACTIVATION_SILU_MUL_CLAMP, 48, true, 192, 200, "128", 256}),
     [](const testing::TestParamInfo<WoCase>& info) {
       const WoCase& c = info.param;
       return fmt::format("{}_{}{}{}_h{}_i{}_tile_{}_t{}", format_name(c.format),

@@ -1,7 +1,7 @@
 // The Hopper weight-only layout of mxfp8 weights (docs/design.md §6), read by the weight-only
 // grouped GEMM like the fp4 chunks of moe_cuda/fp4_chunks.hpp: per expert, tiles of 128 rows
-// (a gated w13's tile pairs 64 gate rows with the 64 up rows of the same columns), each a run of
-// chunks of 128 K, one chunk per pipeline stage, fetched by one bulk copy.
+// (a gated w13's tile holds 64 columns' gate and up rows, paired as GatePairing says), each a run
+// of chunks of 128 K, one chunk per pipeline stage, fetched by one bulk copy.
 //
 // A chunk holds the codes, 128 bytes a row, then the row's 4 ue8m0 scale codes (one per 32 K):
 // 16896 bytes. Within a row, the 32 bytes at 32q are what thread q of the mma (lane % 4) needs:

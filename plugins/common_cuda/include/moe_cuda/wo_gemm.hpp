@@ -21,7 +21,7 @@ int64_t wo_chunk_bytes(WoWeights w);
 const char* wo_weights_name(WoWeights w);
 
 enum class WoEpilogue {
-  kGated,       // a tile is 64 gate rows and the 64 up rows of the same columns: act(gate, up)
+  kGated,       // a tile is 64 columns' gate and up rows (GatePairing::kRowPairs): act(gate, up)
   kPlain,       // 128 output columns per tile, as computed (plus the bias)
   kPlainRelu2,  // the same through relu2 (a non-gated GEMM1)
 };
