@@ -14,8 +14,9 @@
 // A from registers and B from shared memory.
 //
 // One CTA per SM, persistent; warpgroup 0 produces (one thread), warpgroups 1 and 2 consume.
-// Tiles are numbered group by group, N-token blocks of a group in order, and within a block the
-// weight tiles in order (kernels/group_tiles.cuh).
+// Tiles are numbered group by group, and within a group the N-token blocks of a weight tile
+// consecutively (kernels/group_tiles.cuh, group_tile_rows_first): CTAs running at once share
+// weight tiles, which L2 then serves.
 //
 // Epilogues. kGated: a tile is 64 intermediate columns, each 16 chunk rows 8 gate columns and
 // their up rows (moe_cuda/fp4_chunks.hpp, GatePairing::kRowPairs), so a thread's two rows of each
@@ -203,7 +204,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
   const int n_units = p.n_tiles / kCluster;
   const int units = prefix[p.groups] * n_units;
   auto tile_at = [&](int u) {
-    GroupTile t = group_tile(prefix, p.groups, n_units, u);
+    GroupTile t = group_tile_rows_first(prefix, p.groups, n_units, u);
     t.block_n = t.block_n * kCluster + rank;
     return t;
   };
