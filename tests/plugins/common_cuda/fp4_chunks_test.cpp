@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "expected_chunk_row.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe_cuda/fp4_chunks.hpp"
@@ -56,20 +57,6 @@ double exact_product(uint32_t a_bits, uint32_t b_bits) {
   return prod;
 }
 
-// The canonical row of chunk row `r` of tile `t`, or -1 for padding, written from the layout's
-// description (moe_cuda/fp4_chunks.hpp) rather than from the packer's own functions. kHalves:
-// rows 0-63 gate columns 64t.., 64-127 their up rows; kRowPairs: each 16 rows 8 gate columns
-// (8 per 16 rows, in order) then their up rows.
-int64_t expected_row(const Stack& s, int64_t t, int64_t r, GatePairing pairing) {
-  if (s.gate_up == 0) return t * kFp4TileRows + r < s.rows ? t * kFp4TileRows + r : -1;
-  const bool halves = pairing == GatePairing::kHalves;
-  const int64_t in_tile = halves ? r % 64 : 8 * (r / 16) + r % 8;
-  const bool up = halves ? r >= 64 : r % 16 >= 8;
-  const int64_t column = 64 * t + in_tile;
-  if (column >= s.gate_up) return -1;
-  return up ? s.gate_up + column : column;
-}
-
 // Decodes every element of the prepared chunks the way the consumer threads do and compares it
 // with the canonical weight; returns how many elements it checked.
 // With `pad`, the padding (rows or columns past the stack's, K past k) must decode to zero.
@@ -89,7 +76,7 @@ int64_t check_decodes_exactly(const Stack& s, Fp4Padding pad = {},
       for (int64_t st = 0; st < stages; ++st) {
         const uint8_t* chunk = packed.data() + ((e * tiles + t) * stages + st) * chunk_bytes;
         for (int64_t r = 0; r < kFp4TileRows; ++r) {
-          const int64_t row = expected_row(s, t, r, pairing);
+          const int64_t row = expected_chunk_row(s.rows, s.gate_up, t, r, pairing);
           if (row >= 0) EXPECT_EQ(fp4_source_row(t, r, s.gate_up, pairing), row);
           for (int q = 0; q < 4; ++q)
             for (int i = 0; i < 4; ++i) {
