@@ -77,7 +77,9 @@ int64_t check_decodes_exactly(const Stack& s, Fp4Padding pad = {},
         const uint8_t* chunk = packed.data() + ((e * tiles + t) * stages + st) * chunk_bytes;
         for (int64_t r = 0; r < kFp4TileRows; ++r) {
           const int64_t row = expected_chunk_row(s.rows, s.gate_up, t, r, pairing);
-          if (row >= 0) EXPECT_EQ(fp4_source_row(t, r, s.gate_up, pairing), row);
+          if (row >= 0) {
+            EXPECT_EQ(fp4_source_row(t, r, s.gate_up, pairing), row);
+          }
           for (int q = 0; q < 4; ++q)
             for (int i = 0; i < 4; ++i) {
               uint32_t word = 0;
