@@ -339,8 +339,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       const bool has_bias = p.bias != nullptr && t.group < p.bias_groups;
       const float* bias = has_bias ? p.bias + int64_t(t.group) * p.bias_ld : nullptr;
       const int mat = lane / 8, mrow = lane % 8;
+      const bool gated = p.epilogue == kGated;
       consumers_sync();  // every thread is done storing the previous tile's staged output
-      if (p.epilogue == kGated) {
+      if (gated) {
         // Rows rloc and rloc + 8 are a gate column and its up row (GatePairing::kRowPairs): the
         // thread applies the activation to its own pairs. The warp's 8 columns of the tile's 64:
         // warpgroup half's 32, warp w's 8; one 8x8 output matrix per j.
@@ -405,7 +406,6 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       }
       consumers_sync();  // the staged tile is complete
       // Token rows of the tile: 64 (gated) or 128 columns, 16 bytes per store.
-      const bool gated = p.epilogue == kGated;
       const int cols = gated ? kWgRows : kRows, pieces = cols / 8;
       const int out0 = gated ? t.block_n * kWgRows : t.block_n * kRows;
       for (int idx = t256; idx < count * pieces; idx += 256) {
