@@ -12,10 +12,11 @@
 // tile still streams its whole weight tile (bench/NOTES.md: that, not the tensor work, is what
 // such tiles cost).
 //
-// Tiles are numbered group by group, 128-row blocks of a group in order, and within a row block
-// the N tiles in order: the CTAs working at one moment share row blocks and nearby weight tiles,
-// which L2 serves. Every CTA derives the same numbering from the group row counts, which live on
-// the device (contiguous offsets or masked counts), so a launch reads nothing back to the host.
+// Tiles are numbered group by group, and within a group the 128-row blocks of one weight tile
+// (pair) consecutively (kernels/group_tiles.cuh, group_tile_rows_first): the CTAs working at one
+// moment share weight tiles, which L2 serves, even where a group's weights outgrow L2. Every CTA
+// derives the same numbering from the group row counts, which live on the device (contiguous
+// offsets or masked counts), so a launch reads nothing back to the host.
 #pragma once
 
 #include <cuda.h>
@@ -196,7 +197,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
   const int n_tiles = p.n / kBlockN, n_units = n_tiles / kCluster, k_blocks = p.k / kBlockK;
   const int units = prefix[p.groups] * n_units;
   auto tile_at = [&](int u) {
-    gpu::kernels::GroupTile t = gpu::kernels::group_tile(prefix, p.groups, n_units, u);
+    gpu::kernels::GroupTile t = gpu::kernels::group_tile_rows_first(prefix, p.groups, n_units, u);
     t.block_n = t.block_n * kCluster + rank;
     return t;
   };
