@@ -1,17 +1,23 @@
 // Weight-only grouped GEMM for sm90a (docs/design.md §6): mxfp4, nvfp4 or mxfp8 weights in the
 // Hopper weight-only layouts (moe_cuda/fp4_chunks.hpp, moe_cuda/mxfp8_chunks.hpp) times bf16
-// token rows, f32 accumulate, bf16 out, with GEMM1's activation (and bias) in the epilogue.
+// token rows, f32 accumulate, bf16 out, with GEMM1's activation (and bias) in the epilogue. Its
+// bf16 instance (kBf16) runs the same schedule and epilogues on bf16 weight tiles
+// (moe_cuda/bf16_tiles.hpp) with nothing to dequantise: see "bf16" below.
 //
 //   out[r, c] = act(sum_k rows[r, k] * w[g][c, k] * scale(g, c, k / block) * scale_2[g] + bias)
 //
 // Swap AB: weight rows fill wgmma's M side (two consumer warpgroups of 64 rows: a 128-row tile
-// is one prepared chunk run), tokens the N side (N = 16, 64 or 128 per tile, chosen per batch by
-// the host), so a decode batch of a few tokens per expert streams its weights without padding
+// is one prepared chunk run), tokens the N side (N = 16, 32, 64 or 128 per tile, chosen per batch
+// by the host), so a decode batch of a few tokens per expert streams its weights without padding
 // them with empty rows. Each K stage is one chunk (128 K: codes and block scales, one bulk copy)
 // and the tile's token rows (two 128-byte swizzled TMA boxes of 64 K). The consumers dequantise
 // the chunk into A fragments in registers (kernels/fp4_fragments.cuh, mxfp8_fragments.cuh: exact,
 // the scale folded into the bf16 operand, whatever the block size) and issue wgmma m64nNk16 with
 // A from registers and B from shared memory.
+//
+// bf16: a stage is 64 K (the weight tile's 128 rows x 64 K and the token rows, each one 128-byte
+// swizzled TMA box), and both wgmma operands come from shared memory (m64nNk16 SS), so the
+// consumers only wait, issue and release; the stages are half as large, twice as many fit.
 //
 // One CTA per SM, persistent; warpgroup 0 produces (one thread), warpgroups 1 and 2 consume.
 // Tiles are numbered group by group, and within a group the N-token blocks of a weight tile
@@ -22,7 +28,8 @@
 // their up rows (moe_cuda/fp4_chunks.hpp, GatePairing::kRowPairs), so a thread's two rows of each
 // 16 are a gate/up pair and it writes act(gate, up) itself (bias first); the two warpgroups write
 // 32 columns each. kPlain: 128 output columns, optionally relu2 (a non-gated GEMM1). Both stage
-// the bf16 tile in shared memory and store whole 16-byte pieces of token rows.
+// the bf16 tile in shared memory and store whole 16-byte pieces of token rows, in two passes of
+// N / 2 tokens where the smaller staging space makes room for one more pipeline stage.
 #pragma once
 
 #include <cuda.h>
@@ -51,37 +58,56 @@ namespace moe::gpu::kernels::wo {
 constexpr int kThreads = 384;
 constexpr int kRows = 128;  // weight rows per tile: two warpgroups of 64
 constexpr int kWgRows = 64;
-constexpr int kStageK = 128;      // one chunk
 constexpr int kMaxGroups = 1024;  // the tile prefix lives in shared memory
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 
 enum Epilogue : int32_t { kGated = 0, kPlain = 1 };
 // The weight formats (WoWeights on the host).
-enum Weights : int { kMxfp4 = 0, kNvfp4 = 1, kMxfp8 = 2 };
+enum Weights : int { kMxfp4 = 0, kNvfp4 = 1, kMxfp8 = 2, kBf16 = 3 };
 
-// A stage's chunk space: 1024-byte slots (mxfp4 8704 bytes, nvfp4 9216, mxfp8 16896).
+// K per stage: one chunk (128), or for bf16 one 128-byte swizzle atom of K (64).
 template <int kW>
-constexpr int kChunkSlot = kW == kMxfp8 ? 17 * 1024 : 9 * 1024;
+constexpr int kStageK = kW == kBf16 ? 64 : 128;
+// A stage's weight space: 1024-byte slots (mxfp4 8704 bytes, nvfp4 9216, mxfp8 16896; bf16 128
+// rows x 64 K).
+template <int kW>
+constexpr int kChunkSlot = kW == kBf16    ? 16 * 1024
+                           : kW == kMxfp8 ? 17 * 1024
+                                          : 9 * 1024;
 // The fragment reader of a chunk.
 template <int kW>
 using Rows = std::conditional_t<kW == kMxfp8, Mx8Rows, Fp4Rows<kW == kMxfp4>>;
 
 template <int kW, int N>
 struct Geometry {
-  static_assert(N == 16 || N == 64 || N == 128, "instantiated token widths");
-  static constexpr int kTokBytes = N * kStageK * 2;  // [2 K halves][N rows][128 bytes]
+  static_assert(N == 16 || N == 32 || N == 64 || N == 128, "instantiated token widths");
+  static constexpr int kSteps = kStageK<kW> / 16;        // wgmma K steps per stage
+  static constexpr int kTokBytes = N * kStageK<kW> * 2;  // [K / 64 boxes][N rows][128 bytes]
   static constexpr int kStageBytes = kChunkSlot<kW> + kTokBytes;
   // Two stages are in the consumers' hands (one group in flight, one being issued); the rest
-  // let the producer run ahead: as many as fit, up to 4, 6 or 10.
-  static constexpr int kMostStages = N >= 128 ? 4 : N >= 64 ? 6 : 10;
+  // let the producer run ahead: as many as fit, up to 4, 6 or 10 (bf16's half-size stages: 6,
+  // 8 or 10).
+  static constexpr int kMostStages = kW == kBf16 ? (N >= 128  ? 6
+                                                    : N >= 64 ? 8
+                                                              : 10)
+                                     : N >= 128  ? 4
+                                     : N >= 64   ? 6
+                                                 : 10;
   static constexpr int kAccum = N / 2;      // f32 per thread: 64 rows x N / 128 threads
   static constexpr int kOutLd = kRows + 8;  // bf16 per token row of the staged output
-  // The epilogue's space: the staged bf16 output [N][kOutLd].
-  static constexpr size_t kEpilogueBytes = size_t(N) * kOutLd * 2;
-  static constexpr size_t kFixedBytes =
-      kEpilogueBytes + 2 * 10 * sizeof(uint64_t) + (kMaxGroups + 4) * sizeof(int) + 1024;
-  static constexpr int kFit = int((227 * 1024 - kFixedBytes) / kStageBytes);
-  static constexpr int kStages = kFit < kMostStages ? kFit : kMostStages;
+  // The stages that fit beside an epilogue staging N / passes token rows [N / passes][kOutLd].
+  static constexpr int stages_beside(int passes) {
+    const size_t fixed = size_t(N / passes) * kOutLd * 2 + 2 * 10 * sizeof(uint64_t) +
+                         (kMaxGroups + 4) * sizeof(int) + 1024;
+    const int fit = int((227 * 1024 - fixed) / kStageBytes);
+    return fit < kMostStages ? fit : kMostStages;
+  }
+  // The epilogue stages and stores the tile in two passes of N / 2 tokens where that frees room
+  // for one more stage (mxfp8 and bf16 at N = 128), else in one.
+  static constexpr int kPasses = N >= 64 && stages_beside(2) > stages_beside(1) ? 2 : 1;
+  static constexpr int kPassN = N / kPasses;  // token rows staged at once
+  static constexpr size_t kEpilogueBytes = size_t(kPassN) * kOutLd * 2;
+  static constexpr int kStages = stages_beside(kPasses);
   static_assert(kStages >= 3, "two stages for the consumers, one for the producer");
   static constexpr size_t kEpilogueOffset = size_t(kStages) * kStageBytes;
   static constexpr size_t kBarrierOffset = kEpilogueOffset + kEpilogueBytes;
@@ -93,9 +119,11 @@ struct Geometry {
 
 struct Params {
   CUtensorMap rows_map;     // [R, K] bf16 token rows, boxes of N rows x 64 K, 128-byte swizzle
+  CUtensorMap weights_map;  // bf16: [groups x n_tiles x 128, K] weight rows, boxes of 128 x 64 K
   const uint8_t* chunks;    // [groups][n_tiles][k_stages] prepared chunks, chunk_bytes each
-  int32_t chunk_bytes = 0;  // 8704 (mxfp4), 9216 (nvfp4) or 16896 (mxfp8)
-  int32_t groups = 0, n_tiles = 0, k_stages = 0;
+  int32_t chunk_bytes = 0;  // 8704 (mxfp4), 9216 (nvfp4) or 16896 (mxfp8); bf16: unused
+  int32_t groups = 0, n_tiles = 0;
+  int32_t k_stages = 0;              // stages of kStageK<kW> K
   const int64_t* offsets = nullptr;  // group g's rows [offsets[g], offsets[g + 1])
   const float* scale_2 = nullptr;    // [groups] (nvfp4's per-expert scale), or null
   float unfold = 1.0f;  // 2^kFp4Unfold (4-bit), 1 (mxfp8): the fold of the bf16 operands taken back
@@ -112,31 +140,50 @@ struct Params {
   int32_t out_cols = 0;  // columns stored: [0, out_cols), a multiple of 8
 };
 
-// acc += A (64 weight rows from registers) x B (N tokens x 16 K from shared memory).
+// acc += A (64 weight rows: from registers, RS, or shared memory, SS) x B (N tokens x 16 K from
+// shared memory).
 template <int N>
-struct RsMma;
+struct Mma;
 template <>
-struct RsMma<16> {
-  using Op = cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
+struct Mma<16> {
+  using Rs = cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
+                                                           cute::SM90::GMMA::Major::K>;
+  using Ss = cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
                                                            cute::SM90::GMMA::Major::K>;
 };
 template <>
-struct RsMma<64> {
-  using Op = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
+struct Mma<32> {
+  using Rs = cute::SM90::GMMA::MMA_64x32x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
+                                                           cute::SM90::GMMA::Major::K>;
+  using Ss = cute::SM90::GMMA::MMA_64x32x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
                                                            cute::SM90::GMMA::Major::K>;
 };
 template <>
-struct RsMma<128> {
-  using Op = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
+struct Mma<64> {
+  using Rs = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
+                                                           cute::SM90::GMMA::Major::K>;
+  using Ss = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
+                                                           cute::SM90::GMMA::Major::K>;
+};
+template <>
+struct Mma<128> {
+  using Rs = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
+                                                            cute::SM90::GMMA::Major::K>;
+  using Ss = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
                                                             cute::SM90::GMMA::Major::K>;
 };
 
 template <int N, size_t... I>
 __device__ __forceinline__ void rs_mma(const uint32_t (&a)[4], uint64_t b, float* d,
                                        bool accumulate, std::index_sequence<I...>) {
-  RsMma<N>::Op::fma(
-      a[0], a[1], a[2], a[3], b, d[I]...,
-      accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
+  Mma<N>::Rs::fma(a[0], a[1], a[2], a[3], b, d[I]...,
+                  accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
+}
+template <int N, size_t... I>
+__device__ __forceinline__ void ss_mma(uint64_t a, uint64_t b, float* d, bool accumulate,
+                                       std::index_sequence<I...>) {
+  Mma<N>::Ss::fma(a, b, d[I]...,
+                  accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
 }
 
 // The 256 consumer threads only (named barrier 1): the producer runs ahead.
@@ -167,6 +214,9 @@ __device__ __forceinline__ void stmatrix_t2(uint16_t* row, uint32_t a, uint32_t 
 }
 
 constexpr uint64_t kRowsHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+// bf16 weight tiles: the CTAs running at once share them (group_tile_rows_first), so L2 keeps
+// them as it would any other line.
+constexpr uint64_t kWeightsHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
 
 // kCluster = 2: the two CTAs of a cluster take the same token block and neighbouring weight
 // tiles; each loads half of the token rows and multicasts them to both, so a token tile crosses
@@ -191,6 +241,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
 
   if (threadIdx.x == 0) {
     cute::prefetch_tma_descriptor(&p.rows_map);
+    if constexpr (kW == kBf16) cute::prefetch_tma_descriptor(&p.weights_map);
     for (int s = 0; s < G::kStages; ++s) {
       cutlass::arch::ClusterBarrier::init(&full[s], 1);
       cutlass::arch::ClusterBarrier::init(&empty[s], 8 * kCluster);  // every consumer warp
@@ -220,16 +271,25 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         const int row0 = int(p.offsets[t.group] + int64_t(t.block_m) * N) + rank * kPart;
         const uint8_t* chunk =
             p.chunks + (size_t(t.group) * p.n_tiles + t.block_n) * p.k_stages * p.chunk_bytes;
+        const int wrow = (t.group * p.n_tiles + t.block_n) * kRows;  // bf16: the tile's first row
         for (int ks = 0; ks < p.k_stages; ++ks) {
           cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
           uint8_t* dst = smem + size_t(stage) * G::kStageBytes;
-          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
-              &full[stage], uint32_t(p.chunk_bytes + G::kTokBytes));
-          cute::SM90_BULK_COPY_G2S::copy(chunk + size_t(ks) * p.chunk_bytes, &full[stage], dst,
-                                         p.chunk_bytes);
+          if constexpr (kW == kBf16) {
+            // The weight tile's 128 rows x 64 K, one box.
+            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
+                &full[stage], uint32_t(kChunkSlot<kW> + G::kTokBytes));
+            cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[stage], kWeightsHint, dst,
+                                         ks * kStageK<kW>, wrow);
+          } else {
+            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
+                &full[stage], uint32_t(p.chunk_bytes + G::kTokBytes));
+            cute::SM90_BULK_COPY_G2S::copy(chunk + size_t(ks) * p.chunk_bytes, &full[stage], dst,
+                                           p.chunk_bytes);
+          }
           uint8_t* tok = dst + kChunkSlot<kW> + rank * kPart * 128;
-          for (int half = 0; half < 2; ++half) {
-            const int k0 = ks * kStageK + half * 64;
+          for (int half = 0; half < kStageK<kW> / 64; ++half) {
+            const int k0 = ks * kStageK<kW> + half * 64;
             if constexpr (kCluster > 1)
               cute::SM90_TMA_LOAD_MULTICAST_2D::copy(&p.rows_map, &full[stage],
                                                      uint16_t((1 << kCluster) - 1), kRowsHint,
@@ -259,36 +319,49 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         for (int c = 0; c < kCluster; ++c)
           cutlass::arch::ClusterBarrier::arrive(&empty[s], uint32_t(c), 1u);
     };
-    // The current stage's 8 K steps: A fragments dequantised into `a` (kept until the group
-    // completes), one wgmma each, committed as one group. `first`: the tile's first stage.
+    // The current stage's K steps (8; bf16: 4), one wgmma each, committed as one group: A
+    // fragments dequantised into `a` (kept until the group completes), or for bf16 read from
+    // shared memory as B is. `first`: the tile's first stage.
     auto issue = [&](uint32_t(&a)[8][4], bool first) {
       const uint8_t* w = smem + size_t(stage) * G::kStageBytes;
       const uint64_t desc = kmajor_sw128_desc(w + kChunkSlot<kW>);
       cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
-      const Rows<kW> rows(w, half * kWgRows + rloc, q);
-      // All 8 K steps' fragments first (independent chains the scheduler can interleave), then
-      // one fence for the registers they wrote, then the 8 wgmmas back to back.
+      if constexpr (kW == kBf16) {
+        // This warpgroup's 64 weight rows of the swizzled tile (8 KB in), 32 bytes a K step.
+        const uint64_t da = kmajor_sw128_desc(w + half * kWgRows * 128);
+        cute::warpgroup_arrive();
 #pragma unroll
-      for (int j = 0; j < 8; ++j) rows.fragments(j, a[j]);
+        for (int j = 0; j < G::kSteps; ++j)
+          ss_mma<N>(da + uint64_t((j * 32) >> 4), desc + uint64_t((j * 32) >> 4), acc,
+                    !(first && j == 0), std::make_index_sequence<G::kAccum>{});
+        cute::warpgroup_commit_batch();
+      } else {
+        const Rows<kW> rows(w, half * kWgRows + rloc, q);
+        // All 8 K steps' fragments first (independent chains the scheduler can interleave), then
+        // one fence for the registers they wrote, then the 8 wgmmas back to back.
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
+        for (int j = 0; j < 8; ++j) rows.fragments(j, a[j]);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) cute::warpgroup_fence_operand(a[j][i]);
-      cute::warpgroup_arrive();
+        for (int j = 0; j < 8; ++j)
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        // K step j: K half j / 4 (N rows of 128 bytes), 32 bytes per step within it.
-        const uint64_t db = desc + uint64_t(((j / 4) * N * 128 + (j % 4) * 32) >> 4);
-        rs_mma<N>(a[j], db, acc, !(first && j == 0), std::make_index_sequence<G::kAccum>{});
+          for (int i = 0; i < 4; ++i) cute::warpgroup_fence_operand(a[j][i]);
+        cute::warpgroup_arrive();
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          // K step j: K half j / 4 (N rows of 128 bytes), 32 bytes per step within it.
+          const uint64_t db = desc + uint64_t(((j / 4) * N * 128 + (j % 4) * 32) >> 4);
+          rs_mma<N>(a[j], db, acc, !(first && j == 0), std::make_index_sequence<G::kAccum>{});
+        }
+        cute::warpgroup_commit_batch();
       }
-      cute::warpgroup_commit_batch();
     };
     // After the group that read `a` completed: its registers may be reused from here on.
     auto retire = [](uint32_t(&a)[8][4]) {
+      if constexpr (kW != kBf16)  // bf16: nothing in registers
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
+        for (int j = 0; j < 8; ++j)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) cute::warpgroup_fence_operand(a[j][i]);
+          for (int i = 0; i < 4; ++i) cute::warpgroup_fence_operand(a[j][i]);
     };
     auto advance = [&] {
       if (++stage == G::kStages) stage = 0, phase ^= 1;
@@ -340,7 +413,21 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       const float* bias = has_bias ? p.bias + int64_t(t.group) * p.bias_ld : nullptr;
       const int mat = lane / 8, mrow = lane % 8;
       const bool gated = p.epilogue == kGated;
-      consumers_sync();  // every thread is done storing the previous tile's staged output
+      // Stores staged token rows pass * kPassN.. of the tile (those it has): 64 (gated) or 128
+      // columns, 16 bytes per store.
+      auto store = [&](int pass) {
+        consumers_sync();  // the staged rows are complete
+        const int cols = gated ? kWgRows : kRows, pieces = cols / 8;
+        const int out0 = gated ? t.block_n * kWgRows : t.block_n * kRows;
+        const int t0 = pass * G::kPassN;
+        const int rows = count - t0 < G::kPassN ? count - t0 : G::kPassN;
+        for (int idx = t256; idx < rows * pieces; idx += 256) {
+          const int tok = idx / pieces, c = (idx % pieces) * 8;
+          if (out0 + c >= p.out_cols) continue;
+          const uint4 v = *reinterpret_cast<const uint4*>(staged + tok * G::kOutLd + c);
+          *reinterpret_cast<uint4*>(p.out + (first + t0 + tok) * p.out_ld + out0 + c) = v;
+        }
+      };
       if (gated) {
         // Rows rloc and rloc + 8 are a gate column and its up row (GatePairing::kRowPairs): the
         // thread applies the activation to its own pairs. The warp's 8 columns of the tile's 64:
@@ -359,12 +446,23 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
                                activate<true>(p.act, kAct, g1, u1));
           };
           if constexpr (N >= 32) {
+            constexpr int kPer = N / 32 / G::kPasses;  // stmatrix x4 a pass
 #pragma unroll
-            for (int k = 0; k < N / 32; ++k)  // j = 4k .. 4k + 3
-              stmatrix_t4(staged + (8 * (4 * k + mat) + mrow) * G::kOutLd + cbase, out(4 * k),
-                          out(4 * k + 1), out(4 * k + 2), out(4 * k + 3));
+            for (int pass = 0; pass < G::kPasses; ++pass) {
+              if (pass * G::kPassN >= count) break;  // no tokens left (uniform)
+              consumers_sync();  // the staged rows were stored (previous pass or tile)
+#pragma unroll
+              for (int k = 0; k < kPer; ++k) {  // j = 4K .. 4K + 3, K = pass * kPer + k
+                const int kk = pass * kPer + k;
+                stmatrix_t4(staged + (8 * (4 * k + mat) + mrow) * G::kOutLd + cbase, out(4 * kk),
+                            out(4 * kk + 1), out(4 * kk + 2), out(4 * kk + 3));
+              }
+              store(pass);
+            }
           } else {
+            consumers_sync();
             stmatrix_t2(staged + (8 * (mat % 2) + mrow) * G::kOutLd + cbase, out(0), out(1));
+            store(0);
           }
         };
         switch (p.activation) {
@@ -393,26 +491,25 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
             return v;
           };
           auto pair = [&](int i) { return pack_bf16x2(value(i), value(i + 1)); };
+          constexpr int kPer = N / 16 / G::kPasses;  // stmatrix x4 a pass
 #pragma unroll
-          for (int k = 0; k < N / 16; ++k)  // j = 2k, 2k + 1
-            stmatrix_t4(staged + (8 * (2 * k + mat / 2) + mrow) * G::kOutLd + half * kWgRows +
-                            warp * 16 + (mat % 2) * 8,
-                        pair(8 * k), pair(8 * k + 2), pair(8 * k + 4), pair(8 * k + 6));
+          for (int pass = 0; pass < G::kPasses; ++pass) {
+            if (pass * G::kPassN >= count) break;  // no tokens left (uniform)
+            consumers_sync();  // the staged rows were stored (previous pass or tile)
+#pragma unroll
+            for (int k = 0; k < kPer; ++k) {  // j = 2K, 2K + 1, K = pass * kPer + k
+              const int kk = pass * kPer + k;
+              stmatrix_t4(staged + (8 * (2 * k + mat / 2) + mrow) * G::kOutLd + half * kWgRows +
+                              warp * 16 + (mat % 2) * 8,
+                          pair(8 * kk), pair(8 * kk + 2), pair(8 * kk + 4), pair(8 * kk + 6));
+            }
+            store(pass);
+          }
         };
         if (p.plain_relu2)
           plain_tile(std::true_type{});
         else
           plain_tile(std::false_type{});
-      }
-      consumers_sync();  // the staged tile is complete
-      // Token rows of the tile: 64 (gated) or 128 columns, 16 bytes per store.
-      const int cols = gated ? kWgRows : kRows, pieces = cols / 8;
-      const int out0 = gated ? t.block_n * kWgRows : t.block_n * kRows;
-      for (int idx = t256; idx < count * pieces; idx += 256) {
-        const int tok = idx / pieces, c = (idx % pieces) * 8;
-        if (out0 + c >= p.out_cols) continue;
-        const uint4 v = *reinterpret_cast<const uint4*>(staged + tok * G::kOutLd + c);
-        *reinterpret_cast<uint4*>(p.out + (first + tok) * p.out_ld + out0 + c) = v;
       }
     }
   }

@@ -17,6 +17,8 @@ int64_t wo_chunk_bytes(WoWeights w) {
       return fp4_chunk_bytes(Fp4Scales::kNv);
     case WoWeights::kMxfp8:
       return kMx8ChunkBytes;
+    case WoWeights::kBf16:
+      return 128 * 128 * 2;
   }
   return 0;
 }
@@ -29,13 +31,22 @@ const char* wo_weights_name(WoWeights w) {
       return "nvfp4";
     case WoWeights::kMxfp8:
       return "mxfp8";
+    case WoWeights::kBf16:
+      return "bf16";
   }
   return "?";
 }
 
+int wo_gemm_max_groups() {
+  return detail::wo_max_groups();
+}
+
 int wo_tokens_per_tile(int64_t rows, int groups) {
   const int64_t average = groups > 0 ? (rows + groups - 1) / groups : rows;
-  return average <= 16 ? 16 : average <= 64 ? 64 : 128;
+  // Twice the average up to 64 rows, so that the experts above it rarely take a second token
+  // block (measured on the H200, bench/NOTES.md session 18: at 16 rows an expert 32-row tiles
+  // are 20-27% faster than 16-row ones, at 32 rows 64-row tiles beat 32-row ones).
+  return average <= 8 ? 16 : average <= 16 ? 32 : average <= 64 ? 64 : 128;
 }
 
 void check_wo_gemm_operands(const WoGemmArgs& a) {
@@ -52,9 +63,14 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
   MOE_CHECK(a.max_rows >= 0 && a.max_rows < (int64_t(1) << 31), kInvalid,
             "weight-only GEMM: max_rows={} must be in [0, 2^31)", a.max_rows);
   auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  MOE_CHECK(
-      a.rows && a.chunks && a.out && aligned16(a.rows) && aligned16(a.chunks) && aligned16(a.out),
-      kInvalid, "weight-only GEMM: rows, chunks and out must be non-null and 16-byte aligned");
+  MOE_CHECK(a.rows && a.out && aligned16(a.rows) && aligned16(a.out), kInvalid,
+            "weight-only GEMM: rows and out must be non-null and 16-byte aligned");
+  const bool bf16 = a.weights == WoWeights::kBf16;
+  MOE_CHECK(bf16 || (a.chunks && aligned16(a.chunks)), kInvalid,
+            "weight-only GEMM: {} chunks must be non-null and 16-byte aligned",
+            wo_weights_name(a.weights));
+  MOE_CHECK(!bf16 || (a.weight_rows && aligned16(a.weight_rows)), kInvalid,
+            "weight-only GEMM: bf16 weight rows must be non-null and 16-byte aligned");
   const int64_t tile_cols = a.epilogue == WoEpilogue::kGated ? 64 : 128;
   MOE_CHECK(a.out_cols >= 1 && a.out_cols % 8 == 0 && a.out_cols <= a.n_tiles * tile_cols &&
                 a.out_ld >= a.out_cols && a.out_ld % 8 == 0,
@@ -74,9 +90,9 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
             "weight-only GEMM: the bias rows ({} wide, up columns at {}) must cover the {} "
             "tiles of {} columns",
             a.bias_ld, a.up_offset, a.n_tiles, tile_cols);
-  MOE_CHECK(a.tokens_per_tile == 0 || a.tokens_per_tile == 16 || a.tokens_per_tile == 64 ||
-                a.tokens_per_tile == 128,
-            kInvalid, "weight-only GEMM: tokens_per_tile={} must be 16, 64 or 128 (or 0: auto)",
+  MOE_CHECK(a.tokens_per_tile == 0 || a.tokens_per_tile == 16 || a.tokens_per_tile == 32 ||
+                a.tokens_per_tile == 64 || a.tokens_per_tile == 128,
+            kInvalid, "weight-only GEMM: tokens_per_tile={} must be 16, 32, 64 or 128 (or 0: auto)",
             a.tokens_per_tile);
   MOE_CHECK(a.sm_count >= 1, kInvalid, "weight-only GEMM: sm_count={} must be positive",
             a.sm_count);

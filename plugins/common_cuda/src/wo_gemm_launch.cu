@@ -26,14 +26,20 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
   if (!encode_tensor_map_2d(&p.rows_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, a.rows, a.max_rows, a.k,
                             2, N / kCluster, 64))
     return {"tensor map", "cuTensorMapEncodeTiled failed (or the driver lacks it)"};
+  // bf16: the weight rows of every tile, one box of a tile's 128 rows x 64 K a stage.
+  if (kW == kBf16 && !encode_tensor_map_2d(&p.weights_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                           a.weight_rows, int64_t(a.groups) * a.n_tiles * kRows,
+                                           int64_t(a.k_stages) * 128, 2, kRows, 64))
+    return {"tensor map", "cuTensorMapEncodeTiled failed for the weight rows"};
   p.chunks = a.chunks;
-  p.chunk_bytes = int32_t(wo_chunk_bytes(a.weights));
+  p.chunk_bytes = kW == kBf16 ? 0 : int32_t(wo_chunk_bytes(a.weights));
   p.groups = a.groups;
   p.n_tiles = a.n_tiles;
-  p.k_stages = a.k_stages;
+  p.k_stages = a.k_stages * (128 / kStageK<kW>);  // the host counts 128-K chunks
   p.offsets = a.offsets;
   p.scale_2 = a.scale_2;
-  p.unfold = kW == kMxfp8 ? 1.0f : float(1 << kFp4Unfold);  // mxfp8's products are exact as they are
+  // mxfp8's products are exact as they are, bf16's are the weights themselves.
+  p.unfold = kW == kMxfp8 || kW == kBf16 ? 1.0f : float(1 << kFp4Unfold);
   p.bias = a.bias;
   p.bias_groups = a.bias_groups;
   p.bias_ld = a.bias_ld;
@@ -61,7 +67,7 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
 }
 
 // Token tiles of 64 and 128 rows pair their CTAs when the weight tiles come in pairs; decode's
-// 16-row tiles stream weights, which no pair shares.
+// 16- and 32-row tiles stream weights, which no pair shares.
 template <int kW>
 WoLaunchResult launch_width(const moe_problem& prob, const WoGemmArgs& a, int n,
                             cudaStream_t stream) noexcept {
@@ -69,6 +75,8 @@ WoLaunchResult launch_width(const moe_problem& prob, const WoGemmArgs& a, int n,
   switch (n) {
     case 16:
       return launch_typed<kW, 16, 1>(prob, a, stream);
+    case 32:
+      return launch_typed<kW, 32, 1>(prob, a, stream);
     case 64:
       return pairs ? launch_typed<kW, 64, 2>(prob, a, stream)
                    : launch_typed<kW, 64, 1>(prob, a, stream);
@@ -93,6 +101,8 @@ WoLaunchResult launch_wo_gemm(const moe_problem& prob, const WoGemmArgs& a, int 
       return launch_width<kernels::wo::kNvfp4>(prob, a, tokens_per_tile, stream);
     case WoWeights::kMxfp8:
       return launch_width<kernels::wo::kMxfp8>(prob, a, tokens_per_tile, stream);
+    case WoWeights::kBf16:
+      return launch_width<kernels::wo::kBf16>(prob, a, tokens_per_tile, stream);
   }
   return {"launch", "unknown weight format"};
 }

@@ -18,6 +18,7 @@
 #include "moe_cuda/fp8_block_gemm.hpp"
 #include "moe_cuda/permute.hpp"
 #include "moe_cuda/quantize.hpp"
+#include "moe_cuda/wo_gemm.hpp"
 #include "moe_cuda/workspace.hpp"
 
 namespace moe::trtllm {
@@ -164,11 +165,12 @@ PrepareOptions layout_options(const moe_problem& p, const Options& options) {
   // activation runs as a kernel of its own on [up | gate] halves.
   o.gated_interleave = !is_fp8_block(p);
   for (const auto& [key, value] : options) {
-    if (key == "gemm_tiles" || key == "activation_epilogue" || key == "token_tile")
+    if (key == "gemm_tiles" || key == "activation_epilogue" || key == "token_tile" ||
+        key == "bf16_gemm")
       continue;  // read by DeviceLayer
     MOE_FAIL(MOE_STATUS_CONFIG_ERROR,
              "trtllm_style: unknown option '{}' (known: gemm_tiles, activation_epilogue, "
-             "token_tile)",
+             "token_tile, bf16_gemm)",
              key);
   }
   return o;
@@ -198,14 +200,15 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                 "(its promoted fp32 accumulators do not fit 128x256 tiles)",
                 format_name(static_cast<moe_format>(p.format)));
     } else if (key == "token_tile") {
-      MOE_CHECK(value == "auto" || value == "16" || value == "64" || value == "128",
-                MOE_STATUS_CONFIG_ERROR, "trtllm_style: token_tile '{}' is not auto, 16, 64 or 128",
-                value);
       MOE_CHECK(
-          is_weight_only(p), MOE_STATUS_CONFIG_ERROR,
-          "trtllm_style: token_tile is for the weight-only layers (mxfp4, nvfp4, mxfp8), not {}",
-          format_name(static_cast<moe_format>(p.format)));
+          value == "auto" || value == "16" || value == "32" || value == "64" || value == "128",
+          MOE_STATUS_CONFIG_ERROR, "trtllm_style: token_tile '{}' is not auto, 16, 32, 64 or 128",
+          value);
       token_tile_option_ = value == "auto" ? std::nullopt : std::optional(std::stoi(value));
+    } else if (key == "bf16_gemm") {
+      MOE_CHECK(value == "auto" || value == "cutlass" || value == "own", MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: bf16_gemm '{}' is not auto, cutlass or own", value);
+      own_option_ = value == "auto" ? std::nullopt : std::optional(value == "own");
     } else if (key == "activation_epilogue") {
       MOE_CHECK(value == "auto" || value == "fused" || value == "separate", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: activation_epilogue '{}' is not auto, fused or separate", value);
@@ -222,11 +225,13 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                 "is not row-interleaved (128-row scale blocks), so the activation runs apart");
     }
   }
+  own_bf16_ = own_option_ ? *own_option_ : auto_own_bf16(p, options);
+  check_own_bf16(p, options);
   std::vector<int32_t> map(size_t(p.experts));
   for (int64_t e = 0; e < p.experts; ++e) map[e] = local_expert_id(p, e);
   local_map_ = upload_vector(map);
   groups_ = p.local_experts + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
-  if (is_weight_only(p)) {
+  if (weight_only_path()) {
     (void)layout_options(p, options);  // unknown options are config errors here too
     prepare_weight_only(p, w);
     return;
@@ -371,10 +376,60 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
             : grouped_gemm_workspace_bytes(int(groups_), device_info().sm_count);
 }
 
-int64_t DeviceLayer::expected_rows(int64_t tokens) const {
-  const moe_problem p = problem_.c();
+int64_t expected_group_rows(const moe_problem& p, int64_t tokens) {
   const int64_t extra = p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
   return tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) + tokens * extra;
+}
+
+bool auto_own_bf16(const moe_problem& p, const Options& options) {
+  if (p.format != MOE_FORMAT_BF16 || p.sink_experts > 0) return false;
+  const int64_t groups = p.local_experts + (p.shared_intermediate > 0 ? 1 : 0);
+  if (groups > gpu::wo_gemm_max_groups()) return false;
+  bool own_key = false;
+  for (const auto& [key, value] : options) {
+    if (key == "gemm_tiles" || key == "activation_epilogue") return false;  // CUTLASS's options
+    own_key = own_key || key == "token_tile";
+  }
+  // Measured on the H200 (bench/NOTES.md, session 18): the weight-only GEMM on bf16 tiles is
+  // 1-18% faster than CUTLASS's up to 128 rows per expert and 0-16% slower past 256, and a layer
+  // holds one of the two layouts: the one for the largest batch it takes.
+  return own_key || expected_group_rows(p, p.max_tokens) <= 128 * groups;
+}
+
+bool DeviceLayer::weight_only_path() const {
+  return own_bf16_ || is_weight_only(problem_.c());
+}
+
+void DeviceLayer::check_own_bf16(const moe_problem& p, const Options& options) const {
+  const char* format = format_name(static_cast<moe_format>(p.format));
+  for (const auto& [key, value] : options)
+    MOE_CHECK(key != "token_tile" || weight_only_path(), MOE_STATUS_CONFIG_ERROR,
+              "trtllm_style: token_tile is for the weight-only GEMM (mxfp4, nvfp4 and mxfp8 "
+              "layers, or bf16 ones with bf16_gemm: own), not a {} layer on CUTLASS",
+              format);
+  if (!own_bf16_) return;
+  MOE_CHECK(
+      p.format == MOE_FORMAT_BF16, MOE_STATUS_CONFIG_ERROR,
+      "trtllm_style: bf16_gemm 'own' is for bf16 layers; a {} layer's GEMMs follow its format",
+      format);
+  MOE_CHECK(p.sink_experts == 0, MOE_STATUS_CONFIG_ERROR,
+            "trtllm_style: bf16_gemm 'own' runs the weight-only GEMM, which prepares the routed "
+            "and shared experts only, not the {} sink experts (bf16_gemm: cutlass runs them)",
+            p.sink_experts);
+  const int64_t groups = p.local_experts + (p.shared_intermediate > 0 ? 1 : 0);
+  MOE_CHECK(groups <= gpu::wo_gemm_max_groups(), MOE_STATUS_CONFIG_ERROR,
+            "trtllm_style: bf16_gemm 'own' schedules at most {} groups, not {}",
+            gpu::wo_gemm_max_groups(), groups);
+  MOE_CHECK(!tiles_option_, MOE_STATUS_CONFIG_ERROR,
+            "trtllm_style: gemm_tiles is for the CUTLASS GEMMs; with bf16_gemm 'own' the token "
+            "tile is token_tile (auto, 16, 64, 128)");
+  MOE_CHECK(fuse_option_ != false, MOE_STATUS_CONFIG_ERROR,
+            "trtllm_style: activation_epilogue 'separate' does not go with bf16_gemm 'own', whose "
+            "GEMM1 always applies the activation in its epilogue");
+}
+
+int64_t DeviceLayer::expected_rows(int64_t tokens) const {
+  return expected_group_rows(problem_.c(), tokens);
 }
 
 // Fewer than 32 rows per group on average: decode-like, weight tiles (swap AB). Under expert
@@ -412,7 +467,7 @@ std::array<size_t, 9> DeviceLayer::pieces(int64_t tokens) const {
   const moe_problem p = problem_.c();
   const bool fp8 = is_fp8(p);
   const size_t rows = size_t(tokens * rows_per_token(p));
-  if (is_weight_only(p))  // bf16 rows, the activated intermediate (GEMM1 fuses it), GEMM2's output
+  if (weight_only_path())  // bf16 rows, the activated intermediate (GEMM1 fuses it), GEMM2's output
     return {moe::gpu::permutation_workspace_bytes(p, tokens),
             rows * p.hidden * 2,
             0,
@@ -487,7 +542,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   auto stream = static_cast<cudaStream_t>(a.stream);
   const Workspace ws = carve(a.workspace, tokens);
   if (is_fp8_block(p)) return run_fp8_block(a, ws, stream);
-  if (is_weight_only(p)) return run_weight_only(a, ws, stream);
+  if (weight_only_path()) return run_weight_only(a, ws, stream);
   const int sm = device_info().sm_count;
   const GemmTiles tiles = this->tiles(tokens);
   const bool fuse = fuse_activation(tokens);

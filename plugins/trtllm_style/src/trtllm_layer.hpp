@@ -40,6 +40,14 @@ WoGeometry wo_geometry(const moe_problem& p);
 // TensorRT-LLM's.
 std::string describe_weight_only_layout(const moe_problem& p);
 
+// The rows a batch of `tokens` gives the local groups with uniform routing (under expert
+// parallelism local_experts/experts of the routed ones), sinks and shared expert included.
+int64_t expected_group_rows(const moe_problem& p, int64_t tokens);
+// bf16_gemm: auto. Whether a bf16 layer runs on the weight-only GEMM (bf16 tiles) rather than
+// CUTLASS's: when it can (no sinks, few enough groups), unless CUTLASS's options are given, and
+// when token_tile is, or when even a max_tokens batch averages at most 128 rows an expert.
+bool auto_own_bf16(const moe_problem& p, const Options& options);
+
 // Why this backend cannot run `p` on this machine, or MOE_REASON_NONE.
 struct Refusal {
   moe_reason reason = MOE_REASON_NONE;
@@ -66,6 +74,11 @@ class DeviceLayer {
   void run_fp8_block(const moe_run_args& args, const Workspace& ws, cudaStream_t stream) const;
   void prepare_weight_only(const moe_problem& p, const moe_weights& w);
   void run_weight_only(const moe_run_args& args, const Workspace& ws, cudaStream_t stream) const;
+  // mxfp4, nvfp4, mxfp8, and bf16 with bf16_gemm: own run on the weight-only GEMM.
+  bool weight_only_path() const;
+  // The options and problems bf16_gemm: own cannot take (and token_tile off the weight-only
+  // GEMM): config errors naming them.
+  void check_own_bf16(const moe_problem& p, const Options& options) const;
 
   Problem problem_;
   LayoutTag tag_;
@@ -75,10 +88,10 @@ class DeviceLayer {
   std::optional<GemmTiles> tiles_option_;  // gemm_tiles; nullopt = auto
   std::optional<bool> fuse_option_;        // activation_epilogue fused/separate; nullopt = auto
   std::optional<int> token_tile_option_;   // token_tile: 16, 64 or 128; nullopt = auto
+  std::optional<bool> own_option_;         // bf16_gemm own/cutlass; nullopt = auto
+  bool own_bf16_ = false;                  // bf16 on the weight-only GEMM (bf16 tiles)
   WoGeometry wo_;                          // mxfp4, nvfp4, mxfp8
-  // The rows a batch of `tokens` gives this rank's groups with uniform routing (under expert
-  // parallelism local_experts/experts of the routed ones), sinks and shared expert included.
-  int64_t expected_rows(int64_t tokens) const;
+  int64_t expected_rows(int64_t tokens) const;  // expected_group_rows of this layer
   bool small_groups(int64_t tokens) const;
   bool fuse_activation(int64_t tokens) const;
   GemmTiles tiles(int64_t tokens) const;

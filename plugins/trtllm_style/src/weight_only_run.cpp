@@ -5,6 +5,8 @@
 // with their block scales, gate and up columns paired per tile), padded to whole tiles, and run
 // permute -> gather -> weight-only GEMM1 with the bias and activation in its epilogue ->
 // weight-only GEMM2 -> weighted combine (moe_cuda/wo_gemm.hpp). `moe describe` says so.
+// bf16 layers with option bf16_gemm: own take the same path on bf16 tiles of the same geometry
+// (moe_cuda/bf16_tiles.hpp): the weight-only GEMM with nothing to dequantise.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -14,6 +16,7 @@
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
+#include "moe_cuda/bf16_tiles.hpp"
 #include "moe_cuda/fp4_chunks.hpp"
 #include "moe_cuda/mxfp8_chunks.hpp"
 #include "moe_cuda/permute.hpp"
@@ -30,6 +33,7 @@ int64_t round_up(int64_t x, int64_t to) {
 gpu::WoWeights wo_weights(const moe_problem& p) {
   return p.format == MOE_FORMAT_MXFP4   ? gpu::WoWeights::kMxfp4
          : p.format == MOE_FORMAT_NVFP4 ? gpu::WoWeights::kNvfp4
+         : p.format == MOE_FORMAT_BF16  ? gpu::WoWeights::kBf16
                                         : gpu::WoWeights::kMxfp8;
 }
 
@@ -71,6 +75,15 @@ std::string describe_weight_only_layout(const moe_problem& p) {
   const WoGeometry g = wo_geometry(p);
   const gpu::WoWeights w = wo_weights(p);
   const bool gated = is_gated(static_cast<moe_activation>(p.activation));
+  if (w == gpu::WoWeights::kBf16)
+    return fmt::format(
+        "bf16 on the weight-only GEMM (bf16_gemm: auto takes it when a max_tokens batch averages "
+        "at most 128 rows an expert; bf16_gemm: own always): tiles of 128 weight rows, w13 as {} "
+        "tiles per expert{}, w2 as {} tiles, K padded to {} and {}, read by TMA 64 K a stage, "
+        "both wgmma operands from shared memory, the bias and activation in GEMM1's epilogue "
+        "(bf16_gemm: cutlass prepares TensorRT-LLM's layout for CUTLASS's GEMMs instead)",
+        g.w13_tiles, gated ? " (64 gate columns and their up rows, paired 8 by 8)" : "", g.w2_tiles,
+        g.padded_h, g.padded_i);
   return fmt::format(
       "{} weights, bf16 activations (weight-only) on Hopper: TensorRT-LLM's layout for them "
       "(scales swizzled 128x4 for Blackwell's block-scaled MMA) has no sm_90 reader, so the "
@@ -121,6 +134,15 @@ void DeviceLayer::prepare_weight_only(const moe_problem& p, const moe_weights& w
   auto put = [&](DeviceBuffer& dst, size_t group_bytes, int64_t first, const moe_tensor& q,
                  const moe_tensor& sc, int64_t count, int64_t rows, int64_t k, int64_t gate_up,
                  const std::string& name, gpu::Fp4Padding pad) {
+    if (kind == gpu::WoWeights::kBf16) {
+      const std::vector<uint16_t> tiles = gpu::pack_bf16_stack(
+          static_cast<const uint16_t*>(q.data), count, rows, k, gate_up, name, pad, kPairing);
+      MOE_CHECK(tiles.size() * 2 == group_bytes * size_t(count), MOE_STATUS_INTERNAL,
+                "trtllm_style: {} packed into {} bytes, expected {}", name, tiles.size() * 2,
+                group_bytes * size_t(count));
+      dst.upload(tiles.data(), tiles.size() * 2, group_bytes * size_t(first));
+      return;
+    }
     const auto* codes = static_cast<const uint8_t*>(q.data);
     const auto* scales = static_cast<const uint8_t*>(sc.data);
     const std::vector<uint8_t> packed =
@@ -182,7 +204,9 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   gpu::WoGemmArgs g1 = g;
   g1.rows = static_cast<const uint16_t*>(ws.rows);
   g1.k = p.hidden;
-  g1.chunks = w13_.as<uint8_t>();
+  const bool bf16 = g.weights == gpu::WoWeights::kBf16;
+  g1.chunks = bf16 ? nullptr : w13_.as<uint8_t>();
+  g1.weight_rows = bf16 ? w13_.as<uint16_t>() : nullptr;
   g1.n_tiles = int(wo_.w13_tiles);
   g1.k_stages = int(wo_.padded_h / 128);
   g1.scale_2 = w13_scale_.as<float>();
@@ -199,7 +223,8 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   gpu::WoGemmArgs g2 = g;
   g2.rows = static_cast<const uint16_t*>(ws.act);
   g2.k = padded_i_;
-  g2.chunks = w2_.as<uint8_t>();
+  g2.chunks = bf16 ? nullptr : w2_.as<uint8_t>();
+  g2.weight_rows = bf16 ? w2_.as<uint16_t>() : nullptr;
   g2.n_tiles = int(wo_.w2_tiles);
   g2.k_stages = int(wo_.padded_i / 128);
   g2.scale_2 = w2_scale_.as<float>();

@@ -59,7 +59,7 @@ TEST(WoGemmArgs, AValidCallPassesAndEachMisuseIsNamed) {
   expect_refused([](WoGemmArgs& a) { a.k = 250; }, "multiple of 8");
   expect_refused([](WoGemmArgs& a) { a.out_cols = 136; }, "out_cols=136");
   expect_refused([](WoGemmArgs& a) { a.out_ld = 120; }, "out_ld=120");
-  expect_refused([](WoGemmArgs& a) { a.tokens_per_tile = 32; }, "tokens_per_tile=32");
+  expect_refused([](WoGemmArgs& a) { a.tokens_per_tile = 48; }, "tokens_per_tile=48");
   expect_refused([](WoGemmArgs& a) { a.sm_count = 0; }, "sm_count=0");
   expect_refused([](WoGemmArgs& a) { a.rows = reinterpret_cast<const uint16_t*>(1); },
                  "16-byte aligned");
@@ -72,16 +72,44 @@ TEST(WoGemmArgs, AValidCallPassesAndEachMisuseIsNamed) {
   expect_refused([](WoGemmArgs& a) { a.up_offset = 0; }, "up_offset=0 past the 128 gate columns");
   expect_refused([](WoGemmArgs& a) { a.bias_groups = -1; }, "bias rows");
   expect_refused([](WoGemmArgs& a) { a.bias_ld = 200; }, "bias rows (200 wide");
+  expect_refused([](WoGemmArgs& a) { a.chunks = nullptr; }, "mxfp4 chunks must be non-null");
+}
+
+// bf16 weights come as tile rows, not chunks: those rows are required, chunks are not read.
+TEST(WoGemmArgs, Bf16TakesWeightRowsNotChunks) {
+  alignas(16) static uint16_t tiles[16];
+  WoGemmArgs a = valid();
+  a.weights = WoWeights::kBf16;
+  a.chunks = nullptr;
+  a.weight_rows = tiles;
+  EXPECT_NO_THROW(check_wo_gemm_operands(a));
+  expect_refused(
+      [](WoGemmArgs& b) {
+        b.weights = WoWeights::kBf16;
+        b.chunks = nullptr;
+      },
+      "bf16 weight rows must be non-null");
+  expect_refused(
+      [](WoGemmArgs& b) {
+        b.weights = WoWeights::kBf16;
+        b.weight_rows = reinterpret_cast<const uint16_t*>(tiles + 1);
+      },
+      "bf16 weight rows must be non-null and 16-byte aligned");
 }
 
 TEST(WoGemmArgs, ChunkSizesAndNames) {
   EXPECT_EQ(wo_chunk_bytes(WoWeights::kMxfp4), 8704);
   EXPECT_EQ(wo_chunk_bytes(WoWeights::kNvfp4), 9216);
   EXPECT_EQ(wo_chunk_bytes(WoWeights::kMxfp8), 16896);
+  EXPECT_EQ(wo_chunk_bytes(WoWeights::kBf16), 128 * 128 * 2);
   EXPECT_STREQ(wo_weights_name(WoWeights::kMxfp8), "mxfp8");
+  EXPECT_STREQ(wo_weights_name(WoWeights::kBf16), "bf16");
   EXPECT_EQ(wo_tokens_per_tile(4096 * 8, 128), 128);
   EXPECT_EQ(wo_tokens_per_tile(64 * 8, 128), 16);
   EXPECT_EQ(wo_tokens_per_tile(512 * 8, 128), 64);
+  EXPECT_EQ(wo_tokens_per_tile(256 * 8, 128), 32);  // 16 rows a group: room above the average
+  EXPECT_EQ(wo_tokens_per_tile(1024 * 8, 128), 64);
+  EXPECT_EQ(wo_tokens_per_tile(1025 * 8, 128), 128);
 }
 
 }  // namespace

@@ -163,5 +163,27 @@ TEST_F(TrtllmSupport, Fp4WeightsRunOnBf16ActivationsWithoutSinks) {
   }
 }
 
+// bf16_gemm: auto, as `moe describe` shows it (no options there): the weight-only GEMM on bf16
+// tiles when a max_tokens batch averages at most 128 rows an expert, CUTLASS's layout past that
+// and for sink experts (which only CUTLASS's path runs).
+TEST_F(TrtllmSupport, Bf16GemmAutoFollowsTheRowsPerExpertAtMaxTokens) {
+  auto layout = [&](int64_t max_tokens, int64_t sinks) {
+    Problem q = fp8(MOE_INPUT_BF16);
+    q.raw().format = MOE_FORMAT_BF16;
+    q.raw().max_tokens = max_tokens;
+    if (sinks > 0) {
+      q.raw().sink_experts = sinks;
+      q.raw().sink_intermediate = q.raw().intermediate;
+      q.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+    }
+    q.finalize();
+    return plugin_->describe_layout(q.c()).value_or("");
+  };
+  // E = 16, k = 4: 512 tokens give 128 rows an expert, 513 more.
+  EXPECT_THAT(layout(512, 0), testing::HasSubstr("bf16 on the weight-only GEMM"));
+  EXPECT_THAT(layout(513, 0), testing::Not(testing::HasSubstr("weight-only GEMM")));
+  EXPECT_THAT(layout(64, 1), testing::Not(testing::HasSubstr("weight-only GEMM")));
+}
+
 }  // namespace
 }  // namespace moe::test

@@ -1,5 +1,6 @@
-// trtllm_style's weight-only layers (mxfp4, nvfp4, mxfp8 weights) on a GPU, through the C ABI: the
-// Hopper weight-only layouts read by common_cuda's weight-only grouped GEMM (bf16 activations),
+// trtllm_style's weight-only layers (mxfp4, nvfp4, mxfp8 weights, and bf16 ones with option
+// bf16_gemm: own) on a GPU, through the C ABI: the Hopper weight-only layouts (bf16: tiles) read by
+// common_cuda's weight-only grouped GEMM (bf16 activations),
 // against the fp64 reference within the quantised formats' tolerance (docs/design.md §7): every
 // activation form, biases, a shared expert (as wide as the routed ones, or narrower and padded),
 // shapes that are not whole tiles (padded I and H, a partial last mx block), each token tile width,
@@ -73,6 +74,14 @@ class TrtllmWeightOnly : public testing::TestWithParam<WoCase> {
 constexpr moe_format kMx = MOE_FORMAT_MXFP4;
 constexpr moe_format kNv = MOE_FORMAT_NVFP4;
 constexpr moe_format kMx8 = MOE_FORMAT_MXFP8;
+constexpr moe_format kBf = MOE_FORMAT_BF16;  // with bf16_gemm: own
+
+// The case's options: its token tile, and bf16 layers on the weight-only GEMM.
+Options case_options(const WoCase& c) {
+  Options o{{"token_tile", c.tile}};
+  if (c.format == kBf) o.emplace_back("bf16_gemm", "own");
+  return o;
+}
 
 TEST_P(TrtllmWeightOnly, MatchesTheReference) {
   const WoCase c = GetParam();
@@ -81,7 +90,7 @@ TEST_P(TrtllmWeightOnly, MatchesTheReference) {
   const Support s = plugin_->supports(p);
   if (!s.supported) GTEST_SKIP() << "trtllm_style: " << s.message;
   const LayerWeights w = random_weights(p, 51);
-  const Layer layer = plugin_->prepare(p, w.view(), {{"token_tile", c.tile}});
+  const Layer layer = plugin_->prepare(p, w.view(), case_options(c));
   const Layer ref_layer = reference_->prepare(p, w.view(), {});
   if (c.max_tokens >= 256)
     expect_matches_reference(layer, ref_layer, *reference_, p, {1, 64, 200, 256}, 70, 2e-2);
@@ -109,7 +118,19 @@ INSTANTIATE_TEST_SUITE_P(
                     // Gated tiles cut by the padding (I = 80, 200: the last tile's columns past
                     // I are zero) with biases and a narrower shared expert, at 64 and 128 tokens.
                     WoCase{kNv, MOE_ACTIVATION_GELU_MUL, 32, true, 256, 80, "64"},
-                    WoCase{kMx8, MOE_ACTIVATION_SILU_MUL_CLAMP, 48, true, 192, 200, "128", 256}),
+                    WoCase{kMx8, MOE_ACTIVATION_SILU_MUL_CLAMP, 48, true, 192, 200, "128", 256},
+                    // bf16 tiles: every width, activation form, bias, the shared expert, padding.
+                    WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, false, 384, 256, "auto"},
+                    WoCase{kBf, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 256, "16"},
+                    WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 256, false, 200, 256, "64"},
+                    WoCase{kBf, MOE_ACTIVATION_RELU2, 0, true, 128, 192, "128"},
+                    WoCase{kBf, MOE_ACTIVATION_SILU_MUL_CLAMP, 0, true, 192, 200, "128", 256},
+                    WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 80, false, 256, 80, "64", 256},
+                    // 32 tokens a tile, each format.
+                    WoCase{kMx, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 192, "32"},
+                    WoCase{kNv, MOE_ACTIVATION_RELU2, 128, false, 128, 128, "32"},
+                    WoCase{kMx8, MOE_ACTIVATION_SILU_MUL, 32, true, 200, 96, "32", 256},
+                    WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 0, true, 384, 256, "32", 256}),
     [](const testing::TestParamInfo<WoCase>& info) {
       const WoCase& c = info.param;
       return fmt::format("{}_{}{}{}_h{}_i{}_tile_{}_t{}", format_name(c.format),
@@ -178,9 +199,65 @@ TEST_F(TrtllmWeightOnly, CutlassOptionsAndUnknownTileWidthsAreConfigErrors) {
       MOE_STATUS_CONFIG_ERROR, {"'separate' is not for mxfp4"});
   expect_error(
       [&] {
-        plugin_->prepare(p, w.view(), {{"token_tile", "32"}});
+        plugin_->prepare(p, w.view(), {{"token_tile", "48"}});
       },
-      MOE_STATUS_CONFIG_ERROR, {"token_tile '32'"});
+      MOE_STATUS_CONFIG_ERROR, {"token_tile '48'", "16, 32, 64 or 128"});
+}
+
+// bf16_gemm: own takes bf16 layers without sinks, and not the CUTLASS tile or a separate
+// activation; token_tile is for the weight-only GEMM only (bf16_gemm: auto takes it as a choice of
+// that GEMM, CUTLASS's options as a choice of CUTLASS's, both at once are a config error).
+TEST_F(TrtllmWeightOnly, OwnBf16GemmOptionErrors) {
+  const Problem q = problem({kBf, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 128, "auto"});
+  const moe_problem p = q.c();
+  const Support s = plugin_->supports(p);
+  if (!s.supported) GTEST_SKIP() << "trtllm_style: " << s.message;
+  const LayerWeights w = random_weights(p, 61);
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"bf16_gemm", "mine"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"bf16_gemm 'mine'", "auto, cutlass or own"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"bf16_gemm", "own"}, {"gemm_tiles", "wide"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"gemm_tiles", "bf16_gemm 'own'"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"activation_epilogue", "separate"}, {"bf16_gemm", "own"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"'separate'", "bf16_gemm 'own'"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"token_tile", "64"}, {"bf16_gemm", "cutlass"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"token_tile is for the weight-only GEMM", "bf16"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"token_tile", "64"}, {"gemm_tiles", "tokens"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"token_tile is for the weight-only GEMM", "bf16"});
+  const Problem mx = problem({kMx, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 128, "auto"});
+  const LayerWeights m = random_weights(mx.c(), 61);
+  expect_error(
+      [&] {
+        plugin_->prepare(mx.c(), m.view(), {{"bf16_gemm", "own"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"bf16_gemm 'own' is for bf16 layers", "mxfp4"});
+  Problem sinks = problem({kBf, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 128, "auto"});
+  sinks.raw().sink_experts = 1;
+  sinks.raw().sink_intermediate = 128;
+  sinks.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+  sinks.finalize();
+  if (plugin_->supports(sinks.c()).supported) {
+    const LayerWeights k = random_weights(sinks.c(), 61);
+    expect_error(
+        [&] {
+          plugin_->prepare(sinks.c(), k.view(), {{"bf16_gemm", "own"}});
+        },
+        MOE_STATUS_CONFIG_ERROR, {"sink experts"});
+  }
 }
 
 // Scales the kernel cannot take exactly are refused at prepare, naming the tensor and the place

@@ -1,7 +1,8 @@
 // Weight-only grouped GEMMs: mxfp4, nvfp4 or mxfp8 weights in the Hopper weight-only layouts
 // (moe_cuda/fp4_chunks.hpp, moe_cuda/mxfp8_chunks.hpp) times bf16 rows, dequantised in the main
 // loop and multiplied with bf16 wgmma (kernels/sm90_wo_grouped_gemm.cuh), bf16 out, GEMM1's bias
-// and activation in the epilogue. Every pointer is device memory and nothing is read back to the
+// and activation in the epilogue; bf16 weights (moe_cuda/bf16_tiles.hpp) run the same GEMM with
+// nothing to dequantise. Every pointer is device memory and nothing is read back to the
 // host, so a call can be captured in a CUDA graph. Needs CUTLASS: the library moe_cuda_wo_gemm
 // exists only in builds that found it.
 #pragma once
@@ -14,9 +15,10 @@
 
 namespace moe::gpu {
 
-enum class WoWeights { kMxfp4, kNvfp4, kMxfp8 };
+enum class WoWeights { kMxfp4, kNvfp4, kMxfp8, kBf16 };
 
-// The bytes of one prepared chunk (128 rows x 128 K and their scales).
+// The bytes of one prepared chunk (128 rows x 128 K and their scales; bf16: the 128 x 128
+// weights, which are rows of a tile stack rather than a chunk of their own).
 int64_t wo_chunk_bytes(WoWeights w);
 const char* wo_weights_name(WoWeights w);
 
@@ -35,8 +37,11 @@ struct WoGemmArgs {
   int64_t max_rows = 0;             // rows that `rows` and `out` hold
   const uint16_t* rows = nullptr;   // [max_rows, k] bf16, 16-byte aligned
   int64_t k = 0;                    // elements per row (a multiple of 8); k <= 128 k_stages
-  const uint8_t* chunks = nullptr;  // [groups][n_tiles][k_stages] prepared chunks
-  int n_tiles = 0, k_stages = 0;
+  const uint8_t* chunks = nullptr;  // [groups][n_tiles][k_stages] prepared chunks (not bf16)
+  // bf16: [groups x n_tiles x 128, 128 k_stages] weight rows, tile by tile
+  // (moe_cuda/bf16_tiles.hpp)
+  const uint16_t* weight_rows = nullptr;
+  int n_tiles = 0, k_stages = 0;   // k_stages: 128-K chunks (bf16 too)
   const float* scale_2 = nullptr;  // nvfp4: [groups] per-expert scale, or null
   const float* bias = nullptr;     // [bias_groups][bias_ld] f32, or null
   int bias_groups = 0;
@@ -46,14 +51,17 @@ struct WoGemmArgs {
   uint16_t* out = nullptr;  // [max_rows, out_ld] bf16, 16-byte aligned
   int64_t out_ld = 0;
   int64_t out_cols = 0;     // columns stored, a multiple of 8 (<= 64 or 128 per weight tile)
-  int tokens_per_tile = 0;  // 16, 64 or 128; 0: chosen from the average rows per group
+  int tokens_per_tile = 0;  // 16, 32, 64 or 128; 0: wo_tokens_per_tile
   int sm_count = 0;
 };
 
-// The tile width for `rows` rows spread over `groups` groups: the smallest of 16, 64, 128 that
-// holds the average group (decode streams weights for few tokens; prefill reuses each weight
-// tile over 128).
+// The tile width for `rows` rows spread over `groups` groups: 16 up to 8 rows a group on average,
+// 32 up to 16, 64 up to 64, else 128 (decode streams weights for few tokens, with room for the
+// groups above the average; prefill reuses each weight tile over 128).
 int wo_tokens_per_tile(int64_t rows, int groups);
+
+// The most groups one launch schedules (the kernel keeps their tile prefix in shared memory).
+int wo_gemm_max_groups();
 
 // The checks every launch makes (sizes, pointers, alignment, the tile width); throws moe::Error.
 void check_wo_gemm_operands(const WoGemmArgs& a);
