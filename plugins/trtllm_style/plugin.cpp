@@ -1,4 +1,5 @@
-// The trtllm_style plugin: TensorRT-LLM weight layouts read by CUTLASS sm90 grouped GEMMs,
+// The trtllm_style plugin: TensorRT-LLM weight layouts read by CUTLASS sm90 grouped GEMMs, the
+// weight-only formats (and bf16 layers of few rows an expert) on common_cuda's weight-only GEMM,
 // declared on the SDK's table builder.
 #include "moe/sdk/backend.hpp"
 #include "moe_cuda/gpu_backend.hpp"
@@ -18,7 +19,8 @@ class TrtllmBackend : public moe::gpu::GpuBackend {
         .version = "0.1",
         .description =
             "TensorRT-LLM weight layouts (w31, gated interleave) read by CUTLASS "
-            "sm90 grouped GEMMs",
+            "sm90 grouped GEMMs; mxfp4, nvfp4, mxfp8 and small bf16 layers on a "
+            "weight-only grouped GEMM of its own",
         // vLLM's moe_backend spellings for FlashInfer's TensorRT-LLM kernels.
         .aliases = {"flashinfer_trtllm", "flashinfer_cutlass"},
         .priority = 50,
