@@ -80,7 +80,8 @@ using Rows = std::conditional_t<kW == kMxfp8, Mx8Rows, Fp4Rows<kW == kMxfp4>>;
 
 template <int kW, int N>
 struct Geometry {
-  static_assert(N == 16 || N == 32 || N == 64 || N == 128, "instantiated token widths");
+  static_assert(N == 16 || N == 32 || N == 64 || N == 128 || (N == 256 && kW == kBf16),
+                "instantiated token widths (256: bf16 only, its A operand is not in registers)");
   static constexpr int kSteps = kStageK<kW> / 16;        // wgmma K steps per stage
   static constexpr int kTokBytes = N * kStageK<kW> * 2;  // [K / 64 boxes][N rows][128 bytes]
   static constexpr int kStageBytes = kChunkSlot<kW> + kTokBytes;
@@ -102,9 +103,15 @@ struct Geometry {
     const int fit = int((227 * 1024 - fixed) / kStageBytes);
     return fit < kMostStages ? fit : kMostStages;
   }
-  // The epilogue stages and stores the tile in two passes of N / 2 tokens where that frees room
-  // for one more stage (mxfp8 and bf16 at N = 128), else in one.
-  static constexpr int kPasses = N >= 64 && stages_beside(2) > stages_beside(1) ? 2 : 1;
+  // The epilogue stages and stores the tile in the fewest passes (1, 2 or 4 of N / passes
+  // tokens) that leave room for the most stages (mxfp8 and bf16 at N = 128: 2; bf16 at 256: 4).
+  static constexpr int most_passes() {
+    const int s1 = stages_beside(1), s2 = N >= 64 ? stages_beside(2) : 0;
+    const int s4 = N >= 128 ? stages_beside(4) : 0;
+    const int best = s1 > s2 ? (s1 > s4 ? s1 : s4) : (s2 > s4 ? s2 : s4);
+    return s1 == best ? 1 : s2 == best ? 2 : 4;
+  }
+  static constexpr int kPasses = most_passes();
   static constexpr int kPassN = N / kPasses;  // token rows staged at once
   static constexpr size_t kEpilogueBytes = size_t(kPassN) * kOutLd * 2;
   static constexpr int kStages = stages_beside(kPasses);
@@ -164,6 +171,11 @@ struct Mma<64> {
                                                            cute::SM90::GMMA::Major::K>;
   using Ss = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
                                                            cute::SM90::GMMA::Major::K>;
+};
+template <>
+struct Mma<256> {  // bf16 only: no register-A form (its 128 accumulators leave no room)
+  using Ss = cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
+                                                            cute::SM90::GMMA::Major::K>;
 };
 template <>
 struct Mma<128> {

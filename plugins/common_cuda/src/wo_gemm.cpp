@@ -41,8 +41,9 @@ int wo_gemm_max_groups() {
   return detail::wo_max_groups();
 }
 
-int wo_tokens_per_tile(int64_t rows, int groups) {
+int wo_tokens_per_tile(int64_t rows, int groups, WoWeights weights) {
   const int64_t average = groups > 0 ? (rows + groups - 1) / groups : rows;
+  if (weights == WoWeights::kBf16 && average > 512) return 256;
   // Twice the average up to 64 rows, so that the experts above it rarely take a second token
   // block (measured on the H200, bench/NOTES.md session 18: at 16 rows an expert 32-row tiles
   // are 20-27% faster than 16-row ones, at 32 rows 64-row tiles beat 32-row ones).
@@ -91,8 +92,11 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
             "tiles of {} columns",
             a.bias_ld, a.up_offset, a.n_tiles, tile_cols);
   MOE_CHECK(a.tokens_per_tile == 0 || a.tokens_per_tile == 16 || a.tokens_per_tile == 32 ||
-                a.tokens_per_tile == 64 || a.tokens_per_tile == 128,
-            kInvalid, "weight-only GEMM: tokens_per_tile={} must be 16, 32, 64 or 128 (or 0: auto)",
+                a.tokens_per_tile == 64 || a.tokens_per_tile == 128 ||
+                (a.tokens_per_tile == 256 && a.weights == WoWeights::kBf16),
+            kInvalid,
+            "weight-only GEMM: tokens_per_tile={} must be 16, 32, 64 or 128 (256: bf16 weights "
+            "only), or 0: auto",
             a.tokens_per_tile);
   MOE_CHECK(a.sm_count >= 1, kInvalid, "weight-only GEMM: sm_count={} must be positive",
             a.sm_count);
@@ -101,8 +105,8 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
 void run_wo_grouped_gemm(const moe_problem& p, const WoGemmArgs& a, cudaStream_t stream) {
   check_wo_gemm_operands(a);
   if (a.max_rows == 0) return;
-  const int n =
-      a.tokens_per_tile != 0 ? a.tokens_per_tile : wo_tokens_per_tile(a.max_rows, a.groups);
+  const int n = a.tokens_per_tile != 0 ? a.tokens_per_tile
+                                       : wo_tokens_per_tile(a.max_rows, a.groups, a.weights);
   const detail::WoLaunchResult r = detail::launch_wo_gemm(p, a, n, stream);
   MOE_CHECK(r.stage == nullptr, MOE_STATUS_DEVICE_ERROR,
             "weight-only GEMM ({}, {} tokens per tile, {} weight tiles, {} K stages) {}: {}",

@@ -77,6 +77,12 @@ WoLaunchResult launch_width(const moe_problem& prob, const WoGemmArgs& a, int n,
       return launch_typed<kW, 16, 1>(prob, a, stream);
     case 32:
       return launch_typed<kW, 32, 1>(prob, a, stream);
+    case 256:
+      if constexpr (kW == kernels::wo::kBf16)
+        return pairs ? launch_typed<kW, 256, 2>(prob, a, stream)
+                     : launch_typed<kW, 256, 1>(prob, a, stream);
+      else
+        return {"launch", "256 tokens a tile are for bf16 weights only"};
     case 64:
       return pairs ? launch_typed<kW, 64, 2>(prob, a, stream)
                    : launch_typed<kW, 64, 1>(prob, a, stream);

@@ -200,10 +200,12 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                 "(its promoted fp32 accumulators do not fit 128x256 tiles)",
                 format_name(static_cast<moe_format>(p.format)));
     } else if (key == "token_tile") {
-      MOE_CHECK(
-          value == "auto" || value == "16" || value == "32" || value == "64" || value == "128",
-          MOE_STATUS_CONFIG_ERROR, "trtllm_style: token_tile '{}' is not auto, 16, 32, 64 or 128",
-          value);
+      MOE_CHECK(value == "auto" || value == "16" || value == "32" || value == "64" ||
+                    value == "128" || (value == "256" && p.format == MOE_FORMAT_BF16),
+                MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: token_tile '{}' is not auto, 16, 32, 64 or 128 (256: bf16 layers "
+                "only)",
+                value);
       token_tile_option_ = value == "auto" ? std::nullopt : std::optional(std::stoi(value));
     } else if (key == "bf16_gemm") {
       MOE_CHECK(value == "auto" || value == "cutlass" || value == "own", MOE_STATUS_CONFIG_ERROR,

@@ -198,8 +198,8 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g.offsets = perm.group_offsets;
   g.max_rows = perm.max_rows;
   g.sm_count = device_info().sm_count;
-  g.tokens_per_tile =
-      token_tile_option_ ? *token_tile_option_ : gpu::wo_tokens_per_tile(rows, int(groups_));
+  g.tokens_per_tile = token_tile_option_ ? *token_tile_option_
+                                         : gpu::wo_tokens_per_tile(rows, int(groups_), g.weights);
 
   gpu::WoGemmArgs g1 = g;
   g1.rows = static_cast<const uint16_t*>(ws.rows);

@@ -60,6 +60,7 @@ TEST(WoGemmArgs, AValidCallPassesAndEachMisuseIsNamed) {
   expect_refused([](WoGemmArgs& a) { a.out_cols = 136; }, "out_cols=136");
   expect_refused([](WoGemmArgs& a) { a.out_ld = 120; }, "out_ld=120");
   expect_refused([](WoGemmArgs& a) { a.tokens_per_tile = 48; }, "tokens_per_tile=48");
+  expect_refused([](WoGemmArgs& a) { a.tokens_per_tile = 256; }, "256: bf16 weights only");
   expect_refused([](WoGemmArgs& a) { a.sm_count = 0; }, "sm_count=0");
   expect_refused([](WoGemmArgs& a) { a.rows = reinterpret_cast<const uint16_t*>(1); },
                  "16-byte aligned");
@@ -104,12 +105,16 @@ TEST(WoGemmArgs, ChunkSizesAndNames) {
   EXPECT_EQ(wo_chunk_bytes(WoWeights::kBf16), 128 * 128 * 2);
   EXPECT_STREQ(wo_weights_name(WoWeights::kMxfp8), "mxfp8");
   EXPECT_STREQ(wo_weights_name(WoWeights::kBf16), "bf16");
-  EXPECT_EQ(wo_tokens_per_tile(4096 * 8, 128), 128);
-  EXPECT_EQ(wo_tokens_per_tile(64 * 8, 128), 16);
-  EXPECT_EQ(wo_tokens_per_tile(512 * 8, 128), 64);
-  EXPECT_EQ(wo_tokens_per_tile(256 * 8, 128), 32);  // 16 rows a group: room above the average
-  EXPECT_EQ(wo_tokens_per_tile(1024 * 8, 128), 64);
-  EXPECT_EQ(wo_tokens_per_tile(1025 * 8, 128), 128);
+  EXPECT_EQ(wo_tokens_per_tile(4096 * 8, 128, WoWeights::kMxfp4), 128);
+  EXPECT_EQ(wo_tokens_per_tile(64 * 8, 128, WoWeights::kMxfp4), 16);
+  EXPECT_EQ(wo_tokens_per_tile(512 * 8, 128, WoWeights::kMxfp4), 64);
+  EXPECT_EQ(wo_tokens_per_tile(256 * 8, 128, WoWeights::kMxfp4),
+            32);  // 16 rows a group: room above the average
+  EXPECT_EQ(wo_tokens_per_tile(1024 * 8, 128, WoWeights::kMxfp4), 64);
+  EXPECT_EQ(wo_tokens_per_tile(1025 * 8, 128, WoWeights::kMxfp4), 128);
+  EXPECT_EQ(wo_tokens_per_tile(16384 * 8, 128, WoWeights::kMxfp8), 128);  // quantised: 128 at most
+  EXPECT_EQ(wo_tokens_per_tile(4096 * 8, 128, WoWeights::kBf16), 128);    // 256 rows a group
+  EXPECT_EQ(wo_tokens_per_tile(8193 * 8, 128, WoWeights::kBf16), 256);    // past 512
 }
 
 }  // namespace

@@ -130,7 +130,10 @@ INSTANTIATE_TEST_SUITE_P(
                     WoCase{kMx, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 192, "32"},
                     WoCase{kNv, MOE_ACTIVATION_RELU2, 128, false, 128, 128, "32"},
                     WoCase{kMx8, MOE_ACTIVATION_SILU_MUL, 32, true, 200, 96, "32", 256},
-                    WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 0, true, 384, 256, "32", 256}),
+                    WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 0, true, 384, 256, "32", 256},
+                    // 256 tokens a tile (bf16 only): gated and plain, four epilogue passes.
+                    WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 256, 256, "256", 256},
+                    WoCase{kBf, MOE_ACTIVATION_RELU2, 128, false, 384, 128, "256", 256}),
     [](const testing::TestParamInfo<WoCase>& info) {
       const WoCase& c = info.param;
       return fmt::format("{}_{}{}{}_h{}_i{}_tile_{}_t{}", format_name(c.format),
@@ -202,6 +205,11 @@ TEST_F(TrtllmWeightOnly, CutlassOptionsAndUnknownTileWidthsAreConfigErrors) {
         plugin_->prepare(p, w.view(), {{"token_tile", "48"}});
       },
       MOE_STATUS_CONFIG_ERROR, {"token_tile '48'", "16, 32, 64 or 128"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"token_tile", "256"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"token_tile '256'", "256: bf16 layers only"});
 }
 
 // bf16_gemm: own takes bf16 layers without sinks, and not the CUTLASS tile or a separate
