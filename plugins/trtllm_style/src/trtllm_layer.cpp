@@ -129,10 +129,10 @@ Refusal check_support(const moe_problem& p) {
         fmt::format("sink experts are bf16; the weight-only GEMMs of an {} layer read quantised "
                     "chunks only",
                     format)};
-  if (wo && p.local_experts + (p.shared_intermediate > 0 ? 1 : 0) > 1024)
+  if (wo && weight_only_groups(p) > gpu::wo_gemm_max_groups())
     return {MOE_REASON_SHAPE,
-            fmt::format("{} local experts: the weight-only GEMM schedules at most 1024 groups",
-                        p.local_experts)};
+            fmt::format("{} local experts: the weight-only GEMM schedules at most {} groups",
+                        p.local_experts, gpu::wo_gemm_max_groups())};
   // Weight-only layers pad the shared expert to the routed experts' whole chunks
   // (weight_only_run.cpp).
   const int64_t routed_i = (p.intermediate + 127) / 128 * 128;
@@ -182,6 +182,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   const Refusal r = check_support(p);
   MOE_CHECK(r.reason == MOE_REASON_NONE, MOE_STATUS_UNSUPPORTED, "trtllm_style: {}", r.message);
   check_weights(p, w);
+  std::optional<bool> own_option;  // bf16_gemm own/cutlass; nullopt = auto
   for (const auto& [key, value] : options) {
     if (key == "gemm_tiles") {
       MOE_CHECK(value == "auto" || value == "tokens" || value == "weights" || value == "wide",
@@ -193,7 +194,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                                            : std::nullopt;
       MOE_CHECK(!is_weight_only(p) || value == "auto", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: gemm_tiles '{}' is for the CUTLASS GEMMs; {} layers run the "
-                "weight-only GEMM, whose token tile is token_tile (auto, 16, 64, 128)",
+                "weight-only GEMM, whose token tile is token_tile (auto, 16, 32, 64, 128)",
                 value, format_name(static_cast<moe_format>(p.format)));
       MOE_CHECK(p.format == MOE_FORMAT_BF16 || value != "wide", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: gemm_tiles 'wide' is for bf16 layers; {} takes tokens or weights "
@@ -210,7 +211,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     } else if (key == "bf16_gemm") {
       MOE_CHECK(value == "auto" || value == "cutlass" || value == "own", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: bf16_gemm '{}' is not auto, cutlass or own", value);
-      own_option_ = value == "auto" ? std::nullopt : std::optional(value == "own");
+      own_option = value == "auto" ? std::nullopt : std::optional(value == "own");
     } else if (key == "activation_epilogue") {
       MOE_CHECK(value == "auto" || value == "fused" || value == "separate", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: activation_epilogue '{}' is not auto, fused or separate", value);
@@ -227,8 +228,10 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                 "is not row-interleaved (128-row scale blocks), so the activation runs apart");
     }
   }
-  own_bf16_ = own_option_ ? *own_option_ : auto_own_bf16(p, options);
-  check_own_bf16(p, options);
+  own_bf16_ = own_option
+                  ? *own_option
+                  : auto_own_bf16(p, tiles_option_ || fuse_option_, token_tile_option_.has_value());
+  check_own_bf16(p, options, own_option);
   std::vector<int32_t> map(size_t(p.experts));
   for (int64_t e = 0; e < p.experts; ++e) map[e] = local_expert_id(p, e);
   local_map_ = upload_vector(map);
@@ -383,61 +386,58 @@ int64_t expected_group_rows(const moe_problem& p, int64_t tokens) {
   return tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) + tokens * extra;
 }
 
-bool auto_own_bf16(const moe_problem& p, const Options& options) {
-  if (p.format != MOE_FORMAT_BF16 || p.sink_experts > 0) return false;
-  const int64_t groups = p.local_experts + (p.shared_intermediate > 0 ? 1 : 0);
-  if (groups > gpu::wo_gemm_max_groups()) return false;
-  bool own_key = false;
-  for (const auto& [key, value] : options) {
-    if (key == "gemm_tiles" || key == "activation_epilogue") return false;  // CUTLASS's options
-    own_key = own_key || key == "token_tile";
-  }
+int64_t weight_only_groups(const moe_problem& p) {
+  return p.local_experts + (p.shared_intermediate > 0 ? 1 : 0);
+}
+
+bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool token_tile) {
+  const int64_t groups = weight_only_groups(p);
+  if (p.format != MOE_FORMAT_BF16 || p.sink_experts > 0 || groups > gpu::wo_gemm_max_groups() ||
+      cutlass_options)
+    return false;
   // Measured on the H200 (bench/NOTES.md, session 18): the weight-only GEMM on bf16 tiles is
   // 1-18% faster than CUTLASS's up to 128 rows per expert and 0-16% slower past 256, and a layer
   // holds one of the two layouts: the one for the largest batch it takes.
-  return own_key || expected_group_rows(p, p.max_tokens) <= 128 * groups;
+  return token_tile || expected_group_rows(p, p.max_tokens) <= 128 * groups;
 }
 
 bool DeviceLayer::weight_only_path() const {
   return own_bf16_ || is_weight_only(problem_.c());
 }
 
-void DeviceLayer::check_own_bf16(const moe_problem& p, const Options& options) const {
+void DeviceLayer::check_own_bf16(const moe_problem& p, const Options& options,
+                                 std::optional<bool> own_option) const {
   const char* format = format_name(static_cast<moe_format>(p.format));
   for (const auto& [key, value] : options)
     MOE_CHECK(key != "token_tile" || weight_only_path(), MOE_STATUS_CONFIG_ERROR,
               "trtllm_style: token_tile is for the weight-only GEMM (mxfp4, nvfp4 and mxfp8 "
               "layers, or bf16 ones with bf16_gemm: own), not a {} layer on CUTLASS",
               format);
+  MOE_CHECK(!own_option || p.format == MOE_FORMAT_BF16, MOE_STATUS_CONFIG_ERROR,
+            "trtllm_style: bf16_gemm '{}' is for bf16 layers; a {} layer's GEMMs follow its "
+            "format",
+            own_option.value_or(false) ? "own" : "cutlass", format);
   if (!own_bf16_) return;
-  MOE_CHECK(
-      p.format == MOE_FORMAT_BF16, MOE_STATUS_CONFIG_ERROR,
-      "trtllm_style: bf16_gemm 'own' is for bf16 layers; a {} layer's GEMMs follow its format",
-      format);
   MOE_CHECK(p.sink_experts == 0, MOE_STATUS_CONFIG_ERROR,
             "trtllm_style: bf16_gemm 'own' runs the weight-only GEMM, which prepares the routed "
             "and shared experts only, not the {} sink experts (bf16_gemm: cutlass runs them)",
             p.sink_experts);
-  const int64_t groups = p.local_experts + (p.shared_intermediate > 0 ? 1 : 0);
+  const int64_t groups = weight_only_groups(p);
   MOE_CHECK(groups <= gpu::wo_gemm_max_groups(), MOE_STATUS_CONFIG_ERROR,
             "trtllm_style: bf16_gemm 'own' schedules at most {} groups, not {}",
             gpu::wo_gemm_max_groups(), groups);
   MOE_CHECK(!tiles_option_, MOE_STATUS_CONFIG_ERROR,
             "trtllm_style: gemm_tiles is for the CUTLASS GEMMs; with bf16_gemm 'own' the token "
-            "tile is token_tile (auto, 16, 64, 128)");
+            "tile is token_tile (auto, 16, 32, 64, 128, 256)");
   MOE_CHECK(fuse_option_ != false, MOE_STATUS_CONFIG_ERROR,
             "trtllm_style: activation_epilogue 'separate' does not go with bf16_gemm 'own', whose "
             "GEMM1 always applies the activation in its epilogue");
 }
 
-int64_t DeviceLayer::expected_rows(int64_t tokens) const {
-  return expected_group_rows(problem_.c(), tokens);
-}
-
 // Fewer than 32 rows per group on average: decode-like, weight tiles (swap AB). Under expert
 // parallelism only local_experts/experts of the routed rows land here (uniform routing).
 bool DeviceLayer::small_groups(int64_t tokens) const {
-  return expected_rows(tokens) < 32 * groups_;
+  return expected_group_rows(problem_.c(), tokens) < 32 * groups_;
 }
 
 bool DeviceLayer::fuse_activation(int64_t tokens) const {

@@ -43,10 +43,13 @@ std::string describe_weight_only_layout(const moe_problem& p);
 // The rows a batch of `tokens` gives the local groups with uniform routing (under expert
 // parallelism local_experts/experts of the routed ones), sinks and shared expert included.
 int64_t expected_group_rows(const moe_problem& p, int64_t tokens);
+// The groups the weight-only GEMM schedules for `p`: the local experts and the shared one.
+int64_t weight_only_groups(const moe_problem& p);
 // bf16_gemm: auto. Whether a bf16 layer runs on the weight-only GEMM (bf16 tiles) rather than
-// CUTLASS's: when it can (no sinks, few enough groups), unless CUTLASS's options are given, and
-// when token_tile is, or when even a max_tokens batch averages at most 128 rows an expert.
-bool auto_own_bf16(const moe_problem& p, const Options& options);
+// CUTLASS's: when it can (no sinks, few enough groups), unless CUTLASS's options are set
+// (`cutlass_options`: gemm_tiles or activation_epilogue other than auto), and when token_tile is
+// set, or when even a max_tokens batch averages at most 128 rows an expert.
+bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool token_tile);
 
 // Why this backend cannot run `p` on this machine, or MOE_REASON_NONE.
 struct Refusal {
@@ -78,7 +81,9 @@ class DeviceLayer {
   bool weight_only_path() const;
   // The options and problems bf16_gemm: own cannot take (and token_tile off the weight-only
   // GEMM): config errors naming them.
-  void check_own_bf16(const moe_problem& p, const Options& options) const;
+  // `own_option`: bf16_gemm as given (own, cutlass), nullopt for auto.
+  void check_own_bf16(const moe_problem& p, const Options& options,
+                      std::optional<bool> own_option) const;
 
   Problem problem_;
   LayoutTag tag_;
@@ -87,11 +92,9 @@ class DeviceLayer {
   int64_t padded_i_ = 0;                   // P
   std::optional<GemmTiles> tiles_option_;  // gemm_tiles; nullopt = auto
   std::optional<bool> fuse_option_;        // activation_epilogue fused/separate; nullopt = auto
-  std::optional<int> token_tile_option_;   // token_tile: 16, 64 or 128; nullopt = auto
-  std::optional<bool> own_option_;         // bf16_gemm own/cutlass; nullopt = auto
+  std::optional<int> token_tile_option_;   // token_tile: 16, 32, 64, 128, 256; nullopt = auto
   bool own_bf16_ = false;                  // bf16 on the weight-only GEMM (bf16 tiles)
   WoGeometry wo_;                          // mxfp4, nvfp4, mxfp8
-  int64_t expected_rows(int64_t tokens) const;  // expected_group_rows of this layer
   bool small_groups(int64_t tokens) const;
   bool fuse_activation(int64_t tokens) const;
   GemmTiles tiles(int64_t tokens) const;

@@ -190,7 +190,7 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   moe::gpu::launch_gather_rows(perm, p.hidden, static_cast<const uint16_t*>(a.hidden.data),
                                static_cast<uint16_t*>(ws.rows), stream);
   const bool gated = is_gated(static_cast<moe_activation>(p.activation));
-  const int64_t rows = expected_rows(tokens);
+  const int64_t rows = expected_group_rows(p, tokens);
 
   gpu::WoGemmArgs g;
   g.weights = wo_weights(p);

@@ -253,6 +253,13 @@ TEST_F(TrtllmWeightOnly, OwnBf16GemmOptionErrors) {
         plugin_->prepare(mx.c(), m.view(), {{"bf16_gemm", "own"}});
       },
       MOE_STATUS_CONFIG_ERROR, {"bf16_gemm 'own' is for bf16 layers", "mxfp4"});
+  expect_error(
+      [&] {
+        plugin_->prepare(mx.c(), m.view(), {{"bf16_gemm", "cutlass"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"bf16_gemm 'cutlass' is for bf16 layers", "mxfp4"});
+  // Options left at auto choose nothing: the layer takes auto's path (here the weight-only GEMM).
+  EXPECT_NO_THROW(plugin_->prepare(p, w.view(), {{"gemm_tiles", "auto"}, {"token_tile", "auto"}}));
   Problem sinks = problem({kBf, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 128, "auto"});
   sinks.raw().sink_experts = 1;
   sinks.raw().sink_intermediate = 128;
