@@ -7,9 +7,7 @@ namespace moe::gpu {
 std::vector<uint16_t> pack_bf16_stack(const uint16_t* weights, int64_t experts, int64_t rows,
                                       int64_t k, int64_t gate_up, std::string_view name,
                                       Fp4Padding pad, GatePairing pairing) {
-  const int64_t tiles = pad.tiles > 0 ? pad.tiles : rows / kFp4TileRows;
-  const int64_t stages = pad.stages > 0 ? pad.stages : k / kFp4StageK;
-  check_chunk_cover(tiles, stages, rows, k, gate_up, name);
+  const auto [tiles, stages] = chunk_cover(pad, rows, k, gate_up, name);
   const int64_t ld = stages * kFp4StageK;  // a tile row's elements, K padded
   std::vector<uint16_t> out(size_t(experts * tiles * kFp4TileRows * ld), 0);
   for_each_chunk_row(

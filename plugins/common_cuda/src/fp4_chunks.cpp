@@ -46,8 +46,10 @@ void check_fp4_scales(Fp4Scales kind, const uint8_t* scales, int64_t matrices, i
         scale_code(kind, scales[(e * rows + r) * blocks + b], name, e, r, b);
 }
 
-void check_chunk_cover(int64_t tiles, int64_t stages, int64_t rows, int64_t k, int64_t gate_up,
+Fp4Padding chunk_cover(Fp4Padding pad, int64_t rows, int64_t k, int64_t gate_up,
                        std::string_view name) {
+  const int64_t tiles = pad.tiles > 0 ? pad.tiles : rows / kFp4TileRows;
+  const int64_t stages = pad.stages > 0 ? pad.stages : k / kFp4StageK;
   const bool gated_ok = gate_up == 0 || rows == 2 * gate_up;
   const int64_t columns = gate_up > 0 ? gate_up : rows;
   const int64_t per_tile = gate_up > 0 ? kFp4TileRows / 2 : kFp4TileRows;
@@ -55,6 +57,7 @@ void check_chunk_cover(int64_t tiles, int64_t stages, int64_t rows, int64_t k, i
             MOE_STATUS_INTERNAL,
             "{}: {} tiles x {} stages of 128 K do not hold rows={} (gate/up at {}) and K={}", name,
             tiles, stages, rows, gate_up, k);
+  return {tiles, stages};
 }
 
 GatedRow gated_chunk_row(int64_t r, GatePairing pairing) {
@@ -95,9 +98,7 @@ std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const 
                                     int64_t experts, int64_t rows, int64_t k, int64_t gate_up,
                                     std::string_view name, Fp4Padding pad, GatePairing pairing) {
   const int64_t group = kind == Fp4Scales::kMx ? kMxBlockSize : kNvfp4BlockSize;
-  const int64_t tiles = pad.tiles > 0 ? pad.tiles : rows / kFp4TileRows;
-  const int64_t stages = pad.stages > 0 ? pad.stages : k / kFp4StageK;
-  check_chunk_cover(tiles, stages, rows, k, gate_up, name);
+  const auto [tiles, stages] = chunk_cover(pad, rows, k, gate_up, name);
   const int64_t scale_cols = (k + group - 1) / group, sbytes = fp4_scale_bytes(kind);
   const int64_t chunk_bytes = fp4_chunk_bytes(kind);
   const int64_t row_bytes = kFp4StageK / 2;  // 64 code bytes of a chunk row

@@ -19,9 +19,7 @@ int mx8_byte_at(int kk) {
 std::vector<uint8_t> pack_mxfp8_stack(const uint8_t* codes, const uint8_t* scales, int64_t experts,
                                       int64_t rows, int64_t k, int64_t gate_up,
                                       std::string_view name, Fp4Padding pad, GatePairing pairing) {
-  const int64_t tiles = pad.tiles > 0 ? pad.tiles : rows / kFp4TileRows;
-  const int64_t stages = pad.stages > 0 ? pad.stages : k / kFp4StageK;
-  check_chunk_cover(tiles, stages, rows, k, gate_up, name);
+  const auto [tiles, stages] = chunk_cover(pad, rows, k, gate_up, name);
   const int64_t scale_cols = (k + kMxBlockSize - 1) / kMxBlockSize;
   constexpr int64_t kBlocks = kFp4StageK / kMxBlockSize;  // 4 scale codes a chunk row
   int at[kFp4StageK];

@@ -75,10 +75,10 @@ std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const 
 void check_fp4_scales(Fp4Scales kind, const uint8_t* scales, int64_t matrices, int64_t rows,
                       int64_t blocks, std::string_view name);
 
-// The packers' geometry check: `tiles` tiles and `stages` stages hold every row (gated: every gate
-// and up column) and every K of the stack; refuses (INTERNAL, naming `name`) a stack they would
-// silently cut.
-void check_chunk_cover(int64_t tiles, int64_t stages, int64_t rows, int64_t k, int64_t gate_up,
+// The packers' geometry: `pad`'s tiles and stages, or where it gives 0 exactly the stack's. Refuses
+// (INTERNAL, naming `name`) one that would not hold every row (gated: every gate and up column)
+// and every K of the stack, which a packer would silently cut.
+Fp4Padding chunk_cover(Fp4Padding pad, int64_t rows, int64_t k, int64_t gate_up,
                        std::string_view name);
 
 // The packers' walk: fn(e, t, r, row) for every chunk row r (0..127) of tile t of expert e that
