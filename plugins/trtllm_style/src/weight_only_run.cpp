@@ -5,8 +5,9 @@
 // with their block scales, gate and up columns paired per tile), padded to whole tiles, and run
 // permute -> gather -> weight-only GEMM1 with the bias and activation in its epilogue ->
 // weight-only GEMM2 -> weighted combine (moe_cuda/wo_gemm.hpp). `moe describe` says so.
-// bf16 layers with option bf16_gemm: own take the same path on bf16 tiles of the same geometry
-// (moe_cuda/bf16_tiles.hpp): the weight-only GEMM with nothing to dequantise.
+// bf16 layers on it (bf16_gemm: own, or auto's choice: trtllm_layer.cpp, auto_own_bf16) take the
+// same path on bf16 tiles of the same geometry (moe_cuda/bf16_tiles.hpp): the weight-only GEMM
+// with nothing to dequantise.
 #include <fmt/format.h>
 
 #include <cmath>
