@@ -225,10 +225,9 @@ __device__ __forceinline__ void stmatrix_t2(uint16_t* row, uint32_t a, uint32_t 
                : "memory");
 }
 
-constexpr uint64_t kRowsHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
-// bf16 weight tiles: the CTAs running at once share them (group_tile_rows_first), so L2 keeps
-// them as it would any other line.
-constexpr uint64_t kWeightsHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+// Token rows and bf16 weight tiles alike: the CTAs running at once share them (the pair's
+// multicast, group_tile_rows_first's order), so L2 keeps them as it would any other line.
+constexpr uint64_t kCacheHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
 
 // kCluster = 2: the two CTAs of a cluster take the same token block and neighbouring weight
 // tiles; each loads half of the token rows and multicasts them to both, so a token tile crosses
@@ -291,7 +290,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
             // The weight tile's 128 rows x 64 K, one box.
             cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
                 &full[stage], uint32_t(kChunkSlot<kW> + G::kTokBytes));
-            cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[stage], kWeightsHint, dst,
+            cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[stage], kCacheHint, dst,
                                          ks * kStageK<kW>, wrow);
           } else {
             cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
@@ -304,10 +303,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
             const int k0 = ks * kStageK<kW> + half * 64;
             if constexpr (kCluster > 1)
               cute::SM90_TMA_LOAD_MULTICAST_2D::copy(&p.rows_map, &full[stage],
-                                                     uint16_t((1 << kCluster) - 1), kRowsHint,
+                                                     uint16_t((1 << kCluster) - 1), kCacheHint,
                                                      tok + half * N * 128, k0, row0);
             else
-              cute::SM90_TMA_LOAD_2D::copy(&p.rows_map, &full[stage], kRowsHint,
+              cute::SM90_TMA_LOAD_2D::copy(&p.rows_map, &full[stage], kCacheHint,
                                            tok + half * N * 128, k0, row0);
           }
           if (++stage == G::kStages) stage = 0, phase ^= 1;
