@@ -78,13 +78,19 @@ constexpr int kChunkSlot = kW == kBf16    ? 16 * 1024
 template <int kW>
 using Rows = std::conditional_t<kW == kMxfp8, Mx8Rows, Fp4Rows<kW == kMxfp4>>;
 
-template <int kW, int N>
+// kMB: 64-row blocks of weights per consumer warpgroup: 1, or 2 for bf16's tall tiles (a CTA tile
+// is kMB prepared 128-row tiles, warpgroup h taking prepared tile h, both of its halves).
+template <int kW, int N, int kMB = 1>
 struct Geometry {
   static_assert(N == 16 || N == 32 || N == 64 || N == 128 || (N == 256 && kW == kBf16),
                 "instantiated token widths (256: bf16 only, its A operand is not in registers)");
+  static_assert(kMB == 1 || (kMB == 2 && kW == kBf16 && N <= 128),
+                "tall tiles: bf16 (A from shared memory), at most 128 accumulators a thread");
+  static constexpr int kTileRows = kRows * kMB;          // weight rows of a CTA tile
   static constexpr int kSteps = kStageK<kW> / 16;        // wgmma K steps per stage
   static constexpr int kTokBytes = N * kStageK<kW> * 2;  // [K / 64 boxes][N rows][128 bytes]
-  static constexpr int kStageBytes = kChunkSlot<kW> + kTokBytes;
+  static constexpr int kWeightBytes = kChunkSlot<kW> * kMB;
+  static constexpr int kStageBytes = kWeightBytes + kTokBytes;
   // Two stages are in the consumers' hands (one group in flight, one being issued); the rest
   // let the producer run ahead: as many as fit, up to 4, 6 or 10 (bf16's half-size stages: 6,
   // 8 or 10).
@@ -94,8 +100,8 @@ struct Geometry {
                                      : N >= 128  ? 4
                                      : N >= 64   ? 6
                                                  : 10;
-  static constexpr int kAccum = N / 2;      // f32 per thread: 64 rows x N / 128 threads
-  static constexpr int kOutLd = kRows + 8;  // bf16 per token row of the staged output
+  static constexpr int kAccum = N / 2;          // f32 per thread and block: 64 rows x N / 128
+  static constexpr int kOutLd = kTileRows + 8;  // bf16 per token row of the staged output
   // The stages that fit beside an epilogue staging N / passes token rows [N / passes][kOutLd].
   static constexpr int stages_beside(int passes) {
     const size_t fixed = size_t(N / passes) * kOutLd * 2 + 2 * 10 * sizeof(uint64_t) +
@@ -234,10 +240,13 @@ constexpr uint64_t kCacheHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL)
 // from L2 once per pair (bf16 token tiles are most of a stage's bytes: at full wgmma rate a CTA
 // alone would need more L2 bandwidth than there is). A stage is refilled only when the consumers
 // of both CTAs have released it.
-template <int kW, int N, int kCluster>
+// kMB = 2 (bf16 only): tall tiles, each CTA tile two neighbouring prepared weight tiles (n_tiles
+// even), warpgroup h issuing two wgmmas a K step over the two halves of prepared tile h: twice the
+// flops per token byte, for 32 KB of weights a stage.
+template <int kW, int N, int kCluster, int kMB = 1>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constant__ Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using G = Geometry<kW, N>;
+  using G = Geometry<kW, N, kMB>;
   extern __shared__ uint8_t smem_raw[];
   // Rounded up to 1024 bytes by pointer arithmetic on the shared array (not an integer round
   // trip, which hides the address space): the chunk reads compile to LDS, not generic loads.
@@ -263,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
   build_tile_prefix(
       p.groups, N, [&](int g) { return p.offsets[g + 1] - p.offsets[g]; }, prefix);
   if constexpr (kCluster > 1) cute::cluster_sync();  // the peer's barriers exist
-  const int n_units = p.n_tiles / kCluster;
+  const int n_units = p.n_tiles / (kCluster * kMB);
   const int units = prefix[p.groups] * n_units;
   auto tile_at = [&](int u) {
     GroupTile t = group_tile_rows_first(prefix, p.groups, n_units, u);
@@ -282,23 +291,26 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         const int row0 = int(p.offsets[t.group] + int64_t(t.block_m) * N) + rank * kPart;
         const uint8_t* chunk =
             p.chunks + (size_t(t.group) * p.n_tiles + t.block_n) * p.k_stages * p.chunk_bytes;
-        const int wrow = (t.group * p.n_tiles + t.block_n) * kRows;  // bf16: the tile's first row
+        // bf16: the CTA tile's first row (kMB prepared tiles, consecutive)
+        const int wrow = (t.group * p.n_tiles + t.block_n * kMB) * kRows;
         for (int ks = 0; ks < p.k_stages; ++ks) {
           cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
           uint8_t* dst = smem + size_t(stage) * G::kStageBytes;
           if constexpr (kW == kBf16) {
-            // The weight tile's 128 rows x 64 K, one box.
+            // The CTA tile's 128 or 256 rows x 64 K, one box a prepared tile.
             cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
-                &full[stage], uint32_t(kChunkSlot<kW> + G::kTokBytes));
-            cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[stage], kCacheHint, dst,
-                                         ks * kStageK<kW>, wrow);
+                &full[stage], uint32_t(G::kStageBytes));
+            for (int b = 0; b < kMB; ++b)
+              cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[stage], kCacheHint,
+                                           dst + b * kChunkSlot<kW>, ks * kStageK<kW>,
+                                           wrow + b * kRows);
           } else {
             cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
                 &full[stage], uint32_t(p.chunk_bytes + G::kTokBytes));
             cute::SM90_BULK_COPY_G2S::copy(chunk + size_t(ks) * p.chunk_bytes, &full[stage], dst,
                                            p.chunk_bytes);
           }
-          uint8_t* tok = dst + kChunkSlot<kW> + rank * kPart * 128;
+          uint8_t* tok = dst + G::kWeightBytes + rank * kPart * 128;
           for (int half = 0; half < kStageK<kW> / 64; ++half) {
             const int k0 = ks * kStageK<kW> + half * 64;
             if constexpr (kCluster > 1)
@@ -320,7 +332,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     const int rloc = warp * 16 + lane / 4;  // this thread's rows of its warpgroup: rloc, rloc + 8
     const int q = lane % 4;
     auto* staged = reinterpret_cast<uint16_t*>(smem + G::kEpilogueOffset);
-    float acc[G::kAccum];
+    // Block s (kMB of them) of kAccum values: this warpgroup's 64-row slice half * kMB + s of the
+    // CTA tile.
+    constexpr int kAcc = G::kAccum * kMB;
+    float acc[kAcc];
     int stage = 0;
     uint32_t phase = 0;
     // This warp is done with stage `s`, in every CTA whose producer fills it.
@@ -335,16 +350,22 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     // shared memory as B is. `first`: the tile's first stage.
     auto issue = [&](uint32_t(&a)[8][4], bool first) {
       const uint8_t* w = smem + size_t(stage) * G::kStageBytes;
-      const uint64_t desc = kmajor_sw128_desc(w + kChunkSlot<kW>);
+      const uint64_t desc = kmajor_sw128_desc(w + G::kWeightBytes);
       cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
       if constexpr (kW == kBf16) {
-        // This warpgroup's 64 weight rows of the swizzled tile (8 KB in), 32 bytes a K step.
-        const uint64_t da = kmajor_sw128_desc(w + half * kWgRows * 128);
+        // This warpgroup's 64-row slices of the swizzled tile (8 KB each), 32 bytes a K step.
+        uint64_t da[kMB];
+#pragma unroll
+        for (int b = 0; b < kMB; ++b)
+          da[b] = kmajor_sw128_desc(w + (half * kMB + b) * kWgRows * 128);
         cute::warpgroup_arrive();
 #pragma unroll
         for (int j = 0; j < G::kSteps; ++j)
-          ss_mma<N>(da + uint64_t((j * 32) >> 4), desc + uint64_t((j * 32) >> 4), acc,
-                    !(first && j == 0), std::make_index_sequence<G::kAccum>{});
+#pragma unroll
+          for (int b = 0; b < kMB; ++b)
+            ss_mma<N>(da[b] + uint64_t((j * 32) >> 4), desc + uint64_t((j * 32) >> 4),
+                      acc + b * G::kAccum, !(first && j == 0),
+                      std::make_index_sequence<G::kAccum>{});
         cute::warpgroup_commit_batch();
       } else {
         const Rows<kW> rows(w, half * kWgRows + rloc, q);
@@ -384,7 +405,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       const int64_t left = p.offsets[t.group + 1] - first;
       const int count = int(left < N ? left : N);  // >= 1
 #pragma unroll
-      for (int i = 0; i < G::kAccum; ++i) cute::warpgroup_fence_operand(acc[i]);
+      for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
       // Two stages in flight: stage ks's group is issued while stage ks - 1's still runs, then
       // ks - 1 is waited for and released. Even stages use a0, odd ones a1.
       int prev = -1;
@@ -413,23 +434,25 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       retire(a1);
       release(prev);
 #pragma unroll
-      for (int i = 0; i < G::kAccum; ++i) cute::warpgroup_fence_operand(acc[i]);
+      for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
 
       // Epilogue. Accumulator value 4j + {0, 1}: chunk row rloc, tokens 8j + 2q + {0, 1};
       // 4j + {2, 3}: chunk row rloc + 8, the same tokens: per j, two 8x8 m8n8 fragments (weight
       // rows x tokens) that stmatrix .trans stores token-major into the staged tile, a 16-byte
-      // row piece per token. Lane l gives the address of row l % 8 of matrix l / 8.
+      // row piece per token. Lane l gives the address of row l % 8 of matrix l / 8. Tall tiles
+      // (kMB = 2): block b of the accumulators is the tile's 64-row slice half * 2 + b, whose
+      // columns follow those of slice half * 2 + b - 1 in the staged tile and in the output.
       const float mul = p.unfold * (p.scale_2 != nullptr ? p.scale_2[t.group] : 1.0f);
       const bool has_bias = p.bias != nullptr && t.group < p.bias_groups;
       const float* bias = has_bias ? p.bias + int64_t(t.group) * p.bias_ld : nullptr;
       const int mat = lane / 8, mrow = lane % 8;
       const bool gated = p.epilogue == kGated;
       // Stores staged token rows pass * kPassN.. of the tile (those it has): 64 (gated) or 128
-      // columns, 16 bytes per store.
+      // columns a prepared tile, 16 bytes per store.
       auto store = [&](int pass) {
         consumers_sync();  // the staged rows are complete
-        const int cols = gated ? kWgRows : kRows, pieces = cols / 8;
-        const int out0 = gated ? t.block_n * kWgRows : t.block_n * kRows;
+        const int cols = (gated ? kWgRows : kRows) * kMB, pieces = cols / 8;
+        const int out0 = t.block_n * cols;
         const int t0 = pass * G::kPassN;
         const int rows = count - t0 < G::kPassN ? count - t0 : G::kPassN;
         for (int idx = t256; idx < rows * pieces; idx += 256) {
@@ -442,17 +465,23 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       if (gated) {
         // Rows rloc and rloc + 8 are a gate column and its up row (GatePairing::kRowPairs): the
         // thread applies the activation to its own pairs. The warp's 8 columns of the tile's 64:
-        // warpgroup half's 32, warp w's 8; one 8x8 output matrix per j.
-        const int cbase = half * 32 + warp * 8;
-        const int col = t.block_n * kWgRows + cbase + lane / 4;
-        const float bg = has_bias ? bias[col] : 0.0f;
-        const float bu = has_bias ? bias[p.up_offset + col] : 0.0f;
+        // slice half * kMB + b's 32, warp w's 8; one 8x8 output matrix per j.
+        int cbase[kMB];
+        float bg[kMB], bu[kMB];
+#pragma unroll
+        for (int b = 0; b < kMB; ++b) {
+          cbase[b] = (half * kMB + b) * 32 + warp * 8;
+          const int col = t.block_n * kWgRows * kMB + cbase[b] + lane / 4;
+          bg[b] = has_bias ? bias[col] : 0.0f;
+          bu[b] = has_bias ? bias[p.up_offset + col] : 0.0f;
+        }
         // One unrolled loop per activation, chosen once per tile (no switch per value).
         auto gated_tile = [&](auto kind) {
           constexpr int32_t kAct = decltype(kind)::value;
-          auto out = [&](int j) {
-            const float g0 = fmaf(acc[4 * j], mul, bg), u0 = fmaf(acc[4 * j + 2], mul, bu);
-            const float g1 = fmaf(acc[4 * j + 1], mul, bg), u1 = fmaf(acc[4 * j + 3], mul, bu);
+          auto out = [&](int b, int j) {
+            const float* v = acc + b * G::kAccum + 4 * j;
+            const float g0 = fmaf(v[0], mul, bg[b]), u0 = fmaf(v[2], mul, bu[b]);
+            const float g1 = fmaf(v[1], mul, bg[b]), u1 = fmaf(v[3], mul, bu[b]);
             return pack_bf16x2(activate<true>(p.act, kAct, g0, u0),
                                activate<true>(p.act, kAct, g1, u1));
           };
@@ -463,16 +492,22 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
               if (pass * G::kPassN >= count) break;  // no tokens left (uniform)
               consumers_sync();  // the staged rows were stored (previous pass or tile)
 #pragma unroll
-              for (int k = 0; k < kPer; ++k) {  // j = 4K .. 4K + 3, K = pass * kPer + k
-                const int kk = pass * kPer + k;
-                stmatrix_t4(staged + (8 * (4 * k + mat) + mrow) * G::kOutLd + cbase, out(4 * kk),
-                            out(4 * kk + 1), out(4 * kk + 2), out(4 * kk + 3));
-              }
+              for (int b = 0; b < kMB; ++b)
+#pragma unroll
+                for (int k = 0; k < kPer; ++k) {  // j = 4K .. 4K + 3, K = pass * kPer + k
+                  const int kk = pass * kPer + k;
+                  stmatrix_t4(staged + (8 * (4 * k + mat) + mrow) * G::kOutLd + cbase[b],
+                              out(b, 4 * kk), out(b, 4 * kk + 1), out(b, 4 * kk + 2),
+                              out(b, 4 * kk + 3));
+                }
               store(pass);
             }
           } else {
             consumers_sync();
-            stmatrix_t2(staged + (8 * (mat % 2) + mrow) * G::kOutLd + cbase, out(0), out(1));
+#pragma unroll
+            for (int b = 0; b < kMB; ++b)
+              stmatrix_t2(staged + (8 * (mat % 2) + mrow) * G::kOutLd + cbase[b], out(b, 0),
+                          out(b, 1));
             store(0);
           }
         };
@@ -490,30 +525,37 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
             gated_tile(std::integral_constant<int32_t, kSiluMul>{});
         }
       } else {
-        // 128 output columns: this warpgroup's 64 rows, the thread's rloc and rloc + 8; per j a
-        // matrix of the warp's first 8 rows and one of the next 8.
-        const int col0 = t.block_n * kRows + half * kWgRows;
-        const float b_lo = has_bias ? bias[col0 + rloc] : 0.0f;
-        const float b_hi = has_bias ? bias[col0 + rloc + 8] : 0.0f;
+        // 128 output columns a prepared tile: slice half * kMB + b's 64 rows, the thread's rloc
+        // and rloc + 8; per j a matrix of the warp's first 8 rows and one of the next 8.
+        float b_lo[kMB], b_hi[kMB];
+#pragma unroll
+        for (int b = 0; b < kMB; ++b) {
+          const int col0 = t.block_n * G::kTileRows + (half * kMB + b) * kWgRows;
+          b_lo[b] = has_bias ? bias[col0 + rloc] : 0.0f;
+          b_hi[b] = has_bias ? bias[col0 + rloc + 8] : 0.0f;
+        }
         auto plain_tile = [&](auto relu2) {
-          auto value = [&](int i) {
-            const float v = fmaf(acc[i], mul, (i % 4) < 2 ? b_lo : b_hi);
+          auto value = [&](int b, int i) {
+            const float v = fmaf(acc[b * G::kAccum + i], mul, (i % 4) < 2 ? b_lo[b] : b_hi[b]);
             if constexpr (decltype(relu2)::value) return activate<true>(p.act, kRelu2, v, 0.0f);
             return v;
           };
-          auto pair = [&](int i) { return pack_bf16x2(value(i), value(i + 1)); };
+          auto pair = [&](int b, int i) { return pack_bf16x2(value(b, i), value(b, i + 1)); };
           constexpr int kPer = N / 16 / G::kPasses;  // stmatrix x4 a pass
 #pragma unroll
           for (int pass = 0; pass < G::kPasses; ++pass) {
             if (pass * G::kPassN >= count) break;  // no tokens left (uniform)
             consumers_sync();  // the staged rows were stored (previous pass or tile)
 #pragma unroll
-            for (int k = 0; k < kPer; ++k) {  // j = 2K, 2K + 1, K = pass * kPer + k
-              const int kk = pass * kPer + k;
-              stmatrix_t4(staged + (8 * (2 * k + mat / 2) + mrow) * G::kOutLd + half * kWgRows +
-                              warp * 16 + (mat % 2) * 8,
-                          pair(8 * kk), pair(8 * kk + 2), pair(8 * kk + 4), pair(8 * kk + 6));
-            }
+            for (int b = 0; b < kMB; ++b)
+#pragma unroll
+              for (int k = 0; k < kPer; ++k) {  // j = 2K, 2K + 1, K = pass * kPer + k
+                const int kk = pass * kPer + k;
+                stmatrix_t4(staged + (8 * (2 * k + mat / 2) + mrow) * G::kOutLd +
+                                (half * kMB + b) * kWgRows + warp * 16 + (mat % 2) * 8,
+                            pair(b, 8 * kk), pair(b, 8 * kk + 2), pair(b, 8 * kk + 4),
+                            pair(b, 8 * kk + 6));
+              }
             store(pass);
           }
         };

@@ -50,6 +50,11 @@ int wo_tokens_per_tile(int64_t rows, int groups, WoWeights weights) {
   return average <= 8 ? 16 : average <= 16 ? 32 : average <= 64 ? 64 : 128;
 }
 
+bool wo_tall_tiles(const WoGemmArgs& a, int tokens_per_tile) {
+  return a.weight_tile_rows == 256 && a.weights == WoWeights::kBf16 &&
+         (tokens_per_tile == 64 || tokens_per_tile == 128) && a.n_tiles % 2 == 0;
+}
+
 void check_wo_gemm_operands(const WoGemmArgs& a) {
   constexpr auto kInvalid = MOE_STATUS_INVALID_ARGUMENT;
   MOE_CHECK(a.groups >= 1 && a.groups <= detail::wo_max_groups() && a.offsets != nullptr, kInvalid,
@@ -98,6 +103,12 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
             "weight-only GEMM: tokens_per_tile={} must be 16, 32, 64 or 128 (256: bf16 weights "
             "only), or 0: auto",
             a.tokens_per_tile);
+  MOE_CHECK(a.weight_tile_rows == 0 || a.weight_tile_rows == 128 ||
+                (a.weight_tile_rows == 256 && a.weights == WoWeights::kBf16),
+            kInvalid,
+            "weight-only GEMM: weight_tile_rows={} must be 128 or 256 (256: bf16 weights only), "
+            "or 0: 128",
+            a.weight_tile_rows);
   MOE_CHECK(a.sm_count >= 1, kInvalid, "weight-only GEMM: sm_count={} must be positive",
             a.sm_count);
 }

@@ -12,12 +12,12 @@
 namespace moe::gpu::detail {
 namespace {
 
-template <int kW, int N, int kCluster>
+template <int kW, int N, int kCluster, int kMB = 1>
 WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
                             cudaStream_t stream) noexcept {
   using namespace kernels::wo;
-  using G = Geometry<kW, N>;
-  auto* kernel = grouped_gemm<kW, N, kCluster>;
+  using G = Geometry<kW, N, kMB>;
+  auto* kernel = grouped_gemm<kW, N, kCluster, kMB>;
   static const cudaError_t opt_in =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(G::kSmemBytes));
   if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
@@ -57,9 +57,9 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
   p.out_cols = int32_t(a.out_cols);
 
   // At most one cluster per unit of work: groups + rows / N token blocks, each n_tiles /
-  // kCluster units.
-  const int64_t units = (a.max_rows / N + a.groups) * int64_t(a.n_tiles / kCluster);
-  if (cudaError_t e = kernels::launch_persistent_clusters<grouped_gemm<kW, N, kCluster>>(
+  // (kCluster kMB) units.
+  const int64_t units = (a.max_rows / N + a.groups) * int64_t(a.n_tiles / (kCluster * kMB));
+  if (cudaError_t e = kernels::launch_persistent_clusters<grouped_gemm<kW, N, kCluster, kMB>>(
           p, kCluster, kThreads, G::kSmemBytes, a.sm_count, units, stream);
       e != cudaSuccess)
     return {"launch", cudaGetErrorString(e)};
@@ -72,6 +72,17 @@ template <int kW>
 WoLaunchResult launch_width(const moe_problem& prob, const WoGemmArgs& a, int n,
                             cudaStream_t stream) noexcept {
   const bool pairs = a.n_tiles % 2 == 0;
+  // bf16 tall tiles (two prepared weight tiles a CTA tile), in pairs where they come in pairs.
+  if constexpr (kW == kernels::wo::kBf16) {
+    if (wo_tall_tiles(a, n)) {
+      const bool tall_pairs = a.n_tiles % 4 == 0;
+      if (n == 64)
+        return tall_pairs ? launch_typed<kW, 64, 2, 2>(prob, a, stream)
+                          : launch_typed<kW, 64, 1, 2>(prob, a, stream);
+      return tall_pairs ? launch_typed<kW, 128, 2, 2>(prob, a, stream)
+                        : launch_typed<kW, 128, 1, 2>(prob, a, stream);
+    }
+  }
   switch (n) {
     case 16:
       return launch_typed<kW, 16, 1>(prob, a, stream);

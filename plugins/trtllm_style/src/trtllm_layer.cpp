@@ -166,11 +166,11 @@ PrepareOptions layout_options(const moe_problem& p, const Options& options) {
   o.gated_interleave = !is_fp8_block(p);
   for (const auto& [key, value] : options) {
     if (key == "gemm_tiles" || key == "activation_epilogue" || key == "token_tile" ||
-        key == "bf16_gemm")
+        key == "bf16_gemm" || key == "weight_tile")
       continue;  // read by DeviceLayer
     MOE_FAIL(MOE_STATUS_CONFIG_ERROR,
              "trtllm_style: unknown option '{}' (known: gemm_tiles, activation_epilogue, "
-             "token_tile, bf16_gemm)",
+             "token_tile, bf16_gemm, weight_tile)",
              key);
   }
   return o;
@@ -208,6 +208,12 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                 "only)",
                 value);
       token_tile_option_ = value == "auto" ? std::nullopt : std::optional(std::stoi(value));
+    } else if (key == "weight_tile") {
+      MOE_CHECK(
+          value == "auto" || value == "128" || (value == "256" && p.format == MOE_FORMAT_BF16),
+          MOE_STATUS_CONFIG_ERROR,
+          "trtllm_style: weight_tile '{}' is not auto, 128 or 256 (256: bf16 layers only)", value);
+      weight_tile_option_ = value == "auto" ? std::nullopt : std::optional(std::stoi(value));
     } else if (key == "bf16_gemm") {
       MOE_CHECK(value == "auto" || value == "cutlass" || value == "own", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: bf16_gemm '{}' is not auto, cutlass or own", value);
@@ -409,10 +415,11 @@ void DeviceLayer::check_own_bf16(const moe_problem& p, const Options& options,
                                  std::optional<bool> own_option) const {
   const char* format = format_name(static_cast<moe_format>(p.format));
   for (const auto& [key, value] : options)
-    MOE_CHECK(key != "token_tile" || weight_only_path(), MOE_STATUS_CONFIG_ERROR,
-              "trtllm_style: token_tile is for the weight-only GEMM (mxfp4, nvfp4 and mxfp8 "
-              "layers, or bf16 ones with bf16_gemm: own), not a {} layer on CUTLASS",
-              format);
+    MOE_CHECK((key != "token_tile" && key != "weight_tile") || weight_only_path(),
+              MOE_STATUS_CONFIG_ERROR,
+              "trtllm_style: {} is for the weight-only GEMM (mxfp4, nvfp4 and mxfp8 layers, or "
+              "bf16 ones with bf16_gemm: own), not a {} layer on CUTLASS",
+              key, format);
   MOE_CHECK(!own_option || p.format == MOE_FORMAT_BF16, MOE_STATUS_CONFIG_ERROR,
             "trtllm_style: bf16_gemm '{}' is for bf16 layers; a {} layer's GEMMs follow its "
             "format",

@@ -62,6 +62,8 @@ TEST(WoGemmArgs, AValidCallPassesAndEachMisuseIsNamed) {
   expect_refused([](WoGemmArgs& a) { a.tokens_per_tile = 48; }, "tokens_per_tile=48");
   expect_refused([](WoGemmArgs& a) { a.tokens_per_tile = 256; }, "256: bf16 weights only");
   expect_refused([](WoGemmArgs& a) { a.sm_count = 0; }, "sm_count=0");
+  expect_refused([](WoGemmArgs& a) { a.weight_tile_rows = 192; }, "weight_tile_rows=192");
+  expect_refused([](WoGemmArgs& a) { a.weight_tile_rows = 256; }, "256: bf16 weights only");
   expect_refused([](WoGemmArgs& a) { a.rows = reinterpret_cast<const uint16_t*>(1); },
                  "16-byte aligned");
   expect_refused(
@@ -96,6 +98,23 @@ TEST(WoGemmArgs, Bf16TakesWeightRowsNotChunks) {
         b.weight_rows = reinterpret_cast<const uint16_t*>(tiles + 1);
       },
       "bf16 weight rows must be non-null and 16-byte aligned");
+}
+
+// Tall tiles only where asked, for bf16, 64- or 128-token tiles and weight tiles in pairs.
+TEST(WoGemmArgs, TallTilesFollowTheTiles) {
+  WoGemmArgs a = valid();  // mxfp4, 2 weight tiles
+  a.weight_tile_rows = 256;
+  EXPECT_FALSE(wo_tall_tiles(a, 128));  // not bf16
+  a.weights = WoWeights::kBf16;
+  EXPECT_TRUE(wo_tall_tiles(a, 128));
+  EXPECT_TRUE(wo_tall_tiles(a, 64));
+  EXPECT_FALSE(wo_tall_tiles(a, 32));
+  EXPECT_FALSE(wo_tall_tiles(a, 256));
+  a.n_tiles = 3;
+  EXPECT_FALSE(wo_tall_tiles(a, 128));
+  a.n_tiles = 4;
+  a.weight_tile_rows = 0;
+  EXPECT_FALSE(wo_tall_tiles(a, 128));
 }
 
 TEST(WoGemmArgs, ChunkSizesAndNames) {

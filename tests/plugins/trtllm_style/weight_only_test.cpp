@@ -27,12 +27,13 @@ struct WoCase {
   int64_t hidden, intermediate;
   const char* tile;         // token_tile
   int64_t max_tokens = 64;  // 256: several token blocks per expert at 64 and 128 tokens a tile
+  const char* weight_tile = "auto";  // weight_tile (bf16: 256 for tall tiles)
 };
 
 void PrintTo(const WoCase& c, std::ostream* os) {
   *os << format_name(c.format) << " " << activation_name(c.activation) << " shared=" << c.shared
       << " bias=" << c.bias << " H=" << c.hidden << " I=" << c.intermediate
-      << " token_tile=" << c.tile;
+      << " token_tile=" << c.tile << " weight_tile=" << c.weight_tile;
 }
 
 class TrtllmWeightOnly : public testing::TestWithParam<WoCase> {
@@ -78,7 +79,7 @@ constexpr moe_format kBf = MOE_FORMAT_BF16;  // with bf16_gemm: own
 
 // The case's options: its token tile, and bf16 layers on the weight-only GEMM.
 Options case_options(const WoCase& c) {
-  Options o{{"token_tile", c.tile}};
+  Options o{{"token_tile", c.tile}, {"weight_tile", c.weight_tile}};
   if (c.format == kBf) o.emplace_back("bf16_gemm", "own");
   return o;
 }
@@ -133,13 +134,21 @@ INSTANTIATE_TEST_SUITE_P(
                     WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 0, true, 384, 256, "32", 256},
                     // 256 tokens a tile (bf16 only): gated and plain, four epilogue passes.
                     WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 256, 256, "256", 256},
-                    WoCase{kBf, MOE_ACTIVATION_RELU2, 128, false, 384, 128, "256", 256}),
+                    WoCase{kBf, MOE_ACTIVATION_RELU2, 128, false, 384, 128, "256", 256},
+                    // Tall tiles (bf16, two prepared weight tiles a CTA): in pairs (weight tiles
+                    // in fours) and alone, gated and plain, padded I, 64 and 128 tokens a tile.
+                    WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 512, 256, "128", 256, "256"},
+                    WoCase{kBf, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 128, "64", 256, "256"},
+                    WoCase{kBf, MOE_ACTIVATION_RELU2, 0, true, 512, 512, "128", 256, "256"},
+                    WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 200, false, 256, 200, "64", 64, "256"},
+                    WoCase{kBf, MOE_ACTIVATION_SILU_MUL_CLAMP, 0, false, 512, 256, "auto", 256,
+                           "256"}),
     [](const testing::TestParamInfo<WoCase>& info) {
       const WoCase& c = info.param;
-      return fmt::format("{}_{}{}{}_h{}_i{}_tile_{}_t{}", format_name(c.format),
-                         activation_name(c.activation),
-                         c.shared > 0 ? fmt::format("_shared{}", c.shared) : std::string(),
-                         c.bias ? "_bias" : "", c.hidden, c.intermediate, c.tile, c.max_tokens);
+      return fmt::format(
+          "{}_{}{}{}_h{}_i{}_tile_{}_t{}_w{}", format_name(c.format), activation_name(c.activation),
+          c.shared > 0 ? fmt::format("_shared{}", c.shared) : std::string(), c.bias ? "_bias" : "",
+          c.hidden, c.intermediate, c.tile, c.max_tokens, c.weight_tile);
     });
 
 // One run captured in a CUDA graph, replayed with new batches and routing over the same buffers.
@@ -210,6 +219,16 @@ TEST_F(TrtllmWeightOnly, CutlassOptionsAndUnknownTileWidthsAreConfigErrors) {
         plugin_->prepare(p, w.view(), {{"token_tile", "256"}});
       },
       MOE_STATUS_CONFIG_ERROR, {"token_tile '256'", "256: bf16 layers only"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"weight_tile", "256"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"weight_tile '256'", "256: bf16 layers only"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"weight_tile", "64"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"weight_tile '64'", "auto, 128 or 256"});
 }
 
 // bf16_gemm: own takes bf16 layers without sinks, and not the CUTLASS tile or a separate
@@ -246,6 +265,11 @@ TEST_F(TrtllmWeightOnly, OwnBf16GemmOptionErrors) {
         plugin_->prepare(p, w.view(), {{"token_tile", "64"}, {"gemm_tiles", "tokens"}});
       },
       MOE_STATUS_CONFIG_ERROR, {"token_tile is for the weight-only GEMM", "bf16"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"weight_tile", "256"}, {"bf16_gemm", "cutlass"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"weight_tile is for the weight-only GEMM", "bf16"});
   const Problem mx = problem({kMx, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 128, "auto"});
   const LayerWeights m = random_weights(mx.c(), 61);
   expect_error(

@@ -52,6 +52,8 @@ struct WoGemmArgs {
   int64_t out_ld = 0;
   int64_t out_cols = 0;     // columns stored, a multiple of 8 (<= 64 or 128 per weight tile)
   int tokens_per_tile = 0;  // 16, 32, 64, 128 (256: bf16); 0: wo_tokens_per_tile
+  // bf16: weight rows a CTA tile, 128 or 256 (tall tiles, wo_tall_tiles); 0: 128
+  int weight_tile_rows = 0;
   int sm_count = 0;
 };
 
@@ -62,6 +64,11 @@ struct WoGemmArgs {
 // faster than 128; at 256 rows 4% slower); quantised ones stop at 128 (their A fragments live in
 // registers beside the accumulators).
 int wo_tokens_per_tile(int64_t rows, int groups, WoWeights weights);
+
+// Whether a launch of `tokens_per_tile`-token tiles takes tall tiles (256 weight rows: two
+// prepared tiles a CTA, each consumer warpgroup two 64-row blocks, twice the flops per token byte):
+// asked for by weight_tile_rows = 256, bf16 weights, 64 or 128 tokens a tile, n_tiles even.
+bool wo_tall_tiles(const WoGemmArgs& a, int tokens_per_tile);
 
 // The most groups one launch schedules (the kernel keeps their tile prefix in shared memory).
 int wo_gemm_max_groups();
