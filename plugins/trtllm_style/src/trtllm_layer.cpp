@@ -234,9 +234,10 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                 "is not row-interleaved (128-row scale blocks), so the activation runs apart");
     }
   }
-  own_bf16_ = own_option
-                  ? *own_option
-                  : auto_own_bf16(p, tiles_option_ || fuse_option_, token_tile_option_.has_value());
+  own_bf16_ =
+      own_option ? *own_option
+                 : auto_own_bf16(p, tiles_option_ || fuse_option_,
+                                 token_tile_option_.has_value() || weight_tile_option_.has_value());
   check_own_bf16(p, options, own_option);
   std::vector<int32_t> map(size_t(p.experts));
   for (int64_t e = 0; e < p.experts; ++e) map[e] = local_expert_id(p, e);
@@ -396,15 +397,18 @@ int64_t weight_only_groups(const moe_problem& p) {
   return p.local_experts + (p.shared_intermediate > 0 ? 1 : 0);
 }
 
-bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool token_tile) {
+bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool own_options) {
   const int64_t groups = weight_only_groups(p);
   if (p.format != MOE_FORMAT_BF16 || p.sink_experts > 0 || groups > gpu::wo_gemm_max_groups() ||
       cutlass_options)
     return false;
-  // Measured on the H200 (bench/NOTES.md, session 18): the weight-only GEMM on bf16 tiles is
-  // 1-18% faster than CUTLASS's up to 128 rows per expert and 0-16% slower past 256, and a layer
-  // holds one of the two layouts: the one for the largest batch it takes.
-  return token_tile || expected_group_rows(p, p.max_tokens) <= 128 * groups;
+  // Measured on the H200 (bench/NOTES.md, sessions 18 and 19): the weight-only GEMM on bf16
+  // tiles is 1-18% faster than CUTLASS's up to 128 rows per expert and 0-16% slower past 256 on
+  // Qwen3-30B-A3B and Mixtral (hidden 2048, 4096); on DeepSeek-V3 (hidden 7168) 3-5% faster up
+  // to 16 rows an expert, but 3.5% slower at 32, 28% at 64 and 17% at 128. A layer holds one of
+  // the two layouts: the one for the largest batch it takes.
+  const int64_t most_rows = p.hidden <= 4096 ? 128 : 16;
+  return own_options || expected_group_rows(p, p.max_tokens) <= most_rows * groups;
 }
 
 bool DeviceLayer::weight_only_path() const {

@@ -47,9 +47,10 @@ int64_t expected_group_rows(const moe_problem& p, int64_t tokens);
 int64_t weight_only_groups(const moe_problem& p);
 // bf16_gemm: auto. Whether a bf16 layer runs on the weight-only GEMM (bf16 tiles) rather than
 // CUTLASS's: when it can (no sinks, few enough groups), unless CUTLASS's options are set
-// (`cutlass_options`: gemm_tiles or activation_epilogue other than auto), and when token_tile is
-// set, or when even a max_tokens batch averages at most 128 rows an expert.
-bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool token_tile);
+// (`cutlass_options`: gemm_tiles or activation_epilogue other than auto), and when token_tile or
+// weight_tile is set (`own_options`), or when even a max_tokens batch averages at most 128 rows
+// an expert (16 past hidden 4096).
+bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool own_options);
 
 // Why this backend cannot run `p` on this machine, or MOE_REASON_NONE.
 struct Refusal {

@@ -185,5 +185,22 @@ TEST_F(TrtllmSupport, Bf16GemmAutoFollowsTheRowsPerExpertAtMaxTokens) {
   EXPECT_THAT(layout(64, 1), testing::Not(testing::HasSubstr("weight-only GEMM")));
 }
 
+// Past hidden 4096 (DeepSeek-V3-like layers) auto stops at 16 rows an expert: there CUTLASS's
+// GEMMs were faster from 32 (bench/NOTES.md, session 19).
+TEST_F(TrtllmSupport, Bf16GemmAutoStopsEarlierForWideHidden) {
+  auto layout = [&](int64_t hidden, int64_t max_tokens) {
+    Problem q = fp8(MOE_INPUT_BF16);
+    q.raw().format = MOE_FORMAT_BF16;
+    q.raw().hidden = hidden;
+    q.raw().max_tokens = max_tokens;
+    q.finalize();
+    return plugin_->describe_layout(q.c()).value_or("");
+  };
+  // E = 16, k = 4: 64 tokens give 16 rows an expert, 65 more.
+  EXPECT_THAT(layout(7168, 64), testing::HasSubstr("bf16 on the weight-only GEMM"));
+  EXPECT_THAT(layout(7168, 65), testing::Not(testing::HasSubstr("weight-only GEMM")));
+  EXPECT_THAT(layout(4096, 512), testing::HasSubstr("bf16 on the weight-only GEMM"));
+}
+
 }  // namespace
 }  // namespace moe::test
