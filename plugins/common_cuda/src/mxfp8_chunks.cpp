@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
@@ -10,10 +11,9 @@
 
 namespace moe::gpu {
 
-int mx8_byte_at(int kk) {
-  const int j = kk / 16, off = kk % 16;
-  const int q = (off % 8) / 2, upper = off / 8, second = off % 2;  // K 2q (+1), (+8)
-  return q * 32 + j * 4 + second * 2 + upper;
+int mx8_word_at(int kk) {
+  const int j = kk / 16, q = (kk % 8) / 2;  // K 16j + 2q (+1, +8, +9)
+  return q * 32 + j * 4;
 }
 
 std::vector<uint8_t> pack_mxfp8_stack(const uint8_t* codes, const uint8_t* scales, int64_t experts,
@@ -22,8 +22,6 @@ std::vector<uint8_t> pack_mxfp8_stack(const uint8_t* codes, const uint8_t* scale
   const auto [tiles, stages] = chunk_cover(pad, rows, k, gate_up, name);
   const int64_t scale_cols = (k + kMxBlockSize - 1) / kMxBlockSize;
   constexpr int64_t kBlocks = kFp4StageK / kMxBlockSize;  // 4 scale codes a chunk row
-  int at[kFp4StageK];
-  for (int kk = 0; kk < kFp4StageK; ++kk) at[kk] = mx8_byte_at(kk);
   std::vector<uint8_t> out(size_t(experts * tiles * stages * kMx8ChunkBytes), 0);
   for_each_chunk_row(
       experts, tiles, rows, gate_up,
@@ -33,6 +31,7 @@ std::vector<uint8_t> pack_mxfp8_stack(const uint8_t* codes, const uint8_t* scale
         const uint8_t* s = scales + src * scale_cols;
         for (int64_t st = 0; st < stages; ++st) {
           uint8_t* chunk = out.data() + ((e * tiles + t) * stages + st) * kMx8ChunkBytes;
+          uint8_t c[kFp4StageK] = {};  // the stage's codes of this row, zeros past k
           for (int64_t b = 0; b < kBlocks; ++b) {
             const int64_t block = st * kBlocks + b;
             if (block >= scale_cols) break;  // K padding: zero codes
@@ -47,16 +46,21 @@ std::vector<uint8_t> pack_mxfp8_stack(const uint8_t* codes, const uint8_t* scale
                       "{}_scale[{}, {}, {}] = 2^{} is outside the mxfp8 scales the weight-only "
                       "kernel applies exactly in bf16, 2^{} to 2^{}",
                       name, e, row, block, int(x) - 127, kMx8MinCode - 127, kMx8MaxCode - 127);
-            chunk[kMx8CodeBytes + r * kBlocks + b] = x;
+            const auto m = uint16_t(mx8_scale_bf16(x));
+            std::memcpy(chunk + kMx8CodeBytes + r * kMx8ScaleBytes + b * 2, &m, 2);
             for (int64_t kk = b * kMxBlockSize;
                  kk < (b + 1) * kMxBlockSize && st * kFp4StageK + kk < k; ++kk) {
-              const uint8_t c = q[st * kFp4StageK + kk];
-              MOE_CHECK((c & 0x7f) != 0x7f, MOE_STATUS_INVALID_ARGUMENT,
+              c[kk] = q[st * kFp4StageK + kk];
+              MOE_CHECK((c[kk] & 0x7f) != 0x7f, MOE_STATUS_INVALID_ARGUMENT,
                         "{}[{}, {}, {}] is an e4m3 NaN code (0x{:02x})", name, e, row,
-                        st * kFp4StageK + kk, c);
-              chunk[r * kFp4StageK + at[kk]] = c;
+                        st * kFp4StageK + kk, c[kk]);
             }
           }
+          for (int kk = 0; kk < kFp4StageK; kk += 16)  // K step kk / 16
+            for (int i = 0; i < 8; i += 2) {           // thread q = i / 2: K 2q, 2q+1, 2q+8, 2q+9
+              const uint32_t w = mx8_word(c[kk + i], c[kk + i + 1], c[kk + i + 8], c[kk + i + 9]);
+              std::memcpy(chunk + r * kFp4StageK + mx8_word_at(kk + i), &w, 4);
+            }
         }
       },
       pairing);

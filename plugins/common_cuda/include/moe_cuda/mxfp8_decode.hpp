@@ -1,12 +1,15 @@
 // mxfp8 weights in the Hopper weight-only layout (moe_cuda/mxfp8_chunks.hpp): the integer steps
-// that turn the prepared e4m3 codes and ue8m0 scale codes into bf16 operands. Plain C++, also
-// compiled for the device, so the kernel and the host tests run the very same arithmetic.
+// that turn e4m3 codes into bf16 operands, split between the packer (once, at prepare) and the
+// kernel (every K step). Plain C++, also compiled for the device, so the kernel and the host tests
+// run the very same arithmetic.
 //
-// A pair of codes sits in bytes 0 and 2 of a word (the other pair of the word in bytes 1 and 3,
-// after a shift by 8). Masked to 0x00ff00ff, each code's seven magnitude bits move to bf16 bits
-// 4-10 (the low four exponent bits and the three high mantissa bits) and its sign to bit 15: the
-// bf16 number is the e4m3 value times 2^-120 (e4m3's subnormals land on bf16 subnormals, exactly).
-// One bf16 multiply by the block's scale times 2^120 then gives value x scale exactly (at most 4
+// Placed, a code's seven magnitude bits sit at bf16 bits 4-10 (the low four exponent bits and the
+// three high mantissa bits) and its sign at bit 15 (mask 0x87f0): the bf16 number is the e4m3
+// value times 2^-120 (e4m3's subnormals land on bf16 subnormals, exactly). A prepared word holds
+// the two bf16 pairs of a K step's A fragment that share a thread and a row: the first pair placed
+// as it is used (one mask away), the second in the other 16 bits of each half with the nibbles of
+// each byte swapped (a shift each way and a mask away). One bf16 multiply by the block's scale
+// times 2^120 (kept as bf16 in the chunk) then gives value x scale exactly (at most 4
 // significant bits): the accumulator needs nothing taken back.
 #pragma once
 
@@ -26,17 +29,31 @@ namespace moe::gpu {
 constexpr int kMx8MinCode = 3;
 constexpr int kMx8MaxCode = 134;
 
-// The bf16 pair of the codes in bytes 0 and 2 of `v` (other bits ignored), value x 2^-120 each.
-MOE_MX8_HD uint32_t mx8_placed_pair(uint32_t v) {
-  v &= 0x00ff00ffu;
-  return ((v << 4) & 0x07f007f0u) | ((v << 8) & 0x80008000u);
+// One code placed: value x 2^-120 as bf16 bits.
+MOE_MX8_HD uint32_t mx8_placed(uint32_t code) {
+  return ((code & 0x7fu) << 4) | ((code & 0x80u) << 8);
 }
-
-// The scale code as a bf16 pair (both halves alike), scale x 2^120: exponent field x + 120.
-MOE_MX8_HD uint32_t mx8_scale_pair(uint32_t code) {
-  return code * 0x00800080u + 0x3C003C00u;
+// The nibbles of each byte of a 16-bit pattern swapped: 0x87f0's bits go to 0x780f.
+MOE_MX8_HD uint32_t mx8_nibble_swap16(uint32_t x) {
+  return ((x << 4) & 0xf0f0u) | ((x >> 4) & 0x0f0fu);
 }
-
+// The prepared word of the codes of K 2q, 2q + 1 (the first pair of a thread's row in a K step:
+// low, high half) and K 2q + 8, 2q + 9 (the second pair).
+MOE_MX8_HD uint32_t mx8_word(uint32_t k0, uint32_t k1, uint32_t k8, uint32_t k9) {
+  return mx8_placed(k0) | (mx8_placed(k1) << 16) | mx8_nibble_swap16(mx8_placed(k8)) |
+         (mx8_nibble_swap16(mx8_placed(k9)) << 16);
+}
+// The word's first and second bf16 pairs, as the kernel cuts them out.
+MOE_MX8_HD uint32_t mx8_first_pair(uint32_t w) {
+  return w & 0x87f087f0u;
+}
+MOE_MX8_HD uint32_t mx8_second_pair(uint32_t w) {
+  return ((w << 4) & 0x80f080f0u) | ((w >> 4) & 0x07000700u);
+}
+// The scale code as the bf16 multiplier the chunk keeps: scale x 2^120, exponent field x + 120.
+MOE_MX8_HD uint32_t mx8_scale_bf16(uint32_t code) {
+  return (code + 120u) << 7;
+}
 }  // namespace moe::gpu
 
 #undef MOE_MX8_HD
