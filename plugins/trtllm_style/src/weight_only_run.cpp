@@ -79,7 +79,8 @@ std::string describe_weight_only_layout(const moe_problem& p) {
   if (w == gpu::WoWeights::kBf16)
     return fmt::format(
         "bf16 on the weight-only GEMM (bf16_gemm: auto takes it when a max_tokens batch averages "
-        "at most 128 rows an expert; bf16_gemm: own always): tiles of 128 weight rows, w13 as {} "
+        "at most 128 rows an expert, 16 past hidden 4096; bf16_gemm: own always): tiles of 128 "
+        "weight rows (weight_tile: 256 pairs them), w13 as {} "
         "tiles per expert{}, w2 as {} tiles, K padded to {} and {}, read by TMA 64 K a stage, "
         "both wgmma operands from shared memory, the bias and activation in GEMM1's epilogue "
         "(bf16_gemm: cutlass prepares TensorRT-LLM's layout for CUTLASS's GEMMs instead)",
@@ -93,8 +94,10 @@ std::string describe_weight_only_layout(const moe_problem& p) {
       "tiles per expert{}, w2 as {} tiles, K padded to {} and {}; dequantised in registers and "
       "multiplied with bf16 wgmma, the bias and activation in GEMM1's epilogue",
       format_name(static_cast<moe_format>(p.format)), gpu::wo_chunk_bytes(w),
-      w == gpu::WoWeights::kNvfp4 ? "e4m3 per 16" : "ue8m0 per 32",
-      w == gpu::WoWeights::kNvfp4 ? 8 : 4, g.w13_tiles,
+      w == gpu::WoWeights::kNvfp4   ? "e4m3 per 16"
+      : w == gpu::WoWeights::kMxfp8 ? "ue8m0 per 32 (as bf16 multipliers)"
+                                    : "ue8m0 per 32",
+      w == gpu::WoWeights::kMxfp4 ? 4 : 8, g.w13_tiles,
       gated ? " (64 gate columns and their up rows, paired 8 by 8)" : "", g.w2_tiles, g.padded_h,
       g.padded_i);
 }
