@@ -1,8 +1,8 @@
 // The Hopper mxfp8 chunks (moe_cuda/mxfp8_chunks.hpp) turned into bf16 A fragments of a 16-row
 // wgmma m64nNk16 operand in registers, as kernels/fp4_fragments.cuh does for the 4-bit chunks:
-// the thread's 32 code bytes of each of its two rows and their block multipliers read once per
-// chunk, each K step's four registers cut out of the prepared words (a mask; two shifts and two
-// masks) and scaled with one bf16 multiply (moe_cuda/mxfp8_decode.hpp).
+// the thread's 32 code bytes of each of its two rows and their scale codes read once per chunk,
+// each K step's four registers cut out of the prepared words (a mask; two shifts and two masks)
+// and scaled with one bf16 multiply (moe_cuda/mxfp8_decode.hpp).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@ namespace moe::gpu::kernels {
 
 struct Mx8Rows {
   uint32_t codes0[8], codes1[8];  // word j: K step j of rows r0 and r0 + 8
-  uint2 sc0, sc1;                 // the rows' 4 bf16 block multipliers (one per 32 K), two a word
+  uint32_t sc0, sc1;              // the rows' 4 scale codes (one per 32 K)
 
   __device__ __forceinline__ Mx8Rows(const uint8_t* chunk, int r0, int q) {
 #pragma unroll
@@ -27,14 +27,13 @@ struct Mx8Rows {
       codes1[4 * h] = b.x, codes1[4 * h + 1] = b.y, codes1[4 * h + 2] = b.z,
                  codes1[4 * h + 3] = b.w;
     }
-    sc0 = *reinterpret_cast<const uint2*>(chunk + kMx8CodeBytes + r0 * kMx8ScaleBytes);
-    sc1 = *reinterpret_cast<const uint2*>(chunk + kMx8CodeBytes + (r0 + 8) * kMx8ScaleBytes);
+    sc0 = *reinterpret_cast<const uint32_t*>(chunk + kMx8CodeBytes + r0 * kMx8ScaleBytes);
+    sc1 = *reinterpret_cast<const uint32_t*>(chunk + kMx8CodeBytes + (r0 + 8) * kMx8ScaleBytes);
   }
 
-  // Block b's multiplier in both halves of a bf16 pair.
-  __device__ __forceinline__ static uint32_t scale_pair(uint2 sc, int b) {
-    const uint32_t w = b < 2 ? sc.x : sc.y;
-    return __byte_perm(w, 0u, b % 2 ? 0x3232u : 0x1010u);
+  // Block b's scale code put in both halves (byte b, zero, byte b, zero), then made the pair.
+  __device__ __forceinline__ static uint32_t scale_pair(uint32_t sc, int b) {
+    return mx8_scale_pair_of(__byte_perm(sc, 0u, 0x4040u + 0x0101u * uint32_t(b)));
   }
 
   // K step j's A fragments: the two pairs of word j of each row, times block j / 2's multiplier.

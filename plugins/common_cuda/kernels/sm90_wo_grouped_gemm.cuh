@@ -68,7 +68,7 @@ enum Weights : int { kMxfp4 = 0, kNvfp4 = 1, kMxfp8 = 2, kBf16 = 3 };
 // K per stage: one chunk (128), or for bf16 one 128-byte swizzle atom of K (64).
 template <int kW>
 constexpr int kStageK = kW == kBf16 ? 64 : 128;
-// A stage's weight space: 1024-byte slots (mxfp4 8704 bytes, nvfp4 9216, mxfp8 17408; bf16 128
+// A stage's weight space: 1024-byte slots (mxfp4 8704 bytes, nvfp4 9216, mxfp8 16896; bf16 128
 // rows x 64 K).
 template <int kW>
 constexpr int kChunkSlot = kW == kBf16    ? 16 * 1024
@@ -134,7 +134,7 @@ struct Params {
   CUtensorMap rows_map;     // [R, K] bf16 token rows, boxes of N rows x 64 K, 128-byte swizzle
   CUtensorMap weights_map;  // bf16: [groups x n_tiles x 128, K] weight rows, boxes of 128 x 64 K
   const uint8_t* chunks;    // [groups][n_tiles][k_stages] prepared chunks, chunk_bytes each
-  int32_t chunk_bytes = 0;  // 8704 (mxfp4), 9216 (nvfp4) or 17408 (mxfp8); bf16: unused
+  int32_t chunk_bytes = 0;  // 8704 (mxfp4), 9216 (nvfp4) or 16896 (mxfp8); bf16: unused
   int32_t groups = 0, n_tiles = 0;
   int32_t k_stages = 0;              // stages of kStageK<kW> K
   const int64_t* offsets = nullptr;  // group g's rows [offsets[g], offsets[g + 1])

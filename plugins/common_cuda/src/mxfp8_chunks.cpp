@@ -46,8 +46,7 @@ std::vector<uint8_t> pack_mxfp8_stack(const uint8_t* codes, const uint8_t* scale
                       "{}_scale[{}, {}, {}] = 2^{} is outside the mxfp8 scales the weight-only "
                       "kernel applies exactly in bf16, 2^{} to 2^{}",
                       name, e, row, block, int(x) - 127, kMx8MinCode - 127, kMx8MaxCode - 127);
-            const auto m = uint16_t(mx8_scale_bf16(x));
-            std::memcpy(chunk + kMx8CodeBytes + r * kMx8ScaleBytes + b * 2, &m, 2);
+            chunk[kMx8CodeBytes + r * kMx8ScaleBytes + b] = x;
             for (int64_t kk = b * kMxBlockSize;
                  kk < (b + 1) * kMxBlockSize && st * kFp4StageK + kk < k; ++kk) {
               c[kk] = q[st * kFp4StageK + kk];

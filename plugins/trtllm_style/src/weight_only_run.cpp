@@ -94,10 +94,8 @@ std::string describe_weight_only_layout(const moe_problem& p) {
       "tiles per expert{}, w2 as {} tiles, K padded to {} and {}; dequantised in registers and "
       "multiplied with bf16 wgmma, the bias and activation in GEMM1's epilogue",
       format_name(static_cast<moe_format>(p.format)), gpu::wo_chunk_bytes(w),
-      w == gpu::WoWeights::kNvfp4   ? "e4m3 per 16"
-      : w == gpu::WoWeights::kMxfp8 ? "ue8m0 per 32 (as bf16 multipliers)"
-                                    : "ue8m0 per 32",
-      w == gpu::WoWeights::kMxfp4 ? 4 : 8, g.w13_tiles,
+      w == gpu::WoWeights::kNvfp4 ? "e4m3 per 16" : "ue8m0 per 32",
+      w == gpu::WoWeights::kNvfp4 ? 8 : 4, g.w13_tiles,
       gated ? " (64 gate columns and their up rows, paired 8 by 8)" : "", g.w2_tiles, g.padded_h,
       g.padded_i);
 }

@@ -49,8 +49,8 @@ double bf16(uint32_t bits) {
 }
 
 // Decodes every element of the prepared chunks as the consumer threads do (word j of thread q,
-// both pairs, the block's bf16 multiplier) and compares it with the canonical weight; padding
-// must decode to zero. Returns how many real weights it checked.
+// both pairs, the block's scale) and compares it with the canonical weight; padding must decode
+// to zero. Returns how many real weights it checked.
 int64_t check_decodes_exactly(const Stack& s, Fp4Padding pad = {},
                               GatePairing pairing = GatePairing::kHalves) {
   const std::vector<uint8_t> packed = pack_mxfp8_stack(s.codes.data(), s.scales.data(), s.experts,
@@ -72,15 +72,15 @@ int64_t check_decodes_exactly(const Stack& s, Fp4Padding pad = {},
             for (int j = 0; j < 8; ++j) {
               uint32_t word = 0;
               std::memcpy(&word, chunk + r * 128 + q * 32 + j * 4, 4);
-              uint16_t scale = 0;
-              std::memcpy(&scale, chunk + kMx8CodeBytes + r * kMx8ScaleBytes + (j / 2) * 2, 2);
+              const uint32_t scale =
+                  mx8_scale_pair(chunk[kMx8CodeBytes + r * kMx8ScaleBytes + j / 2]);
               for (int upper = 0; upper < 2; ++upper) {  // K 2q, 2q+1, then 2q+8, 2q+9
                 const uint32_t pair = upper ? mx8_second_pair(word) : mx8_first_pair(word);
                 for (int elem = 0; elem < 2; ++elem) {
                   const int64_t kk = st * kFp4StageK + 16 * j + 2 * q + 8 * upper + elem;
                   EXPECT_EQ(mx8_word_at(int(kk % kFp4StageK)), q * 32 + j * 4);
                   const double a = bf16(pair >> (16 * elem) & 0xffff);
-                  const double b = bf16(scale);
+                  const double b = bf16(scale >> (16 * elem) & 0xffff);
                   const double got = a * b;
                   EXPECT_EQ(bf16(double_to_bf16(got)), got) << "not exact in bf16";
                   const bool real = row >= 0 && kk < s.k;
@@ -129,9 +129,9 @@ TEST(Mxfp8Chunks, EveryCodeAndEveryScaleInTheWindowIsExact) {
     s.scales[i] = uint8_t(kMx8MinCode + i % (kMx8MaxCode - kMx8MinCode + 1));
   check_decodes_exactly(s);
   // The window's two ends: the smallest subnormal at the smallest scale, 448 at the largest.
-  EXPECT_EQ(bf16(mx8_placed(0x01)) * bf16(mx8_scale_bf16(kMx8MinCode)),
+  EXPECT_EQ(bf16(mx8_placed(0x01)) * bf16(mx8_scale_pair(kMx8MinCode) & 0xffff),
             std::ldexp(1.0, -9 + kMx8MinCode - 127));
-  EXPECT_EQ(bf16(mx8_placed(0x7e)) * bf16(mx8_scale_bf16(kMx8MaxCode)),
+  EXPECT_EQ(bf16(mx8_placed(0x7e)) * bf16(mx8_scale_pair(kMx8MaxCode) >> 16),
             448.0 * std::ldexp(1.0, kMx8MaxCode - 127));
 }
 

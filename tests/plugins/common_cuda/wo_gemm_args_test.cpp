@@ -120,7 +120,7 @@ TEST(WoGemmArgs, TallTilesFollowTheTiles) {
 TEST(WoGemmArgs, ChunkSizesAndNames) {
   EXPECT_EQ(wo_chunk_bytes(WoWeights::kMxfp4), 8704);
   EXPECT_EQ(wo_chunk_bytes(WoWeights::kNvfp4), 9216);
-  EXPECT_EQ(wo_chunk_bytes(WoWeights::kMxfp8), 17408);
+  EXPECT_EQ(wo_chunk_bytes(WoWeights::kMxfp8), 16896);
   EXPECT_EQ(wo_chunk_bytes(WoWeights::kBf16), 128 * 128 * 2);
   EXPECT_STREQ(wo_weights_name(WoWeights::kMxfp8), "mxfp8");
   EXPECT_STREQ(wo_weights_name(WoWeights::kBf16), "bf16");

@@ -3,8 +3,8 @@
 // (a gated w13's tile holds 64 columns' gate and up rows, paired as GatePairing says), each a run
 // of chunks of 128 K, one chunk per pipeline stage, fetched by one bulk copy.
 //
-// A chunk holds the codes, 128 bytes a row, then the row's 4 block scales (one per 32 K) as the
-// bf16 multipliers the kernel applies (mx8_scale_bf16, 8 bytes a row): 17408 bytes. Within a row,
+// A chunk holds the codes, 128 bytes a row, then the row's 4 ue8m0 scale codes (one per 32 K):
+// 16896 bytes. Within a row,
 // the 32 bytes at 32q are what thread q of the mma (lane % 4) needs: word j (K step j, K
 // 16j..16j+15) is mx8_word of the codes of K 16j + 2q, 16j + 2q + 1, 16j + 2q + 8, 16j + 2q + 9,
 // both bf16 pairs of the thread's A fragment in that row, placed in advance
@@ -20,8 +20,8 @@
 namespace moe::gpu {
 
 constexpr int64_t kMx8CodeBytes = kFp4TileRows * kFp4StageK;                       // 16384
-constexpr int64_t kMx8ScaleBytes = 2 * (kFp4StageK / 32);                          // 8 a row
-constexpr int64_t kMx8ChunkBytes = kMx8CodeBytes + kFp4TileRows * kMx8ScaleBytes;  // 17408
+constexpr int64_t kMx8ScaleBytes = kFp4StageK / 32;                                // 4 a row
+constexpr int64_t kMx8ChunkBytes = kMx8CodeBytes + kFp4TileRows * kMx8ScaleBytes;  // 16896
 
 // Packs one stack ([E, rows, k] e4m3 codes, [E, rows, ceil(k / 32)] ue8m0 scales), with the
 // rows, gate/up pairing and padding of pack_fp4_stack. Refuses by name (moe::Error,

@@ -9,8 +9,8 @@
 // the two bf16 pairs of a K step's A fragment that share a thread and a row: the first pair placed
 // as it is used (one mask away), the second in the other 16 bits of each half with the nibbles of
 // each byte swapped (a shift each way and a mask away). One bf16 multiply by the block's scale
-// times 2^120 (kept as bf16 in the chunk) then gives value x scale exactly (at most 4
-// significant bits): the accumulator needs nothing taken back.
+// times 2^120 then gives value x scale exactly (at most 4 significant bits): the accumulator
+// needs nothing taken back.
 #pragma once
 
 #include <cstdint>
@@ -50,9 +50,13 @@ MOE_MX8_HD uint32_t mx8_first_pair(uint32_t w) {
 MOE_MX8_HD uint32_t mx8_second_pair(uint32_t w) {
   return ((w << 4) & 0x80f080f0u) | ((w >> 4) & 0x07000700u);
 }
-// The scale code as the bf16 multiplier the chunk keeps: scale x 2^120, exponent field x + 120.
-MOE_MX8_HD uint32_t mx8_scale_bf16(uint32_t code) {
-  return (code + 120u) << 7;
+// The scale code as a bf16 pair (both halves alike), scale x 2^120: exponent field x + 120; from
+// the code already in both halves (0x00xx00xx, one byte permute in the kernel), one multiply-add.
+MOE_MX8_HD uint32_t mx8_scale_pair_of(uint32_t both_halves) {
+  return both_halves * 0x80u + 0x3C003C00u;
+}
+MOE_MX8_HD uint32_t mx8_scale_pair(uint32_t code) {
+  return mx8_scale_pair_of(code | (code << 16));
 }
 }  // namespace moe::gpu
 
