@@ -136,13 +136,17 @@ void DeviceLayer::prepare_weight_only(const moe_problem& p, const moe_weights& w
   auto put = [&](DeviceBuffer& dst, size_t group_bytes, int64_t first, const moe_tensor& q,
                  const moe_tensor& sc, int64_t count, int64_t rows, int64_t k, int64_t gate_up,
                  const std::string& name, gpu::Fp4Padding pad) {
+    // The packed stack at its place, its size checked against the layout's.
+    auto upload = [&](const void* packed, size_t bytes) {
+      MOE_CHECK(bytes == group_bytes * size_t(count), MOE_STATUS_INTERNAL,
+                "trtllm_style: {} packed into {} bytes, expected {}", name, bytes,
+                group_bytes * size_t(count));
+      dst.upload(packed, bytes, group_bytes * size_t(first));
+    };
     if (kind == gpu::WoWeights::kBf16) {
       const std::vector<uint16_t> tiles = gpu::pack_bf16_stack(
           static_cast<const uint16_t*>(q.data), count, rows, k, gate_up, name, pad, kPairing);
-      MOE_CHECK(tiles.size() * 2 == group_bytes * size_t(count), MOE_STATUS_INTERNAL,
-                "trtllm_style: {} packed into {} bytes, expected {}", name, tiles.size() * 2,
-                group_bytes * size_t(count));
-      dst.upload(tiles.data(), tiles.size() * 2, group_bytes * size_t(first));
+      upload(tiles.data(), tiles.size() * 2);
       return;
     }
     const auto* codes = static_cast<const uint8_t*>(q.data);
@@ -153,10 +157,7 @@ void DeviceLayer::prepare_weight_only(const moe_problem& p, const moe_weights& w
             : gpu::pack_fp4_stack(
                   kind == gpu::WoWeights::kMxfp4 ? gpu::Fp4Scales::kMx : gpu::Fp4Scales::kNv, codes,
                   scales, count, rows, k, gate_up, name, pad, kPairing);
-    MOE_CHECK(packed.size() == group_bytes * size_t(count), MOE_STATUS_INTERNAL,
-              "trtllm_style: {} packed into {} bytes, expected {}", name, packed.size(),
-              group_bytes * size_t(count));
-    dst.upload(packed.data(), packed.size(), group_bytes * size_t(first));
+    upload(packed.data(), packed.size());
   };
   const int64_t e = p.local_experts, si = p.shared_intermediate;
   put(w13_, group13, 0, w.w13, w.w13_scale, e, rows13, h, gated ? i : 0, "w13", pad13);
