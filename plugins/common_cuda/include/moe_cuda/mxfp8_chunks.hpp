@@ -4,11 +4,10 @@
 // of chunks of 128 K, one chunk per pipeline stage, fetched by one bulk copy.
 //
 // A chunk holds the codes, 128 bytes a row, then the row's 4 ue8m0 scale codes (one per 32 K):
-// 16896 bytes. Within a row,
-// the 32 bytes at 32q are what thread q of the mma (lane % 4) needs: word j (K step j, K
-// 16j..16j+15) is mx8_word of the codes of K 16j + 2q, 16j + 2q + 1, 16j + 2q + 8, 16j + 2q + 9,
-// both bf16 pairs of the thread's A fragment in that row, placed in advance
-// (moe_cuda/mxfp8_decode.hpp).
+// 16896 bytes. Within a row, the 32 bytes at 32q are what thread q of the mma (lane % 4) needs:
+// word j (K step j, K 16j..16j+15) is mx8_word of the codes of K 16j + 2q, 16j + 2q + 1,
+// 16j + 2q + 8, 16j + 2q + 9, both bf16 pairs of the thread's A fragment in that row, placed in
+// advance (moe_cuda/mxfp8_decode.hpp).
 #pragma once
 
 #include <cstdint>
