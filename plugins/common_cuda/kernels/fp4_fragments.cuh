@@ -48,11 +48,13 @@ struct Fp4Rows {
   // scale x 2^(kFp4FoldExp - 126), exact in bf16; the accumulator takes 2^kFp4Unfold back.
   __device__ __forceinline__ void fragments(int j, uint32_t (&a)[4]) const {
     const int i = j / 2, h = j % 2;
+    // The block's scale code in both halves (byte, zero, byte, zero), then made the pair.
     const int byte = kMx ? i : j;
-    const uint32_t s0 = (sc0[byte / 4] >> (8 * (byte % 4))) & 0xffu;
-    const uint32_t s1 = (sc1[byte / 4] >> (8 * (byte % 4))) & 0xffu;
-    const uint32_t p0 = kMx ? mx_scale_pair(s0) : nv_scale_pair(s0);
-    const uint32_t p1 = kMx ? mx_scale_pair(s1) : nv_scale_pair(s1);
+    const uint32_t sel = 0x4040u + 0x0101u * uint32_t(byte % 4);
+    const uint32_t s0 = __byte_perm(sc0[byte / 4], 0u, sel);
+    const uint32_t s1 = __byte_perm(sc1[byte / 4], 0u, sel);
+    const uint32_t p0 = kMx ? mx_scale_pair_of(s0) : nv_scale_pair_of(s0);
+    const uint32_t p1 = kMx ? mx_scale_pair_of(s1) : nv_scale_pair_of(s1);
     a[0] = bf16x2_mul(fp4_placed_pair(codes0[i], 2 * h), p0);      // row r0, K 2q, 2q + 1
     a[1] = bf16x2_mul(fp4_placed_pair(codes1[i], 2 * h), p1);      // row r0 + 8
     a[2] = bf16x2_mul(fp4_placed_pair(codes0[i], 2 * h + 1), p0);  // row r0, K 2q + 8, 2q + 9

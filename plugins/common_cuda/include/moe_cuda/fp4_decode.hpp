@@ -44,12 +44,19 @@ MOE_FP4_HD uint32_t fp4_placed_pair(uint32_t word, int k) {
   return (t * (odd ? 0x104u : 0x1040u)) & 0x81C081C0u;
 }
 
-// The scale code as a bf16 pair (both halves alike), scale x 2^kFoldExp.
+// The scale code as a bf16 pair (both halves alike), scale x 2^kFoldExp; the _of forms take the
+// code already in both halves (0x00xx00xx: one byte permute in the kernels), one multiply-add.
+MOE_FP4_HD uint32_t mx_scale_pair_of(uint32_t both_halves) {
+  return both_halves * 0x80u + 0x32003200u;  // exponent field x + 100
+}
+MOE_FP4_HD uint32_t nv_scale_pair_of(uint32_t both_halves) {
+  return both_halves * 0x10u + 0x6D006D00u;  // exponent field e + 227, mantissa f
+}
 MOE_FP4_HD uint32_t mx_scale_pair(uint32_t code) {
-  return code * 0x00800080u + 0x32003200u;  // exponent field x + 100
+  return mx_scale_pair_of(code | (code << 16));
 }
 MOE_FP4_HD uint32_t nv_scale_pair(uint32_t code) {
-  return code * 0x00100010u + 0x6D006D00u;  // exponent field e + 227, mantissa f
+  return nv_scale_pair_of(code | (code << 16));
 }
 
 }  // namespace moe::gpu
