@@ -17,7 +17,9 @@
 //
 // bf16: a stage is 64 K (the weight tile's 128 rows x 64 K and the token rows, each one 128-byte
 // swizzled TMA box), and both wgmma operands come from shared memory (m64nNk16 SS), so the
-// consumers only wait, issue and release; the stages are half as large, twice as many fit.
+// consumers only wait, issue and release; the stages are half as large, twice as many fit. Tall
+// tiles (kMB = 2, bf16 only) give a CTA two neighbouring prepared weight tiles: each consumer
+// warpgroup issues two m64 wgmmas a K step on the same token operand.
 //
 // One CTA per SM, persistent; warpgroup 0 produces (one thread), warpgroups 1 and 2 consume.
 // Tiles are numbered group by group, and within a group the N-token blocks of a weight tile
