@@ -21,6 +21,11 @@ int grid_size(int64_t work, int per_sm);
 void launch_route_kernel(kernels::RouteParams p, cudaStream_t stream);
 
 size_t radix_sort_temp_bytes(int64_t items, int end_bit);
+// Whether a permutation of these keys runs in one launch (perm.one_launch_max_items and the
+// kernel's own limits), and that launch.
+bool permute_in_one_launch(const kernels::PermuteKeyParams& keys, const Permutation& perm);
+void launch_permute_one_launch_kernel(const kernels::PermuteKeyParams& keys,
+                                      const Permutation& perm, cudaStream_t stream);
 // Keys, stable sort, finish. `keys` is complete but for its outputs, which live in `perm`.
 void launch_permute_kernels(kernels::PermuteKeyParams keys, const Permutation& perm,
                             cudaStream_t stream);

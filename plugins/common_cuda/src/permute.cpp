@@ -187,6 +187,10 @@ void launch_permute(const moe_problem& p, int64_t tokens, const int32_t* topk_id
             "launch_permute: the permutation was carved for the masked layout (max_m={})",
             perm.max_m);
   const kernels::PermuteKeyParams k = key_params(p, tokens, topk_ids, perm);
+  if (detail::permute_in_one_launch(k, perm)) {
+    detail::launch_permute_one_launch_kernel(k, perm, stream);
+    return;
+  }
   const size_t temp_bytes = detail::radix_sort_temp_bytes(k.items, perm.sort_end_bit);
   MOE_CHECK(temp_bytes <= perm.sort_temp_bytes, MOE_STATUS_CAPACITY_EXCEEDED,
             "the sort of {} slots needs {} bytes of temporary storage, the workspace holds {}",

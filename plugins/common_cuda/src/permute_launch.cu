@@ -20,6 +20,40 @@ size_t radix_sort_temp_bytes(int64_t items, int end_bit) {
   return bytes;
 }
 
+namespace {
+
+// The outputs of the permutation (all but the group counts' and offsets' inputs, `keys` and
+// `slots`, which the caller sets).
+kernels::PermuteFinishParams finish_params(const kernels::PermuteKeyParams& k,
+                                           const Permutation& perm) {
+  kernels::PermuteFinishParams f{};
+  f.items = k.items;
+  f.routed_slots = k.tokens * k.width;
+  f.width = k.width;
+  f.groups = static_cast<int32_t>(k.groups);
+  f.group_counts = perm.group_counts;
+  f.group_offsets = perm.group_offsets;
+  f.row_token = perm.row_token;
+  f.row_slot = perm.row_slot;
+  f.row_group = perm.row_group;
+  f.slot_row = perm.slot_row;
+  return f;
+}
+
+}  // namespace
+
+bool permute_in_one_launch(const kernels::PermuteKeyParams& k, const Permutation& perm) {
+  return perm.one_launch_max_items > 0 && k.items <= perm.one_launch_max_items &&
+         k.items <= kernels::kOneLaunchItems && k.groups <= uint32_t(kernels::kOneLaunchGroups);
+}
+
+void launch_permute_one_launch_kernel(const kernels::PermuteKeyParams& k, const Permutation& perm,
+                                      cudaStream_t stream) {
+  kernels::permute_one_launch_kernel<<<1, kernels::kPermuteThreads, 0, stream>>>(
+      k, finish_params(k, perm));
+  MOE_CUDA_CHECK_LAUNCH();
+}
+
 void launch_permute_kernels(kernels::PermuteKeyParams k, const Permutation& perm,
                             cudaStream_t stream) {
   k.keys = perm.sort_keys[0];
@@ -36,19 +70,9 @@ void launch_permute_kernels(kernels::PermuteKeyParams k, const Permutation& perm
                                                    static_cast<int>(k.items), 0, perm.sort_end_bit,
                                                    stream));
   }
-  kernels::PermuteFinishParams f{};
+  kernels::PermuteFinishParams f = finish_params(k, perm);
   f.keys = keys.Current();
   f.slots = slots.Current();
-  f.items = k.items;
-  f.routed_slots = k.tokens * k.width;
-  f.width = k.width;
-  f.groups = static_cast<int32_t>(k.groups);
-  f.group_counts = perm.group_counts;
-  f.group_offsets = perm.group_offsets;
-  f.row_token = perm.row_token;
-  f.row_slot = perm.row_slot;
-  f.row_group = perm.row_group;
-  f.slot_row = perm.slot_row;
   const int64_t work = std::max<int64_t>(k.items, perm.groups + 1);
   const int threads = kernels::kPermuteThreads;
   kernels::

@@ -1,5 +1,6 @@
 // launch_permute against a CPU model (exact arrays) and against the invariants stated in
-// moe_cuda/permute.hpp, checked on the device output alone.
+// moe_cuda/permute.hpp, checked on the device output alone; every permutation twice, through the
+// sort and, where it applies (up to 1024 slots), through the one-launch kernel.
 #include <algorithm>
 #include <numeric>
 #include <vector>
@@ -78,18 +79,23 @@ class PermuteTest : public test::CudaTest {
   }
 
   // Permutes on the device (outputs poisoned first), compares with the model exactly and checks
-  // the invariants on the device arrays alone.
+  // the invariants on the device arrays alone: through the sort, then in one launch.
   void expect_permutation(const moe_problem& p, int64_t tokens, const std::vector<int32_t>& ids,
                           int64_t max_tokens = -1, const int32_t* device_map = nullptr) {
     if (max_tokens < 0) max_tokens = tokens;
-    DeviceBuffer<char> workspace(permutation_workspace_bytes(p, max_tokens));
-    workspace.poison(0x7b);
-    Permutation perm = carve_permutation(p, max_tokens, workspace.get());
-    perm.local_of_global = device_map;
-    DeviceBuffer<int32_t> d_ids(ids);
-    launch_permute(p, tokens, d_ids.get(), perm, stream_);
-    sync();
-    check(p, tokens, ids, perm);
+    for (const int64_t one_launch : {int64_t(0), int64_t(1024)}) {
+      SCOPED_TRACE(one_launch ? "one launch" : "sort");
+      DeviceBuffer<char> workspace(permutation_workspace_bytes(p, max_tokens));
+      workspace.poison(0x7b);
+      Permutation perm = carve_permutation(p, max_tokens, workspace.get());
+      EXPECT_EQ(perm.one_launch_max_items, 0);  // off until measured (moe_cuda/permute.hpp)
+      perm.local_of_global = device_map;
+      perm.one_launch_max_items = one_launch;
+      DeviceBuffer<int32_t> d_ids(ids);
+      launch_permute(p, tokens, d_ids.get(), perm, stream_);
+      sync();
+      check(p, tokens, ids, perm);
+    }
   }
 
   template <class T>
@@ -114,6 +120,11 @@ class PermuteTest : public test::CudaTest {
     EXPECT_EQ(read(perm.row_slot, rows), want.row_slot);
     EXPECT_EQ(read(perm.row_group, rows), want.row_group);
     EXPECT_EQ(read(perm.slot_row, slots), want.slot_row);
+    // Past the rows, up to the slots: -1.
+    const std::vector<int32_t> none(static_cast<size_t>(slots - rows), -1);
+    EXPECT_EQ(read(perm.row_token + rows, slots - rows), none);
+    EXPECT_EQ(read(perm.row_slot + rows, slots - rows), none);
+    EXPECT_EQ(read(perm.row_group + rows, slots - rows), none);
     expect_invariants(p, tokens, ids, perm, rows, slots);
   }
 
@@ -181,6 +192,30 @@ Problem make(int64_t experts, int64_t top_k) {
 TEST_F(PermuteTest, RandomRoutingSortsIntoContiguousSlotOrderedGroups) {
   const Problem p = make(256, 8);
   expect_permutation(p.c(), 4096, random_ids(p.c(), 4096));
+}
+
+// Decode-sized batches, where the one-launch kernel takes over: slot counts around a warp's 32
+// and its 1024-slot limit (1032: back to the sort), with sinks and the shared expert, and more
+// groups than it takes (2048 experts: the sort).
+TEST_F(PermuteTest, SmallBatchesMatchInOneLaunchAndAtItsLimits) {
+  const Problem p = make(256, 8);
+  for (int64_t tokens : {1, 3, 4, 5, 127, 128, 129}) {
+    SCOPED_TRACE(tokens);
+    expect_permutation(p.c(), tokens, random_ids(p.c(), tokens), 256);
+  }
+  Problem s = make(64, 6);
+  s.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+  s.raw().sink_experts = 2;
+  s.raw().sink_intermediate = 32;
+  s.raw().shared_intermediate = 128;
+  s.finalize();
+  expect_permutation(s.c(), 100, random_ids(s.c(), 100, 0.3));  // 900 slots
+  const Problem wide = make(2048, 1);
+  expect_permutation(wide.c(), 64, random_ids(wide.c(), 64));
+  const Problem one = make(16, 4);
+  std::vector<int32_t> ids(static_cast<size_t>(200 * 4), -1);
+  for (int64_t t = 0; t < 200; ++t) ids[t * 4 + randint(0, 3)] = 7;  // every token to expert 7
+  expect_permutation(one.c(), 200, ids);
 }
 
 TEST_F(PermuteTest, FewerTokensThanTheWorkspaceWasSizedForAndReuse) {

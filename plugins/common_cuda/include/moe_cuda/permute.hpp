@@ -53,6 +53,12 @@ struct Permutation {
   void* sort_temp = nullptr;                    // CUB temporary storage
   size_t sort_temp_bytes = 0;
   int32_t sort_end_bit = 0;  // keys hold [0, G]: only the low bit_width(G) bits are sorted
+
+  // Permutations of up to this many slots (at most 1024, with at most 2047 groups) run as one
+  // kernel of one block instead of keys, sort and finish: the same outputs, two launches fewer.
+  // carve_permutation sets 0 (never) until that kernel has been measured on a GPU
+  // (bench/NOTES.md); a caller may set it.
+  int64_t one_launch_max_items = 0;
 };
 
 // Group indices of a problem.
