@@ -1,5 +1,6 @@
 // Persistent grouped-GEMM scheduling shared by the sm90a kernels that number their tiles on the
-// device (deepgemm_style's own fp8 GEMM, the weight-only grouped GEMM): group g owns prefix[g]..
+// device (deepgemm_style's own fp8 GEMM, the weight-only grouped GEMM; the one-launch permutation
+// takes its prefix, with blocks of one row): group g owns prefix[g]..
 // prefix[g + 1] - 1 row blocks, each row block n_units consecutive tiles. Every CTA derives the
 // same numbering from the group row counts, which live on the device, so a launch reads nothing
 // back to the host.

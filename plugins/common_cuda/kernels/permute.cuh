@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "group_tiles.cuh"
 #include "params.hpp"
 
 namespace moe::gpu::kernels {
@@ -109,7 +110,8 @@ __global__ void __launch_bounds__(kPermuteThreads)
     permute_one_launch_kernel(const PermuteKeyParams k, const PermuteFinishParams f) {
   __shared__ uint32_t keys[kOneLaunchItems];
   __shared__ int32_t ranks[kOneLaunchItems];
-  __shared__ int32_t run[kOneLaunchGroups + 1];  // counts per key, then their exclusive prefix
+  __shared__ int32_t run[kOneLaunchGroups + 1];    // slots per key (G: skipped)
+  __shared__ int32_t first[kOneLaunchGroups + 2];  // each key's first row: run's prefix
   const int items = static_cast<int>(k.items), groups = static_cast<int>(k.groups);
   for (int i = threadIdx.x; i < items; i += blockDim.x) keys[i] = slot_group(k, i);
   for (int g = threadIdx.x; g <= groups; g += blockDim.x) run[g] = 0;
@@ -128,28 +130,16 @@ __global__ void __launch_bounds__(kPermuteThreads)
     }
   }
   __syncthreads();
-  for (int g = threadIdx.x; g < groups; g += blockDim.x) f.group_counts[g] = run[g];
-  __syncthreads();
-  if (threadIdx.x < 32) {  // exclusive prefix of run[0..G], 32 at a time
-    const int lane = threadIdx.x;
-    int carry = 0;
-    for (int base = 0; base <= groups; base += 32) {
-      const int g = base + lane;
-      const int c = g <= groups ? run[g] : 0;
-      int v = c;
-      for (int d = 1; d < 32; d <<= 1) {
-        const int u = __shfl_up_sync(0xffffffffu, v, d);
-        if (lane >= d) v += u;
-      }
-      if (g <= groups) run[g] = carry + v - c;
-      carry += __shfl_sync(0xffffffffu, v, 31);
-    }
+  // G + 1 keys, blocks of one slot (ends with __syncthreads).
+  build_tile_prefix(
+      groups + 1, 1, [&](int g) { return run[g]; }, first);
+  for (int g = threadIdx.x; g <= groups; g += blockDim.x) {
+    f.group_offsets[g] = first[g];
+    if (g < groups) f.group_counts[g] = run[g];
   }
-  __syncthreads();
-  for (int g = threadIdx.x; g <= groups; g += blockDim.x) f.group_offsets[g] = run[g];
   for (int i = threadIdx.x; i < items; i += blockDim.x) {
     const uint32_t key = keys[i];
-    const int32_t row = run[key] + ranks[i];
+    const int32_t row = first[key] + ranks[i];
     if (key < static_cast<uint32_t>(groups)) {
       f.row_token[row] =
           i < f.routed_slots ? i / f.width : static_cast<int32_t>(i - f.routed_slots);
