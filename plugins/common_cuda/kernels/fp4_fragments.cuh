@@ -18,6 +18,12 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   return d;
 }
 
+// Byte b (0..3) of a word of scale codes in both halves (byte b, zero, byte b, zero), as the
+// *_scale_pair_of steps take it: one byte permute.
+__device__ __forceinline__ uint32_t scale_code_both_halves(uint32_t codes, int b) {
+  return __byte_perm(codes, 0u, 0x4040u + 0x0101u * uint32_t(b));
+}
+
 // One thread's share of a prepared chunk (128 K, 8 bf16 k16 steps): the 16 code bytes of its
 // chunk rows r0 and r0 + 8 (r0 = 16-row block + lane / 4) at column group q = lane % 4, and their
 // scale codes. kMx: ue8m0 per 32 along K (4 bytes a row); else e4m3 per 16 (8 bytes a row).
@@ -48,11 +54,9 @@ struct Fp4Rows {
   // scale x 2^(kFp4FoldExp - 126), exact in bf16; the accumulator takes 2^kFp4Unfold back.
   __device__ __forceinline__ void fragments(int j, uint32_t (&a)[4]) const {
     const int i = j / 2, h = j % 2;
-    // The block's scale code in both halves (byte, zero, byte, zero), then made the pair.
     const int byte = kMx ? i : j;
-    const uint32_t sel = 0x4040u + 0x0101u * uint32_t(byte % 4);
-    const uint32_t s0 = __byte_perm(sc0[byte / 4], 0u, sel);
-    const uint32_t s1 = __byte_perm(sc1[byte / 4], 0u, sel);
+    const uint32_t s0 = scale_code_both_halves(sc0[byte / 4], byte % 4);
+    const uint32_t s1 = scale_code_both_halves(sc1[byte / 4], byte % 4);
     const uint32_t p0 = kMx ? mx_scale_pair_of(s0) : nv_scale_pair_of(s0);
     const uint32_t p1 = kMx ? mx_scale_pair_of(s1) : nv_scale_pair_of(s1);
     a[0] = bf16x2_mul(fp4_placed_pair(codes0[i], 2 * h), p0);      // row r0, K 2q, 2q + 1

@@ -31,9 +31,9 @@ struct Mx8Rows {
     sc1 = *reinterpret_cast<const uint32_t*>(chunk + kMx8CodeBytes + (r0 + 8) * kMx8ScaleBytes);
   }
 
-  // Block b's scale code put in both halves (byte b, zero, byte b, zero), then made the pair.
+  // Block b's scale pair.
   __device__ __forceinline__ static uint32_t scale_pair(uint32_t sc, int b) {
-    return mx8_scale_pair_of(__byte_perm(sc, 0u, 0x4040u + 0x0101u * uint32_t(b)));
+    return mx8_scale_pair_of(scale_code_both_halves(sc, b));
   }
 
   // K step j's A fragments: the two pairs of word j of each row, times block j / 2's multiplier.
