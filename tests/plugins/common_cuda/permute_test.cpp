@@ -88,7 +88,7 @@ class PermuteTest : public test::CudaTest {
       DeviceBuffer<char> workspace(permutation_workspace_bytes(p, max_tokens));
       workspace.poison(0x7b);
       Permutation perm = carve_permutation(p, max_tokens, workspace.get());
-      EXPECT_EQ(perm.one_launch_max_items, 0);  // off until measured (moe_cuda/permute.hpp)
+      EXPECT_EQ(perm.one_launch_max_items, 1024);  // the default (moe_cuda/permute.hpp)
       perm.local_of_global = device_map;
       perm.one_launch_max_items = one_launch;
       DeviceBuffer<int32_t> d_ids(ids);

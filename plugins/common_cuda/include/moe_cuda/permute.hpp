@@ -55,10 +55,10 @@ struct Permutation {
   int32_t sort_end_bit = 0;  // keys hold [0, G]: only the low bit_width(G) bits are sorted
 
   // Permutations of up to this many slots (at most 1024, with at most 2047 groups) run as one
-  // kernel of one block instead of keys, sort and finish: the same outputs, two launches fewer.
-  // carve_permutation sets 0 (never) until that kernel has been measured on a GPU
-  // (bench/NOTES.md); a caller may set it.
-  int64_t one_launch_max_items = 0;
+  // kernel of one block instead of keys, sort and finish: the same outputs, two launches fewer
+  // (measured on the H200, bench/NOTES.md session 20: 4-12% off a decode layer at T = 1-8,
+  // nothing lost at T = 64). 0 sends every permutation through the sort.
+  int64_t one_launch_max_items = 1024;
 };
 
 // Group indices of a problem.
