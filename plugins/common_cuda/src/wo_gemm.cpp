@@ -41,13 +41,19 @@ int wo_gemm_max_groups() {
   return detail::wo_max_groups();
 }
 
-int wo_tokens_per_tile(int64_t rows, int groups, WoWeights weights) {
+int wo_tokens_per_tile(int64_t rows, int groups, WoWeights weights, int64_t hidden) {
   const int64_t average = groups > 0 ? (rows + groups - 1) / groups : rows;
   if (weights == WoWeights::kBf16 && average > 512) return 256;
-  // Twice the average up to 64 rows, so that the experts above it rarely take a second token
-  // block (measured on the H200, bench/NOTES.md session 18: at 16 rows an expert 32-row tiles
-  // are 20-27% faster than 16-row ones, at 32 rows 64-row tiles beat 32-row ones).
-  return average <= 8 ? 16 : average <= 16 ? 32 : average <= 64 ? 64 : 128;
+  // At least twice the average, so that the experts above it rarely take a second token block
+  // (measured on the H200, bench/NOTES.md sessions 18 and 20: at 16 rows an expert 32-row tiles
+  // are 20-27% faster than 16-row ones, at 32 rows 64-row tiles beat 32- and 128-row ones, at 64
+  // rows 128-row tiles beat 64-row ones by 5-16% on Mixtral and Qwen3 in every format). Past
+  // hidden 4096 (DeepSeek-V3) 64-row tiles stay ahead up to 64 rows an expert: mxfp4 8% at 48
+  // rows, mxfp4 and mxfp8 2% at 64 (why is open: bench/NOTES.md session 20).
+  if (average <= 8) return 16;
+  if (average <= 16) return 32;
+  if (average <= 32 || (average <= 64 && hidden > 4096)) return 64;
+  return 128;
 }
 
 bool wo_tall_tiles(const WoGemmArgs& a, int tokens_per_tile) {
@@ -116,8 +122,9 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
 void run_wo_grouped_gemm(const moe_problem& p, const WoGemmArgs& a, cudaStream_t stream) {
   check_wo_gemm_operands(a);
   if (a.max_rows == 0) return;
-  const int n = a.tokens_per_tile != 0 ? a.tokens_per_tile
-                                       : wo_tokens_per_tile(a.max_rows, a.groups, a.weights);
+  const int n = a.tokens_per_tile != 0
+                    ? a.tokens_per_tile
+                    : wo_tokens_per_tile(a.max_rows, a.groups, a.weights, p.hidden);
   const detail::WoLaunchResult r = detail::launch_wo_gemm(p, a, n, stream);
   MOE_CHECK(r.stage == nullptr, MOE_STATUS_DEVICE_ERROR,
             "weight-only GEMM ({}, {} tokens per tile, {} weight tiles, {} K stages) {}: {}",

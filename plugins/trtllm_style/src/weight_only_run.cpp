@@ -201,8 +201,9 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g.offsets = perm.group_offsets;
   g.max_rows = perm.max_rows;
   g.sm_count = device_info().sm_count;
-  g.tokens_per_tile = token_tile_option_ ? *token_tile_option_
-                                         : gpu::wo_tokens_per_tile(rows, int(groups_), g.weights);
+  g.tokens_per_tile = token_tile_option_
+                          ? *token_tile_option_
+                          : gpu::wo_tokens_per_tile(rows, int(groups_), g.weights, p.hidden);
   g.weight_tile_rows = weight_tile_option_.value_or(0);
 
   gpu::WoGemmArgs g1 = g;

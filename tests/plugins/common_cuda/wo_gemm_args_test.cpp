@@ -124,16 +124,20 @@ TEST(WoGemmArgs, ChunkSizesAndNames) {
   EXPECT_EQ(wo_chunk_bytes(WoWeights::kBf16), 128 * 128 * 2);
   EXPECT_STREQ(wo_weights_name(WoWeights::kMxfp8), "mxfp8");
   EXPECT_STREQ(wo_weights_name(WoWeights::kBf16), "bf16");
-  EXPECT_EQ(wo_tokens_per_tile(4096 * 8, 128, WoWeights::kMxfp4), 128);
-  EXPECT_EQ(wo_tokens_per_tile(64 * 8, 128, WoWeights::kMxfp4), 16);
-  EXPECT_EQ(wo_tokens_per_tile(512 * 8, 128, WoWeights::kMxfp4), 64);
-  EXPECT_EQ(wo_tokens_per_tile(256 * 8, 128, WoWeights::kMxfp4),
+  EXPECT_EQ(wo_tokens_per_tile(4096 * 8, 128, WoWeights::kMxfp4, 2048), 128);
+  EXPECT_EQ(wo_tokens_per_tile(64 * 8, 128, WoWeights::kMxfp4, 2048), 16);
+  EXPECT_EQ(wo_tokens_per_tile(512 * 8, 128, WoWeights::kMxfp4, 2048), 64);
+  EXPECT_EQ(wo_tokens_per_tile(256 * 8, 128, WoWeights::kMxfp4, 2048),
             32);  // 16 rows a group: room above the average
-  EXPECT_EQ(wo_tokens_per_tile(1024 * 8, 128, WoWeights::kMxfp4), 64);
-  EXPECT_EQ(wo_tokens_per_tile(1025 * 8, 128, WoWeights::kMxfp4), 128);
-  EXPECT_EQ(wo_tokens_per_tile(16384 * 8, 128, WoWeights::kMxfp8), 128);  // quantised: 128 at most
-  EXPECT_EQ(wo_tokens_per_tile(4096 * 8, 128, WoWeights::kBf16), 128);    // 256 rows a group
-  EXPECT_EQ(wo_tokens_per_tile(8193 * 8, 128, WoWeights::kBf16), 256);    // past 512
+  EXPECT_EQ(wo_tokens_per_tile(513 * 8, 128, WoWeights::kMxfp8, 2048),
+            128);  // past 32: twice the average
+  EXPECT_EQ(wo_tokens_per_tile(1024 * 8, 128, WoWeights::kNvfp4, 4096), 128);
+  EXPECT_EQ(wo_tokens_per_tile(1024 * 8, 128, WoWeights::kNvfp4, 7168), 64);  // past hidden 4096
+  EXPECT_EQ(wo_tokens_per_tile(1025 * 8, 128, WoWeights::kMxfp4, 7168), 128);
+  EXPECT_EQ(wo_tokens_per_tile(16384 * 8, 128, WoWeights::kMxfp8, 2048),
+            128);  // quantised: 128 at most
+  EXPECT_EQ(wo_tokens_per_tile(4096 * 8, 128, WoWeights::kBf16, 4096), 128);  // 256 rows a group
+  EXPECT_EQ(wo_tokens_per_tile(8193 * 8, 128, WoWeights::kBf16, 4096), 256);  // past 512
 }
 
 }  // namespace
