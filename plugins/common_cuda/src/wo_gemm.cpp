@@ -1,6 +1,9 @@
 #include "moe_cuda/wo_gemm.hpp"
 
 #include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "moe/sdk/error.hpp"
 #include "moe_cuda/fp4_chunks.hpp"
@@ -41,19 +44,53 @@ int wo_gemm_max_groups() {
   return detail::wo_max_groups();
 }
 
+namespace {
+
+// The auto token tile's steps: `tile` up to `most` rows an expert on average, the last step's
+// tile above. At least twice the average, so that the experts above it rarely take a second
+// token block (measured on the H200, bench/NOTES.md sessions 18 and 20: at 16 rows an expert
+// 32-row tiles are 20-27% faster than 16-row ones, at 32 rows 64-row tiles beat 32- and 128-row
+// ones, at 64 rows 128-row tiles beat 64-row ones by 5-16% on Mixtral and Qwen3 in every format).
+// Past hidden 4096 (DeepSeek-V3) 64-row tiles stay ahead up to 64 rows an expert: mxfp4 8% at 48
+// rows, mxfp4 and mxfp8 2% at 64 (why is open: bench/NOTES.md session 20). bf16 weights take 256
+// past 512 (12-16% faster than 128 at 1024 rows an expert, 4% slower at 256).
+struct TileStep {
+  int64_t most;
+  int tile;
+};
+constexpr int kSteps = 4;
+
+void token_tile_steps(WoWeights weights, int64_t hidden, TileStep (&steps)[kSteps]) {
+  steps[0] = {8, 16};
+  steps[1] = {16, 32};
+  steps[2] = {hidden > 4096 ? 64 : 32, 64};
+  steps[3] = weights == WoWeights::kBf16 ? TileStep{512, 128} : TileStep{-1, 128};
+}
+
+}  // namespace
+
 int wo_tokens_per_tile(int64_t rows, int groups, WoWeights weights, int64_t hidden) {
   const int64_t average = groups > 0 ? (rows + groups - 1) / groups : rows;
-  if (weights == WoWeights::kBf16 && average > 512) return 256;
-  // At least twice the average, so that the experts above it rarely take a second token block
-  // (measured on the H200, bench/NOTES.md sessions 18 and 20: at 16 rows an expert 32-row tiles
-  // are 20-27% faster than 16-row ones, at 32 rows 64-row tiles beat 32- and 128-row ones, at 64
-  // rows 128-row tiles beat 64-row ones by 5-16% on Mixtral and Qwen3 in every format). Past
-  // hidden 4096 (DeepSeek-V3) 64-row tiles stay ahead up to 64 rows an expert: mxfp4 8% at 48
-  // rows, mxfp4 and mxfp8 2% at 64 (why is open: bench/NOTES.md session 20).
-  if (average <= 8) return 16;
-  if (average <= 16) return 32;
-  if (average <= 32 || (average <= 64 && hidden > 4096)) return 64;
-  return 128;
+  TileStep steps[kSteps];
+  token_tile_steps(weights, hidden, steps);
+  for (const TileStep& s : steps)
+    if (s.most < 0 || average <= s.most) return s.tile;
+  return 256;
+}
+
+std::string wo_token_tile_rule(WoWeights weights, int64_t hidden) {
+  TileStep steps[kSteps];
+  token_tile_steps(weights, hidden, steps);
+  std::string out = "tokens a tile by the batch's rows an expert on average:";
+  for (const TileStep& s : steps) {
+    if (s.most < 0) {
+      out += fmt::format(" {} above", s.tile);
+      return out;
+    }
+    out += fmt::format(" {} up to {},", s.tile, s.most);
+  }
+  out += " 256 above";
+  return out;
 }
 
 bool wo_tall_tiles(const WoGemmArgs& a, int tokens_per_tile) {

@@ -83,21 +83,23 @@ std::string describe_weight_only_layout(const moe_problem& p) {
         "weight rows (weight_tile: 256 pairs them), w13 as {} "
         "tiles per expert{}, w2 as {} tiles, K padded to {} and {}, read by TMA 64 K a stage, "
         "both wgmma operands from shared memory, the bias and activation in GEMM1's epilogue "
-        "(bf16_gemm: cutlass prepares TensorRT-LLM's layout for CUTLASS's GEMMs instead)",
+        "(bf16_gemm: cutlass prepares TensorRT-LLM's layout for CUTLASS's GEMMs instead); "
+        "token_tile auto: {}",
         g.w13_tiles, gated ? " (64 gate columns and their up rows, paired 8 by 8)" : "", g.w2_tiles,
-        g.padded_h, g.padded_i);
+        g.padded_h, g.padded_i, gpu::wo_token_tile_rule(w, p.hidden));
   return fmt::format(
       "{} weights, bf16 activations (weight-only) on Hopper: TensorRT-LLM's layout for them "
       "(scales swizzled 128x4 for Blackwell's block-scaled MMA) has no sm_90 reader, so the "
       "Hopper weight-only layout is prepared instead: chunks of 128 rows x 128 K ({} bytes: "
       "codes arranged for the wgmma A fragments, then the {} scales, {} bytes a row), w13 as {} "
       "tiles per expert{}, w2 as {} tiles, K padded to {} and {}; dequantised in registers and "
-      "multiplied with bf16 wgmma, the bias and activation in GEMM1's epilogue",
+      "multiplied with bf16 wgmma, the bias and activation in GEMM1's epilogue; token_tile "
+      "auto: {}",
       format_name(static_cast<moe_format>(p.format)), gpu::wo_chunk_bytes(w),
       w == gpu::WoWeights::kNvfp4 ? "e4m3 per 16" : "ue8m0 per 32",
       w == gpu::WoWeights::kNvfp4 ? 8 : 4, g.w13_tiles,
       gated ? " (64 gate columns and their up rows, paired 8 by 8)" : "", g.w2_tiles, g.padded_h,
-      g.padded_i);
+      g.padded_i, gpu::wo_token_tile_rule(w, p.hidden));
 }
 
 void DeviceLayer::prepare_weight_only(const moe_problem& p, const moe_weights& w) {

@@ -138,6 +138,20 @@ TEST(WoGemmArgs, ChunkSizesAndNames) {
             128);  // quantised: 128 at most
   EXPECT_EQ(wo_tokens_per_tile(4096 * 8, 128, WoWeights::kBf16, 4096), 128);  // 256 rows a group
   EXPECT_EQ(wo_tokens_per_tile(8193 * 8, 128, WoWeights::kBf16, 4096), 256);  // past 512
+  EXPECT_EQ(wo_tokens_per_tile(0, 0, WoWeights::kMxfp4, 2048), 16);           // no groups
+}
+
+// The words moe describe shows are the rule's own steps.
+TEST(WoGemmArgs, TokenTileRuleInWords) {
+  EXPECT_EQ(wo_token_tile_rule(WoWeights::kMxfp8, 4096),
+            "tokens a tile by the batch's rows an expert on average: 16 up to 8, 32 up to 16, 64 "
+            "up to 32, 128 above");
+  EXPECT_EQ(wo_token_tile_rule(WoWeights::kNvfp4, 7168),
+            "tokens a tile by the batch's rows an expert on average: 16 up to 8, 32 up to 16, 64 "
+            "up to 64, 128 above");
+  EXPECT_EQ(wo_token_tile_rule(WoWeights::kBf16, 2048),
+            "tokens a tile by the batch's rows an expert on average: 16 up to 8, 32 up to 16, 64 "
+            "up to 32, 128 up to 512, 256 above");
 }
 
 }  // namespace

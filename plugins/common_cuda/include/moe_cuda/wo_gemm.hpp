@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 
 #include "moe/abi/moe_abi.h"
 
@@ -57,14 +58,14 @@ struct WoGemmArgs {
   int sm_count = 0;
 };
 
-// The tile width for `rows` rows spread over `groups` groups: 16 up to 8 rows a group on average,
-// 32 up to 16, 64 up to 32 (up to 64 past hidden 4096), else 128 (decode streams weights for
-// few tokens, with room for the groups above the average; prefill reuses each weight tile over
-// 128).
-// bf16 weights take 256 past 512 rows a group (measured on the H200: at 1024 rows an expert 12-16%
-// faster than 128; at 256 rows 4% slower); quantised ones stop at 128 (their A fragments live in
-// registers beside the accumulators).
+// The tile width for `rows` rows spread over `groups` groups of a layer of `hidden`: at least
+// twice the average rows a group, 16 to 128 (256: bf16 weights only; quantised ones stop at 128,
+// their A fragments live in registers beside the accumulators); the steps, and what measured
+// them, in src/wo_gemm.cpp.
 int wo_tokens_per_tile(int64_t rows, int groups, WoWeights weights, int64_t hidden);
+// That rule in words, for `moe describe` ("tokens a tile by the batch's rows an expert on
+// average: 16 up to 8, ..., 128 above").
+std::string wo_token_tile_rule(WoWeights weights, int64_t hidden);
 
 // Whether a launch of `tokens_per_tile`-token tiles takes tall tiles (256 weight rows: two
 // prepared tiles a CTA, each consumer warpgroup two 64-row blocks, twice the flops per token byte):
