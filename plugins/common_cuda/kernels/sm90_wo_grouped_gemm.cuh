@@ -7,13 +7,13 @@
 //   out[r, c] = act(sum_k rows[r, k] * w[g][c, k] * scale(g, c, k / block) * scale_2[g] + bias)
 //
 // Swap AB: weight rows fill wgmma's M side (two consumer warpgroups of 64 rows: a 128-row tile
-// is one prepared chunk run), tokens the N side (N = 16, 32, 64 or 128 per tile, chosen per batch
-// by the host), so a decode batch of a few tokens per expert streams its weights without padding
-// them with empty rows. Each K stage is one chunk (128 K: codes and block scales, one bulk copy)
-// and the tile's token rows (two 128-byte swizzled TMA boxes of 64 K). The consumers dequantise
-// the chunk into A fragments in registers (kernels/fp4_fragments.cuh, mxfp8_fragments.cuh: exact,
-// the scale folded into the bf16 operand, whatever the block size) and issue wgmma m64nNk16 with
-// A from registers and B from shared memory.
+// is one prepared chunk run), tokens the N side (N = 16, 32, 64, 96 or 128 per tile, chosen per
+// batch by the host), so a decode batch of a few tokens per expert streams its weights without
+// padding them with empty rows. Each K stage is one chunk (128 K: codes and block scales, one bulk
+// copy) and the tile's token rows (two 128-byte swizzled TMA boxes of 64 K). The consumers
+// dequantise the chunk into A fragments in registers (kernels/fp4_fragments.cuh,
+// mxfp8_fragments.cuh: exact, the scale folded into the bf16 operand, whatever the block size) and
+// issue wgmma m64nNk16 with A from registers and B from shared memory.
 //
 // bf16: a stage is 64 K (the weight tile's 128 rows x 64 K and the token rows, each one 128-byte
 // swizzled TMA box), and both wgmma operands come from shared memory (m64nNk16 SS), so the
@@ -84,7 +84,7 @@ using Rows = std::conditional_t<kW == kMxfp8, Mx8Rows, Fp4Rows<kW == kMxfp4>>;
 // is kMB prepared 128-row tiles, warpgroup h taking prepared tile h, both of its halves).
 template <int kW, int N, int kMB = 1>
 struct Geometry {
-  static_assert(N == 16 || N == 32 || N == 64 || N == 128 || (N == 256 && kW == kBf16),
+  static_assert(N == 16 || N == 32 || N == 64 || N == 96 || N == 128 || (N == 256 && kW == kBf16),
                 "instantiated token widths (256: bf16 only, its A operand is not in registers)");
   static_assert(kMB == 1 || (kMB == 2 && kW == kBf16 && N <= 128),
                 "tall tiles: bf16 (A from shared memory), at most 128 accumulators a thread");
@@ -113,9 +113,10 @@ struct Geometry {
   }
   // The epilogue stages and stores the tile in the fewest passes (1, 2 or 4 of N / passes
   // tokens) that leave room for the most stages (mxfp8 and bf16 at N = 128: 2; bf16 at 256: 4).
+  // A pass stores whole stmatrix x4 groups of 32 tokens (gated): N = 96 takes one pass.
   static constexpr int most_passes() {
-    const int s1 = stages_beside(1), s2 = N >= 64 ? stages_beside(2) : 0;
-    const int s4 = N >= 128 ? stages_beside(4) : 0;
+    const int s1 = stages_beside(1), s2 = N % 64 == 0 ? stages_beside(2) : 0;
+    const int s4 = N % 128 == 0 ? stages_beside(4) : 0;
     const int best = s1 > s2 ? (s1 > s4 ? s1 : s4) : (s2 > s4 ? s2 : s4);
     return s1 == best ? 1 : s2 == best ? 2 : 4;
   }
@@ -184,6 +185,13 @@ template <>
 struct Mma<256> {  // bf16 only: no register-A form (its 128 accumulators leave no room)
   using Ss = cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
                                                             cute::SM90::GMMA::Major::K>;
+};
+template <>
+struct Mma<96> {
+  using Rs = cute::SM90::GMMA::MMA_64x96x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
+                                                           cute::SM90::GMMA::Major::K>;
+  using Ss = cute::SM90::GMMA::MMA_64x96x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
+                                                           cute::SM90::GMMA::Major::K>;
 };
 template <>
 struct Mma<128> {

@@ -66,8 +66,8 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
   return {};
 }
 
-// Token tiles of 64 and 128 rows pair their CTAs when the weight tiles come in pairs; decode's
-// 16- and 32-row tiles stream weights, which no pair shares.
+// Token tiles of 64, 96 and 128 rows pair their CTAs when the weight tiles come in pairs;
+// decode's 16- and 32-row tiles stream weights, which no pair shares.
 template <int kW>
 WoLaunchResult launch_width(const moe_problem& prob, const WoGemmArgs& a, int n,
                             cudaStream_t stream) noexcept {
@@ -97,6 +97,9 @@ WoLaunchResult launch_width(const moe_problem& prob, const WoGemmArgs& a, int n,
     case 64:
       return pairs ? launch_typed<kW, 64, 2>(prob, a, stream)
                    : launch_typed<kW, 64, 1>(prob, a, stream);
+    case 96:
+      return pairs ? launch_typed<kW, 96, 2>(prob, a, stream)
+                   : launch_typed<kW, 96, 1>(prob, a, stream);
     default:
       return pairs ? launch_typed<kW, 128, 2>(prob, a, stream)
                    : launch_typed<kW, 128, 1>(prob, a, stream);

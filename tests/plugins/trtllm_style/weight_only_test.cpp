@@ -132,6 +132,13 @@ INSTANTIATE_TEST_SUITE_P(
                     WoCase{kNv, MOE_ACTIVATION_RELU2, 128, false, 128, 128, "32"},
                     WoCase{kMx8, MOE_ACTIVATION_SILU_MUL, 32, true, 200, 96, "32", 256},
                     WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 0, true, 384, 256, "32", 256},
+                    // 96 tokens a tile, each format, gated and plain (one epilogue pass), in
+                    // pairs and alone (H = 384: GEMM2 has three weight tiles).
+                    WoCase{kMx, MOE_ACTIVATION_SILU_MUL, 0, true, 384, 256, "96", 256},
+                    WoCase{kNv, MOE_ACTIVATION_RELU2, 128, false, 256, 128, "96", 256},
+                    WoCase{kMx8, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 200, 200, "96", 256},
+                    WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 0, true, 384, 192, "96", 256},
+                    WoCase{kBf, MOE_ACTIVATION_RELU2, 0, false, 256, 256, "96", 256},
                     // 256 tokens a tile (bf16 only): gated and plain, four epilogue passes.
                     WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 256, 256, "256", 256},
                     WoCase{kBf, MOE_ACTIVATION_RELU2, 128, false, 384, 128, "256", 256},
@@ -213,7 +220,7 @@ TEST_F(TrtllmWeightOnly, CutlassOptionsAndUnknownTileWidthsAreConfigErrors) {
       [&] {
         plugin_->prepare(p, w.view(), {{"token_tile", "48"}});
       },
-      MOE_STATUS_CONFIG_ERROR, {"token_tile '48'", "16, 32, 64 or 128"});
+      MOE_STATUS_CONFIG_ERROR, {"token_tile '48'", "16, 32, 64, 96 or 128"});
   expect_error(
       [&] {
         plugin_->prepare(p, w.view(), {{"token_tile", "256"}});
