@@ -84,8 +84,10 @@ using Rows = std::conditional_t<kW == kMxfp8, Mx8Rows, Fp4Rows<kW == kMxfp4>>;
 // is kMB prepared 128-row tiles, warpgroup h taking prepared tile h, both of its halves).
 template <int kW, int N, int kMB = 1>
 struct Geometry {
-  static_assert(N == 16 || N == 32 || N == 64 || N == 96 || N == 128 || (N == 256 && kW == kBf16),
-                "instantiated token widths (256: bf16 only, its A operand is not in registers)");
+  static_assert(
+      N == 16 || N == 32 || N == 64 || N == 96 || N == 128 ||
+          ((N == 192 || N == 256) && kW == kBf16),
+      "instantiated token widths (192, 256: bf16 only, its A operand is not in registers)");
   static_assert(kMB == 1 || (kMB == 2 && kW == kBf16 && N <= 128),
                 "tall tiles: bf16 (A from shared memory), at most 128 accumulators a thread");
   static constexpr int kTileRows = kRows * kMB;          // weight rows of a CTA tile
@@ -180,6 +182,11 @@ struct Mma<64> {
                                                            cute::SM90::GMMA::Major::K>;
   using Ss = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
                                                            cute::SM90::GMMA::Major::K>;
+};
+template <>
+struct Mma<192> {  // bf16 only, as 256
+  using Ss = cute::SM90::GMMA::MMA_64x192x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
+                                                            cute::SM90::GMMA::Major::K>;
 };
 template <>
 struct Mma<256> {  // bf16 only: no register-A form (its 128 accumulators leave no room)

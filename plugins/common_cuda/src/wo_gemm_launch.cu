@@ -88,6 +88,12 @@ WoLaunchResult launch_width(const moe_problem& prob, const WoGemmArgs& a, int n,
       return launch_typed<kW, 16, 1>(prob, a, stream);
     case 32:
       return launch_typed<kW, 32, 1>(prob, a, stream);
+    case 192:
+      if constexpr (kW == kernels::wo::kBf16)
+        return pairs ? launch_typed<kW, 192, 2>(prob, a, stream)
+                     : launch_typed<kW, 192, 1>(prob, a, stream);
+      else
+        return {"launch", "192 tokens a tile are for bf16 weights only"};
     case 256:
       if constexpr (kW == kernels::wo::kBf16)
         return pairs ? launch_typed<kW, 256, 2>(prob, a, stream)

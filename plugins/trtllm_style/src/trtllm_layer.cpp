@@ -203,10 +203,10 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     } else if (key == "token_tile") {
       MOE_CHECK(value == "auto" || value == "16" || value == "32" || value == "64" ||
                     value == "96" || value == "128" ||
-                    (value == "256" && p.format == MOE_FORMAT_BF16),
+                    ((value == "192" || value == "256") && p.format == MOE_FORMAT_BF16),
                 MOE_STATUS_CONFIG_ERROR,
-                "trtllm_style: token_tile '{}' is not auto, 16, 32, 64, 96 or 128 (256: bf16 "
-                "layers only)",
+                "trtllm_style: token_tile '{}' is not auto, 16, 32, 64, 96 or 128 (192, 256: "
+                "bf16 layers only)",
                 value);
       token_tile_option_ = value == "auto" ? std::nullopt : std::optional(std::stoi(value));
     } else if (key == "weight_tile") {
@@ -440,7 +440,7 @@ void DeviceLayer::check_own_bf16(const moe_problem& p, const Options& options,
             gpu::wo_gemm_max_groups(), groups);
   MOE_CHECK(!tiles_option_, MOE_STATUS_CONFIG_ERROR,
             "trtllm_style: gemm_tiles is for the CUTLASS GEMMs; with bf16_gemm 'own' the token "
-            "tile is token_tile (auto, 16, 32, 64, 96, 128, 256)");
+            "tile is token_tile (auto, 16, 32, 64, 96, 128, 192, 256)");
   MOE_CHECK(fuse_option_ != false, MOE_STATUS_CONFIG_ERROR,
             "trtllm_style: activation_epilogue 'separate' does not go with bf16_gemm 'own', whose "
             "GEMM1 always applies the activation in its epilogue");

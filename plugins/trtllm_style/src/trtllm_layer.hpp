@@ -93,7 +93,7 @@ class DeviceLayer {
   int64_t padded_i_ = 0;                   // P
   std::optional<GemmTiles> tiles_option_;  // gemm_tiles; nullopt = auto
   std::optional<bool> fuse_option_;        // activation_epilogue fused/separate; nullopt = auto
-  std::optional<int> token_tile_option_;   // token_tile: 16, 32, 64, 96, 128, 256; nullopt = auto
+  std::optional<int> token_tile_option_;   // token_tile: 16, 32, ..., 256; nullopt = auto
   std::optional<int> weight_tile_option_;  // weight_tile: 128, 256; nullopt = auto
   bool own_bf16_ = false;                  // bf16 on the weight-only GEMM (bf16 tiles)
   WoGeometry wo_;                          // mxfp4, nvfp4, mxfp8

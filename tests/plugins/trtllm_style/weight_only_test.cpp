@@ -139,6 +139,10 @@ INSTANTIATE_TEST_SUITE_P(
                     WoCase{kMx8, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 200, 200, "96", 256},
                     WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 0, true, 384, 192, "96", 256},
                     WoCase{kBf, MOE_ACTIVATION_RELU2, 0, false, 256, 256, "96", 256},
+                    // 192 tokens a tile (bf16 only): gated and plain, two epilogue passes, in
+                    // pairs and alone.
+                    WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 384, 256, "192", 512},
+                    WoCase{kBf, MOE_ACTIVATION_RELU2, 128, false, 256, 128, "192", 512},
                     // 256 tokens a tile (bf16 only): gated and plain, four epilogue passes.
                     WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 256, 256, "256", 256},
                     WoCase{kBf, MOE_ACTIVATION_RELU2, 128, false, 384, 128, "256", 256},
