@@ -7,11 +7,11 @@
 //   out[r, c] = act(sum_k rows[r, k] * w[g][c, k] * scale(g, c, k / block) * scale_2[g] + bias)
 //
 // Swap AB: weight rows fill wgmma's M side (two consumer warpgroups of 64 rows: a 128-row tile
-// is one prepared chunk run), tokens the N side (N = 16, 32, 64, 96 or 128 per tile, chosen per
-// batch by the host), so a decode batch of a few tokens per expert streams its weights without
-// padding them with empty rows. Each K stage is one chunk (128 K: codes and block scales, one bulk
-// copy) and the tile's token rows (two 128-byte swizzled TMA boxes of 64 K). The consumers
-// dequantise the chunk into A fragments in registers (kernels/fp4_fragments.cuh,
+// is one prepared chunk run), tokens the N side (N = 16, 32, 64, 96, 128 or 192 per tile, bf16
+// also 256, chosen per batch by the host), so a decode batch of a few tokens per expert streams its
+// weights without padding them with empty rows. Each K stage is one chunk (128 K: codes and block
+// scales, one bulk copy) and the tile's token rows (two 128-byte swizzled TMA boxes of 64 K). The
+// consumers dequantise the chunk into A fragments in registers (kernels/fp4_fragments.cuh,
 // mxfp8_fragments.cuh: exact, the scale folded into the bf16 operand, whatever the block size) and
 // issue wgmma m64nNk16 with A from registers and B from shared memory.
 //
@@ -84,10 +84,9 @@ using Rows = std::conditional_t<kW == kMxfp8, Mx8Rows, Fp4Rows<kW == kMxfp4>>;
 // is kMB prepared 128-row tiles, warpgroup h taking prepared tile h, both of its halves).
 template <int kW, int N, int kMB = 1>
 struct Geometry {
-  static_assert(
-      N == 16 || N == 32 || N == 64 || N == 96 || N == 128 ||
-          ((N == 192 || N == 256) && kW == kBf16),
-      "instantiated token widths (192, 256: bf16 only, its A operand is not in registers)");
+  static_assert(N == 16 || N == 32 || N == 64 || N == 96 || N == 128 || N == 192 ||
+                    (N == 256 && kW == kBf16),
+                "instantiated token widths (256: bf16 only, its A operand is not in registers)");
   static_assert(kMB == 1 || (kMB == 2 && kW == kBf16 && N <= 128),
                 "tall tiles: bf16 (A from shared memory), at most 128 accumulators a thread");
   static constexpr int kTileRows = kRows * kMB;          // weight rows of a CTA tile
@@ -184,7 +183,9 @@ struct Mma<64> {
                                                            cute::SM90::GMMA::Major::K>;
 };
 template <>
-struct Mma<192> {  // bf16 only, as 256
+struct Mma<192> {  // quantised formats: 96 accumulators beside 64 registers of A fragments
+  using Rs = cute::SM90::GMMA::MMA_64x192x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
+                                                            cute::SM90::GMMA::Major::K>;
   using Ss = cute::SM90::GMMA::MMA_64x192x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
                                                             cute::SM90::GMMA::Major::K>;
 };

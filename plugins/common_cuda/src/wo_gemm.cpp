@@ -139,14 +139,14 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
             "weight-only GEMM: the bias rows ({} wide, up columns at {}) must cover the {} "
             "tiles of {} columns",
             a.bias_ld, a.up_offset, a.n_tiles, tile_cols);
-  MOE_CHECK(
-      a.tokens_per_tile == 0 || a.tokens_per_tile == 16 || a.tokens_per_tile == 32 ||
-          a.tokens_per_tile == 64 || a.tokens_per_tile == 96 || a.tokens_per_tile == 128 ||
-          ((a.tokens_per_tile == 192 || a.tokens_per_tile == 256) && a.weights == WoWeights::kBf16),
-      kInvalid,
-      "weight-only GEMM: tokens_per_tile={} must be 16, 32, 64, 96 or 128 (192, 256: bf16 "
-      "weights only), or 0: auto",
-      a.tokens_per_tile);
+  MOE_CHECK(a.tokens_per_tile == 0 || a.tokens_per_tile == 16 || a.tokens_per_tile == 32 ||
+                a.tokens_per_tile == 64 || a.tokens_per_tile == 96 || a.tokens_per_tile == 128 ||
+                a.tokens_per_tile == 192 ||
+                (a.tokens_per_tile == 256 && a.weights == WoWeights::kBf16),
+            kInvalid,
+            "weight-only GEMM: tokens_per_tile={} must be 16, 32, 64, 96, 128 or 192 (256: bf16 "
+            "weights only), or 0: auto",
+            a.tokens_per_tile);
   MOE_CHECK(a.weight_tile_rows == 0 || a.weight_tile_rows == 128 ||
                 (a.weight_tile_rows == 256 && a.weights == WoWeights::kBf16),
             kInvalid,

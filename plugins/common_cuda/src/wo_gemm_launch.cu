@@ -66,7 +66,7 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
   return {};
 }
 
-// Token tiles of 64, 96 and 128 rows pair their CTAs when the weight tiles come in pairs;
+// Token tiles of 64 to 256 rows pair their CTAs when the weight tiles come in pairs;
 // decode's 16- and 32-row tiles stream weights, which no pair shares.
 template <int kW>
 WoLaunchResult launch_width(const moe_problem& prob, const WoGemmArgs& a, int n,
@@ -89,11 +89,8 @@ WoLaunchResult launch_width(const moe_problem& prob, const WoGemmArgs& a, int n,
     case 32:
       return launch_typed<kW, 32, 1>(prob, a, stream);
     case 192:
-      if constexpr (kW == kernels::wo::kBf16)
-        return pairs ? launch_typed<kW, 192, 2>(prob, a, stream)
-                     : launch_typed<kW, 192, 1>(prob, a, stream);
-      else
-        return {"launch", "192 tokens a tile are for bf16 weights only"};
+      return pairs ? launch_typed<kW, 192, 2>(prob, a, stream)
+                   : launch_typed<kW, 192, 1>(prob, a, stream);
     case 256:
       if constexpr (kW == kernels::wo::kBf16)
         return pairs ? launch_typed<kW, 256, 2>(prob, a, stream)

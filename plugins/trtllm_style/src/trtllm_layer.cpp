@@ -194,7 +194,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                                            : std::nullopt;
       MOE_CHECK(!is_weight_only(p) || value == "auto", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: gemm_tiles '{}' is for the CUTLASS GEMMs; {} layers run the "
-                "weight-only GEMM, whose token tile is token_tile (auto, 16, 32, 64, 96, 128)",
+                "weight-only GEMM, whose token tile is token_tile (auto, 16, 32, 64, 96, 128, 192)",
                 value, format_name(static_cast<moe_format>(p.format)));
       MOE_CHECK(p.format == MOE_FORMAT_BF16 || value != "wide", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: gemm_tiles 'wide' is for bf16 layers; {} takes tokens or weights "
@@ -202,10 +202,10 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                 format_name(static_cast<moe_format>(p.format)));
     } else if (key == "token_tile") {
       MOE_CHECK(value == "auto" || value == "16" || value == "32" || value == "64" ||
-                    value == "96" || value == "128" ||
-                    ((value == "192" || value == "256") && p.format == MOE_FORMAT_BF16),
+                    value == "96" || value == "128" || value == "192" ||
+                    (value == "256" && p.format == MOE_FORMAT_BF16),
                 MOE_STATUS_CONFIG_ERROR,
-                "trtllm_style: token_tile '{}' is not auto, 16, 32, 64, 96 or 128 (192, 256: "
+                "trtllm_style: token_tile '{}' is not auto, 16, 32, 64, 96, 128 or 192 (256: "
                 "bf16 layers only)",
                 value);
       token_tile_option_ = value == "auto" ? std::nullopt : std::optional(std::stoi(value));

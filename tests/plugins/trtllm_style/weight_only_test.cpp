@@ -139,10 +139,13 @@ INSTANTIATE_TEST_SUITE_P(
                     WoCase{kMx8, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 200, 200, "96", 256},
                     WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 0, true, 384, 192, "96", 256},
                     WoCase{kBf, MOE_ACTIVATION_RELU2, 0, false, 256, 256, "96", 256},
-                    // 192 tokens a tile (bf16 only): gated and plain, two epilogue passes, in
+                    // 192 tokens a tile, each format: gated and plain, two epilogue passes, in
                     // pairs and alone.
                     WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 384, 256, "192", 512},
                     WoCase{kBf, MOE_ACTIVATION_RELU2, 128, false, 256, 128, "192", 512},
+                    WoCase{kMx, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 384, 192, "192", 512},
+                    WoCase{kNv, MOE_ACTIVATION_SILU_MUL, 128, false, 256, 128, "192", 512},
+                    WoCase{kMx8, MOE_ACTIVATION_RELU2, 0, true, 384, 200, "192", 512},
                     // 256 tokens a tile (bf16 only): gated and plain, four epilogue passes.
                     WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 256, 256, "256", 256},
                     WoCase{kBf, MOE_ACTIVATION_RELU2, 128, false, 384, 128, "256", 256},
@@ -224,7 +227,7 @@ TEST_F(TrtllmWeightOnly, CutlassOptionsAndUnknownTileWidthsAreConfigErrors) {
       [&] {
         plugin_->prepare(p, w.view(), {{"token_tile", "48"}});
       },
-      MOE_STATUS_CONFIG_ERROR, {"token_tile '48'", "16, 32, 64, 96 or 128"});
+      MOE_STATUS_CONFIG_ERROR, {"token_tile '48'", "16, 32, 64, 96, 128 or 192"});
   expect_error(
       [&] {
         plugin_->prepare(p, w.view(), {{"token_tile", "256"}});

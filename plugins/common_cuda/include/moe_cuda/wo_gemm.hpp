@@ -52,7 +52,7 @@ struct WoGemmArgs {
   uint16_t* out = nullptr;  // [max_rows, out_ld] bf16, 16-byte aligned
   int64_t out_ld = 0;
   int64_t out_cols = 0;     // columns stored, a multiple of 8 (<= 64 or 128 per weight tile)
-  int tokens_per_tile = 0;  // 16, 32, 64, 96, 128 (192, 256: bf16); 0: wo_tokens_per_tile
+  int tokens_per_tile = 0;  // 16, 32, 64, 96, 128, 192 (256: bf16); 0: wo_tokens_per_tile
   // bf16: weight rows a CTA tile, 128 or 256 (tall tiles, wo_tall_tiles); 0: 128
   int weight_tile_rows = 0;
   int sm_count = 0;
