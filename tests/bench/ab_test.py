@@ -1,0 +1,119 @@
+"""bench/ab.py without a GPU: variants' configs, interleaved rounds, the plugin directory of one
+variant, the table of best times and ratios, a failing variant and argument errors, against a
+fake `moe` that times a variant by its options."""
+import contextlib
+import io
+import json
+import os
+import stat
+import sys
+import tempfile
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.abspath(os.path.join(here, "..", ".."))
+sys.path.insert(0, os.path.join(root, "bench"))
+import ab  # noqa: E402
+
+# The fake tool: `moe bench --config C --tokens T ... --jsonl J`; ms = tokens / 1000 x a factor
+# from the options (token_tile 96: 0.8) and x 2 with a plugin directory; token_tile 48 fails.
+# Each call appends its argv to calls.log.
+FAKE = r'''#!/usr/bin/env python3
+import json, os, sys
+args = sys.argv[1:]
+log = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.log")
+with open(log, "a") as f:
+    f.write(json.dumps({"argv": args, "plugins": os.environ.get("MOE_PLUGIN_PATH")}) + "\n")
+opt = lambda k: args[args.index(k) + 1]
+text = open(opt("--config")).read()
+if "token_tile: 48" in text:
+    print("error: trtllm_style: token_tile '48' is not auto, ...", file=sys.stderr)
+    sys.exit(3)
+assert "--strict" in args and opt("--check-max-tokens") == "0"
+factor = 0.8 if "token_tile: 96" in text else 1.0
+if os.environ.get("MOE_PLUGIN_PATH"):
+    factor *= 2
+with open(opt("--jsonl"), "a") as f:
+    for t in opt("--tokens").split(","):
+        f.write(json.dumps({"tokens": int(t), "ms": int(t) / 1000 * factor,
+                            "commit": opt("--commit")}) + "\n")
+'''
+
+
+def usage_error(argv):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            ab.parse_args(argv)
+        except SystemExit as e:
+            assert e.code == 2, (argv, e.code)
+            return err.getvalue()
+    raise AssertionError(f"{argv} parsed")
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    moe = os.path.join(tmp, "moe")
+    with open(moe, "w") as f:
+        f.write(FAKE)
+    os.chmod(moe, os.stat(moe).st_mode | stat.S_IEXEC)
+    config = os.path.join(tmp, "c.yaml")
+    with open(config, "w") as f:
+        f.write("backend: trtllm_style\nfallback: [reference]\nproblem: {experts: 8}\n")
+    out = os.path.join(tmp, "out")
+    base = ["--moe", moe, "--config", config, "--tokens", "64,256", "--out", out,
+            "--commit", "abc1234"]
+
+    # Three variants, two rounds, one with a plugin directory.
+    so = io.StringIO()
+    with contextlib.redirect_stdout(so):
+        rc = ab.main(base + ["--variant", "128=token_tile: 128", "--variant", "96=token_tile: 96",
+                             "--variant", "old=", "--plugins", f"old={tmp}/alt"])
+    assert rc == 0, rc
+    calls = [json.loads(x) for x in open(os.path.join(tmp, "calls.log"))]
+    order = [os.path.basename(c["argv"][c["argv"].index("--config") + 1]) for c in calls]
+    assert order == ["128.yaml", "96.yaml", "old.yaml"] * 2, order  # interleaved rounds
+    assert [c["plugins"] for c in calls[:3]] == [None, None, os.path.join(tmp, "alt")], calls
+    assert open(os.path.join(out, "96.yaml")).read().endswith("options: {token_tile: 96}\n")
+    assert open(os.path.join(out, "old.yaml")).read() == open(config).read()
+    records = [json.loads(x) for x in open(os.path.join(out, "ab.jsonl"))]
+    assert len(records) == 3 * 2 * 2, len(records)
+    r = records[0]
+    assert r["variant"] == "128" and r["options"] == "token_tile: 128" and r["round"] == 1, r
+    assert r["commit"] == "abc1234", r
+    md = open(os.path.join(out, "ab.md")).read()
+    assert md in so.getvalue(), (md, so.getvalue())  # printed as written
+    assert "| T | 128 ms | 96 ms | old ms | 96 / 128 | old / 128 |" in md, md
+    assert "| 256 | 0.2560 | 0.2048 | 0.5120 | 0.800 | 2.000 |" in md, md
+    assert "old: (the config's)" in md and "96: {token_tile: 96}" in md, md
+
+    # A variant that fails: named with its error, the others still run; exit status 1.
+    os.remove(os.path.join(tmp, "calls.log"))
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        rc = ab.main(base + ["--variant", "a=", "--variant", "bad=token_tile: 48",
+                             "--rounds", "2"])
+    assert rc == 1, rc
+    assert "bad (round 1) failed: exit 3: error: trtllm_style: token_tile '48'" in err.getvalue()
+    calls = open(os.path.join(tmp, "calls.log")).read().splitlines()
+    assert len(calls) == 3, calls  # a, bad, a: a failed variant is not run again
+    md = open(os.path.join(out, "ab.md")).read()
+    assert "bad failed: exit 3" in md and "| 64 | 0.0640 | - | - |" in md, md
+
+    # A config with options of its own does not merge with a variant's.
+    with open(config, "a") as f:
+        f.write("options: {gemm_tiles: tokens}\n")
+    try:
+        ab.main(base + ["--variant", "x=token_tile: 64"])
+        raise AssertionError("merged options")
+    except SystemExit as e:
+        assert "has options of its own" in str(e.code), e.code
+
+# Argument errors name the argument.
+assert "expected NAME=OPTIONS" in usage_error(["--config", "c", "--tokens", "1", "--out", "o",
+                                               "--variant", "no_equals"])
+assert "given twice" in usage_error(["--config", "c", "--tokens", "1", "--out", "o",
+                                     "--variant", "a=", "--variant", "a=x: 1"])
+assert "one of the variants" in usage_error(["--config", "c", "--tokens", "1", "--out", "o",
+                                             "--variant", "a=", "--plugins", "b=dir"])
+assert "comma-separated" in usage_error(["--config", "c", "--tokens", "1;2", "--out", "o",
+                                         "--variant", "a="])
+print("ab_test: ok")
