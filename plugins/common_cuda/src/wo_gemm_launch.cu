@@ -1,115 +1,9 @@
-// Launcher of the weight-only grouped GEMM (kernels/sm90_wo_grouped_gemm.cuh): the token rows'
-// TMA descriptor, the shared-memory opt-in, one CTA per SM (fewer when there are fewer tiles).
-#include <cuda.h>
-
-#include <algorithm>
-
-#include "kernels/persistent_launch.cuh"
+// Launcher of the weight-only grouped GEMM: the format's translation unit
+// (wo_gemm_launch_<format>.cu, each instantiating wo_gemm_launch.cuh for its weights).
 #include "kernels/sm90_wo_grouped_gemm.cuh"
-#include "moe_cuda/tensor_map.hpp"
 #include "wo_gemm_launch.hpp"
 
 namespace moe::gpu::detail {
-namespace {
-
-template <int kW, int N, int kCluster, int kMB = 1>
-WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
-                            cudaStream_t stream) noexcept {
-  using namespace kernels::wo;
-  using G = Geometry<kW, N, kMB>;
-  auto* kernel = grouped_gemm<kW, N, kCluster, kMB>;
-  static const cudaError_t opt_in =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(G::kSmemBytes));
-  if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
-  Params p;
-  // Each CTA of a cluster loads N / kCluster of the tile's token rows.
-  if (!encode_tensor_map_2d(&p.rows_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, a.rows, a.max_rows, a.k,
-                            2, N / kCluster, 64))
-    return {"tensor map", "cuTensorMapEncodeTiled failed (or the driver lacks it)"};
-  // bf16: the weight rows of every tile, one box of a tile's 128 rows x 64 K a stage.
-  if (kW == kBf16 && !encode_tensor_map_2d(&p.weights_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                                           a.weight_rows, int64_t(a.groups) * a.n_tiles * kRows,
-                                           int64_t(a.k_stages) * 128, 2, kRows, 64))
-    return {"tensor map", "cuTensorMapEncodeTiled failed for the weight rows"};
-  p.chunks = a.chunks;
-  p.chunk_bytes = kW == kBf16 ? 0 : int32_t(wo_chunk_bytes(a.weights));
-  p.groups = a.groups;
-  p.n_tiles = a.n_tiles;
-  p.k_stages = a.k_stages * (128 / kStageK<kW>);  // the host counts 128-K chunks
-  p.offsets = a.offsets;
-  p.scale_2 = a.scale_2;
-  // mxfp8's products are exact as they are, bf16's are the weights themselves.
-  p.unfold = kW == kMxfp8 || kW == kBf16 ? 1.0f : float(1 << kFp4Unfold);
-  p.bias = a.bias;
-  p.bias_groups = a.bias_groups;
-  p.bias_ld = a.bias_ld;
-  p.up_offset = int32_t(a.up_offset);
-  p.epilogue = a.epilogue == WoEpilogue::kGated ? kGated : kPlain;
-  p.plain_relu2 = a.epilogue == WoEpilogue::kPlainRelu2;
-  p.activation = int32_t(prob.activation);
-  p.act = {};
-  p.act.activation = int32_t(prob.activation);
-  p.act.gelu_tanh = prob.gelu_tanh;
-  p.act.alpha = prob.activation_alpha;
-  p.act.limit = prob.activation_limit;
-  p.out = a.out;
-  p.out_ld = a.out_ld;
-  p.out_cols = int32_t(a.out_cols);
-
-  // At most one cluster per unit of work: groups + rows / N token blocks, each n_tiles /
-  // (kCluster kMB) units.
-  const int64_t units = (a.max_rows / N + a.groups) * int64_t(a.n_tiles / (kCluster * kMB));
-  if (cudaError_t e = kernels::launch_persistent_clusters<grouped_gemm<kW, N, kCluster, kMB>>(
-          p, kCluster, kThreads, G::kSmemBytes, a.sm_count, units, stream);
-      e != cudaSuccess)
-    return {"launch", cudaGetErrorString(e)};
-  return {};
-}
-
-// Token tiles of 64 to 256 rows pair their CTAs when the weight tiles come in pairs;
-// decode's 16- and 32-row tiles stream weights, which no pair shares.
-template <int kW>
-WoLaunchResult launch_width(const moe_problem& prob, const WoGemmArgs& a, int n,
-                            cudaStream_t stream) noexcept {
-  const bool pairs = a.n_tiles % 2 == 0;
-  // bf16 tall tiles (two prepared weight tiles a CTA tile), in pairs where they come in pairs.
-  if constexpr (kW == kernels::wo::kBf16) {
-    if (wo_tall_tiles(a, n)) {
-      const bool tall_pairs = a.n_tiles % 4 == 0;
-      if (n == 64)
-        return tall_pairs ? launch_typed<kW, 64, 2, 2>(prob, a, stream)
-                          : launch_typed<kW, 64, 1, 2>(prob, a, stream);
-      return tall_pairs ? launch_typed<kW, 128, 2, 2>(prob, a, stream)
-                        : launch_typed<kW, 128, 1, 2>(prob, a, stream);
-    }
-  }
-  switch (n) {
-    case 16:
-      return launch_typed<kW, 16, 1>(prob, a, stream);
-    case 32:
-      return launch_typed<kW, 32, 1>(prob, a, stream);
-    case 192:
-      return pairs ? launch_typed<kW, 192, 2>(prob, a, stream)
-                   : launch_typed<kW, 192, 1>(prob, a, stream);
-    case 256:
-      if constexpr (kW == kernels::wo::kBf16)
-        return pairs ? launch_typed<kW, 256, 2>(prob, a, stream)
-                     : launch_typed<kW, 256, 1>(prob, a, stream);
-      else
-        return {"launch", "256 tokens a tile are for bf16 weights only"};
-    case 64:
-      return pairs ? launch_typed<kW, 64, 2>(prob, a, stream)
-                   : launch_typed<kW, 64, 1>(prob, a, stream);
-    case 96:
-      return pairs ? launch_typed<kW, 96, 2>(prob, a, stream)
-                   : launch_typed<kW, 96, 1>(prob, a, stream);
-    default:
-      return pairs ? launch_typed<kW, 128, 2>(prob, a, stream)
-                   : launch_typed<kW, 128, 1>(prob, a, stream);
-  }
-}
-
-}  // namespace
 
 int wo_max_groups() {
   return kernels::wo::kMaxGroups;
@@ -119,13 +13,13 @@ WoLaunchResult launch_wo_gemm(const moe_problem& prob, const WoGemmArgs& a, int 
                               cudaStream_t stream) noexcept {
   switch (a.weights) {
     case WoWeights::kMxfp4:
-      return launch_width<kernels::wo::kMxfp4>(prob, a, tokens_per_tile, stream);
+      return launch_wo_gemm_mxfp4(prob, a, tokens_per_tile, stream);
     case WoWeights::kNvfp4:
-      return launch_width<kernels::wo::kNvfp4>(prob, a, tokens_per_tile, stream);
+      return launch_wo_gemm_nvfp4(prob, a, tokens_per_tile, stream);
     case WoWeights::kMxfp8:
-      return launch_width<kernels::wo::kMxfp8>(prob, a, tokens_per_tile, stream);
+      return launch_wo_gemm_mxfp8(prob, a, tokens_per_tile, stream);
     case WoWeights::kBf16:
-      return launch_width<kernels::wo::kBf16>(prob, a, tokens_per_tile, stream);
+      return launch_wo_gemm_bf16(prob, a, tokens_per_tile, stream);
   }
   return {"launch", "unknown weight format"};
 }

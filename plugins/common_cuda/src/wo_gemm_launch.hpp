@@ -1,5 +1,5 @@
-// The boundary between the nvcc-compiled launcher of the weight-only grouped GEMM
-// (wo_gemm_launch.cu) and the host code that checks and reports (wo_gemm.cpp): plain types only,
+// The boundary between the nvcc-compiled launchers of the weight-only grouped GEMM
+// (wo_gemm_launch*.cu) and the host code that checks and reports (wo_gemm.cpp): plain types only,
 // no exceptions, no fmt.
 #pragma once
 
@@ -18,5 +18,15 @@ int wo_max_groups();
 
 WoLaunchResult launch_wo_gemm(const moe_problem& p, const WoGemmArgs& a, int tokens_per_tile,
                               cudaStream_t stream) noexcept;
+
+// One per weight format, each in its own translation unit (wo_gemm_launch_<format>.cu).
+WoLaunchResult launch_wo_gemm_mxfp4(const moe_problem& p, const WoGemmArgs& a, int tokens_per_tile,
+                                    cudaStream_t stream) noexcept;
+WoLaunchResult launch_wo_gemm_nvfp4(const moe_problem& p, const WoGemmArgs& a, int tokens_per_tile,
+                                    cudaStream_t stream) noexcept;
+WoLaunchResult launch_wo_gemm_mxfp8(const moe_problem& p, const WoGemmArgs& a, int tokens_per_tile,
+                                    cudaStream_t stream) noexcept;
+WoLaunchResult launch_wo_gemm_bf16(const moe_problem& p, const WoGemmArgs& a, int tokens_per_tile,
+                                   cudaStream_t stream) noexcept;
 
 }  // namespace moe::gpu::detail

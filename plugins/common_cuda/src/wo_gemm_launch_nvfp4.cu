@@ -1,0 +1,11 @@
+// The weight-only grouped GEMM's nvfp4 instances (wo_gemm_launch.cuh).
+#include "wo_gemm_launch.cuh"
+
+namespace moe::gpu::detail {
+
+WoLaunchResult launch_wo_gemm_nvfp4(const moe_problem& prob, const WoGemmArgs& a,
+                                    int tokens_per_tile, cudaStream_t stream) noexcept {
+  return wo_launch::launch_width<kernels::wo::kNvfp4>(prob, a, tokens_per_tile, stream);
+}
+
+}  // namespace moe::gpu::detail
