@@ -66,20 +66,17 @@ void add_run(CLI::App& app, Discovery& d) {
       ->check(integer_in(0, INT32_MAX));
   cmd->callback([&d] {
     Config cfg = Config::load_file(config);
-    if (cfg.problem.raw().ep_placement != MOE_EP_NONE) {
-      MOE_CHECK(inputs.empty() && output.empty() && !cfg.checkpoint, MOE_STATUS_UNSUPPORTED,
-                "an expert-parallel run draws its own inputs: --inputs, --output and checkpoints "
-                "are not supported with ep_placement yet");
-      run_expert_parallel(cfg, d,
-                          {tokens >= 0 ? tokens : cfg.tokens, seed_given ? seed : cfg.seed, ep_skew,
-                           ep_empty_rank, ep_bench});
-      return;
-    }
     if (!checkpoint.empty()) {
       MOE_CHECK(cfg.checkpoint.has_value(), MOE_STATUS_CONFIG_ERROR,
                 "--checkpoint given, but {} has no checkpoint section (it names the convention)",
                 config);
       cfg.checkpoint->path = checkpoint;
+    }
+    if (cfg.problem.raw().ep_placement != MOE_EP_NONE) {
+      run_expert_parallel(cfg, d,
+                          {tokens >= 0 ? tokens : cfg.tokens, seed_given ? seed : cfg.seed, ep_skew,
+                           ep_empty_rank, ep_bench, inputs, output});
+      return;
     }
     const Registry r = d.discover(cfg.plugin_dirs);
     const Selection sel = select_checked(r, cfg);

@@ -1,22 +1,30 @@
 // `moe run` for a problem with ep_placement: one process per GPU (torchrun, mpirun or srun),
-// each with its own tokens; the layer runs expert-parallel and each rank checks its output
-// against the same backend on one GPU and against the reference.
+// each with its own tokens; the layer runs expert-parallel. With random weights each rank checks
+// its output against the same backend on one GPU and against the reference; with a checkpoint
+// each rank loads only its experts, so there is nothing whole to check against (compare
+// --output with a one-GPU run). --inputs: every rank takes its contiguous share of the file's
+// tokens; --output: rank 0 writes every rank's rows in token order, as a one-GPU run does.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <utility>
 
 #include "commands.hpp"
 #include "moe/sdk/error.hpp"
 #include "run_ep.hpp"
+#include "run_inputs.hpp"
 
 #ifdef MOE_WITH_EP
+#include "moe/checkpoint.hpp"
 #include "moe/config.hpp"
 #include "moe/conformance.hpp"
 #include "moe/ep.hpp"
 #include "moe/runner.hpp"
+#include "moe/safetensors.hpp"
 #include "moe/sdk/problem.hpp"
 #include "moe/selection.hpp"
 #endif
@@ -80,6 +88,53 @@ void bench_steps(ep::Group* group, const Layer& layer, const Layer& single, cons
       raw.empty() ? 0.0 : st.dispatch_bytes / median(raw) * gbs, median(one));
 }
 
+// Rows [first, first + count) of a batch (its routing bias is the layer's, kept whole).
+Batch batch_rows(const Batch& b, int64_t first, int64_t count) {
+  auto rows = [&](const HostTensor& t) {
+    if (t.empty()) return HostTensor();
+    std::vector<int64_t> shape = t.shape();
+    const size_t row = t.bytes() / size_t(shape[0]);
+    shape[0] = count;
+    HostTensor out(t.dtype(), shape);
+    std::memcpy(out.raw(), static_cast<const char*>(t.raw()) + size_t(first) * row,
+                size_t(count) * row);
+    return out;
+  };
+  return Batch{rows(b.hidden), rows(b.logits), b.bias, rows(b.is_padding)};
+}
+
+// Rank r's share of `total` tokens: contiguous, in rank order, the first total % world ranks one
+// more.
+std::pair<int64_t, int64_t> token_share(int64_t total, int32_t world, int32_t rank) {
+  const int64_t base = total / world, extra = total % world;
+  return {rank * base + std::min<int64_t>(rank, extra), base + (rank < extra ? 1 : 0)};
+}
+
+// Every rank's output rows to rank 0, in rank order (the token order of token_share); [T, H] on
+// rank 0, empty elsewhere.
+HostTensor gather_rows(ep::Group* group, const Plugin& dev, const HostTensor& mine, int64_t total,
+                       int32_t world, int32_t rank, int64_t h) {
+  if (group == nullptr) return mine;
+  const size_t row = size_t(h) * 2;
+  Buffer send(dev.shared_from_this(), std::max<size_t>(mine.bytes(), 1));
+  if (mine.bytes()) send.upload(mine.raw(), mine.bytes());
+  Buffer recv(dev.shared_from_this(), rank == 0 ? std::max<size_t>(size_t(total) * row, 1) : 1);
+  std::vector<std::pair<const void*, size_t> > sends(size_t(world), {nullptr, 0});
+  std::vector<std::pair<void*, size_t> > recvs(size_t(world), {nullptr, 0});
+  sends[0] = {send.data(), mine.bytes()};
+  if (rank == 0)
+    for (int32_t r = 0; r < world; ++r) {
+      const auto [first, count] = token_share(total, world, r);
+      recvs[size_t(r)] = {static_cast<char*>(recv.data()) + size_t(first) * row,
+                          size_t(count) * row};
+    }
+  group->exchange(sends, recvs, "output gather");
+  if (rank != 0) return HostTensor();
+  HostTensor out(MOE_DTYPE_BF16, {total, h});
+  if (out.bytes()) recv.download(out.raw(), out.bytes());
+  return out;
+}
+
 double env_seconds(const char* name, double fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::stod(v) : fallback;
@@ -110,13 +165,29 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
   const Selection sel = select_checked(r, cfg);
   const auto reference = r.oracle();
   MOE_CHECK(reference != nullptr, MOE_STATUS_NOT_FOUND, "the reference plugin was not found");
-  const LayerWeights global = random_weights(g, o.seed);
-  const LayerWeights local = slice_local_experts(global, p);
+  // Weights: this rank's experts of the checkpoint (load_layer on the EP problem), or the whole
+  // layer drawn from the seed (the same on every rank) and this rank's experts of it.
+  const bool drawn = !cfg.checkpoint;
+  LayerWeights global, local;
+  LayerCheckpoint checkpoint;
+  if (drawn) {
+    global = random_weights(g, o.seed);
+    local = slice_local_experts(global, p);
+  } else {
+    checkpoint = load_layer(Checkpoint::open(cfg.checkpoint->path), *cfg.checkpoint, p);
+    local = std::move(checkpoint.weights);
+  }
 
-  // This rank's tokens; --ep-skew sends them all to rank 0's experts.
-  const int64_t tokens = launch.rank == o.empty_rank ? 0 : o.tokens;
-  Batch batch = random_batch(g, tokens, mix_seed(o.seed, fmt::format("rank{}", launch.rank)),
-                             Scenario::kRandom);
+  // This rank's tokens: its share of --inputs, or its own random ones (none on --ep-empty-rank);
+  // --ep-skew sends them all to rank 0's experts.
+  const int64_t own = launch.rank == o.empty_rank ? 0 : o.tokens;
+  std::string from;
+  Batch all = make_run_batch(cfg, drawn ? nullptr : &checkpoint, own,
+                             mix_seed(o.seed, fmt::format("rank{}", launch.rank)), o.inputs, &from);
+  const int64_t total = o.inputs.empty() ? own : all.hidden.shape()[0];
+  const auto [first, tokens] = o.inputs.empty() ? std::pair<int64_t, int64_t>{0, own}
+                                                : token_share(total, launch.world, launch.rank);
+  Batch batch = o.inputs.empty() ? std::move(all) : batch_rows(all, first, tokens);
   if (o.skew) {
     for (int64_t t = 0; t < tokens; ++t)
       for (int64_t e = 0; e < g.experts; ++e)
@@ -137,6 +208,23 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
   ep::StepStats stats;
   const HostTensor out = ep::run_step(group.get(), layer, p, batch.hidden, routing, &stats);
 
+  const std::string head =
+      fmt::format("rank {}/{} ({}): backend {} | {} | tokens {} sent {} received {}", launch.rank,
+                  launch.world, launch.launcher, sel.plugin->name(), describe_problem(p), tokens,
+                  stats.tokens_sent, stats.tokens_received);
+  if (!o.output.empty()) {
+    const HostTensor rows =
+        gather_rows(group.get(), *sel.plugin, out, total, launch.world, launch.rank, g.hidden);
+    if (launch.rank == 0) write_safetensors(o.output, {{"output", rows}});
+  }
+  const std::string wrote = !o.output.empty() && launch.rank == 0 ? " | output " + o.output : "";
+  if (!drawn) {  // each rank holds only its experts: nothing whole to check against
+    std::cout << fmt::format(
+        "{} | inputs {} | weights: checkpoint {} (this rank's {} experts), "
+        "not checked (compare --output with a one-GPU run) | {:.2f} ms{}\n",
+        head, from, cfg.checkpoint->path, p.local_experts, stats.ms, wrote);
+    return;
+  }
   const Layer single = sel.plugin->prepare(g, global.view(), cfg.options);
   const RunResult one = run_layer(single, g, batch.hidden, routing);
   double vs_ref = 0;
@@ -148,11 +236,9 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
   const double vs_one = relative_l2(out, one.output);
   const double tol = default_tolerance(static_cast<moe_format>(g.format));
   std::cout << fmt::format(
-      "rank {}/{} ({}): backend {} | {} | tokens {} sent {} received {} | rel_err vs one GPU "
-      "{:.3e}, vs reference {:.3e} (tolerance {:.0e}) {} | {:.2f} ms\n",
-      launch.rank, launch.world, launch.launcher, sel.plugin->name(), describe_problem(p), tokens,
-      stats.tokens_sent, stats.tokens_received, vs_one, vs_ref, tol,
-      vs_one <= tol && vs_ref <= tol ? "ok" : "MISMATCH", stats.ms);
+      "{} | rel_err vs one GPU {:.3e}, vs reference {:.3e} (tolerance {:.0e}) {} | {:.2f} ms{}\n",
+      head, vs_one, vs_ref, tol, vs_one <= tol && vs_ref <= tol ? "ok" : "MISMATCH", stats.ms,
+      wrote);
   if (!(vs_one <= tol && vs_ref <= tol)) exit_code() = kExitMismatch;
   if (o.bench > 0)
     bench_steps(group.get(), layer, single, p, g, batch, routing, o.bench, launch.rank);

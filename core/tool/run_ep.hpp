@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "commands.hpp"
 #include "moe/config.hpp"
@@ -14,6 +15,8 @@ struct EpRunOptions {
   bool skew = false;        // every token to rank 0's experts
   int32_t empty_rank = -1;  // this rank gets no tokens
   int32_t bench = 0;        // > 0: time this many steps (and NCCL's all-to-all of the same bytes)
+  std::string inputs;       // --inputs: every rank reads it and runs its share of the tokens
+  std::string output;       // --output: rank 0 writes every rank's rows, in token order
 };
 
 void run_expert_parallel(const Config& config, const Discovery& d, const EpRunOptions& options);

@@ -48,6 +48,41 @@ HostTensor read_logits(const SafetensorsFile& f, const moe_problem& p, int64_t t
 
 }  // namespace
 
+Batch make_run_batch(const Config& cfg, const LayerCheckpoint* checkpoint, int64_t tokens,
+                     uint64_t seed, const std::string& inputs_path, std::string* from) {
+  const moe_problem p = cfg.problem.c();
+  Batch batch;
+  HostTensor stored_hidden;  // --inputs' hidden_states as stored, for the router GEMM
+  if (inputs_path.empty()) {
+    batch = random_batch(p, tokens, seed, Scenario::kRandom);
+    *from = fmt::format("random, {} tokens", tokens);
+  } else {
+    const SafetensorsFile f = SafetensorsFile::open(inputs_path);
+    stored_hidden = read_hidden(f, p);
+    batch.hidden = to_bf16(stored_hidden);
+    const int64_t t = batch.hidden.shape()[0];
+    batch.logits = f.find("router_logits") ? read_logits(f, p, t) : HostTensor();
+    *from = fmt::format("{}, {} tokens", inputs_path, t);
+  }
+  const bool given_logits = !inputs_path.empty() && !batch.logits.empty();
+  if (checkpoint != nullptr && !given_logits) {
+    MOE_CHECK(!checkpoint->router_weight.empty() || inputs_path.empty(), MOE_STATUS_NOT_FOUND,
+              "{} has no router_logits and the checkpoint has no router weight", inputs_path);
+    if (!checkpoint->router_weight.empty()) {
+      const RouterDtype dtype = cfg.checkpoint->router_dtype;
+      batch.logits = router_logits(*checkpoint, p,
+                                   stored_hidden.empty() ? batch.hidden : stored_hidden, dtype);
+      *from +=
+          fmt::format("; logits from the checkpoint's router ({} GEMM)", router_dtype_name(dtype));
+    }
+  }
+  MOE_CHECK(!batch.logits.empty(), MOE_STATUS_NOT_FOUND,
+            "{}: give router_logits [T, {}] or a checkpoint with a router weight", inputs_path,
+            p.experts + p.sink_experts);
+  if (checkpoint != nullptr && p.routing_bias) batch.bias = checkpoint->routing_bias;
+  return batch;
+}
+
 RunInputs make_run_inputs(const Config& cfg, int64_t tokens, uint64_t seed,
                           const std::string& inputs_path) {
   const moe_problem p = cfg.problem.c();
@@ -64,34 +99,8 @@ RunInputs make_run_inputs(const Config& cfg, int64_t tokens, uint64_t seed,
     in.weights = random_weights(p, seed);
     in.weights_from = fmt::format("random (seed {})", seed);
   }
-  HostTensor stored_hidden;  // --inputs' hidden_states as stored, for the router GEMM
-  if (inputs_path.empty()) {
-    in.batch = random_batch(p, tokens, seed, Scenario::kRandom);
-    in.batch_from = fmt::format("random, {} tokens", tokens);
-  } else {
-    const SafetensorsFile f = SafetensorsFile::open(inputs_path);
-    stored_hidden = read_hidden(f, p);
-    in.batch.hidden = to_bf16(stored_hidden);
-    const int64_t t = in.batch.hidden.shape()[0];
-    in.batch.logits = f.find("router_logits") ? read_logits(f, p, t) : HostTensor();
-    in.batch_from = fmt::format("{}, {} tokens", inputs_path, t);
-  }
-  const bool given_logits = !inputs_path.empty() && !in.batch.logits.empty();
-  if (cfg.checkpoint && !given_logits) {
-    MOE_CHECK(!layer.router_weight.empty() || inputs_path.empty(), MOE_STATUS_NOT_FOUND,
-              "{} has no router_logits and the checkpoint has no router weight", inputs_path);
-    if (!layer.router_weight.empty()) {
-      const RouterDtype dtype = cfg.checkpoint->router_dtype;
-      in.batch.logits =
-          router_logits(layer, p, stored_hidden.empty() ? in.batch.hidden : stored_hidden, dtype);
-      in.batch_from +=
-          fmt::format("; logits from the checkpoint's router ({} GEMM)", router_dtype_name(dtype));
-    }
-  }
-  MOE_CHECK(!in.batch.logits.empty(), MOE_STATUS_NOT_FOUND,
-            "{}: give router_logits [T, {}] or a checkpoint with a router weight", inputs_path,
-            p.experts + p.sink_experts);
-  if (cfg.checkpoint && p.routing_bias) in.batch.bias = layer.routing_bias;
+  in.batch = make_run_batch(cfg, cfg.checkpoint ? &layer : nullptr, tokens, seed, inputs_path,
+                            &in.batch_from);
   return in;
 }
 

@@ -22,4 +22,10 @@ struct RunInputs {
 RunInputs make_run_inputs(const Config& config, int64_t tokens, uint64_t seed,
                           const std::string& inputs_path);
 
+// The batch alone, as make_run_inputs makes it beside its weights: --inputs' tokens, with their
+// router_logits or, when the file has none, the logits of `checkpoint`'s router (null: no
+// checkpoint); else `tokens` random ones. `from` says which, for the report.
+Batch make_run_batch(const Config& config, const LayerCheckpoint* checkpoint, int64_t tokens,
+                     uint64_t seed, const std::string& inputs_path, std::string* from);
+
 }  // namespace moe::tool
