@@ -110,12 +110,16 @@ std::pair<int64_t, int64_t> token_share(int64_t total, int32_t world, int32_t ra
   return {rank * base + std::min<int64_t>(rank, extra), base + (rank < extra ? 1 : 0)};
 }
 
-// Every rank's output rows to rank 0, in rank order (the token order of token_share); [T, H] on
-// rank 0, empty elsewhere.
-HostTensor gather_rows(ep::Group* group, const Plugin& dev, const HostTensor& mine, int64_t total,
-                       int32_t world, int32_t rank, int64_t h) {
+// Every rank's output rows to rank 0, in rank order (for --inputs the token order, as
+// token_share splits it); [T, H] on rank 0, empty elsewhere.
+HostTensor gather_rows(ep::Group* group, const Plugin& dev, const HostTensor& mine, int64_t h) {
   if (group == nullptr) return mine;
+  const int32_t world = group->world(), rank = group->rank();
   const size_t row = size_t(h) * 2;
+  const std::vector<uint64_t> counts = group->all_gather(uint64_t(mine.shape()[0]), "row counts");
+  std::vector<size_t> offset(size_t(world) + 1, 0);
+  for (int32_t r = 0; r < world; ++r) offset[size_t(r) + 1] = offset[size_t(r)] + counts[size_t(r)];
+  const int64_t total = int64_t(offset.back());
   Buffer send(dev.shared_from_this(), std::max<size_t>(mine.bytes(), 1));
   if (mine.bytes()) send.upload(mine.raw(), mine.bytes());
   Buffer recv(dev.shared_from_this(), rank == 0 ? std::max<size_t>(size_t(total) * row, 1) : 1);
@@ -123,11 +127,9 @@ HostTensor gather_rows(ep::Group* group, const Plugin& dev, const HostTensor& mi
   std::vector<std::pair<void*, size_t> > recvs(size_t(world), {nullptr, 0});
   sends[0] = {send.data(), mine.bytes()};
   if (rank == 0)
-    for (int32_t r = 0; r < world; ++r) {
-      const auto [first, count] = token_share(total, world, r);
-      recvs[size_t(r)] = {static_cast<char*>(recv.data()) + size_t(first) * row,
-                          size_t(count) * row};
-    }
+    for (int32_t r = 0; r < world; ++r)
+      recvs[size_t(r)] = {static_cast<char*>(recv.data()) + offset[size_t(r)] * row,
+                          size_t(counts[size_t(r)]) * row};
   group->exchange(sends, recvs, "output gather");
   if (rank != 0) return HostTensor();
   HostTensor out(MOE_DTYPE_BF16, {total, h});
@@ -213,8 +215,7 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
                   launch.world, launch.launcher, sel.plugin->name(), describe_problem(p), tokens,
                   stats.tokens_sent, stats.tokens_received);
   if (!o.output.empty()) {
-    const HostTensor rows =
-        gather_rows(group.get(), *sel.plugin, out, total, launch.world, launch.rank, g.hidden);
+    const HostTensor rows = gather_rows(group.get(), *sel.plugin, out, g.hidden);
     if (launch.rank == 0) write_safetensors(o.output, {{"output", rows}});
   }
   const std::string wrote = !o.output.empty() && launch.rank == 0 ? " | output " + o.output : "";
