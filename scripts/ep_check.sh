@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with 2+ GPUs (the device tool's nvidia-h200-x2): every configs/ep/ep2_*.yaml run
 # expert-parallel under torchrun (plain, skewed routing, an empty rank), then the bad inputs a
-# deployment meets: mismatched configs across ranks, a rank that never joins, a lone rank.
+# deployment meets: mismatched configs across ranks, a rank that never joins, a lone rank; and a
+# checkpoint with --inputs and --output (configs/ep/ep2_mixtral_ckpt.yaml) against the numpy layer.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/moe_out}; mkdir -p "$OUT"
@@ -10,10 +11,27 @@ export MOE_NCCL_LIBRARY=${MOE_NCCL_LIBRARY:-$(python3 -c "import nvidia.nccl, os
 RUN=(python3 -m torch.distributed.run --standalone --nproc-per-node 2 --no-python build/bin/moe run)
 status=0
 for cfg in configs/ep/ep2_*.yaml; do
+  [[ $cfg == *_ckpt.yaml ]] && continue  # below: it needs the checkpoint fixture
   for extra in "" "--ep-skew" "--ep-empty-rank 1"; do
     echo "== $cfg $extra"
     "${RUN[@]}" --config "$cfg" $extra 2>&1 | grep -E "^rank|error|Error" || status=1
   done
+done
+# A checkpoint under EP: each rank loads its experts, runs its share of the inputs, and rank 0's
+# --output must match the fixture's numpy layer as a one-GPU run's does (not bit for bit: two
+# ranks' partial rows are summed in f32 and rounded once more).
+ck=build/fixtures/checkpoints/mixtral
+[ -d $ck ] || python3 tests/fixtures/make_checkpoints.py --out build/fixtures/checkpoints >/dev/null
+echo "== configs/ep/ep2_mixtral_ckpt.yaml --inputs --output"
+"${RUN[@]}" --config configs/ep/ep2_mixtral_ckpt.yaml --inputs $ck/inputs.safetensors \
+  --output "$OUT/ep2_ckpt.safetensors" 2>&1 | grep -E "^rank|error|Error" || status=1
+sed 's/ep_placement: round_robin, ep_size: 2/ep_placement: none/' configs/ep/ep2_mixtral_ckpt.yaml \
+  > "$OUT/one_ckpt.yaml"
+build/bin/moe run --config "$OUT/one_ckpt.yaml" --inputs $ck/inputs.safetensors \
+  --output "$OUT/one_ckpt.safetensors" | grep -E "rel_err" || status=1
+for f in ep2_ckpt one_ckpt; do
+  python3 tests/fixtures/check_output.py $ck/expected.safetensors "$OUT/$f.safetensors" --tol 1e-2 \
+    || status=1
 done
 cfg=configs/ep/ep2_softmax_linear.yaml
 one() { RANK=$1 WORLD_SIZE=2 LOCAL_RANK=$1 TORCHELASTIC_RUN_ID=$2 build/bin/moe run --config $cfg "${@:3}"; }
