@@ -46,51 +46,46 @@ int wo_gemm_max_groups() {
 
 namespace {
 
-// The auto token tile's steps: `tile` up to `most` rows an expert on average, the last step's
-// tile above. At least twice the average, so that the experts above it rarely take a second
+// The auto token tile's steps: `tile` up to `most` rows an expert on average, `above` past the
+// last. At least twice the average, so that the experts above it rarely take a second
 // token block (measured on the H200, bench/NOTES.md sessions 18 and 20: at 16 rows an expert
 // 32-row tiles are 20-27% faster than 16-row ones, at 32 rows 64-row tiles beat 32- and 128-row
 // ones, at 64 rows 128-row tiles beat 64-row ones by 5-16% on Mixtral and Qwen3 in every format).
 // Past hidden 4096 (DeepSeek-V3) 64-row tiles stay ahead up to 64 rows an expert: mxfp4 8% at 48
 // rows, mxfp4 and mxfp8 2% at 64 (why is open: bench/NOTES.md session 20). bf16 weights take 256
 // past 512 (12-16% faster than 128 at 1024 rows an expert, 4% slower at 256).
-struct TileStep {
-  int64_t most;
-  int tile;
+struct TileRule {
+  struct Step {
+    int64_t most;  // rows an expert on average, at most
+    int tile;
+  };
+  int count = 0;
+  Step steps[4];
+  int above = 0;  // the tile past the last step
 };
-constexpr int kSteps = 4;
 
-void token_tile_steps(WoWeights weights, int64_t hidden, TileStep (&steps)[kSteps]) {
-  steps[0] = {8, 16};
-  steps[1] = {16, 32};
-  steps[2] = {hidden > 4096 ? 64 : 32, 64};
-  steps[3] = weights == WoWeights::kBf16 ? TileStep{512, 128} : TileStep{-1, 128};
+TileRule token_tile_rule(WoWeights weights, int64_t hidden) {
+  TileRule r{3, {{8, 16}, {16, 32}, {hidden > 4096 ? 64 : 32, 64}}, 128};
+  if (weights == WoWeights::kBf16) r.steps[r.count++] = {512, 128}, r.above = 256;
+  return r;
 }
 
 }  // namespace
 
 int wo_tokens_per_tile(int64_t rows, int groups, WoWeights weights, int64_t hidden) {
   const int64_t average = groups > 0 ? (rows + groups - 1) / groups : rows;
-  TileStep steps[kSteps];
-  token_tile_steps(weights, hidden, steps);
-  for (const TileStep& s : steps)
-    if (s.most < 0 || average <= s.most) return s.tile;
-  return 256;
+  const TileRule r = token_tile_rule(weights, hidden);
+  for (int i = 0; i < r.count; ++i)
+    if (average <= r.steps[i].most) return r.steps[i].tile;
+  return r.above;
 }
 
 std::string wo_token_tile_rule(WoWeights weights, int64_t hidden) {
-  TileStep steps[kSteps];
-  token_tile_steps(weights, hidden, steps);
+  const TileRule r = token_tile_rule(weights, hidden);
   std::string out = "tokens a tile by the batch's rows an expert on average:";
-  for (const TileStep& s : steps) {
-    if (s.most < 0) {
-      out += fmt::format(" {} above", s.tile);
-      return out;
-    }
-    out += fmt::format(" {} up to {},", s.tile, s.most);
-  }
-  out += " 256 above";
-  return out;
+  for (int i = 0; i < r.count; ++i)
+    out += fmt::format(" {} up to {},", r.steps[i].tile, r.steps[i].most);
+  return out + fmt::format(" {} above", r.above);
 }
 
 bool wo_tall_tiles(const WoGemmArgs& a, int tokens_per_tile) {
