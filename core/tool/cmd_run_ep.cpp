@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <utility>
 
 #include "commands.hpp"
@@ -45,13 +46,13 @@ double median(std::vector<double> v) {
 }
 
 // Steps timed back to back, next to NCCL's own all-to-all of the same bytes and one GPU's layer.
-void bench_steps(ep::Group* group, const Layer& layer, const Layer& single, const moe_problem& p,
-                 const moe_problem& g, const Batch& batch, const Routing& routing, int32_t n,
-                 int32_t rank) {
+void bench_steps(ep::Group* group, const Layer& layer, const ep::SharedExpert& shared,
+                 const Layer& single, const moe_problem& p, const moe_problem& g,
+                 const Batch& batch, const Routing& routing, int32_t n, int32_t rank) {
   std::vector<double> step, dispatch, combine, compute, raw, one;
   ep::StepStats st;
   for (int32_t i = 0; i < n; ++i) {
-    ep::run_step(group, layer, p, batch.hidden, routing, &st);
+    ep::run_step(group, layer, p, batch.hidden, routing, &st, shared);
     step.push_back(st.ms), dispatch.push_back(st.dispatch_ms), combine.push_back(st.combine_ms);
     compute.push_back(st.compute_ms);
   }
@@ -199,7 +200,19 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
   const Plugin& router = sel.plugin->can_route(g) ? *sel.plugin : *reference;
   const Routing routing = route_batch(router, g, batch);
 
-  const Layer layer = sel.plugin->prepare(p, local.view(), cfg.options);
+  // A shared expert runs once per token, at home: split off as a layer of its own (moe/ep.hpp).
+  std::optional<ep::SharedSplit> split;
+  if (p.shared_intermediate > 0) split = ep::split_shared_expert(p, local);
+  const moe_problem routed = split ? split->routed.c() : p;
+  const Layer layer =
+      sel.plugin->prepare(routed, (split ? split->routed_weights : local).view(), cfg.options);
+  std::optional<Layer> shared_layer;
+  ep::SharedExpert shared;
+  if (split) {
+    shared_layer.emplace(
+        sel.plugin->prepare(split->shared.c(), split->shared_weights.view(), cfg.options));
+    shared = {&*shared_layer, split->shared.c()};
+  }
   std::unique_ptr<ep::Group> group;
   if (launch.world > 1) {
     const char* dir = std::getenv("MOE_EP_RENDEZVOUS");
@@ -208,7 +221,8 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
                                config_digest(g, sel.plugin->name(), o.seed));
   }
   ep::StepStats stats;
-  const HostTensor out = ep::run_step(group.get(), layer, p, batch.hidden, routing, &stats);
+  const HostTensor out =
+      ep::run_step(group.get(), layer, routed, batch.hidden, routing, &stats, shared);
 
   const std::string head =
       fmt::format("rank {}/{} ({}): backend {} | {} | tokens {} sent {} received {}", launch.rank,
@@ -242,7 +256,8 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
       wrote);
   if (!(vs_one <= tol && vs_ref <= tol)) exit_code() = kExitMismatch;
   if (o.bench > 0)
-    bench_steps(group.get(), layer, single, p, g, batch, routing, o.bench, launch.rank);
+    bench_steps(group.get(), layer, shared, single, routed, g, batch, routing, o.bench,
+                launch.rank);
 }
 #endif
 

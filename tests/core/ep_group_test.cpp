@@ -183,6 +183,37 @@ TEST_F(BorrowedGroup, AStepThroughItEqualsTheSingleRankStep) {
   EXPECT_EQ(std::memcmp(through.raw(), alone.raw(), alone.bytes()), 0);
 }
 
+// A weight-1 shared expert under EP: refused as it is (each rank would add it), split off into a
+// one-expert layer it runs once per token at home, and the step then matches one layer.
+TEST_F(BorrowedGroup, ASharedExpertRunsOncePerTokenSplitOff) {
+  Problem p = ep_problem(1, 0);
+  p.raw().shared_intermediate = 48;
+  p.finalize();
+  const LayerWeights w = random_weights(p.c(), 21);
+  const Batch batch = random_batch(p.c(), 9, 22, Scenario::kRandom);
+  const Routing routing = route_batch(*registry_->find("reference"), p.c(), batch);
+  const Layer whole = device_->prepare(p.c(), w.view(), {});
+  expect_error([&] { ep::run_step(nullptr, whole, p.c(), batch.hidden, routing); },
+               MOE_STATUS_UNSUPPORTED, {"shared_intermediate=48", "split_shared_expert"});
+
+  const ep::SharedSplit s = ep::split_shared_expert(p.c(), w);
+  EXPECT_EQ(s.routed.raw().shared_intermediate, 0);
+  EXPECT_TRUE(s.routed_weights.shared_w13.empty() && s.routed_weights.shared_w2.empty());
+  EXPECT_EQ(s.shared.raw().experts, 1);
+  EXPECT_EQ(s.shared.raw().intermediate, 48);
+  EXPECT_EQ(s.shared_weights.w13.shape(), (std::vector<int64_t>{1, 96, 64}));
+  EXPECT_EQ(s.shared_weights.w2.shape(), (std::vector<int64_t>{1, 64, 48}));
+  EXPECT_EQ(std::memcmp(s.shared_weights.w13.raw(), w.shared_w13.raw(), w.shared_w13.bytes()), 0);
+  const Layer routed = device_->prepare(s.routed.c(), s.routed_weights.view(), {});
+  const Layer shared = device_->prepare(s.shared.c(), s.shared_weights.view(), {});
+  const HostTensor out = ep::run_step(nullptr, routed, s.routed.c(), batch.hidden, routing,
+                                      nullptr, {&shared, s.shared.c()});
+  const RunResult one = run_layer(whole, p.c(), batch.hidden, routing);
+  EXPECT_LT(relative_l2(out, one.output), 1e-2);  // the parts summed once more in f32, rounded
+  const HostTensor without = ep::run_step(nullptr, routed, s.routed.c(), batch.hidden, routing);
+  EXPECT_GT(relative_l2(without, one.output), 0.1);  // the shared expert is a real part of it
+}
+
 TEST_F(BorrowedGroup, AStepOfAnotherRanksProblemIsRefused) {
   g_comm.world = 2;
   auto group = borrow(0, 2);

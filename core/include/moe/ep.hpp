@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "moe/ep_plan.hpp"
+#include "moe/inputs.hpp"
 #include "moe/plugin.hpp"
 #include "moe/runner.hpp"
 #include "moe/sdk/host_tensor.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe::ep {
 
@@ -90,12 +92,32 @@ struct StepStats {
   int64_t dispatch_bytes = 0, combine_bytes = 0;  // sent + received by this rank
 };
 
+// A weight-1 shared expert under EP. Every backend adds it to each row it runs, so a token sent
+// to two ranks would get it twice: it is split off instead, the routed experts (and any sinks)
+// as one layer and the shared expert as a layer of one expert (its weights as expert 0, the
+// layer's format, activation and activation scales), which the step runs on the home rank's
+// tokens with id 0 and weight 1. `weights` are the rank's (routed experts local).
+struct SharedSplit {
+  Problem routed, shared;
+  LayerWeights routed_weights, shared_weights;
+};
+SharedSplit split_shared_expert(const moe_problem& ep_problem, const LayerWeights& weights);
+
+// The shared expert's layer for run_step: prepared from SharedSplit's `shared` (layer null: the
+// problem has none).
+struct SharedExpert {
+  const Layer* layer = nullptr;
+  moe_problem problem{};
+};
+
 // One expert-parallel layer step for this rank's tokens: plan, send tokens (with the ids and
 // weights the receiver computes), run `layer` (this rank's experts) on what arrived, send the
-// results back and sum them in rank order; sink experts run on the home rank. `group` null:
-// a single rank, no NCCL (works with host plugins too). The problem's ep_size and ep_rank must be
-// the group's. Output [T, H] bf16 on the host.
+// results back and sum them in rank order; sink experts and the shared expert run on the home
+// rank. `group` null: a single rank, no NCCL (works with host plugins too). The problem's
+// ep_size and ep_rank must be the group's; a problem with a shared expert is refused (split it
+// and pass `shared`). Output [T, H] bf16 on the host.
 HostTensor run_step(Group* group, const Layer& layer, const moe_problem& ep_problem,
-                    const HostTensor& hidden, const Routing& routing, StepStats* stats = nullptr);
+                    const HostTensor& hidden, const Routing& routing, StepStats* stats = nullptr,
+                    const SharedExpert& shared = {});
 
 }  // namespace moe::ep

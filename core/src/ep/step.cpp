@@ -54,14 +54,23 @@ Buffer upload(std::shared_ptr<const Plugin> dev, const void* host, size_t bytes)
 }  // namespace
 
 HostTensor run_step(Group* group, const Layer& layer, const moe_problem& p,
-                    const HostTensor& hidden, const Routing& routing, StepStats* stats) {
+                    const HostTensor& hidden, const Routing& routing, StepStats* stats,
+                    const SharedExpert& shared) {
   const auto start = std::chrono::steady_clock::now();
   const Plugin& plugin = layer.plugin();
   const auto dev = plugin.shared_from_this();
   const int32_t world = group ? group->world() : 1;
   MOE_CHECK(p.shared_intermediate == 0, MOE_STATUS_UNSUPPORTED,
-            "expert parallelism with a weight-1 shared expert is not implemented: run the shared "
-            "expert as a dense layer on each rank");
+            "a weight-1 shared expert (shared_intermediate={}) would run on every rank a token "
+            "goes to: split it off with ep::split_shared_expert and pass its layer to the step "
+            "(`moe run` does; the C API and Python EP groups do not take one yet)",
+            p.shared_intermediate);
+  MOE_CHECK(
+      shared.layer == nullptr || (shared.problem.experts == 1 && shared.problem.hidden == p.hidden),
+      MOE_STATUS_INVALID_ARGUMENT,
+      "the shared expert's layer must be one expert of hidden={} (split_shared_expert's), "
+      "not experts={} hidden={}",
+      p.hidden, shared.problem.experts, shared.problem.hidden);
   MOE_CHECK(world == p.ep_size, MOE_STATUS_CONFIG_ERROR,
             "the problem has ep_size={} but {} rank(s) run", p.ep_size, world);
   MOE_CHECK(group == nullptr || group->rank() == p.ep_rank, MOE_STATUS_CONFIG_ERROR,
@@ -140,6 +149,13 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& p,
     const auto home = home_pass_ids(p, routing.ids.data<int32_t>(), tokens);
     std::memcpy(ids.raw(), home.data(), ids.bytes());
     const RunResult r = run_layer(layer, p, hidden, Routing{ids, routing.weights});
+    for (int64_t i = 0; i < tokens * h; ++i)
+      acc[size_t(i)] += bf16_to_float(r.output.data<uint16_t>()[i]);
+  }
+  if (shared.layer != nullptr && tokens > 0) {  // every token once, here at home: id 0, weight 1
+    HostTensor ids(MOE_DTYPE_I32, {tokens, 1}), ones(MOE_DTYPE_F32, {tokens, 1});
+    for (int64_t t = 0; t < tokens; ++t) ids.data<int32_t>()[t] = 0, ones.data<float>()[t] = 1.0f;
+    const RunResult r = run_layer(*shared.layer, shared.problem, hidden, Routing{ids, ones});
     for (int64_t i = 0; i < tokens * h; ++i)
       acc[size_t(i)] += bf16_to_float(r.output.data<uint16_t>()[i]);
   }

@@ -1,0 +1,66 @@
+// split_shared_expert: a problem's weight-1 shared expert as a layer of one expert of its own,
+// so the EP step can run it once per token, on the token's home rank (moe/ep.hpp).
+#include <cstring>
+
+#include "moe/ep.hpp"
+#include "moe/sdk/error.hpp"
+
+namespace moe::ep {
+namespace {
+
+// A shared tensor as expert 0's: matrices and block scales gain a leading 1; a lone scale or
+// scale_2 is [1] either way (docs/design.md §3.1).
+HostTensor as_expert0(const HostTensor& t) {
+  if (t.empty()) return t;
+  std::vector<int64_t> shape = t.shape();
+  if (shape != std::vector<int64_t>{1}) shape.insert(shape.begin(), 1);
+  HostTensor out(t.dtype(), shape);
+  std::memcpy(out.raw(), t.raw(), t.bytes());
+  return out;
+}
+
+}  // namespace
+
+SharedSplit split_shared_expert(const moe_problem& p, const LayerWeights& w) {
+  MOE_CHECK(p.shared_intermediate > 0, MOE_STATUS_INVALID_ARGUMENT,
+            "split_shared_expert: the problem has no shared expert (shared_intermediate=0)");
+  SharedSplit s;
+  s.routed = Problem(p);
+  s.routed.raw().shared_intermediate = 0;
+  s.routed.finalize();
+  s.routed_weights = w;
+  for (HostTensor* t : {&s.routed_weights.shared_w13, &s.routed_weights.shared_w13_scale,
+                        &s.routed_weights.shared_w13_scale_2, &s.routed_weights.shared_w2,
+                        &s.routed_weights.shared_w2_scale, &s.routed_weights.shared_w2_scale_2})
+    *t = HostTensor();
+
+  moe_problem& q = s.shared.raw();  // one expert, always chosen, in the layer's arithmetic
+  q.experts = 1;
+  q.top_k = 1;
+  q.hidden = p.hidden;
+  q.intermediate = p.shared_intermediate;
+  q.format = p.format;
+  q.input_format = p.input_format;
+  q.activation = p.activation;
+  q.gelu_tanh = p.gelu_tanh;
+  q.activation_alpha = p.activation_alpha;
+  q.activation_limit = p.activation_limit;
+  q.routing = MOE_ROUTING_SOFTMAX_TOPK;
+  q.renormalize = 0;
+  q.max_tokens = p.max_tokens;
+  s.shared.finalize();
+  LayerWeights& e = s.shared_weights;
+  e.w13 = as_expert0(w.shared_w13);
+  e.w13_scale = as_expert0(w.shared_w13_scale);
+  e.w13_scale_2 = as_expert0(w.shared_w13_scale_2);
+  e.w2 = as_expert0(w.shared_w2);
+  e.w2_scale = as_expert0(w.shared_w2_scale);
+  e.w2_scale_2 = as_expert0(w.shared_w2_scale_2);
+  // A static activation's scales are the routed experts' (a shared expert's own input_scale is
+  // not read, docs/design.md §3.4).
+  e.a13_scale = w.a13_scale;
+  e.a2_scale = w.a2_scale;
+  return s;
+}
+
+}  // namespace moe::ep
