@@ -206,8 +206,8 @@ TEST_F(BorrowedGroup, ASharedExpertRunsOncePerTokenSplitOff) {
   EXPECT_EQ(std::memcmp(s.shared_weights.w13.raw(), w.shared_w13.raw(), w.shared_w13.bytes()), 0);
   const Layer routed = device_->prepare(s.routed.c(), s.routed_weights.view(), {});
   const Layer shared = device_->prepare(s.shared.c(), s.shared_weights.view(), {});
-  const HostTensor out = ep::run_step(nullptr, routed, s.routed.c(), batch.hidden, routing,
-                                      nullptr, {&shared, s.shared.c()});
+  const HostTensor out = ep::run_step(nullptr, routed, s.routed.c(), batch.hidden, routing, nullptr,
+                                      {&shared, s.shared.c()});
   const RunResult one = run_layer(whole, p.c(), batch.hidden, routing);
   EXPECT_LT(relative_l2(out, one.output), 1e-2);  // the parts summed once more in f32, rounded
   const HostTensor without = ep::run_step(nullptr, routed, s.routed.c(), batch.hidden, routing);
