@@ -212,6 +212,16 @@ TEST_F(BorrowedGroup, ASharedExpertRunsOncePerTokenSplitOff) {
   EXPECT_LT(relative_l2(out, one.output), 1e-2);  // the parts summed once more in f32, rounded
   const HostTensor without = ep::run_step(nullptr, routed, s.routed.c(), batch.hidden, routing);
   EXPECT_GT(relative_l2(without, one.output), 0.1);  // the shared expert is a real part of it
+
+  // A layer that is not split_shared_expert's, and a problem with nothing to split, are named.
+  expect_error(
+      [&] {
+        ep::run_step(nullptr, routed, s.routed.c(), batch.hidden, routing, nullptr,
+                     {&routed, s.routed.c()});
+      },
+      MOE_STATUS_INVALID_ARGUMENT, {"one expert of hidden=64", "not experts=8"});
+  expect_error([&] { ep::split_shared_expert(s.routed.c(), s.routed_weights); },
+               MOE_STATUS_INVALID_ARGUMENT, {"no shared expert"});
 }
 
 TEST_F(BorrowedGroup, AStepOfAnotherRanksProblemIsRefused) {

@@ -138,26 +138,27 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& p,
   std::vector<uint16_t> partial(static_cast<size_t>(sent * h));
   back.download(partial.data(), partial.size() * 2);
 
-  // 5. Sum in rank order (plan order), then the home pass of sink experts.
+  // 5. Sum in rank order (plan order), then the home passes: sink experts, the shared expert.
   std::vector<float> acc(static_cast<size_t>(tokens * h), 0.0f);
   for (int64_t i = 0; i < sent; ++i) {
     float* row = acc.data() + plan.send_tokens[size_t(i)] * h;
     for (int64_t c = 0; c < h; ++c) row[c] += bf16_to_float(partial[size_t(i * h + c)]);
   }
+  auto add_home_pass = [&](const Layer& l, const moe_problem& q, const Routing& r) {
+    const RunResult run = run_layer(l, q, hidden, r);
+    for (int64_t i = 0; i < tokens * h; ++i)
+      acc[size_t(i)] += bf16_to_float(run.output.data<uint16_t>()[i]);
+  };
   if (needs_home_pass(p) && tokens > 0) {
     HostTensor ids(MOE_DTYPE_I32, {tokens, w});
     const auto home = home_pass_ids(p, routing.ids.data<int32_t>(), tokens);
     std::memcpy(ids.raw(), home.data(), ids.bytes());
-    const RunResult r = run_layer(layer, p, hidden, Routing{ids, routing.weights});
-    for (int64_t i = 0; i < tokens * h; ++i)
-      acc[size_t(i)] += bf16_to_float(r.output.data<uint16_t>()[i]);
+    add_home_pass(layer, p, Routing{ids, routing.weights});
   }
   if (shared.layer != nullptr && tokens > 0) {  // every token once, here at home: id 0, weight 1
     HostTensor ids(MOE_DTYPE_I32, {tokens, 1}), ones(MOE_DTYPE_F32, {tokens, 1});
     for (int64_t t = 0; t < tokens; ++t) ids.data<int32_t>()[t] = 0, ones.data<float>()[t] = 1.0f;
-    const RunResult r = run_layer(*shared.layer, shared.problem, hidden, Routing{ids, ones});
-    for (int64_t i = 0; i < tokens * h; ++i)
-      acc[size_t(i)] += bf16_to_float(r.output.data<uint16_t>()[i]);
+    add_home_pass(*shared.layer, shared.problem, Routing{ids, ones});
   }
   HostTensor out(MOE_DTYPE_BF16, {tokens, h});
   for (int64_t i = 0; i < tokens * h; ++i) out.data<uint16_t>()[i] = float_to_bf16(acc[size_t(i)]);
