@@ -1,5 +1,7 @@
 #include "moe_cuda/wo_gemm.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -46,46 +48,88 @@ int wo_gemm_max_groups() {
 
 namespace {
 
-// The auto token tile's steps: `tile` up to `most` rows an expert on average, `above` past the
-// last. At least twice the average, so that the experts above it rarely take a second
-// token block (measured on the H200, bench/NOTES.md sessions 18 and 20: at 16 rows an expert
-// 32-row tiles are 20-27% faster than 16-row ones, at 32 rows 64-row tiles beat 32- and 128-row
-// ones, at 64 rows 128-row tiles beat 64-row ones by 5-16% on Mixtral and Qwen3 in every format).
-// Past hidden 4096 (DeepSeek-V3) 64-row tiles stay ahead up to 64 rows an expert: mxfp4 8% at 48
-// rows, mxfp4 and mxfp8 2% at 64 (why is open: bench/NOTES.md session 20). bf16 weights take 256
-// past 512 (12-16% faster than 128 at 1024 rows an expert, 4% slower at 256).
-struct TileRule {
-  struct Step {
-    int64_t most;  // rows an expert on average, at most
-    int tile;
-  };
-  int count = 0;
-  Step steps[4];
-  int above = 0;  // the tile past the last step
+// The auto token tile: the tile of least expected cost for a batch averaging `average` rows an
+// expert. An expert's rows are taken as Normal(average, sqrt(average)) (uniform routing), read at
+// the midpoints of its sixteen quantiles; each of its ceil(rows / tile) token blocks costs
+// max(stream, tile / rate): streaming the expert's weights once (`stream`, in rows' worth of
+// compute) or computing tile rows at the tile's relative throughput, whichever is longer.
+// Measured on the H200 and H100 (bench/NOTES.md sessions 18-22), the model picks what the A/Bs
+// picked at every point: 16 at 8 rows an expert, 32 at 16, 64 at 32 and 48, 96 at 64 and 80 (3-13%
+// ahead of 128), 128 at 96, 112 and 256, 192 at 128 (5-10%), 1024 and 4096 (6% and 10% on
+// Mixtral mxfp8). Past hidden 4096 (DeepSeek-V3) 192 is left out (8% behind 128 at 128 rows; why
+// is open), and bf16 takes 256 past 512 rows (12-16% ahead of 128 at 1024).
+struct TileRate {
+  int tile;
+  double rate;  // throughput on computed rows, relative to 128-token tiles
 };
+constexpr TileRate kTileRates[] = {{16, 0.25}, {32, 0.40}, {64, 0.70},
+                                   {96, 0.85}, {128, 1.0}, {192, 1.15}};
+constexpr int64_t kBf16TallAbove = 512;  // rows an expert past which bf16 takes 256
 
-TileRule token_tile_rule(WoWeights weights, int64_t hidden) {
-  TileRule r{3, {{8, 16}, {16, 32}, {hidden > 4096 ? 64 : 32, 64}}, 128};
-  if (weights == WoWeights::kBf16) r.steps[r.count++] = {512, 128}, r.above = 256;
-  return r;
+// Rows whose compute takes as long as streaming the weights they multiply: throughput x bytes a
+// weight / (2 flops x bandwidth), at ~600 TFLOP/s (bf16 ~490) and ~3.5 TB/s achieved.
+double stream_rows(WoWeights w) {
+  switch (w) {
+    case WoWeights::kMxfp4:
+      return 45;  // 4.25 bits a weight
+    case WoWeights::kNvfp4:
+      return 48;  // 4.5
+    case WoWeights::kMxfp8:
+      return 88;  // 8.25
+    case WoWeights::kBf16:
+      return 140;
+  }
+  return 0;
+}
+
+double expected_cost(int64_t average, const TileRate& t, double stream) {
+  // The upper half of the standard normal's 16-quantile midpoints; the lower half mirrors them.
+  constexpr double kZ[] = {0.0784, 0.2372, 0.4023, 0.5791, 0.7764, 1.0100, 1.3180, 1.8627};
+  const double mean = double(average), sigma = std::sqrt(mean);
+  double blocks = 0;
+  for (double z : kZ)
+    for (double side : {-1.0, 1.0})
+      blocks += std::ceil(std::max(0.0, mean + side * z * sigma) / t.tile);
+  return blocks / 16 * std::max(stream, t.tile / t.rate);
+}
+
+int tile_for_average(int64_t average, WoWeights weights, int64_t hidden, bool tall) {
+  if (weights == WoWeights::kBf16 && average > kBf16TallAbove) return 256;
+  int best = kTileRates[0].tile;
+  double best_cost = 0;
+  for (const TileRate& t : kTileRates) {
+    if ((t.tile == 192 && hidden > 4096) || (tall && (t.tile == 96 || t.tile == 192))) continue;
+    const double cost = expected_cost(average, t, stream_rows(weights));
+    if (t.tile == kTileRates[0].tile || cost < best_cost * (1 - 1e-9))
+      best = t.tile, best_cost = cost;
+  }
+  return best;
 }
 
 }  // namespace
 
-int wo_tokens_per_tile(int64_t rows, int groups, WoWeights weights, int64_t hidden) {
+int wo_tokens_per_tile(int64_t rows, int groups, WoWeights weights, int64_t hidden, bool tall) {
   const int64_t average = groups > 0 ? (rows + groups - 1) / groups : rows;
-  const TileRule r = token_tile_rule(weights, hidden);
-  for (int i = 0; i < r.count; ++i)
-    if (average <= r.steps[i].most) return r.steps[i].tile;
-  return r.above;
+  return tile_for_average(average, weights, hidden, tall);
 }
 
 std::string wo_token_tile_rule(WoWeights weights, int64_t hidden) {
-  const TileRule r = token_tile_rule(weights, hidden);
+  // The model's picks as steps up to kListedRows rows an expert, then the model in words.
+  constexpr int64_t kListedRows = 256;
   std::string out = "tokens a tile by the batch's rows an expert on average:";
-  for (int i = 0; i < r.count; ++i)
-    out += fmt::format(" {} up to {},", r.steps[i].tile, r.steps[i].most);
-  return out + fmt::format(" {} above", r.above);
+  int tile = tile_for_average(1, weights, hidden, false);
+  for (int64_t r = 2; r <= kListedRows; ++r) {
+    const int next = tile_for_average(r, weights, hidden, false);
+    if (next == tile) continue;
+    out += fmt::format(" {} up to {},", tile, r - 1);
+    tile = next;
+  }
+  out += fmt::format(
+      " {} to {}, then the tile of least expected cost (token blocks x weight "
+      "streams)",
+      tile, kListedRows);
+  if (weights == WoWeights::kBf16) out += fmt::format("; 256 past {}", kBf16TallAbove);
+  return out;
 }
 
 bool wo_tall_tiles(const WoGemmArgs& a, int tokens_per_tile) {
@@ -155,9 +199,9 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
 void run_wo_grouped_gemm(const moe_problem& p, const WoGemmArgs& a, cudaStream_t stream) {
   check_wo_gemm_operands(a);
   if (a.max_rows == 0) return;
-  const int n = a.tokens_per_tile != 0
-                    ? a.tokens_per_tile
-                    : wo_tokens_per_tile(a.max_rows, a.groups, a.weights, p.hidden);
+  const int n = a.tokens_per_tile != 0 ? a.tokens_per_tile
+                                       : wo_tokens_per_tile(a.max_rows, a.groups, a.weights,
+                                                            p.hidden, a.weight_tile_rows == 256);
   const detail::WoLaunchResult r = detail::launch_wo_gemm(p, a, n, stream);
   MOE_CHECK(r.stage == nullptr, MOE_STATUS_DEVICE_ERROR,
             "weight-only GEMM ({}, {} tokens per tile, {} weight tiles, {} K stages) {}: {}",

@@ -205,7 +205,8 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g.sm_count = device_info().sm_count;
   g.tokens_per_tile = token_tile_option_
                           ? *token_tile_option_
-                          : gpu::wo_tokens_per_tile(rows, int(groups_), g.weights, p.hidden);
+                          : gpu::wo_tokens_per_tile(rows, int(groups_), g.weights, p.hidden,
+                                                    weight_tile_option_ == 256);
   g.weight_tile_rows = weight_tile_option_.value_or(0);
 
   gpu::WoGemmArgs g1 = g;

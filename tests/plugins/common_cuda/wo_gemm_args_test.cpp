@@ -125,34 +125,60 @@ TEST(WoGemmArgs, ChunkSizesAndNames) {
   EXPECT_EQ(wo_chunk_bytes(WoWeights::kBf16), 128 * 128 * 2);
   EXPECT_STREQ(wo_weights_name(WoWeights::kMxfp8), "mxfp8");
   EXPECT_STREQ(wo_weights_name(WoWeights::kBf16), "bf16");
-  EXPECT_EQ(wo_tokens_per_tile(4096 * 8, 128, WoWeights::kMxfp4, 2048), 128);
-  EXPECT_EQ(wo_tokens_per_tile(64 * 8, 128, WoWeights::kMxfp4, 2048), 16);
-  EXPECT_EQ(wo_tokens_per_tile(512 * 8, 128, WoWeights::kMxfp4, 2048), 64);
-  EXPECT_EQ(wo_tokens_per_tile(256 * 8, 128, WoWeights::kMxfp4, 2048),
-            32);  // 16 rows a group: room above the average
-  EXPECT_EQ(wo_tokens_per_tile(513 * 8, 128, WoWeights::kMxfp8, 2048),
-            128);  // past 32: twice the average
-  EXPECT_EQ(wo_tokens_per_tile(1024 * 8, 128, WoWeights::kNvfp4, 4096), 128);
-  EXPECT_EQ(wo_tokens_per_tile(1024 * 8, 128, WoWeights::kNvfp4, 7168), 64);  // past hidden 4096
-  EXPECT_EQ(wo_tokens_per_tile(1025 * 8, 128, WoWeights::kMxfp4, 7168), 128);
-  EXPECT_EQ(wo_tokens_per_tile(16384 * 8, 128, WoWeights::kMxfp8, 2048),
-            128);  // quantised: 128 at most
-  EXPECT_EQ(wo_tokens_per_tile(4096 * 8, 128, WoWeights::kBf16, 4096), 128);  // 256 rows a group
-  EXPECT_EQ(wo_tokens_per_tile(8193 * 8, 128, WoWeights::kBf16, 4096), 256);  // past 512
-  EXPECT_EQ(wo_tokens_per_tile(0, 0, WoWeights::kMxfp4, 2048), 16);           // no groups
 }
 
-// The words moe describe shows are the rule's own steps.
+// The auto token tile picks what the A/B runs picked (bench/NOTES.md sessions 18-22), by rows an
+// expert on average; `rows` below is that times 128 groups.
+TEST(WoGemmArgs, AutoTokenTileFollowsTheMeasurements) {
+  auto tile = [](int64_t average, WoWeights w, int64_t hidden = 2048) {
+    return wo_tokens_per_tile(average * 128, 128, w, hidden);
+  };
+  for (WoWeights w : {WoWeights::kMxfp4, WoWeights::kNvfp4, WoWeights::kMxfp8}) {
+    SCOPED_TRACE(wo_weights_name(w));
+    EXPECT_EQ(tile(8, w), 16);
+    EXPECT_EQ(tile(16, w), 32);
+    EXPECT_EQ(tile(32, w), 64);
+    EXPECT_EQ(tile(48, w), 64);
+    EXPECT_EQ(tile(64, w), 96);
+    EXPECT_EQ(tile(80, w), 96);
+    EXPECT_EQ(tile(96, w), 128);
+    EXPECT_EQ(tile(112, w), 128);
+    EXPECT_EQ(tile(128, w), 192);
+    EXPECT_EQ(tile(256, w), 128);  // two 128-token blocks fit where 192 takes two with room
+    EXPECT_EQ(tile(1024, w), 192);
+    EXPECT_EQ(tile(4096, w), 192);
+    EXPECT_EQ(tile(128, w, 7168), 128);  // past hidden 4096: no 192
+    EXPECT_EQ(tile(4096, w, 7168), 128);
+  }
+  EXPECT_EQ(wo_tokens_per_tile(1, 1, WoWeights::kMxfp4, 2048), 16);
+  EXPECT_EQ(wo_tokens_per_tile(0, 0, WoWeights::kMxfp4, 2048), 16);  // no groups
+  EXPECT_EQ(wo_tokens_per_tile(0, 128, WoWeights::kMxfp8, 2048), 16);
+  // bf16: 96 ties 128 at 64 rows (0.395 vs 0.401 ms, Qwen3), 192 at 128; 256 past 512.
+  EXPECT_EQ(tile(32, WoWeights::kBf16), 64);
+  EXPECT_EQ(tile(64, WoWeights::kBf16), 96);
+  EXPECT_EQ(tile(128, WoWeights::kBf16), 192);
+  EXPECT_EQ(tile(512, WoWeights::kBf16), 192);
+  EXPECT_EQ(tile(513, WoWeights::kBf16), 256);
+  EXPECT_EQ(tile(16384, WoWeights::kBf16, 7168), 256);
+  // Tall tiles (bf16 weight_tile 256) pair with 64 and 128 tokens: 96 and 192 are left out.
+  EXPECT_EQ(wo_tokens_per_tile(64 * 128, 128, WoWeights::kBf16, 4096, true), 128);
+  EXPECT_EQ(wo_tokens_per_tile(128 * 128, 128, WoWeights::kBf16, 4096, true), 128);
+  EXPECT_EQ(wo_tokens_per_tile(32 * 128, 128, WoWeights::kBf16, 4096, true), 64);
+}
+
+// The words moe describe shows are the rule's own picks.
 TEST(WoGemmArgs, TokenTileRuleInWords) {
+  const std::string head = "tokens a tile by the batch's rows an expert on average: ";
+  const std::string tail = ", then the tile of least expected cost (token blocks x weight streams)";
   EXPECT_EQ(wo_token_tile_rule(WoWeights::kMxfp8, 4096),
-            "tokens a tile by the batch's rows an expert on average: 16 up to 8, 32 up to 16, 64 "
-            "up to 32, 128 above");
+            head + "16 up to 10, 32 up to 23, 64 up to 58, 96 up to 86, 128 up to 121, 192 up to " +
+                "193, 128 to 256" + tail);
   EXPECT_EQ(wo_token_tile_rule(WoWeights::kNvfp4, 7168),
-            "tokens a tile by the batch's rows an expert on average: 16 up to 8, 32 up to 16, 64 "
-            "up to 64, 128 above");
+            head + "16 up to 13, 32 up to 26, 64 up to 58, 96 up to 86, 128 up to 137, 96 up to " +
+                "184, 128 to 256" + tail);
   EXPECT_EQ(wo_token_tile_rule(WoWeights::kBf16, 2048),
-            "tokens a tile by the batch's rows an expert on average: 16 up to 8, 32 up to 16, 64 "
-            "up to 32, 128 up to 512, 256 above");
+            head + "16 up to 10, 32 up to 23, 64 up to 50, 96 up to 79, 128 up to 119, 192 up to " +
+                "197, 128 up to 252, 192 to 256" + tail + "; 256 past 512");
 }
 
 }  // namespace

@@ -58,13 +58,15 @@ struct WoGemmArgs {
   int sm_count = 0;
 };
 
-// The tile width for `rows` rows spread over `groups` groups of a layer of `hidden`: at least
-// twice the average rows a group, 16 to 128 (256: bf16 weights only; quantised ones stop at 128,
-// their A fragments live in registers beside the accumulators); the steps, and what measured
-// them, in src/wo_gemm.cpp.
-int wo_tokens_per_tile(int64_t rows, int groups, WoWeights weights, int64_t hidden);
-// That rule in words, for `moe describe` ("tokens a tile by the batch's rows an expert on
-// average: 16 up to 8, ..., 128 above").
+// The tile width for `rows` rows spread over `groups` groups of a layer of `hidden`: the tile of
+// least expected cost under a model of token blocks and weight streams fitted to A/B runs (16 to
+// 192; 256 for bf16 weights past 512 rows an expert); the model, and what measured it, in
+// src/wo_gemm.cpp. `tall`: for tall tiles (bf16 weight_tile 256), which pair with 64 and 128
+// tokens only: 96 and 192 are not candidates.
+int wo_tokens_per_tile(int64_t rows, int groups, WoWeights weights, int64_t hidden,
+                       bool tall = false);
+// That rule in words, for `moe describe`: its picks as steps ("tokens a tile by the batch's rows
+// an expert on average: 16 up to 10, 32 up to 24, ...").
 std::string wo_token_tile_rule(WoWeights weights, int64_t hidden);
 
 // Whether a launch of `tokens_per_tile`-token tiles takes tall tiles (256 weight rows: two
