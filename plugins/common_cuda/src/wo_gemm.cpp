@@ -56,8 +56,10 @@ namespace {
 // Measured on the H200 and H100 (bench/NOTES.md sessions 18-22), the model picks what the A/Bs
 // picked at every point: 16 at 8 rows an expert, 32 at 16, 64 at 32 and 48, 96 at 64 and 80 (3-13%
 // ahead of 128), 128 at 96, 112 and 256, 192 at 128 (5-10%), 1024 and 4096 (6% and 10% on
-// Mixtral mxfp8). Past hidden 4096 (DeepSeek-V3) 192 is left out (8% behind 128 at 128 rows; why
-// is open), and bf16 takes 256 past 512 rows (12-16% ahead of 128 at 1024).
+// Mixtral mxfp8). Past hidden 4096 (DeepSeek-V3) the model holds up to 128 rows an expert (96
+// ties 64 at 48 and 64 rows, and 128 at 80), but 192 is left out (8% behind 128 at 128 rows) and
+// past 128 rows it is 128 (3% ahead of the model's 96 at 160); why the wide layers differ is
+// open. bf16 takes 256 past 512 rows (12-16% ahead of 128 at 1024).
 struct TileRate {
   int tile;
   double rate;  // throughput on computed rows, relative to 128-token tiles
@@ -95,6 +97,7 @@ double expected_cost(int64_t average, const TileRate& t, double stream) {
 
 int tile_for_average(int64_t average, WoWeights weights, int64_t hidden, bool tall) {
   if (weights == WoWeights::kBf16 && average > kBf16TallAbove) return 256;
+  if (hidden > 4096 && average > 128) return 128;
   int best = kTileRates[0].tile;
   double best_cost = 0;
   for (const TileRate& t : kTileRates) {
@@ -114,20 +117,23 @@ int wo_tokens_per_tile(int64_t rows, int groups, WoWeights weights, int64_t hidd
 }
 
 std::string wo_token_tile_rule(WoWeights weights, int64_t hidden) {
-  // The model's picks as steps up to kListedRows rows an expert, then the model in words.
-  constexpr int64_t kListedRows = 256;
+  // The picks as steps: up to 256 rows an expert, then the model in words; past hidden 4096,
+  // where the picks stop changing after 128 rows (bf16: 512), every step.
+  const bool wide = hidden > 4096;
+  const int64_t listed = wide ? kBf16TallAbove + 1 : 256;
   std::string out = "tokens a tile by the batch's rows an expert on average:";
   int tile = tile_for_average(1, weights, hidden, false);
-  for (int64_t r = 2; r <= kListedRows; ++r) {
+  for (int64_t r = 2; r <= listed; ++r) {
     const int next = tile_for_average(r, weights, hidden, false);
     if (next == tile) continue;
     out += fmt::format(" {} up to {},", tile, r - 1);
     tile = next;
   }
+  if (wide) return out + fmt::format(" {} above", tile);
   out += fmt::format(
       " {} to {}, then the tile of least expected cost (token blocks x weight "
       "streams)",
-      tile, kListedRows);
+      tile, listed);
   if (weights == WoWeights::kBf16) out += fmt::format("; 256 past {}", kBf16TallAbove);
   return out;
 }

@@ -148,6 +148,7 @@ TEST(WoGemmArgs, AutoTokenTileFollowsTheMeasurements) {
     EXPECT_EQ(tile(1024, w), 192);
     EXPECT_EQ(tile(4096, w), 192);
     EXPECT_EQ(tile(128, w, 7168), 128);  // past hidden 4096: no 192
+    EXPECT_EQ(tile(160, w, 7168), 128);  // 3% ahead of 96 (mxfp4)
     EXPECT_EQ(tile(4096, w, 7168), 128);
   }
   EXPECT_EQ(wo_tokens_per_tile(1, 1, WoWeights::kMxfp4, 2048), 16);
@@ -174,8 +175,9 @@ TEST(WoGemmArgs, TokenTileRuleInWords) {
             head + "16 up to 10, 32 up to 23, 64 up to 58, 96 up to 86, 128 up to 121, 192 up to " +
                 "193, 128 to 256" + tail);
   EXPECT_EQ(wo_token_tile_rule(WoWeights::kNvfp4, 7168),
-            head + "16 up to 13, 32 up to 26, 64 up to 58, 96 up to 86, 128 up to 137, 96 up to " +
-                "184, 128 to 256" + tail);
+            head + "16 up to 13, 32 up to 26, 64 up to 58, 96 up to 86, 128 above");
+  EXPECT_EQ(wo_token_tile_rule(WoWeights::kBf16, 7168),
+            head + "16 up to 10, 32 up to 23, 64 up to 50, 96 up to 79, 128 up to 512, 256 above");
   EXPECT_EQ(wo_token_tile_rule(WoWeights::kBf16, 2048),
             head + "16 up to 10, 32 up to 23, 64 up to 50, 96 up to 79, 128 up to 119, 192 up to " +
                 "197, 128 up to 252, 192 to 256" + tail + "; 256 past 512");
