@@ -56,10 +56,11 @@ namespace {
 // Measured on the H200 and H100 (bench/NOTES.md sessions 18-22), the model picks what the A/Bs
 // picked at every point: 16 at 8 rows an expert, 32 at 16, 64 at 32 and 48, 96 at 64 and 80 (3-13%
 // ahead of 128), 128 at 96, 112 and 256, 192 at 128 (5-10%), 1024 and 4096 (6% and 10% on
-// Mixtral mxfp8). Past hidden 4096 (DeepSeek-V3) the model holds up to 128 rows an expert (96
-// ties 64 at 48 and 64 rows, and 128 at 80), but 192 is left out (8% behind 128 at 128 rows) and
-// past 128 rows it is 128 (3% ahead of the model's 96 at 160); why the wide layers differ is
-// open. bf16 takes 256 past 512 rows (12-16% ahead of 128 at 1024).
+// Mixtral mxfp8). Past hidden 4096 (DeepSeek-V3) the model holds up to 128 rows an expert without
+// 192 (96 ties 64 at 48 and 64 rows, and 128 at 80; 192 is 8% behind 128 at 128 rows on mxfp4, 3%
+// on mxfp8), then it is 128 up to 256 rows (3% ahead of the model's 96 at 160), then the model
+// again (192 8% ahead of 128 at 512 rows, mxfp8); why the wide layers differ is open. bf16 takes
+// 256 past 512 rows (12-16% ahead of 128 at 1024).
 struct TileRate {
   int tile;
   double rate;  // throughput on computed rows, relative to 128-token tiles
@@ -67,6 +68,7 @@ struct TileRate {
 constexpr TileRate kTileRates[] = {{16, 0.25}, {32, 0.40}, {64, 0.70},
                                    {96, 0.85}, {128, 1.0}, {192, 1.15}};
 constexpr int64_t kBf16TallAbove = 512;  // rows an expert past which bf16 takes 256
+constexpr int64_t kWideTallAbove = 256;  // past hidden 4096: 128, no 192, up to here
 
 // Rows whose compute takes as long as streaming the weights they multiply: throughput x bytes a
 // weight / (2 flops x bandwidth), at ~600 TFLOP/s (bf16 ~490) and ~3.5 TB/s achieved.
@@ -97,11 +99,14 @@ double expected_cost(int64_t average, const TileRate& t, double stream) {
 
 int tile_for_average(int64_t average, WoWeights weights, int64_t hidden, bool tall) {
   if (weights == WoWeights::kBf16 && average > kBf16TallAbove) return 256;
-  if (hidden > 4096 && average > 128) return 128;
+  const bool wide = hidden > 4096;
+  if (wide && average > 128 && average <= kWideTallAbove) return 128;
   int best = kTileRates[0].tile;
   double best_cost = 0;
   for (const TileRate& t : kTileRates) {
-    if ((t.tile == 192 && hidden > 4096) || (tall && (t.tile == 96 || t.tile == 192))) continue;
+    if ((t.tile == 192 && wide && average <= kWideTallAbove) ||
+        (tall && (t.tile == 96 || t.tile == 192)))
+      continue;
     const double cost = expected_cost(average, t, stream_rows(weights));
     if (t.tile == kTileRates[0].tile || cost < best_cost * (1 - 1e-9))
       best = t.tile, best_cost = cost;
@@ -117,25 +122,22 @@ int wo_tokens_per_tile(int64_t rows, int groups, WoWeights weights, int64_t hidd
 }
 
 std::string wo_token_tile_rule(WoWeights weights, int64_t hidden) {
-  // The picks as steps: up to 256 rows an expert, then the model in words; past hidden 4096,
-  // where the picks stop changing after 128 rows (bf16: 512), every step.
-  const bool wide = hidden > 4096;
-  const int64_t listed = wide ? kBf16TallAbove + 1 : 256;
+  // The picks as steps up to 512 rows an expert (bf16 past it: 256), then the model in words.
+  constexpr int64_t kListedRows = kBf16TallAbove;
   std::string out = "tokens a tile by the batch's rows an expert on average:";
   int tile = tile_for_average(1, weights, hidden, false);
-  for (int64_t r = 2; r <= listed; ++r) {
+  for (int64_t r = 2; r <= kListedRows; ++r) {
     const int next = tile_for_average(r, weights, hidden, false);
     if (next == tile) continue;
     out += fmt::format(" {} up to {},", tile, r - 1);
     tile = next;
   }
-  if (wide) return out + fmt::format(" {} above", tile);
-  out += fmt::format(
-      " {} to {}, then the tile of least expected cost (token blocks x weight "
-      "streams)",
-      tile, listed);
-  if (weights == WoWeights::kBf16) out += fmt::format("; 256 past {}", kBf16TallAbove);
-  return out;
+  if (weights == WoWeights::kBf16)
+    return out + fmt::format(" {} to {}, 256 above", tile, kListedRows);
+  return out + fmt::format(
+                   " {} to {}, then the tile of least expected cost (token blocks x weight "
+                   "streams)",
+                   tile, kListedRows);
 }
 
 bool wo_tall_tiles(const WoGemmArgs& a, int tokens_per_tile) {

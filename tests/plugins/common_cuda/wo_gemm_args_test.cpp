@@ -149,7 +149,9 @@ TEST(WoGemmArgs, AutoTokenTileFollowsTheMeasurements) {
     EXPECT_EQ(tile(4096, w), 192);
     EXPECT_EQ(tile(128, w, 7168), 128);  // past hidden 4096: no 192
     EXPECT_EQ(tile(160, w, 7168), 128);  // 3% ahead of 96 (mxfp4)
-    EXPECT_EQ(tile(4096, w, 7168), 128);
+    EXPECT_EQ(tile(256, w, 7168), 128);
+    EXPECT_EQ(tile(512, w, 7168), 192);  // 8% ahead of 128 (mxfp8)
+    EXPECT_EQ(tile(4096, w, 7168), 192);
   }
   EXPECT_EQ(wo_tokens_per_tile(1, 1, WoWeights::kMxfp4, 2048), 16);
   EXPECT_EQ(wo_tokens_per_tile(0, 0, WoWeights::kMxfp4, 2048), 16);  // no groups
@@ -173,14 +175,17 @@ TEST(WoGemmArgs, TokenTileRuleInWords) {
   const std::string tail = ", then the tile of least expected cost (token blocks x weight streams)";
   EXPECT_EQ(wo_token_tile_rule(WoWeights::kMxfp8, 4096),
             head + "16 up to 10, 32 up to 23, 64 up to 58, 96 up to 86, 128 up to 121, 192 up to " +
-                "193, 128 to 256" + tail);
+                "193, 128 up to 259, 192 to 512" + tail);
   EXPECT_EQ(wo_token_tile_rule(WoWeights::kNvfp4, 7168),
-            head + "16 up to 13, 32 up to 26, 64 up to 58, 96 up to 86, 128 above");
+            head + "16 up to 13, 32 up to 26, 64 up to 58, 96 up to 86, 128 up to 259, 192 to 512" +
+                tail);
   EXPECT_EQ(wo_token_tile_rule(WoWeights::kBf16, 7168),
-            head + "16 up to 10, 32 up to 23, 64 up to 50, 96 up to 79, 128 up to 512, 256 above");
+            head +
+                "16 up to 10, 32 up to 23, 64 up to 50, 96 up to 79, 128 up to 256, 192 to 512, " +
+                "256 above");
   EXPECT_EQ(wo_token_tile_rule(WoWeights::kBf16, 2048),
             head + "16 up to 10, 32 up to 23, 64 up to 50, 96 up to 79, 128 up to 119, 192 up to " +
-                "197, 128 up to 252, 192 to 256" + tail + "; 256 past 512");
+                "197, 128 up to 252, 192 to 512, 256 above");
 }
 
 }  // namespace
