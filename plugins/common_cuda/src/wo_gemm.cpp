@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include <fmt/format.h>
@@ -102,14 +103,13 @@ int tile_for_average(int64_t average, WoWeights weights, int64_t hidden, bool ta
   const bool wide = hidden > 4096;
   if (wide && average > 128 && average <= kWideTallAbove) return 128;
   int best = kTileRates[0].tile;
-  double best_cost = 0;
+  double best_cost = std::numeric_limits<double>::infinity();
   for (const TileRate& t : kTileRates) {
     if ((t.tile == 192 && wide && average <= kWideTallAbove) ||
         (tall && (t.tile == 96 || t.tile == 192)))
       continue;
     const double cost = expected_cost(average, t, stream_rows(weights));
-    if (t.tile == kTileRates[0].tile || cost < best_cost * (1 - 1e-9))
-      best = t.tile, best_cost = cost;
+    if (cost < best_cost * (1 - 1e-9)) best = t.tile, best_cost = cost;
   }
   return best;
 }

@@ -200,8 +200,8 @@ TEST_F(TrtllmSupport, Bf16GemmAutoStopsEarlierForWideHidden) {
   EXPECT_THAT(layout(7168, 64), testing::HasSubstr("bf16 on the weight-only GEMM"));
   EXPECT_THAT(layout(7168, 65), testing::Not(testing::HasSubstr("weight-only GEMM")));
   EXPECT_THAT(layout(4096, 512), testing::HasSubstr("bf16 on the weight-only GEMM"));
-  // The auto token tile's picks follow the hidden size too (no 192 past 4096), and describe
-  // says which.
+  // The auto token tile's picks follow the hidden size too (past 4096: 128 from 128 to 256 rows
+  // an expert), and describe says which.
   EXPECT_THAT(layout(7168, 64),
               testing::HasSubstr("96 up to 79, 128 up to 256, 192 to 512, 256 above"));
   EXPECT_THAT(layout(4096, 512), testing::HasSubstr("128 up to 119, 192 up to 197"));
