@@ -2,7 +2,9 @@
 // Hopper weight-only layouts (moe_cuda/fp4_chunks.hpp, moe_cuda/mxfp8_chunks.hpp) times bf16
 // token rows, f32 accumulate, bf16 out, with GEMM1's activation (and bias) in the epilogue. Its
 // bf16 instance (kBf16) runs the same schedule and epilogues on bf16 weight tiles
-// (moe_cuda/bf16_tiles.hpp) with nothing to dequantise: see "bf16" below.
+// (moe_cuda/bf16_tiles.hpp) with nothing to dequantise: see "bf16" below. Its e4m3
+// instance (kE4m3: fp8_tensor weights on e4m3 token rows, per-tensor scales) runs the bf16
+// schedule on 1-byte tiles: see "e4m3" below.
 //
 //   out[r, c] = act(sum_k rows[r, k] * w[g][c, k] * scale(g, c, k / block) * scale_2[g] + bias)
 //
@@ -20,6 +22,15 @@
 // consumers only wait, issue and release; the stages are half as large, twice as many fit. Tall
 // tiles (kMB = 2, bf16 only) give a CTA two neighbouring prepared weight tiles: each consumer
 // warpgroup issues two m64 wgmmas a K step on the same token operand.
+//
+// e4m3: a stage is 128 K (128 bytes of a row, as bf16's 64 K), wgmma m64nNk32 SS e4m3 x e4m3. The
+// tensor cores' fp8 sums are not full f32, so each stage's four wgmmas accumulate into a partial
+// set that is added to the f32 accumulators once the stage completes (promotion every 128 K, as
+// CUTLASS's default fp8 mainloop does; unpromoted sums over K = 2048-7168 were measured 2-4e-2
+// from the reference: bench/NOTES.md, session 15). The epilogue multiplies by the group's
+// weight scale times the activation scale (the shared expert's group has its own) and stores
+// bf16, or f32 (`out_f32`: GEMM1 of a layer that quantises its intermediate next) straight from
+// registers.
 //
 // One CTA per SM, persistent; warpgroup 0 produces (one thread), warpgroups 1 and 2 consume.
 // Tiles are numbered group by group, and within a group the N-token blocks of a weight tile
@@ -65,15 +76,22 @@ constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 
 enum Epilogue : int32_t { kGated = 0, kPlain = 1 };
 // The weight formats (WoWeights on the host).
-enum Weights : int { kMxfp4 = 0, kNvfp4 = 1, kMxfp8 = 2, kBf16 = 3 };
+enum Weights : int { kMxfp4 = 0, kNvfp4 = 1, kMxfp8 = 2, kBf16 = 3, kE4m3 = 4 };
+// Formats whose weight tiles come by TMA and feed wgmma from shared memory as they are.
+template <int kW>
+constexpr bool kSmemA = kW == kBf16 || kW == kE4m3;
 
-// K per stage: one chunk (128), or for bf16 one 128-byte swizzle atom of K (64).
+// K per stage: one chunk (128), or for bf16 one 128-byte swizzle atom of K (64; e4m3: 128).
 template <int kW>
 constexpr int kStageK = kW == kBf16 ? 64 : 128;
-// A stage's weight space: 1024-byte slots (mxfp4 8704 bytes, nvfp4 9216, mxfp8 16896; bf16 128
-// rows x 64 K).
+// Bytes of a token row per stage: one 128-byte swizzled box (bf16, e4m3) or two (bf16 rows of the
+// quantised formats' 128 K).
 template <int kW>
-constexpr int kChunkSlot = kW == kBf16    ? 16 * 1024
+constexpr int kRowBytes = kSmemA<kW> ? 128 : 256;
+// A stage's weight space: 1024-byte slots (mxfp4 8704 bytes, nvfp4 9216, mxfp8 16896; bf16 128
+// rows x 64 K, e4m3 128 rows x 128 K).
+template <int kW>
+constexpr int kChunkSlot = kSmemA<kW>     ? 16 * 1024
                            : kW == kMxfp8 ? 17 * 1024
                                           : 9 * 1024;
 // The fragment reader of a chunk.
@@ -86,23 +104,24 @@ template <int kW, int N, int kMB = 1>
 struct Geometry {
   static_assert(N == 16 || N == 32 || N == 64 || N == 96 || N == 128 || N == 192 ||
                     (N == 256 && kW == kBf16),
-                "instantiated token widths (256: bf16 only, its A operand is not in registers)");
+                "instantiated token widths (256: bf16 only, its A operand is not in registers; "
+                "e4m3's promoted accumulators double its registers)");
   static_assert(kMB == 1 || (kMB == 2 && kW == kBf16 && N <= 128),
                 "tall tiles: bf16 (A from shared memory), at most 128 accumulators a thread");
-  static constexpr int kTileRows = kRows * kMB;          // weight rows of a CTA tile
-  static constexpr int kSteps = kStageK<kW> / 16;        // wgmma K steps per stage
-  static constexpr int kTokBytes = N * kStageK<kW> * 2;  // [K / 64 boxes][N rows][128 bytes]
+  static constexpr int kTileRows = kRows * kMB;                      // weight rows of a CTA tile
+  static constexpr int kSteps = kW == kE4m3 ? 4 : kStageK<kW> / 16;  // wgmma K steps a stage
+  static constexpr int kTokBytes = N * kRowBytes<kW>;                // [boxes][N rows][128 bytes]
   static constexpr int kWeightBytes = kChunkSlot<kW> * kMB;
   static constexpr int kStageBytes = kWeightBytes + kTokBytes;
   // Two stages are in the consumers' hands (one group in flight, one being issued); the rest
   // let the producer run ahead: as many as fit, up to 4, 6 or 10 (bf16's half-size stages: 6,
   // 8 or 10).
-  static constexpr int kMostStages = kW == kBf16 ? (N >= 128  ? 6
-                                                    : N >= 64 ? 8
-                                                              : 10)
-                                     : N >= 128  ? 4
-                                     : N >= 64   ? 6
-                                                 : 10;
+  static constexpr int kMostStages = kSmemA<kW> ? (N >= 128  ? 6
+                                                   : N >= 64 ? 8
+                                                             : 10)
+                                     : N >= 128 ? 4
+                                     : N >= 64  ? 6
+                                                : 10;
   static constexpr int kAccum = N / 2;          // f32 per thread and block: 64 rows x N / 128
   static constexpr int kOutLd = kTileRows + 8;  // bf16 per token row of the staged output
   // The stages that fit beside an epilogue staging N / passes token rows [N / passes][kOutLd].
@@ -142,7 +161,12 @@ struct Params {
   int32_t groups = 0, n_tiles = 0;
   int32_t k_stages = 0;              // stages of kStageK<kW> K
   const int64_t* offsets = nullptr;  // group g's rows [offsets[g], offsets[g + 1])
-  const float* scale_2 = nullptr;    // [groups] (nvfp4's per-expert scale), or null
+  const float* scale_2 = nullptr;    // [groups] (nvfp4's per-expert scale, e4m3's weight scale)
+  // e4m3: the activation scale ([1], device), the shared expert's ([1], or null: act_scale) and
+  // its group (-1: none); the epilogue multiplies scale_2[g] by the group's.
+  const float* act_scale = nullptr;
+  const float* act_scale_shared = nullptr;
+  int32_t shared_group = -1;
   float unfold = 1.0f;  // 2^kFp4Unfold (4-bit), 1 (mxfp8): the fold of the bf16 operands taken back
   const float* bias = nullptr;  // [bias_groups][bias_ld] f32, or null
   int32_t bias_groups = 0;
@@ -152,7 +176,8 @@ struct Params {
   int32_t activation = 0;  // kGated: the gated activation; kPlain: kRelu2 applies relu2
   bool plain_relu2 = false;
   ActivationParams act;
-  uint16_t* out = nullptr;  // [R, out_ld] bf16
+  uint16_t* out = nullptr;   // [R, out_ld] bf16
+  float* out_f32 = nullptr;  // e4m3 only: [R, out_ld] f32 instead of `out`
   int64_t out_ld = 0;
   int32_t out_cols = 0;  // columns stored: [0, out_cols), a multiple of 8
 };
@@ -167,6 +192,7 @@ struct Mma<16> {
                                                            cute::SM90::GMMA::Major::K>;
   using Ss = cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
                                                            cute::SM90::GMMA::Major::K>;
+  using E4m3 = cute::SM90::GMMA::MMA_64x16x32_F32E4M3E4M3_SS_TN<>;
 };
 template <>
 struct Mma<32> {
@@ -174,6 +200,7 @@ struct Mma<32> {
                                                            cute::SM90::GMMA::Major::K>;
   using Ss = cute::SM90::GMMA::MMA_64x32x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
                                                            cute::SM90::GMMA::Major::K>;
+  using E4m3 = cute::SM90::GMMA::MMA_64x32x32_F32E4M3E4M3_SS_TN<>;
 };
 template <>
 struct Mma<64> {
@@ -181,6 +208,7 @@ struct Mma<64> {
                                                            cute::SM90::GMMA::Major::K>;
   using Ss = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
                                                            cute::SM90::GMMA::Major::K>;
+  using E4m3 = cute::SM90::GMMA::MMA_64x64x32_F32E4M3E4M3_SS_TN<>;
 };
 template <>
 struct Mma<192> {  // quantised formats: 96 accumulators beside 64 registers of A fragments
@@ -188,6 +216,7 @@ struct Mma<192> {  // quantised formats: 96 accumulators beside 64 registers of 
                                                             cute::SM90::GMMA::Major::K>;
   using Ss = cute::SM90::GMMA::MMA_64x192x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
                                                             cute::SM90::GMMA::Major::K>;
+  using E4m3 = cute::SM90::GMMA::MMA_64x192x32_F32E4M3E4M3_SS_TN<>;
 };
 template <>
 struct Mma<256> {  // bf16 only: no register-A form (its 128 accumulators leave no room)
@@ -200,6 +229,7 @@ struct Mma<96> {
                                                            cute::SM90::GMMA::Major::K>;
   using Ss = cute::SM90::GMMA::MMA_64x96x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
                                                            cute::SM90::GMMA::Major::K>;
+  using E4m3 = cute::SM90::GMMA::MMA_64x96x32_F32E4M3E4M3_SS_TN<>;
 };
 template <>
 struct Mma<128> {
@@ -207,6 +237,7 @@ struct Mma<128> {
                                                             cute::SM90::GMMA::Major::K>;
   using Ss = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
                                                             cute::SM90::GMMA::Major::K>;
+  using E4m3 = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
 };
 
 template <int N, size_t... I>
@@ -220,6 +251,14 @@ __device__ __forceinline__ void ss_mma(uint64_t a, uint64_t b, float* d, bool ac
                                        std::index_sequence<I...>) {
   Mma<N>::Ss::fma(a, b, d[I]...,
                   accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
+}
+
+template <int N, size_t... I>
+__device__ __forceinline__ void e4m3_mma(uint64_t a, uint64_t b, float* d, bool accumulate,
+                                         std::index_sequence<I...>) {
+  Mma<N>::E4m3::fma(
+      a, b, d[I]...,
+      accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
 }
 
 // The 256 consumer threads only (named barrier 1): the producer runs ahead.
@@ -279,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
 
   if (threadIdx.x == 0) {
     cute::prefetch_tma_descriptor(&p.rows_map);
-    if constexpr (kW == kBf16) cute::prefetch_tma_descriptor(&p.weights_map);
+    if constexpr (kSmemA<kW>) cute::prefetch_tma_descriptor(&p.weights_map);
     for (int s = 0; s < G::kStages; ++s) {
       cutlass::arch::ClusterBarrier::init(&full[s], 1);
       cutlass::arch::ClusterBarrier::init(&empty[s], 8 * kCluster);  // every consumer warp
@@ -309,13 +348,13 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         const int row0 = int(p.offsets[t.group] + int64_t(t.block_m) * N) + rank * kPart;
         const uint8_t* chunk =
             p.chunks + (size_t(t.group) * p.n_tiles + t.block_n) * p.k_stages * p.chunk_bytes;
-        // bf16: the CTA tile's first row (kMB prepared tiles, consecutive)
+        // bf16, e4m3: the CTA tile's first row (kMB prepared tiles, consecutive)
         const int wrow = (t.group * p.n_tiles + t.block_n * kMB) * kRows;
         for (int ks = 0; ks < p.k_stages; ++ks) {
           cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
           uint8_t* dst = smem + size_t(stage) * G::kStageBytes;
-          if constexpr (kW == kBf16) {
-            // The CTA tile's 128 or 256 rows x 64 K, one box a prepared tile.
+          if constexpr (kSmemA<kW>) {
+            // The CTA tile's 128 or 256 rows x 128 bytes of K, one box a prepared tile.
             cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
                 &full[stage], uint32_t(G::kStageBytes));
             for (int b = 0; b < kMB; ++b)
@@ -329,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
                                            p.chunk_bytes);
           }
           uint8_t* tok = dst + G::kWeightBytes + rank * kPart * 128;
-          for (int half = 0; half < kStageK<kW> / 64; ++half) {
+          for (int half = 0; half < kRowBytes<kW> / 128; ++half) {
             const int k0 = ks * kStageK<kW> + half * 64;
             if constexpr (kCluster > 1)
               cute::SM90_TMA_LOAD_MULTICAST_2D::copy(&p.rows_map, &full[stage],
@@ -416,43 +455,75 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     auto advance = [&] {
       if (++stage == G::kStages) stage = 0, phase ^= 1;
     };
+    // e4m3: one stage at a time into `part`, promoted into `acc` when it completes (the other
+    // warpgroup's wgmmas keep the tensor cores busy meanwhile).
+    auto e4m3_tile = [&] {
+      if constexpr (kW == kE4m3) {
+        float part[G::kAccum];
+        for (int ks = 0; ks < p.k_stages; ++ks) {
+          const uint8_t* w = smem + size_t(stage) * G::kStageBytes;
+          const uint64_t db = kmajor_sw128_desc(w + G::kWeightBytes);
+          const uint64_t da = kmajor_sw128_desc(w + half * kWgRows * 128);
+          cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
+#pragma unroll
+          for (int i = 0; i < G::kAccum; ++i) cute::warpgroup_fence_operand(part[i]);
+          cute::warpgroup_arrive();
+#pragma unroll
+          for (int j = 0; j < G::kSteps; ++j)  // 32 K (bytes) a step
+            e4m3_mma<N>(da + uint64_t((j * 32) >> 4), db + uint64_t((j * 32) >> 4), part, j != 0,
+                        std::make_index_sequence<G::kAccum>{});
+          cute::warpgroup_commit_batch();
+          cute::warpgroup_wait<0>();
+#pragma unroll
+          for (int i = 0; i < G::kAccum; ++i) cute::warpgroup_fence_operand(part[i]);
+          release(stage);
+          if (++stage == G::kStages) stage = 0, phase ^= 1;
+#pragma unroll
+          for (int i = 0; i < G::kAccum; ++i) acc[i] = ks == 0 ? part[i] : acc[i] + part[i];
+        }
+      }
+    };
     uint32_t a0[8][4], a1[8][4];
     for (int u = cluster; u < units; u += clusters) {
       const GroupTile t = tile_at(u);
       const int64_t first = p.offsets[t.group] + int64_t(t.block_m) * N;
       const int64_t left = p.offsets[t.group + 1] - first;
       const int count = int(left < N ? left : N);  // >= 1
+      if constexpr (kW == kE4m3) {
+        e4m3_tile();
+      } else {
 #pragma unroll
-      for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
-      // Two stages in flight: stage ks's group is issued while stage ks - 1's still runs, then
-      // ks - 1 is waited for and released. Even stages use a0, odd ones a1.
-      int prev = -1;
-      for (int ks = 0; ks < p.k_stages; ks += 2) {
-        issue(a0, ks == 0);
-        const int s0 = stage;
-        advance();
-        if (prev >= 0) {
-          cute::warpgroup_wait<1>();
-          retire(a1);
-          release(prev);
-        }
-        prev = s0;
-        if (ks + 1 < p.k_stages) {
-          issue(a1, false);
-          const int s1 = stage;
+        for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
+        // Two stages in flight: stage ks's group is issued while stage ks - 1's still runs, then
+        // ks - 1 is waited for and released. Even stages use a0, odd ones a1.
+        int prev = -1;
+        for (int ks = 0; ks < p.k_stages; ks += 2) {
+          issue(a0, ks == 0);
+          const int s0 = stage;
           advance();
-          cute::warpgroup_wait<1>();
-          retire(a0);
-          release(prev);
-          prev = s1;
+          if (prev >= 0) {
+            cute::warpgroup_wait<1>();
+            retire(a1);
+            release(prev);
+          }
+          prev = s0;
+          if (ks + 1 < p.k_stages) {
+            issue(a1, false);
+            const int s1 = stage;
+            advance();
+            cute::warpgroup_wait<1>();
+            retire(a0);
+            release(prev);
+            prev = s1;
+          }
         }
-      }
-      cute::warpgroup_wait<0>();
-      retire(a0);
-      retire(a1);
-      release(prev);
+        cute::warpgroup_wait<0>();
+        retire(a0);
+        retire(a1);
+        release(prev);
 #pragma unroll
-      for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
+        for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
+      }
 
       // Epilogue. Accumulator value 4j + {0, 1}: chunk row rloc, tokens 8j + 2q + {0, 1};
       // 4j + {2, 3}: chunk row rloc + 8, the same tokens: per j, two 8x8 m8n8 fragments (weight
@@ -460,7 +531,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       // row piece per token. Lane l gives the address of row l % 8 of matrix l / 8. Tall tiles
       // (kMB = 2): block b of the accumulators is the tile's 64-row slice half * 2 + b, whose
       // columns follow those of slice half * 2 + b - 1 in the staged tile and in the output.
-      const float mul = p.unfold * (p.scale_2 != nullptr ? p.scale_2[t.group] : 1.0f);
+      float mul = p.unfold * (p.scale_2 != nullptr ? p.scale_2[t.group] : 1.0f);
+      if constexpr (kW == kE4m3)
+        mul *= t.group == p.shared_group && p.act_scale_shared != nullptr ? *p.act_scale_shared
+                                                                          : *p.act_scale;
       const bool has_bias = p.bias != nullptr && t.group < p.bias_groups;
       const float* bias = has_bias ? p.bias + int64_t(t.group) * p.bias_ld : nullptr;
       const int mat = lane / 8, mrow = lane % 8;
@@ -496,6 +570,25 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         // One unrolled loop per activation, chosen once per tile (no switch per value).
         auto gated_tile = [&](auto kind) {
           constexpr int32_t kAct = decltype(kind)::value;
+          if constexpr (kW == kE4m3) {
+            if (p.out_f32 != nullptr) {  // f32 from registers: 8 columns x 4 tokens a warp store
+              const int col = t.block_n * kWgRows + cbase[0] + lane / 4;
+              if (col >= p.out_cols) return;
+              float* out = p.out_f32 + first * p.out_ld + col;
+#pragma unroll
+              for (int j = 0; j < N / 8; ++j) {
+                const float* v = acc + 4 * j;
+                const int tok = 8 * j + 2 * q;
+                if (tok < count)
+                  out[tok * p.out_ld] =
+                      activate<true>(p.act, kAct, fmaf(v[0], mul, bg[0]), fmaf(v[2], mul, bu[0]));
+                if (tok + 1 < count)
+                  out[(tok + 1) * p.out_ld] =
+                      activate<true>(p.act, kAct, fmaf(v[1], mul, bg[0]), fmaf(v[3], mul, bu[0]));
+              }
+              return;
+            }
+          }
           auto out = [&](int b, int j) {
             const float* v = acc + b * G::kAccum + 4 * j;
             const float g0 = fmaf(v[0], mul, bg[b]), u0 = fmaf(v[2], mul, bu[b]);
@@ -558,6 +651,18 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
             if constexpr (decltype(relu2)::value) return activate<true>(p.act, kRelu2, v, 0.0f);
             return v;
           };
+          if constexpr (kW == kE4m3) {
+            if (p.out_f32 != nullptr) {  // f32 from registers, as the gated tile does
+              const int col = t.block_n * kRows + half * kWgRows + rloc;
+              float* out = p.out_f32 + first * p.out_ld + col;
+#pragma unroll
+              for (int i = 0; i < G::kAccum; ++i) {
+                const int tok = 8 * (i / 4) + 2 * q + i % 2, dc = (i % 4) < 2 ? 0 : 8;
+                if (tok < count && col + dc < p.out_cols) out[tok * p.out_ld + dc] = value(0, i);
+              }
+              return;
+            }
+          }
           auto pair = [&](int b, int i) { return pack_bf16x2(value(b, i), value(b, i + 1)); };
           constexpr int kPer = N / 16 / G::kPasses;  // stmatrix x4 a pass
 #pragma unroll

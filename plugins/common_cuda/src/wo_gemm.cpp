@@ -25,6 +25,8 @@ int64_t wo_chunk_bytes(WoWeights w) {
       return kMx8ChunkBytes;
     case WoWeights::kBf16:
       return 128 * 128 * 2;
+    case WoWeights::kE4m3:
+      return 128 * 128;
   }
   return 0;
 }
@@ -39,6 +41,8 @@ const char* wo_weights_name(WoWeights w) {
       return "mxfp8";
     case WoWeights::kBf16:
       return "bf16";
+    case WoWeights::kE4m3:
+      return "e4m3";
   }
   return "?";
 }
@@ -83,6 +87,8 @@ double stream_rows(WoWeights w) {
       return 88;  // 8.25
     case WoWeights::kBf16:
       return 140;
+    case WoWeights::kE4m3:
+      return 170;  // a byte a weight at about twice bf16's rate (not yet fitted to A/Bs)
   }
   return 0;
 }
@@ -156,17 +162,32 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
             "weight-only GEMM: n_tiles={}, k_stages={} and k={} must be positive, k a multiple "
             "of 8 and at most 128 x k_stages",
             a.n_tiles, a.k_stages, a.k);
+  MOE_CHECK(a.weights != WoWeights::kE4m3 || a.k % 16 == 0, kInvalid,
+            "weight-only GEMM: e4m3 rows of k={} must be a multiple of 16 (16-byte TMA rows)", a.k);
   MOE_CHECK(a.max_rows >= 0 && a.max_rows < (int64_t(1) << 31), kInvalid,
             "weight-only GEMM: max_rows={} must be in [0, 2^31)", a.max_rows);
   auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  MOE_CHECK(a.rows && a.out && aligned16(a.rows) && aligned16(a.out), kInvalid,
-            "weight-only GEMM: rows and out must be non-null and 16-byte aligned");
-  const bool bf16 = a.weights == WoWeights::kBf16;
-  MOE_CHECK(bf16 || (a.chunks && aligned16(a.chunks)), kInvalid,
+  const bool e4m3 = a.weights == WoWeights::kE4m3;
+  MOE_CHECK(a.rows && aligned16(a.rows) && (a.out == nullptr) != (a.out_f32 == nullptr) &&
+                aligned16(a.out != nullptr ? static_cast<const void*>(a.out) : a.out_f32),
+            kInvalid,
+            "weight-only GEMM: rows and one of out and out_f32 must be non-null and 16-byte "
+            "aligned");
+  MOE_CHECK(a.out_f32 == nullptr || e4m3, kInvalid,
+            "weight-only GEMM: f32 output is for e4m3 weights, not {}", wo_weights_name(a.weights));
+  const bool tiles = a.weights == WoWeights::kBf16 || e4m3;  // weight rows, not chunks
+  MOE_CHECK(tiles || (a.chunks && aligned16(a.chunks)), kInvalid,
             "weight-only GEMM: {} chunks must be non-null and 16-byte aligned",
             wo_weights_name(a.weights));
-  MOE_CHECK(!bf16 || (a.weight_rows && aligned16(a.weight_rows)), kInvalid,
-            "weight-only GEMM: bf16 weight rows must be non-null and 16-byte aligned");
+  MOE_CHECK(!tiles || (a.weight_rows && aligned16(a.weight_rows)), kInvalid,
+            "weight-only GEMM: {} weight rows must be non-null and 16-byte aligned",
+            wo_weights_name(a.weights));
+  MOE_CHECK(!e4m3 || (a.scale_2 != nullptr && a.act_scale != nullptr), kInvalid,
+            "weight-only GEMM: e4m3 weights need their weight scales (scale_2) and the activation "
+            "scale");
+  MOE_CHECK(e4m3 || (a.act_scale == nullptr && a.act_scale_shared == nullptr), kInvalid,
+            "weight-only GEMM: activation scales are for e4m3 rows, not {} weights on bf16 rows",
+            wo_weights_name(a.weights));
   const int64_t tile_cols = a.epilogue == WoEpilogue::kGated ? 64 : 128;
   MOE_CHECK(a.out_cols >= 1 && a.out_cols % 8 == 0 && a.out_cols <= a.n_tiles * tile_cols &&
                 a.out_ld >= a.out_cols && a.out_ld % 8 == 0,

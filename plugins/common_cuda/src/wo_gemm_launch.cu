@@ -20,6 +20,8 @@ WoLaunchResult launch_wo_gemm(const moe_problem& prob, const WoGemmArgs& a, int 
       return launch_wo_gemm_mxfp8(prob, a, tokens_per_tile, stream);
     case WoWeights::kBf16:
       return launch_wo_gemm_bf16(prob, a, tokens_per_tile, stream);
+    case WoWeights::kE4m3:
+      return launch_wo_gemm_e4m3(prob, a, tokens_per_tile, stream);
   }
   return {"launch", "unknown weight format"};
 }

@@ -27,24 +27,31 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(G::kSmemBytes));
   if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
   Params p;
+  // Token rows and weight tiles in boxes of 128 bytes of K: 64 bf16 or 128 e4m3 elements.
+  constexpr bool kE4 = kW == kE4m3;
+  constexpr auto kDtype = kE4 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  constexpr int kElem = kE4 ? 1 : 2, kBoxK = 128 / kElem;
   // Each CTA of a cluster loads N / kCluster of the tile's token rows.
-  if (!encode_tensor_map_2d(&p.rows_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, a.rows, a.max_rows, a.k,
-                            2, N / kCluster, 64))
+  if (!encode_tensor_map_2d(&p.rows_map, kDtype, a.rows, a.max_rows, a.k, kElem, N / kCluster,
+                            kBoxK))
     return {"tensor map", "cuTensorMapEncodeTiled failed (or the driver lacks it)"};
-  // bf16: the weight rows of every tile, one box of a tile's 128 rows x 64 K a stage.
-  if (kW == kBf16 && !encode_tensor_map_2d(&p.weights_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                                           a.weight_rows, int64_t(a.groups) * a.n_tiles * kRows,
-                                           int64_t(a.k_stages) * 128, 2, kRows, 64))
+  // bf16, e4m3: the weight rows of every tile, one box of a tile's 128 rows a stage.
+  if (kSmemA<kW> && !encode_tensor_map_2d(&p.weights_map, kDtype, a.weight_rows,
+                                          int64_t(a.groups) * a.n_tiles * kRows,
+                                          int64_t(a.k_stages) * 128, kElem, kRows, kBoxK))
     return {"tensor map", "cuTensorMapEncodeTiled failed for the weight rows"};
   p.chunks = a.chunks;
-  p.chunk_bytes = kW == kBf16 ? 0 : int32_t(wo_chunk_bytes(a.weights));
+  p.chunk_bytes = kSmemA<kW> ? 0 : int32_t(wo_chunk_bytes(a.weights));
   p.groups = a.groups;
   p.n_tiles = a.n_tiles;
   p.k_stages = a.k_stages * (128 / kStageK<kW>);  // the host counts 128-K chunks
   p.offsets = a.offsets;
   p.scale_2 = a.scale_2;
-  // mxfp8's products are exact as they are, bf16's are the weights themselves.
-  p.unfold = kW == kMxfp8 || kW == kBf16 ? 1.0f : float(1 << kFp4Unfold);
+  p.act_scale = a.act_scale;
+  p.act_scale_shared = a.act_scale_shared;
+  p.shared_group = a.shared_group;
+  // mxfp8's products are exact as they are, bf16's and e4m3's are the weights themselves.
+  p.unfold = kW == kMxfp8 || kSmemA<kW> ? 1.0f : float(1 << kFp4Unfold);
   p.bias = a.bias;
   p.bias_groups = a.bias_groups;
   p.bias_ld = a.bias_ld;
@@ -58,6 +65,7 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
   p.act.alpha = prob.activation_alpha;
   p.act.limit = prob.activation_limit;
   p.out = a.out;
+  p.out_f32 = a.out_f32;
   p.out_ld = a.out_ld;
   p.out_cols = int32_t(a.out_cols);
 

@@ -28,5 +28,7 @@ WoLaunchResult launch_wo_gemm_mxfp8(const moe_problem& p, const WoGemmArgs& a, i
                                     cudaStream_t stream) noexcept;
 WoLaunchResult launch_wo_gemm_bf16(const moe_problem& p, const WoGemmArgs& a, int tokens_per_tile,
                                    cudaStream_t stream) noexcept;
+WoLaunchResult launch_wo_gemm_e4m3(const moe_problem& p, const WoGemmArgs& a, int tokens_per_tile,
+                                   cudaStream_t stream) noexcept;
 
 }  // namespace moe::gpu::detail

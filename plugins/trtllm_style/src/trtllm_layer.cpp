@@ -166,11 +166,11 @@ PrepareOptions layout_options(const moe_problem& p, const Options& options) {
   o.gated_interleave = !is_fp8_block(p);
   for (const auto& [key, value] : options) {
     if (key == "gemm_tiles" || key == "activation_epilogue" || key == "token_tile" ||
-        key == "bf16_gemm" || key == "weight_tile")
+        key == "bf16_gemm" || key == "fp8_gemm" || key == "weight_tile")
       continue;  // read by DeviceLayer
     MOE_FAIL(MOE_STATUS_CONFIG_ERROR,
              "trtllm_style: unknown option '{}' (known: gemm_tiles, activation_epilogue, "
-             "token_tile, bf16_gemm, weight_tile)",
+             "token_tile, bf16_gemm, fp8_gemm, weight_tile)",
              key);
   }
   return o;
@@ -182,7 +182,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   const Refusal r = check_support(p);
   MOE_CHECK(r.reason == MOE_REASON_NONE, MOE_STATUS_UNSUPPORTED, "trtllm_style: {}", r.message);
   check_weights(p, w);
-  std::optional<bool> own_option;  // bf16_gemm own/cutlass; nullopt = auto
+  std::optional<bool> own_option;  // bf16_gemm or fp8_gemm own/cutlass; nullopt = auto
   for (const auto& [key, value] : options) {
     if (key == "gemm_tiles") {
       MOE_CHECK(value == "auto" || value == "tokens" || value == "weights" || value == "wide",
@@ -218,6 +218,19 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     } else if (key == "bf16_gemm") {
       MOE_CHECK(value == "auto" || value == "cutlass" || value == "own", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: bf16_gemm '{}' is not auto, cutlass or own", value);
+      MOE_CHECK(value == "auto" || p.format == MOE_FORMAT_BF16, MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: bf16_gemm '{}' is for bf16 layers; a {} layer's GEMMs follow its "
+                "format{}",
+                value, format_name(static_cast<moe_format>(p.format)),
+                is_fp8(p) ? " (fp8_tensor layers: fp8_gemm)" : "");
+      own_option = value == "auto" ? std::nullopt : std::optional(value == "own");
+    } else if (key == "fp8_gemm") {
+      MOE_CHECK(value == "auto" || value == "cutlass" || value == "own", MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: fp8_gemm '{}' is not auto, cutlass or own", value);
+      MOE_CHECK(is_fp8(p), MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: fp8_gemm is for fp8_tensor layers; a {} layer's GEMMs follow its "
+                "format (bf16 layers: bf16_gemm)",
+                format_name(static_cast<moe_format>(p.format)));
       own_option = value == "auto" ? std::nullopt : std::optional(value == "own");
     } else if (key == "activation_epilogue") {
       MOE_CHECK(value == "auto" || value == "fused" || value == "separate", MOE_STATUS_CONFIG_ERROR,
@@ -235,27 +248,17 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                 "is not row-interleaved (128-row scale blocks), so the activation runs apart");
     }
   }
-  own_bf16_ =
-      own_option ? *own_option
-                 : auto_own_bf16(p, tiles_option_ || fuse_option_,
-                                 token_tile_option_.has_value() || weight_tile_option_.has_value());
-  check_own_bf16(p, options, own_option);
+  const bool own_options = token_tile_option_.has_value() || weight_tile_option_.has_value();
+  if (is_fp8(p))
+    own_fp8_ = own_option ? *own_option : auto_own_fp8(p, tiles_option_.has_value(), own_options);
+  else
+    own_bf16_ =
+        own_option ? *own_option : auto_own_bf16(p, tiles_option_ || fuse_option_, own_options);
+  check_own_gemm(p, options, own_option);
   std::vector<int32_t> map(size_t(p.experts));
   for (int64_t e = 0; e < p.experts; ++e) map[e] = local_expert_id(p, e);
   local_map_ = upload_vector(map);
   groups_ = p.local_experts + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
-  if (weight_only_path()) {
-    (void)layout_options(p, options);  // unknown options are config errors here too
-    prepare_weight_only(p, w);
-    return;
-  }
-  const PrepareOptions opts = layout_options(p, options);
-  const bool gated = is_gated(static_cast<moe_activation>(p.activation));
-  const int64_t h = p.hidden;
-  const LayerShape routed = layer_shape(p);
-  padded_i_ = plan_layout(routed, w.b13.data != nullptr, opts).padded_intermediate;
-  n1_ = gated ? 2 * padded_i_ : padded_i_;
-
   // fp8_tensor: every group's weight scales, and the static activation scales, checked before
   // any weight is prepared or uploaded (a corrupt scale fails fast), then put on the device
   // (GEMMs multiply them into alpha there, next to a dynamic scale computed there).
@@ -274,6 +277,18 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
           upload_vector(std::vector<float>{tensor_scales(w.a13_scale, "a13_scale", 1)[0],
                                            tensor_scales(w.a2_scale, "a2_scale", 1)[0]});
   }
+  if (weight_only_path()) {
+    (void)layout_options(p, options);  // unknown options are config errors here too
+    prepare_weight_only(p, w);
+    return;
+  }
+  const PrepareOptions opts = layout_options(p, options);
+  const bool gated = is_gated(static_cast<moe_activation>(p.activation));
+  const int64_t h = p.hidden;
+  const LayerShape routed = layer_shape(p);
+  padded_i_ = plan_layout(routed, w.b13.data != nullptr, opts).padded_intermediate;
+  n1_ = gated ? 2 * padded_i_ : padded_i_;
+
   // fp8_block: the caller's block scales checked as given (finite and positive; the layout's
   // floor would otherwise turn a negative or -inf scale into 1e-10 without a word), naming the
   // tensor, the matrix and the block in the caller's order.
@@ -412,23 +427,42 @@ bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool own_options)
   return own_options || expected_group_rows(p, p.max_tokens) <= most_rows * groups;
 }
 
-bool DeviceLayer::weight_only_path() const {
-  return own_bf16_ || is_weight_only(problem_.c());
+bool auto_own_fp8(const moe_problem& p, bool cutlass_options, bool own_options) {
+  // Not yet measured against CUTLASS's promoted fp8 GEMMs at every shape (bench/NOTES.md,
+  // session 23): auto keeps CUTLASS unless the weight-only GEMM's own options are set.
+  if (!is_fp8(p) || weight_only_groups(p) > gpu::wo_gemm_max_groups() || cutlass_options ||
+      p.shared_intermediate > (p.intermediate + 127) / 128 * 128)
+    return false;
+  return own_options;
 }
 
-void DeviceLayer::check_own_bf16(const moe_problem& p, const Options& options,
+bool DeviceLayer::weight_only_path() const {
+  return own_bf16_ || own_fp8_ || is_weight_only(problem_.c());
+}
+
+void DeviceLayer::check_own_gemm(const moe_problem& p, const Options& options,
                                  std::optional<bool> own_option) const {
   const char* format = format_name(static_cast<moe_format>(p.format));
   for (const auto& [key, value] : options)
     MOE_CHECK((key != "token_tile" && key != "weight_tile") || weight_only_path(),
               MOE_STATUS_CONFIG_ERROR,
               "trtllm_style: {} is for the weight-only GEMM (mxfp4, nvfp4 and mxfp8 layers, or "
-              "bf16 ones with bf16_gemm: own), not a {} layer on CUTLASS",
+              "bf16 and fp8_tensor ones with bf16_gemm or fp8_gemm: own), not a {} layer on "
+              "CUTLASS",
               key, format);
-  MOE_CHECK(!own_option || p.format == MOE_FORMAT_BF16, MOE_STATUS_CONFIG_ERROR,
-            "trtllm_style: bf16_gemm '{}' is for bf16 layers; a {} layer's GEMMs follow its "
-            "format",
-            own_option.value_or(false) ? "own" : "cutlass", format);
+  if (own_fp8_) {
+    MOE_CHECK(!tiles_option_, MOE_STATUS_CONFIG_ERROR,
+              "trtllm_style: gemm_tiles is for the CUTLASS GEMMs; with fp8_gemm 'own' the token "
+              "tile is token_tile (auto, 16, 32, 64, 96, 128, 192)");
+    MOE_CHECK(weight_only_groups(p) <= gpu::wo_gemm_max_groups(), MOE_STATUS_CONFIG_ERROR,
+              "trtllm_style: fp8_gemm 'own' schedules at most {} groups, not {}",
+              gpu::wo_gemm_max_groups(), weight_only_groups(p));
+    MOE_CHECK(!token_tile_option_ || *token_tile_option_ <= 192, MOE_STATUS_CONFIG_ERROR,
+              "trtllm_style: token_tile {} is for bf16 layers; fp8_gemm 'own' takes up to 192 "
+              "(its promoted accumulators)",
+              token_tile_option_.value_or(0));
+    return;
+  }
   if (!own_bf16_) return;
   MOE_CHECK(p.sink_experts == 0, MOE_STATUS_CONFIG_ERROR,
             "trtllm_style: bf16_gemm 'own' runs the weight-only GEMM, which prepares the routed "
@@ -481,6 +515,18 @@ std::array<size_t, 9> DeviceLayer::pieces(int64_t tokens) const {
   const moe_problem p = problem_.c();
   const bool fp8 = is_fp8(p);
   const size_t rows = size_t(tokens * rows_per_token(p));
+  if (own_fp8_)  // e4m3 rows, the f32 activated intermediate, GEMM2's output, the e4m3 hidden
+                 // states and intermediate, the scales
+    return {moe::gpu::permutation_workspace_bytes(p, tokens),
+            rows * p.hidden,
+            0,
+            rows * padded_i_ * 4,
+            rows * p.hidden * 2,
+            0,
+            size_t(tokens * p.hidden),
+            rows * padded_i_,
+            gpu::workspace_round_up(3 * sizeof(float)) +
+                moe::gpu::quantize_fp8_tensor_workspace_bytes()};
   if (weight_only_path())  // bf16 rows, the activated intermediate (GEMM1 fuses it), GEMM2's output
     return {moe::gpu::permutation_workspace_bytes(p, tokens),
             rows * p.hidden * 2,

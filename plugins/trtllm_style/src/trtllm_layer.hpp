@@ -51,6 +51,11 @@ int64_t weight_only_groups(const moe_problem& p);
 // weight_tile is set (`own_options`), or when even a max_tokens batch averages at most 128 rows
 // an expert (16 past hidden 4096).
 bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool own_options);
+// fp8_gemm: auto. Whether an fp8_tensor layer runs on the weight-only GEMM's e4m3 instance rather
+// than CUTLASS's promoted fp8 GEMMs: when it can (few enough groups, a shared expert no wider
+// than the routed experts' 128-column tiles), gemm_tiles is unset, and token_tile or weight_tile
+// is set (`own_options`).
+bool auto_own_fp8(const moe_problem& p, bool cutlass_options, bool own_options);
 
 // Why this backend cannot run `p` on this machine, or MOE_REASON_NONE.
 struct Refusal {
@@ -78,12 +83,13 @@ class DeviceLayer {
   void run_fp8_block(const moe_run_args& args, const Workspace& ws, cudaStream_t stream) const;
   void prepare_weight_only(const moe_problem& p, const moe_weights& w);
   void run_weight_only(const moe_run_args& args, const Workspace& ws, cudaStream_t stream) const;
-  // mxfp4, nvfp4, mxfp8, and bf16 with bf16_gemm: own run on the weight-only GEMM.
+  // mxfp4, nvfp4, mxfp8, bf16 with bf16_gemm: own and fp8_tensor with fp8_gemm: own run on the
+  // weight-only GEMM.
   bool weight_only_path() const;
-  // The options and problems bf16_gemm: own cannot take (and token_tile off the weight-only
-  // GEMM): config errors naming them.
-  // `own_option`: bf16_gemm as given (own, cutlass), nullopt for auto.
-  void check_own_bf16(const moe_problem& p, const Options& options,
+  // The options and problems bf16_gemm: own and fp8_gemm: own cannot take (and token_tile off
+  // the weight-only GEMM): config errors naming them.
+  // `own_option`: bf16_gemm or fp8_gemm as given (own, cutlass), nullopt for auto.
+  void check_own_gemm(const moe_problem& p, const Options& options,
                       std::optional<bool> own_option) const;
 
   Problem problem_;
@@ -96,6 +102,7 @@ class DeviceLayer {
   std::optional<int> token_tile_option_;   // token_tile: 16, 32, ..., 256; nullopt = auto
   std::optional<int> weight_tile_option_;  // weight_tile: 128, 256; nullopt = auto
   bool own_bf16_ = false;                  // bf16 on the weight-only GEMM (bf16 tiles)
+  bool own_fp8_ = false;                   // fp8_tensor on its e4m3 instance (e4m3 tiles)
   WoGeometry wo_;                          // mxfp4, nvfp4, mxfp8
   bool small_groups(int64_t tokens) const;
   bool fuse_activation(int64_t tokens) const;

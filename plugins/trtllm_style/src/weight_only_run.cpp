@@ -7,7 +7,10 @@
 // weight-only GEMM2 -> weighted combine (moe_cuda/wo_gemm.hpp). `moe describe` says so.
 // bf16 layers on it (bf16_gemm: own, or auto's choice: trtllm_layer.cpp, auto_own_bf16) take the
 // same path on bf16 tiles of the same geometry (moe_cuda/bf16_tiles.hpp): the weight-only GEMM
-// with nothing to dequantise.
+// with nothing to dequantise. fp8_tensor layers with fp8_gemm: own take it on e4m3 tiles of that
+// geometry: the hidden states quantised (one scale over the batch) and gathered as e4m3 rows,
+// GEMM1 e4m3 x e4m3 with the activation in its epilogue, f32 out, the intermediate quantised
+// (one scale over the routed rows, one over the shared expert's), GEMM2 e4m3 x e4m3, bf16 out.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -21,6 +24,7 @@
 #include "moe_cuda/fp4_chunks.hpp"
 #include "moe_cuda/mxfp8_chunks.hpp"
 #include "moe_cuda/permute.hpp"
+#include "moe_cuda/quantize.hpp"
 #include "moe_cuda/wo_gemm.hpp"
 #include "trtllm_layer.hpp"
 
@@ -32,10 +36,11 @@ int64_t round_up(int64_t x, int64_t to) {
 }
 
 gpu::WoWeights wo_weights(const moe_problem& p) {
-  return p.format == MOE_FORMAT_MXFP4   ? gpu::WoWeights::kMxfp4
-         : p.format == MOE_FORMAT_NVFP4 ? gpu::WoWeights::kNvfp4
-         : p.format == MOE_FORMAT_BF16  ? gpu::WoWeights::kBf16
-                                        : gpu::WoWeights::kMxfp8;
+  return p.format == MOE_FORMAT_MXFP4        ? gpu::WoWeights::kMxfp4
+         : p.format == MOE_FORMAT_NVFP4      ? gpu::WoWeights::kNvfp4
+         : p.format == MOE_FORMAT_BF16       ? gpu::WoWeights::kBf16
+         : p.format == MOE_FORMAT_FP8_TENSOR ? gpu::WoWeights::kE4m3
+                                             : gpu::WoWeights::kMxfp8;
 }
 
 // A gated w13 tile pairs each 8 gate rows with the 8 up rows of the same columns: the GEMM's
@@ -84,6 +89,16 @@ std::string describe_weight_only_layout(const moe_problem& p) {
         "tiles per expert{}, w2 as {} tiles, K padded to {} and {}, read by TMA 64 K a stage, "
         "both wgmma operands from shared memory, the bias and activation in GEMM1's epilogue "
         "(bf16_gemm: cutlass prepares TensorRT-LLM's layout for CUTLASS's GEMMs instead); "
+        "token_tile auto: {}",
+        g.w13_tiles, gated ? " (64 gate columns and their up rows, paired 8 by 8)" : "", g.w2_tiles,
+        g.padded_h, g.padded_i, gpu::wo_token_tile_rule(w, p.hidden));
+  if (w == gpu::WoWeights::kE4m3)
+    return fmt::format(
+        "fp8_tensor on the weight-only GEMM's e4m3 instance (fp8_gemm: own): tiles of 128 "
+        "e4m3 weight rows, w13 as {} tiles per expert{}, w2 as {} tiles, K padded to {} and {}, "
+        "read by TMA 128 K a stage, e4m3 wgmma on both operands from shared memory, the sums "
+        "promoted to f32 every 128 K; the hidden states and the intermediate quantised per "
+        "tensor, GEMM1's activation (and bias) in its epilogue, f32 out for that quantisation; "
         "token_tile auto: {}",
         g.w13_tiles, gated ? " (64 gate columns and their up rows, paired 8 by 8)" : "", g.w2_tiles,
         g.padded_h, g.padded_i, gpu::wo_token_tile_rule(w, p.hidden));
@@ -151,6 +166,12 @@ void DeviceLayer::prepare_weight_only(const moe_problem& p, const moe_weights& w
       upload(tiles.data(), tiles.size() * 2);
       return;
     }
+    if (kind == gpu::WoWeights::kE4m3) {  // the scales went up with the layer's (trtllm_layer.cpp)
+      const std::vector<uint8_t> tiles = gpu::pack_e4m3_stack(
+          static_cast<const uint8_t*>(q.data), count, rows, k, gate_up, name, pad, kPairing);
+      upload(tiles.data(), tiles.size());
+      return;
+    }
     const auto* codes = static_cast<const uint8_t*>(q.data);
     const auto* scales = static_cast<const uint8_t*>(sc.data);
     const std::vector<uint8_t> packed =
@@ -191,16 +212,36 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   const moe_problem p = problem_.c();
   const int64_t tokens = a.hidden.shape[0];
   const gpu::Permutation& perm = ws.perm;
+  const int64_t* offsets = perm.group_offsets;
   moe::gpu::launch_permute(p, tokens, static_cast<const int32_t*>(a.topk_ids.data), perm, stream);
-  moe::gpu::launch_gather_rows(perm, p.hidden, static_cast<const uint16_t*>(a.hidden.data),
-                               static_cast<uint16_t*>(ws.rows), stream);
+  const auto* hidden = static_cast<const uint16_t*>(a.hidden.data);
+  const bool fp8 = own_fp8_;
+  const bool dynamic = p.input_format == MOE_INPUT_FP8_TENSOR_DYNAMIC;
+  const bool shared = p.shared_intermediate > 0;
+  const float* statics = static_scales_.as<float>();  // fp8_tensor_static: a13, a2
+  if (fp8) {
+    // The whole batch's hidden states over one scale (padding tokens included, as the reference
+    // does), then their e4m3 rows gathered as pairs of bytes (H is a multiple of 16).
+    const moe::gpu::RowRange all{tokens, nullptr, nullptr};
+    if (dynamic)
+      moe::gpu::launch_quantize_fp8_tensor_dynamic(hidden, p.hidden, all, ws.hidden_codes,
+                                                   ws.scales, ws.amax_ws, stream);
+    else
+      moe::gpu::launch_quantize_fp8_tensor_static(hidden, p.hidden, all, statics, ws.hidden_codes,
+                                                  stream);
+    moe::gpu::launch_gather_rows(perm, p.hidden / 2,
+                                 reinterpret_cast<const uint16_t*>(ws.hidden_codes),
+                                 static_cast<uint16_t*>(ws.rows), stream);
+  } else {
+    moe::gpu::launch_gather_rows(perm, p.hidden, hidden, static_cast<uint16_t*>(ws.rows), stream);
+  }
   const bool gated = is_gated(static_cast<moe_activation>(p.activation));
   const int64_t rows = expected_group_rows(p, tokens);
 
   gpu::WoGemmArgs g;
   g.weights = wo_weights(p);
   g.groups = int(groups_);
-  g.offsets = perm.group_offsets;
+  g.offsets = offsets;
   g.max_rows = perm.max_rows;
   g.sm_count = device_info().sm_count;
   g.tokens_per_tile = token_tile_option_
@@ -208,34 +249,62 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
                           : gpu::wo_tokens_per_tile(rows, int(groups_), g.weights, p.hidden,
                                                     weight_tile_option_ == 256);
   g.weight_tile_rows = weight_tile_option_.value_or(0);
+  g.shared_group = fp8 && shared ? int(groups_ - 1) : -1;
 
   gpu::WoGemmArgs g1 = g;
-  g1.rows = static_cast<const uint16_t*>(ws.rows);
+  g1.rows = ws.rows;
   g1.k = p.hidden;
-  const bool bf16 = g.weights == gpu::WoWeights::kBf16;
-  g1.chunks = bf16 ? nullptr : w13_.as<uint8_t>();
-  g1.weight_rows = bf16 ? w13_.as<uint16_t>() : nullptr;
+  const bool tiles = g.weights == gpu::WoWeights::kBf16 || fp8;  // weight rows, not chunks
+  g1.chunks = tiles ? nullptr : w13_.as<uint8_t>();
+  g1.weight_rows = tiles ? w13_.get() : nullptr;
   g1.n_tiles = int(wo_.w13_tiles);
   g1.k_stages = int(wo_.padded_h / 128);
   g1.scale_2 = w13_scale_.as<float>();
+  g1.act_scale = fp8 ? (dynamic ? ws.scales : statics) : nullptr;
   g1.bias = has_bias_ ? b13_.as<float>() : nullptr;
   g1.bias_groups = has_bias_ ? int(p.local_experts) : 0;
   g1.bias_ld = n1_;
   g1.up_offset = gated ? wo_.padded_i : 0;
   g1.epilogue = gated ? gpu::WoEpilogue::kGated : gpu::WoEpilogue::kPlainRelu2;
-  g1.out = static_cast<uint16_t*>(ws.act);
+  // fp8: unrounded f32 activations for the quantisation that follows (bf16 would move ~3% of
+  // the codes off the reference's).
+  g1.out = fp8 ? nullptr : static_cast<uint16_t*>(ws.act);
+  g1.out_f32 = fp8 ? static_cast<float*>(ws.act) : nullptr;
   g1.out_ld = padded_i_;
   g1.out_cols = padded_i_;
   gpu::run_wo_grouped_gemm(p, g1, stream);
 
+  // fp8: the intermediate quantised, the routed rows over one scale and the shared expert's (the
+  // last group) over its own; the padding columns are zero and move no amax.
+  const void* gemm2_rows = ws.act;
+  if (fp8) {
+    const auto* inter = static_cast<const float*>(ws.act);
+    const int64_t rmax = perm.max_rows;
+    if (dynamic) {
+      const int64_t* routed_end = offsets + (shared ? groups_ - 1 : groups_);
+      moe::gpu::launch_quantize_fp8_tensor_dynamic(inter, padded_i_, {rmax, nullptr, routed_end},
+                                                   ws.act_codes, ws.scales + 1, ws.amax_ws, stream);
+      if (shared)
+        moe::gpu::launch_quantize_fp8_tensor_dynamic(
+            inter, padded_i_, {rmax, offsets + groups_ - 1, offsets + groups_}, ws.act_codes,
+            ws.scales + 2, ws.amax_ws, stream);
+    } else {
+      moe::gpu::launch_quantize_fp8_tensor_static(
+          inter, padded_i_, {rmax, nullptr, offsets + groups_}, statics + 1, ws.act_codes, stream);
+    }
+    gemm2_rows = ws.act_codes;
+  }
+
   gpu::WoGemmArgs g2 = g;
-  g2.rows = static_cast<const uint16_t*>(ws.act);
+  g2.rows = gemm2_rows;
   g2.k = padded_i_;
-  g2.chunks = bf16 ? nullptr : w2_.as<uint8_t>();
-  g2.weight_rows = bf16 ? w2_.as<uint16_t>() : nullptr;
+  g2.chunks = tiles ? nullptr : w2_.as<uint8_t>();
+  g2.weight_rows = tiles ? w2_.get() : nullptr;
   g2.n_tiles = int(wo_.w2_tiles);
   g2.k_stages = int(wo_.padded_i / 128);
   g2.scale_2 = w2_scale_.as<float>();
+  g2.act_scale = fp8 ? (dynamic ? ws.scales + 1 : statics + 1) : nullptr;
+  g2.act_scale_shared = fp8 && dynamic && shared ? ws.scales + 2 : nullptr;
   g2.epilogue = gpu::WoEpilogue::kPlain;
   g2.out = static_cast<uint16_t*>(ws.gemm2);
   g2.out_ld = p.hidden;

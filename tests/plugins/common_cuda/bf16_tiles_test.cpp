@@ -76,6 +76,23 @@ TEST(Bf16Tiles, PlainStackPaddedRows) {
   EXPECT_EQ(check_tiles(c, 4), 136 * 72);
 }
 
+// e4m3 tiles (fp8_tensor on the GEMM's e4m3 instance) hold the codes at the places the bf16
+// tiles hold bf16 weights: the same stack packed both ways agrees byte for element.
+TEST(Bf16Tiles, E4m3TilesAreTheBf16TilesOfOneByteCodes) {
+  const Case c{2, 192, 200, 96, {2, 2}, GatePairing::kRowPairs};
+  std::mt19937 rng(6);
+  std::vector<uint8_t> codes(size_t(c.experts * c.rows * c.k));
+  for (auto& x : codes) x = uint8_t(rng() % 255 + 1);
+  const std::vector<uint16_t> wide(codes.begin(), codes.end());
+  const std::vector<uint8_t> got =
+      pack_e4m3_stack(codes.data(), c.experts, c.rows, c.k, c.gate_up, "w13", c.pad, c.pairing);
+  const std::vector<uint16_t> want =
+      pack_bf16_stack(wide.data(), c.experts, c.rows, c.k, c.gate_up, "w13", c.pad, c.pairing);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(uint16_t(got[i]), want[i]) << "element " << i;
+  EXPECT_GT(check_tiles(c, 7), 0);  // and the bf16 packing itself is right (above)
+}
+
 TEST(Bf16Tiles, RefusesAGeometryThatCutsTheStack) {
   std::vector<uint16_t> w(size_t(2 * 128 * 256), 1);
   try {

@@ -101,6 +101,77 @@ TEST(WoGemmArgs, Bf16TakesWeightRowsNotChunks) {
       "bf16 weight rows must be non-null and 16-byte aligned");
 }
 
+// e4m3 (fp8_tensor) takes weight rows like bf16, needs its weight and activation scales, may write
+// f32, and needs K in whole 16-byte rows; f32 output and activation scales are e4m3's only.
+TEST(WoGemmArgs, E4m3TakesWeightRowsScalesAndMayWriteF32) {
+  alignas(16) static uint8_t tiles[16];
+  alignas(16) static float out_f32[16];
+  static const float scales[4] = {1, 1, 1, 1}, act = 1;
+  auto e4m3 = [&](WoGemmArgs& a) {
+    a.weights = WoWeights::kE4m3;
+    a.chunks = nullptr;
+    a.weight_rows = tiles;
+    a.scale_2 = scales;
+    a.act_scale = &act;
+  };
+  WoGemmArgs a = valid();
+  e4m3(a);
+  EXPECT_NO_THROW(check_wo_gemm_operands(a));
+  a.out = nullptr;
+  a.out_f32 = out_f32;
+  EXPECT_NO_THROW(check_wo_gemm_operands(a));
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        e4m3(b);
+        b.weight_rows = nullptr;
+      },
+      "e4m3 weight rows must be non-null");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        e4m3(b);
+        b.act_scale = nullptr;
+      },
+      "e4m3 weights need their weight scales (scale_2) and the activation scale");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        e4m3(b);
+        b.scale_2 = nullptr;
+      },
+      "e4m3 weights need their weight scales");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        e4m3(b);
+        b.k = 248;
+      },
+      "e4m3 rows of k=248 must be a multiple of 16");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        e4m3(b);
+        b.out_f32 = out_f32;
+      },
+      "one of out and out_f32");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        e4m3(b);
+        b.out = nullptr;
+      },
+      "one of out and out_f32");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        b.out = nullptr;
+        b.out_f32 = out_f32;
+      },
+      "f32 output is for e4m3 weights, not mxfp4");
+  expect_refused([&](WoGemmArgs& b) { b.act_scale = &act; },
+                 "activation scales are for e4m3 rows, not mxfp4");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        e4m3(b);
+        b.tokens_per_tile = 256;
+      },
+      "256: bf16 weights only");
+}
+
 // Tall tiles only where asked, for bf16, 64- or 128-token tiles and weight tiles in pairs.
 TEST(WoGemmArgs, TallTilesFollowTheTiles) {
   WoGemmArgs a = valid();  // mxfp4, 2 weight tiles
@@ -123,6 +194,8 @@ TEST(WoGemmArgs, ChunkSizesAndNames) {
   EXPECT_EQ(wo_chunk_bytes(WoWeights::kNvfp4), 9216);
   EXPECT_EQ(wo_chunk_bytes(WoWeights::kMxfp8), 16896);
   EXPECT_EQ(wo_chunk_bytes(WoWeights::kBf16), 128 * 128 * 2);
+  EXPECT_EQ(wo_chunk_bytes(WoWeights::kE4m3), 128 * 128);
+  EXPECT_STREQ(wo_weights_name(WoWeights::kE4m3), "e4m3");
   EXPECT_STREQ(wo_weights_name(WoWeights::kMxfp8), "mxfp8");
   EXPECT_STREQ(wo_weights_name(WoWeights::kBf16), "bf16");
 }
@@ -163,6 +236,11 @@ TEST(WoGemmArgs, AutoTokenTileFollowsTheMeasurements) {
   EXPECT_EQ(tile(512, WoWeights::kBf16), 192);
   EXPECT_EQ(tile(513, WoWeights::kBf16), 256);
   EXPECT_EQ(tile(16384, WoWeights::kBf16, 7168), 256);
+  // e4m3 (not yet fitted to A/Bs): the model's picks, never past 192 (promoted accumulators).
+  for (int64_t average : {8, 64, 128, 513, 4096, 16384})
+    EXPECT_LE(tile(average, WoWeights::kE4m3), 192) << average;
+  EXPECT_EQ(tile(8, WoWeights::kE4m3), 16);
+  EXPECT_EQ(tile(4096, WoWeights::kE4m3), 192);
   // Tall tiles (bf16 weight_tile 256) pair with 64 and 128 tokens: 96 and 192 are left out.
   EXPECT_EQ(wo_tokens_per_tile(64 * 128, 128, WoWeights::kBf16, 4096, true), 128);
   EXPECT_EQ(wo_tokens_per_tile(128 * 128, 128, WoWeights::kBf16, 4096, true), 128);

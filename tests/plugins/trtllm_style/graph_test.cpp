@@ -118,13 +118,16 @@ INSTANTIATE_TEST_SUITE_P(
 // fp8_tensor weights on e4m3 activations (one scale over the batch's hidden states, one over the
 // routed intermediate and one over the shared expert's, or the static scales), through every tile
 // shape (the activation always fused, 128x256 tiles included), with biases and a
-// shared expert; within the fp8 tolerance of the fp64 reference (docs/design.md §7).
+// shared expert, on CUTLASS's GEMMs and on the weight-only GEMM's e4m3 instance (fp8_gemm: own,
+// every token tile); within the fp8 tolerance of the fp64 reference (docs/design.md §7).
 struct Fp8Case {
   moe_input_format input;
   const char* tiles;
   const char* epilogue;
   bool shared, bias;
   moe_activation activation;
+  const char* gemm = "auto";        // fp8_gemm
+  const char* token_tile = "auto";  // fp8_gemm own only
 };
 
 class TrtllmFp8Tensor : public TrtllmGraph, public testing::WithParamInterface<Fp8Case> {};
@@ -146,8 +149,10 @@ TEST_P(TrtllmFp8Tensor, MatchesTheReference) {
   const Support s = plugin_->supports(p);
   ASSERT_TRUE(s.supported) << s.message;
   const LayerWeights w = random_weights(p, 31);
-  const Layer layer =
-      plugin_->prepare(p, w.view(), {{"gemm_tiles", c.tiles}, {"activation_epilogue", c.epilogue}});
+  Options options{
+      {"gemm_tiles", c.tiles}, {"activation_epilogue", c.epilogue}, {"fp8_gemm", c.gemm}};
+  if (std::string(c.token_tile) != "auto") options.emplace_back("token_tile", c.token_tile);
+  const Layer layer = plugin_->prepare(p, w.view(), options);
   const Layer ref_layer = reference_->prepare(p, w.view(), {});
   expect_matches_reference(layer, ref_layer, *reference_, p, {1, 37, 64}, 70, 2e-2);
 }
@@ -157,21 +162,97 @@ constexpr auto kStatic = MOE_INPUT_FP8_TENSOR_STATIC;
 constexpr auto kSilu = MOE_ACTIVATION_SILU_MUL;
 INSTANTIATE_TEST_SUITE_P(
     Cases, TrtllmFp8Tensor,
-    testing::Values(Fp8Case{kDyn, "tokens", "fused", false, false, kSilu},
-                    Fp8Case{kDyn, "weights", "fused", false, false, kSilu},
-                    Fp8Case{kDyn, "auto", "auto", false, false, kSilu},
-                    Fp8Case{kDyn, "tokens", "auto", true, true, kSilu},
-                    Fp8Case{kDyn, "weights", "fused", true, true, MOE_ACTIVATION_SWIGLU_OAI},
-                    Fp8Case{kDyn, "weights", "fused", true, false, MOE_ACTIVATION_RELU2},
-                    Fp8Case{kStatic, "tokens", "fused", false, false, kSilu},
-                    Fp8Case{kStatic, "weights", "auto", true, true, kSilu},
-                    Fp8Case{kStatic, "tokens", "auto", false, false, MOE_ACTIVATION_RELU2}),
+    testing::Values(
+        Fp8Case{kDyn, "tokens", "fused", false, false, kSilu},
+        Fp8Case{kDyn, "weights", "fused", false, false, kSilu},
+        Fp8Case{kDyn, "auto", "auto", false, false, kSilu},
+        Fp8Case{kDyn, "tokens", "auto", true, true, kSilu},
+        Fp8Case{kDyn, "weights", "fused", true, true, MOE_ACTIVATION_SWIGLU_OAI},
+        Fp8Case{kDyn, "weights", "fused", true, false, MOE_ACTIVATION_RELU2},
+        Fp8Case{kStatic, "tokens", "fused", false, false, kSilu},
+        Fp8Case{kStatic, "weights", "auto", true, true, kSilu},
+        Fp8Case{kStatic, "tokens", "auto", false, false, MOE_ACTIVATION_RELU2},
+        Fp8Case{kDyn, "auto", "auto", false, false, kSilu, "own"},
+        Fp8Case{kDyn, "auto", "auto", true, true, kSilu, "own", "16"},
+        Fp8Case{kDyn, "auto", "auto", true, true, MOE_ACTIVATION_SWIGLU_OAI, "own", "64"},
+        Fp8Case{kDyn, "auto", "auto", true, false, MOE_ACTIVATION_RELU2, "own", "96"},
+        Fp8Case{kStatic, "auto", "auto", true, true, kSilu, "own", "128"},
+        Fp8Case{kStatic, "auto", "auto", false, false, MOE_ACTIVATION_RELU2, "own", "192"},
+        Fp8Case{kDyn, "auto", "auto", false, false, MOE_ACTIVATION_GELU_MUL, "own", "32"}),
     [](const testing::TestParamInfo<Fp8Case>& info) {
       const Fp8Case& c = info.param;
-      return fmt::format("{}_{}{}{}_{}_{}", c.input == kDyn ? "dynamic" : "static",
+      return fmt::format("{}_{}{}{}_{}_{}{}", c.input == kDyn ? "dynamic" : "static",
                          activation_name(c.activation), c.shared ? "_shared" : "",
-                         c.bias ? "_bias" : "", c.tiles, c.epilogue);
+                         c.bias ? "_bias" : "", c.tiles, c.epilogue,
+                         std::string(c.gemm) == "own" ? fmt::format("_own_{}", c.token_tile) : "");
     });
+
+// fp8_gemm own on a layer with several token blocks a group, odd and even weight tile counts
+// (w2's 3 tiles run unpaired, w13's 6 paired), partial tiles in I (200 pads to 256) and more
+// tiles than CTAs; within the fp8 tolerance at every token tile.
+TEST_F(TrtllmGraph, Fp8TensorOwnGemmManyBlocksAndTilesMatchesTheReference) {
+  Problem q = problem_;
+  q.raw().format = MOE_FORMAT_FP8_TENSOR;
+  q.raw().input_format = MOE_INPUT_FP8_TENSOR_DYNAMIC;
+  q.raw().experts = 8;
+  q.raw().top_k = 2;
+  q.raw().hidden = 384;
+  q.raw().intermediate = 200;
+  q.raw().shared_intermediate = 200;
+  q.raw().max_tokens = 1200;
+  q.finalize();
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 41);
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  for (const char* tile : {"32", "96", "128", "192"}) {
+    SCOPED_TRACE(tile);
+    const Layer layer = plugin_->prepare(p, w.view(), {{"fp8_gemm", "own"}, {"token_tile", tile}});
+    expect_matches_reference(layer, ref_layer, *reference_, p, {5, 300, 1200}, 80, 2e-2);
+  }
+}
+
+// fp8_gemm is fp8_tensor's and bf16_gemm bf16's; fp8_gemm own takes no CUTLASS tile shape and no
+// 256-token tile: config errors naming the option.
+TEST_F(TrtllmGraph, Fp8GemmOptionErrorsNameTheOption) {
+  Problem q = problem_;
+  q.raw().format = MOE_FORMAT_FP8_TENSOR;
+  q.raw().input_format = MOE_INPUT_FP8_TENSOR_DYNAMIC;
+  q.finalize();
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 3);
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"fp8_gemm", "mine"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"fp8_gemm 'mine' is not auto, cutlass or own"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"bf16_gemm", "own"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"bf16_gemm 'own' is for bf16 layers", "fp8_gemm"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"fp8_gemm", "own"}, {"gemm_tiles", "tokens"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"gemm_tiles is for the CUTLASS GEMMs", "fp8_gemm 'own'"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"token_tile", "256"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"token_tile '256'"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"fp8_gemm", "cutlass"}, {"token_tile", "64"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"token_tile is for the weight-only GEMM"});
+  const moe_problem bf16 = problem_.c();
+  const LayerWeights wb = random_weights(bf16, 3);
+  expect_error(
+      [&] {
+        plugin_->prepare(bf16, wb.view(), {{"fp8_gemm", "own"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"fp8_gemm is for fp8_tensor layers", "bf16_gemm"});
+}
 
 // fp8_tensor quantises GEMM1's f32 activation: a separate activation kernel (bf16 in between)
 // is refused at prepare, naming why; so are 128x256 tiles, which e4m3 does not have.

@@ -2,7 +2,8 @@
 // (moe_cuda/fp4_chunks.hpp, moe_cuda/mxfp8_chunks.hpp) times bf16 rows, dequantised in the main
 // loop and multiplied with bf16 wgmma (kernels/sm90_wo_grouped_gemm.cuh), bf16 out, GEMM1's bias
 // and activation in the epilogue; bf16 weights (moe_cuda/bf16_tiles.hpp) run the same GEMM with
-// nothing to dequantise. Every pointer is device memory and nothing is read back to the
+// nothing to dequantise, and e4m3 weights (fp8_tensor: per-tensor scales) the same GEMM on e4m3
+// rows with e4m3 wgmma. Every pointer is device memory and nothing is read back to the
 // host, so a call can be captured in a CUDA graph. Needs CUTLASS: the library moe_cuda_wo_gemm
 // exists only in builds that found it.
 #pragma once
@@ -16,9 +17,9 @@
 
 namespace moe::gpu {
 
-enum class WoWeights { kMxfp4, kNvfp4, kMxfp8, kBf16 };
+enum class WoWeights { kMxfp4, kNvfp4, kMxfp8, kBf16, kE4m3 };
 
-// The bytes of one prepared chunk (128 rows x 128 K and their scales; bf16: the 128 x 128
+// The bytes of one prepared chunk (128 rows x 128 K and their scales; bf16, e4m3: the 128 x 128
 // weights, which are rows of a tile stack rather than a chunk of their own).
 int64_t wo_chunk_bytes(WoWeights w);
 const char* wo_weights_name(WoWeights w);
@@ -36,20 +37,27 @@ struct WoGemmArgs {
   // memory: the caller's promise, which the kernel cannot check).
   const int64_t* offsets = nullptr;
   int64_t max_rows = 0;             // rows that `rows` and `out` hold
-  const uint16_t* rows = nullptr;   // [max_rows, k] bf16, 16-byte aligned
+  const void* rows = nullptr;       // [max_rows, k] bf16 (e4m3: e4m3), 16-byte aligned
   int64_t k = 0;                    // elements per row (a multiple of 8); k <= 128 k_stages
-  const uint8_t* chunks = nullptr;  // [groups][n_tiles][k_stages] prepared chunks (not bf16)
-  // bf16: [groups x n_tiles x 128, 128 k_stages] weight rows, tile by tile
+  const uint8_t* chunks = nullptr;  // [groups][n_tiles][k_stages] prepared chunks (not bf16, e4m3)
+  // bf16, e4m3: [groups x n_tiles x 128, 128 k_stages] weight rows, tile by tile
   // (moe_cuda/bf16_tiles.hpp)
-  const uint16_t* weight_rows = nullptr;
+  const void* weight_rows = nullptr;
   int n_tiles = 0, k_stages = 0;   // k_stages: 128-K chunks (bf16 too)
-  const float* scale_2 = nullptr;  // nvfp4: [groups] per-expert scale, or null
-  const float* bias = nullptr;     // [bias_groups][bias_ld] f32, or null
+  const float* scale_2 = nullptr;  // nvfp4: [groups] per-expert scale; e4m3: weight scales
+  // e4m3 only: the activation scale (device [1]), the shared expert's group (-1: none) and its
+  // own scale (device [1], or null: act_scale); a group's outputs are scaled by
+  // scale_2[g] x its activation scale.
+  const float* act_scale = nullptr;
+  const float* act_scale_shared = nullptr;
+  int shared_group = -1;
+  const float* bias = nullptr;  // [bias_groups][bias_ld] f32, or null
   int bias_groups = 0;
   int64_t bias_ld = 0;
   int64_t up_offset = 0;  // kGated: where a bias row's up columns start
   WoEpilogue epilogue = WoEpilogue::kPlain;
-  uint16_t* out = nullptr;  // [max_rows, out_ld] bf16, 16-byte aligned
+  uint16_t* out = nullptr;   // [max_rows, out_ld] bf16, 16-byte aligned (or null: out_f32)
+  float* out_f32 = nullptr;  // e4m3 only: [max_rows, out_ld] f32 instead of out
   int64_t out_ld = 0;
   int64_t out_cols = 0;     // columns stored, a multiple of 8 (<= 64 or 128 per weight tile)
   int tokens_per_tile = 0;  // 16, 32, 64, 96, 128, 192 (256: bf16); 0: wo_tokens_per_tile
