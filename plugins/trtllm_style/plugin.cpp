@@ -49,8 +49,9 @@ class TrtllmBackend : public moe::gpu::GpuBackend {
   void run(Layer& layer, const moe_run_args& args) const { layer.run(args); }
 
   std::string describe_layout(const moe_problem& p) const {
-    // Without options: bf16_gemm auto's choice.
-    if (moe::trtllm::is_weight_only(p) || moe::trtllm::auto_own_bf16(p, false, false))
+    // Without options: bf16_gemm and fp8_gemm auto's choice.
+    if (moe::trtllm::is_weight_only(p) || moe::trtllm::auto_own_bf16(p, false, false) ||
+        moe::trtllm::auto_own_fp8(p, false, false))
       return moe::trtllm::describe_weight_only_layout(p);
     return moe::trtllm::describe(moe::trtllm::plan_layout(
         moe::trtllm::layer_shape(p), p.expert_bias != 0, moe::trtllm::layout_options(p, {})));

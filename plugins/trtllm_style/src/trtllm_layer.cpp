@@ -423,17 +423,24 @@ bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool own_options)
   // Qwen3-30B-A3B and Mixtral (hidden 2048, 4096); on DeepSeek-V3 (hidden 7168) 3-5% faster up
   // to 16 rows an expert, but 3.5% slower at 32, 28% at 64 and 17% at 128. A layer holds one of
   // the two layouts: the one for the largest batch it takes.
-  const int64_t most_rows = p.hidden <= 4096 ? 128 : 16;
-  return own_options || expected_group_rows(p, p.max_tokens) <= most_rows * groups;
+  return own_options || expected_group_rows(p, p.max_tokens) <= own_gemm_most_rows(p) * groups;
+}
+
+int64_t own_gemm_most_rows(const moe_problem& p) {
+  return p.hidden <= 4096 ? 128 : 16;
 }
 
 bool auto_own_fp8(const moe_problem& p, bool cutlass_options, bool own_options) {
-  // Not yet measured against CUTLASS's promoted fp8 GEMMs at every shape (bench/NOTES.md,
-  // session 23): auto keeps CUTLASS unless the weight-only GEMM's own options are set.
+  // Measured on the H200 (bench/NOTES.md, session 23) against CUTLASS's promoted fp8 GEMMs:
+  // 0.73-0.99x their time up to 128 rows an expert on Qwen3-30B-A3B and Mixtral (Qwen3 T=512,
+  // 32 rows: 0.257 against 0.349 ms; Mixtral T=512, 128 rows: 0.99x), 0.93x on DeepSeek-V3 at
+  // 16 rows; 1.04-1.29x past 256 rows (Mixtral T=4096 4.55 against 3.75 ms). The bf16 rule's
+  // bounds, then: 128 rows an expert, 16 past hidden 4096.
   if (!is_fp8(p) || weight_only_groups(p) > gpu::wo_gemm_max_groups() || cutlass_options ||
       p.shared_intermediate > (p.intermediate + 127) / 128 * 128)
     return false;
-  return own_options;
+  return own_options ||
+         expected_group_rows(p, p.max_tokens) <= own_gemm_most_rows(p) * weight_only_groups(p);
 }
 
 bool DeviceLayer::weight_only_path() const {

@@ -51,10 +51,14 @@ int64_t weight_only_groups(const moe_problem& p);
 // weight_tile is set (`own_options`), or when even a max_tokens batch averages at most 128 rows
 // an expert (16 past hidden 4096).
 bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool own_options);
+// The most rows an expert (on average, for a max_tokens batch) up to which bf16_gemm and fp8_gemm
+// auto take the weight-only GEMM: 128, or 16 past hidden 4096.
+int64_t own_gemm_most_rows(const moe_problem& p);
 // fp8_gemm: auto. Whether an fp8_tensor layer runs on the weight-only GEMM's e4m3 instance rather
 // than CUTLASS's promoted fp8 GEMMs: when it can (few enough groups, a shared expert no wider
-// than the routed experts' 128-column tiles), gemm_tiles is unset, and token_tile or weight_tile
-// is set (`own_options`).
+// than the routed experts' 128-column tiles) and gemm_tiles is unset (`cutlass_options`), when
+// token_tile or weight_tile is set (`own_options`) or a max_tokens batch averages at most
+// own_gemm_most_rows rows an expert.
 bool auto_own_fp8(const moe_problem& p, bool cutlass_options, bool own_options);
 
 // Why this backend cannot run `p` on this machine, or MOE_REASON_NONE.
