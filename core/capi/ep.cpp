@@ -108,7 +108,12 @@ moe_status moe_host_ep_step(moe_host_ep_group* group, const moe_host_ep_step_arg
     moe::sdk::check_tensor(a.output, "moe_host_ep_step_args.output", MOE_DTYPE_BF16,
                            {tokens, p.hidden});
     moe::ep::Group* g = group != nullptr ? group->group.get() : nullptr;
-    const moe::HostTensor out = moe::ep::run_step(g, l.layer, p, hidden, routing);
+    // A shared expert split off at prepare (handles.hpp): the routed layer's problem, and the
+    // shared layer run once per token at home.
+    moe::ep::SharedExpert shared;
+    if (l.shared) shared = {&*l.shared, l.shared_problem.c()};
+    const moe::HostTensor out = moe::ep::run_step(g, l.layer, l.shared ? l.routed_problem.c() : p,
+                                                  hidden, routing, nullptr, shared);
     if (out.bytes() > 0) std::memcpy(a.output.data, out.raw(), out.bytes());
 #endif
   });

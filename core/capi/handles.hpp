@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +54,12 @@ struct moe_host_layer {
   moe::HostTensor router_weight, router_bias, routing_bias;
   int64_t real_experts = 0;
   std::string router_dtype, weights_from = "weights";
+  // An expert-parallel problem's weight-1 shared expert, split off at prepare (moe/ep.hpp,
+  // split_shared_expert): `layer` then holds the routed experts (problem `routed_problem`) and
+  // `shared` the shared expert (`shared_problem`); moe_host_ep_step runs both, each token's shared
+  // part once at home, and moe_host_layer_run refuses the layer. `problem` stays the caller's.
+  std::optional<moe::Layer> shared;
+  moe::Problem routed_problem, shared_problem;
 };
 
 namespace moe::capi {

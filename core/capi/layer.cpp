@@ -7,6 +7,10 @@
 #include "moe/sdk/enum_names.hpp"
 #include "moe/sdk/options.hpp"
 
+#ifdef MOE_WITH_EP
+#include "moe/ep.hpp"
+#endif
+
 namespace moe::capi {
 namespace {
 
@@ -81,7 +85,24 @@ std::unique_ptr<moe_host_layer> prepare_layer(const moe_host_registry& registry,
     staged = stage_device_weights(weights, place.device, stream);
     host = &staged.weights();
   }
-  Layer prepared = sel.plugin->prepare(config.problem.c(), *host, options, stream);
+  const moe_problem p = config.problem.c();
+#ifdef MOE_WITH_EP
+  // Under expert parallelism a shared expert runs once per token, at home: split off as a layer
+  // of its own, both prepared from views of the caller's weights (no copy).
+  if (p.ep_placement != MOE_EP_NONE && p.shared_intermediate > 0) {
+    const ep::SharedSplit split = ep::split_shared_expert(p, *host);
+    Layer routed = sel.plugin->prepare(split.routed.c(), split.routed_weights, options, stream);
+    Layer shared = sel.plugin->prepare(split.shared.c(), split.shared_weights, options, stream);
+    auto l = std::make_unique<moe_host_layer>(config.problem, std::move(routed));
+    l->problem_c = l->problem.c();
+    l->shared.emplace(std::move(shared));
+    l->routed_problem = split.routed;
+    l->shared_problem = split.shared;
+    choose_router(registry, *l);
+    return l;
+  }
+#endif
+  Layer prepared = sel.plugin->prepare(p, *host, options, stream);
   auto l = std::make_unique<moe_host_layer>(config.problem, std::move(prepared));
   l->problem_c = l->problem.c();
   choose_router(registry, *l);
@@ -169,6 +190,11 @@ moe_status moe_host_layer_run(const moe_host_layer* layer, const moe_run_args* a
   return guarded([&] {
     const auto& l = deref(layer, "layer");
     const moe_run_args a = read_args(args, MOE_RUN_ARGS_MIN_SIZE, "moe_run_args");
+    MOE_CHECK(!l.shared, MOE_STATUS_UNSUPPORTED,
+              "this layer's shared expert (shared_intermediate={}) was split off for expert "
+              "parallelism (ep_size={}): a run of its routed experts alone would leave it out; "
+              "step it with moe_host_ep_step (a NULL group runs one rank)",
+              l.problem_c.shared_intermediate, l.problem_c.ep_size);
     if (a.hidden.ndim >= 1) checked_tokens(l, a.hidden.shape[0], "moe_run_args.hidden");
     l.layer.run(a);  // sets a.layer to this handle's
   });

@@ -202,15 +202,16 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
 
   // A shared expert runs once per token, at home: split off as a layer of its own (moe/ep.hpp).
   std::optional<ep::SharedSplit> split;
-  if (p.shared_intermediate > 0) split = ep::split_shared_expert(p, local);
+  const moe_weights local_view = local.view();
+  if (p.shared_intermediate > 0) split = ep::split_shared_expert(p, local_view);
   const moe_problem routed = split ? split->routed.c() : p;
   const Layer layer =
-      sel.plugin->prepare(routed, (split ? split->routed_weights : local).view(), cfg.options);
+      sel.plugin->prepare(routed, split ? split->routed_weights : local_view, cfg.options);
   std::optional<Layer> shared_layer;
   ep::SharedExpert shared;
   if (split) {
     shared_layer.emplace(
-        sel.plugin->prepare(split->shared.c(), split->shared_weights.view(), cfg.options));
+        sel.plugin->prepare(split->shared.c(), split->shared_weights, cfg.options));
     shared = {&*shared_layer, split->shared.c()};
   }
   std::unique_ptr<ep::Group> group;

@@ -196,16 +196,20 @@ TEST_F(BorrowedGroup, ASharedExpertRunsOncePerTokenSplitOff) {
   expect_error([&] { ep::run_step(nullptr, whole, p.c(), batch.hidden, routing); },
                MOE_STATUS_UNSUPPORTED, {"shared_intermediate=48", "split_shared_expert"});
 
-  const ep::SharedSplit s = ep::split_shared_expert(p.c(), w);
+  const moe_weights view = w.view();
+  const ep::SharedSplit s = ep::split_shared_expert(p.c(), view);
   EXPECT_EQ(s.routed.raw().shared_intermediate, 0);
-  EXPECT_TRUE(s.routed_weights.shared_w13.empty() && s.routed_weights.shared_w2.empty());
+  EXPECT_TRUE(s.routed_weights.shared_w13.data == nullptr &&
+              s.routed_weights.shared_w2.data == nullptr);
+  EXPECT_EQ(s.routed_weights.w13.data, view.w13.data);  // views of the caller's weights
   EXPECT_EQ(s.shared.raw().experts, 1);
   EXPECT_EQ(s.shared.raw().intermediate, 48);
-  EXPECT_EQ(s.shared_weights.w13.shape(), (std::vector<int64_t>{1, 96, 64}));
-  EXPECT_EQ(s.shared_weights.w2.shape(), (std::vector<int64_t>{1, 64, 48}));
-  EXPECT_EQ(std::memcmp(s.shared_weights.w13.raw(), w.shared_w13.raw(), w.shared_w13.bytes()), 0);
-  const Layer routed = device_->prepare(s.routed.c(), s.routed_weights.view(), {});
-  const Layer shared = device_->prepare(s.shared.c(), s.shared_weights.view(), {});
+  auto shape = [](const moe_tensor& t) { return std::vector<int64_t>(t.shape, t.shape + t.ndim); };
+  EXPECT_EQ(shape(s.shared_weights.w13), (std::vector<int64_t>{1, 96, 64}));
+  EXPECT_EQ(shape(s.shared_weights.w2), (std::vector<int64_t>{1, 64, 48}));
+  EXPECT_EQ(s.shared_weights.w13.data, view.shared_w13.data);
+  const Layer routed = device_->prepare(s.routed.c(), s.routed_weights, {});
+  const Layer shared = device_->prepare(s.shared.c(), s.shared_weights, {});
   const HostTensor out = ep::run_step(nullptr, routed, s.routed.c(), batch.hidden, routing, nullptr,
                                       {&shared, s.shared.c()});
   const RunResult one = run_layer(whole, p.c(), batch.hidden, routing);

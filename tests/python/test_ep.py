@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import moe_registry as moe
-from conftest import HIDDEN, TOKENS
+from conftest import HIDDEN, INTERMEDIATE, TOKENS, bf16
 from test_bad_input import raises
 
 
@@ -76,3 +76,35 @@ def test_step_arguments_are_checked(layer, ep_layer, batch):
     group.close()
     with raises("invalid_argument", "the expert-parallel group is closed"):
         group.step(ep_layer, hidden, (ids, weights))
+
+
+def test_a_shared_expert_is_split_off_and_runs_once_per_token(problem, weights, batch):
+    rng = np.random.default_rng(3)
+    with_shared = dict(weights,
+                       shared_w13=bf16(rng.uniform(-0.125, 0.125, (2 * INTERMEDIATE, HIDDEN))),
+                       shared_w2=bf16(rng.uniform(-0.18, 0.18, (HIDDEN, INTERMEDIATE))))
+    p = problem.replace(shared_intermediate=INTERMEDIATE)
+    whole = moe.Layer.prepare(p, with_shared, backend="reference")
+    routed_only = moe.Layer.prepare(problem, weights, backend="reference")
+    ep = moe.Layer.prepare(p.replace(ep_placement="linear", ep_size=1, ep_rank=0), with_shared,
+                           backend="reference")
+    hidden, logits = batch
+    ids, topk_weights = whole.route(logits)
+    group = moe.ExpertParallelGroup.single_rank()
+    try:
+        out = group.step(ep, hidden, (ids, topk_weights))
+    except moe.MoeError as e:
+        if "built without expert parallelism" in e.message:
+            pytest.skip(e.message)
+        raise
+
+    def rel(a, b):
+        a, b = a.astype(np.float64), b.astype(np.float64)
+        return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+    # The two parts are summed once more in f32 and rounded: within bf16 noise of the whole layer,
+    # and far from the routed experts alone (the shared expert is really in it).
+    assert rel(out, whole(hidden, (ids, topk_weights))) < 1e-2
+    assert rel(out, routed_only(hidden, (ids, topk_weights))) > 0.1
+    with raises("unsupported", "split off for expert parallelism", "moe_host_ep_step"):
+        ep(hidden, (ids, topk_weights))

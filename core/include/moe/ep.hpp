@@ -96,12 +96,14 @@ struct StepStats {
 // to two ranks would get it twice: it is split off instead, the routed experts (and any sinks)
 // as one layer and the shared expert as a layer of one expert (its weights as expert 0, the
 // layer's format, activation and activation scales), which the step runs on the home rank's
-// tokens with id 0 and weight 1. `weights` are the rank's (routed experts local).
+// tokens with id 0 and weight 1. `weights` are the rank's (routed experts local); the split's
+// weights are views of the same memory (the routed ones without the shared tensors, the shared
+// ones with a leading expert dimension of 1), valid while `weights`' memory is.
 struct SharedSplit {
   Problem routed, shared;
-  LayerWeights routed_weights, shared_weights;
+  moe_weights routed_weights{}, shared_weights{};
 };
-SharedSplit split_shared_expert(const moe_problem& ep_problem, const LayerWeights& weights);
+SharedSplit split_shared_expert(const moe_problem& ep_problem, const moe_weights& weights);
 
 // The shared expert's layer for run_step: prepared from SharedSplit's `shared` (layer null: the
 // problem has none).
