@@ -19,7 +19,7 @@ class TrtllmBackend : public moe::gpu::GpuBackend {
         .version = "0.1",
         .description =
             "TensorRT-LLM weight layouts (w31, gated interleave) read by CUTLASS "
-            "sm90 grouped GEMMs; mxfp4, nvfp4, mxfp8 and small bf16 layers on a "
+            "sm90 grouped GEMMs; mxfp4, nvfp4, mxfp8 and small bf16 and fp8_tensor layers on a "
             "weight-only grouped GEMM of its own",
         // vLLM's moe_backend spellings for FlashInfer's TensorRT-LLM kernels.
         .aliases = {"flashinfer_trtllm", "flashinfer_cutlass"},

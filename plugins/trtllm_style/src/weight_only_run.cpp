@@ -94,8 +94,10 @@ std::string describe_weight_only_layout(const moe_problem& p) {
         g.padded_h, g.padded_i, gpu::wo_token_tile_rule(w, p.hidden));
   if (w == gpu::WoWeights::kE4m3)
     return fmt::format(
-        "fp8_tensor on the weight-only GEMM's e4m3 instance (fp8_gemm: own): tiles of 128 "
-        "e4m3 weight rows, w13 as {} tiles per expert{}, w2 as {} tiles, K padded to {} and {}, "
+        "fp8_tensor on the weight-only GEMM's e4m3 instance (fp8_gemm: auto takes it when a "
+        "max_tokens batch averages at most 128 rows an expert, 16 past hidden 4096; fp8_gemm: "
+        "own always): tiles of 128 e4m3 weight rows, w13 as {} tiles per expert{}, w2 as {} tiles, "
+        "K padded to {} and {}, "
         "read by TMA 128 K a stage, e4m3 wgmma on both operands from shared memory, the sums "
         "promoted to f32 every 128 K; the hidden states and the intermediate quantised per "
         "tensor, GEMM1's activation (and bias) in its epilogue, f32 out for that quantisation; "
