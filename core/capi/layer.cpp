@@ -91,6 +91,15 @@ std::unique_ptr<moe_host_layer> prepare_layer(const moe_host_registry& registry,
   // of its own, both prepared from views of the caller's weights (no copy).
   if (p.ep_placement != MOE_EP_NONE && p.shared_intermediate > 0) {
     const ep::SharedSplit split = ep::split_shared_expert(p, *host);
+    // The backend was chosen for the whole problem: each part is asked again, by name.
+    for (const auto& [part, what] : {std::pair{&split.routed, "routed experts"},
+                                     std::pair{&split.shared, "shared expert (one expert)"}}) {
+      const Support s = sel.plugin->supports(part->c());
+      MOE_CHECK(s.supported, MOE_STATUS_UNSUPPORTED,
+                "expert parallelism runs the shared expert as a layer of its own; plugin '{}' "
+                "does not take the {} part: {}",
+                sel.plugin->name(), what, s.message);
+    }
     Layer routed = sel.plugin->prepare(split.routed.c(), split.routed_weights, options, stream);
     Layer shared = sel.plugin->prepare(split.shared.c(), split.shared_weights, options, stream);
     auto l = std::make_unique<moe_host_layer>(config.problem, std::move(routed));
@@ -190,10 +199,14 @@ moe_status moe_host_layer_run(const moe_host_layer* layer, const moe_run_args* a
   return guarded([&] {
     const auto& l = deref(layer, "layer");
     const moe_run_args a = read_args(args, MOE_RUN_ARGS_MIN_SIZE, "moe_run_args");
-    MOE_CHECK(!l.shared, MOE_STATUS_UNSUPPORTED,
-              "this layer's shared expert (shared_intermediate={}) was split off for expert "
-              "parallelism (ep_size={}): a run of its routed experts alone would leave it out; "
-              "step it with moe_host_ep_step (a NULL group runs one rank)",
+    // Split layers (EP builds), and any EP layer with a shared expert on several ranks (each
+    // rank's run would add it to the sum): the step runs the shared expert once per token.
+    MOE_CHECK(!l.shared && !(l.problem_c.ep_size > 1 && l.problem_c.shared_intermediate > 0),
+              MOE_STATUS_UNSUPPORTED,
+              "this layer's shared expert (shared_intermediate={}) runs once per token under "
+              "expert parallelism (ep_size={}), split off from the routed experts: a run of the "
+              "layer would leave it out or add it on every rank; step it with moe_host_ep_step (a "
+              "NULL group runs one rank)",
               l.problem_c.shared_intermediate, l.problem_c.ep_size);
     if (a.hidden.ndim >= 1) checked_tokens(l, a.hidden.shape[0], "moe_run_args.hidden");
     l.layer.run(a);  // sets a.layer to this handle's

@@ -154,8 +154,10 @@ struct Geometry {
 };
 
 struct Params {
-  CUtensorMap rows_map;     // [R, K] bf16 token rows, boxes of N rows x 64 K, 128-byte swizzle
-  CUtensorMap weights_map;  // bf16: [groups x n_tiles x 128, K] weight rows, boxes of 128 x 64 K
+  // [R, K] token rows (bf16, e4m3: e4m3), boxes of N rows x 128 bytes of K, 128-byte swizzle
+  CUtensorMap rows_map;
+  // bf16, e4m3: [groups x n_tiles x 128, K] weight rows, boxes of 128 rows x 128 bytes of K
+  CUtensorMap weights_map;
   const uint8_t* chunks;    // [groups][n_tiles][k_stages] prepared chunks, chunk_bytes each
   int32_t chunk_bytes = 0;  // 8704 (mxfp4), 9216 (nvfp4) or 16896 (mxfp8); bf16: unused
   int32_t groups = 0, n_tiles = 0;

@@ -191,6 +191,12 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
   MOE_CHECK(e4m3 || (a.act_scale == nullptr && a.act_scale_shared == nullptr), kInvalid,
             "weight-only GEMM: activation scales are for e4m3 rows, not {} weights on bf16 rows",
             wo_weights_name(a.weights));
+  MOE_CHECK(a.shared_group >= -1 && a.shared_group < a.groups &&
+                (a.act_scale_shared == nullptr || a.shared_group >= 0),
+            kInvalid,
+            "weight-only GEMM: shared_group={} must be a group of the {} (or -1: none), and "
+            "act_scale_shared needs one",
+            a.shared_group, a.groups);
   const int64_t tile_cols = a.epilogue == WoEpilogue::kGated ? 64 : 128;
   MOE_CHECK(a.out_cols >= 1 && a.out_cols % 8 == 0 && a.out_cols <= a.n_tiles * tile_cols &&
                 a.out_ld >= a.out_cols && a.out_ld % 8 == 0,

@@ -182,7 +182,9 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   const Refusal r = check_support(p);
   MOE_CHECK(r.reason == MOE_REASON_NONE, MOE_STATUS_UNSUPPORTED, "trtllm_style: {}", r.message);
   check_weights(p, w);
-  std::optional<bool> own_option;  // bf16_gemm or fp8_gemm own/cutlass; nullopt = auto
+  // bf16_gemm and fp8_gemm own/cutlass (nullopt = auto), each read only by its format's layers
+  // (the other's `auto` is accepted and ignored: one config may hold both).
+  std::optional<bool> own_bf16_option, own_fp8_option;
   for (const auto& [key, value] : options) {
     if (key == "gemm_tiles") {
       MOE_CHECK(value == "auto" || value == "tokens" || value == "weights" || value == "wide",
@@ -223,15 +225,16 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                 "format{}",
                 value, format_name(static_cast<moe_format>(p.format)),
                 is_fp8(p) ? " (fp8_tensor layers: fp8_gemm)" : "");
-      own_option = value == "auto" ? std::nullopt : std::optional(value == "own");
+      own_bf16_option = value == "auto" ? std::nullopt : std::optional(value == "own");
     } else if (key == "fp8_gemm") {
       MOE_CHECK(value == "auto" || value == "cutlass" || value == "own", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: fp8_gemm '{}' is not auto, cutlass or own", value);
-      MOE_CHECK(is_fp8(p), MOE_STATUS_CONFIG_ERROR,
-                "trtllm_style: fp8_gemm is for fp8_tensor layers; a {} layer's GEMMs follow its "
-                "format (bf16 layers: bf16_gemm)",
-                format_name(static_cast<moe_format>(p.format)));
-      own_option = value == "auto" ? std::nullopt : std::optional(value == "own");
+      MOE_CHECK(value == "auto" || is_fp8(p), MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: fp8_gemm '{}' is for fp8_tensor layers; a {} layer's GEMMs follow "
+                "its format{}",
+                value, format_name(static_cast<moe_format>(p.format)),
+                p.format == MOE_FORMAT_BF16 ? " (bf16 layers: bf16_gemm)" : "");
+      own_fp8_option = value == "auto" ? std::nullopt : std::optional(value == "own");
     } else if (key == "activation_epilogue") {
       MOE_CHECK(value == "auto" || value == "fused" || value == "separate", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: activation_epilogue '{}' is not auto, fused or separate", value);
@@ -249,6 +252,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     }
   }
   const bool own_options = token_tile_option_.has_value() || weight_tile_option_.has_value();
+  const std::optional<bool> own_option = is_fp8(p) ? own_fp8_option : own_bf16_option;
   if (is_fp8(p))
     own_fp8_ = own_option ? *own_option : auto_own_fp8(p, tiles_option_.has_value(), own_options);
   else
@@ -433,9 +437,9 @@ int64_t own_gemm_most_rows(const moe_problem& p) {
 bool auto_own_fp8(const moe_problem& p, bool cutlass_options, bool own_options) {
   // Measured on the H200 (bench/NOTES.md, session 23) against CUTLASS's promoted fp8 GEMMs:
   // 0.73-0.99x their time up to 128 rows an expert on Qwen3-30B-A3B and Mixtral (Qwen3 T=512,
-  // 32 rows: 0.257 against 0.349 ms; Mixtral T=512, 128 rows: 0.99x), 0.93x on DeepSeek-V3 at
-  // 16 rows; 1.04-1.29x past 256 rows (Mixtral T=4096 4.55 against 3.75 ms). The bf16 rule's
-  // bounds, then: 128 rows an expert, 16 past hidden 4096.
+  // 32 rows: 0.257 against 0.349 ms; Mixtral T=512, 128 rows: 0.94-0.99x), 0.93x on DeepSeek-V3
+  // at 16 rows; 1.01-1.29x past 256 rows with its auto tile (Mixtral T=4096 4.36 against 3.68
+  // ms). The bf16 rule's bounds, then: 128 rows an expert, 16 past hidden 4096.
   if (!is_fp8(p) || weight_only_groups(p) > gpu::wo_gemm_max_groups() || cutlass_options ||
       p.shared_intermediate > (p.intermediate + 127) / 128 * 128)
     return false;

@@ -167,6 +167,18 @@ TEST(WoGemmArgs, E4m3TakesWeightRowsScalesAndMayWriteF32) {
   expect_refused(
       [&](WoGemmArgs& b) {
         e4m3(b);
+        b.shared_group = 4;
+      },
+      "shared_group=4 must be a group of the 4");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        e4m3(b);
+        b.act_scale_shared = &act;
+      },
+      "act_scale_shared needs one");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        e4m3(b);
         b.tokens_per_tile = 256;
       },
       "256: bf16 weights only");

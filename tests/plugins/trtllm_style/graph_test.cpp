@@ -173,6 +173,7 @@ INSTANTIATE_TEST_SUITE_P(
         Fp8Case{kStatic, "weights", "auto", true, true, kSilu},
         Fp8Case{kStatic, "tokens", "auto", false, false, MOE_ACTIVATION_RELU2},
         Fp8Case{kDyn, "auto", "auto", false, false, kSilu, "own"},
+        Fp8Case{kDyn, "auto", "auto", true, false, kSilu, "cutlass"},
         Fp8Case{kDyn, "auto", "auto", true, true, kSilu, "own", "16"},
         Fp8Case{kDyn, "auto", "auto", true, true, MOE_ACTIVATION_SWIGLU_OAI, "own", "64"},
         Fp8Case{kDyn, "auto", "auto", true, false, MOE_ACTIVATION_RELU2, "own", "96"},
@@ -184,7 +185,9 @@ INSTANTIATE_TEST_SUITE_P(
       return fmt::format("{}_{}{}{}_{}_{}{}", c.input == kDyn ? "dynamic" : "static",
                          activation_name(c.activation), c.shared ? "_shared" : "",
                          c.bias ? "_bias" : "", c.tiles, c.epilogue,
-                         std::string(c.gemm) == "own" ? fmt::format("_own_{}", c.token_tile) : "");
+                         std::string(c.gemm) == "own"       ? fmt::format("_own_{}", c.token_tile)
+                         : std::string(c.gemm) == "cutlass" ? "_cutlass"
+                                                            : "");
     });
 
 // fp8_gemm own on a layer with several token blocks a group, odd and even weight tile counts
@@ -211,8 +214,8 @@ TEST_F(TrtllmGraph, Fp8TensorOwnGemmManyBlocksAndTilesMatchesTheReference) {
   }
 }
 
-// fp8_gemm is fp8_tensor's and bf16_gemm bf16's; fp8_gemm own takes no CUTLASS tile shape and no
-// 256-token tile: config errors naming the option.
+// fp8_gemm is fp8_tensor's and bf16_gemm bf16's (the other's auto is accepted); fp8_gemm own
+// takes no CUTLASS tile shape and no 256-token tile: config errors naming the option.
 TEST_F(TrtllmGraph, Fp8GemmOptionErrorsNameTheOption) {
   Problem q = problem_;
   q.raw().format = MOE_FORMAT_FP8_TENSOR;
@@ -251,7 +254,16 @@ TEST_F(TrtllmGraph, Fp8GemmOptionErrorsNameTheOption) {
       [&] {
         plugin_->prepare(bf16, wb.view(), {{"fp8_gemm", "own"}});
       },
-      MOE_STATUS_CONFIG_ERROR, {"fp8_gemm is for fp8_tensor layers", "bf16_gemm"});
+      MOE_STATUS_CONFIG_ERROR, {"fp8_gemm 'own' is for fp8_tensor layers", "bf16_gemm"});
+  // Each format reads its own option; the other's auto is accepted and changes nothing (here
+  // fp8_gemm own still holds, so CUTLASS's gemm_tiles is refused with it).
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(),
+                         {{"fp8_gemm", "own"}, {"bf16_gemm", "auto"}, {"gemm_tiles", "tokens"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"fp8_gemm 'own'"});
+  EXPECT_NO_THROW(plugin_->prepare(bf16, wb.view(), {{"fp8_gemm", "auto"}}));
 }
 
 // fp8_tensor quantises GEMM1's f32 activation: a separate activation kernel (bf16 in between)

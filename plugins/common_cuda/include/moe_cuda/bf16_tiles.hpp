@@ -3,8 +3,8 @@
 // [E][tiles][128 rows] [stages x 128 K], K padded with zeros. The tiles hold rows as the quantised
 // chunks do (moe_cuda/fp4_chunks.hpp): a gated w13's tile t the gate and up rows of columns
 // 64t..64t+63, paired as GatePairing says, a plain stack's tile t rows 128t..128t+127; padding rows
-// are zero. Unlike a chunk, a tile's K is not cut into pieces: the kernel's TMA reads 64 K of 128
-// rows a stage from this 2D array, swizzling as it lands.
+// are zero. Unlike a chunk, a tile's K is not cut into pieces: the kernel's TMA reads 128 bytes of
+// K (64 bf16 or 128 e4m3) of 128 rows a stage from this 2D array, swizzling as it lands.
 #pragma once
 
 #include <cstdint>
