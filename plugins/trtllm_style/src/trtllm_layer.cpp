@@ -605,6 +605,47 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens) const {
   return ws;
 }
 
+const float* DeviceLayer::quantize_hidden_fp8(const moe_run_args& a, const Workspace& ws,
+                                              cudaStream_t stream) const {
+  const moe_problem p = problem_.c();
+  const auto* hidden = static_cast<const uint16_t*>(a.hidden.data);
+  const moe::gpu::RowRange all{a.hidden.shape[0], nullptr, nullptr};
+  const bool dynamic = p.input_format == MOE_INPUT_FP8_TENSOR_DYNAMIC;
+  const float* x_scale = dynamic ? ws.scales : static_scales_.as<float>();
+  if (dynamic)
+    moe::gpu::launch_quantize_fp8_tensor_dynamic(hidden, p.hidden, all, ws.hidden_codes, ws.scales,
+                                                 ws.amax_ws, stream);
+  else
+    moe::gpu::launch_quantize_fp8_tensor_static(hidden, p.hidden, all, x_scale, ws.hidden_codes,
+                                                stream);
+  // e4m3 rows move as pairs of bytes (H is a multiple of 16).
+  moe::gpu::launch_gather_rows(ws.perm, p.hidden / 2,
+                               reinterpret_cast<const uint16_t*>(ws.hidden_codes),
+                               static_cast<uint16_t*>(ws.rows), stream);
+  return x_scale;
+}
+
+void DeviceLayer::quantize_intermediate_fp8(const Workspace& ws, cudaStream_t stream) const {
+  const moe_problem p = problem_.c();
+  const int64_t* offsets = ws.perm.group_offsets;
+  const auto* inter = static_cast<const float*>(ws.act);
+  const int64_t rmax = ws.perm.max_rows;
+  if (p.input_format == MOE_INPUT_FP8_TENSOR_DYNAMIC) {
+    const bool shared = p.shared_intermediate > 0;
+    const int64_t* routed_end = offsets + (shared ? groups_ - 1 : groups_);
+    moe::gpu::launch_quantize_fp8_tensor_dynamic(inter, padded_i_, {rmax, nullptr, routed_end},
+                                                 ws.act_codes, ws.scales + 1, ws.amax_ws, stream);
+    if (shared)
+      moe::gpu::launch_quantize_fp8_tensor_dynamic(inter, padded_i_,
+                                                   {rmax, offsets + groups_ - 1, offsets + groups_},
+                                                   ws.act_codes, ws.scales + 2, ws.amax_ws, stream);
+  } else {
+    moe::gpu::launch_quantize_fp8_tensor_static(
+        inter, padded_i_, {rmax, nullptr, offsets + groups_}, static_scales_.as<float>() + 1,
+        ws.act_codes, stream);
+  }
+}
+
 void DeviceLayer::run(const moe_run_args& a) const {
   const moe_problem p = problem_.c();
   const int64_t tokens = a.hidden.shape[0];
@@ -626,22 +667,10 @@ void DeviceLayer::run(const moe_run_args& a) const {
   moe::gpu::launch_permute(p, tokens, static_cast<const int32_t*>(a.topk_ids.data), ws.perm,
                            stream);
   offsets = ws.perm.group_offsets;
-  // fp8_tensor: the hidden states of the whole batch quantised once (one scale over all of them,
-  // padding tokens included, as the reference does), then their e4m3 rows gathered.
+  // fp8_tensor: the hidden states quantised, their e4m3 rows gathered.
   Fp8Scales s1, s2;
   if (fp8) {
-    const float* x_scale = dynamic ? ws.scales : static_scales_.as<float>();
-    const moe::gpu::RowRange all{tokens, nullptr, nullptr};
-    if (dynamic)
-      moe::gpu::launch_quantize_fp8_tensor_dynamic(hidden, p.hidden, all, ws.hidden_codes,
-                                                   ws.scales, ws.amax_ws, stream);
-    else
-      moe::gpu::launch_quantize_fp8_tensor_static(hidden, p.hidden, all, x_scale, ws.hidden_codes,
-                                                  stream);
-    // e4m3 rows move as pairs of bytes (H is a multiple of 16).
-    moe::gpu::launch_gather_rows(ws.perm, p.hidden / 2,
-                                 reinterpret_cast<const uint16_t*>(ws.hidden_codes),
-                                 static_cast<uint16_t*>(ws.rows), stream);
+    const float* x_scale = quantize_hidden_fp8(a, ws, stream);
     const int32_t shared_group = shared ? int32_t(groups_ - 1) : -1;
     s1 = {x_scale, nullptr, w13_scale_.as<float>(), shared_group};
     s2 = {dynamic ? ws.scales + 1 : static_scales_.as<float>() + 1,
@@ -685,26 +714,9 @@ void DeviceLayer::run(const moe_run_args& a) const {
     moe::gpu::launch_activation(p, act, stream);
   }
 
-  // fp8_tensor: the intermediate quantised, the routed experts' rows over one scale and the
-  // shared expert's (the last group) over its own. Padding columns (I..P) are zero and do not
-  // move an amax.
   const void* gemm2_rows = ws.act;
   if (fp8) {
-    const auto* inter = static_cast<const float*>(ws.act);
-    const int64_t rmax = ws.perm.max_rows;
-    if (dynamic) {
-      const int64_t* routed_end = offsets + (shared ? groups_ - 1 : groups_);
-      moe::gpu::launch_quantize_fp8_tensor_dynamic(inter, padded_i_, {rmax, nullptr, routed_end},
-                                                   ws.act_codes, ws.scales + 1, ws.amax_ws, stream);
-      if (shared)
-        moe::gpu::launch_quantize_fp8_tensor_dynamic(
-            inter, padded_i_, {rmax, offsets + groups_ - 1, offsets + groups_}, ws.act_codes,
-            ws.scales + 2, ws.amax_ws, stream);
-    } else {
-      moe::gpu::launch_quantize_fp8_tensor_static(
-          inter, padded_i_, {rmax, nullptr, offsets + groups_}, static_scales_.as<float>() + 1,
-          ws.act_codes, stream);
-    }
+    quantize_intermediate_fp8(ws, stream);
     gemm2_rows = ws.act_codes;
   }
 

@@ -87,6 +87,15 @@ class DeviceLayer {
   void run_fp8_block(const moe_run_args& args, const Workspace& ws, cudaStream_t stream) const;
   void prepare_weight_only(const moe_problem& p, const moe_weights& w);
   void run_weight_only(const moe_run_args& args, const Workspace& ws, cudaStream_t stream) const;
+  // fp8_tensor, both GEMM paths: the batch's hidden states quantised over one scale (padding
+  // tokens included, as the reference does) and their e4m3 rows gathered into ws.rows; returns
+  // the device scale GEMM1 multiplies by.
+  const float* quantize_hidden_fp8(const moe_run_args& args, const Workspace& ws,
+                                   cudaStream_t stream) const;
+  // fp8_tensor: GEMM1's f32 intermediate (ws.act) quantised into ws.act_codes, the routed rows
+  // over one scale and the shared expert's (the last group) over its own (dynamic), or a2_scale;
+  // the padding columns are zero and move no amax.
+  void quantize_intermediate_fp8(const Workspace& ws, cudaStream_t stream) const;
   // mxfp4, nvfp4, mxfp8, bf16 with bf16_gemm: own and fp8_tensor with fp8_gemm: own run on the
   // weight-only GEMM.
   bool weight_only_path() const;

@@ -221,19 +221,9 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   const bool dynamic = p.input_format == MOE_INPUT_FP8_TENSOR_DYNAMIC;
   const bool shared = p.shared_intermediate > 0;
   const float* statics = static_scales_.as<float>();  // fp8_tensor_static: a13, a2
+  const float* x_scale = nullptr;                     // fp8: the hidden states' scale
   if (fp8) {
-    // The whole batch's hidden states over one scale (padding tokens included, as the reference
-    // does), then their e4m3 rows gathered as pairs of bytes (H is a multiple of 16).
-    const moe::gpu::RowRange all{tokens, nullptr, nullptr};
-    if (dynamic)
-      moe::gpu::launch_quantize_fp8_tensor_dynamic(hidden, p.hidden, all, ws.hidden_codes,
-                                                   ws.scales, ws.amax_ws, stream);
-    else
-      moe::gpu::launch_quantize_fp8_tensor_static(hidden, p.hidden, all, statics, ws.hidden_codes,
-                                                  stream);
-    moe::gpu::launch_gather_rows(perm, p.hidden / 2,
-                                 reinterpret_cast<const uint16_t*>(ws.hidden_codes),
-                                 static_cast<uint16_t*>(ws.rows), stream);
+    x_scale = quantize_hidden_fp8(a, ws, stream);
   } else {
     moe::gpu::launch_gather_rows(perm, p.hidden, hidden, static_cast<uint16_t*>(ws.rows), stream);
   }
@@ -262,7 +252,7 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g1.n_tiles = int(wo_.w13_tiles);
   g1.k_stages = int(wo_.padded_h / 128);
   g1.scale_2 = w13_scale_.as<float>();
-  g1.act_scale = fp8 ? (dynamic ? ws.scales : statics) : nullptr;
+  g1.act_scale = x_scale;
   g1.bias = has_bias_ ? b13_.as<float>() : nullptr;
   g1.bias_groups = has_bias_ ? int(p.local_experts) : 0;
   g1.bias_ld = n1_;
@@ -276,24 +266,9 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g1.out_cols = padded_i_;
   gpu::run_wo_grouped_gemm(p, g1, stream);
 
-  // fp8: the intermediate quantised, the routed rows over one scale and the shared expert's (the
-  // last group) over its own; the padding columns are zero and move no amax.
   const void* gemm2_rows = ws.act;
   if (fp8) {
-    const auto* inter = static_cast<const float*>(ws.act);
-    const int64_t rmax = perm.max_rows;
-    if (dynamic) {
-      const int64_t* routed_end = offsets + (shared ? groups_ - 1 : groups_);
-      moe::gpu::launch_quantize_fp8_tensor_dynamic(inter, padded_i_, {rmax, nullptr, routed_end},
-                                                   ws.act_codes, ws.scales + 1, ws.amax_ws, stream);
-      if (shared)
-        moe::gpu::launch_quantize_fp8_tensor_dynamic(
-            inter, padded_i_, {rmax, offsets + groups_ - 1, offsets + groups_}, ws.act_codes,
-            ws.scales + 2, ws.amax_ws, stream);
-    } else {
-      moe::gpu::launch_quantize_fp8_tensor_static(
-          inter, padded_i_, {rmax, nullptr, offsets + groups_}, statics + 1, ws.act_codes, stream);
-    }
+    quantize_intermediate_fp8(ws, stream);
     gemm2_rows = ws.act_codes;
   }
 
