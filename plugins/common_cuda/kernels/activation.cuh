@@ -238,11 +238,12 @@ __global__ void __launch_bounds__(kActivationThreads)
       }
       const float scale = fp8_scale_from_amax(group_max<kLanes>(amax));
       if (!on) continue;
+      const float inv = e4m3_inverse(scale);
       uint32_t lo = 0, hi = 0;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        lo |= uint32_t(to_e4m3(y[e], scale)) << (8 * e);
-        hi |= uint32_t(to_e4m3(y[e + 4], scale)) << (8 * e);
+        lo |= uint32_t(to_e4m3(y[e], scale, inv)) << (8 * e);
+        hi |= uint32_t(to_e4m3(y[e + 4], scale, inv)) << (8 * e);
       }
       *reinterpret_cast<uint2*>(codes + i0) = make_uint2(lo, hi);
       if (threadIdx.x % kLanes == 0)

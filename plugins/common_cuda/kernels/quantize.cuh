@@ -2,13 +2,12 @@
 //
 // NOTES: the scale is computed exactly as moe::fp8_scale_from_amax does, in double
 // (float(max(amax, 1e-10) / 448)), so scales are bit-identical to the reference. Codes are the
-// reference's too: the exact quotient x / scale rounded once to e4m3 (nearest, ties to even,
-// saturating to +-448, NaN -> 0x7f). The fp32 quotient alone would round twice, and with bf16
-// inputs over amax/448 scales it lands exactly on an e4m3 midpoint that the exact quotient only
-// approaches in about one element of a few thousand (x = 3/32 amax, say): to_e4m3 then reads
-// the side from the exact residual and steps off the midpoint. Measured before the fix: one
-// flipped hidden code per few tokens, which GEMM1 carried into the re-quantised intermediate,
-// tripled the deepgemm_style layer error on a quarter of the tokens (bench/NOTES.md).
+// reference's too: the exact quotient x / scale rounded once to e4m3 (kernels/e4m3_round.cuh).
+// The fp32 quotient alone would round twice, and with bf16 inputs over amax/448 scales it lands
+// exactly on an e4m3 midpoint that the exact quotient only approaches in about one element of a
+// few thousand (x = 3/32 amax, say). Measured before that was handled: one flipped hidden code
+// per few tokens, which GEMM1 carried into the re-quantised intermediate, tripled the
+// deepgemm_style layer error on a quarter of the tokens (bench/NOTES.md).
 #pragma once
 
 #include <cuda_fp8.h>
@@ -17,6 +16,7 @@
 #include <cstdint>
 
 #include "device_utils.cuh"
+#include "e4m3_round.cuh"
 #include "params.hpp"
 
 namespace moe::gpu::kernels {
@@ -28,29 +28,6 @@ constexpr int kQuantThreads = 256;
 __device__ __forceinline__ float fp8_scale_from_amax(float amax) {
   const double a = static_cast<double>(amax);
   return static_cast<float>((a < 1e-10 ? 1e-10 : a) / 448.0);
-}
-
-// |q| exactly halfway between two adjacent e4m3 values. Normal codes keep 3 mantissa bits, so
-// a midpoint has the fourth set and nothing below it; subnormal codes (below 2^-6) step by 2^-9,
-// so midpoints are odd multiples of 2^-10.
-__device__ __forceinline__ bool on_e4m3_midpoint(float q) {
-  const float a = fabsf(q);
-  if (a >= 0x1p-6f) return (__float_as_uint(a) & 0xfffffu) == 0x80000u;
-  const float t = a * 1024.0f;  // exact: a power-of-two scaling
-  return t == truncf(t) && fmodf(t, 2.0f) == 1.0f;
-}
-
-// e4m3 of the exact x / scale (scale > 0), rounded once. q = fp32(x / scale) is correctly
-// rounded, so x - q * scale is exact in one fma and its sign says on which side of q the exact
-// quotient lies; when q sits on a midpoint, a one-ulp step that way lets the hardware's
-// round-to-nearest-even pick the code the exact quotient rounds to.
-__device__ __forceinline__ uint8_t to_e4m3(float x, float scale) {
-  float q = x / scale;
-  if (on_e4m3_midpoint(q)) {
-    const float residual = fmaf(-q, scale, x);
-    if (residual != 0.0f) q = nextafterf(q, residual > 0.0f ? INFINITY : -INFINITY);
-  }
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
 }
 
 // Max over the kLanes lanes of an aligned lane group (xor offsets stay inside the group).
@@ -69,9 +46,9 @@ __device__ __forceinline__ float group_max(float v) {
 // channels are all in range or all out. Scalar (4 per lane): any H, element loads with bounds
 // checks (the last block may be partial). The loop steps whole warps so every lane reaches the
 // shuffles.
-// NOTES: at deepseek_v3 shapes this runs at ~2 TB/s on an H200, bound by the IEEE fp32 division
-// (two steps in flight per warp did not help); x * fp32(1/scale) would reach the copy rate but is
-// a different rounding rule (so would dropping the midpoint step of to_e4m3).
+// NOTES: at deepseek_v3 shapes this ran at ~2 TB/s on an H200, bound by the IEEE fp32 division
+// (two steps in flight per warp did not help); to_e4m3 now multiplies by the scale's inverse and
+// divides only within 3 ulps of a midpoint (kernels/e4m3_round.cuh), the same codes.
 template <bool kVec>
 __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_1x128_kernel(const Fp8BlockParams p) {
   constexpr int kPerLane = kVec ? 8 : 4;
@@ -112,21 +89,22 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_1x128_kernel(const
 #pragma unroll
     for (int e = 0; e < kPerLane; ++e) amax = fmaxf(amax, fabsf(v[e]));
     const float scale = fp8_scale_from_amax(group_max<kLanes>(amax));
+    const float inv = e4m3_inverse(scale);
     if (!valid) continue;
     if constexpr (kVec) {
       if (in_range) {
         uint32_t lo = 0, hi = 0;
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          lo |= uint32_t(to_e4m3(v[e], scale)) << (8 * e);
-          hi |= uint32_t(to_e4m3(v[e + 4], scale)) << (8 * e);
+          lo |= uint32_t(to_e4m3(v[e], scale, inv)) << (8 * e);
+          hi |= uint32_t(to_e4m3(v[e + 4], scale, inv)) << (8 * e);
         }
         *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
       }
     } else {
 #pragma unroll
       for (int e = 0; e < kPerLane; ++e)
-        if (c0 + e < p.hidden) dst[e] = to_e4m3(v[e], scale);
+        if (c0 + e < p.hidden) dst[e] = to_e4m3(v[e], scale, inv);
     }
     if (lane % kLanes == 0) p.scales[r * p.scale_row_stride + b * p.scale_block_stride] = scale;
   }
@@ -169,6 +147,7 @@ template <bool kVec>
 __device__ __forceinline__ void quantize_share(const Fp8TensorParams& p, float scale, int64_t first,
                                                int64_t last, int64_t t, int64_t threads) {
   constexpr int kN = kVec ? kVecElems : 1;
+  const float inv = e4m3_inverse(scale);
 #pragma unroll 4
   for (int64_t i = first + t * kN; i < last; i += threads * kN) {
     float v[kN];
@@ -177,12 +156,12 @@ __device__ __forceinline__ void quantize_share(const Fp8TensorParams& p, float s
       uint32_t lo = 0, hi = 0;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        lo |= uint32_t(to_e4m3(v[e], scale)) << (8 * e);
-        hi |= uint32_t(to_e4m3(v[e + 4], scale)) << (8 * e);
+        lo |= uint32_t(to_e4m3(v[e], scale, inv)) << (8 * e);
+        hi |= uint32_t(to_e4m3(v[e + 4], scale, inv)) << (8 * e);
       }
       *reinterpret_cast<uint2*>(p.codes + i) = make_uint2(lo, hi);
     } else {
-      p.codes[i] = to_e4m3(v[0], scale);
+      p.codes[i] = to_e4m3(v[0], scale, inv);
     }
   }
 }

@@ -37,9 +37,10 @@ __device__ void quantize_rows_1x128(const T* src, int64_t rows, int64_t cols, ui
     load4(src + at, v);
     float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
     const float scale = fp8_scale_from_amax(group_max<32>(amax));
+    const float inv = e4m3_inverse(scale);
     uint32_t packed = 0;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) packed |= uint32_t(to_e4m3(v[e], scale)) << (8 * e);
+    for (int e = 0; e < 4; ++e) packed |= uint32_t(to_e4m3(v[e], scale, inv)) << (8 * e);
     *reinterpret_cast<uint32_t*>(codes + at) = packed;
     if (lane == 0) scales[r * blocks + b] = scale;
   }
