@@ -63,7 +63,8 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& p,
   MOE_CHECK(p.shared_intermediate == 0, MOE_STATUS_UNSUPPORTED,
             "a weight-1 shared expert (shared_intermediate={}) would run on every rank a token "
             "goes to: split it off with ep::split_shared_expert and pass its layer to the step "
-            "(`moe run` does; the C API and Python EP groups do not take one yet)",
+            "(`moe run`, moe_host_layer_prepare and Python's Layer.prepare do so for an EP "
+            "problem)",
             p.shared_intermediate);
   MOE_CHECK(
       shared.layer == nullptr || (shared.problem.experts == 1 && shared.problem.hidden == p.hidden),
