@@ -32,6 +32,14 @@ class TrtllmGraph : public testing::Test {
     if (!s.supported) GTEST_SKIP() << "trtllm_style: " << s.message;
   }
 
+  // The fixture's problem with fp8_tensor weights on `input` activations (not yet finalised).
+  Problem fp8_problem(moe_input_format input) const {
+    Problem q = problem_;
+    q.raw().format = MOE_FORMAT_FP8_TENSOR;
+    q.raw().input_format = input;
+    return q;
+  }
+
   std::unique_ptr<Registry> registry_;
   std::shared_ptr<Plugin> plugin_, reference_;
   Problem problem_;
@@ -134,9 +142,7 @@ class TrtllmFp8Tensor : public TrtllmGraph, public testing::WithParamInterface<F
 
 TEST_P(TrtllmFp8Tensor, MatchesTheReference) {
   const Fp8Case c = GetParam();
-  Problem q = problem_;
-  q.raw().format = MOE_FORMAT_FP8_TENSOR;
-  q.raw().input_format = c.input;
+  Problem q = fp8_problem(c.input);
   q.raw().activation = c.activation;
   q.raw().expert_bias = c.bias ? 1 : 0;
   if (c.shared) q.raw().shared_intermediate = q.raw().intermediate;
@@ -194,9 +200,7 @@ INSTANTIATE_TEST_SUITE_P(
 // (w2's 3 tiles run unpaired, w13's 6 paired), partial tiles in I (200 pads to 256) and more
 // tiles than CTAs; within the fp8 tolerance at every token tile.
 TEST_F(TrtllmGraph, Fp8TensorOwnGemmManyBlocksAndTilesMatchesTheReference) {
-  Problem q = problem_;
-  q.raw().format = MOE_FORMAT_FP8_TENSOR;
-  q.raw().input_format = MOE_INPUT_FP8_TENSOR_DYNAMIC;
+  Problem q = fp8_problem(MOE_INPUT_FP8_TENSOR_DYNAMIC);
   q.raw().experts = 8;
   q.raw().top_k = 2;
   q.raw().hidden = 384;
@@ -217,9 +221,7 @@ TEST_F(TrtllmGraph, Fp8TensorOwnGemmManyBlocksAndTilesMatchesTheReference) {
 // fp8_gemm is fp8_tensor's and bf16_gemm bf16's (the other's auto is accepted); fp8_gemm own
 // takes no CUTLASS tile shape and no 256-token tile: config errors naming the option.
 TEST_F(TrtllmGraph, Fp8GemmOptionErrorsNameTheOption) {
-  Problem q = problem_;
-  q.raw().format = MOE_FORMAT_FP8_TENSOR;
-  q.raw().input_format = MOE_INPUT_FP8_TENSOR_DYNAMIC;
+  Problem q = fp8_problem(MOE_INPUT_FP8_TENSOR_DYNAMIC);
   q.finalize();
   const moe_problem p = q.c();
   const LayerWeights w = random_weights(p, 3);
@@ -269,9 +271,7 @@ TEST_F(TrtllmGraph, Fp8GemmOptionErrorsNameTheOption) {
 // fp8_tensor quantises GEMM1's f32 activation: a separate activation kernel (bf16 in between)
 // is refused at prepare, naming why; so are 128x256 tiles, which e4m3 does not have.
 TEST_F(TrtllmGraph, Fp8TensorWithASeparateActivationOrWideTilesIsAConfigError) {
-  Problem q = problem_;
-  q.raw().format = MOE_FORMAT_FP8_TENSOR;
-  q.raw().input_format = MOE_INPUT_FP8_TENSOR_DYNAMIC;
+  Problem q = fp8_problem(MOE_INPUT_FP8_TENSOR_DYNAMIC);
   q.finalize();
   const moe_problem p = q.c();
   const LayerWeights w = random_weights(p, 3);
@@ -291,9 +291,7 @@ TEST_F(TrtllmGraph, Fp8TensorWithASeparateActivationOrWideTilesIsAConfigError) {
 // expert, before any weight is uploaded; a tiny one is used as given (no floor), as the
 // reference does.
 TEST_F(TrtllmGraph, Fp8TensorCorruptScalesAreRefusedByNameAndTinyOnesUsedAsGiven) {
-  Problem q = problem_;
-  q.raw().format = MOE_FORMAT_FP8_TENSOR;
-  q.raw().input_format = MOE_INPUT_FP8_TENSOR_STATIC;
+  Problem q = fp8_problem(MOE_INPUT_FP8_TENSOR_STATIC);
   q.finalize();
   const moe_problem p = q.c();
   for (const char* which : {"w13_scale", "w2_scale", "a2_scale"}) {
@@ -321,9 +319,7 @@ TEST_F(TrtllmGraph, Fp8TensorCorruptScalesAreRefusedByNameAndTinyOnesUsedAsGiven
 // The dynamic scales are computed on the device inside the captured work: a replayed graph
 // quantises each new batch with its own scales.
 TEST_F(TrtllmGraph, Fp8TensorReplayedGraphQuantisesEachBatchAfresh) {
-  Problem q = problem_;
-  q.raw().format = MOE_FORMAT_FP8_TENSOR;
-  q.raw().input_format = MOE_INPUT_FP8_TENSOR_DYNAMIC;
+  Problem q = fp8_problem(MOE_INPUT_FP8_TENSOR_DYNAMIC);
   q.raw().shared_intermediate = q.raw().intermediate;
   q.finalize();
   const moe_problem p = q.c();
