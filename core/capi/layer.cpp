@@ -4,12 +4,9 @@
 
 #include "handles.hpp"
 #include "moe/device_weights.hpp"
+#include "moe/ep.hpp"
 #include "moe/sdk/enum_names.hpp"
 #include "moe/sdk/options.hpp"
-
-#ifdef MOE_WITH_EP
-#include "moe/ep.hpp"
-#endif
 
 namespace moe::capi {
 namespace {
@@ -85,35 +82,33 @@ std::unique_ptr<moe_host_layer> prepare_layer(const moe_host_registry& registry,
     staged = stage_device_weights(weights, place.device, stream);
     host = &staged.weights();
   }
-  const moe_problem p = config.problem.c();
-#ifdef MOE_WITH_EP
   // Under expert parallelism a shared expert runs once per token, at home: split off as a layer
-  // of its own, both prepared from views of the caller's weights (no copy).
+  // of its own, both prepared from views of the caller's weights (no copy). The split is host
+  // code, so builds without EP split too (their moe_host_ep_step answers UNSUPPORTED).
+  const moe_problem p = config.problem.c();
+  std::optional<ep::SharedSplit> split;
   if (p.ep_placement != MOE_EP_NONE && p.shared_intermediate > 0) {
-    const ep::SharedSplit split = ep::split_shared_expert(p, *host);
+    split = ep::split_shared_expert(p, *host);
     // The backend was chosen for the whole problem: each part is asked again, by name.
-    for (const auto& [part, what] : {std::pair{&split.routed, "routed experts"},
-                                     std::pair{&split.shared, "shared expert (one expert)"}}) {
+    for (const auto& [part, what] : {std::pair{&split->routed, "routed experts"},
+                                     std::pair{&split->shared, "shared expert (one expert)"}}) {
       const Support s = sel.plugin->supports(part->c());
       MOE_CHECK(s.supported, MOE_STATUS_UNSUPPORTED,
                 "expert parallelism runs the shared expert as a layer of its own; plugin '{}' "
                 "does not take the {} part: {}",
                 sel.plugin->name(), what, s.message);
     }
-    Layer routed = sel.plugin->prepare(split.routed.c(), split.routed_weights, options, stream);
-    Layer shared = sel.plugin->prepare(split.shared.c(), split.shared_weights, options, stream);
-    auto l = std::make_unique<moe_host_layer>(config.problem, std::move(routed));
-    l->problem_c = l->problem.c();
-    l->shared.emplace(std::move(shared));
-    l->routed_problem = split.routed;
-    l->shared_problem = split.shared;
-    choose_router(registry, *l);
-    return l;
   }
-#endif
-  Layer prepared = sel.plugin->prepare(p, *host, options, stream);
+  Layer prepared = sel.plugin->prepare(split ? split->routed.c() : p,
+                                       split ? split->routed_weights : *host, options, stream);
   auto l = std::make_unique<moe_host_layer>(config.problem, std::move(prepared));
   l->problem_c = l->problem.c();
+  if (split) {
+    l->shared.emplace(
+        sel.plugin->prepare(split->shared.c(), split->shared_weights, options, stream));
+    l->routed_problem = split->routed;
+    l->shared_problem = split->shared;
+  }
   choose_router(registry, *l);
   return l;
 }
@@ -199,10 +194,9 @@ moe_status moe_host_layer_run(const moe_host_layer* layer, const moe_run_args* a
   return guarded([&] {
     const auto& l = deref(layer, "layer");
     const moe_run_args a = read_args(args, MOE_RUN_ARGS_MIN_SIZE, "moe_run_args");
-    // Split layers (EP builds), and any EP layer with a shared expert on several ranks (each
-    // rank's run would add it to the sum): the step runs the shared expert once per token.
-    MOE_CHECK(!l.shared && !(l.problem_c.ep_size > 1 && l.problem_c.shared_intermediate > 0),
-              MOE_STATUS_UNSUPPORTED,
+    // A split layer (every EP problem with a shared expert: a run would leave the shared expert
+    // out, or on several ranks add it on each): the step runs the shared expert once per token.
+    MOE_CHECK(!l.shared, MOE_STATUS_UNSUPPORTED,
               "this layer's shared expert (shared_intermediate={}) runs once per token under "
               "expert parallelism (ep_size={}), split off from the routed experts: a run of the "
               "layer would leave it out or add it on every rank; step it with moe_host_ep_step (a "
