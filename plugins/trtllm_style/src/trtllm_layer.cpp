@@ -252,13 +252,12 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     }
   }
   const bool own_options = token_tile_option_.has_value() || weight_tile_option_.has_value();
-  const std::optional<bool> own_option = is_fp8(p) ? own_fp8_option : own_bf16_option;
   if (is_fp8(p))
-    own_fp8_ = own_option ? *own_option : auto_own_fp8(p, tiles_option_.has_value(), own_options);
+    own_fp8_ = own_fp8_option.value_or(auto_own_fp8(p, tiles_option_.has_value(), own_options));
   else
     own_bf16_ =
-        own_option ? *own_option : auto_own_bf16(p, tiles_option_ || fuse_option_, own_options);
-  check_own_gemm(p, options, own_option);
+        own_bf16_option.value_or(auto_own_bf16(p, tiles_option_ || fuse_option_, own_options));
+  check_own_gemm(p, options);
   std::vector<int32_t> map(size_t(p.experts));
   for (int64_t e = 0; e < p.experts; ++e) map[e] = local_expert_id(p, e);
   local_map_ = upload_vector(map);
@@ -440,8 +439,8 @@ bool auto_own_fp8(const moe_problem& p, bool cutlass_options, bool own_options) 
   // 32 rows: 0.257 against 0.349 ms; Mixtral T=512, 128 rows: 0.94-0.99x), 0.93x on DeepSeek-V3
   // at 16 rows; 1.01-1.29x past 256 rows with its auto tile (Mixtral T=4096 4.36 against 3.68
   // ms). The bf16 rule's bounds, then: 128 rows an expert, 16 past hidden 4096.
-  if (!is_fp8(p) || weight_only_groups(p) > gpu::wo_gemm_max_groups() || cutlass_options ||
-      p.shared_intermediate > (p.intermediate + 127) / 128 * 128)
+  // (A shared expert is as wide as the routed experts on fp8_tensor layers: check_support.)
+  if (!is_fp8(p) || weight_only_groups(p) > gpu::wo_gemm_max_groups() || cutlass_options)
     return false;
   return own_options ||
          expected_group_rows(p, p.max_tokens) <= own_gemm_most_rows(p) * weight_only_groups(p);
@@ -451,8 +450,7 @@ bool DeviceLayer::weight_only_path() const {
   return own_bf16_ || own_fp8_ || is_weight_only(problem_.c());
 }
 
-void DeviceLayer::check_own_gemm(const moe_problem& p, const Options& options,
-                                 std::optional<bool> own_option) const {
+void DeviceLayer::check_own_gemm(const moe_problem& p, const Options& options) const {
   const char* format = format_name(static_cast<moe_format>(p.format));
   for (const auto& [key, value] : options)
     MOE_CHECK((key != "token_tile" && key != "weight_tile") || weight_only_path(),
@@ -461,34 +459,27 @@ void DeviceLayer::check_own_gemm(const moe_problem& p, const Options& options,
               "bf16 and fp8_tensor ones with bf16_gemm or fp8_gemm: own), not a {} layer on "
               "CUTLASS",
               key, format);
-  if (own_fp8_) {
-    MOE_CHECK(!tiles_option_, MOE_STATUS_CONFIG_ERROR,
-              "trtllm_style: gemm_tiles is for the CUTLASS GEMMs; with fp8_gemm 'own' the token "
-              "tile is token_tile (auto, 16, 32, 64, 96, 128, 192)");
-    MOE_CHECK(weight_only_groups(p) <= gpu::wo_gemm_max_groups(), MOE_STATUS_CONFIG_ERROR,
-              "trtllm_style: fp8_gemm 'own' schedules at most {} groups, not {}",
-              gpu::wo_gemm_max_groups(), weight_only_groups(p));
-    MOE_CHECK(!token_tile_option_ || *token_tile_option_ <= 192, MOE_STATUS_CONFIG_ERROR,
-              "trtllm_style: token_tile {} is for bf16 layers; fp8_gemm 'own' takes up to 192 "
-              "(its promoted accumulators)",
-              token_tile_option_.value_or(0));
-    return;
-  }
-  if (!own_bf16_) return;
-  MOE_CHECK(p.sink_experts == 0, MOE_STATUS_CONFIG_ERROR,
-            "trtllm_style: bf16_gemm 'own' runs the weight-only GEMM, which prepares the routed "
-            "and shared experts only, not the {} sink experts (bf16_gemm: cutlass runs them)",
-            p.sink_experts);
+  if (!own_bf16_ && !own_fp8_) return;
+  // (fp8_tensor layers refuse sinks and a separate activation before this: check_support and
+  // the option parser.)
+  const char* option = own_fp8_ ? "fp8_gemm" : "bf16_gemm";
+  if (own_bf16_)
+    MOE_CHECK(p.sink_experts == 0, MOE_STATUS_CONFIG_ERROR,
+              "trtllm_style: bf16_gemm 'own' runs the weight-only GEMM, which prepares the routed "
+              "and shared experts only, not the {} sink experts (bf16_gemm: cutlass runs them)",
+              p.sink_experts);
   const int64_t groups = weight_only_groups(p);
   MOE_CHECK(groups <= gpu::wo_gemm_max_groups(), MOE_STATUS_CONFIG_ERROR,
-            "trtllm_style: bf16_gemm 'own' schedules at most {} groups, not {}",
+            "trtllm_style: {} 'own' schedules at most {} groups, not {}", option,
             gpu::wo_gemm_max_groups(), groups);
   MOE_CHECK(!tiles_option_, MOE_STATUS_CONFIG_ERROR,
-            "trtllm_style: gemm_tiles is for the CUTLASS GEMMs; with bf16_gemm 'own' the token "
-            "tile is token_tile (auto, 16, 32, 64, 96, 128, 192, 256)");
-  MOE_CHECK(fuse_option_ != false, MOE_STATUS_CONFIG_ERROR,
-            "trtllm_style: activation_epilogue 'separate' does not go with bf16_gemm 'own', whose "
-            "GEMM1 always applies the activation in its epilogue");
+            "trtllm_style: gemm_tiles is for the CUTLASS GEMMs; with {} 'own' the token tile is "
+            "token_tile (auto, 16, 32, 64, 96, 128, 192{})",
+            option, own_bf16_ ? ", 256" : "");
+  if (own_bf16_)
+    MOE_CHECK(fuse_option_ != false, MOE_STATUS_CONFIG_ERROR,
+              "trtllm_style: activation_epilogue 'separate' does not go with bf16_gemm 'own', "
+              "whose GEMM1 always applies the activation in its epilogue");
 }
 
 // Fewer than 32 rows per group on average: decode-like, weight tiles (swap AB). Under expert
@@ -605,8 +596,8 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens) const {
   return ws;
 }
 
-const float* DeviceLayer::quantize_hidden_fp8(const moe_run_args& a, const Workspace& ws,
-                                              cudaStream_t stream) const {
+Fp8Scales DeviceLayer::quantize_hidden_fp8(const moe_run_args& a, const Workspace& ws,
+                                           cudaStream_t stream) const {
   const moe_problem p = problem_.c();
   const auto* hidden = static_cast<const uint16_t*>(a.hidden.data);
   const moe::gpu::RowRange all{a.hidden.shape[0], nullptr, nullptr};
@@ -622,16 +613,18 @@ const float* DeviceLayer::quantize_hidden_fp8(const moe_run_args& a, const Works
   moe::gpu::launch_gather_rows(ws.perm, p.hidden / 2,
                                reinterpret_cast<const uint16_t*>(ws.hidden_codes),
                                static_cast<uint16_t*>(ws.rows), stream);
-  return x_scale;
+  const int32_t shared_group = p.shared_intermediate > 0 ? int32_t(groups_ - 1) : -1;
+  return {x_scale, nullptr, w13_scale_.as<float>(), shared_group};
 }
 
-void DeviceLayer::quantize_intermediate_fp8(const Workspace& ws, cudaStream_t stream) const {
+Fp8Scales DeviceLayer::quantize_intermediate_fp8(const Workspace& ws, cudaStream_t stream) const {
   const moe_problem p = problem_.c();
   const int64_t* offsets = ws.perm.group_offsets;
   const auto* inter = static_cast<const float*>(ws.act);
   const int64_t rmax = ws.perm.max_rows;
+  const bool shared = p.shared_intermediate > 0;
+  const int32_t shared_group = shared ? int32_t(groups_ - 1) : -1;
   if (p.input_format == MOE_INPUT_FP8_TENSOR_DYNAMIC) {
-    const bool shared = p.shared_intermediate > 0;
     const int64_t* routed_end = offsets + (shared ? groups_ - 1 : groups_);
     moe::gpu::launch_quantize_fp8_tensor_dynamic(inter, padded_i_, {rmax, nullptr, routed_end},
                                                  ws.act_codes, ws.scales + 1, ws.amax_ws, stream);
@@ -639,11 +632,11 @@ void DeviceLayer::quantize_intermediate_fp8(const Workspace& ws, cudaStream_t st
       moe::gpu::launch_quantize_fp8_tensor_dynamic(inter, padded_i_,
                                                    {rmax, offsets + groups_ - 1, offsets + groups_},
                                                    ws.act_codes, ws.scales + 2, ws.amax_ws, stream);
-  } else {
-    moe::gpu::launch_quantize_fp8_tensor_static(
-        inter, padded_i_, {rmax, nullptr, offsets + groups_}, static_scales_.as<float>() + 1,
-        ws.act_codes, stream);
+    return {ws.scales + 1, shared ? ws.scales + 2 : nullptr, w2_scale_.as<float>(), shared_group};
   }
+  moe::gpu::launch_quantize_fp8_tensor_static(inter, padded_i_, {rmax, nullptr, offsets + groups_},
+                                              static_scales_.as<float>() + 1, ws.act_codes, stream);
+  return {static_scales_.as<float>() + 1, nullptr, w2_scale_.as<float>(), shared_group};
 }
 
 void DeviceLayer::run(const moe_run_args& a) const {
@@ -659,8 +652,6 @@ void DeviceLayer::run(const moe_run_args& a) const {
   const GemmTiles tiles = this->tiles(tokens);
   const bool fuse = fuse_activation(tokens);
   const bool fp8 = is_fp8(p);
-  const bool dynamic = p.input_format == MOE_INPUT_FP8_TENSOR_DYNAMIC;
-  const bool shared = p.shared_intermediate > 0;
   const auto* hidden = static_cast<const uint16_t*>(a.hidden.data);
   const int64_t* offsets = nullptr;
 
@@ -670,11 +661,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   // fp8_tensor: the hidden states quantised, their e4m3 rows gathered.
   Fp8Scales s1, s2;
   if (fp8) {
-    const float* x_scale = quantize_hidden_fp8(a, ws, stream);
-    const int32_t shared_group = shared ? int32_t(groups_ - 1) : -1;
-    s1 = {x_scale, nullptr, w13_scale_.as<float>(), shared_group};
-    s2 = {dynamic ? ws.scales + 1 : static_scales_.as<float>() + 1,
-          dynamic ? ws.scales + 2 : nullptr, w2_scale_.as<float>(), shared_group};
+    s1 = quantize_hidden_fp8(a, ws, stream);
   } else {
     moe::gpu::launch_gather_rows(ws.perm, p.hidden, hidden, static_cast<uint16_t*>(ws.rows),
                                  stream);
@@ -716,7 +703,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
 
   const void* gemm2_rows = ws.act;
   if (fp8) {
-    quantize_intermediate_fp8(ws, stream);
+    s2 = quantize_intermediate_fp8(ws, stream);
     gemm2_rows = ws.act_codes;
   }
 

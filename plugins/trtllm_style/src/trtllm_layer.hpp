@@ -55,8 +55,8 @@ bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool own_options)
 // auto take the weight-only GEMM: 128, or 16 past hidden 4096.
 int64_t own_gemm_most_rows(const moe_problem& p);
 // fp8_gemm: auto. Whether an fp8_tensor layer runs on the weight-only GEMM's e4m3 instance rather
-// than CUTLASS's promoted fp8 GEMMs: when it can (few enough groups, a shared expert no wider
-// than the routed experts' 128-column tiles) and gemm_tiles is unset (`cutlass_options`), when
+// than CUTLASS's promoted fp8 GEMMs: when it can (few enough groups) and gemm_tiles is unset
+// (`cutlass_options`), when
 // token_tile or weight_tile is set (`own_options`) or a max_tokens batch averages at most
 // own_gemm_most_rows rows an expert.
 bool auto_own_fp8(const moe_problem& p, bool cutlass_options, bool own_options);
@@ -89,21 +89,19 @@ class DeviceLayer {
   void run_weight_only(const moe_run_args& args, const Workspace& ws, cudaStream_t stream) const;
   // fp8_tensor, both GEMM paths: the batch's hidden states quantised over one scale (padding
   // tokens included, as the reference does) and their e4m3 rows gathered into ws.rows; returns
-  // the device scale GEMM1 multiplies by.
-  const float* quantize_hidden_fp8(const moe_run_args& args, const Workspace& ws,
-                                   cudaStream_t stream) const;
+  // the scales GEMM1 multiplies by (activation, weights, the shared expert's group).
+  Fp8Scales quantize_hidden_fp8(const moe_run_args& args, const Workspace& ws,
+                                cudaStream_t stream) const;
   // fp8_tensor: GEMM1's f32 intermediate (ws.act) quantised into ws.act_codes, the routed rows
   // over one scale and the shared expert's (the last group) over its own (dynamic), or a2_scale;
-  // the padding columns are zero and move no amax.
-  void quantize_intermediate_fp8(const Workspace& ws, cudaStream_t stream) const;
+  // the padding columns are zero and move no amax. Returns the scales GEMM2 multiplies by.
+  Fp8Scales quantize_intermediate_fp8(const Workspace& ws, cudaStream_t stream) const;
   // mxfp4, nvfp4, mxfp8, bf16 with bf16_gemm: own and fp8_tensor with fp8_gemm: own run on the
   // weight-only GEMM.
   bool weight_only_path() const;
   // The options and problems bf16_gemm: own and fp8_gemm: own cannot take (and token_tile off
   // the weight-only GEMM): config errors naming them.
-  // `own_option`: bf16_gemm or fp8_gemm as given (own, cutlass), nullopt for auto.
-  void check_own_gemm(const moe_problem& p, const Options& options,
-                      std::optional<bool> own_option) const;
+  void check_own_gemm(const moe_problem& p, const Options& options) const;
 
   Problem problem_;
   LayoutTag tag_;

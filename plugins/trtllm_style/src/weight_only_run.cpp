@@ -218,12 +218,9 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   moe::gpu::launch_permute(p, tokens, static_cast<const int32_t*>(a.topk_ids.data), perm, stream);
   const auto* hidden = static_cast<const uint16_t*>(a.hidden.data);
   const bool fp8 = own_fp8_;
-  const bool dynamic = p.input_format == MOE_INPUT_FP8_TENSOR_DYNAMIC;
-  const bool shared = p.shared_intermediate > 0;
-  const float* statics = static_scales_.as<float>();  // fp8_tensor_static: a13, a2
-  const float* x_scale = nullptr;                     // fp8: the hidden states' scale
+  Fp8Scales s1, s2;  // fp8: what GEMM1 and GEMM2 scale by
   if (fp8) {
-    x_scale = quantize_hidden_fp8(a, ws, stream);
+    s1 = quantize_hidden_fp8(a, ws, stream);
   } else {
     moe::gpu::launch_gather_rows(perm, p.hidden, hidden, static_cast<uint16_t*>(ws.rows), stream);
   }
@@ -241,7 +238,7 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
                           : gpu::wo_tokens_per_tile(rows, int(groups_), g.weights, p.hidden,
                                                     weight_tile_option_ == 256);
   g.weight_tile_rows = weight_tile_option_.value_or(0);
-  g.shared_group = fp8 && shared ? int(groups_ - 1) : -1;
+  g.shared_group = s1.shared_group;
 
   gpu::WoGemmArgs g1 = g;
   g1.rows = ws.rows;
@@ -252,7 +249,7 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g1.n_tiles = int(wo_.w13_tiles);
   g1.k_stages = int(wo_.padded_h / 128);
   g1.scale_2 = w13_scale_.as<float>();
-  g1.act_scale = x_scale;
+  g1.act_scale = s1.act;
   g1.bias = has_bias_ ? b13_.as<float>() : nullptr;
   g1.bias_groups = has_bias_ ? int(p.local_experts) : 0;
   g1.bias_ld = n1_;
@@ -268,7 +265,7 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
 
   const void* gemm2_rows = ws.act;
   if (fp8) {
-    quantize_intermediate_fp8(ws, stream);
+    s2 = quantize_intermediate_fp8(ws, stream);
     gemm2_rows = ws.act_codes;
   }
 
@@ -280,8 +277,8 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g2.n_tiles = int(wo_.w2_tiles);
   g2.k_stages = int(wo_.padded_i / 128);
   g2.scale_2 = w2_scale_.as<float>();
-  g2.act_scale = fp8 ? (dynamic ? ws.scales + 1 : statics + 1) : nullptr;
-  g2.act_scale_shared = fp8 && dynamic && shared ? ws.scales + 2 : nullptr;
+  g2.act_scale = s2.act;
+  g2.act_scale_shared = s2.act_shared;
   g2.epilogue = gpu::WoEpilogue::kPlain;
   g2.out = static_cast<uint16_t*>(ws.gemm2);
   g2.out_ld = p.hidden;
