@@ -483,7 +483,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
 #pragma unroll
           for (int i = 0; i < G::kAccum; ++i) cute::warpgroup_fence_operand(part[i]);
           release(stage);
-          if (++stage == G::kStages) stage = 0, phase ^= 1;
+          advance();
 #pragma unroll
           for (int i = 0; i < G::kAccum; ++i) acc[i] += part[i];
         }
