@@ -143,6 +143,22 @@ struct Fp8BlockParams {
   int32_t skip_begin, skip_end;  // [begin, end) are skipped like source_row < 0
 };
 
+// Rows of an already quantised [T, H] (codes and row-major [T, ceil(H/128)] scales) copied to
+// the rows of a permutation: the outputs and skips of Fp8BlockParams with source_row given.
+struct Fp8GatherParams {
+  const uint8_t* codes_in;  // [T, H] e4m3
+  const float* scales_in;   // [T, ceil(H/128)]
+  uint8_t* codes;           // out: [R_max, H] e4m3
+  float* scales;            // out: as Fp8BlockParams::scales
+  int64_t scale_row_stride, scale_block_stride;
+  int64_t hidden, max_rows;
+  const int64_t* row_begin;
+  const int64_t* row_end;
+  const int32_t* source_row;  // [R_max] token of output row r (< 0: skip r)
+  const int32_t* row_group;
+  int32_t skip_begin, skip_end;
+};
+
 struct Fp8TensorParams {
   const uint16_t* x;  // [R_max, H] bf16 (unused when x_f32 is given)
   uint8_t* codes;     // out: [R_max, H] e4m3

@@ -110,6 +110,42 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_1x128_kernel(const
   }
 }
 
+// The rows of a permutation from tokens quantised once (launch_gather_quantize_fp8_1x128's
+// staging): a warp per output row copies its token's codes a Vec a lane (uint4: 16 bytes) and its
+// scales a lane each. H % sizeof(Vec) == 0 and Vec-aligned codes (the launcher checks).
+template <class Vec>
+__global__ void __launch_bounds__(kQuantThreads) gather_fp8_1x128_kernel(const Fp8GatherParams p) {
+  const int64_t begin = range_begin(p.row_begin, p.max_rows);
+  const int64_t end = range_end(p.row_end, p.max_rows);
+  const int64_t blocks = (p.hidden + kQuantBlock - 1) / kQuantBlock;
+  const int64_t vecs = p.hidden / int64_t(sizeof(Vec));
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
+  const int64_t warps = int64_t(gridDim.x) * blockDim.x / kWarpSize;
+  for (int64_t r = begin + warp; r < end; r += warps) {
+    const int64_t t = p.source_row[r];
+    if (t < 0) continue;
+    if (p.row_group != nullptr) {
+      const int32_t group = p.row_group[r];
+      if (group >= p.skip_begin && group < p.skip_end) continue;
+    }
+    const Vec* src = reinterpret_cast<const Vec*>(p.codes_in + t * p.hidden);  // (vecs)
+    Vec* dst = reinterpret_cast<Vec*>(p.codes + r * p.hidden);                 // (vecs)
+    constexpr int kInFlight = 4;  // loads issued before their stores (src and dst may alias)
+    for (int64_t v0 = lane; v0 < vecs; v0 += kInFlight * kWarpSize) {
+      Vec part[kInFlight];
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u)
+        if (v0 + u * kWarpSize < vecs) part[u] = src[v0 + u * kWarpSize];
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u)
+        if (v0 + u * kWarpSize < vecs) dst[v0 + u * kWarpSize] = part[u];
+    }
+    for (int64_t b = lane; b < blocks; b += kWarpSize)
+      p.scales[r * p.scale_row_stride + b * p.scale_block_stride] = p.scales_in[t * blocks + b];
+  }
+}
+
 // Element i (and the next kVecElems - 1 when kVec) of a per-tensor quantisation's input, bf16 or
 // f32.
 template <bool kVec>

@@ -180,6 +180,9 @@ struct Params {
   ActivationParams act;
   uint16_t* out = nullptr;   // [R, out_ld] bf16
   float* out_f32 = nullptr;  // e4m3 only: [R, out_ld] f32 instead of `out`
+  // With out_f32, or null: the largest |value| stored as float bits, [0] over the routed groups,
+  // [1] over shared_group's (atomicMax, so the caller zeroes both first).
+  uint32_t* out_amax = nullptr;
   int64_t out_ld = 0;
   int32_t out_cols = 0;  // columns stored: [0, out_cols), a multiple of 8
 };
@@ -490,6 +493,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       }
     };
     uint32_t a0[8][4], a1[8][4];
+    // The largest |value| this thread stored as f32 (e4m3 with out_amax): routed groups, shared.
+    float amax_routed = 0.0f, amax_shared = 0.0f;
     for (int u = cluster; u < units; u += clusters) {
       const GroupTile t = tile_at(u);
       const int64_t first = p.offsets[t.group] + int64_t(t.block_m) * N;
@@ -545,6 +550,13 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       const float* bias = has_bias ? p.bias + int64_t(t.group) * p.bias_ld : nullptr;
       const int mat = lane / 8, mrow = lane % 8;
       const bool gated = p.epilogue == kGated;
+      // The tile's f32 values (e4m3 GEMM1) enter this thread's amax of their kind.
+      auto keep_amax = [&](float amax) {
+        if (t.group == p.shared_group)
+          amax_shared = fmaxf(amax_shared, amax);
+        else
+          amax_routed = fmaxf(amax_routed, amax);
+      };
       // Stores staged token rows pass * kPassN.. of the tile (those it has): 64 (gated) or 128
       // columns a prepared tile, 16 bytes per store.
       auto store = [&](int pass) {
@@ -581,17 +593,25 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
               const int col = t.block_n * kWgRows + cbase[0] + lane / 4;
               if (col >= p.out_cols) return;
               float* out = p.out_f32 + first * p.out_ld + col;
+              float amax = 0.0f;
 #pragma unroll
               for (int j = 0; j < N / 8; ++j) {
                 const float* v = acc + 4 * j;
                 const int tok = 8 * j + 2 * q;
-                if (tok < count)
-                  out[tok * p.out_ld] =
+                if (tok < count) {
+                  const float y =
                       activate<true>(p.act, kAct, fmaf(v[0], mul, bg[0]), fmaf(v[2], mul, bu[0]));
-                if (tok + 1 < count)
-                  out[(tok + 1) * p.out_ld] =
+                  out[tok * p.out_ld] = y;
+                  amax = fmaxf(amax, fabsf(y));
+                }
+                if (tok + 1 < count) {
+                  const float y =
                       activate<true>(p.act, kAct, fmaf(v[1], mul, bg[0]), fmaf(v[3], mul, bu[0]));
+                  out[(tok + 1) * p.out_ld] = y;
+                  amax = fmaxf(amax, fabsf(y));
+                }
               }
+              keep_amax(amax);
               return;
             }
           }
@@ -661,11 +681,17 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
             if (p.out_f32 != nullptr) {  // f32 from registers, as the gated tile does
               const int col = t.block_n * kRows + half * kWgRows + rloc;
               float* out = p.out_f32 + first * p.out_ld + col;
+              float amax = 0.0f;
 #pragma unroll
               for (int i = 0; i < G::kAccum; ++i) {
                 const int tok = 8 * (i / 4) + 2 * q + i % 2, dc = (i % 4) < 2 ? 0 : 8;
-                if (tok < count && col + dc < p.out_cols) out[tok * p.out_ld + dc] = value(0, i);
+                if (tok < count && col + dc < p.out_cols) {
+                  const float y = value(0, i);
+                  out[tok * p.out_ld + dc] = y;
+                  amax = fmaxf(amax, fabsf(y));
+                }
               }
+              keep_amax(amax);
               return;
             }
           }
@@ -692,6 +718,16 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
           plain_tile(std::true_type{});
         else
           plain_tile(std::false_type{});
+      }
+    }
+    // One atomic a warp and kind for the whole persistent loop (non-negative floats order like
+    // their bits; fmaxf has dropped NaN, as the amax kernel's reduction does).
+    if constexpr (kW == kE4m3) {
+      if (p.out_amax != nullptr) {
+        const uint32_t routed = __reduce_max_sync(0xffffffffu, __float_as_uint(amax_routed));
+        const uint32_t shared = __reduce_max_sync(0xffffffffu, __float_as_uint(amax_shared));
+        if (lane == 0 && routed != 0) atomicMax(p.out_amax, routed);
+        if (lane == 0 && shared != 0) atomicMax(p.out_amax + 1, shared);
       }
     }
   }

@@ -40,8 +40,11 @@ void launch_finalize_kernel(kernels::FinalizeParams p, bool vec, cudaStream_t st
 void launch_activation_kernel(const kernels::ActivationParams& p, bool vec, cudaStream_t stream);
 void launch_activation_quantize_kernel(const kernels::ActivationParams& p, cudaStream_t stream);
 void launch_fp8_1x128_kernel(const kernels::Fp8BlockParams& p, bool vec, cudaStream_t stream);
-// amax_bits != null: dynamic (zero it, reduce, quantise); else static from p.scale_in.
-void launch_fp8_tensor_kernels(const kernels::Fp8TensorParams& p, bool vec, cudaStream_t stream);
+void launch_gather_fp8_1x128_kernel(const kernels::Fp8GatherParams& p, cudaStream_t stream);
+// amax_bits != null: dynamic (zero it, reduce, quantise; `amax_ready`: only quantise, from the
+// amax already there); else static from p.scale_in.
+void launch_fp8_tensor_kernels(const kernels::Fp8TensorParams& p, bool vec, cudaStream_t stream,
+                               bool amax_ready = false);
 
 // True when every pointer is aligned to `bytes` (null counts as aligned).
 template <class... Ptrs>

@@ -16,8 +16,17 @@ void launch_fp8_1x128_kernel(const kernels::Fp8BlockParams& p, bool vec, cudaStr
   MOE_CUDA_CHECK_LAUNCH();
 }
 
-void launch_fp8_tensor_kernels(const kernels::Fp8TensorParams& p, bool vec, cudaStream_t stream) {
-  if (p.amax_bits != nullptr && p.max_rows * p.hidden <= kernels::kSmallTensorElems) {
+void launch_gather_fp8_1x128_kernel(const kernels::Fp8GatherParams& p, cudaStream_t stream) {
+  const int64_t per_block = kernels::kQuantThreads / kernels::kWarpSize;  // a row a warp
+  const int blocks = grid_size((p.max_rows + per_block - 1) / per_block, 8);
+  kernels::gather_fp8_1x128_kernel<uint4><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);
+  MOE_CUDA_CHECK_LAUNCH();
+}
+
+void launch_fp8_tensor_kernels(const kernels::Fp8TensorParams& p, bool vec, cudaStream_t stream,
+                               bool amax_ready) {
+  if (p.amax_bits != nullptr && !amax_ready &&
+      p.max_rows * p.hidden <= kernels::kSmallTensorElems) {
     if (vec)
       kernels::fp8_tensor_dynamic_small_kernel<true>
           <<<1, kernels::kSmallTensorThreads, 0, stream>>>(p);
@@ -29,7 +38,7 @@ void launch_fp8_tensor_kernels(const kernels::Fp8TensorParams& p, bool vec, cuda
   }
   const int64_t per_block = int64_t(kernels::kQuantThreads) * (vec ? kernels::kVecElems : 1);
   const int blocks = grid_size((p.max_rows * p.hidden + per_block - 1) / per_block, 4);
-  if (p.amax_bits != nullptr) {
+  if (p.amax_bits != nullptr && !amax_ready) {
     MOE_CUDA_CHECK(cudaMemsetAsync(p.amax_bits, 0, sizeof(uint32_t), stream));
     if (vec)
       kernels::fp8_tensor_amax_kernel<true><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);

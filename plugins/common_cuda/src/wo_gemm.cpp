@@ -178,6 +178,9 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
             "aligned");
   MOE_CHECK(a.out_f32 == nullptr || e4m3, kInvalid,
             "weight-only GEMM: f32 output is for e4m3 weights, not {}", wo_weights_name(a.weights));
+  MOE_CHECK(
+      a.out_amax == nullptr || a.out_f32 != nullptr, kInvalid,
+      "weight-only GEMM: out_amax is the amax of the f32 output (out_f32), which is not given");
   const bool tiles = a.weights == WoWeights::kBf16 || e4m3;  // weight rows, not chunks
   MOE_CHECK(tiles || (a.chunks && aligned16(a.chunks)), kInvalid,
             "weight-only GEMM: {} chunks must be non-null and 16-byte aligned",

@@ -66,6 +66,7 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
   p.act.limit = prob.activation_limit;
   p.out = a.out;
   p.out_f32 = a.out_f32;
+  p.out_amax = a.out_amax;
   p.out_ld = a.out_ld;
   p.out_cols = int32_t(a.out_cols);
 

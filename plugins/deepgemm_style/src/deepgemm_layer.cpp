@@ -216,6 +216,7 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, RowLayout 
   ws.gemm2 = c.take<uint16_t>(r * h);
   ws.gemm_ws = c.take(gemm_ws_bytes_);
   ws.sinks = c.take(sinks_ ? sinks_->workspace_bytes(tokens) : 0);
+  ws.staging = c.take(masked ? 0 : gpu::gather_quantize_fp8_staging_bytes(tokens, p.hidden));
   if (bytes != nullptr) *bytes = c.used();
   return ws;
 }
@@ -257,7 +258,8 @@ void DeviceLayer::run(const moe_run_args& a) const {
                 sink1 = int32_t(gpu::first_sink_group(p) + p.sink_experts);
   gpu::launch_gather_quantize_fp8_1x128(static_cast<const uint16_t*>(a.hidden.data), p.hidden,
                                         perm.row_token, rows, ws.rows, {ws.row_scales, 1, r},
-                                        stream, {perm.row_group, sink0, sink1});
+                                        stream, {perm.row_group, sink0, sink1},
+                                        {masked ? nullptr : ws.staging, tokens});
 
   Fp8GemmArgs g{};
   g.groups = int(groups_);

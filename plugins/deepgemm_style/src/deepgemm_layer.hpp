@@ -64,7 +64,8 @@ class DeviceLayer {
     float* act_scales;  // [I/128][R]
     uint16_t* gemm2;    // [R, H] bf16
     void* gemm_ws;
-    void* sinks;  // SinkExperts::workspace_bytes (none without sinks)
+    void* sinks;    // SinkExperts::workspace_bytes (none without sinks)
+    void* staging;  // contiguous layout: the tokens quantised once (gpu::Fp8Staging)
   };
   Workspace carve(void* base, int64_t tokens, RowLayout layout, size_t* bytes) const;
 

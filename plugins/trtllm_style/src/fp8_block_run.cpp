@@ -1,7 +1,7 @@
-// One fp8_block layer run on trtllm_style (docs/design.md §6): permute -> gather and quantise
-// the hidden states per token per 128 channels -> blockwise GEMM1 (f32 out) -> activation on the
-// w31 halves [up | gate], quantised per 128 -> blockwise GEMM2 -> weighted combine. The GEMMs are
-// common_cuda's CUTLASS blockwise ones (moe_cuda/fp8_block_gemm.hpp), the same compiled kernels
+// One fp8_block layer run on trtllm_style (docs/design.md §6): permute -> quantise the hidden
+// states per token per 128 channels and gather them -> blockwise GEMM1 (f32 out) -> activation on
+// the w31 halves [up | gate], quantised per 128 -> blockwise GEMM2 -> weighted combine. The GEMMs
+// are common_cuda's CUTLASS blockwise ones (moe_cuda/fp8_block_gemm.hpp), the same compiled kernels
 // deepgemm_style runs; what differs here is the TensorRT-LLM layout they read (padded I, w31,
 // scales floored) and the tile policy.
 #include "layer_workspace.hpp"
@@ -22,7 +22,7 @@ void DeviceLayer::run_fp8_block(const moe_run_args& a, const Workspace& ws,
   const gpu::RowRange rows{r, nullptr, perm.group_offsets + groups_};
   gpu::launch_gather_quantize_fp8_1x128(static_cast<const uint16_t*>(a.hidden.data), p.hidden,
                                         perm.row_token, rows, static_cast<uint8_t*>(ws.rows),
-                                        {ws.row_scales, 1, r}, stream);
+                                        {ws.row_scales, 1, r}, stream, {}, {ws.staging, tokens});
 
   const gpu::Fp8BlockTiles tiles = this->tiles(tokens) == GemmTiles::kWeights
                                        ? gpu::Fp8BlockTiles::kWeights

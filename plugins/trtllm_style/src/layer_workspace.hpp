@@ -23,9 +23,11 @@ struct DeviceLayer::Workspace {
   uint8_t* act_codes;     // [R, P] e4m3: the intermediate quantised
   float* scales;          // [3]: hidden states, routed intermediate, shared intermediate
   void* amax_ws;          // the dynamic quantisation's amax scratch
+  uint32_t* gemm1_amax;   // fp8_gemm own: [2] GEMM1's intermediate amaxes (routed, shared)
   // fp8_block only (rows: [R, H] e4m3, gemm1: [R, n1] f32, act: [R, P] e4m3):
   float* row_scales;  // [H/128][R] MN-major: rows' scales
   float* act_scales;  // [P/128][R] MN-major: the intermediate's scales
+  void* staging;      // the tokens quantised once, then gathered (gpu::Fp8Staging)
 };
 
 }  // namespace moe::trtllm

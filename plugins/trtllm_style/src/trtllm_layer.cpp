@@ -434,15 +434,14 @@ int64_t own_gemm_most_rows(const moe_problem& p) {
 }
 
 bool auto_own_fp8(const moe_problem& p, bool cutlass_options, bool own_options) {
-  // Measured on the H200 (bench/NOTES.md, session 23) against CUTLASS's promoted fp8 GEMMs:
-  // 0.73-0.99x their time up to 128 rows an expert on Qwen3-30B-A3B and Mixtral (Qwen3 T=512,
-  // 32 rows: 0.257 against 0.349 ms; Mixtral T=512, 128 rows: 0.94-0.99x), 0.93x on DeepSeek-V3
-  // at 16 rows; 1.01-1.29x past 256 rows with its auto tile (Mixtral T=4096 4.36 against 3.68
-  // ms). The bf16 rule's bounds, then: 128 rows an expert, 16 past hidden 4096.
+  // Measured on the H200 (bench/NOTES.md, session 24) against CUTLASS's promoted fp8 GEMMs in
+  // the same run: up to hidden 4096 faster at every batch (Qwen3-30B-A3B 0.68-0.90x, Mixtral
+  // 0.79-0.92x of their time from T = 512 to 16384); on DeepSeek-V3 (hidden 7168) 0.93x at 16
+  // rows an expert (session 23) but 1.03x at T = 4096 and 16384.
   // (A shared expert is as wide as the routed experts on fp8_tensor layers: check_support.)
   if (!is_fp8(p) || weight_only_groups(p) > gpu::wo_gemm_max_groups() || cutlass_options)
     return false;
-  return own_options ||
+  return own_options || p.hidden <= kOwnFp8AnyRowsHidden ||
          expected_group_rows(p, p.max_tokens) <= own_gemm_most_rows(p) * weight_only_groups(p);
 }
 
@@ -512,13 +511,14 @@ GemmTiles DeviceLayer::tiles(int64_t tokens) const {
 // activation is fused), activation, GEMM2 output, grouped-GEMM scratch (shared by both GEMMs:
 // they run one after the other); fp8_tensor adds the quantised hidden states, the quantised
 // intermediate, and three scales with the dynamic quantisation's amax scratch; fp8_block has e4m3
-// rows, an f32 GEMM1 output, an e4m3 intermediate and the two MN-major 1x128 scale matrices.
+// rows, an f32 GEMM1 output, an e4m3 intermediate, the two MN-major 1x128 scale matrices and
+// the hidden states quantised once before they are gathered (gpu::Fp8Staging).
 std::array<size_t, 9> DeviceLayer::pieces(int64_t tokens) const {
   const moe_problem p = problem_.c();
   const bool fp8 = is_fp8(p);
   const size_t rows = size_t(tokens * rows_per_token(p));
   if (own_fp8_)  // e4m3 rows, the f32 activated intermediate, GEMM2's output, the e4m3 hidden
-                 // states and intermediate, the scales
+                 // states and intermediate, the scales with the amax scratch and GEMM1's amaxes
     return {moe::gpu::permutation_workspace_bytes(p, tokens),
             rows * p.hidden,
             0,
@@ -528,7 +528,7 @@ std::array<size_t, 9> DeviceLayer::pieces(int64_t tokens) const {
             size_t(tokens * p.hidden),
             rows * padded_i_,
             gpu::workspace_round_up(3 * sizeof(float)) +
-                moe::gpu::quantize_fp8_tensor_workspace_bytes()};
+                moe::gpu::quantize_fp8_tensor_workspace_bytes() + 2 * sizeof(uint32_t)};
   if (weight_only_path())  // bf16 rows, the activated intermediate (GEMM1 fuses it), GEMM2's output
     return {moe::gpu::permutation_workspace_bytes(p, tokens),
             rows * p.hidden * 2,
@@ -548,7 +548,7 @@ std::array<size_t, 9> DeviceLayer::pieces(int64_t tokens) const {
             gemm_ws_bytes_,
             rows * (p.hidden / 128) * 4,
             rows * (padded_i_ / 128) * 4,
-            0};
+            moe::gpu::gather_quantize_fp8_staging_bytes(tokens, p.hidden)};
   const size_t eb = fp8 ? 1 : 2;
   return {moe::gpu::permutation_workspace_bytes(p, tokens),
           rows * p.hidden * eb,
@@ -591,8 +591,13 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens) const {
   ws.act_codes = block ? nullptr : static_cast<uint8_t*>(piece7);
   ws.row_scales = block ? static_cast<float*>(piece6) : nullptr;
   ws.act_scales = block ? static_cast<float*>(piece7) : nullptr;
-  ws.scales = reinterpret_cast<float*>(scales);
-  ws.amax_ws = scales ? scales + gpu::workspace_round_up(3 * sizeof(float)) : nullptr;
+  ws.staging = block ? scales : nullptr;
+  ws.scales = block ? nullptr : reinterpret_cast<float*>(scales);
+  ws.amax_ws = scales && !block ? scales + gpu::workspace_round_up(3 * sizeof(float)) : nullptr;
+  ws.gemm1_amax = own_fp8_
+                      ? reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(ws.amax_ws) +
+                                                    moe::gpu::quantize_fp8_tensor_workspace_bytes())
+                      : nullptr;
   return ws;
 }
 
@@ -617,13 +622,24 @@ Fp8Scales DeviceLayer::quantize_hidden_fp8(const moe_run_args& a, const Workspac
   return {x_scale, nullptr, w13_scale_.as<float>(), shared_group};
 }
 
-Fp8Scales DeviceLayer::quantize_intermediate_fp8(const Workspace& ws, cudaStream_t stream) const {
+Fp8Scales DeviceLayer::quantize_intermediate_fp8(const Workspace& ws, cudaStream_t stream,
+                                                 const uint32_t* gemm1_amax) const {
   const moe_problem p = problem_.c();
   const int64_t* offsets = ws.perm.group_offsets;
   const auto* inter = static_cast<const float*>(ws.act);
   const int64_t rmax = ws.perm.max_rows;
   const bool shared = p.shared_intermediate > 0;
   const int32_t shared_group = shared ? int32_t(groups_ - 1) : -1;
+  if (p.input_format == MOE_INPUT_FP8_TENSOR_DYNAMIC && gemm1_amax != nullptr) {
+    const int64_t* routed_end = offsets + (shared ? groups_ - 1 : groups_);
+    moe::gpu::launch_quantize_fp8_tensor_from_amax(inter, padded_i_, {rmax, nullptr, routed_end},
+                                                   gemm1_amax, ws.act_codes, ws.scales + 1, stream);
+    if (shared)
+      moe::gpu::launch_quantize_fp8_tensor_from_amax(
+          inter, padded_i_, {rmax, offsets + groups_ - 1, offsets + groups_}, gemm1_amax + 1,
+          ws.act_codes, ws.scales + 2, stream);
+    return {ws.scales + 1, shared ? ws.scales + 2 : nullptr, w2_scale_.as<float>(), shared_group};
+  }
   if (p.input_format == MOE_INPUT_FP8_TENSOR_DYNAMIC) {
     const int64_t* routed_end = offsets + (shared ? groups_ - 1 : groups_);
     moe::gpu::launch_quantize_fp8_tensor_dynamic(inter, padded_i_, {rmax, nullptr, routed_end},

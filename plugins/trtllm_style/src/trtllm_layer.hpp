@@ -56,9 +56,10 @@ bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool own_options)
 int64_t own_gemm_most_rows(const moe_problem& p);
 // fp8_gemm: auto. Whether an fp8_tensor layer runs on the weight-only GEMM's e4m3 instance rather
 // than CUTLASS's promoted fp8 GEMMs: when it can (few enough groups) and gemm_tiles is unset
-// (`cutlass_options`), when
-// token_tile or weight_tile is set (`own_options`) or a max_tokens batch averages at most
+// (`cutlass_options`), when token_tile or weight_tile is set (`own_options`), up to hidden
+// kOwnFp8AnyRowsHidden at any batch, and past it when a max_tokens batch averages at most
 // own_gemm_most_rows rows an expert.
+constexpr int64_t kOwnFp8AnyRowsHidden = 4096;
 bool auto_own_fp8(const moe_problem& p, bool cutlass_options, bool own_options);
 
 // Why this backend cannot run `p` on this machine, or MOE_REASON_NONE.
@@ -95,7 +96,10 @@ class DeviceLayer {
   // fp8_tensor: GEMM1's f32 intermediate (ws.act) quantised into ws.act_codes, the routed rows
   // over one scale and the shared expert's (the last group) over its own (dynamic), or a2_scale;
   // the padding columns are zero and move no amax. Returns the scales GEMM2 multiplies by.
-  Fp8Scales quantize_intermediate_fp8(const Workspace& ws, cudaStream_t stream) const;
+  // `gemm1_amax` (dynamic only): the two amaxes GEMM1's epilogue reduced (routed, shared;
+  // WoGemmArgs::out_amax), so only the quantisation passes run.
+  Fp8Scales quantize_intermediate_fp8(const Workspace& ws, cudaStream_t stream,
+                                      const uint32_t* gemm1_amax = nullptr) const;
   // mxfp4, nvfp4, mxfp8, bf16 with bf16_gemm: own and fp8_tensor with fp8_gemm: own run on the
   // weight-only GEMM.
   bool weight_only_path() const;

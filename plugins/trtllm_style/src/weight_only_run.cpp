@@ -21,6 +21,7 @@
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
 #include "moe_cuda/bf16_tiles.hpp"
+#include "moe_cuda/check.hpp"
 #include "moe_cuda/fp4_chunks.hpp"
 #include "moe_cuda/mxfp8_chunks.hpp"
 #include "moe_cuda/permute.hpp"
@@ -94,9 +95,10 @@ std::string describe_weight_only_layout(const moe_problem& p) {
         g.padded_h, g.padded_i, gpu::wo_token_tile_rule(w, p.hidden));
   if (w == gpu::WoWeights::kE4m3)
     return fmt::format(
-        "fp8_tensor on the weight-only GEMM's e4m3 instance (fp8_gemm: auto takes it when a "
-        "max_tokens batch averages at most 128 rows an expert, 16 past hidden 4096; fp8_gemm: "
-        "own always): tiles of 128 e4m3 weight rows, w13 as {} tiles per expert{}, w2 as {} tiles, "
+        "fp8_tensor on the weight-only GEMM's e4m3 instance (fp8_gemm: auto takes it up to "
+        "hidden 4096, and past that when a max_tokens batch averages at most 16 rows an expert; "
+        "fp8_gemm: own always): tiles of 128 e4m3 weight rows, w13 as {} tiles per expert{}, w2 as "
+        "{} tiles, "
         "K padded to {} and {}, "
         "read by TMA 128 K a stage, e4m3 wgmma on both operands from shared memory, the sums "
         "promoted to f32 every 128 K; the hidden states and the intermediate quantised per "
@@ -261,11 +263,18 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g1.out_f32 = fp8 ? static_cast<float*>(ws.act) : nullptr;
   g1.out_ld = padded_i_;
   g1.out_cols = padded_i_;
+  // Dynamic fp8: GEMM1's epilogue reduces the intermediate's amaxes as it stores the values (no
+  // amax pass over the f32 intermediate).
+  const bool fused_amax = fp8 && p.input_format == MOE_INPUT_FP8_TENSOR_DYNAMIC;
+  if (fused_amax) {
+    MOE_CUDA_CHECK(cudaMemsetAsync(ws.gemm1_amax, 0, 2 * sizeof(uint32_t), stream));
+    g1.out_amax = ws.gemm1_amax;
+  }
   gpu::run_wo_grouped_gemm(p, g1, stream);
 
   const void* gemm2_rows = ws.act;
   if (fp8) {
-    s2 = quantize_intermediate_fp8(ws, stream);
+    s2 = quantize_intermediate_fp8(ws, stream, fused_amax ? ws.gemm1_amax : nullptr);
     gemm2_rows = ws.act_codes;
   }
 

@@ -2,6 +2,7 @@
 // moe::e4m3_from_double, moe::fake_quant_fp8_1x128 / fake_quant_fp8): scales and codes bit for
 // bit, including quotients that fp32 division rounds onto an e4m3 midpoint.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -216,6 +217,58 @@ TEST_F(QuantizeTest, PerToken1x128LeavesTheRowsOfSkippedGroupsUntouched) {
       }
     }
     EXPECT_EQ(wrong, 0) << "row " << r << " of group " << group[r];
+  }
+}
+
+// With a staging area (rows >= 2 x tokens) each token is quantised once and copied to its rows:
+// the bytes of the fused gather-quantisation, codes and MN-major scales, for every kept row; rows
+// without a token, of skipped groups or outside the device range untouched. With fewer rows than
+// twice the tokens the staging area is not used.
+TEST_F(QuantizeTest, PerToken1x128ThroughStagingWritesTheFusedGathersBytes) {
+  for (const auto& [tokens, rows, hidden] :
+       {std::array<int64_t, 3>{37, 150, 7168}, std::array<int64_t, 3>{5, 16, 384},
+        std::array<int64_t, 3>{20, 39, 256}}) {
+    SCOPED_TRACE(testing::Message() << "T=" << tokens << " R=" << rows << " H=" << hidden);
+    const int64_t blocks = hidden / 128, begin = 3, end = rows - 2;
+    const std::vector<uint16_t> x = activations(tokens, hidden);
+    std::vector<int32_t> source(static_cast<size_t>(rows)), group(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      source[r] = r % 9 == 4 ? -1 : int32_t((r * 7) % tokens);
+      group[r] = int32_t(r % 5);
+    }
+    DeviceBuffer<uint16_t> d_x(x);
+    DeviceBuffer<int32_t> d_source(source), d_group(group);
+    DeviceBuffer<int64_t> d_range(std::vector<int64_t>{begin, end});
+    const RowRange range{rows, d_range.get(), d_range.get() + 1};
+    DeviceBuffer<uint8_t> fused_codes(static_cast<size_t>(rows * hidden)),
+        staged_codes(static_cast<size_t>(rows * hidden));
+    DeviceBuffer<float> fused_scales(static_cast<size_t>(rows * blocks)),
+        staged_scales(static_cast<size_t>(rows * blocks));
+    DeviceBuffer<uint8_t> staging(gather_quantize_fp8_staging_bytes(tokens, hidden));
+    for (auto* b : {&fused_codes, &staged_codes, &staging}) b->poison(0xaa);
+    for (auto* b : {&fused_scales, &staged_scales}) b->poison(0xff);
+    const GroupSkip skip{d_group.get(), 2, 3};
+    launch_gather_quantize_fp8_1x128(d_x.get(), hidden, d_source.get(), range, fused_codes.get(),
+                                     {fused_scales.get(), 1, rows}, stream_, skip);
+    launch_gather_quantize_fp8_1x128(d_x.get(), hidden, d_source.get(), range, staged_codes.get(),
+                                     {staged_scales.get(), 1, rows}, stream_, skip,
+                                     Fp8Staging{staging.get(), tokens});
+    sync();
+    EXPECT_EQ(staged_codes.download(), fused_codes.download());
+    const std::vector<float> want = fused_scales.download(), got = staged_scales.download();
+    ASSERT_EQ(got.size(), want.size());
+    int64_t kept = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(std::isnan(got[i]), std::isnan(want[i])) << "scale " << i;
+      if (std::isnan(want[i])) continue;
+      EXPECT_EQ(got[i], want[i]) << "scale " << i;
+      ++kept;
+    }
+    EXPECT_GT(kept, 0);
+    const std::vector<uint8_t> staged = staging.download();
+    const bool used = std::any_of(staged.begin(), staged.begin() + tokens * hidden,
+                                  [](uint8_t b) { return b != 0xaa; });
+    EXPECT_EQ(used, rows >= 2 * tokens);
   }
 }
 

@@ -102,7 +102,8 @@ TEST(WoGemmArgs, Bf16TakesWeightRowsNotChunks) {
 }
 
 // e4m3 (fp8_tensor) takes weight rows like bf16, needs its weight and activation scales, may write
-// f32, and needs K in whole 16-byte rows; f32 output and activation scales are e4m3's only.
+// f32 (and its amax), and needs K in whole 16-byte rows; f32 output and activation scales are
+// e4m3's only, and the amax is the f32 output's.
 TEST(WoGemmArgs, E4m3TakesWeightRowsScalesAndMayWriteF32) {
   alignas(16) static uint8_t tiles[16];
   alignas(16) static float out_f32[16];
@@ -119,6 +120,9 @@ TEST(WoGemmArgs, E4m3TakesWeightRowsScalesAndMayWriteF32) {
   EXPECT_NO_THROW(check_wo_gemm_operands(a));
   a.out = nullptr;
   a.out_f32 = out_f32;
+  EXPECT_NO_THROW(check_wo_gemm_operands(a));
+  static uint32_t amax[2];
+  a.out_amax = amax;  // the f32 output's amax
   EXPECT_NO_THROW(check_wo_gemm_operands(a));
   expect_refused(
       [&](WoGemmArgs& b) {
@@ -162,6 +166,13 @@ TEST(WoGemmArgs, E4m3TakesWeightRowsScalesAndMayWriteF32) {
         b.out_f32 = out_f32;
       },
       "f32 output is for e4m3 weights, not mxfp4");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        e4m3(b);
+        static uint32_t amax[2];
+        b.out_amax = amax;
+      },
+      "out_amax is the amax of the f32 output (out_f32), which is not given");
   expect_refused([&](WoGemmArgs& b) { b.act_scale = &act; },
                  "activation scales are for e4m3 rows, not mxfp4");
   expect_refused(

@@ -185,9 +185,9 @@ TEST_F(TrtllmSupport, Bf16GemmAutoFollowsTheRowsPerExpertAtMaxTokens) {
   EXPECT_THAT(layout(64, 1), testing::Not(testing::HasSubstr("weight-only GEMM")));
 }
 
-// fp8_gemm: auto follows the same bounds (bench/NOTES.md, session 23): the e4m3 weight-only GEMM
-// up to 128 rows an expert at max_tokens (16 past hidden 4096), CUTLASS's promoted GEMMs past.
-TEST_F(TrtllmSupport, Fp8GemmAutoFollowsTheRowsPerExpertAtMaxTokens) {
+// fp8_gemm: auto (bench/NOTES.md, session 24): the e4m3 weight-only GEMM at every batch up to
+// hidden 4096; past it up to 16 rows an expert at max_tokens, CUTLASS's promoted GEMMs past that.
+TEST_F(TrtllmSupport, Fp8GemmAutoFollowsTheHiddenSizeAndRowsPerExpert) {
   auto layout = [&](int64_t hidden, int64_t max_tokens) {
     Problem q = fp8(MOE_INPUT_FP8_TENSOR_DYNAMIC);
     q.raw().hidden = hidden;
@@ -195,11 +195,12 @@ TEST_F(TrtllmSupport, Fp8GemmAutoFollowsTheRowsPerExpertAtMaxTokens) {
     q.finalize();
     return plugin_->describe_layout(q.c()).value_or("");
   };
-  // E = 16, k = 4: 512 tokens give 128 rows an expert, 64 give 16.
+  // E = 16, k = 4: 64 tokens give 16 rows an expert, 16384 give 4096.
   EXPECT_THAT(layout(256, 512), testing::HasSubstr("fp8_tensor on the weight-only GEMM's e4m3"));
-  EXPECT_THAT(layout(256, 513), testing::Not(testing::HasSubstr("weight-only GEMM")));
+  EXPECT_THAT(layout(4096, 16384), testing::HasSubstr("fp8_tensor on the weight-only GEMM's e4m3"));
   EXPECT_THAT(layout(7168, 64), testing::HasSubstr("fp8_tensor on the weight-only GEMM's e4m3"));
   EXPECT_THAT(layout(7168, 65), testing::Not(testing::HasSubstr("weight-only GEMM")));
+  EXPECT_THAT(layout(4224, 65), testing::Not(testing::HasSubstr("weight-only GEMM")));
 }
 
 // Past hidden 4096 (DeepSeek-V3-like layers) auto stops at 16 rows an expert: there CUTLASS's

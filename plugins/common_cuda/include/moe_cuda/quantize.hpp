@@ -35,10 +35,21 @@ struct GroupSkip {
   const int32_t* row_group = nullptr;
   int32_t skip_begin = 0, skip_end = 0;
 };
+// With a staging area of `tokens` (x's rows) and at least twice as many rows as tokens (top_k
+// >= 2), each token is quantised once into the staging area and its codes and scales copied to
+// its rows: the same bytes (a token's quantisation depends on it alone) for one quantisation per
+// token instead of one per row. Without it, or with fewer rows, or hidden % 16 != 0, every row is
+// quantised from its token. data: device, gather_quantize_fp8_staging_bytes(tokens, hidden),
+// 16-byte aligned.
+struct Fp8Staging {
+  void* data = nullptr;
+  int64_t tokens = 0;
+};
+size_t gather_quantize_fp8_staging_bytes(int64_t tokens, int64_t hidden);
 void launch_gather_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const int32_t* source_row,
                                       const RowRange& rows, uint8_t* codes,
                                       const Fp8BlockScales& scales, cudaStream_t stream,
-                                      const GroupSkip& skip = {});
+                                      const GroupSkip& skip = {}, const Fp8Staging& staging = {});
 
 // Dynamic per-tensor: one scale over every element of the rows in `rows` (three steps on the
 // stream: zero the amax, reduce it with atomicMax on the float's bits, quantise; one block in
@@ -60,5 +71,11 @@ void launch_quantize_fp8_tensor_dynamic(const float* x, int64_t hidden, const Ro
                                         cudaStream_t stream);
 void launch_quantize_fp8_tensor_static(const float* x, int64_t hidden, const RowRange& rows,
                                        const float* scale, uint8_t* codes, cudaStream_t stream);
+// Dynamic per-tensor from f32 values whose amax is already known (a GEMM's epilogue reduced it
+// as it stored them: WoGemmArgs::out_amax): `amax_bits` device uint32 [1], the amax as float
+// bits; only the quantisation runs, with the scale the dynamic path would derive from it.
+void launch_quantize_fp8_tensor_from_amax(const float* x, int64_t hidden, const RowRange& rows,
+                                          const uint32_t* amax_bits, uint8_t* codes, float* scale,
+                                          cudaStream_t stream);
 
 }  // namespace moe::gpu
