@@ -45,6 +45,57 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// ep::DeviceStep (tokens all-gathered, the local layer, a reduce-scatter, no host work between)
+// timed back to back when it can run here (routed experts only, the same batch on every rank),
+// and its output against run_step's.
+void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExpert& shared,
+                       const moe_problem& p, const Batch& batch, const Routing& routing, int32_t n,
+                       int32_t rank) {
+  const int64_t tokens = batch.hidden.shape()[0], h = p.hidden, w = topk_width(p);
+  const auto counts = group ? group->all_gather(uint64_t(tokens), "device step batch sizes")
+                            : std::vector<uint64_t>{uint64_t(tokens)};
+  const bool same =
+      std::all_of(counts.begin(), counts.end(), [&](uint64_t c) { return c == uint64_t(tokens); });
+  if (shared.layer != nullptr || p.sink_experts > 0 || !same || tokens == 0) {
+    std::cout << fmt::format("rank {} device step: not run ({})\n", rank,
+                             !same         ? "the ranks hold different batch sizes"
+                             : tokens == 0 ? "no tokens"
+                                           : "a shared expert or sinks run at home");
+    return;
+  }
+  const auto dev = layer.plugin().shared_from_this();
+  auto upload = [&](const HostTensor& t) {
+    Buffer b(dev, t.bytes());
+    b.upload(t.raw(), t.bytes());
+    return b;
+  };
+  const ep::DeviceStep step(group, layer, p, tokens);
+  Buffer x = upload(batch.hidden), ids = upload(routing.ids), wt = upload(routing.weights),
+         y(dev, size_t(tokens * h * 2));
+  std::vector<double> ms;
+  for (int32_t i = 0; i < n; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step.run(make_view(x.data(), MOE_DTYPE_BF16, {tokens, h}),
+             make_view(ids.data(), MOE_DTYPE_I32, {tokens, w}),
+             make_view(wt.data(), MOE_DTYPE_F32, {tokens, w}),
+             make_view(y.data(), MOE_DTYPE_BF16, {tokens, h}), nullptr);
+    layer.plugin().sync();
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  HostTensor out(MOE_DTYPE_BF16, {tokens, h});
+  y.download(out.raw(), out.bytes());
+  const HostTensor host = ep::run_step(group, layer, p, batch.hidden, routing);
+  const int32_t world = group ? group->world() : 1;
+  // Bytes a rank sends and receives: its token rows (ids and weights too) to the others and
+  // theirs to it, then the summed output rows both ways.
+  const double bytes = 2.0 * double(world - 1) * double(tokens) * double(4 * h + 8 * w);
+  std::cout << fmt::format(
+      "rank {} device step ({} steps, median, synchronised each): {:.3f} ms, {:.1f} GB/s of "
+      "collectives | relative L2 to the host step {:.2e}\n",
+      rank, n, median(ms), bytes / median(ms) * 1e-6, relative_l2(out, host));
+}
+
 // Steps timed back to back, next to NCCL's own all-to-all of the same bytes and one GPU's layer.
 void bench_steps(ep::Group* group, const Layer& layer, const ep::SharedExpert& shared,
                  const Layer& single, const moe_problem& p, const moe_problem& g,
@@ -80,6 +131,7 @@ void bench_steps(ep::Group* group, const Layer& layer, const ep::SharedExpert& s
   }
   for (int32_t i = 0; i < n; ++i) one.push_back(run_layer(single, g, batch.hidden, routing).ms);
   const double gbs = 1e-6;  // bytes/ms -> GB/s
+  bench_device_step(group, layer, shared, p, batch, routing, n, rank);
   std::cout << fmt::format(
       "rank {} bench ({} steps, medians): step {:.3f} ms | dispatch {:.3f} ms, {:.1f} GB/s | "
       "combine {:.3f} ms, {:.1f} GB/s | local layer {:.3f} ms | NCCL all-to-all of the dispatch "

@@ -81,22 +81,6 @@ ep::NcclApi fake_nccl() {
   return api;
 }
 
-Problem ep_problem(int32_t world, int32_t rank) {
-  Problem p;
-  moe_problem& r = p.raw();
-  r.experts = 8;
-  r.top_k = 2;
-  r.hidden = 64;
-  r.intermediate = 32;
-  r.max_tokens = 64;
-  r.ep_placement = MOE_EP_LINEAR;
-  r.ep_size = world;
-  r.ep_rank = rank;
-  p.finalize();
-  validate_problem(p.c());
-  return p;
-}
-
 class BorrowedGroup : public testing::Test {
  protected:
   void SetUp() override {
@@ -167,7 +151,7 @@ TEST_F(BorrowedGroup, TheGroupNeverDestroysTheCallersCommunicator) {
 }
 
 TEST_F(BorrowedGroup, AStepThroughItEqualsTheSingleRankStep) {
-  const Problem p = ep_problem(1, 0);
+  const Problem p = small_ep_problem(1, 0);
   const LayerWeights w = random_weights(p.c(), 11);
   const Layer layer = device_->prepare(p.c(), w.view(), {});
   const Batch batch = random_batch(p.c(), 9, 12, Scenario::kRandom);
@@ -186,7 +170,7 @@ TEST_F(BorrowedGroup, AStepThroughItEqualsTheSingleRankStep) {
 // A weight-1 shared expert under EP: refused as it is (each rank would add it), split off into a
 // one-expert layer it runs once per token at home, and the step then matches one layer.
 TEST_F(BorrowedGroup, ASharedExpertRunsOncePerTokenSplitOff) {
-  Problem p = ep_problem(1, 0);
+  Problem p = small_ep_problem(1, 0);
   p.raw().shared_intermediate = 48;
   p.finalize();
   const LayerWeights w = random_weights(p.c(), 21);
@@ -231,8 +215,8 @@ TEST_F(BorrowedGroup, ASharedExpertRunsOncePerTokenSplitOff) {
 TEST_F(BorrowedGroup, AStepOfAnotherRanksProblemIsRefused) {
   g_comm.world = 2;
   auto group = borrow(0, 2);
-  const Problem p = ep_problem(2, 1);
-  const LayerWeights w = slice_local_experts(random_weights(ep_problem(1, 0).c(), 3), p.c());
+  const Problem p = small_ep_problem(2, 1);
+  const LayerWeights w = slice_local_experts(random_weights(small_ep_problem(1, 0).c(), 3), p.c());
   const Layer layer = device_->prepare(p.c(), w.view(), {});
   const Batch batch = random_batch(p.c(), 4, 5, Scenario::kRandom);
   const Routing routing = route_batch(*registry_->find("reference"), p.c(), batch);

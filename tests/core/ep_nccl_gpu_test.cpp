@@ -171,5 +171,44 @@ TEST_F(EpOverAnEnginesNccl, AOneRankCommunicatorIsRefusedForTwoRanks) {
   EXPECT_EQ(engine_.comm_destroy(comm), ncclSuccess);
 }
 
+// ep::DeviceStep through the real NCCL (one rank: the all-gathers and the reduce-scatter are
+// NCCL's own copies), on the plugin's device memory and the legacy default stream: the host
+// step's bits, and again after a step of fewer tokens (buffers made once, for 32 a rank).
+TEST_F(EpOverAnEnginesNccl, TheDeviceStepThroughNcclIsTheHostStep) {
+  const moe_problem p = problem_.c();
+  const LayerWeights w = random_weights(p, 31);
+  const Layer layer = plugin_->prepare(p, w.view(), {});
+  ncclComm_t comm = make_comm();
+  ASSERT_NE(comm, nullptr);
+  {
+    const auto group =
+        ep::Group::borrow(comm, 0, 1, plugin_, 60, config_digest(p, plugin_->name(), 0));
+    const ep::DeviceStep step(group.get(), layer, p, 32);
+    for (const int64_t tokens : {int64_t(29), int64_t(5)}) {
+      const Batch batch = random_batch(p, tokens, 32 + tokens, Scenario::kRandom);
+      const Routing routing = route_batch(*registry_.oracle(), p, batch);
+      const int64_t h = p.hidden, k = topk_width(p);
+      auto upload = [&](const HostTensor& t) {
+        Buffer b(plugin_, t.bytes());
+        b.upload(t.raw(), t.bytes());
+        return b;
+      };
+      Buffer x = upload(batch.hidden), ids = upload(routing.ids), wt = upload(routing.weights),
+             y(plugin_, size_t(tokens * h * 2));
+      step.run(make_view(x.data(), MOE_DTYPE_BF16, {tokens, h}),
+               make_view(ids.data(), MOE_DTYPE_I32, {tokens, k}),
+               make_view(wt.data(), MOE_DTYPE_F32, {tokens, k}),
+               make_view(y.data(), MOE_DTYPE_BF16, {tokens, h}), nullptr);
+      plugin_->sync();
+      HostTensor out(MOE_DTYPE_BF16, {tokens, h});
+      y.download(out.raw(), out.bytes());
+      const HostTensor host = ep::run_step(group.get(), layer, p, batch.hidden, routing);
+      EXPECT_EQ(std::memcmp(out.raw(), host.raw(), host.bytes()), 0)
+          << tokens << " tokens: rel_err " << relative_l2(out, host);
+    }
+  }
+  EXPECT_EQ(engine_.comm_destroy(comm), ncclSuccess);
+}
+
 }  // namespace
 }  // namespace moe::test

@@ -61,6 +61,23 @@ inline Problem small_problem(moe_format format = MOE_FORMAT_BF16) {
   return p;
 }
 
+// E=8 k=2 H=64 I=32 bf16, linear expert parallelism: rank `rank` of `world`.
+inline Problem small_ep_problem(int32_t world, int32_t rank) {
+  Problem p;
+  moe_problem& r = p.raw();
+  r.experts = 8;
+  r.top_k = 2;
+  r.hidden = 64;
+  r.intermediate = 32;
+  r.max_tokens = 64;
+  r.ep_placement = MOE_EP_LINEAR;
+  r.ep_size = world;
+  r.ep_rank = rank;
+  p.finalize();
+  validate_problem(p.c());
+  return p;
+}
+
 // Runs `fn`, expects a moe::Error with `status` whose message contains every `parts`.
 template <class Fn>
 void expect_error(Fn&& fn, moe_status status, std::initializer_list<std::string> parts) {

@@ -69,6 +69,12 @@ class Group {
   void exchange(const std::vector<std::pair<const void*, size_t>>& sends,
                 const std::vector<std::pair<void*, size_t>>& recvs, const char* what);
   std::vector<uint64_t> all_gather(uint64_t value, const char* what);
+  // Collectives enqueued on `stream` (a cudaStream_t; null: the legacy default stream) and not
+  // waited for, as DeviceStep needs: every rank's `bytes` of `mine` into `all`, rank-major; each
+  // rank's block of `elems` bf16 elements of `all`, summed over the ranks, into its `mine`.
+  void all_gather_on(const void* mine, void* all, size_t bytes, void* stream, const char* what);
+  void reduce_scatter_bf16_on(const void* all, void* mine, size_t elems, void* stream,
+                              const char* what);
 
  private:
   explicit Group(const NcclApi& nccl) : nccl_(nccl) {}
@@ -121,5 +127,33 @@ struct SharedExpert {
 HostTensor run_step(Group* group, const Layer& layer, const moe_problem& ep_problem,
                     const HostTensor& hidden, const Routing& routing, StepStats* stats = nullptr,
                     const SharedExpert& shared = {});
+
+// One expert-parallel layer step on device tensors: no host work but launches, and nothing
+// allocated per step, so a stream can capture it in a CUDA graph. Every rank's tokens, ids and
+// weights are all-gathered (rank-major, `tokens` rows from each rank: every rank steps the same
+// batch size, padding tokens with ids -1 where it has fewer), the rank's layer runs its experts on
+// all of them (ids are global: other ranks' experts are skipped, and a token with none here gets
+// a zero row), and a bf16 reduce-scatter sums each token's rows over the ranks back on the rank
+// it came from (for two ranks one rounding of the f32 sum, as run_step's). Buffers for
+// `max_tokens` tokens a rank are made at construction. Routed experts only: a shared expert or
+// sink experts, which run once per token at home, are refused (run_step takes them). `group`
+// null: one rank, where the step is the layer's run.
+class DeviceStep {
+ public:
+  DeviceStep(Group* group, const Layer& layer, const moe_problem& ep_problem, int64_t max_tokens);
+  // hidden [T, H] bf16, topk_ids [T, w] i32, topk_weights [T, w] f32, output [T, H] bf16, all in
+  // the layer plugin's device memory; T <= max_tokens, the same T on every rank.
+  void run(const moe_tensor& hidden, const moe_tensor& topk_ids, const moe_tensor& topk_weights,
+           const moe_tensor& output, void* stream) const;
+  int64_t max_tokens() const { return max_tokens_; }
+
+ private:
+  Group* group_;
+  const Layer& layer_;
+  moe_problem problem_;
+  int64_t max_tokens_, width_;
+  int32_t world_;
+  Buffer hidden_, ids_, weights_, out_, workspace_;  // every rank's tokens, and the layer's
+};
 
 }  // namespace moe::ep

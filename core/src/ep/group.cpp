@@ -232,4 +232,25 @@ std::vector<uint64_t> Group::all_gather(uint64_t value, const char* what) {
   return out;
 }
 
+void Group::all_gather_on(const void* mine, void* all, size_t bytes, void* stream,
+                          const char* what) {
+  check_usable();
+  check_nccl(nccl_,
+             nccl_.all_gather(mine, all, bytes, ncclUint8, static_cast<ncclComm_t>(comm_),
+                              static_cast<cudaStream_t>(stream)),
+             what);
+}
+
+void Group::reduce_scatter_bf16_on(const void* all, void* mine, size_t elems, void* stream,
+                                   const char* what) {
+  check_usable();
+  MOE_CHECK(nccl_.reduce_scatter != nullptr, MOE_STATUS_UNSUPPORTED, "{} has no ncclReduceScatter",
+            nccl_.library);
+  check_nccl(
+      nccl_,
+      nccl_.reduce_scatter(all, mine, elems, ncclBfloat16, ncclSum, static_cast<ncclComm_t>(comm_),
+                           static_cast<cudaStream_t>(stream)),
+      what);
+}
+
 }  // namespace moe::ep

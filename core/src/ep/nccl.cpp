@@ -49,6 +49,7 @@ const NcclApi& nccl() {
     bind(n, "ncclSend", api.send, api.library);
     bind(n, "ncclRecv", api.recv, api.library);
     bind(n, "ncclAllGather", api.all_gather, api.library);
+    bind(n, "ncclReduceScatter", api.reduce_scatter, api.library);
     bind(n, "ncclGetErrorString", api.error_string, api.library);
     api.stream_query = device::cuda_driver().stream_query;
     api.current_device = [] { return device::current_device(device::cuda_driver()); };

@@ -28,6 +28,8 @@ struct NcclApi {
   ncclResult_t (*send)(const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*recv)(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*all_gather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*reduce_scatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+                                 ncclComm_t, cudaStream_t);
   const char* (*error_string)(ncclResult_t);
   // CUDA driver: completion of the legacy default stream, on which every exchange runs, and the
   // calling thread's current device (device::current_device: its context's, else 0).

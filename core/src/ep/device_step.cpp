@@ -1,0 +1,94 @@
+// DeviceStep: an expert-parallel step that stays on the device (all-gather, the local layer,
+// reduce-scatter, all enqueued on the caller's stream).
+#include "moe/ep.hpp"
+#include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
+#include "moe/sdk/problem.hpp"
+
+namespace moe::ep {
+namespace {
+
+void check_tensor(const moe_tensor& t, const char* name, moe_dtype dtype, int64_t rows,
+                  int64_t cols) {
+  MOE_CHECK(t.data != nullptr || rows == 0, MOE_STATUS_INVALID_ARGUMENT, "{} has no data", name);
+  MOE_CHECK(t.dtype == dtype && t.ndim == 2 && t.shape[0] == rows && t.shape[1] == cols,
+            MOE_STATUS_INVALID_ARGUMENT, "{} must be {} [{}, {}], not {} of {} dimensions", name,
+            dtype_name(dtype), rows, cols, dtype_name(static_cast<moe_dtype>(t.dtype)), t.ndim);
+  const bool contiguous = (t.strides[0] == 0 && t.strides[1] == 0) ||
+                          (t.strides[1] == 1 && (t.strides[0] == cols || rows <= 1));
+  MOE_CHECK(contiguous, MOE_STATUS_INVALID_ARGUMENT,
+            "{} must be contiguous (the collectives move whole rows), not strides [{}, {}]", name,
+            t.strides[0], t.strides[1]);
+}
+
+}  // namespace
+
+DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, int64_t max_tokens)
+    : group_(group),
+      layer_(layer),
+      problem_(p),
+      max_tokens_(max_tokens),
+      width_(topk_width(p)),
+      world_(group ? group->world() : 1) {
+  MOE_CHECK(max_tokens >= 1, MOE_STATUS_INVALID_ARGUMENT,
+            "the device step needs max_tokens >= 1, not {}", max_tokens);
+  MOE_CHECK(world_ == p.ep_size && (group == nullptr || group->rank() == p.ep_rank),
+            MOE_STATUS_CONFIG_ERROR,
+            "the problem has ep_size={} and ep_rank={}, but this process is rank {} of {}",
+            p.ep_size, p.ep_rank, group ? group->rank() : 0, world_);
+  MOE_CHECK(p.shared_intermediate == 0 && p.sink_experts == 0, MOE_STATUS_UNSUPPORTED,
+            "the device step runs routed experts only: a shared expert (shared_intermediate={}) "
+            "or sink experts ({}) run once per token at home, which ep::run_step does",
+            p.shared_intermediate, p.sink_experts);
+  const auto dev = layer.plugin().shared_from_this();
+  const size_t all = size_t(world_ * max_tokens), h = size_t(p.hidden), w = size_t(width_);
+  const size_t ws = layer.workspace_size(int64_t(all));
+  if (ws > 0) workspace_ = Buffer(dev, ws);
+  if (group_ == nullptr) return;  // one rank: the layer runs on the caller's tensors
+  hidden_ = Buffer(dev, all * h * 2);
+  ids_ = Buffer(dev, all * w * 4);
+  weights_ = Buffer(dev, all * w * 4);
+  out_ = Buffer(dev, all * h * 2);
+}
+
+void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
+                     const moe_tensor& topk_weights, const moe_tensor& output, void* stream) const {
+  const int64_t tokens = hidden.ndim == 2 ? hidden.shape[0] : -1;
+  MOE_CHECK(tokens >= 0 && tokens <= max_tokens_, MOE_STATUS_INVALID_ARGUMENT,
+            "the device step takes up to {} tokens a rank (its buffers' capacity), not {}",
+            max_tokens_, tokens);
+  const int64_t h = problem_.hidden;
+  check_tensor(hidden, "hidden", MOE_DTYPE_BF16, tokens, h);
+  check_tensor(topk_ids, "topk_ids", MOE_DTYPE_I32, tokens, width_);
+  check_tensor(topk_weights, "topk_weights", MOE_DTYPE_F32, tokens, width_);
+  check_tensor(output, "output", MOE_DTYPE_BF16, tokens, h);
+  if (tokens == 0) return;
+  moe_run_args a{};
+  a.stream = stream;
+  a.workspace = workspace_.data();
+  a.workspace_size = workspace_.size();
+  if (group_ == nullptr) {
+    a.hidden = hidden;
+    a.topk_ids = topk_ids;
+    a.topk_weights = topk_weights;
+    a.output = output;
+    layer_.run(a);
+    return;
+  }
+  const int64_t all = world_ * tokens;
+  group_->all_gather_on(hidden.data, hidden_.data(), size_t(tokens * h * 2), stream,
+                        "token all-gather");
+  group_->all_gather_on(topk_ids.data, ids_.data(), size_t(tokens * width_ * 4), stream,
+                        "id all-gather");
+  group_->all_gather_on(topk_weights.data, weights_.data(), size_t(tokens * width_ * 4), stream,
+                        "weight all-gather");
+  a.hidden = make_view(hidden_.data(), MOE_DTYPE_BF16, {all, h});
+  a.topk_ids = make_view(ids_.data(), MOE_DTYPE_I32, {all, width_});
+  a.topk_weights = make_view(weights_.data(), MOE_DTYPE_F32, {all, width_});
+  a.output = make_view(out_.data(), MOE_DTYPE_BF16, {all, h});
+  layer_.run(a);
+  group_->reduce_scatter_bf16_on(out_.data(), output.data, size_t(tokens * h), stream,
+                                 "result reduce-scatter");
+}
+
+}  // namespace moe::ep

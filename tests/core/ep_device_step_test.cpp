@@ -1,0 +1,210 @@
+// ep::DeviceStep on the CPU: two ranks as two threads of this process over a fake NCCL whose
+// collectives meet at a barrier (all-gather copies every rank's bytes; reduce-scatter sums each
+// rank's bf16 block over the ranks in rank order in f32 and rounds once, as NCCL does for two
+// ranks), with fixture_device_like (the reference in "device memory" that is host memory). The
+// step's output must be the bf16 sum of both ranks' layers on the rank's own tokens, bit for bit,
+// and within the layer tolerance of one whole layer.
+#include <nccl.h>
+
+#include <barrier>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "../support/test_env.hpp"
+#include "ep/nccl.hpp"
+#include "moe/ep.hpp"
+#include "moe/sdk/formats.hpp"
+
+namespace moe::test {
+namespace {
+
+constexpr int kWorld = 2;
+
+// The ranks' communicators; a collective's arguments are posted, all ranks meet, each reads what
+// it needs, all meet again (so no rank's buffers change while another reads them).
+struct FakeWorld {
+  std::barrier<> meet{kWorld};
+  const void* posted[kWorld] = {};
+} g_world;
+struct FakeRank {
+  int rank;
+} g_ranks[kWorld] = {{0}, {1}};
+
+int rank_of(ncclComm_t c) {
+  return reinterpret_cast<FakeRank*>(c)->rank;
+}
+
+ep::NcclApi fake_world_nccl() {
+  ep::NcclApi api{};
+  api.comm_count = [](const ncclComm_t, int* n) { return *n = kWorld, ncclSuccess; };
+  api.comm_user_rank = [](const ncclComm_t c, int* r) { return *r = rank_of(c), ncclSuccess; };
+  api.comm_cu_device = [](const ncclComm_t, int* d) { return *d = 0, ncclSuccess; };
+  api.comm_destroy = [](ncclComm_t) { return ncclSuccess; };
+  api.comm_abort = [](ncclComm_t) { return ncclSuccess; };
+  api.comm_get_async_error = [](ncclComm_t, ncclResult_t* r) {
+    return *r = ncclSuccess, ncclSuccess;
+  };
+  api.all_gather = [](const void* mine, void* all, size_t n, ncclDataType_t dt, ncclComm_t c,
+                      cudaStream_t) {
+    const int me = rank_of(c);
+    g_world.posted[me] = mine;
+    g_world.meet.arrive_and_wait();
+    for (int r = 0; r < kWorld; ++r)
+      std::memcpy(static_cast<uint8_t*>(all) + size_t(r) * n * (dt == ncclUint8 ? 1 : 4),
+                  g_world.posted[r], n * (dt == ncclUint8 ? 1 : 4));
+    g_world.meet.arrive_and_wait();
+    return ncclSuccess;
+  };
+  api.reduce_scatter = [](const void* all, void* mine, size_t n, ncclDataType_t dt, ncclRedOp_t op,
+                          ncclComm_t c, cudaStream_t) {
+    if (dt != ncclBfloat16 || op != ncclSum) return ncclInvalidArgument;
+    const int me = rank_of(c);
+    g_world.posted[me] = all;
+    g_world.meet.arrive_and_wait();
+    auto* out = static_cast<uint16_t*>(mine);
+    for (size_t i = 0; i < n; ++i) {
+      float sum = 0.0f;
+      for (int r = 0; r < kWorld; ++r)
+        sum += bf16_to_float(static_cast<const uint16_t*>(g_world.posted[r])[size_t(me) * n + i]);
+      out[i] = float_to_bf16(sum);
+    }
+    g_world.meet.arrive_and_wait();
+    return ncclSuccess;
+  };
+  api.error_string = [](ncclResult_t) { return "fake NCCL error"; };
+  api.stream_query = [](void*) { return 0; };
+  api.current_device = [] { return int32_t(0); };
+  api.library = "fake NCCL";
+  return api;
+}
+
+// `step` on device buffers of `tokens` rows: hidden, ids, weights in, output out.
+void run_on(const ep::DeviceStep& step, const moe_problem& p, int64_t tokens, const Buffer& x,
+            const Buffer& ids, const Buffer& wt, const Buffer& y) {
+  const int64_t h = p.hidden, w = topk_width(p);
+  step.run(make_view(x.data(), MOE_DTYPE_BF16, {tokens, h}),
+           make_view(ids.data(), MOE_DTYPE_I32, {tokens, w}),
+           make_view(wt.data(), MOE_DTYPE_F32, {tokens, w}),
+           make_view(y.data(), MOE_DTYPE_BF16, {tokens, h}), nullptr);
+}
+
+class DeviceStepTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    registry_ =
+        std::make_unique<Registry>(registry_of({build_plugin_dir(), fixture_dir("device_like")}));
+    device_ = registry_->find("fixture_device_like");
+    ASSERT_NE(device_, nullptr) << "the device_like fixture plugin was not built";
+  }
+  // A host tensor copied into a buffer of the device, and a view of it.
+  Buffer upload(const HostTensor& t) {
+    Buffer b(device_, t.bytes());
+    b.upload(t.raw(), t.bytes());
+    return b;
+  }
+
+  ep::NcclApi nccl_ = fake_world_nccl();
+  std::unique_ptr<Registry> registry_;
+  std::shared_ptr<const Plugin> device_;
+};
+
+TEST_F(DeviceStepTest, TwoRanksSumBothRanksExpertsOnEachRanksTokens) {
+  const Problem whole = small_ep_problem(1, 0);
+  const LayerWeights weights = random_weights(whole.c(), 31);
+  const Layer one = device_->prepare(whole.c(), weights.view(), {});
+  const int64_t tokens = 13, h = whole.c().hidden;
+  std::vector<Problem> problems;
+  std::vector<LayerWeights> local;
+  std::vector<Layer> layers;
+  std::vector<Batch> batches;
+  std::vector<Routing> routings;
+  for (int r = 0; r < kWorld; ++r) {
+    problems.push_back(small_ep_problem(kWorld, r));
+    local.push_back(slice_local_experts(weights, problems.back().c()));
+    layers.push_back(device_->prepare(problems.back().c(), local.back().view(), {}));
+    batches.push_back(random_batch(whole.c(), tokens, 40 + r, Scenario::kRandom));
+    routings.push_back(route_batch(*registry_->find("reference"), whole.c(), batches.back()));
+  }
+  std::vector<HostTensor> out(kWorld, HostTensor(MOE_DTYPE_BF16, {tokens, h}));
+  std::vector<std::string> errors(kWorld);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        auto group = ep::Group::borrow(nccl_, reinterpret_cast<ncclComm_t>(&g_ranks[r]), r, kWorld,
+                                       device_, 10, 42);
+        const ep::DeviceStep step(group.get(), layers[size_t(r)], problems[size_t(r)].c(), 32);
+        Buffer x = upload(batches[size_t(r)].hidden), ids = upload(routings[size_t(r)].ids),
+               wt = upload(routings[size_t(r)].weights), y(device_, size_t(tokens * h * 2));
+        run_on(step, problems[size_t(r)].c(), tokens, x, ids, wt, y);
+        y.download(out[size_t(r)].raw(), out[size_t(r)].bytes());
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_EQ(errors[size_t(r)], "") << "rank " << r;
+    // Each rank's layer on this rank's tokens, summed in rank order in f32, rounded once.
+    std::vector<float> sum(size_t(tokens * h), 0.0f);
+    for (int q = 0; q < kWorld; ++q) {
+      const RunResult part = run_layer(layers[size_t(q)], problems[size_t(q)].c(),
+                                       batches[size_t(r)].hidden, routings[size_t(r)]);
+      for (int64_t i = 0; i < tokens * h; ++i)
+        sum[size_t(i)] += bf16_to_float(part.output.data<uint16_t>()[i]);
+    }
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < tokens * h; ++i)
+      wrong += out[size_t(r)].data<uint16_t>()[i] != float_to_bf16(sum[size_t(i)]);
+    EXPECT_EQ(wrong, 0) << "rank " << r;
+    const RunResult alone =
+        run_layer(one, whole.c(), batches[size_t(r)].hidden, routings[size_t(r)]);
+    EXPECT_LT(relative_l2(out[size_t(r)], alone.output), 1e-2) << "rank " << r;
+  }
+}
+
+TEST_F(DeviceStepTest, OneRankIsTheLayersRun) {
+  const Problem p = small_ep_problem(1, 0);
+  const LayerWeights weights = random_weights(p.c(), 5);
+  const Layer layer = device_->prepare(p.c(), weights.view(), {});
+  const int64_t tokens = 7, h = p.c().hidden;
+  const Batch batch = random_batch(p.c(), tokens, 6, Scenario::kRandom);
+  const Routing routing = route_batch(*registry_->find("reference"), p.c(), batch);
+  const ep::DeviceStep step(nullptr, layer, p.c(), 8);
+  Buffer x = upload(batch.hidden), ids = upload(routing.ids), wt = upload(routing.weights),
+         y(device_, size_t(tokens * h * 2));
+  run_on(step, p.c(), tokens, x, ids, wt, y);
+  HostTensor out(MOE_DTYPE_BF16, {tokens, h});
+  y.download(out.raw(), out.bytes());
+  const RunResult want = run_layer(layer, p.c(), batch.hidden, routing);
+  EXPECT_EQ(std::memcmp(out.raw(), want.output.raw(), out.bytes()), 0);
+}
+
+TEST_F(DeviceStepTest, BadInputIsNamed) {
+  Problem p = small_ep_problem(1, 0);
+  const LayerWeights weights = random_weights(p.c(), 5);
+  const Layer layer = device_->prepare(p.c(), weights.view(), {});
+  const ep::DeviceStep step(nullptr, layer, p.c(), 4);
+  const int64_t h = p.c().hidden, w = topk_width(p.c());
+  Buffer x(device_, size_t(8 * h * 2)), ids(device_, size_t(8 * w * 4)),
+      wt(device_, size_t(8 * w * 4)), y(device_, size_t(8 * h * 2));
+  auto run = [&](int64_t t, moe_dtype ids_dtype) {
+    step.run(make_view(x.data(), MOE_DTYPE_BF16, {t, h}), make_view(ids.data(), ids_dtype, {t, w}),
+             make_view(wt.data(), MOE_DTYPE_F32, {t, w}),
+             make_view(y.data(), MOE_DTYPE_BF16, {t, h}), nullptr);
+  };
+  expect_error([&] { run(5, MOE_DTYPE_I32); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"up to 4 tokens a rank", "not 5"});
+  expect_error([&] { run(3, MOE_DTYPE_F32); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"topk_ids must be i32 [3, 2]"});
+  expect_error([&] { ep::DeviceStep(nullptr, layer, p.c(), 0); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"max_tokens >= 1"});
+  p.raw().shared_intermediate = 16;
+  p.finalize();
+  expect_error([&] { ep::DeviceStep(nullptr, layer, p.c(), 4); }, MOE_STATUS_UNSUPPORTED,
+               {"routed experts only", "shared_intermediate=16", "ep::run_step"});
+}
+
+}  // namespace
+}  // namespace moe::test
