@@ -19,6 +19,12 @@ struct moe_host_ep_group {
 #endif
 };
 
+struct moe_host_ep_device_step {
+#ifdef MOE_WITH_EP
+  std::unique_ptr<moe::ep::DeviceStep> step;
+#endif
+};
+
 namespace moe::capi {
 namespace {
 
@@ -115,6 +121,47 @@ moe_status moe_host_ep_step(moe_host_ep_group* group, const moe_host_ep_step_arg
     const moe::HostTensor out = moe::ep::run_step(g, l.layer, l.shared ? l.routed_problem.c() : p,
                                                   hidden, routing, nullptr, shared);
     if (out.bytes() > 0) std::memcpy(a.output.data, out.raw(), out.bytes());
+#endif
+  });
+}
+
+moe_status moe_host_ep_device_step_create(moe_host_ep_group* group,
+                                          const moe_host_ep_device_step_args* args,
+                                          moe_host_ep_device_step** step) {
+  return guarded([&] {
+    deref(step, "step") = nullptr;
+    const moe_host_ep_device_step_args a =
+        read_args(args, MOE_HOST_EP_DEVICE_STEP_ARGS_MIN_SIZE, "moe_host_ep_device_step_args");
+    [[maybe_unused]] const auto& l = deref(a.layer, "moe_host_ep_device_step_args.layer");
+#ifndef MOE_WITH_EP
+    (void)group;
+    no_expert_parallelism();
+#else
+    MOE_CHECK(!l.shared, MOE_STATUS_UNSUPPORTED,
+              "the device step runs routed experts only: this layer's shared expert (split off at "
+              "prepare) runs once per token at home, which moe_host_ep_step does");
+    auto s = std::make_unique<moe_host_ep_device_step>();
+    s->step = std::make_unique<moe::ep::DeviceStep>(group != nullptr ? group->group.get() : nullptr,
+                                                    l.layer, l.problem_c, a.max_tokens);
+    *step = s.release();
+#endif
+  });
+}
+
+moe_status moe_host_ep_device_step_destroy(moe_host_ep_device_step* step) {
+  return guarded([&] { delete step; });
+}
+
+moe_status moe_host_ep_device_step_run(const moe_host_ep_device_step* step,
+                                       const moe_host_ep_device_run_args* args) {
+  return guarded([&] {
+    [[maybe_unused]] const auto& s = deref(step, "step");
+    const moe_host_ep_device_run_args a =
+        read_args(args, MOE_HOST_EP_DEVICE_RUN_ARGS_MIN_SIZE, "moe_host_ep_device_run_args");
+#ifndef MOE_WITH_EP
+    no_expert_parallelism();
+#else
+    s.step->run(a.hidden, a.topk_ids, a.topk_weights, a.output, a.stream);
 #endif
   });
 }

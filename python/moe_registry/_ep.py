@@ -59,8 +59,57 @@ class ExpertParallelGroup:
                           _tensors.detached(topk_weights), out)
         return _tensors.untagged(out)
 
+    def device_step(self, layer, max_tokens):
+        """The step that stays on the device (docs/design.md §4, "Two EP steps"): buffers for
+        `max_tokens` tokens a rank made now in `layer`'s memory; DeviceStep.run enqueues a step on
+        a stream with no host work in between. Routed experts only (a layer with a shared expert
+        or sinks is refused: step() takes those), every rank the same batch size."""
+        return DeviceStep(self, layer, max_tokens)
+
     def close(self):
-        """Lets go of the communicator now (it is never destroyed here: it stays the caller's)."""
+        """Lets go of the communicator now (it is never destroyed here: it stays the caller's).
+        Close the group's device steps first."""
+        self._native.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class DeviceStep:
+    """ExpertParallelGroup.device_step's: one rank's expert-parallel step on tensors in the
+    layer's memory (CUDA tensors for a device backend), enqueued on a stream."""
+
+    def __init__(self, group, layer, max_tokens):
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+            raise MoeError("invalid_argument",
+                           f"max_tokens: expected an int, got {type(max_tokens).__name__}")
+        self._hidden = layer.problem.hidden
+        self._native = _core.EpDeviceStep(group._native, _native_layer(layer), max_tokens)
+
+    def run(self, hidden, routing, *, out=None, stream=None):
+        """hidden [T, H] bf16 with routing = (topk_ids [T, k] int32 global ids, topk_weights f32),
+        all in the layer's memory -> out [T, H] bf16 (made like hidden if not given), written
+        when `stream` (default: the current one) gets there. A collective: every rank runs its
+        step with the same T, in the same order."""
+        if not (isinstance(routing, (tuple, list)) and len(routing) == 2
+                and not _tensors.is_tagged(routing)):
+            raise MoeError("invalid_argument", "routing: a step takes (topk_ids, topk_weights)")
+        topk_ids, topk_weights = routing
+        tokens = _tensors.leading_dim(hidden, "hidden")
+        hidden = _tensors.detached(hidden)
+        if out is None:
+            out = _tensors.empty_like(hidden, (tokens, self._hidden), None, "out")
+        _tensors.check_writable(out, "out")
+        stream = int(stream) if stream is not None else _tensors.current_stream(hidden)
+        self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights), out,
+                         stream)
+        return _tensors.untagged(out)
+
+    def close(self):
+        """Frees the step's buffers now (later runs are errors)."""
         self._native.close()
 
     def __enter__(self):

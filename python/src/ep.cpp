@@ -20,9 +20,60 @@ EpGroup::~EpGroup() {
 }
 
 void EpGroup::close() {
+  if (open_steps_ > 0)
+    fail(MOE_STATUS_INVALID_ARGUMENT,
+         "the expert-parallel group still has {} open device step(s): close them first",
+         open_steps_);
   check(moe_host_ep_group_destroy(handle_));
   handle_ = nullptr;
   closed_ = true;
+}
+
+moe_host_ep_group* EpGroup::open_handle() const {
+  if (closed_) fail(MOE_STATUS_INVALID_ARGUMENT, "the expert-parallel group is closed");
+  return handle_;
+}
+
+EpDeviceStep::EpDeviceStep(EpGroup& group, const Layer& layer, int64_t max_tokens)
+    : group_(&group),
+      problem_(*layer.info().problem),
+      where_{layer.info().memory, layer.device_id} {
+  auto a = sized<moe_host_ep_device_step_args>();
+  a.layer = layer.handle();
+  a.max_tokens = max_tokens;
+  check(moe_host_ep_device_step_create(group.open_handle(), &a, &handle_));
+  ++group.open_steps_;
+}
+
+EpDeviceStep::~EpDeviceStep() {
+  if (handle_ != nullptr) {
+    moe_host_ep_device_step_destroy(handle_);
+    --group_->open_steps_;
+  }
+}
+
+void EpDeviceStep::close() {
+  if (handle_ == nullptr) return;
+  check(moe_host_ep_device_step_destroy(handle_));
+  handle_ = nullptr;
+  --group_->open_steps_;
+}
+
+void EpDeviceStep::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights,
+                       nb::handle out, uintptr_t stream) {
+  if (handle_ == nullptr) fail(MOE_STATUS_INVALID_ARGUMENT, "the device step is closed");
+  const int64_t width = MOE_TOPK_WIDTH(&problem_);
+  Keep keep;
+  auto a = sized<moe_host_ep_device_run_args>();
+  a.hidden = tensor_arg(hidden, "hidden", MOE_DTYPE_BF16, {kAnyDim, problem_.hidden}, where_, keep);
+  const int64_t tokens = a.hidden.shape[0];
+  a.topk_ids = tensor_arg(topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width}, where_, keep);
+  a.topk_weights =
+      tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, where_, keep);
+  a.output = tensor_arg(out, "out", MOE_DTYPE_BF16, {tokens, problem_.hidden}, where_, keep);
+  a.stream = reinterpret_cast<void*>(stream);
+  nb::gil_scoped_release unlocked;  // a collective: it may wait for the other ranks' NCCL calls
+  check(moe_host_ep_device_step_run(handle_, &a));
 }
 
 int32_t EpGroup::rank() const {

@@ -102,12 +102,36 @@ class EpGroup {
   // One step for this rank's tokens; host arrays, `out` written in place.
   void step(const Layer& layer, nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights,
             nb::handle out);
-  // Destroys the group now (the communicator stays the caller's); later calls are errors.
+  // Destroys the group now (the communicator stays the caller's); later calls are errors, and so
+  // is closing it while a device step made from it is open.
+  void close();
+  // For EpDeviceStep: the group's handle (null: a single rank), checked open.
+  moe_host_ep_group* open_handle() const;
+
+ private:
+  friend class EpDeviceStep;
+  moe_host_ep_group* handle_ = nullptr;  // null: a single rank, or closed
+  bool closed_ = false;
+  int open_steps_ = 0;  // EpDeviceSteps that borrow the group
+};
+
+// moe_host_ep_device_step over a group: the step that stays on the device, on tensors in the
+// layer's memory and a stream. Borrows the group (the Python side keeps it alive) and the layer.
+class EpDeviceStep {
+ public:
+  EpDeviceStep(EpGroup& group, const Layer& layer, int64_t max_tokens);
+  ~EpDeviceStep();
+  EpDeviceStep(const EpDeviceStep&) = delete;
+  EpDeviceStep& operator=(const EpDeviceStep&) = delete;
+  void run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights, nb::handle out,
+           uintptr_t stream);
   void close();
 
  private:
-  moe_host_ep_group* handle_ = nullptr;  // null: a single rank, or closed
-  bool closed_ = false;
+  EpGroup* group_;
+  moe_host_ep_device_step* handle_ = nullptr;  // null once closed
+  const moe_problem problem_;
+  Placement where_;
 };
 
 class Registry {

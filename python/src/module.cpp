@@ -10,6 +10,7 @@
 
 namespace nb = nanobind;
 using namespace nb::literals;
+using moe::py::EpDeviceStep;
 using moe::py::EpGroup;
 using moe::py::Layer;
 using moe::py::Problem;
@@ -84,6 +85,12 @@ NB_MODULE(_core, m) {
       .def_prop_ro("world", &EpGroup::world)
       .def("step", &EpGroup::step, "layer"_a, "hidden"_a, "topk_ids"_a, "topk_weights"_a, "out"_a)
       .def("close", &EpGroup::close);
+  nb::class_<EpDeviceStep>(m, "EpDeviceStep")
+      .def(nb::init<EpGroup&, const Layer&, int64_t>(), "group"_a, "layer"_a, "max_tokens"_a,
+           nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
+      .def("run", &EpDeviceStep::run, "hidden"_a, "topk_ids"_a, "topk_weights"_a, "out"_a,
+           "stream"_a)
+      .def("close", &EpDeviceStep::close);
 
   nb::class_<Registry>(m, "Registry")
       .def(nb::init<const std::vector<std::string>&, const std::vector<std::string>&, bool, bool,

@@ -707,6 +707,37 @@ static void test_expert_parallel_steps(moe_host_registry* registry) {
     sa.hidden.shape[1] = CAPI_HIDDEN + 1;
     expect_error("hidden of another width", moe_host_ep_step(NULL, &sa), MOE_STATUS_SHAPE_MISMATCH,
                  "moe_host_ep_step_args.hidden");
+
+    /* The device step (host API 1.5), one rank: the reference's "device" memory is host memory,
+     * so the same arrays serve; the layer's bytes again, and a batch past max_tokens refused. */
+    memset(stepped, 0, CAPI_HIDDEN_COUNT * 2);
+    moe_host_ep_device_step* dstep = NULL;
+    moe_host_ep_device_step_args da;
+    memset(&da, 0, sizeof da);
+    da.struct_size = sizeof da;
+    da.layer = ep;
+    da.max_tokens = CAPI_TOKENS;
+    CHECK_OK(moe_host_ep_device_step_create(NULL, &da, &dstep));
+    moe_host_ep_device_run_args dr;
+    memset(&dr, 0, sizeof dr);
+    dr.struct_size = sizeof dr;
+    dr.hidden = run.hidden;
+    dr.topk_ids = route.topk_ids;
+    dr.topk_weights = route.topk_weights;
+    dr.output = capi_tensor(stepped, MOE_DTYPE_BF16, 2, CAPI_TOKENS, CAPI_HIDDEN, 0);
+    CHECK_OK(moe_host_ep_device_step_run(dstep, &dr));
+    CHECK(memcmp(stepped, got->output, CAPI_HIDDEN_COUNT * 2) == 0,
+          "the one-rank device step differs from the layer's run");
+    CHECK_OK(moe_host_ep_device_step_destroy(dstep));
+    da.max_tokens = CAPI_TOKENS - 1;
+    CHECK_OK(moe_host_ep_device_step_create(NULL, &da, &dstep));
+    expect_error("a batch past max_tokens", moe_host_ep_device_step_run(dstep, &dr),
+                 MOE_STATUS_CAPACITY_EXCEEDED, "up to 7 tokens a rank");
+    CHECK_OK(moe_host_ep_device_step_destroy(dstep));
+    da.max_tokens = 0;
+    expect_error("max_tokens 0", moe_host_ep_device_step_create(NULL, &da, &dstep),
+                 MOE_STATUS_INVALID_ARGUMENT, "max_tokens >= 1");
+    CHECK(dstep == NULL, "a device step was made");
   }
   free(stepped);
   sa.layer = NULL;

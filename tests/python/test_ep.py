@@ -108,3 +108,33 @@ def test_a_shared_expert_is_split_off_and_runs_once_per_token(problem, weights, 
     assert rel(out, routed_only(hidden, (ids, topk_weights))) > 0.1
     with raises("unsupported", "split off from the routed experts", "moe_host_ep_step"):
         ep(hidden, (ids, topk_weights))
+
+
+def test_a_one_rank_device_step_gives_the_layers_output(layer, ep_layer, batch):
+    """The step that stays on the device, one rank, on the reference's memory (host memory):
+    the layer's bytes; a batch past max_tokens, a closed step and closing its group first are
+    refused by name."""
+    hidden, logits = batch
+    ids, weights = layer.route(logits)
+    group = moe.ExpertParallelGroup.single_rank()
+    try:
+        step = group.device_step(ep_layer, TOKENS)
+    except moe.MoeError as e:
+        if "built without expert parallelism" in e.message:
+            pytest.skip(e.message)
+        raise
+    out = step.run(hidden, (ids, weights))
+    want = layer(hidden, (ids, weights))
+    np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
+    with raises("invalid_argument", "open device step", "close them first"):
+        group.close()
+    small = group.device_step(ep_layer, TOKENS - 1)
+    with raises("capacity_exceeded", f"up to {TOKENS - 1} tokens a rank", f"not {TOKENS}"):
+        small.run(hidden, (ids, weights))
+    small.close()
+    step.close()
+    with raises("invalid_argument", "the device step is closed"):
+        step.run(hidden, (ids, weights))
+    with raises("invalid_argument", "max_tokens >= 1"):
+        group.device_step(ep_layer, 0)
+    group.close()

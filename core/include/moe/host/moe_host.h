@@ -32,13 +32,14 @@ extern "C" {
 
 #define MOE_HOST_VERSION_MAJOR 1
 #define MOE_HOST_VERSION_MINOR                                        \
-  4 /* 1.1: moe_host_problem_parse, moe_host_problem_format;          \
+  5 /* 1.1: moe_host_problem_parse, moe_host_problem_format;          \
       1.2: moe_host_layer_prepare_checkpoint, the router fields of    \
       moe_host_layer_info;                                            \
       1.3: weights in device memory (moe_host_prepare_args.weights_*  \
       fields), expert parallelism over the caller's NCCL communicator \
       (moe_host_ep_*);                                                \
-      1.4: the decode rule in moe_host_plugin_info (ABI 1.3) */
+      1.4: the decode rule in moe_host_plugin_info (ABI 1.3);         \
+      1.5: the device EP step (moe_host_ep_device_step_*) */
 
 #if defined(_WIN32)
 #define MOE_HOST_EXPORT __declspec(dllexport)
@@ -405,6 +406,51 @@ typedef struct moe_host_ep_step_args {
  * order. group NULL: a single rank (ep_size 1), without NCCL, for any plugin. */
 MOE_HOST_EXPORT moe_status moe_host_ep_step(moe_host_ep_group* group /* NULL: one rank */,
                                             const moe_host_ep_step_args* args);
+
+/* Since 1.5: the EP step that stays on the device (docs/design.md §4, "Two EP steps"): every
+ * rank's tokens, ids and weights all-gathered, the rank's layer on all of them, a bf16
+ * reduce-scatter back, all enqueued on the caller's stream with no host work in between and no
+ * allocation per step (a stream may capture it in a CUDA graph). Routed experts only: a layer
+ * with a shared expert split off, or with sink experts, is refused (UNSUPPORTED; moe_host_ep_step
+ * takes them). Every rank runs the same batch size (pad with ids -1). */
+typedef struct moe_host_ep_device_step moe_host_ep_device_step;
+
+typedef struct moe_host_ep_device_step_args {
+  size_t struct_size;
+  const moe_extension* ext;
+  const moe_host_layer* layer; /* borrowed for the step's life: this rank's experts */
+  int64_t max_tokens;          /* the most tokens a rank steps; buffers are made for it (>= 1) */
+} moe_host_ep_device_step_args;
+
+#define MOE_HOST_EP_DEVICE_STEP_ARGS_MIN_SIZE \
+  (offsetof(moe_host_ep_device_step_args, max_tokens) + sizeof(int64_t))
+
+/* Makes the step's buffers in the layer's device memory. group NULL: one rank (ep_size 1); else
+ * borrowed for the step's life. */
+MOE_HOST_EXPORT moe_status moe_host_ep_device_step_create(
+    moe_host_ep_group* group /* NULL: one rank */, const moe_host_ep_device_step_args* args,
+    moe_host_ep_device_step** step /* out */);
+MOE_HOST_EXPORT moe_status moe_host_ep_device_step_destroy(moe_host_ep_device_step* step
+                                                           /* NULL ok */);
+
+typedef struct moe_host_ep_device_run_args {
+  size_t struct_size;
+  const moe_extension* ext;
+  moe_tensor hidden;       /* [T, H] bf16, the layer's device memory: this rank's tokens */
+  moe_tensor topk_ids;     /* [T, k] int32, device: global expert ids, -1 = skip */
+  moe_tensor topk_weights; /* [T, k] f32, device */
+  moe_tensor output;       /* out: [T, H] bf16, device */
+  void* stream;            /* cudaStream_t the step is enqueued on; NULL: the default stream */
+} moe_host_ep_device_run_args;
+
+#define MOE_HOST_EP_DEVICE_RUN_ARGS_MIN_SIZE \
+  (offsetof(moe_host_ep_device_run_args, stream) + sizeof(void*))
+
+/* Enqueues one step and returns: the output is ready when `stream` is (moe_host_layer_sync). A
+ * collective: every rank runs its step in the same order with the same T; T past max_tokens is
+ * CAPACITY_EXCEEDED naming both. */
+MOE_HOST_EXPORT moe_status moe_host_ep_device_step_run(const moe_host_ep_device_step* step,
+                                                       const moe_host_ep_device_run_args* args);
 
 /* ---------------------------------------------------------------------------------------------
  * Conformance (docs/design.md §7): one plugin library against the reference.
