@@ -111,3 +111,21 @@ def test_a_layer_of_two_ranks_on_a_one_rank_communicator_is_refused(engine_comm,
     with raises("config_error", "the NCCL communicator is rank 0 of 1, but the config says "
                 "ep_rank=0 of ep_size=2"):
         moe.ExpertParallelGroup(comm, layer)
+
+
+def test_a_device_step_through_the_engines_communicator(engine_comm, weights, gpu_backend):
+    """The step that stays on the device, on CUDA tensors and torch's current stream, through the
+    engine's one-rank communicator: the host step's bits (one rank: NCCL's copies)."""
+    nccl, comm = engine_comm
+    layer = moe.Layer.prepare(ep_problem(1), weights, backend=gpu_backend)
+    reference = moe.Layer.prepare(ep_problem(1), weights, backend="reference")
+    g = torch.Generator().manual_seed(3)
+    hidden = (torch.rand(TOKENS, HIDDEN, generator=g) * 2 - 1).bfloat16()
+    ids, topk_weights = reference.route(torch.rand(TOKENS, EXPERTS, generator=g) * 4 - 2)
+    with moe.ExpertParallelGroup(comm, layer) as group:
+        want = group.step(layer, hidden, (ids, topk_weights))
+        with group.device_step(layer, 32) as step:
+            out = step.run(hidden.cuda(), (ids.cuda(), topk_weights.cuda()))
+            torch.cuda.current_stream().synchronize()
+    assert out.is_cuda and out.dtype == torch.bfloat16
+    assert torch.equal(out.cpu().view(torch.int16), want.view(torch.int16))
