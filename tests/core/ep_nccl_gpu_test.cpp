@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "../support/test_env.hpp"
 #include "device/cuda_driver.hpp"
@@ -173,7 +174,8 @@ TEST_F(EpOverAnEnginesNccl, AOneRankCommunicatorIsRefusedForTwoRanks) {
 
 // ep::DeviceStep through the real NCCL (one rank: the all-gathers and the reduce-scatter are
 // NCCL's own copies), on the plugin's device memory and the legacy default stream: the host
-// step's bits, and again after a step of fewer tokens (buffers made once, for 32 a rank).
+// step's bits, and again after a step of fewer tokens (buffers made once, for 32 a rank); then
+// captured into a CUDA graph (ep::StepGraph) and replayed: the same bits.
 TEST_F(EpOverAnEnginesNccl, TheDeviceStepThroughNcclIsTheHostStep) {
   const moe_problem p = problem_.c();
   const LayerWeights w = random_weights(p, 31);
@@ -205,6 +207,21 @@ TEST_F(EpOverAnEnginesNccl, TheDeviceStepThroughNcclIsTheHostStep) {
       const HostTensor host = ep::run_step(group.get(), layer, p, batch.hidden, routing);
       EXPECT_EQ(std::memcmp(out.raw(), host.raw(), host.bytes()), 0)
           << tokens << " tokens: rel_err " << relative_l2(out, host);
+      // Captured into a graph and replayed twice (the output poisoned in between): the same.
+      const ep::StepGraph graph(step, make_view(x.data(), MOE_DTYPE_BF16, {tokens, h}),
+                                make_view(ids.data(), MOE_DTYPE_I32, {tokens, k}),
+                                make_view(wt.data(), MOE_DTYPE_F32, {tokens, k}),
+                                make_view(y.data(), MOE_DTYPE_BF16, {tokens, h}));
+      for (int replay = 0; replay < 2; ++replay) {
+        const std::vector<uint8_t> poison(out.bytes(), 0xff);
+        y.upload(poison.data(), poison.size());
+        graph.launch();
+        graph.sync();
+        HostTensor again(MOE_DTYPE_BF16, {tokens, h});
+        y.download(again.raw(), again.bytes());
+        EXPECT_EQ(std::memcmp(again.raw(), host.raw(), host.bytes()), 0)
+            << tokens << " tokens, replay " << replay;
+      }
     }
   }
   EXPECT_EQ(engine_.comm_destroy(comm), ncclSuccess);

@@ -156,4 +156,24 @@ class DeviceStep {
   Buffer hidden_, ids_, weights_, out_, workspace_;  // every rank's tokens, and the layer's
 };
 
+// A DeviceStep captured once into a CUDA graph on a stream of its own and replayed: the tensors
+// (device memory of the layer's plugin) are fixed at capture, so each launch steps whatever they
+// then hold. Every rank captures its step the same way and launches it in the same order. Needs
+// the NVIDIA driver (libcuda, loaded at run time) and a device-memory plugin.
+class StepGraph {
+ public:
+  StepGraph(const DeviceStep& step, const moe_tensor& hidden, const moe_tensor& topk_ids,
+            const moe_tensor& topk_weights, const moe_tensor& output);
+  ~StepGraph();
+  StepGraph(const StepGraph&) = delete;
+  StepGraph& operator=(const StepGraph&) = delete;
+  void launch() const;  // enqueues one step on the graph's stream
+  void sync() const;    // waits for the launched steps
+
+ private:
+  void* stream_ = nullptr;  // CUstream
+  void* graph_ = nullptr;   // CUgraph
+  void* exec_ = nullptr;    // CUgraphExec
+};
+
 }  // namespace moe::ep

@@ -19,6 +19,12 @@ void bind(void* lib, const char* symbol, F& out) {
             symbol);
 }
 
+// A symbol that may be missing (left null).
+template <class F>
+void bind_optional(void* lib, const char* symbol, F& out) {
+  out = reinterpret_cast<F>(dlsym(lib, symbol));
+}
+
 CudaDriver load() {
   dlerror();
   // Never closed: a plugin on the device holds the same library for the process's life anyway.
@@ -40,6 +46,14 @@ CudaDriver load() {
   bind(lib, "cuStreamSynchronize", d.stream_synchronize);
   bind(lib, "cuStreamQuery", d.stream_query);
   bind(lib, "cuGetErrorName", d.error_name);
+  bind_optional(lib, "cuStreamCreate", d.stream_create);
+  bind_optional(lib, "cuStreamDestroy_v2", d.stream_destroy);
+  bind_optional(lib, "cuStreamBeginCapture_v2", d.stream_begin_capture);
+  bind_optional(lib, "cuStreamEndCapture", d.stream_end_capture);
+  bind_optional(lib, "cuGraphInstantiateWithFlags", d.graph_instantiate);
+  bind_optional(lib, "cuGraphLaunch", d.graph_launch);
+  bind_optional(lib, "cuGraphExecDestroy", d.graph_exec_destroy);
+  bind_optional(lib, "cuGraphDestroy", d.graph_destroy);
   const int r = init(0);
   MOE_CHECK(r == 0, MOE_STATUS_DEVICE_ERROR, "the NVIDIA driver did not start (cuInit): {}",
             driver_error(d, r));

@@ -12,13 +12,15 @@
 namespace moe::device {
 
 // cuPointerGetAttributes's attributes and memory types (cuda.h's values, stable since CUDA 4-10).
-constexpr int kPointerMemoryType = 2;      // CU_POINTER_ATTRIBUTE_MEMORY_TYPE: unsigned
-constexpr int kPointerDeviceOrdinal = 9;   // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: int
-constexpr int kPointerRangeStart = 11;     // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: uint64_t
-constexpr int kPointerRangeSize = 12;      // CU_POINTER_ATTRIBUTE_RANGE_SIZE: size_t
-constexpr unsigned kMemoryTypeHost = 1;    // CU_MEMORYTYPE_HOST
-constexpr unsigned kMemoryTypeDevice = 2;  // CU_MEMORYTYPE_DEVICE
-constexpr int kErrorInvalidContext = 201;  // CUDA_ERROR_INVALID_CONTEXT: no current context
+constexpr int kPointerMemoryType = 2;       // CU_POINTER_ATTRIBUTE_MEMORY_TYPE: unsigned
+constexpr int kPointerDeviceOrdinal = 9;    // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: int
+constexpr int kPointerRangeStart = 11;      // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: uint64_t
+constexpr int kPointerRangeSize = 12;       // CU_POINTER_ATTRIBUTE_RANGE_SIZE: size_t
+constexpr unsigned kMemoryTypeHost = 1;     // CU_MEMORYTYPE_HOST
+constexpr unsigned kMemoryTypeDevice = 2;   // CU_MEMORYTYPE_DEVICE
+constexpr int kErrorInvalidContext = 201;   // CUDA_ERROR_INVALID_CONTEXT: no current context
+constexpr unsigned kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
+constexpr int kCaptureThreadLocal = 1;      // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 
 struct CudaDriver {
   int (*device_get_count)(int* count);
@@ -32,6 +34,15 @@ struct CudaDriver {
   int (*stream_synchronize)(void* stream);
   int (*stream_query)(void* stream);  // 0 done, 600 (CUDA_ERROR_NOT_READY) not yet
   int (*error_name)(int result, const char** name);
+  // Streams and graphs (ep::StepGraph); null where the driver lacks them (older than CUDA 11.4).
+  int (*stream_create)(void** stream, unsigned flags);
+  int (*stream_destroy)(void* stream);
+  int (*stream_begin_capture)(void* stream, int mode);
+  int (*stream_end_capture)(void* stream, void** graph);
+  int (*graph_instantiate)(void** exec, void* graph, unsigned long long flags);
+  int (*graph_launch)(void* exec, void* stream);
+  int (*graph_exec_destroy)(void* exec);
+  int (*graph_destroy)(void* graph);
   std::string library;  // the file loaded
 };
 
