@@ -53,6 +53,8 @@ EpDeviceStep::~EpDeviceStep() {
 }
 
 void EpDeviceStep::close() {
+  nb::gil_scoped_release unlocked;  // a run on another thread may hold the mutex
+  std::lock_guard<std::mutex> lock(mutex_);
   if (handle_ == nullptr) return;
   check(moe_host_ep_device_step_destroy(handle_));
   handle_ = nullptr;
@@ -61,7 +63,6 @@ void EpDeviceStep::close() {
 
 void EpDeviceStep::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights,
                        nb::handle out, uintptr_t stream) {
-  if (handle_ == nullptr) fail(MOE_STATUS_INVALID_ARGUMENT, "the device step is closed");
   const int64_t width = MOE_TOPK_WIDTH(&problem_);
   Keep keep;
   auto a = sized<moe_host_ep_device_run_args>();
@@ -73,6 +74,8 @@ void EpDeviceStep::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_w
   a.output = tensor_arg(out, "out", MOE_DTYPE_BF16, {tokens, problem_.hidden}, where_, keep);
   a.stream = reinterpret_cast<void*>(stream);
   nb::gil_scoped_release unlocked;  // a collective: it may wait for the other ranks' NCCL calls
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (handle_ == nullptr) fail(MOE_STATUS_INVALID_ARGUMENT, "the device step is closed");
   check(moe_host_ep_device_step_run(handle_, &a));
 }
 

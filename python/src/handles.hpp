@@ -129,6 +129,7 @@ class EpDeviceStep {
 
  private:
   EpGroup* group_;
+  std::mutex mutex_;                           // a run and a close never overlap
   moe_host_ep_device_step* handle_ = nullptr;  // null once closed
   const moe_problem problem_;
   Placement where_;

@@ -200,6 +200,9 @@ TEST_F(DeviceStepTest, BadInputIsNamed) {
                {"topk_ids must be i32 [3, 2]"});
   expect_error([&] { ep::DeviceStep(nullptr, layer, p.c(), 0); }, MOE_STATUS_INVALID_ARGUMENT,
                {"max_tokens >= 1"});
+  // The layer runs every rank's tokens at once: they must fit its max_tokens (64).
+  expect_error([&] { ep::DeviceStep(nullptr, layer, p.c(), 65); }, MOE_STATUS_CAPACITY_EXCEEDED,
+               {"1 x 65 = 65", "max_tokens=64"});
   p.raw().shared_intermediate = 16;
   p.finalize();
   expect_error([&] { ep::DeviceStep(nullptr, layer, p.c(), 4); }, MOE_STATUS_UNSUPPORTED,

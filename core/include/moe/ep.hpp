@@ -79,6 +79,10 @@ class Group {
  private:
   explicit Group(const NcclApi& nccl) : nccl_(nccl) {}
   void wait(const char* what);
+  // A non-blocking communicator's call may return before it is enqueued (ncclInProgress): polls
+  // until it is, so later work on the stream (or a capture's end) comes after it. No stream
+  // query: a capturing stream must not be queried.
+  void wait_enqueued(const char* what);
   void check_config(uint64_t digest);
   void check_usable() const;
 
@@ -158,8 +162,11 @@ class DeviceStep {
 
 // A DeviceStep captured once into a CUDA graph on a stream of its own and replayed: the tensors
 // (device memory of the layer's plugin) are fixed at capture, so each launch steps whatever they
-// then hold. Every rank captures its step the same way and launches it in the same order. Needs
-// the NVIDIA driver (libcuda, loaded at run time) and a device-memory plugin.
+// then hold. Every rank captures its step the same way and launches it in the same order. The
+// graph's stream is ordered with no other (non-blocking): sync() before other streams, or direct
+// runs of the same DeviceStep, touch its tensors or buffers. Needs the NVIDIA driver (libcuda,
+// loaded at run time), a device-memory plugin, and the layer's device current on the calling
+// thread (the plugin's own calls, prepare and run, make it so).
 class StepGraph {
  public:
   StepGraph(const DeviceStep& step, const moe_tensor& hidden, const moe_tensor& topk_ids,

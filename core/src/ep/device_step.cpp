@@ -36,6 +36,10 @@ DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, i
             MOE_STATUS_CONFIG_ERROR,
             "the problem has ep_size={} and ep_rank={}, but this process is rank {} of {}",
             p.ep_size, p.ep_rank, group ? group->rank() : 0, world_);
+  MOE_CHECK(world_ * max_tokens <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
+            "the device step runs the layer on every rank's tokens, {} x {} = {}, but the layer "
+            "takes at most max_tokens={}: prepare it with max_tokens >= {}",
+            world_, max_tokens, world_ * max_tokens, p.max_tokens, world_ * max_tokens);
   MOE_CHECK(p.shared_intermediate == 0 && p.sink_experts == 0, MOE_STATUS_UNSUPPORTED,
             "the device step runs routed experts only: a shared expert (shared_intermediate={}) "
             "or sink experts ({}) run once per token at home, which ep::run_step does",

@@ -232,6 +232,24 @@ std::vector<uint64_t> Group::all_gather(uint64_t value, const char* what) {
   return out;
 }
 
+void Group::wait_enqueued(const char* what) {
+  const auto start = Clock::now();
+  auto comm = static_cast<ncclComm_t>(comm_);
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    check_nccl(nccl_, nccl_.comm_get_async_error(comm, &state), "ncclCommGetAsyncError");
+    check_nccl(nccl_, state, what);
+    if (state != ncclInProgress) return;
+    if (seconds_since(start) > timeout_s_) {
+      if (owned_) nccl_.comm_abort(comm);
+      comm_ = nullptr;
+      MOE_FAIL(MOE_STATUS_DEVICE_ERROR, "rank {} of {}: {} was not enqueued within {:.0f} s", rank_,
+               world_, what, timeout_s_);
+    }
+    std::this_thread::yield();
+  }
+}
+
 void Group::all_gather_on(const void* mine, void* all, size_t bytes, void* stream,
                           const char* what) {
   check_usable();
@@ -239,6 +257,7 @@ void Group::all_gather_on(const void* mine, void* all, size_t bytes, void* strea
              nccl_.all_gather(mine, all, bytes, ncclUint8, static_cast<ncclComm_t>(comm_),
                               static_cast<cudaStream_t>(stream)),
              what);
+  wait_enqueued(what);
 }
 
 void Group::reduce_scatter_bf16_on(const void* all, void* mine, size_t elems, void* stream,
@@ -251,6 +270,7 @@ void Group::reduce_scatter_bf16_on(const void* all, void* mine, size_t elems, vo
       nccl_.reduce_scatter(all, mine, elems, ncclBfloat16, ncclSum, static_cast<ncclComm_t>(comm_),
                            static_cast<cudaStream_t>(stream)),
       what);
+  wait_enqueued(what);
 }
 
 }  // namespace moe::ep

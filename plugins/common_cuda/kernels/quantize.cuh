@@ -131,7 +131,8 @@ __global__ void __launch_bounds__(kQuantThreads) gather_fp8_1x128_kernel(const F
     }
     const Vec* src = reinterpret_cast<const Vec*>(p.codes_in + t * p.hidden);  // (vecs)
     Vec* dst = reinterpret_cast<Vec*>(p.codes + r * p.hidden);                 // (vecs)
-    constexpr int kInFlight = 4;  // loads issued before their stores (src and dst may alias)
+    constexpr int kInFlight = 4;  // loads issued before their stores (the compiler cannot tell
+                                  // that the staging area and the rows never overlap)
     for (int64_t v0 = lane; v0 < vecs; v0 += kInFlight * kWarpSize) {
       Vec part[kInFlight];
 #pragma unroll

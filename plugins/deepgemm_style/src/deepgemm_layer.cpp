@@ -216,7 +216,8 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, RowLayout 
   ws.gemm2 = c.take<uint16_t>(r * h);
   ws.gemm_ws = c.take(gemm_ws_bytes_);
   ws.sinks = c.take(sinks_ ? sinks_->workspace_bytes(tokens) : 0);
-  ws.staging = c.take(masked ? 0 : gpu::gather_quantize_fp8_staging_bytes(tokens, p.hidden));
+  const bool stage = !masked && gpu::fp8_staging_pays(p.top_k, p.local_experts, p.experts);
+  ws.staging = stage ? c.take(gpu::gather_quantize_fp8_staging_bytes(tokens, p.hidden)) : nullptr;
   if (bytes != nullptr) *bytes = c.used();
   return ws;
 }
@@ -256,10 +257,9 @@ void DeviceLayer::run(const moe_run_args& a) const {
   // The sinks' rows are skipped by the e4m3 steps (GEMMs, gather, activation): they run apart.
   const int32_t sink0 = int32_t(gpu::first_sink_group(p)),
                 sink1 = int32_t(gpu::first_sink_group(p) + p.sink_experts);
-  gpu::launch_gather_quantize_fp8_1x128(static_cast<const uint16_t*>(a.hidden.data), p.hidden,
-                                        perm.row_token, rows, ws.rows, {ws.row_scales, 1, r},
-                                        stream, {perm.row_group, sink0, sink1},
-                                        {masked ? nullptr : ws.staging, tokens});
+  gpu::launch_gather_quantize_fp8_1x128(
+      static_cast<const uint16_t*>(a.hidden.data), p.hidden, perm.row_token, rows, ws.rows,
+      {ws.row_scales, 1, r}, stream, {perm.row_group, sink0, sink1}, {ws.staging, tokens});
 
   Fp8GemmArgs g{};
   g.groups = int(groups_);

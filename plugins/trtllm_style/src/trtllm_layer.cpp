@@ -548,7 +548,9 @@ std::array<size_t, 9> DeviceLayer::pieces(int64_t tokens) const {
             gemm_ws_bytes_,
             rows * (p.hidden / 128) * 4,
             rows * (padded_i_ / 128) * 4,
-            moe::gpu::gather_quantize_fp8_staging_bytes(tokens, p.hidden)};
+            gpu::fp8_staging_pays(p.top_k, p.local_experts, p.experts)
+                ? moe::gpu::gather_quantize_fp8_staging_bytes(tokens, p.hidden)
+                : 0};
   const size_t eb = fp8 ? 1 : 2;
   return {moe::gpu::permutation_workspace_bytes(p, tokens),
           rows * p.hidden * eb,
@@ -591,7 +593,7 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens) const {
   ws.act_codes = block ? nullptr : static_cast<uint8_t*>(piece7);
   ws.row_scales = block ? static_cast<float*>(piece6) : nullptr;
   ws.act_scales = block ? static_cast<float*>(piece7) : nullptr;
-  ws.staging = block ? scales : nullptr;
+  ws.staging = block && size[8] > 0 ? scales : nullptr;
   ws.scales = block ? nullptr : reinterpret_cast<float*>(scales);
   ws.amax_ws = scales && !block ? scales + gpu::workspace_round_up(3 * sizeof(float)) : nullptr;
   ws.gemm1_amax = own_fp8_

@@ -46,6 +46,12 @@ struct Fp8Staging {
   int64_t tokens = 0;
 };
 size_t gather_quantize_fp8_staging_bytes(int64_t tokens, int64_t hidden);
+// Whether staging pays for a layer: its live rows (tokens x top_k x local / all experts, on
+// average) are at least twice its tokens. Under expert parallelism a rank's layer sees every
+// rank's tokens but holds a share of the experts, so the rows can be as few as the tokens.
+inline bool fp8_staging_pays(int64_t top_k, int64_t local_experts, int64_t experts) {
+  return top_k * local_experts >= 2 * experts;
+}
 void launch_gather_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const int32_t* source_row,
                                       const RowRange& rows, uint8_t* codes,
                                       const Fp8BlockScales& scales, cudaStream_t stream,
