@@ -5,6 +5,23 @@
 #include "tensors.hpp"
 
 namespace moe::py {
+namespace {
+
+// A step's four tensors (hidden, topk ids and weights, out) checked against problem `p` in
+// `where`, into the args struct `a` of either step.
+template <class Args>
+void step_tensors(Args& a, const moe_problem& p, nb::handle hidden, nb::handle topk_ids,
+                  nb::handle topk_weights, nb::handle out, Placement& where, Keep& keep) {
+  const int64_t width = MOE_TOPK_WIDTH(&p);
+  a.hidden = tensor_arg(hidden, "hidden", MOE_DTYPE_BF16, {kAnyDim, p.hidden}, where, keep);
+  const int64_t tokens = a.hidden.shape[0];
+  a.topk_ids = tensor_arg(topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width}, where, keep);
+  a.topk_weights =
+      tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, where, keep);
+  a.output = tensor_arg(out, "out", MOE_DTYPE_BF16, {tokens, p.hidden}, where, keep);
+}
+
+}  // namespace
 
 EpGroup::EpGroup(uintptr_t nccl_comm, const Layer& layer, double timeout_s) {
   auto a = sized<moe_host_ep_group_args>();
@@ -63,15 +80,9 @@ void EpDeviceStep::close() {
 
 void EpDeviceStep::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights,
                        nb::handle out, uintptr_t stream) {
-  const int64_t width = MOE_TOPK_WIDTH(&problem_);
   Keep keep;
   auto a = sized<moe_host_ep_device_run_args>();
-  a.hidden = tensor_arg(hidden, "hidden", MOE_DTYPE_BF16, {kAnyDim, problem_.hidden}, where_, keep);
-  const int64_t tokens = a.hidden.shape[0];
-  a.topk_ids = tensor_arg(topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width}, where_, keep);
-  a.topk_weights =
-      tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, where_, keep);
-  a.output = tensor_arg(out, "out", MOE_DTYPE_BF16, {tokens, problem_.hidden}, where_, keep);
+  step_tensors(a, problem_, hidden, topk_ids, topk_weights, out, where_, keep);
   a.stream = reinterpret_cast<void*>(stream);
   nb::gil_scoped_release unlocked;  // a collective: it may wait for the other ranks' NCCL calls
   std::lock_guard<std::mutex> lock(mutex_);
@@ -96,18 +107,11 @@ int32_t EpGroup::world() const {
 void EpGroup::step(const Layer& layer, nb::handle hidden, nb::handle topk_ids,
                    nb::handle topk_weights, nb::handle out) {
   if (closed_) fail(MOE_STATUS_INVALID_ARGUMENT, "the expert-parallel group is closed");
-  const moe_problem& p = *layer.info().problem;
-  const int64_t width = MOE_TOPK_WIDTH(&p);
   Placement host{MOE_MEMORY_HOST, -1};  // the step's tensors are host memory (moe_host.h)
   Keep keep;
   auto a = sized<moe_host_ep_step_args>();
   a.layer = layer.handle();
-  a.hidden = tensor_arg(hidden, "hidden", MOE_DTYPE_BF16, {kAnyDim, p.hidden}, host, keep);
-  const int64_t tokens = a.hidden.shape[0];
-  a.topk_ids = tensor_arg(topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width}, host, keep);
-  a.topk_weights =
-      tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, host, keep);
-  a.output = tensor_arg(out, "out", MOE_DTYPE_BF16, {tokens, p.hidden}, host, keep);
+  step_tensors(a, *layer.info().problem, hidden, topk_ids, topk_weights, out, host, keep);
   nb::gil_scoped_release unlocked;
   check(moe_host_ep_step(handle_, &a));
 }

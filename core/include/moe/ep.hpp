@@ -78,11 +78,11 @@ class Group {
 
  private:
   explicit Group(const NcclApi& nccl) : nccl_(nccl) {}
-  void wait(const char* what);
-  // A non-blocking communicator's call may return before it is enqueued (ncclInProgress): polls
-  // until it is, so later work on the stream (or a capture's end) comes after it. No stream
-  // query: a capturing stream must not be queried.
-  void wait_enqueued(const char* what);
+  // Polls until the last call is through, with the group's deadline: `until_done`, until the
+  // stream (the legacy default one) has run it; else only until a non-blocking communicator has
+  // enqueued it (no longer ncclInProgress), so later work on its stream, or a capture's end,
+  // comes after it (no stream query: a capturing stream must not be queried).
+  void wait(const char* what, bool until_done = true);
   void check_config(uint64_t digest);
   void check_usable() const;
 

@@ -167,21 +167,21 @@ Group::~Group() {
 
 // NOTES: on a timeout an owned communicator is aborted; a borrowed one is the engine's to abort
 // (aborting it here would pull it from under the engine), so the group only stops using it.
-void Group::wait(const char* what) {
+void Group::wait(const char* what, bool until_done) {
   const auto start = Clock::now();
   auto comm = static_cast<ncclComm_t>(comm_);
   while (true) {
     ncclResult_t state = ncclSuccess;
     check_nccl(nccl_, nccl_.comm_get_async_error(comm, &state), "ncclCommGetAsyncError");
     check_nccl(nccl_, state, what);
-    if (state == ncclSuccess && nccl_.stream_query(nullptr) == 0) return;
+    if (state == ncclSuccess && (!until_done || nccl_.stream_query(nullptr) == 0)) return;
     if (seconds_since(start) > timeout_s_) {
       if (owned_) nccl_.comm_abort(comm);
       comm_ = nullptr;
       MOE_FAIL(MOE_STATUS_DEVICE_ERROR,
-               "rank {} of {}: {} did not finish within {:.0f} s: a rank died or stopped "
+               "rank {} of {}: {} did not {} within {:.0f} s: a rank died or stopped "
                "answering{}",
-               rank_, world_, what, timeout_s_,
+               rank_, world_, what, until_done ? "finish" : "get enqueued", timeout_s_,
                owned_ ? ""
                       : "; the communicator is the caller's, with that step still in flight: "
                         "abort it (ncclCommAbort) rather than use it again");
@@ -232,24 +232,6 @@ std::vector<uint64_t> Group::all_gather(uint64_t value, const char* what) {
   return out;
 }
 
-void Group::wait_enqueued(const char* what) {
-  const auto start = Clock::now();
-  auto comm = static_cast<ncclComm_t>(comm_);
-  while (true) {
-    ncclResult_t state = ncclSuccess;
-    check_nccl(nccl_, nccl_.comm_get_async_error(comm, &state), "ncclCommGetAsyncError");
-    check_nccl(nccl_, state, what);
-    if (state != ncclInProgress) return;
-    if (seconds_since(start) > timeout_s_) {
-      if (owned_) nccl_.comm_abort(comm);
-      comm_ = nullptr;
-      MOE_FAIL(MOE_STATUS_DEVICE_ERROR, "rank {} of {}: {} was not enqueued within {:.0f} s", rank_,
-               world_, what, timeout_s_);
-    }
-    std::this_thread::yield();
-  }
-}
-
 void Group::all_gather_on(const void* mine, void* all, size_t bytes, void* stream,
                           const char* what) {
   check_usable();
@@ -257,7 +239,7 @@ void Group::all_gather_on(const void* mine, void* all, size_t bytes, void* strea
              nccl_.all_gather(mine, all, bytes, ncclUint8, static_cast<ncclComm_t>(comm_),
                               static_cast<cudaStream_t>(stream)),
              what);
-  wait_enqueued(what);
+  wait(what, false);
 }
 
 void Group::reduce_scatter_bf16_on(const void* all, void* mine, size_t elems, void* stream,
@@ -270,7 +252,7 @@ void Group::reduce_scatter_bf16_on(const void* all, void* mine, size_t elems, vo
       nccl_.reduce_scatter(all, mine, elems, ncclBfloat16, ncclSum, static_cast<ncclComm_t>(comm_),
                            static_cast<cudaStream_t>(stream)),
       what);
-  wait_enqueued(what);
+  wait(what, false);
 }
 
 }  // namespace moe::ep
