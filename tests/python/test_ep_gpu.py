@@ -79,13 +79,19 @@ def rel_l2(got, want):
     return float(torch.linalg.norm(got - want) / torch.linalg.norm(want))
 
 
-def test_a_step_through_the_engines_communicator(engine_comm, weights, gpu_backend):
-    nccl, comm = engine_comm
-    layer = moe.Layer.prepare(ep_problem(1), weights, backend=gpu_backend)
+def layers_and_batch(weights, backend, seed):
+    """The GPU layer and the reference of a one-rank EP problem, and a routed batch (host)."""
+    layer = moe.Layer.prepare(ep_problem(1), weights, backend=backend)
     reference = moe.Layer.prepare(ep_problem(1), weights, backend="reference")
-    g = torch.Generator().manual_seed(2)
+    g = torch.Generator().manual_seed(seed)
     hidden = (torch.rand(TOKENS, HIDDEN, generator=g) * 2 - 1).bfloat16()
     ids, topk_weights = reference.route(torch.rand(TOKENS, EXPERTS, generator=g) * 4 - 2)
+    return layer, reference, hidden, ids, topk_weights
+
+
+def test_a_step_through_the_engines_communicator(engine_comm, weights, gpu_backend):
+    nccl, comm = engine_comm
+    layer, reference, hidden, ids, topk_weights = layers_and_batch(weights, gpu_backend, 2)
     alone = moe.ExpertParallelGroup.single_rank().step(layer, hidden, (ids, topk_weights))
 
     group = moe.ExpertParallelGroup(comm, layer, timeout_s=60)  # vLLM's comm: a ctypes.c_void_p
@@ -117,11 +123,7 @@ def test_a_device_step_through_the_engines_communicator(engine_comm, weights, gp
     """The step that stays on the device, on CUDA tensors and torch's current stream, through the
     engine's one-rank communicator: the host step's bits (one rank: NCCL's copies)."""
     nccl, comm = engine_comm
-    layer = moe.Layer.prepare(ep_problem(1), weights, backend=gpu_backend)
-    reference = moe.Layer.prepare(ep_problem(1), weights, backend="reference")
-    g = torch.Generator().manual_seed(3)
-    hidden = (torch.rand(TOKENS, HIDDEN, generator=g) * 2 - 1).bfloat16()
-    ids, topk_weights = reference.route(torch.rand(TOKENS, EXPERTS, generator=g) * 4 - 2)
+    layer, _, hidden, ids, topk_weights = layers_and_batch(weights, gpu_backend, 3)
     with moe.ExpertParallelGroup(comm, layer) as group:
         want = group.step(layer, hidden, (ids, topk_weights))
         with group.device_step(layer, 32) as step:
