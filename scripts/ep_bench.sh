@@ -2,6 +2,8 @@
 # On a machine with 2+ GPUs: expert-parallel step times (dispatch, local layer, combine) next to
 # NCCL's own all-to-all of the same bytes and the same layer on one GPU.
 #   scripts/ep_bench.sh [config] [steps] [tokens...]
+# EP_JSONL=file: every rank also appends its record there (ep_size, the host step, the device
+# step eager and as a replayed graph, NCCL's all-to-all, one GPU's layer).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 MOE_PLUGIN_PATH=
@@ -11,5 +13,5 @@ NPROC=$(nvidia-smi -L | wc -l)
 for t in "${@:-64 4096}"; do
   echo "== $CFG tokens/rank $t, $NPROC GPUs"
   python3 -m torch.distributed.run --standalone --nproc-per-node "$NPROC" --no-python \
-    build/bin/moe run --config "$CFG" --tokens "$t" --ep-bench "$STEPS" 2>&1 | grep -E "^rank|error"
+    build/bin/moe run --config "$CFG" --tokens "$t" --ep-bench "$STEPS" ${EP_JSONL:+--ep-jsonl "$EP_JSONL"} 2>&1 | grep -E "^rank|error"
 done

@@ -36,7 +36,7 @@ void add_run(CLI::App& app, Discovery& d) {
   static int64_t tokens = -1;
   static uint64_t seed = 0;
   static bool seed_given = false;
-  static std::string inputs, output, checkpoint;
+  static std::string inputs, output, checkpoint, ep_jsonl;
   static bool ep_skew = false;
   static int32_t ep_empty_rank = -1, ep_bench = 0;
   cmd->add_option("--config", config, "YAML config")->required();
@@ -64,6 +64,9 @@ void add_run(CLI::App& app, Discovery& d) {
   cmd->add_option("--ep-bench", ep_bench,
                   "Expert parallel: time this many steps next to NCCL's all-to-all and one GPU")
       ->check(integer_in(0, INT32_MAX));
+  cmd->add_option("--ep-jsonl", ep_jsonl,
+                  "Expert parallel with --ep-bench: each rank appends its record (with ep_size) "
+                  "to this file");
   cmd->callback([&d] {
     Config cfg = Config::load_file(config);
     if (!checkpoint.empty()) {
@@ -75,7 +78,7 @@ void add_run(CLI::App& app, Discovery& d) {
     if (cfg.problem.raw().ep_placement != MOE_EP_NONE) {
       run_expert_parallel(cfg, d,
                           {tokens >= 0 ? tokens : cfg.tokens, seed_given ? seed : cfg.seed, ep_skew,
-                           ep_empty_rank, ep_bench, inputs, output});
+                           ep_empty_rank, ep_bench, inputs, output, ep_jsonl});
       return;
     }
     const Registry r = d.discover(cfg.plugin_dirs);

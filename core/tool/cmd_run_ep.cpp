@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <utility>
@@ -20,6 +22,9 @@
 #include "run_inputs.hpp"
 
 #ifdef MOE_WITH_EP
+#include <nlohmann/json.hpp>
+
+#include "bench_method.hpp"
 #include "moe/checkpoint.hpp"
 #include "moe/config.hpp"
 #include "moe/conformance.hpp"
@@ -48,21 +53,24 @@ double median(std::vector<double> v) {
 // ep::DeviceStep (tokens all-gathered, the local layer, a reduce-scatter, no host work between)
 // timed back to back when it can run here (routed experts only, the same batch on every rank),
 // and its output against run_step's.
+// Its figures go into `rec` ("ms", "gbps", "graph_ms", "rel_l2_to_host_step"; "not_run" with
+// the reason where it could not run).
 void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExpert& shared,
                        const moe_problem& p, const Batch& batch, const Routing& routing, int32_t n,
-                       int32_t rank) {
+                       int32_t rank, nlohmann::json& rec) {
   const int64_t tokens = batch.hidden.shape()[0], h = p.hidden, w = topk_width(p);
   const auto counts = group ? group->all_gather(uint64_t(tokens), "device step batch sizes")
                             : std::vector<uint64_t>{uint64_t(tokens)};
   const bool same =
       std::all_of(counts.begin(), counts.end(), [&](uint64_t c) { return c == uint64_t(tokens); });
-  if (shared.layer != nullptr || p.sink_experts > 0 || !same || tokens == 0) {
-    std::cout << fmt::format("rank {} device step: not run ({})\n", rank,
-                             !same         ? "the ranks hold different batch sizes"
-                             : tokens == 0 ? "no tokens"
-                                           : "a shared expert or sinks run at home");
-    return;
-  }
+  auto not_run = [&](const std::string& why) {
+    std::cout << fmt::format("rank {} device step: not run ({})\n", rank, why);
+    rec["not_run"] = why;
+  };
+  if (shared.layer != nullptr || p.sink_experts > 0 || !same || tokens == 0)
+    return not_run(!same         ? "the ranks hold different batch sizes"
+                   : tokens == 0 ? "no tokens"
+                                 : "a shared expert or sinks run at home");
   const auto dev = layer.plugin().shared_from_this();
   auto upload = [&](const HostTensor& t) {
     Buffer b(dev, t.bytes());
@@ -73,8 +81,7 @@ void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExp
   try {
     made.emplace(group, layer, p, tokens);
   } catch (const Error& e) {
-    std::cout << fmt::format("rank {} device step: not run ({})\n", rank, e.what());
-    return;
+    return not_run(e.what());
   }
   const ep::DeviceStep& step = *made;
   Buffer x = upload(batch.hidden), ids = upload(routing.ids), wt = upload(routing.weights),
@@ -95,6 +102,7 @@ void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExp
   // As a replayed CUDA graph (a device backend only): captured once, launched and waited for
   // one step at a time.
   std::string graph = "not run (the backend keeps host memory)";
+  rec["graph_ms"] = nullptr;
   if (dev->info().memory == MOE_MEMORY_CUDA_DEVICE) {
     try {
       const ep::StepGraph g(step, make_view(x.data(), MOE_DTYPE_BF16, {tokens, h}),
@@ -111,6 +119,7 @@ void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExp
                 .count());
       }
       graph = fmt::format("{:.3f} ms", median(replay));
+      rec["graph_ms"] = median(replay);
     } catch (const Error& e) {
       graph = fmt::format("not run ({})", e.what());
     }
@@ -124,12 +133,17 @@ void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExp
       "rank {} device step ({} steps, median, synchronised each): {:.3f} ms, {:.1f} GB/s of "
       "collectives | as a replayed graph: {} | relative L2 to the host step {:.2e}\n",
       rank, n, median(ms), bytes / median(ms) * 1e-6, graph, relative_l2(out, host));
+  rec["ms"] = median(ms);
+  rec["gbps"] = bytes / median(ms) * 1e-6;
+  rec["rel_l2_to_host_step"] = relative_l2(out, host);
 }
 
 // Steps timed back to back, next to NCCL's own all-to-all of the same bytes and one GPU's layer.
+// With `jsonl`, each rank appends its figures as one record (ep_size, ep_rank, per-rank tokens).
 void bench_steps(ep::Group* group, const Layer& layer, const ep::SharedExpert& shared,
                  const Layer& single, const moe_problem& p, const moe_problem& g,
-                 const Batch& batch, const Routing& routing, int32_t n, int32_t rank) {
+                 const Batch& batch, const Routing& routing, int32_t n, int32_t rank,
+                 const std::string& jsonl) {
   std::vector<double> step, dispatch, combine, compute, raw, one;
   ep::StepStats st;
   for (int32_t i = 0; i < n; ++i) {
@@ -161,7 +175,8 @@ void bench_steps(ep::Group* group, const Layer& layer, const ep::SharedExpert& s
   }
   for (int32_t i = 0; i < n; ++i) one.push_back(run_layer(single, g, batch.hidden, routing).ms);
   const double gbs = 1e-6;  // bytes/ms -> GB/s
-  bench_device_step(group, layer, shared, p, batch, routing, n, rank);
+  nlohmann::json device_step = nlohmann::json::object();
+  bench_device_step(group, layer, shared, p, batch, routing, n, rank, device_step);
   std::cout << fmt::format(
       "rank {} bench ({} steps, medians): step {:.3f} ms | dispatch {:.3f} ms, {:.1f} GB/s | "
       "combine {:.3f} ms, {:.1f} GB/s | local layer {:.3f} ms | NCCL all-to-all of the dispatch "
@@ -169,6 +184,39 @@ void bench_steps(ep::Group* group, const Layer& layer, const ep::SharedExpert& s
       rank, n, median(step), median(dispatch), st.dispatch_bytes / median(dispatch) * gbs,
       median(combine), st.combine_bytes / median(combine) * gbs, median(compute), median(raw),
       raw.empty() ? 0.0 : st.dispatch_bytes / median(raw) * gbs, median(one));
+  if (jsonl.empty()) return;
+  char date[16];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
+  const std::optional<std::string> gpu = device_of(layer.plugin());
+  const auto or_null = [](bool has, double v) {
+    return has ? nlohmann::json(v) : nlohmann::json();
+  };
+  const nlohmann::json rec = {
+      {"date", date},
+      {"device", gpu ? *gpu : (layer.plugin().device_memory() ? "unknown" : "host")},
+      {"backend", layer.plugin().name()},
+      {"format", format_name(static_cast<moe_format>(p.format))},
+      {"experts", g.experts},
+      {"top_k", p.top_k},
+      {"hidden", p.hidden},
+      {"intermediate", p.intermediate},
+      {"ep_size", world},
+      {"ep_rank", rank},
+      {"tokens_per_rank", batch.hidden.shape()[0]},
+      {"steps", n},
+      {"host_step_ms", median(step)},
+      {"dispatch_ms", median(dispatch)},
+      {"dispatch_gbps", st.dispatch_bytes / median(dispatch) * gbs},
+      {"combine_ms", median(combine)},
+      {"combine_gbps", st.combine_bytes / median(combine) * gbs},
+      {"local_layer_ms", median(compute)},
+      {"nccl_all_to_all_ms", or_null(!raw.empty(), median(raw))},
+      {"nccl_all_to_all_gbps", or_null(!raw.empty(), st.dispatch_bytes / median(raw) * gbs)},
+      {"one_gpu_layer_ms", median(one)},
+      {"device_step", device_step}};
+  std::ofstream(jsonl, std::ios::app)
+      << rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 // Rows [first, first + count) of a batch (its routing bias is the layer's, kept whole).
@@ -339,8 +387,8 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
       wrote);
   if (!(vs_one <= tol && vs_ref <= tol)) exit_code() = kExitMismatch;
   if (o.bench > 0)
-    bench_steps(group.get(), layer, shared, single, routed, g, batch, routing, o.bench,
-                launch.rank);
+    bench_steps(group.get(), layer, shared, single, routed, g, batch, routing, o.bench, launch.rank,
+                o.jsonl);
 }
 #endif
 

@@ -17,6 +17,7 @@ struct EpRunOptions {
   int32_t bench = 0;        // > 0: time this many steps (and NCCL's all-to-all of the same bytes)
   std::string inputs;       // --inputs: every rank reads it and runs its share of the tokens
   std::string output;       // --output: rank 0 writes every rank's rows, in token order
+  std::string jsonl;        // --ep-jsonl: with bench, each rank appends its record here
 };
 
 void run_expert_parallel(const Config& config, const Discovery& d, const EpRunOptions& options);
