@@ -737,6 +737,11 @@ static void test_expert_parallel_steps(moe_host_registry* registry) {
     da.max_tokens = 0;
     expect_error("max_tokens 0", moe_host_ep_device_step_create(NULL, &da, &dstep),
                  MOE_STATUS_INVALID_ARGUMENT, "max_tokens >= 1");
+    da.layer = NULL;
+    expect_error("a device step without a layer", moe_host_ep_device_step_create(NULL, &da, &dstep),
+                 MOE_STATUS_INVALID_ARGUMENT, "moe_host_ep_device_step_args.layer is NULL");
+    expect_error("a run of no step", moe_host_ep_device_step_run(NULL, &dr),
+                 MOE_STATUS_INVALID_ARGUMENT, "step is NULL");
     CHECK(dstep == NULL, "a device step was made");
   }
   free(stepped);

@@ -198,6 +198,15 @@ TEST_F(DeviceStepTest, BadInputIsNamed) {
                {"up to 4 tokens a rank", "not 5"});
   expect_error([&] { run(3, MOE_DTYPE_F32); }, MOE_STATUS_INVALID_ARGUMENT,
                {"topk_ids must be i32 [3, 2]"});
+  expect_error(
+      [&] {
+        moe_tensor strided = make_view(x.data(), MOE_DTYPE_BF16, {2, h});
+        strided.strides[0] = 2 * h, strided.strides[1] = 1;  // every other row
+        step.run(strided, make_view(ids.data(), MOE_DTYPE_I32, {2, w}),
+                 make_view(wt.data(), MOE_DTYPE_F32, {2, w}),
+                 make_view(y.data(), MOE_DTYPE_BF16, {2, h}), nullptr);
+      },
+      MOE_STATUS_INVALID_ARGUMENT, {"hidden must be contiguous", "strides [128, 1]"});
   expect_error([&] { ep::DeviceStep(nullptr, layer, p.c(), 0); }, MOE_STATUS_INVALID_ARGUMENT,
                {"max_tokens >= 1"});
   // The layer runs every rank's tokens at once: they must fit its max_tokens (64).
