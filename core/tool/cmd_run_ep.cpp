@@ -86,13 +86,15 @@ void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExp
   const ep::DeviceStep& step = *made;
   Buffer x = upload(batch.hidden), ids = upload(routing.ids), wt = upload(routing.weights),
          y(dev, size_t(tokens * h * 2));
+  // The step's tensors: views of the buffers, for the eager runs and the graph alike.
+  const moe_tensor vx = make_view(x.data(), MOE_DTYPE_BF16, {tokens, h}),
+                   vids = make_view(ids.data(), MOE_DTYPE_I32, {tokens, w}),
+                   vwt = make_view(wt.data(), MOE_DTYPE_F32, {tokens, w}),
+                   vy = make_view(y.data(), MOE_DTYPE_BF16, {tokens, h});
   std::vector<double> ms;
   for (int32_t i = 0; i < n; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    step.run(make_view(x.data(), MOE_DTYPE_BF16, {tokens, h}),
-             make_view(ids.data(), MOE_DTYPE_I32, {tokens, w}),
-             make_view(wt.data(), MOE_DTYPE_F32, {tokens, w}),
-             make_view(y.data(), MOE_DTYPE_BF16, {tokens, h}), nullptr);
+    step.run(vx, vids, vwt, vy, nullptr);
     layer.plugin().sync();
     ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -105,10 +107,7 @@ void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExp
   rec["graph_ms"] = nullptr;
   if (dev->info().memory == MOE_MEMORY_CUDA_DEVICE) {
     try {
-      const ep::StepGraph g(step, make_view(x.data(), MOE_DTYPE_BF16, {tokens, h}),
-                            make_view(ids.data(), MOE_DTYPE_I32, {tokens, w}),
-                            make_view(wt.data(), MOE_DTYPE_F32, {tokens, w}),
-                            make_view(y.data(), MOE_DTYPE_BF16, {tokens, h}));
+      const ep::StepGraph g(step, vx, vids, vwt, vy);
       std::vector<double> replay;
       for (int32_t i = 0; i < n; ++i) {
         const auto t0 = std::chrono::steady_clock::now();

@@ -197,10 +197,12 @@ TEST_F(EpOverAnEnginesNccl, TheDeviceStepThroughNcclIsTheHostStep) {
       };
       Buffer x = upload(batch.hidden), ids = upload(routing.ids), wt = upload(routing.weights),
              y(plugin_, size_t(tokens * h * 2));
-      step.run(make_view(x.data(), MOE_DTYPE_BF16, {tokens, h}),
-               make_view(ids.data(), MOE_DTYPE_I32, {tokens, k}),
-               make_view(wt.data(), MOE_DTYPE_F32, {tokens, k}),
-               make_view(y.data(), MOE_DTYPE_BF16, {tokens, h}), nullptr);
+      // The step's tensors: views of the buffers, for the eager runs and the graph alike.
+      const moe_tensor vx = make_view(x.data(), MOE_DTYPE_BF16, {tokens, h}),
+                       vids = make_view(ids.data(), MOE_DTYPE_I32, {tokens, k}),
+                       vwt = make_view(wt.data(), MOE_DTYPE_F32, {tokens, k}),
+                       vy = make_view(y.data(), MOE_DTYPE_BF16, {tokens, h});
+      step.run(vx, vids, vwt, vy, nullptr);
       plugin_->sync();
       HostTensor out(MOE_DTYPE_BF16, {tokens, h});
       y.download(out.raw(), out.bytes());
@@ -208,10 +210,7 @@ TEST_F(EpOverAnEnginesNccl, TheDeviceStepThroughNcclIsTheHostStep) {
       EXPECT_EQ(std::memcmp(out.raw(), host.raw(), host.bytes()), 0)
           << tokens << " tokens: rel_err " << relative_l2(out, host);
       // Captured into a graph and replayed twice (the output poisoned in between): the same.
-      const ep::StepGraph graph(step, make_view(x.data(), MOE_DTYPE_BF16, {tokens, h}),
-                                make_view(ids.data(), MOE_DTYPE_I32, {tokens, k}),
-                                make_view(wt.data(), MOE_DTYPE_F32, {tokens, k}),
-                                make_view(y.data(), MOE_DTYPE_BF16, {tokens, h}));
+      const ep::StepGraph graph(step, vx, vids, vwt, vy);
       for (int replay = 0; replay < 2; ++replay) {
         const std::vector<uint8_t> poison(out.bytes(), 0xff);
         y.upload(poison.data(), poison.size());

@@ -14,6 +14,16 @@ from conftest import HIDDEN, INTERMEDIATE, TOKENS, bf16
 from test_bad_input import raises
 
 
+def skip_without_ep(call):
+    """call(), or a skip where this libmoe_core was built without expert parallelism."""
+    try:
+        return call()
+    except moe.MoeError as e:
+        if "built without expert parallelism" in e.message:
+            pytest.skip(e.message)
+        raise
+
+
 @pytest.fixture
 def ep_layer(problem, weights):
     return moe.Layer.prepare(problem.replace(ep_placement="linear", ep_size=1, ep_rank=0), weights,
@@ -47,12 +57,7 @@ def test_a_one_rank_step_gives_the_layers_output(layer, ep_layer, batch):
     ids, weights = layer.route(logits)
     group = moe.ExpertParallelGroup.single_rank()
     assert (group.rank, group.world_size) == (0, 1)
-    try:
-        out = group.step(ep_layer, hidden, (ids, weights))
-    except moe.MoeError as e:
-        if "built without expert parallelism" in e.message:
-            pytest.skip(e.message)
-        raise
+    out = skip_without_ep(lambda: group.step(ep_layer, hidden, (ids, weights)))
     assert out.dtype == ml_dtypes.bfloat16 and out.shape == (TOKENS, HIDDEN)
     want = layer(hidden, (ids, weights))
     np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
@@ -91,12 +96,7 @@ def test_a_shared_expert_is_split_off_and_runs_once_per_token(problem, weights, 
     hidden, logits = batch
     ids, topk_weights = whole.route(logits)
     group = moe.ExpertParallelGroup.single_rank()
-    try:
-        out = group.step(ep, hidden, (ids, topk_weights))
-    except moe.MoeError as e:
-        if "built without expert parallelism" in e.message:
-            pytest.skip(e.message)
-        raise
+    out = skip_without_ep(lambda: group.step(ep, hidden, (ids, topk_weights)))
 
     def rel(a, b):
         a, b = a.astype(np.float64), b.astype(np.float64)
@@ -117,12 +117,7 @@ def test_a_one_rank_device_step_gives_the_layers_output(layer, ep_layer, batch):
     hidden, logits = batch
     ids, weights = layer.route(logits)
     group = moe.ExpertParallelGroup.single_rank()
-    try:
-        step = group.device_step(ep_layer, TOKENS)
-    except moe.MoeError as e:
-        if "built without expert parallelism" in e.message:
-            pytest.skip(e.message)
-        raise
+    step = skip_without_ep(lambda: group.device_step(ep_layer, TOKENS))
     out = step.run(hidden, (ids, weights))
     want = layer(hidden, (ids, weights))
     np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))

@@ -57,9 +57,9 @@ DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, i
 
 void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
                      const moe_tensor& topk_weights, const moe_tensor& output, void* stream) const {
-  const int64_t tokens = hidden.ndim == 2 ? hidden.shape[0] : -1;
   MOE_CHECK(hidden.ndim == 2, MOE_STATUS_INVALID_ARGUMENT,
             "hidden must be bf16 [T, {}], not of {} dimensions", problem_.hidden, hidden.ndim);
+  const int64_t tokens = hidden.shape[0];
   MOE_CHECK(tokens <= max_tokens_, MOE_STATUS_CAPACITY_EXCEEDED,
             "the device step takes up to {} tokens a rank (its buffers' capacity), not {}",
             max_tokens_, tokens);
