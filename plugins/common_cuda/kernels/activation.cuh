@@ -167,15 +167,18 @@ __device__ __forceinline__ void activate_x1(const ActivationParams& p, int32_t a
   out[i] = float_to_bf16(activate(p, act, g, u));
 }
 
-// A block per row (grid-stride over the rows in range); threads over outputs, 8 at a time when
-// kVec (I % 8 == 0, strides % 8 == 0, 16-byte aligned pointers).
+// A block per row and column chunk: grid-stride over the rows to visit (RowWalk) in x, over
+// chunks of 8 x blockDim outputs of the row in y, so that a wide row (Mixtral's I = 14336) is
+// spread over many blocks instead of one block's sequence of dependent loads. Threads over
+// outputs, 8 at a time when kVec (I % 8 == 0, strides % 8 == 0, 16-byte aligned pointers).
 template <bool kVec>
 __global__ void __launch_bounds__(kActivationThreads) activation_kernel(const ActivationParams p) {
-  const int64_t begin = range_begin(p.row_begin, p.max_rows);
-  const int64_t end = range_end(p.row_end, p.max_rows);
+  const RowWalk walk = row_walk(p.row_begin, p.row_end, p.max_rows, p.row_list, p.row_list_count);
   const int64_t inter = p.intermediate;
-  for (int64_t r = begin + blockIdx.x; r < end; r += gridDim.x) {
-    if (p.row_live != nullptr && p.row_live[r] < 0) continue;
+  const int64_t chunk = int64_t(blockDim.x) * kVecElems;
+  for (int64_t w = blockIdx.x; w < walk.count; w += gridDim.x) {
+    const int64_t r = walk.row(w);
+    if (r < 0 || (p.row_live != nullptr && p.row_live[r] < 0)) continue;
     const int32_t group = p.row_group != nullptr ? p.row_group[r] : 0;
     if (group >= p.skip_begin && group < p.skip_end) continue;  // computed apart
     const int32_t act = (group >= p.silu_begin && group < p.silu_end) ? kSiluMul : p.activation;
@@ -184,21 +187,27 @@ __global__ void __launch_bounds__(kActivationThreads) activation_kernel(const Ac
                             : nullptr;                  // (N1)
     const uint16_t* in = p.gemm1 + r * p.gemm1_stride;  // (N1)
     uint16_t* out = p.out + r * p.out_stride;           // (I)
-    if constexpr (kVec) {
-      for (int64_t i0 = int64_t(threadIdx.x) * kVecElems; i0 < inter;
-           i0 += int64_t(blockDim.x) * kVecElems)
-        activate_x8(p, act, in, bias, i0, out);
-    } else {
-      for (int64_t i = threadIdx.x; i < inter; i += blockDim.x)
-        activate_x1(p, act, in, bias, i, out);
+    for (int64_t base = int64_t(blockIdx.y) * chunk; base < inter;
+         base += int64_t(gridDim.y) * chunk) {
+      if constexpr (kVec) {
+        const int64_t i0 = base + int64_t(threadIdx.x) * kVecElems;
+        if (i0 < inter) activate_x8(p, act, in, bias, i0, out);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kVecElems; ++e) {
+          const int64_t i = base + int64_t(e) * blockDim.x + threadIdx.x;
+          if (i < inter) activate_x1(p, act, in, bias, i, out);
+        }
+      }
     }
   }
 }
 
 // The activation with its output quantised per 1x128 block (FP8_1X128 between the GEMMs): a
-// block per row, 8 outputs per thread, a 128-wide block over 16 lanes. Every thread runs every
-// step (the shuffles need whole warps); I % 128 == 0, the vector preconditions hold. The values
-// are quantised in fp32, never rounded to bf16 first (the reference quantises its doubles).
+// block per row and column chunk as above, 8 outputs per thread, a 128-wide block over 16 lanes.
+// Every thread runs every step (the shuffles need whole warps); I % 128 == 0, the vector
+// preconditions hold. The values are quantised in fp32, never rounded to bf16 first (the reference
+// quantises its doubles).
 template <class In>
 __device__ __forceinline__ const In* gemm1_rows(const ActivationParams& p) {
   if constexpr (sizeof(In) == 4)
@@ -213,11 +222,12 @@ template <bool kMasked, class In>
 __global__ void __launch_bounds__(kActivationThreads)
     activation_quantize_kernel(const ActivationParams p) {
   constexpr int kLanes = kQuantBlock / kVecElems;  // 16
-  const int64_t begin = range_begin(p.row_begin, p.max_rows);
-  const int64_t end = range_end(p.row_end, p.max_rows);
+  const RowWalk walk = row_walk(p.row_begin, p.row_end, p.max_rows, p.row_list, p.row_list_count);
   const int64_t inter = p.intermediate;
-  for (int64_t r = begin + blockIdx.x; r < end; r += gridDim.x) {
-    if (kMasked && p.row_live[r] < 0) continue;  // the whole block skips the row
+  const int64_t chunk = int64_t(blockDim.x) * kVecElems;  // a multiple of 128
+  for (int64_t w = blockIdx.x; w < walk.count; w += gridDim.x) {
+    const int64_t r = walk.row(w);
+    if (r < 0 || (kMasked && p.row_live[r] < 0)) continue;  // the whole block skips the row
     const int32_t group = p.row_group != nullptr ? p.row_group[r] : 0;
     if (group >= p.skip_begin && group < p.skip_end) continue;  // computed apart
     const int32_t act = (group >= p.silu_begin && group < p.silu_end) ? kSiluMul : p.activation;
@@ -226,7 +236,8 @@ __global__ void __launch_bounds__(kActivationThreads)
                             : nullptr;                      // (N1)
     const In* in = gemm1_rows<In>(p) + r * p.gemm1_stride;  // (N1)
     uint8_t* codes = p.out_fp8 + r * p.out_stride;          // (I)
-    for (int64_t base = 0; base < inter; base += int64_t(blockDim.x) * kVecElems) {
+    for (int64_t base = int64_t(blockIdx.y) * chunk; base < inter;
+         base += int64_t(gridDim.y) * chunk) {
       const int64_t i0 = base + int64_t(threadIdx.x) * kVecElems;
       const bool on = i0 < inter;
       float y[kVecElems];

@@ -58,4 +58,22 @@ __device__ __forceinline__ int64_t range_end(const int64_t* end, int64_t max_row
   return e < 0 ? 0 : (e > max_rows ? max_rows : e);
 }
 
+// The rows a kernel visits, as positions w in [0, count): [begin, end) of a RowRange (row
+// begin + w), or the entries of its list (row list[w]; negative entries are skipped by the
+// caller). One read of the device bounds, none of the list until a row is wanted.
+struct RowWalk {
+  int64_t begin, count;
+  const int32_t* list;
+  __device__ __forceinline__ int64_t row(int64_t w) const {
+    return list != nullptr ? int64_t(list[w]) : begin + w;
+  }
+};
+__device__ __forceinline__ RowWalk row_walk(const int64_t* begin, const int64_t* end,
+                                            int64_t max_rows, const int32_t* list,
+                                            int64_t list_count) {
+  if (list != nullptr) return {0, list_count, list};
+  const int64_t b = range_begin(begin, max_rows), e = range_end(end, max_rows);
+  return {b, e > b ? e - b : 0, nullptr};
+}
+
 }  // namespace moe::gpu::kernels

@@ -126,6 +126,8 @@ struct ActivationParams {
   uint8_t* out_fp8;              // out (activation_quantize_kernel): [R_max, I] e4m3, out_stride
   float* out_scales;  // out: scale (r, b) at r * scale_row_stride + b * scale_block_stride
   int64_t scale_row_stride, scale_block_stride;
+  const int32_t* row_list;  // rows to visit instead of [row_begin, row_end) (RowRange::list)
+  int64_t row_list_count;
 };
 
 // ---- quantisation ----------------------------------------------------------------------------
@@ -141,6 +143,8 @@ struct Fp8BlockParams {
   const int32_t* source_row;     // [R_max] row of x for output row r (< 0: skip r), or null = r
   const int32_t* row_group;      // [R_max] or null: with skip_begin < skip_end, rows of groups in
   int32_t skip_begin, skip_end;  // [begin, end) are skipped like source_row < 0
+  const int32_t* row_list;       // rows to visit instead of [row_begin, row_end) (RowRange::list)
+  int64_t row_list_count;
 };
 
 // Rows of an already quantised [T, H] (codes and row-major [T, ceil(H/128)] scales) copied to

@@ -54,20 +54,20 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_1x128_kernel(const
   constexpr int kPerLane = kVec ? 8 : 4;
   constexpr int kLanes = kQuantBlock / kPerLane;
   constexpr int kBlocksPerWarp = kWarpSize / kLanes;
-  const int64_t begin = range_begin(p.row_begin, p.max_rows);
-  const int64_t end = range_end(p.row_end, p.max_rows);
+  const RowWalk walk = row_walk(p.row_begin, p.row_end, p.max_rows, p.row_list, p.row_list_count);
   const int64_t blocks = (p.hidden + kQuantBlock - 1) / kQuantBlock;
-  const int64_t work = (end > begin ? end - begin : 0) * blocks;
+  const int64_t work = walk.count * blocks;
   const int lane = threadIdx.x % kWarpSize;
   const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
   const int64_t warps = int64_t(gridDim.x) * blockDim.x / kWarpSize;
   for (int64_t step = warp * kBlocksPerWarp; step < work; step += warps * kBlocksPerWarp) {
     const int64_t w = step + lane / kLanes;
-    const int64_t r = begin + (w < work ? w / blocks : 0), b = w < work ? w % blocks : 0;
-    const int64_t source = p.source_row == nullptr ? r : (w < work ? p.source_row[r] : -1);
-    const int32_t group = p.row_group != nullptr && w < work && source >= 0 ? p.row_group[r] : -1;
+    const int64_t listed = w < work ? walk.row(w / blocks) : -1;  // < 0: nothing to do
+    const int64_t r = listed < 0 ? 0 : listed, b = w < work ? w % blocks : 0;
+    const int64_t source = listed < 0 ? -1 : p.source_row == nullptr ? r : p.source_row[r];
+    const int32_t group = p.row_group != nullptr && source >= 0 ? p.row_group[r] : -1;
     const bool skipped = group >= p.skip_begin && group < p.skip_end;
-    const bool valid = w < work && source >= 0 && !skipped;
+    const bool valid = source >= 0 && !skipped;
     const int64_t c0 = b * kQuantBlock + (lane % kLanes) * kPerLane;
     const bool in_range = valid && c0 < p.hidden;
     const uint16_t* src = p.x + (valid ? source : 0) * p.hidden + c0;  // (kPerLane)

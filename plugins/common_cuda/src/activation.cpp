@@ -23,7 +23,7 @@ void launch_activation(const moe_problem& p, const ActivationArgs& a, cudaStream
   const bool has_skip = a.skip_group_end > a.skip_group_begin;
   MOE_CHECK(a.row_group != nullptr || (a.bias == nullptr && !has_silu_groups && !has_skip),
             kInvalid, "row_group is needed to find each row's bias, silu_mul or skipped group");
-  MOE_CHECK(a.rows.max_rows >= 0, kInvalid, "rows.max_rows={} must be >= 0", a.rows.max_rows);
+  check_row_range("activation", a.rows, true);
   if (a.rows.max_rows == 0) return;
   const bool quantise = a.out_fp8 != nullptr;
   MOE_CHECK((a.gemm1 != nullptr || (quantise && a.gemm1_f32 != nullptr)) &&
@@ -60,6 +60,8 @@ void launch_activation(const moe_problem& p, const ActivationArgs& a, cudaStream
   k.row_begin = a.rows.begin;
   k.row_end = a.rows.end;
   k.row_live = a.row_live;
+  k.row_list = a.rows.list;
+  k.row_list_count = a.rows.list_count;
   k.skip_begin = a.skip_group_begin;
   k.skip_end = a.skip_group_end;
   if (quantise) {

@@ -12,11 +12,12 @@ namespace {
 
 constexpr auto kInvalid = MOE_STATUS_INVALID_ARGUMENT;
 
+// Row lists (RowRange::list) are taken by the 1x128 quantisation only.
 template <class X>
 void check_rows(const char* what, const X* x, int64_t hidden, const RowRange& rows,
-                const uint8_t* codes) {
-  MOE_CHECK(hidden >= 1 && rows.max_rows >= 0, kInvalid,
-            "{}: hidden={} must be >= 1 and max_rows={} >= 0", what, hidden, rows.max_rows);
+                const uint8_t* codes, bool takes_list = false) {
+  check_row_range(what, rows, takes_list);
+  MOE_CHECK(hidden >= 1, kInvalid, "{}: hidden={} must be >= 1", what, hidden);
   MOE_CHECK(rows.max_rows == 0 || (x != nullptr && codes != nullptr), kInvalid,
             "{}: x and codes must be given", what);
 }
@@ -82,7 +83,7 @@ void launch_gather_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const i
                                       const RowRange& rows, uint8_t* codes,
                                       const Fp8BlockScales& scales, cudaStream_t stream,
                                       const GroupSkip& skip, const Fp8Staging& staging) {
-  check_rows("quantize_fp8_1x128", x, hidden, rows, codes);
+  check_rows("quantize_fp8_1x128", x, hidden, rows, codes, true);
   MOE_CHECK(skip.skip_end <= skip.skip_begin || skip.row_group != nullptr, kInvalid,
             "quantize_fp8_1x128: skipping groups [{}, {}) needs row_group", skip.skip_begin,
             skip.skip_end);
@@ -92,9 +93,10 @@ void launch_gather_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const i
   MOE_CHECK(scales.data != nullptr, kInvalid, "quantize_fp8_1x128: scales.data must be given");
   const int64_t blocks = ceil_div(hidden, kFp8BlockSize);
   const int64_t row_stride = scales.row_stride != 0 ? scales.row_stride : blocks;
+  // A row list (a masked layout's live rows) is quantised row by row: few rows, none staged.
   const bool staged = staging.data != nullptr && source_row != nullptr && staging.tokens >= 1 &&
-                      rows.max_rows >= 2 * staging.tokens && hidden % 16 == 0 &&
-                      detail::aligned(16, x, codes, staging.data);
+                      rows.list == nullptr && rows.max_rows >= 2 * staging.tokens &&
+                      hidden % 16 == 0 && detail::aligned(16, x, codes, staging.data);
   if (staged) {
     auto* staged_codes = static_cast<uint8_t*>(staging.data);
     auto* staged_scales =
@@ -120,7 +122,9 @@ void launch_gather_quantize_fp8_1x128(const uint16_t* x, int64_t hidden, const i
                                   source_row,
                                   skip.row_group,
                                   skip.skip_begin,
-                                  skip.skip_end};
+                                  skip.skip_end,
+                                  rows.list,
+                                  rows.list_count};
   const bool vec = hidden % 8 == 0 && detail::aligned(16, x) && detail::aligned(8, codes);
   detail::launch_fp8_1x128_kernel(k, vec, stream);
 }

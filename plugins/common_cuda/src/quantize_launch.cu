@@ -7,7 +7,8 @@ namespace moe::gpu::detail {
 void launch_fp8_1x128_kernel(const kernels::Fp8BlockParams& p, bool vec, cudaStream_t stream) {
   // A warp takes 2 (vec) or 1 (scalar) of the 128-channel blocks per step.
   const int64_t per_block = kernels::kQuantThreads / kernels::kWarpSize * (vec ? 2 : 1);
-  const int64_t work = p.max_rows * ((p.hidden + kernels::kQuantBlock - 1) / kernels::kQuantBlock);
+  const int64_t rows = p.row_list != nullptr ? p.row_list_count : p.max_rows;
+  const int64_t work = rows * ((p.hidden + kernels::kQuantBlock - 1) / kernels::kQuantBlock);
   const int blocks = grid_size((work + per_block - 1) / per_block, 8);
   if (vec)
     kernels::quantize_fp8_1x128_kernel<true><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);

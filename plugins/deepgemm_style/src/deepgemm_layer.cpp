@@ -250,10 +250,13 @@ void DeviceLayer::run(const moe_run_args& a) const {
   else
     gpu::launch_permute(p, tokens, topk_ids, perm, stream);
 
-  // Rows in use: all of [0, R) in the masked layout (dead rows have row_token -1 and are
-  // skipped), [0, offsets[G]) in the contiguous one.
+  // Rows in use: [0, offsets[G]) in the contiguous layout; in the masked one the rows its slots
+  // took (slot_row: T x W entries, -1 for a slot of another rank or a skipped one), so that the
+  // row-wise steps never visit the dead rows, most of the G x T at decode.
   const int64_t r = perm.max_rows;
-  const gpu::RowRange rows{r, nullptr, masked ? nullptr : perm.group_offsets + groups_};
+  const gpu::RowRange rows = masked ? gpu::RowRange{r, nullptr, nullptr, perm.slot_row,
+                                                    gpu::permutation_max_rows(p, tokens)}
+                                    : gpu::RowRange{r, nullptr, perm.group_offsets + groups_};
   // The sinks' rows are skipped by the e4m3 steps (GEMMs, gather, activation): they run apart.
   const int32_t sink0 = int32_t(gpu::first_sink_group(p)),
                 sink1 = int32_t(gpu::first_sink_group(p) + p.sink_experts);
@@ -291,7 +294,6 @@ void DeviceLayer::run(const moe_run_args& a) const {
   act.intermediate = p.intermediate;
   act.layout = gpu::GateUpLayout::kConcatenated;
   act.rows = rows;
-  act.row_live = masked ? perm.row_token : nullptr;
   act.bias = p.expert_bias != 0 ? b13_.as<float>() : nullptr;  // routed groups only
   act.bias_groups = p.expert_bias != 0 ? int32_t(p.local_experts) : 0;
   act.row_group = perm.row_group;
