@@ -7,9 +7,10 @@
 namespace moe::gpu::detail {
 namespace {
 
-// x: the rows to visit (grid-stride); y: chunks of 8 x kActivationThreads outputs of a row. About
-// 8 blocks an SM in all once the rows are many, as the row-per-block grid had (16 measured 1.3%
-// slower on Qwen3-30B-A3B at T = 4096, one chunk a row; bench/NOTES.md session 25).
+// x: the rows to visit (grid-stride); y: chunks of 8 x kActivationThreads outputs of a row. Once
+// the rows are many, 8 / chunks row blocks an SM (at least 1), so 8 blocks an SM in all up to 8
+// chunks a row, as the row-per-block grid had (16 measured 1.3% slower on Qwen3-30B-A3B at
+// T = 4096, one chunk a row; bench/NOTES.md session 25), `chunks` an SM past that (Mixtral: 14).
 dim3 activation_grid(const kernels::ActivationParams& p) {
   constexpr int64_t kChunk = int64_t(kernels::kActivationThreads) * kernels::kVecElems;
   const int64_t chunks = std::min<int64_t>((p.intermediate + kChunk - 1) / kChunk, 65535);

@@ -251,8 +251,8 @@ void DeviceLayer::run(const moe_run_args& a) const {
     gpu::launch_permute(p, tokens, topk_ids, perm, stream);
 
   // Rows in use: [0, offsets[G]) in the contiguous layout; in the masked one the rows its slots
-  // took (slot_row: T x W entries, -1 for a slot of another rank or a skipped one), so that the
-  // row-wise steps never visit the dead rows, most of the G x T at decode.
+  // took (slot_row: T x W (+ T shared) entries, -1 for a slot of another rank or a skipped one), so
+  // that the row-wise steps never visit the dead rows, most of the G x T at decode.
   const int64_t r = perm.max_rows;
   const gpu::RowRange rows = masked ? gpu::RowRange{r, nullptr, nullptr, perm.slot_row,
                                                     gpu::permutation_max_rows(p, tokens)}

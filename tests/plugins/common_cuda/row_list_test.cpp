@@ -78,13 +78,14 @@ struct QuantisedPair {
 };
 
 // The bf16 activation, vector (I = 2304: three chunks, the last cut short) and scalar (I = 1100)
-// paths.
+// paths, over more rows than the grid has row blocks at I = 2304 (264), so blocks stride over
+// rows. The full walk must write every column of every row (its poison never survives).
 TEST_F(RowListTest, TheActivationWritesTheListedRowsAsTheFullWalkDoes) {
   for (const int64_t inter : {int64_t(2304), int64_t(1100)}) {
     SCOPED_TRACE(testing::Message() << "I=" << inter);
     moe_problem p = default_problem();
     p.activation = MOE_ACTIVATION_SILU_MUL;
-    const int64_t rows = 41, n1 = 2 * inter;
+    const int64_t rows = 300, n1 = 2 * inter;
     DeviceBuffer<uint16_t> d_in(random_bf16(size_t(rows * n1), 2.0f));
     const std::vector<int32_t> list = make_list(rows);
     DeviceBuffer<int32_t> d_list(list);
@@ -107,6 +108,8 @@ TEST_F(RowListTest, TheActivationWritesTheListedRowsAsTheFullWalkDoes) {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < inter; ++c) {
         const size_t i = size_t(r * inter + c);
+        if (all[i] == 0x7f7f && wrong++ < 5)
+          ADD_FAILURE() << "row " << r << " col " << c << " was not written by the full walk";
         if (some[i] != (on[size_t(r)] ? all[i] : uint16_t(0x7f7f)) && wrong++ < 5)
           ADD_FAILURE() << "row " << r << (on[size_t(r)] ? " (listed)" : " (not listed)") << " col "
                         << c << ": " << some[i] << " want " << (on[size_t(r)] ? all[i] : 0x7f7f);
@@ -115,11 +118,12 @@ TEST_F(RowListTest, TheActivationWritesTheListedRowsAsTheFullWalkDoes) {
   }
 }
 
-// The activation quantised per 1x128 from fp32 rows (deepgemm_style's step between the GEMMs).
+// The activation quantised per 1x128 from fp32 rows (deepgemm_style's step between the GEMMs),
+// blocks striding over rows as above; the full walk writes every scale.
 TEST_F(RowListTest, TheQuantisedActivationWritesTheListedRowsAsTheFullWalkDoes) {
   moe_problem p = default_problem();
   p.activation = MOE_ACTIVATION_SILU_MUL;
-  const int64_t rows = 37, inter = 2304;
+  const int64_t rows = 300, inter = 2304;
   std::vector<float> in(static_cast<size_t>(rows * 2 * inter));
   for (auto& v : in) v = normal(2.0f);
   DeviceBuffer<float> d_in(in);
@@ -140,6 +144,9 @@ TEST_F(RowListTest, TheQuantisedActivationWritesTheListedRowsAsTheFullWalkDoes) 
   sync();
   EXPECT_EQ(out.mismatches(listed(list, rows)), 0)
       << "bytes that differ from the full walk (listed rows) or were written (rows not listed)";
+  const std::vector<float> scales = out.scales_all.download();
+  EXPECT_EQ(std::count_if(scales.begin(), scales.end(), [](float v) { return std::isnan(v); }), 0)
+      << "scales the full walk left unwritten";
 }
 
 // The gather fused into the 1x128 quantisation: each listed row read from its source token.
@@ -168,7 +175,7 @@ TEST_F(RowListTest, TheGatherQuantiseWritesTheListedRowsAsTheFullWalkDoes) {
 }
 
 // No device needed: each refusal comes before a CUDA call.
-TEST(RowListRefusals, AListWithoutItsArrayOrWithANegativeCountIsNamed) {
+TEST(RowListRefusals, AListWithoutItsArrayWithANegativeCountOrBesideARangeIsNamed) {
   moe_problem p = default_problem();
   p.activation = MOE_ACTIVATION_SILU_MUL;
   ActivationArgs a;
@@ -193,6 +200,17 @@ TEST(RowListRefusals, AListWithoutItsArrayOrWithANegativeCountIsNamed) {
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), MOE_STATUS_INVALID_ARGUMENT);
     EXPECT_NE(std::string(e.what()).find("a count must be >= 0"), std::string::npos) << e.what();
+  }
+  static const int64_t end = 4;
+  a.rows = RowRange{8, nullptr, &end, some, 2};
+  try {
+    launch_activation(p, a, nullptr);
+    FAIL() << "a row list next to a range end was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), MOE_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("replaces the range: begin and end must be null"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -17,16 +17,17 @@ struct RowRange {
   const int64_t* end = nullptr;    // device scalar, one past the last row (clamped to max_rows);
                                    // null = max_rows
   // Instead of [begin, end): only the rows list[0, list_count) names (entries < 0 skipped), in
-  // that order, e.g. a masked layout's Permutation::slot_row over its `slots`: its live rows,
-  // without a visit to the dead ones (at decode most of G x max_m). Entries must be < max_rows.
-  // Taken by the activation and the 1x128 quantisation; the per-tensor quantisers refuse it.
+  // that order, e.g. a masked layout's Permutation::slot_row over its T x W (+ T) slots: its live
+  // rows, without a visit to the dead ones (at decode most of G x max_m). Entries must be <
+  // max_rows. Taken by the activation and the 1x128 quantisation; the per-tensor quantisers refuse
+  // it.
   const int32_t* list = nullptr;  // device
   int64_t list_count = 0;
 };
 
 // Throws INVALID_ARGUMENT naming `what` and the values when max_rows < 0, when a list is given to
-// a step that takes none (takes_list false), or when the list is inconsistent (a count < 0, or a
-// count > 0 with no list).
+// a step that takes none (takes_list false), or when the list is inconsistent (a count < 0, a
+// count > 0 with no list, or a begin or end next to it).
 void check_row_range(const char* what, const RowRange& rows, bool takes_list);
 
 }  // namespace moe::gpu
