@@ -29,8 +29,8 @@
 // CUTLASS's default fp8 mainloop does; unpromoted sums over K = 2048-7168 were measured 2-4e-2
 // from the reference: bench/NOTES.md, session 15). The epilogue multiplies by the group's
 // weight scale times the activation scale (the shared expert's group has its own) and stores
-// bf16, or f32 (`out_f32`: GEMM1 of a layer that quantises its intermediate next) straight from
-// registers.
+// bf16, or f32 (`out_f32`: GEMM1 of a layer that quantises its intermediate next) or e4m3 codes
+// (`out_e4m3`: GEMM1 of a static-scale layer, quantised as it is stored) straight from registers.
 //
 // One CTA per SM, persistent; warpgroup 0 produces (one thread), warpgroups 1 and 2 consume.
 // Tiles are numbered group by group, and within a group the N-token blocks of a weight tile
@@ -183,6 +183,8 @@ struct Params {
   // With out_f32, or null: the largest |value| stored as float bits, [0] over the routed groups,
   // [1] over shared_group's (atomicMax, so the caller zeroes both first).
   uint32_t* out_amax = nullptr;
+  uint8_t* out_e4m3 = nullptr;  // e4m3 only: codes of value / *out_e4m3_scale instead of `out`
+  const float* out_e4m3_scale = nullptr;
   int64_t out_ld = 0;
   int32_t out_cols = 0;  // columns stored: [0, out_cols), a multiple of 8
 };
@@ -551,6 +553,17 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       const int mat = lane / 8, mrow = lane % 8;
       const bool gated = p.epilogue == kGated;
       // The tile's f32 values (e4m3 GEMM1) enter this thread's amax of their kind.
+      // One value of an f32 or e4m3 output (e4m3 GEMM1), and its share of the thread's amax.
+      // e4m3: the static scale and its correctly rounded inverse, as the quantiser takes them
+      // (read per tile, so that they hold no registers through the main loop).
+      auto put = [&](int64_t at, float y, float& amax, float scale, float inv) {
+        if (p.out_e4m3 != nullptr)
+          p.out_e4m3[at] = to_e4m3(y, scale, inv);
+        else
+          p.out_f32[at] = y;
+        amax = fmaxf(amax, fabsf(y));
+      };
+      auto out_scale = [&] { return p.out_e4m3 != nullptr ? *p.out_e4m3_scale : 1.0f; };
       auto keep_amax = [&](float amax) {
         if (t.group == p.shared_group)
           amax_shared = fmaxf(amax_shared, amax);
@@ -589,27 +602,25 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         auto gated_tile = [&](auto kind) {
           constexpr int32_t kAct = decltype(kind)::value;
           if constexpr (kW == kE4m3) {
-            if (p.out_f32 != nullptr) {  // f32 from registers: 8 columns x 4 tokens a warp store
+            if (p.out_f32 != nullptr || p.out_e4m3 != nullptr) {
+              // f32 or e4m3 from registers: 8 columns x 4 tokens a warp store
               const int col = t.block_n * kWgRows + cbase[0] + lane / 4;
               if (col >= p.out_cols) return;
-              float* out = p.out_f32 + first * p.out_ld + col;
+              const int64_t at = first * p.out_ld + col;
+              const float sc = out_scale(), inv = e4m3_inverse(sc);
               float amax = 0.0f;
 #pragma unroll
               for (int j = 0; j < N / 8; ++j) {
                 const float* v = acc + 4 * j;
                 const int tok = 8 * j + 2 * q;
-                if (tok < count) {
-                  const float y =
-                      activate<true>(p.act, kAct, fmaf(v[0], mul, bg[0]), fmaf(v[2], mul, bu[0]));
-                  out[tok * p.out_ld] = y;
-                  amax = fmaxf(amax, fabsf(y));
-                }
-                if (tok + 1 < count) {
-                  const float y =
-                      activate<true>(p.act, kAct, fmaf(v[1], mul, bg[0]), fmaf(v[3], mul, bu[0]));
-                  out[(tok + 1) * p.out_ld] = y;
-                  amax = fmaxf(amax, fabsf(y));
-                }
+                if (tok < count)
+                  put(at + tok * p.out_ld,
+                      activate<true>(p.act, kAct, fmaf(v[0], mul, bg[0]), fmaf(v[2], mul, bu[0])),
+                      amax, sc, inv);
+                if (tok + 1 < count)
+                  put(at + (tok + 1) * p.out_ld,
+                      activate<true>(p.act, kAct, fmaf(v[1], mul, bg[0]), fmaf(v[3], mul, bu[0])),
+                      amax, sc, inv);
               }
               keep_amax(amax);
               return;
@@ -678,18 +689,16 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
             return v;
           };
           if constexpr (kW == kE4m3) {
-            if (p.out_f32 != nullptr) {  // f32 from registers, as the gated tile does
+            if (p.out_f32 != nullptr || p.out_e4m3 != nullptr) {  // as the gated tile does
               const int col = t.block_n * kRows + half * kWgRows + rloc;
-              float* out = p.out_f32 + first * p.out_ld + col;
+              const int64_t at = first * p.out_ld + col;
+              const float sc = out_scale(), inv = e4m3_inverse(sc);
               float amax = 0.0f;
 #pragma unroll
               for (int i = 0; i < G::kAccum; ++i) {
                 const int tok = 8 * (i / 4) + 2 * q + i % 2, dc = (i % 4) < 2 ? 0 : 8;
-                if (tok < count && col + dc < p.out_cols) {
-                  const float y = value(0, i);
-                  out[tok * p.out_ld + dc] = y;
-                  amax = fmaxf(amax, fabsf(y));
-                }
+                if (tok < count && col + dc < p.out_cols)
+                  put(at + tok * p.out_ld + dc, value(0, i), amax, sc, inv);
               }
               keep_amax(amax);
               return;

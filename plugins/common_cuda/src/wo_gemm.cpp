@@ -171,13 +171,18 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
             "weight-only GEMM: max_rows={} must be in [0, 2^31)", a.max_rows);
   auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool e4m3 = a.weights == WoWeights::kE4m3;
-  MOE_CHECK(a.rows && aligned16(a.rows) && (a.out == nullptr) != (a.out_f32 == nullptr) &&
-                aligned16(a.out != nullptr ? static_cast<const void*>(a.out) : a.out_f32),
-            kInvalid,
-            "weight-only GEMM: rows and one of out and out_f32 must be non-null and 16-byte "
-            "aligned");
-  MOE_CHECK(a.out_f32 == nullptr || e4m3, kInvalid,
-            "weight-only GEMM: f32 output is for e4m3 weights, not {}", wo_weights_name(a.weights));
+  const int outs = (a.out != nullptr) + (a.out_f32 != nullptr) + (a.out_e4m3 != nullptr);
+  const void* out = a.out != nullptr       ? static_cast<const void*>(a.out)
+                    : a.out_f32 != nullptr ? static_cast<const void*>(a.out_f32)
+                                           : static_cast<const void*>(a.out_e4m3);
+  MOE_CHECK(a.rows && aligned16(a.rows) && outs == 1 && aligned16(out), kInvalid,
+            "weight-only GEMM: rows and one of out, out_f32 and out_e4m3 must be non-null and "
+            "16-byte aligned");
+  MOE_CHECK((a.out_f32 == nullptr && a.out_e4m3 == nullptr) || e4m3, kInvalid,
+            "weight-only GEMM: f32 and e4m3 outputs are for e4m3 weights, not {}",
+            wo_weights_name(a.weights));
+  MOE_CHECK(a.out_e4m3 == nullptr || a.out_e4m3_scale != nullptr, kInvalid,
+            "weight-only GEMM: e4m3 output (out_e4m3) needs its scale (out_e4m3_scale)");
   MOE_CHECK(
       a.out_amax == nullptr || a.out_f32 != nullptr, kInvalid,
       "weight-only GEMM: out_amax is the amax of the f32 output (out_f32), which is not given");

@@ -67,6 +67,8 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
   p.out = a.out;
   p.out_f32 = a.out_f32;
   p.out_amax = a.out_amax;
+  p.out_e4m3 = a.out_e4m3;
+  p.out_e4m3_scale = a.out_e4m3_scale;
   p.out_ld = a.out_ld;
   p.out_cols = int32_t(a.out_cols);
 

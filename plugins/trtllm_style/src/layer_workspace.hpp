@@ -14,7 +14,8 @@ struct DeviceLayer::Workspace {
   moe::gpu::Permutation perm;
   void* rows;   // [R, H] bf16 (e4m3 for fp8_tensor), the tokens of each group, contiguous
   void* gemm1;  // [R, n1] bf16 (separate activation only)
-  void* act;    // [R, P] bf16 (f32 for fp8_tensor, quantised into act_codes next)
+  void* act;    // [R, P] bf16 (f32 for fp8_tensor, quantised into act_codes next; none for
+                //   fp8_tensor_static on the weight-only GEMM, whose GEMM1 writes act_codes)
   void* gemm2;  // [R, H] bf16
   void* gemm_ws;
   size_t gemm_ws_bytes;

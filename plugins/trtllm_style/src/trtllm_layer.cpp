@@ -517,12 +517,13 @@ std::array<size_t, 9> DeviceLayer::pieces(int64_t tokens) const {
   const moe_problem p = problem_.c();
   const bool fp8 = is_fp8(p);
   const size_t rows = size_t(tokens * rows_per_token(p));
-  if (own_fp8_)  // e4m3 rows, the f32 activated intermediate, GEMM2's output, the e4m3 hidden
-                 // states and intermediate, the scales with the amax scratch and GEMM1's amaxes
+  if (own_fp8_)  // e4m3 rows, the f32 activated intermediate (not with static scales: GEMM1
+                 // writes its codes), GEMM2's output, the e4m3 hidden states and intermediate,
+                 // the scales with the amax scratch and GEMM1's amaxes
     return {moe::gpu::permutation_workspace_bytes(p, tokens),
             rows * p.hidden,
             0,
-            rows * padded_i_ * 4,
+            p.input_format == MOE_INPUT_FP8_TENSOR_STATIC ? 0 : rows * padded_i_ * 4,
             rows * p.hidden * 2,
             0,
             size_t(tokens * p.hidden),
@@ -582,6 +583,7 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens) const {
   ws.rows = take(size[1]);
   ws.gemm1 = take(size[2]);
   ws.act = take(size[3]);
+  if (size[3] == 0) ws.act = nullptr;  // none (fp8_tensor_static's own GEMM1 writes act_codes)
   ws.gemm2 = take(size[4]);
   ws.gemm_ws_bytes = size[5];
   ws.gemm_ws = take(size[5]);
@@ -653,8 +655,8 @@ Fp8Scales DeviceLayer::quantize_intermediate_fp8(const Workspace& ws, cudaStream
     return {ws.scales + 1, shared ? ws.scales + 2 : nullptr, w2_scale_.as<float>(), shared_group};
   }
   moe::gpu::launch_quantize_fp8_tensor_static(inter, padded_i_, {rmax, nullptr, offsets + groups_},
-                                              static_scales_.as<float>() + 1, ws.act_codes, stream);
-  return {static_scales_.as<float>() + 1, nullptr, w2_scale_.as<float>(), shared_group};
+                                              intermediate_static_scale(), ws.act_codes, stream);
+  return {intermediate_static_scale(), nullptr, w2_scale_.as<float>(), shared_group};
 }
 
 void DeviceLayer::run(const moe_run_args& a) const {

@@ -93,13 +93,16 @@ class DeviceLayer {
   // the scales GEMM1 multiplies by (activation, weights, the shared expert's group).
   Fp8Scales quantize_hidden_fp8(const moe_run_args& args, const Workspace& ws,
                                 cudaStream_t stream) const;
-  // fp8_tensor: GEMM1's f32 intermediate (ws.act) quantised into ws.act_codes, the routed rows
+  // fp8_tensor (but static scales on the weight-only GEMM, whose GEMM1 writes the codes): GEMM1's
+  // f32 intermediate (ws.act) quantised into ws.act_codes, the routed rows
   // over one scale and the shared expert's (the last group) over its own (dynamic), or a2_scale;
   // the padding columns are zero and move no amax. Returns the scales GEMM2 multiplies by.
   // `gemm1_amax` (dynamic only): the two amaxes GEMM1's epilogue reduced (routed, shared;
   // WoGemmArgs::out_amax), so only the quantisation passes run.
   Fp8Scales quantize_intermediate_fp8(const Workspace& ws, cudaStream_t stream,
                                       const uint32_t* gemm1_amax = nullptr) const;
+  // fp8_tensor_static: a2_scale on the device ([1], every group's intermediate).
+  const float* intermediate_static_scale() const { return static_scales_.as<float>() + 1; }
   // mxfp4, nvfp4, mxfp8, bf16 with bf16_gemm: own and fp8_tensor with fp8_gemm: own run on the
   // weight-only GEMM.
   bool weight_only_path() const;

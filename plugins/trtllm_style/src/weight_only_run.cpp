@@ -10,7 +10,8 @@
 // with nothing to dequantise. fp8_tensor layers with fp8_gemm: own take it on e4m3 tiles of that
 // geometry: the hidden states quantised (one scale over the batch) and gathered as e4m3 rows,
 // GEMM1 e4m3 x e4m3 with the activation in its epilogue, f32 out, the intermediate quantised
-// (one scale over the routed rows, one over the shared expert's), GEMM2 e4m3 x e4m3, bf16 out.
+// (one scale over the routed rows, one over the shared expert's; with static scales GEMM1 writes
+// the e4m3 codes itself), GEMM2 e4m3 x e4m3, bf16 out.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -102,7 +103,8 @@ std::string describe_weight_only_layout(const moe_problem& p) {
         "K padded to {} and {}, "
         "read by TMA 128 K a stage, e4m3 wgmma on both operands from shared memory, the sums "
         "promoted to f32 every 128 K; the hidden states and the intermediate quantised per "
-        "tensor, GEMM1's activation (and bias) in its epilogue, f32 out for that quantisation; "
+        "tensor, GEMM1's activation (and bias) in its epilogue, f32 out for that quantisation "
+        "(e4m3 codes out with static scales); "
         "token_tile auto: {}",
         g.w13_tiles, gated ? " (64 gate columns and their up rows, paired 8 by 8)" : "", g.w2_tiles,
         g.padded_h, g.padded_i, gpu::wo_token_tile_rule(w, p.hidden));
@@ -258,9 +260,13 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g1.up_offset = gated ? wo_.padded_i : 0;
   g1.epilogue = gated ? gpu::WoEpilogue::kGated : gpu::WoEpilogue::kPlainRelu2;
   // fp8: unrounded f32 activations for the quantisation that follows (bf16 would move ~3% of
-  // the codes off the reference's).
+  // the codes off the reference's); with a static scale the epilogue quantises them itself, so
+  // the intermediate is written once, as e4m3 codes.
+  const bool static_fp8 = fp8 && p.input_format == MOE_INPUT_FP8_TENSOR_STATIC;
   g1.out = fp8 ? nullptr : static_cast<uint16_t*>(ws.act);
-  g1.out_f32 = fp8 ? static_cast<float*>(ws.act) : nullptr;
+  g1.out_f32 = fp8 && !static_fp8 ? static_cast<float*>(ws.act) : nullptr;
+  g1.out_e4m3 = static_fp8 ? static_cast<uint8_t*>(ws.act_codes) : nullptr;
+  g1.out_e4m3_scale = static_fp8 ? intermediate_static_scale() : nullptr;
   g1.out_ld = padded_i_;
   g1.out_cols = padded_i_;
   // Dynamic fp8: GEMM1's epilogue reduces the intermediate's amaxes as it stores the values (no
@@ -273,7 +279,10 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   gpu::run_wo_grouped_gemm(p, g1, stream);
 
   const void* gemm2_rows = ws.act;
-  if (fp8) {
+  if (static_fp8) {
+    s2 = {intermediate_static_scale(), nullptr, w2_scale_.as<float>(), s1.shared_group};
+    gemm2_rows = ws.act_codes;
+  } else if (fp8) {
     s2 = quantize_intermediate_fp8(ws, stream, fused_amax ? ws.gemm1_amax : nullptr);
     gemm2_rows = ws.act_codes;
   }

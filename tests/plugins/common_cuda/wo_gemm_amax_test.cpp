@@ -1,7 +1,9 @@
 // The e4m3 weight-only GEMM's amax of its f32 output (WoGemmArgs::out_amax), which the fp8_tensor
 // layer's intermediate quantisation takes instead of an amax pass: bit for bit the largest |value|
 // of what the GEMM stored, the routed groups' and the shared group's apart, for the gated and the
-// plain epilogue, token tiles that end early and an empty group.
+// plain epilogue, token tiles that end early and an empty group. And its e4m3 output
+// (WoGemmArgs::out_e4m3, a static-scale layer's GEMM1): code for code the static quantiser's
+// codes of that f32 output.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
 #include "moe_cuda/bf16_tiles.hpp"
+#include "moe_cuda/quantize.hpp"
 #include "moe_cuda/wo_gemm.hpp"
 
 namespace moe::gpu {
@@ -22,7 +25,8 @@ class WoGemmAmaxTest : public test::CudaTest {
  protected:
   // Group g has rows[g] rows; the last group is the shared one. `gated`: GEMM1 of a gated layer
   // (silu_mul, out_cols = I), else a plain GEMM of out_cols = n.
-  void expect_amax(bool gated, const std::vector<int64_t>& rows, int tokens_per_tile) {
+  void expect_f32_amax_and_codes(bool gated, const std::vector<int64_t>& rows,
+                                 int tokens_per_tile) {
     SCOPED_TRACE(testing::Message() << (gated ? "gated" : "plain") << " tile " << tokens_per_tile);
     const int64_t k = 256, n = 384, groups = int64_t(rows.size());
     const int64_t weight_rows = gated ? 2 * n : n, out_cols = n;
@@ -96,20 +100,45 @@ class WoGemmAmaxTest : public test::CudaTest {
       std::memcpy(&got, &amax[size_t(kind)], sizeof got);
       EXPECT_EQ(got, want[kind]) << (kind ? "shared group" : "routed groups");
     }
+
+    // The same GEMM quantising as it stores, against the static quantiser on the f32 output; a
+    // scale that puts the largest value at code ~300 of 448, so the codes span the whole range.
+    const float scale = std::max(want[0], want[1]) / 300.0f;
+    const size_t n_codes = size_t(total * out_cols);
+    DeviceBuffer<float> d_static(std::vector<float>{scale});
+    DeviceBuffer<uint8_t> fused(n_codes), separate(n_codes);
+    fused.poison(0xaa);
+    separate.poison(0x55);
+    launch_quantize_fp8_tensor_static(d_out.get(), out_cols, RowRange{total}, d_static.get(),
+                                      separate.get(), stream_);
+    a.out_f32 = nullptr;
+    a.out_amax = nullptr;
+    a.out_e4m3 = fused.get();
+    a.out_e4m3_scale = d_static.get();
+    run_wo_grouped_gemm(prob.c(), a, stream_);
+    sync();
+    const std::vector<uint8_t> got = fused.download(), want_codes = separate.download();
+    int64_t differ = 0;
+    for (size_t i = 0; i < n_codes; ++i)
+      if (got[i] != want_codes[i] && differ++ < 5)
+        ADD_FAILURE() << "code " << i << " (row " << int64_t(i) / out_cols << ", column "
+                      << int64_t(i) % out_cols << "): " << int(got[i]) << " want "
+                      << int(want_codes[i]);
+    EXPECT_EQ(differ, 0);
   }
 };
 
-TEST_F(WoGemmAmaxTest, GatedGemm1sAmaxIsTheLargestStoredValuePerKind) {
-  expect_amax(true, {37, 0, 130, 21}, 64);
-  expect_amax(true, {5, 9, 3}, 16);
+TEST_F(WoGemmAmaxTest, GatedGemm1sAmaxAndE4m3CodesFollowItsF32Output) {
+  expect_f32_amax_and_codes(true, {37, 0, 130, 21}, 64);
+  expect_f32_amax_and_codes(true, {5, 9, 3}, 16);
 }
 
-TEST_F(WoGemmAmaxTest, PlainGemm1sAmaxIsTheLargestStoredValuePerKind) {
-  expect_amax(false, {70, 200, 1, 64}, 128);
+TEST_F(WoGemmAmaxTest, PlainGemm1sAmaxAndE4m3CodesFollowItsF32Output) {
+  expect_f32_amax_and_codes(false, {70, 200, 1, 64}, 128);
 }
 
 TEST_F(WoGemmAmaxTest, AnEmptySharedGroupLeavesItsAmaxAtZero) {
-  expect_amax(true, {40, 17, 0}, 32);
+  expect_f32_amax_and_codes(true, {40, 17, 0}, 32);
 }
 
 }  // namespace

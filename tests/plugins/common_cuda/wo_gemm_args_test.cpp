@@ -102,8 +102,8 @@ TEST(WoGemmArgs, Bf16TakesWeightRowsNotChunks) {
 }
 
 // e4m3 (fp8_tensor) takes weight rows like bf16, needs its weight and activation scales, may write
-// f32 (and its amax), and needs K in whole 16-byte rows; f32 output and activation scales are
-// e4m3's only, and the amax is the f32 output's.
+// f32 (and its amax) or e4m3 codes (with their scale), and needs K in whole 16-byte rows; f32 and
+// e4m3 outputs and activation scales are e4m3's only, and the amax is the f32 output's.
 TEST(WoGemmArgs, E4m3TakesWeightRowsScalesAndMayWriteF32) {
   alignas(16) static uint8_t tiles[16];
   alignas(16) static float out_f32[16];
@@ -153,19 +153,19 @@ TEST(WoGemmArgs, E4m3TakesWeightRowsScalesAndMayWriteF32) {
         e4m3(b);
         b.out_f32 = out_f32;
       },
-      "one of out and out_f32");
+      "one of out, out_f32 and out_e4m3");
   expect_refused(
       [&](WoGemmArgs& b) {
         e4m3(b);
         b.out = nullptr;
       },
-      "one of out and out_f32");
+      "one of out, out_f32 and out_e4m3");
   expect_refused(
       [&](WoGemmArgs& b) {
         b.out = nullptr;
         b.out_f32 = out_f32;
       },
-      "f32 output is for e4m3 weights, not mxfp4");
+      "f32 and e4m3 outputs are for e4m3 weights, not mxfp4");
   expect_refused(
       [&](WoGemmArgs& b) {
         e4m3(b);
@@ -173,6 +173,34 @@ TEST(WoGemmArgs, E4m3TakesWeightRowsScalesAndMayWriteF32) {
         b.out_amax = amax;
       },
       "out_amax is the amax of the f32 output (out_f32), which is not given");
+  // e4m3 codes out (a static-scale GEMM1): with their scale, instead of the other outputs.
+  alignas(16) static uint8_t codes[16];
+  a.out_f32 = nullptr;
+  a.out_amax = nullptr;
+  a.out_e4m3 = codes;
+  a.out_e4m3_scale = &act;
+  EXPECT_NO_THROW(check_wo_gemm_operands(a));
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        e4m3(b);
+        b.out = nullptr;
+        b.out_e4m3 = codes;
+      },
+      "e4m3 output (out_e4m3) needs its scale (out_e4m3_scale)");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        e4m3(b);
+        b.out_e4m3 = codes;
+        b.out_e4m3_scale = &act;
+      },
+      "one of out, out_f32 and out_e4m3");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        b.out = nullptr;
+        b.out_e4m3 = codes;
+        b.out_e4m3_scale = &act;
+      },
+      "f32 and e4m3 outputs are for e4m3 weights, not mxfp4");
   expect_refused([&](WoGemmArgs& b) { b.act_scale = &act; },
                  "activation scales are for e4m3 rows, not mxfp4");
   expect_refused(

@@ -56,12 +56,19 @@ struct WoGemmArgs {
   int64_t bias_ld = 0;
   int64_t up_offset = 0;  // kGated: where a bias row's up columns start
   WoEpilogue epilogue = WoEpilogue::kPlain;
-  uint16_t* out = nullptr;   // [max_rows, out_ld] bf16, 16-byte aligned (or null: out_f32)
+  uint16_t* out = nullptr;   // [max_rows, out_ld] bf16, 16-byte aligned (or null: out_f32,
+                             // out_e4m3)
   float* out_f32 = nullptr;  // e4m3 only: [max_rows, out_ld] f32 instead of out
   // With out_f32 (or null): device uint32 [2] that receive, by atomicMax, the largest |value|
   // stored as float bits, [0] over the routed groups and [1] over shared_group's; the caller
   // zeroes both first. What the per-tensor quantisation's amax pass over out_f32 would find.
   uint32_t* out_amax = nullptr;
+  // e4m3 only, instead of out / out_f32: [max_rows, out_ld] e4m3 codes of value / scale
+  // (*out_e4m3_scale, device [1], every group) with the per-tensor quantisation's rounding, bit
+  // for bit (moe_cuda/quantize.hpp): GEMM1 of a static-scale layer, whose intermediate then
+  // never exists in f32.
+  uint8_t* out_e4m3 = nullptr;
+  const float* out_e4m3_scale = nullptr;
   int64_t out_ld = 0;
   int64_t out_cols = 0;     // columns stored, a multiple of 8 (<= 64 or 128 per weight tile)
   int tokens_per_tile = 0;  // 16, 32, 64, 96, 128, 192 (256: bf16); 0: wo_tokens_per_tile
