@@ -6,14 +6,21 @@
 # `moe bench` read.
 #
 #   bench/bundle.sh build/g01 moe moe_trtllm_gpu_tests      # tool and tests, every plugin
+#   bench/bundle.sh --fixtures build/g01 moe moe_ep_tests   # and build/test_plugins (the
+#                                                           # fixture plugins such tests load)
 #   # on the device, in the run script:  source build/g01/unpack.sh
 #
 # The folder must be ignored by git (build/ is). Plugins: every libmoe_*.so of build/plugins; the
 # plugin scanner comes along where it was built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fixtures=0
+if [ "${1:-}" = "--fixtures" ]; then
+  fixtures=1
+  shift
+fi
 if [ $# -lt 2 ]; then
-  echo "usage: bench/bundle.sh <folder under build/> <binary of build/bin>..." >&2
+  echo "usage: bench/bundle.sh [--fixtures] <folder under build/> <binary of build/bin>..." >&2
   exit 2
 fi
 out=$1
@@ -45,12 +52,19 @@ for so in build/plugins/libmoe_*.so; do
   pack "$so" "$(basename "$so")"
   libs+=("$(basename "$so")")
 done
+if [ $fixtures = 1 ]; then
+  [ -d build/test_plugins ] || { echo "bench/bundle.sh: build/test_plugins was not built" >&2; exit 1; }
+  tar -C build -cJf "$out/test_plugins.tar.xz" test_plugins
+else
+  rm -f "$out/test_plugins.tar.xz"
+fi
 cat > "$out/unpack.sh" <<EOF
 # Sourced by a device run script from the checkout's root (written by bench/bundle.sh).
 _bundle=\$(dirname "\${BASH_SOURCE[0]}")
 mkdir -p build/bin build/plugins
 for b in ${bins[*]}; do xz -dc "\$_bundle/\$b.xz" > "build/bin/\$b"; chmod +x "build/bin/\$b"; done
 for l in ${libs[*]}; do xz -dc "\$_bundle/\$l.xz" > "build/plugins/\$l"; done
+[ -f "\$_bundle/test_plugins.tar.xz" ] && tar -C build -xJf "\$_bundle/test_plugins.tar.xz"
 export XDG_CACHE_HOME=/tmp/moe-cache MOE_TEST_SOURCE_DIR=\$PWD MOE_TEST_BUILD_DIR=\$PWD/build
 export MOE_PLUGIN_PATH=\$PWD/build/plugins MOE_LOG_LEVEL=error
 EOF
