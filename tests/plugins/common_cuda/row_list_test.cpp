@@ -174,7 +174,19 @@ TEST_F(RowListTest, TheGatherQuantiseWritesTheListedRowsAsTheFullWalkDoes) {
   EXPECT_EQ(out.mismatches(written), 0);
 }
 
-// No device needed: each refusal comes before a CUDA call.
+// No device needed: each refusal comes before a CUDA call. `fn` must throw INVALID_ARGUMENT with
+// `part` in its message.
+template <class Fn>
+void expect_refused(Fn&& fn, const std::string& part) {
+  try {
+    fn();
+    ADD_FAILURE() << "taken; expected a refusal naming '" << part << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), MOE_STATUS_INVALID_ARGUMENT) << e.what();
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
 TEST(RowListRefusals, AListWithoutItsArrayWithANegativeCountOrBesideARangeIsNamed) {
   moe_problem p = default_problem();
   p.activation = MOE_ACTIVATION_SILU_MUL;
@@ -182,36 +194,23 @@ TEST(RowListRefusals, AListWithoutItsArrayWithANegativeCountOrBesideARangeIsName
   a.gemm1 = reinterpret_cast<const uint16_t*>(uintptr_t(256));
   a.out = reinterpret_cast<uint16_t*>(uintptr_t(256));
   a.intermediate = 128;
-  a.rows = RowRange{8, nullptr, nullptr, nullptr, 4};
-  try {
+  auto run = [&](const RowRange& rows) {
+    a.rows = rows;
     launch_activation(p, a, nullptr);
-    FAIL() << "a row list of 4 entries with no array was taken";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status(), MOE_STATUS_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(e.what()).find("a row list of 4 entries has no device array"),
-              std::string::npos)
-        << e.what();
-  }
+  };
   const int32_t* some = reinterpret_cast<const int32_t*>(uintptr_t(256));
-  a.rows = RowRange{8, nullptr, nullptr, some, -1};
-  try {
-    launch_activation(p, a, nullptr);
-    FAIL() << "a row list of -1 entries was taken";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status(), MOE_STATUS_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(e.what()).find("a count must be >= 0"), std::string::npos) << e.what();
-  }
   static const int64_t end = 4;
-  a.rows = RowRange{8, nullptr, &end, some, 2};
-  try {
-    launch_activation(p, a, nullptr);
-    FAIL() << "a row list next to a range end was taken";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status(), MOE_STATUS_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(e.what()).find("replaces the range: begin and end must be null"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_refused(
+      [&] {
+        run(RowRange{8, nullptr, nullptr, nullptr, 4});
+      },
+      "a row list of 4 entries has no device array");
+  expect_refused([&] { run(RowRange{8, nullptr, nullptr, some, -1}); }, "a count must be >= 0");
+  expect_refused(
+      [&] {
+        run(RowRange{8, nullptr, &end, some, 2});
+      },
+      "replaces the range: begin and end must be null");
 }
 
 TEST(RowListRefusals, ThePerTensorQuantisersRefuseARowList) {
@@ -219,16 +218,12 @@ TEST(RowListRefusals, ThePerTensorQuantisersRefuseARowList) {
   auto* codes = reinterpret_cast<uint8_t*>(uintptr_t(256));
   const auto* scale = reinterpret_cast<const float*>(uintptr_t(256));
   const int32_t* list = reinterpret_cast<const int32_t*>(uintptr_t(256));
-  try {
-    launch_quantize_fp8_tensor_static(x, 128, RowRange{8, nullptr, nullptr, list, 3}, scale, codes,
-                                      nullptr);
-    FAIL() << "the per-tensor quantiser took a row list";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status(), MOE_STATUS_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(e.what()).find("quantize_fp8_tensor_static: takes rows as a range only"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_refused(
+      [&] {
+        launch_quantize_fp8_tensor_static(x, 128, RowRange{8, nullptr, nullptr, list, 3}, scale,
+                                          codes, nullptr);
+      },
+      "quantize_fp8_tensor_static: takes rows as a range only");
 }
 
 }  // namespace
