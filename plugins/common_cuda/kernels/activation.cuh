@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(kActivationThreads) activation_kernel(const Ac
   const int64_t chunk = int64_t(blockDim.x) * kVecElems;
   for (int64_t w = blockIdx.x; w < walk.count; w += gridDim.x) {
     const int64_t r = walk.row(w);
-    if (r < 0 || (p.row_live != nullptr && p.row_live[r] < 0)) continue;
+    if (r < 0) continue;
     const int32_t group = p.row_group != nullptr ? p.row_group[r] : 0;
     if (group >= p.skip_begin && group < p.skip_end) continue;  // computed apart
     const int32_t act = (group >= p.silu_begin && group < p.silu_end) ? kSiluMul : p.activation;
@@ -216,9 +216,8 @@ __device__ __forceinline__ const In* gemm1_rows(const ActivationParams& p) {
     return p.gemm1;
 }
 
-// kMasked: rows whose row_live entry is negative are skipped (a masked layout's dead rows).
 // In: GEMM1's output as bf16 (p.gemm1) or fp32 (p.gemm1_f32).
-template <bool kMasked, class In>
+template <class In>
 __global__ void __launch_bounds__(kActivationThreads)
     activation_quantize_kernel(const ActivationParams p) {
   constexpr int kLanes = kQuantBlock / kVecElems;  // 16
@@ -227,7 +226,7 @@ __global__ void __launch_bounds__(kActivationThreads)
   const int64_t chunk = int64_t(blockDim.x) * kVecElems;  // a multiple of 128
   for (int64_t w = blockIdx.x; w < walk.count; w += gridDim.x) {
     const int64_t r = walk.row(w);
-    if (r < 0 || (kMasked && p.row_live[r] < 0)) continue;  // the whole block skips the row
+    if (r < 0) continue;  // the whole block skips the row
     const int32_t group = p.row_group != nullptr ? p.row_group[r] : 0;
     if (group >= p.skip_begin && group < p.skip_end) continue;  // computed apart
     const int32_t act = (group >= p.silu_begin && group < p.silu_end) ? kSiluMul : p.activation;

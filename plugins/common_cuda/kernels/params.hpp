@@ -120,7 +120,6 @@ struct ActivationParams {
   int64_t max_rows;
   const int64_t* row_begin;      // device or null
   const int64_t* row_end;        // device or null
-  const int32_t* row_live;       // [R_max] rows with a negative entry are skipped, or null
   int32_t skip_begin, skip_end;  // rows of groups in [begin, end) are skipped (needs row_group)
   const float* gemm1_f32;        // [R_max, N1] fp32 instead of gemm1 (activation_quantize_kernel)
   uint8_t* out_fp8;              // out (activation_quantize_kernel): [R_max, I] e4m3, out_stride

@@ -59,7 +59,6 @@ void launch_activation(const moe_problem& p, const ActivationArgs& a, cudaStream
   k.max_rows = a.rows.max_rows;
   k.row_begin = a.rows.begin;
   k.row_end = a.rows.end;
-  k.row_live = a.row_live;
   k.row_list = a.rows.list;
   k.row_list_count = a.rows.list_count;
   k.skip_begin = a.skip_group_begin;

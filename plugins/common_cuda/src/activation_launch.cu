@@ -33,15 +33,10 @@ void launch_activation_kernel(const kernels::ActivationParams& p, bool vec, cuda
 void launch_activation_quantize_kernel(const kernels::ActivationParams& p, cudaStream_t stream) {
   const dim3 blocks = activation_grid(p);
   constexpr int kThreads = kernels::kActivationThreads;
-  const bool masked = p.row_live != nullptr, f32 = p.gemm1_f32 != nullptr;
-  if (masked && f32)
-    kernels::activation_quantize_kernel<true, float><<<blocks, kThreads, 0, stream>>>(p);
-  else if (masked)
-    kernels::activation_quantize_kernel<true, uint16_t><<<blocks, kThreads, 0, stream>>>(p);
-  else if (f32)
-    kernels::activation_quantize_kernel<false, float><<<blocks, kThreads, 0, stream>>>(p);
+  if (p.gemm1_f32 != nullptr)
+    kernels::activation_quantize_kernel<float><<<blocks, kThreads, 0, stream>>>(p);
   else
-    kernels::activation_quantize_kernel<false, uint16_t><<<blocks, kThreads, 0, stream>>>(p);
+    kernels::activation_quantize_kernel<uint16_t><<<blocks, kThreads, 0, stream>>>(p);
   MOE_CUDA_CHECK_LAUNCH();
 }
 

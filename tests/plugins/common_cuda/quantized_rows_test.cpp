@@ -96,8 +96,8 @@ int64_t stored_col(GateUpLayout layout, int64_t c, int64_t inter) {
 }
 
 // fp32 GEMM1 rows -> act -> e4m3 per 128 outputs, every activation and every gate/up layout;
-// rows with row_live < 0 are left alone. The reference is apply_activation in double on the same
-// fp32 inputs.
+// rows the row list leaves out (a masked layout's dead rows) are left alone. The reference is
+// apply_activation in double on the same fp32 inputs.
 TEST_F(QuantizedRowsTest, ActivationQuantisesItsFp32OutputPer128AndSkipsDeadRows) {
   struct Case {
     moe_activation act;
@@ -122,7 +122,10 @@ TEST_F(QuantizedRowsTest, ActivationQuantisesItsFp32OutputPer128AndSkipsDeadRows
     std::vector<int32_t> live(static_cast<size_t>(rows));
     for (auto& l : live) l = randint(0, 4) == 0 ? -1 : 0;
     DeviceBuffer<float> d_gemm1(gemm1);
-    DeviceBuffer<int32_t> d_live(live);
+    std::vector<int32_t> live_rows;  // the rows to visit, as a masked layout lists its live ones
+    for (int64_t r = 0; r < rows; ++r)
+      if (live[size_t(r)] >= 0) live_rows.push_back(int32_t(r));
+    DeviceBuffer<int32_t> d_live(live_rows);
     DeviceBuffer<uint8_t> d_codes(size_t(rows * inter));
     DeviceBuffer<float> d_scales(size_t(rows * blocks));
     d_codes.poison(0xaa);
@@ -131,8 +134,7 @@ TEST_F(QuantizedRowsTest, ActivationQuantisesItsFp32OutputPer128AndSkipsDeadRows
     a.gemm1_f32 = d_gemm1.get();
     a.intermediate = inter;
     a.layout = k.layout;
-    a.rows = RowRange{rows};
-    a.row_live = d_live.get();
+    a.rows = RowRange{rows, nullptr, nullptr, d_live.get(), int64_t(live_rows.size())};
     a.out_fp8 = d_codes.get();
     a.out_scales = {d_scales.get(), 1, rows};
     launch_activation(p, a, stream_);

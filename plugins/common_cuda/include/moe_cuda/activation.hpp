@@ -36,11 +36,10 @@ struct ActivationArgs {
                                        // silu groups
   int32_t silu_group_begin = 0;        // groups in [begin, end) use silu_mul whatever p.activation
   int32_t silu_group_end = 0;          //   says: the sink experts (§5)
-  RowRange rows;                       // e.g. {R_max, &offsets[g0], &offsets[g1]}
-  const int32_t* row_live = nullptr;   // [R_max] rows whose entry is < 0 are skipped (a masked
-                                       // layout's Permutation::row_token), or null: all live
-  int32_t skip_group_begin = 0;        // rows of groups in [begin, end) are skipped (computed
-  int32_t skip_group_end = 0;          //   apart, e.g. bf16 sinks next to e4m3 experts)
+  RowRange rows;  // e.g. {R_max, &offsets[g0], &offsets[g1]}, or a masked layout's live rows
+                  // as a list (Permutation::slot_row)
+  int32_t skip_group_begin = 0;  // rows of groups in [begin, end) are skipped (computed
+  int32_t skip_group_end = 0;    //   apart, e.g. bf16 sinks next to e4m3 experts)
 
   // Quantised output (input_format fp8_1x128 between the GEMMs): when out_fp8 is given, `out`
   // is unused and each row's outputs become e4m3 codes with one scale per 128 of them, quantised
