@@ -183,6 +183,9 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
             wo_weights_name(a.weights));
   MOE_CHECK(a.out_e4m3 == nullptr || a.out_e4m3_scale != nullptr, kInvalid,
             "weight-only GEMM: e4m3 output (out_e4m3) needs its scale (out_e4m3_scale)");
+  MOE_CHECK(a.out_e4m3_scale == nullptr || a.out_e4m3 != nullptr, kInvalid,
+            "weight-only GEMM: out_e4m3_scale is the scale of the e4m3 output (out_e4m3), which "
+            "is not given");
   MOE_CHECK(
       a.out_amax == nullptr || a.out_f32 != nullptr, kInvalid,
       "weight-only GEMM: out_amax is the amax of the f32 output (out_f32), which is not given");

@@ -2,17 +2,19 @@
 // bench/NOTES.md "deepgemm_style: own kernel"): out[r, :N] = sum over 128-wide K blocks kb of
 // (rows[r, kb] . weights[g][:, kb]) * row_scale[kb][r] * w_scale[g][kb][n / 128].
 //
-// One CTA per SM, persistent, three warpgroups: warpgroup 0 loads 128x128 row tiles and 128x128
-// weight tiles with TMA into a ring of shared-memory stages; warpgroups 1 and 2 each multiply 64
-// rows of the tile with wgmma (e4m3 x e4m3, fp32 accumulate) and, after every K block, promote the
-// block's partial sums into a second fp32 accumulator with FFMA, both scales applied: the tensor
-// cores' own fp8 accumulation keeps fewer mantissa bits than fp32, so it never spans two K blocks.
-// A tile whose second half holds no rows of the group leaves warpgroup 2 idle (it only releases
-// the stages): a group of 128 + 11 rows costs 1.5 tiles of tensor work, not 2, though the second
-// tile still streams its whole weight tile (bench/NOTES.md: that, not the tensor work, is what
-// such tiles cost).
+// One CTA per SM, persistent: warpgroup 0 loads row tiles (64 x kWgs rows x 128 K) and 128x128
+// weight tiles with TMA into a ring of shared-memory stages; each of the kWgs consumer warpgroups
+// (2: 128-row tiles, 3: 192-row tiles) multiplies 64 rows of the tile with wgmma (e4m3 x e4m3,
+// fp32 accumulate) and, after every K block, promotes the block's partial sums into a second fp32
+// accumulator with FFMA, both scales applied: the tensor cores' own fp8 accumulation keeps fewer
+// mantissa bits than fp32, so it never spans two K blocks. A consumer whose 64 rows hold no row
+// of the group stays idle (it only releases the stages): a group of 128 + 11 rows costs 1.5
+// 128-row tiles of tensor work, not 2, though the second tile still streams its whole weight tile
+// (bench/NOTES.md: that, not the tensor work, is what such tiles cost). 192-row tiles exist for
+// that case: groups of ~128 +- 11 rows (DeepSeek-V3 at T = 4096) then stream each weight tile
+// once, and the third consumer only works for the groups that reach it.
 //
-// Tiles are numbered group by group, and within a group the 128-row blocks of one weight tile
+// Tiles are numbered group by group, and within a group the row blocks of one weight tile
 // (pair) consecutively (kernels/group_tiles.cuh, group_tile_rows_first): the CTAs working at one
 // moment share weight tiles, which L2 serves, even where a group's weights outgrow L2. Every CTA
 // derives the same numbering from the group row counts, which live on the device (contiguous
@@ -39,30 +41,40 @@
 
 namespace moe::deepgemm::kernels::ffma {
 
-constexpr int kBlockM = 128;  // rows per tile: two warpgroups of 64
 constexpr int kBlockN = 128;  // one weight scale block wide
 constexpr int kBlockK = 128;  // one scale block deep: 128 e4m3 = one 128-byte swizzle row
 constexpr int kWgRows = 64;
-constexpr int kThreads = 384;
-constexpr int kStages = 6;
 constexpr int kMaxGroups = 1024;  // the tile prefix lives in shared memory
-constexpr int kTileABytes = kBlockM * kBlockK;
 constexpr int kTileBBytes = kBlockN * kBlockK;
-constexpr int kStageBytes = kTileABytes + kTileBBytes;
 constexpr int kAccum = kWgRows * kBlockN / 128;  // fp32 values per thread per accumulator set
-
-// Shared memory: the stages (1024-byte aligned for the 128-byte swizzle), the barriers, the
-// prefix of 128-row blocks per group, and per stage the tile's row scales and its weight scale.
-constexpr int kScaleStride = kBlockM + 4;  // floats per stage: 128 row scales, 1 weight scale
-constexpr size_t kBarrierOffset = size_t(kStages) * kStageBytes;
-constexpr size_t kPrefixOffset = kBarrierOffset + 2 * kStages * sizeof(uint64_t);
-constexpr size_t kScaleOffset = kPrefixOffset + (kMaxGroups + 4) * sizeof(int);
-constexpr size_t kSmemBytes = kScaleOffset + kStages * kScaleStride * sizeof(float) + 1024;
 // A stage is full when the TMA thread's bytes have landed and the 32 scale lanes' copies have.
 constexpr int kFullArrivals = 1 + 32;
-// Registers per thread after the split: the producers give up what the consumers take from the
-// 168 x 384 the launch holds (128 x (168 - 72) = 256 x (216 - 168)); the producers spill at 40.
-constexpr int kProducerRegs = 72, kConsumerRegs = 216;
+
+// The geometry of kWgs consumer warpgroups (2 or 3) of 64 rows each.
+template <int kWgs>
+struct Tile {
+  static_assert(kWgs == 2 || kWgs == 3, "128- or 192-row tiles");
+  static constexpr int kBlockM = kWgs * kWgRows;
+  static constexpr int kThreads = 128 * (kWgs + 1);
+  static constexpr int kTileABytes = kBlockM * kBlockK;
+  static constexpr int kStageBytes = kTileABytes + kTileBBytes;
+  static constexpr int kStages = kWgs == 2 ? 6 : 5;  // as many as fit 227 KB
+  // Shared memory: the stages (1024-byte aligned for the 128-byte swizzle), the barriers, the
+  // prefix of row blocks per group, and per stage the tile's row scales and its weight scale.
+  static constexpr int kScaleStride = kBlockM + 4;  // floats per stage: row scales, weight scale
+  static constexpr size_t kBarrierOffset = size_t(kStages) * kStageBytes;
+  static constexpr size_t kPrefixOffset = kBarrierOffset + 2 * kStages * sizeof(uint64_t);
+  static constexpr size_t kScaleOffset = kPrefixOffset + (kMaxGroups + 4) * sizeof(int);
+  static constexpr size_t kSmemBytes = kScaleOffset + kStages * kScaleStride * sizeof(float) + 1024;
+  // Registers per thread after the split: what the producers give up must cover what the
+  // consumers take (65536 an SM, one CTA), or setmaxnreg.inc waits forever. Two consumers: 128 x
+  // (168 - 72) = 256 x (216 - 168) (the producers spill at 40); three: 128 x 56 + 384 x 152 =
+  // 65536, the consumers' 64 + 64 accumulators and their addresses within 152.
+  static constexpr int kProducerRegs = kWgs == 2 ? 72 : 56;
+  static constexpr int kConsumerRegs = kWgs == 2 ? 216 : 152;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+  static_assert(128 * kProducerRegs + 128 * kWgs * kConsumerRegs <= 65536, "registers");
+};
 
 struct Params {
   CUtensorMap rows_map;     // [R, K] e4m3, box 128 rows x 128 K, 128-byte swizzle
@@ -162,20 +174,24 @@ __device__ __forceinline__ void store_tile(Out* out, int64_t ld, int64_t r, bool
 
 constexpr uint64_t kHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
 
-// kCluster = 2: the two CTAs of a cluster take the same 128-row block and neighbouring N tiles;
+// kCluster = 2: the two CTAs of a cluster take the same row block and neighbouring N tiles;
 // each loads half of the row tile and multicasts it to both, so the row tile crosses from L2 once
 // per pair (a 128x128 tile's operands otherwise need more L2 bandwidth than the H200 has at full
 // wgmma rate). A stage is refilled only when the consumers of both CTAs have released it.
-template <class Out, int kCluster>
-__global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constant__ Params p) {
+template <class Out, int kCluster, int kWgs>
+__global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
+    grouped_gemm(const __grid_constant__ Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = Tile<kWgs>;
+  constexpr int kBlockM = T::kBlockM, kStages = T::kStages, kStageBytes = T::kStageBytes;
+  constexpr int kTileABytes = T::kTileABytes, kScaleStride = T::kScaleStride;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  auto* full = reinterpret_cast<uint64_t*>(smem + kBarrierOffset);
+  auto* full = reinterpret_cast<uint64_t*>(smem + T::kBarrierOffset);
   uint64_t* empty = full + kStages;
-  int* prefix = reinterpret_cast<int*>(smem + kPrefixOffset);
-  auto* scales = reinterpret_cast<float*>(smem + kScaleOffset);  // [kStages][kScaleStride]
+  int* prefix = reinterpret_cast<int*>(smem + T::kPrefixOffset);
+  auto* scales = reinterpret_cast<float*>(smem + T::kScaleOffset);  // [kStages][kScaleStride]
   const int wg = threadIdx.x / 128;
   const int rank = kCluster > 1 ? int(cute::block_rank_in_cluster()) : 0;
   const int cluster = blockIdx.x / kCluster, clusters = gridDim.x / kCluster;
@@ -185,7 +201,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     cute::prefetch_tma_descriptor(&p.weights_map);
     for (int s = 0; s < kStages; ++s) {
       cutlass::arch::ClusterBarrier::init(&full[s], kFullArrivals);
-      cutlass::arch::ClusterBarrier::init(&empty[s], 8 * kCluster);  // every consumer warp
+      cutlass::arch::ClusterBarrier::init(&empty[s], 4 * kWgs * kCluster);  // every consumer warp
     }
     cutlass::arch::fence_barrier_init();
   }
@@ -203,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
   };
 
   if (wg == 0) {  // producers: one thread issues TMA, one warp copies the scales
-    cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
+    cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
     if (threadIdx.x / 32 == 1) {
       const int lane = threadIdx.x % 32;
       int stage = 0;
@@ -252,11 +268,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       }
     }
   } else {
-    // Consumers: warpgroup 1 takes rows 0-63 of the tile, warpgroup 2 rows 64-127.
-    cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
-    const int half = wg - 1, t128 = threadIdx.x % 128, warp = t128 / 32, lane = t128 % 32;
-    const int r_lo = half * kWgRows + warp * 16 + lane / 4;  // and r_lo + 8
-    const uint64_t desc_a = smem_desc(smem + half * kWgRows * kBlockK);
+    // Consumers: warpgroup 1 + h takes rows 64 h .. 64 h + 63 of the tile.
+    cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
+    const int part = wg - 1, t128 = threadIdx.x % 128, warp = t128 / 32, lane = t128 % 32;
+    const int r_lo = part * kWgRows + warp * 16 + lane / 4;  // and r_lo + 8
+    const uint64_t desc_a = smem_desc(smem + part * kWgRows * kBlockK);
     const uint64_t desc_b = smem_desc(smem + kTileABytes);
     float acc[kAccum], total[kAccum];
     int stage = 0;
@@ -273,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       const GroupRows gr = group_rows(p, tile.group);
       const int64_t row0 = gr.first + int64_t(tile.block_m) * kBlockM;
       const int64_t rows_here = gr.count - int64_t(tile.block_m) * kBlockM;  // >= 1
-      if (rows_here <= half * kWgRows) {  // no rows in this half: only release the stages
+      if (rows_here <= part * kWgRows) {  // no rows in this part: only release the stages
         for (int kb = 0; kb < k_blocks; ++kb) {
           cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
           release();

@@ -71,14 +71,17 @@ LayerOptions parse_options(const Options& options) {
                 "deepgemm_style: masked_max_tokens '{}' is not an integer in [0, 4096]", value);
       o.masked_max_tokens = v;
     } else if (key == "gemm_tiles") {
-      MOE_CHECK(
-          value == "auto" || value == "tokens" || value == "weights" || value == "tokens_ffma",
-          MOE_STATUS_CONFIG_ERROR,
-          "deepgemm_style: gemm_tiles '{}' is not auto, tokens, tokens_ffma or weights", value);
-      o.tiles = value == "auto"          ? std::nullopt
-                : value == "tokens"      ? std::optional(Fp8Tiles::kTokens)
-                : value == "tokens_ffma" ? std::optional(Fp8Tiles::kTokensFfma)
-                                         : std::optional(Fp8Tiles::kWeights);
+      MOE_CHECK(value == "auto" || value == "tokens" || value == "weights" ||
+                    value == "tokens_ffma" || value == "tokens_ffma192",
+                MOE_STATUS_CONFIG_ERROR,
+                "deepgemm_style: gemm_tiles '{}' is not auto, tokens, tokens_ffma, tokens_ffma192 "
+                "or weights",
+                value);
+      o.tiles = value == "auto"             ? std::nullopt
+                : value == "tokens"         ? std::optional(Fp8Tiles::kTokens)
+                : value == "tokens_ffma"    ? std::optional(Fp8Tiles::kTokensFfma)
+                : value == "tokens_ffma192" ? std::optional(Fp8Tiles::kTokensFfma192)
+                                            : std::optional(Fp8Tiles::kWeights);
     } else {
       MOE_FAIL(MOE_STATUS_CONFIG_ERROR,
                "deepgemm_style: unknown option '{}' (known: layout, masked_max_tokens, "
@@ -120,9 +123,11 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   const int64_t sinks = p.sink_experts;
   const int64_t fp8_groups = e + (shared ? 1 : 0);  // those with e4m3 weights
   sm_count_ = gpu::device_info().sm_count;
-  MOE_CHECK(sinks == 0 || options_.tiles != Fp8Tiles::kTokensFfma, MOE_STATUS_CONFIG_ERROR,
-            "deepgemm_style: gemm_tiles 'tokens_ffma' takes no sink experts (its kernel runs "
-            "every group of the permutation); use auto, tokens or weights");
+  MOE_CHECK(sinks == 0 || !options_.tiles || !is_own_kernel(*options_.tiles),
+            MOE_STATUS_CONFIG_ERROR,
+            "deepgemm_style: gemm_tiles '{}' takes no sink experts (its kernel runs every group "
+            "of the permutation); use auto, tokens or weights",
+            options_.tiles == Fp8Tiles::kTokensFfma192 ? "tokens_ffma192" : "tokens_ffma");
 
   // Weights go up as the caller holds them; scales are turned MN-major on the host first.
   const size_t w13_group = size_t(n1_ * h), w2_group = size_t(h * inter);

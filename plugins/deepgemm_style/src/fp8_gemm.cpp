@@ -13,8 +13,7 @@ gpu::Fp8BlockTiles cutlass_tiles(Fp8Tiles t) {
 }
 
 // The own kernel: stacked weights, no workspace, no skipped groups.
-void run_ffma(const Fp8GemmArgs& a, cudaStream_t stream) {
-  const Fp8Tiles tiles = Fp8Tiles::kTokensFfma;
+void run_ffma(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
   gpu::check_fp8_block_gemm_operands(a);
   MOE_CHECK(a.skip_begin == a.skip_end, MOE_STATUS_UNSUPPORTED,
             "fp8 block GEMM ({}): the own kernel skips no groups (sink experts)",
@@ -41,6 +40,7 @@ void run_ffma(const Fp8GemmArgs& a, cudaStream_t stream) {
   call.w_scale_stack = a.w_scale_stack;
   call.out = a.out;
   call.f32_out = a.f32_out;
+  call.block_m = tiles == Fp8Tiles::kTokensFfma192 ? 192 : 128;
   call.sm_count = a.sm_count;
   call.stream = stream;
   const detail::LaunchResult r = detail::launch_ffma(call);
@@ -55,6 +55,8 @@ void run_ffma(const Fp8GemmArgs& a, cudaStream_t stream) {
 const char* fp8_tiles_name(Fp8Tiles t) {
   if (t == Fp8Tiles::kTokensFfma)
     return "token tiles 128x128, own kernel (FFMA promotion, 64-row halves)";
+  if (t == Fp8Tiles::kTokensFfma192)
+    return "token tiles 192x128, own kernel (FFMA promotion, 64-row thirds)";
   return gpu::fp8_block_tiles_name(cutlass_tiles(t));
 }
 
@@ -63,8 +65,8 @@ size_t fp8_gemm_workspace_bytes(int groups, int sm_count) {
 }
 
 void run_fp8_grouped_gemm(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
-  if (tiles == Fp8Tiles::kTokensFfma)
-    run_ffma(a, stream);
+  if (is_own_kernel(tiles))
+    run_ffma(tiles, a, stream);
   else
     gpu::run_fp8_block_grouped_gemm(cutlass_tiles(tiles), a, stream);
 }

@@ -14,10 +14,16 @@
 namespace moe::deepgemm {
 
 enum class Fp8Tiles {
-  kTokens,      // 128 tokens x 128 features per tile: many tokens per expert
-  kWeights,     // swap AB, 128 features x 32 tokens per tile: few tokens per expert
-  kTokensFfma,  // own kernel: 128 tokens x 128 features, a half-empty tile costs half
+  kTokens,         // 128 tokens x 128 features per tile: many tokens per expert
+  kWeights,        // swap AB, 128 features x 32 tokens per tile: few tokens per expert
+  kTokensFfma,     // own kernel: 128 tokens x 128 features, a half-empty tile costs half
+  kTokensFfma192,  // own kernel: 192 tokens x 128 features, 128 + a few rows in one tile
 };
+
+// Whether the tiling is the plugin's own kernel (stacked weights, no skipped groups).
+inline bool is_own_kernel(Fp8Tiles t) {
+  return t == Fp8Tiles::kTokensFfma || t == Fp8Tiles::kTokensFfma192;
+}
 
 const char* fp8_tiles_name(Fp8Tiles t);
 
@@ -26,7 +32,7 @@ const char* fp8_tiles_name(Fp8Tiles t);
 size_t fp8_gemm_workspace_bytes(int groups, int sm_count);
 
 // The shared CUTLASS GEMMs' operands (moe_cuda/fp8_block_gemm.hpp), plus the same weights and
-// scales stacked group after group, which only the own kernel (kTokensFfma) reads.
+// scales stacked group after group, which only the own kernel (is_own_kernel) reads.
 struct Fp8GemmArgs : gpu::Fp8BlockGemmArgs {
   const uint8_t* weight_stack = nullptr;  // [groups, N, K] e4m3
   const float* w_scale_stack = nullptr;   // [groups][K/128][N/128]

@@ -1,5 +1,5 @@
 // Launcher of deepgemm_style's own grouped fp8 GEMM (kernels/sm90_fp8_grouped_gemm_ffma.cuh):
-// the two TMA descriptors, the shared-memory opt-in, one CTA per SM.
+// the two TMA descriptors, the shared-memory opt-in, one CTA per SM; 128- or 192-row tiles.
 #include <cuda.h>
 
 #include <algorithm>
@@ -18,15 +18,16 @@ bool encode(CUtensorMap* map, const void* base, int64_t rows, int k, int box_row
                                    128);
 }
 
-template <class Out, int kCluster>
+template <class Out, int kCluster, int kWgs>
 LaunchResult launch_typed(const GemmCall& c) noexcept {
   using namespace kernels::ffma;
-  auto* kernel = grouped_gemm<Out, kCluster>;
+  using T = Tile<kWgs>;
+  auto* kernel = grouped_gemm<Out, kCluster, kWgs>;
   static const cudaError_t opt_in =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
   if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
   Params p;
-  if (!encode(&p.rows_map, c.rows, c.scale_ld, c.k, kBlockM / kCluster) ||
+  if (!encode(&p.rows_map, c.rows, c.scale_ld, c.k, T::kBlockM / kCluster) ||
       !encode(&p.weights_map, c.weight_stack, int64_t(c.groups) * c.n, c.k, kBlockN))
     return {"tensor map", "cuTensorMapEncodeTiled failed (or the driver lacks it)"};
   p.groups = c.groups;
@@ -40,8 +41,8 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
   p.w_scales = c.w_scale_stack;
   p.out = c.out;
 
-  if (cudaError_t e = gpu::kernels::launch_persistent_clusters<grouped_gemm<Out, kCluster>>(
-          p, kCluster, kThreads, kSmemBytes, c.sm_count, INT64_MAX, c.stream);
+  if (cudaError_t e = gpu::kernels::launch_persistent_clusters<grouped_gemm<Out, kCluster, kWgs>>(
+          p, kCluster, T::kThreads, T::kSmemBytes, c.sm_count, INT64_MAX, c.stream);
       e != cudaSuccess)
     return {"launch", cudaGetErrorString(e)};
   return {};
@@ -53,11 +54,18 @@ int ffma_max_groups() {
   return kernels::ffma::kMaxGroups;
 }
 
-LaunchResult launch_ffma(const GemmCall& c) noexcept {
+template <int kWgs>
+LaunchResult launch_rows(const GemmCall& c) noexcept {
   // Pairs of N tiles share the row tile when N holds an even number of them.
   if ((c.n / kernels::ffma::kBlockN) % 2 == 0)
-    return c.f32_out ? launch_typed<float, 2>(c) : launch_typed<__nv_bfloat16, 2>(c);
-  return c.f32_out ? launch_typed<float, 1>(c) : launch_typed<__nv_bfloat16, 1>(c);
+    return c.f32_out ? launch_typed<float, 2, kWgs>(c) : launch_typed<__nv_bfloat16, 2, kWgs>(c);
+  return c.f32_out ? launch_typed<float, 1, kWgs>(c) : launch_typed<__nv_bfloat16, 1, kWgs>(c);
+}
+
+LaunchResult launch_ffma(const GemmCall& c) noexcept {
+  if (c.block_m == 192) return launch_rows<3>(c);
+  if (c.block_m == 128) return launch_rows<2>(c);
+  return {"setup", "the own kernel's row tile is 128 or 192 rows"};
 }
 
 }  // namespace moe::deepgemm::detail

@@ -30,6 +30,7 @@ struct GemmCall {
   const float* w_scale_stack = nullptr;  // [groups][K/128][N/128]
   void* out = nullptr;                   // [R, N] bf16, or f32 with f32_out
   bool f32_out = false;
+  int block_m = 128;  // rows per tile: 128 (two consumer warpgroups) or 192 (three)
   int sm_count = 0;
   cudaStream_t stream = nullptr;
 };

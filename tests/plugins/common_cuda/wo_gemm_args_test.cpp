@@ -190,6 +190,12 @@ TEST(WoGemmArgs, E4m3TakesWeightRowsScalesAndMayWriteF32) {
   expect_refused(
       [&](WoGemmArgs& b) {
         e4m3(b);
+        b.out_e4m3_scale = &act;
+      },
+      "out_e4m3_scale is the scale of the e4m3 output (out_e4m3), which is not given");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        e4m3(b);
         b.out_e4m3 = codes;
         b.out_e4m3_scale = &act;
       },

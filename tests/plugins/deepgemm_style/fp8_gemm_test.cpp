@@ -28,9 +28,10 @@ struct Case {
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Fp8Tiles t = info.param.tiles;
-  return std::string(t == Fp8Tiles::kTokens       ? "TokenTiles"
-                     : t == Fp8Tiles::kTokensFfma ? "OwnTokenTiles"
-                                                  : "WeightTiles") +
+  return std::string(t == Fp8Tiles::kTokens          ? "TokenTiles"
+                     : t == Fp8Tiles::kTokensFfma    ? "OwnTokenTiles"
+                     : t == Fp8Tiles::kTokensFfma192 ? "OwnTokenTiles192"
+                                                     : "WeightTiles") +
          (info.param.masked ? "Masked" : "Contiguous") + (info.param.f32_out ? "F32" : "Bf16") +
          "K" + std::to_string(info.param.k) + (info.param.code_stddev > 10 ? "FullRange" : "");
 }
@@ -53,11 +54,13 @@ class Fp8GemmTest : public gpu::test::CudaTest, public ::testing::WithParamInter
 TEST_P(Fp8GemmTest, MatchesBlockScaledProductsPerGroup) {
   const Case c = GetParam();
   const int n = 256, k = c.k, kb = k / 128, nb = n / 128;
-  // Partial tiles, an empty group, a second tile of 3 rows (one 64-row half idle) and one of
-  // 100 rows (both halves, the second partial).
-  const std::vector<int> counts = {5, 0, 131, 1, 100};
+  // Partial tiles, an empty group, a second 128-row tile of 3 rows (one 64-row half idle), one of
+  // 100 rows (both halves, the second partial), and 197 rows: a second 128-row tile of 69 rows,
+  // or 192 rows (every 64-row third) and a second 192-row tile of 5; 131 rows fill two thirds
+  // of a 192-row tile and 3 rows of the last.
+  const std::vector<int> counts = {5, 0, 131, 1, 100, 197};
   const int groups = int(counts.size());
-  const int max_m = 131;
+  const int max_m = 197;
   std::vector<int64_t> offsets = {0};
   for (int m : counts) offsets.push_back(offsets.back() + m);
   // Row r of group g: contiguous offsets[g] + i, masked g * max_m + i.
@@ -171,7 +174,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{Fp8Tiles::kWeights, true, true, 2048, 110.0f},
         Case{Fp8Tiles::kTokensFfma, false, false}, Case{Fp8Tiles::kTokensFfma, true, false},
         Case{Fp8Tiles::kTokensFfma, false, true}, Case{Fp8Tiles::kTokensFfma, true, true, 7168},
-        Case{Fp8Tiles::kTokensFfma, false, true, 2048, 110.0f}),
+        Case{Fp8Tiles::kTokensFfma, false, true, 2048, 110.0f},
+        Case{Fp8Tiles::kTokensFfma192, false, false}, Case{Fp8Tiles::kTokensFfma192, true, false},
+        Case{Fp8Tiles::kTokensFfma192, false, true},
+        Case{Fp8Tiles::kTokensFfma192, true, true, 7168},
+        Case{Fp8Tiles::kTokensFfma192, false, true, 2048, 110.0f}),
     case_name);
 
 TEST(Fp8GemmArgs, RefusesSizesThatAreNotWholeScaleBlocks) {

@@ -36,7 +36,10 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return std::string(c.activation == MOE_ACTIVATION_RELU2 ? "Relu2" : "SiluMul") +
          (c.layout == RowLayout::kMasked ? "Masked" : "Contiguous") + "T" +
-         std::to_string(c.tokens) + (std::string(c.tiles) == "tokens_ffma" ? "OwnGemm" : "");
+         std::to_string(c.tokens) +
+         (std::string(c.tiles) == "tokens_ffma"      ? "OwnGemm"
+          : std::string(c.tiles) == "tokens_ffma192" ? "OwnGemm192"
+                                                     : "");
 }
 
 double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
@@ -282,7 +285,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 70},
                       Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 5},
                       Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma"},
-                      Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "tokens_ffma"}),
+                      Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "tokens_ffma"},
+                      Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma192"},
+                      Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "tokens_ffma192"}),
     case_name);
 
 }  // namespace

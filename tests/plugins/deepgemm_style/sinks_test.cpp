@@ -83,11 +83,12 @@ TEST_F(DeepGemmSinks, BothLayoutsAndBothTilingsMatchTheReference) {
 TEST_F(DeepGemmSinks, TheOwnFfmaKernelIsRefusedByName) {
   const moe_problem p = problem_.c();
   const LayerWeights w = random_weights(p, 2);
-  expect_error(
-      [&] {
-        plugin_->prepare(p, w.view(), {{"gemm_tiles", "tokens_ffma"}});
-      },
-      MOE_STATUS_CONFIG_ERROR, {"tokens_ffma", "sink experts"});
+  for (const char* own : {"tokens_ffma", "tokens_ffma192"})
+    expect_error(
+        [&] {
+          plugin_->prepare(p, w.view(), {{"gemm_tiles", own}});
+        },
+        MOE_STATUS_CONFIG_ERROR, {std::string("'") + own + "'", "sink experts"});
 }
 
 // The sinks' cuBLAS GEMMs are captured with the rest (their workspace is the caller's): a replayed

@@ -72,6 +72,9 @@ TEST(DeepGemmOptions, ParsesTheLayoutTilesAndThreshold) {
   const LayerOptions own = parse_options({{"gemm_tiles", "tokens_ffma"}});
   ASSERT_TRUE(own.tiles.has_value());
   EXPECT_EQ(*own.tiles, Fp8Tiles::kTokensFfma);
+  const LayerOptions wide = parse_options({{"gemm_tiles", "tokens_ffma192"}});
+  ASSERT_TRUE(wide.tiles.has_value());
+  EXPECT_EQ(*wide.tiles, Fp8Tiles::kTokensFfma192);
   const LayerOptions d = parse_options({});
   EXPECT_FALSE(d.layout.has_value());
   EXPECT_EQ(d.masked_max_tokens, 64);
