@@ -46,6 +46,7 @@ constexpr int kBlockK = 128;  // one scale block deep: 128 e4m3 = one 128-byte s
 constexpr int kWgRows = 64;
 constexpr int kMaxGroups = 1024;  // the tile prefix lives in shared memory
 constexpr int kTileBBytes = kBlockN * kBlockK;
+constexpr int kBoxBytes = kWgRows * kBlockK;     // one consumer's 64 rows of the row tile
 constexpr int kAccum = kWgRows * kBlockN / 128;  // fp32 values per thread per accumulator set
 // A stage is full when the TMA thread's bytes have landed and the 32 scale lanes' copies have.
 constexpr int kFullArrivals = 1 + 32;
@@ -77,7 +78,7 @@ struct Tile {
 };
 
 struct Params {
-  CUtensorMap rows_map;     // [R, K] e4m3, box 128 rows x 128 K, 128-byte swizzle
+  CUtensorMap rows_map;     // [R, K] e4m3, box 64 rows x 128 K, 128-byte swizzle
   CUtensorMap weights_map;  // [G * N, K] e4m3, box 128 x 128, 128-byte swizzle
   int groups = 0, n = 0, k = 0;
   const int64_t* offsets = nullptr;  // contiguous: group g has rows [offsets[g], offsets[g+1])
@@ -175,9 +176,10 @@ __device__ __forceinline__ void store_tile(Out* out, int64_t ld, int64_t r, bool
 constexpr uint64_t kHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
 
 // kCluster = 2: the two CTAs of a cluster take the same row block and neighbouring N tiles;
-// each loads half of the row tile and multicasts it to both, so the row tile crosses from L2 once
-// per pair (a 128x128 tile's operands otherwise need more L2 bandwidth than the H200 has at full
-// wgmma rate). A stage is refilled only when the consumers of both CTAs have released it.
+// each loads every other 64-row box of the row tile and multicasts it to both, so the row tile
+// crosses from L2 once per pair (a 128x128 tile's operands otherwise need more L2 bandwidth than
+// the H200 has at full wgmma rate). A stage is refilled only when the consumers of both CTAs have
+// released it.
 template <class Out, int kCluster, int kWgs>
 __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
     grouped_gemm(const __grid_constant__ Params p) {
@@ -250,17 +252,25 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
         const GroupRows gr = group_rows(p, tile.group);
         const int row0 = int(gr.first + int64_t(tile.block_m) * kBlockM);
         const int wrow0 = tile.group * p.n + tile.block_n * kBlockN;
+        // Only the 64-row boxes that hold rows of the group are loaded (the others' consumers
+        // idle): the kernel is bound by the bytes each stage moves into shared memory.
+        const int64_t rows_here = gr.count - int64_t(tile.block_m) * kBlockM;
+        const int boxes = int(rows_here >= kBlockM ? kWgs : (rows_here + kWgRows - 1) / kWgRows);
+        const uint32_t bytes = uint32_t(boxes * kBoxBytes + kTileBBytes);
         for (int kb = 0; kb < k_blocks; ++kb) {
           cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
           uint8_t* a = smem + size_t(stage) * kStageBytes;
-          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], kStageBytes);
-          constexpr int kPart = kBlockM / kCluster;  // rows of the row tile this CTA loads
-          if constexpr (kCluster > 1)
-            cute::SM90_TMA_LOAD_MULTICAST_2D::copy(
-                &p.rows_map, &full[stage], uint16_t((1 << kCluster) - 1), kHint,
-                a + rank * kPart * kBlockK, kb * kBlockK, row0 + rank * kPart);
-          else
-            cute::SM90_TMA_LOAD_2D::copy(&p.rows_map, &full[stage], kHint, a, kb * kBlockK, row0);
+          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], bytes);
+          // Box j goes to every CTA of the cluster, loaded by CTA j % kCluster.
+          for (int j = rank; j < boxes; j += kCluster) {
+            if constexpr (kCluster > 1)
+              cute::SM90_TMA_LOAD_MULTICAST_2D::copy(
+                  &p.rows_map, &full[stage], uint16_t((1 << kCluster) - 1), kHint,
+                  a + j * kBoxBytes, kb * kBlockK, row0 + j * kWgRows);
+            else
+              cute::SM90_TMA_LOAD_2D::copy(&p.rows_map, &full[stage], kHint, a + j * kBoxBytes,
+                                           kb * kBlockK, row0 + j * kWgRows);
+          }
           cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[stage], kHint, a + kTileABytes,
                                        kb * kBlockK, wrow0);
           if (++stage == kStages) stage = 0, phase ^= 1;

@@ -92,6 +92,21 @@ LayerOptions parse_options(const Options& options) {
   return o;
 }
 
+// Measured on the H200 (bench/NOTES.md session 26, layer A/B against the CUTLASS-only rule): the
+// own kernel 0.68-0.94x of CUTLASS's time at 16-128 rows an expert and at most 4096 rows in all
+// (Mixtral T=128-512, Qwen3-30B-A3B T=256-512, DeepSeek-V3 T=512), level at 16 rows an expert
+// (Mixtral T=64), 1.05x at 192 (Mixtral T=768) and 1.03-1.19x past 4096 rows in all; 192-row
+// tiles 0.88x of 128-row ones at 128 rows an expert (Mixtral T=512), 1.04x at 32.
+Fp8Tiles auto_fp8_tiles(const moe_problem& p, int64_t tokens) {
+  const int64_t groups = p.local_experts + (p.shared_intermediate > 0 ? 1 : 0);  // e4m3 groups
+  const int64_t rows = tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) +
+                       (p.shared_intermediate > 0 ? tokens : 0);
+  const int64_t per_group = rows / std::max<int64_t>(1, groups);
+  if (p.sink_experts == 0 && rows <= 4096 && per_group >= 16 && per_group <= 144)
+    return per_group > 112 ? Fp8Tiles::kTokensFfma192 : Fp8Tiles::kTokensFfma;
+  return rows < 32 * groups ? Fp8Tiles::kWeights : Fp8Tiles::kTokens;
+}
+
 std::string describe(const moe_problem& p, const LayerOptions& o) {
   const std::string rule =
       o.layout ? fmt::format("{} at every batch size (option layout)", row_layout_name(*o.layout))
@@ -102,8 +117,13 @@ std::string describe(const moe_problem& p, const LayerOptions& o) {
   return fmt::format(
       "fp8 128x128 block weights as given (e4m3 [N, K], K contiguous), scales MN-major "
       "[K/128][N/128] floored at 1e-10; activations quantised per token per 128 channels in the "
-      "permutation and again after the activation; GEMM1 N={}, GEMM2 N={}; rows: {}{}",
+      "permutation and again after the activation; GEMM1 N={}, GEMM2 N={}; rows: {}; GEMMs: {}{}",
       w13_rows(p), p.hidden, rule,
+      o.tiles ? fmt::format("{} (option gemm_tiles)", fp8_tiles_name(*o.tiles))
+              : std::string("the own kernel (128-row tiles, 192 past 112 rows an expert) for "
+                            "16-144 rows an expert and at most 4096 rows in all without sink "
+                            "experts, else CUTLASS's (swap-AB weight tiles under 32 rows an "
+                            "expert)"),
       p.sink_experts > 0
           ? fmt::format("; {} sink experts (I={}) in bf16 on every token by cuBLAS, silu_mul, "
                         "their results put in their slots' rows",
@@ -187,13 +207,8 @@ RowLayout DeviceLayer::layout(int64_t tokens) const {
   return tokens <= options_.masked_max_tokens ? RowLayout::kMasked : RowLayout::kContiguous;
 }
 
-// Fewer than 32 rows per group on average: decode-like, weight tiles (swap AB).
 Fp8Tiles DeviceLayer::tiles(int64_t tokens) const {
-  if (options_.tiles) return *options_.tiles;
-  const moe_problem p = problem_.c();
-  const int64_t rows = tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) +
-                       (p.shared_intermediate > 0 ? tokens : 0);
-  return rows < 32 * (groups_ - p.sink_experts) ? Fp8Tiles::kWeights : Fp8Tiles::kTokens;
+  return options_.tiles ? *options_.tiles : auto_fp8_tiles(problem_.c(), tokens);
 }
 
 // The pieces in a fixed order.

@@ -40,6 +40,13 @@ struct LayerOptions {
 };
 LayerOptions parse_options(const Options& options);
 
+// The GEMM tiling `gemm_tiles: auto` takes for a batch of `tokens` (docs/design.md §12): the own
+// kernel where a layer's rows are few in all (at most 4096) but not few per expert (16 to 144),
+// in 192-row tiles past 112 rows an expert; else CUTLASS's token tiles, or its swap-AB weight
+// tiles under 32 rows an expert. Layers with sink experts keep CUTLASS (the own kernel runs every
+// group).
+Fp8Tiles auto_fp8_tiles(const moe_problem& p, int64_t tokens);
+
 // What the plugin does with `p`, for `moe describe` / `moe select`.
 std::string describe(const moe_problem& p, const LayerOptions& o);
 

@@ -27,7 +27,7 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
   if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
   Params p;
-  if (!encode(&p.rows_map, c.rows, c.scale_ld, c.k, T::kBlockM / kCluster) ||
+  if (!encode(&p.rows_map, c.rows, c.scale_ld, c.k, kWgRows) ||
       !encode(&p.weights_map, c.weight_stack, int64_t(c.groups) * c.n, c.k, kBlockN))
     return {"tensor map", "cuTensorMapEncodeTiled failed (or the driver lacks it)"};
   p.groups = c.groups;

@@ -116,5 +116,44 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
       << with_sinks;
 }
 
+// The measured rule of gemm_tiles: auto (bench/NOTES.md session 26) on the grid's shapes.
+TEST(DeepGemmOptions, AutoTilesFollowTheRowsPerExpertAndInAll) {
+  auto shape = [](int64_t experts, int64_t top_k) {
+    moe_problem p = fp8_problem();
+    p.experts = p.local_experts = experts;
+    p.top_k = top_k;
+    return p;
+  };
+  const moe_problem deepseek = shape(256, 8), mixtral = shape(8, 2), qwen3 = shape(128, 8);
+  // Few rows an expert: CUTLASS's swap-AB weight tiles (2 and 4 rows an expert).
+  EXPECT_EQ(auto_fp8_tiles(deepseek, 64), Fp8Tiles::kWeights);
+  EXPECT_EQ(auto_fp8_tiles(qwen3, 64), Fp8Tiles::kWeights);
+  EXPECT_EQ(auto_fp8_tiles(mixtral, 8), Fp8Tiles::kWeights);
+  // 16-112 rows an expert, at most 4096 in all: the own kernel's 128-row tiles.
+  EXPECT_EQ(auto_fp8_tiles(mixtral, 64), Fp8Tiles::kTokensFfma);
+  EXPECT_EQ(auto_fp8_tiles(deepseek, 512), Fp8Tiles::kTokensFfma);
+  EXPECT_EQ(auto_fp8_tiles(qwen3, 512), Fp8Tiles::kTokensFfma);
+  // 113-144 rows an expert: 192-row tiles (Mixtral T=512: 128 an expert).
+  EXPECT_EQ(auto_fp8_tiles(mixtral, 512), Fp8Tiles::kTokensFfma192);
+  EXPECT_EQ(auto_fp8_tiles(mixtral, 576), Fp8Tiles::kTokensFfma192);
+  // Past 4096 rows in all, or 144 an expert: CUTLASS's token tiles.
+  EXPECT_EQ(auto_fp8_tiles(mixtral, 580), Fp8Tiles::kTokens);
+  EXPECT_EQ(auto_fp8_tiles(mixtral, 768), Fp8Tiles::kTokens);
+  EXPECT_EQ(auto_fp8_tiles(deepseek, 4096), Fp8Tiles::kTokens);
+  EXPECT_EQ(auto_fp8_tiles(qwen3, 4096), Fp8Tiles::kTokens);
+  EXPECT_EQ(auto_fp8_tiles(mixtral, 1024), Fp8Tiles::kTokens);
+  EXPECT_EQ(auto_fp8_tiles(mixtral, 4096), Fp8Tiles::kTokens);
+  // Sink experts keep CUTLASS (the own kernel runs every group of the permutation): 16 rows an
+  // expert take its weight tiles, 128 its token tiles.
+  moe_problem sinks = shape(256, 8);
+  sinks.sink_experts = 2;
+  sinks.sink_intermediate = 256;
+  EXPECT_EQ(auto_fp8_tiles(sinks, 512), Fp8Tiles::kWeights);
+  sinks = shape(8, 2);
+  sinks.sink_experts = 2;
+  sinks.sink_intermediate = 256;
+  EXPECT_EQ(auto_fp8_tiles(sinks, 512), Fp8Tiles::kTokens);
+}
+
 }  // namespace
 }  // namespace moe::deepgemm
