@@ -11,8 +11,8 @@
 // of the group stays idle (it only releases the stages): a group of 128 + 11 rows costs 1.5
 // 128-row tiles of tensor work, not 2, though the second tile still streams its whole weight tile
 // (bench/NOTES.md: that, not the tensor work, is what such tiles cost). 192-row tiles exist for
-// that case: groups of ~128 +- 11 rows (DeepSeek-V3 at T = 4096) then stream each weight tile
-// once, and the third consumer only works for the groups that reach it.
+// that case: groups of ~128 +- 11 rows (Mixtral at T = 512) then stream each weight tile once,
+// and the third consumer only works for the groups that reach it.
 //
 // Tiles are numbered group by group, and within a group the row blocks of one weight tile
 // (pair) consecutively (kernels/group_tiles.cuh, group_tile_rows_first): the CTAs working at one
@@ -74,7 +74,11 @@ struct Tile {
   static constexpr int kProducerRegs = kWgs == 2 ? 72 : 56;
   static constexpr int kConsumerRegs = kWgs == 2 ? 216 : 152;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
-  static_assert(128 * kProducerRegs + 128 * kWgs * kConsumerRegs <= 65536, "registers");
+  // The pool is what the launch gives each thread (65536 / kThreads, in steps of 8) times the
+  // threads, not 65536: 80 / 216 with two consumers (65536) hung.
+  static_assert(128 * kProducerRegs + 128 * kWgs * kConsumerRegs <=
+                    kThreads * ((65536 / kThreads) & ~7),
+                "registers");
 };
 
 struct Params {

@@ -120,10 +120,12 @@ std::string describe(const moe_problem& p, const LayerOptions& o) {
       "permutation and again after the activation; GEMM1 N={}, GEMM2 N={}; rows: {}; GEMMs: {}{}",
       w13_rows(p), p.hidden, rule,
       o.tiles ? fmt::format("{} (option gemm_tiles)", fp8_tiles_name(*o.tiles))
-              : std::string("the own kernel (128-row tiles, 192 past 112 rows an expert) for "
-                            "16-144 rows an expert and at most 4096 rows in all without sink "
-                            "experts, else CUTLASS's (swap-AB weight tiles under 32 rows an "
-                            "expert)"),
+      : p.sink_experts > 0
+          ? std::string("CUTLASS's (swap-AB weight tiles under 32 rows an expert; the own "
+                        "kernel would run the sinks' groups too)")
+          : std::string("the own kernel (128-row tiles, 192 past 112 rows an expert) for 16-144 "
+                        "rows an expert and at most 4096 rows in all, else CUTLASS's (swap-AB "
+                        "weight tiles under 32 rows an expert)"),
       p.sink_experts > 0
           ? fmt::format("; {} sink experts (I={}) in bf16 on every token by cuBLAS, silu_mul, "
                         "their results put in their slots' rows",

@@ -24,6 +24,7 @@ struct Case {
   bool f32_out;
   int k = 384;
   float code_stddev = 2.0f;  // ~110: codes over the whole e4m3 range, as amax/448 scales give
+  int n = 256;               // 384: an odd number of 128-wide N tiles (the own kernel unpaired)
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
@@ -33,7 +34,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
                      : t == Fp8Tiles::kTokensFfma192 ? "OwnTokenTiles192"
                                                      : "WeightTiles") +
          (info.param.masked ? "Masked" : "Contiguous") + (info.param.f32_out ? "F32" : "Bf16") +
-         "K" + std::to_string(info.param.k) + (info.param.code_stddev > 10 ? "FullRange" : "");
+         "K" + std::to_string(info.param.k) + (info.param.code_stddev > 10 ? "FullRange" : "") +
+         (info.param.n != 256 ? "N" + std::to_string(info.param.n) : "");
 }
 
 class Fp8GemmTest : public gpu::test::CudaTest, public ::testing::WithParamInterface<Case> {
@@ -53,7 +55,7 @@ class Fp8GemmTest : public gpu::test::CudaTest, public ::testing::WithParamInter
 
 TEST_P(Fp8GemmTest, MatchesBlockScaledProductsPerGroup) {
   const Case c = GetParam();
-  const int n = 256, k = c.k, kb = k / 128, nb = n / 128;
+  const int n = c.n, k = c.k, kb = k / 128, nb = n / 128;
   // Partial tiles, an empty group, a second 128-row tile of 3 rows (one 64-row half idle), one of
   // 100 rows (both halves, the second partial), and 197 rows: a second 128-row tile of 69 rows,
   // or 192 rows (every 64-row third) and a second 192-row tile of 5; 131 rows fill two thirds
@@ -178,7 +180,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{Fp8Tiles::kTokensFfma192, false, false}, Case{Fp8Tiles::kTokensFfma192, true, false},
         Case{Fp8Tiles::kTokensFfma192, false, true},
         Case{Fp8Tiles::kTokensFfma192, true, true, 7168},
-        Case{Fp8Tiles::kTokensFfma192, false, true, 2048, 110.0f}),
+        Case{Fp8Tiles::kTokensFfma192, false, true, 2048, 110.0f},
+        Case{Fp8Tiles::kTokensFfma192, false, true, 384, 2.0f, 384},
+        Case{Fp8Tiles::kTokensFfma192, true, false, 384, 2.0f, 384},
+        Case{Fp8Tiles::kTokensFfma, false, true, 384, 2.0f, 384}),
     case_name);
 
 TEST(Fp8GemmArgs, RefusesSizesThatAreNotWholeScaleBlocks) {

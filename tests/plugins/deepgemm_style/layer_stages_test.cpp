@@ -39,6 +39,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
          std::to_string(c.tokens) +
          (std::string(c.tiles) == "tokens_ffma"      ? "OwnGemm"
           : std::string(c.tiles) == "tokens_ffma192" ? "OwnGemm192"
+          : std::string(c.tiles) == "tokens"         ? "CutlassTokenTiles"
+          : std::string(c.tiles) == "weights"        ? "CutlassWeightTiles"
                                                      : "");
 }
 
@@ -287,7 +289,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma"},
                       Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "tokens_ffma"},
                       Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma192"},
-                      Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "tokens_ffma192"}),
+                      Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "tokens_ffma192"},
+                      // CUTLASS's tilings, which `auto` no longer takes at these sizes (16-144
+                      // rows an expert run the own kernel).
+                      Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens"},
+                      Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 70, "weights"}),
     case_name);
 
 }  // namespace

@@ -1,8 +1,8 @@
 // deepgemm_style's bf16 sink experts next to its e4m3 experts, through the C ABI on a GPU: both
 // row layouts and both CUTLASS tilings, padding tokens, a shared expert, relu2 routed experts with
 // biases, and a replayed CUDA graph with new inputs and routing, each within the fp8 tolerance
-// of the fp64 reference; gemm_tiles: tokens_ffma (whose kernel would run the sinks' groups) is
-// refused by name. Skips without an sm_90 GPU.
+// of the fp64 reference; gemm_tiles: tokens_ffma and tokens_ffma192 (whose kernel would run the
+// sinks' groups) are refused by name. Skips without an sm_90 GPU.
 #include <cuda_runtime_api.h>
 
 #include "../../support/graph_replay.hpp"

@@ -104,6 +104,10 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
   const std::string auto_rule = describe(fp8_problem(), parse_options({}));
   EXPECT_NE(auto_rule.find("masked for T <= 64"), std::string::npos) << auto_rule;
   EXPECT_NE(auto_rule.find("contiguous above"), std::string::npos) << auto_rule;
+  EXPECT_NE(auto_rule.find("the own kernel (128-row tiles, 192 past 112 rows an expert) for "
+                           "16-144 rows an expert and at most 4096 rows in all"),
+            std::string::npos)
+      << auto_rule;
   const std::string forced = describe(fp8_problem(), parse_options({{"layout", "contiguous"}}));
   EXPECT_NE(forced.find("contiguous at every batch size"), std::string::npos) << forced;
   EXPECT_EQ(forced.find("sink"), std::string::npos) << forced;
@@ -114,6 +118,11 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
   EXPECT_NE(with_sinks.find("2 sink experts (I=192) in bf16 on every token by cuBLAS"),
             std::string::npos)
       << with_sinks;
+  EXPECT_NE(with_sinks.find("GEMMs: CUTLASS's"), std::string::npos) << with_sinks;
+  const std::string own =
+      describe(fp8_problem(), parse_options({{"gemm_tiles", "tokens_ffma192"}}));
+  EXPECT_NE(own.find("token tiles 192x128, own kernel"), std::string::npos) << own;
+  EXPECT_NE(own.find("(option gemm_tiles)"), std::string::npos) << own;
 }
 
 // The measured rule of gemm_tiles: auto (bench/NOTES.md session 26) on the grid's shapes.
