@@ -115,6 +115,11 @@ using WeightTileShape = Shape<_128, _32, Int<kBlockK>>;
 template <class ElementD>
 using TokenTiles = BlockScaledGemm<TokenTileShape, Cluster, 1, kWeightBlockN, Cooperative, TmaStore,
                                    RowMajor, ElementD>;
+// TokenTiles in 1x2 clusters: the two CTAs take neighbouring N tiles of one row block, and the
+// row tile is multicast to both (half the row tile's L2 reads).
+template <class ElementD>
+using PairedTokenTiles = BlockScaledGemm<TokenTileShape, Shape<_1, _2, _1>, 1, kWeightBlockN,
+                                         Cooperative, TmaStore, RowMajor, ElementD>;
 // A = weights, B = tokens; D^T column-major (N, m) is the same memory as row-major [m, N].
 template <class ElementD>
 using WeightTiles = BlockScaledGemm<WeightTileShape, Cluster, kWeightBlockN, 1, Cooperative,

@@ -14,13 +14,15 @@ const char* fp8_block_tiles_name(Fp8BlockTiles t) {
       return "token tiles 128x128";
     case Fp8BlockTiles::kWeights:
       return "weight tiles 128x32 (swap AB)";
+    case Fp8BlockTiles::kTokensPaired:
+      return "token tiles 128x128 in 1x2 clusters (row tile multicast)";
   }
   return "?";
 }
 
 size_t fp8_block_gemm_workspace_bytes(int groups, int sm_count) {
   size_t most = 0;
-  for (auto tiles : {Fp8BlockTiles::kTokens, Fp8BlockTiles::kWeights})
+  for (auto tiles : {Fp8BlockTiles::kTokens, Fp8BlockTiles::kWeights, Fp8BlockTiles::kTokensPaired})
     for (bool f32 : {false, true})
       most = std::max(most, detail::fp8_block_kernel_workspace(tiles, f32, groups, sm_count));
   return most;
@@ -61,6 +63,10 @@ void run_fp8_block_grouped_gemm(Fp8BlockTiles tiles, const Fp8BlockGemmArgs& a,
             "fp8 block GEMM ({}): needs the per-group weight and scale pointers and a 16-byte "
             "aligned workspace",
             fp8_block_tiles_name(tiles));
+  MOE_CHECK(tiles != Fp8BlockTiles::kTokensPaired || (a.n / 128) % 2 == 0, MOE_STATUS_UNSUPPORTED,
+            "fp8 block GEMM ({}): N={} holds an odd number of 128-wide tiles, which CTA pairs "
+            "cannot split",
+            fp8_block_tiles_name(tiles), a.n);
   const size_t need = fp8_block_gemm_workspace_bytes(a.groups, a.sm_count);
   MOE_CHECK(a.workspace_bytes >= need, MOE_STATUS_CAPACITY_EXCEEDED,
             "fp8 block GEMM workspace of {} bytes is smaller than the {} needed", a.workspace_bytes,

@@ -86,6 +86,9 @@ size_t fp8_block_kernel_workspace(Fp8BlockTiles tiles, bool f32_out, int groups,
     case Fp8BlockTiles::kWeights:
       return f32_out ? workspace_of<WeightTiles<float>>(groups, sm_count)
                      : workspace_of<WeightTiles<Bf16>>(groups, sm_count);
+    case Fp8BlockTiles::kTokensPaired:
+      return f32_out ? workspace_of<PairedTokenTiles<float>>(groups, sm_count)
+                     : workspace_of<PairedTokenTiles<Bf16>>(groups, sm_count);
   }
   return 0;
 }
@@ -99,6 +102,9 @@ BlockGemmResult launch_fp8_block_gemm(Fp8BlockTiles tiles, const Fp8BlockGemmArg
     case Fp8BlockTiles::kWeights:
       return c.f32_out ? launch_one<WeightTiles<float>, true>(c, stream)
                        : launch_one<WeightTiles<Bf16>, true>(c, stream);
+    case Fp8BlockTiles::kTokensPaired:
+      return c.f32_out ? launch_one<PairedTokenTiles<float>, false>(c, stream)
+                       : launch_one<PairedTokenTiles<Bf16>, false>(c, stream);
   }
   return {"dispatch", "unknown tiles"};
 }

@@ -72,13 +72,14 @@ LayerOptions parse_options(const Options& options) {
       o.masked_max_tokens = v;
     } else if (key == "gemm_tiles") {
       MOE_CHECK(value == "auto" || value == "tokens" || value == "weights" ||
-                    value == "tokens_ffma" || value == "tokens_ffma192",
+                    value == "tokens_paired" || value == "tokens_ffma" || value == "tokens_ffma192",
                 MOE_STATUS_CONFIG_ERROR,
-                "deepgemm_style: gemm_tiles '{}' is not auto, tokens, tokens_ffma, tokens_ffma192 "
-                "or weights",
+                "deepgemm_style: gemm_tiles '{}' is not auto, tokens, tokens_paired, tokens_ffma, "
+                "tokens_ffma192 or weights",
                 value);
       o.tiles = value == "auto"             ? std::nullopt
                 : value == "tokens"         ? std::optional(Fp8Tiles::kTokens)
+                : value == "tokens_paired"  ? std::optional(Fp8Tiles::kTokensPaired)
                 : value == "tokens_ffma"    ? std::optional(Fp8Tiles::kTokensFfma)
                 : value == "tokens_ffma192" ? std::optional(Fp8Tiles::kTokensFfma192)
                                             : std::optional(Fp8Tiles::kWeights);

@@ -9,7 +9,8 @@
 // Two row layouts (docs/design.md §12): `masked` for small batches (each group owns T rows of a
 // [G * T, K] buffer, filled by one kernel without a sort), `contiguous` otherwise (sorted
 // segments). Options: `layout: auto | contiguous | masked`, `masked_max_tokens: N` (the auto
-// threshold, default 64), `gemm_tiles: auto | tokens | tokens_ffma | tokens_ffma192 | weights`.
+// threshold, default 64), `gemm_tiles: auto | tokens | tokens_paired | tokens_ffma | tokens_ffma192
+// | weights`.
 #pragma once
 
 #include <memory>

@@ -9,7 +9,9 @@ namespace moe::deepgemm {
 namespace {
 
 gpu::Fp8BlockTiles cutlass_tiles(Fp8Tiles t) {
-  return t == Fp8Tiles::kWeights ? gpu::Fp8BlockTiles::kWeights : gpu::Fp8BlockTiles::kTokens;
+  return t == Fp8Tiles::kWeights        ? gpu::Fp8BlockTiles::kWeights
+         : t == Fp8Tiles::kTokensPaired ? gpu::Fp8BlockTiles::kTokensPaired
+                                        : gpu::Fp8BlockTiles::kTokens;
 }
 
 // The own kernel: stacked weights, no workspace, no skipped groups.
@@ -65,10 +67,15 @@ size_t fp8_gemm_workspace_bytes(int groups, int sm_count) {
 }
 
 void run_fp8_grouped_gemm(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
-  if (is_own_kernel(tiles))
+  if (is_own_kernel(tiles)) {
     run_ffma(tiles, a, stream);
-  else
-    gpu::run_fp8_block_grouped_gemm(cutlass_tiles(tiles), a, stream);
+    return;
+  }
+  gpu::Fp8BlockTiles t = cutlass_tiles(tiles);
+  // CTA pairs cannot split an odd number of N tiles: that GEMM runs unpaired.
+  if (t == gpu::Fp8BlockTiles::kTokensPaired && (a.n / 128) % 2 != 0)
+    t = gpu::Fp8BlockTiles::kTokens;
+  gpu::run_fp8_block_grouped_gemm(t, a, stream);
 }
 
 }  // namespace moe::deepgemm

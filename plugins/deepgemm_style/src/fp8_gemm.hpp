@@ -18,6 +18,7 @@ enum class Fp8Tiles {
   kWeights,        // swap AB, 128 features x 32 tokens per tile: few tokens per expert
   kTokensFfma,     // own kernel: 128 tokens x 128 features, a half-empty tile costs half
   kTokensFfma192,  // own kernel: 192 tokens x 128 features, 128 + a few rows in one tile
+  kTokensPaired,   // kTokens in CTA pairs sharing the row tile by multicast (N/128 even)
 };
 
 // Whether the tiling is the plugin's own kernel (stacked weights, no skipped groups).

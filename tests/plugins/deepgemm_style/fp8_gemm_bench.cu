@@ -138,8 +138,8 @@ void bench(const GemmShape& s, bool routed, int iterations, int sm_count) {
   const double flops = 2.0 * double(rows) * s.n * s.k;
   const double weight_bytes = double(w_group + sw_group * 4) * s.groups;
   const double floor_s = std::max(weight_bytes / kReadBandwidth, flops / kPeakFp8);
-  for (Fp8Tiles tiles :
-       {Fp8Tiles::kTokens, Fp8Tiles::kTokensFfma, Fp8Tiles::kTokensFfma192, Fp8Tiles::kWeights}) {
+  for (Fp8Tiles tiles : {Fp8Tiles::kTokens, Fp8Tiles::kTokensPaired, Fp8Tiles::kTokensFfma,
+                         Fp8Tiles::kTokensFfma192, Fp8Tiles::kWeights}) {
     if (tiles == Fp8Tiles::kWeights && s.m > 256) continue;  // a decode tiling
     for (int i = 0; i < 3; ++i) run_fp8_grouped_gemm(tiles, args, nullptr);
     MOE_CUDA_CHECK(cudaEventRecord(start));

@@ -32,6 +32,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return std::string(t == Fp8Tiles::kTokens          ? "TokenTiles"
                      : t == Fp8Tiles::kTokensFfma    ? "OwnTokenTiles"
                      : t == Fp8Tiles::kTokensFfma192 ? "OwnTokenTiles192"
+                     : t == Fp8Tiles::kTokensPaired  ? "PairedTokenTiles"
                                                      : "WeightTiles") +
          (info.param.masked ? "Masked" : "Contiguous") + (info.param.f32_out ? "F32" : "Bf16") +
          "K" + std::to_string(info.param.k) + (info.param.code_stddev > 10 ? "FullRange" : "") +
@@ -183,8 +184,43 @@ INSTANTIATE_TEST_SUITE_P(
         Case{Fp8Tiles::kTokensFfma192, false, true, 2048, 110.0f},
         Case{Fp8Tiles::kTokensFfma192, false, true, 384, 2.0f, 384},
         Case{Fp8Tiles::kTokensFfma192, true, false, 384, 2.0f, 384},
-        Case{Fp8Tiles::kTokensFfma, false, true, 384, 2.0f, 384}),
+        Case{Fp8Tiles::kTokensFfma, false, true, 384, 2.0f, 384},
+        Case{Fp8Tiles::kTokensPaired, false, false}, Case{Fp8Tiles::kTokensPaired, true, true},
+        Case{Fp8Tiles::kTokensPaired, false, true, 7168},
+        Case{Fp8Tiles::kTokensPaired, true, false, 2048, 110.0f},
+        Case{Fp8Tiles::kTokensPaired, false, true, 384, 2.0f, 384}),  // unpaired: odd N tiles
     case_name);
+
+// CUTLASS's paired tiles refuse an odd number of N tiles (deepgemm_style then runs that GEMM
+// unpaired).
+TEST(Fp8GemmArgs, PairedTilesRefuseAnOddNumberOfNTiles) {
+  gpu::Fp8BlockGemmArgs args;
+  args.groups = 1;
+  args.n = 384;
+  args.k = 256;
+  static int64_t offsets[2] = {0, 0};
+  alignas(16) static uint8_t bytes[64];
+  static float scale = 1.0f;
+  static const void* w[1] = {bytes};
+  static const float* s[1] = {&scale};
+  args.offsets = offsets;
+  args.rows = bytes;
+  args.row_scales = &scale;
+  args.scale_ld = 1;
+  args.out = bytes;
+  args.weights = w;
+  args.w_scales = s;
+  args.workspace = bytes;
+  try {
+    gpu::run_fp8_block_grouped_gemm(gpu::Fp8BlockTiles::kTokensPaired, args, nullptr);
+    FAIL() << "no error";
+  } catch (const moe::Error& e) {
+    EXPECT_EQ(e.status(), MOE_STATUS_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("N=384 holds an odd number of 128-wide tiles"),
+              std::string::npos)
+        << e.what();
+  }
+}
 
 TEST(Fp8GemmArgs, RefusesSizesThatAreNotWholeScaleBlocks) {
   Fp8GemmArgs args;

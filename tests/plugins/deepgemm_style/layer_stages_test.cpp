@@ -41,6 +41,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
           : std::string(c.tiles) == "tokens_ffma192" ? "OwnGemm192"
           : std::string(c.tiles) == "tokens"         ? "CutlassTokenTiles"
           : std::string(c.tiles) == "weights"        ? "CutlassWeightTiles"
+          : std::string(c.tiles) == "tokens_paired"  ? "CutlassPairedTiles"
                                                      : "");
 }
 
@@ -293,7 +294,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // CUTLASS's tilings, which `auto` no longer takes at these sizes (16-144
                       // rows an expert run the own kernel).
                       Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens"},
-                      Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 70, "weights"}),
+                      Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 70, "weights"},
+                      Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_paired"}),
     case_name);
 
 }  // namespace

@@ -75,6 +75,9 @@ TEST(DeepGemmOptions, ParsesTheLayoutTilesAndThreshold) {
   const LayerOptions wide = parse_options({{"gemm_tiles", "tokens_ffma192"}});
   ASSERT_TRUE(wide.tiles.has_value());
   EXPECT_EQ(*wide.tiles, Fp8Tiles::kTokensFfma192);
+  const LayerOptions paired = parse_options({{"gemm_tiles", "tokens_paired"}});
+  ASSERT_TRUE(paired.tiles.has_value());
+  EXPECT_EQ(*paired.tiles, Fp8Tiles::kTokensPaired);
   const LayerOptions d = parse_options({});
   EXPECT_FALSE(d.layout.has_value());
   EXPECT_EQ(d.masked_max_tokens, 64);

@@ -15,6 +15,9 @@ namespace moe::gpu {
 enum class Fp8BlockTiles {
   kTokens,   // 128 tokens x 128 features per tile: many tokens per expert
   kWeights,  // swap AB, 128 features x 32 tokens per tile: few tokens per expert
+  // kTokens' tiles in 1x2 clusters: CTA pairs on neighbouring N tiles of one row block, the row
+  // tile multicast to both (N must hold an even number of 128-wide tiles).
+  kTokensPaired,
 };
 
 const char* fp8_block_tiles_name(Fp8BlockTiles t);
