@@ -11,6 +11,9 @@ its ratio to the first variant) and prints the table.
     python3 bench/ab.py --moe build/bin/moe --out $OUT/old --tokens 1,8 \
         --config configs/bench/qwen3_30b_a3b_bf16.yaml \
         --variant now= --variant old= --plugins old=build/alt_old
+    python3 bench/ab.py --moe build/bin/moe --out $OUT/static --tokens 64,4096 \
+        --config configs/bench/mixtral_8x7b_fp8_tensor.yaml --variant dynamic= \
+        --variant static= --config-of static=configs/bench/mixtral_8x7b_fp8_tensor_static.yaml
 
 Configs run with --strict (the config's fallback may not stand in for the backend it names) and
 --check-max-tokens 0 (timing only: the conformance suite checks results). A variant whose run
@@ -36,6 +39,9 @@ def parse_args(argv):
                          "the first is the baseline of the ratios")
     ap.add_argument("--plugins", action="append", default=[], metavar="NAME=DIR",
                     help="run variant NAME with MOE_PLUGIN_PATH=DIR")
+    ap.add_argument("--config-of", action="append", default=[], metavar="NAME=CONFIG",
+                    help="run variant NAME on CONFIG instead of --config (another problem or "
+                         "format of the same layer, e.g. static against dynamic scales)")
     ap.add_argument("--tokens", required=True, help="comma-separated token counts")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=20)
@@ -57,6 +63,14 @@ def parse_args(argv):
         if not eq or name not in names:
             ap.error(f"--plugins '{p}': expected NAME=DIR for one of the variants {names}")
         a.plugin_dirs[name] = os.path.abspath(path)
+    a.configs = {}
+    for c in a.config_of:
+        name, eq, path = c.partition("=")
+        if not eq or name not in names or not path:
+            ap.error(f"--config-of '{c}': expected NAME=CONFIG for one of the variants {names}")
+        if name in a.configs:
+            ap.error(f"--config-of '{name}' is given twice")
+        a.configs[name] = path
     if a.rounds < 1:
         ap.error("--rounds must be at least 1")
     if not re.fullmatch(r"\d+(,\d+)*", a.tokens):
@@ -96,7 +110,7 @@ def run_variant(a, name, options, config_path, rnd):
     return records, None
 
 
-def table(variants, records, errors):
+def table(variants, records, errors, configs=None):
     """Markdown: per token count, each variant's best ms over the rounds and its ratio to the
     first variant's."""
     names = [n for n, _ in variants]
@@ -117,19 +131,22 @@ def table(variants, records, errors):
         rows.append(f"\n{name} failed: {err}")
     legend = "options: " + "; ".join(f"{n}: {{{o}}}" if o else f"{n}: (the config's)"
                                      for n, o in variants)
+    if configs:
+        legend += "\n\nconfigs: " + "; ".join(f"{n}: {c}" for n, c in configs.items())
     return legend + "\n\n" + "\n".join(rows) + "\n"
 
 
 def main(argv):
     a = parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
-    with open(a.config) as f:
-        text = f.read()
     paths = {}
     for name, options in a.variants:
+        source = a.configs.get(name, a.config)
+        with open(source) as f:
+            text = f.read()
         paths[name] = os.path.join(a.out, f"{name}.yaml")
         with open(paths[name], "w") as f:
-            f.write(variant_config(text, options, a.config))
+            f.write(variant_config(text, options, source))
     records, errors = [], []
     for rnd in range(1, a.rounds + 1):
         for name, options in a.variants:
@@ -143,7 +160,7 @@ def main(argv):
     with open(os.path.join(a.out, "ab.jsonl"), "w") as f:
         for r in records:
             f.write(json.dumps(r, sort_keys=True) + "\n")
-    md = f"# A/B of {a.config}\n\n" + table(a.variants, records, errors)
+    md = f"# A/B of {a.config}\n\n" + table(a.variants, records, errors, a.configs)
     with open(os.path.join(a.out, "ab.md"), "w") as f:
         f.write(md)
     print(md)

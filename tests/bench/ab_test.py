@@ -98,6 +98,21 @@ with tempfile.TemporaryDirectory() as tmp:
     md = open(os.path.join(out, "ab.md")).read()
     assert "bad failed: exit 3" in md and "| 64 | 0.0640 | - | - |" in md, md
 
+    # A variant on a config of its own (static against dynamic scales): its YAML is that config's,
+    # with its options; the table names it.
+    other = os.path.join(tmp, "static.yaml")
+    with open(other, "w") as f:
+        f.write("backend: trtllm_style\nproblem: {experts: 8, input_format: fp8_tensor_static}\n")
+    with contextlib.redirect_stdout(io.StringIO()):
+        rc = ab.main(base + ["--variant", "dyn=", "--variant", "static=token_tile: 96",
+                             "--config-of", f"static={other}", "--rounds", "1"])
+    assert rc == 0, rc
+    assert open(os.path.join(out, "dyn.yaml")).read() == open(config).read()
+    assert open(os.path.join(out, "static.yaml")).read() == (
+        open(other).read() + "options: {token_tile: 96}\n")
+    md = open(os.path.join(out, "ab.md")).read()
+    assert f"configs: static: {other}" in md and "| 256 | 0.2560 | 0.2048 | 0.800 |" in md, md
+
     # A config with options of its own does not merge with a variant's.
     with open(config, "a") as f:
         f.write("options: {gemm_tiles: tokens}\n")
@@ -114,6 +129,11 @@ assert "given twice" in usage_error(["--config", "c", "--tokens", "1", "--out", 
                                      "--variant", "a=", "--variant", "a=x: 1"])
 assert "one of the variants" in usage_error(["--config", "c", "--tokens", "1", "--out", "o",
                                              "--variant", "a=", "--plugins", "b=dir"])
+assert "one of the variants" in usage_error(["--config", "c", "--tokens", "1", "--out", "o",
+                                             "--variant", "a=", "--config-of", "b=x.yaml"])
+assert "given twice" in usage_error(["--config", "c", "--tokens", "1", "--out", "o",
+                                     "--variant", "a=", "--config-of", "a=x.yaml",
+                                     "--config-of", "a=y.yaml"])
 assert "comma-separated" in usage_error(["--config", "c", "--tokens", "1;2", "--out", "o",
                                          "--variant", "a="])
 print("ab_test: ok")
