@@ -155,6 +155,25 @@ TEST(DeepGemmOptions, AutoTilesFollowTheRowsPerExpertAndInAll) {
   EXPECT_EQ(auto_fp8_tiles(qwen3, 4096), Fp8Tiles::kTokens);
   EXPECT_EQ(auto_fp8_tiles(mixtral, 1024), Fp8Tiles::kTokens);
   EXPECT_EQ(auto_fp8_tiles(mixtral, 4096), Fp8Tiles::kTokens);
+  // The 192-row tiles start past 112 rows an expert (Mixtral: T=448 is 112, T=452 113).
+  EXPECT_EQ(auto_fp8_tiles(mixtral, 448), Fp8Tiles::kTokensFfma);
+  EXPECT_EQ(auto_fp8_tiles(mixtral, 452), Fp8Tiles::kTokensFfma192);
+  // A shared expert is one more group of T rows: Mixtral T=512 then has 1536 rows over 9 groups,
+  // 170 a group (CUTLASS's token tiles), T=256 85 (the own kernel's 128-row tiles); DeepSeek-V3
+  // T=512 4608 rows, past the own kernel's 4096 (CUTLASS's weight tiles at 17 a group).
+  moe_problem shared = shape(8, 2);
+  shared.shared_intermediate = 256;
+  EXPECT_EQ(auto_fp8_tiles(shared, 512), Fp8Tiles::kTokens);
+  EXPECT_EQ(auto_fp8_tiles(shared, 256), Fp8Tiles::kTokensFfma);
+  shared = shape(256, 8);
+  shared.shared_intermediate = 256;
+  EXPECT_EQ(auto_fp8_tiles(shared, 512), Fp8Tiles::kWeights);
+  // Expert parallelism counts the rank's rows: 32 of 256 experts at T=512 take 512 rows.
+  moe_problem ep = shape(256, 8);
+  ep.ep_size = 8;
+  ep.local_experts = 32;
+  EXPECT_EQ(auto_fp8_tiles(ep, 512), Fp8Tiles::kTokensFfma);
+  EXPECT_EQ(auto_fp8_tiles(ep, 64), Fp8Tiles::kWeights);
   // Sink experts keep CUTLASS (the own kernel runs every group of the permutation): 16 rows an
   // expert take its weight tiles, 128 its token tiles.
   moe_problem sinks = shape(256, 8);
