@@ -53,6 +53,33 @@ const char* row_layout_name(RowLayout l) {
   return l == RowLayout::kMasked ? "masked" : "contiguous";
 }
 
+namespace {
+
+// gemm_tiles' values (besides auto): the option parser, its error and the sink refusal read them.
+struct TilesOption {
+  const char* name;
+  Fp8Tiles tiles;
+};
+constexpr TilesOption kTilesOptions[] = {
+    {"tokens", Fp8Tiles::kTokens},          {"tokens_paired", Fp8Tiles::kTokensPaired},
+    {"tokens_ffma", Fp8Tiles::kTokensFfma}, {"tokens_ffma192", Fp8Tiles::kTokensFfma192},
+    {"weights", Fp8Tiles::kWeights},
+};
+
+const char* tiles_option_name(Fp8Tiles t) {
+  for (const TilesOption& o : kTilesOptions)
+    if (o.tiles == t) return o.name;
+  return "?";
+}
+
+// gemm_tiles: auto's rule (auto_fp8_tiles), which describe() states.
+constexpr int64_t kOwnMinRows = 16, kOwnMaxRows = 144;  // a group's average rows
+constexpr int64_t kOwnWideRows = 112;                   // 192-row tiles past this many rows a group
+constexpr int64_t kOwnMaxTotal = 4096;                  // the layer's rows in all
+constexpr int64_t kWeightTilesRows = 32;  // CUTLASS's weight tiles below this many rows a group
+
+}  // namespace
+
 LayerOptions parse_options(const Options& options) {
   LayerOptions o;
   for (const auto& [key, value] : options) {
@@ -71,18 +98,15 @@ LayerOptions parse_options(const Options& options) {
                 "deepgemm_style: masked_max_tokens '{}' is not an integer in [0, 4096]", value);
       o.masked_max_tokens = v;
     } else if (key == "gemm_tiles") {
-      MOE_CHECK(value == "auto" || value == "tokens" || value == "weights" ||
-                    value == "tokens_paired" || value == "tokens_ffma" || value == "tokens_ffma192",
-                MOE_STATUS_CONFIG_ERROR,
-                "deepgemm_style: gemm_tiles '{}' is not auto, tokens, tokens_paired, tokens_ffma, "
-                "tokens_ffma192 or weights",
-                value);
-      o.tiles = value == "auto"             ? std::nullopt
-                : value == "tokens"         ? std::optional(Fp8Tiles::kTokens)
-                : value == "tokens_paired"  ? std::optional(Fp8Tiles::kTokensPaired)
-                : value == "tokens_ffma"    ? std::optional(Fp8Tiles::kTokensFfma)
-                : value == "tokens_ffma192" ? std::optional(Fp8Tiles::kTokensFfma192)
-                                            : std::optional(Fp8Tiles::kWeights);
+      o.tiles.reset();
+      bool known = value == "auto";
+      std::string names = "auto";
+      for (const TilesOption& t : kTilesOptions) {
+        names += fmt::format(", {}", t.name);
+        if (value == t.name) o.tiles = t.tiles, known = true;
+      }
+      MOE_CHECK(known, MOE_STATUS_CONFIG_ERROR, "deepgemm_style: gemm_tiles '{}' is not one of {}",
+                value, names);
     } else {
       MOE_FAIL(MOE_STATUS_CONFIG_ERROR,
                "deepgemm_style: unknown option '{}' (known: layout, masked_max_tokens, "
@@ -103,9 +127,10 @@ Fp8Tiles auto_fp8_tiles(const moe_problem& p, int64_t tokens) {
   const int64_t rows = tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) +
                        (p.shared_intermediate > 0 ? tokens : 0);
   const int64_t per_group = rows / std::max<int64_t>(1, groups);
-  if (p.sink_experts == 0 && rows <= 4096 && per_group >= 16 && per_group <= 144)
-    return per_group > 112 ? Fp8Tiles::kTokensFfma192 : Fp8Tiles::kTokensFfma;
-  return rows < 32 * groups ? Fp8Tiles::kWeights : Fp8Tiles::kTokens;
+  if (p.sink_experts == 0 && rows <= kOwnMaxTotal && per_group >= kOwnMinRows &&
+      per_group <= kOwnMaxRows)
+    return per_group > kOwnWideRows ? Fp8Tiles::kTokensFfma192 : Fp8Tiles::kTokensFfma;
+  return rows < kWeightTilesRows * groups ? Fp8Tiles::kWeights : Fp8Tiles::kTokens;
 }
 
 std::string describe(const moe_problem& p, const LayerOptions& o) {
@@ -122,11 +147,13 @@ std::string describe(const moe_problem& p, const LayerOptions& o) {
       w13_rows(p), p.hidden, rule,
       o.tiles ? fmt::format("{} (option gemm_tiles)", fp8_tiles_name(*o.tiles))
       : p.sink_experts > 0
-          ? std::string("CUTLASS's (swap-AB weight tiles under 32 rows an expert; the own "
-                        "kernel would run the sinks' groups too)")
-          : std::string("the own kernel (128-row tiles, 192 past 112 rows an expert) for 16-144 "
-                        "rows an expert and at most 4096 rows in all, else CUTLASS's (swap-AB "
-                        "weight tiles under 32 rows an expert)"),
+          ? fmt::format("CUTLASS's (swap-AB weight tiles under {} rows an expert; the own kernel "
+                        "would run the sinks' groups too)",
+                        kWeightTilesRows)
+          : fmt::format("the own kernel (128-row tiles, 192 past {} rows an expert) for {}-{} "
+                        "rows an expert and at most {} rows in all, else CUTLASS's (swap-AB "
+                        "weight tiles under {} rows an expert)",
+                        kOwnWideRows, kOwnMinRows, kOwnMaxRows, kOwnMaxTotal, kWeightTilesRows),
       p.sink_experts > 0
           ? fmt::format("; {} sink experts (I={}) in bf16 on every token by cuBLAS, silu_mul, "
                         "their results put in their slots' rows",
@@ -150,7 +177,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
             MOE_STATUS_CONFIG_ERROR,
             "deepgemm_style: gemm_tiles '{}' takes no sink experts (its kernel runs every group "
             "of the permutation); use auto, tokens or weights",
-            options_.tiles == Fp8Tiles::kTokensFfma192 ? "tokens_ffma192" : "tokens_ffma");
+            tiles_option_name(*options_.tiles));
 
   // Weights go up as the caller holds them; scales are turned MN-major on the host first.
   const size_t w13_group = size_t(n1_ * h), w2_group = size_t(h * inter);

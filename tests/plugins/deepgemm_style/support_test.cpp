@@ -90,6 +90,8 @@ TEST(DeepGemmOptions, RefusesUnknownKeysAndValuesNamingThem) {
       {{{"masked_max_tokens", "12x"}}, "masked_max_tokens '12x'"},
       {{{"masked_max_tokens", "-1"}}, "masked_max_tokens '-1'"},
       {{{"gemm_tiles", "wide"}}, "gemm_tiles 'wide'"},
+      {{{"gemm_tiles", "wide"}},
+       "is not one of auto, tokens, tokens_paired, tokens_ffma, tokens_ffma192, weights"},
       {{{"tile", "auto"}}, "unknown option 'tile'"},
   };
   for (const auto& [options, words] : bad) {
