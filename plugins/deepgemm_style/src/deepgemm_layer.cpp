@@ -73,7 +73,7 @@ const char* tiles_option_name(Fp8Tiles t) {
 }
 
 // gemm_tiles: auto's rule (auto_fp8_tiles), which describe() states.
-constexpr int64_t kOwnMinRows = 16, kOwnMaxRows = 144;  // a group's average rows
+constexpr int64_t kOwnMinRows = 16, kOwnMaxRows = 176;  // a group's average rows
 constexpr int64_t kOwnWideRows = 112;                   // 192-row tiles past this many rows a group
 constexpr int64_t kOwnMaxTotal = 4096;                  // the layer's rows in all
 constexpr int64_t kWeightTilesRows = 32;  // CUTLASS's weight tiles below this many rows a group

@@ -42,7 +42,7 @@ struct LayerOptions {
 LayerOptions parse_options(const Options& options);
 
 // The GEMM tiling `gemm_tiles: auto` takes for a batch of `tokens` (docs/design.md §12): the own
-// kernel where a layer's rows are few in all (at most 4096) but not few per expert (16 to 144),
+// kernel where a layer's rows are few in all (at most 4096) but not few per expert (16 to 176),
 // in 192-row tiles past 112 rows an expert; else CUTLASS's token tiles, or its swap-AB weight
 // tiles under 32 rows an expert. Layers with sink experts keep CUTLASS (the own kernel runs every
 // group).

@@ -291,7 +291,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "tokens_ffma"},
                       Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma192"},
                       Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "tokens_ffma192"},
-                      // CUTLASS's tilings, which `auto` no longer takes at these sizes (16-144
+                      // CUTLASS's tilings, which `auto` no longer takes at these sizes (16-176
                       // rows an expert run the own kernel).
                       Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens"},
                       Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 70, "weights"},

@@ -110,7 +110,7 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
   EXPECT_NE(auto_rule.find("masked for T <= 64"), std::string::npos) << auto_rule;
   EXPECT_NE(auto_rule.find("contiguous above"), std::string::npos) << auto_rule;
   EXPECT_NE(auto_rule.find("the own kernel (128-row tiles, 192 past 112 rows an expert) for "
-                           "16-144 rows an expert and at most 4096 rows in all"),
+                           "16-176 rows an expert and at most 4096 rows in all"),
             std::string::npos)
       << auto_rule;
   const std::string forced = describe(fp8_problem(), parse_options({{"layout", "contiguous"}}));
@@ -130,7 +130,8 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
   EXPECT_NE(own.find("(option gemm_tiles)"), std::string::npos) << own;
 }
 
-// The measured rule of gemm_tiles: auto (bench/NOTES.md session 26) on the grid's shapes.
+// The measured rule of gemm_tiles: auto (bench/NOTES.md sessions 26-27) on the grid's
+// shapes.
 TEST(DeepGemmOptions, AutoTilesFollowTheRowsPerExpertAndInAll) {
   auto shape = [](int64_t experts, int64_t top_k) {
     moe_problem p = fp8_problem();
@@ -147,11 +148,12 @@ TEST(DeepGemmOptions, AutoTilesFollowTheRowsPerExpertAndInAll) {
   EXPECT_EQ(auto_fp8_tiles(mixtral, 64), Fp8Tiles::kTokensFfma);
   EXPECT_EQ(auto_fp8_tiles(deepseek, 512), Fp8Tiles::kTokensFfma);
   EXPECT_EQ(auto_fp8_tiles(qwen3, 512), Fp8Tiles::kTokensFfma);
-  // 113-144 rows an expert: 192-row tiles (Mixtral T=512: 128 an expert).
+  // 113-176 rows an expert: 192-row tiles (Mixtral T=512: 128 an expert; T=704: 176).
   EXPECT_EQ(auto_fp8_tiles(mixtral, 512), Fp8Tiles::kTokensFfma192);
   EXPECT_EQ(auto_fp8_tiles(mixtral, 576), Fp8Tiles::kTokensFfma192);
-  // Past 4096 rows in all, or 144 an expert: CUTLASS's token tiles.
-  EXPECT_EQ(auto_fp8_tiles(mixtral, 580), Fp8Tiles::kTokens);
+  EXPECT_EQ(auto_fp8_tiles(mixtral, 704), Fp8Tiles::kTokensFfma192);
+  // Past 4096 rows in all, or 176 an expert: CUTLASS's token tiles.
+  EXPECT_EQ(auto_fp8_tiles(mixtral, 708), Fp8Tiles::kTokens);
   EXPECT_EQ(auto_fp8_tiles(mixtral, 768), Fp8Tiles::kTokens);
   EXPECT_EQ(auto_fp8_tiles(deepseek, 4096), Fp8Tiles::kTokens);
   EXPECT_EQ(auto_fp8_tiles(qwen3, 4096), Fp8Tiles::kTokens);
@@ -160,12 +162,14 @@ TEST(DeepGemmOptions, AutoTilesFollowTheRowsPerExpertAndInAll) {
   // The 192-row tiles start past 112 rows an expert (Mixtral: T=448 is 112, T=452 113).
   EXPECT_EQ(auto_fp8_tiles(mixtral, 448), Fp8Tiles::kTokensFfma);
   EXPECT_EQ(auto_fp8_tiles(mixtral, 452), Fp8Tiles::kTokensFfma192);
-  // A shared expert is one more group of T rows: Mixtral T=512 then has 1536 rows over 9 groups,
-  // 170 a group (CUTLASS's token tiles), T=256 85 (the own kernel's 128-row tiles); DeepSeek-V3
-  // T=512 4608 rows, past the own kernel's 4096 (CUTLASS's weight tiles at 17 a group).
+  // A shared expert is one more group of T rows: Mixtral T=640 then has 1920 rows over 9 groups,
+  // 213 a group (CUTLASS's token tiles), T=512 170 (192-row tiles), T=256 85 (the own kernel's
+  // 128-row tiles); DeepSeek-V3 T=512 4608 rows, past the own kernel's 4096 (CUTLASS's weight
+  // tiles at 17 a group).
   moe_problem shared = shape(8, 2);
   shared.shared_intermediate = 256;
-  EXPECT_EQ(auto_fp8_tiles(shared, 512), Fp8Tiles::kTokens);
+  EXPECT_EQ(auto_fp8_tiles(shared, 640), Fp8Tiles::kTokens);
+  EXPECT_EQ(auto_fp8_tiles(shared, 512), Fp8Tiles::kTokensFfma192);
   EXPECT_EQ(auto_fp8_tiles(shared, 256), Fp8Tiles::kTokensFfma);
   shared = shape(256, 8);
   shared.shared_intermediate = 256;
