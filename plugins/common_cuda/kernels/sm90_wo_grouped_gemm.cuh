@@ -29,8 +29,9 @@
 // CUTLASS's default fp8 mainloop does; unpromoted sums over K = 2048-7168 were measured 2-4e-2
 // from the reference: bench/NOTES.md, session 15). The epilogue multiplies by the group's
 // weight scale times the activation scale (the shared expert's group has its own) and stores
-// bf16, or f32 (`out_f32`: GEMM1 of a layer that quantises its intermediate next) or e4m3 codes
-// (`out_e4m3`: GEMM1 of a static-scale layer, quantised as it is stored) straight from registers.
+// bf16, or f32 (`out_f32`: GEMM1 of a layer that quantises its intermediate next) straight from
+// registers, or e4m3 codes (`out_e4m3`: GEMM1 of a static-scale layer, quantised as it is
+// stored) staged in shared memory like bf16 and stored in 8-byte pieces of token rows.
 //
 // One CTA per SM, persistent; warpgroup 0 produces (one thread), warpgroups 1 and 2 consume.
 // Tiles are numbered group by group, and within a group the N-token blocks of a weight tile
@@ -396,6 +397,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     const int rloc = warp * 16 + lane / 4;  // this thread's rows of its warpgroup: rloc, rloc + 8
     const int q = lane % 4;
     auto* staged = reinterpret_cast<uint16_t*>(smem + G::kEpilogueOffset);
+    // e4m3 codes staged a token row per kOutLd bf16 (272 bytes: a row two tokens on starts 8
+    // banks on, so a warp's bytes of four token pairs land in distinct banks).
+    constexpr int kCodeLd = G::kOutLd * 2;
     // Block s (kMB of them) of kAccum values: this warpgroup's 64-row slice half * kMB + s of the
     // CTA tile.
     constexpr int kAcc = G::kAccum * kMB;
@@ -552,18 +556,15 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       const float* bias = has_bias ? p.bias + int64_t(t.group) * p.bias_ld : nullptr;
       const int mat = lane / 8, mrow = lane % 8;
       const bool gated = p.epilogue == kGated;
-      // The tile's f32 values (e4m3 GEMM1) enter this thread's amax of their kind.
-      // One value of an f32 or e4m3 output (e4m3 GEMM1), and its share of the thread's amax.
-      // e4m3: the static scale and its correctly rounded inverse, as the quantiser takes them
-      // (read per tile, so that they hold no registers through the main loop).
-      auto put = [&](int64_t at, float y, float& amax, float scale, float inv) {
-        if (p.out_e4m3 != nullptr)
-          p.out_e4m3[at] = to_e4m3(y, scale, inv);
-        else
-          p.out_f32[at] = y;
+      // One value of an f32 output (e4m3 GEMM1), and its share of the thread's amax; the
+      // tile's amax then enters the thread's of its kind.
+      auto put = [&](int64_t at, float y, float& amax) {
+        p.out_f32[at] = y;
         amax = fmaxf(amax, fabsf(y));
       };
-      auto out_scale = [&] { return p.out_e4m3 != nullptr ? *p.out_e4m3_scale : 1.0f; };
+      // e4m3 codes: the static scale and its correctly rounded inverse, as the quantiser takes
+      // them (read per tile, so that they hold no registers through the main loop).
+      auto out_scale = [&] { return *p.out_e4m3_scale; };
       auto keep_amax = [&](float amax) {
         if (t.group == p.shared_group)
           amax_shared = fmaxf(amax_shared, amax);
@@ -585,6 +586,24 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
           *reinterpret_cast<uint4*>(p.out + (first + t0 + tok) * p.out_ld + out0 + c) = v;
         }
       };
+      // e4m3 codes: the staged token rows hold bytes (kCodeLd a row), and the tile's 64 (gated)
+      // or 128 columns leave in 8-byte pieces (out_ld and out_cols are multiples of 8): a warp
+      // store writes whole 32-byte sectors of four rows, where one byte a thread wrote an eighth
+      // of four sectors.
+      uint8_t* const codes = reinterpret_cast<uint8_t*>(staged);
+      auto store_codes = [&](int pass) {
+        consumers_sync();  // the staged codes are complete
+        const int cols = gated ? kWgRows : kRows, pieces = cols / 8;
+        const int out0 = t.block_n * cols;
+        const int t0 = pass * G::kPassN;
+        const int rows = count - t0 < G::kPassN ? count - t0 : G::kPassN;
+        for (int idx = t256; idx < rows * pieces; idx += 256) {
+          const int tok = idx / pieces, c = (idx % pieces) * 8;
+          if (out0 + c >= p.out_cols) continue;
+          *reinterpret_cast<uint2*>(p.out_e4m3 + (first + t0 + tok) * p.out_ld + out0 + c) =
+              *reinterpret_cast<const uint2*>(codes + tok * kCodeLd + c);
+        }
+      };
       if (gated) {
         // Rows rloc and rloc + 8 are a gate column and its up row (GatePairing::kRowPairs): the
         // thread applies the activation to its own pairs. The warp's 8 columns of the tile's 64:
@@ -602,12 +621,35 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         auto gated_tile = [&](auto kind) {
           constexpr int32_t kAct = decltype(kind)::value;
           if constexpr (kW == kE4m3) {
-            if (p.out_f32 != nullptr || p.out_e4m3 != nullptr) {
-              // f32 or e4m3 from registers: 8 columns x 4 tokens a warp store
+            if (p.out_e4m3 != nullptr) {
+              // e4m3 codes into the staged rows, one pass of kPassN tokens at a time: the
+              // thread's column of the tile's 64, its two tokens of each 8.
+              const int c = cbase[0] + lane / 4;
+              const float sc = out_scale(), inv = e4m3_inverse(sc);
+#pragma unroll
+              for (int pass = 0; pass < G::kPasses; ++pass) {
+                if (pass * G::kPassN >= count) break;  // no tokens left (uniform)
+                consumers_sync();  // the staged codes were stored (previous pass or tile)
+#pragma unroll
+                for (int jj = 0; jj < G::kPassN / 8; ++jj) {
+                  const float* v = acc + 4 * (pass * (G::kPassN / 8) + jj);
+                  const int tok = 8 * jj + 2 * q;
+                  codes[tok * kCodeLd + c] = to_e4m3(
+                      activate<true>(p.act, kAct, fmaf(v[0], mul, bg[0]), fmaf(v[2], mul, bu[0])),
+                      sc, inv);
+                  codes[(tok + 1) * kCodeLd + c] = to_e4m3(
+                      activate<true>(p.act, kAct, fmaf(v[1], mul, bg[0]), fmaf(v[3], mul, bu[0])),
+                      sc, inv);
+                }
+                store_codes(pass);
+              }
+              return;
+            }
+            if (p.out_f32 != nullptr) {
+              // f32 from registers: 8 columns x 4 tokens a warp store
               const int col = t.block_n * kWgRows + cbase[0] + lane / 4;
               if (col >= p.out_cols) return;
               const int64_t at = first * p.out_ld + col;
-              const float sc = out_scale(), inv = e4m3_inverse(sc);
               float amax = 0.0f;
 #pragma unroll
               for (int j = 0; j < N / 8; ++j) {
@@ -616,11 +658,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
                 if (tok < count)
                   put(at + tok * p.out_ld,
                       activate<true>(p.act, kAct, fmaf(v[0], mul, bg[0]), fmaf(v[2], mul, bu[0])),
-                      amax, sc, inv);
+                      amax);
                 if (tok + 1 < count)
                   put(at + (tok + 1) * p.out_ld,
                       activate<true>(p.act, kAct, fmaf(v[1], mul, bg[0]), fmaf(v[3], mul, bu[0])),
-                      amax, sc, inv);
+                      amax);
               }
               keep_amax(amax);
               return;
@@ -689,16 +731,32 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
             return v;
           };
           if constexpr (kW == kE4m3) {
-            if (p.out_f32 != nullptr || p.out_e4m3 != nullptr) {  // as the gated tile does
+            if (p.out_e4m3 != nullptr) {            // staged codes, as the gated tile stores them
+              const int c = half * kWgRows + rloc;  // and c + 8, of the tile's 128 columns
+              const float sc = out_scale(), inv = e4m3_inverse(sc);
+#pragma unroll
+              for (int pass = 0; pass < G::kPasses; ++pass) {
+                if (pass * G::kPassN >= count) break;  // no tokens left (uniform)
+                consumers_sync();  // the staged codes were stored (previous pass or tile)
+#pragma unroll
+                for (int ii = 0; ii < G::kPassN / 2; ++ii) {
+                  const int i = pass * (G::kPassN / 2) + ii;
+                  const int tok = 8 * (ii / 4) + 2 * q + ii % 2, dc = (ii % 4) < 2 ? 0 : 8;
+                  codes[tok * kCodeLd + c + dc] = to_e4m3(value(0, i), sc, inv);
+                }
+                store_codes(pass);
+              }
+              return;
+            }
+            if (p.out_f32 != nullptr) {  // as the gated tile does
               const int col = t.block_n * kRows + half * kWgRows + rloc;
               const int64_t at = first * p.out_ld + col;
-              const float sc = out_scale(), inv = e4m3_inverse(sc);
               float amax = 0.0f;
 #pragma unroll
               for (int i = 0; i < G::kAccum; ++i) {
                 const int tok = 8 * (i / 4) + 2 * q + i % 2, dc = (i % 4) < 2 ? 0 : 8;
                 if (tok < count && col + dc < p.out_cols)
-                  put(at + tok * p.out_ld + dc, value(0, i), amax, sc, inv);
+                  put(at + tok * p.out_ld + dc, value(0, i), amax);
               }
               keep_amax(amax);
               return;

@@ -24,12 +24,14 @@ using test::DeviceBuffer;
 class WoGemmAmaxTest : public test::CudaTest {
  protected:
   // Group g has rows[g] rows; the last group is the shared one. `gated`: GEMM1 of a gated layer
-  // (silu_mul, out_cols = I), else a plain GEMM of out_cols = n.
-  void expect_f32_amax_and_codes(bool gated, const std::vector<int64_t>& rows,
-                                 int tokens_per_tile) {
-    SCOPED_TRACE(testing::Message() << (gated ? "gated" : "plain") << " tile " << tokens_per_tile);
+  // (silu_mul, I = n), else a plain GEMM of n columns. The output keeps n - cut columns of rows
+  // out_cols + pad apart; the columns past out_cols must stay untouched.
+  void expect_f32_amax_and_codes(bool gated, const std::vector<int64_t>& rows, int tokens_per_tile,
+                                 int64_t cut = 0, int64_t pad = 0) {
+    SCOPED_TRACE(testing::Message() << (gated ? "gated" : "plain") << " tile " << tokens_per_tile
+                                    << " cut " << cut << " pad " << pad);
     const int64_t k = 256, n = 384, groups = int64_t(rows.size());
-    const int64_t weight_rows = gated ? 2 * n : n, out_cols = n;
+    const int64_t weight_rows = gated ? 2 * n : n, out_cols = n - cut, out_ld = out_cols + pad;
     std::vector<int64_t> offsets{0};
     for (int64_t r : rows) offsets.push_back(offsets.back() + r);
     const int64_t total = offsets.back();
@@ -61,7 +63,7 @@ class WoGemmAmaxTest : public test::CudaTest {
     DeviceBuffer<uint8_t> d_tiles(tiles);
     DeviceBuffer<int64_t> d_offsets(offsets);
     DeviceBuffer<float> d_scales(weight_scales), d_act(std::vector<float>{0.05f});
-    DeviceBuffer<float> d_out(size_t(std::max<int64_t>(total, 1) * out_cols));
+    DeviceBuffer<float> d_out(size_t(std::max<int64_t>(total, 1) * out_ld));
     DeviceBuffer<uint32_t> d_amax(std::vector<uint32_t>{0, 0});
     d_out.poison(0);
 
@@ -81,7 +83,7 @@ class WoGemmAmaxTest : public test::CudaTest {
     a.epilogue = gated ? WoEpilogue::kGated : WoEpilogue::kPlain;
     a.out_f32 = d_out.get();
     a.out_amax = d_amax.get();
-    a.out_ld = out_cols;
+    a.out_ld = out_ld;
     a.out_cols = out_cols;
     a.tokens_per_tile = tokens_per_tile;
     MOE_CUDA_CHECK(cudaDeviceGetAttribute(&a.sm_count, cudaDevAttrMultiProcessorCount, 0));
@@ -92,8 +94,10 @@ class WoGemmAmaxTest : public test::CudaTest {
     const std::vector<uint32_t> amax = d_amax.download();
     float want[2] = {0.0f, 0.0f};
     for (int64_t g = 0; g < groups; ++g)
-      for (int64_t i = offsets[g] * out_cols; i < offsets[g + 1] * out_cols; ++i)
-        want[g == groups - 1] = std::max(want[g == groups - 1], std::abs(out[size_t(i)]));
+      for (int64_t r = offsets[g]; r < offsets[g + 1]; ++r)
+        for (int64_t c = 0; c < out_cols; ++c)
+          want[g == groups - 1] =
+              std::max(want[g == groups - 1], std::abs(out[size_t(r * out_ld + c)]));
     EXPECT_GT(want[0], 0.0f);
     for (int kind = 0; kind < 2; ++kind) {
       float got;
@@ -104,12 +108,13 @@ class WoGemmAmaxTest : public test::CudaTest {
     // The same GEMM quantising as it stores, against the static quantiser on the f32 output; a
     // scale that puts the largest value at code ~300 of 448, so the codes span the whole range.
     const float scale = std::max(want[0], want[1]) / 300.0f;
-    const size_t n_codes = size_t(total * out_cols);
+    const size_t n_codes = size_t(total * out_ld);
     DeviceBuffer<float> d_static(std::vector<float>{scale});
     DeviceBuffer<uint8_t> fused(n_codes), separate(n_codes);
     fused.poison(0xaa);
     separate.poison(0x55);
-    launch_quantize_fp8_tensor_static(d_out.get(), out_cols, RowRange{total}, d_static.get(),
+    // The f32 rows whole (their columns past out_cols hold the poison 0.0, code 0).
+    launch_quantize_fp8_tensor_static(d_out.get(), out_ld, RowRange{total}, d_static.get(),
                                       separate.get(), stream_);
     a.out_f32 = nullptr;
     a.out_amax = nullptr;
@@ -119,22 +124,33 @@ class WoGemmAmaxTest : public test::CudaTest {
     sync();
     const std::vector<uint8_t> got = fused.download(), want_codes = separate.download();
     int64_t differ = 0;
-    for (size_t i = 0; i < n_codes; ++i)
-      if (got[i] != want_codes[i] && differ++ < 5)
-        ADD_FAILURE() << "code " << i << " (row " << int64_t(i) / out_cols << ", column "
-                      << int64_t(i) % out_cols << "): " << int(got[i]) << " want "
-                      << int(want_codes[i]);
+    for (size_t i = 0; i < n_codes; ++i) {
+      const int64_t col = int64_t(i) % out_ld;
+      const int want_code = col < out_cols ? want_codes[i] : 0xaa;  // past out_cols: untouched
+      if (got[i] != want_code && differ++ < 5)
+        ADD_FAILURE() << "code " << i << " (row " << int64_t(i) / out_ld << ", column " << col
+                      << "): " << int(got[i]) << " want " << want_code;
+    }
     EXPECT_EQ(differ, 0);
   }
 };
 
+// Every token width of the e4m3 tiles: the codes are staged in one pass of N tokens or in two of
+// N / 2 (N = 128), and a last tile may keep fewer columns than it computes (cut).
 TEST_F(WoGemmAmaxTest, GatedGemm1sAmaxAndE4m3CodesFollowItsF32Output) {
   expect_f32_amax_and_codes(true, {37, 0, 130, 21}, 64);
   expect_f32_amax_and_codes(true, {5, 9, 3}, 16);
+  expect_f32_amax_and_codes(true, {37, 0, 130, 21}, 32, 8, 8);
+  expect_f32_amax_and_codes(true, {200, 3, 96, 1}, 96);
+  expect_f32_amax_and_codes(true, {300, 0, 129, 7}, 128, 8, 16);
+  expect_f32_amax_and_codes(true, {400, 191, 193, 2}, 192);
 }
 
 TEST_F(WoGemmAmaxTest, PlainGemm1sAmaxAndE4m3CodesFollowItsF32Output) {
   expect_f32_amax_and_codes(false, {70, 200, 1, 64}, 128);
+  expect_f32_amax_and_codes(false, {70, 200, 1, 64}, 128, 8, 8);
+  expect_f32_amax_and_codes(false, {5, 9, 3}, 16, 0, 8);
+  expect_f32_amax_and_codes(false, {400, 191, 193, 2}, 192, 16, 0);
 }
 
 TEST_F(WoGemmAmaxTest, AnEmptySharedGroupLeavesItsAmaxAtZero) {

@@ -1,20 +1,24 @@
-// moe_deepgemm_gemm_bench [--iterations N] [--only SUBSTRING]: times the grouped fp8
-// block-scale GEMMs of deepgemm_style, every tiling, on the model shapes' GEMM1 and GEMM2 at
+// moe_deepgemm_gemm_bench [--iterations N] [--only SUBSTRING] [--pause-ms P]: times the grouped
+// fp8 block-scale GEMMs of deepgemm_style, every tiling, on the model shapes' GEMM1 and GEMM2 at
 // prefill batch sizes (contiguous rows): every group with the mean count ("balanced"), and counts
 // spread as random routing spreads them ("routed": mean +- sqrt(mean), fixed seed), where tiles
-// that fit the mean exactly run a second, nearly empty tile for half the experts. One JSON line per
-// (shape, tiling): time, TFLOP/s, and the weight bytes read per second against the H200's measured
-// read bandwidth. Values are synthetic codes (the tensor cores' time does not depend on them). Not
-// a test: run it by hand on an H200 (bench/NOTES.md).
+// that fit the mean exactly run a second, nearly empty tile for half the experts. One JSON line
+// per (shape, tiling): time, TFLOP/s, and the weight bytes read per second against the H200's
+// measured read bandwidth. Values are synthetic codes (the tensor cores' time does not depend on
+// them). With --pause-ms, each launch is timed alone after the GPU idled P ms (the median is
+// reported): a kernel that runs slower back to back than alone shows it there. Not a test: run it
+// by hand on an H200 (bench/NOTES.md).
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "moe_cuda/check.hpp"
@@ -88,7 +92,7 @@ std::vector<int64_t> group_offsets(const GemmShape& s, bool routed) {
   return offsets;
 }
 
-void bench(const GemmShape& s, bool routed, int iterations, int sm_count) {
+void bench(const GemmShape& s, bool routed, int iterations, int sm_count, int pause_ms) {
   const std::vector<int64_t> offsets = group_offsets(s, routed);
   const size_t rows = size_t(offsets.back()), kb = size_t(s.k / 128), nb = size_t(s.n / 128);
   const size_t w_group = size_t(s.n) * s.k, sw_group = kb * nb;
@@ -142,20 +146,36 @@ void bench(const GemmShape& s, bool routed, int iterations, int sm_count) {
                          Fp8Tiles::kTokensFfma192, Fp8Tiles::kWeights}) {
     if (tiles == Fp8Tiles::kWeights && s.m > 256) continue;  // a decode tiling
     for (int i = 0; i < 3; ++i) run_fp8_grouped_gemm(tiles, args, nullptr);
-    MOE_CUDA_CHECK(cudaEventRecord(start));
-    for (int i = 0; i < iterations; ++i) run_fp8_grouped_gemm(tiles, args, nullptr);
-    MOE_CUDA_CHECK(cudaEventRecord(stop));
-    MOE_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    MOE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    const double sec = ms / 1e3 / iterations;
+    double sec = 0;
+    if (pause_ms > 0) {
+      std::vector<float> each(iterations);
+      for (float& ms : each) {
+        MOE_CUDA_CHECK(cudaDeviceSynchronize());
+        std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+        MOE_CUDA_CHECK(cudaEventRecord(start));
+        run_fp8_grouped_gemm(tiles, args, nullptr);
+        MOE_CUDA_CHECK(cudaEventRecord(stop));
+        MOE_CUDA_CHECK(cudaEventSynchronize(stop));
+        MOE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      }
+      std::sort(each.begin(), each.end());
+      sec = each[each.size() / 2] / 1e3;
+    } else {
+      MOE_CUDA_CHECK(cudaEventRecord(start));
+      for (int i = 0; i < iterations; ++i) run_fp8_grouped_gemm(tiles, args, nullptr);
+      MOE_CUDA_CHECK(cudaEventRecord(stop));
+      MOE_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      MOE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      sec = ms / 1e3 / iterations;
+    }
     std::printf(
         "{\"shape\": \"%s\", \"rows\": \"%s\", \"tiles\": \"%s\", \"groups\": %d, "
-        "\"m\": %d, \"n\": %d, "
+        "\"pause_ms\": %d, \"m\": %d, \"n\": %d, "
         "\"k\": %d, \"ms\": %.4f, \"tflops\": %.1f, \"weight_tb_s\": %.2f, \"x_floor\": "
         "%.2f}\n",
-        s.name, routed ? "routed" : "balanced", fp8_tiles_name(tiles), s.groups, s.m, s.n, s.k,
-        sec * 1e3, flops / sec / 1e12, weight_bytes / sec / 1e12, sec / floor_s);
+        s.name, routed ? "routed" : "balanced", fp8_tiles_name(tiles), s.groups, pause_ms, s.m, s.n,
+        s.k, sec * 1e3, flops / sec / 1e12, weight_bytes / sec / 1e12, sec / floor_s);
     std::fflush(stdout);
   }
   cudaEventDestroy(start);
@@ -169,15 +189,18 @@ void bench(const GemmShape& s, bool routed, int iterations, int sm_count) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int iterations = 10;
+  int iterations = 10, pause_ms = 0;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
       iterations = std::max(1, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only = argv[++i];
+    } else if (std::strcmp(argv[i], "--pause-ms") == 0 && i + 1 < argc) {
+      pause_ms = std::max(0, std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: %s [--iterations N] [--only SUBSTRING]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--iterations N] [--only SUBSTRING] [--pause-ms P]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -186,7 +209,7 @@ int main(int argc, char** argv) {
     MOE_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
     for (const GemmShape& s : kShapes)
       if (only.empty() || std::string(s.name).find(only) != std::string::npos)
-        for (bool routed : {false, true}) bench(s, routed, iterations, sm_count);
+        for (bool routed : {false, true}) bench(s, routed, iterations, sm_count, pause_ms);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moe_deepgemm_gemm_bench: %s\n", e.what());
     return 1;
