@@ -31,7 +31,8 @@
 // weight scale times the activation scale (the shared expert's group has its own) and stores
 // bf16, or f32 (`out_f32`: GEMM1 of a layer that quantises its intermediate next) straight from
 // registers, or e4m3 codes (`out_e4m3`: GEMM1 of a static-scale layer, quantised as it is
-// stored) staged in shared memory like bf16 and stored in 8-byte pieces of token rows.
+// stored), from tiles of 128 tokens on staged in shared memory like bf16 and stored in 8-byte
+// pieces of token rows, below that from registers.
 //
 // One CTA per SM, persistent; warpgroup 0 produces (one thread), warpgroups 1 and 2 consume.
 // Tiles are numbered group by group, and within a group the N-token blocks of a weight tile
@@ -398,8 +399,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     const int q = lane % 4;
     auto* staged = reinterpret_cast<uint16_t*>(smem + G::kEpilogueOffset);
     // e4m3 codes staged a token row per kOutLd bf16 (272 bytes: a row two tokens on starts 8
-    // banks on, so a warp's bytes of four token pairs land in distinct banks).
+    // banks on, so a warp's bytes of four token pairs land in distinct banks), from tiles of
+    // kStagedCodesN tokens on; smaller tiles store them from registers, one byte a thread (the
+    // staging's two barriers a tile cost them 1-2%: bench/NOTES.md, session 27).
     constexpr int kCodeLd = G::kOutLd * 2;
+    constexpr int kStagedCodesN = 128;
     // Block s (kMB of them) of kAccum values: this warpgroup's 64-row slice half * kMB + s of the
     // CTA tile.
     constexpr int kAcc = G::kAccum * kMB;
@@ -556,15 +560,19 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       const float* bias = has_bias ? p.bias + int64_t(t.group) * p.bias_ld : nullptr;
       const int mat = lane / 8, mrow = lane % 8;
       const bool gated = p.epilogue == kGated;
-      // One value of an f32 output (e4m3 GEMM1), and its share of the thread's amax; the
-      // tile's amax then enters the thread's of its kind.
-      auto put = [&](int64_t at, float y, float& amax) {
-        p.out_f32[at] = y;
+      // One value of an f32 output (e4m3 GEMM1), or its e4m3 code (tiles under kStagedCodesN
+      // tokens), and its share of the thread's amax; the tile's amax then enters the thread's of
+      // its kind.
+      auto put = [&](int64_t at, float y, float& amax, float scale, float inv) {
+        if (p.out_e4m3 != nullptr)
+          p.out_e4m3[at] = to_e4m3(y, scale, inv);
+        else
+          p.out_f32[at] = y;
         amax = fmaxf(amax, fabsf(y));
       };
       // e4m3 codes: the static scale and its correctly rounded inverse, as the quantiser takes
       // them (read per tile, so that they hold no registers through the main loop).
-      auto out_scale = [&] { return *p.out_e4m3_scale; };
+      auto out_scale = [&] { return p.out_e4m3 != nullptr ? *p.out_e4m3_scale : 1.0f; };
       auto keep_amax = [&](float amax) {
         if (t.group == p.shared_group)
           amax_shared = fmaxf(amax_shared, amax);
@@ -621,7 +629,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         auto gated_tile = [&](auto kind) {
           constexpr int32_t kAct = decltype(kind)::value;
           if constexpr (kW == kE4m3) {
-            if (p.out_e4m3 != nullptr) {
+            if (N >= kStagedCodesN && p.out_e4m3 != nullptr) {
               // e4m3 codes into the staged rows, one pass of kPassN tokens at a time: the
               // thread's column of the tile's 64, its two tokens of each 8.
               const int c = cbase[0] + lane / 4;
@@ -645,11 +653,12 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
               }
               return;
             }
-            if (p.out_f32 != nullptr) {
-              // f32 from registers: 8 columns x 4 tokens a warp store
+            if (p.out_f32 != nullptr || p.out_e4m3 != nullptr) {
+              // f32 or e4m3 from registers: 8 columns x 4 tokens a warp store
               const int col = t.block_n * kWgRows + cbase[0] + lane / 4;
               if (col >= p.out_cols) return;
               const int64_t at = first * p.out_ld + col;
+              const float sc = out_scale(), inv = e4m3_inverse(sc);
               float amax = 0.0f;
 #pragma unroll
               for (int j = 0; j < N / 8; ++j) {
@@ -658,11 +667,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
                 if (tok < count)
                   put(at + tok * p.out_ld,
                       activate<true>(p.act, kAct, fmaf(v[0], mul, bg[0]), fmaf(v[2], mul, bu[0])),
-                      amax);
+                      amax, sc, inv);
                 if (tok + 1 < count)
                   put(at + (tok + 1) * p.out_ld,
                       activate<true>(p.act, kAct, fmaf(v[1], mul, bg[0]), fmaf(v[3], mul, bu[0])),
-                      amax);
+                      amax, sc, inv);
               }
               keep_amax(amax);
               return;
@@ -731,7 +740,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
             return v;
           };
           if constexpr (kW == kE4m3) {
-            if (p.out_e4m3 != nullptr) {            // staged codes, as the gated tile stores them
+            if (N >= kStagedCodesN && p.out_e4m3 != nullptr) {  // staged, as the gated tile
               const int c = half * kWgRows + rloc;  // and c + 8, of the tile's 128 columns
               const float sc = out_scale(), inv = e4m3_inverse(sc);
 #pragma unroll
@@ -748,15 +757,16 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
               }
               return;
             }
-            if (p.out_f32 != nullptr) {  // as the gated tile does
+            if (p.out_f32 != nullptr || p.out_e4m3 != nullptr) {  // as the gated tile does
               const int col = t.block_n * kRows + half * kWgRows + rloc;
               const int64_t at = first * p.out_ld + col;
+              const float sc = out_scale(), inv = e4m3_inverse(sc);
               float amax = 0.0f;
 #pragma unroll
               for (int i = 0; i < G::kAccum; ++i) {
                 const int tok = 8 * (i / 4) + 2 * q + i % 2, dc = (i % 4) < 2 ? 0 : 8;
                 if (tok < count && col + dc < p.out_cols)
-                  put(at + tok * p.out_ld + dc, value(0, i), amax);
+                  put(at + tok * p.out_ld + dc, value(0, i), amax, sc, inv);
               }
               keep_amax(amax);
               return;
