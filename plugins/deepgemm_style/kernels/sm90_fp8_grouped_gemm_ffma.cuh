@@ -19,6 +19,15 @@
 // moment share weight tiles, which L2 serves, even where a group's weights outgrow L2. Every CTA
 // derives the same numbering from the group row counts, which live on the device (contiguous
 // offsets or masked counts), so a launch reads nothing back to the host.
+//
+// Out = uint8_t: GEMM1 of a gated layer with the activation and the intermediate's 1x128 e4m3
+// quantisation in the epilogue (`fused` below), so the intermediate never exists in f32. Tile n
+// takes gate rows 64n.. and up rows I + 64n.. of the weights (two 64-row TMA boxes, each with its
+// 128x128 block's scale), so a thread holds a gate value and its up value in one accumulator set;
+// the two CTAs of a cluster hold neighbouring tiles, the two halves of a 128-channel scale
+// block, and trade each row's largest |value| through distributed shared memory. The codes and
+// scales are those of the separate activation kernel (kernels/activation.cuh), bit for bit: the
+// same f32 sums, the same accurate activation and the same quantiser.
 #pragma once
 
 #include <cuda.h>
@@ -36,8 +45,10 @@
 #include <cute/arch/mma_sm90_desc.hpp>
 #include <cute/arch/mma_sm90_gmma.hpp>
 
+#include "kernels/activation.cuh"
 #include "kernels/gmma_desc.cuh"
 #include "kernels/group_tiles.cuh"
+#include "kernels/quantize.cuh"
 
 namespace moe::deepgemm::kernels::ffma {
 
@@ -60,13 +71,16 @@ struct Tile {
   static constexpr int kTileABytes = kBlockM * kBlockK;
   static constexpr int kStageBytes = kTileABytes + kTileBBytes;
   static constexpr int kStages = kWgs == 2 ? 6 : 5;  // as many as fit 227 KB
-  // Shared memory: the stages (1024-byte aligned for the 128-byte swizzle), the barriers, the
-  // prefix of row blocks per group, and per stage the tile's row scales and its weight scale.
-  static constexpr int kScaleStride = kBlockM + 4;  // floats per stage: row scales, weight scale
+  // Shared memory: the stages (1024-byte aligned for the 128-byte swizzle), the barriers (the
+  // stages' full and empty, then the fused epilogue's exchange: one for each of two slots), the
+  // prefix of row blocks per group, per stage the tile's row scales and its weight scales (gate
+  // and up when fused), and the exchange's two slots of a row's largest |value|.
+  static constexpr int kScaleStride = kBlockM + 4;  // floats per stage: row scales, weight scales
   static constexpr size_t kBarrierOffset = size_t(kStages) * kStageBytes;
-  static constexpr size_t kPrefixOffset = kBarrierOffset + 2 * kStages * sizeof(uint64_t);
+  static constexpr size_t kPrefixOffset = kBarrierOffset + (2 * kStages + 2) * sizeof(uint64_t);
   static constexpr size_t kScaleOffset = kPrefixOffset + (kMaxGroups + 4) * sizeof(int);
-  static constexpr size_t kSmemBytes = kScaleOffset + kStages * kScaleStride * sizeof(float) + 1024;
+  static constexpr size_t kSwapOffset = kScaleOffset + kStages * kScaleStride * sizeof(float);
+  static constexpr size_t kSmemBytes = kSwapOffset + 2 * kBlockM * sizeof(float) + 1024;
   // Registers per thread after the split: what the producers give up must cover what the
   // consumers take (65536 an SM, one CTA), or setmaxnreg.inc waits forever. Two consumers: 128 x
   // (168 - 72) = 256 x (216 - 168) (the producers spill at 40); three: 128 x 56 + 384 x 152 =
@@ -91,7 +105,15 @@ struct Params {
   const float* row_scales = nullptr;  // [K/128][scale_ld]
   int64_t scale_ld = 0;
   const float* w_scales = nullptr;  // [G][K/128][N/128]
-  void* out = nullptr;              // [R, N], f32 or bf16
+  void* out = nullptr;              // [R, N], f32 or bf16; fused: [R, I] e4m3 codes
+  // Fused (Out = uint8_t): weights_map's boxes are 64 rows; I = N / 2 (gate rows, then up rows).
+  float* code_scales = nullptr;  // [I/128][code_scale_ld]: the scale of row r's block b
+  int64_t code_scale_ld = 0;
+  const float* bias = nullptr;  // [bias_groups][N] f32 in GEMM1's columns, or null
+  int32_t bias_groups = 0;
+  int64_t bias_ld = 0;
+  int32_t activation = 0;                // a gated moe_activation
+  gpu::kernels::ActivationParams act{};  // its alpha, limit and gelu form
 };
 
 struct GroupRows {
@@ -179,6 +201,20 @@ __device__ __forceinline__ void store_tile(Out* out, int64_t ld, int64_t r, bool
 
 constexpr uint64_t kHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
 
+// A float into the shared memory of CTA `peer` of the cluster, at the address `local` has here.
+__device__ __forceinline__ void store_to_peer(float* local, uint32_t peer, float v) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote)
+               : "r"(cute::cast_smem_ptr_to_uint(local)), "r"(peer));
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
+}
+
+// Orders this thread's shared-memory accesses against the other CTA of the cluster's.
+__device__ __forceinline__ void fence_cluster() {
+  asm volatile("fence.acq_rel.cluster;" ::: "memory");
+}
+
 // kCluster = 2: the two CTAs of a cluster take the same row block and neighbouring N tiles;
 // each loads every other 64-row box of the row tile and multicasts it to both, so the row tile
 // crosses from L2 once per pair (a 128x128 tile's operands otherwise need more L2 bandwidth than
@@ -189,6 +225,8 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
     grouped_gemm(const __grid_constant__ Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = Tile<kWgs>;
+  constexpr bool kFused = ::std::is_same_v<Out, uint8_t>;
+  static_assert(!kFused || kCluster == 2, "a fused tile's 64 channels pair with its peer's");
   constexpr int kBlockM = T::kBlockM, kStages = T::kStages, kStageBytes = T::kStageBytes;
   constexpr int kTileABytes = T::kTileABytes, kScaleStride = T::kScaleStride;
   extern __shared__ uint8_t smem_raw[];
@@ -196,6 +234,8 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   auto* full = reinterpret_cast<uint64_t*>(smem + T::kBarrierOffset);
   uint64_t* empty = full + kStages;
+  uint64_t* swap_full = full + 2 * kStages;  // [2], fused: the peer's maxima have landed
+  auto* swap = reinterpret_cast<float*>(smem + T::kSwapOffset);  // [2][kBlockM]
   int* prefix = reinterpret_cast<int*>(smem + T::kPrefixOffset);
   auto* scales = reinterpret_cast<float*>(smem + T::kScaleOffset);  // [kStages][kScaleStride]
   const int wg = threadIdx.x / 128;
@@ -209,6 +249,9 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       cutlass::arch::ClusterBarrier::init(&full[s], kFullArrivals);
       cutlass::arch::ClusterBarrier::init(&empty[s], 4 * kWgs * kCluster);  // every consumer warp
     }
+    if constexpr (kFused)
+      for (int s = 0; s < 2; ++s)  // every consumer warp of the peer, once a tile
+        cutlass::arch::ClusterBarrier::init(&swap_full[s], 4 * kWgs);
     cutlass::arch::fence_barrier_init();
   }
   // Ends with __syncthreads: the barriers are visible too.
@@ -235,7 +278,10 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
         const GroupRows gr = group_rows(p, tile.group);
         const int64_t row0 = gr.first + int64_t(tile.block_m) * kBlockM;
         const int64_t rows_here = gr.count - int64_t(tile.block_m) * kBlockM;
-        const float* sw = p.w_scales + (int64_t(tile.group) * k_blocks) * n_tiles + tile.block_n;
+        // Fused: the gate rows' block, and the up rows' I / 128 blocks on.
+        const float* sw =
+            p.w_scales + (int64_t(tile.group) * k_blocks) * n_tiles +
+            (kFused ? tile.block_n / 2 + (lane == 1 ? n_tiles / 2 : 0) : tile.block_n);
         for (int kb = 0; kb < k_blocks; ++kb) {
           cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
           float* dst = scales + stage * kScaleStride;
@@ -243,7 +289,8 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
 #pragma unroll
           for (int i = lane; i < kBlockM; i += 32)
             copy_float_async(dst + i, i < rows_here ? src + i : p.row_scales, i < rows_here);
-          if (lane == 0) copy_float_async(dst + kBlockM, sw + int64_t(kb) * n_tiles, true);
+          if (lane < (kFused ? 2 : 1))
+            copy_float_async(dst + kBlockM + lane, sw + int64_t(kb) * n_tiles, true);
           arrive_after_copies(&full[stage]);
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
@@ -255,7 +302,8 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
         const gpu::kernels::GroupTile tile = tile_at(u);
         const GroupRows gr = group_rows(p, tile.group);
         const int row0 = int(gr.first + int64_t(tile.block_m) * kBlockM);
-        const int wrow0 = tile.group * p.n + tile.block_n * kBlockN;
+        // Fused: 64 gate rows and their 64 up rows, half a tile each.
+        const int wrow0 = tile.group * p.n + tile.block_n * (kFused ? kBlockN / 2 : kBlockN);
         // Only the 64-row boxes that hold rows of the group are loaded (the others' consumers
         // idle): the kernel is bound by the bytes each stage moves into shared memory.
         const int64_t rows_here = gr.count - int64_t(tile.block_m) * kBlockM;
@@ -277,6 +325,10 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
           }
           cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[stage], kHint, a + kTileABytes,
                                        kb * kBlockK, wrow0);
+          if constexpr (kFused)
+            cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[stage], kHint,
+                                         a + kTileABytes + kTileBBytes / 2, kb * kBlockK,
+                                         wrow0 + p.n / 2);
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
       }
@@ -298,7 +350,30 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
           cutlass::arch::ClusterBarrier::arrive(&empty[stage], uint32_t(c), 1u);
       if (++stage == kStages) stage = 0, phase ^= 1;
     };
-    for (int u = cluster; u < units; u += clusters) {
+    // Fused: this warp's rows' largest |value| (lane q == 0 of each quad writes) go into the
+    // peer CTA's slot `it % 2`; returns the peer's for the same rows. Every consumer warp takes
+    // part in every tile, an idle one without values, so the barrier counts whole tiles. The slot
+    // is free: every warp of the peer read its tile it - 2 values before arriving for tile
+    // it - 1, which this warp waited for; and the peer writes this tile's slot again (tile
+    // it + 2) only after this warp's arrival for tile it + 1, after its read here.
+    auto swap_maxima = [&](int it, bool has_rows, float lo, float hi) {
+      const int slot = it & 1;
+      const uint32_t parity = uint32_t(it >> 1) & 1u, peer = uint32_t(rank ^ 1);
+      float* buf = swap + slot * kBlockM;
+      if (has_rows && lane % 4 == 0) {
+        store_to_peer(buf + r_lo, peer, lo);
+        store_to_peer(buf + r_lo + 8, peer, hi);
+      }
+      __syncwarp();
+      if (lane == 0) {
+        fence_cluster();  // the warp's stores (ordered before by __syncwarp), then the arrival
+        cutlass::arch::ClusterBarrier::arrive(&swap_full[slot], peer, 1u);
+      }
+      cutlass::arch::ClusterBarrier::wait(&swap_full[slot], parity);
+      fence_cluster();
+      return make_float2(buf[r_lo], buf[r_lo + 8]);
+    };
+    for (int u = cluster, it = 0; u < units; u += clusters, ++it) {
       const gpu::kernels::GroupTile tile = tile_at(u);
       const GroupRows gr = group_rows(p, tile.group);
       const int64_t row0 = gr.first + int64_t(tile.block_m) * kBlockM;
@@ -308,6 +383,7 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
           cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
           release();
         }
+        if constexpr (kFused) swap_maxima(it, false, 0.0f, 0.0f);
         continue;
       }
       const bool has_lo = r_lo < rows_here, has_hi = r_lo + 8 < rows_here;
@@ -320,6 +396,7 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
         cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
         const float* sc = scales + stage * kScaleStride;
         const float s_w = sc[kBlockM], s_lo = sc[r_lo], s_hi = sc[r_lo + 8];
+        const float s_wu = kFused ? sc[kBlockM + 1] : s_w;  // the up rows' (fused)
 #pragma unroll
         for (int i = 0; i < kAccum; ++i) cute::warpgroup_fence_operand(acc[i]);
         cute::warpgroup_arrive();
@@ -332,19 +409,96 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
         for (int i = 0; i < kAccum; ++i) cute::warpgroup_fence_operand(acc[i]);
         cute::warpgroup_wait<0>();
         const float f_lo = s_lo * s_w, f_hi = s_hi * s_w;  // read before the stage is released
+        const float fu_lo = s_lo * s_wu, fu_hi = s_hi * s_wu;
         release();
         // Accumulator layout (m64nNk32): value 4j + {0,1} is row r_lo, columns 8j + 2(lane%4)
         // + {0,1}; 4j + {2,3} the same columns of row r_lo + 8.
+        // Fused: columns 64.. (j >= 8) are the up rows, with their own weight scale.
 #pragma unroll
         for (int j = 0; j < kAccum / 4; ++j) {
-          total[4 * j + 0] = fmaf(acc[4 * j + 0], f_lo, total[4 * j + 0]);
-          total[4 * j + 1] = fmaf(acc[4 * j + 1], f_lo, total[4 * j + 1]);
-          total[4 * j + 2] = fmaf(acc[4 * j + 2], f_hi, total[4 * j + 2]);
-          total[4 * j + 3] = fmaf(acc[4 * j + 3], f_hi, total[4 * j + 3]);
+          const bool up = kFused && j >= kAccum / 8;
+          total[4 * j + 0] = fmaf(acc[4 * j + 0], up ? fu_lo : f_lo, total[4 * j + 0]);
+          total[4 * j + 1] = fmaf(acc[4 * j + 1], up ? fu_lo : f_lo, total[4 * j + 1]);
+          total[4 * j + 2] = fmaf(acc[4 * j + 2], up ? fu_hi : f_hi, total[4 * j + 2]);
+          total[4 * j + 3] = fmaf(acc[4 * j + 3], up ? fu_hi : f_hi, total[4 * j + 3]);
         }
       }
-      store_tile(static_cast<Out*>(p.out), p.n, row0 + r_lo, has_lo, has_hi, tile.block_n * kBlockN,
-                 lane % 4, total);
+      if constexpr (kFused) {
+        // Outputs 8j + 2q + {0, 1} (j < 8) of the tile's 64 channels, rows r_lo and r_lo + 8:
+        // act(gate + bias, up + bias) as the activation kernel computes it, written over the
+        // gate values; then each row's 128-channel maximum (the quad's, then the peer's half).
+        const int q = lane % 4, inter = p.n / 2, c0 = tile.block_n * (kBlockN / 2);
+        const float* bias = p.bias != nullptr && tile.group < p.bias_groups
+                                ? p.bias + int64_t(tile.group) * p.bias_ld
+                                : nullptr;
+        float m_lo = 0.0f, m_hi = 0.0f;
+        // One unrolled loop per activation, chosen once a tile.
+        auto activate_tile = [&](auto kind) {
+          constexpr int32_t kAct = decltype(kind)::value;
+#pragma unroll
+          for (int j = 0; j < kAccum / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              // The bias is added only where there is one (x + 0 would turn -0 into +0).
+              const int ch = c0 + 8 * j + 2 * q + e;
+              float& lo = total[4 * j + e];
+              float& hi = total[4 * j + 2 + e];
+              float u_lo = total[4 * (j + kAccum / 8) + e],
+                    u_hi = total[4 * (j + kAccum / 8) + 2 + e];
+              if (bias != nullptr) {
+                lo += bias[ch];
+                hi += bias[ch];
+                u_lo += bias[inter + ch];
+                u_hi += bias[inter + ch];
+              }
+              lo = gpu::kernels::activate(p.act, kAct, lo, u_lo);
+              hi = gpu::kernels::activate(p.act, kAct, hi, u_hi);
+              m_lo = fmaxf(m_lo, fabsf(lo));
+              m_hi = fmaxf(m_hi, fabsf(hi));
+            }
+        };
+        switch (p.activation) {
+          case gpu::kernels::kSiluMulClamp:
+            activate_tile(std::integral_constant<int32_t, gpu::kernels::kSiluMulClamp>{});
+            break;
+          case gpu::kernels::kSwigluOai:
+            activate_tile(std::integral_constant<int32_t, gpu::kernels::kSwigluOai>{});
+            break;
+          case gpu::kernels::kGeluMul:
+            activate_tile(std::integral_constant<int32_t, gpu::kernels::kGeluMul>{});
+            break;
+          default:
+            activate_tile(std::integral_constant<int32_t, gpu::kernels::kSiluMul>{});
+        }
+        m_lo = gpu::kernels::group_max<4>(m_lo);
+        m_hi = gpu::kernels::group_max<4>(m_hi);
+        const float2 theirs = swap_maxima(it, true, m_lo, m_hi);
+        const float sc_lo = gpu::kernels::fp8_scale_from_amax(fmaxf(m_lo, theirs.x));
+        const float sc_hi = gpu::kernels::fp8_scale_from_amax(fmaxf(m_hi, theirs.y));
+        const float inv_lo = gpu::kernels::e4m3_inverse(sc_lo);
+        const float inv_hi = gpu::kernels::e4m3_inverse(sc_hi);
+        uint8_t* codes = static_cast<uint8_t*>(p.out) + c0 + 2 * q;
+#pragma unroll
+        for (int j = 0; j < kAccum / 8; ++j) {
+          if (has_lo)
+            *reinterpret_cast<uint16_t*>(codes + (row0 + r_lo) * inter + 8 * j) =
+                uint16_t(gpu::kernels::to_e4m3(total[4 * j], sc_lo, inv_lo) |
+                         (gpu::kernels::to_e4m3(total[4 * j + 1], sc_lo, inv_lo) << 8));
+          if (has_hi)
+            *reinterpret_cast<uint16_t*>(codes + (row0 + r_lo + 8) * inter + 8 * j) =
+                uint16_t(gpu::kernels::to_e4m3(total[4 * j + 2], sc_hi, inv_hi) |
+                         (gpu::kernels::to_e4m3(total[4 * j + 3], sc_hi, inv_hi) << 8));
+        }
+        // The block's scale, once: by the pair's first CTA (even tiles), lane 0 of each quad.
+        float* block_scales = p.code_scales + int64_t(c0 / 128) * p.code_scale_ld + row0 + r_lo;
+        if (rank == 0 && q == 0) {
+          if (has_lo) block_scales[0] = sc_lo;
+          if (has_hi) block_scales[8] = sc_hi;
+        }
+      } else {
+        store_tile(static_cast<Out*>(p.out), p.n, row0 + r_lo, has_lo, has_hi,
+                   tile.block_n * kBlockN, lane % 4, total);
+      }
     }
   }
   // A CTA leaves only when its peer no longer arrives on its barriers or writes its stages.

@@ -107,10 +107,14 @@ LayerOptions parse_options(const Options& options) {
       }
       MOE_CHECK(known, MOE_STATUS_CONFIG_ERROR, "deepgemm_style: gemm_tiles '{}' is not one of {}",
                 value, names);
+    } else if (key == "gemm1_epilogue") {
+      MOE_CHECK(value == "separate" || value == "fused", MOE_STATUS_CONFIG_ERROR,
+                "deepgemm_style: gemm1_epilogue '{}' is not separate or fused", value);
+      o.fused_gemm1 = value == "fused";
     } else {
       MOE_FAIL(MOE_STATUS_CONFIG_ERROR,
                "deepgemm_style: unknown option '{}' (known: layout, masked_max_tokens, "
-               "gemm_tiles)",
+               "gemm_tiles, gemm1_epilogue)",
                key);
     }
   }
@@ -143,7 +147,7 @@ std::string describe(const moe_problem& p, const LayerOptions& o) {
   return fmt::format(
       "fp8 128x128 block weights as given (e4m3 [N, K], K contiguous), scales MN-major "
       "[K/128][N/128] floored at 1e-10; activations quantised per token per 128 channels in the "
-      "permutation and again after the activation; GEMM1 N={}, GEMM2 N={}; rows: {}; GEMMs: {}{}",
+      "permutation and again after the activation; GEMM1 N={}, GEMM2 N={}; rows: {}; GEMMs: {}{}{}",
       w13_rows(p), p.hidden, rule,
       o.tiles ? fmt::format("{} (option gemm_tiles)", fp8_tiles_name(*o.tiles))
       : p.sink_experts > 0
@@ -158,7 +162,10 @@ std::string describe(const moe_problem& p, const LayerOptions& o) {
           ? fmt::format("; {} sink experts (I={}) in bf16 on every token by cuBLAS, silu_mul, "
                         "their results put in their slots' rows",
                         p.sink_experts, p.sink_intermediate)
-          : "");
+          : "",
+      o.fused_gemm1 ? "; the activation and its re-quantisation in GEMM1's epilogue wherever the "
+                      "own kernel runs GEMM1 (option gemm1_epilogue)"
+                    : "");
 }
 
 DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)
@@ -178,6 +185,12 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
             "deepgemm_style: gemm_tiles '{}' takes no sink experts (its kernel runs every group "
             "of the permutation); use auto, tokens or weights",
             tiles_option_name(*options_.tiles));
+  MOE_CHECK(!options_.fused_gemm1 || (p.activation != MOE_ACTIVATION_RELU2 && sinks == 0 &&
+                                      (!options_.tiles || is_own_kernel(*options_.tiles))),
+            MOE_STATUS_CONFIG_ERROR,
+            "deepgemm_style: gemm1_epilogue 'fused' needs a gated activation (not relu2), no sink "
+            "experts, and gemm_tiles auto, tokens_ffma or tokens_ffma192 (only the own kernel "
+            "fuses it)");
 
   // Weights go up as the caller holds them; scales are turned MN-major on the host first.
   const size_t w13_group = size_t(n1_ * h), w2_group = size_t(h * inter);
@@ -337,6 +350,24 @@ void DeviceLayer::run(const moe_run_args& a) const {
   g1.w_scale_stack = s13_.as<float>();
   g1.out = ws.gemm1;
   g1.f32_out = true;
+  // gemm1_epilogue: fused, where the own kernel runs: GEMM1 writes the intermediate's codes and
+  // scales itself, those the activation kernel would make (the same bias, routed groups only).
+  Fp8FusedGemm1 fused;
+  if (options_.fused_gemm1 && is_own_kernel(tiles)) {
+    fused.activation = int(p.activation);
+    fused.alpha = p.activation_alpha;
+    fused.limit = p.activation_limit;
+    fused.gelu_tanh = p.gelu_tanh;
+    fused.bias = p.expert_bias != 0 ? b13_.as<float>() : nullptr;
+    fused.bias_groups = p.expert_bias != 0 ? int(p.local_experts) : 0;
+    fused.bias_ld = n1_;
+    fused.codes = ws.act;
+    fused.scales = ws.act_scales;
+    fused.scale_ld = r;
+    g1.fused = &fused;
+    g1.out = ws.act;
+    g1.f32_out = false;
+  }
   run_fp8_grouped_gemm(tiles, g1, stream);
 
   gpu::ActivationArgs act;
@@ -351,7 +382,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   act.skip_group_end = sink1;
   act.out_fp8 = ws.act;
   act.out_scales = {ws.act_scales, 1, r};
-  gpu::launch_activation(p, act, stream);
+  if (g1.fused == nullptr) gpu::launch_activation(p, act, stream);
 
   Fp8GemmArgs g2 = g;
   g2.n = int(p.hidden);

@@ -10,7 +10,8 @@
 // [G * T, K] buffer, filled by one kernel without a sort), `contiguous` otherwise (sorted
 // segments). Options: `layout: auto | contiguous | masked`, `masked_max_tokens: N` (the auto
 // threshold, default 64), `gemm_tiles: auto | tokens | tokens_paired | tokens_ffma | tokens_ffma192
-// | weights`.
+// | weights`, `gemm1_epilogue: separate | fused` (fused: where the own kernel runs GEMM1 of a
+// gated layer, the activation and the re-quantisation are its epilogue; default separate).
 #pragma once
 
 #include <memory>
@@ -38,6 +39,7 @@ struct LayerOptions {
   std::optional<RowLayout> layout;  // nullopt = auto
   int64_t masked_max_tokens = 64;
   std::optional<Fp8Tiles> tiles;  // nullopt = auto
+  bool fused_gemm1 = false;       // gemm1_epilogue: fused
 };
 LayerOptions parse_options(const Options& options);
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "fp8_gemm_launch.hpp"
+#include "moe/abi/moe_abi.h"
 #include "moe/sdk/error.hpp"
 
 namespace moe::deepgemm {
@@ -43,6 +44,34 @@ void run_ffma(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
   call.out = a.out;
   call.f32_out = a.f32_out;
   call.block_m = tiles == Fp8Tiles::kTokensFfma192 ? 192 : 128;
+  if (const Fp8FusedGemm1* f = a.fused) {
+    MOE_CHECK(f->activation == MOE_ACTIVATION_SILU_MUL ||
+                  f->activation == MOE_ACTIVATION_SILU_MUL_CLAMP ||
+                  f->activation == MOE_ACTIVATION_SWIGLU_OAI ||
+                  f->activation == MOE_ACTIVATION_GELU_MUL,
+              MOE_STATUS_UNSUPPORTED,
+              "fp8 block GEMM ({}): a fused GEMM1 takes a gated activation, not {}",
+              fp8_tiles_name(tiles), f->activation);
+    MOE_CHECK(a.n % 256 == 0 && f->codes != nullptr && f->scales != nullptr &&
+                  reinterpret_cast<uintptr_t>(f->codes) % 16 == 0 && f->scale_ld >= a.scale_ld &&
+                  (f->bias == nullptr || (f->bias_ld >= a.n && f->bias_groups >= 0)),
+              MOE_STATUS_INVALID_ARGUMENT,
+              "fp8 block GEMM ({}): a fused GEMM1 needs N = 2I with I % 128 == 0 (N={}), its codes "
+              "(16-byte aligned), scales of a row stride of at least the rows' ({} < {}), and "
+              "bias rows of at least N",
+              fp8_tiles_name(tiles), a.n, f->scale_ld, a.scale_ld);
+    call.fused = true;
+    call.out = f->codes;
+    call.code_scales = f->scales;
+    call.code_scale_ld = f->scale_ld;
+    call.bias = f->bias;
+    call.bias_groups = f->bias_groups;
+    call.bias_ld = f->bias_ld;
+    call.activation = f->activation;
+    call.alpha = f->alpha;
+    call.limit = f->limit;
+    call.gelu_tanh = f->gelu_tanh;
+  }
   call.sm_count = a.sm_count;
   call.stream = stream;
   const detail::LaunchResult r = detail::launch_ffma(call);
@@ -67,6 +96,9 @@ size_t fp8_gemm_workspace_bytes(int groups, int sm_count) {
 }
 
 void run_fp8_grouped_gemm(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
+  MOE_CHECK(a.fused == nullptr || is_own_kernel(tiles), MOE_STATUS_UNSUPPORTED,
+            "fp8 block GEMM ({}): only the own kernel fuses GEMM1's activation",
+            fp8_tiles_name(tiles));
   if (is_own_kernel(tiles)) {
     run_ffma(tiles, a, stream);
     return;

@@ -1,8 +1,10 @@
 // Launcher of deepgemm_style's own grouped fp8 GEMM (kernels/sm90_fp8_grouped_gemm_ffma.cuh):
-// the two TMA descriptors, the shared-memory opt-in, one CTA per SM; 128- or 192-row tiles.
+// the two TMA descriptors, the shared-memory opt-in, one CTA per SM; 128- or 192-row tiles, and
+// GEMM1 with its activation and quantisation fused (uint8_t out).
 #include <cuda.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "../kernels/sm90_fp8_grouped_gemm_ffma.cuh"
 #include "fp8_gemm_launch.hpp"
@@ -27,8 +29,10 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
   if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
   Params p;
+  constexpr bool kFused = std::is_same_v<Out, uint8_t>;  // 64 gate rows + 64 up rows a tile
   if (!encode(&p.rows_map, c.rows, c.scale_ld, c.k, kWgRows) ||
-      !encode(&p.weights_map, c.weight_stack, int64_t(c.groups) * c.n, c.k, kBlockN))
+      !encode(&p.weights_map, c.weight_stack, int64_t(c.groups) * c.n, c.k,
+              kFused ? kBlockN / 2 : kBlockN))
     return {"tensor map", "cuTensorMapEncodeTiled failed (or the driver lacks it)"};
   p.groups = c.groups;
   p.n = c.n;
@@ -40,6 +44,17 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
   p.scale_ld = c.scale_ld;
   p.w_scales = c.w_scale_stack;
   p.out = c.out;
+  if constexpr (kFused) {
+    p.code_scales = c.code_scales;
+    p.code_scale_ld = c.code_scale_ld;
+    p.bias = c.bias;
+    p.bias_groups = c.bias_groups;
+    p.bias_ld = c.bias_ld;
+    p.activation = c.activation;
+    p.act.alpha = c.alpha;
+    p.act.limit = c.limit;
+    p.act.gelu_tanh = c.gelu_tanh;
+  }
 
   if (cudaError_t e = gpu::kernels::launch_persistent_clusters<grouped_gemm<Out, kCluster, kWgs>>(
           p, kCluster, T::kThreads, T::kSmemBytes, c.sm_count, INT64_MAX, c.stream);
@@ -56,6 +71,11 @@ int ffma_max_groups() {
 
 template <int kWgs>
 LaunchResult launch_rows(const GemmCall& c) noexcept {
+  // Fused GEMM1: the pair's two tiles are one 128-channel scale block (N / 128 is even).
+  if (c.fused)
+    return (c.n / kernels::ffma::kBlockN) % 2 == 0
+               ? launch_typed<uint8_t, 2, kWgs>(c)
+               : LaunchResult{"setup", "a fused GEMM1 needs an even number of 128-row tiles"};
   // Pairs of N tiles share the row tile when N holds an even number of them.
   if ((c.n / kernels::ffma::kBlockN) % 2 == 0)
     return c.f32_out ? launch_typed<float, 2, kWgs>(c) : launch_typed<__nv_bfloat16, 2, kWgs>(c);

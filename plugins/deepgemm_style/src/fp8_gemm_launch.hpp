@@ -31,6 +31,17 @@ struct GemmCall {
   void* out = nullptr;                   // [R, N] bf16, or f32 with f32_out
   bool f32_out = false;
   int block_m = 128;  // rows per tile: 128 (two consumer warpgroups) or 192 (three)
+  // GEMM1 with the gated activation and the 1x128 quantisation in its epilogue (Fp8FusedGemm1):
+  // `out` then takes [R, N/2] e4m3 codes and `code_scales` [N/256][code_scale_ld] scales.
+  bool fused = false;
+  float* code_scales = nullptr;
+  int64_t code_scale_ld = 0;
+  const float* bias = nullptr;  // [bias_groups][bias_ld] f32, GEMM1's columns, or null
+  int bias_groups = 0;
+  int64_t bias_ld = 0;
+  int activation = 0;  // moe_activation (gated)
+  float alpha = 0, limit = 0;
+  int gelu_tanh = 0;
   int sm_count = 0;
   cudaStream_t stream = nullptr;
 };

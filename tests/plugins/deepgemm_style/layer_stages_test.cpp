@@ -298,5 +298,172 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_paired"}),
     case_name);
 
+// gemm1_epilogue: fused against separate on the same weights and inputs: the own kernel's GEMM1
+// writes the intermediate's codes and scales itself, and they must be the activation kernel's
+// bit for bit (the same f32 sums, activation and quantiser), so the layer's output is too.
+struct FusedCase {
+  moe_activation activation;
+  RowLayout layout;
+  int64_t tokens;
+  const char* tiles;
+  bool bias = false, shared = false;
+  int64_t hidden = 384, intermediate = 256;
+  bool gelu_tanh = true;
+};
+
+class DeepGemmFusedGemm1 : public gpu::test::CudaTest,
+                           public ::testing::WithParamInterface<FusedCase> {};
+
+TEST_P(DeepGemmFusedGemm1, CodesScalesAndOutputAreTheSeparateActivationsBitForBit) {
+  const FusedCase c = GetParam();
+  Problem prob;
+  moe_problem& raw = prob.raw();
+  raw.experts = 12;
+  raw.top_k = 3;
+  raw.hidden = c.hidden;
+  raw.intermediate = c.intermediate;
+  raw.format = MOE_FORMAT_FP8_BLOCK;
+  raw.input_format = MOE_INPUT_FP8_1X128;
+  raw.activation = c.activation;
+  raw.activation_alpha = 1.702f;
+  raw.activation_limit = 7.0f;
+  raw.gelu_tanh = c.gelu_tanh ? 1 : 0;
+  raw.expert_bias = c.bias ? 1 : 0;
+  raw.shared_intermediate = c.shared ? raw.intermediate : 0;
+  raw.max_tokens = 512;
+  prob.finalize();
+  const moe_problem p = prob.c();
+  if (!check_support(p).ok()) GTEST_SKIP() << check_support(p).message;
+  const int64_t t_count = c.tokens, k = p.top_k, h = p.hidden, in = p.intermediate;
+  const LayerWeights w = random_weights(p, seed_);
+  const std::vector<uint16_t> hidden = random_bf16(size_t(t_count * h));
+  std::vector<int32_t> ids(static_cast<size_t>(t_count * k));
+  std::vector<float> weights(static_cast<size_t>(t_count * k));
+  for (int64_t t = 0; t < t_count; ++t) {
+    std::vector<int32_t> all(static_cast<size_t>(p.experts));
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng_);
+    for (int64_t j = 0; j < k; ++j) {
+      ids[size_t(t * k + j)] = all[size_t(j)];
+      weights[size_t(t * k + j)] = uniform(0.1f, 1.0f);
+    }
+  }
+  DeviceBuffer<uint16_t> d_hidden(hidden);
+  DeviceBuffer<int32_t> d_ids(ids);
+  DeviceBuffer<float> d_weights(weights);
+
+  // Per slot (routed slots, then the shared expert's), the row's codes and scales: the masked
+  // layout hands out a group's rows in atomic order, so rows are compared through their slots.
+  const int64_t slots = t_count * k + (c.shared ? t_count : 0);
+  struct Result {
+    std::vector<uint8_t> codes;  // [slots][I]
+    std::vector<float> scales;   // [slots][I/128]
+    std::vector<uint16_t> out;
+    bool gemm1_untouched = false;  // the f32 intermediate still holds the poison
+  };
+  auto run = [&](const char* epilogue) {
+    const DeviceLayer layer(p, w.view(),
+                            {{"layout", row_layout_name(c.layout)},
+                             {"gemm_tiles", c.tiles},
+                             {"gemm1_epilogue", epilogue}});
+    const size_t ws_bytes = layer.workspace_size(t_count);
+    DeviceBuffer<uint8_t> d_ws(ws_bytes);
+    DeviceBuffer<uint16_t> d_out(size_t(t_count * h));
+    d_ws.poison();
+    d_out.poison();
+    moe_run_args a{};
+    a.struct_size = sizeof(a);
+    auto tensor = [](void* data, moe_dtype dtype, int64_t rows, int64_t cols) {
+      moe_tensor x{};
+      x.data = data, x.dtype = dtype, x.ndim = 2, x.shape[0] = rows, x.shape[1] = cols;
+      return x;
+    };
+    a.hidden = tensor(d_hidden.get(), MOE_DTYPE_BF16, t_count, h);
+    a.topk_ids = tensor(d_ids.get(), MOE_DTYPE_I32, t_count, k);
+    a.topk_weights = tensor(d_weights.get(), MOE_DTYPE_F32, t_count, k);
+    a.output = tensor(d_out.get(), MOE_DTYPE_BF16, t_count, h);
+    a.workspace = d_ws.get();
+    a.workspace_size = ws_bytes;
+    a.stream = stream_;
+    layer.run(a);
+    sync();
+    const DeviceLayer::Workspace ws = layer.carve(d_ws.get(), t_count, c.layout, nullptr);
+    const std::vector<uint8_t> bytes = d_ws.download();
+    auto at = [&](const void* ptr) {
+      return bytes.data() + (static_cast<const uint8_t*>(ptr) - d_ws.get());
+    };
+    const int64_t r_max = ws.perm.max_rows;
+    std::vector<int32_t> slot_row(static_cast<size_t>(slots));
+    std::memcpy(slot_row.data(), at(ws.perm.slot_row), slot_row.size() * sizeof(int32_t));
+    Result res;
+    for (int64_t i = 0; i < slots; ++i) {
+      const int64_t r = slot_row[size_t(i)];
+      EXPECT_TRUE(r >= 0 && r < r_max) << epilogue << ": slot " << i << " row " << r;
+      if (r < 0 || r >= r_max) return res;
+      const uint8_t* row = at(ws.act) + r * in;
+      res.codes.insert(res.codes.end(), row, row + in);
+      for (int64_t b = 0; b < in / 128; ++b) {
+        float s;
+        std::memcpy(&s, at(ws.act_scales + b * r_max + r), sizeof s);
+        res.scales.push_back(s);
+      }
+    }
+    const uint8_t* g1 = at(ws.gemm1);
+    res.gemm1_untouched = std::all_of(g1, g1 + 64, [](uint8_t b) { return b == 0xff; });
+    res.out = d_out.download();
+    return res;
+  };
+  const Result separate = run("separate"), fused = run("fused");
+  EXPECT_FALSE(separate.gemm1_untouched) << "the separate run wrote no f32 intermediate";
+  EXPECT_TRUE(fused.gemm1_untouched) << "the fused run wrote the f32 intermediate: not fused";
+  ASSERT_EQ(separate.codes.size(), size_t(slots * in));
+  ASSERT_EQ(fused.codes.size(), separate.codes.size());
+  int64_t differ = 0;
+  for (size_t i = 0; i < separate.codes.size(); ++i)
+    if (fused.codes[i] != separate.codes[i] && differ++ < 5)
+      ADD_FAILURE() << "slot " << i / size_t(in) << " column " << i % size_t(in) << ": code "
+                    << int(fused.codes[i]) << ", the activation kernel's "
+                    << int(separate.codes[i]);
+  EXPECT_EQ(differ, 0) << "codes";
+  EXPECT_EQ(std::memcmp(fused.scales.data(), separate.scales.data(),
+                        separate.scales.size() * sizeof(float)),
+            0)
+      << "scales";
+  EXPECT_EQ(fused.out, separate.out) << "the layer's output";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layers, DeepGemmFusedGemm1,
+    ::testing::Values(
+        FusedCase{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma"},
+        FusedCase{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma192"},
+        FusedCase{MOE_ACTIVATION_SILU_MUL, RowLayout::kMasked, 33, "tokens_ffma"},
+        FusedCase{MOE_ACTIVATION_SWIGLU_OAI, RowLayout::kContiguous, 90, "tokens_ffma", true},
+        FusedCase{MOE_ACTIVATION_SILU_MUL_CLAMP, RowLayout::kMasked, 7, "tokens_ffma192"},
+        FusedCase{MOE_ACTIVATION_GELU_MUL, RowLayout::kContiguous, 150, "tokens_ffma", false, true},
+        FusedCase{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 64, "auto", true, true},
+        FusedCase{MOE_ACTIVATION_GELU_MUL, RowLayout::kMasked, 20, "tokens_ffma", true, false, 384,
+                  256, false},
+        // Model-like widths: 32 tiles a row block, so each cluster runs several tiles and both
+        // exchange slots turn over; K = 1024 runs the stage ring round.
+        FusedCase{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 300, "tokens_ffma", false, false,
+                  1024, 2048},
+        FusedCase{MOE_ACTIVATION_SWIGLU_OAI, RowLayout::kContiguous, 500, "tokens_ffma192", true,
+                  true, 1024, 2048}),
+    [](const ::testing::TestParamInfo<FusedCase>& info) {
+      const FusedCase& c = info.param;
+      const char* act = c.activation == MOE_ACTIVATION_SWIGLU_OAI       ? "SwigluOai"
+                        : c.activation == MOE_ACTIVATION_SILU_MUL_CLAMP ? "SiluMulClamp"
+                        : c.activation == MOE_ACTIVATION_GELU_MUL       ? "GeluMul"
+                                                                        : "SiluMul";
+      return std::string(act) + (c.layout == RowLayout::kMasked ? "Masked" : "Contiguous") + "T" +
+             std::to_string(c.tokens) +
+             (std::string(c.tiles) == "tokens_ffma192" ? "Own192"
+              : std::string(c.tiles) == "auto"         ? "Auto"
+                                                       : "Own128") +
+             (c.bias ? "Bias" : "") + (c.shared ? "Shared" : "") + (c.gelu_tanh ? "" : "Erf") +
+             (c.intermediate > 256 ? "Wide" : "");
+    });
+
 }  // namespace
 }  // namespace moe::deepgemm

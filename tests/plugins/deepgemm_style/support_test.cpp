@@ -78,10 +78,13 @@ TEST(DeepGemmOptions, ParsesTheLayoutTilesAndThreshold) {
   const LayerOptions paired = parse_options({{"gemm_tiles", "tokens_paired"}});
   ASSERT_TRUE(paired.tiles.has_value());
   EXPECT_EQ(*paired.tiles, Fp8Tiles::kTokensPaired);
+  EXPECT_TRUE(parse_options({{"gemm1_epilogue", "fused"}}).fused_gemm1);
+  EXPECT_FALSE(parse_options({{"gemm1_epilogue", "separate"}}).fused_gemm1);
   const LayerOptions d = parse_options({});
   EXPECT_FALSE(d.layout.has_value());
   EXPECT_EQ(d.masked_max_tokens, 64);
   EXPECT_FALSE(d.tiles.has_value());
+  EXPECT_FALSE(d.fused_gemm1);
 }
 
 TEST(DeepGemmOptions, RefusesUnknownKeysAndValuesNamingThem) {
@@ -92,7 +95,9 @@ TEST(DeepGemmOptions, RefusesUnknownKeysAndValuesNamingThem) {
       {{{"gemm_tiles", "wide"}}, "gemm_tiles 'wide'"},
       {{{"gemm_tiles", "wide"}},
        "is not one of auto, tokens, tokens_paired, tokens_ffma, tokens_ffma192, weights"},
+      {{{"gemm1_epilogue", "auto"}}, "gemm1_epilogue 'auto' is not separate or fused"},
       {{{"tile", "auto"}}, "unknown option 'tile'"},
+      {{{"tile", "auto"}}, "gemm_tiles, gemm1_epilogue)"},
   };
   for (const auto& [options, words] : bad) {
     try {
@@ -124,6 +129,12 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
             std::string::npos)
       << with_sinks;
   EXPECT_NE(with_sinks.find("GEMMs: CUTLASS's"), std::string::npos) << with_sinks;
+  EXPECT_EQ(auto_rule.find("epilogue"), std::string::npos) << auto_rule;
+  const std::string fused = describe(fp8_problem(), parse_options({{"gemm1_epilogue", "fused"}}));
+  EXPECT_NE(fused.find("the activation and its re-quantisation in GEMM1's epilogue wherever the "
+                       "own kernel runs GEMM1 (option gemm1_epilogue)"),
+            std::string::npos)
+      << fused;
   const std::string own =
       describe(fp8_problem(), parse_options({{"gemm_tiles", "tokens_ffma192"}}));
   EXPECT_NE(own.find("token tiles 192x128, own kernel"), std::string::npos) << own;
