@@ -13,11 +13,13 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "bench_method.hpp"
 #include "cli_numbers.hpp"
 #include "commands.hpp"
+#include "gpu_monitor.hpp"
 #include "moe/config.hpp"
 #include "moe/conformance.hpp"
 #include "moe/runner.hpp"
@@ -50,6 +52,7 @@ struct Point {
   bool graph = false;      // replayed as a CUDA graph (the records' "graph", read by bench/*.py)
   double ms_stream = NAN;  // with graph: the same runs launched one by one, for like-with-like
   double host_us = NAN;    // device-timed plugins: host time per call (Plugin::host_us_per_call)
+  std::optional<GpuSamples> gpu;  // the GPU's clock and power while `ms` was timed (NVML)
 };
 
 // Bytes of one [rows, cols] weight matrix of `format` as stored: elements, scales, and nvfp4's
@@ -224,9 +227,11 @@ void add_bench(CLI::App& app, Discovery& d) {
                                       : sel.plugin->device_memory() ? "unknown"
                                                                     : "host";
     std::unique_ptr<Layer> ref_layer;
-    std::cout << fmt::format("{:>7} {:>10} {:>9} {:>11} {:>10} {:>8} {:>6} {:>9} {:>8}\n", "tokens",
-                             "ms", "TFLOP/s", "weight TB/s", "floor ms", "x floor", "timed",
-                             "rel_err", "host us");
+    // The SM clock and board power while each point is timed (device plugins, where NVML is).
+    const std::unique_ptr<GpuMonitor> monitor = device_timing ? GpuMonitor::open() : nullptr;
+    std::cout << fmt::format("{:>7} {:>10} {:>9} {:>11} {:>10} {:>8} {:>6} {:>9} {:>8}{}\n",
+                             "tokens", "ms", "TFLOP/s", "weight TB/s", "floor ms", "x floor",
+                             "timed", "rel_err", "host us", monitor ? "  SM MHz  watts" : "");
     for (const int64_t t : counts) {
       // Enough input sets that one pass over them exceeds the L2 (at most 8).
       const double act_bytes = double(t) * p.hidden * 2.0 * (2 + p.top_k);
@@ -264,7 +269,9 @@ void add_bench(CLI::App& app, Discovery& d) {
         std::sort(times.begin(), times.end());
         return times[times.size() / 2];
       };
+      if (monitor) monitor->start();
       pt.ms = median_ms(pt.graph);
+      if (monitor) pt.gpu = monitor->stop();
       // A peer that cannot be captured runs eagerly: keep our eager time too, to compare alike.
       if (pt.graph) pt.ms_stream = median_ms(false);
       // What a call costs the CPU (issue: under 5 us for a decode layer), device plugins only.
@@ -274,10 +281,12 @@ void add_bench(CLI::App& app, Discovery& d) {
       pt.weight_tbps = wbytes / (pt.ms * 1e9);
       pt.floor_ms = cost.floor_ms(p, t, pt.active_experts);
       std::cout << fmt::format(
-          "{:>7} {:>10.4f} {:>9.1f} {:>11.3f} {:>10.4f} {:>8.2f} {:>6} {:>9} {:>8}\n", t, pt.ms,
+          "{:>7} {:>10.4f} {:>9.1f} {:>11.3f} {:>10.4f} {:>8.2f} {:>6} {:>9} {:>8}{}\n", t, pt.ms,
           pt.tflops, pt.weight_tbps, pt.floor_ms, pt.ms / pt.floor_ms, timing_column(pt.timing),
           std::isnan(pt.rel_err) ? "-" : fmt::format("{:.2e}", pt.rel_err),
-          std::isnan(pt.host_us) ? "-" : fmt::format("{:.1f}", pt.host_us));
+          std::isnan(pt.host_us) ? "-" : fmt::format("{:.1f}", pt.host_us),
+          pt.gpu ? fmt::format(" {:>8.0f} {:>6.0f}", pt.gpu->sm_mhz_mean, pt.gpu->power_w_mean)
+                 : "");
       if (!jsonl.empty()) {
         char date[16];
         const std::time_t now = std::time(nullptr);
@@ -308,6 +317,14 @@ void add_bench(CLI::App& app, Discovery& d) {
             {"host_us_per_call",
              std::isnan(pt.host_us) ? nlohmann::json() : nlohmann::json(pt.host_us)},
             {"active_experts", pt.active_experts},
+            {"gpu_clock", !pt.gpu ? nlohmann::json()
+                                  : nlohmann::json{{"samples", pt.gpu->count},
+                                                   {"sm_mhz_mean", pt.gpu->sm_mhz_mean},
+                                                   {"sm_mhz_min", pt.gpu->sm_mhz_min},
+                                                   {"sm_mhz_max", pt.gpu->sm_mhz_max},
+                                                   {"power_w_mean", pt.gpu->power_w_mean},
+                                                   {"power_limit_w", pt.gpu->power_limit_w},
+                                                   {"temp_c_max", pt.gpu->temp_c_max}}},
             {"iterations", iterations},
             {"input_sets", sets},
             {"prepare_ms", prepare_ms},
