@@ -114,10 +114,11 @@ def table(variants, records, errors, configs=None):
     """Markdown: per token count, each variant's best ms over the rounds and its ratio to the
     first variant's."""
     names = [n for n, _ in variants]
-    best = {}
+    best, best_rec = {}, {}
     for r in records:
         key = (r["tokens"], r["variant"])
-        best[key] = min(best.get(key, float("inf")), r["ms"])
+        if r["ms"] < best.get(key, float("inf")):
+            best[key], best_rec[key] = r["ms"], r
     tokens = sorted({t for t, _ in best})
     head = "| T | " + " | ".join(f"{n} ms" for n in names) + " | " + " | ".join(
         f"{n} / {names[0]}" for n in names[1:]) + " |"
@@ -127,6 +128,15 @@ def table(variants, records, errors, configs=None):
         cells = [f"{m:.4f}" if m is not None else "-" for m in ms]
         ratios = [f"{m / ms[0]:.3f}" if m is not None and ms[0] else "-" for m in ms[1:]]
         rows.append(f"| {t} | " + " | ".join(cells + ratios) + " |")
+    # `moe bench`'s gpu_clock (NVML, device plugins): the clock and power the best rounds ran at.
+    clocks = {k: r.get("gpu_clock") for k, r in best_rec.items() if r.get("gpu_clock")}
+    if clocks:
+        rows += ["", "SM clock MHz / board W while timed (the rounds above):", "",
+                 "| T | " + " | ".join(names) + " |", "|" + "---|" * (1 + len(names))]
+        for t in tokens:
+            cells = [f"{clocks[(t, n)]['sm_mhz_mean']:.0f} / {clocks[(t, n)]['power_w_mean']:.0f}"
+                     if (t, n) in clocks else "-" for n in names]
+            rows.append(f"| {t} | " + " | ".join(cells) + " |")
     for name, err in errors:
         rows.append(f"\n{name} failed: {err}")
     legend = "options: " + "; ".join(f"{n}: {{{o}}}" if o else f"{n}: (the config's)"

@@ -15,7 +15,8 @@ sys.path.insert(0, os.path.join(root, "bench"))
 import ab  # noqa: E402
 
 # The fake tool: `moe bench --config C --tokens T ... --jsonl J`; ms = tokens / 1000 x a factor
-# from the options (token_tile 96: 0.8) and x 2 with a plugin directory; token_tile 48 fails.
+# from the options (token_tile 96: 0.8, with a gpu_clock) and x 2 with a plugin directory;
+# token_tile 48 fails.
 # Each call appends its argv to calls.log.
 FAKE = r'''#!/usr/bin/env python3
 import json, os, sys
@@ -34,8 +35,9 @@ if os.environ.get("MOE_PLUGIN_PATH"):
     factor *= 2
 with open(opt("--jsonl"), "a") as f:
     for t in opt("--tokens").split(","):
+        clock = {"sm_mhz_mean": 1400.0, "power_w_mean": 690.0} if factor == 0.8 else None
         f.write(json.dumps({"tokens": int(t), "ms": int(t) / 1000 * factor,
-                            "commit": opt("--commit")}) + "\n")
+                            "commit": opt("--commit"), "gpu_clock": clock}) + "\n")
 '''
 
 
@@ -84,6 +86,8 @@ with tempfile.TemporaryDirectory() as tmp:
     assert "| T | 128 ms | 96 ms | old ms | 96 / 128 | old / 128 |" in md, md
     assert "| 256 | 0.2560 | 0.2048 | 0.5120 | 0.800 | 2.000 |" in md, md
     assert "old: (the config's)" in md and "96: {token_tile: 96}" in md, md
+    # The clock and power of the best rounds, where the records have them (here 96's only).
+    assert "SM clock MHz / board W while timed" in md and "| 256 | - | 1400 / 690 | - |" in md, md
 
     # A variant that fails: named with its error, the others still run; exit status 1.
     os.remove(os.path.join(tmp, "calls.log"))
