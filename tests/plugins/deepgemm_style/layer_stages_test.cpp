@@ -90,8 +90,53 @@ std::vector<double> dequant_row(const std::vector<uint8_t>& codes, const std::ve
   return v;
 }
 
-class DeepGemmLayerStages : public gpu::test::CudaTest,
-                            public ::testing::WithParamInterface<Case> {};
+// What both layer tests need: a random routing and one run of a layer on the test's stream.
+class LayerTest : public gpu::test::CudaTest {
+ protected:
+  // k distinct experts of `experts` per token, weights summing to 1.
+  void random_routing(int64_t tokens, int64_t k, int64_t experts, std::vector<int32_t>& ids,
+                      std::vector<float>& weights) {
+    ids.assign(size_t(tokens * k), 0);
+    weights.assign(size_t(tokens * k), 0.0f);
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::vector<int32_t> all(static_cast<size_t>(experts));
+      std::iota(all.begin(), all.end(), 0);
+      std::shuffle(all.begin(), all.end(), rng_);
+      float sum = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        ids[size_t(t * k + j)] = all[size_t(j)];
+        sum += weights[size_t(t * k + j)] = uniform(0.1f, 1.0f);
+      }
+      for (int64_t j = 0; j < k; ++j) weights[size_t(t * k + j)] /= sum;
+    }
+  }
+
+  // Runs `layer` on `hidden` [T, H] with the routing, workspace and output poisoned first.
+  void run_layer(const DeviceLayer& layer, DeviceBuffer<uint16_t>& hidden,
+                 DeviceBuffer<int32_t>& ids, DeviceBuffer<float>& weights, int64_t tokens,
+                 int64_t k, int64_t h, DeviceBuffer<uint8_t>& ws, DeviceBuffer<uint16_t>& out) {
+    ws.poison();
+    out.poison();
+    moe_run_args a{};
+    a.struct_size = sizeof(a);
+    auto tensor = [](void* data, moe_dtype dtype, int64_t rows, int64_t cols) {
+      moe_tensor x{};
+      x.data = data, x.dtype = dtype, x.ndim = 2, x.shape[0] = rows, x.shape[1] = cols;
+      return x;
+    };
+    a.hidden = tensor(hidden.get(), MOE_DTYPE_BF16, tokens, h);
+    a.topk_ids = tensor(ids.get(), MOE_DTYPE_I32, tokens, k);
+    a.topk_weights = tensor(weights.get(), MOE_DTYPE_F32, tokens, k);
+    a.output = tensor(out.get(), MOE_DTYPE_BF16, tokens, h);
+    a.workspace = ws.get();
+    a.workspace_size = layer.workspace_size(tokens);
+    a.stream = stream_;
+    layer.run(a);
+    sync();
+  }
+};
+
+class DeepGemmLayerStages : public LayerTest, public ::testing::WithParamInterface<Case> {};
 
 TEST_P(DeepGemmLayerStages, EachStageMatchesItsModelOnThePreviousStagesOutput) {
   const Case c = GetParam();
@@ -129,43 +174,14 @@ TEST_P(DeepGemmLayerStages, EachStageMatchesItsModelOnThePreviousStagesOutput) {
 
   // Inputs: N(0, 1) hidden states, k distinct experts per token with weights summing to 1.
   const std::vector<uint16_t> hidden = random_bf16(size_t(t_count * h));
-  std::vector<int32_t> ids(static_cast<size_t>(t_count * k));
-  std::vector<float> weights(static_cast<size_t>(t_count * k));
-  for (int64_t t = 0; t < t_count; ++t) {
-    std::vector<int32_t> all(static_cast<size_t>(p.experts));
-    std::iota(all.begin(), all.end(), 0);
-    std::shuffle(all.begin(), all.end(), rng_);
-    float sum = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      ids[size_t(t * k + j)] = all[size_t(j)];
-      sum += weights[size_t(t * k + j)] = uniform(0.1f, 1.0f);
-    }
-    for (int64_t j = 0; j < k; ++j) weights[size_t(t * k + j)] /= sum;
-  }
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  random_routing(t_count, k, p.experts, ids, weights);
   DeviceBuffer<uint16_t> d_hidden(hidden), d_out(size_t(t_count * h));
   DeviceBuffer<int32_t> d_ids(ids);
   DeviceBuffer<float> d_weights(weights);
-  const size_t ws_bytes = layer.workspace_size(t_count);
-  DeviceBuffer<uint8_t> d_ws(ws_bytes);
-  d_ws.poison();
-  d_out.poison();
-
-  moe_run_args a{};
-  a.struct_size = sizeof(a);
-  auto tensor = [](void* data, moe_dtype dtype, int64_t rows, int64_t cols) {
-    moe_tensor x{};
-    x.data = data, x.dtype = dtype, x.ndim = 2, x.shape[0] = rows, x.shape[1] = cols;
-    return x;
-  };
-  a.hidden = tensor(d_hidden.get(), MOE_DTYPE_BF16, t_count, h);
-  a.topk_ids = tensor(d_ids.get(), MOE_DTYPE_I32, t_count, k);
-  a.topk_weights = tensor(d_weights.get(), MOE_DTYPE_F32, t_count, k);
-  a.output = tensor(d_out.get(), MOE_DTYPE_BF16, t_count, h);
-  a.workspace = d_ws.get();
-  a.workspace_size = ws_bytes;
-  a.stream = stream_;
-  layer.run(a);
-  sync();
+  DeviceBuffer<uint8_t> d_ws(layer.workspace_size(t_count));
+  run_layer(layer, d_hidden, d_ids, d_weights, t_count, k, h, d_ws, d_out);
 
   // Read every stage back (offsets into the one workspace download).
   const DeviceLayer::Workspace ws = layer.carve(d_ws.get(), t_count, c.layout, nullptr);
@@ -311,8 +327,7 @@ struct FusedCase {
   bool gelu_tanh = true;
 };
 
-class DeepGemmFusedGemm1 : public gpu::test::CudaTest,
-                           public ::testing::WithParamInterface<FusedCase> {};
+class DeepGemmFusedGemm1 : public LayerTest, public ::testing::WithParamInterface<FusedCase> {};
 
 TEST_P(DeepGemmFusedGemm1, CodesScalesAndOutputAreTheSeparateActivationsBitForBit) {
   const FusedCase c = GetParam();
@@ -336,19 +351,10 @@ TEST_P(DeepGemmFusedGemm1, CodesScalesAndOutputAreTheSeparateActivationsBitForBi
   if (!check_support(p).ok()) GTEST_SKIP() << check_support(p).message;
   const int64_t t_count = c.tokens, k = p.top_k, h = p.hidden, in = p.intermediate;
   const LayerWeights w = random_weights(p, seed_);
-  const std::vector<uint16_t> hidden = random_bf16(size_t(t_count * h));
-  std::vector<int32_t> ids(static_cast<size_t>(t_count * k));
-  std::vector<float> weights(static_cast<size_t>(t_count * k));
-  for (int64_t t = 0; t < t_count; ++t) {
-    std::vector<int32_t> all(static_cast<size_t>(p.experts));
-    std::iota(all.begin(), all.end(), 0);
-    std::shuffle(all.begin(), all.end(), rng_);
-    for (int64_t j = 0; j < k; ++j) {
-      ids[size_t(t * k + j)] = all[size_t(j)];
-      weights[size_t(t * k + j)] = uniform(0.1f, 1.0f);
-    }
-  }
-  DeviceBuffer<uint16_t> d_hidden(hidden);
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  random_routing(t_count, k, p.experts, ids, weights);
+  DeviceBuffer<uint16_t> d_hidden(random_bf16(size_t(t_count * h)));
   DeviceBuffer<int32_t> d_ids(ids);
   DeviceBuffer<float> d_weights(weights);
 
@@ -366,27 +372,9 @@ TEST_P(DeepGemmFusedGemm1, CodesScalesAndOutputAreTheSeparateActivationsBitForBi
                             {{"layout", row_layout_name(c.layout)},
                              {"gemm_tiles", c.tiles},
                              {"gemm1_epilogue", epilogue}});
-    const size_t ws_bytes = layer.workspace_size(t_count);
-    DeviceBuffer<uint8_t> d_ws(ws_bytes);
+    DeviceBuffer<uint8_t> d_ws(layer.workspace_size(t_count));
     DeviceBuffer<uint16_t> d_out(size_t(t_count * h));
-    d_ws.poison();
-    d_out.poison();
-    moe_run_args a{};
-    a.struct_size = sizeof(a);
-    auto tensor = [](void* data, moe_dtype dtype, int64_t rows, int64_t cols) {
-      moe_tensor x{};
-      x.data = data, x.dtype = dtype, x.ndim = 2, x.shape[0] = rows, x.shape[1] = cols;
-      return x;
-    };
-    a.hidden = tensor(d_hidden.get(), MOE_DTYPE_BF16, t_count, h);
-    a.topk_ids = tensor(d_ids.get(), MOE_DTYPE_I32, t_count, k);
-    a.topk_weights = tensor(d_weights.get(), MOE_DTYPE_F32, t_count, k);
-    a.output = tensor(d_out.get(), MOE_DTYPE_BF16, t_count, h);
-    a.workspace = d_ws.get();
-    a.workspace_size = ws_bytes;
-    a.stream = stream_;
-    layer.run(a);
-    sync();
+    run_layer(layer, d_hidden, d_ids, d_weights, t_count, k, h, d_ws, d_out);
     const DeviceLayer::Workspace ws = layer.carve(d_ws.get(), t_count, c.layout, nullptr);
     const std::vector<uint8_t> bytes = d_ws.download();
     auto at = [&](const void* ptr) {
