@@ -168,6 +168,20 @@ std::string describe(const moe_problem& p, const LayerOptions& o) {
                     : "");
 }
 
+// The options that cannot serve `p`: CONFIG_ERROR naming the option (docs/design.md §12).
+void check_options(const moe_problem& p, const LayerOptions& o) {
+  MOE_CHECK(p.sink_experts == 0 || !o.tiles || !is_own_kernel(*o.tiles), MOE_STATUS_CONFIG_ERROR,
+            "deepgemm_style: gemm_tiles '{}' takes no sink experts (its kernel runs every group "
+            "of the permutation); use auto, tokens or weights",
+            tiles_option_name(*o.tiles));
+  MOE_CHECK(!o.fused_gemm1 || (p.activation != MOE_ACTIVATION_RELU2 && p.sink_experts == 0 &&
+                               (!o.tiles || is_own_kernel(*o.tiles))),
+            MOE_STATUS_CONFIG_ERROR,
+            "deepgemm_style: gemm1_epilogue 'fused' needs a gated activation (not relu2), no sink "
+            "experts, and gemm_tiles auto, tokens_ffma or tokens_ffma192 (only the own kernel "
+            "fuses it)");
+}
+
 DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)
     : problem_(problem), options_(parse_options(options)) {
   const moe_problem p = problem_.c();
@@ -180,17 +194,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   const int64_t sinks = p.sink_experts;
   const int64_t fp8_groups = e + (shared ? 1 : 0);  // those with e4m3 weights
   sm_count_ = gpu::device_info().sm_count;
-  MOE_CHECK(sinks == 0 || !options_.tiles || !is_own_kernel(*options_.tiles),
-            MOE_STATUS_CONFIG_ERROR,
-            "deepgemm_style: gemm_tiles '{}' takes no sink experts (its kernel runs every group "
-            "of the permutation); use auto, tokens or weights",
-            tiles_option_name(*options_.tiles));
-  MOE_CHECK(!options_.fused_gemm1 || (p.activation != MOE_ACTIVATION_RELU2 && sinks == 0 &&
-                                      (!options_.tiles || is_own_kernel(*options_.tiles))),
-            MOE_STATUS_CONFIG_ERROR,
-            "deepgemm_style: gemm1_epilogue 'fused' needs a gated activation (not relu2), no sink "
-            "experts, and gemm_tiles auto, tokens_ffma or tokens_ffma192 (only the own kernel "
-            "fuses it)");
+  check_options(p, options_);
 
   // Weights go up as the caller holds them; scales are turned MN-major on the host first.
   const size_t w13_group = size_t(n1_ * h), w2_group = size_t(h * inter);

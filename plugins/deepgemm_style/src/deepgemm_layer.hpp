@@ -42,6 +42,9 @@ struct LayerOptions {
   bool fused_gemm1 = false;       // gemm1_epilogue: fused
 };
 LayerOptions parse_options(const Options& options);
+// The options that cannot serve `p` (the own kernel's tilings or a fused GEMM1 with sink experts,
+// a fused GEMM1 with relu2 or a CUTLASS tiling): CONFIG_ERROR naming the option.
+void check_options(const moe_problem& p, const LayerOptions& o);
 
 // The GEMM tiling `gemm_tiles: auto` takes for a batch of `tokens` (docs/design.md §12): the own
 // kernel where a layer's rows are few in all (at most 4096) but not few per expert (16 to 176),

@@ -236,5 +236,54 @@ TEST(Fp8GemmArgs, RefusesSizesThatAreNotWholeScaleBlocks) {
   }
 }
 
+// A fused GEMM1 (Fp8FusedGemm1) is refused, naming why, where the own kernel cannot fuse it:
+// checked before anything reaches the device.
+TEST(Fp8GemmArgs, FusedGemm1RefusesWhatItCannotFuse) {
+  alignas(16) static uint8_t bytes[64];
+  static int64_t offsets[2] = {0, 0};
+  static float scale = 1.0f;
+  static const void* w[1] = {bytes};
+  static const float* s[1] = {&scale};
+  Fp8GemmArgs args;
+  args.groups = 1;
+  args.n = 512;
+  args.k = 256;
+  args.offsets = offsets;
+  args.rows = bytes;
+  args.row_scales = &scale;
+  args.scale_ld = 16;
+  args.out = bytes;
+  args.weights = w;
+  args.w_scales = s;
+  args.workspace = bytes;
+  args.weight_stack = bytes;
+  args.w_scale_stack = &scale;
+  args.sm_count = 132;
+  Fp8FusedGemm1 fused;
+  fused.codes = bytes;
+  fused.scales = &scale;
+  fused.scale_ld = 16;
+  args.fused = &fused;
+  auto expect = [&](Fp8Tiles tiles, moe_status status, const std::string& words) {
+    try {
+      run_fp8_grouped_gemm(tiles, args, nullptr);
+      ADD_FAILURE() << "no error for " << words;
+    } catch (const moe::Error& e) {
+      EXPECT_EQ(e.status(), status) << e.what();
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  expect(Fp8Tiles::kTokens, MOE_STATUS_UNSUPPORTED, "only the own kernel fuses GEMM1's activation");
+  fused.activation = MOE_ACTIVATION_RELU2;
+  expect(Fp8Tiles::kTokensFfma, MOE_STATUS_UNSUPPORTED, "takes a gated activation, not 4");
+  fused.activation = MOE_ACTIVATION_SILU_MUL;
+  fused.scale_ld = 8;
+  expect(Fp8Tiles::kTokensFfma192, MOE_STATUS_INVALID_ARGUMENT,
+         "scales of a row stride of at least the rows' (8 < 16)");
+  fused.scale_ld = 16;
+  args.n = 384;
+  expect(Fp8Tiles::kTokensFfma, MOE_STATUS_INVALID_ARGUMENT, "N = 2I with I % 128 == 0 (N=384)");
+}
+
 }  // namespace
 }  // namespace moe::deepgemm

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
@@ -139,6 +140,37 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
       describe(fp8_problem(), parse_options({{"gemm_tiles", "tokens_ffma192"}}));
   EXPECT_NE(own.find("token tiles 192x128, own kernel"), std::string::npos) << own;
   EXPECT_NE(own.find("(option gemm_tiles)"), std::string::npos) << own;
+}
+
+// Options that cannot serve the problem are config errors naming the option, before anything is
+// uploaded.
+TEST(DeepGemmOptions, RefusesOptionsTheProblemCannotTake) {
+  moe_problem sinks = fp8_problem();
+  sinks.sink_experts = 2;
+  sinks.sink_intermediate = 256;
+  moe_problem relu2 = fp8_problem();
+  relu2.activation = MOE_ACTIVATION_RELU2;
+  const std::tuple<moe_problem, Options, std::string> bad[] = {
+      {sinks, {{"gemm_tiles", "tokens_ffma"}}, "gemm_tiles 'tokens_ffma' takes no sink experts"},
+      {sinks, {{"gemm1_epilogue", "fused"}}, "gemm1_epilogue 'fused' needs"},
+      {relu2, {{"gemm1_epilogue", "fused"}}, "a gated activation (not relu2)"},
+      {fp8_problem(),
+       {{"gemm1_epilogue", "fused"}, {"gemm_tiles", "tokens"}},
+       "gemm_tiles auto, tokens_ffma or tokens_ffma192 (only the own kernel fuses it)"},
+  };
+  for (const auto& [problem, options, words] : bad) {
+    try {
+      check_options(problem, parse_options(options));
+      ADD_FAILURE() << "accepted " << words;
+    } catch (const moe::Error& e) {
+      EXPECT_EQ(e.status(), MOE_STATUS_CONFIG_ERROR);
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  }
+  check_options(fp8_problem(), parse_options({{"gemm1_epilogue", "fused"}}));
+  check_options(fp8_problem(),
+                parse_options({{"gemm1_epilogue", "fused"}, {"gemm_tiles", "tokens_ffma192"}}));
+  check_options(sinks, parse_options({{"gemm_tiles", "tokens"}}));
 }
 
 // The measured rule of gemm_tiles: auto (bench/NOTES.md sessions 26-27) on the grid's
