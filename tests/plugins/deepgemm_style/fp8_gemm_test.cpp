@@ -191,26 +191,36 @@ INSTANTIATE_TEST_SUITE_P(
         Case{Fp8Tiles::kTokensPaired, false, true, 384, 2.0f, 384}),  // unpaired: odd N tiles
     case_name);
 
-// CUTLASS's paired tiles refuse an odd number of N tiles (deepgemm_style then runs that GEMM
-// unpaired).
-TEST(Fp8GemmArgs, PairedTilesRefuseAnOddNumberOfNTiles) {
-  gpu::Fp8BlockGemmArgs args;
-  args.groups = 1;
-  args.n = 384;
-  args.k = 256;
-  static int64_t offsets[2] = {0, 0};
+// Arguments of one empty group that pass the host checks, pointing at host memory: for the
+// refusals, which come before anything reaches the device.
+Fp8GemmArgs host_args(int n, int k) {
   alignas(16) static uint8_t bytes[64];
+  static int64_t offsets[2] = {0, 0};
   static float scale = 1.0f;
   static const void* w[1] = {bytes};
   static const float* s[1] = {&scale};
+  Fp8GemmArgs args;
+  args.groups = 1;
+  args.n = n;
+  args.k = k;
   args.offsets = offsets;
   args.rows = bytes;
   args.row_scales = &scale;
-  args.scale_ld = 1;
+  args.scale_ld = 16;
   args.out = bytes;
   args.weights = w;
   args.w_scales = s;
   args.workspace = bytes;
+  args.weight_stack = bytes;
+  args.w_scale_stack = &scale;
+  args.sm_count = 132;
+  return args;
+}
+
+// CUTLASS's paired tiles refuse an odd number of N tiles (deepgemm_style then runs that GEMM
+// unpaired).
+TEST(Fp8GemmArgs, PairedTilesRefuseAnOddNumberOfNTiles) {
+  const gpu::Fp8BlockGemmArgs args = host_args(384, 256);
   try {
     gpu::run_fp8_block_grouped_gemm(gpu::Fp8BlockTiles::kTokensPaired, args, nullptr);
     FAIL() << "no error";
@@ -239,28 +249,11 @@ TEST(Fp8GemmArgs, RefusesSizesThatAreNotWholeScaleBlocks) {
 // A fused GEMM1 (Fp8FusedGemm1) is refused, naming why, where the own kernel cannot fuse it:
 // checked before anything reaches the device.
 TEST(Fp8GemmArgs, FusedGemm1RefusesWhatItCannotFuse) {
-  alignas(16) static uint8_t bytes[64];
-  static int64_t offsets[2] = {0, 0};
+  Fp8GemmArgs args = host_args(512, 256);
+  alignas(16) static uint8_t codes[64];
   static float scale = 1.0f;
-  static const void* w[1] = {bytes};
-  static const float* s[1] = {&scale};
-  Fp8GemmArgs args;
-  args.groups = 1;
-  args.n = 512;
-  args.k = 256;
-  args.offsets = offsets;
-  args.rows = bytes;
-  args.row_scales = &scale;
-  args.scale_ld = 16;
-  args.out = bytes;
-  args.weights = w;
-  args.w_scales = s;
-  args.workspace = bytes;
-  args.weight_stack = bytes;
-  args.w_scale_stack = &scale;
-  args.sm_count = 132;
   Fp8FusedGemm1 fused;
-  fused.codes = bytes;
+  fused.codes = codes;
   fused.scales = &scale;
   fused.scale_ld = 16;
   args.fused = &fused;
