@@ -612,6 +612,17 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
               *reinterpret_cast<const uint2*>(codes + tok * kCodeLd + c);
         }
       };
+      // The codes a pass of kPassN tokens at a time: write(pass) fills the staging space once the
+      // previous pass's (or tile's) codes have left it, then they are stored.
+      auto stage_codes = [&](auto write) {
+#pragma unroll
+        for (int pass = 0; pass < G::kPasses; ++pass) {
+          if (pass * G::kPassN >= count) break;  // no tokens left (uniform)
+          consumers_sync();  // the staged codes were stored (previous pass or tile)
+          write(pass);
+          store_codes(pass);
+        }
+      };
       if (gated) {
         // Rows rloc and rloc + 8 are a gate column and its up row (GatePairing::kRowPairs): the
         // thread applies the activation to its own pairs. The warp's 8 columns of the tile's 64:
@@ -634,10 +645,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
               // thread's column of the tile's 64, its two tokens of each 8.
               const int c = cbase[0] + lane / 4;
               const float sc = out_scale(), inv = e4m3_inverse(sc);
-#pragma unroll
-              for (int pass = 0; pass < G::kPasses; ++pass) {
-                if (pass * G::kPassN >= count) break;  // no tokens left (uniform)
-                consumers_sync();  // the staged codes were stored (previous pass or tile)
+              stage_codes([&](int pass) {
 #pragma unroll
                 for (int jj = 0; jj < G::kPassN / 8; ++jj) {
                   const float* v = acc + 4 * (pass * (G::kPassN / 8) + jj);
@@ -649,8 +657,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
                       activate<true>(p.act, kAct, fmaf(v[1], mul, bg[0]), fmaf(v[3], mul, bu[0])),
                       sc, inv);
                 }
-                store_codes(pass);
-              }
+              });
               return;
             }
             if (p.out_f32 != nullptr || p.out_e4m3 != nullptr) {
@@ -743,18 +750,14 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
             if (N >= kStagedCodesN && p.out_e4m3 != nullptr) {  // staged, as the gated tile
               const int c = half * kWgRows + rloc;  // and c + 8, of the tile's 128 columns
               const float sc = out_scale(), inv = e4m3_inverse(sc);
-#pragma unroll
-              for (int pass = 0; pass < G::kPasses; ++pass) {
-                if (pass * G::kPassN >= count) break;  // no tokens left (uniform)
-                consumers_sync();  // the staged codes were stored (previous pass or tile)
+              stage_codes([&](int pass) {
 #pragma unroll
                 for (int ii = 0; ii < G::kPassN / 2; ++ii) {
                   const int i = pass * (G::kPassN / 2) + ii;
                   const int tok = 8 * (ii / 4) + 2 * q + ii % 2, dc = (ii % 4) < 2 ? 0 : 8;
                   codes[tok * kCodeLd + c + dc] = to_e4m3(value(0, i), sc, inv);
                 }
-                store_codes(pass);
-              }
+              });
               return;
             }
             if (p.out_f32 != nullptr || p.out_e4m3 != nullptr) {  // as the gated tile does
