@@ -60,17 +60,8 @@ void run_ffma(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
               "(16-byte aligned), scales of a row stride of at least the rows' ({} < {}), and "
               "bias rows of at least N",
               fp8_tiles_name(tiles), a.n, f->scale_ld, a.scale_ld);
-    call.fused = true;
+    call.fused = f;
     call.out = f->codes;
-    call.code_scales = f->scales;
-    call.code_scale_ld = f->scale_ld;
-    call.bias = f->bias;
-    call.bias_groups = f->bias_groups;
-    call.bias_ld = f->bias_ld;
-    call.activation = f->activation;
-    call.alpha = f->alpha;
-    call.limit = f->limit;
-    call.gelu_tanh = f->gelu_tanh;
   }
   call.sm_count = a.sm_count;
   call.stream = stream;

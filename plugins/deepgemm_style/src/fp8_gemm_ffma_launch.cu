@@ -45,15 +45,16 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
   p.w_scales = c.w_scale_stack;
   p.out = c.out;
   if constexpr (kFused) {
-    p.code_scales = c.code_scales;
-    p.code_scale_ld = c.code_scale_ld;
-    p.bias = c.bias;
-    p.bias_groups = c.bias_groups;
-    p.bias_ld = c.bias_ld;
-    p.activation = c.activation;
-    p.act.alpha = c.alpha;
-    p.act.limit = c.limit;
-    p.act.gelu_tanh = c.gelu_tanh;
+    const Fp8FusedGemm1& f = *c.fused;
+    p.code_scales = f.scales;
+    p.code_scale_ld = f.scale_ld;
+    p.bias = f.bias;
+    p.bias_groups = f.bias_groups;
+    p.bias_ld = f.bias_ld;
+    p.activation = f.activation;
+    p.act.alpha = f.alpha;
+    p.act.limit = f.limit;
+    p.act.gelu_tanh = f.gelu_tanh;
   }
 
   if (cudaError_t e = gpu::kernels::launch_persistent_clusters<grouped_gemm<Out, kCluster, kWgs>>(
@@ -72,7 +73,7 @@ int ffma_max_groups() {
 template <int kWgs>
 LaunchResult launch_rows(const GemmCall& c) noexcept {
   // Fused GEMM1: the pair's two tiles are one 128-channel scale block (N / 128 is even).
-  if (c.fused)
+  if (c.fused != nullptr)
     return (c.n / kernels::ffma::kBlockN) % 2 == 0
                ? launch_typed<uint8_t, 2, kWgs>(c)
                : LaunchResult{"setup", "a fused GEMM1 needs an even number of 128-row tiles"};

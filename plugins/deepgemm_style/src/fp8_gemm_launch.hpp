@@ -8,6 +8,29 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace moe::deepgemm {
+
+// GEMM1 of a gated layer with the activation and the intermediate's per-row 1x128 e4m3
+// quantisation in the own kernel's epilogue (docs/design.md §12): the weights' N = 2I rows are I
+// gate rows then I up rows (I % 128 == 0), and instead of `out` the GEMM writes
+// codes[r, :I] and scale (r, b) at scales[b * scale_ld + r], what the activation kernel
+// (moe_cuda/activation.hpp, out_fp8 from gemm1_f32) would make of the f32 output, bit for bit.
+// Plain types, so the launcher reads the caller's struct as it is (fp8_gemm.hpp's
+// Fp8GemmArgs::fused points at one).
+struct Fp8FusedGemm1 {
+  int activation = 0;  // a gated moe_activation
+  float alpha = 0, limit = 0;
+  int gelu_tanh = 0;
+  const float* bias = nullptr;  // [bias_groups][bias_ld] f32 in the weights' row order, or null
+  int bias_groups = 0;          // groups from bias_groups on take none (a shared expert)
+  int64_t bias_ld = 0;
+  uint8_t* codes = nullptr;  // [R, I], 16-byte aligned
+  float* scales = nullptr;   // [I/128][scale_ld]
+  int64_t scale_ld = 0;
+};
+
+}  // namespace moe::deepgemm
+
 namespace moe::deepgemm::detail {
 
 struct LaunchResult {
@@ -31,17 +54,9 @@ struct GemmCall {
   void* out = nullptr;                   // [R, N] bf16, or f32 with f32_out
   bool f32_out = false;
   int block_m = 128;  // rows per tile: 128 (two consumer warpgroups) or 192 (three)
-  // GEMM1 with the gated activation and the 1x128 quantisation in its epilogue (Fp8FusedGemm1):
-  // `out` then takes [R, N/2] e4m3 codes and `code_scales` [N/256][code_scale_ld] scales.
-  bool fused = false;
-  float* code_scales = nullptr;
-  int64_t code_scale_ld = 0;
-  const float* bias = nullptr;  // [bias_groups][bias_ld] f32, GEMM1's columns, or null
-  int bias_groups = 0;
-  int64_t bias_ld = 0;
-  int activation = 0;  // moe_activation (gated)
-  float alpha = 0, limit = 0;
-  int gelu_tanh = 0;
+  // GEMM1 with the gated activation and the 1x128 quantisation in its epilogue, or null; `out`
+  // is then its codes.
+  const Fp8FusedGemm1* fused = nullptr;
   int sm_count = 0;
   cudaStream_t stream = nullptr;
 };
