@@ -13,25 +13,31 @@ const char* timing_record(Timing t) {
   return t == Timing::kGraph ? "cuda_graph" : t == Timing::kStream ? "device_events" : "host_clock";
 }
 
-std::optional<std::string> device_of(const Plugin& plugin) {
-  if (!plugin.device_memory()) return std::nullopt;
+std::optional<DriverDevice> current_driver_device() {
   // The driver API's C signatures (CUresult and CUdevice are ints): no CUDA header needed.
   using Init = int (*)(unsigned);
   using CtxGetDevice = int (*)(int*);
   using DeviceGet = int (*)(int*, int);
-  using DeviceGetName = int (*)(char*, int, int);
   // Never closed: the plugin running on the device holds the same library anyway.
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) return std::nullopt;
   const auto init = reinterpret_cast<Init>(dlsym(lib, "cuInit"));
   const auto ctx_device = reinterpret_cast<CtxGetDevice>(dlsym(lib, "cuCtxGetDevice"));
   const auto device_get = reinterpret_cast<DeviceGet>(dlsym(lib, "cuDeviceGet"));
-  const auto get_name = reinterpret_cast<DeviceGetName>(dlsym(lib, "cuDeviceGetName"));
-  if (!init || !ctx_device || !device_get || !get_name || init(0) != 0) return std::nullopt;
+  if (!init || !ctx_device || !device_get || init(0) != 0) return std::nullopt;
   int device = 0;
   if (ctx_device(&device) != 0 && device_get(&device, 0) != 0) return std::nullopt;
+  return DriverDevice{lib, device};
+}
+
+std::optional<std::string> device_of(const Plugin& plugin) {
+  if (!plugin.device_memory()) return std::nullopt;
+  const std::optional<DriverDevice> d = current_driver_device();
+  if (!d) return std::nullopt;
+  using DeviceGetName = int (*)(char*, int, int);
+  const auto get_name = reinterpret_cast<DeviceGetName>(dlsym(d->library, "cuDeviceGetName"));
   char name[256] = {};
-  if (get_name(name, int(sizeof(name)), device) != 0) return std::nullopt;
+  if (get_name == nullptr || get_name(name, int(sizeof(name)), d->device) != 0) return std::nullopt;
   return std::string(name);
 }
 

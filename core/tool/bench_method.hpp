@@ -22,6 +22,14 @@ const char* timing_record(Timing t);  // the records: "cuda_graph", "device_even
 // run time, so the tool needs no CUDA to build or start.
 std::optional<std::string> device_of(const Plugin& plugin);
 
+// The NVIDIA driver (libcuda.so.1, loaded at run time, never closed, initialised) and the calling
+// thread's current CUDA device, else device 0; nullopt where there is no driver or it fails.
+struct DriverDevice {
+  void* library;
+  int device;
+};
+std::optional<DriverDevice> current_driver_device();
+
 // The ceilings hold for a device-memory plugin on an H200; anywhere else (another GPU, the host)
 // the floor is the H200's, nominal. `record`: the device's name where they hold, else
 // "nominal H200"; `why`: the same in words, for the text report.

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
+
+#include "bench_method.hpp"
 
 namespace moe::tool {
 
@@ -33,19 +36,10 @@ bool bind(void* lib, const char* symbol, F& out) {
 // The PCI bus id of the calling thread's current CUDA device (else device 0): NVML numbers
 // devices its own way, so the bus id is what names the same GPU to both.
 bool current_pci_bus_id(char (&bus_id)[kPciBusIdLength]) {
-  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (cuda == nullptr) return false;
-  int (*init)(unsigned) = nullptr;
-  int (*ctx_device)(int*) = nullptr;
-  int (*device_get)(int*, int) = nullptr;
+  const std::optional<DriverDevice> d = current_driver_device();
   int (*pci_bus_id)(char*, int, int) = nullptr;
-  if (!bind(cuda, "cuInit", init) || !bind(cuda, "cuCtxGetDevice", ctx_device) ||
-      !bind(cuda, "cuDeviceGet", device_get) || !bind(cuda, "cuDeviceGetPCIBusId", pci_bus_id) ||
-      init(0) != 0)
-    return false;
-  int device = 0;
-  if (ctx_device(&device) != 0 && device_get(&device, 0) != 0) return false;
-  return pci_bus_id(bus_id, kPciBusIdLength, device) == 0;
+  return d && bind(d->library, "cuDeviceGetPCIBusId", pci_bus_id) &&
+         pci_bus_id(bus_id, kPciBusIdLength, d->device) == 0;
 }
 
 }  // namespace
