@@ -108,9 +108,9 @@ LayerOptions parse_options(const Options& options) {
       MOE_CHECK(known, MOE_STATUS_CONFIG_ERROR, "deepgemm_style: gemm_tiles '{}' is not one of {}",
                 value, names);
     } else if (key == "gemm1_epilogue") {
-      MOE_CHECK(value == "separate" || value == "fused", MOE_STATUS_CONFIG_ERROR,
-                "deepgemm_style: gemm1_epilogue '{}' is not separate or fused", value);
-      o.fused_gemm1 = value == "fused";
+      MOE_CHECK(value == "auto" || value == "separate" || value == "fused", MOE_STATUS_CONFIG_ERROR,
+                "deepgemm_style: gemm1_epilogue '{}' is not auto, separate or fused", value);
+      o.fused_gemm1 = value == "auto" ? std::nullopt : std::optional(value == "fused");
     } else {
       MOE_FAIL(MOE_STATUS_CONFIG_ERROR,
                "deepgemm_style: unknown option '{}' (known: layout, masked_max_tokens, "
@@ -136,6 +136,24 @@ Fp8Tiles auto_fp8_tiles(const moe_problem& p, int64_t tokens) {
     return per_group > kOwnWideRows ? Fp8Tiles::kTokensFfma192 : Fp8Tiles::kTokensFfma;
   return rows < kWeightTilesRows * groups ? Fp8Tiles::kWeights : Fp8Tiles::kTokens;
 }
+
+namespace {
+
+// Where the activation and its re-quantisation run, for describe(): "" where nothing fuses.
+std::string epilogue_rule(const moe_problem& p, const LayerOptions& o) {
+  const char* where = "; the activation and its re-quantisation in GEMM1's epilogue";
+  if (o.fused_gemm1)
+    return *o.fused_gemm1
+               ? fmt::format("{} wherever the own kernel runs GEMM1 (option gemm1_epilogue)", where)
+               : std::string(
+                     "; the activation and its re-quantisation in a kernel of their own "
+                     "(option gemm1_epilogue)");
+  if (p.activation == MOE_ACTIVATION_RELU2 || p.sink_experts > 0) return "";
+  return fmt::format("{} where the own kernel runs 192-row tiles, else in a kernel of their own",
+                     where);
+}
+
+}  // namespace
 
 std::string describe(const moe_problem& p, const LayerOptions& o) {
   const std::string rule =
@@ -163,9 +181,7 @@ std::string describe(const moe_problem& p, const LayerOptions& o) {
                         "their results put in their slots' rows",
                         p.sink_experts, p.sink_intermediate)
           : "",
-      o.fused_gemm1 ? "; the activation and its re-quantisation in GEMM1's epilogue wherever the "
-                      "own kernel runs GEMM1 (option gemm1_epilogue)"
-                    : "");
+      epilogue_rule(p, o));
 }
 
 // The options that cannot serve `p`: CONFIG_ERROR naming the option (docs/design.md §12).
@@ -174,12 +190,25 @@ void check_options(const moe_problem& p, const LayerOptions& o) {
             "deepgemm_style: gemm_tiles '{}' takes no sink experts (its kernel runs every group "
             "of the permutation); use auto, tokens or weights",
             tiles_option_name(*o.tiles));
-  MOE_CHECK(!o.fused_gemm1 || (p.activation != MOE_ACTIVATION_RELU2 && p.sink_experts == 0 &&
-                               (!o.tiles || is_own_kernel(*o.tiles))),
+  MOE_CHECK(!o.fused_gemm1.value_or(false) ||
+                (p.activation != MOE_ACTIVATION_RELU2 && p.sink_experts == 0 &&
+                 (!o.tiles || is_own_kernel(*o.tiles))),
             MOE_STATUS_CONFIG_ERROR,
             "deepgemm_style: gemm1_epilogue 'fused' needs a gated activation (not relu2), no sink "
             "experts, and gemm_tiles auto, tokens_ffma or tokens_ffma192 (only the own kernel "
             "fuses it)");
+}
+
+// Measured on the H200 (bench/NOTES.md session 28, layer A/B): the fused epilogue 0.96x of the
+// separate one with 192-row tiles at 176 rows an expert (Mixtral T=704, two runs), level at 128
+// (T=512); 1.07-1.30x with 128-row tiles at 16-64 rows an expert (Mixtral T=128/256, Qwen3 T=256/
+// 512), where the epilogue's activation, done by one warp a scheduler, stalls a short tile's
+// pipeline. So `auto` fuses on the 192-row tiles only.
+bool fuses_gemm1(const moe_problem& p, const LayerOptions& o, Fp8Tiles tiles) {
+  if (!is_own_kernel(tiles)) return false;
+  if (o.fused_gemm1) return *o.fused_gemm1;
+  return tiles == Fp8Tiles::kTokensFfma192 && p.activation != MOE_ACTIVATION_RELU2 &&
+         p.sink_experts == 0;
 }
 
 DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)
@@ -357,7 +386,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   // gemm1_epilogue: fused, where the own kernel runs: GEMM1 writes the intermediate's codes and
   // scales itself, those the activation kernel would make (the same bias, routed groups only).
   Fp8FusedGemm1 fused;
-  if (options_.fused_gemm1 && is_own_kernel(tiles)) {
+  if (fuses_gemm1(p, options_, tiles)) {
     fused.activation = int(p.activation);
     fused.alpha = p.activation_alpha;
     fused.limit = p.activation_limit;

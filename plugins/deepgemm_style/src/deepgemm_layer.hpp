@@ -38,13 +38,17 @@ const char* row_layout_name(RowLayout l);
 struct LayerOptions {
   std::optional<RowLayout> layout;  // nullopt = auto
   int64_t masked_max_tokens = 64;
-  std::optional<Fp8Tiles> tiles;  // nullopt = auto
-  bool fused_gemm1 = false;       // gemm1_epilogue: fused
+  std::optional<Fp8Tiles> tiles;    // nullopt = auto
+  std::optional<bool> fused_gemm1;  // gemm1_epilogue: nullopt = auto, else fused / separate
 };
 LayerOptions parse_options(const Options& options);
 // The options that cannot serve `p` (the own kernel's tilings or a fused GEMM1 with sink experts,
 // a fused GEMM1 with relu2 or a CUTLASS tiling): CONFIG_ERROR naming the option.
 void check_options(const moe_problem& p, const LayerOptions& o);
+// Whether GEMM1 run with `tiles` writes the intermediate's codes itself (docs/design.md §12):
+// `fused` wherever the own kernel runs; `auto` where it runs its 192-row tiles on a gated
+// activation without sink experts (the only tiles where the fused epilogue measured no loss).
+bool fuses_gemm1(const moe_problem& p, const LayerOptions& o, Fp8Tiles tiles);
 
 // The GEMM tiling `gemm_tiles: auto` takes for a batch of `tokens` (docs/design.md §12): the own
 // kernel where a layer's rows are few in all (at most 4096) but not few per expert (16 to 176),

@@ -3,6 +3,7 @@
 // value; options are parsed (and refused) before anything touches a device.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -79,13 +80,14 @@ TEST(DeepGemmOptions, ParsesTheLayoutTilesAndThreshold) {
   const LayerOptions paired = parse_options({{"gemm_tiles", "tokens_paired"}});
   ASSERT_TRUE(paired.tiles.has_value());
   EXPECT_EQ(*paired.tiles, Fp8Tiles::kTokensPaired);
-  EXPECT_TRUE(parse_options({{"gemm1_epilogue", "fused"}}).fused_gemm1);
-  EXPECT_FALSE(parse_options({{"gemm1_epilogue", "separate"}}).fused_gemm1);
+  EXPECT_EQ(parse_options({{"gemm1_epilogue", "fused"}}).fused_gemm1, std::optional(true));
+  EXPECT_EQ(parse_options({{"gemm1_epilogue", "separate"}}).fused_gemm1, std::optional(false));
+  EXPECT_FALSE(parse_options({{"gemm1_epilogue", "auto"}}).fused_gemm1.has_value());
   const LayerOptions d = parse_options({});
   EXPECT_FALSE(d.layout.has_value());
   EXPECT_EQ(d.masked_max_tokens, 64);
   EXPECT_FALSE(d.tiles.has_value());
-  EXPECT_FALSE(d.fused_gemm1);
+  EXPECT_FALSE(d.fused_gemm1.has_value());
 }
 
 TEST(DeepGemmOptions, RefusesUnknownKeysAndValuesNamingThem) {
@@ -96,7 +98,7 @@ TEST(DeepGemmOptions, RefusesUnknownKeysAndValuesNamingThem) {
       {{{"gemm_tiles", "wide"}}, "gemm_tiles 'wide'"},
       {{{"gemm_tiles", "wide"}},
        "is not one of auto, tokens, tokens_paired, tokens_ffma, tokens_ffma192, weights"},
-      {{{"gemm1_epilogue", "auto"}}, "gemm1_epilogue 'auto' is not separate or fused"},
+      {{{"gemm1_epilogue", "on"}}, "gemm1_epilogue 'on' is not auto, separate or fused"},
       {{{"tile", "auto"}}, "unknown option 'tile'"},
       {{{"tile", "auto"}}, "gemm_tiles, gemm1_epilogue)"},
   };
@@ -130,7 +132,16 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
             std::string::npos)
       << with_sinks;
   EXPECT_NE(with_sinks.find("GEMMs: CUTLASS's"), std::string::npos) << with_sinks;
-  EXPECT_EQ(auto_rule.find("epilogue"), std::string::npos) << auto_rule;
+  EXPECT_NE(auto_rule.find("re-quantisation in GEMM1's epilogue where the own kernel runs "
+                           "192-row tiles, else in a kernel of their own"),
+            std::string::npos)
+      << auto_rule;
+  EXPECT_EQ(with_sinks.find("epilogue"), std::string::npos) << with_sinks;
+  const std::string separate =
+      describe(fp8_problem(), parse_options({{"gemm1_epilogue", "separate"}}));
+  EXPECT_NE(separate.find("re-quantisation in a kernel of their own (option gemm1_epilogue)"),
+            std::string::npos)
+      << separate;
   const std::string fused = describe(fp8_problem(), parse_options({{"gemm1_epilogue", "fused"}}));
   EXPECT_NE(fused.find("the activation and its re-quantisation in GEMM1's epilogue wherever the "
                        "own kernel runs GEMM1 (option gemm1_epilogue)"),
@@ -171,6 +182,33 @@ TEST(DeepGemmOptions, RefusesOptionsTheProblemCannotTake) {
   check_options(fp8_problem(),
                 parse_options({{"gemm1_epilogue", "fused"}, {"gemm_tiles", "tokens_ffma192"}}));
   check_options(sinks, parse_options({{"gemm_tiles", "tokens"}}));
+  check_options(sinks, parse_options({{"gemm1_epilogue", "auto"}}));
+  check_options(relu2, parse_options({{"gemm1_epilogue", "separate"}}));
+}
+
+// Which GEMM1 writes the intermediate's codes: `fused` wherever the own kernel runs, `auto` only
+// on its 192-row tiles with a gated activation and no sinks, never a CUTLASS tiling.
+TEST(DeepGemmOptions, FusesGemm1WhereTheOptionAndTheTilesSay) {
+  const moe_problem p = fp8_problem();
+  moe_problem relu2 = p;
+  relu2.activation = MOE_ACTIVATION_RELU2;
+  moe_problem sinks = p;
+  sinks.sink_experts = 2;
+  sinks.sink_intermediate = 256;
+  const LayerOptions automatic = parse_options({});
+  const LayerOptions fused = parse_options({{"gemm1_epilogue", "fused"}});
+  const LayerOptions separate = parse_options({{"gemm1_epilogue", "separate"}});
+  EXPECT_TRUE(fuses_gemm1(p, automatic, Fp8Tiles::kTokensFfma192));
+  EXPECT_FALSE(fuses_gemm1(p, automatic, Fp8Tiles::kTokensFfma));
+  EXPECT_FALSE(fuses_gemm1(relu2, automatic, Fp8Tiles::kTokensFfma192));
+  EXPECT_FALSE(fuses_gemm1(sinks, automatic, Fp8Tiles::kTokensFfma192));
+  EXPECT_TRUE(fuses_gemm1(p, fused, Fp8Tiles::kTokensFfma));
+  EXPECT_TRUE(fuses_gemm1(p, fused, Fp8Tiles::kTokensFfma192));
+  EXPECT_FALSE(fuses_gemm1(p, separate, Fp8Tiles::kTokensFfma192));
+  for (const Fp8Tiles t : {Fp8Tiles::kTokens, Fp8Tiles::kTokensPaired, Fp8Tiles::kWeights}) {
+    EXPECT_FALSE(fuses_gemm1(p, automatic, t));
+    EXPECT_FALSE(fuses_gemm1(p, fused, t));
+  }
 }
 
 // The measured rule of gemm_tiles: auto (bench/NOTES.md sessions 26-27) on the grid's
