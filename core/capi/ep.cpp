@@ -137,12 +137,13 @@ moe_status moe_host_ep_device_step_create(moe_host_ep_group* group,
     (void)group;
     no_expert_parallelism();
 #else
-    MOE_CHECK(!l.shared, MOE_STATUS_UNSUPPORTED,
-              "the device step runs routed experts only: this layer's shared expert (split off at "
-              "prepare) runs once per token at home, which moe_host_ep_step does");
+    // A shared expert (split off at prepare) is added on each rank's tokens after the exchange.
+    moe::ep::SharedExpert shared;
+    if (l.shared) shared = {&*l.shared, l.shared_problem.c()};
     auto s = std::make_unique<moe_host_ep_device_step>();
-    s->step = std::make_unique<moe::ep::DeviceStep>(group != nullptr ? group->group.get() : nullptr,
-                                                    l.layer, l.problem_c, a.max_tokens);
+    s->step = std::make_unique<moe::ep::DeviceStep>(
+        group != nullptr ? group->group.get() : nullptr, l.layer,
+        l.shared ? l.routed_problem.c() : l.problem_c, a.max_tokens, shared);
     *step = s.release();
 #endif
   });

@@ -50,9 +50,10 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// ep::DeviceStep (tokens all-gathered, the local layer, a reduce-scatter, no host work between)
-// timed back to back when it can run here (routed experts only, the same batch on every rank),
-// and its output against run_step's.
+// ep::DeviceStep (tokens all-gathered, the local layer, a reduce-scatter, the shared expert added
+// at home, no host work between) timed back to back when it can run here (no sinks, a plugin that
+// can add into the output when there is a shared expert, the same batch on every rank), and its
+// output against run_step's.
 // Its figures go into `rec` ("ms", "gbps", "graph_ms", "rel_l2_to_host_step"; "not_run" with
 // the reason where it could not run).
 void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExpert& shared,
@@ -67,10 +68,10 @@ void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExp
     std::cout << fmt::format("rank {} device step: not run ({})\n", rank, why);
     rec["not_run"] = why;
   };
-  if (shared.layer != nullptr || p.sink_experts > 0 || !same || tokens == 0)
+  if (p.sink_experts > 0 || !same || tokens == 0)
     return not_run(!same         ? "the ranks hold different batch sizes"
                    : tokens == 0 ? "no tokens"
-                                 : "a shared expert or sinks run at home");
+                                 : "sink experts run at home");
   const auto dev = layer.plugin().shared_from_this();
   auto upload = [&](const HostTensor& t) {
     Buffer b(dev, t.bytes());
@@ -79,7 +80,7 @@ void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExp
   };
   std::optional<ep::DeviceStep> made;
   try {
-    made.emplace(group, layer, p, tokens);
+    made.emplace(group, layer, p, tokens, shared);
   } catch (const Error& e) {
     return not_run(e.what());
   }
@@ -123,7 +124,7 @@ void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExp
       graph = fmt::format("not run ({})", e.what());
     }
   }
-  const HostTensor host = ep::run_step(group, layer, p, batch.hidden, routing);
+  const HostTensor host = ep::run_step(group, layer, p, batch.hidden, routing, nullptr, shared);
   const int32_t world = group ? group->world() : 1;
   // Bytes a rank sends and receives: its token rows (ids and weights too) to the others and
   // theirs to it, then the summed output rows both ways.

@@ -95,6 +95,14 @@ void write_output(const moe_tensor& out, int64_t index, double v) {
            dtype_name(static_cast<moe_dtype>(out.dtype)));
 }
 
+// The output's value at `index` (bf16, f32 or f64, as write_output takes), for accumulate.
+double read_output(const moe_tensor& out, int64_t index) {
+  const auto dtype = static_cast<moe_dtype>(out.dtype);
+  if (dtype == MOE_DTYPE_F64) return static_cast<const double*>(out.data)[index];
+  if (dtype == MOE_DTYPE_F32) return static_cast<const float*>(out.data)[index];
+  return bf16_to_float(static_cast<const uint16_t*>(out.data)[index]);  // write_output checks
+}
+
 }  // namespace
 
 Layer::Layer(const moe_problem& problem, const moe_weights& w) : problem_(problem) {
@@ -123,6 +131,7 @@ void Layer::read_activation_scales(const moe_weights& w) {
 void Layer::run(const moe_run_args& a) const {
   const moe_problem p = problem_.c();
   const int64_t tokens = sdk::check_run_tensors(p, a, 0, /*wide_output_ok=*/true);
+  const bool accumulate = sdk::run_accumulates(a);  // output += the result, rounded once
   const int64_t width = topk_width(p), h = p.hidden, in = p.intermediate;
   const auto* ids = static_cast<const int32_t*>(a.topk_ids.data);
   const auto* weights = static_cast<const float*>(a.topk_weights.data);
@@ -217,7 +226,9 @@ void Layer::run(const moe_run_args& a) const {
     }
     if (shared)
       for (int64_t c = 0; c < h; ++c) acc[c] += shared_out[t * h + c];
-    for (int64_t c = 0; c < h; ++c) write_output(a.output, t * h + c, acc[c]);
+    for (int64_t c = 0; c < h; ++c)
+      write_output(a.output, t * h + c,
+                   accumulate ? read_output(a.output, t * h + c) + acc[c] : acc[c]);
   }
 }
 

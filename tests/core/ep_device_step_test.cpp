@@ -92,8 +92,8 @@ void run_on(const ep::DeviceStep& step, const moe_problem& p, int64_t tokens, co
 class DeviceStepTest : public testing::Test {
  protected:
   void SetUp() override {
-    registry_ =
-        std::make_unique<Registry>(registry_of({build_plugin_dir(), fixture_dir("device_like")}));
+    registry_ = std::make_unique<Registry>(
+        registry_of({build_plugin_dir(), fixture_dir("device_like"), fixture_dir("abi_v1_2")}));
     device_ = registry_->find("fixture_device_like");
     ASSERT_NE(device_, nullptr) << "the device_like fixture plugin was not built";
   }
@@ -212,10 +212,117 @@ TEST_F(DeviceStepTest, BadInputIsNamed) {
   // The layer runs every rank's tokens at once: they must fit its max_tokens (64).
   expect_error([&] { ep::DeviceStep(nullptr, layer, p.c(), 65); }, MOE_STATUS_CAPACITY_EXCEEDED,
                {"1 x 65 = 65", "max_tokens=64"});
-  p.raw().shared_intermediate = 16;
-  p.finalize();
-  expect_error([&] { ep::DeviceStep(nullptr, layer, p.c(), 4); }, MOE_STATUS_UNSUPPORTED,
-               {"routed experts only", "shared_intermediate=16", "ep::run_step"});
+  Problem shared = p;
+  shared.raw().shared_intermediate = 16;
+  shared.finalize();
+  expect_error([&] { ep::DeviceStep(nullptr, layer, shared.c(), 4); }, MOE_STATUS_UNSUPPORTED,
+               {"shared expert (shared_intermediate=16)", "ep::split_shared_expert"});
+  Problem sinks = p;
+  sinks.raw().sink_experts = 2;
+  sinks.raw().sink_intermediate = 16;
+  sinks.finalize();
+  expect_error([&] { ep::DeviceStep(nullptr, layer, sinks.c(), 4); }, MOE_STATUS_UNSUPPORTED,
+               {"no sink experts (2)", "ep::run_step"});
+  // A shared expert's layer must be one expert of the same hidden size, of the same plugin, and
+  // that plugin must add into the output (ABI 1.4).
+  expect_error(
+      [&] {
+        ep::DeviceStep(nullptr, layer, p.c(), 4, {&layer, p.c()});
+      },
+      MOE_STATUS_INVALID_ARGUMENT, {"one expert of hidden=64", "not experts=8"});
+  const LayerWeights shared_weights = random_weights(shared.c(), 6);
+  const ep::SharedSplit split = ep::split_shared_expert(shared.c(), shared_weights.view());
+  const auto old = registry_->find("fixture_abi_v1_2");
+  ASSERT_NE(old, nullptr);
+  const Layer other = old->prepare(split.shared.c(), split.shared_weights, {});
+  expect_error(
+      [&] {
+        ep::DeviceStep(nullptr, layer, p.c(), 4, {&other, split.shared.c()});
+      },
+      MOE_STATUS_INVALID_ARGUMENT,
+      {"plugin 'fixture_abi_v1_2''s", "plugin 'fixture_device_like''s"});
+  const Layer old_routed = old->prepare(p.c(), weights.view(), {});
+  expect_error(
+      [&] {
+        ep::DeviceStep(nullptr, old_routed, p.c(), 4, {&other, split.shared.c()});
+      },
+      MOE_STATUS_UNSUPPORTED,
+      {"plugin 'fixture_abi_v1_2' does not declare MOE_RUN_FEATURE_ACCUMULATE"});
+}
+
+// A shared expert (split off, its own one-expert layer) is added on each rank's own tokens after
+// the reduce-scatter: bf16(reduce-scatter sum + the shared layer's fp64 result), bit for bit, and
+// within the layer tolerance of the whole layer on one rank.
+TEST_F(DeviceStepTest, TwoRanksAddTheSharedExpertOnTheirOwnTokens) {
+  Problem whole = small_ep_problem(1, 0);
+  whole.raw().shared_intermediate = 24;
+  whole.finalize();
+  const LayerWeights weights = random_weights(whole.c(), 37);
+  const Layer one = device_->prepare(whole.c(), weights.view(), {});
+  const int64_t tokens = 11, h = whole.c().hidden;
+  std::vector<Problem> problems;
+  std::vector<LayerWeights> local;
+  std::vector<ep::SharedSplit> splits;
+  std::vector<Layer> layers, shared_layers;
+  std::vector<Batch> batches;
+  std::vector<Routing> routings;
+  for (int r = 0; r < kWorld; ++r) {
+    Problem pr = small_ep_problem(kWorld, r);
+    pr.raw().shared_intermediate = 24;
+    pr.finalize();
+    problems.push_back(pr);
+    local.push_back(slice_local_experts(weights, problems.back().c()));
+    splits.push_back(ep::split_shared_expert(problems.back().c(), local.back().view()));
+    layers.push_back(device_->prepare(splits.back().routed.c(), splits.back().routed_weights, {}));
+    shared_layers.push_back(
+        device_->prepare(splits.back().shared.c(), splits.back().shared_weights, {}));
+    batches.push_back(random_batch(whole.c(), tokens, 50 + r, Scenario::kRandom));
+    routings.push_back(route_batch(*registry_->find("reference"), whole.c(), batches.back()));
+  }
+  std::vector<HostTensor> out(kWorld, HostTensor(MOE_DTYPE_BF16, {tokens, h}));
+  std::vector<std::string> errors(kWorld);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        auto group = ep::Group::borrow(nccl_, reinterpret_cast<ncclComm_t>(&g_ranks[r]), r, kWorld,
+                                       device_, 10, 42);
+        const ep::SharedExpert shared{&shared_layers[size_t(r)], splits[size_t(r)].shared.c()};
+        const ep::DeviceStep step(group.get(), layers[size_t(r)], splits[size_t(r)].routed.c(), 16,
+                                  shared);
+        Buffer x = upload(batches[size_t(r)].hidden), ids = upload(routings[size_t(r)].ids),
+               wt = upload(routings[size_t(r)].weights), y(device_, size_t(tokens * h * 2));
+        run_on(step, problems[size_t(r)].c(), tokens, x, ids, wt, y);
+        y.download(out[size_t(r)].raw(), out[size_t(r)].bytes());
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_EQ(errors[size_t(r)], "") << "rank " << r;
+    std::vector<float> sum(size_t(tokens * h), 0.0f);
+    for (int q = 0; q < kWorld; ++q) {
+      const RunResult part = run_layer(layers[size_t(q)], splits[size_t(q)].routed.c(),
+                                       batches[size_t(r)].hidden, routings[size_t(r)]);
+      for (int64_t i = 0; i < tokens * h; ++i)
+        sum[size_t(i)] += bf16_to_float(part.output.data<uint16_t>()[i]);
+    }
+    HostTensor ids(MOE_DTYPE_I32, {tokens, 1}), ones(MOE_DTYPE_F32, {tokens, 1});
+    for (int64_t t = 0; t < tokens; ++t) ids.data<int32_t>()[t] = 0, ones.data<float>()[t] = 1.0f;
+    const RunResult home = run_layer(shared_layers[size_t(r)], splits[size_t(r)].shared.c(),
+                                     batches[size_t(r)].hidden, Routing{ids, ones}, MOE_DTYPE_F64);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < tokens * h; ++i) {
+      const double routed = bf16_to_float(float_to_bf16(sum[size_t(i)]));
+      wrong += out[size_t(r)].data<uint16_t>()[i] !=
+               double_to_bf16(routed + home.output.data<double>()[i]);
+    }
+    EXPECT_EQ(wrong, 0) << "rank " << r;
+    const RunResult alone =
+        run_layer(one, whole.c(), batches[size_t(r)].hidden, routings[size_t(r)]);
+    EXPECT_LT(relative_l2(out[size_t(r)], alone.output), 1e-2) << "rank " << r;
+  }
 }
 
 }  // namespace

@@ -144,7 +144,12 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& ep_prob
 // null: one rank, where the step is the layer's run.
 class DeviceStep {
  public:
-  DeviceStep(Group* group, const Layer& layer, const moe_problem& ep_problem, int64_t max_tokens);
+  // `shared`: the problem's shared expert, split off (split_shared_expert) and prepared by the
+  // same plugin, which must honour moe_run_args.accumulate (MOE_RUN_FEATURE_ACCUMULATE): after
+  // the reduce-scatter it runs on this rank's tokens and adds into the output. `ep_problem` is
+  // then the routed one. Sink experts are refused (ep::run_step runs them).
+  DeviceStep(Group* group, const Layer& layer, const moe_problem& ep_problem, int64_t max_tokens,
+             const SharedExpert& shared = {});
   // hidden [T, H] bf16, topk_ids [T, w] i32, topk_weights [T, w] f32, output [T, H] bf16, all in
   // the layer plugin's device memory; T <= max_tokens, the same T on every rank.
   void run(const moe_tensor& hidden, const moe_tensor& topk_ids, const moe_tensor& topk_weights,
@@ -152,12 +157,16 @@ class DeviceStep {
   int64_t max_tokens() const { return max_tokens_; }
 
  private:
+  void add_shared(const moe_tensor& hidden, const moe_tensor& output, void* stream) const;
+
   Group* group_;
   const Layer& layer_;
+  SharedExpert shared_;
   moe_problem problem_;
   int64_t max_tokens_, width_;
   int32_t world_;
-  Buffer hidden_, ids_, weights_, out_, workspace_;  // every rank's tokens, and the layer's
+  Buffer hidden_, ids_, weights_, out_, workspace_;  // every rank's tokens, and the layers'
+  Buffer shared_ids_, shared_weights_;               // [max_tokens, 1]: expert 0, weight 1
 };
 
 // A DeviceStep captured once into a CUDA graph on a stream of its own and replayed: the tensors

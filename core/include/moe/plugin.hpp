@@ -48,7 +48,10 @@ struct PluginInfo {
   DecodeRule decode;
   moe_memory memory = MOE_MEMORY_HOST;
   uint32_t format_mask = 0, activation_mask = 0, routing_mask = 0;
+  uint32_t run_features = 0;  // MOE_RUN_FEATURE_* (ABI 1.4; 0 for an older plugin)
   std::optional<BuildInfo> build;
+
+  bool accumulates() const { return (run_features & MOE_RUN_FEATURE_ACCUMULATE) != 0; }
 
   // What `backend: auto` ranks it by for a layer of this capacity.
   int32_t priority_for(int64_t max_tokens) const {

@@ -1,5 +1,9 @@
 // DeviceStep: an expert-parallel step that stays on the device (all-gather, the local layer,
-// reduce-scatter, all enqueued on the caller's stream).
+// reduce-scatter, then the shared expert added on the rank's own tokens, all enqueued on the
+// caller's stream).
+#include <algorithm>
+#include <vector>
+
 #include "moe/ep.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
@@ -23,9 +27,11 @@ void check_tensor(const moe_tensor& t, const char* name, moe_dtype dtype, int64_
 
 }  // namespace
 
-DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, int64_t max_tokens)
+DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, int64_t max_tokens,
+                       const SharedExpert& shared)
     : group_(group),
       layer_(layer),
+      shared_(shared),
       problem_(p),
       max_tokens_(max_tokens),
       width_(topk_width(p)),
@@ -40,13 +46,42 @@ DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, i
             "the device step runs the layer on every rank's tokens, {} x {} = {}, but the layer "
             "takes at most max_tokens={}: prepare it with max_tokens >= {}",
             world_, max_tokens, world_ * max_tokens, p.max_tokens, world_ * max_tokens);
-  MOE_CHECK(p.shared_intermediate == 0 && p.sink_experts == 0, MOE_STATUS_UNSUPPORTED,
-            "the device step runs routed experts only: a shared expert (shared_intermediate={}) "
-            "or sink experts ({}) run once per token at home, which ep::run_step does",
-            p.shared_intermediate, p.sink_experts);
+  MOE_CHECK(p.shared_intermediate == 0, MOE_STATUS_UNSUPPORTED,
+            "the device step runs a shared expert (shared_intermediate={}) as a layer of its own "
+            "on each rank's tokens: split it off with ep::split_shared_expert and pass its layer",
+            p.shared_intermediate);
+  MOE_CHECK(p.sink_experts == 0, MOE_STATUS_UNSUPPORTED,
+            "the device step takes no sink experts ({}): they run once per token at home, which "
+            "ep::run_step does",
+            p.sink_experts);
+  if (const Layer* s = shared.layer) {
+    MOE_CHECK(shared.problem.experts == 1 && shared.problem.hidden == p.hidden,
+              MOE_STATUS_INVALID_ARGUMENT,
+              "the shared expert's layer must be one expert of hidden={} (split_shared_expert's), "
+              "not experts={} hidden={}",
+              p.hidden, shared.problem.experts, shared.problem.hidden);
+    MOE_CHECK(&s->plugin() == &layer.plugin(), MOE_STATUS_INVALID_ARGUMENT,
+              "the shared expert's layer is plugin '{}''s, the routed layer plugin '{}''s: the "
+              "device step needs both in one plugin's memory",
+              s->plugin().name(), layer.plugin().name());
+    MOE_CHECK(s->plugin().info().accumulates(), MOE_STATUS_UNSUPPORTED,
+              "the device step adds the shared expert into the output, but plugin '{}' does not "
+              "declare MOE_RUN_FEATURE_ACCUMULATE (ABI 1.4); ep::run_step sums on the host instead",
+              s->plugin().name());
+  }
   const auto dev = layer.plugin().shared_from_this();
   const size_t all = size_t(world_ * max_tokens), h = size_t(p.hidden), w = size_t(width_);
-  const size_t ws = layer.workspace_size(int64_t(all));
+  // One workspace serves both layers: they run one after the other on the stream.
+  size_t ws = layer.workspace_size(int64_t(all));
+  if (const Layer* s = shared.layer) {
+    ws = std::max(ws, s->workspace_size(max_tokens));
+    const std::vector<int32_t> zeros(size_t(max_tokens), 0);
+    const std::vector<float> ones(size_t(max_tokens), 1.0f);
+    shared_ids_ = Buffer(dev, zeros.size() * 4);
+    shared_ids_.upload(zeros.data(), zeros.size() * 4);
+    shared_weights_ = Buffer(dev, ones.size() * 4);
+    shared_weights_.upload(ones.data(), ones.size() * 4);
+  }
   if (ws > 0) workspace_ = Buffer(dev, ws);
   if (group_ == nullptr) return;  // one rank: the layer runs on the caller's tensors
   hidden_ = Buffer(dev, all * h * 2);
@@ -79,6 +114,7 @@ void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
     a.topk_weights = topk_weights;
     a.output = output;
     layer_.run(a);
+    add_shared(hidden, output, stream);
     return;
   }
   const int64_t all = world_ * tokens;
@@ -95,6 +131,23 @@ void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
   layer_.run(a);
   group_->reduce_scatter_bf16_on(out_.data(), output.data, size_t(tokens * h), stream,
                                  "result reduce-scatter");
+  add_shared(hidden, output, stream);
+}
+
+void DeviceStep::add_shared(const moe_tensor& hidden, const moe_tensor& output,
+                            void* stream) const {
+  if (shared_.layer == nullptr) return;
+  const int64_t tokens = hidden.shape[0];
+  moe_run_args a{};
+  a.stream = stream;
+  a.workspace = workspace_.data();
+  a.workspace_size = workspace_.size();
+  a.hidden = hidden;
+  a.topk_ids = make_view(shared_ids_.data(), MOE_DTYPE_I32, {tokens, 1});
+  a.topk_weights = make_view(shared_weights_.data(), MOE_DTYPE_F32, {tokens, 1});
+  a.output = output;
+  a.accumulate = 1;
+  shared_.layer->run(a);
 }
 
 }  // namespace moe::ep

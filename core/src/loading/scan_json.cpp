@@ -16,6 +16,7 @@ nlohmann::json info_to_json(const PluginInfo& info) {
                       {"format_mask", info.format_mask},
                       {"activation_mask", info.activation_mask},
                       {"routing_mask", info.routing_mask},
+                      {"run_features", info.run_features},
                       {"build", nullptr}};
   if (info.build) {
     j["build"] = {{"sdk_version", info.build->sdk_version},
@@ -41,6 +42,7 @@ PluginInfo info_from_json(const nlohmann::json& j) {
   info.format_mask = j.at("format_mask").get<uint32_t>();
   info.activation_mask = j.at("activation_mask").get<uint32_t>();
   info.routing_mask = j.at("routing_mask").get<uint32_t>();
+  info.run_features = j.at("run_features").get<uint32_t>();
   if (const auto& b = j.at("build"); !b.is_null()) {
     info.build =
         BuildInfo{b.at("sdk_version").get<std::string>(), b.at("compiler").get<std::string>(),

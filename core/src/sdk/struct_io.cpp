@@ -15,6 +15,14 @@ void check_struct_size(const void* ptr, size_t struct_size, size_t min_size, con
   }
 }
 
+bool run_accumulates(const moe_run_args& args) {
+  if (!MOE_STRUCT_HAS(&args, moe_run_args, accumulate)) return false;
+  MOE_CHECK(args.accumulate == 0 || args.accumulate == 1, MOE_STATUS_INVALID_ARGUMENT,
+            "moe_run_args.accumulate={} must be 0 (write the output) or 1 (add into it)",
+            args.accumulate);
+  return args.accumulate == 1;
+}
+
 moe_problem read_problem(const moe_problem* problem) {
   check_struct(problem, MOE_PROBLEM_MIN_SIZE, "moe_problem");
   check_extension_chain(problem->ext, "moe_problem.ext");

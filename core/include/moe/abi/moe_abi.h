@@ -42,14 +42,16 @@ extern "C" {
 #endif
 
 #define MOE_ABI_VERSION_MAJOR 1
-#define MOE_ABI_VERSION_MINOR 3
+#define MOE_ABI_VERSION_MINOR 4
 /* 1.1: benchmark() appended to the function table.
  * 1.2: typed extension chains (moe_extension), an ext chain and shutdown() appended to the function
  *      table, moe_support.routes, moe_build_info; the *_COUNT_ enumerators left the enums. Binary
  *      layouts are unchanged. Source notes: `ext` is now typed (const moe_extension*; C++ code
  *      that assigned a void* casts), and *_COUNT_ are macros, not enum values.
  * 1.3: moe_plugin_info.decode_max_tokens and decode_priority: a priority of its own for layers of
- *      small max_tokens under `backend: auto`. */
+ *      small max_tokens under `backend: auto`.
+ * 1.4: moe_run_args.accumulate (the layer's result added into the output) and
+ *      moe_plugin_info.run_features, where a plugin declares that it honours it. */
 
 /* The one symbol a plugin exports (extern "C", default visibility). */
 #define MOE_PLUGIN_ENTRY_SYMBOL "moe_plugin_get_api"
@@ -365,7 +367,16 @@ typedef struct moe_plugin_info {
    * refused by the core. Callers preset both to 0: an older plugin leaves them, meaning no rule. */
   int64_t decode_max_tokens;
   int32_t decode_priority;
+  /* ---- ABI 1.4 ---- */
+  /* out: MOE_RUN_FEATURE_* bits, what run() honours beyond the 1.0 arguments. It sits in what
+   * was a 1.3 struct's tail padding, so a caller reads it only from a plugin whose function table
+   * says ABI >= 1.4, and asks any other plugin for none of the features (an older plugin never
+   * reads the fields that ask). */
+  uint32_t run_features;
 } moe_plugin_info;
+
+/* run() honours moe_run_args.accumulate. */
+#define MOE_RUN_FEATURE_ACCUMULATE (1u << 0)
 
 #define MOE_PLUGIN_INFO_MIN_SIZE (offsetof(moe_plugin_info, routing_mask) + sizeof(uint32_t))
 
@@ -430,6 +441,12 @@ typedef struct moe_run_args {
   void* workspace;         /* >= layer_workspace_size(layer, T) bytes, caller-owned */
   size_t workspace_size;
   void* stream; /* cudaStream_t, NULL = default stream */
+  /* ---- ABI 1.4 ---- */
+  /* 0: output = the layer's result. 1: output = output + the layer's result, the old bf16 value
+   * and the result summed in at least fp32 and rounded to bf16 once (an expert-parallel step adds
+   * its shared expert this way). Only for a plugin whose run_features has
+   * MOE_RUN_FEATURE_ACCUMULATE; other values are refused. */
+  int32_t accumulate;
 } moe_run_args;
 
 #define MOE_RUN_ARGS_MIN_SIZE (offsetof(moe_run_args, stream) + sizeof(void*))

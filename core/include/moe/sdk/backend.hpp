@@ -68,6 +68,9 @@ struct BackendInfo {
   // by decode_priority instead (a kernel that wins only on small batches). 0: no rule.
   int32_t decode_priority = 0;
   int64_t decode_max_tokens = 0;
+  // run() honours moe_run_args.accumulate (ABI 1.4; read it with sdk::run_accumulates): the output
+  // gains the layer's result instead of being overwritten. Without it the SDK refuses such runs.
+  bool accumulates = false;
   // What it may support, as explicit lists: a value added to the ABI later is never claimed.
   std::vector<moe_format> formats;
   std::vector<moe_activation> activations;

@@ -220,6 +220,7 @@ struct Entries {
       // 1.3: an older caller's shorter struct gets neither (write_struct writes what fits).
       info.decode_priority = i.decode_priority;
       info.decode_max_tokens = i.decode_max_tokens;
+      info.run_features = i.accumulates ? MOE_RUN_FEATURE_ACCUMULATE : 0u;  // 1.4
       if constexpr (HasMemory<B>)
         info.memory = B::Memory::kind;
       else
@@ -306,6 +307,10 @@ struct Entries {
     check_struct(&args, MOE_RUN_ARGS_MIN_SIZE, "moe_run_args");
     check_extension_chain(args.ext, "moe_run_args.ext");
     auto& layer = layer_of<B>(args.layer);
+    MOE_CHECK(!run_accumulates(args) || static_info<B>().accumulates, MOE_STATUS_UNSUPPORTED,
+              "plugin '{}' cannot add into the output (moe_run_args.accumulate=1): its "
+              "run_features lack MOE_RUN_FEATURE_ACCUMULATE",
+              static_info<B>().name);
     Instance<B>::get().run(layer, args);
   }
 

@@ -36,6 +36,10 @@ void write_struct(T* out, const T& value) {
   out->struct_size = caller_size;
 }
 
+// moe_run_args.accumulate (ABI 1.4) as the caller set it: false where its struct is older than
+// the field; INVALID_ARGUMENT for a value other than 0 or 1.
+bool run_accumulates(const moe_run_args& args);
+
 // Checked copy of the caller's problem: struct size, extension chain, normalised, validated.
 // Throws moe::Refusal for an enum value this build does not know.
 moe_problem read_problem(const moe_problem* problem);
