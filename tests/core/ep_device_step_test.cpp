@@ -104,6 +104,47 @@ class DeviceStepTest : public testing::Test {
     return b;
   }
 
+  // Every rank on a thread of its own: `make(group, r)` builds its step over the fake world, which
+  // runs on the rank's batch and routing; the ranks' outputs (a rank's exception fails the test).
+  template <class Make>
+  std::vector<HostTensor> run_ranks(Make make, const std::vector<Batch>& batches,
+                                    const std::vector<Routing>& routings, const moe_problem& p) {
+    const int64_t tokens = batches[0].hidden.shape()[0], h = p.hidden;
+    std::vector<HostTensor> out(kWorld, HostTensor(MOE_DTYPE_BF16, {tokens, h}));
+    std::vector<std::string> errors(kWorld);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < kWorld; ++r)
+      ranks.emplace_back([&, r] {
+        try {
+          auto group = ep::Group::borrow(nccl_, reinterpret_cast<ncclComm_t>(&g_ranks[r]), r,
+                                         kWorld, device_, 10, 42);
+          const ep::DeviceStep step = make(group.get(), r);
+          Buffer x = upload(batches[size_t(r)].hidden), ids = upload(routings[size_t(r)].ids),
+                 wt = upload(routings[size_t(r)].weights), y(device_, size_t(tokens * h * 2));
+          run_on(step, p, tokens, x, ids, wt, y);
+          y.download(out[size_t(r)].raw(), out[size_t(r)].bytes());
+        } catch (const std::exception& e) {
+          errors[size_t(r)] = e.what();
+        }
+      });
+    for (auto& t : ranks) t.join();
+    for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
+    return out;
+  }
+  // Every rank's routed layer on one rank's tokens, summed in rank order in f32.
+  static std::vector<float> routed_sum(const std::vector<Layer>& layers,
+                                       const std::vector<moe_problem>& problems, const Batch& batch,
+                                       const Routing& routing) {
+    const int64_t n = batch.hidden.numel();
+    std::vector<float> sum(size_t(n), 0.0f);
+    for (size_t q = 0; q < layers.size(); ++q) {
+      const RunResult part = run_layer(layers[q], problems[q], batch.hidden, routing);
+      for (int64_t i = 0; i < n; ++i)
+        sum[size_t(i)] += bf16_to_float(part.output.data<uint16_t>()[i]);
+    }
+    return sum;
+  }
+
   ep::NcclApi nccl_ = fake_world_nccl();
   std::unique_ptr<Registry> registry_;
   std::shared_ptr<const Plugin> device_;
@@ -126,34 +167,14 @@ TEST_F(DeviceStepTest, TwoRanksSumBothRanksExpertsOnEachRanksTokens) {
     batches.push_back(random_batch(whole.c(), tokens, 40 + r, Scenario::kRandom));
     routings.push_back(route_batch(*registry_->find("reference"), whole.c(), batches.back()));
   }
-  std::vector<HostTensor> out(kWorld, HostTensor(MOE_DTYPE_BF16, {tokens, h}));
-  std::vector<std::string> errors(kWorld);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < kWorld; ++r)
-    ranks.emplace_back([&, r] {
-      try {
-        auto group = ep::Group::borrow(nccl_, reinterpret_cast<ncclComm_t>(&g_ranks[r]), r, kWorld,
-                                       device_, 10, 42);
-        const ep::DeviceStep step(group.get(), layers[size_t(r)], problems[size_t(r)].c(), 32);
-        Buffer x = upload(batches[size_t(r)].hidden), ids = upload(routings[size_t(r)].ids),
-               wt = upload(routings[size_t(r)].weights), y(device_, size_t(tokens * h * 2));
-        run_on(step, problems[size_t(r)].c(), tokens, x, ids, wt, y);
-        y.download(out[size_t(r)].raw(), out[size_t(r)].bytes());
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  for (auto& t : ranks) t.join();
+  std::vector<moe_problem> raw;
+  for (const Problem& q : problems) raw.push_back(q.c());
+  const std::vector<HostTensor> out = run_ranks(
+      [&](ep::Group* g, int r) { return ep::DeviceStep(g, layers[size_t(r)], raw[size_t(r)], 32); },
+      batches, routings, whole.c());
   for (int r = 0; r < kWorld; ++r) {
-    ASSERT_EQ(errors[size_t(r)], "") << "rank " << r;
     // Each rank's layer on this rank's tokens, summed in rank order in f32, rounded once.
-    std::vector<float> sum(size_t(tokens * h), 0.0f);
-    for (int q = 0; q < kWorld; ++q) {
-      const RunResult part = run_layer(layers[size_t(q)], problems[size_t(q)].c(),
-                                       batches[size_t(r)].hidden, routings[size_t(r)]);
-      for (int64_t i = 0; i < tokens * h; ++i)
-        sum[size_t(i)] += bf16_to_float(part.output.data<uint16_t>()[i]);
-    }
+    const std::vector<float> sum = routed_sum(layers, raw, batches[size_t(r)], routings[size_t(r)]);
     int64_t wrong = 0;
     for (int64_t i = 0; i < tokens * h; ++i)
       wrong += out[size_t(r)].data<uint16_t>()[i] != float_to_bf16(sum[size_t(i)]);
@@ -279,35 +300,17 @@ TEST_F(DeviceStepTest, TwoRanksAddTheSharedExpertOnTheirOwnTokens) {
     batches.push_back(random_batch(whole.c(), tokens, 50 + r, Scenario::kRandom));
     routings.push_back(route_batch(*registry_->find("reference"), whole.c(), batches.back()));
   }
-  std::vector<HostTensor> out(kWorld, HostTensor(MOE_DTYPE_BF16, {tokens, h}));
-  std::vector<std::string> errors(kWorld);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < kWorld; ++r)
-    ranks.emplace_back([&, r] {
-      try {
-        auto group = ep::Group::borrow(nccl_, reinterpret_cast<ncclComm_t>(&g_ranks[r]), r, kWorld,
-                                       device_, 10, 42);
-        const ep::SharedExpert shared{&shared_layers[size_t(r)], splits[size_t(r)].shared.c()};
-        const ep::DeviceStep step(group.get(), layers[size_t(r)], splits[size_t(r)].routed.c(), 16,
-                                  shared);
-        Buffer x = upload(batches[size_t(r)].hidden), ids = upload(routings[size_t(r)].ids),
-               wt = upload(routings[size_t(r)].weights), y(device_, size_t(tokens * h * 2));
-        run_on(step, problems[size_t(r)].c(), tokens, x, ids, wt, y);
-        y.download(out[size_t(r)].raw(), out[size_t(r)].bytes());
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  for (auto& t : ranks) t.join();
+  std::vector<moe_problem> routed;
+  for (const ep::SharedSplit& sp : splits) routed.push_back(sp.routed.c());
+  const std::vector<HostTensor> out = run_ranks(
+      [&](ep::Group* g, int r) {
+        return ep::DeviceStep(g, layers[size_t(r)], routed[size_t(r)], 16,
+                              {&shared_layers[size_t(r)], splits[size_t(r)].shared.c()});
+      },
+      batches, routings, whole.c());
   for (int r = 0; r < kWorld; ++r) {
-    ASSERT_EQ(errors[size_t(r)], "") << "rank " << r;
-    std::vector<float> sum(size_t(tokens * h), 0.0f);
-    for (int q = 0; q < kWorld; ++q) {
-      const RunResult part = run_layer(layers[size_t(q)], splits[size_t(q)].routed.c(),
-                                       batches[size_t(r)].hidden, routings[size_t(r)]);
-      for (int64_t i = 0; i < tokens * h; ++i)
-        sum[size_t(i)] += bf16_to_float(part.output.data<uint16_t>()[i]);
-    }
+    const std::vector<float> sum =
+        routed_sum(layers, routed, batches[size_t(r)], routings[size_t(r)]);
     HostTensor ids(MOE_DTYPE_I32, {tokens, 1}), ones(MOE_DTYPE_F32, {tokens, 1});
     for (int64_t t = 0; t < tokens; ++t) ids.data<int32_t>()[t] = 0, ones.data<float>()[t] = 1.0f;
     const RunResult home = run_layer(shared_layers[size_t(r)], splits[size_t(r)].shared.c(),
