@@ -200,7 +200,7 @@ TEST_F(RunAccumulate, ACurrentFixtureDeclaresItAnd12PluginIsRefusedBeforeItRuns)
                {"plugin 'fixture_abi_v1_2' (ABI 1.2)", "does not declare MOE_RUN_FEATURE_"});
   EXPECT_EQ(std::memcmp(out.raw(), before.raw(), out.bytes()), 0) << "the output changed";
   expect_error([&] { run(layer, out, -1); }, MOE_STATUS_INVALID_ARGUMENT,
-               {"accumulate=-1, which is neither 0 nor 1"});
+               {"moe_run_args.accumulate=-1 must be 0 (write the output) or 1"});
   run(layer, out, 0);  // an ordinary run still works
 }
 

@@ -11,6 +11,7 @@
 #include "loading/table_leases.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
+#include "moe/sdk/struct_io.hpp"
 
 namespace moe {
 
@@ -273,14 +274,10 @@ void Layer::run(moe_run_args args) const {
   args.layer = layer_.get();
   const Plugin& p = *plugin_;
   // An older plugin never reads `accumulate`: it would overwrite the output, silently wrong.
-  MOE_CHECK(
-      args.accumulate == 0 || (args.accumulate == 1 && p.info().accumulates()),
-      args.accumulate == 1 ? MOE_STATUS_UNSUPPORTED : MOE_STATUS_INVALID_ARGUMENT,
-      "plugin '{}' (ABI {}.{}) {}", p.name(), p.info().abi_major, p.info().abi_minor,
-      args.accumulate == 1
-          ? "does not declare MOE_RUN_FEATURE_ACCUMULATE: it cannot add a layer's result "
-            "into the output"
-          : fmt::format("is asked for accumulate={}, which is neither 0 nor 1", args.accumulate));
+  MOE_CHECK(!sdk::run_accumulates(args) || p.info().accumulates(), MOE_STATUS_UNSUPPORTED,
+            "plugin '{}' (ABI {}.{}) does not declare MOE_RUN_FEATURE_ACCUMULATE: it cannot add "
+            "a layer's result into the output",
+            p.name(), p.info().abi_major, p.info().abi_minor);
   p.check(guarded(p.name(), "run", [&] { return p.api().run(&args); }), "run");
 }
 
