@@ -30,6 +30,7 @@ class CutlassMegaBackend : public moe::gpu::GpuBackend {
         .priority = 40,
         .decode_priority = 70,
         .decode_max_tokens = 8,
+        .accumulates = true,  // finalize / the combine adds onto the old output
         .formats = {MOE_FORMAT_BF16, MOE_FORMAT_FP8_BLOCK, MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4},
         .activations = {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,
                         MOE_ACTIVATION_SWIGLU_OAI, MOE_ACTIVATION_GELU_MUL, MOE_ACTIVATION_RELU2},

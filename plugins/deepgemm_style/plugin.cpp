@@ -30,6 +30,7 @@ class DeepGemmBackend : public moe::gpu::GpuBackend {
         // T = 4-8 on Mixtral; cutlass_mega wins only on Qwen3-30B-A3B at T <= 4.
         .decode_priority = 75,
         .decode_max_tokens = 8,
+        .accumulates = true,  // finalize / the combine adds onto the old output
         .formats = {MOE_FORMAT_FP8_BLOCK},
         .activations = {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,
                         MOE_ACTIVATION_SWIGLU_OAI, MOE_ACTIVATION_GELU_MUL, MOE_ACTIVATION_RELU2},

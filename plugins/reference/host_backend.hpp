@@ -18,13 +18,15 @@ class HostLayerBackend {
  public:
   using Layer = reference::Layer;
 
-  // Every format, activation and routing method this build knows: the reference's switches
-  // have no default, so a value added to the ABI fails to compile here until it is implemented.
+  // Every format, activation and routing method this build knows, and accumulate: the
+  // reference's switches have no default, so a value added to the ABI fails to compile here until
+  // it is implemented.
   static sdk::BackendInfo every_capability() {
     sdk::BackendInfo info;
     for (const FormatSpec& f : format_table()) info.formats.push_back(f.format);
     info.activations = known_activations();
     info.routings = known_routings();
+    info.accumulates = true;  // Layer::run adds onto the old output in fp64
     return info;
   }
 

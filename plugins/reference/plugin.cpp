@@ -13,7 +13,6 @@ class ReferenceBackend : public moe::reference::HostLayerBackend {
         "CPU oracle: exact dequantisation, fp64 accumulation, every format, routing method and "
         "activation";
     i.priority = 0;  // the slowest: auto picks it only when nothing else fits
-    i.accumulates = true;
     return i;
   }
 

@@ -24,6 +24,7 @@ class TrtllmBackend : public moe::gpu::GpuBackend {
         // vLLM's moe_backend spellings for FlashInfer's TensorRT-LLM kernels.
         .aliases = {"flashinfer_trtllm", "flashinfer_cutlass"},
         .priority = 50,
+        .accumulates = true,  // finalize / the combine adds onto the old output
         .formats = {MOE_FORMAT_BF16, MOE_FORMAT_FP8_TENSOR, MOE_FORMAT_FP8_BLOCK, MOE_FORMAT_MXFP4,
                     MOE_FORMAT_MXFP8, MOE_FORMAT_NVFP4},
         .activations = {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,

@@ -241,6 +241,47 @@ ProblemFile softmax_silu(std::vector<int64_t> tokens = {0, 5}) {
   return pf;
 }
 
+// A plugin that declares accumulate gets one accumulate case per token count (on the padding
+// scenario); one that declares it and overwrites the output anyway passes its runs and fails
+// exactly those.
+TEST(ConformanceSuite, ChecksAccumulateOnlyWhereDeclaredAndCatchesAPluginThatIgnoresIt) {
+  const Registry r =
+      registry_of({build_plugin_dir(), fixture_dir("works"), fixture_dir("ignores_accumulate")});
+  const Conformance suite(r.find("reference"));
+  ConformanceOptions opt;
+  opt.seed = suite_seed();
+  const ProblemFile pf = softmax_silu({0, 1, 7});
+  auto accumulate_cases = [](const std::vector<CaseResult>& cases) {
+    std::vector<CaseResult> out;
+    for (const auto& c : cases)
+      if (c.stage == "accumulate") out.push_back(c);
+    return out;
+  };
+  const auto works = accumulate_cases(suite.run(r.find("fixture_works"), pf, opt));
+  ASSERT_EQ(works.size(), 2u) << "T = 1 and 7; nothing at T = 0";
+  for (const auto& c : works) {
+    EXPECT_EQ(c.status, CaseStatus::kPass) << c.detail;
+    EXPECT_EQ(c.scenario, "padding");
+    EXPECT_EQ(c.oracle, "reference");
+    ASSERT_TRUE(c.rel_err.has_value());
+  }
+  int ran = 0;
+  for (const auto& c : suite.run(r.find("fixture_ignores_accumulate"), pf, opt)) {
+    if (c.stage == "run") {
+      EXPECT_NE(c.status, CaseStatus::kFail) << c.detail;
+    }
+    if (c.stage != "accumulate") continue;
+    ++ran;
+    EXPECT_EQ(c.status, CaseStatus::kFail);
+    EXPECT_THAT(c.detail, testing::HasSubstr("exceeds tolerance"));
+  }
+  EXPECT_EQ(ran, 2);
+  const auto example = build_registry().find("example_cpu");  // declares no accumulate
+  ASSERT_NE(example, nullptr);
+  ASSERT_FALSE(example->info().accumulates());
+  EXPECT_TRUE(accumulate_cases(suite.run(example, pf, opt)).empty());
+}
+
 TEST(ConformanceReport, CountsEmptyBatchesAndTheReferenceAgainstItselfApartFromPasses) {
   const Registry& reg = build_registry();
   const Conformance suite(reg.find("reference"));

@@ -75,7 +75,8 @@ struct WorstElement {
 };
 
 struct CaseResult {
-  // stage: "support" (asked; nothing compared), "prepare", "route" or "run"
+  // stage: "support" (asked; nothing compared), "prepare", "route", "run" or "accumulate" (the
+  // run again onto a non-zero output, for plugins that declare ABI 1.4 accumulate)
   std::string plugin, problem, scenario, stage;
   std::string oracle;  // what the case was compared with: run: the reference or the GPU oracle;
                        // route: the reference; support and prepare: "" (nothing compared)

@@ -41,4 +41,10 @@ StagedRun stage_run(const Layer& layer, const moe_problem& problem, const HostTe
 RunResult run_layer(const Layer& layer, const moe_problem& problem, const HostTensor& hidden,
                     const Routing& routing, moe_dtype output_dtype = MOE_DTYPE_BF16);
 
+// Runs one batch with moe_run_args.accumulate (ABI 1.4): the output starts as `base` ([T, H], the
+// output's dtype) and the layer adds its result onto it. The plugin must declare the feature
+// (Plugin::Info::accumulates), else the core refuses the run.
+RunResult run_layer_onto(const Layer& layer, const moe_problem& problem, const HostTensor& hidden,
+                         const Routing& routing, const HostTensor& base);
+
 }  // namespace moe

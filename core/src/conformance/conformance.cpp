@@ -13,6 +13,7 @@
 #include "moe/runner.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/format_table.hpp"
+#include "moe/sdk/formats.hpp"
 
 namespace moe {
 namespace {
@@ -134,6 +135,41 @@ void judge_output(CaseResult& run, const HostTensor& out, const HostTensor& ref)
   if (run.status == CaseStatus::kFail) run.worst = w;
 }
 
+// The accumulate stage's starting output: the batch's hidden states (a residual stream, the
+// common use) scaled to the oracle's RMS, in bf16, so that neither the old value nor the layer's
+// result drowns the other in the comparison.
+HostTensor accumulate_base(const HostTensor& hidden, const HostTensor& ref) {
+  const int64_t n = ref.numel();
+  double ref_sq = 0, hid_sq = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ref_sq += ref.data<double>()[i] * ref.data<double>()[i];
+    const double h = bf16_to_float(hidden.data<uint16_t>()[i]);
+    hid_sq += h * h;
+  }
+  const double scale = hid_sq > 0 ? std::sqrt(ref_sq / hid_sq) : 0.0;
+  HostTensor base(MOE_DTYPE_BF16, hidden.shape());
+  for (int64_t i = 0; i < n; ++i)
+    base.data<uint16_t>()[i] =
+        float_to_bf16(static_cast<float>(bf16_to_float(hidden.data<uint16_t>()[i]) * scale));
+  return base;
+}
+
+// ref + base in f64: what a run with accumulate must produce.
+HostTensor plus(const HostTensor& ref, const HostTensor& base) {
+  HostTensor want = ref;
+  for (int64_t i = 0; i < want.numel(); ++i)
+    want.data<double>()[i] += bf16_to_float(base.data<uint16_t>()[i]);
+  return want;
+}
+
+// The one scenario a problem's accumulate stage runs on, per token count: padding (tokens without
+// rows must keep their old value) when the file lists it, else the first listed.
+Scenario accumulate_scenario(const ProblemFile& pf) {
+  for (const Scenario sc : pf.scenarios)
+    if (sc == Scenario::kPadding) return sc;
+  return pf.scenarios.front();
+}
+
 }  // namespace
 
 double default_tolerance(moe_format format) {
@@ -239,7 +275,7 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
     r.plugin_abi = fmt::format("{}.{}", plugin->info().abi_major, plugin->info().abi_minor);
     r.params = case_problem(p);
     if (stage == "route") r.oracle = reference_->name();
-    if (stage == "run" && oracle) r.oracle = oracle->name();
+    if ((stage == "run" || stage == "accumulate") && oracle) r.oracle = oracle->name();
     r.problem = pf.name;
     r.stage = std::move(stage);
     r.tokens = tokens;
@@ -306,10 +342,13 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
         results.push_back(run);
         continue;
       }
+      Batch batch;
+      Routing routing;
+      RunResult ref;
       if (auto why = failure_of([&] {
-            const Batch batch = random_batch(p, tokens, seed, sc);
+            batch = random_batch(p, tokens, seed, sc);
             // Routing is the reference's at every size: exact, and cheap next to the layer.
-            Routing routing = route_batch(*reference_, p, batch);
+            routing = route_batch(*reference_, p, batch);
             if (sc == Scenario::kOneExpert) {
               routing = one_expert_routing(p, routing, last_local_expert(p));
             } else if (plugin->can_route(p)) {
@@ -325,7 +364,7 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
               }
               results.push_back(route);
             }
-            const RunResult ref = run_layer(*ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+            ref = run_layer(*ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
             const RunResult out = run_layer(*layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
             run.ms = out.ms;
             judge_output(run, out.output, ref.output);
@@ -336,6 +375,23 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
         run.rel_err = run.max_abs_err = std::nullopt;
       }
       results.push_back(run);
+      // A plugin that declares accumulate (ABI 1.4) also adds onto a non-zero output: the same
+      // batch and routing, compared with the oracle's result plus that output.
+      if (tokens == 0 || !plugin->info().accumulates() || sc != accumulate_scenario(pf) ||
+          run.status == CaseStatus::kError)
+        continue;
+      CaseResult acc = result("accumulate", tokens, scenario_name(sc), seed);
+      if (auto why = failure_of([&] {
+            const HostTensor base = accumulate_base(batch.hidden, ref.output);
+            const RunResult out = run_layer_onto(*layer, p, batch.hidden, routing, base);
+            acc.ms = out.ms;
+            judge_output(acc, out.output, plus(ref.output, base));
+            acc.pass_kind = pass_kind(acc, *oracle);
+          })) {
+        acc.status = CaseStatus::kError;
+        acc.detail = *why;
+      }
+      results.push_back(acc);
     }
   }
   return results;

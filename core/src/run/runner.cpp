@@ -1,6 +1,8 @@
 #include "moe/runner.hpp"
 
 #include <chrono>
+#include <utility>
+#include <vector>
 
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
@@ -90,10 +92,12 @@ StagedRun stage_run(const Layer& layer, const moe_problem& p, const HostTensor& 
   return r;
 }
 
-RunResult run_layer(const Layer& layer, const moe_problem& p, const HostTensor& hidden,
-                    const Routing& routing, moe_dtype output_dtype) {
-  const StagedRun staged = stage_run(layer, p, hidden, routing, output_dtype);
-  RunResult result{HostTensor(output_dtype, {hidden.shape()[0], p.hidden}), 0};
+namespace {
+
+// Runs the staged call once, synchronised and wall-timed, and downloads the output [T, H].
+RunResult timed_run(const Layer& layer, const StagedRun& staged, moe_dtype dtype,
+                    std::vector<int64_t> shape) {
+  RunResult result{HostTensor(dtype, std::move(shape)), 0};
   const auto start = std::chrono::steady_clock::now();
   layer.run(staged.args);
   layer.plugin().sync();
@@ -101,6 +105,25 @@ RunResult run_layer(const Layer& layer, const moe_problem& p, const HostTensor& 
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   staged.output.download(result.output.raw(), result.output.bytes());
   return result;
+}
+
+}  // namespace
+
+RunResult run_layer(const Layer& layer, const moe_problem& p, const HostTensor& hidden,
+                    const Routing& routing, moe_dtype output_dtype) {
+  const StagedRun staged = stage_run(layer, p, hidden, routing, output_dtype);
+  return timed_run(layer, staged, output_dtype, {hidden.shape()[0], p.hidden});
+}
+
+RunResult run_layer_onto(const Layer& layer, const moe_problem& p, const HostTensor& hidden,
+                         const Routing& routing, const HostTensor& base) {
+  MOE_CHECK(base.shape() == std::vector<int64_t>({hidden.shape()[0], p.hidden}),
+            MOE_STATUS_INVALID_ARGUMENT, "the accumulate base must be [T={}, H={}]",
+            hidden.shape()[0], p.hidden);
+  StagedRun staged = stage_run(layer, p, hidden, routing, base.dtype());
+  staged.output.upload(base.raw(), base.bytes());
+  staged.args.accumulate = 1;
+  return timed_run(layer, staged, base.dtype(), base.shape());
 }
 
 }  // namespace moe

@@ -3,7 +3,7 @@
 // NOTES: one fixed order per token (slot columns ascending, then the shared row), one fmaf per
 // term in fp32 and one rounding to bf16 at the end, so the result is deterministic and a CPU
 // model doing the same float operations reproduces it bit for bit. No atomics: a block owns a
-// token's whole output row.
+// token's whole output row, so accumulating onto the caller's old row is a plain read first.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -70,6 +70,16 @@ __device__ __forceinline__ void accumulate_columns(const FinalizeParams& p, int6
     for (int e = 0; e < kN; ++e) acc[e] = __fadd_rn(acc[e], y[e]);
   }
   uint16_t* dst = p.out + t * p.hidden + c0;
+  if (p.accumulate) {  // the caller's old row, added last in fp32 (ABI 1.4 accumulate)
+    float old[kN];
+    if constexpr (kN == kVecElems) {
+      load_bf16x8(dst, old);
+    } else {
+      old[0] = bf16_to_float(dst[0]);
+    }
+#pragma unroll
+    for (int e = 0; e < kN; ++e) acc[e] = __fadd_rn(old[e], acc[e]);
+  }
   if constexpr (kN == kVecElems) {
     store_bf16x8(dst, acc);
   } else {

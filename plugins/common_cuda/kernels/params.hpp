@@ -100,6 +100,7 @@ struct FinalizeParams {
   int64_t tile_cols;  // columns per work item: H when tokens are plentiful, less for few tokens
   int32_t width;
   int32_t has_shared;
+  int32_t accumulate;  // 1: add the old out row to the sum before rounding
 };
 
 // ---- activation ------------------------------------------------------------------------------

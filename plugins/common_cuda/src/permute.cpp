@@ -257,6 +257,7 @@ void launch_finalize(const moe_problem& p, int64_t tokens, const Permutation& pe
   k.hidden = p.hidden;
   k.width = static_cast<int32_t>(perm.width);
   k.has_shared = perm.has_shared;
+  k.accumulate = a.accumulate ? 1 : 0;
   const bool vec = p.hidden % 8 == 0 && detail::aligned(16, a.gemm2, a.out);
   detail::launch_finalize_kernel(k, vec, stream);
 }

@@ -74,6 +74,7 @@ struct Params {
   const int32_t* ids;      // [T, W] global expert ids, -1 (or out of range) = no expert
   const float* weights;    // [T, W]
   uint16_t* out;           // [T, H] bf16
+  int32_t accumulate;      // 1: out += the layer's result (ABI 1.4), rounded once
   float* y;  // workspace [max_split2][T * W, H] f32: GEMM2's row per slot and K part, in schedule
              // order
   // bf16 and fp4 weights: the intermediate in bf16, a row per slot in schedule order.

@@ -394,6 +394,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       for (int part = 1; part < split2; ++part) r += y[part * part_stride];
       v += (src >= 0 ? p.weights[t * p.width + src] : 1.0f) * r;
     }
+    if (p.accumulate) v += gpu::kernels::bf16_to_float(p.out[i]);  // the caller's old value
     p.out[i] = float_to_bf16_bits(v);
   }
 }

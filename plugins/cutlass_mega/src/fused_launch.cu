@@ -97,6 +97,7 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.ids = c.ids;
   p.weights = c.weights;
   p.out = c.out;
+  p.accumulate = c.accumulate ? 1 : 0;
   p.y = c.y;
   p.inter = c.inter;
   p.w13_fp4 = c.w13_fp4;

@@ -43,6 +43,7 @@ struct FusedCall {
   const int32_t* ids;
   const float* weights;
   uint16_t* out;
+  bool accumulate;  // out += the result (moe_run_args.accumulate)
   float* y;
   uint16_t* inter;         // bf16, fp4
   const uint8_t* w13_fp4;  // mxfp4, nvfp4: the prepared chunks (moe_cuda/fp4_chunks.hpp)

@@ -12,6 +12,7 @@
 #include "moe/sdk/enum_names.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
+#include "moe/sdk/struct_io.hpp"
 #include "moe/sdk/tensor_checks.hpp"
 #include "moe_cuda/fp4_chunks.hpp"
 #include "moe_cuda/workspace.hpp"
@@ -323,6 +324,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.ids = static_cast<const int32_t*>(a.topk_ids.data);
   c.weights = static_cast<const float*>(a.topk_weights.data);
   c.out = static_cast<uint16_t*>(a.output.data);
+  c.accumulate = sdk::run_accumulates(a);
   c.kind = kind_;
   c.y = ws.y;
   c.inter = ws.inter;

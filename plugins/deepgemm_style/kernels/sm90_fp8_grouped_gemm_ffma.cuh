@@ -14,6 +14,15 @@
 // that case: groups of ~128 +- 11 rows (Mixtral at T = 512) then stream each weight tile once,
 // and the third consumer only works for the groups that reach it.
 //
+// Ping-pong (two consumers, K at least as deep as the stage ring): a tile of at most 64 rows
+// ("solo": a decode-sized group, or the remainder of a group) needs one consumer, and the two
+// take such tiles in turn, so one's epilogue runs while the other multiplies the next tile; a
+// tile of more rows takes both, as above. A consumer that skips a solo tile does not wait on its
+// stages (it advances its ring position by K blocks) and, before its next tile, waits on a named
+// barrier for the owner to have seen all of the skipped tile's stages filled, so that its own
+// first waits are never two phases ahead of a barrier. The owner releases each stage for both
+// consumers (two arrivals a warp).
+//
 // Tiles are numbered group by group, and within a group the row blocks of one weight tile
 // (pair) consecutively (kernels/group_tiles.cuh, group_tile_rows_first): the CTAs working at one
 // moment share weight tiles, which L2 serves, even where a group's weights outgrow L2. Every CTA
@@ -25,7 +34,9 @@
 // takes gate rows 64n.. and up rows I + 64n.. of the weights (two 64-row TMA boxes, each with its
 // 128x128 block's scale), so a thread holds a gate value and its up value in one accumulator set;
 // the two CTAs of a cluster hold neighbouring tiles, the two halves of a 128-channel scale
-// block, and trade each row's largest |value| through distributed shared memory. The codes and
+// block, and trade each row's largest |value| through distributed shared memory: consumer w of
+// one CTA with consumer w of the other (the two run the same tiles, as both CTAs derive the same
+// owners), through two slots of their own. The codes and
 // scales are those of the separate activation kernel (kernels/activation.cuh), bit for bit: the
 // same f32 sums, the same accurate activation and the same quantiser.
 #pragma once
@@ -72,15 +83,17 @@ struct Tile {
   static constexpr int kStageBytes = kTileABytes + kTileBBytes;
   static constexpr int kStages = kWgs == 2 ? 6 : 5;  // as many as fit 227 KB
   // Shared memory: the stages (1024-byte aligned for the 128-byte swizzle), the barriers (the
-  // stages' full and empty, then the fused epilogue's exchange: one for each of two slots), the
-  // prefix of row blocks per group, per stage the tile's row scales and its weight scales (gate
-  // and up when fused), and the exchange's two slots of a row's largest |value|.
+  // stages' full and empty, then the fused epilogue's exchange: one for each of two slots per
+  // consumer), the prefix of row blocks per group, per stage the tile's row scales and its weight
+  // scales (gate and up when fused), and per consumer the exchange's two slots of a row's largest
+  // |value|.
   static constexpr int kScaleStride = kBlockM + 4;  // floats per stage: row scales, weight scales
   static constexpr size_t kBarrierOffset = size_t(kStages) * kStageBytes;
-  static constexpr size_t kPrefixOffset = kBarrierOffset + (2 * kStages + 2) * sizeof(uint64_t);
+  static constexpr size_t kPrefixOffset =
+      kBarrierOffset + (2 * kStages + 2 * kWgs) * sizeof(uint64_t);
   static constexpr size_t kScaleOffset = kPrefixOffset + (kMaxGroups + 4) * sizeof(int);
   static constexpr size_t kSwapOffset = kScaleOffset + kStages * kScaleStride * sizeof(float);
-  static constexpr size_t kSmemBytes = kSwapOffset + 2 * kBlockM * sizeof(float) + 1024;
+  static constexpr size_t kSmemBytes = kSwapOffset + kWgs * 2 * kWgRows * sizeof(float) + 1024;
   // Registers per thread after the split: what the producers give up must cover what the
   // consumers take (65536 an SM, one CTA), or setmaxnreg.inc waits forever. Two consumers: 128 x
   // (168 - 72) = 256 x (216 - 168) (the producers spill at 40); three: 128 x 56 + 384 x 152 =
@@ -215,6 +228,14 @@ __device__ __forceinline__ void fence_cluster() {
   asm volatile("fence.acq_rel.cluster;" ::: "memory");
 }
 
+// Named barrier `id` of `threads` threads: arrive without waiting, or arrive and wait.
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // kCluster = 2: the two CTAs of a cluster take the same row block and neighbouring N tiles;
 // each loads every other 64-row box of the row tile and multicasts it to both, so the row tile
 // crosses from L2 once per pair (a 128x128 tile's operands otherwise need more L2 bandwidth than
@@ -234,8 +255,9 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   auto* full = reinterpret_cast<uint64_t*>(smem + T::kBarrierOffset);
   uint64_t* empty = full + kStages;
-  uint64_t* swap_full = full + 2 * kStages;  // [2], fused: the peer's maxima have landed
-  auto* swap = reinterpret_cast<float*>(smem + T::kSwapOffset);  // [2][kBlockM]
+  // Fused, [consumer][slot]: the peer's same consumer's maxima have landed.
+  uint64_t* swap_full = full + 2 * kStages;
+  auto* swap = reinterpret_cast<float*>(smem + T::kSwapOffset);  // [consumer][slot][64 rows]
   int* prefix = reinterpret_cast<int*>(smem + T::kPrefixOffset);
   auto* scales = reinterpret_cast<float*>(smem + T::kScaleOffset);  // [kStages][kScaleStride]
   const int wg = threadIdx.x / 128;
@@ -250,8 +272,8 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       cutlass::arch::ClusterBarrier::init(&empty[s], 4 * kWgs * kCluster);  // every consumer warp
     }
     if constexpr (kFused)
-      for (int s = 0; s < 2; ++s)  // every consumer warp of the peer, once a tile
-        cutlass::arch::ClusterBarrier::init(&swap_full[s], 4 * kWgs);
+      for (int s = 0; s < 2 * kWgs; ++s)  // the peer's same consumer's four warps, once a tile
+        cutlass::arch::ClusterBarrier::init(&swap_full[s], 4);
     cutlass::arch::fence_barrier_init();
   }
   // Ends with __syncthreads: the barriers are visible too.
@@ -334,35 +356,40 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       }
     }
   } else {
-    // Consumers: warpgroup 1 + h takes rows 64 h .. 64 h + 63 of the tile.
+    // Consumers: warpgroup 1 + h takes rows 64 h .. 64 h + 63 of the tile, or a solo tile's 64.
     cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
     const int part = wg - 1, t128 = threadIdx.x % 128, warp = t128 / 32, lane = t128 % 32;
-    const int r_lo = part * kWgRows + warp * 16 + lane / 4;  // and r_lo + 8
-    const uint64_t desc_a = smem_desc(smem + part * kWgRows * kBlockK);
+    const int r_wg = warp * 16 + lane / 4;  // this thread's rows of its 64: r_wg and r_wg + 8
     const uint64_t desc_b = smem_desc(smem + kTileABytes);
+    // Solo tiles alternate between two consumers only where a skipped tile's K blocks go round
+    // the whole ring (the named barrier's ordering argument needs it: bench/NOTES.md session 29).
+    const bool pingpong = kWgs == 2 && k_blocks >= kStages;
     float acc[kAccum], total[kAccum];
     int stage = 0;
     uint32_t phase = 0;
-    auto release = [&] {  // this warp is done with the stage, in every CTA that reads it
+    // This warp is done with the stage, in every CTA that reads it; `arrivals` = kWgs when it
+    // stands for every consumer (a solo tile).
+    auto release = [&](int arrivals) {
       __syncwarp();
       if (lane == 0)
         for (int c = 0; c < kCluster; ++c)
-          cutlass::arch::ClusterBarrier::arrive(&empty[stage], uint32_t(c), 1u);
+          for (int a = 0; a < arrivals; ++a)
+            cutlass::arch::ClusterBarrier::arrive(&empty[stage], uint32_t(c), 1u);
       if (++stage == kStages) stage = 0, phase ^= 1;
     };
     // Fused: this warp's rows' largest |value| (lane q == 0 of each quad writes) go into the
-    // peer CTA's slot `it % 2`; returns the peer's for the same rows. Every consumer warp takes
-    // part in every tile, an idle one without values, so the barrier counts whole tiles. The slot
-    // is free: every warp of the peer read its tile it - 2 values before arriving for tile
-    // it - 1, which this warp waited for; and the peer writes this tile's slot again (tile
-    // it + 2) only after this warp's arrival for tile it + 1, after its read here.
-    auto swap_maxima = [&](int it, bool has_rows, float lo, float hi) {
-      const int slot = it & 1;
+    // peer CTA's slot `it % 2` of this consumer, `it` counting the tiles this consumer computed;
+    // returns the peer's for the same rows. The slot is free: the peer's same consumer read its
+    // tile it - 2 values before arriving for tile it - 1, which this warp waited for; and it writes
+    // this tile's slot again (tile it + 2) only after this warp's arrival for tile it + 1, after
+    // its read here.
+    auto swap_maxima = [&](int it, float lo, float hi) {
+      const int slot = 2 * part + (it & 1);
       const uint32_t parity = uint32_t(it >> 1) & 1u, peer = uint32_t(rank ^ 1);
-      float* buf = swap + slot * kBlockM;
-      if (has_rows && lane % 4 == 0) {
-        store_to_peer(buf + r_lo, peer, lo);
-        store_to_peer(buf + r_lo + 8, peer, hi);
+      float* buf = swap + slot * kWgRows;
+      if (lane % 4 == 0) {
+        store_to_peer(buf + r_wg, peer, lo);
+        store_to_peer(buf + r_wg + 8, peer, hi);
       }
       __syncwarp();
       if (lane == 0) {
@@ -371,21 +398,37 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       }
       cutlass::arch::ClusterBarrier::wait(&swap_full[slot], parity);
       fence_cluster();
-      return make_float2(buf[r_lo], buf[r_lo + 8]);
+      return make_float2(buf[r_wg], buf[r_wg + 8]);
     };
-    for (int u = cluster, it = 0; u < units; u += clusters, ++it) {
+    int solo_tiles = 0, fused_tiles = 0;
+    bool took_previous = true;
+    for (int u = cluster; u < units; u += clusters) {
       const gpu::kernels::GroupTile tile = tile_at(u);
       const GroupRows gr = group_rows(p, tile.group);
       const int64_t row0 = gr.first + int64_t(tile.block_m) * kBlockM;
       const int64_t rows_here = gr.count - int64_t(tile.block_m) * kBlockM;  // >= 1
-      if (rows_here <= part * kWgRows) {  // no rows in this part: only release the stages
-        for (int kb = 0; kb < k_blocks; ++kb) {
-          cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
-          release();
-        }
-        if constexpr (kFused) swap_maxima(it, false, 0.0f, 0.0f);
+      const bool solo = pingpong && rows_here <= kWgRows;
+      if (solo && (solo_tiles++ & 1) != part) {  // the other consumer's: skip its stages
+        const int next = stage + k_blocks;
+        phase ^= uint32_t(next / kStages) & 1u;
+        stage = next % kStages;
+        took_previous = false;
         continue;
       }
+      // After a skipped tile: its owner has waited on every one of its stages (so all stages
+      // before this tile's are filled, and this consumer's waits are at most a phase ahead).
+      if (!took_previous) named_sync(1 + part, 2 * 128);
+      took_previous = true;
+      const int half = solo ? 0 : part;   // the tile's 64 rows this consumer computes
+      if (rows_here <= half * kWgRows) {  // no rows in this part: only release the stages
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
+          release(1);
+        }
+        continue;
+      }
+      const int r_lo = half * kWgRows + r_wg;  // and r_lo + 8
+      const uint64_t desc_a = smem_desc(smem + half * kBoxBytes);
       const bool has_lo = r_lo < rows_here, has_hi = r_lo + 8 < rows_here;
 #pragma unroll
       for (int i = 0; i < kAccum; ++i) total[i] = 0.0f;
@@ -410,7 +453,7 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
         cute::warpgroup_wait<0>();
         const float f_lo = s_lo * s_w, f_hi = s_hi * s_w;  // read before the stage is released
         const float fu_lo = s_lo * s_wu, fu_hi = s_hi * s_wu;
-        release();
+        release(solo ? kWgs : 1);
         // Accumulator layout (m64nNk32): value 4j + {0,1} is row r_lo, columns 8j + 2(lane%4)
         // + {0,1}; 4j + {2,3} the same columns of row r_lo + 8.
         // Fused: columns 64.. (j >= 8) are the up rows, with their own weight scale.
@@ -423,6 +466,9 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
           total[4 * j + 3] = fmaf(acc[4 * j + 3], up ? fu_hi : f_hi, total[4 * j + 3]);
         }
       }
+      // A solo tile's stages are all seen: the other consumer, which skipped it, may start the
+      // next tile (it always takes part in it: solo tiles alternate).
+      if (solo && u + clusters < units) named_arrive(1 + (part ^ 1), 2 * 128);
       if constexpr (kFused) {
         // Outputs 8j + 2q + {0, 1} (j < 8) of the tile's 64 channels, rows r_lo and r_lo + 8:
         // act(gate + bias, up + bias) as the activation kernel computes it, written over the
@@ -472,7 +518,7 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
         }
         m_lo = gpu::kernels::group_max<4>(m_lo);
         m_hi = gpu::kernels::group_max<4>(m_hi);
-        const float2 theirs = swap_maxima(it, true, m_lo, m_hi);
+        const float2 theirs = swap_maxima(fused_tiles++, m_lo, m_hi);
         const float sc_lo = gpu::kernels::fp8_scale_from_amax(fmaxf(m_lo, theirs.x));
         const float sc_hi = gpu::kernels::fp8_scale_from_amax(fmaxf(m_hi, theirs.y));
         const float inv_lo = gpu::kernels::e4m3_inverse(sc_lo);

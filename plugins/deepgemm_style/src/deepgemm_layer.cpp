@@ -10,6 +10,7 @@
 #include "moe/sdk/block_scales.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
+#include "moe/sdk/struct_io.hpp"
 #include "moe/sdk/tensor_checks.hpp"
 #include "moe_cuda/activation.hpp"
 #include "moe_cuda/permute.hpp"
@@ -437,6 +438,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   fin.topk_weights = static_cast<const float*>(a.topk_weights.data);
   fin.bias = p.expert_bias != 0 ? b2_.as<float>() : nullptr;
   fin.out = static_cast<uint16_t*>(a.output.data);
+  fin.accumulate = sdk::run_accumulates(a);
   gpu::launch_finalize(p, tokens, perm, fin, stream);
 }
 

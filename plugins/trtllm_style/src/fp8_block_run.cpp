@@ -5,6 +5,7 @@
 // deepgemm_style runs; what differs here is the TensorRT-LLM layout they read (padded I, w31,
 // scales floored) and the tile policy.
 #include "layer_workspace.hpp"
+#include "moe/sdk/struct_io.hpp"
 #include "moe_cuda/activation.hpp"
 #include "moe_cuda/fp8_block_gemm.hpp"
 #include "moe_cuda/quantize.hpp"
@@ -73,6 +74,7 @@ void DeviceLayer::run_fp8_block(const moe_run_args& a, const Workspace& ws,
   fin.topk_weights = static_cast<const float*>(a.topk_weights.data);
   fin.bias = has_bias_ ? b2_.as<float>() : nullptr;
   fin.out = static_cast<uint16_t*>(a.output.data);
+  fin.accumulate = sdk::run_accumulates(a);
   gpu::launch_finalize(p, tokens, perm, fin, stream);
 }
 

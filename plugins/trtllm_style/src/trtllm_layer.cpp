@@ -740,6 +740,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   fin.topk_weights = static_cast<const float*>(a.topk_weights.data);
   fin.bias = has_bias_ ? b2_.as<float>() : nullptr;
   fin.out = static_cast<uint16_t*>(a.output.data);
+  fin.accumulate = moe::sdk::run_accumulates(a);
   moe::gpu::launch_finalize(p, tokens, ws.perm, fin, stream);
 }
 

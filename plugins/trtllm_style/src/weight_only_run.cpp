@@ -21,6 +21,7 @@
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
+#include "moe/sdk/struct_io.hpp"
 #include "moe_cuda/bf16_tiles.hpp"
 #include "moe_cuda/check.hpp"
 #include "moe_cuda/fp4_chunks.hpp"
@@ -308,6 +309,7 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   fin.topk_weights = static_cast<const float*>(a.topk_weights.data);
   fin.bias = has_bias_ ? b2_.as<float>() : nullptr;
   fin.out = static_cast<uint16_t*>(a.output.data);
+  fin.accumulate = sdk::run_accumulates(a);
   moe::gpu::launch_finalize(p, tokens, perm, fin, stream);
 }
 

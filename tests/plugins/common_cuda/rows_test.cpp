@@ -92,11 +92,12 @@ class RowsTest : public test::CudaTest {
   }
 
   // The finalize contract in plain float: slot columns in order, fmaf per term, then the shared
-  // row, one rounding to bf16.
+  // row, one rounding to bf16. `old` (accumulate): the caller's output, added to the sum last.
   std::vector<uint16_t> finalize_model(const moe_problem& p, int64_t tokens, const Permuted& pm,
                                        const std::vector<uint16_t>& gemm2,
                                        const std::vector<float>& weights,
-                                       const std::vector<float>& bias) {
+                                       const std::vector<float>& bias,
+                                       const std::vector<uint16_t>& old) {
     const int64_t h = p.hidden, width = topk_width(p);
     std::vector<uint16_t> out(static_cast<size_t>(tokens * h));
     std::vector<float> acc(static_cast<size_t>(h));
@@ -117,12 +118,15 @@ class RowsTest : public test::CudaTest {
         const int32_t row = pm.slot_row[tokens * width + t];
         for (int64_t c = 0; c < h; ++c) acc[c] = acc[c] + bf16_to_float(gemm2[row * h + c]);
       }
+      if (!old.empty())
+        for (int64_t c = 0; c < h; ++c) acc[c] = bf16_to_float(old[t * h + c]) + acc[c];
       for (int64_t c = 0; c < h; ++c) out[t * h + c] = float_to_bf16(acc[c]);
     }
     return out;
   }
 
-  void expect_finalize(int64_t hidden, bool shared, bool with_bias) {
+  // accumulate: the output starts random and must gain the sum (a token without rows keeps it).
+  void expect_finalize(int64_t hidden, bool shared, bool with_bias, bool accumulate = false) {
     Problem problem;
     moe_problem& r = problem.raw();
     r.experts = 32;
@@ -149,24 +153,33 @@ class RowsTest : public test::CudaTest {
     }
     DeviceBuffer<uint16_t> d_gemm2(gemm2), d_out(static_cast<size_t>(tokens * hidden));
     DeviceBuffer<float> d_weights(weights), d_bias(bias);
-    d_out.poison(0xff);
+    std::vector<uint16_t> old;
+    if (accumulate) {
+      old = random_bf16(static_cast<size_t>(tokens * hidden));
+      d_out.upload(old);
+    } else {
+      d_out.poison(0xff);
+    }
     FinalizeArgs a;
     a.gemm2 = d_gemm2.get();
     a.topk_weights = d_weights.get();
     a.bias = with_bias ? d_bias.get() : nullptr;
     a.out = d_out.get();
+    a.accumulate = accumulate;
     launch_finalize(p, tokens, pm.perm, a, stream_);
     sync();
     const std::vector<uint16_t> got = d_out.download();
-    const std::vector<uint16_t> want = finalize_model(p, tokens, pm, gemm2, weights, bias);
+    const std::vector<uint16_t> want = finalize_model(p, tokens, pm, gemm2, weights, bias, old);
     int64_t wrong = 0;
     for (size_t i = 0; i < want.size(); ++i)
       if (got[i] != want[i] && wrong++ < 5)
         ADD_FAILURE() << "token " << i / hidden << " column " << i % hidden << ": got "
                       << bf16_to_float(got[i]) << " want " << bf16_to_float(want[i]);
     EXPECT_EQ(wrong, 0);
-    if (!shared) {
-      for (int64_t c = 0; c < hidden; ++c) EXPECT_EQ(got[7 * hidden + c], 0) << "column " << c;
+    if (!shared) {  // token 7's row: zero, or the old value untouched
+      for (int64_t c = 0; c < hidden; ++c)
+        EXPECT_EQ(got[7 * hidden + c], accumulate ? old[7 * hidden + c] : uint16_t(0))
+            << "column " << c;
     }
   }
 };
@@ -182,6 +195,12 @@ TEST_F(RowsTest, FinalizeSumsWeightedRowsInSlotOrderBitForBit) {
   expect_finalize(256, /*shared=*/true, /*bias=*/false);
   expect_finalize(100, /*shared=*/true, /*bias=*/true);  // scalar path
   expect_finalize(7168, /*shared=*/false, /*bias=*/false);
+}
+
+TEST_F(RowsTest, FinalizeAccumulateAddsTheOldRowOnceBitForBit) {
+  expect_finalize(256, /*shared=*/false, /*bias=*/true, /*accumulate=*/true);
+  expect_finalize(256, /*shared=*/true, /*bias=*/false, /*accumulate=*/true);
+  expect_finalize(100, /*shared=*/false, /*bias=*/false, /*accumulate=*/true);  // scalar path
 }
 
 }  // namespace

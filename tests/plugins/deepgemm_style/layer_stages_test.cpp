@@ -30,6 +30,9 @@ struct Case {
   RowLayout layout;
   int64_t tokens;
   const char* tiles = "auto";  // option gemm_tiles
+  // >= 768 (six 128-wide K blocks, the 128-row kernel's stage ring): the own kernel's consumers
+  // take tiles of <= 64 rows in turn (ping-pong).
+  int64_t hidden = 384, intermediate = 256;
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
@@ -42,7 +45,9 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
           : std::string(c.tiles) == "tokens"         ? "CutlassTokenTiles"
           : std::string(c.tiles) == "weights"        ? "CutlassWeightTiles"
           : std::string(c.tiles) == "tokens_paired"  ? "CutlassPairedTiles"
-                                                     : "");
+                                                     : "") +
+         (c.hidden != 384 ? "H" + std::to_string(c.hidden) + "I" + std::to_string(c.intermediate)
+                          : "");
 }
 
 double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
@@ -144,8 +149,8 @@ TEST_P(DeepGemmLayerStages, EachStageMatchesItsModelOnThePreviousStagesOutput) {
   moe_problem& raw = prob.raw();
   raw.experts = 12;
   raw.top_k = 3;
-  raw.hidden = 384;
-  raw.intermediate = 256;
+  raw.hidden = c.hidden;
+  raw.intermediate = c.intermediate;
   raw.format = MOE_FORMAT_FP8_BLOCK;
   raw.input_format = MOE_INPUT_FP8_1X128;
   raw.activation = c.activation;
@@ -156,8 +161,12 @@ TEST_P(DeepGemmLayerStages, EachStageMatchesItsModelOnThePreviousStagesOutput) {
   const int64_t t_count = c.tokens, k = p.top_k, h = p.hidden, in = p.intermediate;
   const int64_t n1 = c.activation == MOE_ACTIVATION_RELU2 ? in : 2 * in;
   const LayerWeights w = random_weights(p, seed_);
+  // Every stage's buffer is read back, GEMM1's f32 output included: the separate activation
+  // (`auto` fuses it into GEMM1 on 192-row tiles; DeepGemmFusedGemm1 checks that path).
   const DeviceLayer layer(p, w.view(),
-                          {{"layout", row_layout_name(c.layout)}, {"gemm_tiles", c.tiles}});
+                          {{"layout", row_layout_name(c.layout)},
+                           {"gemm_tiles", c.tiles},
+                           {"gemm1_epilogue", "separate"}});
 
   // Weights as doubles, per expert: W13 [n1, H], W2 [H, I].
   std::vector<std::vector<double>> w13(size_t(p.experts)), w2(size_t(p.experts));
@@ -181,6 +190,7 @@ TEST_P(DeepGemmLayerStages, EachStageMatchesItsModelOnThePreviousStagesOutput) {
   DeviceBuffer<int32_t> d_ids(ids);
   DeviceBuffer<float> d_weights(weights);
   DeviceBuffer<uint8_t> d_ws(layer.workspace_size(t_count));
+  d_ws.poison(0xff);  // a stage that writes nothing cannot pass on an earlier test's bytes
   run_layer(layer, d_hidden, d_ids, d_weights, t_count, k, h, d_ws, d_out);
 
   // Read every stage back (offsets into the one workspace download).
@@ -299,19 +309,25 @@ TEST_P(DeepGemmLayerStages, EachStageMatchesItsModelOnThePreviousStagesOutput) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layers, DeepGemmLayerStages,
-    ::testing::Values(Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200},
-                      Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kMasked, 33},
-                      Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 70},
-                      Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 5},
-                      Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma"},
-                      Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "tokens_ffma"},
-                      Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma192"},
-                      Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "tokens_ffma192"},
-                      // CUTLASS's tilings, which `auto` no longer takes at these sizes (16-176
-                      // rows an expert run the own kernel).
-                      Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens"},
-                      Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 70, "weights"},
-                      Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_paired"}),
+    ::testing::Values(
+        Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200},
+        Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kMasked, 33},
+        Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 70},
+        Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 5},
+        Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma"},
+        Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "tokens_ffma"},
+        Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma192"},
+        Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "tokens_ffma192"},
+        // Ping-pong: K = 1024 in both GEMMs; 10 rows an expert (every tile solo,
+        // several a CTA), and 50 (solo and two-consumer tiles mixed).
+        Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 40, "tokens_ffma", 1024, 1024},
+        Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kMasked, 40, "tokens_ffma", 1024, 1024},
+        Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 200, "tokens_ffma", 1024, 1024},
+        // CUTLASS's tilings, which `auto` no longer takes at these sizes (16-176
+        // rows an expert run the own kernel).
+        Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens"},
+        Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 70, "weights"},
+        Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_paired"}),
     case_name);
 
 // gemm1_epilogue: fused against separate on the same weights and inputs: the own kernel's GEMM1
@@ -373,6 +389,7 @@ TEST_P(DeepGemmFusedGemm1, CodesScalesAndOutputAreTheSeparateActivationsBitForBi
                              {"gemm_tiles", c.tiles},
                              {"gemm1_epilogue", epilogue}});
     DeviceBuffer<uint8_t> d_ws(layer.workspace_size(t_count));
+    d_ws.poison(0xff);  // gemm1_rows_written below reads the poison
     DeviceBuffer<uint16_t> d_out(size_t(t_count * h));
     run_layer(layer, d_hidden, d_ids, d_weights, t_count, k, h, d_ws, d_out);
     const DeviceLayer::Workspace ws = layer.carve(d_ws.get(), t_count, c.layout, nullptr);
@@ -440,7 +457,12 @@ INSTANTIATE_TEST_SUITE_P(
         FusedCase{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 300, "tokens_ffma", false, false,
                   1024, 2048},
         FusedCase{MOE_ACTIVATION_SWIGLU_OAI, RowLayout::kContiguous, 500, "tokens_ffma192", true,
-                  true, 1024, 2048}),
+                  true, 1024, 2048},
+        // Ping-pong (K = 1024): every tile solo, taken in turn by the two consumers.
+        FusedCase{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 40, "tokens_ffma", false, false,
+                  1024, 2048},
+        FusedCase{MOE_ACTIVATION_GELU_MUL, RowLayout::kMasked, 40, "tokens_ffma", true, true, 1024,
+                  2048}),
     [](const ::testing::TestParamInfo<FusedCase>& info) {
       const FusedCase& c = info.param;
       const char* act = c.activation == MOE_ACTIVATION_SWIGLU_OAI       ? "SwigluOai"

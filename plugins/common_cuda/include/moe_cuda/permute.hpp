@@ -118,12 +118,15 @@ struct FinalizeArgs {
   const float* topk_weights = nullptr;  // [T, W] f32 (routed weights, then sink gammas)
   const float* bias = nullptr;          // b2 [L, H] f32 of the local experts, or null
   uint16_t* out = nullptr;              // out: [T, H] bf16, every row written
+  bool accumulate = false;              // out[t, :] = old out[t, :] + the sum (ABI 1.4)
 };
 
 // out[t, :] = sum over j in column order of w[t, j] * (gemm2[slot_row[t*W + j], :] + b2[group])
 // (+ gemm2[shared row of t, :] with weight 1, last), accumulated in fp32 in that fixed order
 // (fmaf per term) and rounded once to bf16. Slots without a row are skipped; a token with no
-// rows gets a zero row. Sink and shared rows take no bias.
+// rows gets a zero row. Sink and shared rows take no bias. With `accumulate` the old bf16 row is
+// added to the fp32 sum last (one more fadd), still rounded once; a token with no rows keeps its
+// old row.
 void launch_finalize(const moe_problem& p, int64_t tokens, const Permutation& perm,
                      const FinalizeArgs& args, cudaStream_t stream);
 
