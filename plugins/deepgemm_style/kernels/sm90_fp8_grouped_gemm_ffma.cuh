@@ -125,7 +125,7 @@ struct Params {
   const float* bias = nullptr;  // [bias_groups][N] f32 in GEMM1's columns, or null
   int32_t bias_groups = 0;
   int64_t bias_ld = 0;
-  int32_t activation = 0;                // a gated moe_activation
+  int32_t activation = 0;                // a gated moe_activation (the instance's kAct)
   gpu::kernels::ActivationParams act{};  // its alpha, limit and gelu form
 };
 
@@ -241,7 +241,8 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
 // crosses from L2 once per pair (a 128x128 tile's operands otherwise need more L2 bandwidth than
 // the H200 has at full wgmma rate). A stage is refilled only when the consumers of both CTAs have
 // released it.
-template <class Out, int kCluster, int kWgs>
+// kAct: the fused epilogue's gated activation (a gpu::kernels kind; unused unless Out = uint8_t).
+template <class Out, int kCluster, int kWgs, int kAct = 0>
 __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
     grouped_gemm(const __grid_constant__ Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -478,44 +479,30 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
                                 ? p.bias + int64_t(tile.group) * p.bias_ld
                                 : nullptr;
         float m_lo = 0.0f, m_hi = 0.0f;
-        // One unrolled loop per activation, chosen once a tile.
-        auto activate_tile = [&](auto kind) {
-          constexpr int32_t kAct = decltype(kind)::value;
+        // The activation is the instance's (kAct): one kind's unrolled code, not four, so the
+        // epilogue does not push the main loop out of the instruction cache (bench/NOTES.md,
+        // session 29).
 #pragma unroll
-          for (int j = 0; j < kAccum / 8; ++j)
+        for (int j = 0; j < kAccum / 8; ++j)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              // The bias is added only where there is one (x + 0 would turn -0 into +0).
-              const int ch = c0 + 8 * j + 2 * q + e;
-              float& lo = total[4 * j + e];
-              float& hi = total[4 * j + 2 + e];
-              float u_lo = total[4 * (j + kAccum / 8) + e],
-                    u_hi = total[4 * (j + kAccum / 8) + 2 + e];
-              if (bias != nullptr) {
-                lo += bias[ch];
-                hi += bias[ch];
-                u_lo += bias[inter + ch];
-                u_hi += bias[inter + ch];
-              }
-              lo = gpu::kernels::activate(p.act, kAct, lo, u_lo);
-              hi = gpu::kernels::activate(p.act, kAct, hi, u_hi);
-              m_lo = fmaxf(m_lo, fabsf(lo));
-              m_hi = fmaxf(m_hi, fabsf(hi));
+          for (int e = 0; e < 2; ++e) {
+            // The bias is added only where there is one (x + 0 would turn -0 into +0).
+            const int ch = c0 + 8 * j + 2 * q + e;
+            float& lo = total[4 * j + e];
+            float& hi = total[4 * j + 2 + e];
+            float u_lo = total[4 * (j + kAccum / 8) + e],
+                  u_hi = total[4 * (j + kAccum / 8) + 2 + e];
+            if (bias != nullptr) {
+              lo += bias[ch];
+              hi += bias[ch];
+              u_lo += bias[inter + ch];
+              u_hi += bias[inter + ch];
             }
-        };
-        switch (p.activation) {
-          case gpu::kernels::kSiluMulClamp:
-            activate_tile(std::integral_constant<int32_t, gpu::kernels::kSiluMulClamp>{});
-            break;
-          case gpu::kernels::kSwigluOai:
-            activate_tile(std::integral_constant<int32_t, gpu::kernels::kSwigluOai>{});
-            break;
-          case gpu::kernels::kGeluMul:
-            activate_tile(std::integral_constant<int32_t, gpu::kernels::kGeluMul>{});
-            break;
-          default:
-            activate_tile(std::integral_constant<int32_t, gpu::kernels::kSiluMul>{});
-        }
+            lo = gpu::kernels::activate(p.act, kAct, lo, u_lo);
+            hi = gpu::kernels::activate(p.act, kAct, hi, u_hi);
+            m_lo = fmaxf(m_lo, fabsf(lo));
+            m_hi = fmaxf(m_hi, fabsf(hi));
+          }
         m_lo = gpu::kernels::group_max<4>(m_lo);
         m_hi = gpu::kernels::group_max<4>(m_hi);
         const float2 theirs = swap_maxima(fused_tiles++, m_lo, m_hi);

@@ -20,11 +20,11 @@ bool encode(CUtensorMap* map, const void* base, int64_t rows, int k, int box_row
                                    128);
 }
 
-template <class Out, int kCluster, int kWgs>
+template <class Out, int kCluster, int kWgs, int kAct = 0>
 LaunchResult launch_typed(const GemmCall& c) noexcept {
   using namespace kernels::ffma;
   using T = Tile<kWgs>;
-  auto* kernel = grouped_gemm<Out, kCluster, kWgs>;
+  auto* kernel = grouped_gemm<Out, kCluster, kWgs, kAct>;
   static const cudaError_t opt_in =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
   if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
@@ -57,8 +57,9 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
     p.act.gelu_tanh = f.gelu_tanh;
   }
 
-  if (cudaError_t e = gpu::kernels::launch_persistent_clusters<grouped_gemm<Out, kCluster, kWgs>>(
-          p, kCluster, T::kThreads, T::kSmemBytes, c.sm_count, INT64_MAX, c.stream);
+  if (cudaError_t e =
+          gpu::kernels::launch_persistent_clusters<grouped_gemm<Out, kCluster, kWgs, kAct>>(
+              p, kCluster, T::kThreads, T::kSmemBytes, c.sm_count, INT64_MAX, c.stream);
       e != cudaSuccess)
     return {"launch", cudaGetErrorString(e)};
   return {};
@@ -70,12 +71,31 @@ int ffma_max_groups() {
   return kernels::ffma::kMaxGroups;
 }
 
+// A fused GEMM1's instance: one per gated activation (fp8_gemm.cpp admits these four; the
+// kernels' kinds are moe_activation's values).
+template <int kWgs>
+LaunchResult launch_fused(const GemmCall& c) noexcept {
+  namespace k = gpu::kernels;
+  switch (c.fused->activation) {
+    case k::kSiluMul:
+      return launch_typed<uint8_t, 2, kWgs, k::kSiluMul>(c);
+    case k::kSiluMulClamp:
+      return launch_typed<uint8_t, 2, kWgs, k::kSiluMulClamp>(c);
+    case k::kSwigluOai:
+      return launch_typed<uint8_t, 2, kWgs, k::kSwigluOai>(c);
+    case k::kGeluMul:
+      return launch_typed<uint8_t, 2, kWgs, k::kGeluMul>(c);
+    default:
+      return {"setup", "a fused GEMM1 takes silu_mul, silu_mul_clamp, swiglu_oai or gelu_mul"};
+  }
+}
+
 template <int kWgs>
 LaunchResult launch_rows(const GemmCall& c) noexcept {
   // Fused GEMM1: the pair's two tiles are one 128-channel scale block (N / 128 is even).
   if (c.fused != nullptr)
     return (c.n / kernels::ffma::kBlockN) % 2 == 0
-               ? launch_typed<uint8_t, 2, kWgs>(c)
+               ? launch_fused<kWgs>(c)
                : LaunchResult{"setup", "a fused GEMM1 needs an even number of 128-row tiles"};
   // Pairs of N tiles share the row tile when N holds an even number of them.
   if ((c.n / kernels::ffma::kBlockN) % 2 == 0)
