@@ -62,8 +62,9 @@ class ExpertParallelGroup:
     def device_step(self, layer, max_tokens):
         """The step that stays on the device (docs/design.md §4, "Two EP steps"): buffers for
         `max_tokens` tokens a rank made now in `layer`'s memory; DeviceStep.run enqueues a step on
-        a stream with no host work in between. Routed experts only (a layer with a shared expert
-        or sinks is refused: step() takes those), every rank the same batch size."""
+        a stream with no host work in between. A shared expert split off at prepare and sink
+        experts run on each rank's own tokens after the exchange, added into the output (the
+        plugin must declare accumulate, ABI 1.4); every rank the same batch size."""
         return DeviceStep(self, layer, max_tokens)
 
     def close(self):

@@ -79,6 +79,17 @@ ep::NcclApi fake_world_nccl() {
   return api;
 }
 
+// `p` with two sink experts (sigmoid routing with a bias, as Inkling's).
+Problem with_sinks(Problem p) {
+  p.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+  p.raw().routing_bias = 1;
+  p.raw().sink_experts = 2;
+  p.raw().sink_intermediate = 16;
+  p.finalize();
+  validate_problem(p.c());
+  return p;
+}
+
 // `step` on device buffers of `tokens` rows: hidden, ids, weights in, output out.
 void run_on(const ep::DeviceStep& step, const moe_problem& p, int64_t tokens, const Buffer& x,
             const Buffer& ids, const Buffer& wt, const Buffer& y) {
@@ -131,6 +142,30 @@ class DeviceStepTest : public testing::Test {
     for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
     return out;
   }
+  // Every rank's problem (make(r)), its experts of `weights` prepared by the device plugin, and
+  // its own batch of `tokens` (seed seed + r) routed by the reference on `whole`.
+  struct Ranks {
+    std::vector<Problem> problems;
+    std::vector<LayerWeights> local;
+    std::vector<Layer> layers;
+    std::vector<Batch> batches;
+    std::vector<Routing> routings;
+    std::vector<moe_problem> raw;
+  };
+  template <class MakeProblem>
+  Ranks make_ranks(const Problem& whole, const LayerWeights& weights, int64_t tokens, uint64_t seed,
+                   MakeProblem make) {
+    Ranks k;
+    for (int r = 0; r < kWorld; ++r) {
+      k.problems.push_back(make(r));
+      k.local.push_back(slice_local_experts(weights, k.problems.back().c()));
+      k.layers.push_back(device_->prepare(k.problems.back().c(), k.local.back().view(), {}));
+      k.batches.push_back(random_batch(whole.c(), tokens, seed + r, Scenario::kRandom));
+      k.routings.push_back(route_batch(*registry_->find("reference"), whole.c(), k.batches.back()));
+      k.raw.push_back(k.problems.back().c());
+    }
+    return k;
+  }
   // Every rank's routed layer on one rank's tokens, summed in rank order in f32.
   static std::vector<float> routed_sum(const std::vector<Layer>& layers,
                                        const std::vector<moe_problem>& problems, const Batch& batch,
@@ -155,20 +190,9 @@ TEST_F(DeviceStepTest, TwoRanksSumBothRanksExpertsOnEachRanksTokens) {
   const LayerWeights weights = random_weights(whole.c(), 31);
   const Layer one = device_->prepare(whole.c(), weights.view(), {});
   const int64_t tokens = 13, h = whole.c().hidden;
-  std::vector<Problem> problems;
-  std::vector<LayerWeights> local;
-  std::vector<Layer> layers;
-  std::vector<Batch> batches;
-  std::vector<Routing> routings;
-  for (int r = 0; r < kWorld; ++r) {
-    problems.push_back(small_ep_problem(kWorld, r));
-    local.push_back(slice_local_experts(weights, problems.back().c()));
-    layers.push_back(device_->prepare(problems.back().c(), local.back().view(), {}));
-    batches.push_back(random_batch(whole.c(), tokens, 40 + r, Scenario::kRandom));
-    routings.push_back(route_batch(*registry_->find("reference"), whole.c(), batches.back()));
-  }
-  std::vector<moe_problem> raw;
-  for (const Problem& q : problems) raw.push_back(q.c());
+  const Ranks ranks =
+      make_ranks(whole, weights, tokens, 40, [](int r) { return small_ep_problem(kWorld, r); });
+  const auto& [problems, local, layers, batches, routings, raw] = ranks;
   const std::vector<HostTensor> out = run_ranks(
       [&](ep::Group* g, int r) { return ep::DeviceStep(g, layers[size_t(r)], raw[size_t(r)], 32); },
       batches, routings, whole.c());
@@ -238,12 +262,6 @@ TEST_F(DeviceStepTest, BadInputIsNamed) {
   shared.finalize();
   expect_error([&] { ep::DeviceStep(nullptr, layer, shared.c(), 4); }, MOE_STATUS_UNSUPPORTED,
                {"shared expert (shared_intermediate=16)", "ep::split_shared_expert"});
-  Problem sinks = p;
-  sinks.raw().sink_experts = 2;
-  sinks.raw().sink_intermediate = 16;
-  sinks.finalize();
-  expect_error([&] { ep::DeviceStep(nullptr, layer, sinks.c(), 4); }, MOE_STATUS_UNSUPPORTED,
-               {"no sink experts (2)", "ep::run_step"});
   // A shared expert's layer must be one expert of the same hidden size, of the same plugin, and
   // that plugin must add into the output (ABI 1.4).
   expect_error(
@@ -269,6 +287,57 @@ TEST_F(DeviceStepTest, BadInputIsNamed) {
       },
       MOE_STATUS_UNSUPPORTED,
       {"plugin 'fixture_abi_v1_2' does not declare MOE_RUN_FEATURE_ACCUMULATE"});
+  // Sink experts on several ranks run in a home pass that adds into the output (ABI 1.4).
+  Problem sinks = with_sinks(small_ep_problem(kWorld, 0));
+  const LayerWeights sink_weights = random_weights(sinks.c(), 7);
+  const Layer old_sinks = old->prepare(sinks.c(), sink_weights.view(), {});
+  ep::NcclApi lone = nccl_;  // rank 0 of two on this thread alone: its own bytes everywhere
+  lone.all_gather = [](const void* mine, void* all, size_t n, ncclDataType_t dt, ncclComm_t,
+                       cudaStream_t) {
+    const size_t bytes = n * (dt == ncclUint8 ? 1 : 4);
+    for (int r = 0; r < kWorld; ++r)
+      std::memcpy(static_cast<uint8_t*>(all) + r * bytes, mine, bytes);
+    return ncclSuccess;
+  };
+  auto group = ep::Group::borrow(lone, reinterpret_cast<ncclComm_t>(&g_ranks[0]), 0, kWorld,
+                                 device_, 10, 42);
+  expect_error([&] { ep::DeviceStep(group.get(), old_sinks, sinks.c(), 4); },
+               MOE_STATUS_UNSUPPORTED,
+               {"sink experts (2)", "plugin 'fixture_abi_v1_2' does not declare"});
+}
+
+// Sink experts (replicated on every rank) leave the gathered run and are added on each rank's own
+// tokens after the reduce-scatter by a home pass with the routed columns cleared: bf16(the
+// reduce-scatter sum + the home pass's fp64 result), bit for bit, and within the layer tolerance of
+// the whole layer on one rank. Every token reaches the sinks at least once (some columns -1).
+TEST_F(DeviceStepTest, TwoRanksAddTheSinkExpertsOnTheirOwnTokens) {
+  const Problem whole = with_sinks(small_ep_problem(1, 0));
+  const LayerWeights weights = random_weights(whole.c(), 41);
+  const Layer one = device_->prepare(whole.c(), weights.view(), {});
+  const int64_t tokens = 12, h = whole.c().hidden;
+  const Ranks ranks = make_ranks(whole, weights, tokens, 60,
+                                 [](int r) { return with_sinks(small_ep_problem(kWorld, r)); });
+  const auto& [problems, local, layers, batches, routings, raw] = ranks;
+  const std::vector<HostTensor> out = run_ranks(
+      [&](ep::Group* g, int r) { return ep::DeviceStep(g, layers[size_t(r)], raw[size_t(r)], 16); },
+      batches, routings, whole.c());
+  for (int r = 0; r < kWorld; ++r) {
+    const Routing& routing = routings[size_t(r)];
+    const SinkSplit split = split_sink_columns(whole.c(), routing);
+    ASSERT_GT(split.sink_slots, 0) << "the routing sent no token to a sink";
+    const std::vector<float> sum = routed_sum(layers, raw, batches[size_t(r)], split.routed);
+    const RunResult sinks = run_layer(layers[size_t(r)], raw[size_t(r)], batches[size_t(r)].hidden,
+                                      split.home, MOE_DTYPE_F64);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < tokens * h; ++i) {
+      const double part = bf16_to_float(float_to_bf16(sum[size_t(i)]));
+      wrong += out[size_t(r)].data<uint16_t>()[i] !=
+               double_to_bf16(part + sinks.output.data<double>()[i]);
+    }
+    EXPECT_EQ(wrong, 0) << "rank " << r;
+    const RunResult alone = run_layer(one, whole.c(), batches[size_t(r)].hidden, routing);
+    EXPECT_LT(relative_l2(out[size_t(r)], alone.output), 1e-2) << "rank " << r;
+  }
 }
 
 // A shared expert (split off, its own one-expert layer) is added on each rank's own tokens after

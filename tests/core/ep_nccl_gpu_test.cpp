@@ -81,6 +81,39 @@ std::shared_ptr<const Plugin> gpu_plugin(const Registry& r, const moe_problem& p
   return nullptr;
 }
 
+// A device step's tensors in `plugin`'s memory: the batch's hidden states and routing uploaded,
+// an output buffer, and views of the four (the eager runs and a graph use the same).
+struct StepTensors {
+  Buffer x, ids, wt, y;
+  moe_tensor vx{}, vids{}, vwt{}, vy{};
+  HostTensor output() const {
+    HostTensor o(MOE_DTYPE_BF16, {vy.shape[0], vy.shape[1]});
+    y.download(o.raw(), o.bytes());
+    return o;
+  }
+  void poison_output() const {
+    const std::vector<uint8_t> poison(y.size(), 0xff);
+    y.upload(poison.data(), poison.size());
+  }
+};
+StepTensors stage_step(const std::shared_ptr<const Plugin>& plugin, const Batch& batch,
+                       const Routing& routing) {
+  auto upload = [&](const HostTensor& t) {
+    Buffer b(plugin, t.bytes());
+    b.upload(t.raw(), t.bytes());
+    return b;
+  };
+  const int64_t tokens = batch.hidden.shape()[0], h = batch.hidden.shape()[1],
+                w = routing.ids.shape()[1];
+  StepTensors s{upload(batch.hidden), upload(routing.ids), upload(routing.weights),
+                Buffer(plugin, size_t(tokens * h * 2))};
+  s.vx = make_view(s.x.data(), MOE_DTYPE_BF16, {tokens, h});
+  s.vids = make_view(s.ids.data(), MOE_DTYPE_I32, {tokens, w});
+  s.vwt = make_view(s.wt.data(), MOE_DTYPE_F32, {tokens, w});
+  s.vy = make_view(s.y.data(), MOE_DTYPE_BF16, {tokens, h});
+  return s;
+}
+
 // "" where a CUDA device is present, else why not.
 std::string no_gpu() {
   try {
@@ -189,39 +222,79 @@ TEST_F(EpOverAnEnginesNccl, TheDeviceStepThroughNcclIsTheHostStep) {
     for (const int64_t tokens : {int64_t(29), int64_t(5)}) {
       const Batch batch = random_batch(p, tokens, 32 + tokens, Scenario::kRandom);
       const Routing routing = route_batch(*registry_.oracle(), p, batch);
-      const int64_t h = p.hidden, k = topk_width(p);
-      auto upload = [&](const HostTensor& t) {
-        Buffer b(plugin_, t.bytes());
-        b.upload(t.raw(), t.bytes());
-        return b;
-      };
-      Buffer x = upload(batch.hidden), ids = upload(routing.ids), wt = upload(routing.weights),
-             y(plugin_, size_t(tokens * h * 2));
-      // The step's tensors: views of the buffers, for the eager runs and the graph alike.
-      const moe_tensor vx = make_view(x.data(), MOE_DTYPE_BF16, {tokens, h}),
-                       vids = make_view(ids.data(), MOE_DTYPE_I32, {tokens, k}),
-                       vwt = make_view(wt.data(), MOE_DTYPE_F32, {tokens, k}),
-                       vy = make_view(y.data(), MOE_DTYPE_BF16, {tokens, h});
-      step.run(vx, vids, vwt, vy, nullptr);
+      const StepTensors s = stage_step(plugin_, batch, routing);
+      step.run(s.vx, s.vids, s.vwt, s.vy, nullptr);
       plugin_->sync();
-      HostTensor out(MOE_DTYPE_BF16, {tokens, h});
-      y.download(out.raw(), out.bytes());
+      const HostTensor out = s.output();
       const HostTensor host = ep::run_step(group.get(), layer, p, batch.hidden, routing);
       EXPECT_EQ(std::memcmp(out.raw(), host.raw(), host.bytes()), 0)
           << tokens << " tokens: rel_err " << relative_l2(out, host);
       // Captured into a graph and replayed twice (the output poisoned in between): the same.
-      const ep::StepGraph graph(step, vx, vids, vwt, vy);
+      const ep::StepGraph graph(step, s.vx, s.vids, s.vwt, s.vy);
       for (int replay = 0; replay < 2; ++replay) {
-        const std::vector<uint8_t> poison(out.bytes(), 0xff);
-        y.upload(poison.data(), poison.size());
+        s.poison_output();
         graph.launch();
         graph.sync();
-        HostTensor again(MOE_DTYPE_BF16, {tokens, h});
-        y.download(again.raw(), again.bytes());
+        const HostTensor again = s.output();
         EXPECT_EQ(std::memcmp(again.raw(), host.raw(), host.bytes()), 0)
             << tokens << " tokens, replay " << replay;
       }
     }
+  }
+  EXPECT_EQ(engine_.comm_destroy(comm), ncclSuccess);
+}
+
+// Sink experts through the device step on one NCCL rank: the gathered run with the sink columns
+// cleared on the device (cuMemsetD2D32Async), then the home pass with the routed columns cleared,
+// added through accumulate. Bit for bit what the plugin gives for the two runs from the host
+// (run_layer on the routed columns, run_layer_onto on the sink columns), eager and as a replayed
+// graph, and within the layer tolerance of the reference.
+TEST_F(EpOverAnEnginesNccl, TheDeviceStepRunsSinkExpertsAtHome) {
+  Problem sp = problem_;
+  sp.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+  sp.raw().routing_bias = 1;
+  sp.raw().sink_experts = 2;
+  sp.raw().sink_intermediate = sp.raw().intermediate;
+  sp.finalize();
+  const moe_problem p = sp.c();
+  std::string why;
+  const auto plugin = gpu_plugin(registry_, p, &why);
+  if (plugin == nullptr || !plugin->info().accumulates())
+    GTEST_SKIP() << "no GPU plugin that accumulates takes sink experts here: " << why;
+  const LayerWeights w = random_weights(p, 51);
+  const Layer layer = plugin->prepare(p, w.view(), {});
+  ncclComm_t comm = make_comm();
+  ASSERT_NE(comm, nullptr);
+  {
+    const auto group =
+        ep::Group::borrow(comm, 0, 1, plugin, 60, config_digest(p, plugin->name(), 0));
+    const ep::DeviceStep step(group.get(), layer, p, 32);
+    const int64_t tokens = 27;
+    const Batch batch = random_batch(p, tokens, 52, Scenario::kRandom);
+    const Routing routing = route_batch(*registry_.oracle(), p, batch);
+    const SinkSplit split = split_sink_columns(p, routing);
+    ASSERT_GT(split.sink_slots, 0);
+    const RunResult first = run_layer(layer, p, batch.hidden, split.routed);
+    const RunResult want = run_layer_onto(layer, p, batch.hidden, split.home, first.output);
+    const StepTensors s = stage_step(plugin, batch, routing);
+    step.run(s.vx, s.vids, s.vwt, s.vy, nullptr);
+    plugin->sync();
+    const HostTensor out = s.output();
+    EXPECT_EQ(std::memcmp(out.raw(), want.output.raw(), out.bytes()), 0)
+        << "rel_err " << relative_l2(out, want.output);
+    HostTensor ids_after(MOE_DTYPE_I32, {tokens, topk_width(p)});
+    s.ids.download(ids_after.raw(), ids_after.bytes());
+    EXPECT_EQ(std::memcmp(ids_after.raw(), routing.ids.raw(), ids_after.bytes()), 0)
+        << "the caller's ids were changed";
+    const Layer ref_layer = registry_.oracle()->prepare(p, w.view(), {});
+    const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+    EXPECT_LT(relative_l2(out, ref.output), default_tolerance(MOE_FORMAT_BF16));
+    const ep::StepGraph graph(step, s.vx, s.vids, s.vwt, s.vy);
+    s.poison_output();
+    graph.launch();
+    graph.sync();
+    const HostTensor again = s.output();
+    EXPECT_EQ(std::memcmp(again.raw(), want.output.raw(), again.bytes()), 0) << "replayed graph";
   }
   EXPECT_EQ(engine_.comm_destroy(comm), ncclSuccess);
 }

@@ -62,6 +62,23 @@ inline Problem small_problem(moe_format format = MOE_FORMAT_BF16) {
 }
 
 // E=8 k=2 H=64 I=32 bf16, linear expert parallelism: rank `rank` of `world`.
+// A routing's two halves for sink experts' home pass: `routed` with the sink columns -1, `home`
+// with the routed columns -1; `sink_slots`: the sink ids that were not -1.
+struct SinkSplit {
+  Routing routed, home;
+  int64_t sink_slots = 0;
+};
+inline SinkSplit split_sink_columns(const moe_problem& p, const Routing& routing) {
+  SinkSplit s{routing, routing, 0};
+  const int64_t tokens = routing.ids.shape()[0], w = topk_width(p);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < w; ++j) {
+      (j < p.top_k ? s.home : s.routed).ids.data<int32_t>()[t * w + j] = -1;
+      s.sink_slots += j >= p.top_k && routing.ids.data<int32_t>()[t * w + j] >= 0;
+    }
+  return s;
+}
+
 inline Problem small_ep_problem(int32_t world, int32_t rank) {
   Problem p;
   moe_problem& r = p.raw();

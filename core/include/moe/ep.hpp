@@ -139,15 +139,18 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& ep_prob
 // all of them (ids are global: other ranks' experts are skipped, and a token with none here gets
 // a zero row), and a bf16 reduce-scatter sums each token's rows over the ranks back on the rank
 // it came from (for two ranks one rounding of the f32 sum, as run_step's). Buffers for
-// `max_tokens` tokens a rank are made at construction. Routed experts only: a shared expert or
-// sink experts, which run once per token at home, are refused (run_step takes them). `group`
-// null: one rank, where the step is the layer's run.
+// `max_tokens` tokens a rank are made at construction. Sink experts and a split-off shared expert
+// run once per token at home after the exchange, adding into the output (one more bf16 rounding
+// each than run_step's single f32 sum). `group` null: one rank, where the step is the layer's run
+// (and the shared expert's).
 class DeviceStep {
  public:
   // `shared`: the problem's shared expert, split off (split_shared_expert) and prepared by the
   // same plugin, which must honour moe_run_args.accumulate (MOE_RUN_FEATURE_ACCUMULATE): after
   // the reduce-scatter it runs on this rank's tokens and adds into the output. `ep_problem` is
-  // then the routed one. Sink experts are refused (ep::run_step runs them).
+  // then the routed one. Sink experts (replicated on every rank) leave the gathered run and run
+  // in a home pass on this rank's tokens that adds into the output, so with more than one rank
+  // the layer's plugin must honour accumulate too.
   DeviceStep(Group* group, const Layer& layer, const moe_problem& ep_problem, int64_t max_tokens,
              const SharedExpert& shared = {});
   // hidden [T, H] bf16, topk_ids [T, w] i32, topk_weights [T, w] f32, output [T, H] bf16, all in
@@ -167,6 +170,7 @@ class DeviceStep {
   int32_t world_;
   Buffer hidden_, ids_, weights_, out_, workspace_;  // every rank's tokens, and the layers'
   Buffer shared_ids_, shared_weights_;               // [max_tokens, 1]: expert 0, weight 1
+  Buffer home_ids_;  // [max_tokens, w]: the sink experts' home pass (routed columns cleared)
 };
 
 // A DeviceStep captured once into a CUDA graph on a stream of its own and replayed: the tensors

@@ -54,6 +54,8 @@ CudaDriver load() {
   bind_optional(lib, "cuGraphLaunch", d.graph_launch);
   bind_optional(lib, "cuGraphExecDestroy", d.graph_exec_destroy);
   bind_optional(lib, "cuGraphDestroy", d.graph_destroy);
+  bind_optional(lib, "cuMemsetD2D32Async", d.memset_d2d32_async);
+  bind_optional(lib, "cuMemcpyDtoDAsync_v2", d.memcpy_dtod_async);
   const int r = init(0);
   MOE_CHECK(r == 0, MOE_STATUS_DEVICE_ERROR, "the NVIDIA driver did not start (cuInit): {}",
             driver_error(d, r));

@@ -43,6 +43,10 @@ struct CudaDriver {
   int (*graph_launch)(void* exec, void* stream);
   int (*graph_exec_destroy)(void* exec);
   int (*graph_destroy)(void* graph);
+  // Stream-ordered device memory edits (ep::DeviceStep's id columns); null where missing.
+  int (*memset_d2d32_async)(uint64_t dst, size_t pitch, unsigned value, size_t width, size_t height,
+                            void* stream);
+  int (*memcpy_dtod_async)(uint64_t dst, uint64_t src, size_t bytes, void* stream);
   std::string library;  // the file loaded
 };
 

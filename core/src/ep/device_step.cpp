@@ -1,9 +1,10 @@
 // DeviceStep: an expert-parallel step that stays on the device (all-gather, the local layer,
-// reduce-scatter, then the shared expert added on the rank's own tokens, all enqueued on the
-// caller's stream).
+// reduce-scatter, then the home passes on the rank's own tokens: its sink experts and the shared
+// expert, added into the output; all enqueued on the caller's stream).
 #include <algorithm>
 #include <vector>
 
+#include "ep/id_columns.hpp"
 #include "moe/ep.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
@@ -50,10 +51,15 @@ DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, i
             "the device step runs a shared expert (shared_intermediate={}) as a layer of its own "
             "on each rank's tokens: split it off with ep::split_shared_expert and pass its layer",
             p.shared_intermediate);
-  MOE_CHECK(p.sink_experts == 0, MOE_STATUS_UNSUPPORTED,
-            "the device step takes no sink experts ({}): they run once per token at home, which "
-            "ep::run_step does",
-            p.sink_experts);
+  // Sink experts are replicated on every rank and run once per token, at home: the gathered run
+  // takes them out of every row (their id columns cleared), a home pass on the rank's own tokens
+  // with the routed columns cleared adds them into the output.
+  MOE_CHECK(p.sink_experts == 0 || group == nullptr || layer.plugin().info().accumulates(),
+            MOE_STATUS_UNSUPPORTED,
+            "the device step adds the sink experts ({}) into the output on each rank's own "
+            "tokens, but plugin '{}' does not declare MOE_RUN_FEATURE_ACCUMULATE (ABI 1.4); "
+            "ep::run_step sums on the host instead",
+            p.sink_experts, layer.plugin().name());
   if (const Layer* s = shared.layer) {
     MOE_CHECK(shared.problem.experts == 1 && shared.problem.hidden == p.hidden,
               MOE_STATUS_INVALID_ARGUMENT,
@@ -86,6 +92,7 @@ DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, i
   if (group_ == nullptr) return;  // one rank: the layer runs on the caller's tensors
   hidden_ = Buffer(dev, all * h * 2);
   ids_ = Buffer(dev, all * w * 4);
+  if (p.sink_experts > 0) home_ids_ = Buffer(dev, size_t(max_tokens) * w * 4);
   weights_ = Buffer(dev, all * w * 4);
   out_ = Buffer(dev, all * h * 2);
 }
@@ -124,6 +131,8 @@ void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
                         "id all-gather");
   group_->all_gather_on(topk_weights.data, weights_.data(), size_t(tokens * width_ * 4), stream,
                         "weight all-gather");
+  const int64_t k = problem_.top_k, sinks = problem_.sink_experts;
+  clear_id_columns(static_cast<int32_t*>(ids_.data()), all, width_, k, sinks, stream);
   a.hidden = make_view(hidden_.data(), MOE_DTYPE_BF16, {all, h});
   a.topk_ids = make_view(ids_.data(), MOE_DTYPE_I32, {all, width_});
   a.topk_weights = make_view(weights_.data(), MOE_DTYPE_F32, {all, width_});
@@ -131,6 +140,16 @@ void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
   layer_.run(a);
   group_->reduce_scatter_bf16_on(out_.data(), output.data, size_t(tokens * h), stream,
                                  "result reduce-scatter");
+  if (sinks > 0) {  // the home pass: this rank's tokens, sink columns only, added into the output
+    copy_in_stream(home_ids_.data(), topk_ids.data, size_t(tokens * width_ * 4), stream);
+    clear_id_columns(static_cast<int32_t*>(home_ids_.data()), tokens, width_, 0, k, stream);
+    a.hidden = hidden;
+    a.topk_ids = make_view(home_ids_.data(), MOE_DTYPE_I32, {tokens, width_});
+    a.topk_weights = topk_weights;
+    a.output = output;
+    a.accumulate = 1;
+    layer_.run(a);
+  }
   add_shared(hidden, output, stream);
 }
 

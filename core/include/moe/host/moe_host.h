@@ -411,10 +411,10 @@ MOE_HOST_EXPORT moe_status moe_host_ep_step(moe_host_ep_group* group /* NULL: on
  * rank's tokens, ids and weights all-gathered, the rank's layer on all of them, a bf16
  * reduce-scatter back, all enqueued on the caller's stream with no host work in between and no
  * allocation per step (a stream may capture it in a CUDA graph). A shared expert split off at
- * prepare then runs on the rank's own tokens and is added into the output, for a plugin that
- * declares MOE_RUN_FEATURE_ACCUMULATE (ABI 1.4; others: UNSUPPORTED). A layer with sink experts
- * is refused (UNSUPPORTED; moe_host_ep_step takes them). Every rank runs the same batch size (pad
- * with ids -1). */
+ * prepare then runs on the rank's own tokens and is added into the output, and so do sink
+ * experts (a home pass with the routed ids cleared on the device), for a plugin that declares
+ * MOE_RUN_FEATURE_ACCUMULATE (ABI 1.4; others: UNSUPPORTED). Every rank runs the same batch size
+ * (pad with ids -1). */
 typedef struct moe_host_ep_device_step moe_host_ep_device_step;
 
 typedef struct moe_host_ep_device_step_args {

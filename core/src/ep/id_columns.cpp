@@ -1,0 +1,65 @@
+#include "ep/id_columns.hpp"
+
+#include <cstring>
+
+#include "device/cuda_driver.hpp"
+#include "moe/sdk/error.hpp"
+
+namespace moe::ep {
+namespace {
+
+// The driver when `p` is device memory it knows; null for host memory, or where no driver loads
+// (a machine without a GPU: then no pointer can be device memory).
+const device::CudaDriver* driver_for(const void* p) {
+  const device::CudaDriver* d = nullptr;
+  try {
+    d = &device::cuda_driver();
+  } catch (const Error&) {
+    return nullptr;
+  }
+  unsigned type = 0;
+  int attribute = device::kPointerMemoryType;
+  void* data[] = {&type};
+  const int r = d->pointer_get_attributes(1, &attribute, data, reinterpret_cast<uint64_t>(p));
+  return r == 0 && type == device::kMemoryTypeDevice ? d : nullptr;
+}
+
+void check(const device::CudaDriver& d, int r, const char* what) {
+  MOE_CHECK(r == 0, MOE_STATUS_DEVICE_ERROR, "{} failed: {}", what, device::driver_error(d, r));
+}
+
+}  // namespace
+
+void clear_id_columns(int32_t* ids, int64_t rows, int64_t width, int64_t first, int64_t count,
+                      void* stream) {
+  if (rows == 0 || count == 0) return;
+  MOE_CHECK(first >= 0 && count > 0 && first + count <= width, MOE_STATUS_INTERNAL,
+            "id columns [{}, {}) outside a row of {}", first, first + count, width);
+  if (const device::CudaDriver* d = driver_for(ids)) {
+    MOE_CHECK(d->memset_d2d32_async != nullptr, MOE_STATUS_UNSUPPORTED,
+              "the NVIDIA driver {} lacks cuMemsetD2D32Async", d->library);
+    check(*d,
+          d->memset_d2d32_async(reinterpret_cast<uint64_t>(ids + first), size_t(width) * 4,
+                                0xffffffffu, size_t(count), size_t(rows), stream),
+          "cuMemsetD2D32Async (id columns)");
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = first; c < first + count; ++c) ids[r * width + c] = -1;
+}
+
+void copy_in_stream(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  if (const device::CudaDriver* d = driver_for(dst)) {
+    MOE_CHECK(d->memcpy_dtod_async != nullptr, MOE_STATUS_UNSUPPORTED,
+              "the NVIDIA driver {} lacks cuMemcpyDtoDAsync", d->library);
+    check(*d,
+          d->memcpy_dtod_async(reinterpret_cast<uint64_t>(dst), reinterpret_cast<uint64_t>(src),
+                               bytes, stream),
+          "cuMemcpyDtoDAsync (ids)");
+    return;
+  }
+  std::memcpy(dst, src, bytes);
+}
+
+}  // namespace moe::ep

@@ -1,0 +1,20 @@
+// Stream-ordered edits of a step's top-k id matrices in a plugin's memory, for ep::DeviceStep's
+// sink experts: device memory through the CUDA driver (a CUDA graph captures them as memset and
+// copy nodes), host memory (host plugins, and test fixtures whose "device" memory is the host's)
+// at once on the host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace moe::ep {
+
+// Columns [first, first + count) of `rows` rows of an i32 matrix `width` columns wide become -1
+// (no expert).
+void clear_id_columns(int32_t* ids, int64_t rows, int64_t width, int64_t first, int64_t count,
+                      void* stream);
+
+// `bytes` from src to dst, both in one plugin's memory, in stream order.
+void copy_in_stream(void* dst, const void* src, size_t bytes, void* stream);
+
+}  // namespace moe::ep
