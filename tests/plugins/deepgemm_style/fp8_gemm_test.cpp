@@ -185,6 +185,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{Fp8Tiles::kTokensFfma192, false, true, 384, 2.0f, 384},
         Case{Fp8Tiles::kTokensFfma192, true, false, 384, 2.0f, 384},
         Case{Fp8Tiles::kTokensFfma, false, true, 384, 2.0f, 384},
+        // K = 1024 (8 blocks): solo tiles in ping-pong, paired and unpaired.
+        Case{Fp8Tiles::kTokensFfma, true, false, 1024},
+        Case{Fp8Tiles::kTokensFfma, false, true, 1024, 2.0f, 384},
         Case{Fp8Tiles::kTokensPaired, false, false}, Case{Fp8Tiles::kTokensPaired, true, true},
         Case{Fp8Tiles::kTokensPaired, false, true, 7168},
         Case{Fp8Tiles::kTokensPaired, true, false, 2048, 110.0f},

@@ -4,6 +4,7 @@
 // GEMM1 (tensor-core fp8 against double), the activation and its 1x128 re-quantisation (codes
 // against the reference's rule on GEMM1's actual values), GEMM2, and the weighted combine. The
 // end-to-end error against a double model of the reference's semantics is bounded last.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -46,8 +47,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
           : std::string(c.tiles) == "weights"        ? "CutlassWeightTiles"
           : std::string(c.tiles) == "tokens_paired"  ? "CutlassPairedTiles"
                                                      : "") +
-         (c.hidden != 384 ? "H" + std::to_string(c.hidden) + "I" + std::to_string(c.intermediate)
-                          : "");
+         (c.hidden != 384 ? fmt::format("H{}I{}", c.hidden, c.intermediate) : std::string());
 }
 
 double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
@@ -323,6 +323,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 40, "tokens_ffma", 1024, 1024},
         Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kMasked, 40, "tokens_ffma", 1024, 1024},
         Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 200, "tokens_ffma", 1024, 1024},
+        // H = 1152: GEMM2's 9 N tiles run unpaired (one-CTA clusters) in ping-pong.
+        Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma", 1152, 1024},
         // CUTLASS's tilings, which `auto` no longer takes at these sizes (16-176
         // rows an expert run the own kernel).
         Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens"},
