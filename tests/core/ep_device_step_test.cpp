@@ -241,8 +241,8 @@ TEST_F(DeviceStepTest, BadInputIsNamed) {
   };
   expect_error([&] { run(5, MOE_DTYPE_I32); }, MOE_STATUS_CAPACITY_EXCEEDED,
                {"up to 4 tokens a rank", "not 5"});
-  expect_error([&] { run(3, MOE_DTYPE_F32); }, MOE_STATUS_INVALID_ARGUMENT,
-               {"topk_ids must be i32 [3, 2]"});
+  expect_error([&] { run(3, MOE_DTYPE_F32); }, MOE_STATUS_DTYPE_MISMATCH,
+               {"topk_ids: expected [3, 2] i32, got [3, 2] f32"});
   expect_error(
       [&] {
         moe_tensor strided = make_view(x.data(), MOE_DTYPE_BF16, {2, h});
@@ -251,7 +251,7 @@ TEST_F(DeviceStepTest, BadInputIsNamed) {
                  make_view(wt.data(), MOE_DTYPE_F32, {2, w}),
                  make_view(y.data(), MOE_DTYPE_BF16, {2, h}), nullptr);
       },
-      MOE_STATUS_INVALID_ARGUMENT, {"hidden must be contiguous", "strides [128, 1]"});
+      MOE_STATUS_INVALID_ARGUMENT, {"hidden:", "not contiguous row-major"});
   expect_error([&] { ep::DeviceStep(nullptr, layer, p.c(), 0); }, MOE_STATUS_INVALID_ARGUMENT,
                {"max_tokens >= 1"});
   // The layer runs every rank's tokens at once: they must fit its max_tokens (64).

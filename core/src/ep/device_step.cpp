@@ -9,25 +9,9 @@
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
+#include "moe/sdk/tensor_checks.hpp"
 
 namespace moe::ep {
-namespace {
-
-void check_tensor(const moe_tensor& t, const char* name, moe_dtype dtype, int64_t rows,
-                  int64_t cols) {
-  MOE_CHECK(t.data != nullptr || rows == 0, MOE_STATUS_INVALID_ARGUMENT, "{} has no data", name);
-  MOE_CHECK(t.dtype == dtype && t.ndim == 2 && t.shape[0] == rows && t.shape[1] == cols,
-            MOE_STATUS_INVALID_ARGUMENT, "{} must be {} [{}, {}], not {} of {} dimensions", name,
-            dtype_name(dtype), rows, cols, dtype_name(static_cast<moe_dtype>(t.dtype)), t.ndim);
-  const bool contiguous = (t.strides[0] == 0 && t.strides[1] == 0) ||
-                          (t.strides[1] == 1 && (t.strides[0] == cols || rows <= 1));
-  MOE_CHECK(contiguous, MOE_STATUS_INVALID_ARGUMENT,
-            "{} must be contiguous (the collectives move whole rows), not strides [{}, {}]", name,
-            t.strides[0], t.strides[1]);
-}
-
-}  // namespace
-
 DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, int64_t max_tokens,
                        const SharedExpert& shared)
     : group_(group),
@@ -105,12 +89,13 @@ void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
   MOE_CHECK(tokens <= max_tokens_, MOE_STATUS_CAPACITY_EXCEEDED,
             "the device step takes up to {} tokens a rank (its buffers' capacity), not {}",
             max_tokens_, tokens);
+  if (tokens == 0) return;  // nothing moves (every rank steps the same T)
   const int64_t h = problem_.hidden;
-  check_tensor(hidden, "hidden", MOE_DTYPE_BF16, tokens, h);
-  check_tensor(topk_ids, "topk_ids", MOE_DTYPE_I32, tokens, width_);
-  check_tensor(topk_weights, "topk_weights", MOE_DTYPE_F32, tokens, width_);
-  check_tensor(output, "output", MOE_DTYPE_BF16, tokens, h);
-  if (tokens == 0) return;
+  // The collectives move whole rows: every tensor contiguous, of its dtype and shape.
+  sdk::check_tensor(hidden, "hidden", MOE_DTYPE_BF16, {tokens, h});
+  sdk::check_tensor(topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width_});
+  sdk::check_tensor(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width_});
+  sdk::check_tensor(output, "output", MOE_DTYPE_BF16, {tokens, h});
   moe_run_args a{};
   a.stream = stream;
   a.workspace = workspace_.data();
