@@ -127,6 +127,10 @@ struct Params {
   int64_t bias_ld = 0;
   int32_t activation = 0;                // a gated moe_activation (the instance's kAct)
   gpu::kernels::ActivationParams act{};  // its alpha, limit and gelu form
+  // Measurement (src/fp8_gemm_launch.hpp Fp8Timeline): per CTA and consumer, `timeline_tiles`
+  // records of (unit, clock at the tile's start, at its main loop's end, at its epilogue's end).
+  unsigned long long* timeline = nullptr;
+  int32_t timeline_tiles = 0;
 };
 
 struct GroupRows {
@@ -401,8 +405,14 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       fence_cluster();
       return make_float2(buf[r_wg], buf[r_wg + 8]);
     };
-    int solo_tiles = 0, fused_tiles = 0;
+    int solo_tiles = 0, fused_tiles = 0, timed = 0;
     bool took_previous = true;
+    // The timeline record of this consumer's next computed tile, if one is kept (thread 0; 128-row
+    // tiles only: the 192-row instances have no registers to spare).
+    unsigned long long* record =
+        kWgs == 2 && p.timeline != nullptr && t128 == 0
+            ? p.timeline + size_t(blockIdx.x * kWgs + part) * size_t(p.timeline_tiles) * 4
+            : nullptr;
     for (int u = cluster; u < units; u += clusters) {
       const gpu::kernels::GroupTile tile = tile_at(u);
       const GroupRows gr = group_rows(p, tile.group);
@@ -427,6 +437,11 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
           release(1);
         }
         continue;
+      }
+      const bool timing = record != nullptr && timed < p.timeline_tiles;
+      if (timing) {
+        record[4 * timed] = static_cast<unsigned long long>(u);
+        record[4 * timed + 1] = clock64();
       }
       const int r_lo = half * kWgRows + r_wg;  // and r_lo + 8
       const uint64_t desc_a = smem_desc(smem + half * kBoxBytes);
@@ -470,6 +485,7 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       // A solo tile's stages are all seen: the other consumer, which skipped it, may start the
       // next tile (it always takes part in it: solo tiles alternate).
       if (solo && u + clusters < units) named_arrive(1 + (part ^ 1), 2 * 128);
+      if (timing) record[4 * timed + 2] = clock64();
       if constexpr (kFused) {
         // Outputs 8j + 2q + {0, 1} (j < 8) of the tile's 64 channels, rows r_lo and r_lo + 8:
         // act(gate + bias, up + bias) as the activation kernel computes it, written over the
@@ -532,6 +548,7 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
         store_tile(static_cast<Out*>(p.out), p.n, row0 + r_lo, has_lo, has_hi,
                    tile.block_n * kBlockN, lane % 4, total);
       }
+      if (timing) record[4 * timed++ + 3] = clock64();
     }
   }
   // A CTA leaves only when its peer no longer arrives on its barriers or writes its stages.

@@ -63,6 +63,10 @@ void run_ffma(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
     call.fused = f;
     call.out = f->codes;
   }
+  MOE_CHECK(a.timeline.records == nullptr || a.timeline.tiles >= 1, MOE_STATUS_INVALID_ARGUMENT,
+            "fp8 block GEMM ({}): a timeline needs room for at least one tile a consumer",
+            fp8_tiles_name(tiles));
+  call.timeline = a.timeline;
   call.sm_count = a.sm_count;
   call.stream = stream;
   const detail::LaunchResult r = detail::launch_ffma(call);

@@ -39,6 +39,7 @@ struct Fp8GemmArgs : gpu::Fp8BlockGemmArgs {
   const uint8_t* weight_stack = nullptr;  // [groups, N, K] e4m3
   const float* w_scale_stack = nullptr;   // [groups][K/128][N/128]
   const Fp8FusedGemm1* fused = nullptr;   // own kernel only: GEMM1 with its activation fused
+  Fp8Timeline timeline;                   // own kernel only: per-tile clocks (measurement)
 };
 
 void run_fp8_grouped_gemm(Fp8Tiles tiles, const Fp8GemmArgs& args, cudaStream_t stream);

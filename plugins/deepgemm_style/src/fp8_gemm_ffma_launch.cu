@@ -44,6 +44,8 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
   p.scale_ld = c.scale_ld;
   p.w_scales = c.w_scale_stack;
   p.out = c.out;
+  p.timeline = c.timeline.records;
+  p.timeline_tiles = c.timeline.tiles;
   if constexpr (kFused) {
     const Fp8FusedGemm1& f = *c.fused;
     p.code_scales = f.scales;

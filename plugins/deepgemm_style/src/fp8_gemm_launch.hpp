@@ -31,6 +31,20 @@ struct Fp8FusedGemm1 {
 
 }  // namespace moe::deepgemm
 
+namespace moe::deepgemm {
+
+// Measurement of the own kernel (moe_deepgemm_gemm_bench --timeline): per CTA and consumer
+// warpgroup, up to `tiles` records of four uint64: the tile's unit, and clock64() at its start
+// (before its first stage wait), at the end of its main loop and at the end of its epilogue, at
+// records[((cta * consumers + consumer) * tiles + i) * 4]. 128-row tiles only (two consumers;
+// the 192-row instances record nothing). Null records: nothing is recorded.
+struct Fp8Timeline {
+  unsigned long long* records = nullptr;
+  int tiles = 0;
+};
+
+}  // namespace moe::deepgemm
+
 namespace moe::deepgemm::detail {
 
 struct LaunchResult {
@@ -57,6 +71,7 @@ struct GemmCall {
   // GEMM1 with the gated activation and the 1x128 quantisation in its epilogue, or null; `out`
   // is then its codes.
   const Fp8FusedGemm1* fused = nullptr;
+  Fp8Timeline timeline;  // measurement only: off unless its buffer is given
   int sm_count = 0;
   cudaStream_t stream = nullptr;
 };

@@ -1,4 +1,5 @@
-// moe_deepgemm_gemm_bench [--iterations N] [--only SUBSTRING] [--pause-ms P]: times the grouped
+// moe_deepgemm_gemm_bench [--iterations N] [--only SUBSTRING] [--pause-ms P] [--own] [--fused]
+// [--timeline]: times the grouped
 // fp8 block-scale GEMMs of deepgemm_style, every tiling, on the model shapes' GEMM1 and GEMM2 at
 // prefill batch sizes (contiguous rows): every group with the mean count ("balanced"), and counts
 // spread as random routing spreads them ("routed": mean +- sqrt(mean), fixed seed), where tiles
@@ -6,8 +7,12 @@
 // per (shape, tiling): time, TFLOP/s, and the weight bytes read per second against the H200's
 // measured read bandwidth. Values are synthetic codes (the tensor cores' time does not depend on
 // them). With --pause-ms, each launch is timed alone after the GPU idled P ms (the median is
-// reported): a kernel that runs slower back to back than alone shows it there. Not a test: run it
-// by hand on an H200 (bench/NOTES.md).
+// reported): a kernel that runs slower back to back than alone shows it there. --own: the own
+// kernel's tilings only; --fused: GEMM1 shapes also with the activation (silu_mul) and the
+// intermediate's quantisation fused into the own kernel's epilogue; --timeline: for the own
+// 128-row tiles, one more launch that records each tile's clocks (Fp8Timeline) and the record's
+// means: main loop, epilogue, and the gap before a consumer's next tile, in SM cycles. Not a
+// test: run it by hand on an H200 (bench/NOTES.md).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -48,7 +53,43 @@ const GemmShape kShapes[] = {
     {"mixtral_8x7b T=4096 gemm2", 8, 1024, 4096, 14336, false},
     {"qwen3_30b_a3b T=4096 gemm1", 128, 256, 1536, 2048, true},
     {"qwen3_30b_a3b T=4096 gemm2", 128, 256, 2048, 768, false},
+    // Mid-range, where the own kernel runs (16-176 rows an expert).
+    {"qwen3_30b_a3b T=256 gemm1", 128, 16, 1536, 2048, true},
+    {"qwen3_30b_a3b T=256 gemm2", 128, 16, 2048, 768, false},
+    {"mixtral_8x7b T=256 gemm1", 8, 64, 28672, 4096, true},
+    {"deepseek_v3 T=512 gemm1", 256, 16, 4096, 7168, true},
 };
+
+struct Options {
+  int iterations = 10, pause_ms = 0;
+  bool own_only = false, fused = false, timeline = false;
+};
+
+// Means over a timeline's records (SM cycles): each tile's main loop and epilogue, and the gap
+// from a consumer's previous tile's end to its next tile's start.
+std::string timeline_summary(const std::vector<unsigned long long>& rec, int slots, int tiles) {
+  double loop = 0, epi = 0, gap = 0;
+  int64_t n = 0, gaps = 0;
+  for (int s = 0; s < slots; ++s) {
+    const unsigned long long* r = rec.data() + size_t(s) * tiles * 4;
+    for (int i = 0; i < tiles && r[4 * i + 1] != 0; ++i) {
+      loop += double(r[4 * i + 2] - r[4 * i + 1]);
+      epi += double(r[4 * i + 3] - r[4 * i + 2]);
+      ++n;
+      if (i > 0) {
+        gap += double(r[4 * i + 1] - r[4 * (i - 1) + 3]);
+        ++gaps;
+      }
+    }
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "{\"tiles\": %lld, \"mainloop_cycles\": %.0f, \"epilogue_cycles\": %.0f, "
+                "\"gap_cycles\": %.0f}",
+                static_cast<long long>(n), n ? loop / n : 0.0, n ? epi / n : 0.0,
+                gaps ? gap / gaps : 0.0);
+  return buf;
+}
 
 // e4m3 codes of magnitude <= 1 from a hash of the index (no NaN codes).
 __global__ void fill_codes(uint8_t* p, size_t n, uint32_t salt) {
@@ -92,7 +133,8 @@ std::vector<int64_t> group_offsets(const GemmShape& s, bool routed) {
   return offsets;
 }
 
-void bench(const GemmShape& s, bool routed, int iterations, int sm_count, int pause_ms) {
+void bench(const GemmShape& s, bool routed, const Options& o, int sm_count) {
+  const int iterations = o.iterations, pause_ms = o.pause_ms;
   const std::vector<int64_t> offsets = group_offsets(s, routed);
   const size_t rows = size_t(offsets.back()), kb = size_t(s.k / 128), nb = size_t(s.n / 128);
   const size_t w_group = size_t(s.n) * s.k, sw_group = kb * nb;
@@ -142,9 +184,40 @@ void bench(const GemmShape& s, bool routed, int iterations, int sm_count, int pa
   const double flops = 2.0 * double(rows) * s.n * s.k;
   const double weight_bytes = double(w_group + sw_group * 4) * s.groups;
   const double floor_s = std::max(weight_bytes / kReadBandwidth, flops / kPeakFp8);
-  for (Fp8Tiles tiles : {Fp8Tiles::kTokens, Fp8Tiles::kTokensPaired, Fp8Tiles::kTokensFfma,
-                         Fp8Tiles::kTokensFfma192, Fp8Tiles::kWeights}) {
-    if (tiles == Fp8Tiles::kWeights && s.m > 256) continue;  // a decode tiling
+  // Fused GEMM1 (--fused): silu_mul codes and their 1x128 scales instead of the f32 output.
+  const int64_t inter = s.n / 2;
+  uint8_t* codes = nullptr;
+  float* code_scales = nullptr;
+  Fp8FusedGemm1 fused;
+  if (o.fused && s.f32_out) {
+    codes = device_alloc<uint8_t>(rows * size_t(inter));
+    code_scales = device_alloc<float>(size_t(inter / 128) * rows);
+    fused.activation = 0;  // MOE_ACTIVATION_SILU_MUL
+    fused.codes = codes;
+    fused.scales = code_scales;
+    fused.scale_ld = int64_t(rows);
+  }
+  // --timeline: room for 512 tiles a consumer (two consumers a CTA).
+  constexpr int kTimelineTiles = 512;
+  const size_t timeline_words = size_t(sm_count) * 2 * kTimelineTiles * 4;
+  auto* timeline = o.timeline ? device_alloc<unsigned long long>(timeline_words) : nullptr;
+  struct Variant {
+    Fp8Tiles tiles;
+    bool fused;
+  };
+  std::vector<Variant> variants;
+  for (Fp8Tiles t : {Fp8Tiles::kTokens, Fp8Tiles::kTokensPaired, Fp8Tiles::kTokensFfma,
+                     Fp8Tiles::kTokensFfma192, Fp8Tiles::kWeights}) {
+    const bool own = t == Fp8Tiles::kTokensFfma || t == Fp8Tiles::kTokensFfma192;
+    if (o.own_only && !own) continue;
+    if (t == Fp8Tiles::kWeights && s.m > 256) continue;  // a decode tiling
+    variants.push_back({t, false});
+    if (own && codes != nullptr) variants.push_back({t, true});
+  }
+  for (const Variant& v : variants) {
+    const Fp8Tiles tiles = v.tiles;
+    args.fused = v.fused ? &fused : nullptr;
+    args.timeline = {};
     for (int i = 0; i < 3; ++i) run_fp8_grouped_gemm(tiles, args, nullptr);
     double sec = 0;
     if (pause_ms > 0) {
@@ -169,37 +242,59 @@ void bench(const GemmShape& s, bool routed, int iterations, int sm_count, int pa
       MOE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
       sec = ms / 1e3 / iterations;
     }
+    std::string timed = "null";
+    if (timeline != nullptr && tiles == Fp8Tiles::kTokensFfma) {
+      MOE_CUDA_CHECK(cudaMemset(timeline, 0, timeline_words * sizeof(unsigned long long)));
+      args.timeline = {timeline, kTimelineTiles};
+      run_fp8_grouped_gemm(tiles, args, nullptr);
+      args.timeline = {};
+      std::vector<unsigned long long> rec(timeline_words);
+      MOE_CUDA_CHECK(
+          cudaMemcpy(rec.data(), timeline, rec.size() * sizeof(rec[0]), cudaMemcpyDeviceToHost));
+      timed = timeline_summary(rec, sm_count * 2, kTimelineTiles);
+    }
     std::printf(
-        "{\"shape\": \"%s\", \"rows\": \"%s\", \"tiles\": \"%s\", \"groups\": %d, "
-        "\"pause_ms\": %d, \"m\": %d, \"n\": %d, "
+        "{\"shape\": \"%s\", \"rows\": \"%s\", \"tiles\": \"%s\", \"fused\": %s, "
+        "\"groups\": %d, \"pause_ms\": %d, \"m\": %d, \"n\": %d, "
         "\"k\": %d, \"ms\": %.4f, \"tflops\": %.1f, \"weight_tb_s\": %.2f, \"x_floor\": "
-        "%.2f}\n",
-        s.name, routed ? "routed" : "balanced", fp8_tiles_name(tiles), s.groups, pause_ms, s.m, s.n,
-        s.k, sec * 1e3, flops / sec / 1e12, weight_bytes / sec / 1e12, sec / floor_s);
+        "%.2f, \"timeline\": %s}\n",
+        s.name, routed ? "routed" : "balanced", fp8_tiles_name(tiles), v.fused ? "true" : "false",
+        s.groups, pause_ms, s.m, s.n, s.k, sec * 1e3, flops / sec / 1e12, weight_bytes / sec / 1e12,
+        sec / floor_s, timed.c_str());
     std::fflush(stdout);
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  for (void* p : {static_cast<void*>(a), static_cast<void*>(sa), static_cast<void*>(w),
-                  static_cast<void*>(sw), out, static_cast<void*>(d_offsets),
-                  static_cast<void*>(d_w_ptrs), static_cast<void*>(d_sw_ptrs), ws})
+  for (void* p :
+       {static_cast<void*>(a), static_cast<void*>(sa), static_cast<void*>(w),
+        static_cast<void*>(sw), out, static_cast<void*>(d_offsets), static_cast<void*>(d_w_ptrs),
+        static_cast<void*>(d_sw_ptrs), ws, static_cast<void*>(codes),
+        static_cast<void*>(code_scales), static_cast<void*>(timeline)})
     cudaFree(p);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int iterations = 10, pause_ms = 0;
+  Options o;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
-      iterations = std::max(1, std::atoi(argv[++i]));
+      o.iterations = std::max(1, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only = argv[++i];
     } else if (std::strcmp(argv[i], "--pause-ms") == 0 && i + 1 < argc) {
-      pause_ms = std::max(0, std::atoi(argv[++i]));
+      o.pause_ms = std::max(0, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--own") == 0) {
+      o.own_only = true;
+    } else if (std::strcmp(argv[i], "--fused") == 0) {
+      o.fused = true;
+    } else if (std::strcmp(argv[i], "--timeline") == 0) {
+      o.timeline = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--iterations N] [--only SUBSTRING] [--pause-ms P]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--iterations N] [--only SUBSTRING] [--pause-ms P] [--own] "
+                   "[--fused] [--timeline]\n",
                    argv[0]);
       return 2;
     }
@@ -209,7 +304,7 @@ int main(int argc, char** argv) {
     MOE_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
     for (const GemmShape& s : kShapes)
       if (only.empty() || std::string(s.name).find(only) != std::string::npos)
-        for (bool routed : {false, true}) bench(s, routed, iterations, sm_count, pause_ms);
+        for (bool routed : {false, true}) bench(s, routed, o, sm_count);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moe_deepgemm_gemm_bench: %s\n", e.what());
     return 1;
