@@ -41,6 +41,7 @@ namespace moe::deepgemm {
 struct Fp8Timeline {
   unsigned long long* records = nullptr;
   int tiles = 0;
+  size_t words = 0;  // records' size: at least sm_count * 2 * tiles * 4 (one CTA per SM)
 };
 
 }  // namespace moe::deepgemm

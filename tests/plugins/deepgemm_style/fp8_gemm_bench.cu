@@ -245,7 +245,7 @@ void bench(const GemmShape& s, bool routed, const Options& o, int sm_count) {
     std::string timed = "null";
     if (timeline != nullptr && tiles == Fp8Tiles::kTokensFfma) {
       MOE_CUDA_CHECK(cudaMemset(timeline, 0, timeline_words * sizeof(unsigned long long)));
-      args.timeline = {timeline, kTimelineTiles};
+      args.timeline = {timeline, kTimelineTiles, timeline_words};
       run_fp8_grouped_gemm(tiles, args, nullptr);
       args.timeline = {};
       std::vector<unsigned long long> rec(timeline_words);

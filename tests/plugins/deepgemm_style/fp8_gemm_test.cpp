@@ -281,18 +281,20 @@ TEST(Fp8GemmArgs, FusedGemm1RefusesWhatItCannotFuse) {
   expect(Fp8Tiles::kTokensFfma, MOE_STATUS_INVALID_ARGUMENT, "N = 2I with I % 128 == 0 (N=384)");
 }
 
-// A timeline (moe_deepgemm_gemm_bench --timeline) needs room for a tile a consumer.
+// A timeline (moe_deepgemm_gemm_bench --timeline) needs room for a tile a consumer of every CTA.
 TEST(Fp8GemmArgs, ATimelineWithoutRoomIsRefused) {
   Fp8GemmArgs args = host_args(512, 256);
   static unsigned long long records[4];
-  args.timeline = {records, 0};
-  try {
-    run_fp8_grouped_gemm(Fp8Tiles::kTokensFfma, args, nullptr);
-    ADD_FAILURE() << "no error for a timeline of 0 tiles";
-  } catch (const moe::Error& e) {
-    EXPECT_EQ(e.status(), MOE_STATUS_INVALID_ARGUMENT) << e.what();
-    EXPECT_NE(std::string(e.what()).find("room for at least one tile"), std::string::npos)
-        << e.what();
+  for (const Fp8Timeline t : {Fp8Timeline{records, 0, 4}, Fp8Timeline{records, 1, 4}}) {
+    args.timeline = t;
+    try {
+      run_fp8_grouped_gemm(Fp8Tiles::kTokensFfma, args, nullptr);
+      ADD_FAILURE() << "no error for a timeline of " << t.tiles << " tiles in " << t.words;
+    } catch (const moe::Error& e) {
+      EXPECT_EQ(e.status(), MOE_STATUS_INVALID_ARGUMENT) << e.what();
+      EXPECT_NE(std::string(e.what()).find("room for at least one tile"), std::string::npos)
+          << e.what();
+    }
   }
 }
 
