@@ -373,13 +373,16 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
     int stage = 0;
     uint32_t phase = 0;
     // This warp is done with the stage, in every CTA that reads it; `arrivals` = kWgs when it
-    // stands for every consumer (a solo tile).
+    // stands for every consumer (a solo tile). Its own CTA's barrier first: the peer can then
+    // complete this phase, refill and release the next fill to this CTA only after this warp's
+    // arrival here has landed, so no arrival of the next fill can count towards this one.
     auto release = [&](int arrivals) {
       __syncwarp();
       if (lane == 0)
-        for (int c = 0; c < kCluster; ++c)
+        for (int i = 0; i < kCluster; ++i)
           for (int a = 0; a < arrivals; ++a)
-            cutlass::arch::ClusterBarrier::arrive(&empty[stage], uint32_t(c), 1u);
+            cutlass::arch::ClusterBarrier::arrive(&empty[stage], uint32_t((rank + i) % kCluster),
+                                                  1u);
       if (++stage == kStages) stage = 0, phase ^= 1;
     };
     // Fused: this warp's rows' largest |value| (lane q == 0 of each quad writes) go into the
