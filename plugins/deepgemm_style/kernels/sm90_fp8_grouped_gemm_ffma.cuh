@@ -125,8 +125,8 @@ struct Params {
   const float* bias = nullptr;  // [bias_groups][N] f32 in GEMM1's columns, or null
   int32_t bias_groups = 0;
   int64_t bias_ld = 0;
-  int32_t activation = 0;                // a gated moe_activation (the instance's kAct)
-  gpu::kernels::ActivationParams act{};  // its alpha, limit and gelu form
+  // The activation's alpha, limit and gelu form (the activation itself is the instance's kAct).
+  gpu::kernels::ActivationParams act{};
   // Measurement (src/fp8_gemm_launch.hpp Fp8Timeline): per CTA and consumer, `timeline_tiles`
   // records of (unit, clock at the tile's start, at its main loop's end, at its epilogue's end).
   unsigned long long* timeline = nullptr;

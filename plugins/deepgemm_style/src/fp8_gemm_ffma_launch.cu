@@ -53,7 +53,6 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
     p.bias = f.bias;
     p.bias_groups = f.bias_groups;
     p.bias_ld = f.bias_ld;
-    p.activation = f.activation;
     p.act.alpha = f.alpha;
     p.act.limit = f.limit;
     p.act.gelu_tanh = f.gelu_tanh;
