@@ -171,6 +171,7 @@ class DeviceStep {
   Buffer hidden_, ids_, weights_, out_, workspace_;  // every rank's tokens, and the layers'
   Buffer shared_ids_, shared_weights_;               // [max_tokens, 1]: expert 0, weight 1
   Buffer home_ids_;  // [max_tokens, w]: the sink experts' home pass (routed columns cleared)
+  bool ids_on_device_ = false;  // the id buffers' memory (the plugin's): the driver edits them
 };
 
 // A DeviceStep captured once into a CUDA graph on a stream of its own and replayed: the tensors

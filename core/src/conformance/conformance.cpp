@@ -330,6 +330,7 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
     return {prepare};
   }
 
+  const Scenario accumulate_on = accumulate_scenario(pf);
   for (const int64_t tokens : pf.tokens) {
     if (options.only_tokens && tokens != *options.only_tokens) continue;
     for (const Scenario sc : pf.scenarios) {
@@ -377,7 +378,7 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
       results.push_back(run);
       // A plugin that declares accumulate (ABI 1.4) also adds onto a non-zero output: the same
       // batch and routing, compared with the oracle's result plus that output.
-      if (tokens == 0 || !plugin->info().accumulates() || sc != accumulate_scenario(pf) ||
+      if (tokens == 0 || !plugin->info().accumulates() || sc != accumulate_on ||
           run.status == CaseStatus::kError)
         continue;
       CaseResult acc = result("accumulate", tokens, scenario_name(sc), seed);

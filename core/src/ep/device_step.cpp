@@ -76,7 +76,10 @@ DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, i
   if (group_ == nullptr) return;  // one rank: the layer runs on the caller's tensors
   hidden_ = Buffer(dev, all * h * 2);
   ids_ = Buffer(dev, all * w * 4);
-  if (p.sink_experts > 0) home_ids_ = Buffer(dev, size_t(max_tokens) * w * 4);
+  if (p.sink_experts > 0) {
+    home_ids_ = Buffer(dev, size_t(max_tokens) * w * 4);
+    ids_on_device_ = is_device_memory(ids_.data());
+  }
   weights_ = Buffer(dev, all * w * 4);
   out_ = Buffer(dev, all * h * 2);
 }
@@ -117,7 +120,8 @@ void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
   group_->all_gather_on(topk_weights.data, weights_.data(), size_t(tokens * width_ * 4), stream,
                         "weight all-gather");
   const int64_t k = problem_.top_k, sinks = problem_.sink_experts;
-  clear_id_columns(static_cast<int32_t*>(ids_.data()), all, width_, k, sinks, stream);
+  clear_id_columns(ids_on_device_, static_cast<int32_t*>(ids_.data()), all, width_, k, sinks,
+                   stream);
   a.hidden = make_view(hidden_.data(), MOE_DTYPE_BF16, {all, h});
   a.topk_ids = make_view(ids_.data(), MOE_DTYPE_I32, {all, width_});
   a.topk_weights = make_view(weights_.data(), MOE_DTYPE_F32, {all, width_});
@@ -126,8 +130,10 @@ void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
   group_->reduce_scatter_bf16_on(out_.data(), output.data, size_t(tokens * h), stream,
                                  "result reduce-scatter");
   if (sinks > 0) {  // the home pass: this rank's tokens, sink columns only, added into the output
-    copy_in_stream(home_ids_.data(), topk_ids.data, size_t(tokens * width_ * 4), stream);
-    clear_id_columns(static_cast<int32_t*>(home_ids_.data()), tokens, width_, 0, k, stream);
+    copy_in_stream(ids_on_device_, home_ids_.data(), topk_ids.data, size_t(tokens * width_ * 4),
+                   stream);
+    clear_id_columns(ids_on_device_, static_cast<int32_t*>(home_ids_.data()), tokens, width_, 0, k,
+                     stream);
     a.hidden = hidden;
     a.topk_ids = make_view(home_ids_.data(), MOE_DTYPE_I32, {tokens, width_});
     a.topk_weights = topk_weights;

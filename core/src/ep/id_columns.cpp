@@ -8,34 +8,34 @@
 namespace moe::ep {
 namespace {
 
-// The driver when `p` is device memory it knows; null for host memory, or where no driver loads
-// (a machine without a GPU: then no pointer can be device memory).
-const device::CudaDriver* driver_for(const void* p) {
-  const device::CudaDriver* d = nullptr;
-  try {
-    d = &device::cuda_driver();
-  } catch (const Error&) {
-    return nullptr;
-  }
-  unsigned type = 0;
-  int attribute = device::kPointerMemoryType;
-  void* data[] = {&type};
-  const int r = d->pointer_get_attributes(1, &attribute, data, reinterpret_cast<uint64_t>(p));
-  return r == 0 && type == device::kMemoryTypeDevice ? d : nullptr;
-}
-
 void check(const device::CudaDriver& d, int r, const char* what) {
   MOE_CHECK(r == 0, MOE_STATUS_DEVICE_ERROR, "{} failed: {}", what, device::driver_error(d, r));
 }
 
 }  // namespace
 
-void clear_id_columns(int32_t* ids, int64_t rows, int64_t width, int64_t first, int64_t count,
-                      void* stream) {
+// Where no driver loads (a machine without a GPU) no pointer can be device memory.
+bool is_device_memory(const void* p) {
+  const device::CudaDriver* d = nullptr;
+  try {
+    d = &device::cuda_driver();
+  } catch (const Error&) {
+    return false;
+  }
+  unsigned type = 0;
+  int attribute = device::kPointerMemoryType;
+  void* data[] = {&type};
+  const int r = d->pointer_get_attributes(1, &attribute, data, reinterpret_cast<uint64_t>(p));
+  return r == 0 && type == device::kMemoryTypeDevice;
+}
+
+void clear_id_columns(bool on_device, int32_t* ids, int64_t rows, int64_t width, int64_t first,
+                      int64_t count, void* stream) {
   if (rows == 0 || count == 0) return;
   MOE_CHECK(first >= 0 && count > 0 && first + count <= width, MOE_STATUS_INTERNAL,
             "id columns [{}, {}) outside a row of {}", first, first + count, width);
-  if (const device::CudaDriver* d = driver_for(ids)) {
+  if (on_device) {
+    const device::CudaDriver* d = &device::cuda_driver();
     MOE_CHECK(d->memset_d2d32_async != nullptr, MOE_STATUS_UNSUPPORTED,
               "the NVIDIA driver {} lacks cuMemsetD2D32Async", d->library);
     check(*d,
@@ -48,9 +48,10 @@ void clear_id_columns(int32_t* ids, int64_t rows, int64_t width, int64_t first, 
     for (int64_t c = first; c < first + count; ++c) ids[r * width + c] = -1;
 }
 
-void copy_in_stream(void* dst, const void* src, size_t bytes, void* stream) {
+void copy_in_stream(bool on_device, void* dst, const void* src, size_t bytes, void* stream) {
   if (bytes == 0) return;
-  if (const device::CudaDriver* d = driver_for(dst)) {
+  if (on_device) {
+    const device::CudaDriver* d = &device::cuda_driver();
     MOE_CHECK(d->memcpy_dtod_async != nullptr, MOE_STATUS_UNSUPPORTED,
               "the NVIDIA driver {} lacks cuMemcpyDtoDAsync", d->library);
     check(*d,

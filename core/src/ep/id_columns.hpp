@@ -11,12 +11,17 @@
 
 namespace moe::ep {
 
-// Columns [first, first + count) of `rows` rows of an i32 matrix `width` columns wide become -1
-// (no expert).
-void clear_id_columns(int32_t* ids, int64_t rows, int64_t width, int64_t first, int64_t count,
-                      void* stream);
+// Whether `p` is device memory (asked once, where the step's buffers are made: a pointer query
+// costs host time that a step should not pay).
+bool is_device_memory(const void* p);
 
-// `bytes` from src to dst, both in one plugin's memory, in stream order.
-void copy_in_stream(void* dst, const void* src, size_t bytes, void* stream);
+// Columns [first, first + count) of `rows` rows of an i32 matrix `width` columns wide become -1
+// (no expert); `on_device`: is_device_memory of the matrix.
+void clear_id_columns(bool on_device, int32_t* ids, int64_t rows, int64_t width, int64_t first,
+                      int64_t count, void* stream);
+
+// `bytes` from src to dst, both in one plugin's memory (device memory if `on_device`), in stream
+// order.
+void copy_in_stream(bool on_device, void* dst, const void* src, size_t bytes, void* stream);
 
 }  // namespace moe::ep
