@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "device_utils.cuh"
+#include "exact_math.cuh"
 #include "params.hpp"
 #include "quantize.cuh"
 
@@ -77,6 +78,49 @@ __device__ __forceinline__ float activate(const ActivationParams& p, int32_t act
     }
     default:
       return siluf<kFast>(g) * u;
+  }
+}
+
+// act(g[i], u[i]) into g[i] for kN pairs, bit for bit what activate() gives, for a batch held
+// in registers (a GEMM epilogue): in silu_mul, silu_mul_clamp and swiglu_oai the sigmoid's
+// reciprocal, their only division, is rcp_rn_fast (kernels/exact_math.cuh), so the kN chains
+// carry no branch and interleave; pairs outside its range (a sigmoid argument below about -87,
+// or NaN) send the whole batch through activate() after it. The expressions are activate()'s, in
+// its order. Other activations: activate() on each pair. Returns whether the batch went through
+// activate() (measurement).
+template <int32_t kAct, int kN>
+__device__ __forceinline__ bool activate_batch(const ActivationParams& p, float (&g)[kN],
+                                               const float (&u)[kN]) {
+  if constexpr (kAct == kSiluMul || kAct == kSiluMulClamp || kAct == kSwigluOai) {
+    const float limit = p.limit;
+    bool slow = false;
+    float out[kN];
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      bool here;
+      if constexpr (kAct == kSwigluOai) {
+        const float gc = ref_min(g[i], limit), uc = ref_clamp(u[i], -limit, limit);
+        const float s = rcp_rn_fast(1.0f + expf(-(p.alpha * gc)), here);
+        out[i] = (uc + 1.0f) * gc * s;
+      } else {
+        const float x = kAct == kSiluMulClamp ? ref_min(g[i], limit) : g[i];
+        const float v = kAct == kSiluMulClamp ? ref_clamp(u[i], -limit, limit) : u[i];
+        const float s = rcp_rn_fast(1.0f + expf(-x), here);
+        out[i] = x * s * v;
+      }
+      slow |= here;  // no short circuit: a branch would split the batch
+    }
+    if (slow) {  // all of them again, rather than a flag a pair kept in registers
+#pragma unroll
+      for (int i = 0; i < kN; ++i) out[i] = activate(p, kAct, g[i], u[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < kN; ++i) g[i] = out[i];
+    return slow;
+  } else {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) g[i] = activate(p, kAct, g[i], u[i]);
+    return true;
   }
 }
 

@@ -10,7 +10,11 @@
 // within 2 ulps of the exact quotient (two roundings of 2^-24 each), so wherever q' lies more than
 // 3 ulps from every e4m3 midpoint the exact quotient rounds to q''s code. Midpoints of normal
 // codes are the floats whose 20 low bits are 0x80000 (three mantissa bits kept, the fourth set);
-// below 2^-6 (subnormal codes, rare in real data) and within the band, the exact path decides.
+// below 2^-6 (subnormal codes) they are the odd multiples of 2^-10, and q' decides where it lies
+// more than |q'| 2^-20 (at least 8 ulps) from the nearest. Within the bands the exact path
+// decides. (Subnormal codes are not rare: a gated activation's products put about one value in
+// 800 below 2^-6 of its block's scale, so most warps of a GEMM epilogue meet one; bench/NOTES.md
+// session 30.)
 #pragma once
 
 #include <cuda_fp8.h>
@@ -20,24 +24,16 @@
 #include <cstdint>
 #include <cstring>
 
-namespace moe::gpu::kernels {
+#include "exact_math.cuh"
 
-__host__ __device__ __forceinline__ uint32_t e4m3_float_bits(float x) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-#endif
-}
+namespace moe::gpu::kernels {
 
 // |q| exactly halfway between two adjacent e4m3 values. Normal codes keep 3 mantissa bits, so
 // a midpoint has the fourth set and nothing below it; subnormal codes (below 2^-6) step by 2^-9,
 // so midpoints are odd multiples of 2^-10.
 __host__ __device__ __forceinline__ bool on_e4m3_midpoint(float q) {
   const float a = fabsf(q);
-  if (a >= 0x1p-6f) return (e4m3_float_bits(a) & 0xfffffu) == 0x80000u;
+  if (a >= 0x1p-6f) return (float_bits(a) & 0xfffffu) == 0x80000u;
   const float t = a * 1024.0f;  // exact: a power-of-two scaling
   return t == truncf(t) && fmodf(t, 2.0f) == 1.0f;
 }
@@ -57,17 +53,35 @@ __host__ __device__ __forceinline__ uint8_t to_e4m3_exact(float x, float scale) 
   return e4m3_code(q);
 }
 
-// The same code by multiplication where that is safe (see the top), `inv` = fp32(1 / scale)
-// correctly rounded (e4m3_inverse).
+// Whether the product q = x * inv is safe to round as it is (see the top). Zero (x = 0: the
+// code of +-0), NaN and infinity (their low bits are far from 0x80000) are.
+__host__ __device__ __forceinline__ bool e4m3_product_decides(float q) {
+  const uint32_t bits = float_bits(q) & 0x7fffffffu;
+  const int32_t from_midpoint = int32_t(bits & 0xfffffu) - 0x80000;
+  // Below 2^-6: |q| in units of 2^-10 (exact), and its nearest integer n (at most 16); only an
+  // odd n is a midpoint.
+  const float t = fabsf(q) * 1024.0f, n = rintf(t);
+  const bool subnormal_decides = ((int32_t(n) & 1) == 0) | (fabsf(t - n) > t * 0x1p-20f);
+  const bool normal_decides = (from_midpoint > 3) | (from_midpoint < -3);
+  return (bits == 0) | (bits >= 0x3c800000u /* 2^-6 */ ? normal_decides : subnormal_decides);
+}
+
+// The same code by multiplication where that is safe, `inv` = fp32(1 / scale) correctly rounded
+// (e4m3_inverse).
 __host__ __device__ __forceinline__ uint8_t to_e4m3(float x, float scale, float inv) {
   const float q = x * inv;
-  const uint32_t bits = e4m3_float_bits(q) & 0x7fffffffu;
-  const int32_t from_midpoint = int32_t(bits & 0xfffffu) - 0x80000;
-  // Zero (x = 0: the code of +-0), NaN and infinity (their low bits are far from 0x80000) take
-  // the product as it is.
-  if (bits == 0 || (bits >= 0x3c800000u /* 2^-6 */ && (from_midpoint > 3 || from_midpoint < -3)))
-    return e4m3_code(q);
+  if (e4m3_product_decides(q)) return e4m3_code(q);
   return to_e4m3_exact(x, scale);
+}
+
+// to_e4m3 of x0 (low byte) and x1 (high byte) without a branch, for a batch: the products'
+// codes in one conversion, and `redo` set where either product does not decide its code (then
+// the caller takes to_e4m3 for the pair instead).
+__device__ __forceinline__ uint16_t to_e4m3x2_product(float x0, float x1, float inv, bool& redo) {
+  const float q0 = __fmul_rn(x0, inv), q1 = __fmul_rn(x1, inv);
+  // Bitwise, not ||: a short circuit is a branch, and a branch splits the batch.
+  redo |= !e4m3_product_decides(q0) | !e4m3_product_decides(q1);
+  return __nv_cvt_float2_to_fp8x2(make_float2(q0, q1), __NV_SATFINITE, __NV_E4M3);
 }
 
 __host__ __device__ __forceinline__ float e4m3_inverse(float scale) {

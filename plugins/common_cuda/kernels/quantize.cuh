@@ -17,6 +17,7 @@
 
 #include "device_utils.cuh"
 #include "e4m3_round.cuh"
+#include "exact_math.cuh"
 #include "params.hpp"
 
 namespace moe::gpu::kernels {
@@ -24,10 +25,12 @@ namespace moe::gpu::kernels {
 constexpr int kQuantBlock = 128;  // channels per 1x128 scale
 constexpr int kQuantThreads = 256;
 
-// moe::fp8_scale_from_amax, bit for bit.
+// moe::fp8_scale_from_amax, bit for bit: float(max(amax, 1e-10) / 448) in double, which for
+// amax >= 1e-10 is amax / 448 correctly rounded in fp32 (kernels/exact_math.cuh: without the
+// double division's call).
 __device__ __forceinline__ float fp8_scale_from_amax(float amax) {
-  const double a = static_cast<double>(amax);
-  return static_cast<float>((a < 1e-10 ? 1e-10 : a) / 448.0);
+  constexpr float kFloorScale = static_cast<float>(1e-10 / 448.0);
+  return static_cast<double>(amax) < 1e-10 ? kFloorScale : div448_rn(amax);
 }
 
 // Max over the kLanes lanes of an aligned lane group (xor offsets stay inside the group).

@@ -36,7 +36,9 @@
 // the two CTAs of a cluster hold neighbouring tiles, the two halves of a 128-channel scale
 // block, and trade each row's largest |value| through distributed shared memory: consumer w of
 // one CTA with consumer w of the other (the two run the same tiles, as both CTAs derive the same
-// owners), through two slots of their own. The codes and
+// owners), through two slots of their own. The exchange waits on the slower CTA of the pair once a
+// tile (~7500 cycles a tile at 16 rows an expert, against a 13000-cycle main loop; bench/NOTES.md
+// session 30, where one CTA computing both halves in turn measured slower still). The codes and
 // scales are those of the separate activation kernel (kernels/activation.cuh), bit for bit: the
 // same f32 sums, the same accurate activation and the same quantiser.
 #pragma once
@@ -72,6 +74,8 @@ constexpr int kBoxBytes = kWgRows * kBlockK;     // one consumer's 64 rows of th
 constexpr int kAccum = kWgRows * kBlockN / 128;  // fp32 values per thread per accumulator set
 // A stage is full when the TMA thread's bytes have landed and the 32 scale lanes' copies have.
 constexpr int kFullArrivals = 1 + 32;
+// Words of a timeline record (Params::timeline).
+constexpr int kTimelineWords = 6;
 
 // The geometry of kWgs consumer warpgroups (2 or 3) of 64 rows each.
 template <int kWgs>
@@ -128,7 +132,9 @@ struct Params {
   // The activation's alpha, limit and gelu form (the activation itself is the instance's kAct).
   gpu::kernels::ActivationParams act{};
   // Measurement (src/fp8_gemm_launch.hpp Fp8Timeline): per CTA and consumer, `timeline_tiles`
-  // records of (unit, clock at the tile's start, at its main loop's end, at its epilogue's end).
+  // records of (unit, clock at the tile's start, at its main loop's end, before and after the
+  // fused exchange of row maxima, at its epilogue's end); the unit's bits 32 and 33: the fused
+  // epilogue's activation and quantisation took their exact paths (somewhere in warp 0).
   unsigned long long* timeline = nullptr;
   int32_t timeline_tiles = 0;
 };
@@ -214,6 +220,45 @@ __device__ __forceinline__ void store_tile(Out* out, int64_t ld, int64_t r, bool
       }
     }
   }
+}
+
+// A fused epilogue's 32 activated values of a 64-channel half (v[4j + e]: row `row`, channel
+// 8j + 2q + e; v[4j + 2 + e]: row `row` + 8) as e4m3 codes under their rows' scales, at
+// codes[row * ld + 8j] (`codes` offset by the half's first channel and 2q): the products'
+// codes without a branch, and the rare pair a product does not decide (or a scale outside the
+// fast reciprocal's range) redone by to_e4m3, the same codes. Returns whether the values were
+// redone (measurement).
+__device__ __forceinline__ bool store_codes(const float (&v)[kAccum / 2], uint8_t* codes,
+                                            int64_t ld, int64_t row, bool has_lo, bool has_hi,
+                                            float sc_lo, float sc_hi) {
+  constexpr int kPairs = kAccum / 8;
+  bool redo = false;
+  const float inv_lo = gpu::kernels::rcp_rn_fast(sc_lo, redo);
+  bool redo_hi = false;
+  const float inv_hi = gpu::kernels::rcp_rn_fast(sc_hi, redo_hi);
+  redo |= redo_hi;
+  uint16_t lo[kPairs], hi[kPairs];
+#pragma unroll
+  for (int j = 0; j < kPairs; ++j) {
+    lo[j] = gpu::kernels::to_e4m3x2_product(v[4 * j], v[4 * j + 1], inv_lo, redo);
+    hi[j] = gpu::kernels::to_e4m3x2_product(v[4 * j + 2], v[4 * j + 3], inv_hi, redo);
+  }
+  if (redo) {
+    const float e_lo = gpu::kernels::e4m3_inverse(sc_lo), e_hi = gpu::kernels::e4m3_inverse(sc_hi);
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      lo[j] = uint16_t(gpu::kernels::to_e4m3(v[4 * j], sc_lo, e_lo) |
+                       (gpu::kernels::to_e4m3(v[4 * j + 1], sc_lo, e_lo) << 8));
+      hi[j] = uint16_t(gpu::kernels::to_e4m3(v[4 * j + 2], sc_hi, e_hi) |
+                       (gpu::kernels::to_e4m3(v[4 * j + 3], sc_hi, e_hi) << 8));
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kPairs; ++j) {
+    if (has_lo) *reinterpret_cast<uint16_t*>(codes + row * ld + 8 * j) = lo[j];
+    if (has_hi) *reinterpret_cast<uint16_t*>(codes + (row + 8) * ld + 8 * j) = hi[j];
+  }
+  return redo;
 }
 
 constexpr uint64_t kHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
@@ -412,10 +457,10 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
     bool took_previous = true;
     // The timeline record of this consumer's next computed tile, if one is kept (thread 0; 128-row
     // tiles only: the 192-row instances have no registers to spare).
-    unsigned long long* record =
-        kWgs == 2 && p.timeline != nullptr && t128 == 0
-            ? p.timeline + size_t(blockIdx.x * kWgs + part) * size_t(p.timeline_tiles) * 4
-            : nullptr;
+    unsigned long long* record = kWgs == 2 && p.timeline != nullptr && t128 == 0
+                                     ? p.timeline + size_t(blockIdx.x * kWgs + part) *
+                                                        size_t(p.timeline_tiles) * kTimelineWords
+                                     : nullptr;
     for (int u = cluster; u < units; u += clusters) {
       const gpu::kernels::GroupTile tile = tile_at(u);
       const GroupRows gr = group_rows(p, tile.group);
@@ -443,8 +488,8 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       }
       const bool timing = record != nullptr && timed < p.timeline_tiles;
       if (timing) {
-        record[4 * timed] = static_cast<unsigned long long>(u);
-        record[4 * timed + 1] = clock64();
+        record[kTimelineWords * timed] = static_cast<unsigned long long>(u);
+        record[kTimelineWords * timed + 1] = clock64();
       }
       const int r_lo = half * kWgRows + r_wg;  // and r_lo + 8
       const uint64_t desc_a = smem_desc(smem + half * kBoxBytes);
@@ -488,7 +533,10 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       // A solo tile's stages are all seen: the other consumer, which skipped it, may start the
       // next tile (it always takes part in it: solo tiles alternate).
       if (solo && u + clusters < units) named_arrive(1 + (part ^ 1), 2 * 128);
-      if (timing) record[4 * timed + 2] = clock64();
+      if (timing) {
+        const unsigned long long now = clock64();
+        for (int w = 2; w < 5; ++w) record[kTimelineWords * timed + w] = now;
+      }
       if constexpr (kFused) {
         // Outputs 8j + 2q + {0, 1} (j < 8) of the tile's 64 channels, rows r_lo and r_lo + 8:
         // act(gate + bias, up + bias) as the activation kernel computes it, written over the
@@ -497,49 +545,50 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
         const float* bias = p.bias != nullptr && tile.group < p.bias_groups
                                 ? p.bias + int64_t(tile.group) * p.bias_ld
                                 : nullptr;
-        float m_lo = 0.0f, m_hi = 0.0f;
+        // g: the thread's 32 gate values, [4j + e] row r_lo and [4j + 2 + e] row r_lo + 8 of
+        // channel 8j + 2q + e; u: their up values.
+        constexpr int kPairs = kAccum / 2;
+        float g[kPairs], u[kPairs];
+#pragma unroll
+        for (int i = 0; i < kPairs; ++i) {
+          g[i] = total[i];
+          u[i] = total[i + kPairs];
+        }
+        if (bias != nullptr) {
+          // The bias is added only where there is one (x + 0 would turn -0 into +0).
+#pragma unroll
+          for (int i = 0; i < kPairs; ++i) {
+            const int ch = c0 + 8 * (i / 4) + 2 * q + i % 2;
+            g[i] += bias[ch];
+            u[i] += bias[inter + ch];
+          }
+        }
         // The activation is the instance's (kAct): one kind's unrolled code, not four, so the
         // epilogue does not push the main loop out of the instruction cache (bench/NOTES.md,
-        // session 29).
+        // session 29); and a batch without branches (session 30: one call-guarded division after
+        // another cost more than the other consumer's whole main loop).
+        const bool act_redone = gpu::kernels::activate_batch<kAct>(p.act, g, u);
+        float m_lo = 0.0f, m_hi = 0.0f;
 #pragma unroll
-        for (int j = 0; j < kAccum / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            // The bias is added only where there is one (x + 0 would turn -0 into +0).
-            const int ch = c0 + 8 * j + 2 * q + e;
-            float& lo = total[4 * j + e];
-            float& hi = total[4 * j + 2 + e];
-            float u_lo = total[4 * (j + kAccum / 8) + e],
-                  u_hi = total[4 * (j + kAccum / 8) + 2 + e];
-            if (bias != nullptr) {
-              lo += bias[ch];
-              hi += bias[ch];
-              u_lo += bias[inter + ch];
-              u_hi += bias[inter + ch];
-            }
-            lo = gpu::kernels::activate(p.act, kAct, lo, u_lo);
-            hi = gpu::kernels::activate(p.act, kAct, hi, u_hi);
-            m_lo = fmaxf(m_lo, fabsf(lo));
-            m_hi = fmaxf(m_hi, fabsf(hi));
-          }
+        for (int i = 0; i < kPairs; ++i) {
+          if (i % 4 < 2)
+            m_lo = fmaxf(m_lo, fabsf(g[i]));
+          else
+            m_hi = fmaxf(m_hi, fabsf(g[i]));
+        }
         m_lo = gpu::kernels::group_max<4>(m_lo);
         m_hi = gpu::kernels::group_max<4>(m_hi);
+        if (timing) record[kTimelineWords * timed + 3] = clock64();
         const float2 theirs = swap_maxima(fused_tiles++, m_lo, m_hi);
+        if (timing) record[kTimelineWords * timed + 4] = clock64();
         const float sc_lo = gpu::kernels::fp8_scale_from_amax(fmaxf(m_lo, theirs.x));
         const float sc_hi = gpu::kernels::fp8_scale_from_amax(fmaxf(m_hi, theirs.y));
-        const float inv_lo = gpu::kernels::e4m3_inverse(sc_lo);
-        const float inv_hi = gpu::kernels::e4m3_inverse(sc_hi);
-        uint8_t* codes = static_cast<uint8_t*>(p.out) + c0 + 2 * q;
-#pragma unroll
-        for (int j = 0; j < kAccum / 8; ++j) {
-          if (has_lo)
-            *reinterpret_cast<uint16_t*>(codes + (row0 + r_lo) * inter + 8 * j) =
-                uint16_t(gpu::kernels::to_e4m3(total[4 * j], sc_lo, inv_lo) |
-                         (gpu::kernels::to_e4m3(total[4 * j + 1], sc_lo, inv_lo) << 8));
-          if (has_hi)
-            *reinterpret_cast<uint16_t*>(codes + (row0 + r_lo + 8) * inter + 8 * j) =
-                uint16_t(gpu::kernels::to_e4m3(total[4 * j + 2], sc_hi, inv_hi) |
-                         (gpu::kernels::to_e4m3(total[4 * j + 3], sc_hi, inv_hi) << 8));
+        const bool redone = store_codes(g, static_cast<uint8_t*>(p.out) + c0 + 2 * q, inter,
+                                        row0 + r_lo, has_lo, has_hi, sc_lo, sc_hi);
+        if (p.timeline != nullptr) {  // which of the warp's batches took the exact paths
+          const bool a = __any_sync(0xffffffffu, act_redone);
+          const bool c = __any_sync(0xffffffffu, redone);
+          if (timing) record[kTimelineWords * timed] |= (uint64_t(a) << 32) | (uint64_t(c) << 33);
         }
         // The block's scale, once: by the pair's first CTA (even tiles), lane 0 of each quad.
         float* block_scales = p.code_scales + int64_t(c0 / 128) * p.code_scale_ld + row0 + r_lo;
@@ -551,7 +600,7 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
         store_tile(static_cast<Out*>(p.out), p.n, row0 + r_lo, has_lo, has_hi,
                    tile.block_n * kBlockN, lane % 4, total);
       }
-      if (timing) record[4 * timed++ + 3] = clock64();
+      if (timing) record[kTimelineWords * timed++ + 5] = clock64();
     }
   }
   // A CTA leaves only when its peer no longer arrives on its barriers or writes its stages.

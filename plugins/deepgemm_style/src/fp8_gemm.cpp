@@ -64,12 +64,14 @@ void run_ffma(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
     call.out = f->codes;
   }
   MOE_CHECK(a.timeline.records == nullptr ||
-                (a.timeline.tiles >= 1 &&
-                 a.timeline.words >= size_t(a.sm_count) * 2 * size_t(a.timeline.tiles) * 4),
+                (a.timeline.tiles >= 1 && a.timeline.words >= size_t(a.sm_count) * 2 *
+                                                                  size_t(a.timeline.tiles) *
+                                                                  Fp8Timeline::kWords),
             MOE_STATUS_INVALID_ARGUMENT,
             "fp8 block GEMM ({}): a timeline needs room for at least one tile a consumer, "
-            "sm_count x 2 x tiles x 4 words ({} x 2 x {} x 4 > {})",
-            fp8_tiles_name(tiles), a.sm_count, a.timeline.tiles, a.timeline.words);
+            "sm_count x 2 x tiles x {} words ({} x 2 x {} x {} > {})",
+            fp8_tiles_name(tiles), Fp8Timeline::kWords, a.sm_count, a.timeline.tiles,
+            Fp8Timeline::kWords, a.timeline.words);
   call.timeline = a.timeline;
   call.sm_count = a.sm_count;
   call.stream = stream;

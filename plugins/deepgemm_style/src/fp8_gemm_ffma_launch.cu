@@ -44,6 +44,7 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
   p.scale_ld = c.scale_ld;
   p.w_scales = c.w_scale_stack;
   p.out = c.out;
+  static_assert(kernels::ffma::kTimelineWords == Fp8Timeline::kWords, "timeline record");
   p.timeline = c.timeline.records;
   p.timeline_tiles = c.timeline.tiles;
   if constexpr (kFused) {

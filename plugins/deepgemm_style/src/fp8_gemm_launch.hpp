@@ -34,14 +34,19 @@ struct Fp8FusedGemm1 {
 namespace moe::deepgemm {
 
 // Measurement of the own kernel (moe_deepgemm_gemm_bench --timeline): per CTA and consumer
-// warpgroup, up to `tiles` records of four uint64: the tile's unit, and clock64() at its start
-// (before its first stage wait), at the end of its main loop and at the end of its epilogue, at
-// records[((cta * consumers + consumer) * tiles + i) * 4]. 128-row tiles only (two consumers;
-// the 192-row instances record nothing). Null records: nothing is recorded.
+// warpgroup, up to `tiles` records of kWords uint64: the tile's unit, and clock64() at its start
+// (before its first stage wait), at the end of its main loop, before and after the fused
+// epilogue's exchange of row maxima with the peer CTA (both the main loop's end when not fused),
+// and at the end of its epilogue, at records[((cta * consumers + consumer) * tiles + i) * kWords];
+// bits 32 and 33 of the unit's word: the fused epilogue's activation and quantisation took their
+// exact paths (the rare inputs kernels/exact_math.cuh's fast forms leave) in the first warp.
+// 128-row tiles only (two consumers; the 192-row instances record nothing). Null records:
+// nothing is recorded.
 struct Fp8Timeline {
+  static constexpr int kWords = 6;
   unsigned long long* records = nullptr;
   int tiles = 0;
-  size_t words = 0;  // records' size: at least sm_count * 2 * tiles * 4 (one CTA per SM)
+  size_t words = 0;  // records' size: at least sm_count * 2 * tiles * kWords (one CTA per SM)
 };
 
 }  // namespace moe::deepgemm

@@ -2,6 +2,7 @@
 // CPU test can hold it against the reference for every input it cares to try.
 #include "e4m3_round_host.hpp"
 #include "kernels/e4m3_round.cuh"
+#include "kernels/exact_math.cuh"
 
 namespace moe::gpu::test {
 
@@ -11,6 +12,10 @@ uint8_t e4m3_round(float x, float scale) {
 
 uint8_t e4m3_round_exact(float x, float scale) {
   return kernels::to_e4m3_exact(x, scale);
+}
+
+float div448(float a) {
+  return kernels::div448_rn(a);
 }
 
 }  // namespace moe::gpu::test

@@ -18,12 +18,6 @@
 namespace moe::gpu::test {
 namespace {
 
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 // The scale of a per-tensor or per-block quantisation whose amax is `amax`.
 float scale_of(float amax) {
   const double a = amax;
@@ -39,9 +33,9 @@ void check(float x, float scale, int& failures) {
   const uint8_t want = reference(x, scale);
   const uint8_t fast = e4m3_round(x, scale), exact = e4m3_round_exact(x, scale);
   if ((fast != want || exact != want) && ++failures <= 5)
-    ADD_FAILURE() << "x=" << x << " (bits " << std::hex << *reinterpret_cast<uint32_t*>(&x)
-                  << ") scale=" << scale << ": reference 0x" << int(want) << ", multiplying 0x"
-                  << int(fast) << ", dividing 0x" << int(exact) << std::dec;
+    ADD_FAILURE() << "x=" << x << " (bits " << std::hex << bits_of(x) << ") scale=" << scale
+                  << ": reference 0x" << int(want) << ", multiplying 0x" << int(fast)
+                  << ", dividing 0x" << int(exact) << std::dec;
 }
 
 std::vector<float> scales(uint32_t seed, int count) {
@@ -90,6 +84,23 @@ TEST(E4m3Round, InputsNextToEveryMidpoint) {
           check(x, scale, failures);
       }
     }
+  EXPECT_EQ(failures, 0);
+}
+
+// The subnormal codes' midpoints (odd multiples of 2^-10) under many scales, up to 12 ulps either
+// side: the product decides there only outside a band around each midpoint, and a band too
+// narrow to hold the product's error shows as wrong codes here (a few in a thousand inputs for a
+// band of 2^-30; none for the kernels' 2^-20).
+TEST(E4m3Round, InputsNextToSubnormalMidpointsUnderManyScales) {
+  int failures = 0;
+  for (float scale : scales(5, 1000))
+    for (int odd = 1; odd < 16; odd += 2)
+      for (float sign : {1.0f, -1.0f}) {
+        float x = float(double(sign) * std::ldexp(double(odd), -10) * double(scale));
+        for (int k = 0; k < 12; ++k) x = std::nextafterf(x, 0.0f);
+        for (int k = 0; k < 25; ++k, x = std::nextafterf(x, sign * INFINITY))
+          check(x, scale, failures);
+      }
   EXPECT_EQ(failures, 0);
 }
 

@@ -5,14 +5,16 @@
 // spread as random routing spreads them ("routed": mean +- sqrt(mean), fixed seed), where tiles
 // that fit the mean exactly run a second, nearly empty tile for half the experts. One JSON line
 // per (shape, tiling): time, TFLOP/s, and the weight bytes read per second against the H200's
-// measured read bandwidth. Values are synthetic codes (the tensor cores' time does not depend on
-// them). With --pause-ms, each launch is timed alone after the GPU idled P ms (the median is
-// reported): a kernel that runs slower back to back than alone shows it there. --own: the own
-// kernel's tilings only; --fused: GEMM1 shapes also with the activation (silu_mul) and the
-// intermediate's quantisation fused into the own kernel's epilogue; --timeline: for the own
-// 128-row tiles, one more launch that records each tile's clocks (Fp8Timeline) and the record's
-// means: main loop, epilogue, and the gap before a consumer's next tile, in SM cycles. Not a
-// test: run it by hand on an H200 (bench/NOTES.md).
+// measured read bandwidth. Values are codes of a real layer's spread (fill_codes: the fused
+// epilogue's rare exact paths depend on them; the tensor cores' time does not). With --pause-ms,
+// each launch is timed alone after the GPU idled P ms (the median is reported): a kernel that runs
+// slower back to back than alone shows it there. --own: the own kernel's tilings only; --fused:
+// GEMM1 shapes also with the activation (silu_mul) and the intermediate's quantisation fused into
+// the own kernel's epilogue; --timeline: for the own 128-row tiles, one more launch that records
+// each tile's clocks (Fp8Timeline) and the record's means: main loop, the fused epilogue's
+// activation, exchange wait and stores, and the gap before a consumer's next tile, in SM cycles.
+// Not a test: run it by hand on an H200 (bench/NOTES.md).
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -65,39 +67,66 @@ struct Options {
   bool own_only = false, fused = false, timeline = false;
 };
 
-// Means over a timeline's records (SM cycles): each tile's main loop and epilogue, and the gap
-// from a consumer's previous tile's end to its next tile's start.
+// Means over a timeline's records (SM cycles): each tile's main loop, its epilogue before the
+// fused exchange (the activation and the row maxima), the exchange's wait, the rest of the
+// epilogue (quantisation and stores; all of it when not fused), and the gap from a consumer's
+// previous tile's end to its next tile's start.
 std::string timeline_summary(const std::vector<unsigned long long>& rec, int slots, int tiles) {
-  double loop = 0, epi = 0, gap = 0;
-  int64_t n = 0, gaps = 0;
+  constexpr int kW = Fp8Timeline::kWords;
+  double loop = 0, act = 0, wait = 0, rest = 0, gap = 0;
+  int64_t n = 0, gaps = 0, act_exact = 0, codes_exact = 0;
   for (int s = 0; s < slots; ++s) {
-    const unsigned long long* r = rec.data() + size_t(s) * tiles * 4;
-    for (int i = 0; i < tiles && r[4 * i + 1] != 0; ++i) {
-      loop += double(r[4 * i + 2] - r[4 * i + 1]);
-      epi += double(r[4 * i + 3] - r[4 * i + 2]);
+    const unsigned long long* r = rec.data() + size_t(s) * tiles * kW;
+    for (int i = 0; i < tiles && r[kW * i + 1] != 0; ++i) {
+      const unsigned long long* t = r + kW * i;
+      loop += double(t[2] - t[1]);
+      act += double(t[3] - t[2]);
+      wait += double(t[4] - t[3]);
+      rest += double(t[5] - t[4]);
+      act_exact += (t[0] >> 32) & 1;
+      codes_exact += (t[0] >> 33) & 1;
       ++n;
       if (i > 0) {
-        gap += double(r[4 * i + 1] - r[4 * (i - 1) + 3]);
+        gap += double(t[1] - r[kW * (i - 1) + 5]);
         ++gaps;
       }
     }
   }
-  char buf[256];
+  char buf[400];
   std::snprintf(buf, sizeof buf,
-                "{\"tiles\": %lld, \"mainloop_cycles\": %.0f, \"epilogue_cycles\": %.0f, "
-                "\"gap_cycles\": %.0f}",
-                static_cast<long long>(n), n ? loop / n : 0.0, n ? epi / n : 0.0,
-                gaps ? gap / gaps : 0.0);
+                "{\"tiles\": %lld, \"mainloop_cycles\": %.0f, \"activation_cycles\": %.0f, "
+                "\"exchange_wait_cycles\": %.0f, \"store_cycles\": %.0f, \"gap_cycles\": %.0f, "
+                "\"exact_activation_share\": %.3f, \"exact_codes_share\": %.3f}",
+                static_cast<long long>(n), n ? loop / n : 0.0, n ? act / n : 0.0,
+                n ? wait / n : 0.0, n ? rest / n : 0.0, gaps ? gap / gaps : 0.0,
+                n ? double(act_exact) / n : 0.0, n ? double(codes_exact) / n : 0.0);
   return buf;
 }
 
-// e4m3 codes of magnitude <= 1 from a hash of the index (no NaN codes).
-__global__ void fill_codes(uint8_t* p, size_t n, uint32_t salt) {
+// e4m3 codes from a hash of the index, as a quantised layer holds them: rows (activations) from
+// a normal distribution whose 128-channel block maxima land near 448 (N(0, 160), saturating),
+// weights uniform over [-448, 448] (uniform weights of amax 1 / sqrt(K) at scale amax / 448).
+// GEMM1's sums then have the spread of a real layer's (~N(0, 0.6) for N(0, 1) hidden states),
+// which the fused epilogue's data-dependent paths see.
+__device__ __forceinline__ float hash_unit(size_t i, uint32_t salt) {  // (0, 1)
+  uint32_t h = uint32_t(i) * 2654435761u ^ salt ^ uint32_t(i >> 32) * 40503u;
+  h ^= h >> 15;
+  h *= 2246822519u;
+  h ^= h >> 13;
+  return (float(h >> 8) + 0.5f) * (1.0f / 16777216.0f);
+}
+
+__global__ void fill_codes(uint8_t* p, size_t n, uint32_t salt, bool normal) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ salt;
-    h ^= h >> 15;
-    p[i] = uint8_t((h & 0x80u) | (h & 0x3fu));
+    float v;
+    if (normal) {  // Box-Muller
+      const float u1 = hash_unit(i, salt), u2 = hash_unit(i, salt ^ 0x9e3779b9u);
+      v = 160.0f * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+    } else {
+      v = 448.0f * (2.0f * hash_unit(i, salt) - 1.0f);
+    }
+    p[i] = uint8_t(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
   }
 }
 
@@ -143,10 +172,11 @@ void bench(const GemmShape& s, bool routed, const Options& o, int sm_count) {
   auto* w = device_alloc<uint8_t>(w_group * s.groups);
   auto* sw = device_alloc<float>(sw_group * s.groups);
   void* out = device_alloc<uint8_t>(rows * s.n * (s.f32_out ? 4 : 2));
-  fill_codes<<<1024, 256>>>(a, rows * s.k, 1);
-  fill_codes<<<4096, 256>>>(w, w_group * s.groups, 2);
-  fill_floats<<<256, 256>>>(sa, kb * rows, 0.01f);
-  fill_floats<<<256, 256>>>(sw, sw_group * s.groups, 0.01f);
+  fill_codes<<<1024, 256>>>(a, rows * s.k, 1, true);
+  fill_codes<<<4096, 256>>>(w, w_group * s.groups, 2, false);
+  // Scales: N(0, 1) rows' block maxima (~2.8) / 448, and (1 / sqrt(K)) / 448.
+  fill_floats<<<256, 256>>>(sa, kb * rows, 2.8f / 448.0f);
+  fill_floats<<<256, 256>>>(sw, sw_group * s.groups, float(1.0 / std::sqrt(double(s.k)) / 448.0));
   MOE_CUDA_CHECK(cudaGetLastError());
   std::vector<const void*> w_ptrs;
   std::vector<const float*> sw_ptrs;
@@ -199,7 +229,7 @@ void bench(const GemmShape& s, bool routed, const Options& o, int sm_count) {
   }
   // --timeline: room for 512 tiles a consumer (two consumers a CTA).
   constexpr int kTimelineTiles = 512;
-  const size_t timeline_words = size_t(sm_count) * 2 * kTimelineTiles * 4;
+  const size_t timeline_words = size_t(sm_count) * 2 * kTimelineTiles * Fp8Timeline::kWords;
   auto* timeline = o.timeline ? device_alloc<unsigned long long>(timeline_words) : nullptr;
   struct Variant {
     Fp8Tiles tiles;

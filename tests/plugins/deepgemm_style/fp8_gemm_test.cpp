@@ -284,8 +284,9 @@ TEST(Fp8GemmArgs, FusedGemm1RefusesWhatItCannotFuse) {
 // A timeline (moe_deepgemm_gemm_bench --timeline) needs room for a tile a consumer of every CTA.
 TEST(Fp8GemmArgs, ATimelineWithoutRoomIsRefused) {
   Fp8GemmArgs args = host_args(512, 256);
-  static unsigned long long records[4];
-  for (const Fp8Timeline t : {Fp8Timeline{records, 0, 4}, Fp8Timeline{records, 1, 4}}) {
+  constexpr int kW = Fp8Timeline::kWords;
+  static unsigned long long records[kW];
+  for (const Fp8Timeline t : {Fp8Timeline{records, 0, kW}, Fp8Timeline{records, 1, kW}}) {
     args.timeline = t;
     try {
       run_fp8_grouped_gemm(Fp8Tiles::kTokensFfma, args, nullptr);
