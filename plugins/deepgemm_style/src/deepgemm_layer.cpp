@@ -77,6 +77,9 @@ const char* tiles_option_name(Fp8Tiles t) {
 constexpr int64_t kOwnMinRows = 16, kOwnMaxRows = 176;  // a group's average rows
 constexpr int64_t kOwnWideRows = 112;                   // 192-row tiles past this many rows a group
 constexpr int64_t kOwnMaxTotal = 4096;                  // the layer's rows in all
+// `gemm1_epilogue: auto` fuses on the own kernel's 128-row tiles from this hidden size (K of 32
+// blocks): a main loop long enough to hide the fused epilogue (fuses_gemm1).
+constexpr int64_t kFuseNarrowMinHidden = 4096;
 constexpr int64_t kWeightTilesRows = 32;  // CUTLASS's weight tiles below this many rows a group
 
 }  // namespace
@@ -150,8 +153,15 @@ std::string epilogue_rule(const moe_problem& p, const LayerOptions& o) {
                      "; the activation and its re-quantisation in a kernel of their own "
                      "(option gemm1_epilogue)");
   if (p.activation == MOE_ACTIVATION_RELU2 || p.sink_experts > 0) return "";
-  return fmt::format("{} where the own kernel runs 192-row tiles, else in a kernel of their own",
-                     where);
+  if (p.hidden >= kFuseNarrowMinHidden)
+    return fmt::format(
+        "{} wherever the own kernel runs GEMM1 (hidden >= {}), else in a kernel of "
+        "their own",
+        where, kFuseNarrowMinHidden);
+  return fmt::format(
+      "{} where the own kernel runs 192-row tiles (and its 128-row tiles from hidden {}), else "
+      "in a kernel of their own",
+      where, kFuseNarrowMinHidden);
 }
 
 }  // namespace
@@ -200,16 +210,18 @@ void check_options(const moe_problem& p, const LayerOptions& o) {
             "fuses it)");
 }
 
-// Measured on the H200 (bench/NOTES.md session 28, layer A/B): the fused epilogue 0.96x of the
-// separate one with 192-row tiles at 176 rows an expert (Mixtral T=704, two runs), level at 128
-// (T=512); 1.07-1.30x with 128-row tiles at 16-64 rows an expert (Mixtral T=128/256, Qwen3 T=256/
-// 512), where the epilogue's activation, done by one warp a scheduler, stalls a short tile's
-// pipeline. So `auto` fuses on the 192-row tiles only.
+// Measured on the H200 (bench/NOTES.md sessions 28-30, layer A/B): the fused epilogue 0.96-0.97x
+// of the separate one with 192-row tiles (Mixtral T=512-704). With 128-row tiles, since session
+// 30's branch-free epilogue: 0.97-0.99x at Mixtral T=128-384 (K of 32 blocks; three rounds), and
+// at DeepSeek-V3 T=512 (56 blocks) the fused GEMM1 level with the separate one before its
+// activation kernel; but 1.02-1.06x at Qwen3-30B-A3B T=256/512 (16 blocks), where the pair's
+// exchange is long next to a main loop. So `auto` fuses on 192-row tiles, and on 128-row tiles
+// from hidden 4096.
 bool fuses_gemm1(const moe_problem& p, const LayerOptions& o, Fp8Tiles tiles) {
   if (!is_own_kernel(tiles)) return false;
   if (o.fused_gemm1) return *o.fused_gemm1;
-  return tiles == Fp8Tiles::kTokensFfma192 && p.activation != MOE_ACTIVATION_RELU2 &&
-         p.sink_experts == 0;
+  return (tiles == Fp8Tiles::kTokensFfma192 || p.hidden >= kFuseNarrowMinHidden) &&
+         p.activation != MOE_ACTIVATION_RELU2 && p.sink_experts == 0;
 }
 
 DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)

@@ -133,9 +133,17 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
       << with_sinks;
   EXPECT_NE(with_sinks.find("GEMMs: CUTLASS's"), std::string::npos) << with_sinks;
   EXPECT_NE(auto_rule.find("re-quantisation in GEMM1's epilogue where the own kernel runs "
-                           "192-row tiles, else in a kernel of their own"),
+                           "192-row tiles (and its 128-row tiles from hidden 4096), else in a "
+                           "kernel of their own"),
             std::string::npos)
       << auto_rule;
+  moe_problem wide = fp8_problem();
+  wide.hidden = 4096;
+  const std::string wide_rule = describe(wide, parse_options({}));
+  EXPECT_NE(wide_rule.find("re-quantisation in GEMM1's epilogue wherever the own kernel runs "
+                           "GEMM1 (hidden >= 4096)"),
+            std::string::npos)
+      << wide_rule;
   EXPECT_EQ(with_sinks.find("epilogue"), std::string::npos) << with_sinks;
   const std::string separate =
       describe(fp8_problem(), parse_options({{"gemm1_epilogue", "separate"}}));
@@ -200,6 +208,15 @@ TEST(DeepGemmOptions, FusesGemm1WhereTheOptionAndTheTilesSay) {
   const LayerOptions separate = parse_options({{"gemm1_epilogue", "separate"}});
   EXPECT_TRUE(fuses_gemm1(p, automatic, Fp8Tiles::kTokensFfma192));
   EXPECT_FALSE(fuses_gemm1(p, automatic, Fp8Tiles::kTokensFfma));
+  // 128-row tiles fuse from hidden 4096 (K of 32 blocks: Mixtral, DeepSeek-V3), not below (Qwen3).
+  moe_problem wide = p;
+  wide.hidden = 4096;
+  EXPECT_TRUE(fuses_gemm1(wide, automatic, Fp8Tiles::kTokensFfma));
+  wide.hidden = 2048;
+  EXPECT_FALSE(fuses_gemm1(wide, automatic, Fp8Tiles::kTokensFfma));
+  wide.hidden = 7168;
+  wide.activation = MOE_ACTIVATION_RELU2;
+  EXPECT_FALSE(fuses_gemm1(wide, automatic, Fp8Tiles::kTokensFfma));
   EXPECT_FALSE(fuses_gemm1(relu2, automatic, Fp8Tiles::kTokensFfma192));
   EXPECT_FALSE(fuses_gemm1(sinks, automatic, Fp8Tiles::kTokensFfma192));
   EXPECT_TRUE(fuses_gemm1(p, fused, Fp8Tiles::kTokensFfma));
