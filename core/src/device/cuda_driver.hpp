@@ -19,6 +19,9 @@ constexpr int kPointerRangeSize = 12;       // CU_POINTER_ATTRIBUTE_RANGE_SIZE: 
 constexpr unsigned kMemoryTypeHost = 1;     // CU_MEMORYTYPE_HOST
 constexpr unsigned kMemoryTypeDevice = 2;   // CU_MEMORYTYPE_DEVICE
 constexpr int kErrorInvalidContext = 201;   // CUDA_ERROR_INVALID_CONTEXT: no current context
+constexpr int kErrorNotInitialized = 3;     // CUDA_ERROR_NOT_INITIALIZED: cuInit not called
+constexpr int kErrorDeinitialized = 4;      // CUDA_ERROR_DEINITIALIZED: the driver shut down
+constexpr int kErrorNoDevice = 100;         // CUDA_ERROR_NO_DEVICE
 constexpr unsigned kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
 constexpr int kCaptureThreadLocal = 1;      // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 

@@ -14,7 +14,9 @@ void check(const device::CudaDriver& d, int r, const char* what) {
 
 }  // namespace
 
-// Where no driver loads (a machine without a GPU) no pointer can be device memory.
+// Where no driver loads (a machine without a GPU), or the driver was never initialised or has no
+// device, no pointer can be device memory. Any other failure of the query is an error: guessing
+// "host" would have the step write a device buffer from the host.
 bool is_device_memory(const void* p) {
   const device::CudaDriver* d = nullptr;
   try {
@@ -25,8 +27,13 @@ bool is_device_memory(const void* p) {
   unsigned type = 0;
   int attribute = device::kPointerMemoryType;
   void* data[] = {&type};
-  const int r = d->pointer_get_attributes(1, &attribute, data, reinterpret_cast<uint64_t>(p));
-  return r == 0 && type == device::kMemoryTypeDevice;
+  const auto at = reinterpret_cast<uint64_t>(p);
+  const int r = d->pointer_get_attributes(1, &attribute, data, at);
+  if (r == device::kErrorNotInitialized || r == device::kErrorDeinitialized ||
+      r == device::kErrorNoDevice)
+    return false;
+  check(*d, r, "cuPointerGetAttributes (where the expert-parallel ids live)");
+  return type == device::kMemoryTypeDevice;
 }
 
 void clear_id_columns(bool on_device, int32_t* ids, int64_t rows, int64_t width, int64_t first,

@@ -17,7 +17,8 @@ constexpr size_t workspace_round_up(size_t bytes) {
 class WorkspaceCarver {
  public:
   explicit WorkspaceCarver(void* base) : base_(static_cast<uint8_t*>(base)) {}
-  // The next `count` elements of T; null while only counting.
+  // The next `count` elements of T; null while only counting. A piece of zero elements is a
+  // pointer to nothing: it may equal the next piece's start, so it is never dereferenced.
   template <class T = uint8_t>
   T* take(size_t count) {
     T* p = base_ != nullptr ? reinterpret_cast<T*>(base_ + used_) : nullptr;
