@@ -59,9 +59,11 @@ __host__ __device__ __forceinline__ bool e4m3_product_decides(float q) {
   const uint32_t bits = float_bits(q) & 0x7fffffffu;
   const int32_t from_midpoint = int32_t(bits & 0xfffffu) - 0x80000;
   // Below 2^-6: |q| in units of 2^-10 (exact), and its nearest integer n (at most 16); only an
-  // odd n is a midpoint.
+  // odd n is a midpoint. (n is clamped before the conversion: for a large, infinite or NaN q,
+  // which the normal rule decides, a float-to-int conversion out of range is undefined.)
   const float t = fabsf(q) * 1024.0f, n = rintf(t);
-  const bool subnormal_decides = ((int32_t(n) & 1) == 0) | (fabsf(t - n) > t * 0x1p-20f);
+  const bool subnormal_decides =
+      ((int32_t(fminf(n, 16.0f)) & 1) == 0) | (fabsf(t - n) > t * 0x1p-20f);
   const bool normal_decides = (from_midpoint > 3) | (from_midpoint < -3);
   return (bits == 0) | (bits >= 0x3c800000u /* 2^-6 */ ? normal_decides : subnormal_decides);
 }
