@@ -92,6 +92,34 @@ TEST(ConformanceSuite, FailsAPluginThatSwapsGateAndUp) {
   EXPECT_GT(failed, 0);
 }
 
+// One token of a re-quantising problem is judged by kOneTokenFlipFactor times the file's
+// tolerance (a single flipped code is the whole comparison there); every other case, and every
+// case of a problem that keeps bf16 activations, by the file's own. The report carries the bound
+// each case was judged by.
+TEST(ConformanceSuite, WidensTheBoundOnlyForOneTokenOfARequantisingProblem) {
+  const ProblemFile fp8 = load_problem_file(source_path("configs/problems/fp8_block_relu2.yaml"));
+  const ProblemFile bf16 = load_problem_file(source_path("configs/problems/bf16_relu2.yaml"));
+  const ProblemFile static_fp8 =
+      load_problem_file(source_path("configs/problems/fp8_tensor_static.yaml"));
+  EXPECT_DOUBLE_EQ(case_tolerance(fp8, 1), 3 * fp8.tolerance);
+  EXPECT_DOUBLE_EQ(case_tolerance(static_fp8, 1), 3 * 3e-2);  // its own file's tolerance, widened
+  for (const int64_t t : {0, 2, 5, 33})
+    EXPECT_DOUBLE_EQ(case_tolerance(fp8, t), fp8.tolerance) << t;
+  for (const int64_t t : {0, 1, 5}) EXPECT_DOUBLE_EQ(case_tolerance(bf16, t), bf16.tolerance) << t;
+
+  const Registry& reg = build_registry();
+  const Conformance suite(reg.find("reference"));
+  ConformanceOptions opt;
+  opt.seed = suite_seed();
+  int one_token = 0;
+  for (const auto& c : suite.run(reg.find("reference"), fp8, opt)) {
+    if (c.stage != "run") continue;
+    EXPECT_DOUBLE_EQ(c.tolerance, case_tolerance(fp8, c.tokens)) << c.tokens;
+    one_token += c.tokens == 1;
+  }
+  EXPECT_GT(one_token, 0);
+}
+
 TEST(ConformanceSuite, ReportsAnUnsupportedProblemAsASkipWithTheReason) {
   const Registry r = registry_of({build_plugin_dir(), fixture_dir("picky")});
   const Conformance suite(r.find("reference"));

@@ -176,6 +176,11 @@ double default_tolerance(moe_format format) {
   return format_spec(format).tolerance;
 }
 
+double case_tolerance(const ProblemFile& pf, int64_t tokens) {
+  const bool requantises = pf.problem.c().input_format != MOE_INPUT_BF16;
+  return requantises && tokens == 1 ? pf.tolerance * kOneTokenFlipFactor : pf.tolerance;
+}
+
 const char* case_status_name(CaseStatus s) {
   switch (s) {
     case CaseStatus::kPass:
@@ -281,7 +286,7 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
     r.tokens = tokens;
     r.scenario = scenario;
     r.seed = seed;
-    r.tolerance = pf.tolerance;
+    r.tolerance = case_tolerance(pf, tokens);
     return r;
   };
   // A pass against oneself, or on an empty batch, proves less than a real one.
