@@ -74,12 +74,14 @@ const char* tiles_option_name(Fp8Tiles t) {
 }
 
 // gemm_tiles: auto's rule (auto_fp8_tiles), which describe() states.
-constexpr int64_t kOwnMinRows = 16, kOwnMaxRows = 176;  // a group's average rows
-constexpr int64_t kOwnWideRows = 112;                   // 192-row tiles past this many rows a group
-constexpr int64_t kOwnMaxTotal = 4096;                  // the layer's rows in all
+constexpr int64_t kOwnMaxRows = 176;    // a group's average rows
+constexpr int64_t kOwnWideRows = 112;   // 192-row tiles past this many rows a group
+constexpr int64_t kOwnMaxTotal = 4096;  // the layer's rows in all
 // `gemm1_epilogue: auto` fuses on the own kernel's 128-row tiles from this hidden size (K of 32
-// blocks): a main loop long enough to hide the fused epilogue (fuses_gemm1).
+// blocks): a main loop long enough to hide the fused epilogue (fuses_gemm1), and from this many
+// rows an expert (below it the peer CTA's exchange outlasts the tile's work).
 constexpr int64_t kFuseNarrowMinHidden = 4096;
+constexpr int64_t kFuseNarrowMinRows = 32;
 constexpr int64_t kWeightTilesRows = 32;  // CUTLASS's weight tiles below this many rows a group
 
 }  // namespace
@@ -125,18 +127,30 @@ LayerOptions parse_options(const Options& options) {
   return o;
 }
 
+namespace {
+
+// The e4m3 groups' rows of a batch of `tokens` under even routing (the shared expert's T included).
+int64_t expected_rows(const moe_problem& p, int64_t tokens) {
+  return tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) +
+         (p.shared_intermediate > 0 ? tokens : 0);
+}
+
+}  // namespace
+
 // Measured on the H200 (bench/NOTES.md session 26, layer A/B against the CUTLASS-only rule): the
 // own kernel 0.68-0.94x of CUTLASS's time at 16-128 rows an expert and at most 4096 rows in all
 // (Mixtral T=128-512, Qwen3-30B-A3B T=256-512, DeepSeek-V3 T=512), level at 16 rows an expert
 // (Mixtral T=64), 1.05x at 192 (Mixtral T=768) and 1.03-1.19x past 4096 rows in all; 192-row
 // tiles 0.88x of 128-row ones at 128 rows an expert (Mixtral T=512), 1.04x at 32.
+// Session 31 (decode, same run, graph replays): the own kernel's 128-row tiles against CUTLASS's
+// weight tiles below 16 rows an expert: Qwen3-30B-A3B T=1/8/64 0.84/0.90/0.97x, Mixtral T=8
+// 0.95x, DeepSeek-V3 T=1 0.94x (fused epilogue), but Mixtral T=1 1.03x (two experts' 64 GEMM2
+// tiles either way). So the own kernel now runs from the first row.
 Fp8Tiles auto_fp8_tiles(const moe_problem& p, int64_t tokens) {
   const int64_t groups = p.local_experts + (p.shared_intermediate > 0 ? 1 : 0);  // e4m3 groups
-  const int64_t rows = tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) +
-                       (p.shared_intermediate > 0 ? tokens : 0);
+  const int64_t rows = expected_rows(p, tokens);
   const int64_t per_group = rows / std::max<int64_t>(1, groups);
-  if (p.sink_experts == 0 && rows <= kOwnMaxTotal && per_group >= kOwnMinRows &&
-      per_group <= kOwnMaxRows)
+  if (p.sink_experts == 0 && rows <= kOwnMaxTotal && per_group <= kOwnMaxRows)
     return per_group > kOwnWideRows ? Fp8Tiles::kTokensFfma192 : Fp8Tiles::kTokensFfma;
   return rows < kWeightTilesRows * groups ? Fp8Tiles::kWeights : Fp8Tiles::kTokens;
 }
@@ -155,13 +169,13 @@ std::string epilogue_rule(const moe_problem& p, const LayerOptions& o) {
   if (p.activation == MOE_ACTIVATION_RELU2 || p.sink_experts > 0) return "";
   if (p.hidden >= kFuseNarrowMinHidden)
     return fmt::format(
-        "{} wherever the own kernel runs GEMM1 (hidden >= {}), else in a kernel of "
-        "their own",
-        where, kFuseNarrowMinHidden);
+        "{} wherever the own kernel runs GEMM1 with {} or more rows an expert (hidden >= {}), "
+        "else in a kernel of their own",
+        where, kFuseNarrowMinRows, kFuseNarrowMinHidden);
   return fmt::format(
-      "{} where the own kernel runs 192-row tiles (and its 128-row tiles from hidden {}), else "
-      "in a kernel of their own",
-      where, kFuseNarrowMinHidden);
+      "{} where the own kernel runs 192-row tiles (and its 128-row tiles from hidden {} and {} "
+      "rows an expert), else in a kernel of their own",
+      where, kFuseNarrowMinHidden, kFuseNarrowMinRows);
 }
 
 }  // namespace
@@ -183,10 +197,10 @@ std::string describe(const moe_problem& p, const LayerOptions& o) {
           ? fmt::format("CUTLASS's (swap-AB weight tiles under {} rows an expert; the own kernel "
                         "would run the sinks' groups too)",
                         kWeightTilesRows)
-          : fmt::format("the own kernel (128-row tiles, 192 past {} rows an expert) for {}-{} "
+          : fmt::format("the own kernel (128-row tiles, 192 past {} rows an expert) for up to {} "
                         "rows an expert and at most {} rows in all, else CUTLASS's (swap-AB "
                         "weight tiles under {} rows an expert)",
-                        kOwnWideRows, kOwnMinRows, kOwnMaxRows, kOwnMaxTotal, kWeightTilesRows),
+                        kOwnWideRows, kOwnMaxRows, kOwnMaxTotal, kWeightTilesRows),
       p.sink_experts > 0
           ? fmt::format("; {} sink experts (I={}) in bf16 on every token by cuBLAS, silu_mul, "
                         "their results put in their slots' rows",
@@ -217,10 +231,13 @@ void check_options(const moe_problem& p, const LayerOptions& o) {
 // activation kernel; but 1.02-1.06x at Qwen3-30B-A3B T=256/512 (16 blocks), where the pair's
 // exchange is long next to a main loop. So `auto` fuses on 192-row tiles, and on 128-row tiles
 // from hidden 4096.
-bool fuses_gemm1(const moe_problem& p, const LayerOptions& o, Fp8Tiles tiles) {
+bool fuses_gemm1(const moe_problem& p, const LayerOptions& o, Fp8Tiles tiles, int64_t tokens) {
   if (!is_own_kernel(tiles)) return false;
   if (o.fused_gemm1) return *o.fused_gemm1;
-  return (tiles == Fp8Tiles::kTokensFfma192 || p.hidden >= kFuseNarrowMinHidden) &&
+  const int64_t groups = p.local_experts + (p.shared_intermediate > 0 ? 1 : 0);
+  const bool narrow_pays =
+      p.hidden >= kFuseNarrowMinHidden && expected_rows(p, tokens) >= kFuseNarrowMinRows * groups;
+  return (tiles == Fp8Tiles::kTokensFfma192 || narrow_pays) &&
          p.activation != MOE_ACTIVATION_RELU2 && p.sink_experts == 0;
 }
 
@@ -399,7 +416,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   // gemm1_epilogue: fused, where the own kernel runs: GEMM1 writes the intermediate's codes and
   // scales itself, those the activation kernel would make (the same bias, routed groups only).
   Fp8FusedGemm1 fused;
-  if (fuses_gemm1(p, options_, tiles)) {
+  if (fuses_gemm1(p, options_, tiles, tokens)) {
     fused.activation = int(p.activation);
     fused.alpha = p.activation_alpha;
     fused.limit = p.activation_limit;

@@ -45,14 +45,15 @@ LayerOptions parse_options(const Options& options);
 // The options that cannot serve `p` (the own kernel's tilings or a fused GEMM1 with sink experts,
 // a fused GEMM1 with relu2 or a CUTLASS tiling): CONFIG_ERROR naming the option.
 void check_options(const moe_problem& p, const LayerOptions& o);
-// Whether GEMM1 run with `tiles` writes the intermediate's codes itself (docs/design.md §12):
-// `fused` wherever the own kernel runs; `auto` where it runs its 192-row tiles on a gated
-// activation without sink experts (the only tiles where the fused epilogue measured no loss).
-bool fuses_gemm1(const moe_problem& p, const LayerOptions& o, Fp8Tiles tiles);
+// Whether GEMM1 run with `tiles` on a batch of `tokens` writes the intermediate's codes itself
+// (docs/design.md §12): `fused` wherever the own kernel runs; `auto` on a gated activation without
+// sink experts where it runs its 192-row tiles, or its 128-row tiles from hidden 4096 and 32 rows
+// an expert (where the fused epilogue measured no loss).
+bool fuses_gemm1(const moe_problem& p, const LayerOptions& o, Fp8Tiles tiles, int64_t tokens);
 
 // The GEMM tiling `gemm_tiles: auto` takes for a batch of `tokens` (docs/design.md §12): the own
-// kernel where a layer's rows are few in all (at most 4096) but not few per expert (16 to 176),
-// in 192-row tiles past 112 rows an expert; else CUTLASS's token tiles, or its swap-AB weight
+// kernel where a layer's rows are few in all (at most 4096) and at most 176 an expert, in
+// 192-row tiles past 112 rows an expert; else CUTLASS's token tiles, or its swap-AB weight
 // tiles under 32 rows an expert. Layers with sink experts keep CUTLASS (the own kernel runs every
 // group).
 Fp8Tiles auto_fp8_tiles(const moe_problem& p, int64_t tokens);

@@ -325,7 +325,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 200, "tokens_ffma", 1024, 1024},
         // H = 1152: GEMM2's 9 N tiles run unpaired (one-CTA clusters) in ping-pong.
         Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma", 1152, 1024},
-        // CUTLASS's tilings, which `auto` no longer takes at these sizes (16-176
+        // CUTLASS's tilings, which `auto` no longer takes at these sizes (up to 176
         // rows an expert run the own kernel).
         Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens"},
         Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 70, "weights"},

@@ -118,7 +118,7 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
   EXPECT_NE(auto_rule.find("masked for T <= 64"), std::string::npos) << auto_rule;
   EXPECT_NE(auto_rule.find("contiguous above"), std::string::npos) << auto_rule;
   EXPECT_NE(auto_rule.find("the own kernel (128-row tiles, 192 past 112 rows an expert) for "
-                           "16-176 rows an expert and at most 4096 rows in all"),
+                           "up to 176 rows an expert and at most 4096 rows in all"),
             std::string::npos)
       << auto_rule;
   const std::string forced = describe(fp8_problem(), parse_options({{"layout", "contiguous"}}));
@@ -133,15 +133,15 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
       << with_sinks;
   EXPECT_NE(with_sinks.find("GEMMs: CUTLASS's"), std::string::npos) << with_sinks;
   EXPECT_NE(auto_rule.find("re-quantisation in GEMM1's epilogue where the own kernel runs "
-                           "192-row tiles (and its 128-row tiles from hidden 4096), else in a "
-                           "kernel of their own"),
+                           "192-row tiles (and its 128-row tiles from hidden 4096 and 32 rows an "
+                           "expert), else in a kernel of their own"),
             std::string::npos)
       << auto_rule;
   moe_problem wide = fp8_problem();
   wide.hidden = 4096;
   const std::string wide_rule = describe(wide, parse_options({}));
   EXPECT_NE(wide_rule.find("re-quantisation in GEMM1's epilogue wherever the own kernel runs "
-                           "GEMM1 (hidden >= 4096)"),
+                           "GEMM1 with 32 or more rows an expert (hidden >= 4096)"),
             std::string::npos)
       << wide_rule;
   EXPECT_EQ(with_sinks.find("epilogue"), std::string::npos) << with_sinks;
@@ -194,8 +194,10 @@ TEST(DeepGemmOptions, RefusesOptionsTheProblemCannotTake) {
   check_options(relu2, parse_options({{"gemm1_epilogue", "separate"}}));
 }
 
-// Which GEMM1 writes the intermediate's codes: `fused` wherever the own kernel runs, `auto` only
-// on its 192-row tiles with a gated activation and no sinks, never a CUTLASS tiling.
+// Which GEMM1 writes the intermediate's codes: `fused` wherever the own kernel runs, `auto` on its
+// 192-row tiles, and on its 128-row tiles from hidden 4096 and 32 rows an expert, with a gated
+// activation and no sinks; never a CUTLASS tiling. (16 experts, top 4: T tokens give T / 4 rows
+// an expert.)
 TEST(DeepGemmOptions, FusesGemm1WhereTheOptionAndTheTilesSay) {
   const moe_problem p = fp8_problem();
   moe_problem relu2 = p;
@@ -206,29 +208,33 @@ TEST(DeepGemmOptions, FusesGemm1WhereTheOptionAndTheTilesSay) {
   const LayerOptions automatic = parse_options({});
   const LayerOptions fused = parse_options({{"gemm1_epilogue", "fused"}});
   const LayerOptions separate = parse_options({{"gemm1_epilogue", "separate"}});
-  EXPECT_TRUE(fuses_gemm1(p, automatic, Fp8Tiles::kTokensFfma192));
-  EXPECT_FALSE(fuses_gemm1(p, automatic, Fp8Tiles::kTokensFfma));
-  // 128-row tiles fuse from hidden 4096 (K of 32 blocks: Mixtral, DeepSeek-V3), not below (Qwen3).
+  EXPECT_TRUE(fuses_gemm1(p, automatic, Fp8Tiles::kTokensFfma192, 512));
+  EXPECT_FALSE(fuses_gemm1(p, automatic, Fp8Tiles::kTokensFfma, 512));
+  // 128-row tiles fuse from hidden 4096 (K of 32 blocks: Mixtral, DeepSeek-V3), not below
+  // (Qwen3), and from 32 rows an expert (decode keeps the activation kernel).
   moe_problem wide = p;
   wide.hidden = 4096;
-  EXPECT_TRUE(fuses_gemm1(wide, automatic, Fp8Tiles::kTokensFfma));
+  EXPECT_TRUE(fuses_gemm1(wide, automatic, Fp8Tiles::kTokensFfma, 128));
+  EXPECT_FALSE(fuses_gemm1(wide, automatic, Fp8Tiles::kTokensFfma, 124));
+  EXPECT_FALSE(fuses_gemm1(wide, automatic, Fp8Tiles::kTokensFfma, 1));
+  EXPECT_TRUE(fuses_gemm1(wide, fused, Fp8Tiles::kTokensFfma, 1));
   wide.hidden = 2048;
-  EXPECT_FALSE(fuses_gemm1(wide, automatic, Fp8Tiles::kTokensFfma));
+  EXPECT_FALSE(fuses_gemm1(wide, automatic, Fp8Tiles::kTokensFfma, 512));
   wide.hidden = 7168;
   wide.activation = MOE_ACTIVATION_RELU2;
-  EXPECT_FALSE(fuses_gemm1(wide, automatic, Fp8Tiles::kTokensFfma));
-  EXPECT_FALSE(fuses_gemm1(relu2, automatic, Fp8Tiles::kTokensFfma192));
-  EXPECT_FALSE(fuses_gemm1(sinks, automatic, Fp8Tiles::kTokensFfma192));
-  EXPECT_TRUE(fuses_gemm1(p, fused, Fp8Tiles::kTokensFfma));
-  EXPECT_TRUE(fuses_gemm1(p, fused, Fp8Tiles::kTokensFfma192));
-  EXPECT_FALSE(fuses_gemm1(p, separate, Fp8Tiles::kTokensFfma192));
+  EXPECT_FALSE(fuses_gemm1(wide, automatic, Fp8Tiles::kTokensFfma, 512));
+  EXPECT_FALSE(fuses_gemm1(relu2, automatic, Fp8Tiles::kTokensFfma192, 512));
+  EXPECT_FALSE(fuses_gemm1(sinks, automatic, Fp8Tiles::kTokensFfma192, 512));
+  EXPECT_TRUE(fuses_gemm1(p, fused, Fp8Tiles::kTokensFfma, 8));
+  EXPECT_TRUE(fuses_gemm1(p, fused, Fp8Tiles::kTokensFfma192, 512));
+  EXPECT_FALSE(fuses_gemm1(p, separate, Fp8Tiles::kTokensFfma192, 512));
   for (const Fp8Tiles t : {Fp8Tiles::kTokens, Fp8Tiles::kTokensPaired, Fp8Tiles::kWeights}) {
-    EXPECT_FALSE(fuses_gemm1(p, automatic, t));
-    EXPECT_FALSE(fuses_gemm1(p, fused, t));
+    EXPECT_FALSE(fuses_gemm1(p, automatic, t, 512));
+    EXPECT_FALSE(fuses_gemm1(p, fused, t, 512));
   }
 }
 
-// The measured rule of gemm_tiles: auto (bench/NOTES.md sessions 26-27) on the grid's
+// The measured rule of gemm_tiles: auto (bench/NOTES.md sessions 26, 27 and 31) on the grid's
 // shapes.
 TEST(DeepGemmOptions, AutoTilesFollowTheRowsPerExpertAndInAll) {
   auto shape = [](int64_t experts, int64_t top_k) {
@@ -238,11 +244,13 @@ TEST(DeepGemmOptions, AutoTilesFollowTheRowsPerExpertAndInAll) {
     return p;
   };
   const moe_problem deepseek = shape(256, 8), mixtral = shape(8, 2), qwen3 = shape(128, 8);
-  // Few rows an expert: CUTLASS's swap-AB weight tiles (2 and 4 rows an expert).
-  EXPECT_EQ(auto_fp8_tiles(deepseek, 64), Fp8Tiles::kWeights);
-  EXPECT_EQ(auto_fp8_tiles(qwen3, 64), Fp8Tiles::kWeights);
-  EXPECT_EQ(auto_fp8_tiles(mixtral, 8), Fp8Tiles::kWeights);
-  // 16-112 rows an expert, at most 4096 in all: the own kernel's 128-row tiles.
+  // Up to 112 rows an expert, at most 4096 in all: the own kernel's 128-row tiles, decode too
+  // (0-4 rows an expert).
+  for (const int64_t t : {1, 8, 64}) {
+    EXPECT_EQ(auto_fp8_tiles(deepseek, t), Fp8Tiles::kTokensFfma) << t;
+    EXPECT_EQ(auto_fp8_tiles(qwen3, t), Fp8Tiles::kTokensFfma) << t;
+    EXPECT_EQ(auto_fp8_tiles(mixtral, t), Fp8Tiles::kTokensFfma) << t;
+  }
   EXPECT_EQ(auto_fp8_tiles(mixtral, 64), Fp8Tiles::kTokensFfma);
   EXPECT_EQ(auto_fp8_tiles(deepseek, 512), Fp8Tiles::kTokensFfma);
   EXPECT_EQ(auto_fp8_tiles(qwen3, 512), Fp8Tiles::kTokensFfma);
@@ -272,12 +280,13 @@ TEST(DeepGemmOptions, AutoTilesFollowTheRowsPerExpertAndInAll) {
   shared = shape(256, 8);
   shared.shared_intermediate = 256;
   EXPECT_EQ(auto_fp8_tiles(shared, 512), Fp8Tiles::kWeights);
-  // Expert parallelism counts the rank's rows: 32 of 256 experts at T=512 take 512 rows.
+  // Expert parallelism counts the rank's rows: 32 of 256 experts at T=512 take 512 rows, at T=64
+  // 64 (2 an expert).
   moe_problem ep = shape(256, 8);
   ep.ep_size = 8;
   ep.local_experts = 32;
   EXPECT_EQ(auto_fp8_tiles(ep, 512), Fp8Tiles::kTokensFfma);
-  EXPECT_EQ(auto_fp8_tiles(ep, 64), Fp8Tiles::kWeights);
+  EXPECT_EQ(auto_fp8_tiles(ep, 64), Fp8Tiles::kTokensFfma);
   // Sink experts keep CUTLASS (the own kernel runs every group of the permutation): 16 rows an
   // expert take its weight tiles, 128 its token tiles.
   moe_problem sinks = shape(256, 8);
