@@ -14,6 +14,9 @@ its ratio to the first variant) and prints the table.
     python3 bench/ab.py --moe build/bin/moe --out $OUT/static --tokens 64,4096 \
         --config configs/bench/mixtral_8x7b_fp8_tensor.yaml --variant dynamic= \
         --variant static= --config-of static=configs/bench/mixtral_8x7b_fp8_tensor_static.yaml
+    python3 bench/ab.py --moe build/bin/moe --out $OUT/pdl --tokens 1,8,64 \
+        --config configs/bench/qwen3_30b_a3b_fp8_block.yaml --variant plain= --variant pdl= \
+        --env pdl=MOE_PDL=1
 
 Configs run with --strict (the config's fallback may not stand in for the backend it names) and
 --check-max-tokens 0 (timing only: the conformance suite checks results). A variant whose run
@@ -39,6 +42,9 @@ def parse_args(argv):
                          "the first is the baseline of the ratios")
     ap.add_argument("--plugins", action="append", default=[], metavar="NAME=DIR",
                     help="run variant NAME with MOE_PLUGIN_PATH=DIR")
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VAR=VALUE",
+                    help="run variant NAME with the environment variable VAR set to VALUE "
+                         "(repeatable; e.g. MOE_PDL=1: dependent launches)")
     ap.add_argument("--config-of", action="append", default=[], metavar="NAME=CONFIG",
                     help="run variant NAME on CONFIG instead of --config (another problem or "
                          "format of the same layer, e.g. static against dynamic scales)")
@@ -63,6 +69,13 @@ def parse_args(argv):
         if not eq or name not in names:
             ap.error(f"--plugins '{p}': expected NAME=DIR for one of the variants {names}")
         a.plugin_dirs[name] = os.path.abspath(path)
+    a.envs = {}
+    for e in a.env:
+        name, eq, assignment = e.partition("=")
+        var, eq2, value = assignment.partition("=")
+        if not eq or not eq2 or name not in names or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+            ap.error(f"--env '{e}': expected NAME=VAR=VALUE for one of the variants {names}")
+        a.envs.setdefault(name, {})[var] = value
     a.configs = {}
     for c in a.config_of:
         name, eq, path = c.partition("=")
@@ -97,6 +110,7 @@ def run_variant(a, name, options, config_path, rnd):
     env = dict(os.environ)
     if name in a.plugin_dirs:
         env["MOE_PLUGIN_PATH"] = a.plugin_dirs[name]
+    env.update(a.envs.get(name, {}))
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if res.returncode != 0:
         lines = (res.stderr or res.stdout).strip().splitlines()

@@ -23,7 +23,8 @@ import json, os, sys
 args = sys.argv[1:]
 log = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.log")
 with open(log, "a") as f:
-    f.write(json.dumps({"argv": args, "plugins": os.environ.get("MOE_PLUGIN_PATH")}) + "\n")
+    f.write(json.dumps({"argv": args, "plugins": os.environ.get("MOE_PLUGIN_PATH"),
+                        "pdl": os.environ.get("MOE_PDL")}) + "\n")
 opt = lambda k: args[args.index(k) + 1]
 text = open(opt("--config")).read()
 if "token_tile: 48" in text:
@@ -117,6 +118,16 @@ with tempfile.TemporaryDirectory() as tmp:
     md = open(os.path.join(out, "ab.md")).read()
     assert f"configs: static: {other}" in md and "| 256 | 0.2560 | 0.2048 | 0.800 |" in md, md
 
+    # A variant with an environment variable of its own (dependent launches): only its runs.
+    os.environ.pop("MOE_PDL", None)
+    os.remove(os.path.join(tmp, "calls.log"))
+    with contextlib.redirect_stdout(io.StringIO()):
+        rc = ab.main(base + ["--variant", "plain=", "--variant", "pdl=", "--env", "pdl=MOE_PDL=1",
+                             "--rounds", "1"])
+    assert rc == 0, rc
+    calls = [json.loads(x) for x in open(os.path.join(tmp, "calls.log"))]
+    assert [c["pdl"] for c in calls] == [None, "1"], calls
+
     # A config with options of its own does not merge with a variant's.
     with open(config, "a") as f:
         f.write("options: {gemm_tiles: tokens}\n")
@@ -141,3 +152,7 @@ assert "given twice" in usage_error(["--config", "c", "--tokens", "1", "--out", 
 assert "comma-separated" in usage_error(["--config", "c", "--tokens", "1;2", "--out", "o",
                                          "--variant", "a="])
 print("ab_test: ok")
+assert "expected NAME=VAR=VALUE" in usage_error(["--config", "c", "--tokens", "1", "--out", "o",
+                                                 "--variant", "a=", "--env", "a=MOE_PDL"])
+assert "expected NAME=VAR=VALUE" in usage_error(["--config", "c", "--tokens", "1", "--out", "o",
+                                                 "--variant", "a=", "--env", "b=MOE_PDL=0"])

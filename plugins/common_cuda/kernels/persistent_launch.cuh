@@ -1,7 +1,8 @@
 // Launching a persistent sm90a kernel in clusters (host code, nvcc): as many clusters of
 // `cluster` CTAs as can be resident at once (asked of the runtime once per kernel), at most
 // `max_clusters` (one per unit of work), each CTA `threads` threads with `smem` bytes of dynamic
-// shared memory. Shared by deepgemm_style's own fp8 GEMM and the weight-only grouped GEMM.
+// shared memory, as a dependent launch (the kernel must begin with await_prior_grids()). Shared by
+// deepgemm_style's own fp8 GEMM and the weight-only grouped GEMM.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,13 +10,15 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "dependent_launch.cuh"
+
 namespace moe::gpu::kernels {
 
 template <auto* kKernel, class Params>
 cudaError_t launch_persistent_clusters(const Params& p, int cluster, int threads, size_t smem,
                                        int sm_count, int64_t max_clusters, cudaStream_t stream) {
   cudaLaunchConfig_t config{};
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = unsigned(cluster);
   attr[0].val.clusterDim.y = 1;
@@ -38,6 +41,10 @@ cudaError_t launch_persistent_clusters(const Params& p, int cluster, int threads
   const int most = resident > 0 ? std::min(resident, sm_count / cluster) : sm_count / cluster;
   const int clusters = int(std::max<int64_t>(1, std::min<int64_t>(most, max_clusters)));
   config.gridDim = dim3(unsigned(clusters * cluster));
+  // The kernel awaits the previous grids first (dependent_launch.cuh), so it may start early.
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  config.numAttrs = dependent_launch_enabled() ? 2 : 1;
   if (cudaError_t e = cudaLaunchKernelEx(&config, kKernel, p); e != cudaSuccess) return e;
   return cudaGetLastError();
 }

@@ -30,6 +30,7 @@
 #include "cutlass/gemm/group_array_problem_shape.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/util/packed_stride.hpp"
+#include "dependent_launch.cuh"
 
 namespace moe::gpu::kernels::block_gemm {
 
@@ -169,6 +170,8 @@ __device__ Layout token_scale_layout(int rows, int k_blocks, int32_t ld) {
 
 template <class G, bool kSwapAB>
 __global__ void setup_groups(int groups, GroupRows where, GroupOperands op, GroupArrays<G> arrays) {
+  await_prior_grids();  // first: launched after the previous kernel (PDL)
+  release_dependents();
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
   const int64_t begin = where.counts ? int64_t(g) * where.max_m : where.offsets[g];

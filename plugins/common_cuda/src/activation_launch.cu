@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "kernels/activation.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "launch.hpp"
 #include "moe_cuda/check.hpp"
 
@@ -24,9 +25,11 @@ dim3 activation_grid(const kernels::ActivationParams& p) {
 void launch_activation_kernel(const kernels::ActivationParams& p, bool vec, cudaStream_t stream) {
   const dim3 blocks = activation_grid(p);
   if (vec)
-    kernels::activation_kernel<true><<<blocks, kernels::kActivationThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::activation_kernel<true>, blocks,
+                                             kernels::kActivationThreads, 0, stream, p));
   else
-    kernels::activation_kernel<false><<<blocks, kernels::kActivationThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::activation_kernel<false>, blocks,
+                                             kernels::kActivationThreads, 0, stream, p));
   MOE_CUDA_CHECK_LAUNCH();
 }
 
@@ -34,9 +37,11 @@ void launch_activation_quantize_kernel(const kernels::ActivationParams& p, cudaS
   const dim3 blocks = activation_grid(p);
   constexpr int kThreads = kernels::kActivationThreads;
   if (p.gemm1_f32 != nullptr)
-    kernels::activation_quantize_kernel<float><<<blocks, kThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::activation_quantize_kernel<float>, blocks,
+                                             kThreads, 0, stream, p));
   else
-    kernels::activation_quantize_kernel<uint16_t><<<blocks, kThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::activation_quantize_kernel<uint16_t>, blocks,
+                                             kThreads, 0, stream, p));
   MOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdlib>
+#include <string_view>
 
 #include "launch.hpp"
 #include "moe_cuda/check.hpp"
@@ -29,3 +31,15 @@ int grid_size(int64_t work, int per_sm) {
 }
 
 }  // namespace moe::gpu::detail
+
+namespace moe::gpu::kernels {
+
+bool dependent_launch_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("MOE_PDL");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return enabled;
+}
+
+}  // namespace moe::gpu::kernels

@@ -3,6 +3,7 @@
 // reports them.
 #include "fp8_block_gemm_launch.hpp"
 #include "kernels/cutlass_run.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/sm90_fp8_block_grouped_gemm.cuh"
 #include "moe_cuda/workspace.hpp"
 
@@ -69,7 +70,10 @@ BlockGemmResult launch_one(const Fp8BlockGemmArgs& c, cudaStream_t stream) noexc
                          reinterpret_cast<const Fp8* const*>(c.weights),
                          c.w_scales,
                          c.out};
-  setup_groups<G, kSwapAB><<<(c.groups + 127) / 128, 128, 0, stream>>>(c.groups, where, op, a);
+  if (cudaError_t e = kernels::launch_dependent(setup_groups<G, kSwapAB>, (c.groups + 127) / 128,
+                                                128, 0, stream, c.groups, where, op, a);
+      e != cudaSuccess)
+    return {"setup", cudaGetErrorString(e)};
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return {"setup", cudaGetErrorString(e)};
   const StageError e = run_cutlass_gemm<typename G::Gemm>(arguments<G>(c.groups, a, c.sm_count),
                                                           ws + arrays_bytes, stream);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cub/device/device_radix_sort.cuh>
 
+#include "kernels/dependent_launch.cuh"
 #include "kernels/permute.cuh"
 #include "launch.hpp"
 #include "moe_cuda/check.hpp"
@@ -49,8 +50,9 @@ bool permute_in_one_launch(const kernels::PermuteKeyParams& k, const Permutation
 
 void launch_permute_one_launch_kernel(const kernels::PermuteKeyParams& k, const Permutation& perm,
                                       cudaStream_t stream) {
-  kernels::permute_one_launch_kernel<<<1, kernels::kPermuteThreads, 0, stream>>>(
-      k, finish_params(k, perm));
+  MOE_CUDA_CHECK(kernels::launch_dependent(kernels::permute_one_launch_kernel, 1,
+                                           kernels::kPermuteThreads, 0, stream, k,
+                                           finish_params(k, perm)));
   MOE_CUDA_CHECK_LAUNCH();
 }
 
@@ -62,8 +64,9 @@ void launch_permute_kernels(kernels::PermuteKeyParams k, const Permutation& perm
   cub::DoubleBuffer<int32_t> slots(perm.sort_slots[0], perm.sort_slots[1]);
   if (k.items > 0) {
     const int threads = kernels::kPermuteThreads;
-    kernels::permute_keys_kernel<<<grid_size((k.items + threads - 1) / threads, 8), threads, 0,
-                                   stream>>>(k);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::permute_keys_kernel,
+                                             grid_size((k.items + threads - 1) / threads, 8),
+                                             threads, 0, stream, k));
     MOE_CUDA_CHECK_LAUNCH();
     size_t temp_bytes = perm.sort_temp_bytes;  // launch_permute checked it is enough
     MOE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(perm.sort_temp, temp_bytes, keys, slots,
@@ -75,9 +78,9 @@ void launch_permute_kernels(kernels::PermuteKeyParams k, const Permutation& perm
   f.slots = slots.Current();
   const int64_t work = std::max<int64_t>(k.items, perm.groups + 1);
   const int threads = kernels::kPermuteThreads;
-  kernels::
-      permute_finish_kernel<<<grid_size((work + threads - 1) / threads, 8), threads, 0, stream>>>(
-          f);
+  MOE_CUDA_CHECK(kernels::launch_dependent(kernels::permute_finish_kernel,
+                                           grid_size((work + threads - 1) / threads, 8), threads, 0,
+                                           stream, f));
   MOE_CUDA_CHECK_LAUNCH();
 }
 
@@ -91,8 +94,9 @@ void launch_permute_masked_kernels(const kernels::PermuteKeyParams& k, const Per
   kernels::MaskedRowsParams m{perm.max_m,     perm.group_counts, perm.slot_row,
                               perm.row_token, perm.row_group,    perm.row_slot};
   const int threads = kernels::kPermuteThreads;
-  kernels::permute_masked_kernel<<<grid_size((k.items + threads - 1) / threads, 8), threads, 0,
-                                   stream>>>(k, m);
+  MOE_CUDA_CHECK(kernels::launch_dependent(kernels::permute_masked_kernel,
+                                           grid_size((k.items + threads - 1) / threads, 8), threads,
+                                           0, stream, k, m));
   MOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,3 +1,4 @@
+#include "kernels/dependent_launch.cuh"
 #include "kernels/quantize.cuh"
 #include "launch.hpp"
 #include "moe_cuda/check.hpp"
@@ -11,16 +12,19 @@ void launch_fp8_1x128_kernel(const kernels::Fp8BlockParams& p, bool vec, cudaStr
   const int64_t work = rows * ((p.hidden + kernels::kQuantBlock - 1) / kernels::kQuantBlock);
   const int blocks = grid_size((work + per_block - 1) / per_block, 8);
   if (vec)
-    kernels::quantize_fp8_1x128_kernel<true><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::quantize_fp8_1x128_kernel<true>, blocks,
+                                             kernels::kQuantThreads, 0, stream, p));
   else
-    kernels::quantize_fp8_1x128_kernel<false><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::quantize_fp8_1x128_kernel<false>, blocks,
+                                             kernels::kQuantThreads, 0, stream, p));
   MOE_CUDA_CHECK_LAUNCH();
 }
 
 void launch_gather_fp8_1x128_kernel(const kernels::Fp8GatherParams& p, cudaStream_t stream) {
   const int64_t per_block = kernels::kQuantThreads / kernels::kWarpSize;  // a row a warp
   const int blocks = grid_size((p.max_rows + per_block - 1) / per_block, 8);
-  kernels::gather_fp8_1x128_kernel<uint4><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);
+  MOE_CUDA_CHECK(kernels::launch_dependent(kernels::gather_fp8_1x128_kernel<uint4>, blocks,
+                                           kernels::kQuantThreads, 0, stream, p));
   MOE_CUDA_CHECK_LAUNCH();
 }
 
@@ -29,11 +33,11 @@ void launch_fp8_tensor_kernels(const kernels::Fp8TensorParams& p, bool vec, cuda
   if (p.amax_bits != nullptr && !amax_ready &&
       p.max_rows * p.hidden <= kernels::kSmallTensorElems) {
     if (vec)
-      kernels::fp8_tensor_dynamic_small_kernel<true>
-          <<<1, kernels::kSmallTensorThreads, 0, stream>>>(p);
+      MOE_CUDA_CHECK(kernels::launch_dependent(kernels::fp8_tensor_dynamic_small_kernel<true>, 1,
+                                               kernels::kSmallTensorThreads, 0, stream, p));
     else
-      kernels::fp8_tensor_dynamic_small_kernel<false>
-          <<<1, kernels::kSmallTensorThreads, 0, stream>>>(p);
+      MOE_CUDA_CHECK(kernels::launch_dependent(kernels::fp8_tensor_dynamic_small_kernel<false>, 1,
+                                               kernels::kSmallTensorThreads, 0, stream, p));
     MOE_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -42,15 +46,19 @@ void launch_fp8_tensor_kernels(const kernels::Fp8TensorParams& p, bool vec, cuda
   if (p.amax_bits != nullptr && !amax_ready) {
     MOE_CUDA_CHECK(cudaMemsetAsync(p.amax_bits, 0, sizeof(uint32_t), stream));
     if (vec)
-      kernels::fp8_tensor_amax_kernel<true><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);
+      MOE_CUDA_CHECK(kernels::launch_dependent(kernels::fp8_tensor_amax_kernel<true>, blocks,
+                                               kernels::kQuantThreads, 0, stream, p));
     else
-      kernels::fp8_tensor_amax_kernel<false><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);
+      MOE_CUDA_CHECK(kernels::launch_dependent(kernels::fp8_tensor_amax_kernel<false>, blocks,
+                                               kernels::kQuantThreads, 0, stream, p));
     MOE_CUDA_CHECK_LAUNCH();
   }
   if (vec)
-    kernels::fp8_tensor_quantize_kernel<true><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::fp8_tensor_quantize_kernel<true>, blocks,
+                                             kernels::kQuantThreads, 0, stream, p));
   else
-    kernels::fp8_tensor_quantize_kernel<false><<<blocks, kernels::kQuantThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::fp8_tensor_quantize_kernel<false>, blocks,
+                                             kernels::kQuantThreads, 0, stream, p));
   MOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,3 +1,4 @@
+#include "kernels/dependent_launch.cuh"
 #include "kernels/routing.cuh"
 #include "launch.hpp"
 #include "moe_cuda/check.hpp"
@@ -12,8 +13,9 @@ void launch(const kernels::RouteParams& p, int smem, cudaStream_t stream) {
     MOE_CUDA_CHECK(cudaFuncSetAttribute(kernels::route_kernel<kSlots>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int64_t blocks = (p.tokens + p.warps_per_block - 1) / p.warps_per_block;
-  kernels::route_kernel<kSlots>
-      <<<static_cast<unsigned>(blocks), p.warps_per_block * kernels::kWarpSize, smem, stream>>>(p);
+  MOE_CUDA_CHECK(
+      kernels::launch_dependent(kernels::route_kernel<kSlots>, static_cast<unsigned>(blocks),
+                                p.warps_per_block * kernels::kWarpSize, smem, stream, p));
   MOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,4 +1,5 @@
 // Gather, scatter and finalize on the stream: grid-stride blocks, a few per multiprocessor.
+#include "kernels/dependent_launch.cuh"
 #include "kernels/finalize.cuh"
 #include "kernels/gather.cuh"
 #include "launch.hpp"
@@ -12,9 +13,11 @@ namespace moe::gpu::detail {
 void launch_gather_kernel(const kernels::GatherParams& p, bool vec, cudaStream_t stream) {
   const int blocks = grid_size(p.max_rows, 8);
   if (vec)
-    kernels::gather_rows_kernel<true><<<blocks, kernels::kGatherThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::gather_rows_kernel<true>, blocks,
+                                             kernels::kGatherThreads, 0, stream, p));
   else
-    kernels::gather_rows_kernel<false><<<blocks, kernels::kGatherThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::gather_rows_kernel<false>, blocks,
+                                             kernels::kGatherThreads, 0, stream, p));
   MOE_CUDA_CHECK_LAUNCH();
 }
 
@@ -22,9 +25,11 @@ void launch_scatter_slot_rows_kernel(const kernels::ScatterSlotParams& p, bool v
                                      cudaStream_t stream) {
   const int blocks = grid_size(p.columns * p.tokens, 8);
   if (vec)
-    kernels::scatter_slot_rows_kernel<true><<<blocks, kernels::kGatherThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::scatter_slot_rows_kernel<true>, blocks,
+                                             kernels::kGatherThreads, 0, stream, p));
   else
-    kernels::scatter_slot_rows_kernel<false><<<blocks, kernels::kGatherThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::scatter_slot_rows_kernel<false>, blocks,
+                                             kernels::kGatherThreads, 0, stream, p));
   MOE_CUDA_CHECK_LAUNCH();
 }
 
@@ -36,9 +41,11 @@ void launch_finalize_kernel(kernels::FinalizeParams p, bool vec, cudaStream_t st
   p.tile_cols = many_tokens ? p.hidden : pass_cols;
   const int blocks = grid_size(p.tokens * ((p.hidden + p.tile_cols - 1) / p.tile_cols), 8);
   if (vec)
-    kernels::finalize_kernel<true><<<blocks, kernels::kFinalizeThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::finalize_kernel<true>, blocks,
+                                             kernels::kFinalizeThreads, 0, stream, p));
   else
-    kernels::finalize_kernel<false><<<blocks, kernels::kFinalizeThreads, 0, stream>>>(p);
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::finalize_kernel<false>, blocks,
+                                             kernels::kFinalizeThreads, 0, stream, p));
   MOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -59,6 +59,7 @@
 #include <cute/arch/mma_sm90_gmma.hpp>
 
 #include "kernels/activation.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/gmma_desc.cuh"
 #include "kernels/group_tiles.cuh"
 #include "kernels/quantize.cuh"
@@ -295,6 +296,8 @@ template <class Out, int kCluster, int kWgs, int kAct = 0>
 __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
     grouped_gemm(const __grid_constant__ Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  gpu::kernels::await_prior_grids();  // first: launched after the previous kernel (PDL)
+  gpu::kernels::release_dependents();
   using T = Tile<kWgs>;
   constexpr bool kFused = ::std::is_same_v<Out, uint8_t>;
   static_assert(!kFused || kCluster == 2, "a fused tile's 64 channels pair with its peer's");
