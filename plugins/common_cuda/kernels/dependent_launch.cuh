@@ -16,6 +16,8 @@
 
 #include <utility>
 
+#include "moe_cuda/dependent_launch.hpp"
+
 namespace moe::gpu::kernels {
 
 __device__ __forceinline__ void await_prior_grids() {
@@ -30,11 +32,8 @@ __device__ __forceinline__ void release_dependents() {
 #endif
 }
 
-// Whether launches take the PDL attribute: only with MOE_PDL=1 (read once) until the GPU tests
-// have run with it on (bench/NOTES.md, session 31). Defined in src/device.cpp.
-bool dependent_launch_enabled();
-
-// `kernel<<<grid, block, smem, stream>>>(args...)` with the PDL attribute when it is enabled.
+// `kernel<<<grid, block, smem, stream>>>(args...)`, with the PDL attribute when
+// gpu::dependent_launch_enabled().
 // Returns the launch's error; the caller checks it as after <<<...>>>.
 template <class... Params, class... Args>
 cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
@@ -48,7 +47,7 @@ cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, s
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attr;
-  config.numAttrs = dependent_launch_enabled() ? 1 : 0;
+  config.numAttrs = gpu::dependent_launch_enabled() ? 1 : 0;  // moe_cuda/dependent_launch.hpp
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 

@@ -44,7 +44,7 @@ cudaError_t launch_persistent_clusters(const Params& p, int cluster, int threads
   // The kernel awaits the previous grids first (dependent_launch.cuh), so it may start early.
   attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[1].val.programmaticStreamSerializationAllowed = 1;
-  config.numAttrs = dependent_launch_enabled() ? 2 : 1;
+  config.numAttrs = gpu::dependent_launch_enabled() ? 2 : 1;
   if (cudaError_t e = cudaLaunchKernelEx(&config, kKernel, p); e != cudaSuccess) return e;
   return cudaGetLastError();
 }

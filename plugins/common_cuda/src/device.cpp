@@ -7,6 +7,7 @@
 
 #include "launch.hpp"
 #include "moe_cuda/check.hpp"
+#include "moe_cuda/dependent_launch.hpp"
 
 namespace moe::gpu::detail {
 
@@ -32,14 +33,25 @@ int grid_size(int64_t work, int per_sm) {
 
 }  // namespace moe::gpu::detail
 
-namespace moe::gpu::kernels {
+namespace moe::gpu {
+namespace {
+std::atomic<int> dependent_launch{-1};  // -1: not decided yet
+}  // namespace
 
 bool dependent_launch_enabled() {
-  static const bool enabled = [] {
+  int on = dependent_launch.load(std::memory_order_relaxed);
+  if (on < 0) {
     const char* v = std::getenv("MOE_PDL");
-    return v != nullptr && std::string_view(v) == "1";
-  }();
-  return enabled;
+    int expected = -1;
+    dependent_launch.compare_exchange_strong(expected,
+                                             v != nullptr && std::string_view(v) == "1" ? 1 : 0);
+    on = dependent_launch.load(std::memory_order_relaxed);
+  }
+  return on == 1;
 }
 
-}  // namespace moe::gpu::kernels
+void set_dependent_launch(bool on) {
+  dependent_launch.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
+}  // namespace moe::gpu
