@@ -43,6 +43,7 @@ using namespace moe::reference;
 constexpr double kSigma = 1e-4;
 constexpr int kWeightDraws = 4;        // fresh weights per problem file
 constexpr int kBatchesPerWeights = 8;  // one-token batches per scenario on each
+constexpr uint64_t kSeed = 31;
 
 // The reference's GEMMs, GEMM1's outputs then each moved by `sigma` relative noise, drawn from a
 // stream per MLP (calls for different MLPs run concurrently; each MLP's GEMM1 runs once a run).
@@ -95,13 +96,14 @@ HostTensor run(const Layer& layer, const moe::Batch& b, const moe::Routing& r, m
   return output;
 }
 
-// One-token relative errors of the noisy layer against the exact one, over every scenario.
+// Relative errors of the noisy layer against the exact one on batches of `tokens`, every scenario
+// of the file. Fixed seeds: the model is a deterministic check, not a fresh draw each run.
 std::vector<double> errors_at(const ProblemFile& pf, int64_t tokens, double sigma, int weight_draws,
                               int batches) {
   const moe_problem p = pf.problem.c();
   std::vector<double> errors;
   for (int w = 0; w < weight_draws; ++w) {
-    const uint64_t seed = moe::mix_seed(31, pf.name + "/weights/" + std::to_string(w));
+    const uint64_t seed = moe::mix_seed(kSeed, pf.name + "/weights/" + std::to_string(w));
     const moe::LayerWeights weights = moe::random_weights(p, seed);
     const moe_weights view = weights.view();
     const Layer exact(p, view);
