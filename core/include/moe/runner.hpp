@@ -18,6 +18,10 @@ struct Routing {
 // Routes `batch` with `plugin` (which must be able to route the problem's method).
 Routing route_batch(const Plugin& plugin, const moe_problem& problem, const Batch& batch);
 
+// The global id of this rank's last local expert: the one conformance's `one_expert` scenario
+// sends every token to.
+int32_t last_local_expert(const moe_problem& problem);
+
 // Every token to `expert` (global id) with weight 1; other routed slots -1, sink slots as routed.
 Routing one_expert_routing(const moe_problem& problem, const Routing& routed, int32_t expert);
 

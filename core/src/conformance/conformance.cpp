@@ -77,13 +77,6 @@ std::string gpu_sized_skip(const Plugin& plugin, const ConformanceOptions& optio
   return "";
 }
 
-// The global id of this rank's last local expert (the one that gets every token in kOneExpert).
-int32_t last_local_expert(const moe_problem& p) {
-  for (int64_t e = p.experts - 1; e >= 0; --e)
-    if (local_expert_id(p, e) >= 0) return static_cast<int32_t>(e);
-  return 0;
-}
-
 // Runs fn; returns why it threw, or nothing. Anything a plugin or the oracle throws ends only its
 // case (an error), never the suite: the report is written whatever a plugin does.
 template <class Fn>

@@ -54,6 +54,12 @@ Routing route_batch(const Plugin& plugin, const moe_problem& p, const Batch& bat
   return r;
 }
 
+int32_t last_local_expert(const moe_problem& p) {
+  for (int64_t e = p.experts - 1; e >= 0; --e)
+    if (local_expert_id(p, e) >= 0) return static_cast<int32_t>(e);
+  return 0;
+}
+
 Routing one_expert_routing(const moe_problem& p, const Routing& routed, int32_t expert) {
   Routing r = routed;
   const int64_t tokens = r.ids.shape()[0], width = topk_width(p);

@@ -218,8 +218,7 @@ __device__ __forceinline__ void activate_x1(const ActivationParams& p, int32_t a
 // outputs, 8 at a time when kVec (I % 8 == 0, strides % 8 == 0, 16-byte aligned pointers).
 template <bool kVec>
 __global__ void __launch_bounds__(kActivationThreads) activation_kernel(const ActivationParams p) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   const RowWalk walk = row_walk(p.row_begin, p.row_end, p.max_rows, p.row_list, p.row_list_count);
   const int64_t inter = p.intermediate;
   const int64_t chunk = int64_t(blockDim.x) * kVecElems;
@@ -267,8 +266,7 @@ __device__ __forceinline__ const In* gemm1_rows(const ActivationParams& p) {
 template <class In>
 __global__ void __launch_bounds__(kActivationThreads)
     activation_quantize_kernel(const ActivationParams p) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   constexpr int kLanes = kQuantBlock / kVecElems;  // 16
   const RowWalk walk = row_walk(p.row_begin, p.row_end, p.max_rows, p.row_list, p.row_list_count);
   const int64_t inter = p.intermediate;

@@ -93,8 +93,7 @@ __device__ __forceinline__ void accumulate_columns(const FinalizeParams& p, int6
 // slot rows and weights are staged in shared memory for each item.
 template <bool kVec>
 __global__ void __launch_bounds__(kFinalizeThreads, 8) finalize_kernel(const FinalizeParams p) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   constexpr int kN = kVec ? kVecElems : 1;
   __shared__ int32_t s_row[kFinalizeMaxWidth + 1];    // (W + 1): slot rows, then the shared row
   __shared__ int32_t s_group[kFinalizeMaxWidth + 1];  // (W + 1)

@@ -18,8 +18,7 @@ constexpr int kGatherThreads = 128;
 // 16-byte vectors (kVec: H % 8 == 0 and aligned pointers) or single elements.
 template <bool kVec>
 __global__ void __launch_bounds__(kGatherThreads) gather_rows_kernel(const GatherParams p) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   const int64_t rows = range_end(p.num_rows, p.max_rows);
   const int64_t h = p.hidden_size;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -39,8 +38,7 @@ __global__ void __launch_bounds__(kGatherThreads) gather_rows_kernel(const Gathe
 template <bool kVec>
 __global__ void __launch_bounds__(kGatherThreads)
     scatter_slot_rows_kernel(const ScatterSlotParams p) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   const int64_t h = p.hidden_size, pairs = p.columns * p.tokens;
   for (int64_t i = blockIdx.x; i < pairs; i += gridDim.x) {
     const int64_t c = i / p.tokens, t = i % p.tokens;

@@ -55,8 +55,7 @@ __device__ __forceinline__ uint32_t slot_group(const PermuteKeyParams& p, int64_
 
 // keys[i] = group of slot i, slots[i] = i.
 __global__ void __launch_bounds__(kPermuteThreads) permute_keys_kernel(const PermuteKeyParams p) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.items;
        i += int64_t(gridDim.x) * blockDim.x) {
     p.keys[i] = slot_group(p, i);
@@ -68,8 +67,7 @@ __global__ void __launch_bounds__(kPermuteThreads) permute_keys_kernel(const Per
 // zero, row_token at -1). Rows inside a group come in atomic order; see moe_cuda/permute.hpp.
 __global__ void __launch_bounds__(kPermuteThreads)
     permute_masked_kernel(const PermuteKeyParams p, const MaskedRowsParams m) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   const int64_t routed_slots = p.tokens * p.width;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.items;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -113,8 +111,7 @@ constexpr int kOneLaunchGroups = 2047;
 
 __global__ void __launch_bounds__(kPermuteThreads)
     permute_one_launch_kernel(const PermuteKeyParams k, const PermuteFinishParams f) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   __shared__ uint32_t keys[kOneLaunchItems];
   __shared__ int32_t ranks[kOneLaunchItems];
   __shared__ int32_t run[kOneLaunchGroups + 1];    // slots per key (G: skipped)
@@ -165,8 +162,7 @@ __global__ void __launch_bounds__(kPermuteThreads)
 // Thread i <= G: group offsets and counts. Thread i < items: the maps of sorted position i.
 __global__ void __launch_bounds__(kPermuteThreads)
     permute_finish_kernel(const PermuteFinishParams p) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   const int64_t n = p.items > p.groups + 1 ? p.items : p.groups + 1;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {

@@ -1,8 +1,8 @@
 // Launching a persistent sm90a kernel in clusters (host code, nvcc): as many clusters of
 // `cluster` CTAs as can be resident at once (asked of the runtime once per kernel), at most
 // `max_clusters` (one per unit of work), each CTA `threads` threads with `smem` bytes of dynamic
-// shared memory, as a dependent launch (the kernel must begin with await_prior_grids()). Shared by
-// deepgemm_style's own fp8 GEMM and the weight-only grouped GEMM.
+// shared memory, as a dependent launch (the kernel must begin with enter_dependent_grid()). Shared
+// by deepgemm_style's own fp8 GEMM and the weight-only grouped GEMM.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -42,8 +42,7 @@ cudaError_t launch_persistent_clusters(const Params& p, int cluster, int threads
   const int clusters = int(std::max<int64_t>(1, std::min<int64_t>(most, max_clusters)));
   config.gridDim = dim3(unsigned(clusters * cluster));
   // The kernel awaits the previous grids first (dependent_launch.cuh), so it may start early.
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  attr[1] = dependent_launch_attribute();
   config.numAttrs = gpu::dependent_launch_enabled() ? 2 : 1;
   if (cudaError_t e = cudaLaunchKernelEx(&config, kKernel, p); e != cudaSuccess) return e;
   return cudaGetLastError();

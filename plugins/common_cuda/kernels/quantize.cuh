@@ -55,8 +55,7 @@ __device__ __forceinline__ float group_max(float v) {
 // divides only within 3 ulps of a midpoint (kernels/e4m3_round.cuh), the same codes.
 template <bool kVec>
 __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_1x128_kernel(const Fp8BlockParams p) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   constexpr int kPerLane = kVec ? 8 : 4;
   constexpr int kLanes = kQuantBlock / kPerLane;
   constexpr int kBlocksPerWarp = kWarpSize / kLanes;
@@ -121,8 +120,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_1x128_kernel(const
 // scales a lane each. H % sizeof(Vec) == 0 and Vec-aligned codes (the launcher checks).
 template <class Vec>
 __global__ void __launch_bounds__(kQuantThreads) gather_fp8_1x128_kernel(const Fp8GatherParams p) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   const int64_t begin = range_begin(p.row_begin, p.max_rows);
   const int64_t end = range_end(p.row_end, p.max_rows);
   const int64_t blocks = (p.hidden + kQuantBlock - 1) / kQuantBlock;
@@ -225,8 +223,7 @@ __device__ __forceinline__ float block_amax(float amax, float* warp_amax) {
 // the float's bits (non-negative floats order like their bit patterns). *amax_bits starts at 0.
 template <bool kVec>
 __global__ void __launch_bounds__(kQuantThreads) fp8_tensor_amax_kernel(const Fp8TensorParams p) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   __shared__ float warp_amax[kQuantThreads / kWarpSize];
   const int64_t first = range_begin(p.row_begin, p.max_rows) * p.hidden;
   const int64_t last = range_end(p.row_end, p.max_rows) * p.hidden;
@@ -242,8 +239,7 @@ __global__ void __launch_bounds__(kQuantThreads) fp8_tensor_amax_kernel(const Fp
 template <bool kVec>
 __global__ void __launch_bounds__(kQuantThreads)
     fp8_tensor_quantize_kernel(const Fp8TensorParams p) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   const float scale =
       p.scale_in != nullptr ? *p.scale_in : fp8_scale_from_amax(__uint_as_float(*p.amax_bits));
   if (p.scale_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.scale_out = scale;
@@ -262,8 +258,7 @@ constexpr int64_t kSmallTensorElems = int64_t(1) << 16;  // max_rows * hidden at
 template <bool kVec>
 __global__ void __launch_bounds__(kSmallTensorThreads)
     fp8_tensor_dynamic_small_kernel(const Fp8TensorParams p) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   __shared__ float warp_amax[kSmallTensorThreads / kWarpSize];
   const int64_t first = range_begin(p.row_begin, p.max_rows) * p.hidden;
   const int64_t last = range_end(p.row_end, p.max_rows) * p.hidden;

@@ -307,8 +307,7 @@ __device__ int choose_experts(const RouteParams& p, const RouteSmem& sm, const f
 
 template <int kSlots>
 __global__ void __launch_bounds__(kRouteThreads) route_kernel(const RouteParams p) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   extern __shared__ __align__(16) unsigned char route_smem[];
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int64_t t = int64_t(blockIdx.x) * p.warps_per_block + warp;

@@ -170,8 +170,7 @@ __device__ Layout token_scale_layout(int rows, int k_blocks, int32_t ld) {
 
 template <class G, bool kSwapAB>
 __global__ void setup_groups(int groups, GroupRows where, GroupOperands op, GroupArrays<G> arrays) {
-  await_prior_grids();  // first: launched after the previous kernel (PDL)
-  release_dependents();
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
   const int64_t begin = where.counts ? int64_t(g) * where.max_m : where.offsets[g];

@@ -313,8 +313,7 @@ constexpr uint64_t kCacheHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL)
 template <int kW, int N, int kCluster, int kMB = 1>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constant__ Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  gpu::kernels::await_prior_grids();  // first: launched after the previous kernel (PDL)
-  gpu::kernels::release_dependents();
+  gpu::kernels::enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   using G = Geometry<kW, N, kMB>;
   extern __shared__ uint8_t smem_raw[];
   // Rounded up to 1024 bytes by pointer arithmetic on the shared array (not an integer round

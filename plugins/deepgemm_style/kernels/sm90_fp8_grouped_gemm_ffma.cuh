@@ -296,8 +296,7 @@ template <class Out, int kCluster, int kWgs, int kAct = 0>
 __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
     grouped_gemm(const __grid_constant__ Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  gpu::kernels::await_prior_grids();  // first: launched after the previous kernel (PDL)
-  gpu::kernels::release_dependents();
+  gpu::kernels::enter_dependent_grid();  // first: launched after the previous kernel (PDL)
   using T = Tile<kWgs>;
   constexpr bool kFused = ::std::is_same_v<Out, uint8_t>;
   static_assert(!kFused || kCluster == 2, "a fused tile's 64 channels pair with its peer's");

@@ -129,10 +129,16 @@ LayerOptions parse_options(const Options& options) {
 
 namespace {
 
-// The e4m3 groups' rows of a batch of `tokens` under even routing (the shared expert's T included).
-int64_t expected_rows(const moe_problem& p, int64_t tokens) {
-  return tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) +
-         (p.shared_intermediate > 0 ? tokens : 0);
+// The e4m3 groups (routed experts, the shared one) and their rows for a batch of `tokens` under
+// even routing (the shared expert's T included), for the tile and epilogue rules.
+struct ExpectedRows {
+  int64_t groups, rows, per_group;
+};
+ExpectedRows expected_rows(const moe_problem& p, int64_t tokens) {
+  const int64_t groups = p.local_experts + (p.shared_intermediate > 0 ? 1 : 0);
+  const int64_t rows = tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) +
+                       (p.shared_intermediate > 0 ? tokens : 0);
+  return {groups, rows, rows / std::max<int64_t>(1, groups)};
 }
 
 }  // namespace
@@ -147,9 +153,7 @@ int64_t expected_rows(const moe_problem& p, int64_t tokens) {
 // 0.95x, DeepSeek-V3 T=1 0.94x (fused epilogue), but Mixtral T=1 1.03x (two experts' 64 GEMM2
 // tiles either way). So the own kernel now runs from the first row.
 Fp8Tiles auto_fp8_tiles(const moe_problem& p, int64_t tokens) {
-  const int64_t groups = p.local_experts + (p.shared_intermediate > 0 ? 1 : 0);  // e4m3 groups
-  const int64_t rows = expected_rows(p, tokens);
-  const int64_t per_group = rows / std::max<int64_t>(1, groups);
+  const auto [groups, rows, per_group] = expected_rows(p, tokens);
   if (p.sink_experts == 0 && rows <= kOwnMaxTotal && per_group <= kOwnMaxRows)
     return per_group > kOwnWideRows ? Fp8Tiles::kTokensFfma192 : Fp8Tiles::kTokensFfma;
   return rows < kWeightTilesRows * groups ? Fp8Tiles::kWeights : Fp8Tiles::kTokens;
@@ -234,9 +238,8 @@ void check_options(const moe_problem& p, const LayerOptions& o) {
 bool fuses_gemm1(const moe_problem& p, const LayerOptions& o, Fp8Tiles tiles, int64_t tokens) {
   if (!is_own_kernel(tiles)) return false;
   if (o.fused_gemm1) return *o.fused_gemm1;
-  const int64_t groups = p.local_experts + (p.shared_intermediate > 0 ? 1 : 0);
   const bool narrow_pays =
-      p.hidden >= kFuseNarrowMinHidden && expected_rows(p, tokens) >= kFuseNarrowMinRows * groups;
+      p.hidden >= kFuseNarrowMinHidden && expected_rows(p, tokens).per_group >= kFuseNarrowMinRows;
   return (tiles == Fp8Tiles::kTokensFfma192 || narrow_pays) &&
          p.activation != MOE_ACTIVATION_RELU2 && p.sink_experts == 0;
 }

@@ -76,14 +76,7 @@ moe::Routing reference_routing(const moe_problem& p, const moe::Batch& b, Scenar
   route(p, tokens, b.logits.data<float>(), b.bias.empty() ? nullptr : b.bias.data<float>(),
         b.is_padding.empty() ? nullptr : b.is_padding.data<uint8_t>(), r.ids.data<int32_t>(),
         r.weights.data<float>());
-  if (sc != Scenario::kOneExpert) return r;
-  int32_t last = 0;  // the conformance suite's choice: the last local expert
-  for (int64_t e = p.experts - 1; e >= 0; --e)
-    if (moe::local_expert_id(p, e) >= 0) {
-      last = int32_t(e);
-      break;
-    }
-  return moe::one_expert_routing(p, r, last);
+  return sc == Scenario::kOneExpert ? moe::one_expert_routing(p, r, moe::last_local_expert(p)) : r;
 }
 
 HostTensor run(const Layer& layer, const moe::Batch& b, const moe::Routing& r, moe_dtype out) {
