@@ -15,8 +15,8 @@ its ratio to the first variant) and prints the table.
         --config configs/bench/mixtral_8x7b_fp8_tensor.yaml --variant dynamic= \
         --variant static= --config-of static=configs/bench/mixtral_8x7b_fp8_tensor_static.yaml
     python3 bench/ab.py --moe build/bin/moe --out $OUT/pdl --tokens 1,8,64 \
-        --config configs/bench/qwen3_30b_a3b_fp8_block.yaml --variant plain= --variant pdl= \
-        --env pdl=MOE_PDL=1
+        --config configs/bench/qwen3_30b_a3b_fp8_block.yaml --variant pdl= --variant plain= \
+        --env plain=MOE_PDL=0
 
 Configs run with --strict (the config's fallback may not stand in for the backend it names) and
 --check-max-tokens 0 (timing only: the conformance suite checks results). A variant whose run
@@ -44,7 +44,7 @@ def parse_args(argv):
                     help="run variant NAME with MOE_PLUGIN_PATH=DIR")
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VAR=VALUE",
                     help="run variant NAME with the environment variable VAR set to VALUE "
-                         "(repeatable; e.g. MOE_PDL=1: dependent launches)")
+                         "(repeatable; e.g. MOE_PDL=0: no dependent launches)")
     ap.add_argument("--config-of", action="append", default=[], metavar="NAME=CONFIG",
                     help="run variant NAME on CONFIG instead of --config (another problem or "
                          "format of the same layer, e.g. static against dynamic scales)")

@@ -38,13 +38,21 @@ namespace {
 std::atomic<int> dependent_launch{-1};  // -1: not decided yet
 }  // namespace
 
+// On unless MOE_PDL says 0, off or false, on a device of compute capability 9.0 or above (the
+// first launch's device decides; PDL is an sm90 feature).
 bool dependent_launch_enabled() {
   int on = dependent_launch.load(std::memory_order_relaxed);
   if (on < 0) {
     const char* v = std::getenv("MOE_PDL");
+    const std::string_view value = v != nullptr ? v : "";
+    const bool refused = value == "0" || value == "off" || value == "false";
+    int device = 0, major = 0;
+    const bool sm90 =
+        cudaGetDevice(&device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        major >= 9;
     int expected = -1;
-    dependent_launch.compare_exchange_strong(expected,
-                                             v != nullptr && std::string_view(v) == "1" ? 1 : 0);
+    dependent_launch.compare_exchange_strong(expected, !refused && sm90 ? 1 : 0);
     on = dependent_launch.load(std::memory_order_relaxed);
   }
   return on == 1;

@@ -1,7 +1,8 @@
 // moe_deepgemm_gemm_bench [--iterations N] [--only SUBSTRING] [--pause-ms P] [--own] [--fused]
 // [--timeline]: times the grouped
 // fp8 block-scale GEMMs of deepgemm_style, every tiling, on the model shapes' GEMM1 and GEMM2 at
-// prefill batch sizes (contiguous rows): every group with the mean count ("balanced"), and counts
+// prefill batch sizes (contiguous rows) and at decode (one row for each expert a token's slots
+// reach): every group with the mean count ("balanced"), and counts (past 2 rows a group)
 // spread as random routing spreads them ("routed": mean +- sqrt(mean), fixed seed), where tiles
 // that fit the mean exactly run a second, nearly empty tile for half the experts. One JSON line
 // per (shape, tiling): time, TFLOP/s, and the weight bytes read per second against the H200's
@@ -60,6 +61,15 @@ const GemmShape kShapes[] = {
     {"qwen3_30b_a3b T=256 gemm2", 128, 16, 2048, 768, false},
     {"mixtral_8x7b T=256 gemm1", 8, 64, 28672, 4096, true},
     {"deepseek_v3 T=512 gemm1", 256, 16, 4096, 7168, true},
+    // Decode (bench/NOTES.md session 32): the experts of one or two tokens, one row each.
+    {"mixtral_8x7b T=1 gemm1", 2, 1, 28672, 4096, true},
+    {"mixtral_8x7b T=1 gemm2", 2, 1, 4096, 14336, false},
+    {"mixtral_8x7b T=2 gemm1", 4, 1, 28672, 4096, true},
+    {"mixtral_8x7b T=2 gemm2", 4, 1, 4096, 14336, false},
+    {"deepseek_v3 T=1 gemm1", 8, 1, 4096, 7168, true},
+    {"deepseek_v3 T=1 gemm2", 8, 1, 7168, 2048, false},
+    {"qwen3_30b_a3b T=1 gemm1", 8, 1, 1536, 2048, true},
+    {"qwen3_30b_a3b T=1 gemm2", 8, 1, 2048, 768, false},
 };
 
 struct Options {
@@ -334,7 +344,8 @@ int main(int argc, char** argv) {
     MOE_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
     for (const GemmShape& s : kShapes)
       if (only.empty() || std::string(s.name).find(only) != std::string::npos)
-        for (bool routed : {false, true}) bench(s, routed, o, sm_count);
+        for (bool routed : {false, true})
+          if (!routed || s.m > 2) bench(s, routed, o, sm_count);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moe_deepgemm_gemm_bench: %s\n", e.what());
     return 1;

@@ -1,6 +1,7 @@
 // Whether common_cuda's launches are programmatic dependent launches (PDL; docs/design.md §9,
-// kernels/dependent_launch.cuh). Off by default until the GPU tests have run with it on: MOE_PDL=1
-// in the environment at the first launch turns it on, set_dependent_launch() overrides either.
+// kernels/dependent_launch.cuh). On by default on an sm90 device (the GPU tests and conformance
+// passed with it, bench/NOTES.md session 32); MOE_PDL=0 (or off, false) in the environment at the
+// first launch turns it off, set_dependent_launch() overrides either.
 // Each plugin links its own copy of common_cuda, so the switch is per library copy.
 #pragma once
 
