@@ -78,27 +78,33 @@ constexpr int kFullArrivals = 1 + 32;
 // Words of a timeline record (Params::timeline).
 constexpr int kTimelineWords = 6;
 
-// The geometry of kWgs consumer warpgroups (2 or 3) of 64 rows each.
-template <int kWgs>
+// The geometry of kWgs consumer warpgroups (2 or 3) of 64 rows each; kSplit: split K over a CTA
+// pair (below), 128-row tiles only.
+template <int kWgs, bool kSplit = false>
 struct Tile {
   static_assert(kWgs == 2 || kWgs == 3, "128- or 192-row tiles");
+  static_assert(!kSplit || kWgs == 2, "split K: 128-row tiles");
   static constexpr int kBlockM = kWgs * kWgRows;
   static constexpr int kThreads = 128 * (kWgs + 1);
   static constexpr int kTileABytes = kBlockM * kBlockK;
   static constexpr int kStageBytes = kTileABytes + kTileBBytes;
-  static constexpr int kStages = kWgs == 2 ? 6 : 5;  // as many as fit 227 KB
+  // As many as fit 227 KB (split K: beside the partial sums' exchange).
+  static constexpr int kStages = kSplit ? 4 : kWgs == 2 ? 6 : 5;
   // Shared memory: the stages (1024-byte aligned for the 128-byte swizzle), the barriers (the
   // stages' full and empty, then the fused epilogue's exchange: one for each of two slots per
-  // consumer), the prefix of row blocks per group, per stage the tile's row scales and its weight
-  // scales (gate and up when fused), and per consumer the exchange's two slots of a row's largest
-  // |value|.
+  // consumer, then split K's: full and empty per consumer), the prefix of row blocks per group,
+  // per stage the tile's row scales and its weight scales (gate and up when fused), per consumer
+  // the fused exchange's two slots of a row's largest |value|, and split K's per consumer 64 x 128
+  // partial sums.
   static constexpr int kScaleStride = kBlockM + 4;  // floats per stage: row scales, weight scales
   static constexpr size_t kBarrierOffset = size_t(kStages) * kStageBytes;
   static constexpr size_t kPrefixOffset =
-      kBarrierOffset + (2 * kStages + 2 * kWgs) * sizeof(uint64_t);
+      kBarrierOffset + (2 * kStages + 4 * kWgs) * sizeof(uint64_t);
   static constexpr size_t kScaleOffset = kPrefixOffset + (kMaxGroups + 4) * sizeof(int);
   static constexpr size_t kSwapOffset = kScaleOffset + kStages * kScaleStride * sizeof(float);
-  static constexpr size_t kSmemBytes = kSwapOffset + kWgs * 2 * kWgRows * sizeof(float) + 1024;
+  static constexpr size_t kPartialOffset = kSwapOffset + kWgs * 2 * kWgRows * sizeof(float);
+  static constexpr size_t kPartialBytes = kSplit ? size_t(kWgs) * kWgRows * kBlockN * 4 : 0;
+  static constexpr size_t kSmemBytes = kPartialOffset + kPartialBytes + 1024;
   // Registers per thread after the split: what the producers give up must cover what the
   // consumers take (65536 an SM, one CTA), or setmaxnreg.inc waits forever. Two consumers: 128 x
   // (168 - 72) = 256 x (216 - 168) (the producers spill at 40); three: 128 x 56 + 384 x 152 =
@@ -273,6 +279,18 @@ __device__ __forceinline__ void store_to_peer(float* local, uint32_t peer, float
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
 }
 
+// Four floats into the shared memory of CTA `peer` of the cluster, at the address `local` has
+// here (16-byte aligned).
+__device__ __forceinline__ void store4_to_peer(float* local, uint32_t peer, float4 v) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote)
+               : "r"(cute::cast_smem_ptr_to_uint(local)), "r"(peer));
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(remote), "f"(v.x),
+               "f"(v.y), "f"(v.z), "f"(v.w)
+               : "memory");
+}
+
 // Orders this thread's shared-memory accesses against the other CTA of the cluster's.
 __device__ __forceinline__ void fence_cluster() {
   asm volatile("fence.acq_rel.cluster;" ::: "memory");
@@ -292,14 +310,26 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
 // the H200 has at full wgmma rate). A stage is refilled only when the consumers of both CTAs have
 // released it.
 // kAct: the fused epilogue's gated activation (a gpu::kernels kind; unused unless Out = uint8_t).
-template <class Out, int kCluster, int kWgs, int kAct = 0>
-__global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
+//
+// kSplit (split K, kCluster = 2, 128-row tiles, not fused): the two CTAs of a cluster take the
+// same tile, the first the first half of its K blocks and the second the rest, so a GEMM of few
+// tiles keeps twice the SMs streaming weights and a last round of tiles costs half as much
+// (bench/NOTES.md session 32). Each CTA loads its own row boxes (no multicast: their K differ).
+// At the end of a tile the second CTA's consumer writes its partial sums into the first's shared
+// memory (its slot: a consumer's 64 x 128 floats), which adds them to its own, first half first,
+// and stores: deterministic. Per consumer a full barrier in the first CTA (the peer's four warps)
+// and an empty one in the second (the first's four warps, once read).
+template <class Out, int kCluster, int kWgs, int kAct = 0, bool kSplit = false>
+__global__ void __launch_bounds__(Tile<kWgs, kSplit>::kThreads, 1)
     grouped_gemm(const __grid_constant__ Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   gpu::kernels::enter_dependent_grid();  // first: launched after the previous kernel (PDL)
-  using T = Tile<kWgs>;
+  using T = Tile<kWgs, kSplit>;
   constexpr bool kFused = ::std::is_same_v<Out, uint8_t>;
   static_assert(!kFused || kCluster == 2, "a fused tile's 64 channels pair with its peer's");
+  static_assert(!kSplit || (kCluster == 2 && !kFused), "split K: a CTA pair, not fused");
+  // The CTAs that read each stage's row tile (multicast) and release it.
+  constexpr int kShare = kSplit ? 1 : kCluster;
   constexpr int kBlockM = T::kBlockM, kStages = T::kStages, kStageBytes = T::kStageBytes;
   constexpr int kTileABytes = T::kTileABytes, kScaleStride = T::kScaleStride;
   extern __shared__ uint8_t smem_raw[];
@@ -309,7 +339,12 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
   uint64_t* empty = full + kStages;
   // Fused, [consumer][slot]: the peer's same consumer's maxima have landed.
   uint64_t* swap_full = full + 2 * kStages;
-  auto* swap = reinterpret_cast<float*>(smem + T::kSwapOffset);  // [consumer][slot][64 rows]
+  // Split K, per consumer: the peer's partial sums have landed (first CTA), have been read
+  // (second).
+  uint64_t* part_full = swap_full + 2 * kWgs;
+  uint64_t* part_empty = part_full + kWgs;
+  auto* partial = reinterpret_cast<float*>(smem + T::kPartialOffset);  // [consumer][16][128][4]
+  auto* swap = reinterpret_cast<float*>(smem + T::kSwapOffset);        // [consumer][slot][64 rows]
   int* prefix = reinterpret_cast<int*>(smem + T::kPrefixOffset);
   auto* scales = reinterpret_cast<float*>(smem + T::kScaleOffset);  // [kStages][kScaleStride]
   const int wg = threadIdx.x / 128;
@@ -321,11 +356,16 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
     cute::prefetch_tma_descriptor(&p.weights_map);
     for (int s = 0; s < kStages; ++s) {
       cutlass::arch::ClusterBarrier::init(&full[s], kFullArrivals);
-      cutlass::arch::ClusterBarrier::init(&empty[s], 4 * kWgs * kCluster);  // every consumer warp
+      cutlass::arch::ClusterBarrier::init(&empty[s], 4 * kWgs * kShare);  // every consumer warp
     }
     if constexpr (kFused)
       for (int s = 0; s < 2 * kWgs; ++s)  // the peer's same consumer's four warps, once a tile
         cutlass::arch::ClusterBarrier::init(&swap_full[s], 4);
+    if constexpr (kSplit)
+      for (int c = 0; c < kWgs; ++c) {  // the other CTA's four warps of the same consumer
+        cutlass::arch::ClusterBarrier::init(&part_full[c], 4);
+        cutlass::arch::ClusterBarrier::init(&part_empty[c], 4);
+      }
     cutlass::arch::fence_barrier_init();
   }
   // Ends with __syncthreads: the barriers are visible too.
@@ -333,11 +373,16 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       p.groups, kBlockM, [&](int g) { return group_rows(p, g).count; }, prefix);
   if constexpr (kCluster > 1) cute::cluster_sync();  // the peer's barriers exist
 
-  const int n_tiles = p.n / kBlockN, n_units = n_tiles / kCluster, k_blocks = p.k / kBlockK;
+  const int n_tiles = p.n / kBlockN, n_units = kSplit ? n_tiles : n_tiles / kCluster;
+  const int k_blocks = p.k / kBlockK;
+  // This CTA's K blocks of every tile (split K: the pair's halves, the launcher ensures two).
+  const int kb_begin = kSplit && rank == 1 ? k_blocks / 2 : 0;
+  const int kb_end = kSplit && rank == 0 ? k_blocks / 2 : k_blocks;
+  const int k_mine = kb_end - kb_begin;
   const int units = prefix[p.groups] * n_units;
   auto tile_at = [&](int u) {
     gpu::kernels::GroupTile t = gpu::kernels::group_tile_rows_first(prefix, p.groups, n_units, u);
-    t.block_n = t.block_n * kCluster + rank;
+    if constexpr (!kSplit) t.block_n = t.block_n * kCluster + rank;
     return t;
   };
 
@@ -356,7 +401,7 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
         const float* sw =
             p.w_scales + (int64_t(tile.group) * k_blocks) * n_tiles +
             (kFused ? tile.block_n / 2 + (lane == 1 ? n_tiles / 2 : 0) : tile.block_n);
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
           cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
           float* dst = scales + stage * kScaleStride;
           const float* src = p.row_scales + int64_t(kb) * p.scale_ld + row0;
@@ -383,16 +428,16 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
         const int64_t rows_here = gr.count - int64_t(tile.block_m) * kBlockM;
         const int boxes = int(rows_here >= kBlockM ? kWgs : (rows_here + kWgRows - 1) / kWgRows);
         const uint32_t bytes = uint32_t(boxes * kBoxBytes + kTileBBytes);
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
           cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
           uint8_t* a = smem + size_t(stage) * kStageBytes;
           cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], bytes);
-          // Box j goes to every CTA of the cluster, loaded by CTA j % kCluster.
-          for (int j = rank; j < boxes; j += kCluster) {
-            if constexpr (kCluster > 1)
+          // Box j goes to every CTA that shares the stage, loaded by CTA j % kShare.
+          for (int j = kShare > 1 ? rank : 0; j < boxes; j += kShare) {
+            if constexpr (kShare > 1)
               cute::SM90_TMA_LOAD_MULTICAST_2D::copy(
-                  &p.rows_map, &full[stage], uint16_t((1 << kCluster) - 1), kHint,
-                  a + j * kBoxBytes, kb * kBlockK, row0 + j * kWgRows);
+                  &p.rows_map, &full[stage], uint16_t((1 << kShare) - 1), kHint, a + j * kBoxBytes,
+                  kb * kBlockK, row0 + j * kWgRows);
             else
               cute::SM90_TMA_LOAD_2D::copy(&p.rows_map, &full[stage], kHint, a + j * kBoxBytes,
                                            kb * kBlockK, row0 + j * kWgRows);
@@ -415,7 +460,8 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
     const uint64_t desc_b = smem_desc(smem + kTileABytes);
     // Solo tiles alternate between two consumers only where a skipped tile's K blocks go round
     // the whole ring (the named barrier's ordering argument needs it: bench/NOTES.md session 29).
-    const bool pingpong = kWgs == 2 && k_blocks >= kStages;
+    // (Split K: both CTAs must agree, so the shorter half decides.)
+    const bool pingpong = kWgs == 2 && (kSplit ? k_blocks / 2 : k_blocks) >= kStages;
     float acc[kAccum], total[kAccum];
     int stage = 0;
     uint32_t phase = 0;
@@ -426,7 +472,7 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
     auto release = [&](int arrivals) {
       __syncwarp();
       if (lane == 0)
-        for (int i = 0; i < kCluster; ++i)
+        for (int i = 0; i < kShare; ++i)
           for (int a = 0; a < arrivals; ++a)
             cutlass::arch::ClusterBarrier::arrive(&empty[stage], uint32_t((rank + i) % kCluster),
                                                   1u);
@@ -455,7 +501,7 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       fence_cluster();
       return make_float2(buf[r_wg], buf[r_wg + 8]);
     };
-    int solo_tiles = 0, fused_tiles = 0, timed = 0;
+    int solo_tiles = 0, fused_tiles = 0, split_tiles = 0, timed = 0;
     bool took_previous = true;
     // The timeline record of this consumer's next computed tile, if one is kept (thread 0; 128-row
     // tiles only: the 192-row instances have no registers to spare).
@@ -470,7 +516,7 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       const int64_t rows_here = gr.count - int64_t(tile.block_m) * kBlockM;  // >= 1
       const bool solo = pingpong && rows_here <= kWgRows;
       if (solo && (solo_tiles++ & 1) != part) {  // the other consumer's: skip its stages
-        const int next = stage + k_blocks;
+        const int next = stage + k_mine;
         phase ^= uint32_t(next / kStages) & 1u;
         stage = next % kStages;
         took_previous = false;
@@ -482,7 +528,7 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       took_previous = true;
       const int half = solo ? 0 : part;   // the tile's 64 rows this consumer computes
       if (rows_here <= half * kWgRows) {  // no rows in this part: only release the stages
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
           cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
           release(1);
         }
@@ -498,7 +544,7 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
       const bool has_lo = r_lo < rows_here, has_hi = r_lo + 8 < rows_here;
 #pragma unroll
       for (int i = 0; i < kAccum; ++i) total[i] = 0.0f;
-      for (int kb = 0; kb < k_blocks; ++kb) {
+      for (int kb = kb_begin; kb < kb_end; ++kb) {
         // Descriptors: the stage's offset added to the start-address field (16-byte units).
         const uint64_t da = desc_a + uint64_t(stage) * (kStageBytes >> 4);
         const uint64_t db = desc_b + uint64_t(stage) * (kStageBytes >> 4);
@@ -599,8 +645,41 @@ __global__ void __launch_bounds__(Tile<kWgs>::kThreads, 1)
           if (has_hi) block_scales[8] = sc_hi;
         }
       } else {
-        store_tile(static_cast<Out*>(p.out), p.n, row0 + r_lo, has_lo, has_hi,
-                   tile.block_n * kBlockN, lane % 4, total);
+        if constexpr (kSplit) {
+          // Value 4j + e of this thread at partial[part][j][t128][e]: a warp's 16-byte stores and
+          // loads are contiguous.
+          float* slot = partial + size_t(part) * kWgRows * kBlockN;
+          const uint32_t parity = uint32_t(split_tiles++) & 1u;
+          if (rank == 1) {  // the second half's sums go to the first CTA
+            cutlass::arch::ClusterBarrier::wait(&part_empty[part], parity ^ 1u);
+#pragma unroll
+            for (int j = 0; j < kAccum / 4; ++j)
+              store4_to_peer(
+                  slot + (j * 128 + t128) * 4, 0u,
+                  make_float4(total[4 * j], total[4 * j + 1], total[4 * j + 2], total[4 * j + 3]));
+            __syncwarp();
+            if (lane == 0) {
+              fence_cluster();
+              cutlass::arch::ClusterBarrier::arrive(&part_full[part], 0u, 1u);
+            }
+          } else {
+            cutlass::arch::ClusterBarrier::wait(&part_full[part], parity);
+            fence_cluster();
+#pragma unroll
+            for (int j = 0; j < kAccum / 4; ++j) {
+              const float4 v = *reinterpret_cast<const float4*>(slot + (j * 128 + t128) * 4);
+              total[4 * j] += v.x;
+              total[4 * j + 1] += v.y;
+              total[4 * j + 2] += v.z;
+              total[4 * j + 3] += v.w;
+            }
+            __syncwarp();
+            if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&part_empty[part], 1u, 1u);
+          }
+        }
+        if (!kSplit || rank == 0)
+          store_tile(static_cast<Out*>(p.out), p.n, row0 + r_lo, has_lo, has_hi,
+                     tile.block_n * kBlockN, lane % 4, total);
       }
       if (timing) record[kTimelineWords * timed++ + 5] = clock64();
     }

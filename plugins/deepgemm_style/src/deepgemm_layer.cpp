@@ -62,8 +62,11 @@ struct TilesOption {
   Fp8Tiles tiles;
 };
 constexpr TilesOption kTilesOptions[] = {
-    {"tokens", Fp8Tiles::kTokens},          {"tokens_paired", Fp8Tiles::kTokensPaired},
-    {"tokens_ffma", Fp8Tiles::kTokensFfma}, {"tokens_ffma192", Fp8Tiles::kTokensFfma192},
+    {"tokens", Fp8Tiles::kTokens},
+    {"tokens_paired", Fp8Tiles::kTokensPaired},
+    {"tokens_ffma", Fp8Tiles::kTokensFfma},
+    {"tokens_ffma192", Fp8Tiles::kTokensFfma192},
+    {"tokens_ffma_split", Fp8Tiles::kTokensFfmaSplitK},
     {"weights", Fp8Tiles::kWeights},
 };
 
@@ -159,6 +162,20 @@ Fp8Tiles auto_fp8_tiles(const moe_problem& p, int64_t tokens) {
   return rows < kWeightTilesRows * groups ? Fp8Tiles::kWeights : Fp8Tiles::kTokens;
 }
 
+// The groups that get rows (at most one a row) and their 128-row blocks, times N's 128-column
+// tiles: the SMs a GEMM keeps busy, one tile each. Split K (a CTA pair a tile, half the K each)
+// pays where they are at most half of the SMs: Mixtral's GEMM2 at one token (2 experts x 32
+// tiles: 64 of 132 SMs) 0.93x of whole tiles (bench/NOTES.md session 32). Where the tiles fill
+// more than one round it measured slower (4 stages instead of 6, the exchange): Mixtral's GEMM1
+// at one token (448 tiles) 1.03x, DeepSeek-V3's GEMM2 (448) 1.07x.
+bool split_k_pays(const moe_problem& p, int64_t tokens, int64_t n, int64_t k, int sm_count) {
+  const auto [groups, rows, per_group] = expected_rows(p, tokens);
+  const int64_t active = std::min(groups, rows);
+  if (active <= 0 || sm_count <= 0 || k < 2 * kBlock) return false;
+  const int64_t row_blocks = active * (((rows + active - 1) / active + kBlock - 1) / kBlock);
+  return 2 * row_blocks * (n / kBlock) <= sm_count;
+}
+
 namespace {
 
 // Where the activation and its re-quantisation run, for describe(): "" where nothing fuses.
@@ -203,7 +220,8 @@ std::string describe(const moe_problem& p, const LayerOptions& o) {
                         kWeightTilesRows)
           : fmt::format("the own kernel (128-row tiles, 192 past {} rows an expert) for up to {} "
                         "rows an expert and at most {} rows in all, else CUTLASS's (swap-AB "
-                        "weight tiles under {} rows an expert)",
+                        "weight tiles under {} rows an expert); GEMM2 on 128-row tiles that would "
+                        "leave half of the SMs idle splits K over CTA pairs",
                         kOwnWideRows, kOwnMaxRows, kOwnMaxTotal, kWeightTilesRows),
       p.sink_experts > 0
           ? fmt::format("; {} sink experts (I={}) in bf16 on every token by cuBLAS, silu_mul, "
@@ -219,13 +237,20 @@ void check_options(const moe_problem& p, const LayerOptions& o) {
             "deepgemm_style: gemm_tiles '{}' takes no sink experts (its kernel runs every group "
             "of the permutation); use auto, tokens or weights",
             tiles_option_name(*o.tiles));
-  MOE_CHECK(!o.fused_gemm1.value_or(false) ||
-                (p.activation != MOE_ACTIVATION_RELU2 && p.sink_experts == 0 &&
-                 (!o.tiles || is_own_kernel(*o.tiles))),
+  MOE_CHECK(
+      !o.fused_gemm1.value_or(false) ||
+          (p.activation != MOE_ACTIVATION_RELU2 && p.sink_experts == 0 &&
+           (!o.tiles || (is_own_kernel(*o.tiles) && *o.tiles != Fp8Tiles::kTokensFfmaSplitK))),
+      MOE_STATUS_CONFIG_ERROR,
+      "deepgemm_style: gemm1_epilogue 'fused' needs a gated activation (not relu2), no sink "
+      "experts, and gemm_tiles auto, tokens_ffma or tokens_ffma192 (only the own kernel "
+      "fuses it, with a tile's whole K in one CTA)");
+  MOE_CHECK(!o.tiles || *o.tiles != Fp8Tiles::kTokensFfmaSplitK ||
+                (p.hidden >= 2 * kBlock && p.intermediate >= 2 * kBlock),
             MOE_STATUS_CONFIG_ERROR,
-            "deepgemm_style: gemm1_epilogue 'fused' needs a gated activation (not relu2), no sink "
-            "experts, and gemm_tiles auto, tokens_ffma or tokens_ffma192 (only the own kernel "
-            "fuses it)");
+            "deepgemm_style: gemm_tiles 'tokens_ffma_split' needs hidden and intermediate of at "
+            "least 256 (two K blocks to split), not {} and {}",
+            p.hidden, p.intermediate);
 }
 
 // Measured on the H200 (bench/NOTES.md sessions 28-30, layer A/B): the fused epilogue 0.96-0.97x
@@ -236,7 +261,7 @@ void check_options(const moe_problem& p, const LayerOptions& o) {
 // exchange is long next to a main loop. So `auto` fuses on 192-row tiles, and on 128-row tiles
 // from hidden 4096.
 bool fuses_gemm1(const moe_problem& p, const LayerOptions& o, Fp8Tiles tiles, int64_t tokens) {
-  if (!is_own_kernel(tiles)) return false;
+  if (!is_own_kernel(tiles) || tiles == Fp8Tiles::kTokensFfmaSplitK) return false;
   if (o.fused_gemm1) return *o.fused_gemm1;
   const bool narrow_pays =
       p.hidden >= kFuseNarrowMinHidden && expected_rows(p, tokens).per_group >= kFuseNarrowMinRows;
@@ -318,6 +343,17 @@ RowLayout DeviceLayer::layout(int64_t tokens) const {
 
 Fp8Tiles DeviceLayer::tiles(int64_t tokens) const {
   return options_.tiles ? *options_.tiles : auto_fp8_tiles(problem_.c(), tokens);
+}
+
+// GEMM1 keeps whole tiles under `auto`: its f32 sums then are those a fused epilogue sees, so the
+// two epilogues give the same codes (docs/design.md §12).
+Fp8Tiles DeviceLayer::gemm2_tiles(int64_t tokens) const {
+  const moe_problem p = problem_.c();
+  const Fp8Tiles t = tiles(tokens);
+  return !options_.tiles && t == Fp8Tiles::kTokensFfma &&
+                 split_k_pays(p, tokens, p.hidden, p.intermediate, sm_count_)
+             ? Fp8Tiles::kTokensFfmaSplitK
+             : t;
 }
 
 // The pieces in a fixed order.
@@ -460,7 +496,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   g2.weight_stack = w2_.as<uint8_t>();
   g2.w_scale_stack = s2_.as<float>();
   g2.out = ws.gemm2;
-  run_fp8_grouped_gemm(tiles, g2, stream);
+  run_fp8_grouped_gemm(gemm2_tiles(tokens), g2, stream);
   if (sinks_)
     sinks_->run(tokens, static_cast<const uint16_t*>(a.hidden.data), perm, ws.gemm2, ws.sinks,
                 stream);

@@ -10,8 +10,9 @@
 // [G * T, K] buffer, filled by one kernel without a sort), `contiguous` otherwise (sorted
 // segments). Options: `layout: auto | contiguous | masked`, `masked_max_tokens: N` (the auto
 // threshold, default 64), `gemm_tiles: auto | tokens | tokens_paired | tokens_ffma | tokens_ffma192
-// | weights`, `gemm1_epilogue: separate | fused` (fused: where the own kernel runs GEMM1 of a
-// gated layer, the activation and the re-quantisation are its epilogue; default separate).
+// | tokens_ffma_split | weights`, `gemm1_epilogue: separate | fused` (fused: where the own kernel
+// runs GEMM1 of a gated layer, the activation and the re-quantisation are its epilogue; default
+// separate).
 #pragma once
 
 #include <memory>
@@ -57,6 +58,10 @@ bool fuses_gemm1(const moe_problem& p, const LayerOptions& o, Fp8Tiles tiles, in
 // tiles under 32 rows an expert. Layers with sink experts keep CUTLASS (the own kernel runs every
 // group).
 Fp8Tiles auto_fp8_tiles(const moe_problem& p, int64_t tokens);
+// Where `auto` splits the K of GEMM2 (N columns, K deep) on the own kernel's 128-row tiles over
+// CTA pairs: its whole tiles, under even routing, would keep at most half of `sm_count` SMs busy;
+// K of two blocks or more.
+bool split_k_pays(const moe_problem& p, int64_t tokens, int64_t n, int64_t k, int sm_count);
 
 // What the plugin does with `p`, for `moe describe` / `moe select`.
 std::string describe(const moe_problem& p, const LayerOptions& o);
@@ -70,6 +75,8 @@ class DeviceLayer {
 
   RowLayout layout(int64_t tokens) const;
   Fp8Tiles tiles(int64_t tokens) const;
+  // GEMM2's tiling in that batch: tiles(), or its split-K form (split_k_pays) under `auto`.
+  Fp8Tiles gemm2_tiles(int64_t tokens) const;
 
   // Where a run keeps each stage's result inside the caller's workspace (public so the stage
   // test can read them back): the same walk sizes (base == nullptr) and fills.

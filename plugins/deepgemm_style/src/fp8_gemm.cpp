@@ -44,7 +44,14 @@ void run_ffma(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
   call.out = a.out;
   call.f32_out = a.f32_out;
   call.block_m = tiles == Fp8Tiles::kTokensFfma192 ? 192 : 128;
+  call.split_k = tiles == Fp8Tiles::kTokensFfmaSplitK;
+  MOE_CHECK(!call.split_k || a.k >= 256, MOE_STATUS_UNSUPPORTED,
+            "fp8 block GEMM ({}): split K needs K of two 128-wide blocks or more (K={})",
+            fp8_tiles_name(tiles), a.k);
   if (const Fp8FusedGemm1* f = a.fused) {
+    MOE_CHECK(!call.split_k, MOE_STATUS_UNSUPPORTED,
+              "fp8 block GEMM ({}): a fused GEMM1 needs a tile's whole K in one CTA, not split",
+              fp8_tiles_name(tiles));
     MOE_CHECK(f->activation == MOE_ACTIVATION_SILU_MUL ||
                   f->activation == MOE_ACTIVATION_SILU_MUL_CLAMP ||
                   f->activation == MOE_ACTIVATION_SWIGLU_OAI ||
@@ -89,6 +96,8 @@ const char* fp8_tiles_name(Fp8Tiles t) {
     return "token tiles 128x128, own kernel (FFMA promotion, 64-row halves)";
   if (t == Fp8Tiles::kTokensFfma192)
     return "token tiles 192x128, own kernel (FFMA promotion, 64-row thirds)";
+  if (t == Fp8Tiles::kTokensFfmaSplitK)
+    return "token tiles 128x128 split in K over a CTA pair, own kernel (FFMA promotion)";
   return gpu::fp8_block_tiles_name(cutlass_tiles(t));
 }
 

@@ -1,6 +1,7 @@
 // Launcher of deepgemm_style's own grouped fp8 GEMM (kernels/sm90_fp8_grouped_gemm_ffma.cuh):
-// the two TMA descriptors, the shared-memory opt-in, one CTA per SM; 128- or 192-row tiles, and
-// GEMM1 with its activation and quantisation fused (uint8_t out).
+// the two TMA descriptors, the shared-memory opt-in, one CTA per SM; 128- or 192-row tiles, K
+// split over a CTA pair where asked, and GEMM1 with its activation and quantisation fused
+// (uint8_t out).
 #include <cuda.h>
 
 #include <algorithm>
@@ -20,11 +21,11 @@ bool encode(CUtensorMap* map, const void* base, int64_t rows, int k, int box_row
                                    128);
 }
 
-template <class Out, int kCluster, int kWgs, int kAct = 0>
+template <class Out, int kCluster, int kWgs, int kAct = 0, bool kSplit = false>
 LaunchResult launch_typed(const GemmCall& c) noexcept {
   using namespace kernels::ffma;
-  using T = Tile<kWgs>;
-  auto* kernel = grouped_gemm<Out, kCluster, kWgs, kAct>;
+  using T = Tile<kWgs, kSplit>;
+  auto* kernel = grouped_gemm<Out, kCluster, kWgs, kAct, kSplit>;
   static const cudaError_t opt_in =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
   if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
@@ -60,7 +61,7 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
   }
 
   if (cudaError_t e =
-          gpu::kernels::launch_persistent_clusters<grouped_gemm<Out, kCluster, kWgs, kAct>>(
+          gpu::kernels::launch_persistent_clusters<grouped_gemm<Out, kCluster, kWgs, kAct, kSplit>>(
               p, kCluster, T::kThreads, T::kSmemBytes, c.sm_count, INT64_MAX, c.stream);
       e != cudaSuccess)
     return {"launch", cudaGetErrorString(e)};
@@ -106,6 +107,12 @@ LaunchResult launch_rows(const GemmCall& c) noexcept {
 }
 
 LaunchResult launch_ffma(const GemmCall& c) noexcept {
+  if (c.split_k) {  // a CTA pair a tile, a half of K each
+    if (c.block_m != 128 || c.fused != nullptr || c.k < 2 * kernels::ffma::kBlockK)
+      return {"setup", "split K takes 128-row tiles, no fused epilogue and K of 2 blocks or more"};
+    return c.f32_out ? launch_typed<float, 2, 2, 0, true>(c)
+                     : launch_typed<__nv_bfloat16, 2, 2, 0, true>(c);
+  }
   if (c.block_m == 192) return launch_rows<3>(c);
   if (c.block_m == 128) return launch_rows<2>(c);
   return {"setup", "the own kernel's row tile is 128 or 192 rows"};

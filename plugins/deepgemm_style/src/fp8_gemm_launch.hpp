@@ -73,7 +73,8 @@ struct GemmCall {
   const float* w_scale_stack = nullptr;  // [groups][K/128][N/128]
   void* out = nullptr;                   // [R, N] bf16, or f32 with f32_out
   bool f32_out = false;
-  int block_m = 128;  // rows per tile: 128 (two consumer warpgroups) or 192 (three)
+  int block_m = 128;     // rows per tile: 128 (two consumer warpgroups) or 192 (three)
+  bool split_k = false;  // a CTA pair a tile, each half of K (128-row tiles, not fused, K >= 256)
   // GEMM1 with the gated activation and the 1x128 quantisation in its epilogue, or null; `out`
   // is then its codes.
   const Fp8FusedGemm1* fused = nullptr;

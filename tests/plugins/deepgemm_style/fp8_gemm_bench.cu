@@ -247,12 +247,13 @@ void bench(const GemmShape& s, bool routed, const Options& o, int sm_count) {
   };
   std::vector<Variant> variants;
   for (Fp8Tiles t : {Fp8Tiles::kTokens, Fp8Tiles::kTokensPaired, Fp8Tiles::kTokensFfma,
-                     Fp8Tiles::kTokensFfma192, Fp8Tiles::kWeights}) {
-    const bool own = t == Fp8Tiles::kTokensFfma || t == Fp8Tiles::kTokensFfma192;
+                     Fp8Tiles::kTokensFfma192, Fp8Tiles::kTokensFfmaSplitK, Fp8Tiles::kWeights}) {
+    const bool own = is_own_kernel(t);
     if (o.own_only && !own) continue;
     if (t == Fp8Tiles::kWeights && s.m > 256) continue;  // a decode tiling
     variants.push_back({t, false});
-    if (own && codes != nullptr) variants.push_back({t, true});
+    // Split K fuses nothing (a fused epilogue needs a tile's whole K).
+    if (own && codes != nullptr && t != Fp8Tiles::kTokensFfmaSplitK) variants.push_back({t, true});
   }
   for (const Variant& v : variants) {
     const Fp8Tiles tiles = v.tiles;

@@ -29,11 +29,12 @@ struct Case {
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Fp8Tiles t = info.param.tiles;
-  return std::string(t == Fp8Tiles::kTokens          ? "TokenTiles"
-                     : t == Fp8Tiles::kTokensFfma    ? "OwnTokenTiles"
-                     : t == Fp8Tiles::kTokensFfma192 ? "OwnTokenTiles192"
-                     : t == Fp8Tiles::kTokensPaired  ? "PairedTokenTiles"
-                                                     : "WeightTiles") +
+  return std::string(t == Fp8Tiles::kTokens             ? "TokenTiles"
+                     : t == Fp8Tiles::kTokensFfma       ? "OwnTokenTiles"
+                     : t == Fp8Tiles::kTokensFfma192    ? "OwnTokenTiles192"
+                     : t == Fp8Tiles::kTokensFfmaSplitK ? "OwnSplitKTokenTiles"
+                     : t == Fp8Tiles::kTokensPaired     ? "PairedTokenTiles"
+                                                        : "WeightTiles") +
          (info.param.masked ? "Masked" : "Contiguous") + (info.param.f32_out ? "F32" : "Bf16") +
          "K" + std::to_string(info.param.k) + (info.param.code_stddev > 10 ? "FullRange" : "") +
          (info.param.n != 256 ? "N" + std::to_string(info.param.n) : "");
@@ -188,6 +189,12 @@ INSTANTIATE_TEST_SUITE_P(
         // K = 1024 (8 blocks): solo tiles in ping-pong, paired and unpaired.
         Case{Fp8Tiles::kTokensFfma, true, false, 1024},
         Case{Fp8Tiles::kTokensFfma, false, true, 1024, 2.0f, 384},
+        // K split over a CTA pair: 3 blocks (1 + 2), 10 (5 + 5: ping-pong past the 4-stage
+        // ring), 8 with an odd number of N tiles; both consumers of a tile trade sums (131, 197).
+        Case{Fp8Tiles::kTokensFfmaSplitK, false, false},
+        Case{Fp8Tiles::kTokensFfmaSplitK, true, true, 1280},
+        Case{Fp8Tiles::kTokensFfmaSplitK, true, false, 1024, 2.0f, 384},
+        Case{Fp8Tiles::kTokensFfmaSplitK, false, true, 2048, 110.0f},
         Case{Fp8Tiles::kTokensPaired, false, false}, Case{Fp8Tiles::kTokensPaired, true, true},
         Case{Fp8Tiles::kTokensPaired, false, true, 7168},
         Case{Fp8Tiles::kTokensPaired, true, false, 2048, 110.0f},
@@ -235,6 +242,20 @@ TEST(Fp8GemmArgs, PairedTilesRefuseAnOddNumberOfNTiles) {
   }
 }
 
+// Split K needs two K blocks to split: refused before anything reaches the device.
+TEST(Fp8GemmArgs, SplitKRefusesASingleKBlock) {
+  Fp8GemmArgs args = host_args(256, 128);
+  try {
+    run_fp8_grouped_gemm(Fp8Tiles::kTokensFfmaSplitK, args, nullptr);
+    FAIL() << "no error";
+  } catch (const moe::Error& e) {
+    EXPECT_EQ(e.status(), MOE_STATUS_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("split K needs K of two 128-wide blocks or more (K=128)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Fp8GemmArgs, RefusesSizesThatAreNotWholeScaleBlocks) {
   Fp8GemmArgs args;
   args.groups = 1;
@@ -273,6 +294,7 @@ TEST(Fp8GemmArgs, FusedGemm1RefusesWhatItCannotFuse) {
   fused.activation = MOE_ACTIVATION_RELU2;
   expect(Fp8Tiles::kTokensFfma, MOE_STATUS_UNSUPPORTED, "takes a gated activation, not 4");
   fused.activation = MOE_ACTIVATION_SILU_MUL;
+  expect(Fp8Tiles::kTokensFfmaSplitK, MOE_STATUS_UNSUPPORTED, "whole K in one CTA, not split");
   fused.scale_ld = 8;
   expect(Fp8Tiles::kTokensFfma192, MOE_STATUS_INVALID_ARGUMENT,
          "scales of a row stride of at least the rows' (8 < 16)");

@@ -80,6 +80,8 @@ TEST(DeepGemmOptions, ParsesTheLayoutTilesAndThreshold) {
   const LayerOptions paired = parse_options({{"gemm_tiles", "tokens_paired"}});
   ASSERT_TRUE(paired.tiles.has_value());
   EXPECT_EQ(*paired.tiles, Fp8Tiles::kTokensPaired);
+  EXPECT_EQ(parse_options({{"gemm_tiles", "tokens_ffma_split"}}).tiles,
+            std::optional(Fp8Tiles::kTokensFfmaSplitK));
   EXPECT_EQ(parse_options({{"gemm1_epilogue", "fused"}}).fused_gemm1, std::optional(true));
   EXPECT_EQ(parse_options({{"gemm1_epilogue", "separate"}}).fused_gemm1, std::optional(false));
   EXPECT_FALSE(parse_options({{"gemm1_epilogue", "auto"}}).fused_gemm1.has_value());
@@ -97,7 +99,8 @@ TEST(DeepGemmOptions, RefusesUnknownKeysAndValuesNamingThem) {
       {{{"masked_max_tokens", "-1"}}, "masked_max_tokens '-1'"},
       {{{"gemm_tiles", "wide"}}, "gemm_tiles 'wide'"},
       {{{"gemm_tiles", "wide"}},
-       "is not one of auto, tokens, tokens_paired, tokens_ffma, tokens_ffma192, weights"},
+       "is not one of auto, tokens, tokens_paired, tokens_ffma, tokens_ffma192, "
+       "tokens_ffma_split, weights"},
       {{{"gemm1_epilogue", "on"}}, "gemm1_epilogue 'on' is not auto, separate or fused"},
       {{{"tile", "auto"}}, "unknown option 'tile'"},
       {{{"tile", "auto"}}, "gemm_tiles, gemm1_epilogue)"},
@@ -169,13 +172,21 @@ TEST(DeepGemmOptions, RefusesOptionsTheProblemCannotTake) {
   sinks.sink_intermediate = 256;
   moe_problem relu2 = fp8_problem();
   relu2.activation = MOE_ACTIVATION_RELU2;
+  moe_problem narrow = fp8_problem();
+  narrow.intermediate = 128;
   const std::tuple<moe_problem, Options, std::string> bad[] = {
       {sinks, {{"gemm_tiles", "tokens_ffma"}}, "gemm_tiles 'tokens_ffma' takes no sink experts"},
       {sinks, {{"gemm1_epilogue", "fused"}}, "gemm1_epilogue 'fused' needs"},
       {relu2, {{"gemm1_epilogue", "fused"}}, "a gated activation (not relu2)"},
       {fp8_problem(),
        {{"gemm1_epilogue", "fused"}, {"gemm_tiles", "tokens"}},
-       "gemm_tiles auto, tokens_ffma or tokens_ffma192 (only the own kernel fuses it)"},
+       "gemm_tiles auto, tokens_ffma or tokens_ffma192 (only the own kernel fuses it"},
+      {fp8_problem(),
+       {{"gemm1_epilogue", "fused"}, {"gemm_tiles", "tokens_ffma_split"}},
+       "with a tile's whole K in one CTA"},
+      {narrow,
+       {{"gemm_tiles", "tokens_ffma_split"}},
+       "needs hidden and intermediate of at least 256 (two K blocks to split), not 384 and 128"},
   };
   for (const auto& [problem, options, words] : bad) {
     try {
@@ -228,7 +239,8 @@ TEST(DeepGemmOptions, FusesGemm1WhereTheOptionAndTheTilesSay) {
   EXPECT_TRUE(fuses_gemm1(p, fused, Fp8Tiles::kTokensFfma, 8));
   EXPECT_TRUE(fuses_gemm1(p, fused, Fp8Tiles::kTokensFfma192, 512));
   EXPECT_FALSE(fuses_gemm1(p, separate, Fp8Tiles::kTokensFfma192, 512));
-  for (const Fp8Tiles t : {Fp8Tiles::kTokens, Fp8Tiles::kTokensPaired, Fp8Tiles::kWeights}) {
+  for (const Fp8Tiles t : {Fp8Tiles::kTokens, Fp8Tiles::kTokensPaired, Fp8Tiles::kWeights,
+                           Fp8Tiles::kTokensFfmaSplitK}) {
     EXPECT_FALSE(fuses_gemm1(p, automatic, t, 512));
     EXPECT_FALSE(fuses_gemm1(p, fused, t, 512));
   }
@@ -297,6 +309,37 @@ TEST(DeepGemmOptions, AutoTilesFollowTheRowsPerExpertAndInAll) {
   sinks.sink_experts = 2;
   sinks.sink_intermediate = 256;
   EXPECT_EQ(auto_fp8_tiles(sinks, 512), Fp8Tiles::kTokens);
+}
+
+// Split K where whole 128x128 tiles under even routing keep at most half of the SMs busy:
+// Mixtral's GEMM2 at one token (two experts x 32 tiles = 64 of 132 SMs), not where they fill a
+// round or more (measured slower there: bench/NOTES.md session 32).
+TEST(DeepGemmOptions, SplitKWhereTheTilesLeaveHalfTheSmsIdle) {
+  auto shape = [](int64_t experts, int64_t top_k, int64_t hidden, int64_t inter) {
+    moe_problem p = fp8_problem();
+    p.experts = p.local_experts = experts;
+    p.top_k = top_k;
+    p.hidden = hidden;
+    p.intermediate = inter;
+    return p;
+  };
+  const moe_problem mixtral = shape(8, 2, 4096, 14336), qwen3 = shape(128, 8, 2048, 768),
+                    deepseek = shape(256, 8, 7168, 2048);
+  EXPECT_TRUE(split_k_pays(mixtral, 1, 4096, 14336, 132));       // 2 x 32 tiles: 64 SMs
+  EXPECT_FALSE(split_k_pays(mixtral, 1, 2 * 14336, 4096, 132));  // GEMM1: 2 x 224
+  EXPECT_FALSE(split_k_pays(mixtral, 2, 4096, 14336, 132));      // 4 x 32: 128
+  EXPECT_FALSE(split_k_pays(mixtral, 1, 4096, 14336, 127));      // 64 tiles on 127 SMs
+  EXPECT_FALSE(split_k_pays(qwen3, 1, 2048, 768, 132));          // 8 x 16
+  EXPECT_FALSE(split_k_pays(qwen3, 1, 2 * 768, 2048, 132));      // 8 x 12
+  EXPECT_FALSE(split_k_pays(deepseek, 1, 7168, 2048, 132));      // 8 x 56
+  EXPECT_FALSE(split_k_pays(mixtral, 0, 4096, 14336, 132));      // no rows
+  EXPECT_FALSE(split_k_pays(mixtral, 1, 4096, 128, 132));        // one K block: nothing to split
+  // One expert, one 128-row block: 8 tiles of N = 1024 on 132 SMs.
+  EXPECT_TRUE(split_k_pays(shape(8, 1, 1024, 1024), 1, 1024, 1024, 132));
+  // Rows past one block an expert count their blocks: 8 experts x 130 rows = 16 blocks x 4 tiles
+  // (64 tiles: half of 132 SMs, all of 64).
+  EXPECT_TRUE(split_k_pays(shape(8, 1, 512, 512), 1040, 512, 512, 132));
+  EXPECT_FALSE(split_k_pays(shape(8, 1, 512, 512), 1040, 512, 512, 64));
 }
 
 }  // namespace
