@@ -133,6 +133,8 @@ moe_status moe_host_ep_device_step_create(moe_host_ep_group* group,
     const moe_host_ep_device_step_args a =
         read_args(args, MOE_HOST_EP_DEVICE_STEP_ARGS_MIN_SIZE, "moe_host_ep_device_step_args");
     [[maybe_unused]] const auto& l = deref(a.layer, "moe_host_ep_device_step_args.layer");
+    MOE_CHECK(a.ragged == 0 || a.ragged == 1, MOE_STATUS_INVALID_ARGUMENT,
+              "moe_host_ep_device_step_args.ragged must be 0 or 1, not {}", a.ragged);
 #ifndef MOE_WITH_EP
     (void)group;
     no_expert_parallelism();
@@ -143,7 +145,7 @@ moe_status moe_host_ep_device_step_create(moe_host_ep_group* group,
     auto s = std::make_unique<moe_host_ep_device_step>();
     s->step = std::make_unique<moe::ep::DeviceStep>(
         group != nullptr ? group->group.get() : nullptr, l.layer,
-        l.shared ? l.routed_problem.c() : l.problem_c, a.max_tokens, shared);
+        l.shared ? l.routed_problem.c() : l.problem_c, a.max_tokens, shared, a.ragged == 1);
     *step = s.release();
 #endif
   });

@@ -59,13 +59,15 @@ class ExpertParallelGroup:
                           _tensors.detached(topk_weights), out)
         return _tensors.untagged(out)
 
-    def device_step(self, layer, max_tokens):
+    def device_step(self, layer, max_tokens, *, ragged=False):
         """The step that stays on the device (docs/design.md §4, "Two EP steps"): buffers for
         `max_tokens` tokens a rank made now in `layer`'s memory; DeviceStep.run enqueues a step on
         a stream with no host work in between. A shared expert split off at prepare and sink
         experts run on each rank's own tokens after the exchange, added into the output (the
-        plugin must declare accumulate, ABI 1.4); every rank the same batch size."""
-        return DeviceStep(self, layer, max_tokens)
+        plugin must declare accumulate, ABI 1.4); every rank the same batch size, unless
+        `ragged` (every rank's rows padded to max_tokens on the device for the exchanges; every
+        rank must pass the same)."""
+        return DeviceStep(self, layer, max_tokens, ragged)
 
     def close(self):
         """Lets go of the communicator now (it is never destroyed here: it stays the caller's).
@@ -83,18 +85,23 @@ class DeviceStep:
     """ExpertParallelGroup.device_step's: one rank's expert-parallel step on tensors in the
     layer's memory (CUDA tensors for a device backend), enqueued on a stream."""
 
-    def __init__(self, group, layer, max_tokens):
+    def __init__(self, group, layer, max_tokens, ragged=False):
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
             raise MoeError("invalid_argument",
                            f"max_tokens: expected an int, got {type(max_tokens).__name__}")
+        if not isinstance(ragged, bool):
+            raise MoeError("invalid_argument",
+                           f"ragged: expected a bool, got {type(ragged).__name__}")
         self._hidden = layer.problem.hidden
-        self._native = _core.EpDeviceStep(group._native, _native_layer(layer), max_tokens)
+        self.ragged = ragged
+        self._native = _core.EpDeviceStep(group._native, _native_layer(layer), max_tokens,
+                                          ragged)
 
     def run(self, hidden, routing, *, out=None, stream=None):
         """hidden [T, H] bf16 with routing = (topk_ids [T, k] int32 global ids, topk_weights f32),
         all in the layer's memory -> out [T, H] bf16 (made like hidden if not given), written
         when `stream` (default: the current one) gets there. A collective: every rank runs its
-        step with the same T, in the same order."""
+        step in the same order, with the same T unless the step is ragged."""
         if not (isinstance(routing, (tuple, list)) and len(routing) == 2
                 and not _tensors.is_tagged(routing)):
             raise MoeError("invalid_argument", "routing: a step takes (topk_ids, topk_weights)")

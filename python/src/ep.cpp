@@ -51,13 +51,14 @@ moe_host_ep_group* EpGroup::open_handle() const {
   return handle_;
 }
 
-EpDeviceStep::EpDeviceStep(EpGroup& group, const Layer& layer, int64_t max_tokens)
+EpDeviceStep::EpDeviceStep(EpGroup& group, const Layer& layer, int64_t max_tokens, bool ragged)
     : group_(&group),
       problem_(*layer.info().problem),
       where_{layer.info().memory, layer.device_id} {
   auto a = sized<moe_host_ep_device_step_args>();
   a.layer = layer.handle();
   a.max_tokens = max_tokens;
+  a.ragged = ragged ? 1 : 0;
   check(moe_host_ep_device_step_create(group.open_handle(), &a, &handle_));
   ++group.open_steps_;
 }

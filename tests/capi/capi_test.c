@@ -729,6 +729,19 @@ static void test_expert_parallel_steps(moe_host_registry* registry) {
     CHECK(memcmp(stepped, got->output, CAPI_HIDDEN_COUNT * 2) == 0,
           "the one-rank device step differs from the layer's run");
     CHECK_OK(moe_host_ep_device_step_destroy(dstep));
+    /* Ragged (host API 1.6): one rank steps as before; a flag other than 0 or 1 is refused. */
+    memset(stepped, 0, CAPI_HIDDEN_COUNT * 2);
+    da.ragged = 1;
+    CHECK_OK(moe_host_ep_device_step_create(NULL, &da, &dstep));
+    CHECK_OK(moe_host_ep_device_step_run(dstep, &dr));
+    CHECK(memcmp(stepped, got->output, CAPI_HIDDEN_COUNT * 2) == 0,
+          "the one-rank ragged device step differs from the layer's run");
+    CHECK_OK(moe_host_ep_device_step_destroy(dstep));
+    dstep = NULL;
+    da.ragged = 2;
+    expect_error("ragged 2", moe_host_ep_device_step_create(NULL, &da, &dstep),
+                 MOE_STATUS_INVALID_ARGUMENT, "ragged must be 0 or 1, not 2");
+    da.ragged = 0;
     da.max_tokens = CAPI_TOKENS - 1;
     CHECK_OK(moe_host_ep_device_step_create(NULL, &da, &dstep));
     expect_error("a batch past max_tokens", moe_host_ep_device_step_run(dstep, &dr),

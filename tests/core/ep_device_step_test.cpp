@@ -120,8 +120,11 @@ class DeviceStepTest : public testing::Test {
   template <class Make>
   std::vector<HostTensor> run_ranks(Make make, const std::vector<Batch>& batches,
                                     const std::vector<Routing>& routings, const moe_problem& p) {
-    const int64_t tokens = batches[0].hidden.shape()[0], h = p.hidden;
-    std::vector<HostTensor> out(kWorld, HostTensor(MOE_DTYPE_BF16, {tokens, h}));
+    const int64_t h = p.hidden;
+    std::vector<HostTensor> out;
+    for (int r = 0; r < kWorld; ++r)
+      out.emplace_back(MOE_DTYPE_BF16,
+                       std::vector<int64_t>{batches[size_t(r)].hidden.shape()[0], h});
     std::vector<std::string> errors(kWorld);
     std::vector<std::thread> ranks;
     for (int r = 0; r < kWorld; ++r)
@@ -130,8 +133,11 @@ class DeviceStepTest : public testing::Test {
           auto group = ep::Group::borrow(nccl_, reinterpret_cast<ncclComm_t>(&g_ranks[r]), r,
                                          kWorld, device_, 10, 42);
           const ep::DeviceStep step = make(group.get(), r);
+          const int64_t tokens = batches[size_t(r)].hidden.shape()[0];
+          // (At least one row each: a rank of no tokens still hands the step real buffers.)
           Buffer x = upload(batches[size_t(r)].hidden), ids = upload(routings[size_t(r)].ids),
-                 wt = upload(routings[size_t(r)].weights), y(device_, size_t(tokens * h * 2));
+                 wt = upload(routings[size_t(r)].weights),
+                 y(device_, size_t(std::max<int64_t>(tokens, 1) * h * 2));
           run_on(step, p, tokens, x, ids, wt, y);
           y.download(out[size_t(r)].raw(), out[size_t(r)].bytes());
         } catch (const std::exception& e) {
@@ -155,12 +161,18 @@ class DeviceStepTest : public testing::Test {
   template <class MakeProblem>
   Ranks make_ranks(const Problem& whole, const LayerWeights& weights, int64_t tokens, uint64_t seed,
                    MakeProblem make) {
+    return make_ranks(whole, weights, std::vector<int64_t>(kWorld, tokens), seed, make);
+  }
+  // The same with `tokens[r]` tokens on rank r.
+  template <class MakeProblem>
+  Ranks make_ranks(const Problem& whole, const LayerWeights& weights,
+                   const std::vector<int64_t>& tokens, uint64_t seed, MakeProblem make) {
     Ranks k;
     for (int r = 0; r < kWorld; ++r) {
       k.problems.push_back(make(r));
       k.local.push_back(slice_local_experts(weights, k.problems.back().c()));
       k.layers.push_back(device_->prepare(k.problems.back().c(), k.local.back().view(), {}));
-      k.batches.push_back(random_batch(whole.c(), tokens, seed + r, Scenario::kRandom));
+      k.batches.push_back(random_batch(whole.c(), tokens[size_t(r)], seed + r, Scenario::kRandom));
       k.routings.push_back(route_batch(*registry_->find("reference"), whole.c(), k.batches.back()));
       k.raw.push_back(k.problems.back().c());
     }
@@ -209,6 +221,38 @@ TEST_F(DeviceStepTest, TwoRanksSumBothRanksExpertsOnEachRanksTokens) {
   }
 }
 
+// Ragged: the ranks step different batch sizes (13 and 5, then 0 and 9), each padded to
+// max_tokens rows around the exchanges; each rank's output is still the bf16 sum of both ranks'
+// layers on its own tokens, bit for bit, and a rank of no tokens joins the exchanges (the other
+// would wait for it otherwise).
+TEST_F(DeviceStepTest, RaggedRanksStepTheirOwnBatchSizes) {
+  const Problem whole = small_ep_problem(1, 0);
+  const LayerWeights weights = random_weights(whole.c(), 33);
+  const int64_t h = whole.c().hidden;
+  for (const std::vector<int64_t>& tokens :
+       {std::vector<int64_t>{13, 5}, std::vector<int64_t>{0, 9}}) {
+    const Ranks ranks =
+        make_ranks(whole, weights, tokens, 70, [](int r) { return small_ep_problem(kWorld, r); });
+    const auto& [problems, local, layers, batches, routings, raw] = ranks;
+    const std::vector<HostTensor> out = run_ranks(
+        [&](ep::Group* g, int r) {
+          return ep::DeviceStep(g, layers[size_t(r)], raw[size_t(r)], 16, {}, true);
+        },
+        batches, routings, whole.c());
+    for (int r = 0; r < kWorld; ++r) {
+      const int64_t t = tokens[size_t(r)];
+      ASSERT_EQ(out[size_t(r)].shape()[0], t);
+      if (t == 0) continue;
+      const std::vector<float> sum =
+          routed_sum(layers, raw, batches[size_t(r)], routings[size_t(r)]);
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < t * h; ++i)
+        wrong += out[size_t(r)].data<uint16_t>()[i] != float_to_bf16(sum[size_t(i)]);
+      EXPECT_EQ(wrong, 0) << "rank " << r << " of batch sizes " << tokens[0] << ", " << tokens[1];
+    }
+  }
+}
+
 TEST_F(DeviceStepTest, OneRankIsTheLayersRun) {
   const Problem p = small_ep_problem(1, 0);
   const LayerWeights weights = random_weights(p.c(), 5);
@@ -254,6 +298,8 @@ TEST_F(DeviceStepTest, BadInputIsNamed) {
       MOE_STATUS_INVALID_ARGUMENT, {"hidden:", "not contiguous row-major"});
   expect_error([&] { ep::DeviceStep(nullptr, layer, p.c(), 0); }, MOE_STATUS_INVALID_ARGUMENT,
                {"max_tokens >= 1"});
+  EXPECT_FALSE(step.ragged());
+  EXPECT_TRUE(ep::DeviceStep(nullptr, layer, p.c(), 4, {}, true).ragged());
   // The layer runs every rank's tokens at once: they must fit its max_tokens (64).
   expect_error([&] { ep::DeviceStep(nullptr, layer, p.c(), 65); }, MOE_STATUS_CAPACITY_EXCEEDED,
                {"1 x 65 = 65", "max_tokens=64"});

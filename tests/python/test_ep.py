@@ -127,6 +127,13 @@ def test_a_one_rank_device_step_gives_the_layers_output(layer, ep_layer, batch):
     with raises("capacity_exceeded", f"up to {TOKENS - 1} tokens a rank", f"not {TOKENS}"):
         small.run(hidden, (ids, weights))
     small.close()
+    ragged = group.device_step(ep_layer, TOKENS, ragged=True)
+    assert ragged.ragged
+    out = ragged.run(hidden, (ids, weights))
+    np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
+    ragged.close()
+    with raises("invalid_argument", "ragged: expected a bool, got int"):
+        group.device_step(ep_layer, TOKENS, ragged=1)
     step.close()
     with raises("invalid_argument", "the device step is closed"):
         step.run(hidden, (ids, weights))

@@ -135,7 +135,9 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& ep_prob
 // One expert-parallel layer step on device tensors: no host work but launches, and nothing
 // allocated per step, so a stream can capture it in a CUDA graph. Every rank's tokens, ids and
 // weights are all-gathered (rank-major, `tokens` rows from each rank: every rank steps the same
-// batch size, padding tokens with ids -1 where it has fewer), the rank's layer runs its experts on
+// batch size, padding tokens with ids -1 where it has fewer; or, `ragged`, each rank its own T and
+// the step pads every rank's rows to `max_tokens` on the device, so the exchanges move
+// max_tokens rows a rank whatever T is), the rank's layer runs its experts on
 // all of them (ids are global: other ranks' experts are skipped, and a token with none here gets
 // a zero row), and a bf16 reduce-scatter sums each token's rows over the ranks back on the rank
 // it came from (for two ranks one rounding of the f32 sum, as run_step's). Buffers for
@@ -151,13 +153,16 @@ class DeviceStep {
   // then the routed one. Sink experts (replicated on every rank) leave the gathered run and run
   // in a home pass on this rank's tokens that adds into the output, so with more than one rank
   // the layer's plugin must honour accumulate too.
+  // `ragged`: the ranks may step different batch sizes (0 too), each padded to max_tokens rows on
+  // the device for the exchanges; every rank of the group must make its step the same way.
   DeviceStep(Group* group, const Layer& layer, const moe_problem& ep_problem, int64_t max_tokens,
-             const SharedExpert& shared = {});
+             const SharedExpert& shared = {}, bool ragged = false);
   // hidden [T, H] bf16, topk_ids [T, w] i32, topk_weights [T, w] f32, output [T, H] bf16, all in
-  // the layer plugin's device memory; T <= max_tokens, the same T on every rank.
+  // the layer plugin's device memory; T <= max_tokens, the same T on every rank unless ragged.
   void run(const moe_tensor& hidden, const moe_tensor& topk_ids, const moe_tensor& topk_weights,
            const moe_tensor& output, void* stream) const;
   int64_t max_tokens() const { return max_tokens_; }
+  bool ragged() const { return ragged_; }
 
  private:
   void add_shared(const moe_tensor& hidden, const moe_tensor& output, void* stream) const;
@@ -171,7 +176,11 @@ class DeviceStep {
   Buffer hidden_, ids_, weights_, out_, workspace_;  // every rank's tokens, and the layers'
   Buffer shared_ids_, shared_weights_;               // [max_tokens, 1]: expert 0, weight 1
   Buffer home_ids_;  // [max_tokens, w]: the sink experts' home pass (routed columns cleared)
-  bool ids_on_device_ = false;  // the id buffers' memory (the plugin's): the driver edits them
+  // Ragged: this rank's rows padded to max_tokens (ids -1 past T) for the all-gathers, and its
+  // max_tokens rows of the reduce-scatter, of which the first T are the output.
+  Buffer send_hidden_, send_ids_, send_weights_, recv_;
+  bool ragged_ = false;
+  bool on_device_ = false;  // the step's buffers' memory (the plugin's): the driver edits them
 };
 
 // A DeviceStep captured once into a CUDA graph on a stream of its own and replayed: the tensors

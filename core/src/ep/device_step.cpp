@@ -1,6 +1,7 @@
 // DeviceStep: an expert-parallel step that stays on the device (all-gather, the local layer,
 // reduce-scatter, then the home passes on the rank's own tokens: its sink experts and the shared
-// expert, added into the output; all enqueued on the caller's stream).
+// expert, added into the output; all enqueued on the caller's stream). Ragged: each rank's rows
+// padded to max_tokens around the exchanges.
 #include <algorithm>
 #include <vector>
 
@@ -13,14 +14,15 @@
 
 namespace moe::ep {
 DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, int64_t max_tokens,
-                       const SharedExpert& shared)
+                       const SharedExpert& shared, bool ragged)
     : group_(group),
       layer_(layer),
       shared_(shared),
       problem_(p),
       max_tokens_(max_tokens),
       width_(topk_width(p)),
-      world_(group ? group->world() : 1) {
+      world_(group ? group->world() : 1),
+      ragged_(ragged) {
   MOE_CHECK(max_tokens >= 1, MOE_STATUS_INVALID_ARGUMENT,
             "the device step needs max_tokens >= 1, not {}", max_tokens);
   MOE_CHECK(world_ == p.ep_size && (group == nullptr || group->rank() == p.ep_rank),
@@ -76,12 +78,23 @@ DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, i
   if (group_ == nullptr) return;  // one rank: the layer runs on the caller's tensors
   hidden_ = Buffer(dev, all * h * 2);
   ids_ = Buffer(dev, all * w * 4);
-  if (p.sink_experts > 0) {
-    home_ids_ = Buffer(dev, size_t(max_tokens) * w * 4);
-    ids_on_device_ = is_device_memory(ids_.data());
-  }
+  if (p.sink_experts > 0) home_ids_ = Buffer(dev, size_t(max_tokens) * w * 4);
   weights_ = Buffer(dev, all * w * 4);
   out_ = Buffer(dev, all * h * 2);
+  // Only the sinks' id edits and the ragged padding touch the buffers apart from the plugin.
+  if (p.sink_experts > 0 || ragged) on_device_ = is_device_memory(ids_.data());
+  if (ragged) {
+    const size_t m = size_t(max_tokens);
+    // Zeros first: a padding row's hidden state and weights are never read (its ids are -1), but
+    // nothing unset should travel.
+    const std::vector<uint8_t> zeros(m * std::max(h * 2, w * 4), 0);
+    send_hidden_ = Buffer(dev, m * h * 2);
+    send_hidden_.upload(zeros.data(), m * h * 2);
+    send_ids_ = Buffer(dev, m * w * 4);
+    send_weights_ = Buffer(dev, m * w * 4);
+    send_weights_.upload(zeros.data(), m * w * 4);
+    recv_ = Buffer(dev, m * h * 2);
+  }
 }
 
 void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
@@ -92,7 +105,8 @@ void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
   MOE_CHECK(tokens <= max_tokens_, MOE_STATUS_CAPACITY_EXCEEDED,
             "the device step takes up to {} tokens a rank (its buffers' capacity), not {}",
             max_tokens_, tokens);
-  if (tokens == 0) return;  // nothing moves (every rank steps the same T)
+  // Nothing moves when every rank steps the same T; a ragged step still joins the exchanges.
+  if (tokens == 0 && (!ragged_ || group_ == nullptr)) return;
   const int64_t h = problem_.hidden;
   // The collectives move whole rows: every tensor contiguous, of its dtype and shape.
   sdk::check_tensor(hidden, "hidden", MOE_DTYPE_BF16, {tokens, h});
@@ -112,27 +126,41 @@ void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
     add_shared(hidden, output, stream);
     return;
   }
-  const int64_t all = world_ * tokens;
-  group_->all_gather_on(hidden.data, hidden_.data(), size_t(tokens * h * 2), stream,
+  // Rows a rank sends: its T, or (ragged) max_tokens, its T rows then padding (ids -1).
+  const int64_t rows = ragged_ ? max_tokens_ : tokens;
+  const void *send_hidden = hidden.data, *send_ids = topk_ids.data,
+             *send_weights = topk_weights.data;
+  if (ragged_) {
+    const size_t id_bytes = size_t(tokens * width_ * 4);
+    copy_in_stream(on_device_, send_hidden_.data(), hidden.data, size_t(tokens * h * 2), stream);
+    copy_in_stream(on_device_, send_ids_.data(), topk_ids.data, id_bytes, stream);
+    clear_id_columns(on_device_, static_cast<int32_t*>(send_ids_.data()) + tokens * width_,
+                     rows - tokens, width_, 0, width_, stream);
+    copy_in_stream(on_device_, send_weights_.data(), topk_weights.data, id_bytes, stream);
+    send_hidden = send_hidden_.data(), send_ids = send_ids_.data();
+    send_weights = send_weights_.data();
+  }
+  const int64_t all = world_ * rows;
+  group_->all_gather_on(send_hidden, hidden_.data(), size_t(rows * h * 2), stream,
                         "token all-gather");
-  group_->all_gather_on(topk_ids.data, ids_.data(), size_t(tokens * width_ * 4), stream,
-                        "id all-gather");
-  group_->all_gather_on(topk_weights.data, weights_.data(), size_t(tokens * width_ * 4), stream,
+  group_->all_gather_on(send_ids, ids_.data(), size_t(rows * width_ * 4), stream, "id all-gather");
+  group_->all_gather_on(send_weights, weights_.data(), size_t(rows * width_ * 4), stream,
                         "weight all-gather");
   const int64_t k = problem_.top_k, sinks = problem_.sink_experts;
-  clear_id_columns(ids_on_device_, static_cast<int32_t*>(ids_.data()), all, width_, k, sinks,
-                   stream);
+  clear_id_columns(on_device_, static_cast<int32_t*>(ids_.data()), all, width_, k, sinks, stream);
   a.hidden = make_view(hidden_.data(), MOE_DTYPE_BF16, {all, h});
   a.topk_ids = make_view(ids_.data(), MOE_DTYPE_I32, {all, width_});
   a.topk_weights = make_view(weights_.data(), MOE_DTYPE_F32, {all, width_});
   a.output = make_view(out_.data(), MOE_DTYPE_BF16, {all, h});
   layer_.run(a);
-  group_->reduce_scatter_bf16_on(out_.data(), output.data, size_t(tokens * h), stream,
-                                 "result reduce-scatter");
-  if (sinks > 0) {  // the home pass: this rank's tokens, sink columns only, added into the output
-    copy_in_stream(ids_on_device_, home_ids_.data(), topk_ids.data, size_t(tokens * width_ * 4),
+  group_->reduce_scatter_bf16_on(out_.data(), ragged_ ? recv_.data() : output.data,
+                                 size_t(rows * h), stream, "result reduce-scatter");
+  if (ragged_)
+    copy_in_stream(on_device_, output.data, recv_.data(), size_t(tokens * h * 2), stream);
+  if (sinks > 0 && tokens > 0) {  // the home pass: this rank's tokens, sink columns, added in
+    copy_in_stream(on_device_, home_ids_.data(), topk_ids.data, size_t(tokens * width_ * 4),
                    stream);
-    clear_id_columns(ids_on_device_, static_cast<int32_t*>(home_ids_.data()), tokens, width_, 0, k,
+    clear_id_columns(on_device_, static_cast<int32_t*>(home_ids_.data()), tokens, width_, 0, k,
                      stream);
     a.hidden = hidden;
     a.topk_ids = make_view(home_ids_.data(), MOE_DTYPE_I32, {tokens, width_});

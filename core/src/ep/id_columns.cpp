@@ -64,7 +64,7 @@ void copy_in_stream(bool on_device, void* dst, const void* src, size_t bytes, vo
     check(*d,
           d->memcpy_dtod_async(reinterpret_cast<uint64_t>(dst), reinterpret_cast<uint64_t>(src),
                                bytes, stream),
-          "cuMemcpyDtoDAsync (ids)");
+          "cuMemcpyDtoDAsync (expert-parallel step)");
     return;
   }
   std::memcpy(dst, src, bytes);

@@ -1,9 +1,10 @@
-// Stream-ordered edits of a step's top-k id matrices in a plugin's memory, for ep::DeviceStep's
-// sink experts: device memory through the CUDA driver (a CUDA graph captures them as memset and
-// copy nodes), host memory (host plugins, and test fixtures whose "device" memory is the host's)
-// at once on the host. What a pointer is comes from cuPointerGetAttributes, which needs the
-// device's context current on the calling thread (the plugin's own calls make it so, as for
-// ep::StepGraph); without a driver every pointer is host memory.
+// Stream-ordered edits of a step's top-k id matrices and copies in a plugin's memory, for
+// ep::DeviceStep's sink experts and ragged padding: device memory through the CUDA driver (a CUDA
+// graph captures them as memset and copy nodes), host memory (host plugins, and test fixtures whose
+// "device" memory is the host's) at once on the host. What a pointer is comes from
+// cuPointerGetAttributes, which needs the device's context current on the calling thread (the
+// plugin's own calls make it so, as for ep::StepGraph); without a driver every pointer is host
+// memory.
 #pragma once
 
 #include <cstddef>

@@ -32,14 +32,15 @@ extern "C" {
 
 #define MOE_HOST_VERSION_MAJOR 1
 #define MOE_HOST_VERSION_MINOR                                        \
-  5 /* 1.1: moe_host_problem_parse, moe_host_problem_format;          \
+  6 /* 1.1: moe_host_problem_parse, moe_host_problem_format;          \
       1.2: moe_host_layer_prepare_checkpoint, the router fields of    \
       moe_host_layer_info;                                            \
       1.3: weights in device memory (moe_host_prepare_args.weights_*  \
       fields), expert parallelism over the caller's NCCL communicator \
       (moe_host_ep_*);                                                \
       1.4: the decode rule in moe_host_plugin_info (ABI 1.3);         \
-      1.5: the device EP step (moe_host_ep_device_step_*) */
+      1.5: the device EP step (moe_host_ep_device_step_*);            \
+      1.6: ragged device EP steps (moe_host_ep_device_step_args.ragged) */
 
 #if defined(_WIN32)
 #define MOE_HOST_EXPORT __declspec(dllexport)
@@ -414,7 +415,7 @@ MOE_HOST_EXPORT moe_status moe_host_ep_step(moe_host_ep_group* group /* NULL: on
  * prepare then runs on the rank's own tokens and is added into the output, and so do sink
  * experts (a home pass with the routed ids cleared on the device), for a plugin that declares
  * MOE_RUN_FEATURE_ACCUMULATE (ABI 1.4; others: UNSUPPORTED). Every rank runs the same batch size
- * (pad with ids -1). */
+ * (pad with ids -1), unless the step is ragged (since 1.6). */
 typedef struct moe_host_ep_device_step moe_host_ep_device_step;
 
 typedef struct moe_host_ep_device_step_args {
@@ -422,6 +423,10 @@ typedef struct moe_host_ep_device_step_args {
   const moe_extension* ext;
   const moe_host_layer* layer; /* borrowed for the step's life: this rank's experts */
   int64_t max_tokens;          /* the most tokens a rank steps; buffers are made for it (>= 1) */
+  /* Since 1.6 (0 where the caller's struct ends before it): 1 = the ranks may step different
+   * batch sizes, 0 included; the step pads each rank's rows to max_tokens on the device, so the
+   * exchanges move max_tokens rows a rank. Every rank of the group makes its step alike. */
+  int32_t ragged;
 } moe_host_ep_device_step_args;
 
 #define MOE_HOST_EP_DEVICE_STEP_ARGS_MIN_SIZE \
@@ -449,8 +454,8 @@ typedef struct moe_host_ep_device_run_args {
   (offsetof(moe_host_ep_device_run_args, stream) + sizeof(void*))
 
 /* Enqueues one step and returns: the output is ready when `stream` is (moe_host_layer_sync). A
- * collective: every rank runs its step in the same order with the same T; T past max_tokens is
- * CAPACITY_EXCEEDED naming both. */
+ * collective: every rank runs its step in the same order, with the same T unless the step is
+ * ragged; T past max_tokens is CAPACITY_EXCEEDED naming both. */
 MOE_HOST_EXPORT moe_status moe_host_ep_device_step_run(const moe_host_ep_device_step* step,
                                                        const moe_host_ep_device_run_args* args);
 
