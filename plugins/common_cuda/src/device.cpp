@@ -38,14 +38,17 @@ namespace {
 std::atomic<int> dependent_launch{-1};  // -1: not decided yet
 }  // namespace
 
-// On unless MOE_PDL says 0, off or false, on a device of compute capability 9.0 or above (the
-// first launch's device decides; PDL is an sm90 feature).
+bool dependent_launch_allowed(const char* moe_pdl) {
+  const std::string_view value = moe_pdl != nullptr ? moe_pdl : "";
+  return !(value == "0" || value == "off" || value == "false");
+}
+
+// On where MOE_PDL allows it, on a device of compute capability 9.0 or above (the first launch's
+// device decides; PDL is an sm90 feature).
 bool dependent_launch_enabled() {
   int on = dependent_launch.load(std::memory_order_relaxed);
   if (on < 0) {
-    const char* v = std::getenv("MOE_PDL");
-    const std::string_view value = v != nullptr ? v : "";
-    const bool refused = value == "0" || value == "off" || value == "false";
+    const bool refused = !dependent_launch_allowed(std::getenv("MOE_PDL"));
     int device = 0, major = 0;
     const bool sm90 =
         cudaGetDevice(&device) == cudaSuccess &&

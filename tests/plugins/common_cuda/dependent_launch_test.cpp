@@ -36,6 +36,18 @@ TEST(DependentLaunchSwitch, FollowsSetDependentLaunch) {
   EXPECT_FALSE(dependent_launch_enabled());
 }
 
+// MOE_PDL turns dependent launches off with 0, off or false; unset or anything else leaves them on
+// (where the device is sm90).
+TEST(DependentLaunchSwitch, MoePdlTurnsThemOffWithZeroOffOrFalse) {
+  EXPECT_TRUE(dependent_launch_allowed(nullptr));
+  EXPECT_TRUE(dependent_launch_allowed(""));
+  EXPECT_TRUE(dependent_launch_allowed("1"));
+  EXPECT_TRUE(dependent_launch_allowed("on"));
+  EXPECT_FALSE(dependent_launch_allowed("0"));
+  EXPECT_FALSE(dependent_launch_allowed("off"));
+  EXPECT_FALSE(dependent_launch_allowed("false"));
+}
+
 class DependentLaunchTest : public test::CudaTest {};
 
 TEST_F(DependentLaunchTest, AChainGivesTheSameBitsWithAndWithoutPdl) {

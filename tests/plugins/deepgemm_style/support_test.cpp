@@ -124,6 +124,15 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
                            "up to 176 rows an expert and at most 4096 rows in all"),
             std::string::npos)
       << auto_rule;
+  EXPECT_NE(auto_rule.find("GEMM2 on 128-row tiles that would leave half of the SMs idle splits "
+                           "K over CTA pairs"),
+            std::string::npos)
+      << auto_rule;
+  const std::string split =
+      describe(fp8_problem(), parse_options({{"gemm_tiles", "tokens_ffma_split"}}));
+  EXPECT_NE(split.find("token tiles 128x128 split in K over a CTA pair, own kernel"),
+            std::string::npos)
+      << split;
   const std::string forced = describe(fp8_problem(), parse_options({{"layout", "contiguous"}}));
   EXPECT_NE(forced.find("contiguous at every batch size"), std::string::npos) << forced;
   EXPECT_EQ(forced.find("sink"), std::string::npos) << forced;

@@ -9,5 +9,7 @@ namespace moe::gpu {
 
 bool dependent_launch_enabled();
 void set_dependent_launch(bool on);
+// Whether a value of MOE_PDL (null: unset) leaves dependent launches on: all but 0, off, false.
+bool dependent_launch_allowed(const char* moe_pdl);
 
 }  // namespace moe::gpu
