@@ -272,20 +272,14 @@ constexpr uint64_t kHint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
 
 // A float into the shared memory of CTA `peer` of the cluster, at the address `local` has here.
 __device__ __forceinline__ void store_to_peer(float* local, uint32_t peer, float v) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-               : "=r"(remote)
-               : "r"(cute::cast_smem_ptr_to_uint(local)), "r"(peer));
+  const uint32_t remote = cute::set_block_rank(cute::cast_smem_ptr_to_uint(local), peer);
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
 }
 
 // Four floats into the shared memory of CTA `peer` of the cluster, at the address `local` has
 // here (16-byte aligned).
 __device__ __forceinline__ void store4_to_peer(float* local, uint32_t peer, float4 v) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-               : "=r"(remote)
-               : "r"(cute::cast_smem_ptr_to_uint(local)), "r"(peer));
+  const uint32_t remote = cute::set_block_rank(cute::cast_smem_ptr_to_uint(local), peer);
   asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(remote), "f"(v.x),
                "f"(v.y), "f"(v.z), "f"(v.w)
                : "memory");
