@@ -67,6 +67,7 @@ constexpr TilesOption kTilesOptions[] = {
     {"tokens_ffma", Fp8Tiles::kTokensFfma},
     {"tokens_ffma192", Fp8Tiles::kTokensFfma192},
     {"tokens_ffma_split", Fp8Tiles::kTokensFfmaSplitK},
+    {"weights_ffma", Fp8Tiles::kWeightsFfma},
     {"weights", Fp8Tiles::kWeights},
 };
 
@@ -86,6 +87,10 @@ constexpr int64_t kOwnMaxTotal = 4096;  // the layer's rows in all
 constexpr int64_t kFuseNarrowMinHidden = 4096;
 constexpr int64_t kFuseNarrowMinRows = 32;
 constexpr int64_t kWeightTilesRows = 32;  // CUTLASS's weight tiles below this many rows a group
+// The own kernel with its operands swapped: up to this many rows a group on average, and with no
+// group past one 16-token block (the shared expert's).
+constexpr int64_t kSwapMaxRows = 8;
+constexpr int64_t kSwapBlockRows = 16;
 
 }  // namespace
 
@@ -155,8 +160,16 @@ ExpectedRows expected_rows(const moe_problem& p, int64_t tokens) {
 // weight tiles below 16 rows an expert: Qwen3-30B-A3B T=1/8/64 0.84/0.90/0.97x, Mixtral T=8
 // 0.95x, DeepSeek-V3 T=1 0.94x (fused epilogue), but Mixtral T=1 1.03x (two experts' 64 GEMM2
 // tiles either way). So the own kernel now runs from the first row.
+// Session 33 (graph replays, same run): the own kernel with its operands swapped (128x16 weight
+// tiles) against the 128-row token tiles: Qwen3-30B-A3B T=1/8/64 0.94/0.98/0.96x, Mixtral T=1/8
+// 0.87/0.98x, DeepSeek-V3 T=1/8 0.94/0.97x, but Mixtral T=64 (16 rows an expert: two 16-token
+// blocks for most) 1.20x. So it runs up to 8 rows an expert, where a group's rows fill one block
+// as routing spreads them, and while the shared expert's T rows (every token) fit one block.
 Fp8Tiles auto_fp8_tiles(const moe_problem& p, int64_t tokens) {
   const auto [groups, rows, per_group] = expected_rows(p, tokens);
+  const int64_t largest = p.shared_intermediate > 0 ? std::max(per_group, tokens) : per_group;
+  if (p.sink_experts == 0 && per_group <= kSwapMaxRows && largest <= kSwapBlockRows)
+    return Fp8Tiles::kWeightsFfma;
   if (p.sink_experts == 0 && rows <= kOwnMaxTotal && per_group <= kOwnMaxRows)
     return per_group > kOwnWideRows ? Fp8Tiles::kTokensFfma192 : Fp8Tiles::kTokensFfma;
   return rows < kWeightTilesRows * groups ? Fp8Tiles::kWeights : Fp8Tiles::kTokens;
@@ -182,15 +195,18 @@ namespace {
 std::string epilogue_rule(const moe_problem& p, const LayerOptions& o) {
   const char* where = "; the activation and its re-quantisation in GEMM1's epilogue";
   if (o.fused_gemm1)
-    return *o.fused_gemm1
-               ? fmt::format("{} wherever the own kernel runs GEMM1 (option gemm1_epilogue)", where)
-               : std::string(
-                     "; the activation and its re-quantisation in a kernel of their own "
-                     "(option gemm1_epilogue)");
+    return *o.fused_gemm1 ? fmt::format(
+                                "{} wherever the own kernel's token tiles run GEMM1 (option "
+                                "gemm1_epilogue)",
+                                where)
+                          : std::string(
+                                "; the activation and its re-quantisation in a kernel of their own "
+                                "(option gemm1_epilogue)");
   if (p.activation == MOE_ACTIVATION_RELU2 || p.sink_experts > 0) return "";
   if (p.hidden >= kFuseNarrowMinHidden)
     return fmt::format(
-        "{} wherever the own kernel runs GEMM1 with {} or more rows an expert (hidden >= {}), "
+        "{} wherever the own kernel's token tiles run GEMM1 with {} or more rows an expert "
+        "(hidden >= {}), "
         "else in a kernel of their own",
         where, kFuseNarrowMinRows, kFuseNarrowMinHidden);
   return fmt::format(
@@ -218,11 +234,15 @@ std::string describe(const moe_problem& p, const LayerOptions& o) {
           ? fmt::format("CUTLASS's (swap-AB weight tiles under {} rows an expert; the own kernel "
                         "would run the sinks' groups too)",
                         kWeightTilesRows)
-          : fmt::format("the own kernel (128-row tiles, 192 past {} rows an expert) for up to {} "
-                        "rows an expert and at most {} rows in all, else CUTLASS's (swap-AB "
-                        "weight tiles under {} rows an expert); GEMM2 on 128-row tiles that would "
-                        "leave half of the SMs idle splits K over CTA pairs",
-                        kOwnWideRows, kOwnMaxRows, kOwnMaxTotal, kWeightTilesRows),
+          : fmt::format(
+                "the own kernel with its operands swapped (128x16 weight tiles) up to "
+                "{} rows an expert (and at most {} in any group, the shared expert's "
+                "included), its token tiles (128 rows, 192 past {} rows an expert) for up to {} "
+                "rows an expert and at most {} rows in all, else CUTLASS's (swap-AB "
+                "weight tiles under {} rows an expert); GEMM2 on 128-row tiles that would "
+                "leave half of the SMs idle splits K over CTA pairs",
+                kSwapMaxRows, kSwapBlockRows, kOwnWideRows, kOwnMaxRows, kOwnMaxTotal,
+                kWeightTilesRows),
       p.sink_experts > 0
           ? fmt::format("; {} sink experts (I={}) in bf16 on every token by cuBLAS, silu_mul, "
                         "their results put in their slots' rows",
@@ -237,14 +257,13 @@ void check_options(const moe_problem& p, const LayerOptions& o) {
             "deepgemm_style: gemm_tiles '{}' takes no sink experts (its kernel runs every group "
             "of the permutation); use auto, tokens or weights",
             tiles_option_name(*o.tiles));
-  MOE_CHECK(
-      !o.fused_gemm1.value_or(false) ||
-          (p.activation != MOE_ACTIVATION_RELU2 && p.sink_experts == 0 &&
-           (!o.tiles || (is_own_kernel(*o.tiles) && *o.tiles != Fp8Tiles::kTokensFfmaSplitK))),
-      MOE_STATUS_CONFIG_ERROR,
-      "deepgemm_style: gemm1_epilogue 'fused' needs a gated activation (not relu2), no sink "
-      "experts, and gemm_tiles auto, tokens_ffma or tokens_ffma192 (only the own kernel "
-      "fuses it, with a tile's whole K in one CTA)");
+  MOE_CHECK(!o.fused_gemm1.value_or(false) ||
+                (p.activation != MOE_ACTIVATION_RELU2 && p.sink_experts == 0 &&
+                 (!o.tiles || can_fuse_gemm1(*o.tiles))),
+            MOE_STATUS_CONFIG_ERROR,
+            "deepgemm_style: gemm1_epilogue 'fused' needs a gated activation (not relu2), no sink "
+            "experts, and gemm_tiles auto, tokens_ffma or tokens_ffma192 (only the own kernel "
+            "fuses it, with a tile's whole K in one CTA)");
   MOE_CHECK(!o.tiles || *o.tiles != Fp8Tiles::kTokensFfmaSplitK ||
                 (p.hidden >= 2 * kBlock && p.intermediate >= 2 * kBlock),
             MOE_STATUS_CONFIG_ERROR,
@@ -261,7 +280,7 @@ void check_options(const moe_problem& p, const LayerOptions& o) {
 // exchange is long next to a main loop. So `auto` fuses on 192-row tiles, and on 128-row tiles
 // from hidden 4096.
 bool fuses_gemm1(const moe_problem& p, const LayerOptions& o, Fp8Tiles tiles, int64_t tokens) {
-  if (!is_own_kernel(tiles) || tiles == Fp8Tiles::kTokensFfmaSplitK) return false;
+  if (!can_fuse_gemm1(tiles)) return false;
   if (o.fused_gemm1) return *o.fused_gemm1;
   const bool narrow_pays =
       p.hidden >= kFuseNarrowMinHidden && expected_rows(p, tokens).per_group >= kFuseNarrowMinRows;

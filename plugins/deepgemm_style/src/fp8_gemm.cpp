@@ -43,14 +43,16 @@ void run_ffma(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
   call.w_scale_stack = a.w_scale_stack;
   call.out = a.out;
   call.f32_out = a.f32_out;
-  call.block_m = tiles == Fp8Tiles::kTokensFfma192 ? 192 : 128;
+  const bool swapped = tiles == Fp8Tiles::kWeightsFfma;
+  call.block_m = tiles == Fp8Tiles::kTokensFfma192 ? 192 : swapped ? 16 : 128;
   call.split_k = tiles == Fp8Tiles::kTokensFfmaSplitK;
   MOE_CHECK(!call.split_k || a.k >= 256, MOE_STATUS_UNSUPPORTED,
             "fp8 block GEMM ({}): split K needs K of two 128-wide blocks or more (K={})",
             fp8_tiles_name(tiles), a.k);
   if (const Fp8FusedGemm1* f = a.fused) {
-    MOE_CHECK(!call.split_k, MOE_STATUS_UNSUPPORTED,
-              "fp8 block GEMM ({}): a fused GEMM1 needs a tile's whole K in one CTA, not split",
+    MOE_CHECK(can_fuse_gemm1(tiles), MOE_STATUS_UNSUPPORTED,
+              "fp8 block GEMM ({}): a fused GEMM1 needs the own kernel's token tiles with a "
+              "tile's whole K in one CTA",
               fp8_tiles_name(tiles));
     MOE_CHECK(f->activation == MOE_ACTIVATION_SILU_MUL ||
                   f->activation == MOE_ACTIVATION_SILU_MUL_CLAMP ||
@@ -79,10 +81,12 @@ void run_ffma(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
             "sm_count x 2 x tiles x {} words ({} x 2 x {} x {} > {})",
             fp8_tiles_name(tiles), Fp8Timeline::kWords, a.sm_count, a.timeline.tiles,
             Fp8Timeline::kWords, a.timeline.words);
+  MOE_CHECK(!swapped || a.timeline.records == nullptr, MOE_STATUS_UNSUPPORTED,
+            "fp8 block GEMM ({}): keeps no timeline", fp8_tiles_name(tiles));
   call.timeline = a.timeline;
   call.sm_count = a.sm_count;
   call.stream = stream;
-  const detail::LaunchResult r = detail::launch_ffma(call);
+  const detail::LaunchResult r = swapped ? detail::launch_swapab(call) : detail::launch_ffma(call);
   MOE_CHECK(r.stage == nullptr, MOE_STATUS_DEVICE_ERROR,
             "fp8 block GEMM ({}, {} out, n={}, k={}) {}: {}", fp8_tiles_name(tiles),
             a.f32_out ? "f32" : "bf16", a.n, a.k, r.stage ? r.stage : "",
@@ -98,6 +102,8 @@ const char* fp8_tiles_name(Fp8Tiles t) {
     return "token tiles 192x128, own kernel (FFMA promotion, 64-row thirds)";
   if (t == Fp8Tiles::kTokensFfmaSplitK)
     return "token tiles 128x128 split in K over a CTA pair, own kernel (FFMA promotion)";
+  if (t == Fp8Tiles::kWeightsFfma)
+    return "weight tiles 128x16 (operands swapped), own kernel (FFMA promotion)";
   return gpu::fp8_block_tiles_name(cutlass_tiles(t));
 }
 
@@ -106,8 +112,9 @@ size_t fp8_gemm_workspace_bytes(int groups, int sm_count) {
 }
 
 void run_fp8_grouped_gemm(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
-  MOE_CHECK(a.fused == nullptr || is_own_kernel(tiles), MOE_STATUS_UNSUPPORTED,
-            "fp8 block GEMM ({}): only the own kernel fuses GEMM1's activation",
+  MOE_CHECK(a.fused == nullptr || can_fuse_gemm1(tiles), MOE_STATUS_UNSUPPORTED,
+            "fp8 block GEMM ({}): only the own kernel's whole-K token tiles fuse GEMM1's "
+            "activation",
             fp8_tiles_name(tiles));
   if (is_own_kernel(tiles)) {
     run_ffma(tiles, a, stream);

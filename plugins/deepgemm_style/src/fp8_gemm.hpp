@@ -21,12 +21,18 @@ enum class Fp8Tiles {
   kTokensFfma192,     // own kernel: 192 tokens x 128 features, 128 + a few rows in one tile
   kTokensFfmaSplitK,  // own kernel: 128x128 tiles, K split over a CTA pair (few tiles in all)
   kTokensPaired,      // kTokens in CTA pairs sharing the row tile by multicast (N/128 even)
+  kWeightsFfma,       // own kernel, operands swapped: 128 features x 16 tokens (decode)
 };
 
 // Whether the tiling is the plugin's own kernel (stacked weights, no skipped groups).
 inline bool is_own_kernel(Fp8Tiles t) {
   return t == Fp8Tiles::kTokensFfma || t == Fp8Tiles::kTokensFfma192 ||
-         t == Fp8Tiles::kTokensFfmaSplitK;
+         t == Fp8Tiles::kTokensFfmaSplitK || t == Fp8Tiles::kWeightsFfma;
+}
+// Whether the tiling can run GEMM1 with its activation fused (the own kernel's whole-K token
+// tiles).
+inline bool can_fuse_gemm1(Fp8Tiles t) {
+  return t == Fp8Tiles::kTokensFfma || t == Fp8Tiles::kTokensFfma192;
 }
 
 const char* fp8_tiles_name(Fp8Tiles t);

@@ -9,6 +9,7 @@
 
 #include "../kernels/sm90_fp8_grouped_gemm_ffma.cuh"
 #include "fp8_gemm_launch.hpp"
+#include "fp8_gemm_params.cuh"
 #include "kernels/persistent_launch.cuh"
 #include "moe_cuda/tensor_map.hpp"
 
@@ -35,16 +36,7 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
       !encode(&p.weights_map, c.weight_stack, int64_t(c.groups) * c.n, c.k,
               kFused ? kBlockN / 2 : kBlockN))
     return {"tensor map", "cuTensorMapEncodeTiled failed (or the driver lacks it)"};
-  p.groups = c.groups;
-  p.n = c.n;
-  p.k = c.k;
-  p.offsets = c.offsets;
-  p.counts = c.counts;
-  p.max_m = c.max_m;
-  p.row_scales = c.row_scales;
-  p.scale_ld = c.scale_ld;
-  p.w_scales = c.w_scale_stack;
-  p.out = c.out;
+  set_operands(p, c);
   static_assert(kernels::ffma::kTimelineWords == Fp8Timeline::kWords, "timeline record");
   p.timeline = c.timeline.records;
   p.timeline_tiles = c.timeline.tiles;

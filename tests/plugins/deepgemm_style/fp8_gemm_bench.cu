@@ -246,14 +246,16 @@ void bench(const GemmShape& s, bool routed, const Options& o, int sm_count) {
     bool fused;
   };
   std::vector<Variant> variants;
-  for (Fp8Tiles t : {Fp8Tiles::kTokens, Fp8Tiles::kTokensPaired, Fp8Tiles::kTokensFfma,
-                     Fp8Tiles::kTokensFfma192, Fp8Tiles::kTokensFfmaSplitK, Fp8Tiles::kWeights}) {
+  for (Fp8Tiles t :
+       {Fp8Tiles::kTokens, Fp8Tiles::kTokensPaired, Fp8Tiles::kTokensFfma, Fp8Tiles::kTokensFfma192,
+        Fp8Tiles::kTokensFfmaSplitK, Fp8Tiles::kWeights, Fp8Tiles::kWeightsFfma}) {
     const bool own = is_own_kernel(t);
     if (o.own_only && !own) continue;
-    if (t == Fp8Tiles::kWeights && s.m > 256) continue;  // a decode tiling
+    // Decode tilings.
+    if ((t == Fp8Tiles::kWeights || t == Fp8Tiles::kWeightsFfma) && s.m > 256) continue;
     variants.push_back({t, false});
-    // Split K fuses nothing (a fused epilogue needs a tile's whole K).
-    if (own && codes != nullptr && t != Fp8Tiles::kTokensFfmaSplitK) variants.push_back({t, true});
+    // Split K and swapped operands fuse nothing (a fused epilogue needs a token tile's whole K).
+    if (codes != nullptr && can_fuse_gemm1(t)) variants.push_back({t, true});
   }
   for (const Variant& v : variants) {
     const Fp8Tiles tiles = v.tiles;

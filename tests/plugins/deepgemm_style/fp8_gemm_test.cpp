@@ -34,6 +34,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
                      : t == Fp8Tiles::kTokensFfma192    ? "OwnTokenTiles192"
                      : t == Fp8Tiles::kTokensFfmaSplitK ? "OwnSplitKTokenTiles"
                      : t == Fp8Tiles::kTokensPaired     ? "PairedTokenTiles"
+                     : t == Fp8Tiles::kWeightsFfma      ? "OwnWeightTiles"
                                                         : "WeightTiles") +
          (info.param.masked ? "Masked" : "Contiguous") + (info.param.f32_out ? "F32" : "Bf16") +
          "K" + std::to_string(info.param.k) + (info.param.code_stddev > 10 ? "FullRange" : "") +
@@ -198,7 +199,12 @@ INSTANTIATE_TEST_SUITE_P(
         Case{Fp8Tiles::kTokensPaired, false, false}, Case{Fp8Tiles::kTokensPaired, true, true},
         Case{Fp8Tiles::kTokensPaired, false, true, 7168},
         Case{Fp8Tiles::kTokensPaired, true, false, 2048, 110.0f},
-        Case{Fp8Tiles::kTokensPaired, false, true, 384, 2.0f, 384}),  // unpaired: odd N tiles
+        Case{Fp8Tiles::kTokensPaired, false, true, 384, 2.0f, 384},  // unpaired: odd N tiles
+        // Operands swapped: 16-token blocks (131 rows: 9 blocks, the last of 3; 197: 13, of 5).
+        Case{Fp8Tiles::kWeightsFfma, true, false}, Case{Fp8Tiles::kWeightsFfma, false, true},
+        Case{Fp8Tiles::kWeightsFfma, true, true, 7168},
+        Case{Fp8Tiles::kWeightsFfma, false, false, 2048, 110.0f},
+        Case{Fp8Tiles::kWeightsFfma, true, false, 384, 2.0f, 384}),
     case_name);
 
 // Arguments of one empty group that pass the host checks, pointing at host memory: for the
@@ -290,17 +296,35 @@ TEST(Fp8GemmArgs, FusedGemm1RefusesWhatItCannotFuse) {
       EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
     }
   };
-  expect(Fp8Tiles::kTokens, MOE_STATUS_UNSUPPORTED, "only the own kernel fuses GEMM1's activation");
+  expect(Fp8Tiles::kTokens, MOE_STATUS_UNSUPPORTED,
+         "only the own kernel's whole-K token tiles fuse GEMM1's activation");
+  expect(Fp8Tiles::kWeightsFfma, MOE_STATUS_UNSUPPORTED,
+         "only the own kernel's whole-K token tiles fuse GEMM1's activation");
   fused.activation = MOE_ACTIVATION_RELU2;
   expect(Fp8Tiles::kTokensFfma, MOE_STATUS_UNSUPPORTED, "takes a gated activation, not 4");
   fused.activation = MOE_ACTIVATION_SILU_MUL;
-  expect(Fp8Tiles::kTokensFfmaSplitK, MOE_STATUS_UNSUPPORTED, "whole K in one CTA, not split");
+  expect(Fp8Tiles::kTokensFfmaSplitK, MOE_STATUS_UNSUPPORTED,
+         "only the own kernel's whole-K token tiles fuse GEMM1's activation");
   fused.scale_ld = 8;
   expect(Fp8Tiles::kTokensFfma192, MOE_STATUS_INVALID_ARGUMENT,
          "scales of a row stride of at least the rows' (8 < 16)");
   fused.scale_ld = 16;
   args.n = 384;
   expect(Fp8Tiles::kTokensFfma, MOE_STATUS_INVALID_ARGUMENT, "N = 2I with I % 128 == 0 (N=384)");
+}
+
+// The swapped-operand kernel keeps no timeline.
+TEST(Fp8GemmArgs, TheSwappedOperandKernelKeepsNoTimeline) {
+  Fp8GemmArgs args = host_args(512, 256);
+  static unsigned long long records[132 * 2 * Fp8Timeline::kWords];
+  args.timeline = Fp8Timeline{records, 1, sizeof(records) / sizeof(records[0])};
+  try {
+    run_fp8_grouped_gemm(Fp8Tiles::kWeightsFfma, args, nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const moe::Error& e) {
+    EXPECT_EQ(e.status(), MOE_STATUS_UNSUPPORTED) << e.what();
+    EXPECT_NE(std::string(e.what()).find("keeps no timeline"), std::string::npos) << e.what();
+  }
 }
 
 // A timeline (moe_deepgemm_gemm_bench --timeline) needs room for a tile a consumer of every CTA.

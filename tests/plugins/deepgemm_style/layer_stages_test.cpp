@@ -46,6 +46,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
           : std::string(c.tiles) == "tokens"         ? "CutlassTokenTiles"
           : std::string(c.tiles) == "weights"        ? "CutlassWeightTiles"
           : std::string(c.tiles) == "tokens_paired"  ? "CutlassPairedTiles"
+          : std::string(c.tiles) == "weights_ffma"   ? "OwnSwappedGemm"
                                                      : "") +
          (c.hidden != 384 ? fmt::format("H{}I{}", c.hidden, c.intermediate) : std::string());
 }
@@ -325,6 +326,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{MOE_ACTIVATION_RELU2, RowLayout::kContiguous, 200, "tokens_ffma", 1024, 1024},
         // H = 1152: GEMM2's 9 N tiles run unpaired (one-CTA clusters) in ping-pong.
         Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens_ffma", 1152, 1024},
+        // The own kernel with its operands swapped (`auto` up to 8 rows an expert, as at T=5
+        // and 33 above): 50 rows an expert (four 16-token blocks), and K = 1024 (the 12-stage
+        // ring wraps in a tile).
+        Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "weights_ffma"},
+        Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "weights_ffma", 1024, 1024},
         // CUTLASS's tilings, which `auto` no longer takes at these sizes (up to 176
         // rows an expert run the own kernel).
         Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens"},

@@ -82,6 +82,8 @@ TEST(DeepGemmOptions, ParsesTheLayoutTilesAndThreshold) {
   EXPECT_EQ(*paired.tiles, Fp8Tiles::kTokensPaired);
   EXPECT_EQ(parse_options({{"gemm_tiles", "tokens_ffma_split"}}).tiles,
             std::optional(Fp8Tiles::kTokensFfmaSplitK));
+  EXPECT_EQ(parse_options({{"gemm_tiles", "weights_ffma"}}).tiles,
+            std::optional(Fp8Tiles::kWeightsFfma));
   EXPECT_EQ(parse_options({{"gemm1_epilogue", "fused"}}).fused_gemm1, std::optional(true));
   EXPECT_EQ(parse_options({{"gemm1_epilogue", "separate"}}).fused_gemm1, std::optional(false));
   EXPECT_FALSE(parse_options({{"gemm1_epilogue", "auto"}}).fused_gemm1.has_value());
@@ -100,7 +102,7 @@ TEST(DeepGemmOptions, RefusesUnknownKeysAndValuesNamingThem) {
       {{{"gemm_tiles", "wide"}}, "gemm_tiles 'wide'"},
       {{{"gemm_tiles", "wide"}},
        "is not one of auto, tokens, tokens_paired, tokens_ffma, tokens_ffma192, "
-       "tokens_ffma_split, weights"},
+       "tokens_ffma_split, weights_ffma, weights"},
       {{{"gemm1_epilogue", "on"}}, "gemm1_epilogue 'on' is not auto, separate or fused"},
       {{{"tile", "auto"}}, "unknown option 'tile'"},
       {{{"tile", "auto"}}, "gemm_tiles, gemm1_epilogue)"},
@@ -120,8 +122,10 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
   const std::string auto_rule = describe(fp8_problem(), parse_options({}));
   EXPECT_NE(auto_rule.find("masked for T <= 64"), std::string::npos) << auto_rule;
   EXPECT_NE(auto_rule.find("contiguous above"), std::string::npos) << auto_rule;
-  EXPECT_NE(auto_rule.find("the own kernel (128-row tiles, 192 past 112 rows an expert) for "
-                           "up to 176 rows an expert and at most 4096 rows in all"),
+  EXPECT_NE(auto_rule.find("the own kernel with its operands swapped (128x16 weight tiles) up "
+                           "to 8 rows an expert (and at most 16 in any group, the shared "
+                           "expert's included), its token tiles (128 rows, 192 past 112 rows an "
+                           "expert) for up to 176 rows an expert and at most 4096 rows in all"),
             std::string::npos)
       << auto_rule;
   EXPECT_NE(auto_rule.find("GEMM2 on 128-row tiles that would leave half of the SMs idle splits "
@@ -152,8 +156,8 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
   moe_problem wide = fp8_problem();
   wide.hidden = 4096;
   const std::string wide_rule = describe(wide, parse_options({}));
-  EXPECT_NE(wide_rule.find("re-quantisation in GEMM1's epilogue wherever the own kernel runs "
-                           "GEMM1 with 32 or more rows an expert (hidden >= 4096)"),
+  EXPECT_NE(wide_rule.find("re-quantisation in GEMM1's epilogue wherever the own kernel's token "
+                           "tiles run GEMM1 with 32 or more rows an expert (hidden >= 4096)"),
             std::string::npos)
       << wide_rule;
   EXPECT_EQ(with_sinks.find("epilogue"), std::string::npos) << with_sinks;
@@ -164,7 +168,7 @@ TEST(DeepGemmDescribe, SaysWhichLayoutEachBatchGetsAndWhy) {
       << separate;
   const std::string fused = describe(fp8_problem(), parse_options({{"gemm1_epilogue", "fused"}}));
   EXPECT_NE(fused.find("the activation and its re-quantisation in GEMM1's epilogue wherever the "
-                       "own kernel runs GEMM1 (option gemm1_epilogue)"),
+                       "own kernel's token tiles run GEMM1 (option gemm1_epilogue)"),
             std::string::npos)
       << fused;
   const std::string own =
@@ -265,13 +269,16 @@ TEST(DeepGemmOptions, AutoTilesFollowTheRowsPerExpertAndInAll) {
     return p;
   };
   const moe_problem deepseek = shape(256, 8), mixtral = shape(8, 2), qwen3 = shape(128, 8);
-  // Up to 112 rows an expert, at most 4096 in all: the own kernel's 128-row tiles, decode too
-  // (0-4 rows an expert).
+  // Up to 8 rows an expert (decode): the own kernel with its operands swapped (session 33).
   for (const int64_t t : {1, 8, 64}) {
-    EXPECT_EQ(auto_fp8_tiles(deepseek, t), Fp8Tiles::kTokensFfma) << t;
-    EXPECT_EQ(auto_fp8_tiles(qwen3, t), Fp8Tiles::kTokensFfma) << t;
-    EXPECT_EQ(auto_fp8_tiles(mixtral, t), Fp8Tiles::kTokensFfma) << t;
+    EXPECT_EQ(auto_fp8_tiles(deepseek, t), Fp8Tiles::kWeightsFfma) << t;
+    EXPECT_EQ(auto_fp8_tiles(qwen3, t), Fp8Tiles::kWeightsFfma) << t;
   }
+  for (const int64_t t : {1, 8, 32}) EXPECT_EQ(auto_fp8_tiles(mixtral, t), Fp8Tiles::kWeightsFfma);
+  EXPECT_EQ(auto_fp8_tiles(qwen3, 128), Fp8Tiles::kWeightsFfma);  // 8 rows an expert
+  EXPECT_EQ(auto_fp8_tiles(qwen3, 144), Fp8Tiles::kTokensFfma);   // 9
+  EXPECT_EQ(auto_fp8_tiles(mixtral, 36), Fp8Tiles::kTokensFfma);  // 9
+  // Then up to 112 rows an expert, at most 4096 in all: its 128-row token tiles.
   EXPECT_EQ(auto_fp8_tiles(mixtral, 64), Fp8Tiles::kTokensFfma);
   EXPECT_EQ(auto_fp8_tiles(deepseek, 512), Fp8Tiles::kTokensFfma);
   EXPECT_EQ(auto_fp8_tiles(qwen3, 512), Fp8Tiles::kTokensFfma);
@@ -307,7 +314,18 @@ TEST(DeepGemmOptions, AutoTilesFollowTheRowsPerExpertAndInAll) {
   ep.ep_size = 8;
   ep.local_experts = 32;
   EXPECT_EQ(auto_fp8_tiles(ep, 512), Fp8Tiles::kTokensFfma);
-  EXPECT_EQ(auto_fp8_tiles(ep, 64), Fp8Tiles::kTokensFfma);
+  EXPECT_EQ(auto_fp8_tiles(ep, 64), Fp8Tiles::kWeightsFfma);
+  // A shared expert's group holds every token: the swapped operands while T fits one 16-token
+  // block (DeepSeek-V3 with its shared expert: T=16, not 17; Mixtral-like: T=16 is 3 rows a
+  // group, T=32 10).
+  moe_problem with_shared = shape(256, 8);
+  with_shared.shared_intermediate = 2048;
+  EXPECT_EQ(auto_fp8_tiles(with_shared, 16), Fp8Tiles::kWeightsFfma);
+  EXPECT_EQ(auto_fp8_tiles(with_shared, 17), Fp8Tiles::kTokensFfma);
+  with_shared = shape(8, 2);
+  with_shared.shared_intermediate = 256;
+  EXPECT_EQ(auto_fp8_tiles(with_shared, 16), Fp8Tiles::kWeightsFfma);
+  EXPECT_EQ(auto_fp8_tiles(with_shared, 32), Fp8Tiles::kTokensFfma);
   // Sink experts keep CUTLASS (the own kernel runs every group of the permutation): 16 rows an
   // expert take its weight tiles, 128 its token tiles.
   moe_problem sinks = shape(256, 8);
