@@ -52,19 +52,27 @@ constexpr int kTokens = 16;  // token rows a tile: wgmma N
 constexpr int kMaxGroups = ffma::kMaxGroups;
 constexpr int kWeightBytes = kBlockN * kBlockK;  // 16 KB
 constexpr int kTokenBytes = kTokens * kBlockK;   // 2 KB
-constexpr int kStages = 12;
 constexpr int kThreads = 3 * 128;
 constexpr int kAccum = 64 * kTokens / 128;  // fp32 values a thread (8)
 constexpr int kFullArrivals = 1 + 32;       // the TMA thread's bytes, the scale warp's copies
 constexpr int kScaleStride = kTokens + 4;   // floats a stage: row scales, the weight scale
+
 // Shared memory: the weight stages, the token stages (each 1024-byte aligned for the swizzle),
-// the full and empty barriers, the stages' scales, the tile prefix.
-constexpr size_t kTokenOffset = size_t(kStages) * kWeightBytes;
-constexpr size_t kBarrierOffset = kTokenOffset + size_t(kStages) * kTokenBytes;
-constexpr size_t kScaleOffset = kBarrierOffset + 2 * kStages * sizeof(uint64_t);
-constexpr size_t kPrefixOffset = kScaleOffset + kStages * kScaleStride * sizeof(float);
-constexpr size_t kSmemBytes = kPrefixOffset + (kMaxGroups + 4) * sizeof(int) + 1024;
-static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+// the barriers (the stages' full and empty, then split K's full and empty per consumer), the
+// stages' scales, the tile prefix, and split K's per consumer 8 x 128 partial sums. kSplit: K
+// split over a CTA pair (below), one stage fewer for the partial sums.
+template <bool kSplit>
+struct Geometry {
+  static constexpr int kStages = kSplit ? 11 : 12;
+  static constexpr size_t kTokenOffset = size_t(kStages) * kWeightBytes;
+  static constexpr size_t kBarrierOffset = kTokenOffset + size_t(kStages) * kTokenBytes;
+  static constexpr size_t kScaleOffset = kBarrierOffset + (2 * kStages + 4) * sizeof(uint64_t);
+  static constexpr size_t kPrefixOffset = kScaleOffset + kStages * kScaleStride * sizeof(float);
+  static constexpr size_t kPartialOffset = kPrefixOffset + (kMaxGroups + 4) * sizeof(int);
+  static constexpr size_t kPartialBytes = kSplit ? 2 * kAccum * 128 * sizeof(float) : 0;
+  static constexpr size_t kSmemBytes = kPartialOffset + kPartialBytes + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+};
 
 template <size_t... I>
 __device__ __forceinline__ void wgmma_64x16x32(uint64_t a, uint64_t b, float* d, bool accumulate,
@@ -76,18 +84,35 @@ __device__ __forceinline__ void wgmma_64x16x32(uint64_t a, uint64_t b, float* d,
 
 // p.rows_map: box 16 rows x 128 K; p.weights_map: box 128 x 128 (launcher,
 // fp8_gemm_swapab_launch.cu).
-template <class Out>
+//
+// kSplit (split K, clusters of two CTAs): both CTAs of a cluster take the same tiles, the first
+// the first half of each tile's K blocks and the second the rest, each loading its own boxes, so
+// a GEMM of fewer tiles than SMs keeps twice the SMs streaming. At the end of a tile the second
+// CTA's consumer writes its partial sums into the first's shared memory (a consumer's slot of 8 x
+// 128 floats), which adds them to its own, first half first, and stores: deterministic. Per
+// consumer a full barrier in the first CTA (the peer's four warps) and an empty one in the second
+// (the first's four warps, once read), as in the token-tile kernel's split K.
+template <class Out, bool kSplit = false>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constant__ Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   gpu::kernels::enter_dependent_grid();  // first: launched after the previous kernel (PDL)
+  using G = Geometry<kSplit>;
+  constexpr int kStages = G::kStages;
+  constexpr size_t kTokenOffset = G::kTokenOffset;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  auto* full = reinterpret_cast<uint64_t*>(smem + kBarrierOffset);
+  auto* full = reinterpret_cast<uint64_t*>(smem + G::kBarrierOffset);
   uint64_t* empty = full + kStages;
-  auto* scales = reinterpret_cast<float*>(smem + kScaleOffset);  // [kStages][kScaleStride]
-  int* prefix = reinterpret_cast<int*>(smem + kPrefixOffset);
+  uint64_t* part_full = empty + kStages;  // split K, per consumer
+  uint64_t* part_empty = part_full + 2;
+  auto* scales = reinterpret_cast<float*>(smem + G::kScaleOffset);  // [kStages][kScaleStride]
+  int* prefix = reinterpret_cast<int*>(smem + G::kPrefixOffset);
+  auto* partial = reinterpret_cast<float*>(smem + G::kPartialOffset);  // [consumer][8][128]
   const int wg = threadIdx.x / 128;
+  const int rank = kSplit ? int(cute::block_rank_in_cluster()) : 0;
+  const int first_unit = kSplit ? int(blockIdx.x) / 2 : int(blockIdx.x);
+  const int unit_step = kSplit ? int(gridDim.x) / 2 : int(gridDim.x);
 
   if (threadIdx.x == 0) {
     cute::prefetch_tma_descriptor(&p.rows_map);
@@ -96,13 +121,22 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       cutlass::arch::ClusterBarrier::init(&full[s], kFullArrivals);
       cutlass::arch::ClusterBarrier::init(&empty[s], 8);  // the consumers' eight warps
     }
+    if constexpr (kSplit)
+      for (int c = 0; c < 2; ++c) {  // the other CTA's four warps of the same consumer
+        cutlass::arch::ClusterBarrier::init(&part_full[c], 4);
+        cutlass::arch::ClusterBarrier::init(&part_empty[c], 4);
+      }
     cutlass::arch::fence_barrier_init();
   }
   // Ends with __syncthreads: the barriers are visible too.
   gpu::kernels::build_tile_prefix(
       p.groups, kTokens, [&](int g) { return ffma::group_rows(p, g).count; }, prefix);
+  if constexpr (kSplit) cute::cluster_sync();  // the peer's barriers exist
 
   const int n_tiles = p.n / kBlockN, k_blocks = p.k / kBlockK;
+  // This CTA's K blocks of every tile (split K: the pair's halves; the launcher ensures two).
+  const int kb_begin = kSplit && rank == 1 ? k_blocks / 2 : 0;
+  const int kb_end = kSplit && rank == 0 ? k_blocks / 2 : k_blocks;
   const int units = prefix[p.groups] * n_tiles;
   // Unit u: its tile, the first row of its 16-row block and the group's rows from there (>= 1).
   struct Unit {
@@ -122,10 +156,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
       const int lane = threadIdx.x % 32;
       int stage = 0;
       uint32_t phase = 0;
-      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+      for (int u = first_unit; u < units; u += unit_step) {
         const auto [tile, row0, rows_here] = unit_at(u);
         const float* sw = p.w_scales + int64_t(tile.group) * k_blocks * n_tiles + tile.block_n;
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
           cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
           float* dst = scales + stage * kScaleStride;
           if (lane < kTokens) {
@@ -144,11 +178,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     } else if (threadIdx.x == 0) {  // the TMA boxes
       int stage = 0;
       uint32_t phase = 0;
-      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+      for (int u = first_unit; u < units; u += unit_step) {
         const auto [tile, row0, rows_here] = unit_at(u);
         (void)rows_here;  // the TMA box is whole (zeros past the buffer's end)
         const int wrow0 = tile.group * p.n + tile.block_n * kBlockN;
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
           cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
           cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
               &full[stage], uint32_t(kWeightBytes + kTokenBytes));
@@ -170,13 +204,13 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     const uint64_t desc_a = gpu::kernels::kmajor_sw128_desc(smem + part * (kWeightBytes / 2));
     const uint64_t desc_b = gpu::kernels::kmajor_sw128_desc(smem + kTokenOffset);
     float acc[kAccum], total[kAccum];
-    int stage = 0;
+    int stage = 0, split_tiles = 0;
     uint32_t phase = 0;
-    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    for (int u = first_unit; u < units; u += unit_step) {
       const auto [tile, row0, rows_here] = unit_at(u);
 #pragma unroll
       for (int i = 0; i < kAccum; ++i) total[i] = 0.0f;
-      for (int kb = 0; kb < k_blocks; ++kb) {
+      for (int kb = kb_begin; kb < kb_end; ++kb) {
         // Descriptors: the stage's offset added to the start-address field (16-byte units).
         const uint64_t da = desc_a + uint64_t(stage) * (kWeightBytes >> 4);
         const uint64_t db = desc_b + uint64_t(stage) * (kTokenBytes >> 4);
@@ -206,6 +240,28 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
           for (int e = 0; e < 4; ++e)
             total[4 * j + e] = fmaf(acc[4 * j + e], f[2 * j + e % 2], total[4 * j + e]);
       }
+      if constexpr (kSplit) {
+        // Value i of this thread at partial[part][i][t128]: a warp's stores and loads contiguous.
+        float* slot = partial + size_t(part) * kAccum * 128;
+        const uint32_t parity = uint32_t(split_tiles++) & 1u;
+        if (rank == 1) {  // the second half's sums go to the first CTA
+          cutlass::arch::ClusterBarrier::wait(&part_empty[part], parity ^ 1u);
+#pragma unroll
+          for (int i = 0; i < kAccum; ++i) ffma::store_to_peer(slot + i * 128 + t128, 0u, total[i]);
+          __syncwarp();
+          if (lane == 0) {
+            ffma::fence_cluster();
+            cutlass::arch::ClusterBarrier::arrive(&part_full[part], 0u, 1u);
+          }
+          continue;
+        }
+        cutlass::arch::ClusterBarrier::wait(&part_full[part], parity);
+        ffma::fence_cluster();
+#pragma unroll
+        for (int i = 0; i < kAccum; ++i) total[i] += slot[i * 128 + t128];
+        __syncwarp();
+        if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&part_empty[part], 1u, 1u);
+      }
       // Token 8j + 2q + (e % 2) of weight row r_wg + 8 (e / 2): out[row0 + token, n].
       const int64_t n0 = int64_t(tile.block_n) * kBlockN + part * 64 + r_wg;
 #pragma unroll
@@ -222,6 +278,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         }
     }
   }
+  // A CTA leaves only when its peer no longer arrives on its barriers or writes its memory.
+  if constexpr (kSplit) cute::cluster_sync();
 #endif
 }
 

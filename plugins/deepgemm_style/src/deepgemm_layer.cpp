@@ -68,6 +68,7 @@ constexpr TilesOption kTilesOptions[] = {
     {"tokens_ffma192", Fp8Tiles::kTokensFfma192},
     {"tokens_ffma_split", Fp8Tiles::kTokensFfmaSplitK},
     {"weights_ffma", Fp8Tiles::kWeightsFfma},
+    {"weights_ffma_split", Fp8Tiles::kWeightsFfmaSplitK},
     {"weights", Fp8Tiles::kWeights},
 };
 
@@ -264,12 +265,13 @@ void check_options(const moe_problem& p, const LayerOptions& o) {
             "deepgemm_style: gemm1_epilogue 'fused' needs a gated activation (not relu2), no sink "
             "experts, and gemm_tiles auto, tokens_ffma or tokens_ffma192 (only the own kernel "
             "fuses it, with a tile's whole K in one CTA)");
-  MOE_CHECK(!o.tiles || *o.tiles != Fp8Tiles::kTokensFfmaSplitK ||
-                (p.hidden >= 2 * kBlock && p.intermediate >= 2 * kBlock),
+  const bool split = o.tiles && (*o.tiles == Fp8Tiles::kTokensFfmaSplitK ||
+                                 *o.tiles == Fp8Tiles::kWeightsFfmaSplitK);
+  MOE_CHECK(!split || (p.hidden >= 2 * kBlock && p.intermediate >= 2 * kBlock),
             MOE_STATUS_CONFIG_ERROR,
-            "deepgemm_style: gemm_tiles 'tokens_ffma_split' needs hidden and intermediate of at "
-            "least 256 (two K blocks to split), not {} and {}",
-            p.hidden, p.intermediate);
+            "deepgemm_style: gemm_tiles '{}' needs hidden and intermediate of at least 256 (two K "
+            "blocks to split), not {} and {}",
+            split ? tiles_option_name(*o.tiles) : "", p.hidden, p.intermediate);
 }
 
 // Measured on the H200 (bench/NOTES.md sessions 28-30, layer A/B): the fused epilogue 0.96-0.97x

@@ -10,9 +10,9 @@
 // [G * T, K] buffer, filled by one kernel without a sort), `contiguous` otherwise (sorted
 // segments). Options: `layout: auto | contiguous | masked`, `masked_max_tokens: N` (the auto
 // threshold, default 64), `gemm_tiles: auto | tokens | tokens_paired | tokens_ffma | tokens_ffma192
-// | tokens_ffma_split | weights_ffma | weights`, `gemm1_epilogue: auto | separate | fused` (fused:
-// where the own kernel's token tiles run GEMM1 of a gated layer, the activation and the
-// re-quantisation are its epilogue).
+// | tokens_ffma_split | weights_ffma | weights_ffma_split | weights`, `gemm1_epilogue: auto |
+// separate | fused` (fused: where the own kernel's token tiles run GEMM1 of a gated layer, the
+// activation and the re-quantisation are its epilogue).
 #pragma once
 
 #include <memory>

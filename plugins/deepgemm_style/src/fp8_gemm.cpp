@@ -43,9 +43,9 @@ void run_ffma(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
   call.w_scale_stack = a.w_scale_stack;
   call.out = a.out;
   call.f32_out = a.f32_out;
-  const bool swapped = tiles == Fp8Tiles::kWeightsFfma;
+  const bool swapped = tiles == Fp8Tiles::kWeightsFfma || tiles == Fp8Tiles::kWeightsFfmaSplitK;
   call.block_m = tiles == Fp8Tiles::kTokensFfma192 ? 192 : swapped ? 16 : 128;
-  call.split_k = tiles == Fp8Tiles::kTokensFfmaSplitK;
+  call.split_k = tiles == Fp8Tiles::kTokensFfmaSplitK || tiles == Fp8Tiles::kWeightsFfmaSplitK;
   MOE_CHECK(!call.split_k || a.k >= 256, MOE_STATUS_UNSUPPORTED,
             "fp8 block GEMM ({}): split K needs K of two 128-wide blocks or more (K={})",
             fp8_tiles_name(tiles), a.k);
@@ -104,6 +104,9 @@ const char* fp8_tiles_name(Fp8Tiles t) {
     return "token tiles 128x128 split in K over a CTA pair, own kernel (FFMA promotion)";
   if (t == Fp8Tiles::kWeightsFfma)
     return "weight tiles 128x16 (operands swapped), own kernel (FFMA promotion)";
+  if (t == Fp8Tiles::kWeightsFfmaSplitK)
+    return "weight tiles 128x16 (operands swapped) split in K over a CTA pair, own kernel (FFMA "
+           "promotion)";
   return gpu::fp8_block_tiles_name(cutlass_tiles(t));
 }
 

@@ -15,19 +15,21 @@
 namespace moe::deepgemm {
 
 enum class Fp8Tiles {
-  kTokens,            // 128 tokens x 128 features per tile: many tokens per expert
-  kWeights,           // swap AB, 128 features x 32 tokens per tile: few tokens per expert
-  kTokensFfma,        // own kernel: 128 tokens x 128 features, a half-empty tile costs half
-  kTokensFfma192,     // own kernel: 192 tokens x 128 features, 128 + a few rows in one tile
-  kTokensFfmaSplitK,  // own kernel: 128x128 tiles, K split over a CTA pair (few tiles in all)
-  kTokensPaired,      // kTokens in CTA pairs sharing the row tile by multicast (N/128 even)
-  kWeightsFfma,       // own kernel, operands swapped: 128 features x 16 tokens (decode)
+  kTokens,             // 128 tokens x 128 features per tile: many tokens per expert
+  kWeights,            // swap AB, 128 features x 32 tokens per tile: few tokens per expert
+  kTokensFfma,         // own kernel: 128 tokens x 128 features, a half-empty tile costs half
+  kTokensFfma192,      // own kernel: 192 tokens x 128 features, 128 + a few rows in one tile
+  kTokensFfmaSplitK,   // own kernel: 128x128 tiles, K split over a CTA pair (few tiles in all)
+  kTokensPaired,       // kTokens in CTA pairs sharing the row tile by multicast (N/128 even)
+  kWeightsFfma,        // own kernel, operands swapped: 128 features x 16 tokens (decode)
+  kWeightsFfmaSplitK,  // kWeightsFfma with K split over a CTA pair (fewer tiles than SMs)
 };
 
 // Whether the tiling is the plugin's own kernel (stacked weights, no skipped groups).
 inline bool is_own_kernel(Fp8Tiles t) {
   return t == Fp8Tiles::kTokensFfma || t == Fp8Tiles::kTokensFfma192 ||
-         t == Fp8Tiles::kTokensFfmaSplitK || t == Fp8Tiles::kWeightsFfma;
+         t == Fp8Tiles::kTokensFfmaSplitK || t == Fp8Tiles::kWeightsFfma ||
+         t == Fp8Tiles::kWeightsFfmaSplitK;
 }
 // Whether the tiling can run GEMM1 with its activation fused (the own kernel's whole-K token
 // tiles).

@@ -88,8 +88,9 @@ struct GemmCall {
 int ffma_max_groups();
 LaunchResult launch_ffma(const GemmCall& call) noexcept;
 // The own kernel with the operands swapped (kernels/sm90_fp8_grouped_gemm_swapab.cuh): 128 weight
-// rows x 16 token rows a tile, for a few rows an expert; block_m is ignored, and it takes no fused
-// epilogue, split K or timeline. The same groups limit.
+// rows x 16 token rows a tile, for a few rows an expert; block_m is ignored, split_k splits K over
+// a CTA pair (K of 2 blocks or more), and it takes no fused epilogue or timeline. The same groups
+// limit.
 LaunchResult launch_swapab(const GemmCall& call) noexcept;
 
 }  // namespace moe::deepgemm::detail

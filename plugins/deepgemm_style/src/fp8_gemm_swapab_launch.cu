@@ -1,6 +1,6 @@
 // Launcher of deepgemm_style's own grouped fp8 GEMM with swapped operands
 // (kernels/sm90_fp8_grouped_gemm_swapab.cuh): the two TMA descriptors (16-row token boxes,
-// 128-row weight boxes), the shared-memory opt-in, one CTA per SM.
+// 128-row weight boxes), the shared-memory opt-in, one CTA per SM (split K: clusters of two).
 #include <cuda.h>
 
 #include "../kernels/sm90_fp8_grouped_gemm_swapab.cuh"
@@ -12,12 +12,13 @@
 namespace moe::deepgemm::detail {
 namespace {
 
-template <class Out>
+template <class Out, bool kSplit>
 LaunchResult launch_typed(const GemmCall& c) noexcept {
   namespace k = kernels::swapab;
-  auto* kernel = k::grouped_gemm<Out>;
+  constexpr size_t kSmem = k::Geometry<kSplit>::kSmemBytes;
+  auto* kernel = k::grouped_gemm<Out, kSplit>;
   static const cudaError_t opt_in =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(k::kSmemBytes));
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
   if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
   kernels::ffma::Params p;
   if (!gpu::encode_tensor_map_2d(&p.rows_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, c.rows, c.scale_ld,
@@ -26,8 +27,8 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
                                  int64_t(c.groups) * c.n, c.k, 1, k::kBlockN, k::kBlockK))
     return {"tensor map", "cuTensorMapEncodeTiled failed (or the driver lacks it)"};
   set_operands(p, c);
-  if (cudaError_t e = gpu::kernels::launch_persistent_clusters<k::grouped_gemm<Out>>(
-          p, 1, k::kThreads, k::kSmemBytes, c.sm_count, INT64_MAX, c.stream);
+  if (cudaError_t e = gpu::kernels::launch_persistent_clusters<k::grouped_gemm<Out, kSplit>>(
+          p, kSplit ? 2 : 1, k::kThreads, kSmem, c.sm_count, INT64_MAX, c.stream);
       e != cudaSuccess)
     return {"launch", cudaGetErrorString(e)};
   return {};
@@ -36,10 +37,13 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
 }  // namespace
 
 LaunchResult launch_swapab(const GemmCall& c) noexcept {
-  if (c.fused != nullptr || c.split_k || c.timeline.records != nullptr)
-    return {"setup",
-            "the swapped-operand kernel fuses no epilogue, splits no K, keeps no timeline"};
-  return c.f32_out ? launch_typed<float>(c) : launch_typed<__nv_bfloat16>(c);
+  if (c.fused != nullptr || c.timeline.records != nullptr)
+    return {"setup", "the swapped-operand kernel fuses no epilogue and keeps no timeline"};
+  if (c.split_k) {  // a CTA pair a tile, a half of K each
+    if (c.k < 2 * kernels::swapab::kBlockK) return {"setup", "split K needs K of 2 blocks or more"};
+    return c.f32_out ? launch_typed<float, true>(c) : launch_typed<__nv_bfloat16, true>(c);
+  }
+  return c.f32_out ? launch_typed<float, false>(c) : launch_typed<__nv_bfloat16, false>(c);
 }
 
 }  // namespace moe::deepgemm::detail

@@ -246,13 +246,15 @@ void bench(const GemmShape& s, bool routed, const Options& o, int sm_count) {
     bool fused;
   };
   std::vector<Variant> variants;
-  for (Fp8Tiles t :
-       {Fp8Tiles::kTokens, Fp8Tiles::kTokensPaired, Fp8Tiles::kTokensFfma, Fp8Tiles::kTokensFfma192,
-        Fp8Tiles::kTokensFfmaSplitK, Fp8Tiles::kWeights, Fp8Tiles::kWeightsFfma}) {
+  for (Fp8Tiles t : {Fp8Tiles::kTokens, Fp8Tiles::kTokensPaired, Fp8Tiles::kTokensFfma,
+                     Fp8Tiles::kTokensFfma192, Fp8Tiles::kTokensFfmaSplitK, Fp8Tiles::kWeights,
+                     Fp8Tiles::kWeightsFfma, Fp8Tiles::kWeightsFfmaSplitK}) {
     const bool own = is_own_kernel(t);
     if (o.own_only && !own) continue;
     // Decode tilings.
-    if ((t == Fp8Tiles::kWeights || t == Fp8Tiles::kWeightsFfma) && s.m > 256) continue;
+    const bool decode_only =
+        t == Fp8Tiles::kWeights || t == Fp8Tiles::kWeightsFfma || t == Fp8Tiles::kWeightsFfmaSplitK;
+    if (decode_only && s.m > 256) continue;
     variants.push_back({t, false});
     // Split K and swapped operands fuse nothing (a fused epilogue needs a token tile's whole K).
     if (codes != nullptr && can_fuse_gemm1(t)) variants.push_back({t, true});

@@ -29,13 +29,14 @@ struct Case {
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Fp8Tiles t = info.param.tiles;
-  return std::string(t == Fp8Tiles::kTokens             ? "TokenTiles"
-                     : t == Fp8Tiles::kTokensFfma       ? "OwnTokenTiles"
-                     : t == Fp8Tiles::kTokensFfma192    ? "OwnTokenTiles192"
-                     : t == Fp8Tiles::kTokensFfmaSplitK ? "OwnSplitKTokenTiles"
-                     : t == Fp8Tiles::kTokensPaired     ? "PairedTokenTiles"
-                     : t == Fp8Tiles::kWeightsFfma      ? "OwnWeightTiles"
-                                                        : "WeightTiles") +
+  return std::string(t == Fp8Tiles::kTokens              ? "TokenTiles"
+                     : t == Fp8Tiles::kTokensFfma        ? "OwnTokenTiles"
+                     : t == Fp8Tiles::kTokensFfma192     ? "OwnTokenTiles192"
+                     : t == Fp8Tiles::kTokensFfmaSplitK  ? "OwnSplitKTokenTiles"
+                     : t == Fp8Tiles::kTokensPaired      ? "PairedTokenTiles"
+                     : t == Fp8Tiles::kWeightsFfma       ? "OwnWeightTiles"
+                     : t == Fp8Tiles::kWeightsFfmaSplitK ? "OwnSplitKWeightTiles"
+                                                         : "WeightTiles") +
          (info.param.masked ? "Masked" : "Contiguous") + (info.param.f32_out ? "F32" : "Bf16") +
          "K" + std::to_string(info.param.k) + (info.param.code_stddev > 10 ? "FullRange" : "") +
          (info.param.n != 256 ? "N" + std::to_string(info.param.n) : "");
@@ -204,7 +205,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{Fp8Tiles::kWeightsFfma, true, false}, Case{Fp8Tiles::kWeightsFfma, false, true},
         Case{Fp8Tiles::kWeightsFfma, true, true, 7168},
         Case{Fp8Tiles::kWeightsFfma, false, false, 2048, 110.0f},
-        Case{Fp8Tiles::kWeightsFfma, true, false, 384, 2.0f, 384}),
+        Case{Fp8Tiles::kWeightsFfma, true, false, 384, 2.0f, 384},
+        // And K split over a CTA pair: 3 blocks (1 + 2), 10 (5 + 5), 56 past the 11-stage ring.
+        Case{Fp8Tiles::kWeightsFfmaSplitK, true, false},
+        Case{Fp8Tiles::kWeightsFfmaSplitK, false, true, 1280},
+        Case{Fp8Tiles::kWeightsFfmaSplitK, true, true, 7168, 2.0f, 384}),
     case_name);
 
 // Arguments of one empty group that pass the host checks, pointing at host memory: for the
@@ -251,14 +256,17 @@ TEST(Fp8GemmArgs, PairedTilesRefuseAnOddNumberOfNTiles) {
 // Split K needs two K blocks to split: refused before anything reaches the device.
 TEST(Fp8GemmArgs, SplitKRefusesASingleKBlock) {
   Fp8GemmArgs args = host_args(256, 128);
-  try {
-    run_fp8_grouped_gemm(Fp8Tiles::kTokensFfmaSplitK, args, nullptr);
-    FAIL() << "no error";
-  } catch (const moe::Error& e) {
-    EXPECT_EQ(e.status(), MOE_STATUS_UNSUPPORTED);
-    EXPECT_NE(std::string(e.what()).find("split K needs K of two 128-wide blocks or more (K=128)"),
-              std::string::npos)
-        << e.what();
+  for (const Fp8Tiles t : {Fp8Tiles::kTokensFfmaSplitK, Fp8Tiles::kWeightsFfmaSplitK}) {
+    try {
+      run_fp8_grouped_gemm(t, args, nullptr);
+      ADD_FAILURE() << "no error for " << fp8_tiles_name(t);
+    } catch (const moe::Error& e) {
+      EXPECT_EQ(e.status(), MOE_STATUS_UNSUPPORTED);
+      EXPECT_NE(
+          std::string(e.what()).find("split K needs K of two 128-wide blocks or more (K=128)"),
+          std::string::npos)
+          << e.what();
+    }
   }
 }
 

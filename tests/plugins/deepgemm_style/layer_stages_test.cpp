@@ -41,13 +41,14 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return std::string(c.activation == MOE_ACTIVATION_RELU2 ? "Relu2" : "SiluMul") +
          (c.layout == RowLayout::kMasked ? "Masked" : "Contiguous") + "T" +
          std::to_string(c.tokens) +
-         (std::string(c.tiles) == "tokens_ffma"      ? "OwnGemm"
-          : std::string(c.tiles) == "tokens_ffma192" ? "OwnGemm192"
-          : std::string(c.tiles) == "tokens"         ? "CutlassTokenTiles"
-          : std::string(c.tiles) == "weights"        ? "CutlassWeightTiles"
-          : std::string(c.tiles) == "tokens_paired"  ? "CutlassPairedTiles"
-          : std::string(c.tiles) == "weights_ffma"   ? "OwnSwappedGemm"
-                                                     : "") +
+         (std::string(c.tiles) == "tokens_ffma"          ? "OwnGemm"
+          : std::string(c.tiles) == "tokens_ffma192"     ? "OwnGemm192"
+          : std::string(c.tiles) == "tokens"             ? "CutlassTokenTiles"
+          : std::string(c.tiles) == "weights"            ? "CutlassWeightTiles"
+          : std::string(c.tiles) == "tokens_paired"      ? "CutlassPairedTiles"
+          : std::string(c.tiles) == "weights_ffma"       ? "OwnSwappedGemm"
+          : std::string(c.tiles) == "weights_ffma_split" ? "OwnSwappedSplitGemm"
+                                                         : "") +
          (c.hidden != 384 ? fmt::format("H{}I{}", c.hidden, c.intermediate) : std::string());
 }
 
@@ -331,6 +332,8 @@ INSTANTIATE_TEST_SUITE_P(
         // ring wraps in a tile).
         Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "weights_ffma"},
         Case{MOE_ACTIVATION_RELU2, RowLayout::kMasked, 33, "weights_ffma", 1024, 1024},
+        // And K split over a CTA pair (3 blocks of GEMM1's K, 2 of GEMM2's).
+        Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kMasked, 5, "weights_ffma_split"},
         // CUTLASS's tilings, which `auto` no longer takes at these sizes (up to 176
         // rows an expert run the own kernel).
         Case{MOE_ACTIVATION_SILU_MUL, RowLayout::kContiguous, 200, "tokens"},

@@ -84,6 +84,8 @@ TEST(DeepGemmOptions, ParsesTheLayoutTilesAndThreshold) {
             std::optional(Fp8Tiles::kTokensFfmaSplitK));
   EXPECT_EQ(parse_options({{"gemm_tiles", "weights_ffma"}}).tiles,
             std::optional(Fp8Tiles::kWeightsFfma));
+  EXPECT_EQ(parse_options({{"gemm_tiles", "weights_ffma_split"}}).tiles,
+            std::optional(Fp8Tiles::kWeightsFfmaSplitK));
   EXPECT_EQ(parse_options({{"gemm1_epilogue", "fused"}}).fused_gemm1, std::optional(true));
   EXPECT_EQ(parse_options({{"gemm1_epilogue", "separate"}}).fused_gemm1, std::optional(false));
   EXPECT_FALSE(parse_options({{"gemm1_epilogue", "auto"}}).fused_gemm1.has_value());
@@ -102,7 +104,7 @@ TEST(DeepGemmOptions, RefusesUnknownKeysAndValuesNamingThem) {
       {{{"gemm_tiles", "wide"}}, "gemm_tiles 'wide'"},
       {{{"gemm_tiles", "wide"}},
        "is not one of auto, tokens, tokens_paired, tokens_ffma, tokens_ffma192, "
-       "tokens_ffma_split, weights_ffma, weights"},
+       "tokens_ffma_split, weights_ffma, weights_ffma_split, weights"},
       {{{"gemm1_epilogue", "on"}}, "gemm1_epilogue 'on' is not auto, separate or fused"},
       {{{"tile", "auto"}}, "unknown option 'tile'"},
       {{{"tile", "auto"}}, "gemm_tiles, gemm1_epilogue)"},
@@ -200,6 +202,13 @@ TEST(DeepGemmOptions, RefusesOptionsTheProblemCannotTake) {
       {narrow,
        {{"gemm_tiles", "tokens_ffma_split"}},
        "needs hidden and intermediate of at least 256 (two K blocks to split), not 384 and 128"},
+      {narrow,
+       {{"gemm_tiles", "weights_ffma_split"}},
+       "gemm_tiles 'weights_ffma_split' needs hidden and intermediate of at least 256"},
+      {fp8_problem(),
+       {{"gemm1_epilogue", "fused"}, {"gemm_tiles", "weights_ffma"}},
+       "with a tile's whole K in one CTA"},
+      {sinks, {{"gemm_tiles", "weights_ffma"}}, "gemm_tiles 'weights_ffma' takes no sink experts"},
   };
   for (const auto& [problem, options, words] : bad) {
     try {
