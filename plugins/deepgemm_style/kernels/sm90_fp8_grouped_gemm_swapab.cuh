@@ -11,13 +11,13 @@
 // 128x128 weight tile (16 KB) and a 16-row token box (2 KB); the consumers' work a stage is four
 // m64n16 wgmma and 8 FFMA a thread, and twelve stages stay in flight.
 //
-// One CTA per SM, persistent, no cluster: warpgroup 0 loads (one thread issues the two TMA boxes
-// a stage, one warp copies the stage's 16 row scales and the tile's weight scale), warpgroups 1
-// and 2 each take 64 of the tile's weight rows and every stage. Tiles are numbered group by group,
-// the 16-row blocks of one weight tile consecutively (kernels/group_tiles.cuh); rows past the
-// group's count in a block (other groups' rows, or the TMA's zeros past the end) only fill
-// columns that are never stored. The scales are applied after every K block (FFMA promotion into
-// an fp32 total), as in the token-tile kernel.
+// One CTA per SM, persistent, no cluster (split K: pairs, below): warpgroup 0 loads (one thread
+// issues the two TMA boxes a stage, one warp copies the stage's 16 row scales and the tile's weight
+// scale), warpgroups 1 and 2 each take 64 of the tile's weight rows and every stage. Tiles are
+// numbered group by group, the 16-row blocks of one weight tile consecutively
+// (kernels/group_tiles.cuh); rows past the group's count in a block (other groups' rows, or the
+// TMA's zeros past the end) only fill columns that are never stored. The scales are applied after
+// every K block (FFMA promotion into an fp32 total), as in the token-tile kernel.
 #pragma once
 
 #include <cuda.h>
@@ -71,7 +71,8 @@ struct Geometry {
   static constexpr size_t kPartialOffset = kPrefixOffset + (kMaxGroups + 4) * sizeof(int);
   static constexpr size_t kPartialBytes = kSplit ? 2 * kAccum * 128 * sizeof(float) : 0;
   static constexpr size_t kSmemBytes = kPartialOffset + kPartialBytes + 1024;
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+  // With the 1 KB of static shared memory the kernels also have (cuobjdump -res-usage).
+  static_assert(kSmemBytes + 1024 <= 227 * 1024, "shared memory");
 };
 
 template <size_t... I>
@@ -260,7 +261,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
 #pragma unroll
         for (int i = 0; i < kAccum; ++i) total[i] += slot[i * 128 + t128];
         __syncwarp();
-        if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&part_empty[part], 1u, 1u);
+        if (lane == 0) {
+          ffma::fence_cluster();  // the slot's reads before the peer's next stores (cluster scope)
+          cutlass::arch::ClusterBarrier::arrive(&part_empty[part], 1u, 1u);
+        }
       }
       // Token 8j + 2q + (e % 2) of weight row r_wg + 8 (e / 2): out[row0 + token, n].
       const int64_t n0 = int64_t(tile.block_n) * kBlockN + part * 64 + r_wg;
