@@ -29,6 +29,11 @@ void run_ffma(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
   MOE_CHECK(a.groups <= detail::ffma_max_groups() && a.sm_count >= 1, MOE_STATUS_UNSUPPORTED,
             "fp8 block GEMM ({}): {} groups, at most {}", fp8_tiles_name(tiles), a.groups,
             detail::ffma_max_groups());
+  // The kernels address the stack's rows with the TMA's 32-bit coordinates.
+  MOE_CHECK(int64_t(a.groups) * a.n < (int64_t(1) << 31), MOE_STATUS_UNSUPPORTED,
+            "fp8 block GEMM ({}): the weight stack's {} x {} rows exceed the 2^31 a TMA row "
+            "coordinate holds",
+            fp8_tiles_name(tiles), a.groups, a.n);
   detail::GemmCall call;
   call.groups = a.groups;
   call.offsets = a.offsets;

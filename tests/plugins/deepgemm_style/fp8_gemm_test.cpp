@@ -321,6 +321,23 @@ TEST(Fp8GemmArgs, FusedGemm1RefusesWhatItCannotFuse) {
   expect(Fp8Tiles::kTokensFfma, MOE_STATUS_INVALID_ARGUMENT, "N = 2I with I % 128 == 0 (N=384)");
 }
 
+// The own kernels address the weight stack's rows with 32-bit TMA coordinates: a stack of 2^31
+// rows or more is refused before anything reaches the device.
+TEST(Fp8GemmArgs, AWeightStackPastTheTmaCoordinatesIsRefused) {
+  Fp8GemmArgs args = host_args(1 << 22, 256);
+  args.groups = 512;  // 2^31 rows
+  for (const Fp8Tiles t : {Fp8Tiles::kTokensFfma, Fp8Tiles::kWeightsFfma}) {
+    try {
+      run_fp8_grouped_gemm(t, args, nullptr);
+      ADD_FAILURE() << "no error for " << fp8_tiles_name(t);
+    } catch (const moe::Error& e) {
+      EXPECT_EQ(e.status(), MOE_STATUS_UNSUPPORTED) << e.what();
+      EXPECT_NE(std::string(e.what()).find("512 x 4194304 rows exceed the 2^31"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // The swapped-operand kernel keeps no timeline.
 TEST(Fp8GemmArgs, TheSwappedOperandKernelKeepsNoTimeline) {
   Fp8GemmArgs args = host_args(512, 256);
