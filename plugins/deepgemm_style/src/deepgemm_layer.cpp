@@ -265,8 +265,7 @@ void check_options(const moe_problem& p, const LayerOptions& o) {
             "deepgemm_style: gemm1_epilogue 'fused' needs a gated activation (not relu2), no sink "
             "experts, and gemm_tiles auto, tokens_ffma or tokens_ffma192 (only the own kernel "
             "fuses it, with a tile's whole K in one CTA)");
-  const bool split = o.tiles && (*o.tiles == Fp8Tiles::kTokensFfmaSplitK ||
-                                 *o.tiles == Fp8Tiles::kWeightsFfmaSplitK);
+  const bool split = o.tiles && splits_k(*o.tiles);
   MOE_CHECK(!split || (p.hidden >= 2 * kBlock && p.intermediate >= 2 * kBlock),
             MOE_STATUS_CONFIG_ERROR,
             "deepgemm_style: gemm_tiles '{}' needs hidden and intermediate of at least 256 (two K "

@@ -48,17 +48,13 @@ void run_ffma(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
   call.w_scale_stack = a.w_scale_stack;
   call.out = a.out;
   call.f32_out = a.f32_out;
-  const bool swapped = tiles == Fp8Tiles::kWeightsFfma || tiles == Fp8Tiles::kWeightsFfmaSplitK;
+  const bool swapped = swaps_operands(tiles);
   call.block_m = tiles == Fp8Tiles::kTokensFfma192 ? 192 : swapped ? 16 : 128;
-  call.split_k = tiles == Fp8Tiles::kTokensFfmaSplitK || tiles == Fp8Tiles::kWeightsFfmaSplitK;
+  call.split_k = splits_k(tiles);
   MOE_CHECK(!call.split_k || a.k >= 256, MOE_STATUS_UNSUPPORTED,
             "fp8 block GEMM ({}): split K needs K of two 128-wide blocks or more (K={})",
             fp8_tiles_name(tiles), a.k);
-  if (const Fp8FusedGemm1* f = a.fused) {
-    MOE_CHECK(can_fuse_gemm1(tiles), MOE_STATUS_UNSUPPORTED,
-              "fp8 block GEMM ({}): a fused GEMM1 needs the own kernel's token tiles with a "
-              "tile's whole K in one CTA",
-              fp8_tiles_name(tiles));
+  if (const Fp8FusedGemm1* f = a.fused) {  // (run_fp8_grouped_gemm checked can_fuse_gemm1)
     MOE_CHECK(f->activation == MOE_ACTIVATION_SILU_MUL ||
                   f->activation == MOE_ACTIVATION_SILU_MUL_CLAMP ||
                   f->activation == MOE_ACTIVATION_SWIGLU_OAI ||

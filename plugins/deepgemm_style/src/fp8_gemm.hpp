@@ -31,6 +31,14 @@ inline bool is_own_kernel(Fp8Tiles t) {
          t == Fp8Tiles::kTokensFfmaSplitK || t == Fp8Tiles::kWeightsFfma ||
          t == Fp8Tiles::kWeightsFfmaSplitK;
 }
+// Whether the tiling splits K over a CTA pair, and whether it is the own kernel with its
+// operands swapped.
+inline bool splits_k(Fp8Tiles t) {
+  return t == Fp8Tiles::kTokensFfmaSplitK || t == Fp8Tiles::kWeightsFfmaSplitK;
+}
+inline bool swaps_operands(Fp8Tiles t) {
+  return t == Fp8Tiles::kWeightsFfma || t == Fp8Tiles::kWeightsFfmaSplitK;
+}
 // Whether the tiling can run GEMM1 with its activation fused (the own kernel's whole-K token
 // tiles).
 inline bool can_fuse_gemm1(Fp8Tiles t) {

@@ -251,10 +251,7 @@ void bench(const GemmShape& s, bool routed, const Options& o, int sm_count) {
                      Fp8Tiles::kWeightsFfma, Fp8Tiles::kWeightsFfmaSplitK}) {
     const bool own = is_own_kernel(t);
     if (o.own_only && !own) continue;
-    // Decode tilings.
-    const bool decode_only =
-        t == Fp8Tiles::kWeights || t == Fp8Tiles::kWeightsFfma || t == Fp8Tiles::kWeightsFfmaSplitK;
-    if (decode_only && s.m > 256) continue;
+    if ((t == Fp8Tiles::kWeights || swaps_operands(t)) && s.m > 256) continue;  // decode tilings
     variants.push_back({t, false});
     // Split K and swapped operands fuse nothing (a fused epilogue needs a token tile's whole K).
     if (codes != nullptr && can_fuse_gemm1(t)) variants.push_back({t, true});
