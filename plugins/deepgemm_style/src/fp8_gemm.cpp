@@ -49,7 +49,7 @@ void run_ffma(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
   call.out = a.out;
   call.f32_out = a.f32_out;
   const bool swapped = swaps_operands(tiles);
-  call.block_m = tiles == Fp8Tiles::kTokensFfma192 ? 192 : swapped ? 16 : 128;
+  call.block_m = tiles == Fp8Tiles::kTokensFfma192 ? 192 : 128;  // (the swapped kernel: unused)
   call.split_k = splits_k(tiles);
   MOE_CHECK(!call.split_k || a.k >= 256, MOE_STATUS_UNSUPPORTED,
             "fp8 block GEMM ({}): split K needs K of two 128-wide blocks or more (K={})",
