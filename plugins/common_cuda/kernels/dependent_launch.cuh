@@ -10,6 +10,11 @@
 // keeps: `enter_dependent_grid()` is its first statement, in every thread, before any global load
 // or store (read-after-write and write-after-read on the previous kernels' buffers). It is a no-op
 // when the kernel was launched without the attribute, so the same kernel serves both launches.
+// One exception, by a flag its caller sets: a kernel may read, before its wait, what no launch
+// in flight writes (constant weights, and buffers written by a launch that finished before the
+// previous one began: since every kernel awaits its predecessor before it lets the next one start,
+// that launch was complete when this one started). deepgemm_style's swapped-operand GEMM reads its
+// schedule and first weight boxes so (Fp8GemmArgs::groups_settled).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -63,30 +63,61 @@ __global__ void __launch_bounds__(kPermuteThreads) permute_keys_kernel(const Per
   }
 }
 
+// The masked layout: slot i of `group` (G: none here) took position `pos` among its group's
+// max_m rows; its row, and the row's token, group and slot (-1 for no row: a skipped slot, or
+// past max_m, which cannot happen when max_m >= tokens; never write past the group).
+__device__ __forceinline__ void take_masked_row(const PermuteKeyParams& p,
+                                                const MaskedRowsParams& m, int64_t i,
+                                                uint32_t group, int32_t pos) {
+  if (group >= p.groups || pos >= m.max_m) {
+    m.slot_row[i] = -1;
+    return;
+  }
+  const int64_t routed_slots = p.tokens * p.width;
+  const int32_t row = static_cast<int32_t>(int64_t(group) * m.max_m + pos);
+  m.slot_row[i] = row;
+  m.row_token[row] = static_cast<int32_t>(i < routed_slots ? i / p.width : i - routed_slots);
+  m.row_group[row] = static_cast<int32_t>(group);
+  m.row_slot[row] = static_cast<int32_t>(i);
+}
+
 // The masked layout: slot i takes the next free row of its group's max_m rows (counts start at
 // zero, row_token at -1). Rows inside a group come in atomic order; see moe_cuda/permute.hpp.
 __global__ void __launch_bounds__(kPermuteThreads)
     permute_masked_kernel(const PermuteKeyParams p, const MaskedRowsParams m) {
   enter_dependent_grid();  // first: launched after the previous kernel (PDL)
-  const int64_t routed_slots = p.tokens * p.width;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.items;
        i += int64_t(gridDim.x) * blockDim.x) {
     const uint32_t group = slot_group(p, i);
-    if (group >= p.groups) {
-      m.slot_row[i] = -1;
-      continue;
-    }
-    const int32_t pos = atomicAdd(m.group_counts + group, 1);
-    if (pos >= m.max_m) {  // cannot happen when max_m >= tokens; never write past the group
-      m.slot_row[i] = -1;
-      continue;
-    }
-    const int32_t row = static_cast<int32_t>(int64_t(group) * m.max_m + pos);
-    m.slot_row[i] = row;
-    m.row_token[row] = static_cast<int32_t>(i < routed_slots ? i / p.width : i - routed_slots);
-    m.row_group[row] = static_cast<int32_t>(group);
-    m.row_slot[row] = static_cast<int32_t>(i);
+    take_masked_row(p, m, i, group, group < p.groups ? atomicAdd(m.group_counts + group, 1) : 0);
   }
+}
+
+// The one-block kernels' bounds (permute_masked_one_block_kernel, permute_one_launch_kernel).
+constexpr int kOneLaunchItems = 1024;
+constexpr int kOneLaunchGroups = 2047;
+
+// The masked layout in one block, for decode batches (up to kMaskedOneBlockRows rows and
+// kOneLaunchGroups groups): the same outputs as the two clears and permute_masked_kernel, with
+// the counts in shared memory, so two graph nodes that no programmatic edge crosses go away.
+constexpr int kMaskedOneBlockThreads = 1024;
+constexpr int64_t kMaskedOneBlockRows = 16384;
+
+__global__ void __launch_bounds__(kMaskedOneBlockThreads)
+    permute_masked_one_block_kernel(const PermuteKeyParams p, const MaskedRowsParams m,
+                                    int64_t rows) {
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
+  __shared__ int32_t counts[kOneLaunchGroups];
+  const int groups = static_cast<int>(p.groups);
+  for (int g = threadIdx.x; g < groups; g += blockDim.x) counts[g] = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) m.row_token[r] = -1;
+  __syncthreads();  // the clears before any row is taken (global writes too: one block)
+  for (int64_t i = threadIdx.x; i < p.items; i += blockDim.x) {
+    const uint32_t group = slot_group(p, i);
+    take_masked_row(p, m, i, group, group < p.groups ? atomicAdd(counts + group, 1) : 0);
+  }
+  __syncthreads();
+  for (int g = threadIdx.x; g < groups; g += blockDim.x) m.group_counts[g] = counts[g];
 }
 
 // First position in keys[0, n) (sorted) whose key is >= `key`.
@@ -106,9 +137,6 @@ __device__ __forceinline__ int64_t lower_bound(const uint32_t* keys, int64_t n, 
 // groups: the same outputs as keys -> sort -> finish, with two launches fewer (decode batches).
 // Warp 0 ranks the slots within their group 32 at a time in slot order (a slot's rank: the slots
 // before it with its key), which keeps rows in slot order and skipped slots (key G) last.
-constexpr int kOneLaunchItems = 1024;
-constexpr int kOneLaunchGroups = 2047;
-
 __global__ void __launch_bounds__(kPermuteThreads)
     permute_one_launch_kernel(const PermuteKeyParams k, const PermuteFinishParams f) {
   enter_dependent_grid();  // first: launched after the previous kernel (PDL)

@@ -30,7 +30,8 @@ void launch_permute_one_launch_kernel(const kernels::PermuteKeyParams& keys,
 void launch_permute_kernels(kernels::PermuteKeyParams keys, const Permutation& perm,
                             cudaStream_t stream);
 
-// Zeroes the counts, clears row_token, then one kernel assigns rows (masked layout).
+// The masked layout: one block clears and assigns rows where it holds them (decode), else
+// memsets zero the counts and clear row_token, then one kernel assigns rows.
 void launch_permute_masked_kernels(const kernels::PermuteKeyParams& keys, const Permutation& perm,
                                    cudaStream_t stream);
 void launch_gather_kernel(const kernels::GatherParams& p, bool vec, cudaStream_t stream);

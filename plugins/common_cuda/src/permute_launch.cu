@@ -86,6 +86,17 @@ void launch_permute_kernels(kernels::PermuteKeyParams k, const Permutation& perm
 
 void launch_permute_masked_kernels(const kernels::PermuteKeyParams& k, const Permutation& perm,
                                    cudaStream_t stream) {
+  // Decode: one block clears and assigns (no memset nodes between it and the kernel before it).
+  if (perm.max_rows <= kernels::kMaskedOneBlockRows &&
+      k.groups <= uint32_t(kernels::kOneLaunchGroups)) {
+    const kernels::MaskedRowsParams m{perm.max_m,     perm.group_counts, perm.slot_row,
+                                      perm.row_token, perm.row_group,    perm.row_slot};
+    MOE_CUDA_CHECK(kernels::launch_dependent(kernels::permute_masked_one_block_kernel, 1,
+                                             kernels::kMaskedOneBlockThreads, 0, stream, k, m,
+                                             perm.max_rows));
+    MOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
   MOE_CUDA_CHECK(
       cudaMemsetAsync(perm.group_counts, 0, size_t(perm.groups) * sizeof(int32_t), stream));
   MOE_CUDA_CHECK(

@@ -144,6 +144,10 @@ struct Params {
   // epilogue's activation and quantisation took their exact paths (somewhere in warp 0).
   unsigned long long* timeline = nullptr;
   int32_t timeline_tiles = 0;
+  // The swapped-operand kernel: the group rows (offsets or counts) were settled before the
+  // previous launch began, so its tile schedule and first weight boxes may come before it awaits
+  // that launch (PDL; kernels/sm90_fp8_grouped_gemm_swapab.cuh).
+  int32_t early_weights = 0;
 };
 
 struct GroupRows {

@@ -18,6 +18,11 @@
 // (kernels/group_tiles.cuh); rows past the group's count in a block (other groups' rows, or the
 // TMA's zeros past the end) only fill columns that are never stored. The scales are applied after
 // every K block (FFMA promotion into an fp32 total), as in the token-tile kernel.
+//
+// Early weights (p.early_weights, set where the caller knows the group rows were written before
+// the previous launch began): the tile schedule and the first ring's weight boxes come before the
+// dependency wait, so the weights stream while the kernel ahead (the quantisation, the activation)
+// still runs; at decode 0.94-0.97x of the layer's time (bench/NOTES.md session 34).
 #pragma once
 
 #include <cuda.h>
@@ -96,7 +101,11 @@ __device__ __forceinline__ void wgmma_64x16x32(uint64_t a, uint64_t b, float* d,
 template <class Out, bool kSplit = false>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constant__ Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  gpu::kernels::enter_dependent_grid();  // first: launched after the previous kernel (PDL)
+  // Early weights (p.early_weights): only the schedule (the group rows, settled two launches
+  // back) and the weights are read before the previous kernel is awaited (PDL), by the TMA thread
+  // alone, which then fills the stages' token boxes; every other thread awaits it first.
+  const bool early = p.early_weights != 0;
+  if (!early) gpu::kernels::enter_dependent_grid();  // launched after the previous kernel (PDL)
   using G = Geometry<kSplit>;
   constexpr int kStages = G::kStages;
   constexpr size_t kTokenOffset = G::kTokenOffset;
@@ -133,6 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
   gpu::kernels::build_tile_prefix(
       p.groups, kTokens, [&](int g) { return ffma::group_rows(p, g).count; }, prefix);
   if constexpr (kSplit) cute::cluster_sync();  // the peer's barriers exist
+  if (early && threadIdx.x != 0) gpu::kernels::enter_dependent_grid();
 
   const int n_tiles = p.n / kBlockN, k_blocks = p.k / kBlockK;
   // This CTA's K blocks of every tile (split K: the pair's halves; the launcher ensures two).
@@ -177,18 +187,35 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         }
       }
     } else if (threadIdx.x == 0) {  // the TMA boxes
-      int stage = 0;
+      // Early: the weight boxes of the first (up to kStages) stages, each stage's barrier
+      // expecting its token box too, then the wait; those stages get only their token box below.
+      int ahead = 0;
+      for (int u = first_unit; early && u < units && ahead < kStages; u += unit_step) {
+        const gpu::kernels::GroupTile tile =
+            gpu::kernels::group_tile_rows_first(prefix, p.groups, n_tiles, u);
+        const int wrow0 = tile.group * p.n + tile.block_n * kBlockN;
+        for (int kb = kb_begin; kb < kb_end && ahead < kStages; ++kb, ++ahead) {
+          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
+              &full[ahead], uint32_t(kWeightBytes + kTokenBytes));
+          cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[ahead], kHint,
+                                       smem + size_t(ahead) * kWeightBytes, kb * kBlockK, wrow0);
+        }
+      }
+      if (early) gpu::kernels::enter_dependent_grid();
+      int stage = 0, item = 0;
       uint32_t phase = 0;
       for (int u = first_unit; u < units; u += unit_step) {
         const auto [tile, row0, rows_here] = unit_at(u);
         (void)rows_here;  // the TMA box is whole (zeros past the buffer's end)
         const int wrow0 = tile.group * p.n + tile.block_n * kBlockN;
-        for (int kb = kb_begin; kb < kb_end; ++kb) {
-          cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
-          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
-              &full[stage], uint32_t(kWeightBytes + kTokenBytes));
-          cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[stage], kHint,
-                                       smem + size_t(stage) * kWeightBytes, kb * kBlockK, wrow0);
+        for (int kb = kb_begin; kb < kb_end; ++kb, ++item) {
+          if (item >= ahead) {
+            cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
+            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
+                &full[stage], uint32_t(kWeightBytes + kTokenBytes));
+            cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[stage], kHint,
+                                         smem + size_t(stage) * kWeightBytes, kb * kBlockK, wrow0);
+          }
           cute::SM90_TMA_LOAD_2D::copy(&p.rows_map, &full[stage], kHint,
                                        smem + kTokenOffset + size_t(stage) * kTokenBytes,
                                        kb * kBlockK, int(row0));

@@ -460,6 +460,9 @@ void DeviceLayer::run(const moe_run_args& a) const {
   g.skip_begin = sink0;
   g.skip_end = sink1;
   g.sm_count = sm_count_;
+  // The permutation wrote the group rows before the quantisation (GEMM1's previous launch) began;
+  // GEMM2's is the activation or GEMM1.
+  g.groups_settled = true;
 
   Fp8GemmArgs g1 = g;
   g1.n = int(n1_);

@@ -85,6 +85,7 @@ void run_ffma(Fp8Tiles tiles, const Fp8GemmArgs& a, cudaStream_t stream) {
   MOE_CHECK(!swapped || a.timeline.records == nullptr, MOE_STATUS_UNSUPPORTED,
             "fp8 block GEMM ({}): keeps no timeline", fp8_tiles_name(tiles));
   call.timeline = a.timeline;
+  call.groups_settled = a.groups_settled;
   call.sm_count = a.sm_count;
   call.stream = stream;
   const detail::LaunchResult r = swapped ? detail::launch_swapab(call) : detail::launch_ffma(call);

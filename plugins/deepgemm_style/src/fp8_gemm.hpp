@@ -58,6 +58,11 @@ struct Fp8GemmArgs : gpu::Fp8BlockGemmArgs {
   const float* w_scale_stack = nullptr;   // [groups][K/128][N/128]
   const Fp8FusedGemm1* fused = nullptr;   // own kernel only: GEMM1 with its activation fused
   Fp8Timeline timeline;                   // own kernel only: per-tile clocks (measurement)
+  // The group offsets or counts were written before the launch just ahead of this GEMM on the
+  // stream began (by a launch two or more back, or the host), and no launch in flight writes the
+  // weights: the swapped-operand kernel may then build its schedule and start streaming weights
+  // before it awaits that launch (PDL). The layer sets it; a caller that cannot say leaves it.
+  bool groups_settled = false;
 };
 
 void run_fp8_grouped_gemm(Fp8Tiles tiles, const Fp8GemmArgs& args, cudaStream_t stream);

@@ -78,7 +78,8 @@ struct GemmCall {
   // GEMM1 with the gated activation and the 1x128 quantisation in its epilogue, or null; `out`
   // is then its codes.
   const Fp8FusedGemm1* fused = nullptr;
-  Fp8Timeline timeline;  // measurement only: off unless its buffer is given
+  Fp8Timeline timeline;         // measurement only: off unless its buffer is given
+  bool groups_settled = false;  // Fp8GemmArgs::groups_settled (the swapped kernel reads it)
   int sm_count = 0;
   cudaStream_t stream = nullptr;
 };

@@ -27,6 +27,7 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
                                  int64_t(c.groups) * c.n, c.k, 1, k::kBlockN, k::kBlockK))
     return {"tensor map", "cuTensorMapEncodeTiled failed (or the driver lacks it)"};
   set_operands(p, c);
+  p.early_weights = c.groups_settled ? 1 : 0;
   if (cudaError_t e = gpu::kernels::launch_persistent_clusters<k::grouped_gemm<Out, kSplit>>(
           p, kSplit ? 2 : 1, k::kThreads, kSmem, c.sm_count, INT64_MAX, c.stream);
       e != cudaSuccess)

@@ -27,11 +27,24 @@ class MaskedPermuteTest : public test::CudaTest {
     p.shared_intermediate = 128;
     return p;
   }
+
+  // Routes `tokens` random tokens (token 0 to experts 4, 5, 6) in a buffer of `max_tokens`
+  // rows a group and checks every output against the definition.
+  void check(int64_t max_tokens, int64_t tokens);
 };
 
 TEST_F(MaskedPermuteTest, EveryLiveSlotGetsOneRowOfItsGroupAndTheRestAreDead) {
+  check(9, 7);  // one block (decode)
+}
+
+TEST_F(MaskedPermuteTest, PastOneBlocksRowsTheClearsAndTheGridKernelGiveTheSame) {
+  // 13 x 1400 rows, more than one block clears (kernels/permute.cuh kMaskedOneBlockRows).
+  check(1400, 1300);
+}
+
+void MaskedPermuteTest::check(int64_t max_tokens, int64_t tokens) {
   const moe_problem p = problem();
-  const int64_t max_tokens = 9, tokens = 7, width = topk_width(p);
+  const int64_t width = topk_width(p);
   const int64_t groups = permutation_groups(p);
   ASSERT_EQ(groups, p.experts + 1);
   std::vector<int32_t> ids(static_cast<size_t>(tokens * width));

@@ -84,8 +84,9 @@ void upload_expert_map(const moe_problem& p, int32_t* device_map, cudaStream_t s
 // The masked layout (decode; DeepGEMM's name): group g owns rows [g * max_m, (g + 1) * max_m)
 // of a [G * max_m, ...] buffer, filled from its first row; group_counts[g] of them are live, and
 // row_token is -1 on the others. max_m = max_tokens, so no group can overflow (a token sends at
-// most one slot to a group). No sort: two memsets and one kernel in which each slot takes its
-// row with an atomic, so rows inside a group come in no fixed order. A row's GEMM results
+// most one slot to a group). No sort: each slot takes its row with an atomic, so rows inside a
+// group come in no fixed order; up to 16384 rows one block clears and assigns (its counts in
+// shared memory), past that two memsets clear and a grid of blocks assigns. A row's GEMM results
 // depend on that row alone and the combine reads slots in column order, so outputs do not
 // depend on that order. slot_row covers T*W (+T) slots as in the contiguous layout.
 size_t masked_permutation_workspace_bytes(const moe_problem& p, int64_t max_tokens);
