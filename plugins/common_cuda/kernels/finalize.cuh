@@ -108,7 +108,8 @@ __global__ void __launch_bounds__(kFinalizeThreads, 8) finalize_kernel(const Fin
     if (threadIdx.x < width) {
       const int32_t row = p.slot_row[t * width + threadIdx.x];
       s_row[threadIdx.x] = row;
-      s_group[threadIdx.x] = row >= 0 ? p.row_group[row] : -1;
+      // The group picks the row's bias only: without one, no dependent load of it.
+      s_group[threadIdx.x] = row >= 0 && p.bias != nullptr ? p.row_group[row] : -1;
       s_weight[threadIdx.x] = p.weights[t * width + threadIdx.x];
     } else if (threadIdx.x == width) {
       s_row[width] = p.has_shared ? p.slot_row[p.tokens * width + t] : -1;

@@ -70,7 +70,9 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_fp8_1x128_kernel(const
     const int64_t listed = w < work ? walk.row(w / blocks) : -1;  // < 0: nothing to do
     const int64_t r = listed < 0 ? 0 : listed, b = w < work ? w % blocks : 0;
     const int64_t source = listed < 0 ? -1 : p.source_row == nullptr ? r : p.source_row[r];
-    const int32_t group = p.row_group != nullptr && source >= 0 ? p.row_group[r] : -1;
+    // The group serves the skip test only: with no groups to skip, no load of it.
+    const int32_t group =
+        p.row_group != nullptr && p.skip_begin < p.skip_end && source >= 0 ? p.row_group[r] : -1;
     const bool skipped = group >= p.skip_begin && group < p.skip_end;
     const bool valid = source >= 0 && !skipped;
     const int64_t c0 = b * kQuantBlock + (lane % kLanes) * kPerLane;
