@@ -162,6 +162,20 @@ __device__ __forceinline__ GroupRows group_rows(const Params& p, int g) {
   return {p.offsets[g], p.offsets[g + 1] - p.offsets[g]};
 }
 
+// One K block's wgmma batch into `acc`, as both own kernels issue it: the accumulators fenced
+// around `issue()` (its wgmma calls, one commit group), then awaited.
+template <int kN, class Issue>
+__device__ __forceinline__ void wgmma_batch(float (&acc)[kN], Issue&& issue) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) cute::warpgroup_fence_operand(acc[i]);
+  cute::warpgroup_arrive();
+  issue();
+  cute::warpgroup_commit_batch();
+#pragma unroll
+  for (int i = 0; i < kN; ++i) cute::warpgroup_fence_operand(acc[i]);
+  cute::warpgroup_wait<0>();
+}
+
 // K-major operands in 128-byte swizzled tiles (kernels/gmma_desc.cuh).
 __device__ __forceinline__ uint64_t smem_desc(const void* p) {
   return gpu::kernels::kmajor_sw128_desc(p);
@@ -550,17 +564,12 @@ __global__ void __launch_bounds__(Tile<kWgs, kSplit>::kThreads, 1)
         const float* sc = scales + stage * kScaleStride;
         const float s_w = sc[kBlockM], s_lo = sc[r_lo], s_hi = sc[r_lo + 8];
         const float s_wu = kFused ? sc[kBlockM + 1] : s_w;  // the up rows' (fused)
+        wgmma_batch(acc, [&] {
 #pragma unroll
-        for (int i = 0; i < kAccum; ++i) cute::warpgroup_fence_operand(acc[i]);
-        cute::warpgroup_arrive();
-#pragma unroll
-        for (int kk = 0; kk < kBlockK / 32; ++kk)
-          wgmma_64x128x32(da + kk * (32 >> 4), db + kk * (32 >> 4), acc, kk > 0,
-                          std::make_index_sequence<kAccum>{});
-        cute::warpgroup_commit_batch();
-#pragma unroll
-        for (int i = 0; i < kAccum; ++i) cute::warpgroup_fence_operand(acc[i]);
-        cute::warpgroup_wait<0>();
+          for (int kk = 0; kk < kBlockK / 32; ++kk)
+            wgmma_64x128x32(da + kk * (32 >> 4), db + kk * (32 >> 4), acc, kk > 0,
+                            std::make_index_sequence<kAccum>{});
+        });
         const float f_lo = s_lo * s_w, f_hi = s_hi * s_w;  // read before the stage is released
         const float fu_lo = s_lo * s_wu, fu_hi = s_hi * s_wu;
         release(solo ? kWgs : 1);

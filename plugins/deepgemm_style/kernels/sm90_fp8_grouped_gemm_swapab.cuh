@@ -248,17 +248,12 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         float f[4];  // the scale of tokens 2q, 2q + 1, 8 + 2q, 8 + 2q + 1
 #pragma unroll
         for (int c = 0; c < 4; ++c) f[c] = sc[8 * (c / 2) + 2 * q + c % 2] * s_w;
+        ffma::wgmma_batch(acc, [&] {
 #pragma unroll
-        for (int i = 0; i < kAccum; ++i) cute::warpgroup_fence_operand(acc[i]);
-        cute::warpgroup_arrive();
-#pragma unroll
-        for (int kk = 0; kk < kBlockK / 32; ++kk)
-          wgmma_64x16x32(da + kk * (32 >> 4), db + kk * (32 >> 4), acc, kk > 0,
-                         std::make_index_sequence<kAccum>{});
-        cute::warpgroup_commit_batch();
-#pragma unroll
-        for (int i = 0; i < kAccum; ++i) cute::warpgroup_fence_operand(acc[i]);
-        cute::warpgroup_wait<0>();
+          for (int kk = 0; kk < kBlockK / 32; ++kk)
+            wgmma_64x16x32(da + kk * (32 >> 4), db + kk * (32 >> 4), acc, kk > 0,
+                           std::make_index_sequence<kAccum>{});
+        });
         __syncwarp();
         if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
         if (++stage == kStages) stage = 0, phase ^= 1;
