@@ -19,16 +19,46 @@ namespace moe::gpu::kernels {
 constexpr int kFinalizeThreads = 128;
 constexpr int kFinalizeMaxWidth = 32;  // k + S, as routing
 
-// Columns [c0, c0 + kN) of one expert row as floats (kN = 8: one 16-byte load).
+// Columns [c0, c0 + kN) of one expert row, raw (kN = 8: one 16-byte load), and as floats. Loads
+// stay raw until their terms are added so that many rows can be in flight in few registers.
+template <int kN>
+struct RawColumns {
+  uint16_t bits;
+};
+template <>
+struct RawColumns<kVecElems> {
+  uint4 bits;
+};
+
+template <int kN>
+__device__ __forceinline__ RawColumns<kN> load_raw(const FinalizeParams& p, int64_t row,
+                                                   int64_t c0) {
+  const uint16_t* src = p.gemm2 + row * p.hidden + c0;
+  if constexpr (kN == kVecElems) {
+    return {*reinterpret_cast<const uint4*>(src)};
+  } else {
+    return {src[0]};
+  }
+}
+
+template <int kN>
+__device__ __forceinline__ void unpack(const RawColumns<kN>& raw, float (&y)[kN]) {
+  if constexpr (kN == kVecElems) {
+    const uint32_t words[4] = {raw.bits.x, raw.bits.y, raw.bits.z, raw.bits.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      y[2 * i] = __uint_as_float(words[i] << 16);
+      y[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  } else {
+    y[0] = bf16_to_float(raw.bits);
+  }
+}
+
 template <int kN>
 __device__ __forceinline__ void load_row(const FinalizeParams& p, int64_t row, int64_t c0,
                                          float (&y)[kN]) {
-  const uint16_t* src = p.gemm2 + row * p.hidden + c0;
-  if constexpr (kN == kVecElems) {
-    load_bf16x8(src, y);
-  } else {
-    y[0] = bf16_to_float(src[0]);
-  }
+  unpack(load_raw<kN>(p, row, c0), y);
 }
 
 // acc += weight * (y + b2[group]) per column: one fmaf each, the bias added first in fp32.
@@ -44,25 +74,30 @@ __device__ __forceinline__ void add_term(const FinalizeParams& p, int32_t group,
 }
 
 // out[t, c0 : c0 + kN): the token's terms in column order, then the shared row, one rounding.
-// Row loads are issued kLoadsInFlight at a time before their terms are added.
+// Row loads are issued eight at a time, raw, before their terms are added: a top-8 token's rows
+// cost one memory round trip, not four (bench/NOTES.md, session 35: -4% of the layer at Qwen3
+// T=1); eight 16-byte loads fit the 64 registers that 8 blocks an SM leave, without spilling.
 template <int kN>
 __device__ __forceinline__ void accumulate_columns(const FinalizeParams& p, int64_t t, int64_t c0,
                                                    const int32_t* s_row, const int32_t* s_group,
                                                    const float* s_weight) {
-  constexpr int kLoadsInFlight = 2;
+  constexpr int kLoadsInFlight = 8;
   const int width = p.width;
   float acc[kN];
 #pragma unroll
   for (int e = 0; e < kN; ++e) acc[e] = 0.0f;
   for (int j0 = 0; j0 < width; j0 += kLoadsInFlight) {
-    float y[kLoadsInFlight][kN];
+    RawColumns<kN> raw[kLoadsInFlight];
 #pragma unroll
     for (int u = 0; u < kLoadsInFlight; ++u)
-      if (j0 + u < width && s_row[j0 + u] >= 0) load_row(p, s_row[j0 + u], c0, y[u]);
+      if (j0 + u < width && s_row[j0 + u] >= 0) raw[u] = load_raw<kN>(p, s_row[j0 + u], c0);
 #pragma unroll
     for (int u = 0; u < kLoadsInFlight; ++u)
-      if (j0 + u < width && s_row[j0 + u] >= 0)
-        add_term(p, s_group[j0 + u], s_weight[j0 + u], c0, y[u], acc);
+      if (j0 + u < width && s_row[j0 + u] >= 0) {
+        float y[kN];
+        unpack(raw[u], y);
+        add_term(p, s_group[j0 + u], s_weight[j0 + u], c0, y, acc);
+      }
   }
   if (s_row[width] >= 0) {  // the shared expert, weight 1, last
     float y[kN];
