@@ -2,6 +2,7 @@
 // borrowed: the group never destroys it) and one EP step on host tensors. A libmoe_core built
 // without the CUDA toolkit's headers has no moe_ep: its entries check their arguments, then answer
 // UNSUPPORTED.
+#include <algorithm>
 #include <cstring>
 
 #include "handles.hpp"
@@ -125,6 +126,12 @@ moe_status moe_host_ep_step(moe_host_ep_group* group, const moe_host_ep_step_arg
   });
 }
 
+// moe_host_ep_device_step_args.chunks' bound (moe_host.h): ep::DeviceStep's.
+constexpr int64_t kMaxStepChunks = 64;
+#ifdef MOE_WITH_EP
+static_assert(kMaxStepChunks == moe::ep::DeviceStep::kMaxChunks, "the C API's chunk bound");
+#endif
+
 moe_status moe_host_ep_device_step_create(moe_host_ep_group* group,
                                           const moe_host_ep_device_step_args* args,
                                           moe_host_ep_device_step** step) {
@@ -135,6 +142,9 @@ moe_status moe_host_ep_device_step_create(moe_host_ep_group* group,
     [[maybe_unused]] const auto& l = deref(a.layer, "moe_host_ep_device_step_args.layer");
     MOE_CHECK(a.ragged == 0 || a.ragged == 1, MOE_STATUS_INVALID_ARGUMENT,
               "moe_host_ep_device_step_args.ragged must be 0 or 1, not {}", a.ragged);
+    MOE_CHECK(a.chunks >= 0 && a.chunks <= kMaxStepChunks, MOE_STATUS_INVALID_ARGUMENT,
+              "moe_host_ep_device_step_args.chunks must be 0 to {} (0 and 1: one chunk), not {}",
+              kMaxStepChunks, a.chunks);
 #ifndef MOE_WITH_EP
     (void)group;
     no_expert_parallelism();
@@ -145,7 +155,8 @@ moe_status moe_host_ep_device_step_create(moe_host_ep_group* group,
     auto s = std::make_unique<moe_host_ep_device_step>();
     s->step = std::make_unique<moe::ep::DeviceStep>(
         group != nullptr ? group->group.get() : nullptr, l.layer,
-        l.shared ? l.routed_problem.c() : l.problem_c, a.max_tokens, shared, a.ragged == 1);
+        l.shared ? l.routed_problem.c() : l.problem_c, a.max_tokens, shared, a.ragged == 1,
+        int32_t(std::max<int64_t>(a.chunks, 1)));
     *step = s.release();
 #endif
   });

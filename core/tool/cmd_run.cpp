@@ -38,7 +38,7 @@ void add_run(CLI::App& app, Discovery& d) {
   static bool seed_given = false;
   static std::string inputs, output, checkpoint, ep_jsonl;
   static bool ep_skew = false;
-  static int32_t ep_empty_rank = -1, ep_bench = 0;
+  static int32_t ep_empty_rank = -1, ep_bench = 0, ep_chunks = 1;
   cmd->add_option("--config", config, "YAML config")->required();
   cmd->add_option("--inputs", inputs,
                   "safetensors file with hidden_states [T, H] (bf16, or f32: the router takes "
@@ -64,6 +64,10 @@ void add_run(CLI::App& app, Discovery& d) {
   cmd->add_option("--ep-bench", ep_bench,
                   "Expert parallel: time this many steps next to NCCL's all-to-all and one GPU")
       ->check(integer_in(0, INT32_MAX));
+  cmd->add_option("--ep-chunks", ep_chunks,
+                  "Expert parallel with --ep-bench: also time the device step with each rank's "
+                  "rows in this many chunks, their exchanges overlapping the layer (1 to 64)")
+      ->check(integer_in(1, 64));
   cmd->add_option("--ep-jsonl", ep_jsonl,
                   "Expert parallel with --ep-bench: each rank appends its record (with ep_size) "
                   "to this file");
@@ -78,7 +82,7 @@ void add_run(CLI::App& app, Discovery& d) {
     if (cfg.problem.raw().ep_placement != MOE_EP_NONE) {
       run_expert_parallel(cfg, d,
                           {tokens >= 0 ? tokens : cfg.tokens, seed_given ? seed : cfg.seed, ep_skew,
-                           ep_empty_rank, ep_bench, inputs, output, ep_jsonl});
+                           ep_empty_rank, ep_bench, inputs, output, ep_jsonl, ep_chunks});
       return;
     }
     const Registry r = d.discover(cfg.plugin_dirs);

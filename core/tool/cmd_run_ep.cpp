@@ -54,18 +54,23 @@ double median(std::vector<double> v) {
 // the shared expert added at home, no host work between) timed back to back when it can run here
 // (a plugin that can add into the output when there is a shared expert or, on several ranks,
 // sink experts; the same batch on every rank), and its output against run_step's.
-// Its figures go into `rec` ("ms", "gbps", "graph_ms", "rel_l2_to_host_step"; "not_run" with
-// the reason where it could not run).
+// Its figures go into `rec` ("chunks", "ms", "gbps", "graph_ms", "rel_l2_to_host_step";
+// "not_run" with the reason where it could not run). `chunks` > 1: each rank's rows in that many
+// chunks, their exchanges overlapping the layer (ep::DeviceStep).
 void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExpert& shared,
                        const moe_problem& p, const Batch& batch, const Routing& routing, int32_t n,
-                       int32_t rank, nlohmann::json& rec) {
+                       int32_t rank, int32_t chunks, nlohmann::json& rec) {
   const int64_t tokens = batch.hidden.shape()[0], h = p.hidden, w = topk_width(p);
   const auto counts = group ? group->all_gather(uint64_t(tokens), "device step batch sizes")
                             : std::vector<uint64_t>{uint64_t(tokens)};
   const bool same =
       std::all_of(counts.begin(), counts.end(), [&](uint64_t c) { return c == uint64_t(tokens); });
+  chunks = int32_t(std::min<int64_t>(chunks, std::max<int64_t>(tokens, 1)));  // a row a chunk
+  rec["chunks"] = chunks;
+  const std::string what =
+      chunks > 1 ? fmt::format("device step in {} chunks", chunks) : std::string("device step");
   auto not_run = [&](const std::string& why) {
-    std::cout << fmt::format("rank {} device step: not run ({})\n", rank, why);
+    std::cout << fmt::format("rank {} {}: not run ({})\n", rank, what, why);
     rec["not_run"] = why;
   };
   if (!same || tokens == 0)
@@ -78,7 +83,7 @@ void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExp
   };
   std::optional<ep::DeviceStep> made;
   try {
-    made.emplace(group, layer, p, tokens, shared);
+    made.emplace(group, layer, p, tokens, shared, false, chunks);
   } catch (const Error& e) {
     return not_run(e.what());
   }
@@ -132,10 +137,10 @@ void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExp
   const double rel = relative_l2(out, host);
   const double tol = default_tolerance(static_cast<moe_format>(p.format));
   std::cout << fmt::format(
-      "rank {} device step ({} steps, median, synchronised each): {:.3f} ms, {:.1f} GB/s of "
+      "rank {} {} ({} steps, median, synchronised each): {:.3f} ms, {:.1f} GB/s of "
       "collectives | as a replayed graph: {} | relative L2 to the host step {:.2e} (tolerance "
       "{:.0e}) {}\n",
-      rank, n, median(ms), bytes / median(ms) * 1e-6, graph, rel, tol,
+      rank, what, n, median(ms), bytes / median(ms) * 1e-6, graph, rel, tol,
       rel <= tol ? "ok" : "MISMATCH");
   if (!(rel <= tol)) exit_code() = kExitMismatch;
   rec["ms"] = median(ms);
@@ -148,7 +153,7 @@ void bench_device_step(ep::Group* group, const Layer& layer, const ep::SharedExp
 void bench_steps(ep::Group* group, const Layer& layer, const ep::SharedExpert& shared,
                  const Layer& single, const moe_problem& p, const moe_problem& g,
                  const Batch& batch, const Routing& routing, int32_t n, int32_t rank,
-                 const std::string& jsonl) {
+                 int32_t chunks, const std::string& jsonl) {
   std::vector<double> step, dispatch, combine, compute, raw, one;
   ep::StepStats st;
   for (int32_t i = 0; i < n; ++i) {
@@ -180,8 +185,12 @@ void bench_steps(ep::Group* group, const Layer& layer, const ep::SharedExpert& s
   }
   for (int32_t i = 0; i < n; ++i) one.push_back(run_layer(single, g, batch.hidden, routing).ms);
   const double gbs = 1e-6;  // bytes/ms -> GB/s
-  nlohmann::json device_step = nlohmann::json::object();
-  bench_device_step(group, layer, shared, p, batch, routing, n, rank, device_step);
+  nlohmann::json device_step = nlohmann::json::object(), chunked = nullptr;
+  bench_device_step(group, layer, shared, p, batch, routing, n, rank, 1, device_step);
+  if (chunks > 1) {
+    chunked = nlohmann::json::object();
+    bench_device_step(group, layer, shared, p, batch, routing, n, rank, chunks, chunked);
+  }
   std::cout << fmt::format(
       "rank {} bench ({} steps, medians): step {:.3f} ms | dispatch {:.3f} ms, {:.1f} GB/s | "
       "combine {:.3f} ms, {:.1f} GB/s | local layer {:.3f} ms | NCCL all-to-all of the dispatch "
@@ -219,7 +228,8 @@ void bench_steps(ep::Group* group, const Layer& layer, const ep::SharedExpert& s
       {"nccl_all_to_all_ms", or_null(!raw.empty(), median(raw))},
       {"nccl_all_to_all_gbps", or_null(!raw.empty(), st.dispatch_bytes / median(raw) * gbs)},
       {"one_gpu_layer_ms", median(one)},
-      {"device_step", device_step}};
+      {"device_step", device_step},
+      {"device_step_chunked", chunked}};
   std::ofstream(jsonl, std::ios::app)
       << rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
@@ -394,7 +404,7 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
   if (!(vs_one <= tol && vs_ref <= tol)) exit_code() = kExitMismatch;
   if (o.bench > 0)
     bench_steps(group.get(), layer, shared, single, routed, g, batch, routing, o.bench, launch.rank,
-                o.jsonl);
+                o.chunks, o.jsonl);
 }
 #endif
 

@@ -18,6 +18,7 @@ struct EpRunOptions {
   std::string inputs;       // --inputs: every rank reads it and runs its share of the tokens
   std::string output;       // --output: rank 0 writes every rank's rows, in token order
   std::string jsonl;        // --ep-jsonl: with bench, each rank appends its record here
+  int32_t chunks = 1;       // --ep-chunks: with bench, the device step chunked too (> 1)
 };
 
 void run_expert_parallel(const Config& config, const Discovery& d, const EpRunOptions& options);

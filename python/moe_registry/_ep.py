@@ -59,15 +59,17 @@ class ExpertParallelGroup:
                           _tensors.detached(topk_weights), out)
         return _tensors.untagged(out)
 
-    def device_step(self, layer, max_tokens, *, ragged=False):
+    def device_step(self, layer, max_tokens, *, ragged=False, chunks=1):
         """The step that stays on the device (docs/design.md §4, "Two EP steps"): buffers for
         `max_tokens` tokens a rank made now in `layer`'s memory; DeviceStep.run enqueues a step on
         a stream with no host work in between. A shared expert split off at prepare and sink
         experts run on each rank's own tokens after the exchange, added into the output (the
         plugin must declare accumulate, ABI 1.4); every rank the same batch size, unless
         `ragged` (every rank's rows padded to max_tokens on the device for the exchanges; every
-        rank must pass the same)."""
-        return DeviceStep(self, layer, max_tokens, ragged)
+        rank must pass the same). `chunks` > 1 (at most max_tokens and 64; the same on every rank):
+        each rank's rows cut into that many chunks, whose exchanges run on a stream of the step's
+        own and overlap the other chunks' layer runs."""
+        return DeviceStep(self, layer, max_tokens, ragged, chunks)
 
     def close(self):
         """Lets go of the communicator now (it is never destroyed here: it stays the caller's).
@@ -85,17 +87,21 @@ class DeviceStep:
     """ExpertParallelGroup.device_step's: one rank's expert-parallel step on tensors in the
     layer's memory (CUDA tensors for a device backend), enqueued on a stream."""
 
-    def __init__(self, group, layer, max_tokens, ragged=False):
+    def __init__(self, group, layer, max_tokens, ragged=False, chunks=1):
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
             raise MoeError("invalid_argument",
                            f"max_tokens: expected an int, got {type(max_tokens).__name__}")
         if not isinstance(ragged, bool):
             raise MoeError("invalid_argument",
                            f"ragged: expected a bool, got {type(ragged).__name__}")
+        if isinstance(chunks, bool) or not isinstance(chunks, int):
+            raise MoeError("invalid_argument",
+                           f"chunks: expected an int, got {type(chunks).__name__}")
         self._hidden = layer.problem.hidden
         self.ragged = ragged
+        self.chunks = chunks
         self._native = _core.EpDeviceStep(group._native, _native_layer(layer), max_tokens,
-                                          ragged)
+                                          ragged, chunks)
 
     def run(self, hidden, routing, *, out=None, stream=None):
         """hidden [T, H] bf16 with routing = (topk_ids [T, k] int32 global ids, topk_weights f32),

@@ -51,7 +51,8 @@ moe_host_ep_group* EpGroup::open_handle() const {
   return handle_;
 }
 
-EpDeviceStep::EpDeviceStep(EpGroup& group, const Layer& layer, int64_t max_tokens, bool ragged)
+EpDeviceStep::EpDeviceStep(EpGroup& group, const Layer& layer, int64_t max_tokens, bool ragged,
+                           int64_t chunks)
     : group_(&group),
       problem_(*layer.info().problem),
       where_{layer.info().memory, layer.device_id} {
@@ -59,6 +60,7 @@ EpDeviceStep::EpDeviceStep(EpGroup& group, const Layer& layer, int64_t max_token
   a.layer = layer.handle();
   a.max_tokens = max_tokens;
   a.ragged = ragged ? 1 : 0;
+  a.chunks = chunks;
   check(moe_host_ep_device_step_create(group.open_handle(), &a, &handle_));
   ++group.open_steps_;
 }

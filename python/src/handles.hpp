@@ -119,7 +119,7 @@ class EpGroup {
 // layer's memory and a stream. Borrows the group (the Python side keeps it alive) and the layer.
 class EpDeviceStep {
  public:
-  EpDeviceStep(EpGroup& group, const Layer& layer, int64_t max_tokens, bool ragged);
+  EpDeviceStep(EpGroup& group, const Layer& layer, int64_t max_tokens, bool ragged, int64_t chunks);
   ~EpDeviceStep();
   EpDeviceStep(const EpDeviceStep&) = delete;
   EpDeviceStep& operator=(const EpDeviceStep&) = delete;

@@ -86,8 +86,8 @@ NB_MODULE(_core, m) {
       .def("step", &EpGroup::step, "layer"_a, "hidden"_a, "topk_ids"_a, "topk_weights"_a, "out"_a)
       .def("close", &EpGroup::close);
   nb::class_<EpDeviceStep>(m, "EpDeviceStep")
-      .def(nb::init<EpGroup&, const Layer&, int64_t, bool>(), "group"_a, "layer"_a, "max_tokens"_a,
-           "ragged"_a, nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
+      .def(nb::init<EpGroup&, const Layer&, int64_t, bool, int64_t>(), "group"_a, "layer"_a,
+           "max_tokens"_a, "ragged"_a, "chunks"_a, nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
       .def("run", &EpDeviceStep::run, "hidden"_a, "topk_ids"_a, "topk_weights"_a, "out"_a,
            "stream"_a)
       .def("close", &EpDeviceStep::close);

@@ -742,6 +742,19 @@ static void test_expert_parallel_steps(moe_host_registry* registry) {
     expect_error("ragged 2", moe_host_ep_device_step_create(NULL, &da, &dstep),
                  MOE_STATUS_INVALID_ARGUMENT, "ragged must be 0 or 1, not 2");
     da.ragged = 0;
+    /* Chunked (host API 1.7): one rank has no exchanges to overlap, the layer's bytes again; a
+     * count past 64 is refused. */
+    da.chunks = 3;
+    CHECK_OK(moe_host_ep_device_step_create(NULL, &da, &dstep));
+    CHECK_OK(moe_host_ep_device_step_run(dstep, &dr));
+    CHECK(memcmp(stepped, got->output, CAPI_HIDDEN_COUNT * 2) == 0,
+          "the one-rank chunked device step differs from the layer's run");
+    CHECK_OK(moe_host_ep_device_step_destroy(dstep));
+    dstep = NULL;
+    da.chunks = 65;
+    expect_error("65 chunks", moe_host_ep_device_step_create(NULL, &da, &dstep),
+                 MOE_STATUS_INVALID_ARGUMENT, "chunks must be 0 to 64 (0 and 1: one chunk), not 65");
+    da.chunks = 0;
     da.max_tokens = CAPI_TOKENS - 1;
     CHECK_OK(moe_host_ep_device_step_create(NULL, &da, &dstep));
     expect_error("a batch past max_tokens", moe_host_ep_device_step_run(dstep, &dr),

@@ -253,6 +253,46 @@ TEST_F(DeviceStepTest, RaggedRanksStepTheirOwnBatchSizes) {
   }
 }
 
+// A chunked step (each rank's rows cut into chunks, each gathered, run and reduce-scattered on its
+// own) gives one chunk's bits: 3 chunks of 13 rows, a chunk a row, ragged ranks (13 and 5 tokens)
+// in 5 chunks of their 16 padded rows, and sink experts in 4 chunks (the gathered ids' sink
+// columns cleared chunk by chunk). The one-chunk step is checked against the layers' sum above.
+TEST_F(DeviceStepTest, ChunkedStepsGiveOneChunksBits) {
+  struct Case {
+    bool sinks;
+    std::vector<int64_t> tokens;
+    bool ragged;
+    int32_t chunks;
+  };
+  for (const Case& c : {Case{false, {13, 13}, false, 3}, Case{false, {13, 13}, false, 13},
+                        Case{false, {13, 5}, true, 5}, Case{true, {12, 12}, false, 4}}) {
+    auto problem = [&](int world, int rank) {
+      const Problem q = small_ep_problem(world, rank);
+      return c.sinks ? with_sinks(q) : q;
+    };
+    const Problem whole = problem(1, 0);
+    const LayerWeights weights = random_weights(whole.c(), 43);
+    const Ranks ranks =
+        make_ranks(whole, weights, c.tokens, 80, [&](int r) { return problem(kWorld, r); });
+    auto step = [&](int32_t chunks) {
+      return run_ranks(
+          [&](ep::Group* g, int r) {
+            return ep::DeviceStep(g, ranks.layers[size_t(r)], ranks.raw[size_t(r)], 16, {},
+                                  c.ragged, chunks);
+          },
+          ranks.batches, ranks.routings, whole.c());
+    };
+    const std::vector<HostTensor> one = step(1), chunked = step(c.chunks);
+    for (int r = 0; r < kWorld; ++r) {
+      ASSERT_EQ(chunked[size_t(r)].bytes(), one[size_t(r)].bytes());
+      EXPECT_EQ(std::memcmp(chunked[size_t(r)].raw(), one[size_t(r)].raw(), one[size_t(r)].bytes()),
+                0)
+          << "rank " << r << ", " << c.chunks << " chunks" << (c.ragged ? ", ragged" : "")
+          << (c.sinks ? ", sink experts" : "");
+    }
+  }
+}
+
 TEST_F(DeviceStepTest, OneRankIsTheLayersRun) {
   const Problem p = small_ep_problem(1, 0);
   const LayerWeights weights = random_weights(p.c(), 5);
@@ -300,6 +340,15 @@ TEST_F(DeviceStepTest, BadInputIsNamed) {
                {"max_tokens >= 1"});
   EXPECT_FALSE(step.ragged());
   EXPECT_TRUE(ep::DeviceStep(nullptr, layer, p.c(), 4, {}, true).ragged());
+  // Chunks: 1 to 64, no more than max_tokens (every chunk holds a row of each rank).
+  EXPECT_EQ(step.chunks(), 1);
+  EXPECT_EQ(ep::DeviceStep(nullptr, layer, p.c(), 4, {}, false, 4).chunks(), 4);
+  for (int32_t bad : {0, -2, 5})
+    expect_error([&] { ep::DeviceStep(nullptr, layer, p.c(), 4, {}, false, bad); },
+                 MOE_STATUS_INVALID_ARGUMENT,
+                 {"1 to 64 chunks", "max_tokens=4", fmt::format("not {}", bad)});
+  expect_error([&] { ep::DeviceStep(nullptr, layer, p.c(), 64, {}, false, 65); },
+               MOE_STATUS_INVALID_ARGUMENT, {"1 to 64 chunks", "not 65"});
   // The layer runs every rank's tokens at once: they must fit its max_tokens (64).
   expect_error([&] { ep::DeviceStep(nullptr, layer, p.c(), 65); }, MOE_STATUS_CAPACITY_EXCEEDED,
                {"1 x 65 = 65", "max_tokens=64"});

@@ -134,6 +134,16 @@ def test_a_one_rank_device_step_gives_the_layers_output(layer, ep_layer, batch):
     ragged.close()
     with raises("invalid_argument", "ragged: expected a bool, got int"):
         group.device_step(ep_layer, TOKENS, ragged=1)
+    chunked = group.device_step(ep_layer, TOKENS, chunks=3)  # one rank: nothing to overlap
+    assert chunked.chunks == 3
+    out = chunked.run(hidden, (ids, weights))
+    np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
+    chunked.close()
+    with raises("invalid_argument", "chunks: expected an int, got float"):
+        group.device_step(ep_layer, TOKENS, chunks=2.0)
+    with raises("invalid_argument", "1 to 64 chunks", f"max_tokens={TOKENS}",
+                f"not {TOKENS + 1}"):
+        group.device_step(ep_layer, TOKENS, chunks=TOKENS + 1)
     step.close()
     with raises("invalid_argument", "the device step is closed"):
         step.run(hidden, (ids, weights))

@@ -144,7 +144,13 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& ep_prob
 // `max_tokens` tokens a rank are made at construction. Sink experts and a split-off shared expert
 // run once per token at home after the exchange, adding into the output (one more bf16 rounding
 // each than run_step's single f32 sum). `group` null: one rank, where the step is the layer's run
-// (and the shared expert's).
+// (and the shared expert's). `chunks` > 1: the rows a rank sends are cut into that many chunks
+// (fewer when it has fewer rows), each gathered, run and reduce-scattered on its own, the
+// collectives on a stream of the step's own so that chunk c + 1's all-gather and chunk c - 1's
+// reduce-scatter overlap chunk c's layer (events order them; the caller's stream waits for the
+// last; a CUDA graph captures both streams). The same bits as one chunk where the layer's rows do
+// not depend on the batch they run in (the reference's do; a GPU plugin's tile choice may
+// follow the batch size).
 class DeviceStep {
  public:
   // `shared`: the problem's shared expert, split off (split_shared_expert) and prepared by the
@@ -155,16 +161,20 @@ class DeviceStep {
   // the layer's plugin must honour accumulate too.
   // `ragged`: the ranks may step different batch sizes (0 too), each padded to max_tokens rows on
   // the device for the exchanges; every rank of the group must make its step the same way.
+  // `chunks`: 1 to kMaxChunks and at most max_tokens; every rank must take the same.
+  static constexpr int32_t kMaxChunks = 64;
   DeviceStep(Group* group, const Layer& layer, const moe_problem& ep_problem, int64_t max_tokens,
-             const SharedExpert& shared = {}, bool ragged = false);
+             const SharedExpert& shared = {}, bool ragged = false, int32_t chunks = 1);
   // hidden [T, H] bf16, topk_ids [T, w] i32, topk_weights [T, w] f32, output [T, H] bf16, all in
   // the layer plugin's device memory; T <= max_tokens, the same T on every rank unless ragged.
   void run(const moe_tensor& hidden, const moe_tensor& topk_ids, const moe_tensor& topk_weights,
            const moe_tensor& output, void* stream) const;
   int64_t max_tokens() const { return max_tokens_; }
   bool ragged() const { return ragged_; }
+  int32_t chunks() const { return chunks_; }
 
  private:
+  struct Overlap;  // the collectives' stream and the events between it and the caller's
   void add_shared(const moe_tensor& hidden, const moe_tensor& output, void* stream) const;
 
   Group* group_;
@@ -181,6 +191,8 @@ class DeviceStep {
   Buffer send_hidden_, send_ids_, send_weights_, recv_;
   bool ragged_ = false;
   bool on_device_ = false;  // the step's buffers' memory (the plugin's): the driver edits them
+  int32_t chunks_ = 1;
+  std::shared_ptr<Overlap> overlap_;  // chunks > 1 on a device: made at construction
 };
 
 // A DeviceStep captured once into a CUDA graph on a stream of its own and replayed: the tensors

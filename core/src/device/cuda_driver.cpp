@@ -56,6 +56,10 @@ CudaDriver load() {
   bind_optional(lib, "cuGraphDestroy", d.graph_destroy);
   bind_optional(lib, "cuMemsetD2D32Async", d.memset_d2d32_async);
   bind_optional(lib, "cuMemcpyDtoDAsync_v2", d.memcpy_dtod_async);
+  bind_optional(lib, "cuEventCreate", d.event_create);
+  bind_optional(lib, "cuEventRecord", d.event_record);
+  bind_optional(lib, "cuEventDestroy_v2", d.event_destroy);
+  bind_optional(lib, "cuStreamWaitEvent", d.stream_wait_event);
   const int r = init(0);
   MOE_CHECK(r == 0, MOE_STATUS_DEVICE_ERROR, "the NVIDIA driver did not start (cuInit): {}",
             driver_error(d, r));

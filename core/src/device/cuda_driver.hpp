@@ -12,18 +12,19 @@
 namespace moe::device {
 
 // cuPointerGetAttributes's attributes and memory types (cuda.h's values, stable since CUDA 4-10).
-constexpr int kPointerMemoryType = 2;       // CU_POINTER_ATTRIBUTE_MEMORY_TYPE: unsigned
-constexpr int kPointerDeviceOrdinal = 9;    // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: int
-constexpr int kPointerRangeStart = 11;      // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: uint64_t
-constexpr int kPointerRangeSize = 12;       // CU_POINTER_ATTRIBUTE_RANGE_SIZE: size_t
-constexpr unsigned kMemoryTypeHost = 1;     // CU_MEMORYTYPE_HOST
-constexpr unsigned kMemoryTypeDevice = 2;   // CU_MEMORYTYPE_DEVICE
-constexpr int kErrorInvalidContext = 201;   // CUDA_ERROR_INVALID_CONTEXT: no current context
-constexpr int kErrorNotInitialized = 3;     // CUDA_ERROR_NOT_INITIALIZED: cuInit not called
-constexpr int kErrorDeinitialized = 4;      // CUDA_ERROR_DEINITIALIZED: the driver shut down
-constexpr int kErrorNoDevice = 100;         // CUDA_ERROR_NO_DEVICE
-constexpr unsigned kStreamNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
-constexpr int kCaptureThreadLocal = 1;      // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+constexpr int kPointerMemoryType = 2;        // CU_POINTER_ATTRIBUTE_MEMORY_TYPE: unsigned
+constexpr int kPointerDeviceOrdinal = 9;     // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: int
+constexpr int kPointerRangeStart = 11;       // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: uint64_t
+constexpr int kPointerRangeSize = 12;        // CU_POINTER_ATTRIBUTE_RANGE_SIZE: size_t
+constexpr unsigned kMemoryTypeHost = 1;      // CU_MEMORYTYPE_HOST
+constexpr unsigned kMemoryTypeDevice = 2;    // CU_MEMORYTYPE_DEVICE
+constexpr int kErrorInvalidContext = 201;    // CUDA_ERROR_INVALID_CONTEXT: no current context
+constexpr int kErrorNotInitialized = 3;      // CUDA_ERROR_NOT_INITIALIZED: cuInit not called
+constexpr int kErrorDeinitialized = 4;       // CUDA_ERROR_DEINITIALIZED: the driver shut down
+constexpr int kErrorNoDevice = 100;          // CUDA_ERROR_NO_DEVICE
+constexpr unsigned kStreamNonBlocking = 1;   // CU_STREAM_NON_BLOCKING
+constexpr int kCaptureThreadLocal = 1;       // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+constexpr unsigned kEventDisableTiming = 2;  // CU_EVENT_DISABLE_TIMING
 
 struct CudaDriver {
   int (*device_get_count)(int* count);
@@ -50,6 +51,11 @@ struct CudaDriver {
   int (*memset_d2d32_async)(uint64_t dst, size_t pitch, unsigned value, size_t width, size_t height,
                             void* stream);
   int (*memcpy_dtod_async)(uint64_t dst, uint64_t src, size_t bytes, void* stream);
+  // Events between streams (ep::DeviceStep's chunked overlap); null where missing.
+  int (*event_create)(void** event, unsigned flags);
+  int (*event_record)(void* event, void* stream);
+  int (*event_destroy)(void* event);
+  int (*stream_wait_event)(void* stream, void* event, unsigned flags);
   std::string library;  // the file loaded
 };
 

@@ -1,10 +1,12 @@
 // DeviceStep: an expert-parallel step that stays on the device (all-gather, the local layer,
 // reduce-scatter, then the home passes on the rank's own tokens: its sink experts and the shared
 // expert, added into the output; all enqueued on the caller's stream). Ragged: each rank's rows
-// padded to max_tokens around the exchanges.
+// padded to max_tokens around the exchanges. Chunked: the exchanges of each chunk of rows on a
+// stream of the step's own, overlapping the layer's runs on the others.
 #include <algorithm>
 #include <vector>
 
+#include "device/cuda_driver.hpp"
 #include "ep/id_columns.hpp"
 #include "moe/ep.hpp"
 #include "moe/sdk/error.hpp"
@@ -13,8 +15,56 @@
 #include "moe/sdk/tensor_checks.hpp"
 
 namespace moe::ep {
+namespace {
+
+void check_driver(const device::CudaDriver& d, int r, const char* what) {
+  MOE_CHECK(r == 0, MOE_STATUS_DEVICE_ERROR, "{} failed: {}", what, device::driver_error(d, r));
+}
+
+}  // namespace
+
+// The collectives' stream and its events: fork (the caller's stream to the collectives'), join
+// (back), then per chunk `gathered` (its all-gathers done: its layer may run) and `computed` (its
+// layer done: its reduce-scatter may start). Made in the current context, as the plugin's buffers.
+struct DeviceStep::Overlap {
+  static constexpr int kFork = 0, kJoin = 1;
+  explicit Overlap(int32_t chunks) : d(device::cuda_driver()) {
+    MOE_CHECK(d.stream_create && d.stream_destroy && d.event_create && d.event_record &&
+                  d.event_destroy && d.stream_wait_event && d.stream_synchronize,
+              MOE_STATUS_UNSUPPORTED,
+              "the NVIDIA driver {} lacks the stream or event entries a chunked device step needs",
+              d.library);
+    check_driver(d, d.stream_create(&stream, device::kStreamNonBlocking),
+                 "cuStreamCreate (the device step's collectives)");
+    events.assign(size_t(2 + 2 * chunks), nullptr);
+    for (void*& e : events)
+      check_driver(d, d.event_create(&e, device::kEventDisableTiming), "cuEventCreate");
+  }
+  ~Overlap() {
+    if (stream) d.stream_synchronize(stream);  // no collective left in flight on a dead stream
+    for (void* e : events)
+      if (e) d.event_destroy(e);
+    if (stream) d.stream_destroy(stream);
+  }
+  Overlap(const Overlap&) = delete;
+  Overlap& operator=(const Overlap&) = delete;
+  static int gathered(int64_t c) { return int(2 + 2 * c); }
+  static int computed(int64_t c) { return int(3 + 2 * c); }
+  // The event marks what `on` has enqueued so far; a stream that waits for it goes on after that.
+  void record(int event, void* on) const {
+    check_driver(d, d.event_record(events[size_t(event)], on), "cuEventRecord");
+  }
+  void wait(void* waiter, int event) const {
+    check_driver(d, d.stream_wait_event(waiter, events[size_t(event)], 0), "cuStreamWaitEvent");
+  }
+
+  const device::CudaDriver& d;
+  void* stream = nullptr;
+  std::vector<void*> events;
+};
+
 DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, int64_t max_tokens,
-                       const SharedExpert& shared, bool ragged)
+                       const SharedExpert& shared, bool ragged, int32_t chunks)
     : group_(group),
       layer_(layer),
       shared_(shared),
@@ -22,9 +72,15 @@ DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, i
       max_tokens_(max_tokens),
       width_(topk_width(p)),
       world_(group ? group->world() : 1),
-      ragged_(ragged) {
+      ragged_(ragged),
+      chunks_(chunks) {
   MOE_CHECK(max_tokens >= 1, MOE_STATUS_INVALID_ARGUMENT,
             "the device step needs max_tokens >= 1, not {}", max_tokens);
+  MOE_CHECK(chunks >= 1 && chunks <= kMaxChunks && chunks <= max_tokens,
+            MOE_STATUS_INVALID_ARGUMENT,
+            "the device step cuts a rank's rows into 1 to {} chunks, and no more than its "
+            "max_tokens={}: not {}",
+            kMaxChunks, max_tokens, chunks);
   MOE_CHECK(world_ == p.ep_size && (group == nullptr || group->rank() == p.ep_rank),
             MOE_STATUS_CONFIG_ERROR,
             "the problem has ep_size={} and ep_rank={}, but this process is rank {} of {}",
@@ -81,8 +137,10 @@ DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, i
   if (p.sink_experts > 0) home_ids_ = Buffer(dev, size_t(max_tokens) * w * 4);
   weights_ = Buffer(dev, all * w * 4);
   out_ = Buffer(dev, all * h * 2);
-  // Only the sinks' id edits and the ragged padding touch the buffers apart from the plugin.
-  if (p.sink_experts > 0 || ragged) on_device_ = is_device_memory(ids_.data());
+  // Only the sinks' id edits and the ragged padding touch the buffers apart from the plugin; a
+  // chunked step on a device needs its own stream for the collectives.
+  if (p.sink_experts > 0 || ragged || chunks > 1) on_device_ = is_device_memory(ids_.data());
+  if (chunks > 1 && on_device_) overlap_ = std::make_shared<Overlap>(chunks);
   if (ragged) {
     const size_t m = size_t(max_tokens);
     // Zeros first: a padding row's hidden state and weights are never read (its ids are -1), but
@@ -140,21 +198,63 @@ void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
     send_hidden = send_hidden_.data(), send_ids = send_ids_.data();
     send_weights = send_weights_.data();
   }
-  const int64_t all = world_ * rows;
-  group_->all_gather_on(send_hidden, hidden_.data(), size_t(rows * h * 2), stream,
-                        "token all-gather");
-  group_->all_gather_on(send_ids, ids_.data(), size_t(rows * width_ * 4), stream, "id all-gather");
-  group_->all_gather_on(send_weights, weights_.data(), size_t(rows * width_ * 4), stream,
-                        "weight all-gather");
+  // Chunk c: rows [first(c), first(c + 1)) of every rank's, gathered rank-major into the
+  // buffers' rows [world * first(c), world * first(c + 1)). Every rank cuts its `rows` alike.
+  const int64_t parts = std::min<int64_t>(chunks_, rows);
   const int64_t k = problem_.top_k, sinks = problem_.sink_experts;
-  clear_id_columns(on_device_, static_cast<int32_t*>(ids_.data()), all, width_, k, sinks, stream);
-  a.hidden = make_view(hidden_.data(), MOE_DTYPE_BF16, {all, h});
-  a.topk_ids = make_view(ids_.data(), MOE_DTYPE_I32, {all, width_});
-  a.topk_weights = make_view(weights_.data(), MOE_DTYPE_F32, {all, width_});
-  a.output = make_view(out_.data(), MOE_DTYPE_BF16, {all, h});
-  layer_.run(a);
-  group_->reduce_scatter_bf16_on(out_.data(), ragged_ ? recv_.data() : output.data,
-                                 size_t(rows * h), stream, "result reduce-scatter");
+  const Overlap* o = parts > 1 ? overlap_.get() : nullptr;  // null: one stream, in order
+  void* comm = o != nullptr ? o->stream : stream;
+  auto first = [&](int64_t c) { return rows * c / parts; };
+  auto at = [](const void* base, int64_t row, int64_t row_bytes) {
+    return static_cast<char*>(const_cast<void*>(base)) + row * row_bytes;
+  };
+  const int64_t hb = h * 2, wb = width_ * 4;
+  void* out_rows = ragged_ ? recv_.data() : output.data;
+  auto gather = [&](int64_t c) {
+    const int64_t r0 = first(c), n = first(c + 1) - r0;
+    group_->all_gather_on(at(send_hidden, r0, hb), at(hidden_.data(), world_ * r0, hb),
+                          size_t(n * hb), comm, "token all-gather");
+    group_->all_gather_on(at(send_ids, r0, wb), at(ids_.data(), world_ * r0, wb), size_t(n * wb),
+                          comm, "id all-gather");
+    group_->all_gather_on(at(send_weights, r0, wb), at(weights_.data(), world_ * r0, wb),
+                          size_t(n * wb), comm, "weight all-gather");
+    if (o != nullptr) o->record(Overlap::gathered(c), comm);  // before any reduce-scatter after
+  };
+  auto compute = [&](int64_t c) {
+    if (o != nullptr) o->wait(stream, Overlap::gathered(c));
+    const int64_t r0 = world_ * first(c), n = world_ * (first(c + 1) - first(c));
+    auto* ids = reinterpret_cast<int32_t*>(at(ids_.data(), r0, wb));
+    clear_id_columns(on_device_, ids, n, width_, k, sinks, stream);
+    a.hidden = make_view(at(hidden_.data(), r0, hb), MOE_DTYPE_BF16, {n, h});
+    a.topk_ids = make_view(ids, MOE_DTYPE_I32, {n, width_});
+    a.topk_weights = make_view(at(weights_.data(), r0, wb), MOE_DTYPE_F32, {n, width_});
+    a.output = make_view(at(out_.data(), r0, hb), MOE_DTYPE_BF16, {n, h});
+    layer_.run(a);
+    if (o != nullptr) o->record(Overlap::computed(c), stream);
+  };
+  auto scatter = [&](int64_t c) {
+    if (o != nullptr) o->wait(comm, Overlap::computed(c));
+    const int64_t r0 = first(c), n = first(c + 1) - r0;
+    group_->reduce_scatter_bf16_on(at(out_.data(), world_ * r0, hb), at(out_rows, r0, hb),
+                                   size_t(n * h), comm, "result reduce-scatter");
+  };
+  // The collectives' stream: every chunk's all-gathers one chunk ahead of its layer, its
+  // reduce-scatter after it (gather 0, gather 1, scatter 0, gather 2, scatter 1, ...), the
+  // same order on every rank.
+  if (o != nullptr) {  // the collectives start after what the caller enqueued (ragged copies too)
+    o->record(Overlap::kFork, stream);
+    o->wait(comm, Overlap::kFork);
+  }
+  gather(0);
+  for (int64_t c = 0; c < parts; ++c) {
+    if (c + 1 < parts) gather(c + 1);
+    compute(c);
+    scatter(c);
+  }
+  if (o != nullptr) {  // the caller's stream goes on after the last reduce-scatter
+    o->record(Overlap::kJoin, comm);
+    o->wait(stream, Overlap::kJoin);
+  }
   if (ragged_)
     copy_in_stream(on_device_, output.data, recv_.data(), size_t(tokens * h * 2), stream);
   if (sinks > 0 && tokens > 0) {  // the home pass: this rank's tokens, sink columns, added in

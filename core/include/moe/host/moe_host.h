@@ -32,7 +32,7 @@ extern "C" {
 
 #define MOE_HOST_VERSION_MAJOR 1
 #define MOE_HOST_VERSION_MINOR                                        \
-  6 /* 1.1: moe_host_problem_parse, moe_host_problem_format;          \
+  7 /* 1.1: moe_host_problem_parse, moe_host_problem_format;          \
       1.2: moe_host_layer_prepare_checkpoint, the router fields of    \
       moe_host_layer_info;                                            \
       1.3: weights in device memory (moe_host_prepare_args.weights_*  \
@@ -40,7 +40,8 @@ extern "C" {
       (moe_host_ep_*);                                                \
       1.4: the decode rule in moe_host_plugin_info (ABI 1.3);         \
       1.5: the device EP step (moe_host_ep_device_step_*);            \
-      1.6: ragged device EP steps (moe_host_ep_device_step_args.ragged) */
+      1.6: ragged device EP steps (moe_host_ep_device_step_args.ragged); \
+      1.7: chunked device EP steps (moe_host_ep_device_step_args.chunks) */
 
 #if defined(_WIN32)
 #define MOE_HOST_EXPORT __declspec(dllexport)
@@ -427,6 +428,11 @@ typedef struct moe_host_ep_device_step_args {
    * batch sizes, 0 included; the step pads each rank's rows to max_tokens on the device, so the
    * exchanges move max_tokens rows a rank. Every rank of the group makes its step alike. */
   int32_t ragged;
+  /* Since 1.7 (0 where the caller's struct ends before it; 0 and 1: one chunk): the rows a rank
+   * sends cut into this many chunks (at most max_tokens and 64), each gathered, run and
+   * reduce-scattered on its own, the collectives on a stream of the step's own so that they
+   * overlap the other chunks' layer runs. Every rank of the group takes the same. */
+  int64_t chunks;
 } moe_host_ep_device_step_args;
 
 #define MOE_HOST_EP_DEVICE_STEP_ARGS_MIN_SIZE \
