@@ -97,6 +97,8 @@ class DeviceStep:
         if isinstance(chunks, bool) or not isinstance(chunks, int):
             raise MoeError("invalid_argument",
                            f"chunks: expected an int, got {type(chunks).__name__}")
+        if chunks < 1:  # (the C API reads 0 as one chunk, for callers older than the field)
+            raise MoeError("invalid_argument", f"chunks must be at least 1, not {chunks}")
         self._hidden = layer.problem.hidden
         self.ragged = ragged
         self.chunks = chunks

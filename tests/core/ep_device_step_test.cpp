@@ -6,9 +6,11 @@
 // and within the layer tolerance of one whole layer.
 #include <nccl.h>
 
+#include <atomic>
 #include <barrier>
 #include <cstring>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "../support/test_env.hpp"
@@ -26,6 +28,7 @@ constexpr int kWorld = 2;
 struct FakeWorld {
   std::barrier<> meet{kWorld};
   const void* posted[kWorld] = {};
+  std::atomic<int> gathers[kWorld] = {}, scatters[kWorld] = {};  // collectives each rank posted
 } g_world;
 struct FakeRank {
   int rank;
@@ -48,6 +51,7 @@ ep::NcclApi fake_world_nccl() {
   api.all_gather = [](const void* mine, void* all, size_t n, ncclDataType_t dt, ncclComm_t c,
                       cudaStream_t) {
     const int me = rank_of(c);
+    ++g_world.gathers[me];
     g_world.posted[me] = mine;
     g_world.meet.arrive_and_wait();
     for (int r = 0; r < kWorld; ++r)
@@ -60,6 +64,7 @@ ep::NcclApi fake_world_nccl() {
                           ncclComm_t c, cudaStream_t) {
     if (dt != ncclBfloat16 || op != ncclSum) return ncclInvalidArgument;
     const int me = rank_of(c);
+    ++g_world.scatters[me];
     g_world.posted[me] = all;
     g_world.meet.arrive_and_wait();
     auto* out = static_cast<uint16_t*>(mine);
@@ -274,15 +279,23 @@ TEST_F(DeviceStepTest, ChunkedStepsGiveOneChunksBits) {
     const LayerWeights weights = random_weights(whole.c(), 43);
     const Ranks ranks =
         make_ranks(whole, weights, c.tokens, 80, [&](int r) { return problem(kWorld, r); });
+    // The collectives each rank posts: the group's and the step's checks, then per chunk three
+    // all-gathers and a reduce-scatter.
+    std::vector<std::pair<int, int>> posted;
     auto step = [&](int32_t chunks) {
-      return run_ranks(
+      for (int r = 0; r < kWorld; ++r) g_world.gathers[r] = 0, g_world.scatters[r] = 0;
+      std::vector<HostTensor> out = run_ranks(
           [&](ep::Group* g, int r) {
             return ep::DeviceStep(g, ranks.layers[size_t(r)], ranks.raw[size_t(r)], 16, {},
                                   c.ragged, chunks);
           },
           ranks.batches, ranks.routings, whole.c());
+      posted.emplace_back(g_world.gathers[0].load(), g_world.scatters[0].load());
+      return out;
     };
     const std::vector<HostTensor> one = step(1), chunked = step(c.chunks);
+    EXPECT_EQ(posted[1].first - posted[0].first, 3 * (c.chunks - 1)) << c.chunks << " chunks";
+    EXPECT_EQ(posted[1].second - posted[0].second, c.chunks - 1) << c.chunks << " chunks";
     for (int r = 0; r < kWorld; ++r) {
       ASSERT_EQ(chunked[size_t(r)].bytes(), one[size_t(r)].bytes());
       EXPECT_EQ(std::memcmp(chunked[size_t(r)].raw(), one[size_t(r)].raw(), one[size_t(r)].bytes()),
@@ -290,6 +303,38 @@ TEST_F(DeviceStepTest, ChunkedStepsGiveOneChunksBits) {
           << "rank " << r << ", " << c.chunks << " chunks" << (c.ragged ? ", ragged" : "")
           << (c.sinks ? ", sink experts" : "");
     }
+  }
+}
+
+// Ranks that would cut or pad their rows differently would post collectives that do not match:
+// the step is refused on every rank at construction, naming both ways.
+TEST_F(DeviceStepTest, RanksThatMakeTheirStepsDifferentlyAreRefusedOnEveryRank) {
+  const Problem whole = small_ep_problem(1, 0);
+  const LayerWeights weights = random_weights(whole.c(), 45);
+  const Ranks ranks =
+      make_ranks(whole, weights, 4, 90, [](int r) { return small_ep_problem(kWorld, r); });
+  struct Way {
+    bool ragged;
+    int32_t chunks;
+  };
+  for (const auto& [way0, way1, want] :
+       {std::tuple{Way{false, 2}, Way{false, 3}, std::pair{"chunks=2", "chunks=3"}},
+        std::tuple{Way{true, 1}, Way{false, 1},
+                   std::pair{"ragged=1 (max_tokens=16)", "ragged=0"}}}) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kWorld; ++r)
+      threads.emplace_back([&, r] {
+        const Way way = r == 0 ? way0 : way1;
+        auto group = ep::Group::borrow(nccl_, reinterpret_cast<ncclComm_t>(&g_ranks[r]), r, kWorld,
+                                       device_, 10, 42);
+        expect_error(
+            [&] {
+              ep::DeviceStep(group.get(), ranks.layers[size_t(r)], ranks.raw[size_t(r)], 16, {},
+                             way.ragged, way.chunks);
+            },
+            MOE_STATUS_CONFIG_ERROR, {want.first, want.second, "every rank must make it alike"});
+      });
+    for (auto& t : threads) t.join();
   }
 }
 

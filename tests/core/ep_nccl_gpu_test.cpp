@@ -211,7 +211,9 @@ TEST_F(EpOverAnEnginesNccl, AOneRankCommunicatorIsRefusedForTwoRanks) {
 // captured into a CUDA graph (ep::StepGraph) and replayed: the same bits. Ragged, the rows padded
 // to 32 on the device (driver copies and memsets): the layer then runs 32 rows, which may take
 // another kernel path than T rows, so the host step within the layer tolerance, and the replays
-// the eager step's bits.
+// the eager step's bits. The same in 4 chunks (the collectives on the step's own stream, ordered
+// against the caller's by events; a graph captures both): each chunk's layer runs fewer rows, so
+// the host step within the tolerance too.
 TEST_F(EpOverAnEnginesNccl, TheDeviceStepThroughNcclIsTheHostStep) {
   const moe_problem p = problem_.c();
   const LayerWeights w = random_weights(p, 31);
@@ -221,8 +223,10 @@ TEST_F(EpOverAnEnginesNccl, TheDeviceStepThroughNcclIsTheHostStep) {
   {
     const auto group =
         ep::Group::borrow(comm, 0, 1, plugin_, 60, config_digest(p, plugin_->name(), 0));
-    for (const bool ragged : {false, true}) {
-      const ep::DeviceStep step(group.get(), layer, p, 32, {}, ragged);
+    for (const auto& [ragged, chunks] :
+         {std::pair{false, 1}, std::pair{true, 1}, std::pair{false, 4}, std::pair{true, 4}}) {
+      const ep::DeviceStep step(group.get(), layer, p, 32, {}, ragged, chunks);
+      const std::string how = fmt::format("{}{} chunk(s)", ragged ? "ragged, " : "", chunks);
       for (const int64_t tokens : {int64_t(29), int64_t(5)}) {
         const Batch batch = random_batch(p, tokens, 32 + tokens, Scenario::kRandom);
         const Routing routing = route_batch(*registry_.oracle(), p, batch);
@@ -232,8 +236,8 @@ TEST_F(EpOverAnEnginesNccl, TheDeviceStepThroughNcclIsTheHostStep) {
         plugin_->sync();
         const HostTensor out = s.output();
         const HostTensor host = ep::run_step(group.get(), layer, p, batch.hidden, routing);
-        if (ragged)
-          EXPECT_LT(relative_l2(out, host), 1e-2) << tokens << " tokens, ragged";
+        if (ragged || chunks > 1)
+          EXPECT_LT(relative_l2(out, host), 1e-2) << tokens << " tokens, " << how;
         else
           EXPECT_EQ(std::memcmp(out.raw(), host.raw(), host.bytes()), 0)
               << tokens << " tokens: rel_err " << relative_l2(out, host);
@@ -245,49 +249,7 @@ TEST_F(EpOverAnEnginesNccl, TheDeviceStepThroughNcclIsTheHostStep) {
           graph.sync();
           const HostTensor again = s.output();
           EXPECT_EQ(std::memcmp(again.raw(), out.raw(), out.bytes()), 0)
-              << tokens << " tokens, replay " << replay << (ragged ? ", ragged" : "");
-        }
-      }
-    }
-  }
-  EXPECT_EQ(engine_.comm_destroy(comm), ncclSuccess);
-}
-
-// A chunked device step on one NCCL rank: 4 chunks, the collectives on the step's own stream,
-// ordered against the caller's by events (29 tokens, and 5; ragged, 4 chunks of the 32 padded
-// rows). Each chunk's layer runs fewer rows, which may take another kernel path, so the host
-// step within the layer tolerance; captured into a graph (both streams) and replayed: the eager
-// step's bits.
-TEST_F(EpOverAnEnginesNccl, AChunkedDeviceStepMatchesEagerAndAsAGraph) {
-  const moe_problem p = problem_.c();
-  const LayerWeights w = random_weights(p, 33);
-  const Layer layer = plugin_->prepare(p, w.view(), {});
-  ncclComm_t comm = make_comm();
-  ASSERT_NE(comm, nullptr);
-  {
-    const auto group =
-        ep::Group::borrow(comm, 0, 1, plugin_, 60, config_digest(p, plugin_->name(), 0));
-    for (const bool ragged : {false, true}) {
-      const ep::DeviceStep step(group.get(), layer, p, 32, {}, ragged, 4);
-      for (const int64_t tokens : {int64_t(29), int64_t(5)}) {
-        const Batch batch = random_batch(p, tokens, 52 + tokens, Scenario::kRandom);
-        const Routing routing = route_batch(*registry_.oracle(), p, batch);
-        const StepTensors s = stage_step(plugin_, batch, routing);
-        s.poison_output();
-        step.run(s.vx, s.vids, s.vwt, s.vy, nullptr);
-        plugin_->sync();
-        const HostTensor out = s.output();
-        const HostTensor host = ep::run_step(group.get(), layer, p, batch.hidden, routing);
-        EXPECT_LT(relative_l2(out, host), 1e-2)
-            << tokens << " tokens" << (ragged ? ", ragged" : "");
-        const ep::StepGraph graph(step, s.vx, s.vids, s.vwt, s.vy);
-        for (int replay = 0; replay < 2; ++replay) {
-          s.poison_output();
-          graph.launch();
-          graph.sync();
-          const HostTensor again = s.output();
-          EXPECT_EQ(std::memcmp(again.raw(), out.raw(), out.bytes()), 0)
-              << tokens << " tokens, replay " << replay << (ragged ? ", ragged" : "");
+              << tokens << " tokens, replay " << replay << ", " << how;
         }
       }
     }

@@ -141,6 +141,8 @@ def test_a_one_rank_device_step_gives_the_layers_output(layer, ep_layer, batch):
     chunked.close()
     with raises("invalid_argument", "chunks: expected an int, got float"):
         group.device_step(ep_layer, TOKENS, chunks=2.0)
+    with raises("invalid_argument", "chunks must be at least 1, not 0"):
+        group.device_step(ep_layer, TOKENS, chunks=0)
     with raises("invalid_argument", "1 to 64 chunks", f"max_tokens={TOKENS}",
                 f"not {TOKENS + 1}"):
         group.device_step(ep_layer, TOKENS, chunks=TOKENS + 1)

@@ -175,6 +175,7 @@ class DeviceStep {
 
  private:
   struct Overlap;  // the collectives' stream and the events between it and the caller's
+  friend class ForkJoin;
   void add_shared(const moe_tensor& hidden, const moe_tensor& output, void* stream) const;
 
   Group* group_;

@@ -82,6 +82,24 @@ std::string driver_error(const CudaDriver& driver, int result) {
   return fmt::format("{} ({})", name, result);
 }
 
+ContextScope::ContextScope(const CudaDriver& d, int32_t device) : d_(d), device_(device) {
+  int r = d_.primary_ctx_retain(&ctx_, device_);
+  MOE_CHECK(r == 0, MOE_STATUS_DEVICE_ERROR, "cuDevicePrimaryCtxRetain(cuda:{}) failed: {}",
+            device_, driver_error(d_, r));
+  r = d_.ctx_push(ctx_);
+  if (r != 0) {
+    d_.primary_ctx_release(device_);
+    MOE_FAIL(MOE_STATUS_DEVICE_ERROR, "cuCtxPushCurrent(cuda:{}) failed: {}", device_,
+             driver_error(d_, r));
+  }
+}
+
+ContextScope::~ContextScope() {
+  void* popped = nullptr;
+  d_.ctx_pop(&popped);
+  d_.primary_ctx_release(device_);
+}
+
 int32_t current_device(const CudaDriver& driver) {
   int device = 0;
   const int r = driver.ctx_get_device(&device);

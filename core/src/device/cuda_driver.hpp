@@ -71,4 +71,19 @@ std::string driver_error(const CudaDriver& driver, int result);
 // current context, else 0 (the runtime's default device for a thread that set none).
 int32_t current_device(const CudaDriver& driver);
 
+// The primary context of one device (the one a plugin's CUDA runtime uses), current on this
+// thread while the scope lives.
+class ContextScope {
+ public:
+  ContextScope(const CudaDriver& d, int32_t device);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  const CudaDriver& d_;
+  int32_t device_;
+  void* ctx_ = nullptr;
+};
+
 }  // namespace moe::device

@@ -19,6 +19,7 @@
 namespace moe {
 namespace {
 
+using device::ContextScope;
 using device::CudaDriver;
 
 // The bytes of a present tensor: a dtype, 0..MOE_TENSOR_MAX_DIMS extents >= 0, contiguous.
@@ -76,34 +77,6 @@ void check_on_device(const CudaDriver& d, const moe_tensor& t, size_t bytes, int
             "{}: {} is {} bytes from {:#x}, past the end of its allocation ({} bytes from {:#x})",
             name, sdk::tensor_str(t), bytes, at, size, start);
 }
-
-// The primary context of one device, current on this thread while it lives.
-class ContextScope {
- public:
-  ContextScope(const CudaDriver& d, int32_t device) : d_(d), device_(device) {
-    int r = d_.primary_ctx_retain(&ctx_, device_);
-    MOE_CHECK(r == 0, MOE_STATUS_DEVICE_ERROR, "cuDevicePrimaryCtxRetain(cuda:{}) failed: {}",
-              device_, device::driver_error(d_, r));
-    r = d_.ctx_push(ctx_);
-    if (r != 0) {
-      d_.primary_ctx_release(device_);
-      MOE_FAIL(MOE_STATUS_DEVICE_ERROR, "cuCtxPushCurrent(cuda:{}) failed: {}", device_,
-               device::driver_error(d_, r));
-    }
-  }
-  ~ContextScope() {
-    void* popped = nullptr;
-    d_.ctx_pop(&popped);
-    d_.primary_ctx_release(device_);
-  }
-  ContextScope(const ContextScope&) = delete;
-  ContextScope& operator=(const ContextScope&) = delete;
-
- private:
-  const CudaDriver& d_;
-  int32_t device_;
-  void* ctx_ = nullptr;
-};
 
 }  // namespace
 

@@ -4,6 +4,8 @@
 // padded to max_tokens around the exchanges. Chunked: the exchanges of each chunk of rows on a
 // stream of the step's own, overlapping the layer's runs on the others.
 #include <algorithm>
+#include <exception>
+#include <optional>
 #include <vector>
 
 #include "device/cuda_driver.hpp"
@@ -25,26 +27,34 @@ void check_driver(const device::CudaDriver& d, int r, const char* what) {
 
 // The collectives' stream and its events: fork (the caller's stream to the collectives'), join
 // (back), then per chunk `gathered` (its all-gathers done: its layer may run) and `computed` (its
-// layer done: its reduce-scatter may start). Made in the current context, as the plugin's buffers.
+// layer done: its reduce-scatter may start). Made in the primary context of the device that holds
+// the step's buffers (the plugin's runtime's), which every use makes current for its span.
 struct DeviceStep::Overlap {
   static constexpr int kFork = 0, kJoin = 1;
-  explicit Overlap(int32_t chunks) : d(device::cuda_driver()) {
+  Overlap(int32_t chunks, int32_t device_) : d(device::cuda_driver()), device(device_) {
     MOE_CHECK(d.stream_create && d.stream_destroy && d.event_create && d.event_record &&
                   d.event_destroy && d.stream_wait_event && d.stream_synchronize,
               MOE_STATUS_UNSUPPORTED,
               "the NVIDIA driver {} lacks the stream or event entries a chunked device step needs",
               d.library);
-    check_driver(d, d.stream_create(&stream, device::kStreamNonBlocking),
-                 "cuStreamCreate (the device step's collectives)");
-    events.assign(size_t(2 + 2 * chunks), nullptr);
-    for (void*& e : events)
-      check_driver(d, d.event_create(&e, device::kEventDisableTiming), "cuEventCreate");
+    const device::ContextScope scope(d, device);
+    try {
+      check_driver(d, d.stream_create(&stream, device::kStreamNonBlocking),
+                   "cuStreamCreate (the device step's collectives)");
+      events.assign(size_t(2 + 2 * chunks), nullptr);
+      for (void*& e : events)
+        check_driver(d, d.event_create(&e, device::kEventDisableTiming), "cuEventCreate");
+    } catch (...) {
+      release();
+      throw;
+    }
   }
   ~Overlap() {
-    if (stream) d.stream_synchronize(stream);  // no collective left in flight on a dead stream
-    for (void* e : events)
-      if (e) d.event_destroy(e);
-    if (stream) d.stream_destroy(stream);
+    try {
+      const device::ContextScope scope(d, device);
+      release();
+    } catch (const Error&) {  // the context is gone (the driver shut down): nothing to free
+    }
   }
   Overlap(const Overlap&) = delete;
   Overlap& operator=(const Overlap&) = delete;
@@ -59,8 +69,48 @@ struct DeviceStep::Overlap {
   }
 
   const device::CudaDriver& d;
+  int32_t device;
   void* stream = nullptr;
   std::vector<void*> events;
+
+ private:
+  void release() {
+    if (stream) d.stream_synchronize(stream);  // no collective left in flight on a dead stream
+    for (void*& e : events)
+      if (e) d.event_destroy(e), e = nullptr;
+    if (stream) d.stream_destroy(stream), stream = nullptr;
+  }
+};
+
+// The chunked section of a step: the collectives' stream forked from the caller's at the start
+// and joined back at the end, also when a launch or a collective throws half way (so the caller's
+// stream never runs ahead of a reduce-scatter still writing, and a capture ends joined).
+class ForkJoin {
+ public:
+  ForkJoin(const DeviceStep::Overlap* o, void* comm, void* stream)
+      : o_(o), comm_(comm), stream_(stream) {
+    if (o_ == nullptr) return;
+    scope_.emplace(o_->d, o_->device);
+    o_->record(DeviceStep::Overlap::kFork, stream_);
+    o_->wait(comm_, DeviceStep::Overlap::kFork);
+  }
+  ~ForkJoin() noexcept(false) {
+    if (o_ == nullptr) return;
+    const bool unwinding = std::uncaught_exceptions() > 0;
+    try {
+      o_->record(DeviceStep::Overlap::kJoin, comm_);
+      o_->wait(stream_, DeviceStep::Overlap::kJoin);
+    } catch (const Error&) {
+      if (!unwinding) throw;  // else the first error is the one to report
+    }
+  }
+  ForkJoin(const ForkJoin&) = delete;
+  ForkJoin& operator=(const ForkJoin&) = delete;
+
+ private:
+  const DeviceStep::Overlap* o_;
+  void *comm_, *stream_;
+  std::optional<device::ContextScope> scope_;
 };
 
 DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, int64_t max_tokens,
@@ -117,6 +167,21 @@ DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, i
               "declare MOE_RUN_FEATURE_ACCUMULATE (ABI 1.4); ep::run_step sums on the host instead",
               s->plugin().name());
   }
+  if (group != nullptr) {  // every rank's collectives must match: each cuts and pads alike
+    auto shape_of = [&](uint64_t v) {
+      return fmt::format("ragged={}{}, chunks={}", (v >> 7) & 1,
+                         (v >> 7) & 1 ? fmt::format(" (max_tokens={})", v >> 8) : std::string(),
+                         v & 127);
+    };
+    const uint64_t mine =
+        uint64_t(chunks) | uint64_t(ragged) << 7 | (ragged ? uint64_t(max_tokens) << 8 : 0);
+    const std::vector<uint64_t> all = group->all_gather(mine, "device step shape check");
+    for (int32_t r = 0; r < world_; ++r)
+      MOE_CHECK(all[size_t(r)] == mine, MOE_STATUS_CONFIG_ERROR,
+                "rank {} makes its device step with {}, rank {} with {}: every rank must make "
+                "it alike (its collectives must match)",
+                r, shape_of(all[size_t(r)]), group->rank(), shape_of(mine));
+  }
   const auto dev = layer.plugin().shared_from_this();
   const size_t all = size_t(world_ * max_tokens), h = size_t(p.hidden), w = size_t(width_);
   // One workspace serves both layers: they run one after the other on the stream.
@@ -140,7 +205,16 @@ DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, i
   // Only the sinks' id edits and the ragged padding touch the buffers apart from the plugin; a
   // chunked step on a device needs its own stream for the collectives.
   if (p.sink_experts > 0 || ragged || chunks > 1) on_device_ = is_device_memory(ids_.data());
-  if (chunks > 1 && on_device_) overlap_ = std::make_shared<Overlap>(chunks);
+  if (chunks > 1 && on_device_) {
+    const device::CudaDriver& d = device::cuda_driver();
+    int32_t ordinal = 0;
+    int attribute = device::kPointerDeviceOrdinal;
+    void* data[] = {&ordinal};
+    check_driver(
+        d, d.pointer_get_attributes(1, &attribute, data, reinterpret_cast<uint64_t>(ids_.data())),
+        "cuPointerGetAttributes (the device of the step's buffers)");
+    overlap_ = std::make_shared<Overlap>(chunks, ordinal);
+  }
   if (ragged) {
     const size_t m = size_t(max_tokens);
     // Zeros first: a padding row's hidden state and weights are never read (its ids are -1), but
@@ -241,19 +315,16 @@ void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
   // The collectives' stream: every chunk's all-gathers one chunk ahead of its layer, its
   // reduce-scatter after it (gather 0, gather 1, scatter 0, gather 2, scatter 1, ...), the
   // same order on every rank.
-  if (o != nullptr) {  // the collectives start after what the caller enqueued (ragged copies too)
-    o->record(Overlap::kFork, stream);
-    o->wait(comm, Overlap::kFork);
-  }
-  gather(0);
-  for (int64_t c = 0; c < parts; ++c) {
-    if (c + 1 < parts) gather(c + 1);
-    compute(c);
-    scatter(c);
-  }
-  if (o != nullptr) {  // the caller's stream goes on after the last reduce-scatter
-    o->record(Overlap::kJoin, comm);
-    o->wait(stream, Overlap::kJoin);
+  {
+    // The collectives start after what the caller had enqueued (ragged copies too); the caller's
+    // stream goes on after the last reduce-scatter, whatever happens in between.
+    const ForkJoin fork(o, comm, stream);
+    gather(0);
+    for (int64_t c = 0; c < parts; ++c) {
+      if (c + 1 < parts) gather(c + 1);
+      compute(c);
+      scatter(c);
+    }
   }
   if (ragged_)
     copy_in_stream(on_device_, output.data, recv_.data(), size_t(tokens * h * 2), stream);
