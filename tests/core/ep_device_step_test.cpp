@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../support/test_env.hpp"
+#include "device/cuda_driver.hpp"
 #include "ep/nccl.hpp"
 #include "moe/ep.hpp"
 #include "moe/sdk/formats.hpp"
@@ -38,6 +39,18 @@ int rank_of(ncclComm_t c) {
   return reinterpret_cast<FakeRank*>(c)->rank;
 }
 
+// What a rank's thread enqueued where, while a test collects it (FakeDriver, the fake NCCL).
+thread_local std::vector<std::string>* t_log = nullptr;
+std::string stream_name(const void* s) {
+  return s == nullptr ? "caller" : fmt::format("s{}", reinterpret_cast<uintptr_t>(s) - 0x1000);
+}
+std::string event_name(const void* e) {
+  return fmt::format("e{}", reinterpret_cast<uintptr_t>(e) - 0x2000);
+}
+void log_op(std::string op) {
+  if (t_log != nullptr) t_log->push_back(std::move(op));
+}
+
 ep::NcclApi fake_world_nccl() {
   ep::NcclApi api{};
   api.comm_count = [](const ncclComm_t, int* n) { return *n = kWorld, ncclSuccess; };
@@ -49,9 +62,10 @@ ep::NcclApi fake_world_nccl() {
     return *r = ncclSuccess, ncclSuccess;
   };
   api.all_gather = [](const void* mine, void* all, size_t n, ncclDataType_t dt, ncclComm_t c,
-                      cudaStream_t) {
+                      cudaStream_t stream) {
     const int me = rank_of(c);
     ++g_world.gathers[me];
+    log_op("gather on " + stream_name(stream));
     g_world.posted[me] = mine;
     g_world.meet.arrive_and_wait();
     for (int r = 0; r < kWorld; ++r)
@@ -61,9 +75,10 @@ ep::NcclApi fake_world_nccl() {
     return ncclSuccess;
   };
   api.reduce_scatter = [](const void* all, void* mine, size_t n, ncclDataType_t dt, ncclRedOp_t op,
-                          ncclComm_t c, cudaStream_t) {
+                          ncclComm_t c, cudaStream_t stream) {
     if (dt != ncclBfloat16 || op != ncclSum) return ncclInvalidArgument;
     const int me = rank_of(c);
+    log_op("scatter on " + stream_name(stream));
     ++g_world.scatters[me];
     g_world.posted[me] = all;
     g_world.meet.arrive_and_wait();
@@ -335,6 +350,132 @@ TEST_F(DeviceStepTest, RanksThatMakeTheirStepsDifferentlyAreRefusedOnEveryRank) 
             MOE_STATUS_CONFIG_ERROR, {want.first, want.second, "every rank must make it alike"});
       });
     for (auto& t : threads) t.join();
+  }
+}
+
+// A CUDA driver on host memory that calls every pointer device memory, does its copies and
+// memsets at once, and logs what goes on which stream (streams s1, s2, ... and events e0, e1, ...
+// in the order a thread makes them).
+thread_local int t_streams = 0, t_events = 0;
+device::CudaDriver fake_logging_driver() {
+  device::CudaDriver d{};
+  d.library = "fake driver";
+  d.device_get_count = [](int* n) { return *n = 1, 0; };
+  d.ctx_get_device = [](int* dev) { return *dev = 0, 0; };
+  d.primary_ctx_retain = [](void** ctx, int) { return *ctx = reinterpret_cast<void*>(1), 0; };
+  d.primary_ctx_release = [](int) { return 0; };
+  d.ctx_push = [](void*) { return 0; };
+  d.ctx_pop = [](void** ctx) { return *ctx = reinterpret_cast<void*>(1), 0; };
+  d.pointer_get_attributes = [](unsigned count, int* attributes, void** data, uint64_t) {
+    for (unsigned i = 0; i < count; ++i) {
+      if (attributes[i] == device::kPointerMemoryType)
+        *static_cast<unsigned*>(data[i]) = device::kMemoryTypeDevice;
+      else if (attributes[i] == device::kPointerDeviceOrdinal)
+        *static_cast<int*>(data[i]) = 0;
+    }
+    return 0;
+  };
+  d.stream_synchronize = [](void*) { return 0; };
+  d.stream_query = [](void*) { return 0; };
+  d.error_name = [](int, const char** name) { return *name = "FAKE", 0; };
+  d.stream_create = [](void** s, unsigned) {
+    return *s = reinterpret_cast<void*>(uintptr_t(0x1000 + ++t_streams)), 0;
+  };
+  d.stream_destroy = [](void*) { return 0; };
+  d.memset_d2d32_async = [](uint64_t dst, size_t pitch, unsigned value, size_t width, size_t height,
+                            void* s) {
+    for (size_t r = 0; r < height; ++r)
+      for (size_t c = 0; c < width; ++c)
+        std::memcpy(reinterpret_cast<uint8_t*>(dst) + r * pitch + c * 4, &value, 4);
+    log_op("memset on " + stream_name(s));
+    return 0;
+  };
+  d.memcpy_dtod_async = [](uint64_t dst, uint64_t src, size_t bytes, void* s) {
+    std::memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+    log_op("copy on " + stream_name(s));
+    return 0;
+  };
+  d.event_create = [](void** e, unsigned) {
+    return *e = reinterpret_cast<void*>(uintptr_t(0x2000 + t_events++)), 0;
+  };
+  d.event_record = [](void* e, void* s) {
+    log_op(fmt::format("record {} on {}", event_name(e), stream_name(s)));
+    return 0;
+  };
+  d.event_destroy = [](void*) { return 0; };
+  d.stream_wait_event = [](void* s, void* e, unsigned) {
+    log_op(fmt::format("{} waits {}", stream_name(s), event_name(e)));
+    return 0;
+  };
+  return d;
+}
+
+// The chunked step's two streams, on that driver (each rank's thread logs its own), with sink
+// experts so that each chunk's layer shows (its gathered ids' sink columns cleared first): the
+// collectives all on the step's stream s1 in the order gather 0, gather 1, scatter 0, gather 2,
+// ...; each chunk's layer after the event of its gathers, its reduce-scatter after the event of
+// its layer; the fork first, the join before the home pass. And the one-chunk step's bits.
+TEST_F(DeviceStepTest, AChunkedStepOrdersItsTwoStreamsByEvents) {
+  const device::CudaDriver fake = fake_logging_driver();
+  device::set_cuda_driver_for_tests(&fake);
+  struct Restore {
+    ~Restore() { device::set_cuda_driver_for_tests(nullptr); }
+  } restore;
+  const Problem whole = with_sinks(small_ep_problem(1, 0));
+  const LayerWeights weights = random_weights(whole.c(), 47);
+  const Ranks ranks = make_ranks(whole, weights, 9, 100,
+                                 [](int r) { return with_sinks(small_ep_problem(kWorld, r)); });
+  constexpr int32_t kChunks = 3;
+  std::vector<std::vector<std::string>> logs(kWorld);
+  std::vector<HostTensor> outs[2];
+  for (int32_t chunks : {1, kChunks}) {
+    for (int r = 0; r < kWorld; ++r)
+      outs[chunks > 1].emplace_back(MOE_DTYPE_BF16, std::vector<int64_t>{9, whole.c().hidden});
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kWorld; ++r)
+      threads.emplace_back([&, r] {
+        t_streams = 0, t_events = 0;
+        auto group = ep::Group::borrow(nccl_, reinterpret_cast<ncclComm_t>(&g_ranks[r]), r, kWorld,
+                                       device_, 10, 42);
+        const ep::DeviceStep step(group.get(), ranks.layers[size_t(r)], ranks.raw[size_t(r)], 16,
+                                  {}, false, chunks);
+        Buffer x = upload(ranks.batches[size_t(r)].hidden),
+               ids = upload(ranks.routings[size_t(r)].ids),
+               wt = upload(ranks.routings[size_t(r)].weights),
+               y(device_, size_t(9 * whole.c().hidden * 2));
+        std::vector<std::string> log;
+        t_log = &log;
+        run_on(step, ranks.raw[size_t(r)], 9, x, ids, wt, y);
+        t_log = nullptr;
+        y.download(outs[chunks > 1][size_t(r)].raw(), outs[chunks > 1][size_t(r)].bytes());
+        if (chunks > 1) logs[size_t(r)] = log;
+      });
+    for (auto& t : threads) t.join();
+  }
+  // Events: fork e0, join e1, chunk c's gathers e(2 + 2c), its layer e(3 + 2c).
+  std::vector<std::string> want = {"record e0 on caller", "s1 waits e0"};
+  auto gather = [&](int c) {
+    for (int i = 0; i < 3; ++i) want.push_back("gather on s1");
+    want.push_back(fmt::format("record e{} on s1", 2 + 2 * c));
+  };
+  gather(0);
+  for (int c = 0; c < kChunks; ++c) {
+    if (c + 1 < kChunks) gather(c + 1);
+    want.push_back(fmt::format("caller waits e{}", 2 + 2 * c));
+    want.push_back("memset on caller");  // the chunk's sink columns, then its layer
+    want.push_back(fmt::format("record e{} on caller", 3 + 2 * c));
+    want.push_back(fmt::format("s1 waits e{}", 3 + 2 * c));
+    want.push_back("scatter on s1");
+  }
+  for (const char* op :
+       {"record e1 on s1", "caller waits e1", "copy on caller", "memset on caller"})
+    want.push_back(op);  // the join, then the home pass's ids (copied, routed columns cleared)
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(logs[size_t(r)], want) << "rank " << r;
+    EXPECT_EQ(
+        std::memcmp(outs[1][size_t(r)].raw(), outs[0][size_t(r)].raw(), outs[0][size_t(r)].bytes()),
+        0)
+        << "rank " << r;
   }
 }
 

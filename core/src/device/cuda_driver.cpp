@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "moe/sdk/error.hpp"
@@ -68,7 +69,16 @@ CudaDriver load() {
 
 }  // namespace
 
+namespace {
+std::atomic<const CudaDriver*> g_test_driver{nullptr};
+}  // namespace
+
+void set_cuda_driver_for_tests(const CudaDriver* driver) {
+  g_test_driver = driver;
+}
+
 const CudaDriver& cuda_driver() {
+  if (const CudaDriver* d = g_test_driver.load()) return *d;
   static CudaDriver driver;
   static std::once_flag once;
   std::call_once(once, [] { driver = load(); });  // a throw leaves it for the next call to retry

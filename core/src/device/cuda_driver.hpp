@@ -64,6 +64,10 @@ struct CudaDriver {
 // driver's error name where cuInit fails (CUDA_ERROR_NO_DEVICE on a machine without a GPU).
 const CudaDriver& cuda_driver();
 
+// Tests: a driver cuda_driver() hands out instead of the loaded one (nullptr: the loaded one
+// again). Set it before the code under test runs and clear it after; not for concurrent use.
+void set_cuda_driver_for_tests(const CudaDriver* driver);
+
 // "CUDA_ERROR_INVALID_VALUE (1)": a driver result for a message.
 std::string driver_error(const CudaDriver& driver, int result);
 
