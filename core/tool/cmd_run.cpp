@@ -72,6 +72,10 @@ void add_run(CLI::App& app, Discovery& d) {
                   "Expert parallel with --ep-bench: each rank appends its record (with ep_size) "
                   "to this file");
   cmd->callback([&d] {
+    MOE_CHECK(ep_chunks == 1 || ep_bench > 0, MOE_STATUS_INVALID_ARGUMENT,
+              "--ep-chunks {} times the device step in chunks, which only --ep-bench N does: give "
+              "it too",
+              ep_chunks);
     Config cfg = Config::load_file(config);
     if (!checkpoint.empty()) {
       MOE_CHECK(cfg.checkpoint.has_value(), MOE_STATUS_CONFIG_ERROR,
