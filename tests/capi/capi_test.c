@@ -632,6 +632,20 @@ static moe_host_layer* prepare_ep_layer(moe_host_registry* registry, capi_inputs
 /* Expert parallelism over the caller's communicator: its argument checks (a NULL communicator, a
  * host-memory backend, before NCCL is touched), and a one-rank step without a group, which must
  * equal the layer's own run. A libmoe_core built without EP says so (UNSUPPORTED). */
+/* A one-rank device step made with `da` and run with `dr` into `stepped` (cleared first): the
+ * layer's bytes `want`. */
+static void expect_device_step_is_the_layer(const moe_host_ep_device_step_args* da,
+                                            const moe_host_ep_device_run_args* dr,
+                                            uint16_t* stepped, const void* want, const char* what) {
+  moe_host_ep_device_step* step = NULL;
+  memset(stepped, 0, CAPI_HIDDEN_COUNT * 2);
+  CHECK_OK(moe_host_ep_device_step_create(NULL, da, &step));
+  CHECK_OK(moe_host_ep_device_step_run(step, dr));
+  CHECK(memcmp(stepped, want, CAPI_HIDDEN_COUNT * 2) == 0,
+        "the one-rank %s device step differs from the layer's run", what);
+  CHECK_OK(moe_host_ep_device_step_destroy(step));
+}
+
 static void test_expert_parallel_steps(moe_host_registry* registry) {
   capi_inputs* in = malloc(sizeof *in);
   capi_results* got = calloc(1, sizeof *got);
@@ -710,14 +724,12 @@ static void test_expert_parallel_steps(moe_host_registry* registry) {
 
     /* The device step (host API 1.5), one rank: the reference's "device" memory is host memory,
      * so the same arrays serve; the layer's bytes again, and a batch past max_tokens refused. */
-    memset(stepped, 0, CAPI_HIDDEN_COUNT * 2);
     moe_host_ep_device_step* dstep = NULL;
     moe_host_ep_device_step_args da;
     memset(&da, 0, sizeof da);
     da.struct_size = sizeof da;
     da.layer = ep;
     da.max_tokens = CAPI_TOKENS;
-    CHECK_OK(moe_host_ep_device_step_create(NULL, &da, &dstep));
     moe_host_ep_device_run_args dr;
     memset(&dr, 0, sizeof dr);
     dr.struct_size = sizeof dr;
@@ -725,19 +737,10 @@ static void test_expert_parallel_steps(moe_host_registry* registry) {
     dr.topk_ids = route.topk_ids;
     dr.topk_weights = route.topk_weights;
     dr.output = capi_tensor(stepped, MOE_DTYPE_BF16, 2, CAPI_TOKENS, CAPI_HIDDEN, 0);
-    CHECK_OK(moe_host_ep_device_step_run(dstep, &dr));
-    CHECK(memcmp(stepped, got->output, CAPI_HIDDEN_COUNT * 2) == 0,
-          "the one-rank device step differs from the layer's run");
-    CHECK_OK(moe_host_ep_device_step_destroy(dstep));
+    expect_device_step_is_the_layer(&da, &dr, stepped, got->output, "plain");
     /* Ragged (host API 1.6): one rank steps as before; a flag other than 0 or 1 is refused. */
-    memset(stepped, 0, CAPI_HIDDEN_COUNT * 2);
     da.ragged = 1;
-    CHECK_OK(moe_host_ep_device_step_create(NULL, &da, &dstep));
-    CHECK_OK(moe_host_ep_device_step_run(dstep, &dr));
-    CHECK(memcmp(stepped, got->output, CAPI_HIDDEN_COUNT * 2) == 0,
-          "the one-rank ragged device step differs from the layer's run");
-    CHECK_OK(moe_host_ep_device_step_destroy(dstep));
-    dstep = NULL;
+    expect_device_step_is_the_layer(&da, &dr, stepped, got->output, "ragged");
     da.ragged = 2;
     expect_error("ragged 2", moe_host_ep_device_step_create(NULL, &da, &dstep),
                  MOE_STATUS_INVALID_ARGUMENT, "ragged must be 0 or 1, not 2");
@@ -745,15 +748,11 @@ static void test_expert_parallel_steps(moe_host_registry* registry) {
     /* Chunked (host API 1.7): one rank has no exchanges to overlap, the layer's bytes again; a
      * count past 64 is refused. */
     da.chunks = 3;
-    CHECK_OK(moe_host_ep_device_step_create(NULL, &da, &dstep));
-    CHECK_OK(moe_host_ep_device_step_run(dstep, &dr));
-    CHECK(memcmp(stepped, got->output, CAPI_HIDDEN_COUNT * 2) == 0,
-          "the one-rank chunked device step differs from the layer's run");
-    CHECK_OK(moe_host_ep_device_step_destroy(dstep));
-    dstep = NULL;
+    expect_device_step_is_the_layer(&da, &dr, stepped, got->output, "chunked");
     da.chunks = 65;
     expect_error("65 chunks", moe_host_ep_device_step_create(NULL, &da, &dstep),
-                 MOE_STATUS_INVALID_ARGUMENT, "chunks must be 0 to 64 (0 and 1: one chunk), not 65");
+                 MOE_STATUS_INVALID_ARGUMENT,
+                 "chunks must be 0 to 64 (0 and 1: one chunk), not 65");
     da.chunks = 0;
     da.max_tokens = CAPI_TOKENS - 1;
     CHECK_OK(moe_host_ep_device_step_create(NULL, &da, &dstep));

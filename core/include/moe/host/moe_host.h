@@ -31,15 +31,15 @@ extern "C" {
 #endif
 
 #define MOE_HOST_VERSION_MAJOR 1
-#define MOE_HOST_VERSION_MINOR                                        \
-  7 /* 1.1: moe_host_problem_parse, moe_host_problem_format;          \
-      1.2: moe_host_layer_prepare_checkpoint, the router fields of    \
-      moe_host_layer_info;                                            \
-      1.3: weights in device memory (moe_host_prepare_args.weights_*  \
-      fields), expert parallelism over the caller's NCCL communicator \
-      (moe_host_ep_*);                                                \
-      1.4: the decode rule in moe_host_plugin_info (ABI 1.3);         \
-      1.5: the device EP step (moe_host_ep_device_step_*);            \
+#define MOE_HOST_VERSION_MINOR                                           \
+  7 /* 1.1: moe_host_problem_parse, moe_host_problem_format;             \
+      1.2: moe_host_layer_prepare_checkpoint, the router fields of       \
+      moe_host_layer_info;                                               \
+      1.3: weights in device memory (moe_host_prepare_args.weights_*     \
+      fields), expert parallelism over the caller's NCCL communicator    \
+      (moe_host_ep_*);                                                   \
+      1.4: the decode rule in moe_host_plugin_info (ABI 1.3);            \
+      1.5: the device EP step (moe_host_ep_device_step_*);               \
       1.6: ragged device EP steps (moe_host_ep_device_step_args.ragged); \
       1.7: chunked device EP steps (moe_host_ep_device_step_args.chunks) */
 
