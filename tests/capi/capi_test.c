@@ -753,6 +753,11 @@ static void test_expert_parallel_steps(moe_host_registry* registry) {
     expect_error("65 chunks", moe_host_ep_device_step_create(NULL, &da, &dstep),
                  MOE_STATUS_INVALID_ARGUMENT,
                  "chunks must be 0 to 64 (0 and 1: one chunk), not 65");
+    /* A 1.6 caller's struct ends before `chunks`: what lies past its end is not read (one
+     * chunk), so the 65 left there is no error. */
+    da.struct_size = offsetof(moe_host_ep_device_step_args, chunks);
+    expect_device_step_is_the_layer(&da, &dr, stepped, got->output, "1.6-sized");
+    da.struct_size = sizeof da;
     da.chunks = 0;
     da.max_tokens = CAPI_TOKENS - 1;
     CHECK_OK(moe_host_ep_device_step_create(NULL, &da, &dstep));
