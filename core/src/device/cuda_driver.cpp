@@ -110,6 +110,11 @@ ContextScope::~ContextScope() {
   d_.primary_ctx_release(device_);
 }
 
+void check_driver(const CudaDriver& driver, int result, const char* what) {
+  MOE_CHECK(result == 0, MOE_STATUS_DEVICE_ERROR, "{} failed: {}", what,
+            driver_error(driver, result));
+}
+
 int32_t current_device(const CudaDriver& driver) {
   int device = 0;
   const int r = driver.ctx_get_device(&device);

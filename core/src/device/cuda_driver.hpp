@@ -71,6 +71,9 @@ void set_cuda_driver_for_tests(const CudaDriver* driver);
 // "CUDA_ERROR_INVALID_VALUE (1)": a driver result for a message.
 std::string driver_error(const CudaDriver& driver, int result);
 
+// Throws DEVICE_ERROR "<what> failed: <driver_error>" unless `result` is 0 (CUDA_SUCCESS).
+void check_driver(const CudaDriver& driver, int result, const char* what);
+
 // The calling thread's current CUDA device, as a plugin's CUDA runtime sees it: that of the
 // current context, else 0 (the runtime's default device for a thread that set none).
 int32_t current_device(const CudaDriver& driver);

@@ -17,13 +17,7 @@
 #include "moe/sdk/tensor_checks.hpp"
 
 namespace moe::ep {
-namespace {
-
-void check_driver(const device::CudaDriver& d, int r, const char* what) {
-  MOE_CHECK(r == 0, MOE_STATUS_DEVICE_ERROR, "{} failed: {}", what, device::driver_error(d, r));
-}
-
-}  // namespace
+using device::check_driver;
 
 // The collectives' stream and its events: fork (the caller's stream to the collectives'), join
 // (back), then per chunk `gathered` (its all-gathers done: its layer may run) and `computed` (its

@@ -6,14 +6,6 @@
 #include "moe/sdk/error.hpp"
 
 namespace moe::ep {
-namespace {
-
-void check(const device::CudaDriver& d, int r, const char* what) {
-  MOE_CHECK(r == 0, MOE_STATUS_DEVICE_ERROR, "{} failed: {}", what, device::driver_error(d, r));
-}
-
-}  // namespace
-
 // Where no driver loads (a machine without a GPU), or the driver was never initialised or has no
 // device, no pointer can be device memory. Any other failure of the query is an error: guessing
 // "host" would have the step write a device buffer from the host.
@@ -32,7 +24,7 @@ bool is_device_memory(const void* p) {
   if (r == device::kErrorNotInitialized || r == device::kErrorDeinitialized ||
       r == device::kErrorNoDevice)
     return false;
-  check(*d, r, "cuPointerGetAttributes (where the expert-parallel ids live)");
+  device::check_driver(*d, r, "cuPointerGetAttributes (where the expert-parallel ids live)");
   return type == device::kMemoryTypeDevice;
 }
 
@@ -45,10 +37,11 @@ void clear_id_columns(bool on_device, int32_t* ids, int64_t rows, int64_t width,
     const device::CudaDriver* d = &device::cuda_driver();
     MOE_CHECK(d->memset_d2d32_async != nullptr, MOE_STATUS_UNSUPPORTED,
               "the NVIDIA driver {} lacks cuMemsetD2D32Async", d->library);
-    check(*d,
-          d->memset_d2d32_async(reinterpret_cast<uint64_t>(ids + first), size_t(width) * 4,
-                                0xffffffffu, size_t(count), size_t(rows), stream),
-          "cuMemsetD2D32Async (id columns)");
+    device::check_driver(
+        *d,
+        d->memset_d2d32_async(reinterpret_cast<uint64_t>(ids + first), size_t(width) * 4,
+                              0xffffffffu, size_t(count), size_t(rows), stream),
+        "cuMemsetD2D32Async (id columns)");
     return;
   }
   for (int64_t r = 0; r < rows; ++r)
@@ -61,10 +54,10 @@ void copy_in_stream(bool on_device, void* dst, const void* src, size_t bytes, vo
     const device::CudaDriver* d = &device::cuda_driver();
     MOE_CHECK(d->memcpy_dtod_async != nullptr, MOE_STATUS_UNSUPPORTED,
               "the NVIDIA driver {} lacks cuMemcpyDtoDAsync", d->library);
-    check(*d,
-          d->memcpy_dtod_async(reinterpret_cast<uint64_t>(dst), reinterpret_cast<uint64_t>(src),
-                               bytes, stream),
-          "cuMemcpyDtoDAsync (expert-parallel step)");
+    device::check_driver(*d,
+                         d->memcpy_dtod_async(reinterpret_cast<uint64_t>(dst),
+                                              reinterpret_cast<uint64_t>(src), bytes, stream),
+                         "cuMemcpyDtoDAsync (expert-parallel step)");
     return;
   }
   std::memcpy(dst, src, bytes);

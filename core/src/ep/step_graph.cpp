@@ -5,13 +5,7 @@
 #include "moe/sdk/error.hpp"
 
 namespace moe::ep {
-namespace {
-
-void check_driver(const device::CudaDriver& d, int r, const char* what) {
-  MOE_CHECK(r == 0, MOE_STATUS_DEVICE_ERROR, "{} failed: {}", what, device::driver_error(d, r));
-}
-
-}  // namespace
+using device::check_driver;
 
 StepGraph::StepGraph(const DeviceStep& step, const moe_tensor& hidden, const moe_tensor& topk_ids,
                      const moe_tensor& topk_weights, const moe_tensor& output) {
