@@ -78,11 +78,12 @@ def best_peer_ms(rec):
     return min((v for k, v in rec.get("peers", {}).items() if k != "error"), default=None)
 
 
-def base_label(backend, base):
-    """The name of the bf16 backend's columns: `base`, or `base bf16` where the grid's backend is
-    the same one in another format (trtllm_style's weight-only grids), so that no two columns
-    share a name."""
-    return f"{base} bf16" if base == backend else base
+def base_label(backend, base, rival_names=()):
+    """The name of the bf16 backend's columns: `base`, or `base bf16` where the grid's backend or
+    one of its rivals is the same one in another format (trtllm_style's weight-only grids, and
+    cutlass_mega's 4-bit ones with trtllm_style's 4-bit path beside), so that no two columns share
+    a name."""
+    return f"{base} bf16" if base == backend or base in rival_names else base
 
 
 def columns(fmt, backend="trtllm_style", base=None, rival_names=()):
@@ -98,7 +99,7 @@ def columns(fmt, backend="trtllm_style", base=None, rival_names=()):
              ("x best peer", lambda r: _ms(r.get("ratio_to_best_peer"))),
              ("best peer x floor", lambda r: _x_floor(best_peer_ms(r), r["floor_ms"]))]
     if base:  # what the user would run instead, timed in the same run
-        name = base_label(backend, base)
+        name = base_label(backend, base, rival_names)
         cols += [(f"{name} ms", lambda r: _ms(r.get("bf16_backend_ms"))),
                  (f"{name} x floor",
                   lambda r: _x_floor(r.get("bf16_backend_ms"), r.get("bf16_backend_floor_ms"))),
@@ -145,7 +146,7 @@ def current_commit():
 
 def bf16_backend_note(records, backend, base):
     """What the columns of the backend timed next to ours hold, and where its routing differed."""
-    name = base_label(backend, base)
+    name = base_label(backend, base, rivals(records))
     note = (f" '{name} ms': {base} bf16 (`moe bench` on configs/bench/<shape>_bf16.yaml) timed "
             f"in the same run, what a user would run instead of {backend}; '{name} x floor': its "
             f"time / its own floor (bf16 weight bytes); 'x {name}': {backend} / {name}. The peers "

@@ -83,14 +83,14 @@ GRIDS = {
         "cutlass_mega", "fp8_block", CONFIGS + "/mega",
         ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True,
         ("deepgemm_style",)),
-    # 4-bit weights: no other backend runs them on the GPU; their peers are the bf16 ones on the
-    # shape's bf16 weights (the dequantised weights a user without a 4-bit path runs).
+    # 4-bit weights: the peers are the bf16 ones on the shape's bf16 weights (the dequantised
+    # weights a user without a 4-bit path runs); trtllm_style's weight-only path is the rival.
     ("mxfp4", "cutlass_mega"): Grid(
         "cutlass_mega", "mxfp4", CONFIGS + "/mega",
-        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True),
+        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True, ("trtllm_style",)),
     ("nvfp4", "cutlass_mega"): Grid(
         "cutlass_mega", "nvfp4", CONFIGS + "/mega",
-        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True),
+        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True, ("trtllm_style",)),
     # trtllm_style's weight-only 4-bit path at every size, trtllm_style bf16 beside it.
     ("mxfp4", BF16_BACKEND): Grid(
         BF16_BACKEND, "mxfp4", CONFIGS + "/trtllm",

@@ -150,6 +150,24 @@ assert ("| trtllm_style ms | torch_grouped_mm | triton | cublas | floor ms | x f
 assert "'x trtllm_style bf16': trtllm_style / trtllm_style bf16" in md, md
 assert "trtllm_style bf16's routing differed from trtllm_style's (s T=1)" in md, md
 
+# cutlass_mega's 4-bit grid: trtllm_style bf16 beside it and trtllm_style's 4-bit path as the
+# rival; the bf16 columns say "bf16", the rival's do not, and no two columns share a name.
+fp4 = [dict(mega[0], format="mxfp4",
+            rivals={"trtllm_style": {"ms": 0.06, "ratio": 0.5, "same_routing": True}})]
+with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "grid.jsonl")
+    with open(path, "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in fp4))
+    subprocess.run([sys.executable, script, path, "--no-plot"], check=True,
+                   stdout=subprocess.DEVNULL)
+    md = open(os.path.join(d, "grid.md")).read()
+header = [l for l in md.splitlines() if l.startswith("| shape |")][0]
+names = [h.strip() for h in header.strip("|").split("|")]
+assert len(names) == len(set(names)), names
+assert ("| trtllm_style bf16 ms | trtllm_style bf16 x floor | x trtllm_style bf16 | trtllm_style ms"
+        " | x trtllm_style | TFLOP/s |") in header, header
+assert "'x trtllm_style bf16': cutlass_mega / trtllm_style bf16" in md, md
+
 # The plot, one panel per shape, draws cutlass_mega, each peer, trtllm_style and the floor
 # (matplotlib faked: it is absent on CPU machines).
 sys.path.insert(0, os.path.join(here, "..", "..", "bench"))

@@ -77,7 +77,8 @@ assert run_grid.parse_args(["--out", "o", "--format", "mxfp8"]).grid == \
 for f4 in ("mxfp4", "nvfp4"):  # 4-bit grids: cutlass_mega's by default, trtllm_style bf16 beside
     g4 = run_grid.parse_args(["--out", "o", "--format", f4])
     assert g4.backend == "cutlass_mega" and g4.grid.fmt == f4 and g4.grid.bf16_backend, g4
-    assert g4.tokens == "1,2,4,8,16,32,64,128,512" and g4.grid.rivals == (), g4
+    # trtllm_style's weight-only 4-bit path is timed beside it on the same configs.
+    assert g4.tokens == "1,2,4,8,16,32,64,128,512" and g4.grid.rivals == ("trtllm_style",), g4
     assert run_grid.PEER_RUNNERS[f4] is run_grid.peers_for, f4
     assert run_grid.grid_report.PEERS_BY_FORMAT[f4] == run_grid.grid_report.PEERS_BY_FORMAT["bf16"]
     assert run_grid.grid_stem("o", "D", g4.grid) == os.path.join("o", f"D_cutlass_mega_{f4}_grid")
