@@ -54,8 +54,18 @@ class TrtllmBackend : public moe::gpu::GpuBackend {
     if (moe::trtllm::is_weight_only(p) || moe::trtllm::auto_own_bf16(p, false, false) ||
         moe::trtllm::auto_own_fp8(p, false, false))
       return moe::trtllm::describe_weight_only_layout(p);
-    return moe::trtllm::describe(moe::trtllm::plan_layout(
-        moe::trtllm::layer_shape(p), p.expert_bias != 0, moe::trtllm::layout_options(p, {})));
+    const auto plan = moe::trtllm::plan_layout(moe::trtllm::layer_shape(p), p.expert_bias != 0,
+                                               moe::trtllm::layout_options(p, {}));
+    std::string d = moe::trtllm::describe(plan);
+    const bool gated = moe::is_gated(static_cast<moe_activation>(p.activation));
+    const int64_t n1 = (gated ? 2 : 1) * plan.padded_intermediate;
+    if (moe::trtllm::own_gemm_in_place(p, n1, false))
+      d += fmt::format(
+          "per batch (bf16_gemm: auto): a batch of at most {} rows an expert on average runs the "
+          "weight-only GEMM on these weights in place (w13's interleaved up and gate rows read as "
+          "its gate/up pairs by TMA, w2's rows as they are), a larger one CUTLASS's GEMMs\n",
+          moe::trtllm::own_gemm_most_rows(p));
+    return d;
   }
 };
 

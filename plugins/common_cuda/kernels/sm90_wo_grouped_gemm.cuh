@@ -159,8 +159,17 @@ struct Geometry {
 struct Params {
   // [R, K] token rows (bf16, e4m3: e4m3), boxes of N rows x 128 bytes of K, 128-byte swizzle
   CUtensorMap rows_map;
-  // bf16, e4m3: [groups x n_tiles x 128, K] weight rows, boxes of 128 rows x 128 bytes of K
+  // bf16, e4m3: the weight rows [R, K] viewed as [R / 16][2][8][K] (4D: K, then the row's
+  // place in its 8, its half of the 16, the 16-row block), boxes of 8 x 2 x 8 rows x 128 bytes of
+  // K: a box lands as 128 rows x 128 bytes (128-byte swizzle), row 16b + 8h + j. Prepared tiles
+  // are viewed in order (row 16b + 8h + j of the stack); TensorRT-LLM's interleaved w13 (up row
+  // 2c, gate row 2c + 1) with h picking the row of a pair, so each 16 rows of a box are the up
+  // rows of 8 columns then their gate rows (up_first).
   CUtensorMap weights_map;
+  int32_t weight_group_rows = 0;  // bf16, e4m3: rows of one group in the weight rows
+  bool up_first = false;  // kGated: rows rloc are up rows, rloc + 8 their gate rows
+  int32_t bias_col_stride = 1, gate_offset = 0;  // kGated: column c's gate bias at
+                                                 // c * bias_col_stride + gate_offset
   const uint8_t* chunks;    // [groups][n_tiles][k_stages] prepared chunks, chunk_bytes each
   int32_t chunk_bytes = 0;  // 8704 (mxfp4), 9216 (nvfp4) or 16896 (mxfp8); bf16: unused
   int32_t groups = 0, n_tiles = 0;
@@ -359,8 +368,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         const int row0 = int(p.offsets[t.group] + int64_t(t.block_m) * N) + rank * kPart;
         const uint8_t* chunk =
             p.chunks + (size_t(t.group) * p.n_tiles + t.block_n) * p.k_stages * p.chunk_bytes;
-        // bf16, e4m3: the CTA tile's first row (kMB prepared tiles, consecutive)
-        const int wrow = (t.group * p.n_tiles + t.block_n * kMB) * kRows;
+        // bf16, e4m3: the CTA tile's first row (kMB tiles of 128 rows, consecutive)
+        const int wrow = t.group * p.weight_group_rows + t.block_n * kMB * kRows;
         for (int ks = 0; ks < p.k_stages; ++ks) {
           cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
           uint8_t* dst = smem + size_t(stage) * G::kStageBytes;
@@ -369,9 +378,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
             cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
                 &full[stage], uint32_t(G::kStageBytes));
             for (int b = 0; b < kMB; ++b)
-              cute::SM90_TMA_LOAD_2D::copy(&p.weights_map, &full[stage], kCacheHint,
-                                           dst + b * kChunkSlot<kW>, ks * kStageK<kW>,
-                                           wrow + b * kRows);
+              cute::SM90_TMA_LOAD_4D::copy(&p.weights_map, &full[stage], kCacheHint,
+                                           dst + b * kChunkSlot<kW>, ks * kStageK<kW>, 0, 0,
+                                           (wrow + b * kRows) / 16);
           } else {
             cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
                 &full[stage], uint32_t(p.chunk_bytes + G::kTokBytes));
@@ -626,6 +635,16 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         }
       };
       if (gated) {
+        // TensorRT-LLM's interleaved rows land up rows first (weights_map): put each gate value
+        // where the prepared tiles' would be.
+        if (p.up_first) {
+#pragma unroll
+          for (int i = 0; i < kAcc; i += 4) {
+            const float u0 = acc[i], u1 = acc[i + 1];
+            acc[i] = acc[i + 2], acc[i + 1] = acc[i + 3];
+            acc[i + 2] = u0, acc[i + 3] = u1;
+          }
+        }
         // Rows rloc and rloc + 8 are a gate column and its up row (GatePairing::kRowPairs): the
         // thread applies the activation to its own pairs. The warp's 8 columns of the tile's 64:
         // slice half * kMB + b's 32, warp w's 8; one 8x8 output matrix per j.
@@ -635,8 +654,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         for (int b = 0; b < kMB; ++b) {
           cbase[b] = (half * kMB + b) * 32 + warp * 8;
           const int col = t.block_n * kWgRows * kMB + cbase[b] + lane / 4;
-          bg[b] = has_bias ? bias[col] : 0.0f;
-          bu[b] = has_bias ? bias[p.up_offset + col] : 0.0f;
+          bg[b] = has_bias ? bias[int64_t(col) * p.bias_col_stride + p.gate_offset] : 0.0f;
+          bu[b] = has_bias ? bias[int64_t(col) * p.bias_col_stride + p.up_offset] : 0.0f;
         }
         // One unrolled loop per activation, chosen once per tile (no switch per value).
         auto gated_tile = [&](auto kind) {

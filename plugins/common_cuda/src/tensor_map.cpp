@@ -39,4 +39,20 @@ bool encode_tensor_map_2d(CUtensorMap* map, CUtensorMapDataType dtype, const voi
             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+bool encode_tensor_map_row_pairs(CUtensorMap* map, CUtensorMapDataType dtype, const void* base,
+                                 int64_t rows, int64_t cols, int64_t row_ld, int elem_bytes,
+                                 int pair_rows, int half_rows, int box_cols) noexcept {
+  const EncodeTiled fn = encode_tiled();
+  if (fn == nullptr || rows % 16 != 0) return false;
+  const cuuint64_t row = cuuint64_t(row_ld) * cuuint64_t(elem_bytes);
+  const cuuint64_t dims[4] = {cuuint64_t(cols), 8, 2, cuuint64_t(rows / 16)};
+  const cuuint64_t strides[3] = {row * cuuint64_t(pair_rows), row * cuuint64_t(half_rows),
+                                 row * 16};
+  const cuuint32_t box[4] = {cuuint32_t(box_cols), 8, 2, 8};
+  const cuuint32_t step[4] = {1, 1, 1, 1};
+  return fn(map, dtype, 4, const_cast<void*>(base), dims, strides, box, step,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 }  // namespace moe::gpu

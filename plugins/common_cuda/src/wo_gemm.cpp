@@ -217,12 +217,42 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
             a.out_cols, a.n_tiles, tile_cols, a.out_ld);
   MOE_CHECK(a.weights != WoWeights::kNvfp4 || a.scale_2 != nullptr, kInvalid,
             "weight-only GEMM: nvfp4 weights need their per-expert scale_2");
-  MOE_CHECK(a.bias == nullptr || a.epilogue != WoEpilogue::kGated ||
-                a.up_offset >= int64_t(a.n_tiles) * 64,
+  const bool interleaved = a.weight_order == WoWeightRows::kInterleaved;
+  if (interleaved) {
+    MOE_CHECK(tiles, kInvalid,
+              "weight-only GEMM: TensorRT-LLM's interleaved rows are bf16 or e4m3 weights, not {} "
+              "chunks",
+              wo_weights_name(a.weights));
+    MOE_CHECK(a.weight_group_rows >= 16 && a.weight_group_rows % 16 == 0 &&
+                  a.weight_group_rows <= int64_t(a.n_tiles) * 128 &&
+                  a.weight_group_rows * a.groups < (int64_t(1) << 31),
+              kInvalid,
+              "weight-only GEMM: weight_group_rows={} must be a positive multiple of 16 within "
+              "the {} tiles of 128 rows, and the {} groups' rows under 2^31",
+              a.weight_group_rows, a.n_tiles, a.groups);
+    MOE_CHECK(a.weight_ld >= a.k && a.weight_ld % (e4m3 ? 16 : 8) == 0, kInvalid,
+              "weight-only GEMM: weight_ld={} must be at least k={} and a multiple of {} (16-byte "
+              "TMA rows)",
+              a.weight_ld, a.k, e4m3 ? 16 : 8);
+    MOE_CHECK(a.weight_tile_rows == 0 || a.weight_tile_rows == 128, kInvalid,
+              "weight-only GEMM: tall tiles (weight_tile_rows={}) are for the prepared tiles, not "
+              "TensorRT-LLM's interleaved rows",
+              a.weight_tile_rows);
+  }
+  // Gated bias rows: [gate | up] columns (kTiles), or as the interleaved weights, up and gate of
+  // each column side by side (kInterleaved: up at 2c, gate at 2c + 1, up_offset 0).
+  const bool gated = a.epilogue == WoEpilogue::kGated;
+  MOE_CHECK(a.bias == nullptr || !gated || interleaved || a.up_offset >= int64_t(a.n_tiles) * 64,
             kInvalid, "weight-only GEMM: a gated bias needs up_offset={} past the {} gate columns",
             a.up_offset, int64_t(a.n_tiles) * 64);
-  MOE_CHECK(a.bias == nullptr || (a.bias_groups >= 0 && a.bias_groups <= a.groups &&
-                                  a.bias_ld >= a.n_tiles * tile_cols + a.up_offset),
+  MOE_CHECK(a.bias == nullptr || !gated || !interleaved || a.up_offset == 0, kInvalid,
+            "weight-only GEMM: an interleaved gated bias holds column c's up value at 2c, so "
+            "up_offset must be 0, not {}",
+            a.up_offset);
+  const int64_t bias_cols = gated && interleaved ? int64_t(a.n_tiles) * 128
+                                                 : int64_t(a.n_tiles) * tile_cols + a.up_offset;
+  MOE_CHECK(a.bias == nullptr ||
+                (a.bias_groups >= 0 && a.bias_groups <= a.groups && a.bias_ld >= bias_cols),
             kInvalid,
             "weight-only GEMM: the bias rows ({} wide, up columns at {}) must cover the {} "
             "tiles of {} columns",

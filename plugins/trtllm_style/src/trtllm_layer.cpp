@@ -291,6 +291,8 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   const LayerShape routed = layer_shape(p);
   padded_i_ = plan_layout(routed, w.b13.data != nullptr, opts).padded_intermediate;
   n1_ = gated ? 2 * padded_i_ : padded_i_;
+  own_in_place_ = !own_bf16_option.has_value() &&
+                  own_gemm_in_place(p, n1_, tiles_option_.has_value() || fuse_option_.has_value());
 
   // fp8_block: the caller's block scales checked as given (finite and positive; the layout's
   // floor would otherwise turn a negative or -inf scale into 1e-10 without a word), naming the
@@ -431,6 +433,20 @@ bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool own_options)
 
 int64_t own_gemm_most_rows(const moe_problem& p) {
   return p.hidden <= 4096 ? 128 : 16;
+}
+
+bool own_gemm_in_place(const moe_problem& p, int64_t n1, bool cutlass_options) {
+  // The same measurements as auto_own_bf16's, per batch rather than for the largest: the
+  // weight-only GEMM reads TensorRT-LLM's interleaved rows as its own tiles (two TMA dimensions
+  // pick a pair's rows), so only whole 128-row tiles of both GEMMs are asked for.
+  return p.format == MOE_FORMAT_BF16 && p.sink_experts == 0 &&
+         weight_only_groups(p) <= gpu::wo_gemm_max_groups() && !cutlass_options &&
+         n1 % 128 == 0 && p.hidden % 128 == 0;
+}
+
+bool DeviceLayer::runs_in_place(int64_t tokens) const {
+  const moe_problem p = problem_.c();
+  return own_in_place_ && expected_group_rows(p, tokens) <= own_gemm_most_rows(p) * groups_;
 }
 
 bool auto_own_fp8(const moe_problem& p, bool cutlass_options, bool own_options) {
@@ -667,7 +683,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   auto stream = static_cast<cudaStream_t>(a.stream);
   const Workspace ws = carve(a.workspace, tokens);
   if (is_fp8_block(p)) return run_fp8_block(a, ws, stream);
-  if (weight_only_path()) return run_weight_only(a, ws, stream);
+  if (weight_only_path() || runs_in_place(tokens)) return run_weight_only(a, ws, stream);
   const int sm = device_info().sm_count;
   const GemmTiles tiles = this->tiles(tokens);
   const bool fuse = fuse_activation(tokens);

@@ -54,6 +54,12 @@ bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool own_options)
 // The most rows an expert (on average, for a max_tokens batch) up to which bf16_gemm and fp8_gemm
 // auto take the weight-only GEMM: 128, or 16 past hidden 4096.
 int64_t own_gemm_most_rows(const moe_problem& p);
+// bf16_gemm: auto on a layer that prepared CUTLASS's layout (auto_own_bf16 false): whether
+// batches of at most own_gemm_most_rows rows an expert run the weight-only GEMM on those weights
+// in place (gpu::WoWeightRows::kInterleaved) instead of CUTLASS's GEMMs: when it can (no sinks,
+// few enough groups, no CUTLASS options) and GEMM1's n1 rows and the hidden size are whole
+// 128-row tiles.
+bool own_gemm_in_place(const moe_problem& p, int64_t n1, bool cutlass_options);
 // fp8_gemm: auto. Whether an fp8_tensor layer runs on the weight-only GEMM's e4m3 instance rather
 // than CUTLASS's promoted fp8 GEMMs: when it can (few enough groups) and gemm_tiles is unset
 // (`cutlass_options`), when token_tile or weight_tile is set (`own_options`), up to hidden
@@ -121,6 +127,9 @@ class DeviceLayer {
   std::optional<int> weight_tile_option_;  // weight_tile: 128, 256; nullopt = auto
   bool own_bf16_ = false;                  // bf16 on the weight-only GEMM (bf16 tiles)
   bool own_fp8_ = false;                   // fp8_tensor on its e4m3 instance (e4m3 tiles)
+  bool own_in_place_ = false;              // bf16 on CUTLASS's layout: own_gemm_in_place
+  // Whether a batch of `tokens` runs on the weight-only GEMM over CUTLASS's layout.
+  bool runs_in_place(int64_t tokens) const;
   WoGeometry wo_;                          // mxfp4, nvfp4, mxfp8
   bool small_groups(int64_t tokens) const;
   bool fuse_activation(int64_t tokens) const;

@@ -7,7 +7,9 @@
 // weight-only GEMM2 -> weighted combine (moe_cuda/wo_gemm.hpp). `moe describe` says so.
 // bf16 layers on it (bf16_gemm: own, or auto's choice: trtllm_layer.cpp, auto_own_bf16) take the
 // same path on bf16 tiles of the same geometry (moe_cuda/bf16_tiles.hpp): the weight-only GEMM
-// with nothing to dequantise. fp8_tensor layers with fp8_gemm: own take it on e4m3 tiles of that
+// with nothing to dequantise. A bf16 layer that prepared CUTLASS's layout (auto, for a large
+// max_tokens) takes this path too for batches of few rows an expert (runs_in_place), the GEMM
+// reading TensorRT-LLM's rows in place. fp8_tensor layers with fp8_gemm: own take it on e4m3 tiles of that
 // geometry: the hidden states quantised (one scale over the batch) and gathered as e4m3 rows,
 // GEMM1 e4m3 x e4m3 with the activation in its epilogue, f32 out, the intermediate quantised
 // (one scale over the routed rows, one over the shared expert's; with static scales GEMM1 writes
@@ -245,20 +247,28 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g.weight_tile_rows = weight_tile_option_.value_or(0);
   g.shared_group = s1.shared_group;
 
+  // A bf16 layer on CUTLASS's layout (runs_in_place): its [groups][n1][H] and [groups][H][P]
+  // rows read in place, whole 128-row tiles of both (own_gemm_in_place), the bias interleaved as
+  // its rows are.
+  const bool in_place = !weight_only_path();
+  // (token_tile and weight_tile would have prepared the tiles: auto's token tile, 128 rows.)
+  if (in_place) g.weight_order = gpu::WoWeightRows::kInterleaved;
   gpu::WoGemmArgs g1 = g;
   g1.rows = ws.rows;
   g1.k = p.hidden;
   const bool tiles = g.weights == gpu::WoWeights::kBf16 || fp8;  // weight rows, not chunks
   g1.chunks = tiles ? nullptr : w13_.as<uint8_t>();
   g1.weight_rows = tiles ? w13_.get() : nullptr;
-  g1.n_tiles = int(wo_.w13_tiles);
-  g1.k_stages = int(wo_.padded_h / 128);
+  g1.n_tiles = int(in_place ? n1_ / 128 : wo_.w13_tiles);
+  g1.k_stages = int(in_place ? (p.hidden + 127) / 128 : wo_.padded_h / 128);
+  g1.weight_group_rows = n1_;
+  g1.weight_ld = p.hidden;
   g1.scale_2 = w13_scale_.as<float>();
   g1.act_scale = s1.act;
   g1.bias = has_bias_ ? b13_.as<float>() : nullptr;
   g1.bias_groups = has_bias_ ? int(p.local_experts) : 0;
   g1.bias_ld = n1_;
-  g1.up_offset = gated ? wo_.padded_i : 0;
+  g1.up_offset = gated && !in_place ? wo_.padded_i : 0;
   g1.epilogue = gated ? gpu::WoEpilogue::kGated : gpu::WoEpilogue::kPlainRelu2;
   // fp8: unrounded f32 activations for the quantisation that follows (bf16 would move ~3% of
   // the codes off the reference's); with a static scale the epilogue quantises them itself, so
@@ -293,8 +303,10 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g2.k = padded_i_;
   g2.chunks = tiles ? nullptr : w2_.as<uint8_t>();
   g2.weight_rows = tiles ? w2_.get() : nullptr;
-  g2.n_tiles = int(wo_.w2_tiles);
-  g2.k_stages = int(wo_.padded_i / 128);
+  g2.n_tiles = int(in_place ? p.hidden / 128 : wo_.w2_tiles);
+  g2.k_stages = int(in_place ? (padded_i_ + 127) / 128 : wo_.padded_i / 128);
+  g2.weight_group_rows = p.hidden;
+  g2.weight_ld = padded_i_;
   g2.scale_2 = w2_scale_.as<float>();
   g2.act_scale = s2.act;
   g2.act_scale_shared = s2.act_shared;

@@ -101,6 +101,76 @@ TEST(WoGemmArgs, Bf16TakesWeightRowsNotChunks) {
       "bf16 weight rows must be non-null and 16-byte aligned");
 }
 
+// TensorRT-LLM's interleaved rows read in place (bf16 and e4m3 only): whole 16-row blocks of a
+// group within its tiles, rows at least k long in 16-byte pieces, no tall tiles, and a gated bias
+// as interleaved as the rows (column c's up value at 2c: up_offset 0).
+TEST(WoGemmArgs, InterleavedRowsAreReadInPlaceOnlyWhereTheyFit) {
+  alignas(16) static uint16_t rows[16];
+  auto in_place = [](WoGemmArgs& a) {
+    a.weights = WoWeights::kBf16;
+    a.chunks = nullptr;
+    a.weight_rows = rows;
+    a.weight_order = WoWeightRows::kInterleaved;
+    a.weight_group_rows = 256;  // 2 tiles of 64 gated columns
+    a.weight_ld = 256;
+    a.up_offset = 0;
+  };
+  WoGemmArgs a = valid();
+  in_place(a);
+  EXPECT_NO_THROW(check_wo_gemm_operands(a));
+  a.weight_group_rows = 240;  // the last tile's rows past 240 are the next group's (dropped)
+  EXPECT_NO_THROW(check_wo_gemm_operands(a));
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        in_place(b);
+        b.weights = WoWeights::kMxfp4;
+        b.chunks = reinterpret_cast<const uint8_t*>(rows);
+      },
+      "interleaved rows are bf16 or e4m3 weights, not mxfp4");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        in_place(b);
+        b.weight_group_rows = 248;
+      },
+      "weight_group_rows=248");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        in_place(b);
+        b.weight_group_rows = 384;
+      },
+      "weight_group_rows=384");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        in_place(b);
+        b.weight_ld = 128;
+      },
+      "weight_ld=128 must be at least k=256");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        in_place(b);
+        b.weight_ld = 260;
+      },
+      "weight_ld=260");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        in_place(b);
+        b.weight_tile_rows = 256;
+      },
+      "tall tiles (weight_tile_rows=256)");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        in_place(b);
+        b.up_offset = 128;
+      },
+      "up_offset must be 0, not 128");
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        in_place(b);
+        b.bias_ld = 192;
+      },
+      "the bias rows (192 wide");
+}
+
 // e4m3 (fp8_tensor) takes weight rows like bf16, needs its weight and activation scales, may write
 // f32 (and its amax) or e4m3 codes (with their scale), and needs K in whole 16-byte rows; f32 and
 // e4m3 outputs and activation scales are e4m3's only, and the amax is the f32 output's.

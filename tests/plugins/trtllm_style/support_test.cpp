@@ -181,8 +181,36 @@ TEST_F(TrtllmSupport, Bf16GemmAutoFollowsTheRowsPerExpertAtMaxTokens) {
   };
   // E = 16, k = 4: 512 tokens give 128 rows an expert, 513 more.
   EXPECT_THAT(layout(512, 0), testing::HasSubstr("bf16 on the weight-only GEMM"));
-  EXPECT_THAT(layout(513, 0), testing::Not(testing::HasSubstr("weight-only GEMM")));
+  EXPECT_THAT(layout(513, 0), testing::Not(testing::HasSubstr("bf16 on the weight-only GEMM")));
   EXPECT_THAT(layout(64, 1), testing::Not(testing::HasSubstr("weight-only GEMM")));
+}
+
+// bf16_gemm: auto on CUTLASS's layout: a batch of few rows an expert runs the weight-only GEMM on
+// those weights in place when GEMM1's rows and the hidden size are whole 128-row tiles, and never
+// with sink experts; describe says so and names the bound (16 rows past hidden 4096).
+TEST_F(TrtllmSupport, Bf16GemmAutoRunsSmallBatchesInPlaceOnCutlassLayouts) {
+  auto layout = [&](int64_t hidden, int64_t intermediate, int64_t sinks) {
+    Problem q = fp8(MOE_INPUT_BF16);
+    q.raw().format = MOE_FORMAT_BF16;
+    q.raw().hidden = hidden;
+    q.raw().intermediate = intermediate;
+    q.raw().max_tokens = 16384;
+    if (sinks > 0) {
+      q.raw().sink_experts = sinks;
+      q.raw().sink_intermediate = intermediate;
+      q.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+    }
+    q.finalize();
+    return plugin_->describe_layout(q.c()).value_or("");
+  };
+  const std::string in_place = "runs the weight-only GEMM on these weights in place";
+  EXPECT_THAT(layout(256, 192, 0), testing::HasSubstr("at most 128 rows an expert"));
+  EXPECT_THAT(layout(256, 192, 0), testing::HasSubstr(in_place));
+  EXPECT_THAT(layout(7168, 2048, 0), testing::HasSubstr("at most 16 rows an expert"));
+  // I = 200: 2 x 208 rows of GEMM1 are not whole tiles; H = 200 neither; sinks never.
+  EXPECT_THAT(layout(256, 200, 0), testing::Not(testing::HasSubstr("in place")));
+  EXPECT_THAT(layout(200, 192, 0), testing::Not(testing::HasSubstr("in place")));
+  EXPECT_THAT(layout(256, 192, 1), testing::Not(testing::HasSubstr("in place")));
 }
 
 // fp8_gemm: auto (bench/NOTES.md, session 24): the e4m3 weight-only GEMM at every batch up to
@@ -216,7 +244,7 @@ TEST_F(TrtllmSupport, Bf16GemmAutoStopsEarlierForWideHidden) {
   };
   // E = 16, k = 4: 64 tokens give 16 rows an expert, 65 more.
   EXPECT_THAT(layout(7168, 64), testing::HasSubstr("bf16 on the weight-only GEMM"));
-  EXPECT_THAT(layout(7168, 65), testing::Not(testing::HasSubstr("weight-only GEMM")));
+  EXPECT_THAT(layout(7168, 65), testing::Not(testing::HasSubstr("bf16 on the weight-only GEMM")));
   EXPECT_THAT(layout(4096, 512), testing::HasSubstr("bf16 on the weight-only GEMM"));
   // The auto token tile's picks follow the hidden size too (past 4096: 128 from 128 to 256 rows
   // an expert), and describe says which.

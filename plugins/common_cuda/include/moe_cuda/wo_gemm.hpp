@@ -24,6 +24,16 @@ enum class WoWeights { kMxfp4, kNvfp4, kMxfp8, kBf16, kE4m3 };
 int64_t wo_chunk_bytes(WoWeights w);
 const char* wo_weights_name(WoWeights w);
 
+// How bf16 and e4m3 weight rows are laid out (weight_rows).
+enum class WoWeightRows {
+  kTiles,  // moe_cuda/bf16_tiles.hpp's tiles: a gated tile's rows paired 8 by 8 (kRowPairs)
+  // TensorRT-LLM's layout for CUTLASS (docs/design.md §6): [groups][rows][weight_ld], a gated
+  // w13 after w31 and the gated interleave (column c's up row 2c, its gate row 2c + 1), read in
+  // place: the tiles are 128-row windows of a group (weight_group_rows a multiple of 16), so
+  // rows past the group's (the next group's, or none) only feed columns past out_cols.
+  kInterleaved,
+};
+
 enum class WoEpilogue {
   kGated,       // a tile is 64 columns' gate and up rows (GatePairing::kRowPairs): act(gate, up)
   kPlain,       // 128 output columns per tile, as computed (plus the bias)
@@ -41,8 +51,11 @@ struct WoGemmArgs {
   int64_t k = 0;                    // elements per row (a multiple of 8); k <= 128 k_stages
   const uint8_t* chunks = nullptr;  // [groups][n_tiles][k_stages] prepared chunks (not bf16, e4m3)
   // bf16, e4m3: [groups x n_tiles x 128, 128 k_stages] weight rows, tile by tile
-  // (moe_cuda/bf16_tiles.hpp)
+  // (moe_cuda/bf16_tiles.hpp); with kInterleaved, [groups x weight_group_rows, weight_ld]
   const void* weight_rows = nullptr;
+  WoWeightRows weight_order = WoWeightRows::kTiles;
+  int64_t weight_group_rows = 0;  // kInterleaved: rows of a group (a multiple of 16)
+  int64_t weight_ld = 0;          // kInterleaved: elements of a row (>= k, a multiple of 8)
   int n_tiles = 0, k_stages = 0;   // k_stages: 128-K chunks (bf16 too)
   const float* scale_2 = nullptr;  // nvfp4: [groups] per-expert scale; e4m3: weight scales
   // e4m3 only: the activation scale (device [1]), the shared expert's group (-1: none) and its
@@ -54,7 +67,9 @@ struct WoGemmArgs {
   const float* bias = nullptr;  // [bias_groups][bias_ld] f32, or null
   int bias_groups = 0;
   int64_t bias_ld = 0;
-  int64_t up_offset = 0;  // kGated: where a bias row's up columns start
+  // kGated: where column c's up bias is in its bias row: up_offset + c (kTiles), 2c (kInterleaved,
+  // whose gate bias is at 2c + 1: the bias prepared with the weights)
+  int64_t up_offset = 0;
   WoEpilogue epilogue = WoEpilogue::kPlain;
   uint16_t* out = nullptr;   // [max_rows, out_ld] bf16, 16-byte aligned (or null: out_f32,
                              // out_e4m3)
