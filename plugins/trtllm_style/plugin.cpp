@@ -61,10 +61,13 @@ class TrtllmBackend : public moe::gpu::GpuBackend {
     const int64_t n1 = (gated ? 2 : 1) * plan.padded_intermediate;
     if (moe::trtllm::own_gemm_in_place(p, n1, false))
       d += fmt::format(
-          "per batch (bf16_gemm: auto): a batch of at most {} rows an expert on average runs the "
-          "weight-only GEMM on these weights in place (w13's interleaved up and gate rows read as "
-          "its gate/up pairs by TMA, w2's rows as they are), a larger one CUTLASS's GEMMs\n",
-          moe::trtllm::own_gemm_most_rows(p));
+          "per batch (bf16_gemm: auto): a batch of at most {} rows an expert on average{} runs "
+          "the weight-only GEMM on these weights in place (w13's interleaved up and gate rows "
+          "read as its gate/up pairs by TMA, w2's rows as they are), a larger one CUTLASS's "
+          "GEMMs\n",
+          moe::trtllm::own_gemm_most_rows(p),
+          p.hidden >= 4096 ? fmt::format(" but for 1 to {}", moe::trtllm::kInPlaceLosesRows)
+                           : std::string());
     return d;
   }
 };

@@ -167,7 +167,7 @@ struct Params {
   // rows of 8 columns then their gate rows (up_first).
   CUtensorMap weights_map;
   int32_t weight_group_rows = 0;  // bf16, e4m3: rows of one group in the weight rows
-  bool up_first = false;  // kGated: rows rloc are up rows, rloc + 8 their gate rows
+  bool up_first = false;          // kGated: rows rloc are up rows, rloc + 8 their gate rows
   int32_t bias_col_stride = 1, gate_offset = 0;  // kGated: column c's gate bias at
                                                  // c * bias_col_stride + gate_offset
   const uint8_t* chunks;    // [groups][n_tiles][k_stages] prepared chunks, chunk_bytes each

@@ -440,13 +440,24 @@ bool own_gemm_in_place(const moe_problem& p, int64_t n1, bool cutlass_options) {
   // weight-only GEMM reads TensorRT-LLM's interleaved rows as its own tiles (two TMA dimensions
   // pick a pair's rows), so only whole 128-row tiles of both GEMMs are asked for.
   return p.format == MOE_FORMAT_BF16 && p.sink_experts == 0 &&
-         weight_only_groups(p) <= gpu::wo_gemm_max_groups() && !cutlass_options &&
-         n1 % 128 == 0 && p.hidden % 128 == 0;
+         weight_only_groups(p) <= gpu::wo_gemm_max_groups() && !cutlass_options && n1 % 128 == 0 &&
+         p.hidden % 128 == 0;
 }
 
 bool DeviceLayer::runs_in_place(int64_t tokens) const {
   const moe_problem p = problem_.c();
-  return own_in_place_ && expected_group_rows(p, tokens) <= own_gemm_most_rows(p) * groups_;
+  const int64_t rows = expected_group_rows(p, tokens);
+  return own_in_place_ && rows <= own_gemm_most_rows(p) * groups_ &&
+         !in_place_loses(p, rows, groups_);
+}
+
+bool in_place_loses(const moe_problem& p, int64_t rows, int64_t groups) {
+  // Measured on the H200 (bench/NOTES.md, session 36; the same run, in place / CUTLASS): Qwen3
+  // T=1/8/64/512/2048 0.77/0.93/0.98/0.89/0.92, Mixtral T=1/8/64/512 0.85/1.025/1.00/0.83,
+  // DeepSeek-V3 T=1/64/512 0.96/1.009/0.97. Both losses are at 2 rows an expert on the wide
+  // layers, where CUTLASS's swapped-operand weight tiles stream a little better than 16-token
+  // tiles.
+  return p.hidden >= 4096 && rows >= groups && rows <= kInPlaceLosesRows * groups;
 }
 
 bool auto_own_fp8(const moe_problem& p, bool cutlass_options, bool own_options) {

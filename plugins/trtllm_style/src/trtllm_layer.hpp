@@ -60,6 +60,10 @@ int64_t own_gemm_most_rows(const moe_problem& p);
 // few enough groups, no CUTLASS options) and GEMM1's n1 rows and the hidden size are whole
 // 128-row tiles.
 bool own_gemm_in_place(const moe_problem& p, int64_t n1, bool cutlass_options);
+// Where a batch of `rows` over `groups` stays on CUTLASS's GEMMs although in place is allowed:
+// from hidden 4096, 1 to kInPlaceLosesRows rows an expert on average.
+constexpr int64_t kInPlaceLosesRows = 8;
+bool in_place_loses(const moe_problem& p, int64_t rows, int64_t groups);
 // fp8_gemm: auto. Whether an fp8_tensor layer runs on the weight-only GEMM's e4m3 instance rather
 // than CUTLASS's promoted fp8 GEMMs: when it can (few enough groups) and gemm_tiles is unset
 // (`cutlass_options`), when token_tile or weight_tile is set (`own_options`), up to hidden
@@ -130,7 +134,7 @@ class DeviceLayer {
   bool own_in_place_ = false;              // bf16 on CUTLASS's layout: own_gemm_in_place
   // Whether a batch of `tokens` runs on the weight-only GEMM over CUTLASS's layout.
   bool runs_in_place(int64_t tokens) const;
-  WoGeometry wo_;                          // mxfp4, nvfp4, mxfp8
+  WoGeometry wo_;  // mxfp4, nvfp4, mxfp8
   bool small_groups(int64_t tokens) const;
   bool fuse_activation(int64_t tokens) const;
   GemmTiles tiles(int64_t tokens) const;

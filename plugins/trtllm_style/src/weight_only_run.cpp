@@ -9,9 +9,9 @@
 // same path on bf16 tiles of the same geometry (moe_cuda/bf16_tiles.hpp): the weight-only GEMM
 // with nothing to dequantise. A bf16 layer that prepared CUTLASS's layout (auto, for a large
 // max_tokens) takes this path too for batches of few rows an expert (runs_in_place), the GEMM
-// reading TensorRT-LLM's rows in place. fp8_tensor layers with fp8_gemm: own take it on e4m3 tiles of that
-// geometry: the hidden states quantised (one scale over the batch) and gathered as e4m3 rows,
-// GEMM1 e4m3 x e4m3 with the activation in its epilogue, f32 out, the intermediate quantised
+// reading TensorRT-LLM's rows in place. fp8_tensor layers with fp8_gemm: own take it on e4m3 tiles
+// of that geometry: the hidden states quantised (one scale over the batch) and gathered as e4m3
+// rows, GEMM1 e4m3 x e4m3 with the activation in its epilogue, f32 out, the intermediate quantised
 // (one scale over the routed rows, one over the shared expert's; with static scales GEMM1 writes
 // the e4m3 codes itself), GEMM2 e4m3 x e4m3, bf16 out.
 #include <fmt/format.h>

@@ -107,20 +107,21 @@ TEST_P(TrtllmInPlace, GivesTheBitsOfTheWeightOnlyGemmsOwnTiles) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, TrtllmInPlace,
-    testing::Values(InPlaceCase{MOE_ACTIVATION_SILU_MUL, 0, false, 256, 256},
-                    InPlaceCase{MOE_ACTIVATION_SWIGLU_OAI, 0, true, 384, 192},
-                    InPlaceCase{MOE_ACTIVATION_GELU_MUL, 128, false, 256, 128},
-                    InPlaceCase{MOE_ACTIVATION_SILU_MUL_CLAMP, 0, true, 128, 64},
-                    InPlaceCase{MOE_ACTIVATION_RELU2, 0, true, 256, 256},
-                    InPlaceCase{MOE_ACTIVATION_SILU_MUL, 256, true, 512, 256}),
-    [](const testing::TestParamInfo<InPlaceCase>& info) {
-      const InPlaceCase& c = info.param;
-      return fmt::format("{}{}{}_h{}_i{}", activation_name(c.activation),
-                         c.shared > 0 ? fmt::format("_shared{}", c.shared) : std::string(),
-                         c.bias ? "_bias" : "", c.hidden, c.intermediate);
-    });
+INSTANTIATE_TEST_SUITE_P(Cases, TrtllmInPlace,
+                         testing::Values(InPlaceCase{MOE_ACTIVATION_SILU_MUL, 0, false, 256, 256},
+                                         InPlaceCase{MOE_ACTIVATION_SWIGLU_OAI, 0, true, 384, 192},
+                                         InPlaceCase{MOE_ACTIVATION_GELU_MUL, 128, false, 256, 128},
+                                         InPlaceCase{MOE_ACTIVATION_SILU_MUL_CLAMP, 0, true, 128,
+                                                     64},
+                                         InPlaceCase{MOE_ACTIVATION_RELU2, 0, true, 256, 256},
+                                         InPlaceCase{MOE_ACTIVATION_SILU_MUL, 256, true, 512, 256}),
+                         [](const testing::TestParamInfo<InPlaceCase>& info) {
+                           const InPlaceCase& c = info.param;
+                           return fmt::format(
+                               "{}{}{}_h{}_i{}", activation_name(c.activation),
+                               c.shared > 0 ? fmt::format("_shared{}", c.shared) : std::string(),
+                               c.bias ? "_bias" : "", c.hidden, c.intermediate);
+                         });
 
 // A capture at an in-place batch size (a graph holds one), replayed with new batches and routing.
 TEST_F(TrtllmInPlace, ReplaysInACudaGraph) {

@@ -206,7 +206,10 @@ TEST_F(TrtllmSupport, Bf16GemmAutoRunsSmallBatchesInPlaceOnCutlassLayouts) {
   const std::string in_place = "runs the weight-only GEMM on these weights in place";
   EXPECT_THAT(layout(256, 192, 0), testing::HasSubstr("at most 128 rows an expert"));
   EXPECT_THAT(layout(256, 192, 0), testing::HasSubstr(in_place));
-  EXPECT_THAT(layout(7168, 2048, 0), testing::HasSubstr("at most 16 rows an expert"));
+  EXPECT_THAT(layout(7168, 2048, 0),
+              testing::HasSubstr("at most 16 rows an expert on average but for 1 to 8 runs"));
+  EXPECT_THAT(layout(2048, 768, 0),
+              testing::HasSubstr("at most 128 rows an expert on average runs"));
   // I = 200: 2 x 208 rows of GEMM1 are not whole tiles; H = 200 neither; sinks never.
   EXPECT_THAT(layout(256, 200, 0), testing::Not(testing::HasSubstr("in place")));
   EXPECT_THAT(layout(200, 192, 0), testing::Not(testing::HasSubstr("in place")));

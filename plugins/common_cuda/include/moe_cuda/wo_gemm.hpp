@@ -54,8 +54,8 @@ struct WoGemmArgs {
   // (moe_cuda/bf16_tiles.hpp); with kInterleaved, [groups x weight_group_rows, weight_ld]
   const void* weight_rows = nullptr;
   WoWeightRows weight_order = WoWeightRows::kTiles;
-  int64_t weight_group_rows = 0;  // kInterleaved: rows of a group (a multiple of 16)
-  int64_t weight_ld = 0;          // kInterleaved: elements of a row (>= k, a multiple of 8)
+  int64_t weight_group_rows = 0;   // kInterleaved: rows of a group (a multiple of 16)
+  int64_t weight_ld = 0;           // kInterleaved: elements of a row (>= k, a multiple of 8)
   int n_tiles = 0, k_stages = 0;   // k_stages: 128-K chunks (bf16 too)
   const float* scale_2 = nullptr;  // nvfp4: [groups] per-expert scale; e4m3: weight scales
   // e4m3 only: the activation scale (device [1]), the shared expert's group (-1: none) and its
