@@ -12,6 +12,25 @@ import types
 
 here = os.path.dirname(os.path.abspath(__file__))
 script = os.path.join(here, "..", "..", "bench", "grid_report.py")
+
+
+def report(records):
+    """grid_report.py's markdown of `records` (written as a JSONL file first; no plot)."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "grid.jsonl")
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in records))
+        subprocess.run([sys.executable, script, path, "--no-plot"], check=True,
+                       stdout=subprocess.DEVNULL)
+        return open(os.path.join(d, "grid.md")).read()
+
+
+def header_names(md):
+    """The column names of the grid table's header."""
+    header = [l for l in md.splitlines() if l.startswith("| shape |")][0]
+    return header, [h.strip() for h in header.strip("|").split("|")]
+
+
 records = [
     {"shape": "s", "tokens": 1, "ms": 0.2, "floor_ms": 0.1, "tflops": 1.0, "graph": True,
      "peers": {"torch_grouped_mm": 0.4, "triton": 0.5}, "ratio_to_best_peer": 0.5,
@@ -21,13 +40,7 @@ records = [
     {"shape": "s", "tokens": 4096, "ms": 3.0, "floor_ms": 1.0, "tflops": 400.0, "graph": False,
      "peers": {"triton": 2.0}, "ratio_to_best_peer": 1.5, "peers_graph": {"triton": False}},
 ]
-with tempfile.TemporaryDirectory() as d:
-    path = os.path.join(d, "grid.jsonl")
-    with open(path, "w") as f:
-        f.write("".join(json.dumps(r) + "\n" for r in records))
-    subprocess.run([sys.executable, script, path, "--no-plot"], check=True,
-                   stdout=subprocess.DEVNULL)
-    md = open(os.path.join(d, "grid.md")).read()
+md = report(records)
 rows = [l for l in md.splitlines() if l.startswith("| s |")]
 assert len(rows) == 2, md
 assert rows[0] == ("| s | 1 | 0.2000 | 0.4000 | 0.5000 | - | 0.1000 | 2.00 | 0.5000 | 4.00 | 1.0 | "
@@ -53,13 +66,7 @@ fp8 = [
      "peers_graph": {"triton": False}, "bf16_backend_ms": 4.0, "ratio_to_bf16_backend": 0.75,
      "bf16_backend_same_routing": False},
 ]
-with tempfile.TemporaryDirectory() as d:
-    path = os.path.join(d, "grid.jsonl")
-    with open(path, "w") as f:
-        f.write("".join(json.dumps(r) + "\n" for r in fp8))
-    subprocess.run([sys.executable, script, path, "--no-plot"], check=True,
-                   stdout=subprocess.DEVNULL)
-    md = open(os.path.join(d, "grid.md")).read()
+md = report(fp8)
 assert "# deepgemm_style fp8_block on D, X, commit c" in md, md
 # Saved before the records named the bf16 backend or its floor: trtllm_style, its x floor unknown.
 assert ("| shape | T | deepgemm_style ms | torch_scaled_grouped_mm | triton | floor ms | x floor "
@@ -90,13 +97,7 @@ mega = [
      "bf16_backend_ms": 0.45, "bf16_backend_floor_ms": 0.3, "ratio_to_bf16_backend": 2.0,
      "bf16_backend_same_routing": True},
 ]
-with tempfile.TemporaryDirectory() as d:
-    path = os.path.join(d, "grid.jsonl")
-    with open(path, "w") as f:
-        f.write("".join(json.dumps(r) + "\n" for r in mega))
-    subprocess.run([sys.executable, script, path, "--no-plot"], check=True,
-                   stdout=subprocess.DEVNULL)
-    md = open(os.path.join(d, "grid.md")).read()
+md = report(mega)
 assert "# cutlass_mega bf16 on D, X, commit c" in md, md
 assert ("| shape | T | cutlass_mega ms | torch_grouped_mm | triton | cublas | floor ms | x floor "
         "| x best peer | best peer x floor | trtllm_style ms | trtllm_style x floor | x "
@@ -117,13 +118,7 @@ rivaled = [dict(mega[0], format="fp8_block",
                 rivals={"deepgemm_style": {"ms": 0.06, "ratio": 0.5, "same_routing": True}}),
            dict(mega[1], format="fp8_block", peers={"error": "no"},
                 rivals={"deepgemm_style": {"ms": 0.3, "ratio": 3.0, "same_routing": False}})]
-with tempfile.TemporaryDirectory() as d:
-    path = os.path.join(d, "grid.jsonl")
-    with open(path, "w") as f:
-        f.write("".join(json.dumps(r) + "\n" for r in rivaled))
-    subprocess.run([sys.executable, script, path, "--no-plot"], check=True,
-                   stdout=subprocess.DEVNULL)
-    md = open(os.path.join(d, "grid.md")).read()
+md = report(rivaled)
 assert ("| x trtllm_style | deepgemm_style ms | x deepgemm_style | TFLOP/s | cutlass_mega graph |"
         ) in md, md
 rows = [l for l in md.splitlines() if l.startswith("| s |")]
@@ -134,15 +129,8 @@ assert "At 1 point(s) deepgemm_style's routing differed from cutlass_mega's (s T
 # trtllm_style's weight-only grid times trtllm_style bf16 beside it: its columns say "bf16", so
 # no two columns share a name, and the note and the routing remark name it so too.
 weight_only = [dict(mega[0], backend="trtllm_style", format="mxfp4", bf16_backend_same_routing=False)]
-with tempfile.TemporaryDirectory() as d:
-    path = os.path.join(d, "grid.jsonl")
-    with open(path, "w") as f:
-        f.write("".join(json.dumps(r) + "\n" for r in weight_only))
-    subprocess.run([sys.executable, script, path, "--no-plot"], check=True,
-                   stdout=subprocess.DEVNULL)
-    md = open(os.path.join(d, "grid.md")).read()
-header = [l for l in md.splitlines() if l.startswith("| shape |")][0]
-names = [h.strip() for h in header.strip("|").split("|")]
+md = report(weight_only)
+header, names = header_names(md)
 assert len(names) == len(set(names)), names
 assert ("| trtllm_style ms | torch_grouped_mm | triton | cublas | floor ms | x floor | x best peer "
         "| best peer x floor | trtllm_style bf16 ms | trtllm_style bf16 x floor | x trtllm_style "
@@ -154,15 +142,8 @@ assert "trtllm_style bf16's routing differed from trtllm_style's (s T=1)" in md,
 # rival; the bf16 columns say "bf16", the rival's do not, and no two columns share a name.
 fp4 = [dict(mega[0], format="mxfp4",
             rivals={"trtllm_style": {"ms": 0.06, "ratio": 0.5, "same_routing": True}})]
-with tempfile.TemporaryDirectory() as d:
-    path = os.path.join(d, "grid.jsonl")
-    with open(path, "w") as f:
-        f.write("".join(json.dumps(r) + "\n" for r in fp4))
-    subprocess.run([sys.executable, script, path, "--no-plot"], check=True,
-                   stdout=subprocess.DEVNULL)
-    md = open(os.path.join(d, "grid.md")).read()
-header = [l for l in md.splitlines() if l.startswith("| shape |")][0]
-names = [h.strip() for h in header.strip("|").split("|")]
+md = report(fp4)
+header, names = header_names(md)
 assert len(names) == len(set(names)), names
 assert ("| trtllm_style bf16 ms | trtllm_style bf16 x floor | x trtllm_style bf16 | trtllm_style ms"
         " | x trtllm_style | TFLOP/s |") in header, header

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "../../support/graph_replay.hpp"
-#include "../../support/test_env.hpp"
 #include "moe/sdk/formats.hpp"
+#include "trtllm_gpu_fixture.hpp"
 
 namespace moe::test {
 namespace {
@@ -23,41 +23,13 @@ struct BlockCase {
   moe_activation activation;
 };
 
-class TrtllmFp8Block : public testing::TestWithParam<BlockCase> {
+class TrtllmFp8Block : public TrtllmGpuTest<testing::TestWithParam<BlockCase>> {
  protected:
-  void SetUp() override {
-    registry_ = std::make_unique<Registry>(registry_of({build_plugin_dir()}));
-    plugin_ = registry_->find("trtllm_style");
-    reference_ = registry_->find("reference");
-    if (plugin_ == nullptr) GTEST_SKIP() << "trtllm_style was not built (no CUDA or CUTLASS)";
-    ASSERT_NE(reference_, nullptr)
-        << "the reference plugin is missing from the build's plugin directory";
-  }
-
   // E=16 k=4 H=384 I=256 (H not a power of two: three K blocks), fp8_1x128 activations.
   Problem problem(const BlockCase& c) const {
-    Problem q;
-    q.raw().experts = 16;
-    q.raw().top_k = 4;
-    q.raw().hidden = 384;
-    q.raw().intermediate = 256;
-    q.raw().max_tokens = 64;
-    q.raw().format = MOE_FORMAT_FP8_BLOCK;
-    q.raw().input_format = MOE_INPUT_FP8_1X128;
-    q.raw().activation = c.activation;
-    q.raw().expert_bias = c.bias ? 1 : 0;
-    if (c.shared) q.raw().shared_intermediate = 256;
-    if (c.activation == MOE_ACTIVATION_SILU_MUL_CLAMP ||
-        c.activation == MOE_ACTIVATION_SWIGLU_OAI) {
-      q.raw().activation_limit = 7.0f;
-      q.raw().activation_alpha = 1.702f;
-    }
-    q.finalize();
-    return q;
+    return trtllm_problem({MOE_FORMAT_FP8_BLOCK, MOE_INPUT_FP8_1X128, c.activation,
+                           c.shared ? 256 : 0, c.bias, 384, 256, 64});
   }
-
-  std::unique_ptr<Registry> registry_;
-  std::shared_ptr<Plugin> plugin_, reference_;
 };
 
 TEST_P(TrtllmFp8Block, MatchesTheReference) {

@@ -7,21 +7,17 @@
 #include <string>
 
 #include "../../support/graph_replay.hpp"
-#include "../../support/test_env.hpp"
 #include "moe/sdk/formats.hpp"
+#include "trtllm_gpu_fixture.hpp"
 
 namespace moe::test {
 namespace {
 
-class TrtllmGraph : public testing::Test {
+class TrtllmGraph : public TrtllmGpuTest<> {
  protected:
   void SetUp() override {
-    registry_ = std::make_unique<Registry>(registry_of({build_plugin_dir()}));
-    plugin_ = registry_->find("trtllm_style");
-    reference_ = registry_->find("reference");
-    if (plugin_ == nullptr) GTEST_SKIP() << "trtllm_style was not built (no CUDA or CUTLASS)";
-    ASSERT_NE(reference_, nullptr)
-        << "the reference plugin is missing from the build's plugin directory";
+    TrtllmGpuTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     problem_.raw().experts = 16;
     problem_.raw().top_k = 4;
     problem_.raw().hidden = 256;
@@ -40,8 +36,6 @@ class TrtllmGraph : public testing::Test {
     return q;
   }
 
-  std::unique_ptr<Registry> registry_;
-  std::shared_ptr<Plugin> plugin_, reference_;
   Problem problem_;
 };
 

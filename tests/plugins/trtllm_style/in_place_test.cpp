@@ -11,7 +11,7 @@
 #include <ostream>
 
 #include "../../support/graph_replay.hpp"
-#include "../../support/test_env.hpp"
+#include "trtllm_gpu_fixture.hpp"
 
 namespace moe::test {
 namespace {
@@ -33,40 +33,12 @@ void PrintTo(const InPlaceCase& c, std::ostream* os) {
 // every token), larger ones on CUTLASS's GEMMs.
 constexpr int64_t kMaxTokens = 1024;
 
-class TrtllmInPlace : public testing::TestWithParam<InPlaceCase> {
+class TrtllmInPlace : public TrtllmGpuTest<testing::TestWithParam<InPlaceCase>> {
  protected:
-  void SetUp() override {
-    registry_ = std::make_unique<Registry>(registry_of({build_plugin_dir()}));
-    plugin_ = registry_->find("trtllm_style");
-    reference_ = registry_->find("reference");
-    if (plugin_ == nullptr) GTEST_SKIP() << "trtllm_style was not built (no CUDA or CUTLASS)";
-    ASSERT_NE(reference_, nullptr)
-        << "the reference plugin is missing from the build's plugin directory";
-  }
-
   static Problem problem(const InPlaceCase& c, int64_t max_tokens) {
-    Problem q;
-    q.raw().experts = 16;
-    q.raw().top_k = 4;
-    q.raw().hidden = c.hidden;
-    q.raw().intermediate = c.intermediate;
-    q.raw().max_tokens = max_tokens;
-    q.raw().format = MOE_FORMAT_BF16;
-    q.raw().input_format = MOE_INPUT_BF16;
-    q.raw().activation = c.activation;
-    q.raw().expert_bias = c.bias ? 1 : 0;
-    q.raw().shared_intermediate = c.shared;
-    if (c.activation == MOE_ACTIVATION_SILU_MUL_CLAMP ||
-        c.activation == MOE_ACTIVATION_SWIGLU_OAI) {
-      q.raw().activation_limit = 7.0f;
-      q.raw().activation_alpha = 1.702f;
-    }
-    q.finalize();
-    return q;
+    return trtllm_problem({MOE_FORMAT_BF16, MOE_INPUT_BF16, c.activation, c.shared, c.bias,
+                           c.hidden, c.intermediate, max_tokens});
   }
-
-  std::unique_ptr<Registry> registry_;
-  std::shared_ptr<Plugin> plugin_, reference_;
 };
 
 TEST_P(TrtllmInPlace, MatchesTheReferenceOnBothSidesOfTheSwitch) {

@@ -13,8 +13,8 @@
 #include <string>
 
 #include "../../support/graph_replay.hpp"
-#include "../../support/test_env.hpp"
 #include "moe/sdk/formats.hpp"
+#include "trtllm_gpu_fixture.hpp"
 
 namespace moe::test {
 namespace {
@@ -36,40 +36,12 @@ void PrintTo(const WoCase& c, std::ostream* os) {
       << " token_tile=" << c.tile << " weight_tile=" << c.weight_tile;
 }
 
-class TrtllmWeightOnly : public testing::TestWithParam<WoCase> {
+class TrtllmWeightOnly : public TrtllmGpuTest<testing::TestWithParam<WoCase>> {
  protected:
-  void SetUp() override {
-    registry_ = std::make_unique<Registry>(registry_of({build_plugin_dir()}));
-    plugin_ = registry_->find("trtllm_style");
-    reference_ = registry_->find("reference");
-    if (plugin_ == nullptr) GTEST_SKIP() << "trtllm_style was not built (no CUDA or CUTLASS)";
-    ASSERT_NE(reference_, nullptr)
-        << "the reference plugin is missing from the build's plugin directory";
-  }
-
   static Problem problem(const WoCase& c) {
-    Problem q;
-    q.raw().experts = 16;
-    q.raw().top_k = 4;
-    q.raw().hidden = c.hidden;
-    q.raw().intermediate = c.intermediate;
-    q.raw().max_tokens = c.max_tokens;
-    q.raw().format = c.format;
-    q.raw().input_format = MOE_INPUT_BF16;
-    q.raw().activation = c.activation;
-    q.raw().expert_bias = c.bias ? 1 : 0;
-    q.raw().shared_intermediate = c.shared;
-    if (c.activation == MOE_ACTIVATION_SILU_MUL_CLAMP ||
-        c.activation == MOE_ACTIVATION_SWIGLU_OAI) {
-      q.raw().activation_limit = 7.0f;
-      q.raw().activation_alpha = 1.702f;
-    }
-    q.finalize();
-    return q;
+    return trtllm_problem({c.format, MOE_INPUT_BF16, c.activation, c.shared, c.bias, c.hidden,
+                           c.intermediate, c.max_tokens});
   }
-
-  std::unique_ptr<Registry> registry_;
-  std::shared_ptr<Plugin> plugin_, reference_;
 };
 
 constexpr moe_format kMx = MOE_FORMAT_MXFP4;
