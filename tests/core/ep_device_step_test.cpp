@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <tuple>
@@ -351,6 +352,37 @@ TEST_F(DeviceStepTest, RanksThatMakeTheirStepsDifferentlyAreRefusedOnEveryRank) 
       });
     for (auto& t : threads) t.join();
   }
+}
+
+// A rank whose step cannot be made (here: more tokens a rank than its layer's capacity allows)
+// still joins the group's agreement, so every rank throws at once, the others naming it and its
+// status, instead of waiting in their first step's collectives.
+TEST_F(DeviceStepTest, ARankThatCannotMakeItsStepFailsEveryRankAtOnce) {
+  const Problem whole = small_ep_problem(1, 0);
+  const LayerWeights weights = random_weights(whole.c(), 46);
+  const Ranks ranks =
+      make_ranks(whole, weights, 4, 91, [](int r) { return small_ep_problem(kWorld, r); });
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r)
+    threads.emplace_back([&, r] {
+      auto group = ep::Group::borrow(nccl_, reinterpret_cast<ncclComm_t>(&g_ranks[r]), r, kWorld,
+                                     device_, 10, 42);
+      // The layers take 64 rows: 2 ranks x 16 fit, 2 x 40 do not.
+      const int64_t max_tokens = r == 1 ? 40 : 16;
+      expect_error(
+          [&] {
+            ep::DeviceStep(group.get(), ranks.layers[size_t(r)], ranks.raw[size_t(r)], max_tokens);
+          },
+          MOE_STATUS_CAPACITY_EXCEEDED,
+          r == 1 ? std::initializer_list<std::string>{"2 x 40 = 80", "max_tokens=64"}
+                 : std::initializer_list<std::string>{
+                       "rank 1 could not make its device step (capacity_exceeded",
+                       "so rank 0 does not step either"});
+    });
+  for (auto& t : threads) t.join();
+  // Long before the group's 10-second timeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 // A CUDA driver on host memory that calls every pointer device memory, does its copies and

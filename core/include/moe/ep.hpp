@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <utility>
@@ -176,6 +177,11 @@ class DeviceStep {
  private:
   struct Overlap;  // the collectives' stream and the events between it and the caller's
   friend class ForkJoin;
+  // The constructor's checks and buffers, then (with a group) every rank's agreement: how each
+  // cuts and pads its rows, or that it failed (`failed`), so that all throw together.
+  void make(const Layer& layer, const moe_problem& p, int64_t max_tokens,
+            const SharedExpert& shared, bool ragged, int32_t chunks);
+  void agree(std::exception_ptr failed, int64_t max_tokens, bool ragged, int32_t chunks) const;
   void add_shared(const moe_tensor& hidden, const moe_tensor& output, void* stream) const;
 
   Group* group_;

@@ -118,6 +118,25 @@ DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, i
       world_(group ? group->world() : 1),
       ragged_(ragged),
       chunks_(chunks) {
+  // A rank that fails here (a refused argument, a failed allocation) still joins the group's
+  // agreement below, so the others learn it at once instead of waiting in their first step's
+  // collectives; every rank then throws, the failing one its own error.
+  std::exception_ptr failed;
+  try {
+    make(layer, p, max_tokens, shared, ragged, chunks);
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  if (group == nullptr) {
+    if (failed) std::rethrow_exception(failed);
+    return;
+  }
+  agree(failed, max_tokens, ragged, chunks);
+}
+
+void DeviceStep::make(const Layer& layer, const moe_problem& p, int64_t max_tokens,
+                      const SharedExpert& shared, bool ragged, int32_t chunks) {
+  Group* group = group_;
   MOE_CHECK(max_tokens >= 1, MOE_STATUS_INVALID_ARGUMENT,
             "the device step needs max_tokens >= 1, not {}", max_tokens);
   MOE_CHECK(chunks >= 1 && chunks <= kMaxChunks && chunks <= max_tokens,
@@ -160,21 +179,6 @@ DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, i
               "the device step adds the shared expert into the output, but plugin '{}' does not "
               "declare MOE_RUN_FEATURE_ACCUMULATE (ABI 1.4); ep::run_step sums on the host instead",
               s->plugin().name());
-  }
-  if (group != nullptr) {  // every rank's collectives must match: each cuts and pads alike
-    auto shape_of = [&](uint64_t v) {
-      return fmt::format("ragged={}{}, chunks={}", (v >> 7) & 1,
-                         (v >> 7) & 1 ? fmt::format(" (max_tokens={})", v >> 8) : std::string(),
-                         v & 127);
-    };
-    const uint64_t mine =
-        uint64_t(chunks) | uint64_t(ragged) << 7 | (ragged ? uint64_t(max_tokens) << 8 : 0);
-    const std::vector<uint64_t> all = group->all_gather(mine, "device step shape check");
-    for (int32_t r = 0; r < world_; ++r)
-      MOE_CHECK(all[size_t(r)] == mine, MOE_STATUS_CONFIG_ERROR,
-                "rank {} makes its device step with {}, rank {} with {}: every rank must make "
-                "it alike (its collectives must match)",
-                r, shape_of(all[size_t(r)]), group->rank(), shape_of(mine));
   }
   const auto dev = layer.plugin().shared_from_this();
   const size_t all = size_t(world_ * max_tokens), h = size_t(p.hidden), w = size_t(width_);
@@ -221,6 +225,49 @@ DeviceStep::DeviceStep(Group* group, const Layer& layer, const moe_problem& p, i
     send_weights_.upload(zeros.data(), m * w * 4);
     recv_ = Buffer(dev, m * h * 2);
   }
+}
+
+void DeviceStep::agree(std::exception_ptr failed, int64_t max_tokens, bool ragged,
+                       int32_t chunks) const {
+  // One word a rank: how it cuts and pads its rows (every rank's collectives must match), or
+  // bit 63 and its error's status when it could not make its step.
+  constexpr uint64_t kFailed = uint64_t(1) << 63;
+  auto status_of = [](const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const Error& x) {
+      return x.status();
+    } catch (...) {
+      return MOE_STATUS_INTERNAL;
+    }
+  };
+  auto shape_of = [](uint64_t v) {
+    return fmt::format("ragged={}{}, chunks={}", (v >> 7) & 1,
+                       (v >> 7) & 1 ? fmt::format(" (max_tokens={})", v >> 8) : std::string(),
+                       v & 127);
+  };
+  const uint64_t mine =
+      failed ? kFailed | uint64_t(uint32_t(status_of(failed)))
+             : uint64_t(chunks) | uint64_t(ragged) << 7 | (ragged ? uint64_t(max_tokens) << 8 : 0);
+  std::vector<uint64_t> all;
+  try {
+    all = group_->all_gather(mine, "device step shape check");
+  } catch (...) {
+    if (failed) std::rethrow_exception(failed);
+    throw;
+  }
+  if (failed) std::rethrow_exception(failed);
+  for (int32_t r = 0; r < world_; ++r)
+    MOE_CHECK(!(all[size_t(r)] & kFailed), static_cast<moe_status>(all[size_t(r)] & 0xffffffffu),
+              "rank {} could not make its device step ({}: its own error says why), so rank {} "
+              "does not step either",
+              r, status_name(static_cast<moe_status>(all[size_t(r)] & 0xffffffffu)),
+              group_->rank());
+  for (int32_t r = 0; r < world_; ++r)
+    MOE_CHECK(all[size_t(r)] == mine, MOE_STATUS_CONFIG_ERROR,
+              "rank {} makes its device step with {}, rank {} with {}: every rank must make "
+              "it alike (its collectives must match)",
+              r, shape_of(all[size_t(r)]), group_->rank(), shape_of(mine));
 }
 
 void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
