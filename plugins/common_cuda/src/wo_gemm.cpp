@@ -234,6 +234,13 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
               "weight-only GEMM: weight_ld={} must be at least k={} and a multiple of {} (16-byte "
               "TMA rows)",
               a.weight_ld, a.k, e4m3 ? 16 : 8);
+    // Stored columns come from the group's own rows only (the rows past them, in the last
+    // tile, are the next group's).
+    const int64_t group_cols =
+        a.epilogue == WoEpilogue::kGated ? a.weight_group_rows / 2 : a.weight_group_rows;
+    MOE_CHECK(a.out_cols <= group_cols, kInvalid,
+              "weight-only GEMM: out_cols={} past the {} columns of a group's {} interleaved rows",
+              a.out_cols, group_cols, a.weight_group_rows);
     MOE_CHECK(a.weight_tile_rows == 0 || a.weight_tile_rows == 128, kInvalid,
               "weight-only GEMM: tall tiles (weight_tile_rows={}) are for the prepared tiles, not "
               "TensorRT-LLM's interleaved rows",

@@ -18,6 +18,7 @@
 #include "moe_cuda/fp8_block_gemm.hpp"
 #include "moe_cuda/permute.hpp"
 #include "moe_cuda/quantize.hpp"
+#include "moe_cuda/tensor_map.hpp"
 #include "moe_cuda/wo_gemm.hpp"
 #include "moe_cuda/workspace.hpp"
 
@@ -402,6 +403,14 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   if (has_bias_) {
     b13_ = upload_vector(b13);
     b2_ = upload_vector(b2);
+  }
+  // In place, the weight-only GEMM views w13 as pairs of rows (a TMA dimension whose stride is
+  // larger than the next one's): where the driver would not encode that view, every batch stays
+  // on CUTLASS's GEMMs rather than failing at its launch.
+  if (own_in_place_) {
+    CUtensorMap view;
+    own_in_place_ = gpu::encode_tensor_map_row_pairs(&view, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                                     w13_.get(), groups_ * n1_, h, h, 2, 2, 1, 64);
   }
   // The grouped GEMMs' scratch depends on the groups and the device only: asked of CUTLASS once.
   gemm_ws_bytes_ =

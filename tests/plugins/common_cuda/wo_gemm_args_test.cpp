@@ -118,8 +118,15 @@ TEST(WoGemmArgs, InterleavedRowsAreReadInPlaceOnlyWhereTheyFit) {
   WoGemmArgs a = valid();
   in_place(a);
   EXPECT_NO_THROW(check_wo_gemm_operands(a));
-  a.weight_group_rows = 240;  // the last tile's rows past 240 are the next group's (dropped)
+  a.weight_group_rows = 240;  // the last tile's rows past 240 are the next group's,
+  a.out_cols = 120;           // whose columns are not stored
   EXPECT_NO_THROW(check_wo_gemm_operands(a));
+  expect_refused(
+      [&](WoGemmArgs& b) {
+        in_place(b);
+        b.weight_group_rows = 240;
+      },
+      "out_cols=128 past the 120 columns of a group's 240 interleaved rows");
   expect_refused(
       [&](WoGemmArgs& b) {
         in_place(b);
