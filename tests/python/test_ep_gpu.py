@@ -131,3 +131,21 @@ def test_a_device_step_through_the_engines_communicator(engine_comm, weights, gp
             torch.cuda.current_stream().synchronize()
     assert out.is_cuda and out.dtype == torch.bfloat16
     assert torch.equal(out.cpu().view(torch.int16), want.view(torch.int16))
+
+
+def test_a_chunked_device_step_through_the_engines_communicator(engine_comm, weights,
+                                                                 gpu_backend):
+    """The same step in 4 chunks (the collectives on the step's own stream, each chunk's layer
+    run on its own rows): within the bf16 tolerance of the host step, since a GPU plugin may pick
+    another kernel path for a chunk's fewer rows; chunks=0 is refused."""
+    nccl, comm = engine_comm
+    layer, _, hidden, ids, topk_weights = layers_and_batch(weights, gpu_backend, 3)
+    with moe.ExpertParallelGroup(comm, layer) as group:
+        want = group.step(layer, hidden, (ids, topk_weights)).float()
+        with group.device_step(layer, 32, chunks=4) as step:
+            out = step.run(hidden.cuda(), (ids.cuda(), topk_weights.cuda()))
+            torch.cuda.current_stream().synchronize()
+        with raises("invalid_argument", "chunks must be at least 1"):
+            group.device_step(layer, 32, chunks=0)
+    got = out.cpu().float()
+    assert (got - want).norm() / want.norm() < 1e-2
