@@ -218,6 +218,10 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
   MOE_CHECK(a.weights != WoWeights::kNvfp4 || a.scale_2 != nullptr, kInvalid,
             "weight-only GEMM: nvfp4 weights need their per-expert scale_2");
   const bool interleaved = a.weight_order == WoWeightRows::kInterleaved;
+  // The kernel addresses weight rows with 32-bit integers.
+  MOE_CHECK(!tiles || interleaved || int64_t(a.groups) * a.n_tiles * 128 < (int64_t(1) << 31),
+            kInvalid, "weight-only GEMM: the {} groups' {} tiles of 128 weight rows pass 2^31 rows",
+            a.groups, a.n_tiles);
   if (interleaved) {
     MOE_CHECK(tiles, kInvalid,
               "weight-only GEMM: TensorRT-LLM's interleaved rows are bf16 or e4m3 weights, not {} "

@@ -99,6 +99,16 @@ TEST(WoGemmArgs, Bf16TakesWeightRowsNotChunks) {
         b.weight_rows = reinterpret_cast<const uint16_t*>(tiles + 1);
       },
       "bf16 weight rows must be non-null and 16-byte aligned");
+  expect_refused(
+      [](WoGemmArgs& b) {
+        b.weights = WoWeights::kBf16;
+        b.chunks = nullptr;
+        b.weight_rows = tiles;
+        b.n_tiles = 1 << 22;  // 4 groups x 2^22 tiles x 128 rows = 2^31
+        b.up_offset = int64_t(1) << 28;
+        b.bias = nullptr;
+      },
+      "pass 2^31 rows");
 }
 
 // TensorRT-LLM's interleaved rows read in place (bf16 and e4m3 only): whole 16-row blocks of a
