@@ -11,6 +11,7 @@
 #include "moe/sdk/error.hpp"
 #include "moe_cuda/fp4_chunks.hpp"
 #include "moe_cuda/mxfp8_chunks.hpp"
+#include "moe_cuda/tensor_map.hpp"
 #include "wo_gemm_launch.hpp"
 
 namespace moe::gpu {
@@ -152,6 +153,24 @@ std::string wo_token_tile_rule(WoWeights weights, int64_t hidden) {
 bool wo_tall_tiles(const WoGemmArgs& a, int tokens_per_tile) {
   return a.weight_tile_rows == 256 && a.weights == WoWeights::kBf16 &&
          (tokens_per_tile == 64 || tokens_per_tile == 128) && a.n_tiles % 2 == 0;
+}
+
+WoWeightView wo_weight_view(const WoGemmArgs& a) {
+  const bool interleaved = a.weight_order == WoWeightRows::kInterleaved;
+  return {interleaved ? a.weight_group_rows : int64_t(a.n_tiles) * 128,
+          interleaved && a.epilogue == WoEpilogue::kGated};
+}
+
+bool encode_wo_weights_map(CUtensorMap* map, const WoGemmArgs& a) noexcept {
+  const bool e4m3 = a.weights == WoWeights::kE4m3;
+  const int elem = e4m3 ? 1 : 2;
+  const WoWeightView v = wo_weight_view(a);
+  const bool interleaved = a.weight_order == WoWeightRows::kInterleaved;
+  const int64_t ld = interleaved ? a.weight_ld : int64_t(a.k_stages) * 128;
+  return encode_tensor_map_row_pairs(
+      map, e4m3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, a.weight_rows,
+      a.groups * v.group_rows, interleaved ? a.k : ld, ld, elem, v.up_first ? 2 : 1,
+      v.up_first ? 1 : 8, 128 / elem);
 }
 
 void check_wo_gemm_operands(const WoGemmArgs& a) {

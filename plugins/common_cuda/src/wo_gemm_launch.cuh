@@ -37,19 +37,13 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
     return {"tensor map", "cuTensorMapEncodeTiled failed (or the driver lacks it)"};
   // bf16, e4m3: the weight rows of every tile, one box of a tile's 128 rows a stage; TensorRT-
   // LLM's interleaved w13 read as pairs, up rows first (Params::weights_map).
-  const bool interleaved = a.weight_order == WoWeightRows::kInterleaved;
-  const bool pairs_in_rows = interleaved && a.epilogue == WoEpilogue::kGated;
-  const int64_t group_rows = interleaved ? a.weight_group_rows : int64_t(a.n_tiles) * kRows;
-  const int64_t ld = interleaved ? a.weight_ld : int64_t(a.k_stages) * 128;
-  if (kSmemA<kW> &&
-      !encode_tensor_map_row_pairs(&p.weights_map, kDtype, a.weight_rows, a.groups * group_rows,
-                                   interleaved ? a.k : ld, ld, kElem, pairs_in_rows ? 2 : 1,
-                                   pairs_in_rows ? 1 : 8, kBoxK))
+  if (kSmemA<kW> && !encode_wo_weights_map(&p.weights_map, a))
     return {"tensor map", "cuTensorMapEncodeTiled failed for the weight rows"};
-  p.weight_group_rows = int32_t(group_rows);
-  p.up_first = pairs_in_rows;
-  p.bias_col_stride = pairs_in_rows ? 2 : 1;
-  p.gate_offset = pairs_in_rows ? 1 : 0;
+  const WoWeightView view = wo_weight_view(a);
+  p.weight_group_rows = int32_t(view.group_rows);
+  p.up_first = view.up_first;
+  p.bias_col_stride = view.up_first ? 2 : 1;
+  p.gate_offset = view.up_first ? 1 : 0;
   p.chunks = a.chunks;
   p.chunk_bytes = kSmemA<kW> ? 0 : int32_t(wo_chunk_bytes(a.weights));
   p.groups = a.groups;

@@ -18,7 +18,6 @@
 #include "moe_cuda/fp8_block_gemm.hpp"
 #include "moe_cuda/permute.hpp"
 #include "moe_cuda/quantize.hpp"
-#include "moe_cuda/tensor_map.hpp"
 #include "moe_cuda/wo_gemm.hpp"
 #include "moe_cuda/workspace.hpp"
 
@@ -408,9 +407,17 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   // larger than the next one's): where the driver would not encode that view, every batch stays
   // on CUTLASS's GEMMs rather than failing at its launch.
   if (own_in_place_) {
-    CUtensorMap view;
-    own_in_place_ = gpu::encode_tensor_map_row_pairs(&view, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                                                     w13_.get(), groups_ * n1_, h, h, 2, 2, 1, 64);
+    gpu::WoGemmArgs view;  // GEMM1's weights as run_weight_only gives them
+    view.weights = gpu::WoWeights::kBf16;
+    view.groups = int(groups_);
+    view.weight_rows = w13_.get();
+    view.k = h;
+    view.weight_order = gpu::WoWeightRows::kInterleaved;
+    view.weight_group_rows = n1_;
+    view.weight_ld = h;
+    view.epilogue = gated ? gpu::WoEpilogue::kGated : gpu::WoEpilogue::kPlainRelu2;
+    CUtensorMap map;
+    own_in_place_ = gpu::encode_wo_weights_map(&map, view);
   }
   // The grouped GEMMs' scratch depends on the groups and the device only: asked of CUTLASS once.
   gemm_ws_bytes_ =

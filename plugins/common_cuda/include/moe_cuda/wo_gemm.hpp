@@ -8,6 +8,7 @@
 // exists only in builds that found it.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -107,6 +108,17 @@ std::string wo_token_tile_rule(WoWeights weights, int64_t hidden);
 // prepared tiles a CTA, each consumer warpgroup two 64-row blocks, twice the flops per token byte):
 // asked for by weight_tile_rows = 256, bf16 weights, 64 or 128 tokens a tile, n_tiles even.
 bool wo_tall_tiles(const WoGemmArgs& a, int tokens_per_tile);
+
+// How a launch views bf16 and e4m3 weight rows: the rows of a group, and whether each 16 rows of
+// a box land as up rows then gate rows (kInterleaved gated w13: the epilogue swaps them back).
+struct WoWeightView {
+  int64_t group_rows = 0;
+  bool up_first = false;
+};
+WoWeightView wo_weight_view(const WoGemmArgs& a);
+// The TMA descriptor of that view over a.weight_rows (moe_cuda/tensor_map.hpp's paired rows,
+// 128 bytes of K a box); false where the driver refuses it.
+bool encode_wo_weights_map(CUtensorMap* map, const WoGemmArgs& a) noexcept;
 
 // The most groups one launch schedules (the kernel keeps their tile prefix in shared memory).
 int wo_gemm_max_groups();
