@@ -10,20 +10,16 @@
 #include <limits>
 
 #include "../../support/graph_replay.hpp"
-#include "../../support/test_env.hpp"
+#include "../../support/plugin_fixture.hpp"
 
 namespace moe::test {
 namespace {
 
-class MegaLayer : public testing::Test {
+class MegaLayer : public PluginAndReference<> {
  protected:
   void SetUp() override {
-    registry_ = std::make_unique<Registry>(registry_of({build_plugin_dir()}));
-    plugin_ = registry_->find("cutlass_mega");
-    reference_ = registry_->find("reference");
-    if (plugin_ == nullptr) GTEST_SKIP() << "cutlass_mega was not built (no CUDA)";
-    ASSERT_NE(reference_, nullptr)
-        << "the reference plugin is missing from the build's plugin directory";
+    load("cutlass_mega", "no CUDA");
+    if (IsSkipped() || HasFatalFailure()) return;
     problem_.raw().experts = 16;
     problem_.raw().top_k = 4;
     problem_.raw().hidden = 256;
@@ -34,8 +30,6 @@ class MegaLayer : public testing::Test {
     if (!s.supported) GTEST_SKIP() << "cutlass_mega: " << s.message;
   }
 
-  std::unique_ptr<Registry> registry_;
-  std::shared_ptr<Plugin> plugin_, reference_;
   Problem problem_;
 };
 

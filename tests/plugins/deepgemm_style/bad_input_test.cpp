@@ -7,20 +7,16 @@
 
 #include <limits>
 
-#include "../../support/test_env.hpp"
+#include "../../support/plugin_fixture.hpp"
 
 namespace moe::test {
 namespace {
 
-class DeepGemmRefusals : public testing::Test {
+class DeepGemmRefusals : public PluginAndReference<> {
  protected:
   void SetUp() override {
-    registry_ = std::make_unique<Registry>(registry_of({build_plugin_dir()}));
-    plugin_ = registry_->find("deepgemm_style");
-    reference_ = registry_->find("reference");
-    if (plugin_ == nullptr) GTEST_SKIP() << "deepgemm_style was not built (no CUDA or CUTLASS)";
-    ASSERT_NE(reference_, nullptr)
-        << "the reference plugin is missing from the build's plugin directory";
+    load("deepgemm_style", "no CUDA or CUTLASS");
+    if (IsSkipped() || HasFatalFailure()) return;
     moe_problem& r = problem_.raw();
     r.experts = 16;
     r.top_k = 4;
@@ -34,8 +30,6 @@ class DeepGemmRefusals : public testing::Test {
     if (!s.supported) GTEST_SKIP() << "deepgemm_style: " << s.message;
   }
 
-  std::unique_ptr<Registry> registry_;
-  std::shared_ptr<Plugin> plugin_, reference_;
   Problem problem_;
 };
 

@@ -2,26 +2,14 @@
 // it was not built) and the reference, and the E = 16, k = 4 problems they run.
 #pragma once
 
-#include <memory>
-
-#include "../../support/test_env.hpp"
+#include "../../support/plugin_fixture.hpp"
 
 namespace moe::test {
 
 template <class Base = testing::Test>
-class TrtllmGpuTest : public Base {
+class TrtllmGpuTest : public PluginAndReference<Base> {
  protected:
-  void SetUp() override {
-    registry_ = std::make_unique<Registry>(registry_of({build_plugin_dir()}));
-    plugin_ = registry_->find("trtllm_style");
-    reference_ = registry_->find("reference");
-    if (plugin_ == nullptr) GTEST_SKIP() << "trtllm_style was not built (no CUDA or CUTLASS)";
-    ASSERT_NE(reference_, nullptr)
-        << "the reference plugin is missing from the build's plugin directory";
-  }
-
-  std::unique_ptr<Registry> registry_;
-  std::shared_ptr<Plugin> plugin_, reference_;
+  void SetUp() override { this->load("trtllm_style", "no CUDA or CUTLASS"); }
 };
 
 // One layer of 16 experts, top-4: its weights and activations, a shared expert (0: none) and
