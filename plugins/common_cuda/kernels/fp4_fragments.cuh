@@ -18,10 +18,10 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   return d;
 }
 
-// Byte b (0..3) of a word of scale codes in both halves (byte b, zero, byte b, zero), as the
-// *_scale_pair_of steps take it: one byte permute.
-__device__ __forceinline__ uint32_t scale_code_both_halves(uint32_t codes, int b) {
-  return __byte_perm(codes, 0u, 0x4040u + 0x0101u * uint32_t(b));
+// Byte b (0..3) of a word of scale codes alone in the low byte, as the *_scale_pair steps take it:
+// one byte permute.
+__device__ __forceinline__ uint32_t scale_code_byte(uint32_t codes, int b) {
+  return __byte_perm(codes, 0u, 0x4440u + uint32_t(b));
 }
 
 // One thread's share of a prepared chunk (128 K, 8 bf16 k16 steps): the 16 code bytes of its
@@ -55,10 +55,10 @@ struct Fp4Rows {
   __device__ __forceinline__ void fragments(int j, uint32_t (&a)[4]) const {
     const int i = j / 2, h = j % 2;
     const int byte = kMx ? i : j;
-    const uint32_t s0 = scale_code_both_halves(sc0[byte / 4], byte % 4);
-    const uint32_t s1 = scale_code_both_halves(sc1[byte / 4], byte % 4);
-    const uint32_t p0 = kMx ? mx_scale_pair_of(s0) : nv_scale_pair_of(s0);
-    const uint32_t p1 = kMx ? mx_scale_pair_of(s1) : nv_scale_pair_of(s1);
+    const uint32_t s0 = scale_code_byte(sc0[byte / 4], byte % 4);
+    const uint32_t s1 = scale_code_byte(sc1[byte / 4], byte % 4);
+    const uint32_t p0 = kMx ? mx_scale_pair(s0) : nv_scale_pair(s0);
+    const uint32_t p1 = kMx ? mx_scale_pair(s1) : nv_scale_pair(s1);
     a[0] = bf16x2_mul(fp4_placed_pair(codes0[i], 2 * h), p0);      // row r0, K 2q, 2q + 1
     a[1] = bf16x2_mul(fp4_placed_pair(codes1[i], 2 * h), p1);      // row r0 + 8
     a[2] = bf16x2_mul(fp4_placed_pair(codes0[i], 2 * h + 1), p0);  // row r0, K 2q + 8, 2q + 9

@@ -33,7 +33,7 @@ struct Mx8Rows {
 
   // Block b's scale pair.
   __device__ __forceinline__ static uint32_t scale_pair(uint32_t sc, int b) {
-    return mx8_scale_pair_of(scale_code_both_halves(sc, b));
+    return mx8_scale_pair(scale_code_byte(sc, b));
   }
 
   // K step j's A fragments: the two pairs of word j of each row, times block j / 2's multiplier.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
@@ -87,11 +88,11 @@ int64_t fp4_source_row(int64_t t, int64_t r, int64_t gate_up, GatePairing pairin
   return g.up ? gate_up + column : column;
 }
 
-NibbleAt fp4_nibble_at(int kk) {
+CodeAt fp4_code_at(int kk) {
   const int j = kk / 16, off = kk % 16;
   const int q = (off % 8) / 2, half = off / 8, high_elem = off % 2;
-  const int word = j / 2, out = (j % 2) * 2 + half, nibble = out + 4 * high_elem;
-  return {q * 16 + word * 4 + nibble / 2, nibble % 2};
+  const int word = j / 2, out = (j % 2) * 2 + half;
+  return {q * 16 + word * 4, out, high_elem};
 }
 
 std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const uint8_t* scales,
@@ -103,8 +104,22 @@ std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const 
   const int64_t chunk_bytes = fp4_chunk_bytes(kind);
   const int64_t row_bytes = kFp4StageK / 2;  // 64 code bytes of a chunk row
   const std::string scale_name = fmt::format("{}_scale", name);
-  std::vector<NibbleAt> at(kFp4StageK);
-  for (int kk = 0; kk < kFp4StageK; ++kk) at[size_t(kk)] = fp4_nibble_at(kk);
+  // Per element of a chunk row: its word and, for each of the 16 codes, the word's bits it sets.
+  struct Placement {
+    int word_byte;
+    uint32_t bits[16];
+  };
+  std::vector<Placement> at(kFp4StageK);
+  for (int kk = 0; kk < kFp4StageK; ++kk) {
+    const CodeAt a = fp4_code_at(kk);
+    Placement& pl = at[size_t(kk)];
+    pl.word_byte = a.word_byte;
+    for (uint32_t c = 0; c < 16; ++c) {
+      pl.bits[c] = 0;
+      for (int bit = 0; bit < 4; ++bit)
+        if ((c >> bit & 1) != 0) pl.bits[c] |= 1u << (kFp4CodeBits[a.out][bit] + 16 * a.high);
+    }
+  }
   std::vector<uint8_t> out(size_t(experts * tiles * stages * chunk_bytes), 0);
   for_each_chunk_row(
       experts, tiles, rows, gate_up,
@@ -122,9 +137,11 @@ std::vector<uint8_t> pack_fp4_stack(Fp4Scales kind, const uint8_t* codes, const 
             chunk[kFp4CodeBytes + r * sbytes + b] = uint8_t(code < 0 ? 0 : code);
             if (code < 0) continue;  // a zero scale: its codes stay 0
             for (int64_t kk = b * group; kk < (b + 1) * group && st * kFp4StageK + kk < k; ++kk) {
-              const uint8_t nibble = fp4_get(q, st * kFp4StageK + kk);
-              uint8_t& byte = crow[at[size_t(kk)].byte];
-              byte = uint8_t(byte | (at[size_t(kk)].high ? nibble << 4 : nibble));
+              const Placement& pl = at[size_t(kk)];
+              uint32_t word = 0;  // little-endian, as the kernels load it
+              std::memcpy(&word, crow + pl.word_byte, 4);
+              word |= pl.bits[fp4_get(q, st * kFp4StageK + kk)];
+              std::memcpy(crow + pl.word_byte, &word, 4);
             }
           }
         }

@@ -5,7 +5,7 @@
 // A stack ([E, rows, K/2] e2m1 pairs, scales [E, rows, K/g] with g = 32 ue8m0 or 16 e4m3) becomes
 // chunks ordered [E][rows / 128 tiles][K / 128 stages]. A chunk holds 128 weight rows x 128 K:
 // first the codes, 64 bytes per row, arranged for the consumer threads (the 16 bytes at
-// 16 * q + 4 * i of a row are the nibbles thread q of the mma needs for K steps 2i and 2i + 1,
+// 16 * q + 4 * i of a row are the codes thread q of the mma needs for K steps 2i and 2i + 1,
 // placed as moe_cuda/fp4_decode.hpp cuts them out), then the scale codes, 4 (mx) or 8 (nv) bytes a
 // row: 8704 or 9216 bytes, chunks back to back. The tiles of a gated w13 hold gate columns
 // 64t..64t+63 and the up rows of the same columns (rows 64t.. and I + 64t..), in one of two
@@ -92,11 +92,12 @@ void for_each_chunk_row(int64_t experts, int64_t tiles, int64_t rows, int64_t ga
 int64_t fp4_source_row(int64_t t, int64_t r, int64_t gate_up,
                        GatePairing pairing = GatePairing::kHalves);
 
-// Element `kk` (0..127) of a chunk row: the byte of its nibble within the row's 64 code bytes,
-// and the nibble (0 low, 1 high).
-struct NibbleAt {
-  int byte, high;
+// Element `kk` (0..127) of a chunk row: the 32-bit word that holds its code (the word's first byte
+// within the row's 64 code bytes), the word's output it belongs to and its half (0 low, 1 high):
+// moe_cuda/fp4_decode.hpp places its bits.
+struct CodeAt {
+  int word_byte, out, high;
 };
-NibbleAt fp4_nibble_at(int kk);
+CodeAt fp4_code_at(int kk);
 
 }  // namespace moe::gpu
