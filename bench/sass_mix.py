@@ -8,6 +8,7 @@ PyPI's `nvidia-cuda-cuobjdump` and `nvidia-cuda-nvdisasm` wheels, which it unpac
     python3 bench/sass_mix.py build/plugin_targets/cutlass_mega/libmoe_mega_kernel.a \
         --function 'fused_moeILi2' --from TRYWAIT --to SYNCS.ARRIVE
     python3 bench/sass_mix.py /tmp/wo.o --function grouped_gemm --top 12
+    python3 bench/sass_mix.py --sass listing.txt      # a listing cuobjdump -sass wrote
 
 Without --from, each function's whole histogram; with --from/--to, one histogram per block that
 starts at an instruction containing --from and ends at the next containing --to (blocks shorter
@@ -86,18 +87,30 @@ def report(name, lines, top):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("binary")
+    ap.add_argument("binary", nargs="?", help="an object file, archive or plugin")
+    ap.add_argument("--sass", help="a `cuobjdump -sass` listing already written, instead")
     ap.add_argument("--function", default="", help="a substring of the functions to show")
     ap.add_argument("--from", dest="start", help="a block starts at an instruction with this")
     ap.add_argument("--to", dest="end", default="SYNCS.ARRIVE")
     ap.add_argument("--min", type=int, default=50)
     ap.add_argument("--top", type=int, default=14)
     a = ap.parse_args(argv)
-    sass = subprocess.run([cuobjdump(), "-sass", a.binary], check=True, capture_output=True,
-                          text=True).stdout
-    for name, lines in functions(sass).items():
+    if (a.binary is None) == (a.sass is None):
+        ap.error("give a binary or --sass LISTING (one of them)")
+    if a.sass:
+        with open(a.sass) as f:
+            sass = f.read()
+    else:
+        sass = subprocess.run([cuobjdump(), "-sass", a.binary], check=True, capture_output=True,
+                              text=True).stdout
+    found = functions(sass)
+    if not found:
+        sys.exit(f"sass_mix.py: {a.sass or a.binary} holds no SASS function (sm_90a code?)")
+    shown = 0
+    for name, lines in found.items():
         if a.function not in name:
             continue
+        shown += 1
         if not a.start:
             report(name, lines, a.top)
             continue
@@ -109,6 +122,8 @@ def main(argv):
                     report(f"{name} [{i}, {j}]", lines[i:j + 1], a.top)
                 i = j
             i += 1
+    if shown == 0:
+        sys.exit(f"sass_mix.py: no function's name contains '{a.function}'")
 
 
 if __name__ == "__main__":
