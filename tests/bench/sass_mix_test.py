@@ -2,12 +2,10 @@
 sum, the blocks between a start and an end instruction (short ones left out), a function filter;
 a listing without functions, a filter that matches none, or no input at all is refused."""
 import os
-import subprocess
-import sys
 import tempfile
 
-here = os.path.dirname(os.path.abspath(__file__))
-script = os.path.join(here, "..", "..", "bench", "sass_mix.py")
+from bench_script import run_script
+
 
 listing = """
 	code for sm_90a
@@ -30,9 +28,7 @@ listing = """
 
 
 def run(*args, ok=True):
-    r = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
-    assert (r.returncode == 0) == ok, (r.returncode, r.stdout, r.stderr)
-    return r.stdout + r.stderr
+    return run_script("sass_mix.py", *args, ok=ok)
 
 
 with tempfile.TemporaryDirectory() as d:
