@@ -59,6 +59,7 @@
 #include <cute/arch/cluster_sm90.hpp>
 #include <cute/arch/copy_sm90_desc.hpp>
 #include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/arch/mma_sm90.hpp>
 #include <cute/arch/mma_sm90_desc.hpp>
 #include <cute/arch/mma_sm90_gmma.hpp>
 
@@ -202,61 +203,21 @@ struct Params {
 };
 
 // acc += A (64 weight rows: from registers, RS, or shared memory, SS) x B (N tokens x 16 K from
-// shared memory).
+// shared memory; e4m3: 32 K, both from shared memory): CuTe's sm90 GMMA op of that shape, both
+// operands K-major. (The 256-token tile is bf16 SS only: its 128 accumulators leave no room for
+// register A fragments.)
 template <int N>
-struct Mma;
-template <>
-struct Mma<16> {
-  using Rs = cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using Ss = cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using E4m3 = cute::SM90::GMMA::MMA_64x16x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct Mma<32> {
-  using Rs = cute::SM90::GMMA::MMA_64x32x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using Ss = cute::SM90::GMMA::MMA_64x32x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using E4m3 = cute::SM90::GMMA::MMA_64x32x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct Mma<64> {
-  using Rs = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using Ss = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using E4m3 = cute::SM90::GMMA::MMA_64x64x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct Mma<192> {  // quantised formats: 96 accumulators beside 64 registers of A fragments
-  using Rs = cute::SM90::GMMA::MMA_64x192x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
-                                                            cute::SM90::GMMA::Major::K>;
-  using Ss = cute::SM90::GMMA::MMA_64x192x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
-                                                            cute::SM90::GMMA::Major::K>;
-  using E4m3 = cute::SM90::GMMA::MMA_64x192x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct Mma<256> {  // bf16 only: no register-A form (its 128 accumulators leave no room)
-  using Ss = cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
-                                                            cute::SM90::GMMA::Major::K>;
-};
-template <>
-struct Mma<96> {
-  using Rs = cute::SM90::GMMA::MMA_64x96x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using Ss = cute::SM90::GMMA::MMA_64x96x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using E4m3 = cute::SM90::GMMA::MMA_64x96x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct Mma<128> {
-  using Rs = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
-                                                            cute::SM90::GMMA::Major::K>;
-  using Ss = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
-                                                            cute::SM90::GMMA::Major::K>;
-  using E4m3 = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
+struct Mma {
+  template <int K>
+  using Tile = cute::Shape<cute::_64, cute::Int<N>, cute::Int<K>>;
+  static constexpr auto kK = cute::SM90::GMMA::Major::K;
+  using Rs = decltype(cute::SM90::GMMA::rs_op_selector<cutlass::bfloat16_t, cutlass::bfloat16_t,
+                                                       float, Tile<16>, kK, kK>());
+  using Ss = decltype(cute::SM90::GMMA::ss_op_selector<cutlass::bfloat16_t, cutlass::bfloat16_t,
+                                                       float, Tile<16>, kK, kK>());
+  using E4m3 =
+      decltype(cute::SM90::GMMA::ss_op_selector<cutlass::float_e4m3_t, cutlass::float_e4m3_t, float,
+                                                Tile<32>, kK, kK>());
 };
 
 template <int N, size_t... I>
