@@ -407,9 +407,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         for (int j = 0; j < G::kSteps; ++j)
 #pragma unroll
           for (int b = 0; b < kMB; ++b)
-            ss_mma<N>(da[b] + uint64_t((j * 32) >> 4), desc + uint64_t((j * 32) >> 4),
-                      acc + b * G::kAccum, !(first && j == 0),
-                      std::make_index_sequence<G::kAccum>{});
+            ss_mma<N>(desc_advance(da[b], j * 32), desc_advance(desc, j * 32), acc + b * G::kAccum,
+                      !(first && j == 0), std::make_index_sequence<G::kAccum>{});
         cute::warpgroup_commit_batch();
       } else {
         const Rows<kW> rows(w, half * kWgRows + rloc, q);
@@ -425,7 +424,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           // K step j: K half j / 4 (N rows of 128 bytes), 32 bytes per step within it.
-          const uint64_t db = desc + uint64_t(((j / 4) * N * 128 + (j % 4) * 32) >> 4);
+          const uint64_t db = desc_advance(desc, (j / 4) * N * 128 + (j % 4) * 32);
           rs_mma<N>(a[j], db, acc, !(first && j == 0), std::make_index_sequence<G::kAccum>{});
         }
         cute::warpgroup_commit_batch();
@@ -461,7 +460,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
           cute::warpgroup_arrive();
 #pragma unroll
           for (int j = 0; j < G::kSteps; ++j)  // 32 K (bytes) a step
-            e4m3_mma<N>(da + uint64_t((j * 32) >> 4), db + uint64_t((j * 32) >> 4), part, j != 0,
+            e4m3_mma<N>(desc_advance(da, j * 32), desc_advance(db, j * 32), part, j != 0,
                         std::make_index_sequence<G::kAccum>{});
           cute::warpgroup_commit_batch();
           cute::warpgroup_wait<0>();
