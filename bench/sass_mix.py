@@ -20,6 +20,7 @@ import argparse
 import collections
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import zipfile
@@ -86,6 +87,7 @@ def report(name, lines, top):
 
 
 def main(argv):
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet when piped into head
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("binary", nargs="?", help="an object file, archive or plugin")
     ap.add_argument("--sass", help="a `cuobjdump -sass` listing already written, instead")
