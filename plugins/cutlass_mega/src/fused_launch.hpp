@@ -36,6 +36,14 @@ const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13
 // weights with fp8_1x128 activations, mxfp4 or nvfp4 weights with bf16 activations.
 enum class Kind : int { kBf16 = 0, kFp8Block = 1, kMxfp4 = 2, kNvfp4 = 3 };
 
+// A pipeline stage of a format's kernel: the K elements it covers and the weight bytes it streams
+// (the timeline's rates).
+struct StageGeometry {
+  int k;
+  int weight_bytes;
+};
+StageGeometry stage_geometry(Kind kind);
+
 struct FusedCall {
   const WeightMaps* maps;  // bf16, fp8_block
   Kind kind;
@@ -67,6 +75,8 @@ struct FusedCall {
   int32_t max_split2;  // copies of y the workspace holds: GEMM2's K parts at most
   float limit, alpha;
   int32_t gelu_tanh;
+  unsigned long long* timeline;  // measurement (kernels/timeline.hpp): null, or [ctas] records
+  int32_t timeline_items;
   cudaStream_t stream;
 };
 
