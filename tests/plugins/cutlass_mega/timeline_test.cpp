@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "../../support/test_env.hpp"
 #include "kernels/timeline.hpp"
-#include "moe/sdk/error.hpp"
 #include "src/timeline.hpp"
 
 namespace moe::mega {
@@ -70,14 +70,8 @@ TEST(MegaTimeline, RecordsTooShortForTheirCtasAreRefusedNamingTheSizes) {
   TimelineInfo info;
   info.ctas = 4;
   info.items = 2;
-  try {
-    timeline_json(std::vector<unsigned long long>(10), info);
-    ADD_FAILURE() << "accepted 10 words";
-  } catch (const moe::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("10 words hold fewer than 4 CTAs of 2 items"),
-              std::string::npos)
-        << e.what();
-  }
+  test::expect_error([&] { timeline_json(std::vector<unsigned long long>(10), info); },
+                     MOE_STATUS_INVALID_ARGUMENT, {"10 words hold fewer than 4 CTAs of 2 items"});
 }
 
 }  // namespace
