@@ -14,7 +14,7 @@ namespace moe::mega::kernels {
 
 // Stage s: the weight tile (bf16, e4m3: [kRows][kRowBytes], two 64-row TMA boxes, 128-byte
 // swizzle: the 16-byte chunk c of row r sits at chunk c ^ (r % 8); fp4: a prepared chunk), then
-// the token rows [kTok][kTokLd<W>].
+// the token rows [kTok<W>][kTokLd<W>].
 template <int W>
 __device__ __forceinline__ uint8_t* weight_tile(uint8_t* ring, int s) {
   return ring + size_t(s) * kStageBytes<W>;
@@ -89,10 +89,10 @@ __device__ __forceinline__ void produce_tokens(int ks, XRow x_row, int m, uint8_
 // [kb, kb + 32) of the token tile, for the pairs that hold tokens (m of them).
 template <int W>
 __device__ __forceinline__ void mma_tokens(const uint32_t (&a)[4], const uint8_t* x, int kb, int m,
-                                           float (&acc)[kTok / 8][4]) {
+                                           float (&acc)[kTok<W> / 8][4]) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int pair = 0; pair < kTok / 16; ++pair) {
+  for (int pair = 0; pair < kTok<W> / 16; ++pair) {
     if (pair * 16 >= m) break;
     // Matrices: tokens 0-7 at kb, tokens 0-7 at kb + 16, tokens 8-15 at kb, at kb + 16.
     uint32_t b[4];
@@ -109,7 +109,7 @@ __device__ __forceinline__ void mma_tokens(const uint32_t (&a)[4], const uint8_t
 // operands each warp converts (F2FP); wgmma m64nNk32 measured slower here (bench/NOTES.md).
 template <int W>
 __device__ __forceinline__ void mma_stage(const uint8_t* w, const uint8_t* x, int m,
-                                          float (&acc)[kTok / 8][4]) {
+                                          float (&acc)[kTok<W> / 8][4]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int row = warp * 16 + lane % 16;  // this lane's ldmatrix row of the weight tile
 #pragma unroll
@@ -133,7 +133,7 @@ __device__ __forceinline__ gpu::kernels::Fp4Rows<W == kMxfp4W> fp4_rows(const ui
 // multiplies 2^kFp4Unfold back.
 template <int W>
 __device__ __forceinline__ void mma_stage_fp4(const uint8_t* w, const uint8_t* x, int m,
-                                              float (&acc)[kTok / 8][4]) {
+                                              float (&acc)[kTok<W> / 8][4]) {
   const auto rows = fp4_rows<W>(w);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -149,7 +149,7 @@ __device__ __forceinline__ void mma_stage_fp4(const uint8_t* w, const uint8_t* x
 // loop, and even and odd k steps accumulate in separate chains (summed at the end).
 template <int W>
 __device__ __forceinline__ void mma_stage_fp4_one_tile(const uint8_t* w, const uint8_t* x,
-                                                       float (&acc)[kTok / 8][4]) {
+                                                       float (&acc)[kTok<W> / 8][4]) {
   const int lane = threadIdx.x % 32;
   uint32_t b[4][4];
 #pragma unroll
