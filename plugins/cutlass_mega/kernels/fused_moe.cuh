@@ -252,10 +252,13 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   };
   // Producer: stages [ks0, ks1) of item `it` of a phase; the first `ready` already hold their
   // weights.
-  auto produce_item = [&](auto weights, const Item& it, int ks0, int ks1, auto x_row, int ready) {
+  // Its token rows: row n at base + stride x row_of(n) bytes.
+  auto produce_item = [&](auto weights, const Item& it, int ks0, int ks1, const void* base,
+                          int64_t stride, auto row_of, int ready) {
     for (int ks = ks0; ks < ks1; ++ks) {
       if (ks - ks0 >= ready) weights(it, ks, stage, phase);
-      produce_tokens<W>(ks, x_row, it.m, ring, full, stage);
+      produce_tokens<W>(ks, static_cast<const uint8_t*>(base), uint32_t(stride), row_of, it.m, ring,
+                        full, stage);
       advance();
     }
   };
@@ -276,12 +279,14 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       int row0 = 0, row1 = 0;
       rows1(it, row0, row1);
       if (producer) {
-        auto x_row = [&](int n) {
-          const int64_t t = s.slot_token[it.first + n];
-          if constexpr (kFp8) return static_cast<const uint8_t*>(p.xq + t * H);
-          return reinterpret_cast<const uint8_t*>(p.hidden + t * H);
-        };
-        produce_item(weights1, it, 0, steps, x_row, u == int(blockIdx.x) ? ready1 : 0);
+        // The slots' tokens: rows of the hidden states (fp8_block: of their codes).
+        auto token_of = [&](int n) { return uint16_t(s.slot_token[it.first + n]); };
+        if constexpr (kFp8)
+          produce_item(weights1, it, 0, steps, p.xq, H * int64_t(sizeof(*p.xq)), token_of,
+                       u == int(blockIdx.x) ? ready1 : 0);
+        else
+          produce_item(weights1, it, 0, steps, p.hidden, H * 2, token_of,
+                       u == int(blockIdx.x) ? ready1 : 0);
         continue;
       }
       if constexpr (kFp8) {
@@ -344,12 +349,14 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       int row0 = 0, row1 = 0;
       rows2(it, row0, row1);
       if (producer) {
-        auto x_row = [&](int n) {
-          const int64_t r = it.first + n;
-          if constexpr (kFp8) return static_cast<const uint8_t*>(p.iq + r * I);
-          return reinterpret_cast<const uint8_t*>(p.inter + r * I);
-        };
-        produce_item(weights2, it, ks0, ks1, x_row, u == int(blockIdx.x) ? ready2 : 0);
+        // The slots' intermediate rows (fp8_block: their codes), consecutive from the first.
+        auto slot_of = [&](int n) { return it.first + n; };
+        if constexpr (kFp8)
+          produce_item(weights2, it, ks0, ks1, p.iq, I * int64_t(sizeof(*p.iq)), slot_of,
+                       u == int(blockIdx.x) ? ready2 : 0);
+        else
+          produce_item(weights2, it, ks0, ks1, p.inter, I * 2, slot_of,
+                       u == int(blockIdx.x) ? ready2 : 0);
         continue;
       }
       if constexpr (kFp8) {

@@ -27,7 +27,7 @@ __device__ __forceinline__ uint8_t* token_tile(uint8_t* ring, int s) {
 // Producer, a stage in two halves. The weights: once the consumers released stage `stage`, weight
 // rows [row0, row0 + 64) and [row1, row1 + 64) of `map` at K step `ks` (kStageK elements), or
 // fp4's chunk at `chunk`, their bytes expected on the stage's barrier without arriving. The
-// tokens: bytes [ks, ks + 1) x kTokRowBytes of the token rows x_row(n) for n < m, and the
+// tokens: bytes [ks, ks + 1) x kTokRowBytes of the item's token rows n < m, and the
 // arrival. The stage completes only after both, so the weights may go out early (before a grid
 // barrier, while the rows they meet are still being written) and the tokens later.
 template <int W>
@@ -66,17 +66,21 @@ __device__ __forceinline__ void produce_chunk(const uint8_t* chunk, uint8_t* rin
 // consumers waiting on full stages, DRAM at 48%; bench/NOTES.md). Each lane's copies arrive on
 // the stage's barrier when they land (cp.async.mbarrier.arrive without .noinc: the barrier's
 // pending count rises now and falls then, so the count it was initialised with is unchanged);
-// lane 0 then makes the stage's one counted arrival.
-template <int W, class XRow>
-__device__ __forceinline__ void produce_tokens(int ks, XRow x_row, int m, uint8_t* ring,
-                                               uint64_t* full, int stage) {
-  constexpr int kChunks = kTokRowBytes<W> / 16;
-  const int lane = threadIdx.x % 32;
-  uint8_t* x = token_tile<W>(ring, stage);
-  for (int c = lane; c < m * kChunks; c += 32) {
-    const int n = c / kChunks, j = c % kChunks;
-    const uint8_t* src = x_row(n) + size_t(ks) * kTokRowBytes<W> + 16 * j;
-    const uint32_t dst = uint32_t(__cvta_generic_to_shared(x + n * kTokLd<W> + 16 * j));
+// lane 0 then makes the stage's one counted arrival. Row n of the item sits at base + stride x
+// row_of(n) bytes; a lane copies the same 16 bytes of every (32 / chunks)-th row, one 32 x 32-bit
+// multiply-add a row for its source (the per-chunk division and 64-bit index arithmetic before
+// cost ~18 instructions a copy, on the scheduler the producer shares with two consumer warps).
+template <int W, class RowOf>
+__device__ __forceinline__ void produce_tokens(int ks, const uint8_t* base, uint32_t stride,
+                                               RowOf row_of, int m, uint8_t* ring, uint64_t* full,
+                                               int stage) {
+  constexpr int kChunks = kTokRowBytes<W> / 16, kRowStep = 32 / kChunks;
+  static_assert(32 % kChunks == 0, "a warp covers whole rows");
+  const int lane = threadIdx.x % 32, j = lane % kChunks;
+  const uint8_t* src0 = base + size_t(ks) * kTokRowBytes<W> + 16 * j;
+  uint32_t dst = smem_u32(token_tile<W>(ring, stage)) + 16 * j + (lane / kChunks) * kTokLd<W>;
+  for (int n = lane / kChunks; n < m; n += kRowStep, dst += kRowStep * kTokLd<W>) {
+    const uint8_t* src = src0 + uint64_t(uint32_t(row_of(n))) * stride;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
   }
   const uint32_t bar = uint32_t(__cvta_generic_to_shared(&full[stage]));
