@@ -8,6 +8,10 @@
 #   bench/bundle.sh build/g01 moe moe_trtllm_gpu_tests      # tool and tests, every plugin
 #   bench/bundle.sh --fixtures build/g01 moe moe_ep_tests   # and build/test_plugins (the
 #                                                           # fixture plugins such tests load)
+#   bench/bundle.sh --alt old=build/alt_old build/g01 moe   # and another build's plugins (the
+#                                                           # libmoe_*.so of a folder), restored
+#                                                           # as build/alt/old for bench/ab.py's
+#                                                           # --plugins old=build/alt/old
 #   # on the device, in the run script:  source build/g01/unpack.sh
 #
 # The folder must be ignored by git (build/ is). Plugins: every libmoe_*.so of build/plugins; the
@@ -15,12 +19,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fixtures=0
-if [ "${1:-}" = "--fixtures" ]; then
-  fixtures=1
-  shift
-fi
+alts=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --fixtures) fixtures=1; shift ;;
+    --alt)
+      [[ "${2:-}" =~ ^[A-Za-z0-9_.-]+=.+$ ]] || { echo "bench/bundle.sh: --alt NAME=DIR" >&2; exit 2; }
+      alts+=("$2"); shift 2 ;;
+    *) break ;;
+  esac
+done
 if [ $# -lt 2 ]; then
-  echo "usage: bench/bundle.sh [--fixtures] <folder under build/> <binary of build/bin>..." >&2
+  echo "usage: bench/bundle.sh [--fixtures] [--alt NAME=DIR]... <folder under build/> <binary of build/bin>..." >&2
   exit 2
 fi
 out=$1
@@ -52,6 +62,18 @@ for so in build/plugins/libmoe_*.so; do
   pack "$so" "$(basename "$so")"
   libs+=("$(basename "$so")")
 done
+alt_names=()
+rm -rf "$out/alt"
+for a in "${alts[@]}"; do
+  name=${a%%=*} dir=${a#*=}
+  ls "$dir"/libmoe_*.so > /dev/null 2>&1 || { echo "bench/bundle.sh: $dir holds no libmoe_*.so" >&2; exit 1; }
+  mkdir -p "$out/alt/$name"
+  for so in "$dir"/libmoe_*.so; do
+    strip -o "$tmp/x" "$so"
+    xz -T0 -6 -c "$tmp/x" > "$out/alt/$name/$(basename "$so").xz"
+  done
+  alt_names+=("$name")
+done
 if [ $fixtures = 1 ]; then
   [ -d build/test_plugins ] || { echo "bench/bundle.sh: build/test_plugins was not built" >&2; exit 1; }
   tar -C build -cJf "$out/test_plugins.tar.xz" test_plugins
@@ -65,7 +87,11 @@ mkdir -p build/bin build/plugins
 for b in ${bins[*]}; do xz -dc "\$_bundle/\$b.xz" > "build/bin/\$b"; chmod +x "build/bin/\$b"; done
 for l in ${libs[*]}; do xz -dc "\$_bundle/\$l.xz" > "build/plugins/\$l"; done
 [ -f "\$_bundle/test_plugins.tar.xz" ] && tar -C build -xJf "\$_bundle/test_plugins.tar.xz"
+for a in ${alt_names[*]}; do
+  mkdir -p "build/alt/\$a"
+  for l in "\$_bundle/alt/\$a"/*.xz; do xz -dc "\$l" > "build/alt/\$a/\$(basename "\$l" .xz)"; done
+done
 export XDG_CACHE_HOME=/tmp/moe-cache MOE_TEST_SOURCE_DIR=\$PWD MOE_TEST_BUILD_DIR=\$PWD/build
 export MOE_PLUGIN_PATH=\$PWD/build/plugins MOE_LOG_LEVEL=error
 EOF
-du -sh "$out" | cut -f1 | xargs echo "bench/bundle.sh: $out holds ${#bins[@]} binaries and ${#libs[@]} plugins:"
+du -sh "$out" | cut -f1 | xargs echo "bench/bundle.sh: $out holds ${#bins[@]} binaries, ${#libs[@]} plugins and ${#alt_names[@]} other builds' plugins:"

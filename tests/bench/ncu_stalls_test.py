@@ -4,12 +4,10 @@ mix of an address range; a file that is not such a dump, or a kernel index past 
 refused by name."""
 import gzip
 import os
-import subprocess
-import sys
 import tempfile
 
-here = os.path.dirname(os.path.abspath(__file__))
-script = os.path.join(here, "..", "..", "bench", "ncu_stalls.py")
+from bench_script import run_script
+
 header = ('"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed",'
           '"stall_barrier","stall_wait","stall_math","stall_barrier (Not Issued)"')
 rows = [
@@ -31,9 +29,7 @@ def dump(kernels):
 
 
 def run(*args, ok=True):
-    r = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
-    assert (r.returncode == 0) == ok, (r.returncode, r.stdout, r.stderr)
-    return r.stdout + r.stderr
+    return run_script("ncu_stalls.py", *args, ok=ok)
 
 
 with tempfile.TemporaryDirectory() as d:

@@ -20,4 +20,12 @@ __device__ __forceinline__ uint64_t kmajor_sw128_desc(const void* p) {
   return d.desc_;
 }
 
+// `desc` moved `bytes` (a multiple of 16) along its operand. The start address is the low 14 bits
+// and shared memory ends below 2^18 bytes, so only the low word changes: a 32-bit add, where a
+// 64-bit one made the compiler carry into the high word and move both words to uniform registers
+// for every wgmma.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | uint32_t(uint32_t(desc) + (bytes >> 4));
+}
+
 }  // namespace moe::gpu::kernels

@@ -59,6 +59,7 @@
 #include <cute/arch/cluster_sm90.hpp>
 #include <cute/arch/copy_sm90_desc.hpp>
 #include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/arch/mma_sm90.hpp>
 #include <cute/arch/mma_sm90_desc.hpp>
 #include <cute/arch/mma_sm90_gmma.hpp>
 
@@ -202,61 +203,21 @@ struct Params {
 };
 
 // acc += A (64 weight rows: from registers, RS, or shared memory, SS) x B (N tokens x 16 K from
-// shared memory).
+// shared memory; e4m3: 32 K, both from shared memory): CuTe's sm90 GMMA op of that shape, both
+// operands K-major. (The 256-token tile is bf16 SS only: its 128 accumulators leave no room for
+// register A fragments.)
 template <int N>
-struct Mma;
-template <>
-struct Mma<16> {
-  using Rs = cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using Ss = cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using E4m3 = cute::SM90::GMMA::MMA_64x16x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct Mma<32> {
-  using Rs = cute::SM90::GMMA::MMA_64x32x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using Ss = cute::SM90::GMMA::MMA_64x32x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using E4m3 = cute::SM90::GMMA::MMA_64x32x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct Mma<64> {
-  using Rs = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using Ss = cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using E4m3 = cute::SM90::GMMA::MMA_64x64x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct Mma<192> {  // quantised formats: 96 accumulators beside 64 registers of A fragments
-  using Rs = cute::SM90::GMMA::MMA_64x192x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
-                                                            cute::SM90::GMMA::Major::K>;
-  using Ss = cute::SM90::GMMA::MMA_64x192x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
-                                                            cute::SM90::GMMA::Major::K>;
-  using E4m3 = cute::SM90::GMMA::MMA_64x192x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct Mma<256> {  // bf16 only: no register-A form (its 128 accumulators leave no room)
-  using Ss = cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
-                                                            cute::SM90::GMMA::Major::K>;
-};
-template <>
-struct Mma<96> {
-  using Rs = cute::SM90::GMMA::MMA_64x96x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using Ss = cute::SM90::GMMA::MMA_64x96x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
-                                                           cute::SM90::GMMA::Major::K>;
-  using E4m3 = cute::SM90::GMMA::MMA_64x96x32_F32E4M3E4M3_SS_TN<>;
-};
-template <>
-struct Mma<128> {
-  using Rs = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_RS<cute::SM90::GMMA::Major::K,
-                                                            cute::SM90::GMMA::Major::K>;
-  using Ss = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,
-                                                            cute::SM90::GMMA::Major::K>;
-  using E4m3 = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
+struct Mma {
+  template <int K>
+  using Tile = cute::Shape<cute::_64, cute::Int<N>, cute::Int<K>>;
+  static constexpr auto kK = cute::SM90::GMMA::Major::K;
+  using Rs = decltype(cute::SM90::GMMA::rs_op_selector<cutlass::bfloat16_t, cutlass::bfloat16_t,
+                                                       float, Tile<16>, kK, kK>());
+  using Ss = decltype(cute::SM90::GMMA::ss_op_selector<cutlass::bfloat16_t, cutlass::bfloat16_t,
+                                                       float, Tile<16>, kK, kK>());
+  using E4m3 =
+      decltype(cute::SM90::GMMA::ss_op_selector<cutlass::float_e4m3_t, cutlass::float_e4m3_t, float,
+                                                Tile<32>, kK, kK>());
 };
 
 template <int N, size_t... I>
@@ -446,9 +407,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         for (int j = 0; j < G::kSteps; ++j)
 #pragma unroll
           for (int b = 0; b < kMB; ++b)
-            ss_mma<N>(da[b] + uint64_t((j * 32) >> 4), desc + uint64_t((j * 32) >> 4),
-                      acc + b * G::kAccum, !(first && j == 0),
-                      std::make_index_sequence<G::kAccum>{});
+            ss_mma<N>(desc_advance(da[b], j * 32), desc_advance(desc, j * 32), acc + b * G::kAccum,
+                      !(first && j == 0), std::make_index_sequence<G::kAccum>{});
         cute::warpgroup_commit_batch();
       } else {
         const Rows<kW> rows(w, half * kWgRows + rloc, q);
@@ -464,7 +424,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           // K step j: K half j / 4 (N rows of 128 bytes), 32 bytes per step within it.
-          const uint64_t db = desc + uint64_t(((j / 4) * N * 128 + (j % 4) * 32) >> 4);
+          const uint64_t db = desc_advance(desc, (j / 4) * N * 128 + (j % 4) * 32);
           rs_mma<N>(a[j], db, acc, !(first && j == 0), std::make_index_sequence<G::kAccum>{});
         }
         cute::warpgroup_commit_batch();
@@ -500,7 +460,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
           cute::warpgroup_arrive();
 #pragma unroll
           for (int j = 0; j < G::kSteps; ++j)  // 32 K (bytes) a step
-            e4m3_mma<N>(da + uint64_t((j * 32) >> 4), db + uint64_t((j * 32) >> 4), part, j != 0,
+            e4m3_mma<N>(desc_advance(da, j * 32), desc_advance(db, j * 32), part, j != 0,
                         std::make_index_sequence<G::kAccum>{});
           cute::warpgroup_commit_batch();
           cute::warpgroup_wait<0>();

@@ -239,9 +239,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
 #pragma unroll
       for (int i = 0; i < kAccum; ++i) total[i] = 0.0f;
       for (int kb = kb_begin; kb < kb_end; ++kb) {
-        // Descriptors: the stage's offset added to the start-address field (16-byte units).
-        const uint64_t da = desc_a + uint64_t(stage) * (kWeightBytes >> 4);
-        const uint64_t db = desc_b + uint64_t(stage) * (kTokenBytes >> 4);
+        // Descriptors: the stage's offset added to the start-address field.
+        const uint64_t da = gpu::kernels::desc_advance(desc_a, uint32_t(stage) * kWeightBytes);
+        const uint64_t db = gpu::kernels::desc_advance(desc_b, uint32_t(stage) * kTokenBytes);
         cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
         const float* sc = scales + stage * kScaleStride;
         const float s_w = sc[kTokens];
@@ -251,7 +251,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         ffma::wgmma_batch(acc, [&] {
 #pragma unroll
           for (int kk = 0; kk < kBlockK / 32; ++kk)
-            wgmma_64x16x32(da + kk * (32 >> 4), db + kk * (32 >> 4), acc, kk > 0,
+            wgmma_64x16x32(gpu::kernels::desc_advance(da, kk * 32),
+                           gpu::kernels::desc_advance(db, kk * 32), acc, kk > 0,
                            std::make_index_sequence<kAccum>{});
         });
         __syncwarp();
