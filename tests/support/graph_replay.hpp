@@ -62,6 +62,16 @@ class GraphReplay {
     return out;
   }
 
+  // One replay of `batch`, routed by `reference`, against `ref_layer` run in fp64 on the same
+  // routing: the relative L2 of the output.
+  double error_against(const Layer& ref_layer, const Plugin& reference, const moe_problem& p,
+                       const Batch& batch) const {
+    const Routing routing = route_batch(reference, p, batch);
+    const HostTensor got = replay(batch, routing);
+    const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+    return relative_l2(got, ref.output);
+  }
+
  private:
   static void check(cudaError_t e, const char* what) {
     if (e != cudaSuccess)

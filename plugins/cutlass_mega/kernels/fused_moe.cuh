@@ -171,10 +171,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       }
     } else {
       if constexpr (kFp4) {
-        if (m <= 8)  // a decode item: one n-tile, its token fragments loaded up front
-          mma_stage_fp4_one_tile<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), acc);
-        else
-          mma_stage_fp4<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, acc);
+        with_n_tiles<kTok<W> / 8>(m, [&](auto nt) {
+          mma_stage_fp4<W, decltype(nt)::value>(weight_tile<W>(ring, stage),
+                                                token_tile<W>(ring, stage), acc);
+        });
       } else
         mma_stage<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, acc);
       __syncwarp();

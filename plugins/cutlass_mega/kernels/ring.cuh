@@ -7,6 +7,8 @@
 #include <cute/arch/copy_sm90_desc.hpp>
 #include <cute/arch/copy_sm90_tma.hpp>
 
+#include <type_traits>
+
 #include "kernels/config.cuh"
 #include "kernels/fp4_fragments.cuh"
 
@@ -133,46 +135,84 @@ __device__ __forceinline__ gpu::kernels::Fp4Rows<W == kMxfp4W> fp4_rows(const ui
   return gpu::kernels::Fp4Rows<W == kMxfp4W>(w, warp * 16 + lane / 4, lane % 4);
 }
 
-// fp4: the same over a prepared chunk, the A fragments built in registers; the item's epilogue
-// multiplies 2^kFp4Unfold back.
-template <int W>
-__device__ __forceinline__ void mma_stage_fp4(const uint8_t* w, const uint8_t* x, int m,
+// fp4: acc[nt] += the stage's prepared chunk (its A fragments built in registers) x the tokens of
+// n-tiles nt < NT, for an item of at most 8 NT slots (columns past the item's m hold stale rows;
+// their results are never read). NT is the item's, fixed over its main loop, so the stage has no
+// branch on m and each token fragment is loaded kAhead k steps before its mma (all of them up
+// front up to 32 slots). A branch per 16-slot pair, as mma_tokens has, kept every k step waiting
+// on its own shared-memory load (the SASS: LDSM, then its two HMMAs, nine times a stage). The
+// item's epilogue multiplies 2^kFp4Unfold back. Token loads (ldmatrix x4):
+//   NT = 1: load i holds tokens 0-7 at K bytes 64 i + 16 (lane / 8): k steps 2 i and 2 i + 1;
+//   NT >= 2: load j, pair p holds tokens 16 p + 0-7 at 32 j and 32 j + 16, then 16 p + 8-15.
+// With one or two n-tiles, odd k steps accumulate in a second chain (summed at the end), so no
+// mma waits on the one before it.
+template <int W, int NT>
+__device__ __forceinline__ void mma_stage_fp4(const uint8_t* w, const uint8_t* x,
                                               float (&acc)[kTok<W> / 8][4]) {
+  static_assert(NT == 1 || (NT % 2 == 0 && NT <= kTok<W> / 8), "one n-tile or whole pairs");
+  constexpr int kLoads = NT == 1 ? 4 : 8, kPairs = NT == 1 ? 1 : NT / 2;
+  constexpr int kAhead = NT <= 4 ? kLoads : 2;
+  constexpr bool kTwoChains = NT <= 2;
+  const int lane = threadIdx.x % 32;
+  uint32_t b[kLoads][kPairs][4];
+  auto load = [&](int i) {
+#pragma unroll
+    for (int pp = 0; pp < kPairs; ++pp) {
+      const int tok = NT == 1 ? lane % 8 : pp * 16 + (lane / 16) * 8 + lane % 8;
+      const int kb = NT == 1 ? 64 * i + (lane / 8) * 16 : 32 * i + ((lane / 8) % 2) * 16;
+      ldmatrix_x4(b[i][pp], x + tok * kTokLd<W> + kb);
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < kAhead; ++i) load(i);
   const auto rows = fp4_rows<W>(w);
+  float odd[NT][4] = {};
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
+    if (NT != 1 && j + kAhead < kLoads) load(j + kAhead);
     uint32_t a[4];
     rows.fragments(j, a);
-    mma_tokens<W>(a, x, 32 * j, m, acc);
+    auto product = [&](int nt, uint32_t b0, uint32_t b1) {
+      if (kTwoChains && j % 2 == 1)
+        mma<false>(odd[nt], a, b0, b1);
+      else
+        mma<false>(acc[nt], a, b0, b1);
+    };
+    if constexpr (NT == 1) {  // k step j: matrices 2 (j % 2) and + 1 of load j / 2
+      product(0, b[j / 2][0][2 * (j % 2)], b[j / 2][0][2 * (j % 2) + 1]);
+    } else {
+#pragma unroll
+      for (int pp = 0; pp < kPairs; ++pp) {
+        product(2 * pp, b[j][pp][0], b[j][pp][1]);
+        product(2 * pp + 1, b[j][pp][2], b[j][pp][3]);
+      }
+    }
+  }
+  if constexpr (kTwoChains) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[nt][k] += odd[nt][k];
   }
 }
 
-// fp4 with at most 8 slots (n-tile 0 only, a decode item): the same products with the stage's
-// token fragments loaded first (4 ldmatrix x4, each tokens 0-7 at four 16-byte K offsets: two
-// k16 steps), so no k step waits on its own shared-memory load, no branch depends on m inside the
-// loop, and even and odd k steps accumulate in separate chains (summed at the end).
-template <int W>
-__device__ __forceinline__ void mma_stage_fp4_one_tile(const uint8_t* w, const uint8_t* x,
-                                                       float (&acc)[kTok<W> / 8][4]) {
-  const int lane = threadIdx.x % 32;
-  uint32_t b[4][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)  // matrix lane / 8: K bytes 64 i + 16 (lane / 8), token lane % 8
-    ldmatrix_x4(b[i], x + (lane % 8) * kTokLd<W> + 64 * i + (lane / 8) * 16);
-  const auto rows = fp4_rows<W>(w);
-  float odd[4] = {0, 0, 0, 0};
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    uint32_t a[4];
-    rows.fragments(j, a);
-    // k step j: matrices 2 (j % 2) and + 1 of load j / 2 (K bytes 32 j and 32 j + 16).
-    if (j % 2 == 0)
-      mma<false>(acc[0], a, b[j / 2][0], b[j / 2][1]);
+// Calls f(std::integral_constant<int, NT>{}) with the fewest n-tiles (1, or whole pairs up to
+// kMaxTiles) that hold m slots: the consumers' branch is taken once a stage, outside its products.
+template <int kMaxTiles, class F>
+__device__ __forceinline__ void with_n_tiles(int m, F&& f) {
+  static_assert(kMaxTiles == 4 || kMaxTiles == 8, "tiles of 32 or 64 slots");
+  if (m <= 8) {
+    f(std::integral_constant<int, 1>{});
+  } else if (m <= 16) {
+    f(std::integral_constant<int, 2>{});
+  } else if constexpr (kMaxTiles == 4) {
+    f(std::integral_constant<int, 4>{});
+  } else {
+    if (m <= 32)
+      f(std::integral_constant<int, 4>{});
     else
-      mma<false>(odd, a, b[j / 2][2], b[j / 2][3]);
+      f(std::integral_constant<int, 8>{});
   }
-#pragma unroll
-  for (int k = 0; k < 4; ++k) acc[0][k] += odd[k];
 }
 
 // The 256 consumer threads only (named barrier 1): the producer warp runs ahead.

@@ -47,10 +47,7 @@ TEST_F(TrtllmGraph, ReplayedGraphMatchesTheReferenceForNewInputs) {
   const GraphReplay graph(plugin_, layer, p, 37);
   for (uint64_t seed : {11u, 12u, 13u}) {
     const Batch batch = random_batch(p, 37, seed, Scenario::kRandom);
-    const Routing routing = route_batch(*reference_, p, batch);
-    const HostTensor got = graph.replay(batch, routing);
-    const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
-    EXPECT_LT(relative_l2(got, ref.output), 1e-2) << "seed " << seed;
+    EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), 1e-2) << "seed " << seed;
   }
 }
 
@@ -329,10 +326,7 @@ TEST_F(TrtllmGraph, Fp8TensorReplayedGraphQuantisesEachBatchAfresh) {
       for (int64_t i = 0; i < tokens * p.hidden; ++i)
         x[i] = float_to_bf16(bf16_to_float(x[i]) * 128.0f);
     }
-    const Routing routing = route_batch(*reference_, p, batch);
-    const HostTensor got = graph.replay(batch, routing);
-    const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
-    EXPECT_LT(relative_l2(got, ref.output), 2e-2) << "seed " << seed;
+    EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), 2e-2) << "seed " << seed;
   }
 }
 
