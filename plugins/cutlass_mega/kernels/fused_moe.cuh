@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     if constexpr (kFp8) {
       float part[kTok<W> / 8][4];
       zero(part);
-      mma_stage<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, part);
+      mma_stage_pairs<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, part);
       __syncwarp();
       if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
       const float ws = weight_scales[(warp / 4) * k_blocks + ks];
@@ -170,13 +170,14 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         acc[nt][3] = fmaf(part[nt][3], t1, acc[nt][3]);
       }
     } else {
-      if constexpr (kFp4) {
-        with_n_tiles<kTok<W> / 8>(m, [&](auto nt) {
+      with_n_tiles<kTok<W> / 8>(m, [&](auto nt) {
+        if constexpr (kFp4)
           mma_stage_fp4<W, decltype(nt)::value>(weight_tile<W>(ring, stage),
                                                 token_tile<W>(ring, stage), acc);
-        });
-      } else
-        mma_stage<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, acc);
+        else
+          mma_stage<W, decltype(nt)::value>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage),
+                                            acc);
+      });
       __syncwarp();
       if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
     }

@@ -91,66 +91,24 @@ __device__ __forceinline__ void produce_tokens(int ks, const uint8_t* base, uint
   if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&full[stage]);
 }
 
-// acc[2 pair], acc[2 pair + 1] += A x the tokens of n-tiles 2 pair, 2 pair + 1 at K bytes
-// [kb, kb + 32) of the token tile, for the pairs that hold tokens (m of them).
-template <int W>
-__device__ __forceinline__ void mma_tokens(const uint32_t (&a)[4], const uint8_t* x, int kb, int m,
-                                           float (&acc)[kTok<W> / 8][4]) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int pair = 0; pair < kTok<W> / 16; ++pair) {
-    if (pair * 16 >= m) break;
-    // Matrices: tokens 0-7 at kb, tokens 0-7 at kb + 16, tokens 8-15 at kb, at kb + 16.
-    uint32_t b[4];
-    const int tok = pair * 16 + (lane / 16) * 8 + lane % 8, koff = ((lane / 8) % 2) * 16;
-    ldmatrix_x4(b, x + tok * kTokLd<W> + kb + koff);
-    mma<W == kFp8W>(acc[2 * pair], a, b[0], b[1]);
-    mma<W == kFp8W>(acc[2 * pair + 1], a, b[2], b[3]);
-  }
-}
-
-// Consumers: acc[nt] += W[16 rows of this warp] x X[8 tokens of n-tile nt]^T over the stage's
-// 128 bytes of K, for the n-tiles that hold tokens (m of them). The fragments are the same bytes
-// for bf16 (k16) and e4m3 (k32): 32 bytes of K per mma. sm_90 runs e4m3 mma.sync as f16 HMMA on
-// operands each warp converts (F2FP); wgmma m64nNk32 measured slower here (bench/NOTES.md).
-template <int W>
-__device__ __forceinline__ void mma_stage(const uint8_t* w, const uint8_t* x, int m,
-                                          float (&acc)[kTok<W> / 8][4]) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int row = warp * 16 + lane % 16;  // this lane's ldmatrix row of the weight tile
-#pragma unroll
-  for (int kb = 0; kb < kRowBytes; kb += 32) {
-    uint32_t a[4];
-    const int chunk = kb / 16 + lane / 16;
-    ldmatrix_x4(a, w + row * kRowBytes + ((chunk ^ (row % 8)) << 4));
-    mma_tokens<W>(a, x, kb, m, acc);
-  }
-}
-
-// fp4: this consumer thread's share of a prepared chunk (kernels/fp4_fragments.cuh): rows
-// warp * 16 + lane / 4 (and + 8) of the chunk.
-template <int W>
-__device__ __forceinline__ gpu::kernels::Fp4Rows<W == kMxfp4W> fp4_rows(const uint8_t* w) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  return gpu::kernels::Fp4Rows<W == kMxfp4W>(w, warp * 16 + lane / 4, lane % 4);
-}
-
-// fp4: acc[nt] += the stage's prepared chunk (its A fragments built in registers) x the tokens of
-// n-tiles nt < NT, for an item of at most 8 NT slots (columns past the item's m hold stale rows;
-// their results are never read). NT is the item's, fixed over its main loop, so the stage has no
-// branch on m and each token fragment is loaded kAhead k steps before its mma (all of them up
-// front up to 32 slots). A branch per 16-slot pair, as mma_tokens has, kept every k step waiting
-// on its own shared-memory load (the SASS: LDSM, then its two HMMAs, nine times a stage). The
-// item's epilogue multiplies 2^kFp4Unfold back. Token loads (ldmatrix x4):
-//   NT = 1: load i holds tokens 0-7 at K bytes 64 i + 16 (lane / 8): k steps 2 i and 2 i + 1;
+// Consumers: acc[nt] += A (this warp's 16 weight rows) x the tokens of n-tiles nt < NT over a
+// stage's K steps of 32 bytes (a bf16 k16 or e4m3 k32 mma each: both take their fragments in the
+// same byte layout), for an item of at most 8 NT slots (columns past its m hold stale rows; their
+// results are never read). a_of(j, a) gives K step j's A fragments. NT is the item's, fixed over
+// its main loop, so the stage has no branch on m and each token fragment is loaded kAhead steps
+// before its mma (all of them up front up to 32 slots): a branch per 16-slot pair
+// kept every K step waiting on its own shared-memory load (the SASS: LDSM, then its two HMMAs, once
+// a step and pair). Token loads (ldmatrix x4):
+//   NT = 1: load i holds tokens 0-7 at K bytes 64 i + 16 (lane / 8): steps 2 i and 2 i + 1;
 //   NT >= 2: load j, pair p holds tokens 16 p + 0-7 at 32 j and 32 j + 16, then 16 p + 8-15.
-// With one or two n-tiles, odd k steps accumulate in a second chain (summed at the end), so no
-// mma waits on the one before it.
-template <int W, int NT>
-__device__ __forceinline__ void mma_stage_fp4(const uint8_t* w, const uint8_t* x,
-                                              float (&acc)[kTok<W> / 8][4]) {
+// With one or two n-tiles, odd steps accumulate in a second chain (summed at the end), so no mma
+// waits on the one before it.
+template <int W, int NT, class AOf>
+__device__ __forceinline__ void mma_token_tiles(const uint8_t* x, float (&acc)[kTok<W> / 8][4],
+                                                AOf a_of) {
   static_assert(NT == 1 || (NT % 2 == 0 && NT <= kTok<W> / 8), "one n-tile or whole pairs");
-  constexpr int kLoads = NT == 1 ? 4 : 8, kPairs = NT == 1 ? 1 : NT / 2;
+  constexpr int kSteps = kTokRowBytes<W> / 32;  // 4 (a 128-byte token row), fp4 8 (256 bytes)
+  constexpr int kLoads = NT == 1 ? kSteps / 2 : kSteps, kPairs = NT == 1 ? 1 : NT / 2;
   constexpr int kAhead = NT <= 4 ? kLoads : 2;
   constexpr bool kTwoChains = NT <= 2;
   const int lane = threadIdx.x % 32;
@@ -165,20 +123,19 @@ __device__ __forceinline__ void mma_stage_fp4(const uint8_t* w, const uint8_t* x
   };
 #pragma unroll
   for (int i = 0; i < kAhead; ++i) load(i);
-  const auto rows = fp4_rows<W>(w);
   float odd[NT][4] = {};
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < kSteps; ++j) {
     if (NT != 1 && j + kAhead < kLoads) load(j + kAhead);
     uint32_t a[4];
-    rows.fragments(j, a);
+    a_of(j, a);
     auto product = [&](int nt, uint32_t b0, uint32_t b1) {
       if (kTwoChains && j % 2 == 1)
-        mma<false>(odd[nt], a, b0, b1);
+        mma<W == kFp8W>(odd[nt], a, b0, b1);
       else
-        mma<false>(acc[nt], a, b0, b1);
+        mma<W == kFp8W>(acc[nt], a, b0, b1);
     };
-    if constexpr (NT == 1) {  // k step j: matrices 2 (j % 2) and + 1 of load j / 2
+    if constexpr (NT == 1) {  // step j: matrices 2 (j % 2) and + 1 of load j / 2
       product(0, b[j / 2][0][2 * (j % 2)], b[j / 2][0][2 * (j % 2) + 1]);
     } else {
 #pragma unroll
@@ -194,6 +151,63 @@ __device__ __forceinline__ void mma_stage_fp4(const uint8_t* w, const uint8_t* x
 #pragma unroll
       for (int k = 0; k < 4; ++k) acc[nt][k] += odd[nt][k];
   }
+}
+
+// bf16: A from the stage's weight tile (128 rows x 128 bytes, 128-byte swizzle), one ldmatrix x4
+// a K step: this lane's row warp * 16 + lane % 16, 16-byte chunk 2 j + lane / 16.
+template <int W, int NT>
+__device__ __forceinline__ void mma_stage(const uint8_t* w, const uint8_t* x,
+                                          float (&acc)[kTok<W> / 8][4]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int row = warp * 16 + lane % 16;
+  mma_token_tiles<W, NT>(x, acc, [&](int j, uint32_t(&a)[4]) {
+    const int chunk = 2 * j + lane / 16;
+    ldmatrix_x4(a, w + row * kRowBytes + ((chunk ^ (row % 8)) << 4));
+  });
+}
+
+// fp8_block: the same products with a branch per 16-slot pair (the stage above, specialised per
+// tile count, needs more registers than the emulated e4m3 mma leaves: ptxas spilled). sm_90 runs
+// e4m3 mma.sync as f16 HMMA on operands each warp converts (F2FP); wgmma m64nNk32 measured
+// slower here (bench/NOTES.md).
+template <int W>
+__device__ __forceinline__ void mma_stage_pairs(const uint8_t* w, const uint8_t* x, int m,
+                                                float (&acc)[kTok<W> / 8][4]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int row = warp * 16 + lane % 16;
+#pragma unroll
+  for (int kb = 0; kb < kRowBytes; kb += 32) {
+    uint32_t a[4];
+    const int chunk = kb / 16 + lane / 16;
+    ldmatrix_x4(a, w + row * kRowBytes + ((chunk ^ (row % 8)) << 4));
+#pragma unroll
+    for (int pair = 0; pair < kTok<W> / 16; ++pair) {
+      if (pair * 16 >= m) break;
+      // Matrices: tokens 0-7 at kb, tokens 0-7 at kb + 16, tokens 8-15 at kb, at kb + 16.
+      uint32_t b[4];
+      const int tok = pair * 16 + (lane / 16) * 8 + lane % 8, koff = ((lane / 8) % 2) * 16;
+      ldmatrix_x4(b, x + tok * kTokLd<W> + kb + koff);
+      mma<W == kFp8W>(acc[2 * pair], a, b[0], b[1]);
+      mma<W == kFp8W>(acc[2 * pair + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// fp4: this consumer thread's share of a prepared chunk (kernels/fp4_fragments.cuh): rows
+// warp * 16 + lane / 4 (and + 8) of the chunk.
+template <int W>
+__device__ __forceinline__ gpu::kernels::Fp4Rows<W == kMxfp4W> fp4_rows(const uint8_t* w) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  return gpu::kernels::Fp4Rows<W == kMxfp4W>(w, warp * 16 + lane / 4, lane % 4);
+}
+
+// fp4: A built in registers from the stage's prepared chunk (read once a stage); the item's
+// epilogue multiplies 2^kFp4Unfold back.
+template <int W, int NT>
+__device__ __forceinline__ void mma_stage_fp4(const uint8_t* w, const uint8_t* x,
+                                              float (&acc)[kTok<W> / 8][4]) {
+  const auto rows = fp4_rows<W>(w);
+  mma_token_tiles<W, NT>(x, acc, [&](int j, uint32_t(&a)[4]) { rows.fragments(j, a); });
 }
 
 // Calls f(std::integral_constant<int, NT>{}) with the fewest n-tiles (1, or whole pairs up to

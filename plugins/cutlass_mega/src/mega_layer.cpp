@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <vector>
 
@@ -138,9 +139,22 @@ sdk::Verdict check_support(const moe_problem& p, bool need_device) {
 }
 
 LayerOptions parse_options(const Options& options) {
-  for (const auto& [key, value] : options)
-    MOE_FAIL(MOE_STATUS_CONFIG_ERROR, "cutlass_mega: unknown option '{}' (it has none)", key);
-  return {};
+  LayerOptions o;
+  for (const auto& [key, value] : options) {
+    MOE_CHECK(key == "sms", MOE_STATUS_CONFIG_ERROR,
+              "cutlass_mega: unknown option '{}' (known: sms)", key);
+    if (value == "auto") {
+      o.sms = 0;
+      continue;
+    }
+    int v = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    MOE_CHECK(ec == std::errc() && end == value.data() + value.size() && v >= 1 && v <= 1024,
+              MOE_STATUS_CONFIG_ERROR,
+              "cutlass_mega: sms '{}' is not auto or an integer in [1, 1024]", value);
+    o.sms = v;
+  }
+  return o;
 }
 
 std::string describe(const moe_problem& p) {
@@ -185,7 +199,7 @@ std::string describe(const moe_problem& p) {
 
 DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)
     : problem_(problem) {
-  parse_options(options);  // none: any key is refused
+  const LayerOptions o = parse_options(options);
   const moe_problem p = problem_.c();
   const sdk::Verdict v = check_support(p);
   MOE_CHECK(v.ok(), MOE_STATUS_UNSUPPORTED, "cutlass_mega: {}", v.message);
@@ -196,6 +210,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   ctas_ = detail::resident_ctas(kind_, &error);
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
             error ? error : "unknown");
+  if (o.sms > 0) ctas_ = std::min(ctas_, o.sms);  // at most: a larger cap is every SM
   const VirtualExperts shared = virtual_experts(p, w);
   experts_ = p.experts + shared.count;
   if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32; 0 for shared

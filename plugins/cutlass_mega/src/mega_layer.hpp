@@ -3,7 +3,7 @@
 // into the kernel's chunks (moe_cuda/fp4_chunks.hpp), uploaded at prepare, and the whole
 // layer after routing in one cooperative launch (kernels/fused_moe.cuh, docs/design.md §13).
 // Decode first: a batch's tokens x top_k slots must fit the schedule the kernel keeps in shared
-// memory, so `max_tokens` is bounded at prepare. No options yet.
+// memory, so `max_tokens` is bounded at prepare. One option, `sms` (LayerOptions).
 #pragma once
 
 #include <string>
@@ -23,8 +23,14 @@ namespace moe::mega {
 // sm_90 device (false: the problem alone, for tests on any machine).
 sdk::Verdict check_support(const moe_problem& p, bool need_device = true);
 
-struct LayerOptions {};
-LayerOptions parse_options(const Options& options);  // refuses every key, naming it
+// `sms: auto | N`: the fused kernel on at most N SMs (one CTA each; auto, the default: every SM
+// it can hold), leaving the rest to work on other streams, as DeepGEMM's num_sms does, and a way
+// to measure its per-SM stream rate. An unknown key or a value that is not auto or an integer in
+// [1, 1024] is a config error naming it.
+struct LayerOptions {
+  int sms = 0;  // 0: auto
+};
+LayerOptions parse_options(const Options& options);
 
 std::string describe(const moe_problem& p);
 

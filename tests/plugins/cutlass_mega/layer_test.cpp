@@ -2,8 +2,8 @@
 // mxfp4 and nvfp4 weights, every activation, expert biases, a shared expert, sink experts, batch
 // sizes from one token to the capacity, padding tokens, every token on one expert, experts without
 // tokens, two runs bit-identical, a CUDA graph replayed with new inputs and routing, a batch above
-// capacity refused, corrupt block scales and 4-bit scales refused at prepare. Skips without an
-// sm_90 GPU.
+// capacity refused, corrupt block scales and 4-bit scales refused at prepare, the layer on fewer
+// SMs (`sms`). Skips without an sm_90 GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -164,6 +164,31 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
           << format_name(f) << ", " << tokens << " tokens";
       EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0)
           << format_name(f) << ": two runs differ at " << tokens << " tokens";
+    }
+  }
+}
+
+// `sms: N` runs the same layer on N CTAs (every phase's items strided over fewer of them, GEMM2's
+// K split chosen for N): 1 and 7 CTAs, and a cap above the device's SMs (every SM), against the
+// reference, two runs bit for bit.
+TEST_F(MegaLayer, FewerSmsMatchTheReferenceAndRepeatBitForBit) {
+  for (moe_format f : {MOE_FORMAT_BF16, kFp8, kMx, kNv}) {
+    const moe_problem p = in_format(problem_, f).c();
+    const LayerWeights w = random_weights(p, 31);
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    for (const char* sms : {"1", "7", "1024"}) {
+      const Layer layer = plugin_->prepare(p, w.view(), {{"sms", sms}});
+      for (int64_t tokens : {1, 40, 96}) {
+        const Batch batch = random_batch(p, tokens, 70 + uint64_t(tokens), Scenario::kRandom);
+        const Routing routing = route_batch(*reference_, p, batch);
+        const RunResult a = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+        const RunResult b = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+        const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+        EXPECT_LT(relative_l2(a.output, ref.output), tolerance(p))
+            << format_name(f) << ", sms " << sms << ", " << tokens << " tokens";
+        EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0)
+            << format_name(f) << ", sms " << sms << ": two runs differ at " << tokens << " tokens";
+      }
     }
   }
 }

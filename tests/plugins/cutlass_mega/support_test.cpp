@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/split.hpp"
 #include "moe/sdk/error.hpp"
@@ -212,14 +214,30 @@ TEST(MegaWorkspace, ResultBytesGrowWithTheBatchAndHoldTheirCopies) {
   EXPECT_EQ(result_copies(p, 455), 1);
 }
 
-TEST(MegaOptions, HasNoneAndRefusesAnyNamingIt) {
-  parse_options({});
-  try {
-    parse_options({{"splits", "3"}});
-    ADD_FAILURE() << "accepted an option";
-  } catch (const moe::Error& e) {
-    EXPECT_EQ(e.status(), MOE_STATUS_CONFIG_ERROR);
-    EXPECT_NE(std::string(e.what()).find("unknown option 'splits'"), std::string::npos) << e.what();
+TEST(MegaOptions, SmsIsAutoOrACountAndAnythingElseIsRefusedNamingIt) {
+  EXPECT_EQ(parse_options({}).sms, 0);
+  EXPECT_EQ(parse_options({{"sms", "auto"}}).sms, 0);
+  EXPECT_EQ(parse_options({{"sms", "96"}}).sms, 96);
+  EXPECT_EQ(parse_options({{"sms", "1"}}).sms, 1);
+  EXPECT_EQ(parse_options({{"sms", "96"}, {"sms", "auto"}}).sms, 0);  // the last one counts
+  const std::vector<std::pair<Options, std::string>> refused = {
+      {{{"splits", "3"}}, "unknown option 'splits' (known: sms)"},
+      {{{"sms", "0"}}, "sms '0' is not auto or an integer in [1, 1024]"},
+      {{{"sms", "-4"}}, "sms '-4'"},
+      {{{"sms", "1025"}}, "sms '1025'"},
+      {{{"sms", "64.5"}}, "sms '64.5'"},
+      {{{"sms", "12 "}}, "sms '12 '"},
+      {{{"sms", ""}}, "sms ''"},
+      {{{"sms", "all"}}, "sms 'all'"},
+  };
+  for (const auto& [options, message] : refused) {
+    try {
+      parse_options(options);
+      ADD_FAILURE() << "accepted " << options[0].first << ": '" << options[0].second << "'";
+    } catch (const moe::Error& e) {
+      EXPECT_EQ(e.status(), MOE_STATUS_CONFIG_ERROR);
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
   }
 }
 
