@@ -11,6 +11,7 @@
 
 #include "kernels/config.cuh"
 #include "kernels/fp4_fragments.cuh"
+#include "kernels/fragments.hpp"
 
 namespace moe::mega::kernels {
 
@@ -98,17 +99,15 @@ __device__ __forceinline__ void produce_tokens(int ks, const uint8_t* base, uint
 // its main loop, so the stage has no branch on m and each token fragment is loaded kAhead steps
 // before its mma (all of them up front up to 32 slots): a branch per 16-slot pair
 // kept every K step waiting on its own shared-memory load (the SASS: LDSM, then its two HMMAs, once
-// a step and pair). Token loads (ldmatrix x4):
-//   NT = 1: load i holds tokens 0-7 at K bytes 64 i + 16 (lane / 8): steps 2 i and 2 i + 1;
-//   NT >= 2: load j, pair p holds tokens 16 p + 0-7 at 32 j and 32 j + 16, then 16 p + 8-15.
-// With one or two n-tiles, odd steps accumulate in a second chain (summed at the end), so no mma
-// waits on the one before it.
+// a step and pair). The loads' addresses and registers: kernels/fragments.hpp. With one or two
+// n-tiles, odd steps accumulate in a second chain (summed at the end), so no mma waits on the one
+// before it.
 template <int W, int NT, class AOf>
 __device__ __forceinline__ void mma_token_tiles(const uint8_t* x, float (&acc)[kTok<W> / 8][4],
                                                 AOf a_of) {
   static_assert(NT == 1 || (NT % 2 == 0 && NT <= kTok<W> / 8), "one n-tile or whole pairs");
   constexpr int kSteps = kTokRowBytes<W> / 32;  // 4 (a 128-byte token row), fp4 8 (256 bytes)
-  constexpr int kLoads = NT == 1 ? kSteps / 2 : kSteps, kPairs = NT == 1 ? 1 : NT / 2;
+  constexpr int kLoads = token_loads(NT, kSteps), kPairs = token_load_pairs(NT);
   constexpr int kAhead = NT <= 4 ? kLoads : 2;
   constexpr bool kTwoChains = NT <= 2;
   const int lane = threadIdx.x % 32;
@@ -116,9 +115,8 @@ __device__ __forceinline__ void mma_token_tiles(const uint8_t* x, float (&acc)[k
   auto load = [&](int i) {
 #pragma unroll
     for (int pp = 0; pp < kPairs; ++pp) {
-      const int tok = NT == 1 ? lane % 8 : pp * 16 + (lane / 16) * 8 + lane % 8;
-      const int kb = NT == 1 ? 64 * i + (lane / 8) * 16 : 32 * i + ((lane / 8) % 2) * 16;
-      ldmatrix_x4(b[i][pp], x + tok * kTokLd<W> + kb);
+      const TokenAddress at = token_load_address(NT, i, pp, lane);
+      ldmatrix_x4(b[i][pp], x + at.row * kTokLd<W> + at.byte);
     }
   };
 #pragma unroll
@@ -135,14 +133,10 @@ __device__ __forceinline__ void mma_token_tiles(const uint8_t* x, float (&acc)[k
       else
         mma<W == kFp8W>(acc[nt], a, b0, b1);
     };
-    if constexpr (NT == 1) {  // step j: matrices 2 (j % 2) and + 1 of load j / 2
-      product(0, b[j / 2][0][2 * (j % 2)], b[j / 2][0][2 * (j % 2) + 1]);
-    } else {
 #pragma unroll
-      for (int pp = 0; pp < kPairs; ++pp) {
-        product(2 * pp, b[j][pp][0], b[j][pp][1]);
-        product(2 * pp + 1, b[j][pp][2], b[j][pp][3]);
-      }
+    for (int t = 0; t < NT; ++t) {
+      const TokenRegs r = token_regs(NT, j, t);
+      product(t, b[r.load][r.pair][r.reg], b[r.load][r.pair][r.reg + 1]);
     }
   }
   if constexpr (kTwoChains) {
@@ -154,15 +148,13 @@ __device__ __forceinline__ void mma_token_tiles(const uint8_t* x, float (&acc)[k
 }
 
 // bf16: A from the stage's weight tile (128 rows x 128 bytes, 128-byte swizzle), one ldmatrix x4
-// a K step: this lane's row warp * 16 + lane % 16, 16-byte chunk 2 j + lane / 16.
+// a K step (kernels/fragments.hpp).
 template <int W, int NT>
 __device__ __forceinline__ void mma_stage(const uint8_t* w, const uint8_t* x,
                                           float (&acc)[kTok<W> / 8][4]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int row = warp * 16 + lane % 16;
   mma_token_tiles<W, NT>(x, acc, [&](int j, uint32_t(&a)[4]) {
-    const int chunk = 2 * j + lane / 16;
-    ldmatrix_x4(a, w + row * kRowBytes + ((chunk ^ (row % 8)) << 4));
+    ldmatrix_x4(a, w + weight_load_offset(warp, lane, j, kRowBytes));
   });
 }
 
@@ -174,12 +166,10 @@ template <int W>
 __device__ __forceinline__ void mma_stage_pairs(const uint8_t* w, const uint8_t* x, int m,
                                                 float (&acc)[kTok<W> / 8][4]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int row = warp * 16 + lane % 16;
 #pragma unroll
   for (int kb = 0; kb < kRowBytes; kb += 32) {
     uint32_t a[4];
-    const int chunk = kb / 16 + lane / 16;
-    ldmatrix_x4(a, w + row * kRowBytes + ((chunk ^ (row % 8)) << 4));
+    ldmatrix_x4(a, w + weight_load_offset(warp, lane, kb / 32, kRowBytes));
 #pragma unroll
     for (int pair = 0; pair < kTok<W> / 16; ++pair) {
       if (pair * 16 >= m) break;

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "../../support/graph_replay.hpp"
 #include "../../support/plugin_fixture.hpp"
@@ -31,6 +32,11 @@ class MegaLayer : public PluginAndReference<> {
   }
 
   Problem problem_;
+
+  // A random batch of `tokens` run twice on `layer`: within the format's tolerance of the
+  // reference and the same bits both times.
+  void expect_matches_and_repeats(const Layer& layer, const Layer& ref_layer, const moe_problem& p,
+                                  int64_t tokens, uint64_t seed, const std::string& what);
 };
 
 // fp8_block weights with the activations quantised per token per 128 channels (the format's own
@@ -45,6 +51,19 @@ Problem in_format(Problem q, moe_format f) {
 // docs/design.md §7: one e4m3 code of an activation is several percent.
 double tolerance(const moe_problem& p) {
   return p.format == MOE_FORMAT_BF16 ? 1e-2 : 2e-2;
+}
+
+void MegaLayer::expect_matches_and_repeats(const Layer& layer, const Layer& ref_layer,
+                                           const moe_problem& p, int64_t tokens, uint64_t seed,
+                                           const std::string& what) {
+  const Batch batch = random_batch(p, tokens, seed, Scenario::kRandom);
+  const Routing routing = route_batch(*reference_, p, batch);
+  const RunResult a = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+  const RunResult b = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+  const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+  EXPECT_LT(relative_l2(a.output, ref.output), tolerance(p)) << what << ", " << tokens << " tokens";
+  EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0)
+      << what << ": two runs differ at " << tokens << " tokens";
 }
 
 struct Case {
@@ -154,17 +173,9 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
     const LayerWeights w = random_weights(p, 9);
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
     const Layer layer = plugin_->prepare(p, w.view(), {});
-    for (int64_t tokens : {2, 40}) {
-      const Batch batch = random_batch(p, tokens, 5 + uint64_t(tokens), Scenario::kRandom);
-      const Routing routing = route_batch(*reference_, p, batch);
-      const RunResult a = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      const RunResult b = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
-      EXPECT_LT(relative_l2(a.output, ref.output), tolerance(p))
-          << format_name(f) << ", " << tokens << " tokens";
-      EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0)
-          << format_name(f) << ": two runs differ at " << tokens << " tokens";
-    }
+    for (int64_t tokens : {2, 40})
+      expect_matches_and_repeats(layer, ref_layer, p, tokens, 5 + uint64_t(tokens),
+                                 std::string(format_name(f)));
   }
 }
 
@@ -178,17 +189,9 @@ TEST_F(MegaLayer, FewerSmsMatchTheReferenceAndRepeatBitForBit) {
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
     for (const char* sms : {"1", "7", "1024"}) {
       const Layer layer = plugin_->prepare(p, w.view(), {{"sms", sms}});
-      for (int64_t tokens : {1, 40, 96}) {
-        const Batch batch = random_batch(p, tokens, 70 + uint64_t(tokens), Scenario::kRandom);
-        const Routing routing = route_batch(*reference_, p, batch);
-        const RunResult a = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
-        const RunResult b = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
-        const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
-        EXPECT_LT(relative_l2(a.output, ref.output), tolerance(p))
-            << format_name(f) << ", sms " << sms << ", " << tokens << " tokens";
-        EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0)
-            << format_name(f) << ", sms " << sms << ": two runs differ at " << tokens << " tokens";
-      }
+      for (int64_t tokens : {1, 40, 96})
+        expect_matches_and_repeats(layer, ref_layer, p, tokens, 70 + uint64_t(tokens),
+                                   fmt::format("{}, sms {}", format_name(f), sms));
     }
   }
 }

@@ -1,4 +1,4 @@
-// What cutlass_mega takes and refuses, and that it has no options, on any machine: the refusals
+// What cutlass_mega takes and refuses, and its `sms` option, on any machine: the refusals
 // name the reason and the value.
 #include <gtest/gtest.h>
 

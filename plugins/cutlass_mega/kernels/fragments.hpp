@@ -1,0 +1,56 @@
+// cutlass_mega's consumer fragments (plain C++, also compiled for the device, so the kernel and the
+// host tests share them): where a lane points its ldmatrix x4 in a stage's weight tile and token
+// tile, and which of the loaded registers each m16n8k16 (or e4m3 k32) mma takes as its B operand.
+// A K step is 32 bytes: 16 bf16 or 32 e4m3 elements. tests/plugins/cutlass_mega/fragments_test.cpp
+// emulates ldmatrix and the mma fragment layouts over these and checks every operand.
+#pragma once
+
+#ifdef __CUDACC__
+#define MOE_MEGA_HD __host__ __device__
+#else
+#define MOE_MEGA_HD
+#endif
+
+namespace moe::mega::kernels {
+
+// The byte of a 128-row weight tile of `row_bytes`-byte rows (128-byte swizzle: the 16-byte chunk c
+// of row r sits at chunk c ^ (r % 8)) at which lane `lane` of consumer warp `warp` points for K
+// step j: row warp * 16 + lane % 16, chunk 2 j + lane / 16. The four matrices are then rows 0-7 and
+// 8-15 of the warp's 16 at the step's first 16 bytes, then at its second: the A fragment.
+MOE_MEGA_HD constexpr int weight_load_offset(int warp, int lane, int j, int row_bytes) {
+  const int row = warp * 16 + lane % 16, chunk = 2 * j + lane / 16;
+  return row * row_bytes + ((chunk ^ (row % 8)) << 4);
+}
+
+// An item of nt 8-slot n-tiles (1, or whole 16-slot pairs) over a stage of `steps` K steps: its
+// token loads (ldmatrix x4), each of `pairs` (one per 16-slot pair) ldmatrix.
+MOE_MEGA_HD constexpr int token_loads(int nt, int steps) {
+  return nt == 1 ? steps / 2 : steps;
+}
+MOE_MEGA_HD constexpr int token_load_pairs(int nt) {
+  return nt == 1 ? 1 : nt / 2;
+}
+
+// Where lane `lane` points for load i, pair pp: a token row of the tile and a byte of it.
+//   nt = 1: tokens 0-7 at K bytes 64 i + 16 (lane / 8): the matrices of K steps 2 i and 2 i + 1;
+//   nt >= 2: tokens 16 pp + 0-7 at 32 i and 32 i + 16, then tokens 16 pp + 8-15 at the same.
+struct TokenAddress {
+  int row, byte;
+};
+MOE_MEGA_HD constexpr TokenAddress token_load_address(int nt, int i, int pp, int lane) {
+  return nt == 1
+             ? TokenAddress{lane % 8, 64 * i + (lane / 8) * 16}
+             : TokenAddress{pp * 16 + (lane / 16) * 8 + lane % 8, 32 * i + ((lane / 8) % 2) * 16};
+}
+
+// K step j's B operand for n-tile t: registers `reg` and `reg` + 1 of load `load`, pair `pair`.
+struct TokenRegs {
+  int load, pair, reg;
+};
+MOE_MEGA_HD constexpr TokenRegs token_regs(int nt, int j, int t) {
+  return nt == 1 ? TokenRegs{j / 2, 0, 2 * (j % 2)} : TokenRegs{j, t / 2, 2 * (t % 2)};
+}
+
+}  // namespace moe::mega::kernels
+
+#undef MOE_MEGA_HD

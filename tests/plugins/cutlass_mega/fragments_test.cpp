@@ -1,0 +1,114 @@
+// cutlass_mega's consumer fragments (kernels/fragments.hpp) on any machine: ldmatrix x4 and the
+// m16n8k16 fragment layouts emulated over the kernel's own address and register functions, so
+// every A and B operand of a stage is checked element by element without a GPU. A tile element's
+// value is its own coordinates, so a wrong row, K offset or register shows as a wrong value.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/fragments.hpp"
+
+namespace moe::mega::kernels {
+namespace {
+
+constexpr int kLanes = 32;
+
+// ldmatrix x4 over a tile of 16-bit elements: lane l gives the address (in elements) of row l % 8
+// of matrix l / 8; register q of lane l is row l / 4 of matrix q, elements 2 (l % 4) and + 1.
+using Regs = std::array<std::array<std::array<int, 2>, 4>, kLanes>;  // [lane][register][half]
+Regs ldmatrix_x4(const std::vector<int>& tile, const std::array<int, kLanes>& address) {
+  Regs r{};
+  for (int l = 0; l < kLanes; ++l)
+    for (int q = 0; q < 4; ++q)
+      for (int h = 0; h < 2; ++h) r[l][q][h] = tile.at(address[q * 8 + l / 4] + 2 * (l % 4) + h);
+  return r;
+}
+
+// A token tile: kTok rows of `steps` x 16 elements (32 bytes a K step), `ld` elements apart;
+// element (n, k) holds n * 10000 + k.
+struct TokenTile {
+  int rows, cols, ld;
+  std::vector<int> elems;
+  TokenTile(int rows_, int steps) : rows(rows_), cols(16 * steps), ld(cols + 8) {
+    elems.assign(size_t(rows) * ld, -1);
+    for (int n = 0; n < rows; ++n)
+      for (int k = 0; k < cols; ++k) elems[size_t(n) * ld + k] = n * 10000 + k;
+  }
+};
+
+// Every K step's B operand for every n-tile of an item of nt tiles, from the loads the kernel
+// makes: b0 of lane l is (k 2 (l % 4), + 1; token l / 4) of the tile's 16 x 8 block, b1 the same
+// at k + 8.
+void expect_token_operands(int nt, int steps) {
+  const TokenTile x(64, steps);
+  const int loads = token_loads(nt, steps), pairs = token_load_pairs(nt);
+  std::vector<std::vector<Regs>> b(loads, std::vector<Regs>(pairs));
+  for (int i = 0; i < loads; ++i)
+    for (int pp = 0; pp < pairs; ++pp) {
+      std::array<int, kLanes> address{};
+      for (int l = 0; l < kLanes; ++l) {
+        const TokenAddress at = token_load_address(nt, i, pp, l);
+        ASSERT_EQ(at.byte % 16, 0) << "nt " << nt << " load " << i << " lane " << l;
+        ASSERT_LT(at.row, 8 * nt) << "a row past the item's tiles";
+        ASSERT_LE(at.byte + 16, 32 * steps) << "a load past the stage's K";
+        address[l] = at.row * x.ld + at.byte / 2;
+      }
+      b[i][pp] = ldmatrix_x4(x.elems, address);
+    }
+  for (int j = 0; j < steps; ++j)
+    for (int t = 0; t < nt; ++t) {
+      const TokenRegs r = token_regs(nt, j, t);
+      ASSERT_TRUE(r.load >= 0 && r.load < loads && r.pair >= 0 && r.pair < pairs && r.reg >= 0 &&
+                  r.reg + 1 < 4)
+          << "nt " << nt << " step " << j << " tile " << t;
+      for (int l = 0; l < kLanes; ++l)
+        for (int h = 0; h < 2; ++h) {
+          const int token = 8 * t + l / 4, k = 16 * j + 2 * (l % 4) + h;
+          EXPECT_EQ(b[r.load][r.pair][l][r.reg][h], token * 10000 + k)
+              << "b0: nt " << nt << " step " << j << " tile " << t << " lane " << l;
+          EXPECT_EQ(b[r.load][r.pair][l][r.reg + 1][h], token * 10000 + k + 8)
+              << "b1: nt " << nt << " step " << j << " tile " << t << " lane " << l;
+        }
+    }
+}
+
+TEST(MegaFragments, EveryTokenOperandOfAStageIsItsTokensAtItsKStep) {
+  for (int steps : {4, 8})  // bf16 and e4m3 stages (128-byte token rows), fp4's (256 bytes)
+    for (int nt : {1, 2, 4, 8}) expect_token_operands(nt, steps);
+}
+
+// The A operand from the 128-byte-swizzled weight tile (chunk c of row r at c ^ (r % 8)): a0 =
+// rows g, K 2q..; a1 rows g + 8; a2, a3 the same at K + 8 (g = lane / 4, q = lane % 4), of the
+// warp's 16 rows.
+TEST(MegaFragments, EveryWeightOperandOfAStageIsItsRowsAtItsKStep) {
+  constexpr int kRows = 128, kRowBytes = 128, kElems = kRowBytes / 2;
+  std::vector<int> tile(size_t(kRows) * kElems, -1);
+  for (int r = 0; r < kRows; ++r)
+    for (int e = 0; e < kElems; ++e) {
+      const int chunk = (2 * e) / 16, within = (2 * e) % 16;
+      tile[size_t(r) * kElems + (((chunk ^ (r % 8)) * 16 + within) / 2)] = r * 1000 + e;
+    }
+  for (int warp = 0; warp < 8; ++warp)
+    for (int j = 0; j < kRowBytes / 32; ++j) {
+      std::array<int, kLanes> address{};
+      for (int l = 0; l < kLanes; ++l) {
+        const int byte = weight_load_offset(warp, l, j, kRowBytes);
+        ASSERT_EQ(byte % 16, 0);
+        address[l] = byte / 2;
+      }
+      const Regs a = ldmatrix_x4(tile, address);
+      for (int l = 0; l < kLanes; ++l)
+        for (int q = 0; q < 4; ++q)
+          for (int h = 0; h < 2; ++h) {
+            const int row = warp * 16 + l / 4 + (q % 2) * 8;
+            const int k = 16 * j + 2 * (l % 4) + h + (q / 2) * 8;
+            EXPECT_EQ(a[l][q][h], row * 1000 + k)
+                << "warp " << warp << " step " << j << " lane " << l << " a" << q;
+          }
+    }
+}
+
+}  // namespace
+}  // namespace moe::mega::kernels
