@@ -5,11 +5,7 @@
 // emulates ldmatrix and the mma fragment layouts over these and checks every operand.
 #pragma once
 
-#ifdef __CUDACC__
-#define MOE_MEGA_HD __host__ __device__
-#else
-#define MOE_MEGA_HD
-#endif
+#include "kernels/host_device.hpp"
 
 namespace moe::mega::kernels {
 
@@ -52,5 +48,3 @@ MOE_MEGA_HD constexpr TokenRegs token_regs(int nt, int j, int t) {
 }
 
 }  // namespace moe::mega::kernels
-
-#undef MOE_MEGA_HD

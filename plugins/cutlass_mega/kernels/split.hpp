@@ -2,11 +2,7 @@
 // the kernel and the host tests share it).
 #pragma once
 
-#ifdef __CUDACC__
-#define MOE_MEGA_HD __host__ __device__
-#else
-#define MOE_MEGA_HD
-#endif
+#include "kernels/host_device.hpp"
 
 namespace moe::mega::kernels {
 
@@ -24,5 +20,3 @@ MOE_MEGA_HD constexpr int k_split(int items, int steps, int ctas, int max_split)
 }
 
 }  // namespace moe::mega::kernels
-
-#undef MOE_MEGA_HD
