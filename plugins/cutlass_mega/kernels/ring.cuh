@@ -174,7 +174,7 @@ __device__ __forceinline__ void mma_stage_pairs(const uint8_t* w, const uint8_t*
     for (int pair = 0; pair < kTok<W> / 16; ++pair) {
       if (pair * 16 >= m) break;
       uint32_t b[4];  // the pair's token load at this K step, as the specialised stage's
-      const TokenAddress at = token_load_address(kTok / 8, kb / 32, pair, lane);
+      const TokenAddress at = token_load_address(kTok<W> / 8, kb / 32, pair, lane);
       ldmatrix_x4(b, x + at.row * kTokLd<W> + at.byte);
       mma<W == kFp8W>(acc[2 * pair], a, b[0], b[1]);
       mma<W == kFp8W>(acc[2 * pair + 1], a, b[2], b[3]);
