@@ -120,6 +120,9 @@ struct Params {
   int32_t max_split2;  // GEMM2 K parts the workspace holds (k_split chooses up to this many)
   int32_t activation;
   gpu::kernels::ActivationParams act;  // limit, alpha, gelu_tanh
+  // Measurement (kernels/timeline.hpp): [gridDim.x] records of timeline_items items; null: off.
+  unsigned long long* timeline;
+  int32_t timeline_items;
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -151,6 +154,15 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+}
+
+// The timeline's stamp (kernels/timeline.hpp): %globaltimer (ns, one clock for all SMs) and this
+// SM's clock64.
+__device__ __forceinline__ void timeline_stamp(unsigned long long* at) {
+  unsigned long long ns;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  at[0] = ns;
+  at[1] = static_cast<unsigned long long>(clock64());
 }
 
 __device__ __forceinline__ uint16_t float_to_bf16_bits(float x) {

@@ -33,6 +33,7 @@
 #include "kernels/quantize_rows.cuh"
 #include "kernels/ring.cuh"
 #include "kernels/schedule.cuh"
+#include "kernels/timeline.hpp"
 
 namespace moe::mega::kernels {
 
@@ -53,6 +54,23 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const bool producer = warp == kWarps;
+  // The timeline (a measurement: p.timeline null, the default, records nothing): thread 0, a
+  // consumer, stamps the phase boundaries and the end of each item it computed. Nothing of it is
+  // held in registers across the main loops (its count sits in shared memory).
+  __shared__ int timed_items;
+  auto stamp_phase = [&](int phase) {
+    if (p.timeline != nullptr && threadIdx.x == 0)
+      timeline_stamp(p.timeline + timeline_phase_word(blockIdx.x, p.timeline_items, phase));
+  };
+  auto stamp_item = [&](int phase, int u) {
+    if (p.timeline == nullptr || threadIdx.x != 0 || timed_items >= p.timeline_items) return;
+    unsigned long long* at =
+        p.timeline + timeline_item_word(blockIdx.x, p.timeline_items, timed_items++);
+    at[0] = (static_cast<unsigned long long>(phase) << 32) | static_cast<unsigned>(u);
+    timeline_stamp(at + 1);
+  };
+  if (threadIdx.x == 0) timed_items = 0;
+  stamp_phase(kAtEntry);
   if (threadIdx.x == 0) {
     for (int st = 0; st < kStages<W>; ++st) {
       cutlass::arch::ClusterBarrier::init(&full[st], 1);
@@ -76,6 +94,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   if (threadIdx.x == 0) num_active = s.num_active;
   __syncthreads();
   s.num_active = num_active;
+  stamp_phase(kScheduled);
 
   const int g = lane / 4, q = lane % 4;  // accumulator row g (+8), columns 2q (+1)
   const int64_t H = p.hidden_dim, I = p.inter_dim;
@@ -272,6 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   }
 
   // ---- phase 1: GEMM1 and the activation ----
+  stamp_phase(kGemm1Start);
   {
     const int cols = cols1, slices = slices1, steps = steps1;
     const int items = s.item_prefix[s.num_active] * slices;
@@ -321,8 +341,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
           p.inter[at] = float_to_bf16_bits(y);
       }
       consumers_sync();  // the tile is free for the next item
+      stamp_item(1, u);
     }
   }
+  stamp_phase(kGemm1Done);
   // GEMM2's items split along K where too few to fill the SMs (Mixtral at T = 1 has 64); each
   // part's results go to their own copy of y, summed in part order by the combine.
   const int split2 =
@@ -340,6 +362,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   publish_to_async_proxy();
 
   // ---- phase 2: GEMM2, a row of f32 results per slot and K part ----
+  stamp_phase(kGemm2Start);
   {
     const int slices = slices2, steps = steps2, split = split2;
     const int items = s.item_prefix[s.num_active] * slices * split;
@@ -381,9 +404,12 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
             bias != nullptr ? v + bias[r] : v;
       }
       consumers_sync();  // the tile is free for the next item
+      stamp_item(2, u);
     }
   }
+  stamp_phase(kGemm2Done);
   grid.sync();
+  stamp_phase(kCombineStart);
 
   // ---- phase 3: each token's slots summed in slot order (each slot's K parts in part order),
   // bf16 once ----
@@ -405,6 +431,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     if (p.accumulate) v += gpu::kernels::bf16_to_float(p.out[i]);  // the caller's old value
     p.out[i] = float_to_bf16_bits(v);
   }
+  stamp_phase(kAtExit);
+  if (p.timeline != nullptr && threadIdx.x == 0)
+    p.timeline[timeline_count_word(blockIdx.x, p.timeline_items)] =
+        (static_cast<unsigned long long>(split2) << 32) | static_cast<unsigned>(timed_items);
 }
 
 }  // namespace moe::mega::kernels

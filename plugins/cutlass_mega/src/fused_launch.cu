@@ -71,6 +71,20 @@ KernelLimits kernel_limits(Kind kind) {
   return {kMaxSlots, kMaxExperts, tok, kRows, kScaleBlock, kMaxKBlocks, kMaxVirtual};
 }
 
+StageGeometry stage_geometry(Kind kind) {
+  using namespace kernels;
+  switch (kind) {
+    case Kind::kFp8Block:
+      return {kStageK<kFp8W>, int(kWeightBytes<kFp8W>)};
+    case Kind::kMxfp4:
+      return {kStageK<kMxfp4W>, kFp4ChunkBytes<kMxfp4W>};
+    case Kind::kNvfp4:
+      return {kStageK<kNvfp4W>, kFp4ChunkBytes<kNvfp4W>};
+    default:
+      return {kStageK<kBf16W>, int(kWeightBytes<kBf16W>)};
+  }
+}
+
 int resident_ctas(Kind kind, const char** error) noexcept {
   const Instance k = instance(kind);
   const void* f = k.fn;
@@ -134,6 +148,8 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.act.limit = c.limit;
   p.act.alpha = c.alpha;
   p.act.gelu_tanh = c.gelu_tanh;
+  p.timeline = c.timeline;
+  p.timeline_items = c.timeline_items;
   void* args[] = {&p};
   const Instance k = instance(c.kind);
   const cudaError_t e = cudaLaunchCooperativeKernel(k.fn, dim3(ctas), dim3(kernels::kThreads), args,

@@ -25,6 +25,14 @@ struct KernelLimits {
 };
 KernelLimits kernel_limits(Kind kind);
 
+// A pipeline stage of a format's kernel: the K elements it covers and the weight bytes it streams
+// (the timeline's rates).
+struct StageGeometry {
+  int k;
+  int weight_bytes;
+};
+StageGeometry stage_geometry(Kind kind);
+
 // The TMA descriptors of the two weight stacks (CUtensorMap, opaque here), made once at prepare.
 struct alignas(64) WeightMaps {
   unsigned char w13[128];
@@ -67,6 +75,8 @@ struct FusedCall {
   int32_t max_split2;  // copies of y the workspace holds: GEMM2's K parts at most
   float limit, alpha;
   int32_t gelu_tanh;
+  unsigned long long* timeline;  // measurement (kernels/timeline.hpp): null, or [ctas] records
+  int32_t timeline_items;
   cudaStream_t stream;
 };
 

@@ -211,6 +211,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
             error ? error : "unknown");
   if (o.sms > 0) ctas_ = std::min(ctas_, o.sms);  // at most: a larger cap is every SM
+  timeline_ = timeline_from_env(ctas_);
   const VirtualExperts shared = virtual_experts(p, w);
   experts_ = p.experts + shared.count;
   if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32; 0 for shared
@@ -384,6 +385,13 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.alpha = p.activation_alpha;
   c.gelu_tanh = p.gelu_tanh;
   c.stream = static_cast<cudaStream_t>(a.stream);
+  if (timeline_ != nullptr) {
+    const detail::StageGeometry g = detail::stage_geometry(kind_);
+    timeline_->note_run(format_name(static_cast<moe_format>(p.format)), tokens, p.hidden / g.k,
+                        p.intermediate / g.k, g.weight_bytes);
+    c.timeline = timeline_->records();
+    c.timeline_items = timeline_->items();
+  }
   const char* error = detail::launch_fused(c, ctas_);
   MOE_CHECK(error == nullptr, MOE_STATUS_DEVICE_ERROR,
             "cutlass_mega: the fused kernel (T={}) did not launch: {}", tokens, error ? error : "");

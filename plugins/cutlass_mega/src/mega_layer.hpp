@@ -6,6 +6,7 @@
 // memory, so `max_tokens` is bounded at prepare. One option, `sms` (LayerOptions).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "moe/abi/moe_abi.h"
@@ -15,6 +16,7 @@
 #include "moe/sdk/verdict.hpp"
 #include "moe_cuda/device.hpp"
 #include "src/fused_launch.hpp"
+#include "src/timeline.hpp"
 #include "src/virtual_experts.hpp"
 
 namespace moe::mega {
@@ -75,6 +77,7 @@ class DeviceLayer {
   detail::WeightMaps maps_{};
   mutable sdk::ValidatedRuns validated_;  // run() skips the checks for the last validated tensors
   int ctas_ = 0;
+  std::unique_ptr<Timeline> timeline_;  // MOE_MEGA_TIMELINE: a measurement, null by default
 };
 
 }  // namespace moe::mega

@@ -3,11 +3,16 @@
 // sizes from one token to the capacity, padding tokens, every token on one expert, experts without
 // tokens, two runs bit-identical, a CUDA graph replayed with new inputs and routing, a batch above
 // capacity refused, corrupt block scales and 4-bit scales refused at prepare, the layer on fewer
-// SMs (`sms`). Skips without an sm_90 GPU.
+// SMs (`sms`), the timeline MOE_MEGA_TIMELINE names. Skips without an sm_90 GPU.
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "../../support/graph_replay.hpp"
@@ -194,6 +199,44 @@ TEST_F(MegaLayer, FewerSmsMatchTheReferenceAndRepeatBitForBit) {
                                    fmt::format("{}, sms {}", format_name(f), sms));
     }
   }
+}
+
+// MOE_MEGA_TIMELINE (a measurement): the layer writes its last run's clocks when destroyed, every
+// CTA's phase boundaries in order, and one record per GEMM1 item: each active expert's one chunk
+// (33 tokens x 4 slots over 16 experts: under 64 slots an expert) times I / 64 column slices.
+TEST_F(MegaLayer, ATimelineNamedInTheEnvironmentHoldsTheLastRunsClocksInOrder) {
+  const std::string path = testing::TempDir() + "mega_timeline.json";
+  std::remove(path.c_str());
+  const moe_problem p = problem_.c();
+  const LayerWeights w = random_weights(p, 41);
+  const Batch batch = random_batch(p, 33, 7, Scenario::kRandom);
+  const Routing routing = route_batch(*reference_, p, batch);
+  {
+    setenv("MOE_MEGA_TIMELINE", path.c_str(), 1);
+    const Layer layer = plugin_->prepare(p, w.view(), {});
+    unsetenv("MOE_MEGA_TIMELINE");
+    run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+  }
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good()) << path << " was not written";
+  const nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["tokens"], 33);
+  EXPECT_EQ(j["format"], "bf16");
+  std::set<int32_t> active;
+  for (int64_t i = 0; i < routing.ids.numel(); ++i)
+    if (routing.ids.data<int32_t>()[i] >= 0) active.insert(routing.ids.data<int32_t>()[i]);
+  size_t gemm1_items = 0;
+  for (const auto& r : j["records"]) {
+    uint64_t last = 0;
+    for (const auto& b : r["boundaries"]) {
+      ASSERT_FALSE(b["ns"].is_null()) << r["cta"] << ": a boundary not reached";
+      EXPECT_GE(b["ns"].get<uint64_t>(), last) << r["cta"];
+      last = b["ns"].get<uint64_t>();
+    }
+    for (const auto& it : r["items"]) gemm1_items += it["phase"] == 1 ? 1 : 0;
+  }
+  EXPECT_EQ(gemm1_items, active.size() * size_t(p.intermediate / 64));
+  std::remove(path.c_str());
 }
 
 class MegaGraph : public MegaLayer, public testing::WithParamInterface<moe_format> {};
