@@ -48,7 +48,11 @@ def items_of(t):
             last[ph] = it["ns"]
             if before is None:
                 continue
-            steps = t["steps1"] if ph == 1 else t["steps2"] / split2
+            if ph == 1:
+                steps = t["steps1"]
+            else:  # item u is part u % split2 of its K steps, split as the kernel splits them
+                part = it["u"] % split2
+                steps = (part + 1) * t["steps2"] // split2 - part * t["steps2"] // split2
             out[ph].append((r["cta"], it["u"], it["ns"], (it["ns"] - before) / 1e3,
                             steps * t["step_bytes"]))
     return out

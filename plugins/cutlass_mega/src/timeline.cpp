@@ -77,6 +77,8 @@ Timeline::Timeline(std::string path, int ctas, int items)
 
 void Timeline::note_run(const std::string& format, int64_t tokens, int64_t steps1, int64_t steps2,
                         int64_t step_bytes) {
+  std::lock_guard lock(mutex_);
+  ran_ = true;
   info_.format = format;
   info_.tokens = tokens;
   info_.steps1 = steps1;
@@ -85,6 +87,7 @@ void Timeline::note_run(const std::string& format, int64_t tokens, int64_t steps
 }
 
 Timeline::~Timeline() {
+  if (!ran_) return;  // a layer never run (or refused at prepare) leaves an earlier file alone
   try {
     std::vector<unsigned long long> host(records_.bytes() / 8);
     MOE_CHECK(cudaDeviceSynchronize() == cudaSuccess &&
@@ -93,7 +96,8 @@ Timeline::~Timeline() {
               MOE_STATUS_DEVICE_ERROR, "the records did not copy back");
     std::ofstream f(path_);
     f << timeline_json(host, info_);
-    MOE_CHECK(f.good(), MOE_STATUS_IO_ERROR, "cannot write {}", path_);
+    f.close();
+    MOE_CHECK(!f.fail(), MOE_STATUS_IO_ERROR, "cannot write {}", path_);
     sdk::logf(MOE_LOG_INFO, "cutlass_mega: timeline of the last run ({} tokens) in {}",
               info_.tokens, path_);
   } catch (const std::exception& e) {

@@ -1,12 +1,14 @@
 // cutlass_mega's timeline on the host (a measurement; kernels/timeline.hpp has the records):
 // with MOE_MEGA_TIMELINE=<file> in the environment at prepare, a layer keeps device records that
-// every run overwrites, and writes the last run's to <file> as JSON when the layer is destroyed.
+// every run overwrites, and writes the last run's to <file> as JSON when the layer is destroyed
+// (a layer never run writes nothing; of several layers, the last destroyed wins).
 // bench/mega_timeline.py reads it: per phase when each CTA reached it, per item how long it took
 // and at what rate its weights streamed. Off by default; a run with it off records nothing.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,8 @@ struct TimelineInfo {
 // ({"phase", "u", "ns", "clock"}).
 std::string timeline_json(const std::vector<unsigned long long>& records, const TimelineInfo& info);
 
+// One layer's records. A measurement for one thread: two threads running the same layer at once
+// would have their kernels write the same records (note_run itself is guarded).
 class Timeline {
  public:
   Timeline(std::string path, int ctas, int items);
@@ -47,6 +51,8 @@ class Timeline {
 
  private:
   std::string path_;
+  std::mutex mutex_;
+  bool ran_ = false;  // written only after a run
   TimelineInfo info_;
   gpu::DeviceBuffer records_;
 };
