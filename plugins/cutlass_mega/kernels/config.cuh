@@ -16,15 +16,12 @@ namespace moe::mega::kernels {
 constexpr int kThreads = 288;  // 8 consumer warps (16 weight rows each), 1 producer warp
 constexpr int kConsumers = 256;
 constexpr int kWarps = kConsumers / 32;
-constexpr int kRows = 128;      // weight rows per tile
-constexpr int kRowBytes = 128;  // bytes of a weight row per stage: 64 bf16 or 128 e4m3
-constexpr int kBoxRows = 64;    // weight rows per TMA box
-constexpr int kTok = 64;        // token columns per tile (8 mma n-tiles)
-constexpr int kStages = 5;
+constexpr int kRows = 128;        // weight rows per tile
+constexpr int kRowBytes = 128;    // bytes of a weight row per stage: 64 bf16 or 128 e4m3
+constexpr int kBoxRows = 64;      // weight rows per TMA box
 constexpr int kMaxSlots = 4096;   // T * slot_width (routed and virtual slots) the schedule holds
 constexpr int kMaxExperts = 512;  // 2 per thread in the block scans
 constexpr int kMaxVirtual = 32;   // sink and shared experts' virtual experts (slot columns)
-constexpr int kTileLd = kTok + 1;
 constexpr int kScaleBlock = 128;  // fp8_block: channels per scale, along K and along rows
 constexpr int kMaxKBlocks = 120;  // fp8_block: scale blocks along K an item keeps in shared memory
 
@@ -32,6 +29,17 @@ constexpr int kMaxKBlocks = 120;  // fp8_block: scale blocks along K an item kee
 enum WeightKind : int { kBf16W = 0, kFp8W = 1, kMxfp4W = 2, kNvfp4W = 3 };
 template <int W>
 constexpr bool kIsFp4 = W == kMxfp4W || W == kNvfp4W;
+
+// Token columns per tile (an item's slots; 8 per mma n-tile) and the ring's stages. A 128-K fp4
+// stage carries 9 KB of weights beside a token tile of bf16 rows twice as wide, so fp4 trades
+// token columns for stages: 32 columns and 9 stages keep ~78 KB of weights in flight per SM, as
+// bf16's 5 stages of 16 KB do (Little's law at the stream's loaded latency; bench/NOTES.md).
+template <int W>
+constexpr int kTok = kIsFp4<W> ? 32 : 64;
+template <int W>
+constexpr int kStages = kIsFp4<W> ? 9 : 5;
+template <int W>
+constexpr int kTileLd = kTok<W> + 1;
 
 // Elements of K per stage: a 128-byte weight row of bf16 (64) or e4m3 (128, one fp8 block), or
 // 128 fp4 elements (64 bytes a row, prepared chunks: moe_cuda/fp4_chunks.hpp).
@@ -53,19 +61,26 @@ constexpr int kFp4ChunkBytes = kFp4CodeBytes + kRows*(W == kMxfp4W ? 4 : 8);
 // the tile's space during its main loop (the tile is used only after it).
 template <int W>
 constexpr size_t kWeightBytes = kIsFp4<W> ? 9 * 1024 : size_t(kRows) * kRowBytes;
+template <int W>  // 1024-byte aligned: bf16 and e4m3 25 x 1024, fp4 18 x 1024
+constexpr size_t kStageBytes = (kWeightBytes<W> + size_t(kTok<W>) * kTokLd<W> + 1023) / 1024 * 1024;
 template <int W>
-constexpr size_t kStageBytes = kWeightBytes<W> + size_t(kTok) * kTokLd<W>;  // 25 or 26 x 1024
-template <int W>
-constexpr size_t kRingBytes = kStages* kStageBytes<W>;
+constexpr size_t kRingBytes = kStages<W>* kStageBytes<W>;
 static_assert(kFp4ChunkBytes<kNvfp4W> <= kWeightBytes<kNvfp4W>, "a chunk fits its stage");
-static_assert(kStageBytes<kBf16W> % 1024 == 0 && kStageBytes<kNvfp4W> % 1024 == 0);
-constexpr size_t kTileBytes = size_t(kRows) * kTileLd * 4;
-static_assert(size_t(kMaxKBlocks) * (kTok + 2) * 4 <= kTileBytes, "scales fit the tile");
+template <int W>
+constexpr size_t kTileBytes = size_t(kRows) * kTileLd<W> * 4;
+static_assert(size_t(kMaxKBlocks) * (kTok<kFp8W> + 2) * 4 <= kTileBytes<kFp8W>,
+              "scales fit the tile");
 constexpr size_t kScheduleBytes = kMaxSlots * (2 + 2)  // slot token, slot position (int16)
                                   + (kWarps + 4) * kMaxExperts * 4 + 16;  // per-warp counts, tables
-constexpr size_t kBarrierBytes = 2 * kStages * 8;
 template <int W>
-constexpr size_t kSmemBytes = 1024 + kRingBytes<W> + kTileBytes + kScheduleBytes + kBarrierBytes;
+constexpr size_t kBarrierBytes = 2 * kStages<W> * 8;
+template <int W>
+constexpr size_t kSmemBytes =
+    1024 + kRingBytes<W> + kTileBytes<W> + kScheduleBytes + kBarrierBytes<W>;
+// sm_90's opt-in limit of dynamic shared memory per block (227 KB), with 2 KB left for the static
+// scan storage.
+static_assert(kSmemBytes<kBf16W> <= 225 * 1024 && kSmemBytes<kFp8W> <= 225 * 1024 &&
+              kSmemBytes<kMxfp4W> <= 225 * 1024 && kSmemBytes<kNvfp4W> <= 225 * 1024);
 
 struct Params {
   CUtensorMap w13_map;     // w13 as [E * n1, H], 64-row x 128-byte boxes, 128-byte swizzle

@@ -4,13 +4,13 @@
 // Every CTA (one per SM) first builds the same schedule in shared memory from the ids
 // (kernels/schedule.cuh). Then the phases, separated by grid-wide barriers:
 //   0. fp8_block only: the hidden states quantised per token per 128 channels.
-//   1. GEMM1 and the activation: work items (expert, 64-token chunk of its slots, 64 intermediate
-//      columns), each streaming its 64 gate and 64 up rows of W13 (128 rows of relu2's W13) once
-//      for its tokens, gathered straight from the hidden states (or their codes). The activation
-//      runs on the accumulators; the intermediate goes to the workspace (bf16, or f32 for
-//      fp8_block), one row per slot.
+//   1. GEMM1 and the activation: work items (expert, chunk of kTok<W> of its slots: 64, fp4 32;
+//      64 intermediate columns), each streaming its 64 gate and 64 up rows of W13 (128 rows of
+//      relu2's W13) once for its tokens, gathered straight from the hidden states (or their codes).
+//      The activation runs on the accumulators; the intermediate goes to the workspace (bf16, or
+//      f32 for fp8_block), one row per slot.
 //   1b. fp8_block only: the intermediate quantised per slot per 128 channels.
-//   2. GEMM2: work items (expert, 64-token chunk of its slots, 128 rows of H), each streaming
+//   2. GEMM2: work items (expert, chunk of kTok<W> of its slots, 128 rows of H), each streaming
 //      its W2 rows once for its slots' intermediate rows; each slot's f32 result goes to the
 //      workspace.
 //   3. The combine: each output element sums its token's slots in slot order (weight x
@@ -45,10 +45,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // pointer below is shared memory (LDS/STS with 32-bit addresses, not generic loads).
   uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   uint8_t* ring = smem;
-  auto* tile = reinterpret_cast<float*>(smem + kRingBytes<W>);  // [kRows][kTileLd]
-  uint8_t* sched = smem + kRingBytes<W> + kTileBytes;
+  auto* tile = reinterpret_cast<float*>(smem + kRingBytes<W>);  // [kRows][kTileLd<W>]
+  uint8_t* sched = smem + kRingBytes<W> + kTileBytes<W>;
   auto* full = reinterpret_cast<uint64_t*>(sched + kScheduleBytes);
-  uint64_t* empty = full + kStages;
+  uint64_t* empty = full + kStages<W>;
   __shared__ Scan::TempStorage scan;
   __shared__ int32_t num_active;
 
@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   if (threadIdx.x == 0) timed_items = 0;
   stamp_phase(kAtEntry);
   if (threadIdx.x == 0) {
-    for (int st = 0; st < kStages; ++st) {
+    for (int st = 0; st < kStages<W>; ++st) {
       cutlass::arch::ClusterBarrier::init(&full[st], 1);
       cutlass::arch::ClusterBarrier::init(&empty[st], kWarps);
     }
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   s.expert_count = s.expert_first + kMaxExperts;
   s.active = s.expert_count + kMaxExperts;
   s.item_prefix = s.active + kMaxExperts;  // kMaxExperts + 1 entries: the 16 spare bytes
-  build_schedule(p, s, scan);              // its __syncthreads also publish the barriers
+  build_schedule<W>(p, s, scan);           // its __syncthreads also publish the barriers
   if (threadIdx.x == 0) num_active = s.num_active;
   __syncthreads();
   s.num_active = num_active;
@@ -108,13 +108,13 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   int stage = 0;  // the ring's position, the same in producer and consumers throughout
   uint32_t phase = 0;
   auto advance = [&] {
-    if (++stage == kStages) stage = 0, phase ^= 1;
+    if (++stage == kStages<W>) stage = 0, phase ^= 1;
   };
 
-  float acc[kTok / 8][4];
-  auto zero = [](float(&a)[kTok / 8][4]) {
+  float acc[kTok<W> / 8][4];
+  auto zero = [](float(&a)[kTok<W> / 8][4]) {
 #pragma unroll
-    for (int nt = 0; nt < kTok / 8; ++nt) a[nt][0] = a[nt][1] = a[nt][2] = a[nt][3] = 0;
+    for (int nt = 0; nt < kTok<W> / 8; ++nt) a[nt][0] = a[nt][1] = a[nt][2] = a[nt][3] = 0;
   };
   auto fp4_mul = [&](const float* scale_2, int expert) {
     float mul = float(1 << gpu::kFp4Unfold);
@@ -127,26 +127,26 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     if constexpr (kFp8) consumers_sync();  // every warp is done with the scales in the tile
     if constexpr (kFp4) {
 #pragma unroll
-      for (int nt = 0; nt < kTok / 8; ++nt)
+      for (int nt = 0; nt < kTok<W> / 8; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[nt][i] *= mul;
     }
 #pragma unroll
-    for (int nt = 0; nt < kTok / 8; ++nt) {
+    for (int nt = 0; nt < kTok<W> / 8; ++nt) {
       const int r = warp * 16 + g, n = nt * 8 + 2 * q;
-      tile[r * kTileLd + n] = acc[nt][0];
-      tile[r * kTileLd + n + 1] = acc[nt][1];
-      tile[(r + 8) * kTileLd + n] = acc[nt][2];
-      tile[(r + 8) * kTileLd + n + 1] = acc[nt][3];
+      tile[r * kTileLd<W> + n] = acc[nt][0];
+      tile[r * kTileLd<W> + n + 1] = acc[nt][1];
+      tile[(r + 8) * kTileLd<W> + n] = acc[nt][2];
+      tile[(r + 8) * kTileLd<W> + n + 1] = acc[nt][3];
     }
     consumers_sync();
   };
-  // fp8_block: an item's scales in the tile's space: the token scales [kb][kTok] (columns past m
+  // fp8_block: an item's scales in the tile's space: the token scales [kb][kTok<W>] (columns past m
   // are never read into a result) and the two weight row blocks' [2][k_blocks] (warps 0-3 read
   // the first, 4-7 the second). Loads go out kBatch at a time per thread, consecutive threads on
   // consecutive K blocks of one row (coalesced; the first stage's DRAM latency hides them).
   float* token_scales = tile;
-  float* weight_scales = tile + kMaxKBlocks * kTok;
+  float* weight_scales = tile + kMaxKBlocks * kTok<W>;
   auto load_scales = [&](int m, int k_blocks, auto token_scale, const float* w0, const float* w1) {
     constexpr int kBatch = 4;
     const int count = m * k_blocks;
@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         const int idx = base + j * kConsumers;
-        if (idx < count) token_scales[(idx % k_blocks) * kTok + idx / k_blocks] = v[j];
+        if (idx < count) token_scales[(idx % k_blocks) * kTok<W> + idx / k_blocks] = v[j];
       }
     }
     for (int idx = threadIdx.x; idx < 2 * k_blocks; idx += kConsumers)
@@ -172,24 +172,24 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   auto consume = [&](int m, int ks, int k_blocks) {
     cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
     if constexpr (kFp8) {
-      float part[kTok / 8][4];
+      float part[kTok<W> / 8][4];
       zero(part);
       mma_stage_pairs<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, part);
       __syncwarp();
       if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
       const float ws = weight_scales[(warp / 4) * k_blocks + ks];
 #pragma unroll
-      for (int nt = 0; nt < kTok / 8; ++nt) {
+      for (int nt = 0; nt < kTok<W> / 8; ++nt) {
         if (nt * 8 >= m) break;
-        const float t0 = ws * token_scales[ks * kTok + nt * 8 + 2 * q];
-        const float t1 = ws * token_scales[ks * kTok + nt * 8 + 2 * q + 1];
+        const float t0 = ws * token_scales[ks * kTok<W> + nt * 8 + 2 * q];
+        const float t1 = ws * token_scales[ks * kTok<W> + nt * 8 + 2 * q + 1];
         acc[nt][0] = fmaf(part[nt][0], t0, acc[nt][0]);
         acc[nt][1] = fmaf(part[nt][1], t1, acc[nt][1]);
         acc[nt][2] = fmaf(part[nt][2], t0, acc[nt][2]);
         acc[nt][3] = fmaf(part[nt][3], t1, acc[nt][3]);
       }
     } else {
-      with_n_tiles<kTok / 8>(m, [&](auto nt) {
+      with_n_tiles<kTok<W> / 8>(m, [&](auto nt) {
         if constexpr (kFp4)
           mma_stage_fp4<W, decltype(nt)::value>(weight_tile<W>(ring, stage),
                                                 token_tile<W>(ring, stage), acc);
@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     advance();
   };
 
-  // Item u of a phase with `slices` column slices: active expert, 64-slot chunk, slice.
+  // Item u of a phase with `slices` column slices: active expert, kTok<W>-slot chunk, slice.
   struct Item {
     int expert, first, m, slice;
   };
@@ -218,8 +218,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         hi = mid;
     }
     const int e = s.active[lo], chunk = chunk_global - s.item_prefix[lo];
-    const int first = s.expert_first[e] + chunk * kTok;
-    return Item{e, first, min(kTok, s.expert_count[e] - chunk * kTok), slice};
+    const int first = s.expert_first[e] + chunk * kTok<W>;
+    return Item{e, first, min(kTok<W>, s.expert_count[e] - chunk * kTok<W>), slice};
   };
   // The phases' items: weight rows of W13 (gate rows slice*64.. and up rows I + slice*64..;
   // relu2: rows slice*128.., two boxes) and of W2 (rows slice*128.. of the expert's H).
@@ -261,21 +261,24 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     if (u >= s.item_prefix[s.num_active] * slices * split) return 0;
     const Item it = item_of(u / split, slices);
     const int part = u % split, ks0 = part * steps / split, ks1 = (part + 1) * steps / split;
-    const int count = min(ks1 - ks0, kStages);
+    const int count = min(ks1 - ks0, kStages<W>);
     int st = stage;
     uint32_t ph = phase;
     for (int i = 0; i < count; ++i) {
       weights(it, ks0 + i, st, ph);
-      if (++st == kStages) st = 0, ph ^= 1;
+      if (++st == kStages<W>) st = 0, ph ^= 1;
     }
     return count;
   };
   // Producer: stages [ks0, ks1) of item `it` of a phase; the first `ready` already hold their
   // weights.
-  auto produce_item = [&](auto weights, const Item& it, int ks0, int ks1, auto x_row, int ready) {
+  // Its token rows: row n at base + stride x row_of(n) bytes.
+  auto produce_item = [&](auto weights, const Item& it, int ks0, int ks1, const void* base,
+                          int64_t stride, auto row_of, int ready) {
     for (int ks = ks0; ks < ks1; ++ks) {
       if (ks - ks0 >= ready) weights(it, ks, stage, phase);
-      produce_tokens<W>(ks, x_row, it.m, ring, full, stage);
+      produce_tokens<W>(ks, static_cast<const uint8_t*>(base), uint32_t(stride), row_of, it.m, ring,
+                        full, stage);
       advance();
     }
   };
@@ -297,12 +300,14 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       int row0 = 0, row1 = 0;
       rows1(it, row0, row1);
       if (producer) {
-        auto x_row = [&](int n) {
-          const int64_t t = s.slot_token[it.first + n];
-          if constexpr (kFp8) return static_cast<const uint8_t*>(p.xq + t * H);
-          return reinterpret_cast<const uint8_t*>(p.hidden + t * H);
-        };
-        produce_item(weights1, it, 0, steps, x_row, u == int(blockIdx.x) ? ready1 : 0);
+        // The slots' tokens: rows of the hidden states (fp8_block: of their codes).
+        auto token_of = [&](int n) { return uint16_t(s.slot_token[it.first + n]); };
+        if constexpr (kFp8)
+          produce_item(weights1, it, 0, steps, p.xq, H * int64_t(sizeof(*p.xq)), token_of,
+                       u == int(blockIdx.x) ? ready1 : 0);
+        else
+          produce_item(weights1, it, 0, steps, p.hidden, H * 2, token_of,
+                       u == int(blockIdx.x) ? ready1 : 0);
         continue;
       }
       if constexpr (kFp8) {
@@ -322,8 +327,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       const float* bias = p.b13 != nullptr ? p.b13 + int64_t(it.expert) * p.n1 : nullptr;
       for (int idx = threadIdx.x; idx < cols * it.m; idx += kConsumers) {
         const int c = idx % cols, n = idx / cols;
-        float gv = tile[c * kTileLd + n];
-        float uv = gated ? tile[(c + 64) * kTileLd + n] : 0.0f;
+        float gv = tile[c * kTileLd<W> + n];
+        float uv = gated ? tile[(c + 64) * kTileLd<W> + n] : 0.0f;
         if (bias != nullptr) {
           gv += bias[it.slice * cols + c];
           if (gated) uv += bias[I + it.slice * cols + c];
@@ -368,12 +373,14 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       int row0 = 0, row1 = 0;
       rows2(it, row0, row1);
       if (producer) {
-        auto x_row = [&](int n) {
-          const int64_t r = it.first + n;
-          if constexpr (kFp8) return static_cast<const uint8_t*>(p.iq + r * I);
-          return reinterpret_cast<const uint8_t*>(p.inter + r * I);
-        };
-        produce_item(weights2, it, ks0, ks1, x_row, u == int(blockIdx.x) ? ready2 : 0);
+        // The slots' intermediate rows (fp8_block: their codes), consecutive from the first.
+        auto slot_of = [&](int n) { return it.first + n; };
+        if constexpr (kFp8)
+          produce_item(weights2, it, ks0, ks1, p.iq, I * int64_t(sizeof(*p.iq)), slot_of,
+                       u == int(blockIdx.x) ? ready2 : 0);
+        else
+          produce_item(weights2, it, ks0, ks1, p.inter, I * 2, slot_of,
+                       u == int(blockIdx.x) ? ready2 : 0);
         continue;
       }
       if constexpr (kFp8) {
@@ -392,7 +399,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
           p.b2 != nullptr && part == 0 ? p.b2 + int64_t(it.expert) * H + it.slice * kRows : nullptr;
       for (int idx = threadIdx.x; idx < kRows * it.m; idx += kConsumers) {
         const int r = idx % kRows, n = idx / kRows;
-        const float v = tile[r * kTileLd + n];
+        const float v = tile[r * kTileLd<W> + n];
         y[int64_t(it.first + n) * H + int64_t(it.slice) * kRows + r] =
             bias != nullptr ? v + bias[r] : v;
       }

@@ -17,7 +17,7 @@ namespace moe::mega::kernels {
 
 // Stage s: the weight tile (bf16, e4m3: [kRows][kRowBytes], two 64-row TMA boxes, 128-byte
 // swizzle: the 16-byte chunk c of row r sits at chunk c ^ (r % 8); fp4: a prepared chunk), then
-// the token rows [kTok][kTokLd<W>].
+// the token rows [kTok<W>][kTokLd<W>].
 template <int W>
 __device__ __forceinline__ uint8_t* weight_tile(uint8_t* ring, int s) {
   return ring + size_t(s) * kStageBytes<W>;
@@ -30,7 +30,7 @@ __device__ __forceinline__ uint8_t* token_tile(uint8_t* ring, int s) {
 // Producer, a stage in two halves. The weights: once the consumers released stage `stage`, weight
 // rows [row0, row0 + 64) and [row1, row1 + 64) of `map` at K step `ks` (kStageK elements), or
 // fp4's chunk at `chunk`, their bytes expected on the stage's barrier without arriving. The
-// tokens: bytes [ks, ks + 1) x kTokRowBytes of the token rows x_row(n) for n < m, and the
+// tokens: bytes [ks, ks + 1) x kTokRowBytes of the item's token rows n < m, and the
 // arrival. The stage completes only after both, so the weights may go out early (before a grid
 // barrier, while the rows they meet are still being written) and the tokens later.
 template <int W>
@@ -69,17 +69,21 @@ __device__ __forceinline__ void produce_chunk(const uint8_t* chunk, uint8_t* rin
 // consumers waiting on full stages, DRAM at 48%; bench/NOTES.md). Each lane's copies arrive on
 // the stage's barrier when they land (cp.async.mbarrier.arrive without .noinc: the barrier's
 // pending count rises now and falls then, so the count it was initialised with is unchanged);
-// lane 0 then makes the stage's one counted arrival.
-template <int W, class XRow>
-__device__ __forceinline__ void produce_tokens(int ks, XRow x_row, int m, uint8_t* ring,
-                                               uint64_t* full, int stage) {
-  constexpr int kChunks = kTokRowBytes<W> / 16;
-  const int lane = threadIdx.x % 32;
-  uint8_t* x = token_tile<W>(ring, stage);
-  for (int c = lane; c < m * kChunks; c += 32) {
-    const int n = c / kChunks, j = c % kChunks;
-    const uint8_t* src = x_row(n) + size_t(ks) * kTokRowBytes<W> + 16 * j;
-    const uint32_t dst = uint32_t(__cvta_generic_to_shared(x + n * kTokLd<W> + 16 * j));
+// lane 0 then makes the stage's one counted arrival. Row n of the item sits at base + stride x
+// row_of(n) bytes; a lane copies the same 16 bytes of every (32 / chunks)-th row, one 32 x 32-bit
+// multiply-add a row for its source (the per-chunk division and 64-bit index arithmetic before
+// cost ~18 instructions a copy, on the scheduler the producer shares with two consumer warps).
+template <int W, class RowOf>
+__device__ __forceinline__ void produce_tokens(int ks, const uint8_t* base, uint32_t stride,
+                                               RowOf row_of, int m, uint8_t* ring, uint64_t* full,
+                                               int stage) {
+  constexpr int kChunks = kTokRowBytes<W> / 16, kRowStep = 32 / kChunks;
+  static_assert(32 % kChunks == 0, "a warp covers whole rows");
+  const int lane = threadIdx.x % 32, j = lane % kChunks;
+  const uint8_t* src0 = base + size_t(ks) * kTokRowBytes<W> + 16 * j;
+  uint32_t dst = smem_u32(token_tile<W>(ring, stage)) + 16 * j + (lane / kChunks) * kTokLd<W>;
+  for (int n = lane / kChunks; n < m; n += kRowStep, dst += kRowStep * kTokLd<W>) {
+    const uint8_t* src = src0 + uint64_t(uint32_t(row_of(n))) * stride;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
   }
   const uint32_t bar = uint32_t(__cvta_generic_to_shared(&full[stage]));
@@ -99,9 +103,9 @@ __device__ __forceinline__ void produce_tokens(int ks, XRow x_row, int m, uint8_
 // n-tiles, odd steps accumulate in a second chain (summed at the end), so no mma waits on the one
 // before it.
 template <int W, int NT, class AOf>
-__device__ __forceinline__ void mma_token_tiles(const uint8_t* x, float (&acc)[kTok / 8][4],
+__device__ __forceinline__ void mma_token_tiles(const uint8_t* x, float (&acc)[kTok<W> / 8][4],
                                                 AOf a_of) {
-  static_assert(NT == 1 || (NT % 2 == 0 && NT <= kTok / 8), "one n-tile or whole pairs");
+  static_assert(NT == 1 || (NT % 2 == 0 && NT <= kTok<W> / 8), "one n-tile or whole pairs");
   constexpr int kSteps = kTokRowBytes<W> / 32;  // 4 (a 128-byte token row), fp4 8 (256 bytes)
   constexpr int kLoads = token_loads(NT, kSteps), kPairs = token_load_pairs(NT);
   constexpr int kAhead = NT <= 4 ? kLoads : 2;
@@ -147,7 +151,7 @@ __device__ __forceinline__ void mma_token_tiles(const uint8_t* x, float (&acc)[k
 // a K step (kernels/fragments.hpp).
 template <int W, int NT>
 __device__ __forceinline__ void mma_stage(const uint8_t* w, const uint8_t* x,
-                                          float (&acc)[kTok / 8][4]) {
+                                          float (&acc)[kTok<W> / 8][4]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   mma_token_tiles<W, NT>(x, acc, [&](int j, uint32_t(&a)[4]) {
     ldmatrix_x4(a, w + weight_load_offset(warp, lane, j, kRowBytes));
@@ -160,17 +164,17 @@ __device__ __forceinline__ void mma_stage(const uint8_t* w, const uint8_t* x,
 // slower here (bench/NOTES.md).
 template <int W>
 __device__ __forceinline__ void mma_stage_pairs(const uint8_t* w, const uint8_t* x, int m,
-                                                float (&acc)[kTok / 8][4]) {
+                                                float (&acc)[kTok<W> / 8][4]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 #pragma unroll
   for (int kb = 0; kb < kRowBytes; kb += 32) {
     uint32_t a[4];
     ldmatrix_x4(a, w + weight_load_offset(warp, lane, kb / 32, kRowBytes));
 #pragma unroll
-    for (int pair = 0; pair < kTok / 16; ++pair) {
+    for (int pair = 0; pair < kTok<W> / 16; ++pair) {
       if (pair * 16 >= m) break;
       uint32_t b[4];  // the pair's token load at this K step, as the specialised stage's
-      const TokenAddress at = token_load_address(kTok / 8, kb / 32, pair, lane);
+      const TokenAddress at = token_load_address(kTok<W> / 8, kb / 32, pair, lane);
       ldmatrix_x4(b, x + at.row * kTokLd<W> + at.byte);
       mma<W == kFp8W>(acc[2 * pair], a, b[0], b[1]);
       mma<W == kFp8W>(acc[2 * pair + 1], a, b[2], b[3]);
@@ -190,7 +194,7 @@ __device__ __forceinline__ gpu::kernels::Fp4Rows<W == kMxfp4W> fp4_rows(const ui
 // epilogue multiplies 2^kFp4Unfold back.
 template <int W, int NT>
 __device__ __forceinline__ void mma_stage_fp4(const uint8_t* w, const uint8_t* x,
-                                              float (&acc)[kTok / 8][4]) {
+                                              float (&acc)[kTok<W> / 8][4]) {
   const auto rows = fp4_rows<W>(w);
   mma_token_tiles<W, NT>(x, acc, [&](int j, uint32_t(&a)[4]) { rows.fragments(j, a); });
 }

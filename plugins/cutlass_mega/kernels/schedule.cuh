@@ -25,6 +25,7 @@ using Scan = cub::BlockScan<int32_t, kThreads>;
 // Every CTA computes the same schedule. Slot i = t * slot_width + j is the i-th in token order;
 // warp w sorts slots [w * per, (w + 1) * per) in two passes (count, then place), each expert's
 // run of warps laid out in warp order: the result is stable, so token order within an expert.
+template <int W>
 __device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& scan) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int n = p.tokens * p.slot_width, e_count = p.experts;
@@ -103,12 +104,12 @@ __device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& 
     __syncwarp();
   }
   __syncthreads();
-  // Phase 1 items: ceil(count / 64) token chunks per active expert, times the column slices.
+  // Phase 1 items: ceil(count / kTok<W>) token chunks per active expert, times the column slices.
   if (threadIdx.x == 0) {
     int32_t acc = 0;
     for (int a = 0; a < s.num_active; ++a) {
       s.item_prefix[a] = acc;
-      acc += (s.expert_count[s.active[a]] + kTok - 1) / kTok;
+      acc += (s.expert_count[s.active[a]] + kTok<W> - 1) / kTok<W>;
     }
     s.item_prefix[s.num_active] = acc;
   }

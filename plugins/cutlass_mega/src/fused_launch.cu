@@ -46,6 +46,8 @@ static_assert(gpu::fp4_chunk_bytes(gpu::Fp4Scales::kMx) ==
               kernels::kFp4ChunkBytes<kernels::kMxfp4W>);
 static_assert(gpu::fp4_chunk_bytes(gpu::Fp4Scales::kNv) ==
               kernels::kFp4ChunkBytes<kernels::kNvfp4W>);
+static_assert(kernels::kTok<kernels::kFp8W> == kernels::kTok<kernels::kBf16W> &&
+              kernels::kTok<kernels::kNvfp4W> == kernels::kTok<kernels::kMxfp4W>);
 static_assert(gpu::kFp4StageK == kernels::kStageK<kernels::kMxfp4W> &&
               gpu::kFp4TileRows == kernels::kRows);
 
@@ -63,9 +65,10 @@ const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13
   return nullptr;
 }
 
-KernelLimits kernel_limits() {
+KernelLimits kernel_limits(Kind kind) {
   using namespace kernels;
-  return {kMaxSlots, kMaxExperts, kTok, kRows, kScaleBlock, kMaxKBlocks, kMaxVirtual};
+  const int tok = kind == Kind::kMxfp4 || kind == Kind::kNvfp4 ? kTok<kMxfp4W> : kTok<kBf16W>;
+  return {kMaxSlots, kMaxExperts, tok, kRows, kScaleBlock, kMaxKBlocks, kMaxVirtual};
 }
 
 StageGeometry stage_geometry(Kind kind) {

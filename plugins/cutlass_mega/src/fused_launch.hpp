@@ -9,7 +9,11 @@
 
 namespace moe::mega::detail {
 
-// Limits the kernel holds in shared memory (kernels/config.cuh).
+// The kernel's instances (kernels/config.cuh WeightKind): bf16 weights and activations, fp8_block
+// weights with fp8_1x128 activations, mxfp4 or nvfp4 weights with bf16 activations.
+enum class Kind : int { kBf16 = 0, kFp8Block = 1, kMxfp4 = 2, kNvfp4 = 3 };
+
+// Limits the kernel holds in shared memory (kernels/config.cuh), for an instance.
 struct KernelLimits {
   int max_slots;     // tokens x (top_k + virtual experts) of one batch
   int max_experts;   // routed and virtual experts of the layer
@@ -19,7 +23,15 @@ struct KernelLimits {
   int max_k_blocks;  // fp8_block: scale blocks along H and along I
   int max_virtual;   // sink and shared experts' virtual experts
 };
-KernelLimits kernel_limits();
+KernelLimits kernel_limits(Kind kind);
+
+// A pipeline stage of a format's kernel: the K elements it covers and the weight bytes it streams
+// (the timeline's rates).
+struct StageGeometry {
+  int k;
+  int weight_bytes;
+};
+StageGeometry stage_geometry(Kind kind);
 
 // The TMA descriptors of the two weight stacks (CUtensorMap, opaque here), made once at prepare.
 struct alignas(64) WeightMaps {
@@ -31,18 +43,6 @@ struct alignas(64) WeightMaps {
 const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13, int64_t rows13,
                                int64_t hidden, const void* w2, int64_t rows2,
                                int64_t inter) noexcept;
-
-// The kernel's instances (kernels/config.cuh WeightKind): bf16 weights and activations, fp8_block
-// weights with fp8_1x128 activations, mxfp4 or nvfp4 weights with bf16 activations.
-enum class Kind : int { kBf16 = 0, kFp8Block = 1, kMxfp4 = 2, kNvfp4 = 3 };
-
-// A pipeline stage of a format's kernel: the K elements it covers and the weight bytes it streams
-// (the timeline's rates).
-struct StageGeometry {
-  int k;
-  int weight_bytes;
-};
-StageGeometry stage_geometry(Kind kind);
 
 struct FusedCall {
   const WeightMaps* maps;  // bf16, fp8_block

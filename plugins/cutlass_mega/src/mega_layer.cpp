@@ -26,9 +26,17 @@ bool gated(const moe_problem& p) {
   return is_gated(static_cast<moe_activation>(p.activation));
 }
 
+// The kernel instance of a supported problem's format.
+detail::Kind kind_of(const moe_problem& p) {
+  return p.format == MOE_FORMAT_FP8_BLOCK ? detail::Kind::kFp8Block
+         : p.format == MOE_FORMAT_MXFP4   ? detail::Kind::kMxfp4
+         : p.format == MOE_FORMAT_NVFP4   ? detail::Kind::kNvfp4
+                                          : detail::Kind::kBf16;
+}
+
 // Rows of the largest batch the schedule holds.
 int64_t slot_limited_tokens(const moe_problem& p) {
-  return detail::kernel_limits().max_slots / std::max<int64_t>(1, slots_per_token(p));
+  return detail::kernel_limits(kind_of(p)).max_slots / std::max<int64_t>(1, slots_per_token(p));
 }
 
 }  // namespace
@@ -45,7 +53,7 @@ int32_t result_copies(const moe_problem& p, int64_t tokens) {
 
 sdk::Verdict check_support(const moe_problem& p, bool need_device) {
   using sdk::Verdict;
-  const detail::KernelLimits lim = detail::kernel_limits();
+  const detail::KernelLimits lim = detail::kernel_limits(kind_of(p));
   const bool fp8 = p.format == MOE_FORMAT_FP8_BLOCK;
   const bool fp4 = p.format == MOE_FORMAT_MXFP4 || p.format == MOE_FORMAT_NVFP4;
   if (p.format != MOE_FORMAT_BF16 && !fp8 && !fp4)
@@ -150,7 +158,7 @@ LayerOptions parse_options(const Options& options) {
 }
 
 std::string describe(const moe_problem& p) {
-  const detail::KernelLimits lim = detail::kernel_limits();
+  const detail::KernelLimits lim = detail::kernel_limits(kind_of(p));
   const bool fp4 = p.format == MOE_FORMAT_MXFP4 || p.format == MOE_FORMAT_NVFP4;
   const std::string weights =
       fp4 ? fmt::format(
@@ -197,10 +205,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   MOE_CHECK(v.ok(), MOE_STATUS_UNSUPPORTED, "cutlass_mega: {}", v.message);
   n1_ = w13_rows(p);
   fp8_ = p.format == MOE_FORMAT_FP8_BLOCK;
-  kind_ = fp8_                           ? detail::Kind::kFp8Block
-          : p.format == MOE_FORMAT_MXFP4 ? detail::Kind::kMxfp4
-          : p.format == MOE_FORMAT_NVFP4 ? detail::Kind::kNvfp4
-                                         : detail::Kind::kBf16;
+  kind_ = kind_of(p);
   const char* error = nullptr;
   ctas_ = detail::resident_ctas(kind_, &error);
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
@@ -234,7 +239,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     w2_.upload(shared.w2.data(), shared.w2.size(), w2_routed);
   }
   if (fp8_) {  // checked (finite, positive), floored, kept in the canonical order
-    const int64_t b = detail::kernel_limits().scale_block;
+    const int64_t b = detail::kernel_limits(kind_of(p)).scale_block;
     auto upload_scales = [&](const moe_tensor& t, const char* name, int64_t rows, int64_t cols,
                              const std::vector<float>& extra) {
       std::vector<float> v = sdk::checked_block_scales(t, name, p.experts, rows / b, cols / b,
@@ -298,7 +303,8 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
   const moe_problem p = problem_.c();
   gpu::WorkspaceCarver c(base);
   Workspace ws{};
-  const int64_t slots = tokens * slots_per_token(p), b = detail::kernel_limits().scale_block;
+  const int64_t slots = tokens * slots_per_token(p),
+                b = detail::kernel_limits(kind_of(p)).scale_block;
   ws.y = c.take<float>(size_t(result_bytes(p, tokens) / 4));
   if (fp8_) {
     ws.xq = c.take<uint8_t>(size_t(tokens * p.hidden));

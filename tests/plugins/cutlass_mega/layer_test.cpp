@@ -107,7 +107,7 @@ TEST_P(MegaActivations, MatchTheReferenceFromOneTokenToCapacity) {
   const Layer layer = plugin_->prepare(p, w.view(), {});
   const Layer ref_layer = reference_->prepare(p, w.view(), {});
   // 65 and 96 tokens: two token chunks in GEMM2, an expert with more than 64 slots in GEMM1
-  // under one_expert.
+  // under one_expert (fp4 items hold 32 slots: 33 tokens there are two chunks already).
   for (int64_t tokens : {1, 5, 33, 64, 65, 96}) {
     const Batch batch = random_batch(p, tokens, 40 + uint64_t(tokens), c.scenario);
     const Routing routing = route_batch(*reference_, p, batch);
