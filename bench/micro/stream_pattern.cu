@@ -1,0 +1,146 @@
+// How fast 132 SMs can stream an expert weight stack through a cutlass_mega-like ring, by access
+// pattern (bench/NOTES.md, session 39: at Qwen3-30B-A3B T = 1 the fused kernel's GEMM1 reads at
+// ~3.4 TB/s on 96 or 132 SMs, where larger batches reach 4.3 TB/s). Each CTA streams work items
+// of 128 rows x the whole K through a 5-stage ring of 16 KB stages (one producer warp; a
+// consumer warp only waits and releases), by one of:
+//   tma     two 64-row x 128-byte TMA boxes a stage (the kernel's), EVICT_FIRST
+//   tma_nh  the same without the cache hint
+//   bulk    one contiguous 16 KB bulk copy a stage (a prepared layout, as the 4-bit chunks)
+//   tma_st  tma, each CTA starting its items at a different K (staggered)
+// Usage: moe_stream_pattern [rows] [cols] [ctas]   (default 12288 2048 96: Qwen3's W13 of 8
+// experts; 16896 2048 132: one item for every SM). Bytes rotate over 8 copies (beyond L2).
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cutlass/arch/barrier.h>
+#include <cstdio>
+#include <cstdlib>
+#include <cute/arch/copy_sm90_desc.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+
+#include "moe_cuda/tensor_map.hpp"
+
+namespace {
+
+constexpr int kStages = 5, kStageBytes = 16384, kRows = 128, kCopies = 8;
+enum Mode { kTma = 0, kTmaNoHint = 1, kBulk = 2, kTmaStagger = 3 };
+
+template <int M>
+__global__ void __launch_bounds__(64, 1)
+    stream(const __grid_constant__ CUtensorMap map, const uint8_t* base, int items, int steps,
+           unsigned long long* sink) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  __shared__ uint64_t full[kStages], empty[kStages];
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      cutlass::arch::ClusterBarrier::init(&full[s], 1);
+      cutlass::arch::ClusterBarrier::init(&empty[s], 1);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int stage = 0;
+  uint32_t phase = 0;
+  unsigned long long seen = 0;
+  for (int u = blockIdx.x; u < items; u += gridDim.x) {
+    const int shift = M == kTmaStagger ? (blockIdx.x * 7) % steps : 0;
+    for (int i = 0; i < steps; ++i) {
+      const int ks = (i + shift) % steps;
+      if (warp == 0) {
+        cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
+        if (lane == 0) {
+          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], kStageBytes);
+          uint8_t* dst = smem + stage * kStageBytes;
+          if constexpr (M == kBulk) {
+            const uint8_t* src = base + (size_t(u) * steps + ks) * kStageBytes;
+            cute::SM90_BULK_COPY_G2S::copy(src, &full[stage], dst, kStageBytes);
+          } else {
+            const uint64_t hint = M == kTmaNoHint ? uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL)
+                                                  : uint64_t(cute::TMA::CacheHintSm90::EVICT_FIRST);
+            cute::SM90_TMA_LOAD_2D::copy(&map, &full[stage], hint, dst, ks * 64, u * kRows);
+            cute::SM90_TMA_LOAD_2D::copy(&map, &full[stage], hint, dst + kStageBytes / 2, ks * 64,
+                                         u * kRows + 64);
+          }
+        }
+        __syncwarp();
+      } else {
+        cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
+        seen += smem[stage * kStageBytes + lane * 97];
+        __syncwarp();
+        if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
+      }
+      if (++stage == kStages) stage = 0, phase ^= 1;
+    }
+  }
+  if (warp == 1 && seen == 0x5eed) *sink = seen;  // keeps the reads
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+template <int M>
+double time_mode(const CUtensorMap* maps, uint8_t* const* copies, int items, int steps, int ctas,
+                 unsigned long long* sink) {
+  const size_t smem = kStages * kStageBytes + 1024;
+  check(cudaFuncSetAttribute(stream<M>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+        "smem");
+  for (int i = 0; i < kCopies; ++i)  // warm up
+    stream<M><<<ctas, 64, smem>>>(maps[i], copies[i], items, steps, sink);
+  check(cudaDeviceSynchronize(), "warm-up");
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  constexpr int kReps = 64;
+  cudaEventRecord(a);
+  for (int r = 0; r < kReps; ++r)
+    stream<M><<<ctas, 64, smem>>>(maps[r % kCopies], copies[r % kCopies], items, steps, sink);
+  cudaEventRecord(b);
+  check(cudaEventSynchronize(b), "timed runs");
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  return ms * 1e3 / kReps;  // us a launch
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const long rows = argc > 1 ? std::atol(argv[1]) : 12288,
+             cols = argc > 2 ? std::atol(argv[2]) : 2048;
+  const int ctas = argc > 3 ? std::atoi(argv[3]) : 96;
+  if (rows % kRows != 0 || cols % 64 != 0 || ctas < 1) {
+    std::fprintf(stderr, "rows must be a multiple of 128, cols of 64, ctas positive\n");
+    return 2;
+  }
+  const size_t bytes = size_t(rows) * cols * 2;
+  const int items = int(rows / kRows), steps = int(cols / 64);
+  uint8_t* copies[kCopies];
+  CUtensorMap maps[kCopies];
+  for (int i = 0; i < kCopies; ++i) {
+    check(cudaMalloc(&copies[i], bytes), "cudaMalloc");
+    check(cudaMemset(copies[i], i + 1, bytes), "cudaMemset");
+    if (!moe::gpu::encode_tensor_map_2d(&maps[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, copies[i], rows,
+                                        cols, 2, 64, 64)) {
+      std::fprintf(stderr, "tensor map refused\n");
+      return 1;
+    }
+  }
+  unsigned long long* sink = nullptr;
+  check(cudaMalloc(&sink, 8), "sink");
+  const double floor_us = bytes / 4.6e6;
+  std::printf("rows %ld cols %ld (%.1f MB), %d items of %d stages on %d CTAs; floor %.2f us\n",
+              rows, cols, bytes / 1e6, items, steps, ctas, floor_us);
+  const char* names[] = {"tma", "tma_nh", "bulk", "tma_st"};
+  const double us[] = {time_mode<kTma>(maps, copies, items, steps, ctas, sink),
+                       time_mode<kTmaNoHint>(maps, copies, items, steps, ctas, sink),
+                       time_mode<kBulk>(maps, copies, items, steps, ctas, sink),
+                       time_mode<kTmaStagger>(maps, copies, items, steps, ctas, sink)};
+  for (int m = 0; m < 4; ++m)
+    std::printf("%-7s %8.2f us  %6.2f TB/s  %.2fx the floor\n", names[m], us[m],
+                bytes / us[m] / 1e6, us[m] / floor_us);
+  return 0;
+}
