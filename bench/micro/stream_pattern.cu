@@ -7,6 +7,7 @@
 //   tma_nh  the same without the cache hint
 //   bulk    one contiguous 16 KB bulk copy a stage (a prepared layout, as the 4-bit chunks)
 //   tma_st  tma, each CTA starting its items at a different K (staggered)
+// and tma and bulk with 1 and 10 stages (how the rate follows the bytes in flight).
 // Usage: moe_stream_pattern [rows] [cols] [ctas]   (default 12288 2048 96: Qwen3's W13 of 8
 // experts; 16896 2048 132: one item for every SM). Bytes rotate over 8 copies (beyond L2).
 #include <cuda.h>
@@ -22,10 +23,10 @@
 
 namespace {
 
-constexpr int kStages = 5, kStageBytes = 16384, kRows = 128, kCopies = 8;
+constexpr int kStageBytes = 16384, kRows = 128, kCopies = 8;
 enum Mode { kTma = 0, kTmaNoHint = 1, kBulk = 2, kTmaStagger = 3 };
 
-template <int M>
+template <int M, int kStages>
 __global__ void __launch_bounds__(64, 1)
     stream(const __grid_constant__ CUtensorMap map, const uint8_t* base, int items, int steps,
            unsigned long long* sink) {
@@ -87,14 +88,15 @@ void check(cudaError_t e, const char* what) {
   }
 }
 
-template <int M>
+template <int M, int kStages>
 double time_mode(const CUtensorMap* maps, uint8_t* const* copies, int items, int steps, int ctas,
                  unsigned long long* sink) {
   const size_t smem = kStages * kStageBytes + 1024;  // and the alignment's slack
-  check(cudaFuncSetAttribute(stream<M>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+  check(cudaFuncSetAttribute(stream<M, kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(smem)),
         "smem");
   for (int i = 0; i < kCopies; ++i)  // warm up
-    stream<M><<<ctas, 64, smem>>>(maps[i], copies[i], items, steps, sink);
+    stream<M, kStages><<<ctas, 64, smem>>>(maps[i], copies[i], items, steps, sink);
   check(cudaDeviceSynchronize(), "warm-up");
   cudaEvent_t a, b;
   cudaEventCreate(&a);
@@ -102,7 +104,8 @@ double time_mode(const CUtensorMap* maps, uint8_t* const* copies, int items, int
   constexpr int kReps = 64;
   cudaEventRecord(a);
   for (int r = 0; r < kReps; ++r)
-    stream<M><<<ctas, 64, smem>>>(maps[r % kCopies], copies[r % kCopies], items, steps, sink);
+    stream<M, kStages>
+        <<<ctas, 64, smem>>>(maps[r % kCopies], copies[r % kCopies], items, steps, sink);
   cudaEventRecord(b);
   check(cudaEventSynchronize(b), "timed runs");
   float ms = 0;
@@ -138,12 +141,17 @@ int main(int argc, char** argv) {
   const double floor_us = bytes / 4.6e6;
   std::printf("rows %ld cols %ld (%.1f MB), %d items of %d stages on %d CTAs; floor %.2f us\n",
               rows, cols, bytes / 1e6, items, steps, ctas, floor_us);
-  const char* names[] = {"tma", "tma_nh", "bulk", "tma_st"};
-  const double us[] = {time_mode<kTma>(maps, copies, items, steps, ctas, sink),
-                       time_mode<kTmaNoHint>(maps, copies, items, steps, ctas, sink),
-                       time_mode<kBulk>(maps, copies, items, steps, ctas, sink),
-                       time_mode<kTmaStagger>(maps, copies, items, steps, ctas, sink)};
-  for (int m = 0; m < 4; ++m)
+  const char* names[] = {"tma",    "tma_nh",  "bulk",    "tma_st",
+                         "tma_s1", "bulk_s1", "tma_s10", "bulk_s10"};
+  const double us[] = {time_mode<kTma, 5>(maps, copies, items, steps, ctas, sink),
+                       time_mode<kTmaNoHint, 5>(maps, copies, items, steps, ctas, sink),
+                       time_mode<kBulk, 5>(maps, copies, items, steps, ctas, sink),
+                       time_mode<kTmaStagger, 5>(maps, copies, items, steps, ctas, sink),
+                       time_mode<kTma, 1>(maps, copies, items, steps, ctas, sink),
+                       time_mode<kBulk, 1>(maps, copies, items, steps, ctas, sink),
+                       time_mode<kTma, 10>(maps, copies, items, steps, ctas, sink),
+                       time_mode<kBulk, 10>(maps, copies, items, steps, ctas, sink)};
+  for (int m = 0; m < 8; ++m)
     std::printf("%-7s %8.2f us  %6.2f TB/s  %.2fx the floor\n", names[m], us[m],
                 bytes / us[m] / 1e6, us[m] / floor_us);
   return 0;

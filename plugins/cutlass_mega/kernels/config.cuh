@@ -118,6 +118,7 @@ struct Params {
   // the id that column must hold for it to run.
   int16_t col_src[kMaxVirtual], col_expert[kMaxVirtual], col_match[kMaxVirtual];
   int32_t max_split2;  // GEMM2 K parts the workspace holds (k_split chooses up to this many)
+  int32_t k_stagger;   // 1: each item starts its K loop at its own step (fused_moe.cuh k_shift)
   int32_t activation;
   gpu::kernels::ActivationParams act;  // limit, alpha, gelu_tanh
   // Measurement (kernels/timeline.hpp): [gridDim.x] records of timeline_items items; null: off.

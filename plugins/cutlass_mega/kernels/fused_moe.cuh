@@ -252,6 +252,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   };
   const auto weights1 = weights_of(&p.w13_map, p.w13_fp4, slices1, steps1, rows1);
   const auto weights2 = weights_of(&p.w2_map, p.w2_fp4, slices2, steps2, rows2);
+  // Where item u of a phase starts among its `len` K steps (kernels/split.hpp).
+  auto shift_of = [&](int u, int len) { return k_shift(u, len, p.k_stagger != 0); };
   // Producer, before a grid barrier: the weights of the first stages of this CTA's first item of
   // the next phase (items of `split` K parts), which do not depend on what the barrier
   // publishes, so their DRAM latency overlaps the barrier. Returns how many stages it filled (the
@@ -261,22 +263,22 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     if (u >= s.item_prefix[s.num_active] * slices * split) return 0;
     const Item it = item_of(u / split, slices);
     const int part = u % split, ks0 = part * steps / split, ks1 = (part + 1) * steps / split;
-    const int count = min(ks1 - ks0, kStages<W>);
+    const int count = min(ks1 - ks0, kStages<W>), shift = shift_of(u, ks1 - ks0);
     int st = stage;
     uint32_t ph = phase;
     for (int i = 0; i < count; ++i) {
-      weights(it, ks0 + i, st, ph);
+      weights(it, k_step(i, ks0, ks1 - ks0, shift), st, ph);
       if (++st == kStages<W>) st = 0, ph ^= 1;
     }
     return count;
   };
-  // Producer: stages [ks0, ks1) of item `it` of a phase; the first `ready` already hold their
-  // weights.
-  // Its token rows: row n at base + stride x row_of(n) bytes.
-  auto produce_item = [&](auto weights, const Item& it, int ks0, int ks1, const void* base,
-                          int64_t stride, auto row_of, int ready) {
-    for (int ks = ks0; ks < ks1; ++ks) {
-      if (ks - ks0 >= ready) weights(it, ks, stage, phase);
+  // Producer: stages [ks0, ks1) of item `it` of a phase, in k_step's order; the first
+  // `ready` already hold their weights. Its token rows: row n at base + stride x row_of(n) bytes.
+  auto produce_item = [&](auto weights, const Item& it, int ks0, int ks1, int shift,
+                          const void* base, int64_t stride, auto row_of, int ready) {
+    for (int i = 0; i < ks1 - ks0; ++i) {
+      const int ks = k_step(i, ks0, ks1 - ks0, shift);
+      if (i >= ready) weights(it, ks, stage, phase);
       produce_tokens<W>(ks, static_cast<const uint8_t*>(base), uint32_t(stride), row_of, it.m, ring,
                         full, stage);
       advance();
@@ -303,10 +305,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         // The slots' tokens: rows of the hidden states (fp8_block: of their codes).
         auto token_of = [&](int n) { return uint16_t(s.slot_token[it.first + n]); };
         if constexpr (kFp8)
-          produce_item(weights1, it, 0, steps, p.xq, H * int64_t(sizeof(*p.xq)), token_of,
-                       u == int(blockIdx.x) ? ready1 : 0);
+          produce_item(weights1, it, 0, steps, shift_of(u, steps), p.xq, H * int64_t(sizeof(*p.xq)),
+                       token_of, u == int(blockIdx.x) ? ready1 : 0);
         else
-          produce_item(weights1, it, 0, steps, p.hidden, H * 2, token_of,
+          produce_item(weights1, it, 0, steps, shift_of(u, steps), p.hidden, H * 2, token_of,
                        u == int(blockIdx.x) ? ready1 : 0);
         continue;
       }
@@ -320,7 +322,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
             s0, s1);
       }
       zero(acc);
-      for (int ks = 0; ks < steps; ++ks) consume(it.m, ks, steps);
+      for (int i = 0, shift = shift_of(u, steps); i < steps; ++i)
+        consume(it.m, k_step(i, 0, steps, shift), steps);
       // Rows to the tile, then the activation per (column, token) into the intermediate.
       acc_to_tile(fp4_mul(p.g13, it.expert));
       // The expert's bias rows (b13 [E, n1]): gate or relu2 row slice * cols + c, up row I + that.
@@ -376,10 +379,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         // The slots' intermediate rows (fp8_block: their codes), consecutive from the first.
         auto slot_of = [&](int n) { return it.first + n; };
         if constexpr (kFp8)
-          produce_item(weights2, it, ks0, ks1, p.iq, I * int64_t(sizeof(*p.iq)), slot_of,
-                       u == int(blockIdx.x) ? ready2 : 0);
+          produce_item(weights2, it, ks0, ks1, shift_of(u, ks1 - ks0), p.iq,
+                       I * int64_t(sizeof(*p.iq)), slot_of, u == int(blockIdx.x) ? ready2 : 0);
         else
-          produce_item(weights2, it, ks0, ks1, p.inter, I * 2, slot_of,
+          produce_item(weights2, it, ks0, ks1, shift_of(u, ks1 - ks0), p.inter, I * 2, slot_of,
                        u == int(blockIdx.x) ? ready2 : 0);
         continue;
       }
@@ -390,7 +393,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
             s0, s0);
       }
       zero(acc);
-      for (int ks = ks0; ks < ks1; ++ks) consume(it.m, ks, steps);
+      for (int i = 0, shift = shift_of(u, ks1 - ks0); i < ks1 - ks0; ++i)
+        consume(it.m, k_step(i, ks0, ks1 - ks0, shift), steps);
       // Through the tile so that each slot's 128 results go out as contiguous rows.
       acc_to_tile(fp4_mul(p.g2, it.expert));
       float* y = p.y + part * part_stride;
@@ -412,24 +416,63 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   stamp_phase(kCombineStart);
 
   // ---- phase 3: each token's slots summed in slot order (each slot's K parts in part order),
-  // bf16 once ----
-  const int64_t elems = int64_t(p.tokens) * H, part_stride = int64_t(p.tokens) * p.slot_width * H;
-  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < elems;
+  // bf16 once. A thread takes 4 consecutive channels of a token and its slots in groups of
+  // kGroup: every load of a group (the slots' weights, then each K part's results) goes out before
+  // the first is added, so the phase costs a few L2 round trips instead of two per slot (~2.4 us
+  // at T = 1 before: bench/NOTES.md, session 40). The sums keep the order above. ----
+  constexpr int kGroup = 8;
+  const int64_t vecs = int64_t(p.tokens) * H / 4,
+                part_stride = int64_t(p.tokens) * p.slot_width * H;
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < vecs;
        i += int64_t(gridDim.x) * kThreads) {
-    const int64_t t = i / H, h = i % H;
-    float v = 0.0f;
-    for (int j = 0; j < p.slot_width; ++j) {  // routed slots, then the virtual experts'
-      // A routed column's weight, a sink chunk's column's (its gamma), or the shared expert's 1.
-      const int src = j < p.top_k ? j : p.col_src[j - p.top_k];
-      const int at = s.slot_pos[t * p.slot_width + j];
-      if (at < 0) continue;
-      const float* y = p.y + int64_t(at) * H + h;
-      float r = y[0];
-      for (int part = 1; part < split2; ++part) r += y[part * part_stride];
-      v += (src >= 0 ? p.weights[t * p.width + src] : 1.0f) * r;
+    const int64_t t = i * 4 / H, h = i * 4 % H;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int j0 = 0; j0 < p.slot_width; j0 += kGroup) {  // routed slots, then the virtual experts'
+      int at[kGroup];
+      float w[kGroup];
+      float4 r[kGroup];
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        const int j = j0 + g;
+        at[g] = j < p.slot_width ? s.slot_pos[t * p.slot_width + j] : -1;
+        // A routed column's weight, a sink chunk's column's (its gamma), or the shared expert's 1.
+        const int src = j < p.top_k ? j : p.col_src[min(j - p.top_k, kMaxVirtual - 1)];
+        w[g] = at[g] >= 0 && src >= 0 ? p.weights[t * p.width + src] : 1.0f;
+        r[g] = at[g] >= 0 ? *reinterpret_cast<const float4*>(p.y + int64_t(at[g]) * H + h)
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+      for (int part = 1; part < split2; ++part) {
+        float4 more[kGroup];
+#pragma unroll
+        for (int g = 0; g < kGroup; ++g)
+          more[g] = at[g] >= 0 ? *reinterpret_cast<const float4*>(p.y + part * part_stride +
+                                                                  int64_t(at[g]) * H + h)
+                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int g = 0; g < kGroup; ++g)
+          r[g] = make_float4(r[g].x + more[g].x, r[g].y + more[g].y, r[g].z + more[g].z,
+                             r[g].w + more[g].w);
+      }
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        if (at[g] < 0) continue;
+        v.x += w[g] * r[g].x;
+        v.y += w[g] * r[g].y;
+        v.z += w[g] * r[g].z;
+        v.w += w[g] * r[g].w;
+      }
     }
-    if (p.accumulate) v += gpu::kernels::bf16_to_float(p.out[i]);  // the caller's old value
-    p.out[i] = float_to_bf16_bits(v);
+    const int64_t o = i * 4;
+    if (p.accumulate) {  // the caller's old values
+      v.x += gpu::kernels::bf16_to_float(p.out[o]);
+      v.y += gpu::kernels::bf16_to_float(p.out[o + 1]);
+      v.z += gpu::kernels::bf16_to_float(p.out[o + 2]);
+      v.w += gpu::kernels::bf16_to_float(p.out[o + 3]);
+    }
+    p.out[o] = float_to_bf16_bits(v.x);
+    p.out[o + 1] = float_to_bf16_bits(v.y);
+    p.out[o + 2] = float_to_bf16_bits(v.z);
+    p.out[o + 3] = float_to_bf16_bits(v.w);
   }
   stamp_phase(kAtExit);
   if (p.timeline != nullptr && threadIdx.x == 0)

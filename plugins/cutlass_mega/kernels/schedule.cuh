@@ -20,7 +20,12 @@ struct Schedule {
   int32_t num_active;
 };
 
-using Scan = cub::BlockScan<int32_t, kThreads>;
+using Scan = cub::BlockScan<int64_t, kThreads>;
+
+// The scan's three sums in one 64-bit word: slots (bits 0-15, at most kMaxSlots), active experts
+// (16-31, at most kMaxExperts) and phase 1's token chunks (32-47, at most kMaxSlots).
+constexpr int64_t kScanActive = int64_t(1) << 16, kScanItems = int64_t(1) << 32;
+static_assert(kMaxSlots < (1 << 16) && kMaxExperts < (1 << 16), "the scan's fields hold them");
 
 // Every CTA computes the same schedule. Slot i = t * slot_width + j is the i-th in token order;
 // warp w sorts slots [w * per, (w + 1) * per) in two passes (count, then place), each expert's
@@ -50,15 +55,21 @@ __device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& 
     if (src < 0) return int(p.col_expert[c]);
     return p.ids[t * p.width + src] == p.col_match[c] ? int(p.col_expert[c]) : -1;
   };
-  for (int base = lo; base < hi; base += 32) {  // pass 1: this warp's count per expert
+  // Pass 1: this warp's count per expert. Each slot's expert is kept in slot_pos (its own entry,
+  // overwritten by pass 2 in the same lane), so pass 2 does not read the ids from global memory
+  // again.
+  for (int base = lo; base < hi; base += 32) {
     const int e = expert_of(base + lane);
+    if (base + lane < hi) s.slot_pos[base + lane] = int16_t(e);
     const uint32_t same = __match_any_sync(0xffffffffu, e);
     if (e >= 0 && lane == __ffs(same) - 1) mine[e] += __popc(same);
     __syncwarp();
   }
   __syncthreads();
-  // Per expert: total, first slot (exclusive scan), and each warp's start within it.
-  int32_t total[2], flag_and_count[2], first[2];
+  // Per expert: total; by one exclusive scan its first slot, its active index and the first of
+  // its phase 1 items (ceil(count / kTok<W>) token chunks, times the column slices).
+  int32_t total[2];
+  int64_t fields[2], first[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int e = threadIdx.x * 2 + r;
@@ -66,19 +77,22 @@ __device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& 
     if (e < e_count)
       for (int w = 0; w < kWarps; ++w) c += s.warp_counts[w * kMaxExperts + e];
     total[r] = c;
-    flag_and_count[r] = (c > 0 ? (1 << 16) : 0) | c;  // active index and first slot in one scan
+    fields[r] = c > 0 ? c + kScanActive + kScanItems * ((c + kTok<W> - 1) / kTok<W>) : 0;
   }
-  int32_t sum = 0;
-  Scan(scan).ExclusiveSum(flag_and_count, first, sum);
+  int64_t sum = 0;
+  Scan(scan).ExclusiveSum(fields, first, sum);
   __syncthreads();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int e = threadIdx.x * 2 + r;
     if (e >= e_count) continue;
-    const int32_t slot0 = first[r] & 0xffff, index = first[r] >> 16;
+    const int32_t slot0 = int32_t(first[r] & 0xffff), index = int32_t((first[r] >> 16) & 0xffff);
     s.expert_first[e] = slot0;
     s.expert_count[e] = total[r];
-    if (total[r] > 0) s.active[index] = e;
+    if (total[r] > 0) {
+      s.active[index] = e;
+      s.item_prefix[index] = int32_t(first[r] >> 32);
+    }
     int32_t at = slot0;  // warp w's slots of e start after those of warps < w
     for (int w = 0; w < kWarps; ++w) {
       const int32_t c = s.warp_counts[w * kMaxExperts + e];
@@ -86,10 +100,13 @@ __device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& 
       at += c;
     }
   }
-  if (threadIdx.x == 0) s.num_active = sum >> 16;
+  if (threadIdx.x == 0) {
+    s.num_active = int32_t((sum >> 16) & 0xffff);
+    s.item_prefix[s.num_active] = int32_t(sum >> 32);
+  }
   __syncthreads();
   for (int base = lo; base < hi; base += 32) {  // pass 2: place, stable
-    const int i = base + lane, e = expert_of(i);
+    const int i = base + lane, e = i < hi ? int(s.slot_pos[i]) : -1;
     const uint32_t same = __match_any_sync(0xffffffffu, e);
     const int rank = __popc(same & ((1u << lane) - 1));
     if (e >= 0) {
@@ -102,16 +119,6 @@ __device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& 
     __syncwarp();
     if (e >= 0 && lane == __ffs(same) - 1) mine[e] += __popc(same);
     __syncwarp();
-  }
-  __syncthreads();
-  // Phase 1 items: ceil(count / kTok<W>) token chunks per active expert, times the column slices.
-  if (threadIdx.x == 0) {
-    int32_t acc = 0;
-    for (int a = 0; a < s.num_active; ++a) {
-      s.item_prefix[a] = acc;
-      acc += (s.expert_count[s.active[a]] + kTok<W> - 1) / kTok<W>;
-    }
-    s.item_prefix[s.num_active] = acc;
   }
   __syncthreads();
 }

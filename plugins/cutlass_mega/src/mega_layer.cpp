@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "fused_launch.hpp"
@@ -212,6 +213,8 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
             error ? error : "unknown");
   if (o.sms > 0) ctas_ = std::min(ctas_, o.sms);  // at most: a larger cap is every SM
   timeline_ = timeline_from_env(ctas_);
+  if (const char* v = std::getenv("MOE_MEGA_K_STAGGER"); v != nullptr && std::string(v) == "1")
+    k_stagger_ = 1;
   const VirtualExperts shared = virtual_experts(p, w);
   experts_ = p.experts + shared.count;
   if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32; 0 for shared
@@ -336,6 +339,11 @@ void DeviceLayer::run(const moe_run_args& a) const {
               "cutlass_mega: hidden at {} must be 16-byte aligned (its rows are copied 16 bytes "
               "at a time)",
               a.hidden.data);
+    MOE_CHECK(tokens == 0 || reinterpret_cast<uintptr_t>(a.workspace) % 16 == 0,
+              MOE_STATUS_INVALID_ARGUMENT,
+              "cutlass_mega: workspace at {} must be 16-byte aligned (the kernel copies and sums "
+              "its rows 16 bytes at a time)",
+              a.workspace);
     validated_.remember(a);
   }
   if (tokens == 0) return;
@@ -380,6 +388,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.inter_dim = int32_t(p.intermediate);
   c.n1 = int32_t(n1_);
   c.max_split2 = result_copies(p, tokens);
+  c.k_stagger = k_stagger_;
   c.activation = p.activation;
   c.limit = p.activation_limit;
   c.alpha = p.activation_alpha;

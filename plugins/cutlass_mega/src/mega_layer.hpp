@@ -77,6 +77,9 @@ class DeviceLayer {
   detail::WeightMaps maps_{};
   mutable sdk::ValidatedRuns validated_;  // run() skips the checks for the last validated tensors
   int ctas_ = 0;
+  // MOE_MEGA_K_STAGGER=1 (a measurement, off by default): items start their K loops at staggered
+  // steps.
+  int k_stagger_ = 0;
   std::unique_ptr<Timeline> timeline_;  // MOE_MEGA_TIMELINE: a measurement, null by default
 };
 

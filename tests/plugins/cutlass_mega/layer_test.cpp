@@ -304,22 +304,24 @@ TEST_F(MegaLayer, ABatchAboveCapacityIsRefusedNamingBothNumbers) {
                MOE_STATUS_CAPACITY_EXCEEDED, {"97 tokens", "max_tokens=96"});
 }
 
-// Hidden states 2 bytes off a 16-byte boundary: the kernel copies their rows 16 bytes at a time,
-// so the run refuses them, naming the tensor, before anything launches (the output stays as it
-// was).
-TEST_F(MegaLayer, HiddenStatesOffA16ByteBoundaryAreRefusedNamingThem) {
-  const moe_problem p = problem_.c();
+// A run whose hidden states start `hidden_offset` bytes and whose workspace starts
+// `workspace_offset` bytes past a cudaMalloc'd (256-byte aligned) buffer, expected to fail with
+// `status` naming `words` before anything launches.
+void expect_misaligned_run_refused(const std::shared_ptr<const Plugin>& plugin,
+                                   const Plugin& reference, const moe_problem& p,
+                                   size_t hidden_offset, size_t workspace_offset,
+                                   std::initializer_list<std::string> words) {
   const LayerWeights w = random_weights(p, 7);
-  const Layer layer = plugin_->prepare(p, w.view(), {});
+  const Layer layer = plugin->prepare(p, w.view(), {});
   const int64_t tokens = 9, width = p.top_k;
   const Batch batch = random_batch(p, tokens, 3, Scenario::kRandom);
-  const Routing routing = route_batch(*reference_, p, batch);
+  const Routing routing = route_batch(reference, p, batch);
   const size_t row_bytes = size_t(tokens * p.hidden * 2);
-  Buffer hidden(plugin_, row_bytes + 16), out(plugin_, row_bytes), ids(plugin_, tokens * width * 4),
-      weights(plugin_, tokens * width * 4);
+  Buffer hidden(plugin, row_bytes + 16), out(plugin, row_bytes), ids(plugin, tokens * width * 4),
+      weights(plugin, tokens * width * 4);
   const size_t ws_bytes = layer.workspace_size(tokens);
-  Buffer ws(plugin_, ws_bytes);
-  char* h = static_cast<char*>(hidden.data()) + 2;
+  Buffer ws(plugin, ws_bytes + 16);
+  char* h = static_cast<char*>(hidden.data()) + hidden_offset;
   ASSERT_EQ(cudaMemcpy(h, batch.hidden.raw(), row_bytes, cudaMemcpyHostToDevice), cudaSuccess);
   upload_tensor(ids, routing.ids);
   upload_tensor(weights, routing.weights);
@@ -328,10 +330,22 @@ TEST_F(MegaLayer, HiddenStatesOffA16ByteBoundaryAreRefusedNamingThem) {
   args.topk_ids = make_view(ids.data(), MOE_DTYPE_I32, {tokens, width});
   args.topk_weights = make_view(weights.data(), MOE_DTYPE_F32, {tokens, width});
   args.output = make_view(out.data(), MOE_DTYPE_BF16, {tokens, p.hidden});
-  args.workspace = ws.data();
+  args.workspace = static_cast<char*>(ws.data()) + workspace_offset;
   args.workspace_size = ws_bytes;
-  expect_error([&] { layer.run(args); }, MOE_STATUS_INVALID_ARGUMENT,
-               {"hidden", "16-byte aligned"});
+  expect_error([&] { layer.run(args); }, MOE_STATUS_INVALID_ARGUMENT, words);
+}
+
+// Hidden states 2 bytes off a 16-byte boundary: the kernel copies their rows 16 bytes at a time,
+// so the run refuses them, naming the tensor.
+TEST_F(MegaLayer, HiddenStatesOffA16ByteBoundaryAreRefusedNamingThem) {
+  expect_misaligned_run_refused(plugin_, *reference_, problem_.c(), 2, 0,
+                                {"hidden", "16-byte aligned"});
+}
+
+// A workspace 8 bytes off a 16-byte boundary: its rows are copied and summed 16 bytes at a time.
+TEST_F(MegaLayer, WorkspaceOffA16ByteBoundaryIsRefusedNamingIt) {
+  expect_misaligned_run_refused(plugin_, *reference_, problem_.c(), 0, 8,
+                                {"workspace", "16-byte aligned"});
 }
 
 }  // namespace
