@@ -7,13 +7,16 @@
 //   tma_nh  the same without the cache hint
 //   bulk    one contiguous 16 KB bulk copy a stage (a prepared layout, as the 4-bit chunks)
 //   tma_st  tma, each CTA starting its items at a different K (staggered)
-// and tma and bulk with 1 and 10 stages (how the rate follows the bytes in flight).
+// and tma and bulk with 1 and 10 stages (how the rate follows the bytes in flight). Each mode
+// warms up for 200 ms (an idle GPU clocks low) and prints the SM clock it ran at; one CTA an SM.
 // Usage: moe_stream_pattern [rows] [cols] [ctas]   (default 12288 2048 96: Qwen3's W13 of 8
 // experts; 16896 2048 132: one item for every SM). Bytes rotate over 8 copies (beyond L2).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cutlass/arch/barrier.h>
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cute/arch/copy_sm90_desc.hpp>
@@ -29,7 +32,7 @@ enum Mode { kTma = 0, kTmaNoHint = 1, kBulk = 2, kTmaStagger = 3 };
 template <int M, int kStages>
 __global__ void __launch_bounds__(64, 1)
     stream(const __grid_constant__ CUtensorMap map, const uint8_t* base, int items, int steps,
-           unsigned long long* sink) {
+           unsigned long long* sink, unsigned long long* clk) {
   extern __shared__ uint8_t smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
   // TMA's 128-byte swizzle needs 1024-byte aligned stages: aligned by hand (the launch gives 1024
@@ -44,6 +47,9 @@ __global__ void __launch_bounds__(64, 1)
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
+  const long long c0 = clock64();
+  unsigned long long g0, g1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int stage = 0;
   uint32_t phase = 0;
@@ -79,6 +85,9 @@ __global__ void __launch_bounds__(64, 1)
     }
   }
   if (warp == 1 && seen == 0x5eed) *sink = seen;  // keeps the reads
+  // CTA 0's SM cycles and nanoseconds over its stream: the clock the copies ran at.
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+  if (threadIdx.x == 0 && blockIdx.x == 0) clk[0] = clock64() - c0, clk[1] = g1 - g0;
 }
 
 void check(cudaError_t e, const char* what) {
@@ -88,15 +97,27 @@ void check(cudaError_t e, const char* what) {
   }
 }
 
+struct Timing {
+  double us;   // a launch
+  double mhz;  // CTA 0's SM clock over its stream in the last launch
+};
+
 template <int M, int kStages>
-double time_mode(const CUtensorMap* maps, uint8_t* const* copies, int items, int steps, int ctas,
-                 unsigned long long* sink) {
-  const size_t smem = kStages * kStageBytes + 1024;  // and the alignment's slack
+Timing time_mode(const CUtensorMap* maps, uint8_t* const* copies, int items, int steps, int ctas,
+                 unsigned long long* sink, unsigned long long* clk) {
+  // The stages, the alignment's slack, and at least 120 KB: one CTA an SM, as the fused kernel.
+  const size_t smem = std::max<size_t>(kStages * kStageBytes + 1024, 120 * 1024);
   check(cudaFuncSetAttribute(stream<M, kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(smem)),
         "smem");
-  for (int i = 0; i < kCopies; ++i)  // warm up
-    stream<M, kStages><<<ctas, 64, smem>>>(maps[i], copies[i], items, steps, sink);
+  // Warm up for 200 ms at least: an idle GPU's clocks take a while to rise, and a short warm-up
+  // timed the copies at a fraction of the SM clock.
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200); ++i) {
+    stream<M, kStages>
+        <<<ctas, 64, smem>>>(maps[i % kCopies], copies[i % kCopies], items, steps, sink, clk);
+    if (i % 64 == 63) check(cudaDeviceSynchronize(), "warm-up");
+  }
   check(cudaDeviceSynchronize(), "warm-up");
   cudaEvent_t a, b;
   cudaEventCreate(&a);
@@ -105,12 +126,14 @@ double time_mode(const CUtensorMap* maps, uint8_t* const* copies, int items, int
   cudaEventRecord(a);
   for (int r = 0; r < kReps; ++r)
     stream<M, kStages>
-        <<<ctas, 64, smem>>>(maps[r % kCopies], copies[r % kCopies], items, steps, sink);
+        <<<ctas, 64, smem>>>(maps[r % kCopies], copies[r % kCopies], items, steps, sink, clk);
   cudaEventRecord(b);
   check(cudaEventSynchronize(b), "timed runs");
   float ms = 0;
   cudaEventElapsedTime(&ms, a, b);
-  return ms * 1e3 / kReps;  // us a launch
+  unsigned long long c[2] = {0, 1};
+  check(cudaMemcpy(c, clk, sizeof(c), cudaMemcpyDeviceToHost), "clock");
+  return {ms * 1e3 / kReps, c[1] > 0 ? c[0] * 1e3 / c[1] : 0.0};
 }
 
 }  // namespace
@@ -136,23 +159,26 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  unsigned long long* sink = nullptr;
+  unsigned long long *sink = nullptr, *clk = nullptr;
   check(cudaMalloc(&sink, 8), "sink");
-  const double floor_us = bytes / 4.6e6;
+  check(cudaMalloc(&clk, 16), "clock");
+  const double floor_us = bytes / 4.6e6;  // the H200's read rate (an H100's is ~3.35 TB/s)
   std::printf("rows %ld cols %ld (%.1f MB), %d items of %d stages on %d CTAs; floor %.2f us\n",
               rows, cols, bytes / 1e6, items, steps, ctas, floor_us);
   const char* names[] = {"tma",    "tma_nh",  "bulk",    "tma_st",
                          "tma_s1", "bulk_s1", "tma_s10", "bulk_s10"};
-  const double us[] = {time_mode<kTma, 5>(maps, copies, items, steps, ctas, sink),
-                       time_mode<kTmaNoHint, 5>(maps, copies, items, steps, ctas, sink),
-                       time_mode<kBulk, 5>(maps, copies, items, steps, ctas, sink),
-                       time_mode<kTmaStagger, 5>(maps, copies, items, steps, ctas, sink),
-                       time_mode<kTma, 1>(maps, copies, items, steps, ctas, sink),
-                       time_mode<kBulk, 1>(maps, copies, items, steps, ctas, sink),
-                       time_mode<kTma, 10>(maps, copies, items, steps, ctas, sink),
-                       time_mode<kBulk, 10>(maps, copies, items, steps, ctas, sink)};
+  const Timing t[] = {time_mode<kTma, 5>(maps, copies, items, steps, ctas, sink, clk),
+                      time_mode<kTmaNoHint, 5>(maps, copies, items, steps, ctas, sink, clk),
+                      time_mode<kBulk, 5>(maps, copies, items, steps, ctas, sink, clk),
+                      time_mode<kTmaStagger, 5>(maps, copies, items, steps, ctas, sink, clk),
+                      time_mode<kTma, 1>(maps, copies, items, steps, ctas, sink, clk),
+                      time_mode<kBulk, 1>(maps, copies, items, steps, ctas, sink, clk),
+                      time_mode<kTma, 10>(maps, copies, items, steps, ctas, sink, clk),
+                      time_mode<kBulk, 10>(maps, copies, items, steps, ctas, sink, clk)};
+  const int per_cta = (items + ctas - 1) / ctas * steps;  // stages the busiest CTA streams
   for (int m = 0; m < 8; ++m)
-    std::printf("%-7s %8.2f us  %6.2f TB/s  %.2fx the floor\n", names[m], us[m],
-                bytes / us[m] / 1e6, us[m] / floor_us);
+    std::printf("%-8s %8.2f us  %6.2f TB/s  %.2fx the floor  %.2f us a stage  SM %4.0f MHz\n",
+                names[m], t[m].us, bytes / t[m].us / 1e6, t[m].us / floor_us, t[m].us / per_cta,
+                t[m].mhz);
   return 0;
 }
