@@ -61,6 +61,9 @@ constexpr int kFp4ChunkBytes = kFp4CodeBytes + kRows*(W == kMxfp4W ? 4 : 8);
 // the tile's space during its main loop (the tile is used only after it).
 template <int W>
 constexpr size_t kWeightBytes = kIsFp4<W> ? 9 * 1024 : size_t(kRows) * kRowBytes;
+// A prepared chunk's bytes: fp4's codes and scales, or a bf16 / e4m3 stage's whole tile.
+template <int W>
+constexpr int kChunkBytesOf = kIsFp4<W> ? kFp4ChunkBytes<W> : int(kWeightBytes<W>);
 template <int W>  // 1024-byte aligned: bf16 and e4m3 25 x 1024, fp4 18 x 1024
 constexpr size_t kStageBytes = (kWeightBytes<W> + size_t(kTok<W>) * kTokLd<W> + 1023) / 1024 * 1024;
 template <int W>
@@ -94,10 +97,11 @@ struct Params {
              // order
   // bf16 and fp4 weights: the intermediate in bf16, a row per slot in schedule order.
   uint16_t* inter;  // workspace [T * slot_width, I]
-  // mxfp4 and nvfp4 weights: the prepared chunks (moe_cuda/fp4_chunks.hpp) and nvfp4's scale_2.
-  const uint8_t* w13_fp4;  // [E][n1 / 128][H / 128] chunks
-  const uint8_t* w2_fp4;   // [E][H / 128][I / 128] chunks
-  const float* g13;        // nvfp4: [E] scale_2 of w13, of w2
+  // The prepared chunks, [E][slices][K stages]: mxfp4 and nvfp4 always (moe_cuda/fp4_chunks.hpp);
+  // bf16 and e4m3 with MOE_MEGA_CHUNKS=1 (kernels/chunk_layout.hpp), else null (the TMA maps).
+  const uint8_t* w13_chunks;
+  const uint8_t* w2_chunks;
+  const float* g13;  // nvfp4: [E] scale_2 of w13, of w2
   const float* g2;
   const float* b13;  // expert biases, f32: [E, n1] added before the activation, [E, H] to each
   const float* b2;   // slot's GEMM2 result; nullptr without

@@ -235,14 +235,15 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     row0 = it.expert * int(H) + it.slice * kRows;
     row1 = row0 + kBoxRows;
   };
-  // Producer: the weights of stage ks of item `it` into ring stage st (phase ph): two TMA boxes
-  // of the phase's map, or fp4's prepared chunk (tile = the item's slice).
+  // Producer: the weights of stage ks of item `it` into ring stage st (phase ph): a prepared
+  // chunk (fp4 always; bf16 and e4m3 where the layer prepared them: kernels/chunk_layout.hpp), or
+  // two TMA boxes of the phase's map (tile = the item's slice).
   auto weights_of = [&](const CUtensorMap* map, const uint8_t* chunks, int slices, int steps,
                         auto rows) {
     return [=, &ring, &full, &empty](const Item& it, int ks, int st, uint32_t ph) {
-      if constexpr (kFp4) {
+      if (kFp4 || chunks != nullptr) {
         const int64_t c = (int64_t(it.expert) * slices + it.slice) * steps + ks;
-        produce_chunk<W>(chunks + c * kFp4ChunkBytes<W>, ring, full, empty, st, ph);
+        produce_chunk<W>(chunks + c * kChunkBytesOf<W>, ring, full, empty, st, ph);
       } else {
         int row0 = 0, row1 = 0;
         rows(it, row0, row1);
@@ -250,8 +251,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       }
     };
   };
-  const auto weights1 = weights_of(&p.w13_map, p.w13_fp4, slices1, steps1, rows1);
-  const auto weights2 = weights_of(&p.w2_map, p.w2_fp4, slices2, steps2, rows2);
+  const auto weights1 = weights_of(&p.w13_map, p.w13_chunks, slices1, steps1, rows1);
+  const auto weights2 = weights_of(&p.w2_map, p.w2_chunks, slices2, steps2, rows2);
   // Where item u of a phase starts among its `len` K steps (kernels/split.hpp).
   auto shift_of = [&](int u, int len) { return k_shift(u, len, p.k_stagger != 0); };
   // Producer, before a grid barrier: the weights of the first stages of this CTA's first item of

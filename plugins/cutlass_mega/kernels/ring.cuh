@@ -28,8 +28,9 @@ __device__ __forceinline__ uint8_t* token_tile(uint8_t* ring, int s) {
 }
 
 // Producer, a stage in two halves. The weights: once the consumers released stage `stage`, weight
-// rows [row0, row0 + 64) and [row1, row1 + 64) of `map` at K step `ks` (kStageK elements), or
-// fp4's chunk at `chunk`, their bytes expected on the stage's barrier without arriving. The
+// rows [row0, row0 + 64) and [row1, row1 + 64) of `map` at K step `ks` (kStageK elements), or a
+// prepared chunk at `chunk` (fp4's; bf16 or e4m3 ones: kernels/chunk_layout.hpp), their bytes
+// expected on the stage's barrier without arriving. The
 // tokens: bytes [ks, ks + 1) x kTokRowBytes of the item's token rows n < m, and the
 // arrival. The stage completes only after both, so the weights may go out early (before a grid
 // barrier, while the rows they meet are still being written) and the tokens later.
@@ -56,9 +57,9 @@ __device__ __forceinline__ void produce_chunk(const uint8_t* chunk, uint8_t* rin
   cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
   if (threadIdx.x % 32 == 0) {
     cutlass::arch::ClusterTransactionBarrier::expect_transaction(&full[stage],
-                                                                 uint32_t(kFp4ChunkBytes<W>));
+                                                                 uint32_t(kChunkBytesOf<W>));
     cute::SM90_BULK_COPY_G2S::copy(chunk, &full[stage], weight_tile<W>(ring, stage),
-                                   kFp4ChunkBytes<W>);
+                                   kChunkBytesOf<W>);
   }
   __syncwarp();
 }

@@ -2,6 +2,7 @@
 // cooperative launch on the caller's stream.
 #include <cstring>
 
+#include "../kernels/chunk_layout.hpp"
 #include "../kernels/fused_moe.cuh"
 #include "fused_launch.hpp"
 #include "moe_cuda/fp4_chunks.hpp"
@@ -50,6 +51,11 @@ static_assert(kernels::kTok<kernels::kFp8W> == kernels::kTok<kernels::kBf16W> &&
               kernels::kTok<kernels::kNvfp4W> == kernels::kTok<kernels::kMxfp4W>);
 static_assert(gpu::kFp4StageK == kernels::kStageK<kernels::kMxfp4W> &&
               gpu::kFp4TileRows == kernels::kRows);
+// bf16 and e4m3 chunks are a stage's weight tile as the two TMA boxes lay it out.
+static_assert(kernels::kChunkBytesOf<kernels::kBf16W> == kernels::kChunkBytes &&
+              kernels::kChunkBytesOf<kernels::kFp8W> == kernels::kChunkBytes &&
+              kernels::kChunkRows == kernels::kRows &&
+              kernels::kChunkRowBytes == kernels::kRowBytes);
 
 }  // namespace
 
@@ -117,8 +123,8 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.accumulate = c.accumulate ? 1 : 0;
   p.y = c.y;
   p.inter = c.inter;
-  p.w13_fp4 = c.w13_fp4;
-  p.w2_fp4 = c.w2_fp4;
+  p.w13_chunks = c.w13_chunks;
+  p.w2_chunks = c.w2_chunks;
   p.g13 = c.g13;
   p.g2 = c.g2;
   p.b13 = c.b13;

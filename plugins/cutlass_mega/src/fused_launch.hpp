@@ -53,9 +53,11 @@ struct FusedCall {
   uint16_t* out;
   bool accumulate;  // out += the result (moe_run_args.accumulate)
   float* y;
-  uint16_t* inter;         // bf16, fp4
-  const uint8_t* w13_fp4;  // mxfp4, nvfp4: the prepared chunks (moe_cuda/fp4_chunks.hpp)
-  const uint8_t* w2_fp4;
+  uint16_t* inter;  // bf16, fp4
+  // The prepared chunks: mxfp4, nvfp4 (moe_cuda/fp4_chunks.hpp); bf16 and e4m3 prepared with
+  // MOE_MEGA_CHUNKS=1 (kernels/chunk_layout.hpp); else null (the maps are read).
+  const uint8_t* w13_chunks;
+  const uint8_t* w2_chunks;
   const float* g13;  // nvfp4: scale_2 [E] of w13 and w2
   const float* g2;
   const float* b13;  // expert biases [E, n1], [E, H] f32, or nullptr

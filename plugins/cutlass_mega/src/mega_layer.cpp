@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "chunk_layout.hpp"
 #include "fused_launch.hpp"
 #include "moe/sdk/bias_values.hpp"
 #include "moe/sdk/block_scales.hpp"
@@ -253,11 +254,31 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     s13_ = upload_scales(w.w13_scale, "w13_scale", n1_, p.hidden, shared.w13_blocks);
     s2_ = upload_scales(w.w2_scale, "w2_scale", p.hidden, p.intermediate, shared.w2_blocks);
   }
+  if (const char* v = std::getenv("MOE_MEGA_CHUNKS"); v != nullptr && std::string(v) == "1") {
+    reorder_to_chunks(p, elem);
+    return;  // no tensor maps: the kernel reads the chunks
+  }
   const char* map_error =
       detail::encode_weight_maps(&maps_, int(elem), w13_.as<uint8_t>(), experts_ * n1_, p.hidden,
                                  w2_.as<uint8_t>(), experts_ * p.hidden, p.intermediate);
   MOE_CHECK(map_error == nullptr, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: weight tensor maps: {}",
             map_error ? map_error : "");
+}
+
+void DeviceLayer::reorder_to_chunks(const moe_problem& p, size_t elem) {
+  const int64_t b = detail::kernel_limits(kind_).weight_rows;
+  auto reorder = [&](gpu::DeviceBuffer& stack, const detail::ChunkShape& shape, const char* name) {
+    gpu::DeviceBuffer chunks(stack.bytes());
+    const char* error = detail::reorder_to_chunks(stack.get(), chunks.get(), shape, experts_);
+    MOE_CHECK(error == nullptr, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: {} into chunks: {}", name,
+              error ? error : "");
+    stack = std::move(chunks);
+  };
+  // A W13 tile pairs 64 gate rows with the 64 up rows of the same columns (relu2: 128 rows), so
+  // both have n1 / 128 slices; a W2 tile is 128 rows of H.
+  reorder(w13_, {n1_, p.hidden * int64_t(elem), gated(p) ? p.intermediate : 0, n1_ / b}, "w13");
+  reorder(w2_, {p.hidden, p.intermediate * int64_t(elem), 0, p.hidden / b}, "w2");
+  chunked_ = true;
 }
 
 void DeviceLayer::prepare_fp4(const moe_problem& p, const moe_weights& w,
@@ -361,8 +382,8 @@ void DeviceLayer::run(const moe_run_args& a) const {
   const bool fp4 = kind_ == detail::Kind::kMxfp4 || kind_ == detail::Kind::kNvfp4;
   c.s13 = fp4 ? nullptr : s13_.as<float>();
   c.s2 = fp4 ? nullptr : s2_.as<float>();
-  c.w13_fp4 = fp4 ? w13_.as<uint8_t>() : nullptr;
-  c.w2_fp4 = fp4 ? w2_.as<uint8_t>() : nullptr;
+  c.w13_chunks = fp4 || chunked_ ? w13_.as<uint8_t>() : nullptr;
+  c.w2_chunks = fp4 || chunked_ ? w2_.as<uint8_t>() : nullptr;
   c.g13 = kind_ == detail::Kind::kNvfp4 ? s13_.as<float>() : nullptr;
   c.g2 = kind_ == detail::Kind::kNvfp4 ? s2_.as<float>() : nullptr;
   c.b13 = p.expert_bias != 0 ? b13_.as<float>() : nullptr;

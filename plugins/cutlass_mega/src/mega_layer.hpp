@@ -80,6 +80,10 @@ class DeviceLayer {
   // MOE_MEGA_K_STAGGER=1 (a measurement, off by default): items start their K loops at staggered
   // steps.
   int k_stagger_ = 0;
+  // MOE_MEGA_CHUNKS=1 at prepare (a measurement, off by default): bf16 and e4m3 stacks reordered
+  // into prepared chunks (kernels/chunk_layout.hpp), streamed by one bulk copy a stage.
+  bool chunked_ = false;
+  void reorder_to_chunks(const moe_problem& p, size_t elem);
   std::unique_ptr<Timeline> timeline_;  // MOE_MEGA_TIMELINE: a measurement, null by default
 };
 

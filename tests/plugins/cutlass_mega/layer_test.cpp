@@ -3,7 +3,9 @@
 // sizes from one token to the capacity, padding tokens, every token on one expert, experts without
 // tokens, two runs bit-identical, a CUDA graph replayed with new inputs and routing, a batch above
 // capacity refused, corrupt block scales and 4-bit scales refused at prepare, the layer on fewer
-// SMs (`sms`), the timeline MOE_MEGA_TIMELINE names. Skips without an sm_90 GPU.
+// SMs (`sms`), the timeline MOE_MEGA_TIMELINE names, the prepared bf16 / e4m3 chunks and the
+// staggered K order (MOE_MEGA_CHUNKS, MOE_MEGA_K_STAGGER), misaligned hidden states and workspace
+// refused. Skips without an sm_90 GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -181,6 +183,51 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
     for (int64_t tokens : {2, 40})
       expect_matches_and_repeats(layer, ref_layer, p, tokens, 5 + uint64_t(tokens),
                                  std::string(format_name(f)));
+  }
+}
+
+// Two measurements set in the environment at prepare (docs/design.md §13): MOE_MEGA_CHUNKS=1
+// streams bf16 and e4m3 weights from prepared chunks (the stage's tile as TMA would have made it,
+// so the very same bits as the maps), MOE_MEGA_K_STAGGER=1 starts each item at its own K step
+// (other sums: within the tolerance, and the same bits run after run). Gated and relu2 W13 tiles,
+// a shared expert's virtual experts, GEMM2 split along K at one token.
+TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
+  struct Setup {
+    moe_format format;
+    moe_activation activation;
+    int64_t shared;
+  };
+  for (const Setup& c : {Setup{MOE_FORMAT_BF16, MOE_ACTIVATION_SILU_MUL, 384},
+                         Setup{MOE_FORMAT_BF16, MOE_ACTIVATION_RELU2, 0},
+                         Setup{kFp8, MOE_ACTIVATION_SILU_MUL, 256}}) {
+    Problem q = problem_;
+    q.raw().activation = c.activation;
+    q.raw().shared_intermediate = c.shared;
+    q = in_format(q, c.format);
+    const moe_problem p = q.c();
+    const std::string what =
+        fmt::format("{} {}", format_name(c.format), activation_name(c.activation));
+    const LayerWeights w = random_weights(p, 51);
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    const Layer maps = plugin_->prepare(p, w.view(), {});
+    auto prepared_with = [&](const char* variable) {
+      setenv(variable, "1", 1);
+      Layer layer = plugin_->prepare(p, w.view(), {});
+      unsetenv(variable);
+      return layer;
+    };
+    const Layer chunks = prepared_with("MOE_MEGA_CHUNKS");
+    const Layer staggered = prepared_with("MOE_MEGA_K_STAGGER");
+    for (int64_t tokens : {1, 40, 96}) {
+      const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), Scenario::kRandom);
+      const Routing routing = route_batch(*reference_, p, batch);
+      const RunResult a = run_layer(maps, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      const RunResult b = run_layer(chunks, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0)
+          << what << ": chunks differ from the maps at " << tokens << " tokens";
+      expect_matches_and_repeats(staggered, ref_layer, p, tokens, 90 + uint64_t(tokens),
+                                 what + ", staggered K");
+    }
   }
 }
 

@@ -206,7 +206,9 @@ TEST(MegaSplit, EveryItemWalksEachOfItsKStepsOnce) {
       for (bool staggered : {false, true}) {
         const int shift = k_shift(u, len, staggered);
         ASSERT_TRUE(shift >= 0 && shift < len) << len << " " << u;
-        if (!staggered) EXPECT_EQ(shift, 0);
+        if (!staggered) {
+          EXPECT_EQ(shift, 0);
+        }
         for (int ks0 : {0, 3, 112}) {
           std::vector<int> seen(size_t(len), 0);
           for (int i = 0; i < len; ++i) {
@@ -218,7 +220,9 @@ TEST(MegaSplit, EveryItemWalksEachOfItsKStepsOnce) {
         }
       }
     }
-    if (len > 5) EXPECT_NE(k_shift(0, len, true), k_shift(1, len, true)) << len;
+    if (len > 5) {
+      EXPECT_NE(k_shift(0, len, true), k_shift(1, len, true)) << len;
+    }
   }
   static_assert(k_shift(7, 32, true) == 3);  // 35 mod 32: the item's own start
 }

@@ -1,0 +1,23 @@
+// The boundary to the nvcc-compiled reorder of bf16 and e4m3 stacks into prepared chunks
+// (kernels/chunk_layout.hpp; MOE_MEGA_CHUNKS=1 at prepare, a measurement): plain types, no
+// exceptions.
+#pragma once
+
+#include <cstdint>
+
+namespace moe::mega::detail {
+
+// A stack's geometry as kernels::ChunkStack holds it (its K stages follow from row_bytes).
+struct ChunkShape {
+  int64_t rows_per_expert;  // n1 (W13) or H (W2)
+  int64_t row_bytes;        // K x the element's bytes, a multiple of 128
+  int64_t up_row;           // gated W13: I; otherwise 0
+  int64_t slices;           // work items an expert has
+};
+
+// `stack` ([experts][rows_per_expert][row_bytes] on the device) into `chunks` (as many bytes), on
+// the default stream, synchronised; nullptr on success, else what failed.
+const char* reorder_to_chunks(const void* stack, void* chunks, const ChunkShape& shape,
+                              int64_t experts) noexcept;
+
+}  // namespace moe::mega::detail
