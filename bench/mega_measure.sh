@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# One device call's cutlass_mega measurements, section by section, each packed into
+# $OUT/mega_measure.tgz as it ends (a call cut at its time limit still brings what it did). Run on
+# the device from the checkout's root after the bundle's unpack (bench/bundle.sh):
+#
+#   bench/bundle.sh build/g01 moe moe_mega_gpu_tests moe_stream_pattern      # here
+#   source build/g01/unpack.sh; OUT=$OUT bench/mega_measure.sh micro tests ab timeline ncu  # there
+#
+# Sections (any order, any subset):
+#   micro     moe_stream_pattern: TMA boxes, contiguous bulk copies, staggered K, 1/5/10 stages
+#   tests     the fused layer's GPU tests (all formats, the measurement layouts included)
+#   ab        bench/ab.py: the default against MOE_MEGA_K_STAGGER=1 and MOE_MEGA_CHUNKS=1 (bf16
+#             on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64; fp8_block on Qwen3 at T = 1, 8) and
+#             the default against the stagger on mxfp4 Mixtral (chunks are the 4-bit layout already)
+#   timeline  MOE_MEGA_TIMELINE of Qwen3 bf16 T = 1 and 8 and Mixtral mxfp4 T = 8, each variant
+#   ncu       Nsight Compute of Mixtral mxfp4 T = 8: stall reasons by instruction (where a 4-bit
+#             stage's ~0.45 us goes)
+set -uo pipefail
+: "${OUT:?set OUT to the folder whose files come back}"
+export NCCL_NVLS_ENABLE=0
+ab="python3 bench/ab.py --moe build/bin/moe --rounds 2"
+cfg=configs/bench/mega
+pack() { tar -C "$OUT" --exclude=mega_measure.tgz -czf /tmp/mega_measure.tgz . && cp /tmp/mega_measure.tgz "$OUT/"; }
+variants=(--variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1
+          --variant chunks= --env chunks=MOE_MEGA_CHUNKS=1)
+nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$OUT/gpu.txt"
+for section in "$@"; do
+  echo "== $section $(date -u +%H:%M:%S)"
+  case "$section" in
+    micro)
+      for shape in "12288 2048 96" "16896 2048 132" "67584 2048 132" "16384 768 132"; do
+        build/bin/moe_stream_pattern $shape
+      done 2>&1 | tee "$OUT/stream_pattern.txt" ;;
+    tests)
+      timeout 400 build/bin/moe_mega_gpu_tests > "$OUT/gpu_tests.txt" 2>&1
+      echo "moe_mega_gpu_tests rc=$?" | tee -a "$OUT/gpu_tests.txt"
+      grep -E "FAILED|PASSED" "$OUT/gpu_tests.txt" | tail -8 ;;
+    ab)
+      for s in qwen3_30b_a3b mixtral_8x7b; do
+        $ab --out "$OUT/ab_bf16_$s" --config $cfg/${s}_bf16.yaml --tokens 1,8,64 "${variants[@]}" 2>&1 | tail -5
+      done
+      $ab --out "$OUT/ab_fp8_qwen3" --config $cfg/qwen3_30b_a3b_fp8_block.yaml --tokens 1,8 "${variants[@]}" 2>&1 | tail -4
+      $ab --out "$OUT/ab_mxfp4_mixtral" --config $cfg/mixtral_8x7b_mxfp4.yaml --tokens 8,64 \
+        --variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1 2>&1 | tail -4 ;;
+    timeline)
+      for run in "qwen3_30b_a3b_bf16 1" "qwen3_30b_a3b_bf16 8" "mixtral_8x7b_mxfp4 8"; do
+        set -- $run
+        for v in "" MOE_MEGA_K_STAGGER=1 MOE_MEGA_CHUNKS=1; do
+          name=tl_${1}_t${2}${v:+_${v%%=*}}
+          env $v MOE_MEGA_TIMELINE="$OUT/$name.json" build/bin/moe bench --config $cfg/$1.yaml \
+            --tokens "$2" --graph off --iterations 5 --check-max-tokens 0 > /dev/null 2>&1
+          python3 bench/mega_timeline.py "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
+          echo "$name"; tail -3 "$OUT/$name.txt"
+        done
+      done ;;
+    ncu)
+      ncu --clock-control none -k regex:fused_moe -s 3 -c 1 --section SpeedOfLight \
+        --section MemoryWorkloadAnalysis --section WarpStateStats --section SourceCounters \
+        --import-source no -o "$OUT/mx8" build/bin/moe bench --config $cfg/mixtral_8x7b_mxfp4.yaml \
+        --tokens 8 --graph off --iterations 2 --check-max-tokens 0 > "$OUT/ncu_log.txt" 2>&1
+      ncu -i "$OUT/mx8.ncu-rep" --page source --csv --print-source sass | gzip > "$OUT/mx8.csv.gz"
+      ncu -i "$OUT/mx8.ncu-rep" --page details > "$OUT/mx8_details.txt" 2>&1
+      rm -f "$OUT/mx8.ncu-rep"
+      python3 bench/ncu_stalls.py "$OUT/mx8.csv.gz" --top 40 > "$OUT/mx8_stalls.txt" 2>&1
+      head -30 "$OUT/mx8_stalls.txt" ;;
+    *) echo "bench/mega_measure.sh: unknown section '$section'" >&2 ;;
+  esac
+  pack
+done
