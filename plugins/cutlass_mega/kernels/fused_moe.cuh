@@ -37,6 +37,12 @@
 
 namespace moe::mega::kernels {
 
+// The dynamic shared memory, the scan's storage and the few static words beside it fit an SM.
+template <int W>
+constexpr bool kFitsSharedMemory = kSmemBytes<W> + sizeof(Scan::TempStorage) + 64 <= kSmemLimit;
+static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> &&
+              kFitsSharedMemory<kMxfp4W> && kFitsSharedMemory<kNvfp4W>);
+
 template <int W>
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {
   constexpr bool kFp8 = W == kFp8W, kFp4 = kIsFp4<W>;
