@@ -9,9 +9,10 @@
 # Sections (any order, any subset):
 #   micro     moe_stream_pattern: TMA boxes, contiguous bulk copies, staggered K, 1/5/10 stages
 #   tests     the fused layer's GPU tests (all formats, the measurement layouts included)
-#   ab        bench/ab.py: the default against MOE_MEGA_K_STAGGER=1 and MOE_MEGA_CHUNKS=1 (bf16
-#             on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64; fp8_block on Qwen3 at T = 1, 8) and
-#             the default against the stagger on mxfp4 Mixtral (chunks are the 4-bit layout already)
+#   ab        bench/ab.py: the default against MOE_MEGA_K_STAGGER=1 and MOE_MEGA_CHUNKS=1 (bf16 and
+#             fp8_block on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64; fp8_block also against
+#             MOE_MEGA_FP8_TOKENS=f16) and the default against the stagger on mxfp4 Mixtral (chunks
+#             are the 4-bit layout already)
 #   timeline  MOE_MEGA_TIMELINE of Qwen3 bf16 T = 1 and 8 and Mixtral mxfp4 T = 8, each variant
 #   ncu       Nsight Compute of Mixtral mxfp4 T = 8: stall reasons by instruction (where a 4-bit
 #             stage's ~0.45 us goes)
@@ -39,7 +40,10 @@ for section in "$@"; do
       for s in qwen3_30b_a3b mixtral_8x7b; do
         $ab --out "$OUT/ab_bf16_$s" --config $cfg/${s}_bf16.yaml --tokens 1,8,64 "${variants[@]}" 2>&1 | tail -5
       done
-      $ab --out "$OUT/ab_fp8_qwen3" --config $cfg/qwen3_30b_a3b_fp8_block.yaml --tokens 1,8 "${variants[@]}" 2>&1 | tail -4
+      for s in qwen3_30b_a3b mixtral_8x7b; do
+        $ab --out "$OUT/ab_fp8_$s" --config $cfg/${s}_fp8_block.yaml --tokens 1,8,64 "${variants[@]}" \
+          --variant f16= --env f16=MOE_MEGA_FP8_TOKENS=f16 2>&1 | tail -5
+      done
       $ab --out "$OUT/ab_mxfp4_mixtral" --config $cfg/mixtral_8x7b_mxfp4.yaml --tokens 8,64 \
         --variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1 2>&1 | tail -4 ;;
     timeline)

@@ -4,6 +4,8 @@
 
 #include <cuda.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -25,10 +27,15 @@ constexpr int kMaxVirtual = 32;   // sink and shared experts' virtual experts (s
 constexpr int kScaleBlock = 128;  // fp8_block: channels per scale, along K and along rows
 constexpr int kMaxKBlocks = 120;  // fp8_block: scale blocks along K an item keeps in shared memory
 
-// The weight formats the kernel is instantiated for.
-enum WeightKind : int { kBf16W = 0, kFp8W = 1, kMxfp4W = 2, kNvfp4W = 3 };
+// The weight formats the kernel is instantiated for. kFp8F16W: fp8_block whose activations are
+// kept as the f16 values of their e4m3 codes (exact), so each warp converts only its weight
+// fragments and multiplies in f16 (MOE_MEGA_FP8_TOKENS=f16 at prepare, a measurement; kFp8W's
+// e4m3 mma.sync converts both operands in every warp).
+enum WeightKind : int { kBf16W = 0, kFp8W = 1, kMxfp4W = 2, kNvfp4W = 3, kFp8F16W = 4 };
 template <int W>
 constexpr bool kIsFp4 = W == kMxfp4W || W == kNvfp4W;
+template <int W>
+constexpr bool kIsFp8 = W == kFp8W || W == kFp8F16W;
 
 // Token columns per tile (an item's slots; 8 per mma n-tile) and the ring's stages. A 128-K fp4
 // stage carries 9 KB of weights beside a token tile of bf16 rows twice as wide, so fp4 trades
@@ -36,8 +43,10 @@ constexpr bool kIsFp4 = W == kMxfp4W || W == kNvfp4W;
 // bf16's 5 stages of 16 KB do (Little's law at the stream's loaded latency; bench/NOTES.md).
 template <int W>
 constexpr int kTok = kIsFp4<W> ? 32 : 64;
-template <int W>
-constexpr int kStages = kIsFp4<W> ? 9 : 5;
+template <int W>  // f16 tokens: 4 stages of 16 KB of weights beside 18 KB of token rows
+constexpr int kStages = kIsFp4<W>       ? 9
+                        : W == kFp8F16W ? 4
+                                        : 5;
 template <int W>
 constexpr int kTileLd = kTok<W> + 1;
 
@@ -45,12 +54,13 @@ constexpr int kTileLd = kTok<W> + 1;
 // 128 fp4 elements (64 bytes a row, prepared chunks: moe_cuda/fp4_chunks.hpp).
 template <int W>
 constexpr int kStageK = W == kBf16W ? kRowBytes / 2 : kRowBytes;
-// A token row's bytes per stage (bf16 or e4m3 activations for kStageK elements) and its stride in
-// the token tile (16 bytes of padding: ldmatrix without bank conflicts).
+// A token row's bytes per stage (bf16, f16 or e4m3 activations for kStageK elements) and its
+// stride in the token tile (16 bytes of padding: ldmatrix without bank conflicts; f16 tokens are
+// read 8 bytes a lane, 32 bytes of padding: the 8 rows of a load fall on distinct banks by 4s).
 template <int W>
-constexpr int kTokRowBytes = kIsFp4<W> ? 2 * kStageK<W> : kRowBytes;
+constexpr int kTokRowBytes = kIsFp4<W> || W == kFp8F16W ? 2 * kStageK<W> : kRowBytes;
 template <int W>
-constexpr int kTokLd = kTokRowBytes<W> + 16;
+constexpr int kTokLd = kTokRowBytes<W> + (W == kFp8F16W ? 32 : 16);
 // fp4: a stage's chunk is 128 rows x 64 code bytes, then 4 (mx) or 8 (nv) scale bytes a row.
 constexpr int kFp4CodeBytes = kRows * kStageK<kMxfp4W> / 2;
 template <int W>
@@ -71,7 +81,8 @@ constexpr size_t kRingBytes = kStages<W>* kStageBytes<W>;
 static_assert(kFp4ChunkBytes<kNvfp4W> <= kWeightBytes<kNvfp4W>, "a chunk fits its stage");
 template <int W>
 constexpr size_t kTileBytes = size_t(kRows) * kTileLd<W> * 4;
-static_assert(size_t(kMaxKBlocks) * (kTok<kFp8W> + 2) * 4 <= kTileBytes<kFp8W>,
+static_assert(size_t(kMaxKBlocks) * (kTok<kFp8W> + 2) * 4 <= kTileBytes<kFp8W> &&
+                  size_t(kMaxKBlocks) * (kTok<kFp8F16W> + 2) * 4 <= kTileBytes<kFp8F16W>,
               "scales fit the tile");
 constexpr size_t kScheduleBytes = kMaxSlots * (2 + 2)  // slot token, slot position (int16)
                                   + (kWarps + 4) * kMaxExperts * 4 + 16;  // per-warp counts, tables
@@ -158,6 +169,24 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+}
+
+// D += A (16 rows x 16 K, row) * B (16 K x 8, col), f16 operands, f32 accumulate.
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two e4m3 codes (the low 16 bits; the lower byte first) as their f16 values, exact (every e4m3
+// value is an f16), lower into the low half.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t codes) {
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(codes & 0xffffu), __NV_E4M3);
+  return uint32_t(h.x) | (uint32_t(h.y) << 16);
 }
 
 // The timeline's stamp (kernels/timeline.hpp): %globaltimer (ns, one clock for all SMs) and this

@@ -47,4 +47,21 @@ MOE_MEGA_HD constexpr TokenRegs token_regs(int nt, int j, int t) {
   return nt == 1 ? TokenRegs{j / 2, 0, 2 * (j % 2)} : TokenRegs{j, t / 2, 2 * (t % 2)};
 }
 
+// fp8_block with f16 tokens (kFp8F16W): a 32-byte K step of e4m3 weights, loaded as the e4m3
+// mma's A fragment (lane q: K 4q..4q+3 of rows g, g + 8 in registers 0, 1, and 16 + those in 2,
+// 3), is multiplied as two f16 m16n8k16 mmas. Register r of mma h's A is the f16 pair of 16-bit
+// half `f16_a_half(r)` of loaded register `f16_a_reg(h, r)`: the mma's logical K (2q, 2q + 1) and
+// (2q + 8, 2q + 9) are physical 16 h + 4q + (0, 1) and (2, 3). A token row's f16 at those K are
+// one 8-byte load at `f16_token_byte(k_byte, h, q)` of the row (k_byte: the step's first e4m3 byte
+// of the stage): its B pair. tests/plugins/cutlass_mega/fragments_test.cpp emulates both mmas.
+MOE_MEGA_HD constexpr int f16_a_reg(int h, int r) {
+  return 2 * h + r % 2;
+}
+MOE_MEGA_HD constexpr int f16_a_half(int r) {
+  return r / 2;
+}
+MOE_MEGA_HD constexpr int f16_token_byte(int k_byte, int h, int q) {
+  return 2 * k_byte + 32 * h + 8 * q;
+}
+
 }  // namespace moe::mega::kernels

@@ -29,6 +29,8 @@
 
 #include <cooperative_groups.h>
 
+#include <type_traits>
+
 #include "kernels/config.cuh"
 #include "kernels/quantize_rows.cuh"
 #include "kernels/ring.cuh"
@@ -40,12 +42,16 @@ namespace moe::mega::kernels {
 // The dynamic shared memory, the scan's storage and the few static words beside it fit an SM.
 template <int W>
 constexpr bool kFitsSharedMemory = kSmemBytes<W> + sizeof(Scan::TempStorage) + 64 <= kSmemLimit;
-static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> &&
-              kFitsSharedMemory<kMxfp4W> && kFitsSharedMemory<kNvfp4W>);
+static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> && kFitsSharedMemory<kMxfp4W> &&
+              kFitsSharedMemory<kNvfp4W> && kFitsSharedMemory<kFp8F16W>);
 
 template <int W>
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {
-  constexpr bool kFp8 = W == kFp8W, kFp4 = kIsFp4<W>;
+  constexpr bool kFp8 = kIsFp8<W>, kFp4 = kIsFp4<W>;
+  // fp8_block's activation codes in the workspace: e4m3 bytes, or their f16 values (kFp8F16W).
+  using Code = std::conditional_t<W == kFp8F16W, uint16_t, uint8_t>;
+  Code* const xq = reinterpret_cast<Code*>(p.xq);
+  Code* const iq = reinterpret_cast<Code*>(p.iq);
   extern __shared__ uint8_t smem_raw[];
   // Aligned to 1024 by pointer arithmetic on smem_raw itself, so the compiler keeps knowing every
   // pointer below is shared memory (LDS/STS with 32-bit addresses, not generic loads).
@@ -180,7 +186,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     if constexpr (kFp8) {
       float part[kTok<W> / 8][4];
       zero(part);
-      mma_stage_pairs<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, part);
+      if constexpr (W == kFp8F16W)
+        mma_stage_f16_tokens<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, part);
+      else
+        mma_stage_pairs<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, part);
       __syncwarp();
       if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
       const float ws = weight_scales[(warp / 4) * k_blocks + ks];
@@ -295,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   int ready1 = 0, ready2 = 0;  // stages prefetched for the CTA's first item of phase 1, 2
   if constexpr (kFp8) {        // phase 0: the hidden states' codes and scales
     if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
-    quantize_rows_1x128(p.hidden, p.tokens, H, p.xq, p.xs);
+    quantize_rows_1x128(p.hidden, p.tokens, H, xq, p.xs);
     publish_to_async_proxy();
   }
 
@@ -312,7 +321,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         // The slots' tokens: rows of the hidden states (fp8_block: of their codes).
         auto token_of = [&](int n) { return uint16_t(s.slot_token[it.first + n]); };
         if constexpr (kFp8)
-          produce_item(weights1, it, 0, steps, shift_of(u, steps), p.xq, H * int64_t(sizeof(*p.xq)),
+          produce_item(weights1, it, 0, steps, shift_of(u, steps), xq, H * int64_t(sizeof(Code)),
                        token_of, u == int(blockIdx.x) ? ready1 : 0);
         else
           produce_item(weights1, it, 0, steps, shift_of(u, steps), p.hidden, H * 2, token_of,
@@ -367,7 +376,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       const int last = s.active[s.num_active - 1];
       slots = s.expert_first[last] + s.expert_count[last];
     }
-    quantize_rows_1x128(p.inter32, slots, I, p.iq, p.is);
+    quantize_rows_1x128(p.inter32, slots, I, iq, p.is);
   }
   publish_to_async_proxy();
 
@@ -386,8 +395,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         // The slots' intermediate rows (fp8_block: their codes), consecutive from the first.
         auto slot_of = [&](int n) { return it.first + n; };
         if constexpr (kFp8)
-          produce_item(weights2, it, ks0, ks1, shift_of(u, ks1 - ks0), p.iq,
-                       I * int64_t(sizeof(*p.iq)), slot_of, u == int(blockIdx.x) ? ready2 : 0);
+          produce_item(weights2, it, ks0, ks1, shift_of(u, ks1 - ks0), iq,
+                       I * int64_t(sizeof(Code)), slot_of, u == int(blockIdx.x) ? ready2 : 0);
         else
           produce_item(weights2, it, ks0, ks1, shift_of(u, ks1 - ks0), p.inter, I * 2, slot_of,
                        u == int(blockIdx.x) ? ready2 : 0);

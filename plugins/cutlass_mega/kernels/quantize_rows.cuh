@@ -21,10 +21,11 @@ __device__ __forceinline__ void load4(const float* p, float (&v)[4]) {
 }
 
 // Rows [0, rows) of src [rows, cols] (bf16 or f32; cols % 128 == 0, 16-byte aligned rows) to
-// e4m3 codes [rows, cols] and scales [rows, cols / 128]. A warp takes one (row, block) at a time,
-// four channels per lane; every thread of the grid joins.
-template <class T>
-__device__ void quantize_rows_1x128(const T* src, int64_t rows, int64_t cols, uint8_t* codes,
+// codes [rows, cols] and scales [rows, cols / 128]: e4m3 bytes (Code uint8_t) or each code's f16
+// value (uint16_t; exact, the same codes). A warp takes one (row, block) at a time, four channels
+// per lane; every thread of the grid joins.
+template <class T, class Code>
+__device__ void quantize_rows_1x128(const T* src, int64_t rows, int64_t cols, Code* codes,
                                     float* scales) {
   using namespace gpu::kernels;
   const int lane = threadIdx.x % 32;
@@ -41,7 +42,11 @@ __device__ void quantize_rows_1x128(const T* src, int64_t rows, int64_t cols, ui
     uint32_t packed = 0;
 #pragma unroll
     for (int e = 0; e < 4; ++e) packed |= uint32_t(to_e4m3(v[e], scale, inv)) << (8 * e);
-    *reinterpret_cast<uint32_t*>(codes + at) = packed;
+    if constexpr (sizeof(Code) == 1)
+      *reinterpret_cast<uint32_t*>(codes + at) = packed;
+    else
+      *reinterpret_cast<uint2*>(codes + at) =
+          make_uint2(e4m3x2_to_f16x2(packed), e4m3x2_to_f16x2(packed >> 16));
     if (lane == 0) scales[r * blocks + b] = scale;
   }
 }

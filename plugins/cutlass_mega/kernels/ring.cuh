@@ -183,6 +183,42 @@ __device__ __forceinline__ void mma_stage_pairs(const uint8_t* w, const uint8_t*
   }
 }
 
+// fp8_block with f16 tokens (kFp8F16W): each 32 K of e4m3 weights (one ldmatrix x4, the e4m3
+// mma's A fragment) converted to f16 in this warp only and multiplied as two f16 m16n8k16 mmas
+// over a K order both operands share: lane q's A registers hold K 4q..4q+3 (then 16 + those) of
+// its rows, so the first mma's logical K pairs (2q, 2q + 1) and (2q + 8, 2q + 9) are physical
+// (4q, 4q + 1) and (4q + 2, 4q + 3), the second's the same 16 further; a token's four f16 at K
+// 4q..4q+3 are one 8-byte load, its B pair. A branch per 16-slot pair, as mma_stage_pairs.
+template <int W>
+__device__ __forceinline__ void mma_stage_f16_tokens(const uint8_t* w, const uint8_t* x, int m,
+                                                     float (&acc)[kTok<W> / 8][4]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int kb = 0; kb < kRowBytes; kb += 32) {
+    uint32_t a8[4];  // rows g, g + 8 at K kb + 4q.., then at kb + 16 + 4q..
+    ldmatrix_x4(a8, w + weight_load_offset(warp, lane, kb / 32, kRowBytes));
+    uint32_t a[2][4];  // the two f16 mmas' A (kernels/fragments.hpp f16_a_reg)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        a[h][r] = e4m3x2_to_f16x2(a8[f16_a_reg(h, r)] >> (16 * f16_a_half(r)));
+#pragma unroll
+    for (int pair = 0; pair < kTok<W> / 16; ++pair) {
+      if (pair * 16 >= m) break;
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const uint8_t* row = x + (pair * 16 + t * 8 + g) * kTokLd<W>;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint2 b = *reinterpret_cast<const uint2*>(row + f16_token_byte(kb, h, q));
+          mma_f16(acc[2 * pair + t], a[h], b.x, b.y);
+        }
+      }
+    }
+  }
+}
+
 // fp4: this consumer thread's share of a prepared chunk (kernels/fp4_fragments.cuh): rows
 // warp * 16 + lane / 4 (and + 8) of the chunk.
 template <int W>

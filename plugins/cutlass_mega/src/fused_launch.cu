@@ -32,6 +32,8 @@ Instance instance(Kind kind) {
   switch (kind) {
     case Kind::kFp8Block:
       return instance_of<kernels::kFp8W>();
+    case Kind::kFp8BlockF16:
+      return instance_of<kernels::kFp8F16W>();
     case Kind::kMxfp4:
       return instance_of<kernels::kMxfp4W>();
     case Kind::kNvfp4:
@@ -48,12 +50,14 @@ static_assert(gpu::fp4_chunk_bytes(gpu::Fp4Scales::kMx) ==
 static_assert(gpu::fp4_chunk_bytes(gpu::Fp4Scales::kNv) ==
               kernels::kFp4ChunkBytes<kernels::kNvfp4W>);
 static_assert(kernels::kTok<kernels::kFp8W> == kernels::kTok<kernels::kBf16W> &&
+              kernels::kTok<kernels::kFp8F16W> == kernels::kTok<kernels::kBf16W> &&
               kernels::kTok<kernels::kNvfp4W> == kernels::kTok<kernels::kMxfp4W>);
 static_assert(gpu::kFp4StageK == kernels::kStageK<kernels::kMxfp4W> &&
               gpu::kFp4TileRows == kernels::kRows);
 // bf16 and e4m3 chunks are a stage's weight tile as the two TMA boxes lay it out.
 static_assert(kernels::kChunkBytesOf<kernels::kBf16W> == kernels::kChunkBytes &&
               kernels::kChunkBytesOf<kernels::kFp8W> == kernels::kChunkBytes &&
+              kernels::kChunkBytesOf<kernels::kFp8F16W> == kernels::kChunkBytes &&
               kernels::kChunkRows == kernels::kRows &&
               kernels::kChunkRowBytes == kernels::kRowBytes);
 
@@ -81,6 +85,7 @@ StageGeometry stage_geometry(Kind kind) {
   using namespace kernels;
   switch (kind) {
     case Kind::kFp8Block:
+    case Kind::kFp8BlockF16:
       return {kStageK<kFp8W>, int(kWeightBytes<kFp8W>)};
     case Kind::kMxfp4:
       return {kStageK<kMxfp4W>, kFp4ChunkBytes<kMxfp4W>};

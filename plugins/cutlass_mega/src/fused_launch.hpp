@@ -10,8 +10,9 @@
 namespace moe::mega::detail {
 
 // The kernel's instances (kernels/config.cuh WeightKind): bf16 weights and activations, fp8_block
-// weights with fp8_1x128 activations, mxfp4 or nvfp4 weights with bf16 activations.
-enum class Kind : int { kBf16 = 0, kFp8Block = 1, kMxfp4 = 2, kNvfp4 = 3 };
+// weights with fp8_1x128 activations (kFp8BlockF16: the activations' codes kept as f16 values, a
+// measurement), mxfp4 or nvfp4 weights with bf16 activations.
+enum class Kind : int { kBf16 = 0, kFp8Block = 1, kMxfp4 = 2, kNvfp4 = 3, kFp8BlockF16 = 4 };
 
 // Limits the kernel holds in shared memory (kernels/config.cuh), for an instance.
 struct KernelLimits {

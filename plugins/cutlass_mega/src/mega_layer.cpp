@@ -208,6 +208,11 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   n1_ = w13_rows(p);
   fp8_ = p.format == MOE_FORMAT_FP8_BLOCK;
   kind_ = kind_of(p);
+  // MOE_MEGA_FP8_TOKENS=f16 (a measurement, off by default): fp8_block's activation codes kept as
+  // their f16 values, multiplied in f16 (kernels/config.cuh kFp8F16W).
+  if (const char* v = std::getenv("MOE_MEGA_FP8_TOKENS");
+      fp8_ && v != nullptr && std::string(v) == "f16")
+    kind_ = detail::Kind::kFp8BlockF16;
   const char* error = nullptr;
   ctas_ = detail::resident_ctas(kind_, &error);
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
@@ -330,11 +335,12 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
   const int64_t slots = tokens * slots_per_token(p),
                 b = detail::kernel_limits(kind_of(p)).scale_block;
   ws.y = c.take<float>(size_t(result_bytes(p, tokens) / 4));
-  if (fp8_) {
-    ws.xq = c.take<uint8_t>(size_t(tokens * p.hidden));
+  if (fp8_) {  // codes: e4m3 bytes, or their f16 values (kFp8BlockF16)
+    const size_t code = kind_ == detail::Kind::kFp8BlockF16 ? 2 : 1;
+    ws.xq = c.take<uint8_t>(size_t(tokens * p.hidden) * code);
     ws.xs = c.take<float>(size_t(tokens * (p.hidden / b)));
     ws.inter32 = c.take<float>(size_t(slots * p.intermediate));
-    ws.iq = c.take<uint8_t>(size_t(slots * p.intermediate));
+    ws.iq = c.take<uint8_t>(size_t(slots * p.intermediate) * code);
     ws.is = c.take<float>(size_t(slots * (p.intermediate / b)));
   } else {
     ws.inter = c.take<uint16_t>(size_t(slots * p.intermediate));

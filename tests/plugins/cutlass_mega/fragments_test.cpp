@@ -110,5 +110,56 @@ TEST(MegaFragments, EveryWeightOperandOfAStageIsItsRowsAtItsKStep) {
     }
 }
 
+// fp8_block with f16 tokens (kFp8F16W): both f16 mmas of every 32-byte K step of a stage,
+// emulated. The e4m3 weight tile (swizzled as TMA lays it) is read by the kernel's ldmatrix
+// addresses; each A register is the converted pair of the 16-bit half f16_a_reg / f16_a_half
+// name; each B pair is the token row's 8 bytes at f16_token_byte. For every row, token and
+// logical K of each mma the A and B elements must be the same physical K, and over a stage every
+// (row, token) must meet each of the 128 K exactly once.
+TEST(MegaFragments, F16TokenMmasPairEveryWeightWithItsTokenAtTheSameK) {
+  constexpr int kRows = 128, kRowBytes = 128, kTokens = 8, kLd = 288;
+  std::vector<int> tile(size_t(kRows) * kRowBytes, -1);  // a byte: r * 1000 + k
+  for (int r = 0; r < kRows; ++r)
+    for (int k = 0; k < kRowBytes; ++k) {
+      const int chunk = k / 16, within = k % 16;
+      tile[size_t(r) * kRowBytes + ((chunk ^ (r % 8)) * 16 + within)] = r * 1000 + k;
+    }
+  auto token_element = [](int byte_in_row, int n) {  // an f16 of token n: n * 1000 + K
+    return n * 1000 + byte_in_row / 2;
+  };
+  for (int warp = 0; warp < 8; ++warp) {
+    std::vector<int> met(size_t(16) * kTokens * kRowBytes, 0);  // [row][token][K]
+    for (int kb = 0; kb < kRowBytes; kb += 32) {
+      // ldmatrix x4 in 16-bit units: register q of lane l holds two b16, each two e4m3 bytes.
+      int a8[kLanes][4][4];  // [lane][register][byte]
+      for (int l = 0; l < kLanes; ++l)
+        for (int q = 0; q < 4; ++q) {
+          const int src_lane = q * 8 + l / 4;  // the lane whose address row l / 4 of matrix q reads
+          const int byte = weight_load_offset(warp, src_lane, kb / 32, kRowBytes) + 4 * (l % 4);
+          for (int b = 0; b < 4; ++b) a8[l][q][b] = tile[size_t(byte + b)];
+        }
+      for (int h = 0; h < 2; ++h)
+        for (int row = 0; row < 16; ++row)
+          for (int n = 0; n < kTokens; ++n)
+            for (int lk = 0; lk < 16; ++lk) {
+              // m16n8k16: A (row, lk) is lane (row % 8, lk % 8 / 2), register row / 8 + 2 (lk / 8),
+              // half lk % 2; B (lk, n) is lane (n, lk % 8 / 2), register lk / 8, half lk % 2.
+              const int q = (lk % 8) / 2, r = row / 8 + 2 * (lk / 8), e = lk % 2;
+              const int la = (row % 8) * 4 + q;
+              const int a = a8[la][f16_a_reg(h, r)][2 * f16_a_half(r) + e];
+              const int b = token_element(f16_token_byte(kb, h, q) + 4 * (lk / 8) + 2 * e, n);
+              ASSERT_EQ(a / 1000, warp * 16 + row) << "A row: h " << h << " lk " << lk;
+              ASSERT_EQ(b / 1000, n);
+              ASSERT_EQ(a % 1000, b % 1000)
+                  << "warp " << warp << " kb " << kb << " mma " << h << " row " << row << " lk "
+                  << lk << ": A's K and B's K differ";
+              ++met[(size_t(row) * kTokens + n) * kRowBytes + a % 1000];
+            }
+    }
+    for (size_t i = 0; i < met.size(); ++i) ASSERT_EQ(met[i], 1) << "warp " << warp << " at " << i;
+  }
+  static_assert(f16_token_byte(96, 1, 3) + 8 <= 256 && 256 + 32 == kLd, "the row and its pad");
+}
+
 }  // namespace
 }  // namespace moe::mega::kernels

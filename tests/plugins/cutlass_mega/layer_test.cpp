@@ -186,11 +186,12 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
   }
 }
 
-// Two measurements set in the environment at prepare (docs/design.md §13): MOE_MEGA_CHUNKS=1
+// Three measurements set in the environment at prepare (docs/design.md §13): MOE_MEGA_CHUNKS=1
 // streams bf16 and e4m3 weights from prepared chunks (the stage's tile as TMA would have made it,
 // so the very same bits as the maps), MOE_MEGA_K_STAGGER=1 starts each item at its own K step
-// (other sums: within the tolerance, and the same bits run after run). Gated and relu2 W13 tiles,
-// a shared expert's virtual experts, GEMM2 split along K at one token.
+// and MOE_MEGA_FP8_TOKENS=f16 multiplies fp8_block in f16 (other sums: within the tolerance, and
+// the same bits run after run). Gated and relu2 W13 tiles, a shared expert's virtual experts,
+// GEMM2 split along K at one token.
 TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
   struct Setup {
     moe_format format;
@@ -210,14 +211,15 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
     const LayerWeights w = random_weights(p, 51);
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
     const Layer maps = plugin_->prepare(p, w.view(), {});
-    auto prepared_with = [&](const char* variable) {
-      setenv(variable, "1", 1);
+    auto prepared_with = [&](const char* variable, const char* value) {
+      setenv(variable, value, 1);
       Layer layer = plugin_->prepare(p, w.view(), {});
       unsetenv(variable);
       return layer;
     };
-    const Layer chunks = prepared_with("MOE_MEGA_CHUNKS");
-    const Layer staggered = prepared_with("MOE_MEGA_K_STAGGER");
+    const Layer chunks = prepared_with("MOE_MEGA_CHUNKS", "1");
+    const Layer staggered = prepared_with("MOE_MEGA_K_STAGGER", "1");
+    const Layer f16_tokens = prepared_with("MOE_MEGA_FP8_TOKENS", "f16");
     for (int64_t tokens : {1, 40, 96}) {
       const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), Scenario::kRandom);
       const Routing routing = route_batch(*reference_, p, batch);
@@ -227,6 +229,16 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
           << what << ": chunks differ from the maps at " << tokens << " tokens";
       expect_matches_and_repeats(staggered, ref_layer, p, tokens, 90 + uint64_t(tokens),
                                  what + ", staggered K");
+      if (c.format == kFp8)
+        expect_matches_and_repeats(f16_tokens, ref_layer, p, tokens, 90 + uint64_t(tokens),
+                                   what + ", f16 tokens");
+    }
+    if (c.format == kFp8) {  // every token on one expert: 96 slots, items of 64 and 32
+      const Batch batch = random_batch(p, 96, 97, Scenario::kOneExpert);
+      const Routing routing = route_batch(*reference_, p, batch);
+      const RunResult out = run_layer(f16_tokens, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+      EXPECT_LT(relative_l2(out.output, ref.output), tolerance(p)) << what << ", f16 tokens";
     }
   }
 }
