@@ -3,11 +3,12 @@
 # $OUT/mega_measure.tgz as it ends (a call cut at its time limit still brings what it did). Run on
 # the device from the checkout's root after the bundle's unpack (bench/bundle.sh):
 #
-#   bench/bundle.sh build/g01 moe moe_mega_gpu_tests moe_stream_pattern      # here
+#   bench/bundle.sh build/g01 moe moe_mega_gpu_tests moe_stream_pattern moe_launch_cost   # here
 #   source build/g01/unpack.sh; OUT=$OUT bench/mega_measure.sh micro tests ab timeline ncu  # there
 #
 # Sections (any order, any subset):
-#   micro     moe_stream_pattern: TMA boxes, contiguous bulk copies, staggered K, 1/5/10 stages
+#   micro     moe_stream_pattern: TMA boxes, contiguous bulk copies, staggered K, 1/5/10 stages;
+#             moe_launch_cost: a persistent cooperative launch by API, eager and in a graph
 #   tests     the fused layer's GPU tests (all formats, the measurement layouts included)
 #   ab        bench/ab.py: the default against MOE_MEGA_K_STAGGER=1 and MOE_MEGA_CHUNKS=1 (bf16 and
 #             fp8_block on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64; fp8_block also against
@@ -31,7 +32,8 @@ for section in "$@"; do
     micro)
       for shape in "12288 2048 96" "16896 2048 132" "67584 2048 132" "16384 768 132"; do
         build/bin/moe_stream_pattern $shape
-      done 2>&1 | tee "$OUT/stream_pattern.txt" ;;
+      done 2>&1 | tee "$OUT/stream_pattern.txt"
+      build/bin/moe_launch_cost 2>&1 | tee "$OUT/launch_cost.txt" ;;
     tests)
       timeout 400 build/bin/moe_mega_gpu_tests > "$OUT/gpu_tests.txt" 2>&1
       echo "moe_mega_gpu_tests rc=$?" | tee -a "$OUT/gpu_tests.txt"
