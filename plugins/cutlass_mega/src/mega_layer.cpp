@@ -36,6 +36,13 @@ detail::Kind kind_of(const moe_problem& p) {
                                           : detail::Kind::kBf16;
 }
 
+// Whether the environment sets `name` to `value`: the measurement switches read at prepare
+// (docs/design.md §13), off unless set.
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string(v) == value;
+}
+
 // Rows of the largest batch the schedule holds.
 int64_t slot_limited_tokens(const moe_problem& p) {
   return detail::kernel_limits(kind_of(p)).max_slots / std::max<int64_t>(1, slots_per_token(p));
@@ -210,17 +217,14 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   kind_ = kind_of(p);
   // MOE_MEGA_FP8_TOKENS=f16 (a measurement, off by default): fp8_block's activation codes kept as
   // their f16 values, multiplied in f16 (kernels/config.cuh kFp8F16W).
-  if (const char* v = std::getenv("MOE_MEGA_FP8_TOKENS");
-      fp8_ && v != nullptr && std::string(v) == "f16")
-    kind_ = detail::Kind::kFp8BlockF16;
+  if (fp8_ && env_is("MOE_MEGA_FP8_TOKENS", "f16")) kind_ = detail::Kind::kFp8BlockF16;
   const char* error = nullptr;
   ctas_ = detail::resident_ctas(kind_, &error);
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
             error ? error : "unknown");
   if (o.sms > 0) ctas_ = std::min(ctas_, o.sms);  // at most: a larger cap is every SM
   timeline_ = timeline_from_env(ctas_);
-  if (const char* v = std::getenv("MOE_MEGA_K_STAGGER"); v != nullptr && std::string(v) == "1")
-    k_stagger_ = 1;
+  k_stagger_ = env_is("MOE_MEGA_K_STAGGER", "1") ? 1 : 0;
   const VirtualExperts shared = virtual_experts(p, w);
   experts_ = p.experts + shared.count;
   if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32; 0 for shared
@@ -259,7 +263,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     s13_ = upload_scales(w.w13_scale, "w13_scale", n1_, p.hidden, shared.w13_blocks);
     s2_ = upload_scales(w.w2_scale, "w2_scale", p.hidden, p.intermediate, shared.w2_blocks);
   }
-  if (const char* v = std::getenv("MOE_MEGA_CHUNKS"); v != nullptr && std::string(v) == "1") {
+  if (env_is("MOE_MEGA_CHUNKS", "1")) {
     reorder_to_chunks(p, elem);
     return;  // no tensor maps: the kernel reads the chunks
   }
