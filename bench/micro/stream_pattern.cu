@@ -7,7 +7,9 @@
 //   tma_nh  the same without the cache hint
 //   bulk    one contiguous 16 KB bulk copy a stage (a prepared layout, as the 4-bit chunks)
 //   tma_st  tma, each CTA starting its items at a different K (staggered)
-// and tma and bulk with 1 and 10 stages (how the rate follows the bytes in flight). Each mode
+// and tma and bulk with 1 and 10 stages (how the rate follows the bytes in flight), and bulk
+// copies of mxfp4's 8704-byte chunks through 9 and 5 stages (cutlass_mega's 4-bit ring: is its
+// ~20 GB/s an SM at decode the stream's or the consumers'?). Each mode
 // warms up for 200 ms (an idle GPU clocks low) and prints the SM clock it ran at; one CTA an SM.
 // Usage: moe_stream_pattern [rows] [cols] [ctas]   (default 12288 2048 96: Qwen3's W13 of 8
 // experts; 16896 2048 132: one item for every SM). Bytes rotate over 8 copies (beyond L2).
@@ -26,10 +28,12 @@
 
 namespace {
 
-constexpr int kStageBytes = 16384, kRows = 128, kCopies = 8;
+constexpr int kStageBytes = 16384, kFp4Bytes = 8704, kRows = 128, kCopies = 8;
 enum Mode { kTma = 0, kTmaNoHint = 1, kBulk = 2, kTmaStagger = 3 };
 
-template <int M, int kStages>
+// kBytes: a stage's bytes (16 KB; bulk copies also mxfp4's 8704-byte chunk); steps: stages an
+// item streams.
+template <int M, int kStages, int kBytes>
 __global__ void __launch_bounds__(64, 1)
     stream(const __grid_constant__ CUtensorMap map, const uint8_t* base, int items, int steps,
            unsigned long long* sink, unsigned long long* clk) {
@@ -61,12 +65,13 @@ __global__ void __launch_bounds__(64, 1)
       if (warp == 0) {
         cutlass::arch::ClusterBarrier::wait(&empty[stage], phase ^ 1);
         if (lane == 0) {
-          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], kStageBytes);
-          uint8_t* dst = smem + stage * kStageBytes;
+          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], kBytes);
+          uint8_t* dst = smem + stage * kBytes;
           if constexpr (M == kBulk) {
-            const uint8_t* src = base + (size_t(u) * steps + ks) * kStageBytes;
-            cute::SM90_BULK_COPY_G2S::copy(src, &full[stage], dst, kStageBytes);
+            const uint8_t* src = base + (size_t(u) * steps + ks) * kBytes;
+            cute::SM90_BULK_COPY_G2S::copy(src, &full[stage], dst, kBytes);
           } else {
+            static_assert(kBytes == kStageBytes, "two 64-row x 128-byte boxes a stage");
             const uint64_t hint = M == kTmaNoHint ? uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL)
                                                   : uint64_t(cute::TMA::CacheHintSm90::EVICT_FIRST);
             cute::SM90_TMA_LOAD_2D::copy(&map, &full[stage], hint, dst, ks * 64, u * kRows);
@@ -77,7 +82,7 @@ __global__ void __launch_bounds__(64, 1)
         __syncwarp();
       } else {
         cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
-        seen += smem[stage * kStageBytes + lane * 97];
+        seen += smem[stage * kBytes + lane * 97];
         __syncwarp();
         if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
       }
@@ -102,19 +107,19 @@ struct Timing {
   double mhz;  // CTA 0's SM clock over its stream in the last launch
 };
 
-template <int M, int kStages>
+template <int M, int kStages, int kBytes = kStageBytes>
 Timing time_mode(const CUtensorMap* maps, uint8_t* const* copies, int items, int steps, int ctas,
                  unsigned long long* sink, unsigned long long* clk) {
   // The stages, the alignment's slack, and at least 120 KB: one CTA an SM, as the fused kernel.
-  const size_t smem = std::max<size_t>(kStages * kStageBytes + 1024, 120 * 1024);
-  check(cudaFuncSetAttribute(stream<M, kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(smem)),
+  const size_t smem = std::max<size_t>(size_t(kStages) * kBytes + 1024, 120 * 1024);
+  check(cudaFuncSetAttribute(stream<M, kStages, kBytes>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "smem");
   // Warm up for 200 ms at least: an idle GPU's clocks take a while to rise, and a short warm-up
   // timed the copies at a fraction of the SM clock.
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200); ++i) {
-    stream<M, kStages>
+    stream<M, kStages, kBytes>
         <<<ctas, 64, smem>>>(maps[i % kCopies], copies[i % kCopies], items, steps, sink, clk);
     if (i % 64 == 63) check(cudaDeviceSynchronize(), "warm-up");
   }
@@ -125,7 +130,7 @@ Timing time_mode(const CUtensorMap* maps, uint8_t* const* copies, int items, int
   constexpr int kReps = 64;
   cudaEventRecord(a);
   for (int r = 0; r < kReps; ++r)
-    stream<M, kStages>
+    stream<M, kStages, kBytes>
         <<<ctas, 64, smem>>>(maps[r % kCopies], copies[r % kCopies], items, steps, sink, clk);
   cudaEventRecord(b);
   check(cudaEventSynchronize(b), "timed runs");
@@ -165,20 +170,44 @@ int main(int argc, char** argv) {
   const double floor_us = bytes / 4.6e6;  // the H200's read rate (an H100's is ~3.35 TB/s)
   std::printf("rows %ld cols %ld (%.1f MB), %d items of %d stages on %d CTAs; floor %.2f us\n",
               rows, cols, bytes / 1e6, items, steps, ctas, floor_us);
-  const char* names[] = {"tma",    "tma_nh",  "bulk",    "tma_st",
-                         "tma_s1", "bulk_s1", "tma_s10", "bulk_s10"};
-  const Timing t[] = {time_mode<kTma, 5>(maps, copies, items, steps, ctas, sink, clk),
-                      time_mode<kTmaNoHint, 5>(maps, copies, items, steps, ctas, sink, clk),
-                      time_mode<kBulk, 5>(maps, copies, items, steps, ctas, sink, clk),
-                      time_mode<kTmaStagger, 5>(maps, copies, items, steps, ctas, sink, clk),
-                      time_mode<kTma, 1>(maps, copies, items, steps, ctas, sink, clk),
-                      time_mode<kBulk, 1>(maps, copies, items, steps, ctas, sink, clk),
-                      time_mode<kTma, 10>(maps, copies, items, steps, ctas, sink, clk),
-                      time_mode<kBulk, 10>(maps, copies, items, steps, ctas, sink, clk)};
-  const int per_cta = (items + ctas - 1) / ctas * steps;  // stages the busiest CTA streams
-  for (int m = 0; m < 8; ++m)
-    std::printf("%-8s %8.2f us  %6.2f TB/s  %.2fx the floor  %.2f us a stage  SM %4.0f MHz\n",
-                names[m], t[m].us, bytes / t[m].us / 1e6, t[m].us / floor_us, t[m].us / per_cta,
-                t[m].mhz);
+  // Each mode: its name, timing, the stages an item streams and a stage's bytes. The 4-bit modes
+  // stream the same rows x cols at 4 bits with mxfp4's scales (128 K a stage: 8704-byte chunks,
+  // as cutlass_mega's 4-bit ring with its 9 stages, and with bf16's 5).
+  struct Row {
+    const char* name;
+    Timing t;
+    int steps, stage_bytes;
+  };
+  const int s4 = steps / 2;
+  const Row rows_out[] = {
+      {"tma", time_mode<kTma, 5>(maps, copies, items, steps, ctas, sink, clk), steps, kStageBytes},
+      {"tma_nh", time_mode<kTmaNoHint, 5>(maps, copies, items, steps, ctas, sink, clk), steps,
+       kStageBytes},
+      {"bulk", time_mode<kBulk, 5>(maps, copies, items, steps, ctas, sink, clk), steps,
+       kStageBytes},
+      {"tma_st", time_mode<kTmaStagger, 5>(maps, copies, items, steps, ctas, sink, clk), steps,
+       kStageBytes},
+      {"tma_s1", time_mode<kTma, 1>(maps, copies, items, steps, ctas, sink, clk), steps,
+       kStageBytes},
+      {"bulk_s1", time_mode<kBulk, 1>(maps, copies, items, steps, ctas, sink, clk), steps,
+       kStageBytes},
+      {"tma_s10", time_mode<kTma, 10>(maps, copies, items, steps, ctas, sink, clk), steps,
+       kStageBytes},
+      {"bulk_s10", time_mode<kBulk, 10>(maps, copies, items, steps, ctas, sink, clk), steps,
+       kStageBytes},
+      {"fp4_s9", time_mode<kBulk, 9, kFp4Bytes>(maps, copies, items, s4, ctas, sink, clk), s4,
+       kFp4Bytes},
+      {"fp4_s5", time_mode<kBulk, 5, kFp4Bytes>(maps, copies, items, s4, ctas, sink, clk), s4,
+       kFp4Bytes},
+  };
+  for (const Row& r : rows_out) {
+    const double moved = double(items) * r.steps * r.stage_bytes;
+    const int per_cta = (items + ctas - 1) / ctas * r.steps;  // stages the busiest CTA streams
+    std::printf(
+        "%-8s %8.2f us  %6.2f TB/s  %5.2fx its floor  %.2f us a stage  %5.1f GB/s an SM  SM %4.0f "
+        "MHz\n",
+        r.name, r.t.us, moved / r.t.us / 1e6, r.t.us / (moved / 4.6e6), r.t.us / per_cta,
+        r.stage_bytes / (r.t.us / per_cta) / 1e3, r.t.mhz);
+  }
   return 0;
 }
