@@ -10,7 +10,8 @@
 #   micro     moe_stream_pattern: TMA boxes, contiguous bulk copies, staggered K, 1/5/10 stages;
 #             moe_launch_cost: a persistent cooperative launch by API, eager and in a graph
 #   tests     the fused layer's GPU tests (all formats, the measurement layouts included)
-#   ab        bench/ab.py: the default against MOE_MEGA_K_STAGGER=1 and MOE_MEGA_CHUNKS=1 (bf16 and
+#   ab        bench/ab.py: the default against MOE_MEGA_K_STAGGER=1, MOE_MEGA_CHUNKS=1 and
+#             MOE_MEGA_SLICE_COMBINE=1 (bf16 and
 #             fp8_block on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64; fp8_block also against
 #             MOE_MEGA_FP8_TOKENS=f16) and the default against the stagger on mxfp4 Mixtral (chunks
 #             are the 4-bit layout already)
@@ -24,7 +25,8 @@ ab="python3 bench/ab.py --moe build/bin/moe --rounds 2"
 cfg=configs/bench/mega
 pack() { tar -C "$OUT" --exclude=mega_measure.tgz -czf /tmp/mega_measure.tgz . && cp /tmp/mega_measure.tgz "$OUT/"; }
 variants=(--variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1
-          --variant chunks= --env chunks=MOE_MEGA_CHUNKS=1)
+          --variant chunks= --env chunks=MOE_MEGA_CHUNKS=1
+          --variant slice= --env slice=MOE_MEGA_SLICE_COMBINE=1)
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 for section in "$@"; do
   echo "== $section $(date -u +%H:%M:%S)"
@@ -47,11 +49,12 @@ for section in "$@"; do
           --variant f16= --env f16=MOE_MEGA_FP8_TOKENS=f16 2>&1 | tail -5
       done
       $ab --out "$OUT/ab_mxfp4_mixtral" --config $cfg/mixtral_8x7b_mxfp4.yaml --tokens 8,64 \
-        --variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1 2>&1 | tail -4 ;;
+        --variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1 \
+        --variant slice= --env slice=MOE_MEGA_SLICE_COMBINE=1 2>&1 | tail -4 ;;
     timeline)
       for run in "qwen3_30b_a3b_bf16 1" "qwen3_30b_a3b_bf16 8" "mixtral_8x7b_mxfp4 8"; do
         set -- $run
-        for v in "" MOE_MEGA_K_STAGGER=1 MOE_MEGA_CHUNKS=1; do
+        for v in "" MOE_MEGA_K_STAGGER=1 MOE_MEGA_CHUNKS=1 MOE_MEGA_SLICE_COMBINE=1; do
           name=tl_${1}_t${2}${v:+_${v%%=*}}
           env $v MOE_MEGA_TIMELINE="$OUT/$name.json" build/bin/moe bench --config $cfg/$1.yaml \
             --tokens "$2" --graph off --iterations 5 --check-max-tokens 0 > /dev/null 2>&1

@@ -39,6 +39,67 @@
 
 namespace moe::mega::kernels {
 
+// The combine of output vector i (4 consecutive channels of a token, [T, H / 4]): the token's
+// slots summed in slot order (each slot's K parts in part order), bf16 once. Its slots go in
+// groups of kGroup: every load of a group (the slots' weights, then each K part's results) goes
+// out before the first is added, so a vector costs a few L2 round trips instead of two per slot
+// (~2.4 us at T = 1 before: bench/NOTES.md, session 40). Results are read from L2 (with the slice
+// combine they come from other SMs' stores after a count, not a grid barrier).
+__device__ __forceinline__ void combine_output_vector(const Params& p, const int16_t* slot_pos,
+                                                      int split2, int64_t i) {
+  constexpr int kGroup = 8;
+  const int64_t H = p.hidden_dim, y_part_stride = int64_t(p.tokens) * p.slot_width * H;
+  const int64_t t = i * 4 / H, h = i * 4 % H;
+  auto result = [&](int part, int at) {
+    return __ldcg(
+        reinterpret_cast<const float4*>(p.y + part * y_part_stride + int64_t(at) * H + h));
+  };
+  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int j0 = 0; j0 < p.slot_width; j0 += kGroup) {  // routed slots, then the virtual experts'
+    int at[kGroup];
+    float w[kGroup];
+    float4 r[kGroup];
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      const int j = j0 + g;
+      at[g] = j < p.slot_width ? slot_pos[t * p.slot_width + j] : -1;
+      // A routed column's weight, a sink chunk's column's (its gamma), or the shared expert's 1.
+      const int src = j < p.top_k ? j : p.col_src[min(j - p.top_k, kMaxVirtual - 1)];
+      w[g] = at[g] >= 0 && src >= 0 ? p.weights[t * p.width + src] : 1.0f;
+      r[g] = at[g] >= 0 ? result(0, at[g]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    for (int part = 1; part < split2; ++part) {
+      float4 more[kGroup];
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g)
+        more[g] = at[g] >= 0 ? result(part, at[g]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g)
+        r[g] = make_float4(r[g].x + more[g].x, r[g].y + more[g].y, r[g].z + more[g].z,
+                           r[g].w + more[g].w);
+    }
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      if (at[g] < 0) continue;
+      v.x += w[g] * r[g].x;
+      v.y += w[g] * r[g].y;
+      v.z += w[g] * r[g].z;
+      v.w += w[g] * r[g].w;
+    }
+  }
+  const int64_t o = i * 4;
+  if (p.accumulate) {  // the caller's old values
+    v.x += gpu::kernels::bf16_to_float(p.out[o]);
+    v.y += gpu::kernels::bf16_to_float(p.out[o + 1]);
+    v.z += gpu::kernels::bf16_to_float(p.out[o + 2]);
+    v.w += gpu::kernels::bf16_to_float(p.out[o + 3]);
+  }
+  p.out[o] = float_to_bf16_bits(v.x);
+  p.out[o + 1] = float_to_bf16_bits(v.y);
+  p.out[o + 2] = float_to_bf16_bits(v.z);
+  p.out[o + 3] = float_to_bf16_bits(v.w);
+}
+
 // The dynamic shared memory, the scan's storage and the few static words beside it fit an SM.
 template <int W>
 constexpr bool kFitsSharedMemory = kSmemBytes<W> + sizeof(Scan::TempStorage) + 64 <= kSmemLimit;
@@ -70,6 +131,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // consumer, stamps the phase boundaries and the end of each item it computed. Nothing of it is
   // held in registers across the main loops (its count sits in shared memory).
   __shared__ int timed_items;
+  // The slice combine: the slices of H whose last GEMM2 item this CTA ran (bit s % 32 of word
+  // s / 32; H / 128 <= kMaxCombineSlices, else the last barrier).
+  __shared__ uint32_t slices_owned[kMaxCombineSlices / 32];
   auto stamp_phase = [&](int phase) {
     if (p.timeline != nullptr && threadIdx.x == 0)
       timeline_stamp(p.timeline + timeline_phase_word(blockIdx.x, p.timeline_items, phase));
@@ -107,6 +171,11 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   __syncthreads();
   s.num_active = num_active;
   stamp_phase(kScheduled);
+  // The slice combine's counters, zeroed here: the first count comes after the GEMM1 -> GEMM2
+  // grid barrier, which orders these stores before it.
+  if (p.slice_done != nullptr && blockIdx.x == 0)
+    for (int i = threadIdx.x; i < p.hidden_dim / kRows; i += kThreads) p.slice_done[i] = 0;
+  if (threadIdx.x < kMaxCombineSlices / 32) slices_owned[threadIdx.x] = 0;
 
   const int g = lane / 4, q = lane % 4;  // accumulator row g (+8), columns 2q (+1)
   const int64_t H = p.hidden_dim, I = p.inter_dim;
@@ -380,6 +449,17 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   }
   publish_to_async_proxy();
 
+  const int64_t vectors = int64_t(p.tokens) * H / 4;
+  auto combine_vector = [&](int64_t i) { combine_output_vector(p, s.slot_pos, split2, i); };
+  // The slice combine (p.slice_done set: MOE_MEGA_SLICE_COMBINE=1, a measurement): GEMM2's items
+  // count themselves done per 128-channel slice of H, and the slice's last item (its CTA's
+  // consumers) combines every token's vectors of that slice, so no CTA waits at a last barrier.
+  // The counters were zeroed by CTA 0 before the GEMM1 -> GEMM2 barrier. Without GEMM2 items
+  // (no token has an expert) the plain combine writes the zeros.
+  const int items2_per_slice = s.item_prefix[s.num_active] * split2;
+  const bool slice_combine =
+      p.slice_done != nullptr && items2_per_slice > 0 && slices2 <= kMaxCombineSlices;
+
   // ---- phase 2: GEMM2, a row of f32 results per slot and K part ----
   stamp_phase(kGemm2Start);
   {
@@ -424,71 +504,40 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
             bias != nullptr ? v + bias[r] : v;
       }
       consumers_sync();  // the tile is free for the next item
+      // The slice combine: this item's results counted; the slice's last one marks it for this
+      // CTA to combine once its items are done (kept out of this loop: its registers).
+      if (slice_combine && threadIdx.x == 0) {
+        __threadfence();  // the consumers' stores (ordered by the sync above) before the count
+        if (atomicAdd(p.slice_done + it.slice, 1) == items2_per_slice - 1) {
+          slices_owned[it.slice / 32] |= 1u << (it.slice % 32);
+          __threadfence();  // acquire: the slice's other items' results after their counts
+        }
+      }
       stamp_item(2, u);
     }
   }
+  if (slice_combine && !producer) {  // the slices whose last GEMM2 item ran here
+    consumers_sync();  // thread 0's marks, and its view of every count, to every consumer
+    __threadfence();
+    constexpr int kSliceVectors = kRows / 4;
+    for (int sl = 0; sl < slices2; ++sl) {
+      if (!(slices_owned[sl / 32] >> (sl % 32) & 1u)) continue;
+      for (int64_t v = threadIdx.x; v < int64_t(p.tokens) * kSliceVectors; v += kConsumers)
+        combine_vector((v / kSliceVectors * H + int64_t(sl) * kRows) / 4 + v % kSliceVectors);
+    }
+  }
   stamp_phase(kGemm2Done);
-  grid.sync();
-  stamp_phase(kCombineStart);
 
-  // ---- phase 3: each token's slots summed in slot order (each slot's K parts in part order),
-  // bf16 once. A thread takes 4 consecutive channels of a token and its slots in groups of
-  // kGroup: every load of a group (the slots' weights, then each K part's results) goes out before
-  // the first is added, so the phase costs a few L2 round trips instead of two per slot (~2.4 us
-  // at T = 1 before: bench/NOTES.md, session 40). The sums keep the order above. ----
-  constexpr int kGroup = 8;
-  const int64_t vecs = int64_t(p.tokens) * H / 4,
-                part_stride = int64_t(p.tokens) * p.slot_width * H;
-  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < vecs;
-       i += int64_t(gridDim.x) * kThreads) {
-    const int64_t t = i * 4 / H, h = i * 4 % H;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int j0 = 0; j0 < p.slot_width; j0 += kGroup) {  // routed slots, then the virtual experts'
-      int at[kGroup];
-      float w[kGroup];
-      float4 r[kGroup];
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        const int j = j0 + g;
-        at[g] = j < p.slot_width ? s.slot_pos[t * p.slot_width + j] : -1;
-        // A routed column's weight, a sink chunk's column's (its gamma), or the shared expert's 1.
-        const int src = j < p.top_k ? j : p.col_src[min(j - p.top_k, kMaxVirtual - 1)];
-        w[g] = at[g] >= 0 && src >= 0 ? p.weights[t * p.width + src] : 1.0f;
-        r[g] = at[g] >= 0 ? *reinterpret_cast<const float4*>(p.y + int64_t(at[g]) * H + h)
-                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
-      for (int part = 1; part < split2; ++part) {
-        float4 more[kGroup];
-#pragma unroll
-        for (int g = 0; g < kGroup; ++g)
-          more[g] = at[g] >= 0 ? *reinterpret_cast<const float4*>(p.y + part * part_stride +
-                                                                  int64_t(at[g]) * H + h)
-                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-        for (int g = 0; g < kGroup; ++g)
-          r[g] = make_float4(r[g].x + more[g].x, r[g].y + more[g].y, r[g].z + more[g].z,
-                             r[g].w + more[g].w);
-      }
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        if (at[g] < 0) continue;
-        v.x += w[g] * r[g].x;
-        v.y += w[g] * r[g].y;
-        v.z += w[g] * r[g].z;
-        v.w += w[g] * r[g].w;
-      }
-    }
-    const int64_t o = i * 4;
-    if (p.accumulate) {  // the caller's old values
-      v.x += gpu::kernels::bf16_to_float(p.out[o]);
-      v.y += gpu::kernels::bf16_to_float(p.out[o + 1]);
-      v.z += gpu::kernels::bf16_to_float(p.out[o + 2]);
-      v.w += gpu::kernels::bf16_to_float(p.out[o + 3]);
-    }
-    p.out[o] = float_to_bf16_bits(v.x);
-    p.out[o + 1] = float_to_bf16_bits(v.y);
-    p.out[o + 2] = float_to_bf16_bits(v.z);
-    p.out[o + 3] = float_to_bf16_bits(v.w);
+  // ---- phase 3: the combine of every output vector (combine_vector), after a last barrier;
+  // with the slice combine, each slice's last GEMM2 item did it already ----
+  if (!slice_combine) {
+    grid.sync();
+    stamp_phase(kCombineStart);
+    for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < vectors;
+         i += int64_t(gridDim.x) * kThreads)
+      combine_vector(i);
+  } else {
+    stamp_phase(kCombineStart);
   }
   stamp_phase(kAtExit);
   if (p.timeline != nullptr && threadIdx.x == 0)

@@ -156,6 +156,7 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.n1 = c.n1;
   p.max_split2 = c.max_split2;
   p.k_stagger = c.k_stagger;
+  p.slice_done = c.slice_done;
   p.activation = c.activation;
   p.act.limit = c.limit;
   p.act.alpha = c.alpha;

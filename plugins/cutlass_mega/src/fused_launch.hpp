@@ -75,8 +75,9 @@ struct FusedCall {
   // experts' slot columns (src/virtual_experts.hpp SlotColumn), KernelLimits::max_virtual of them.
   int32_t tokens, width, slot_width, top_k, routed, experts, hidden_dim, inter_dim, n1, activation;
   int16_t col_src[32], col_expert[32], col_match[32];
-  int32_t max_split2;  // copies of y the workspace holds: GEMM2's K parts at most
-  int32_t k_stagger;   // 1: items start their K loops at staggered steps (kernels/fused_moe.cuh)
+  int32_t max_split2;   // copies of y the workspace holds: GEMM2's K parts at most
+  int32_t k_stagger;    // 1: items start their K loops at staggered steps (kernels/fused_moe.cuh)
+  int32_t* slice_done;  // the slice combine's counters (workspace), or null
   float limit, alpha;
   int32_t gelu_tanh;
   unsigned long long* timeline;  // measurement (kernels/timeline.hpp): null, or [ctas] records

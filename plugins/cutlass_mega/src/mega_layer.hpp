@@ -59,6 +59,7 @@ class DeviceLayer {
     float* inter32;  // fp8_block: [T * S, I] f32, then e4m3 and [T * S, I / 128] f32
     uint8_t* iq;
     float* is;
+    int32_t* slice_done;  // [H / 128] the slice combine's counters
   };
   Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
   // mxfp4, nvfp4: the chunks of moe_cuda/fp4_chunks.hpp into w13_, w2_; nvfp4's scale_2 into s13_,
@@ -83,6 +84,9 @@ class DeviceLayer {
   // MOE_MEGA_CHUNKS=1 at prepare (a measurement, off by default): bf16 and e4m3 stacks reordered
   // into prepared chunks (kernels/chunk_layout.hpp), streamed by one bulk copy a stage.
   bool chunked_ = false;
+  // MOE_MEGA_SLICE_COMBINE=1 at prepare (a measurement, off by default): each 128-channel slice of
+  // H is combined by its last GEMM2 item instead of after a last grid barrier.
+  bool slice_combine_ = false;
   void reorder_to_chunks(const moe_problem& p, size_t elem);
   std::unique_ptr<Timeline> timeline_;  // MOE_MEGA_TIMELINE: a measurement, null by default
 };

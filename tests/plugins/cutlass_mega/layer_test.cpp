@@ -186,12 +186,14 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
   }
 }
 
-// Three measurements set in the environment at prepare (docs/design.md §13): MOE_MEGA_CHUNKS=1
-// streams bf16 and e4m3 weights from prepared chunks (the stage's tile as TMA would have made it,
-// so the very same bits as the maps), MOE_MEGA_K_STAGGER=1 starts each item at its own K step
-// and MOE_MEGA_FP8_TOKENS=f16 multiplies fp8_block in f16 (other sums: within the tolerance, and
-// the same bits run after run). Gated and relu2 W13 tiles, a shared expert's virtual experts,
-// GEMM2 split along K at one token.
+// Four measurements set in the environment at prepare (docs/design.md §13): MOE_MEGA_CHUNKS=1
+// streams bf16 and e4m3 weights from prepared chunks (the stage's tile as TMA would have made it)
+// and MOE_MEGA_SLICE_COMBINE=1 combines each slice of H after its last GEMM2 item instead of a
+// last barrier (the same sums in the same order): the very same bits as the default;
+// MOE_MEGA_K_STAGGER=1 starts each item at its own K step and MOE_MEGA_FP8_TOKENS=f16 multiplies
+// fp8_block in f16 (other sums: within the tolerance, and the same bits run after run). Gated and
+// relu2 W13 tiles, a shared expert's virtual experts, GEMM2 split along K at one token, a batch
+// whose tokens have no expert (no GEMM2 item: the plain combine's zeros).
 TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
   struct Setup {
     moe_format format;
@@ -218,6 +220,7 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
       return layer;
     };
     const Layer chunks = prepared_with("MOE_MEGA_CHUNKS", "1");
+    const Layer slice_combine = prepared_with("MOE_MEGA_SLICE_COMBINE", "1");
     const Layer staggered = prepared_with("MOE_MEGA_K_STAGGER", "1");
     const Layer f16_tokens = prepared_with("MOE_MEGA_FP8_TOKENS", "f16");
     for (int64_t tokens : {1, 40, 96}) {
@@ -227,11 +230,23 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
       const RunResult b = run_layer(chunks, p, batch.hidden, routing, MOE_DTYPE_BF16);
       EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0)
           << what << ": chunks differ from the maps at " << tokens << " tokens";
+      const RunResult d = run_layer(slice_combine, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      EXPECT_EQ(std::memcmp(a.output.raw(), d.output.raw(), a.output.bytes()), 0)
+          << what << ": the slice combine differs from the last barrier's at " << tokens
+          << " tokens";
       expect_matches_and_repeats(staggered, ref_layer, p, tokens, 90 + uint64_t(tokens),
                                  what + ", staggered K");
       if (c.format == kFp8)
         expect_matches_and_repeats(f16_tokens, ref_layer, p, tokens, 90 + uint64_t(tokens),
                                    what + ", f16 tokens");
+    }
+    {  // no token with an expert: no GEMM2 item, so the plain combine writes every row's zeros
+      const Batch batch = random_batch(p, 5, 98, Scenario::kRandom);
+      Routing routing = route_batch(*reference_, p, batch);
+      for (int64_t i = 0; i < routing.ids.numel(); ++i) routing.ids.data<int32_t>()[i] = -1;
+      const RunResult a = run_layer(maps, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      const RunResult b = run_layer(slice_combine, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0) << what;
     }
     if (c.format == kFp8) {  // every token on one expert: 96 slots, items of 64 and 32
       const Batch batch = random_batch(p, 96, 97, Scenario::kOneExpert);
