@@ -456,6 +456,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // consumers) combines every token's vectors of that slice, so no CTA waits at a last barrier.
   // The counters were zeroed by CTA 0 before the GEMM1 -> GEMM2 barrier. Without GEMM2 items
   // (no token has an expert) the plain combine writes the zeros.
+  // Every CTA derives it from its own copy of the same schedule, so all take the same path (one
+  // that skipped the grid barrier below while others waited would hang them).
   const int items2_per_slice = s.item_prefix[s.num_active] * split2;
   const bool slice_combine =
       p.slice_done != nullptr && items2_per_slice > 0 && slices2 <= kMaxCombineSlices;
