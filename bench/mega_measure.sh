@@ -13,8 +13,8 @@
 #   ab        bench/ab.py: the default against MOE_MEGA_K_STAGGER=1, MOE_MEGA_CHUNKS=1 and
 #             MOE_MEGA_SLICE_COMBINE=1 (bf16 and
 #             fp8_block on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64; fp8_block also against
-#             MOE_MEGA_FP8_TOKENS=f16) and the default against the stagger on mxfp4 Mixtral (chunks
-#             are the 4-bit layout already)
+#             MOE_MEGA_FP8_TOKENS=f16) and mxfp4 on Mixtral and Qwen3 against the stagger, the
+#             slice combine and MOE_MEGA_FP4_STAGE=256 (chunks are the 4-bit layout already)
 #   timeline  MOE_MEGA_TIMELINE of Qwen3 bf16 T = 1 and 8 and Mixtral mxfp4 T = 8, each variant
 #   ncu       Nsight Compute of Mixtral mxfp4 T = 8: stall reasons by instruction (where a 4-bit
 #             stage's ~0.45 us goes)
@@ -48,13 +48,17 @@ for section in "$@"; do
         $ab --out "$OUT/ab_fp8_$s" --config $cfg/${s}_fp8_block.yaml --tokens 1,8,64 "${variants[@]}" \
           --variant f16= --env f16=MOE_MEGA_FP8_TOKENS=f16 2>&1 | tail -5
       done
-      $ab --out "$OUT/ab_mxfp4_mixtral" --config $cfg/mixtral_8x7b_mxfp4.yaml --tokens 8,64 \
-        --variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1 \
-        --variant slice= --env slice=MOE_MEGA_SLICE_COMBINE=1 2>&1 | tail -4 ;;
+      for s in mixtral_8x7b qwen3_30b_a3b; do
+        $ab --out "$OUT/ab_mxfp4_$s" --config $cfg/${s}_mxfp4.yaml --tokens 1,8,64 \
+          --variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1 \
+          --variant slice= --env slice=MOE_MEGA_SLICE_COMBINE=1 \
+          --variant x2= --env x2=MOE_MEGA_FP4_STAGE=256 2>&1 | tail -5
+      done ;;
     timeline)
       for run in "qwen3_30b_a3b_bf16 1" "qwen3_30b_a3b_bf16 8" "mixtral_8x7b_mxfp4 8"; do
         set -- $run
-        for v in "" MOE_MEGA_K_STAGGER=1 MOE_MEGA_CHUNKS=1 MOE_MEGA_SLICE_COMBINE=1; do
+        for v in "" MOE_MEGA_K_STAGGER=1 MOE_MEGA_CHUNKS=1 MOE_MEGA_SLICE_COMBINE=1 \
+                 MOE_MEGA_FP4_STAGE=256; do
           name=tl_${1}_t${2}${v:+_${v%%=*}}
           env $v MOE_MEGA_TIMELINE="$OUT/$name.json" build/bin/moe bench --config $cfg/$1.yaml \
             --tokens "$2" --graph off --iterations 5 --check-max-tokens 0 > /dev/null 2>&1

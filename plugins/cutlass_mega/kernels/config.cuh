@@ -31,10 +31,24 @@ constexpr int kMaxCombineSlices = 256;  // the slice combine: 128-channel slices
 // The weight formats the kernel is instantiated for. kFp8F16W: fp8_block whose activations are
 // kept as the f16 values of their e4m3 codes (exact), so each warp converts only its weight
 // fragments and multiplies in f16 (MOE_MEGA_FP8_TOKENS=f16 at prepare, a measurement; kFp8W's
-// e4m3 mma.sync converts both operands in every warp).
-enum WeightKind : int { kBf16W = 0, kFp8W = 1, kMxfp4W = 2, kNvfp4W = 3, kFp8F16W = 4 };
+// e4m3 mma.sync converts both operands in every warp). kMxfp4x2W: mxfp4 with two prepared chunks
+// a stage (256 K, 17 KB by one bulk copy: an item's chunks are adjacent) and 4 ring stages
+// (MOE_MEGA_FP4_STAGE=256 at prepare, a measurement: whether a 4-bit stage's ~0.45 us at decode
+// is per stage or per byte).
+enum WeightKind : int {
+  kBf16W = 0,
+  kFp8W = 1,
+  kMxfp4W = 2,
+  kNvfp4W = 3,
+  kFp8F16W = 4,
+  kMxfp4x2W = 5
+};
 template <int W>
-constexpr bool kIsFp4 = W == kMxfp4W || W == kNvfp4W;
+constexpr bool kIsFp4 = W == kMxfp4W || W == kNvfp4W || W == kMxfp4x2W;
+template <int W>
+constexpr bool kIsMx = W == kMxfp4W || W == kMxfp4x2W;
+template <int W>  // prepared 4-bit chunks (128 K each) a ring stage holds
+constexpr int kChunksPerStage = W == kMxfp4x2W ? 2 : 1;
 template <int W>
 constexpr bool kIsFp8 = W == kFp8W || W == kFp8F16W;
 
@@ -44,17 +58,17 @@ constexpr bool kIsFp8 = W == kFp8W || W == kFp8F16W;
 // bf16's 5 stages of 16 KB do (Little's law at the stream's loaded latency; bench/NOTES.md).
 template <int W>
 constexpr int kTok = kIsFp4<W> ? 32 : 64;
-template <int W>  // f16 tokens: 4 stages of 16 KB of weights beside 18 KB of token rows
-constexpr int kStages = kIsFp4<W>       ? 9
-                        : W == kFp8F16W ? 4
-                                        : 5;
+template <int W>  // f16 tokens, double 4-bit chunks: 4 stages (their token rows are twice as wide)
+constexpr int kStages = W == kFp8F16W || W == kMxfp4x2W ? 4
+                        : kIsFp4<W>                     ? 9
+                                                        : 5;
 template <int W>
 constexpr int kTileLd = kTok<W> + 1;
 
 // Elements of K per stage: a 128-byte weight row of bf16 (64) or e4m3 (128, one fp8 block), or
-// 128 fp4 elements (64 bytes a row, prepared chunks: moe_cuda/fp4_chunks.hpp).
+// 128 fp4 elements (64 bytes a row, prepared chunks: moe_cuda/fp4_chunks.hpp) a chunk.
 template <int W>
-constexpr int kStageK = W == kBf16W ? kRowBytes / 2 : kRowBytes;
+constexpr int kStageK = W == kBf16W ? kRowBytes / 2 : kRowBytes* kChunksPerStage<W>;
 // A token row's bytes per stage (bf16, f16 or e4m3 activations for kStageK elements) and its
 // stride in the token tile (16 bytes of padding: ldmatrix without bank conflicts; f16 tokens are
 // read 8 bytes a lane, 32 bytes of padding: the 8 rows of a load fall on distinct banks by 4s).
@@ -65,21 +79,26 @@ constexpr int kTokLd = kTokRowBytes<W> + (W == kFp8F16W ? 32 : 16);
 // fp4: a stage's chunk is 128 rows x 64 code bytes, then 4 (mx) or 8 (nv) scale bytes a row.
 constexpr int kFp4CodeBytes = kRows * kStageK<kMxfp4W> / 2;
 template <int W>
-constexpr int kFp4ChunkBytes = kFp4CodeBytes + kRows*(W == kMxfp4W ? 4 : 8);
+constexpr int kFp4ChunkBytes = kFp4CodeBytes + kRows*(kIsMx<W> ? 4 : 8);
 
 // Shared memory (bytes), in this order: the ring (1024-byte aligned stages: the weight tile is
 // 128-byte swizzled), the tile, the schedule, the barriers. fp8_block keeps an item's scales in
 // the tile's space during its main loop (the tile is used only after it).
 template <int W>
-constexpr size_t kWeightBytes = kIsFp4<W> ? 9 * 1024 : size_t(kRows) * kRowBytes;
-// A prepared chunk's bytes: fp4's codes and scales, or a bf16 / e4m3 stage's whole tile.
+constexpr size_t kWeightBytes = kIsFp4<W> ? size_t(9 * 1024) * kChunksPerStage<W>
+                                          : size_t(kRows) * kRowBytes;
+// A stage's prepared bytes (one bulk copy): fp4's chunks of codes and scales, or a bf16 / e4m3
+// stage's whole tile.
 template <int W>
-constexpr int kChunkBytesOf = kIsFp4<W> ? kFp4ChunkBytes<W> : int(kWeightBytes<W>);
+constexpr int kChunkBytesOf = kIsFp4<W> ? kFp4ChunkBytes<W>* kChunksPerStage<W>
+                                        : int(kWeightBytes<W>);
 template <int W>  // 1024-byte aligned: bf16 and e4m3 25 x 1024, fp4 18 x 1024
 constexpr size_t kStageBytes = (kWeightBytes<W> + size_t(kTok<W>) * kTokLd<W> + 1023) / 1024 * 1024;
 template <int W>
 constexpr size_t kRingBytes = kStages<W>* kStageBytes<W>;
-static_assert(kFp4ChunkBytes<kNvfp4W> <= kWeightBytes<kNvfp4W>, "a chunk fits its stage");
+static_assert(kChunkBytesOf<kNvfp4W> <= kWeightBytes<kNvfp4W> &&
+                  kChunkBytesOf<kMxfp4x2W> <= kWeightBytes<kMxfp4x2W>,
+              "a stage's chunks fit it");
 template <int W>
 constexpr size_t kTileBytes = size_t(kRows) * kTileLd<W> * 4;
 static_assert(size_t(kMaxKBlocks) * (kTok<kFp8W> + 2) * 4 <= kTileBytes<kFp8W> &&

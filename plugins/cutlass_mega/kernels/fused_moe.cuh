@@ -104,7 +104,8 @@ __device__ __forceinline__ void combine_output_vector(const Params& p, const int
 template <int W>
 constexpr bool kFitsSharedMemory = kSmemBytes<W> + sizeof(Scan::TempStorage) + 64 <= kSmemLimit;
 static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> && kFitsSharedMemory<kMxfp4W> &&
-              kFitsSharedMemory<kNvfp4W> && kFitsSharedMemory<kFp8F16W>);
+              kFitsSharedMemory<kNvfp4W> && kFitsSharedMemory<kFp8F16W> &&
+              kFitsSharedMemory<kMxfp4x2W>);
 
 template <int W>
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {

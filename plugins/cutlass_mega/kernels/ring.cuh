@@ -103,11 +103,12 @@ __device__ __forceinline__ void produce_tokens(int ks, const uint8_t* base, uint
 // a step and pair). The loads' addresses and registers: kernels/fragments.hpp. With one or two
 // n-tiles, odd steps accumulate in a second chain (summed at the end), so no mma waits on the one
 // before it.
-template <int W, int NT, class AOf>
+// kSteps: K steps of 32 bytes of token row from x (a stage's, or one of its 4-bit chunks').
+template <int W, int NT, int kSteps = kTokRowBytes<W> / 32, class AOf>
 __device__ __forceinline__ void mma_token_tiles(const uint8_t* x, float (&acc)[kTok<W> / 8][4],
                                                 AOf a_of) {
   static_assert(NT == 1 || (NT % 2 == 0 && NT <= kTok<W> / 8), "one n-tile or whole pairs");
-  constexpr int kSteps = kTokRowBytes<W> / 32;  // 4 (a 128-byte token row), fp4 8 (256 bytes)
+  // kSteps: 4 (a 128-byte token row), a 4-bit chunk's 8 (256 bytes)
   constexpr int kLoads = token_loads(NT, kSteps), kPairs = token_load_pairs(NT);
   constexpr int kAhead = NT <= 4 ? kLoads : 2;
   constexpr bool kTwoChains = NT <= 2;
@@ -222,18 +223,25 @@ __device__ __forceinline__ void mma_stage_f16_tokens(const uint8_t* w, const uin
 // fp4: this consumer thread's share of a prepared chunk (kernels/fp4_fragments.cuh): rows
 // warp * 16 + lane / 4 (and + 8) of the chunk.
 template <int W>
-__device__ __forceinline__ gpu::kernels::Fp4Rows<W == kMxfp4W> fp4_rows(const uint8_t* w) {
+__device__ __forceinline__ gpu::kernels::Fp4Rows<kIsMx<W>> fp4_rows(const uint8_t* w) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  return gpu::kernels::Fp4Rows<W == kMxfp4W>(w, warp * 16 + lane / 4, lane % 4);
+  return gpu::kernels::Fp4Rows<kIsMx<W>>(w, warp * 16 + lane / 4, lane % 4);
 }
 
 // fp4: A built in registers from the stage's prepared chunk (read once a stage); the item's
 // epilogue multiplies 2^kFp4Unfold back.
+// kMxfp4x2W: the stage's two chunks one after the other, each against its 256 bytes of the token
+// rows: the same products in the same order as two one-chunk stages.
 template <int W, int NT>
 __device__ __forceinline__ void mma_stage_fp4(const uint8_t* w, const uint8_t* x,
                                               float (&acc)[kTok<W> / 8][4]) {
-  const auto rows = fp4_rows<W>(w);
-  mma_token_tiles<W, NT>(x, acc, [&](int j, uint32_t(&a)[4]) { rows.fragments(j, a); });
+  constexpr int kChunkSteps = kTokRowBytes<W> / 32 / kChunksPerStage<W>;
+#pragma unroll
+  for (int c = 0; c < kChunksPerStage<W>; ++c) {
+    const auto rows = fp4_rows<W>(w + c * kFp4ChunkBytes<W>);
+    mma_token_tiles<W, NT, kChunkSteps>(x + c * kChunkSteps * 32, acc,
+                                        [&](int j, uint32_t(&a)[4]) { rows.fragments(j, a); });
+  }
 }
 
 // Calls f(std::integral_constant<int, NT>{}) with the fewest n-tiles (1, or whole pairs up to

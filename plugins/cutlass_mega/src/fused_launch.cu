@@ -38,6 +38,8 @@ Instance instance(Kind kind) {
       return instance_of<kernels::kMxfp4W>();
     case Kind::kNvfp4:
       return instance_of<kernels::kNvfp4W>();
+    case Kind::kMxfp4x2:
+      return instance_of<kernels::kMxfp4x2W>();
     default:
       return instance_of<kernels::kBf16W>();
   }
@@ -51,7 +53,13 @@ static_assert(gpu::fp4_chunk_bytes(gpu::Fp4Scales::kNv) ==
               kernels::kFp4ChunkBytes<kernels::kNvfp4W>);
 static_assert(kernels::kTok<kernels::kFp8W> == kernels::kTok<kernels::kBf16W> &&
               kernels::kTok<kernels::kFp8F16W> == kernels::kTok<kernels::kBf16W> &&
-              kernels::kTok<kernels::kNvfp4W> == kernels::kTok<kernels::kMxfp4W>);
+              kernels::kTok<kernels::kNvfp4W> == kernels::kTok<kernels::kMxfp4W> &&
+              kernels::kTok<kernels::kMxfp4x2W> == kernels::kTok<kernels::kMxfp4W>);
+// Two chunks a stage: the host's chunk, twice, by one bulk copy.
+static_assert(kernels::kFp4ChunkBytes<kernels::kMxfp4x2W> ==
+                  gpu::fp4_chunk_bytes(gpu::Fp4Scales::kMx) &&
+              kernels::kChunkBytesOf<kernels::kMxfp4x2W> ==
+                  2 * kernels::kFp4ChunkBytes<kernels::kMxfp4W>);
 static_assert(gpu::kFp4StageK == kernels::kStageK<kernels::kMxfp4W> &&
               gpu::kFp4TileRows == kernels::kRows);
 // bf16 and e4m3 chunks are a stage's weight tile as the two TMA boxes lay it out.
@@ -77,7 +85,7 @@ const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13
 
 KernelLimits kernel_limits(Kind kind) {
   using namespace kernels;
-  const int tok = kind == Kind::kMxfp4 || kind == Kind::kNvfp4 ? kTok<kMxfp4W> : kTok<kBf16W>;
+  const int tok = is_fp4(kind) ? kTok<kMxfp4W> : kTok<kBf16W>;
   return {kMaxSlots, kMaxExperts, tok, kRows, kScaleBlock, kMaxKBlocks, kMaxVirtual};
 }
 
@@ -91,6 +99,8 @@ StageGeometry stage_geometry(Kind kind) {
       return {kStageK<kMxfp4W>, kFp4ChunkBytes<kMxfp4W>};
     case Kind::kNvfp4:
       return {kStageK<kNvfp4W>, kFp4ChunkBytes<kNvfp4W>};
+    case Kind::kMxfp4x2:
+      return {kStageK<kMxfp4x2W>, kChunkBytesOf<kMxfp4x2W>};
     default:
       return {kStageK<kBf16W>, int(kWeightBytes<kBf16W>)};
   }

@@ -12,7 +12,18 @@ namespace moe::mega::detail {
 // The kernel's instances (kernels/config.cuh WeightKind): bf16 weights and activations, fp8_block
 // weights with fp8_1x128 activations (kFp8BlockF16: the activations' codes kept as f16 values, a
 // measurement), mxfp4 or nvfp4 weights with bf16 activations.
-enum class Kind : int { kBf16 = 0, kFp8Block = 1, kMxfp4 = 2, kNvfp4 = 3, kFp8BlockF16 = 4 };
+// kMxfp4x2: mxfp4 with two chunks a stage (a measurement, kernels/config.cuh kMxfp4x2W).
+enum class Kind : int {
+  kBf16 = 0,
+  kFp8Block = 1,
+  kMxfp4 = 2,
+  kNvfp4 = 3,
+  kFp8BlockF16 = 4,
+  kMxfp4x2 = 5
+};
+constexpr bool is_fp4(Kind k) {
+  return k == Kind::kMxfp4 || k == Kind::kNvfp4 || k == Kind::kMxfp4x2;
+}
 
 // Limits the kernel holds in shared memory (kernels/config.cuh), for an instance.
 struct KernelLimits {

@@ -218,6 +218,11 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   // MOE_MEGA_FP8_TOKENS=f16 (a measurement, off by default): fp8_block's activation codes kept as
   // their f16 values, multiplied in f16 (kernels/config.cuh kFp8F16W).
   if (fp8_ && env_is("MOE_MEGA_FP8_TOKENS", "f16")) kind_ = detail::Kind::kFp8BlockF16;
+  // MOE_MEGA_FP4_STAGE=256 (a measurement, off by default): mxfp4 with two prepared chunks a ring
+  // stage (kernels/config.cuh kMxfp4x2W), where both GEMMs' K hold whole pairs of chunks.
+  if (kind_ == detail::Kind::kMxfp4 && env_is("MOE_MEGA_FP4_STAGE", "256") && p.hidden % 256 == 0 &&
+      p.intermediate % 256 == 0)
+    kind_ = detail::Kind::kMxfp4x2;
   const char* error = nullptr;
   ctas_ = detail::resident_ctas(kind_, &error);
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
@@ -236,7 +241,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     b13_ = gpu::upload_vector(b13);
     b2_ = gpu::upload_vector(b2);
   }
-  if (kind_ == detail::Kind::kMxfp4 || kind_ == detail::Kind::kNvfp4) {
+  if (detail::is_fp4(kind_)) {
     prepare_fp4(p, w, shared);
     return;
   }
@@ -294,7 +299,7 @@ void DeviceLayer::reorder_to_chunks(const moe_problem& p, size_t elem) {
 void DeviceLayer::prepare_fp4(const moe_problem& p, const moe_weights& w,
                               const VirtualExperts& shared) {
   const gpu::Fp4Scales scales =
-      kind_ == detail::Kind::kMxfp4 ? gpu::Fp4Scales::kMx : gpu::Fp4Scales::kNv;
+      kind_ == detail::Kind::kNvfp4 ? gpu::Fp4Scales::kNv : gpu::Fp4Scales::kMx;
   const int64_t gate_up = gated(p) ? p.intermediate : 0;
   // The routed experts' chunks, then the shared expert's (chunks are ordered by expert first).
   auto stack = [&](const moe_tensor& q, const moe_tensor& sc, const std::vector<uint8_t>& vq,
@@ -391,7 +396,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.kind = kind_;
   c.y = ws.y;
   c.inter = ws.inter;
-  const bool fp4 = kind_ == detail::Kind::kMxfp4 || kind_ == detail::Kind::kNvfp4;
+  const bool fp4 = detail::is_fp4(kind_);
   c.s13 = fp4 ? nullptr : s13_.as<float>();
   c.s2 = fp4 ? nullptr : s2_.as<float>();
   c.w13_chunks = fp4 || chunked_ ? w13_.as<uint8_t>() : nullptr;

@@ -186,10 +186,11 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
   }
 }
 
-// Four measurements set in the environment at prepare (docs/design.md §13): MOE_MEGA_CHUNKS=1
-// streams bf16 and e4m3 weights from prepared chunks (the stage's tile as TMA would have made it)
-// and MOE_MEGA_SLICE_COMBINE=1 combines each slice of H after its last GEMM2 item instead of a
-// last barrier (the same sums in the same order): the very same bits as the default;
+// Five measurements set in the environment at prepare (docs/design.md §13): MOE_MEGA_CHUNKS=1
+// streams bf16 and e4m3 weights from prepared chunks (the stage's tile as TMA would have made it),
+// MOE_MEGA_SLICE_COMBINE=1 combines each slice of H after its last GEMM2 item instead of a last
+// barrier, and MOE_MEGA_FP4_STAGE=256 streams mxfp4 two chunks a stage (the same sums in the same
+// order): the very same bits as the default;
 // MOE_MEGA_K_STAGGER=1 starts each item at its own K step and MOE_MEGA_FP8_TOKENS=f16 multiplies
 // fp8_block in f16 (other sums: within the tolerance, and the same bits run after run). Gated and
 // relu2 W13 tiles, a shared expert's virtual experts, GEMM2 split along K at one token, a batch
@@ -200,9 +201,10 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
     moe_activation activation;
     int64_t shared;
   };
-  for (const Setup& c : {Setup{MOE_FORMAT_BF16, MOE_ACTIVATION_SILU_MUL, 384},
-                         Setup{MOE_FORMAT_BF16, MOE_ACTIVATION_RELU2, 0},
-                         Setup{kFp8, MOE_ACTIVATION_SILU_MUL, 256}}) {
+  for (const Setup& c :
+       {Setup{MOE_FORMAT_BF16, MOE_ACTIVATION_SILU_MUL, 384},
+        Setup{MOE_FORMAT_BF16, MOE_ACTIVATION_RELU2, 0}, Setup{kFp8, MOE_ACTIVATION_SILU_MUL, 256},
+        Setup{kMx, MOE_ACTIVATION_SILU_MUL, 256}}) {
     Problem q = problem_;
     q.raw().activation = c.activation;
     q.raw().shared_intermediate = c.shared;
@@ -221,6 +223,7 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
     };
     const Layer chunks = prepared_with("MOE_MEGA_CHUNKS", "1");
     const Layer slice_combine = prepared_with("MOE_MEGA_SLICE_COMBINE", "1");
+    const Layer fp4_stage = prepared_with("MOE_MEGA_FP4_STAGE", "256");
     const Layer staggered = prepared_with("MOE_MEGA_K_STAGGER", "1");
     const Layer f16_tokens = prepared_with("MOE_MEGA_FP8_TOKENS", "f16");
     for (int64_t tokens : {1, 40, 96}) {
@@ -234,6 +237,11 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
       EXPECT_EQ(std::memcmp(a.output.raw(), d.output.raw(), a.output.bytes()), 0)
           << what << ": the slice combine differs from the last barrier's at " << tokens
           << " tokens";
+      if (c.format == kMx) {
+        const RunResult e = run_layer(fp4_stage, p, batch.hidden, routing, MOE_DTYPE_BF16);
+        EXPECT_EQ(std::memcmp(a.output.raw(), e.output.raw(), a.output.bytes()), 0)
+            << what << ": two chunks a stage differ from one at " << tokens << " tokens";
+      }
       expect_matches_and_repeats(staggered, ref_layer, p, tokens, 90 + uint64_t(tokens),
                                  what + ", staggered K");
       if (c.format == kFp8)
