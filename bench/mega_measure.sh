@@ -10,7 +10,7 @@
 #   micro     moe_stream_pattern: TMA boxes, contiguous bulk copies, staggered K, 1/5/10 stages;
 #             moe_launch_cost: a persistent cooperative launch by API, eager and in a graph
 #   tests     the fused layer's GPU tests (all formats, the measurement layouts included)
-#   ab        bench/ab.py: the default against MOE_MEGA_K_STAGGER=1, MOE_MEGA_CHUNKS=1 and
+#   ab        (or ab_bf16, ab_fp8, ab_fp4 apart) bench/ab.py: the default against MOE_MEGA_K_STAGGER=1, MOE_MEGA_CHUNKS=1 and
 #             MOE_MEGA_SLICE_COMBINE=1 (bf16 and
 #             fp8_block on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64; fp8_block also against
 #             MOE_MEGA_FP8_TOKENS=f16) and mxfp4 on Mixtral and Qwen3 against the stagger, the
@@ -40,20 +40,30 @@ for section in "$@"; do
       timeout 400 build/bin/moe_mega_gpu_tests > "$OUT/gpu_tests.txt" 2>&1
       echo "moe_mega_gpu_tests rc=$?" | tee -a "$OUT/gpu_tests.txt"
       grep -E "FAILED|PASSED" "$OUT/gpu_tests.txt" | tail -8 ;;
-    ab)
-      for s in qwen3_30b_a3b mixtral_8x7b; do
-        $ab --out "$OUT/ab_bf16_$s" --config $cfg/${s}_bf16.yaml --tokens 1,8,64 "${variants[@]}" 2>&1 | tail -5
-      done
-      for s in qwen3_30b_a3b mixtral_8x7b; do
-        $ab --out "$OUT/ab_fp8_$s" --config $cfg/${s}_fp8_block.yaml --tokens 1,8,64 "${variants[@]}" \
-          --variant f16= --env f16=MOE_MEGA_FP8_TOKENS=f16 2>&1 | tail -5
-      done
-      for s in mixtral_8x7b qwen3_30b_a3b; do
-        $ab --out "$OUT/ab_mxfp4_$s" --config $cfg/${s}_mxfp4.yaml --tokens 1,8,64 \
-          --variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1 \
-          --variant slice= --env slice=MOE_MEGA_SLICE_COMBINE=1 \
-          --variant x2= --env x2=MOE_MEGA_FP4_STAGE=256 2>&1 | tail -5
-      done ;;
+    ab | ab_bf16 | ab_fp8 | ab_fp4)  # ab: all three; each A/B is packed as it ends
+      if [ "$section" = ab ] || [ "$section" = ab_bf16 ]; then
+        for s in qwen3_30b_a3b mixtral_8x7b; do
+          $ab --out "$OUT/ab_bf16_$s" --config $cfg/${s}_bf16.yaml --tokens 1,8,64 "${variants[@]}" \
+            2>&1 | tail -5
+          pack
+        done
+      fi
+      if [ "$section" = ab ] || [ "$section" = ab_fp8 ]; then
+        for s in qwen3_30b_a3b mixtral_8x7b; do
+          $ab --out "$OUT/ab_fp8_$s" --config $cfg/${s}_fp8_block.yaml --tokens 1,8,64 "${variants[@]}" \
+            --variant f16= --env f16=MOE_MEGA_FP8_TOKENS=f16 2>&1 | tail -5
+          pack
+        done
+      fi
+      if [ "$section" = ab ] || [ "$section" = ab_fp4 ]; then
+        for s in mixtral_8x7b qwen3_30b_a3b; do
+          $ab --out "$OUT/ab_mxfp4_$s" --config $cfg/${s}_mxfp4.yaml --tokens 1,8,64 \
+            --variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1 \
+            --variant slice= --env slice=MOE_MEGA_SLICE_COMBINE=1 \
+            --variant x2= --env x2=MOE_MEGA_FP4_STAGE=256 2>&1 | tail -5
+          pack
+        done
+      fi ;;
     timeline)
       for run in "qwen3_30b_a3b_bf16 1" "qwen3_30b_a3b_bf16 8" "mixtral_8x7b_mxfp4 8"; do
         set -- $run
