@@ -190,7 +190,8 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
 // streams bf16 and e4m3 weights from prepared chunks (the stage's tile as TMA would have made it),
 // MOE_MEGA_SLICE_COMBINE=1 combines each slice of H after its last GEMM2 item instead of a last
 // barrier, and MOE_MEGA_FP4_STAGE=256 streams mxfp4 two chunks a stage (the same sums in the same
-// order): the very same bits as the default;
+// order; here GEMM2 never splits along K, so its parts agree too): the very same bits as the
+// default;
 // MOE_MEGA_K_STAGGER=1 starts each item at its own K step and MOE_MEGA_FP8_TOKENS=f16 multiplies
 // fp8_block in f16 (other sums: within the tolerance, and the same bits run after run). Gated and
 // relu2 W13 tiles, a shared expert's virtual experts, GEMM2 split along K at one token, a batch
@@ -264,6 +265,37 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
       EXPECT_LT(relative_l2(out.output, ref.output), tolerance(p)) << what << ", f16 tokens";
     }
   }
+}
+
+// MOE_MEGA_FP4_STAGE=256 where GEMM2 splits along K (I = 1024 at one token: two parts of two
+// 256-K stages): against the reference, the same bits run after run; the layer's timeline shows
+// the two-chunk instance ran (256-K steps of 17408 bytes), not the one-chunk fallback.
+TEST_F(MegaLayer, TwoFp4ChunksAStageMatchTheReferenceWhereGemm2Splits) {
+  Problem q = problem_;
+  q.raw().intermediate = 1024;
+  q = in_format(q, kMx);
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 61);
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  const std::string path = testing::TempDir() + "mega_fp4_stage.json";
+  std::remove(path.c_str());
+  {
+    setenv("MOE_MEGA_FP4_STAGE", "256", 1);
+    setenv("MOE_MEGA_TIMELINE", path.c_str(), 1);
+    const Layer layer = plugin_->prepare(p, w.view(), {});
+    unsetenv("MOE_MEGA_FP4_STAGE");
+    unsetenv("MOE_MEGA_TIMELINE");
+    for (int64_t tokens : {1, 40})
+      expect_matches_and_repeats(layer, ref_layer, p, tokens, 62 + uint64_t(tokens),
+                                 "mxfp4, two chunks a stage");
+  }
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good()) << path << " was not written";
+  const nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["step_bytes"], 2 * 8704);
+  EXPECT_EQ(j["steps1"], p.hidden / 256);
+  EXPECT_EQ(j["steps2"], p.intermediate / 256);
+  std::remove(path.c_str());
 }
 
 // `sms: N` runs the same layer on N CTAs (every phase's items strided over fewer of them, GEMM2's
