@@ -103,12 +103,12 @@ __device__ __forceinline__ void produce_tokens(int ks, const uint8_t* base, uint
 // a step and pair). The loads' addresses and registers: kernels/fragments.hpp. With one or two
 // n-tiles, odd steps accumulate in a second chain (summed at the end), so no mma waits on the one
 // before it.
-// kSteps: K steps of 32 bytes of token row from x (a stage's, or one of its 4-bit chunks').
+// kSteps: K steps of 32 bytes of token row from x: a stage's (4 in a 128-byte row), or one of its
+// 4-bit chunks' (8: 256 bytes).
 template <int W, int NT, int kSteps = kTokRowBytes<W> / 32, class AOf>
 __device__ __forceinline__ void mma_token_tiles(const uint8_t* x, float (&acc)[kTok<W> / 8][4],
                                                 AOf a_of) {
   static_assert(NT == 1 || (NT % 2 == 0 && NT <= kTok<W> / 8), "one n-tile or whole pairs");
-  // kSteps: 4 (a 128-byte token row), a 4-bit chunk's 8 (256 bytes)
   constexpr int kLoads = token_loads(NT, kSteps), kPairs = token_load_pairs(NT);
   constexpr int kAhead = NT <= 4 ? kLoads : 2;
   constexpr bool kTwoChains = NT <= 2;

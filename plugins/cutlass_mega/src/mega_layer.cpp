@@ -342,10 +342,10 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
   const moe_problem p = problem_.c();
   gpu::WorkspaceCarver c(base);
   Workspace ws{};
-  const int64_t slots = tokens * slots_per_token(p),
-                b = detail::kernel_limits(kind_of(p)).scale_block;
+  const detail::KernelLimits lim = detail::kernel_limits(kind_of(p));
+  const int64_t slots = tokens * slots_per_token(p), b = lim.scale_block;
   ws.y = c.take<float>(size_t(result_bytes(p, tokens) / 4));
-  ws.slice_done = c.take<int32_t>(size_t(p.hidden / detail::kernel_limits(kind_of(p)).weight_rows));
+  ws.slice_done = c.take<int32_t>(size_t(p.hidden / lim.weight_rows));
   if (fp8_) {  // codes: e4m3 bytes, or their f16 values (kFp8BlockF16)
     const size_t code = kind_ == detail::Kind::kFp8BlockF16 ? 2 : 1;
     ws.xq = c.take<uint8_t>(size_t(tokens * p.hidden) * code);
