@@ -10,11 +10,12 @@
 #   micro     moe_stream_pattern: TMA boxes, contiguous bulk copies, staggered K, 1/5/10 stages;
 #             moe_launch_cost: a persistent cooperative launch by API, eager and in a graph
 #   tests     the fused layer's GPU tests (all formats, the measurement layouts included)
-#   ab        (or ab_bf16, ab_fp8, ab_fp4 apart) bench/ab.py: the default against MOE_MEGA_K_STAGGER=1, MOE_MEGA_CHUNKS=1 and
-#             MOE_MEGA_SLICE_COMBINE=1 (bf16 and
-#             fp8_block on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64; fp8_block also against
-#             MOE_MEGA_FP8_TOKENS=f16) and mxfp4 on Mixtral and Qwen3 against the stagger, the
-#             slice combine and MOE_MEGA_FP4_STAGE=256 (chunks are the 4-bit layout already)
+#   ab        (or ab_bf16, ab_fp8, ab_fp4 apart) bench/ab.py: the default against
+#             MOE_MEGA_K_STAGGER=1, MOE_MEGA_CHUNKS=1, MOE_MEGA_SLICE_COMBINE=1 and
+#             MOE_MEGA_HAND_OFF=1 (bf16 and fp8_block on Qwen3-30B-A3B and Mixtral at T = 1, 8,
+#             64; fp8_block also against MOE_MEGA_FP8_TOKENS=f16) and mxfp4 on Mixtral and Qwen3
+#             against the stagger, the slice combine, the hand-off and MOE_MEGA_FP4_STAGE=256
+#             (chunks are the 4-bit layout already)
 #   timeline  MOE_MEGA_TIMELINE of Qwen3 bf16 T = 1 and 8 and Mixtral mxfp4 T = 8, each variant
 #   ncu       Nsight Compute of Mixtral mxfp4 T = 8: stall reasons by instruction (where a 4-bit
 #             stage's ~0.45 us goes)
@@ -26,7 +27,8 @@ cfg=configs/bench/mega
 pack() { tar -C "$OUT" --exclude=mega_measure.tgz -czf /tmp/mega_measure.tgz . && cp /tmp/mega_measure.tgz "$OUT/"; }
 variants=(--variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1
           --variant chunks= --env chunks=MOE_MEGA_CHUNKS=1
-          --variant slice= --env slice=MOE_MEGA_SLICE_COMBINE=1)
+          --variant slice= --env slice=MOE_MEGA_SLICE_COMBINE=1
+          --variant hand= --env hand=MOE_MEGA_HAND_OFF=1)
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 for section in "$@"; do
   echo "== $section $(date -u +%H:%M:%S)"
@@ -60,6 +62,7 @@ for section in "$@"; do
           $ab --out "$OUT/ab_mxfp4_$s" --config $cfg/${s}_mxfp4.yaml --tokens 1,8,64 \
             --variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1 \
             --variant slice= --env slice=MOE_MEGA_SLICE_COMBINE=1 \
+            --variant hand= --env hand=MOE_MEGA_HAND_OFF=1 \
             --variant x2= --env x2=MOE_MEGA_FP4_STAGE=256 2>&1 | tail -5
           pack
         done
@@ -68,7 +71,7 @@ for section in "$@"; do
       for run in "qwen3_30b_a3b_bf16 1" "qwen3_30b_a3b_bf16 8" "mixtral_8x7b_mxfp4 8"; do
         set -- $run
         for v in "" MOE_MEGA_K_STAGGER=1 MOE_MEGA_CHUNKS=1 MOE_MEGA_SLICE_COMBINE=1 \
-                 MOE_MEGA_FP4_STAGE=256; do
+                 MOE_MEGA_HAND_OFF=1 MOE_MEGA_FP4_STAGE=256; do
           name=tl_${1}_t${2}${v:+_${v%%=*}}
           env $v MOE_MEGA_TIMELINE="$OUT/$name.json" build/bin/moe bench --config $cfg/$1.yaml \
             --tokens "$2" --graph off --iterations 5 --check-max-tokens 0 > /dev/null 2>&1

@@ -27,6 +27,9 @@ constexpr int kMaxVirtual = 32;   // sink and shared experts' virtual experts (s
 constexpr int kScaleBlock = 128;  // fp8_block: channels per scale, along K and along rows
 constexpr int kMaxKBlocks = 120;  // fp8_block: scale blocks along K an item keeps in shared memory
 constexpr int kMaxCombineSlices = 256;  // the slice combine: 128-channel slices of H it tracks
+// GEMM1 token chunks of a batch: an expert's slots in chunks of 32 (4-bit) or 64, so at most one
+// per 32 slots and one partial chunk per expert (the counts of kernels/handoff.cuh).
+constexpr int kMaxChunks = kMaxSlots / 32 + kMaxExperts;
 
 // The weight formats the kernel is instantiated for. kFp8F16W: fp8_block whose activations are
 // kept as the f16 values of their e4m3 codes (exact), so each warp converts only its weight
@@ -151,9 +154,13 @@ struct Params {
   // Slot column top_k + c: the ids column it reads (-1: none, weight 1), its virtual expert, and
   // the id that column must hold for it to run.
   int16_t col_src[kMaxVirtual], col_expert[kMaxVirtual], col_match[kMaxVirtual];
-  int32_t max_split2;   // GEMM2 K parts the workspace holds (k_split chooses up to this many)
-  int32_t k_stagger;    // 1: each item starts its K loop at its own step (fused_moe.cuh k_shift)
-  int32_t* slice_done;  // workspace [H / 128]: the slice combine's counts (null: a last barrier)
+  int32_t max_split2;  // GEMM2 K parts the workspace holds (k_split chooses up to this many)
+  int32_t k_stagger;   // 1: each item starts its K loop at its own step (fused_moe.cuh k_shift)
+  // The layer's counts (kernels/handoff.cuh), zero at rest: [H / 128] per slice of H for the slice
+  // combine (null: a last grid barrier), [kMaxChunks] per GEMM1 token chunk for GEMM2 to start on
+  // (null: a GEMM1 -> GEMM2 grid barrier; bf16 and fp4 only).
+  uint32_t* slice_done;
+  uint32_t* chunk_ready;
   int32_t activation;
   gpu::kernels::ActivationParams act;  // limit, alpha, gelu_tanh
   // Measurement (kernels/timeline.hpp): [gridDim.x] records of timeline_items items; null: off.

@@ -2,7 +2,8 @@
 // nvfp4 weights, every activation of §5, routing given as top-k ids and weights.
 //
 // Every CTA (one per SM) first builds the same schedule in shared memory from the ids
-// (kernels/schedule.cuh). Then the phases, separated by grid-wide barriers:
+// (kernels/schedule.cuh). Then the phases, separated by grid-wide barriers (or, measured
+// behind MOE_MEGA_HAND_OFF=1 and MOE_MEGA_SLICE_COMBINE=1, by counts: kernels/handoff.cuh):
 //   0. fp8_block only: the hidden states quantised per token per 128 channels.
 //   1. GEMM1 and the activation: work items (expert, chunk of kTok<W> of its slots: 64, fp4 32;
 //      64 intermediate columns), each streaming its 64 gate and 64 up rows of W13 (128 rows of
@@ -32,6 +33,7 @@
 #include <type_traits>
 
 #include "kernels/config.cuh"
+#include "kernels/handoff.cuh"
 #include "kernels/quantize_rows.cuh"
 #include "kernels/ring.cuh"
 #include "kernels/schedule.cuh"
@@ -172,10 +174,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   __syncthreads();
   s.num_active = num_active;
   stamp_phase(kScheduled);
-  // The slice combine's counters, zeroed here: the first count comes after the GEMM1 -> GEMM2
-  // grid barrier, which orders these stores before it.
-  if (p.slice_done != nullptr && blockIdx.x == 0)
-    for (int i = threadIdx.x; i < p.hidden_dim / kRows; i += kThreads) p.slice_done[i] = 0;
   if (threadIdx.x < kMaxCombineSlices / 32) slices_owned[threadIdx.x] = 0;
 
   const int g = lane / 4, q = lane % 4;  // accumulator row g (+8), columns 2q (+1)
@@ -340,23 +338,28 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   const auto weights2 = weights_of(&p.w2_map, p.w2_chunks, slices2, steps2, rows2);
   // Where item u of a phase starts among its `len` K steps (kernels/split.hpp).
   auto shift_of = [&](int u, int len) { return k_shift(u, len, p.k_stagger != 0); };
-  // Producer, before a grid barrier: the weights of the first stages of this CTA's first item of
-  // the next phase (items of `split` K parts), which do not depend on what the barrier
-  // publishes, so their DRAM latency overlaps the barrier. Returns how many stages it filled (the
-  // ring's position does not move: the phase's loop adds the tokens to them).
-  auto prefetch = [&](auto weights, int slices, int steps, int split) {
-    const int u = int(blockIdx.x);
-    if (u >= s.item_prefix[s.num_active] * slices * split) return 0;
-    const Item it = item_of(u / split, slices);
-    const int part = u % split, ks0 = part * steps / split, ks1 = (part + 1) * steps / split;
-    const int count = min(ks1 - ks0, kStages<W>), shift = shift_of(u, ks1 - ks0);
+  // Producer: the weights of the first stages of item `it` (its `len` K steps from ks0, from
+  // `shift`), as many as the ring holds, before what its token rows wait for (a grid barrier, or
+  // the GEMM1 chunk they are computed by), so their DRAM latency overlaps that wait. Returns how
+  // many stages it filled (the ring's position does not move: the item's loop adds the tokens).
+  auto prefetch_weights = [&](auto weights, const Item& it, int ks0, int len, int shift) {
+    const int count = min(len, kStages<W>);
     int st = stage;
     uint32_t ph = phase;
     for (int i = 0; i < count; ++i) {
-      weights(it, k_step(i, ks0, ks1 - ks0, shift), st, ph);
+      weights(it, k_step(i, ks0, len, shift), st, ph);
       if (++st == kStages<W>) st = 0, ph ^= 1;
     }
     return count;
+  };
+  // Producer, before a grid barrier: prefetch_weights for this CTA's first item of the next phase
+  // (items of `split` K parts).
+  auto prefetch = [&](auto weights, int slices, int steps, int split) {
+    const int u = int(blockIdx.x);
+    if (u >= s.item_prefix[s.num_active] * slices * split) return 0;
+    const int part = u % split, ks0 = part * steps / split, ks1 = (part + 1) * steps / split;
+    return prefetch_weights(weights, item_of(u / split, slices), ks0, ks1 - ks0,
+                            shift_of(u, ks1 - ks0));
   };
   // Producer: stages [ks0, ks1) of item `it` of a phase, in k_step's order; the first
   // `ready` already hold their weights. Its token rows: row n at base + stride x row_of(n) bytes.
@@ -372,7 +375,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   };
 
   int ready1 = 0, ready2 = 0;  // stages prefetched for the CTA's first item of phase 1, 2
-  if constexpr (kFp8) {        // phase 0: the hidden states' codes and scales
+  // GEMM2 items start on counts of their GEMM1 chunk instead of after a grid barrier (bf16 and
+  // fp4: MOE_MEGA_HAND_OFF=1, a measurement; fp8_block quantises the intermediate between them).
+  const bool hand_off = !kFp8 && p.chunk_ready != nullptr;
+  if constexpr (kFp8) {  // phase 0: the hidden states' codes and scales
     if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
     quantize_rows_1x128(p.hidden, p.tokens, H, xq, p.xs);
     publish_to_async_proxy();
@@ -430,6 +436,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
           p.inter[at] = float_to_bf16_bits(y);
       }
       consumers_sync();  // the tile is free for the next item
+      if (hand_off && threadIdx.x == 0) count_item(p.chunk_ready + u / slices, kChunkDone);
       stamp_item(1, u);
     }
   }
@@ -438,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // part's results go to their own copy of y, summed in part order by the combine.
   const int split2 =
       k_split(s.item_prefix[s.num_active] * slices2, steps2, int(gridDim.x), p.max_split2);
-  if (producer) ready2 = prefetch(weights2, slices2, steps2, split2);
+  if (producer && !hand_off) ready2 = prefetch(weights2, slices2, steps2, split2);
   if constexpr (kFp8) {  // phase 1b: the intermediate's codes and scales, every slot
     grid.sync();
     int slots = 0;
@@ -448,15 +455,15 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     }
     quantize_rows_1x128(p.inter32, slots, I, iq, p.is);
   }
-  publish_to_async_proxy();
+  if (!hand_off) publish_to_async_proxy();
 
   const int64_t vectors = int64_t(p.tokens) * H / 4;
   auto combine_vector = [&](int64_t i) { combine_output_vector(p, s.slot_pos, split2, i); };
-  // The slice combine (p.slice_done set: MOE_MEGA_SLICE_COMBINE=1, a measurement): GEMM2's items
-  // count themselves done per 128-channel slice of H, and the slice's last item (its CTA's
-  // consumers) combines every token's vectors of that slice, so no CTA waits at a last barrier.
-  // The counters were zeroed by CTA 0 before the GEMM1 -> GEMM2 barrier. Without GEMM2 items
-  // (no token has an expert) the plain combine writes the zeros.
+  // The slice combine (p.slice_done set: MOE_MEGA_SLICE_COMBINE=1 or MOE_MEGA_HAND_OFF=1,
+  // measurements): GEMM2's items count themselves done per 128-channel slice of H on the layer's
+  // words (kernels/handoff.cuh), and the slice's last item (its CTA's consumers) combines every
+  // token's vectors of that slice, so no CTA waits at a last barrier. Without GEMM2 items (no
+  // token has an expert) the plain combine writes the zeros.
   // Every CTA derives it from its own copy of the same schedule, so all take the same path (one
   // that skipped the grid barrier below while others waited would hang them).
   const int items2_per_slice = s.item_prefix[s.num_active] * split2;
@@ -477,12 +484,18 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       if (producer) {
         // The slots' intermediate rows (fp8_block: their codes), consecutive from the first.
         auto slot_of = [&](int n) { return it.first + n; };
+        const int shift = shift_of(u, ks1 - ks0);
+        int ready = u == int(blockIdx.x) ? ready2 : 0;
+        if (hand_off) {  // the first weights, then the wait for the rows' GEMM1 chunk
+          ready = prefetch_weights(weights2, it, ks0, ks1 - ks0, shift);
+          wait_chunk(p.chunk_ready + u / split / slices, uint32_t(slices1),
+                     uint32_t(slices * split));
+        }
         if constexpr (kFp8)
-          produce_item(weights2, it, ks0, ks1, shift_of(u, ks1 - ks0), iq,
-                       I * int64_t(sizeof(Code)), slot_of, u == int(blockIdx.x) ? ready2 : 0);
+          produce_item(weights2, it, ks0, ks1, shift, iq, I * int64_t(sizeof(Code)), slot_of,
+                       ready);
         else
-          produce_item(weights2, it, ks0, ks1, shift_of(u, ks1 - ks0), p.inter, I * 2, slot_of,
-                       u == int(blockIdx.x) ? ready2 : 0);
+          produce_item(weights2, it, ks0, ks1, shift, p.inter, I * 2, slot_of, ready);
         continue;
       }
       if constexpr (kFp8) {
@@ -509,13 +522,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       consumers_sync();  // the tile is free for the next item
       // The slice combine: this item's results counted; the slice's last one marks it for this
       // CTA to combine once its items are done (kept out of this loop: its registers).
-      if (slice_combine && threadIdx.x == 0) {
-        __threadfence();  // the consumers' stores (ordered by the sync above) before the count
-        if (atomicAdd(p.slice_done + it.slice, 1) == items2_per_slice - 1) {
-          slices_owned[it.slice / 32] |= 1u << (it.slice % 32);
-          __threadfence();  // acquire: the slice's other items' results after their counts
-        }
-      }
+      if (slice_combine && threadIdx.x == 0 &&
+          count_slice_item(p.slice_done + it.slice, uint32_t(items2_per_slice)))
+        slices_owned[it.slice / 32] |= 1u << (it.slice % 32);
       stamp_item(2, u);
     }
   }

@@ -86,7 +86,8 @@ const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13
 KernelLimits kernel_limits(Kind kind) {
   using namespace kernels;
   const int tok = is_fp4(kind) ? kTok<kMxfp4W> : kTok<kBf16W>;
-  return {kMaxSlots, kMaxExperts, tok, kRows, kScaleBlock, kMaxKBlocks, kMaxVirtual};
+  return {kMaxSlots,  kMaxExperts,      tok, kRows, kScaleBlock, kMaxKBlocks, kMaxVirtual,
+          kMaxChunks, kMaxCombineSlices};
 }
 
 StageGeometry stage_geometry(Kind kind) {
@@ -167,6 +168,7 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.max_split2 = c.max_split2;
   p.k_stagger = c.k_stagger;
   p.slice_done = c.slice_done;
+  p.chunk_ready = c.chunk_ready;
   p.activation = c.activation;
   p.act.limit = c.limit;
   p.act.alpha = c.alpha;

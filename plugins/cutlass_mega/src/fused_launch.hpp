@@ -34,6 +34,8 @@ struct KernelLimits {
   int scale_block;   // fp8_block: channels per scale
   int max_k_blocks;  // fp8_block: scale blocks along H and along I
   int max_virtual;   // sink and shared experts' virtual experts
+  int max_chunks;    // GEMM1 token chunks of a batch (the hand-off's counts)
+  int max_slices;    // 128-channel slices of H the slice combine counts
 };
 KernelLimits kernel_limits(Kind kind);
 
@@ -86,9 +88,12 @@ struct FusedCall {
   // experts' slot columns (src/virtual_experts.hpp SlotColumn), KernelLimits::max_virtual of them.
   int32_t tokens, width, slot_width, top_k, routed, experts, hidden_dim, inter_dim, n1, activation;
   int16_t col_src[32], col_expert[32], col_match[32];
-  int32_t max_split2;   // copies of y the workspace holds: GEMM2's K parts at most
-  int32_t k_stagger;    // 1: items start their K loops at staggered steps (kernels/fused_moe.cuh)
-  int32_t* slice_done;  // the slice combine's counters (workspace), or null
+  int32_t max_split2;  // copies of y the workspace holds: GEMM2's K parts at most
+  int32_t k_stagger;   // 1: items start their K loops at staggered steps (kernels/fused_moe.cuh)
+  // The layer's counts, zero at rest (kernels/handoff.cuh): KernelLimits::max_slices for the slice
+  // combine and max_chunks for the GEMM1 -> GEMM2 hand-off, or null (grid barriers).
+  uint32_t* slice_done;
+  uint32_t* chunk_ready;
   float limit, alpha;
   int32_t gelu_tanh;
   unsigned long long* timeline;  // measurement (kernels/timeline.hpp): null, or [ctas] records

@@ -230,7 +230,12 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   if (o.sms > 0) ctas_ = std::min(ctas_, o.sms);  // at most: a larger cap is every SM
   timeline_ = timeline_from_env(ctas_);
   k_stagger_ = env_is("MOE_MEGA_K_STAGGER", "1") ? 1 : 0;
-  slice_combine_ = env_is("MOE_MEGA_SLICE_COMBINE", "1");
+  hand_off_ = env_is("MOE_MEGA_HAND_OFF", "1");
+  slice_combine_ = hand_off_ || env_is("MOE_MEGA_SLICE_COMBINE", "1");
+  if (slice_combine_) {
+    const detail::KernelLimits lim = detail::kernel_limits(kind_);
+    counts_ = gpu::upload_vector(std::vector<uint32_t>(size_t(lim.max_slices + lim.max_chunks), 0));
+  }
   const VirtualExperts shared = virtual_experts(p, w);
   experts_ = p.experts + shared.count;
   if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32; 0 for shared
@@ -345,7 +350,6 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
   const detail::KernelLimits lim = detail::kernel_limits(kind_of(p));
   const int64_t slots = tokens * slots_per_token(p), b = lim.scale_block;
   ws.y = c.take<float>(size_t(result_bytes(p, tokens) / 4));
-  ws.slice_done = c.take<int32_t>(size_t(p.hidden / lim.weight_rows));
   if (fp8_) {  // codes: e4m3 bytes, or their f16 values (kFp8BlockF16)
     const size_t code = kind_ == detail::Kind::kFp8BlockF16 ? 2 : 1;
     ws.xq = c.take<uint8_t>(size_t(tokens * p.hidden) * code);
@@ -427,7 +431,10 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.n1 = int32_t(n1_);
   c.max_split2 = result_copies(p, tokens);
   c.k_stagger = k_stagger_;
-  c.slice_done = slice_combine_ ? ws.slice_done : nullptr;
+  c.slice_done = slice_combine_ ? counts_.as<uint32_t>() : nullptr;
+  c.chunk_ready = hand_off_ && !fp8_
+                      ? counts_.as<uint32_t>() + detail::kernel_limits(kind_).max_slices
+                      : nullptr;
   c.activation = p.activation;
   c.limit = p.activation_limit;
   c.alpha = p.activation_alpha;

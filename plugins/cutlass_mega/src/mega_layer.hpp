@@ -59,7 +59,6 @@ class DeviceLayer {
     float* inter32;  // fp8_block: [T * S, I] f32, then e4m3 and [T * S, I / 128] f32
     uint8_t* iq;
     float* is;
-    int32_t* slice_done;  // [H / 128] the slice combine's counters
   };
   Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
   // mxfp4, nvfp4: the chunks of moe_cuda/fp4_chunks.hpp into w13_, w2_; nvfp4's scale_2 into s13_,
@@ -87,6 +86,14 @@ class DeviceLayer {
   // MOE_MEGA_SLICE_COMBINE=1 at prepare (a measurement, off by default): each 128-channel slice of
   // H is combined by its last GEMM2 item instead of after a last grid barrier.
   bool slice_combine_ = false;
+  // MOE_MEGA_HAND_OFF=1 at prepare (a measurement, off by default): no grid barrier in bf16 and
+  // fp4 layers: GEMM2's items start on counts of their GEMM1 chunk, and the slice combine ends the
+  // layer (fp8_block: the slice combine only; its intermediate is quantised between the GEMMs).
+  bool hand_off_ = false;
+  // The counts of the slice combine and the hand-off (kernels/handoff.cuh: [max_slices] then
+  // [max_chunks] 32-bit words), zeroed here and left zero by every run, so a layer's runs must
+  // not overlap on the device (one stream, or ordered by events); allocated with either switch.
+  gpu::DeviceBuffer counts_;
   void reorder_to_chunks(const moe_problem& p, size_t elem);
   std::unique_ptr<Timeline> timeline_;  // MOE_MEGA_TIMELINE: a measurement, null by default
 };

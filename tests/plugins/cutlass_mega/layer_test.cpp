@@ -4,8 +4,8 @@
 // tokens, two runs bit-identical, a CUDA graph replayed with new inputs and routing, a batch above
 // capacity refused, corrupt block scales and 4-bit scales refused at prepare, the layer on fewer
 // SMs (`sms`), the timeline MOE_MEGA_TIMELINE names, the prepared bf16 / e4m3 chunks and the
-// staggered K order (MOE_MEGA_CHUNKS, MOE_MEGA_K_STAGGER), misaligned hidden states and workspace
-// refused. Skips without an sm_90 GPU.
+// staggered K order (MOE_MEGA_CHUNKS, MOE_MEGA_K_STAGGER), the hand-off's counts run after run
+// (MOE_MEGA_HAND_OFF), misaligned hidden states and workspace refused. Skips without an sm_90 GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -186,12 +186,12 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
   }
 }
 
-// Five measurements set in the environment at prepare (docs/design.md §13): MOE_MEGA_CHUNKS=1
+// Six measurements set in the environment at prepare (docs/design.md §13): MOE_MEGA_CHUNKS=1
 // streams bf16 and e4m3 weights from prepared chunks (the stage's tile as TMA would have made it),
 // MOE_MEGA_SLICE_COMBINE=1 combines each slice of H after its last GEMM2 item instead of a last
-// barrier, and MOE_MEGA_FP4_STAGE=256 streams mxfp4 two chunks a stage (the same sums in the same
-// order; here GEMM2 never splits along K, so its parts agree too): the very same bits as the
-// default;
+// barrier, MOE_MEGA_HAND_OFF=1 also starts GEMM2's items on counts instead of a barrier, and
+// MOE_MEGA_FP4_STAGE=256 streams mxfp4 two chunks a stage (the same sums in the same order; here
+// GEMM2 never splits along K, so its parts agree too): the very same bits as the default;
 // MOE_MEGA_K_STAGGER=1 starts each item at its own K step and MOE_MEGA_FP8_TOKENS=f16 multiplies
 // fp8_block in f16 (other sums: within the tolerance, and the same bits run after run). Gated and
 // relu2 W13 tiles, a shared expert's virtual experts, GEMM2 split along K at one token, a batch
@@ -224,6 +224,7 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
     };
     const Layer chunks = prepared_with("MOE_MEGA_CHUNKS", "1");
     const Layer slice_combine = prepared_with("MOE_MEGA_SLICE_COMBINE", "1");
+    const Layer hand_off = prepared_with("MOE_MEGA_HAND_OFF", "1");
     const Layer fp4_stage = prepared_with("MOE_MEGA_FP4_STAGE", "256");
     const Layer staggered = prepared_with("MOE_MEGA_K_STAGGER", "1");
     const Layer f16_tokens = prepared_with("MOE_MEGA_FP8_TOKENS", "f16");
@@ -238,6 +239,9 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
       EXPECT_EQ(std::memcmp(a.output.raw(), d.output.raw(), a.output.bytes()), 0)
           << what << ": the slice combine differs from the last barrier's at " << tokens
           << " tokens";
+      const RunResult h = run_layer(hand_off, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      EXPECT_EQ(std::memcmp(a.output.raw(), h.output.raw(), a.output.bytes()), 0)
+          << what << ": the hand-off differs from the barriers' at " << tokens << " tokens";
       if (c.format == kMx) {
         const RunResult e = run_layer(fp4_stage, p, batch.hidden, routing, MOE_DTYPE_BF16);
         EXPECT_EQ(std::memcmp(a.output.raw(), e.output.raw(), a.output.bytes()), 0)
@@ -256,6 +260,8 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
       const RunResult a = run_layer(maps, p, batch.hidden, routing, MOE_DTYPE_BF16);
       const RunResult b = run_layer(slice_combine, p, batch.hidden, routing, MOE_DTYPE_BF16);
       EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0) << what;
+      const RunResult h = run_layer(hand_off, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      EXPECT_EQ(std::memcmp(a.output.raw(), h.output.raw(), a.output.bytes()), 0) << what;
     }
     if (c.format == kFp8) {  // every token on one expert: 96 slots, items of 64 and 32
       const Batch batch = random_batch(p, 96, 97, Scenario::kOneExpert);
@@ -263,6 +269,45 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
       const RunResult out = run_layer(f16_tokens, p, batch.hidden, routing, MOE_DTYPE_BF16);
       const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
       EXPECT_LT(relative_l2(out.output, ref.output), tolerance(p)) << what << ", f16 tokens";
+    }
+  }
+}
+
+// MOE_MEGA_HAND_OFF=1 (GEMM2 items start on their GEMM1 chunk's count, the slice combine ends
+// the layer; docs/design.md §13): the layer's counts must be back at zero after every run, or the
+// next run's GEMM2 would read the last run's intermediate. So: batches of other sizes and routings
+// one after another (GEMM2 split along K at one token, items of two chunks at 96 tokens, an
+// expert's 96 slots in one_expert), each the very same bits as the barriers' layer; then a CUDA
+// graph replayed with new inputs and routing, against the reference.
+TEST_F(MegaLayer, HandOffCountsReturnToZeroRunAfterRunAndReplayAfterReplay) {
+  for (moe_format f : {MOE_FORMAT_BF16, kFp8, kMx, kNv}) {
+    const moe_problem p = in_format(problem_, f).c();
+    const LayerWeights w = random_weights(p, 81);
+    const Layer barriers = plugin_->prepare(p, w.view(), {});
+    setenv("MOE_MEGA_HAND_OFF", "1", 1);
+    const Layer hand_off = plugin_->prepare(p, w.view(), {});
+    const Layer hand_off_7 = plugin_->prepare(p, w.view(), {{"sms", "7"}});
+    unsetenv("MOE_MEGA_HAND_OFF");
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    int round = 0;
+    for (int64_t tokens : {96, 1, 40, 1, 96, 65}) {
+      const Scenario scenario = round % 3 == 2 ? Scenario::kOneExpert : Scenario::kRandom;
+      const Batch batch = random_batch(p, tokens, 200 + uint64_t(round++), scenario);
+      const Routing routing = route_batch(*reference_, p, batch);
+      const RunResult a = run_layer(barriers, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      for (const Layer* layer : {&hand_off, &hand_off_7}) {
+        const RunResult h = run_layer(*layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+        EXPECT_EQ(std::memcmp(a.output.raw(), h.output.raw(), a.output.bytes()), 0)
+            << format_name(f) << (layer == &hand_off ? "" : ", sms 7") << ": run " << round << " ("
+            << tokens << " tokens) differs from the barriers'";
+      }
+    }
+    const GraphReplay graph(plugin_, hand_off, p, 37);
+    for (uint64_t seed : {21u, 22u, 23u}) {
+      const Batch batch =
+          random_batch(p, 37, seed, seed == 22 ? Scenario::kOneExpert : Scenario::kRandom);
+      EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), tolerance(p))
+          << format_name(f) << ", replay of seed " << seed;
     }
   }
 }
