@@ -16,6 +16,9 @@
 #             64; fp8_block also against MOE_MEGA_FP8_TOKENS=f16) and mxfp4 on Mixtral and Qwen3
 #             against the stagger, the slice combine, the hand-off and MOE_MEGA_FP4_STAGE=256
 #             (chunks are the 4-bit layout already)
+#   ab_act    4-bit weights on e4m3 activations against bf16 ones (Qwen3-30B-A3B at T = 1, 8, 64:
+#             mxfp4 on mxfp8, nvfp4 on e4m3 per tensor, static and from the batch's amax): what
+#             the kernel's quantisation phases cost
 #   timeline  MOE_MEGA_TIMELINE of Qwen3 bf16 T = 1 and 8 and Mixtral mxfp4 T = 8, each variant
 #   ncu       Nsight Compute of Mixtral mxfp4 T = 8: stall reasons by instruction (where a 4-bit
 #             stage's ~0.45 us goes)
@@ -67,6 +70,14 @@ for section in "$@"; do
           pack
         done
       fi ;;
+    ab_act)
+      $ab --out "$OUT/ab_act_mxfp4" --config $cfg/qwen3_30b_a3b_mxfp4.yaml --tokens 1,8,64 \
+        --variant bf16= --variant mxfp8= --config-of mxfp8=$cfg/qwen3_30b_a3b_mxfp4_mxfp8.yaml \
+        2>&1 | tail -5
+      pack
+      $ab --out "$OUT/ab_act_nvfp4" --config $cfg/qwen3_30b_a3b_nvfp4.yaml --tokens 1,8,64 \
+        --variant bf16= --variant static= --config-of static=$cfg/qwen3_30b_a3b_nvfp4_fp8_static.yaml \
+        --variant dynamic= --config-of dynamic=$cfg/qwen3_30b_a3b_nvfp4_fp8_dynamic.yaml 2>&1 | tail -5 ;;
     timeline)
       for run in "qwen3_30b_a3b_bf16 1" "qwen3_30b_a3b_bf16 8" "mixtral_8x7b_mxfp4 8"; do
         set -- $run

@@ -55,6 +55,14 @@ constexpr int kChunksPerStage = W == kMxfp4x2W ? 2 : 1;
 template <int W>
 constexpr bool kIsFp8 = W == kFp8W || W == kFp8F16W;
 
+// e4m3 activations on 4-bit weights (Params::act_quant; docs/design.md §13 item 6), quantised
+// inside the launch by the problem's input_format: none (bf16); mxfp8 (per token per 32 channels,
+// ue8m0 scales: the quantised values are bf16 values, so GEMMs run on them as they are); e4m3 per
+// tensor with the static scales a13 and a2, or with scales from the batch's amax (the codes'
+// values in bf16, exact, and the scale multiplied in each GEMM's epilogue).
+enum ActQuant : int { kActBf16 = 0, kActMxfp8 = 1, kActFp8Static = 2, kActFp8Dynamic = 3 };
+constexpr int kMxBlock = 32;  // mxfp8: channels per scale
+
 // Token columns per tile (an item's slots; 8 per mma n-tile) and the ring's stages. A 128-K fp4
 // stage carries 9 KB of weights beside a token tile of bf16 rows twice as wide, so fp4 trades
 // token columns for stages: 32 columns and 9 stages keep ~78 KB of weights in flight per SM, as
@@ -161,6 +169,15 @@ struct Params {
   // (null: a GEMM1 -> GEMM2 grid barrier; bf16 and fp4 only).
   uint32_t* slice_done;
   uint32_t* chunk_ready;
+  // 4-bit weights with e4m3 activations (ActQuant; 0 otherwise): the static scales (a13 for the
+  // hidden states, a2 for the intermediate), and the workspace: xa [T, H] bf16, the hidden states
+  // quantised (mxfp8: their values; e4m3 per tensor: their codes' values); with kActFp8Dynamic,
+  // the intermediate in f32 before its quantisation (inter32) and amax [3][gridDim.x], each CTA's
+  // of the hidden states, of the routed experts' intermediate and of the shared expert's.
+  int32_t act_quant;
+  float a13_scale, a2_scale;
+  uint16_t* xa;
+  float* amax;
   int32_t activation;
   gpu::kernels::ActivationParams act;  // limit, alpha, gelu_tanh
   // Measurement (kernels/timeline.hpp): [gridDim.x] records of timeline_items items; null: off.

@@ -4,13 +4,16 @@
 // Every CTA (one per SM) first builds the same schedule in shared memory from the ids
 // (kernels/schedule.cuh). Then the phases, separated by grid-wide barriers (or, measured
 // behind MOE_MEGA_HAND_OFF=1 and MOE_MEGA_SLICE_COMBINE=1, by counts: kernels/handoff.cuh):
-//   0. fp8_block only: the hidden states quantised per token per 128 channels.
+//   0. fp8_block: the hidden states quantised per token per 128 channels; 4-bit weights on e4m3
+//      activations (mxfp8, or e4m3 per tensor: kernels/quantize_acts.cuh), by their rule.
 //   1. GEMM1 and the activation: work items (expert, chunk of kTok<W> of its slots: 64, fp4 32;
 //      64 intermediate columns), each streaming its 64 gate and 64 up rows of W13 (128 rows of
 //      relu2's W13) once for its tokens, gathered straight from the hidden states (or their codes).
 //      The activation runs on the accumulators; the intermediate goes to the workspace (bf16, or
 //      f32 for fp8_block), one row per slot.
-//   1b. fp8_block only: the intermediate quantised per slot per 128 channels.
+//   1b. fp8_block: the intermediate quantised per slot per 128 channels; e4m3 per tensor from the
+//      batch's amax: the intermediate's codes once every GEMM1 item is done (mxfp8 and static
+//      scales quantise it in GEMM1's epilogue).
 //   2. GEMM2: work items (expert, chunk of kTok<W> of its slots, 128 rows of H), each streaming
 //      its W2 rows once for its slots' intermediate rows; each slot's f32 result goes to the
 //      workspace.
@@ -34,6 +37,7 @@
 
 #include "kernels/config.cuh"
 #include "kernels/handoff.cuh"
+#include "kernels/quantize_acts.cuh"
 #include "kernels/quantize_rows.cuh"
 #include "kernels/ring.cuh"
 #include "kernels/schedule.cuh"
@@ -102,9 +106,10 @@ __device__ __forceinline__ void combine_output_vector(const Params& p, const int
   p.out[o + 3] = float_to_bf16_bits(v.w);
 }
 
-// The dynamic shared memory, the scan's storage and the few static words beside it fit an SM.
+// The dynamic shared memory, the scan's storage and the static words beside it (the kernel's
+// __shared__ declarations: under 128 bytes; ptxas -v reports them all) fit an SM.
 template <int W>
-constexpr bool kFitsSharedMemory = kSmemBytes<W> + sizeof(Scan::TempStorage) + 64 <= kSmemLimit;
+constexpr bool kFitsSharedMemory = kSmemBytes<W> + sizeof(Scan::TempStorage) + 128 <= kSmemLimit;
 static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> && kFitsSharedMemory<kMxfp4W> &&
               kFitsSharedMemory<kNvfp4W> && kFitsSharedMemory<kFp8F16W> &&
               kFitsSharedMemory<kMxfp4x2W>);
@@ -137,6 +142,11 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // The slice combine: the slices of H whose last GEMM2 item this CTA ran (bit s % 32 of word
   // s / 32; H / 128 <= kMaxCombineSlices, else the last barrier).
   __shared__ uint32_t slices_owned[kMaxCombineSlices / 32];
+  // e4m3 activations on 4-bit weights: the scales of the hidden states, of the routed experts'
+  // intermediate and of the shared expert's (each GEMM's epilogue multiplies by its own), and a
+  // CTA reduction's scratch.
+  __shared__ float act_scale[3];
+  __shared__ float red[kThreads / 32];
   auto stamp_phase = [&](int phase) {
     if (p.timeline != nullptr && threadIdx.x == 0)
       timeline_stamp(p.timeline + timeline_phase_word(blockIdx.x, p.timeline_items, phase));
@@ -180,7 +190,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   const int64_t H = p.hidden_dim, I = p.inter_dim;
   const bool gated = p.activation != gpu::kernels::kRelu2;
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
-  // Codes written by ordinary stores are read by bulk copies (the async proxy) after a barrier.
+  // After a grid barrier, what ordinary stores wrote may be read by any copy (the token rows go by
+  // cp.async, the generic proxy; the fence keeps a bulk copy of them correct too).
   auto publish_to_async_proxy = [&] {
     grid.sync();
     if (producer) asm volatile("fence.proxy.async.global;" ::: "memory");
@@ -375,14 +386,64 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   };
 
   int ready1 = 0, ready2 = 0;  // stages prefetched for the CTA's first item of phase 1, 2
+  // 4-bit weights: how the activations are quantised (kernels/config.cuh ActQuant).
+  const int aq = kFp4 ? p.act_quant : int(kActBf16);
   // GEMM2 items start on counts of their GEMM1 chunk instead of after a grid barrier (bf16 and
-  // fp4: MOE_MEGA_HAND_OFF=1, a measurement; fp8_block quantises the intermediate between them).
-  const bool hand_off = !kFp8 && p.chunk_ready != nullptr;
+  // fp4: MOE_MEGA_HAND_OFF=1, a measurement; fp8_block, and e4m3 per tensor from the batch's
+  // amax, quantise the intermediate between them).
+  const bool hand_off = !kFp8 && p.chunk_ready != nullptr && aq != kActFp8Dynamic;
   if constexpr (kFp8) {  // phase 0: the hidden states' codes and scales
     if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
     quantize_rows_1x128(p.hidden, p.tokens, H, xq, p.xs);
     publish_to_async_proxy();
   }
+  if (aq != kActBf16) {  // phase 0 of e4m3 activations on 4-bit weights: the hidden states
+    if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
+    float scale = p.a13_scale;
+    if (aq == kActFp8Dynamic) {  // the batch's amax: each CTA's share, then all of them
+      const float m = cta_max(bf16_amax_share(p.hidden, int64_t(p.tokens) * H), red);
+      if (threadIdx.x == 0) p.amax[blockIdx.x] = m;
+      grid.sync();
+      scale = gpu::kernels::fp8_scale_from_amax(grid_max(p.amax, red));
+    }
+    if (threadIdx.x == 0) act_scale[0] = scale;
+    quantize_hidden(p, aq, scale);
+    publish_to_async_proxy();
+  }
+  // GEMM1's and GEMM2's epilogue factor for e4m3 per tensor: the scale of the activations they
+  // multiplied (GEMM2: the routed experts' or the shared expert's intermediate).
+  auto act_mul1 = [&] { return aq == kActFp8Static || aq == kActFp8Dynamic ? act_scale[0] : 1.0f; };
+  auto act_mul2 = [&](int expert) {
+    return aq == kActFp8Static    ? p.a2_scale
+           : aq == kActFp8Dynamic ? act_scale[expert < p.routed ? 1 : 2]
+                                  : 1.0f;
+  };
+  // kActFp8Dynamic: each thread's amax of the intermediate it computed, the routed experts' and
+  // the shared expert's.
+  float amax_routed = 0.0f, amax_shared = 0.0f;
+  // One value of the intermediate, at element `at`, from `y` computed by a GEMM1 item of
+  // `expert`: bf16, or quantised as aq says (mxfp8: every lane of the warp calls it for the 32
+  // columns of one block; per tensor, static: the code's value; dynamic: f32, quantised once the
+  // batch's amax is known).
+  auto store_intermediate = [&](int64_t at, float y, int expert) {
+    if constexpr (kFp8) {
+      p.inter32[at] = y;
+    } else if (aq == kActBf16) {
+      p.inter[at] = float_to_bf16_bits(y);
+    } else if (aq == kActMxfp8) {
+      const int k = mx_scale_exponent(gpu::kernels::group_max<kMxBlock>(fabsf(y)));
+      p.inter[at] = mx_quantised_bf16(y, k);
+    } else if (aq == kActFp8Static) {
+      const float inv = gpu::kernels::e4m3_inverse(p.a2_scale);
+      p.inter[at] = e4m3_value_bf16(gpu::kernels::to_e4m3(y, p.a2_scale, inv));
+    } else {
+      p.inter32[at] = y;
+      if (expert < p.routed)
+        amax_routed = fmaxf(amax_routed, fabsf(y));
+      else
+        amax_shared = fmaxf(amax_shared, fabsf(y));
+    }
+  };
 
   // ---- phase 1: GEMM1 and the activation ----
   stamp_phase(kGemm1Start);
@@ -399,9 +460,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         if constexpr (kFp8)
           produce_item(weights1, it, 0, steps, shift_of(u, steps), xq, H * int64_t(sizeof(Code)),
                        token_of, u == int(blockIdx.x) ? ready1 : 0);
-        else
-          produce_item(weights1, it, 0, steps, shift_of(u, steps), p.hidden, H * 2, token_of,
-                       u == int(blockIdx.x) ? ready1 : 0);
+        else  // the hidden states, or their quantised values
+          produce_item(weights1, it, 0, steps, shift_of(u, steps), aq != kActBf16 ? p.xa : p.hidden,
+                       H * 2, token_of, u == int(blockIdx.x) ? ready1 : 0);
         continue;
       }
       if constexpr (kFp8) {
@@ -417,7 +478,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       for (int i = 0, shift = shift_of(u, steps); i < steps; ++i)
         consume(it.m, k_step(i, 0, steps, shift), steps);
       // Rows to the tile, then the activation per (column, token) into the intermediate.
-      acc_to_tile(fp4_mul(p.g13, it.expert));
+      acc_to_tile(fp4_mul(p.g13, it.expert) * act_mul1());
       // The expert's bias rows (b13 [E, n1]): gate or relu2 row slice * cols + c, up row I + that.
       const float* bias = p.b13 != nullptr ? p.b13 + int64_t(it.expert) * p.n1 : nullptr;
       for (int idx = threadIdx.x; idx < cols * it.m; idx += kConsumers) {
@@ -429,14 +490,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
           if (gated) uv += bias[I + it.slice * cols + c];
         }
         const float y = gpu::kernels::activate(p.act, p.activation, gv, uv);
-        const int64_t at = int64_t(it.first + n) * I + int64_t(it.slice) * cols + c;
-        if constexpr (kFp8)
-          p.inter32[at] = y;
-        else
-          p.inter[at] = float_to_bf16_bits(y);
+        store_intermediate(int64_t(it.first + n) * I + int64_t(it.slice) * cols + c, y, it.expert);
       }
       consumers_sync();  // the tile is free for the next item
-      if (hand_off && threadIdx.x == 0) count_item(p.chunk_ready + u / slices, kChunkDone);
+      if (hand_off && threadIdx.x == 0) count_chunk_item(p.chunk_ready + u / slices);
       stamp_item(1, u);
     }
   }
@@ -454,6 +511,25 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       slots = s.expert_first[last] + s.expert_count[last];
     }
     quantize_rows_1x128(p.inter32, slots, I, iq, p.is);
+  }
+  if (aq == kActFp8Dynamic) {  // the intermediate's scales from the batch's amax, then its codes
+    const float routed = cta_max(amax_routed, red), shared = cta_max(amax_shared, red);
+    if (threadIdx.x == 0) {
+      p.amax[gridDim.x + blockIdx.x] = routed;
+      p.amax[2 * gridDim.x + blockIdx.x] = shared;
+    }
+    grid.sync();
+    const float s_routed = gpu::kernels::fp8_scale_from_amax(grid_max(p.amax + gridDim.x, red));
+    const float s_shared = gpu::kernels::fp8_scale_from_amax(grid_max(p.amax + 2 * gridDim.x, red));
+    if (threadIdx.x == 0) act_scale[1] = s_routed, act_scale[2] = s_shared;
+    int slots = 0;
+    if (s.num_active > 0) {
+      const int last = s.active[s.num_active - 1];
+      slots = s.expert_first[last] + s.expert_count[last];
+    }
+    // The shared expert's virtual experts come after the routed ones, and so do their slots.
+    const int shared_first = p.routed < p.experts ? s.expert_first[p.routed] : slots;
+    quantize_intermediate(p, slots, shared_first, s_routed, s_shared);
   }
   if (!hand_off) publish_to_async_proxy();
 
@@ -486,16 +562,20 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         auto slot_of = [&](int n) { return it.first + n; };
         const int shift = shift_of(u, ks1 - ks0);
         int ready = u == int(blockIdx.x) ? ready2 : 0;
-        if (hand_off) {  // the first weights, then the wait for the rows' GEMM1 chunk
+        uint32_t* chunk = hand_off ? p.chunk_ready + u / split / slices : nullptr;
+        // The hand-off: where the rows' GEMM1 chunk is not done yet, the item's first weights go
+        // out before the wait (a chunk already done costs no wait, and its stages go out as a
+        // barrier's would, each as its slot frees).
+        if (hand_off && !chunk_done(chunk, uint32_t(slices1))) {
           ready = prefetch_weights(weights2, it, ks0, ks1 - ks0, shift);
-          wait_chunk(p.chunk_ready + u / split / slices, uint32_t(slices1),
-                     uint32_t(slices * split));
+          wait_chunk(chunk, uint32_t(slices1));
         }
         if constexpr (kFp8)
           produce_item(weights2, it, ks0, ks1, shift, iq, I * int64_t(sizeof(Code)), slot_of,
                        ready);
         else
           produce_item(weights2, it, ks0, ks1, shift, p.inter, I * 2, slot_of, ready);
+        if (hand_off) count_chunk_reader(chunk, uint32_t(slices * split));
         continue;
       }
       if constexpr (kFp8) {
@@ -508,7 +588,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       for (int i = 0, shift = shift_of(u, ks1 - ks0); i < ks1 - ks0; ++i)
         consume(it.m, k_step(i, ks0, ks1 - ks0, shift), steps);
       // Through the tile so that each slot's 128 results go out as contiguous rows.
-      acc_to_tile(fp4_mul(p.g2, it.expert));
+      acc_to_tile(fp4_mul(p.g2, it.expert) * act_mul2(it.expert));
       float* y = p.y + part * part_stride;
       // b2 [E, H] once per slot: in the first K part only.
       const float* bias =

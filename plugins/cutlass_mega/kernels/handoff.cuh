@@ -11,20 +11,27 @@
 
 namespace moe::mega::kernels {
 
-// A GEMM1 token chunk's word: bits 0-15 count its GEMM1 items done (one per column slice of I),
-// bits 16-31 the GEMM2 items that have seen it complete.
+// A GEMM1 token chunk's word: bits 0-15 count its GEMM1 items done (one per column slice of I:
+// I / 64, relu2 I / 128), bits 16-31 the GEMM2 items that have read it (H / 128 x GEMM2's K
+// parts). Both stay far below 2^16 on any layer the schedule holds (I < 4M, H <= 32768).
 constexpr uint32_t kChunkDone = 1, kChunkSeen = 1u << 16;
-static_assert(kMaxSlots / 32 + kMaxExperts == kMaxChunks, "a batch's chunks fit the words");
+static_assert((kMaxSlots + kMaxExperts * (kTok<kMxfp4W> - 1)) / kTok<kMxfp4W> <= kMaxChunks,
+              "a batch's token chunks (an expert's slots in chunks, the smallest items) fit");
 
-__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
+__device__ __forceinline__ uint32_t load_relaxed(const uint32_t* p) {
   uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 
-// One consumer thread, after the consumers' barrier that follows their stores of an item's
-// results: the item counted on `word` (the fence makes every consumer's stores, ordered before it
-// by that barrier, visible before the count). Returns the count before it.
+// One consumer thread, after the consumers' barrier that follows their stores of a GEMM1 item's
+// intermediate: the item counted on its chunk's word, a release (cumulative: it publishes every
+// consumer's stores ordered before it by that barrier).
+__device__ __forceinline__ void count_chunk_item(uint32_t* word) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(word), "r"(kChunkDone) : "memory");
+}
+
+// One consumer thread, as count_chunk_item but for a slice's word: returns the count before it.
 __device__ __forceinline__ uint32_t count_item(uint32_t* word, uint32_t add) {
   __threadfence();
   return atomicAdd(word, add);
@@ -41,14 +48,35 @@ __device__ __forceinline__ bool count_slice_item(uint32_t* word, uint32_t items)
   return true;
 }
 
-// The producer warp, before its first copy of a GEMM2 item's intermediate rows: every lane waits
-// (acquire) until the chunk's `slices` GEMM1 items are counted, so each lane's later copies read
-// their stores; lane 0 then counts this item as a reader, and the chunk's last of `readers`
-// readers puts the word back to zero (no other item touches it again in this run).
-__device__ __forceinline__ void wait_chunk(uint32_t* word, uint32_t slices, uint32_t readers) {
-  while ((load_acquire(word) & (kChunkSeen - 1)) < slices) {
+// The producer warp: whether the chunk's `slices` GEMM1 items are all counted yet (lane 0 looks,
+// relaxed, and where they are, takes the acquire fence wait_chunk would; every lane gets the
+// answer from lane 0, which orders its later copies as wait_chunk's warp barrier does).
+__device__ __forceinline__ bool chunk_done(const uint32_t* word, uint32_t slices) {
+  bool done = false;
+  if (threadIdx.x % 32 == 0) {
+    done = (load_relaxed(word) & (kChunkSeen - 1)) >= slices;
+    if (done) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+  }
+  return __shfl_sync(0xffffffffu, done, 0);
+}
+
+// The producer warp, before its first copy of a GEMM2 item's intermediate rows: lane 0 waits until
+// the chunk's `slices` GEMM1 items are counted (relaxed loads: an acquire load empties the SM's L1
+// each time), then one acquire fence, and the warp barrier orders every lane's later copies after
+// it, so they read the counted items' stores (cp.async reads in the generic proxy: no proxy fence).
+__device__ __forceinline__ void wait_chunk(const uint32_t* word, uint32_t slices) {
+  if (threadIdx.x % 32 == 0) {
+    while ((load_relaxed(word) & (kChunkSeen - 1)) < slices) {
+    }
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
   }
   __syncwarp();
+}
+
+// The producer warp, after a GEMM2 item's copies of the chunk's rows went out (every reader is
+// past its wait by then): lane 0 counts the item a reader, and the chunk's last of `readers`
+// puts the word back to zero (no other item touches it again in this run).
+__device__ __forceinline__ void count_chunk_reader(uint32_t* word, uint32_t readers) {
   if (threadIdx.x % 32 == 0 && atomicAdd(word, kChunkSeen) / kChunkSeen == readers - 1)
     atomicExch(word, 0u);
   __syncwarp();

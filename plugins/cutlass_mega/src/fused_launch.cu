@@ -45,6 +45,11 @@ Instance instance(Kind kind) {
   }
 }
 
+static_assert(int(ActQuant::kBf16) == kernels::kActBf16 &&
+              int(ActQuant::kMxfp8) == kernels::kActMxfp8 &&
+              int(ActQuant::kFp8Static) == kernels::kActFp8Static &&
+              int(ActQuant::kFp8Dynamic) == kernels::kActFp8Dynamic);
+
 // The host's packer and the kernel agree on the chunk geometry.
 static_assert(gpu::kFp4CodeBytes == kernels::kFp4CodeBytes);
 static_assert(gpu::fp4_chunk_bytes(gpu::Fp4Scales::kMx) ==
@@ -170,6 +175,11 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.slice_done = c.slice_done;
   p.chunk_ready = c.chunk_ready;
   p.activation = c.activation;
+  p.act_quant = int32_t(c.act_quant);
+  p.a13_scale = c.a13_scale;
+  p.a2_scale = c.a2_scale;
+  p.xa = c.xa;
+  p.amax = c.amax;
   p.act.limit = c.limit;
   p.act.alpha = c.alpha;
   p.act.gelu_tanh = c.gelu_tanh;

@@ -25,6 +25,10 @@ constexpr bool is_fp4(Kind k) {
   return k == Kind::kMxfp4 || k == Kind::kNvfp4 || k == Kind::kMxfp4x2;
 }
 
+// How the kernel quantises e4m3 activations on 4-bit weights (kernels/config.cuh ActQuant): not
+// at all (bf16 activations), mxfp8, e4m3 per tensor with static scales or from the batch's amax.
+enum class ActQuant : int32_t { kBf16 = 0, kMxfp8 = 1, kFp8Static = 2, kFp8Dynamic = 3 };
+
 // Limits the kernel holds in shared memory (kernels/config.cuh), for an instance.
 struct KernelLimits {
   int max_slots;     // tokens x (top_k + virtual experts) of one batch
@@ -87,6 +91,13 @@ struct FusedCall {
   // routed: ids below it are routed experts; experts: routed and virtual; col_*: the virtual
   // experts' slot columns (src/virtual_experts.hpp SlotColumn), KernelLimits::max_virtual of them.
   int32_t tokens, width, slot_width, top_k, routed, experts, hidden_dim, inter_dim, n1, activation;
+  // 4-bit weights with e4m3 activations (kernels/config.cuh ActQuant, 0: bf16): the static
+  // scales, and the workspace's quantised hidden states [T, H] bf16 and per-CTA amax [3][ctas]
+  // (the f32 intermediate is inter32).
+  ActQuant act_quant;
+  float a13_scale, a2_scale;
+  uint16_t* xa;
+  float* amax;
   int16_t col_src[32], col_expert[32], col_match[32];
   int32_t max_split2;  // copies of y the workspace holds: GEMM2's K parts at most
   int32_t k_stagger;   // 1: items start their K loops at staggered steps (kernels/fused_moe.cuh)

@@ -36,6 +36,30 @@ detail::Kind kind_of(const moe_problem& p) {
                                           : detail::Kind::kBf16;
 }
 
+// The kernel's quantisation of e4m3 activations on 4-bit weights (kernels/config.cuh ActQuant),
+// 0 for any other input format.
+detail::ActQuant act_quant_of(const moe_problem& p) {
+  switch (p.input_format) {
+    case MOE_INPUT_MXFP8:
+      return detail::ActQuant::kMxfp8;
+    case MOE_INPUT_FP8_TENSOR_STATIC:
+      return detail::ActQuant::kFp8Static;
+    case MOE_INPUT_FP8_TENSOR_DYNAMIC:
+      return detail::ActQuant::kFp8Dynamic;
+    default:
+      return detail::ActQuant::kBf16;
+  }
+}
+
+// fp8_tensor_static's activation scale `name` (f32 [1], its shape checked by check_weights):
+// finite and positive, or refused naming it.
+float static_scale(const moe_tensor& t, const char* name) {
+  const float v = *static_cast<const float*>(t.data);
+  MOE_CHECK(std::isfinite(v) && v > 0.0f, MOE_STATUS_INVALID_ARGUMENT,
+            "cutlass_mega: {} = {} is not a finite positive scale", name, v);
+  return v;
+}
+
 // Whether the environment sets `name` to `value`: the measurement switches read at prepare
 // (docs/design.md §13), off unless set.
 bool env_is(const char* name, const char* value) {
@@ -69,13 +93,20 @@ sdk::Verdict check_support(const moe_problem& p, bool need_device) {
     return Verdict::no(MOE_REASON_FORMAT,
                        fmt::format("bf16, fp8_block, mxfp4 and nvfp4 weights only, not {}",
                                    format_name(static_cast<moe_format>(p.format))));
-  if (!fp8 && p.input_format != MOE_INPUT_BF16 && p.input_format != MOE_INPUT_DEFAULT)
+  if (!fp8 && p.input_format != MOE_INPUT_BF16 && p.input_format != MOE_INPUT_DEFAULT &&
+      !(fp4 && act_quant_of(p) != detail::ActQuant::kBf16))
     return Verdict::no(
         MOE_REASON_INPUT_FORMAT,
-        fmt::format("{} weights take bf16 activations only, not {} (the GEMMs are bf16 x bf16{})",
-                    format_name(static_cast<moe_format>(p.format)),
-                    input_format_name(static_cast<moe_input_format>(p.input_format)),
-                    fp4 ? ", the 4-bit weights dequantised in the main loop" : ""));
+        fp4 ? fmt::format("{} weights take bf16, mxfp8, fp8_tensor_static or fp8_tensor_dynamic "
+                          "activations, not {} (the GEMMs are bf16 x bf16, the 4-bit weights "
+                          "dequantised in the main loop and e4m3 activations kept as bf16 values; "
+                          "a 128-channel block of the intermediate spans two GEMM1 items)",
+                          format_name(static_cast<moe_format>(p.format)),
+                          input_format_name(static_cast<moe_input_format>(p.input_format)))
+            : fmt::format("{} weights take bf16 activations only, not {} (the GEMMs are bf16 x "
+                          "bf16)",
+                          format_name(static_cast<moe_format>(p.format)),
+                          input_format_name(static_cast<moe_input_format>(p.input_format))));
   if (fp8 && p.input_format != MOE_INPUT_FP8_1X128)
     return Verdict::no(
         MOE_REASON_INPUT_FORMAT,
@@ -166,6 +197,30 @@ LayerOptions parse_options(const Options& options) {
   return o;
 }
 
+namespace {
+
+// What the bf16 mma of a 4-bit layer multiplies the weights with.
+std::string fp4_activations(const moe_problem& p) {
+  switch (act_quant_of(p)) {
+    case detail::ActQuant::kMxfp8:
+      return "mxfp8 activations (hidden states and intermediate quantised inside the kernel per "
+             "token per 32 channels, their values exact in bf16; the intermediate's blocks in "
+             "GEMM1's epilogue)";
+    case detail::ActQuant::kFp8Static:
+      return "e4m3 activations by the static a13_scale and a2_scale (each code's value in bf16, "
+             "the scale multiplied in the GEMM's epilogue; the intermediate quantised in GEMM1's)";
+    case detail::ActQuant::kFp8Dynamic:
+      return "e4m3 activations per tensor from the batch's amax (hidden states, then the routed "
+             "experts' intermediate and the shared expert's apart, each after a grid barrier; "
+             "each code's value in bf16, the scale multiplied in the GEMM's epilogue)";
+    case detail::ActQuant::kBf16:
+      break;
+  }
+  return "bf16 activations";
+}
+
+}  // namespace
+
 std::string describe(const moe_problem& p) {
   const detail::KernelLimits lim = detail::kernel_limits(kind_of(p));
   const bool fp4 = p.format == MOE_FORMAT_MXFP4 || p.format == MOE_FORMAT_NVFP4;
@@ -173,8 +228,8 @@ std::string describe(const moe_problem& p) {
       fp4 ? fmt::format(
                 "{} weights prepared into chunks of 128 rows x 128 K (codes arranged for the "
                 "mma threads, then the block scales as one byte each), one chunk per pipeline "
-                "stage, dequantised to bf16 in registers before bf16 mma with bf16 activations{}",
-                format_name(static_cast<moe_format>(p.format)),
+                "stage, dequantised to bf16 in registers before bf16 mma with {}{}",
+                format_name(static_cast<moe_format>(p.format)), fp4_activations(p),
                 p.format == MOE_FORMAT_NVFP4 ? ", scale_2 applied per expert in f32" : "")
       : p.format == MOE_FORMAT_FP8_BLOCK
           ? fmt::format(
@@ -215,6 +270,11 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   n1_ = w13_rows(p);
   fp8_ = p.format == MOE_FORMAT_FP8_BLOCK;
   kind_ = kind_of(p);
+  if (detail::is_fp4(kind_)) act_quant_ = act_quant_of(p);
+  if (p.input_format == MOE_INPUT_FP8_TENSOR_STATIC) {
+    a13_scale_ = static_scale(w.a13_scale, "a13_scale");
+    a2_scale_ = static_scale(w.a2_scale, "a2_scale");
+  }
   // MOE_MEGA_FP8_TOKENS=f16 (a measurement, off by default): fp8_block's activation codes kept as
   // their f16 values, multiplied in f16 (kernels/config.cuh kFp8F16W).
   if (fp8_ && env_is("MOE_MEGA_FP8_TOKENS", "f16")) kind_ = detail::Kind::kFp8BlockF16;
@@ -360,6 +420,13 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
   } else {
     ws.inter = c.take<uint16_t>(size_t(slots * p.intermediate));
   }
+  if (act_quant_ != detail::ActQuant::kBf16) {  // the hidden states quantised; per tensor from
+    ws.xa = c.take<uint16_t>(size_t(tokens * p.hidden));  // the batch's amax: the f32
+    if (act_quant_ == detail::ActQuant::kFp8Dynamic) {    // intermediate and each CTA's amax
+      ws.inter32 = c.take<float>(size_t(slots * p.intermediate));
+      ws.amax = c.take<float>(size_t(3 * ctas_));
+    }
+  }
   if (bytes != nullptr) *bytes = c.used();
   return ws;
 }
@@ -432,10 +499,16 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.max_split2 = result_copies(p, tokens);
   c.k_stagger = k_stagger_;
   c.slice_done = slice_combine_ ? counts_.as<uint32_t>() : nullptr;
-  c.chunk_ready = hand_off_ && !fp8_
+  // fp8_block, and e4m3 per tensor from the batch's amax, keep the GEMM1 -> GEMM2 barrier.
+  c.chunk_ready = hand_off_ && !fp8_ && act_quant_ != detail::ActQuant::kFp8Dynamic
                       ? counts_.as<uint32_t>() + detail::kernel_limits(kind_).max_slices
                       : nullptr;
   c.activation = p.activation;
+  c.act_quant = act_quant_;
+  c.a13_scale = a13_scale_;
+  c.a2_scale = a2_scale_;
+  c.xa = ws.xa;
+  c.amax = ws.amax;
   c.limit = p.activation_limit;
   c.alpha = p.activation_alpha;
   c.gelu_tanh = p.gelu_tanh;

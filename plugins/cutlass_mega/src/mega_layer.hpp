@@ -59,6 +59,8 @@ class DeviceLayer {
     float* inter32;  // fp8_block: [T * S, I] f32, then e4m3 and [T * S, I / 128] f32
     uint8_t* iq;
     float* is;
+    uint16_t* xa;  // 4-bit weights, e4m3 activations: [T, H] bf16, and with their amax per
+    float* amax;   // batch [3][ctas] f32 (and inter32)
   };
   Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
   // mxfp4, nvfp4: the chunks of moe_cuda/fp4_chunks.hpp into w13_, w2_; nvfp4's scale_2 into s13_,
@@ -69,6 +71,10 @@ class DeviceLayer {
   int64_t n1_ = 0;
   int64_t experts_ = 0;  // routed, then the sink and shared experts' virtual ones
   bool fp8_ = false;
+  // 4-bit weights with e4m3 activations: how the kernel quantises them (kernels/config.cuh
+  // ActQuant, 0: bf16 activations), and fp8_tensor_static's scales.
+  detail::ActQuant act_quant_ = detail::ActQuant::kBf16;
+  float a13_scale_ = 0.0f, a2_scale_ = 0.0f;
   detail::Kind kind_ = detail::Kind::kBf16;
   // bf16, fp8_block: the weights as given (fp8_block's scales in s13_, s2_); fp4: the prepared
   // chunks (nvfp4's scale_2 in s13_, s2_).

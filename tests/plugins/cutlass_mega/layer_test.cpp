@@ -1,5 +1,6 @@
 // cutlass_mega's fused layer on a GPU through the C ABI, against the reference: bf16, fp8_block,
-// mxfp4 and nvfp4 weights, every activation, expert biases, a shared expert, sink experts, batch
+// mxfp4 and nvfp4 weights (4-bit ones on bf16, mxfp8 and e4m3 per-tensor activations), every
+// activation, expert biases, a shared expert, sink experts, batch
 // sizes from one token to the capacity, padding tokens, every token on one expert, experts without
 // tokens, two runs bit-identical, a CUDA graph replayed with new inputs and routing, a batch above
 // capacity refused, corrupt block scales and 4-bit scales refused at prepare, the layer on fewer
@@ -80,7 +81,20 @@ struct Case {
   bool bias = false;   // expert biases b13, b2
   int64_t shared = 0;  // shared_intermediate (I = 256: 384 runs as two virtual experts)
   int64_t sinks = 0;   // sink_intermediate of two sinks (Inkling routing), 0: none
+  // 4-bit weights: their activations (default: bf16), e4m3 quantised inside the kernel.
+  moe_input_format input = MOE_INPUT_DEFAULT;
 };
+
+constexpr moe_input_format kMx8 = MOE_INPUT_MXFP8;
+constexpr moe_input_format kStatic = MOE_INPUT_FP8_TENSOR_STATIC;
+constexpr moe_input_format kDynamic = MOE_INPUT_FP8_TENSOR_DYNAMIC;
+
+// A problem's 4-bit weights on e4m3 activations of `input`.
+Problem with_input(Problem q, moe_input_format input) {
+  q.raw().input_format = input;
+  q.finalize();
+  return q;
+}
 
 constexpr moe_format kFp8 = MOE_FORMAT_FP8_BLOCK;
 constexpr moe_format kMx = MOE_FORMAT_MXFP4;
@@ -104,6 +118,7 @@ TEST_P(MegaActivations, MatchTheReferenceFromOneTokenToCapacity) {
     q.raw().routing_bias = 1;
   }
   q = in_format(q, c.format);
+  if (c.input != MOE_INPUT_DEFAULT) q = with_input(q, c.input);
   const moe_problem p = q.c();
   const LayerWeights w = random_weights(p, 21);
   const Layer layer = plugin_->prepare(p, w.view(), {});
@@ -158,13 +173,25 @@ INSTANTIATE_TEST_SUITE_P(
         Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom, kMx, true, 512},
         Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert, kNv, false, 128},
         Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, MOE_FORMAT_BF16, false, 0, 384},
-        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding, MOE_FORMAT_BF16, false, 256, 256}),
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding, MOE_FORMAT_BF16, false, 256, 256},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, kMx, false, 0, 0, kMx8},
+        Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kPadding, kMx, true, 0, 0, kMx8},
+        Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert, kNv, false, 384, 0, kMx8},
+        Case{MOE_ACTIVATION_GELU_MUL, Scenario::kRandom, kMx, false, 0, 0, kStatic},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding, kNv, true, 256, 0, kStatic},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, kNv, false, 0, 0, kDynamic},
+        Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert, kNv, false, 0, 0, kDynamic},
+        Case{MOE_ACTIVATION_SILU_MUL_CLAMP, Scenario::kPadding, kMx, false, 384, 0, kDynamic}),
     [](const testing::TestParamInfo<Case>& info) {
       return fmt::format(
-          "{}_{}_{}{}{}{}", format_name(info.param.format), activation_name(info.param.activation),
-          scenario_name(info.param.scenario), info.param.bias ? "_bias" : "",
+          "{}_{}_{}{}{}{}{}", format_name(info.param.format),
+          activation_name(info.param.activation), scenario_name(info.param.scenario),
+          info.param.bias ? "_bias" : "",
           info.param.shared > 0 ? fmt::format("_shared{}", info.param.shared) : std::string(),
-          info.param.sinks > 0 ? fmt::format("_sinks{}", info.param.sinks) : std::string());
+          info.param.sinks > 0 ? fmt::format("_sinks{}", info.param.sinks) : std::string(),
+          info.param.input != MOE_INPUT_DEFAULT
+              ? fmt::format("_{}", input_format_name(info.param.input))
+              : std::string());
     });
 
 // Many experts and few tokens (most experts idle); two runs give the same bits.
@@ -280,10 +307,23 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
 // expert's 96 slots in one_expert), each the very same bits as the barriers' layer; then a CUDA
 // graph replayed with new inputs and routing, against the reference.
 TEST_F(MegaLayer, HandOffCountsReturnToZeroRunAfterRunAndReplayAfterReplay) {
-  for (moe_format f : {MOE_FORMAT_BF16, kFp8, kMx, kNv}) {
-    const moe_problem p = in_format(problem_, f).c();
+  struct Setup {
+    moe_format format;
+    moe_input_format input;
+  };
+  for (const Setup& c : {Setup{MOE_FORMAT_BF16, MOE_INPUT_DEFAULT}, Setup{kFp8, MOE_INPUT_DEFAULT},
+                         Setup{kMx, MOE_INPUT_DEFAULT}, Setup{kNv, MOE_INPUT_DEFAULT},
+                         Setup{kMx, kMx8}, Setup{kNv, kStatic}, Setup{kNv, kDynamic}}) {
+    const moe_format f = c.format;
+    Problem q = in_format(problem_, f);
+    if (c.input != MOE_INPUT_DEFAULT) q = with_input(q, c.input);
+    const moe_problem p = q.c();
+    const std::string what =
+        fmt::format("{} on {}", format_name(f),
+                    input_format_name(static_cast<moe_input_format>(p.input_format)));
     const LayerWeights w = random_weights(p, 81);
     const Layer barriers = plugin_->prepare(p, w.view(), {});
+    const Layer barriers_7 = plugin_->prepare(p, w.view(), {{"sms", "7"}});  // its own K split
     setenv("MOE_MEGA_HAND_OFF", "1", 1);
     const Layer hand_off = plugin_->prepare(p, w.view(), {});
     const Layer hand_off_7 = plugin_->prepare(p, w.view(), {{"sms", "7"}});
@@ -294,12 +334,13 @@ TEST_F(MegaLayer, HandOffCountsReturnToZeroRunAfterRunAndReplayAfterReplay) {
       const Scenario scenario = round % 3 == 2 ? Scenario::kOneExpert : Scenario::kRandom;
       const Batch batch = random_batch(p, tokens, 200 + uint64_t(round++), scenario);
       const Routing routing = route_batch(*reference_, p, batch);
-      const RunResult a = run_layer(barriers, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      for (const Layer* layer : {&hand_off, &hand_off_7}) {
+      for (const auto& [base, layer] :
+           {std::pair{&barriers, &hand_off}, std::pair{&barriers_7, &hand_off_7}}) {
+        const RunResult a = run_layer(*base, p, batch.hidden, routing, MOE_DTYPE_BF16);
         const RunResult h = run_layer(*layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
         EXPECT_EQ(std::memcmp(a.output.raw(), h.output.raw(), a.output.bytes()), 0)
-            << format_name(f) << (layer == &hand_off ? "" : ", sms 7") << ": run " << round << " ("
-            << tokens << " tokens) differs from the barriers'";
+            << what << (layer == &hand_off ? "" : ", sms 7") << ": run " << round << " (" << tokens
+            << " tokens) differs from the barriers'";
       }
     }
     const GraphReplay graph(plugin_, hand_off, p, 37);
@@ -307,7 +348,7 @@ TEST_F(MegaLayer, HandOffCountsReturnToZeroRunAfterRunAndReplayAfterReplay) {
       const Batch batch =
           random_batch(p, 37, seed, seed == 22 ? Scenario::kOneExpert : Scenario::kRandom);
       EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), tolerance(p))
-          << format_name(f) << ", replay of seed " << seed;
+          << what << ", replay of seed " << seed;
     }
   }
 }

@@ -129,14 +129,34 @@ TEST(MegaSupport, TakesMxfp4AndNvfp4WithBf16ActivationsOfEveryActivation) {
     }
 }
 
+// 4-bit weights take e4m3 activations the kernel quantises (mxfp8, e4m3 per tensor, static or
+// from the batch's amax), with a shared expert too; bf16 weights do not.
+TEST(MegaSupport, TakesE4m3ActivationsOnFp4Weights) {
+  for (moe_format f : {MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4})
+    for (moe_input_format in :
+         {MOE_INPUT_MXFP8, MOE_INPUT_FP8_TENSOR_STATIC, MOE_INPUT_FP8_TENSOR_DYNAMIC}) {
+      moe_problem p = bf16_problem();
+      p.format = f;
+      p.intermediate = 256;
+      p.input_format = in;
+      p.shared_intermediate = 384;
+      EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
+    }
+  moe_problem p = bf16_problem();
+  p.input_format = MOE_INPUT_MXFP8;
+  expect_refusal(p, MOE_REASON_INPUT_FORMAT, "bf16 weights take bf16 activations only, not mxfp8");
+}
+
 TEST(MegaSupport, RefusesFp4ShapesActivationFormatsAndOtherFormats) {
   moe_problem p = bf16_problem();
   p.format = MOE_FORMAT_NVFP4;
   p.intermediate = 192;  // a stage is 128 deep along GEMM2's K
   expect_refusal(p, MOE_REASON_SHAPE, "intermediate=192 of 128");
   p.intermediate = 256;
-  p.input_format = MOE_INPUT_FP8_1X128;
-  expect_refusal(p, MOE_REASON_INPUT_FORMAT, "nvfp4 weights take bf16 activations only");
+  p.input_format = MOE_INPUT_FP8_1X128;  // its 128-channel blocks span two GEMM1 items
+  expect_refusal(p, MOE_REASON_INPUT_FORMAT,
+                 "nvfp4 weights take bf16, mxfp8, fp8_tensor_static or fp8_tensor_dynamic "
+                 "activations, not fp8_1x128");
   p = bf16_problem();
   p.format = MOE_FORMAT_MXFP8;
   expect_refusal(p, MOE_REASON_FORMAT, "not mxfp8");

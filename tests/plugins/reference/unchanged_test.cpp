@@ -30,7 +30,8 @@ constexpr auto kPadding = moe::Scenario::kPadding;
 
 // Recorded with the reference at 5b6819d (before ExpertGemms); the fp8_block problems on whole
 // blocks and the decode ones were added at 2026-12-01 with the reference unchanged;
-// fp8_tensor_static re-recorded 2026-12-02 when its problem grew to H = 256, I = 128.
+// fp8_tensor_static re-recorded 2026-12-02 when its problem grew to H = 256, I = 128; the 4-bit
+// decode problems on e4m3 activations added 2026-12-05 with the reference unchanged.
 const Pinned kPinned[] = {
     {"bf16_gelu_tanh_bias_select", kRandom, 0x14dbf28c888110c2ull},
     {"bf16_gelu_tanh_bias_select", kPadding, 0x9566fa0da1e69551ull},
@@ -100,6 +101,12 @@ const Pinned kPinned[] = {
     {"mxfp4_bf16_input", kPadding, 0x728a146c50ffe57bull},
     {"mxfp4_decode_silu", kRandom, 0x4f60a0b7b878ced6ull},
     {"mxfp4_decode_silu", kPadding, 0x92f540a81192bf33ull},
+    {"mxfp4_decode_fp8_static", kRandom, 0xd69fbb837a6b700eull},
+    {"mxfp4_decode_fp8_static", kPadding, 0x93001455a95ddea8ull},
+    {"mxfp4_decode_mxfp8_input", kRandom, 0x7e25ef75a0911632ull},
+    {"mxfp4_decode_mxfp8_input", kPadding, 0x79bd52456eb6078full},
+    {"nvfp4_decode_fp8_dynamic", kRandom, 0x0c3487068d285bc5ull},
+    {"nvfp4_decode_fp8_dynamic", kPadding, 0x605787e30d1e9077ull},
     {"mxfp4_decode_swiglu_oai_bias", kRandom, 0xa8541322869c042full},
     {"mxfp4_decode_swiglu_oai_bias", kPadding, 0x70385263613fc750ull},
     {"mxfp4_mxfp8_input", kRandom, 0x66a7eb3d0490a62full},
