@@ -11,11 +11,11 @@
 #             moe_launch_cost: a persistent cooperative launch by API, eager and in a graph
 #   tests     the fused layer's GPU tests (all formats, the measurement layouts included)
 #   ab        (or ab_bf16, ab_fp8, ab_fp4 apart) bench/ab.py: the default against
-#             MOE_MEGA_K_STAGGER=1, MOE_MEGA_CHUNKS=1, MOE_MEGA_SLICE_COMBINE=1 and
-#             MOE_MEGA_HAND_OFF=1 (bf16 and fp8_block on Qwen3-30B-A3B and Mixtral at T = 1, 8,
-#             64; fp8_block also against MOE_MEGA_FP8_TOKENS=f16) and mxfp4 on Mixtral and Qwen3
-#             against the stagger, the slice combine, the hand-off and MOE_MEGA_FP4_STAGE=256
-#             (chunks are the 4-bit layout already)
+#             MOE_MEGA_K_STAGGER=1, MOE_MEGA_CHUNKS=1, MOE_MEGA_SLICE_COMBINE=1,
+#             MOE_MEGA_HAND_OFF=1 and MOE_MEGA_LAUNCH=pdl (bf16 and fp8_block on Qwen3-30B-A3B
+#             and Mixtral at T = 1, 8, 64; fp8_block also against MOE_MEGA_FP8_TOKENS=f16) and
+#             mxfp4 on Mixtral and Qwen3 against the stagger, the slice combine, the hand-off and
+#             MOE_MEGA_FP4_STAGE=256 (chunks are the 4-bit layout already)
 #   ab_act    4-bit weights on e4m3 activations against bf16 ones (Qwen3-30B-A3B at T = 1, 8, 64:
 #             mxfp4 on mxfp8, nvfp4 on e4m3 per tensor, static and from the batch's amax): what
 #             the kernel's quantisation phases cost
@@ -31,7 +31,8 @@ pack() { tar -C "$OUT" --exclude=mega_measure.tgz -czf /tmp/mega_measure.tgz . &
 variants=(--variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1
           --variant chunks= --env chunks=MOE_MEGA_CHUNKS=1
           --variant slice= --env slice=MOE_MEGA_SLICE_COMBINE=1
-          --variant hand= --env hand=MOE_MEGA_HAND_OFF=1)
+          --variant hand= --env hand=MOE_MEGA_HAND_OFF=1
+          --variant pdl= --env pdl=MOE_MEGA_LAUNCH=pdl)
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 for section in "$@"; do
   echo "== $section $(date -u +%H:%M:%S)"

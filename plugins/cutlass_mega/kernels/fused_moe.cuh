@@ -36,6 +36,7 @@
 #include <type_traits>
 
 #include "kernels/config.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/handoff.cuh"
 #include "kernels/quantize_acts.cuh"
 #include "kernels/quantize_rows.cuh"
@@ -116,6 +117,10 @@ static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> && kFitsShar
 
 template <int W>
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {
+  // Launched as a programmatic dependent (MOE_MEGA_LAUNCH=pdl, a measurement), the kernel may
+  // start before the previous one on the stream ends: nothing here reads or writes global memory
+  // before this wait (a no-op in an ordinary launch).
+  gpu::kernels::enter_dependent_grid();
   constexpr bool kFp8 = kIsFp8<W>, kFp4 = kIsFp4<W>;
   // fp8_block's activation codes in the workspace: e4m3 bytes, or their f16 values (kFp8F16W).
   using Code = std::conditional_t<W == kFp8F16W, uint16_t, uint8_t>;

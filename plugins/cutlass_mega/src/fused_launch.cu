@@ -5,6 +5,7 @@
 #include "../kernels/chunk_layout.hpp"
 #include "../kernels/fused_moe.cuh"
 #include "fused_launch.hpp"
+#include "kernels/dependent_launch.cuh"
 #include "moe_cuda/fp4_chunks.hpp"
 #include "moe_cuda/tensor_map.hpp"
 
@@ -187,10 +188,25 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.timeline_items = c.timeline_items;
   void* args[] = {&p};
   const Instance k = instance(c.kind);
-  const cudaError_t e = cudaLaunchCooperativeKernel(k.fn, dim3(ctas), dim3(kernels::kThreads), args,
-                                                    k.smem, c.stream);
-  if (e != cudaSuccess) return cudaGetErrorString(e);
-  return nullptr;
+  if (!c.dependent) {
+    const cudaError_t e = cudaLaunchCooperativeKernel(k.fn, dim3(ctas), dim3(kernels::kThreads),
+                                                      args, k.smem, c.stream);
+    return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+  }
+  // The kernel's first statement waits for the previous kernel (kernels/fused_moe.cuh), so it may
+  // be launched before that one ends.
+  cudaLaunchAttribute attrs[2] = {{}, gpu::kernels::dependent_launch_attribute()};
+  attrs[0].id = cudaLaunchAttributeCooperative;
+  attrs[0].val.cooperative = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(ctas);
+  cfg.blockDim = dim3(kernels::kThreads);
+  cfg.dynamicSmemBytes = k.smem;
+  cfg.stream = c.stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 2;
+  const cudaError_t e = cudaLaunchKernelExC(&cfg, k.fn, args);
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
 }  // namespace moe::mega::detail

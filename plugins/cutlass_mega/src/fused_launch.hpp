@@ -109,6 +109,9 @@ struct FusedCall {
   int32_t gelu_tanh;
   unsigned long long* timeline;  // measurement (kernels/timeline.hpp): null, or [ctas] records
   int32_t timeline_items;
+  // MOE_MEGA_LAUNCH=pdl (a measurement): cudaLaunchKernelEx, cooperative and a programmatic
+  // dependent of the stream's previous kernel; false: cudaLaunchCooperativeKernel.
+  bool dependent;
   cudaStream_t stream;
 };
 

@@ -291,6 +291,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   timeline_ = timeline_from_env(ctas_);
   k_stagger_ = env_is("MOE_MEGA_K_STAGGER", "1") ? 1 : 0;
   hand_off_ = env_is("MOE_MEGA_HAND_OFF", "1");
+  dependent_launch_ = env_is("MOE_MEGA_LAUNCH", "pdl");
   slice_combine_ = hand_off_ || env_is("MOE_MEGA_SLICE_COMBINE", "1");
   if (slice_combine_) {
     const detail::KernelLimits lim = detail::kernel_limits(kind_);
@@ -513,6 +514,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.alpha = p.activation_alpha;
   c.gelu_tanh = p.gelu_tanh;
   c.stream = static_cast<cudaStream_t>(a.stream);
+  c.dependent = dependent_launch_;
   if (timeline_ != nullptr) {
     const detail::StageGeometry g = detail::stage_geometry(kind_);
     timeline_->note_run(format_name(static_cast<moe_format>(p.format)), tokens, p.hidden / g.k,

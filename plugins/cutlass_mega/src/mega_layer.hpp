@@ -96,6 +96,9 @@ class DeviceLayer {
   // fp4 layers: GEMM2's items start on counts of their GEMM1 chunk, and the slice combine ends the
   // layer (fp8_block: the slice combine only; its intermediate is quantised between the GEMMs).
   bool hand_off_ = false;
+  // MOE_MEGA_LAUNCH=pdl at prepare (a measurement, off by default): the kernel launched as a
+  // programmatic dependent of the stream's previous kernel (cudaLaunchKernelEx).
+  bool dependent_launch_ = false;
   // The counts of the slice combine and the hand-off (kernels/handoff.cuh: [max_slices] then
   // [max_chunks] 32-bit words), zeroed here and left zero by every run, so a layer's runs must
   // not overlap on the device (one stream, or ordered by events); allocated with either switch.

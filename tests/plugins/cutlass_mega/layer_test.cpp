@@ -6,7 +6,8 @@
 // capacity refused, corrupt block scales and 4-bit scales refused at prepare, the layer on fewer
 // SMs (`sms`), the timeline MOE_MEGA_TIMELINE names, the prepared bf16 / e4m3 chunks and the
 // staggered K order (MOE_MEGA_CHUNKS, MOE_MEGA_K_STAGGER), the hand-off's counts run after run
-// (MOE_MEGA_HAND_OFF), misaligned hidden states and workspace refused. Skips without an sm_90 GPU.
+// (MOE_MEGA_HAND_OFF), the dependent launch (MOE_MEGA_LAUNCH=pdl), misaligned hidden states and
+// workspace refused. Skips without an sm_90 GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -349,6 +350,35 @@ TEST_F(MegaLayer, HandOffCountsReturnToZeroRunAfterRunAndReplayAfterReplay) {
           random_batch(p, 37, seed, seed == 22 ? Scenario::kOneExpert : Scenario::kRandom);
       EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), tolerance(p))
           << what << ", replay of seed " << seed;
+    }
+  }
+}
+
+// MOE_MEGA_LAUNCH=pdl launches the kernel as a programmatic dependent of the stream's previous
+// kernel (cudaLaunchKernelEx, cooperative): the same bits as the ordinary launch, run after run
+// (the previous kernel is the last run's), and as a CUDA graph replayed with new inputs.
+TEST_F(MegaLayer, ADependentLaunchGivesTheOrdinaryLaunchsBitsEagerAndReplayed) {
+  for (moe_format f : {MOE_FORMAT_BF16, kFp8, kNv}) {
+    const moe_problem p = in_format(problem_, f).c();
+    const LayerWeights w = random_weights(p, 91);
+    const Layer ordinary = plugin_->prepare(p, w.view(), {});
+    setenv("MOE_MEGA_LAUNCH", "pdl", 1);
+    const Layer dependent = plugin_->prepare(p, w.view(), {});
+    unsetenv("MOE_MEGA_LAUNCH");
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    for (int64_t tokens : {1, 40, 96}) {
+      const Batch batch = random_batch(p, tokens, 300 + uint64_t(tokens), Scenario::kRandom);
+      const Routing routing = route_batch(*reference_, p, batch);
+      const RunResult a = run_layer(ordinary, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      const RunResult d = run_layer(dependent, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      EXPECT_EQ(std::memcmp(a.output.raw(), d.output.raw(), a.output.bytes()), 0)
+          << format_name(f) << ": the dependent launch differs at " << tokens << " tokens";
+    }
+    const GraphReplay graph(plugin_, dependent, p, 37);
+    for (uint64_t seed : {31u, 32u}) {
+      const Batch batch = random_batch(p, 37, seed, Scenario::kRandom);
+      EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), tolerance(p))
+          << format_name(f) << ", dependent launch replayed, seed " << seed;
     }
   }
 }
