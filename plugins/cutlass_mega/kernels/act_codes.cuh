@@ -25,15 +25,17 @@ __host__ __device__ __forceinline__ uint16_t e4m3_value_bf16(uint8_t code, int k
   return bits;
 }
 
-// mxfp8's scale exponent for a block of amax `amax`: the smallest k with 2^k >= max(amax, 1e-10)
-// / 448, clamped to ue8m0's [-127, 127] (core/src/sdk/formats.cpp mx_scale_code, in double as
-// it is). The floor keeps k >= -42, so every quantised value is a normal bf16.
+// mxfp8's scale exponent for a block of amax `amax` >= 0: the smallest k with
+// 2^k >= max(amax, 1e-10) / 448 (core/src/sdk/formats.cpp mx_scale_code), from amax's bits: with
+// amax = m x 2^E (m in [1, 2)) and 448 = 1.75 x 2^8, amax <= 448 x 2^k holds from
+// k = E - 8 + (m > 1.75). The floor is k = -42 (1e-10 / 448 lies in (2^-43, 2^-42]), which also
+// covers zero and subnormal amax; the largest float gives 120, inside ue8m0's [-127, 127]. So
+// every quantised value is a normal bf16.
 __host__ __device__ __forceinline__ int mx_scale_exponent(float amax) {
-  const double x = fmax(double(amax), 1e-10) / 448.0;
-  int e = 0;
-  const double fraction = frexp(x, &e);  // x = fraction x 2^e, fraction in [0.5, 1)
-  const int k = fraction == 0.5 ? e - 1 : e;
-  return k < -127 ? -127 : k > 127 ? 127 : k;
+  uint32_t bits;
+  memcpy(&bits, &amax, sizeof bits);
+  const int k = int((bits >> 23) & 0xffu) - 127 - 8 + ((bits & 0x7fffffu) > 0x600000u ? 1 : 0);
+  return k < -42 ? -42 : k;
 }
 
 // mxfp8 of one value whose block's amax gave exponent k: bf16 bits of its quantised value. The

@@ -55,7 +55,7 @@ constexpr int kChunksPerStage = W == kMxfp4x2W ? 2 : 1;
 template <int W>
 constexpr bool kIsFp8 = W == kFp8W || W == kFp8F16W;
 
-// e4m3 activations on 4-bit weights (Params::act_quant; docs/design.md §13 item 6), quantised
+// e4m3 activations on 4-bit weights (Params::act_quant; docs/design.md §13 item 7), quantised
 // inside the launch by the problem's input_format: none (bf16); mxfp8 (per token per 32 channels,
 // ue8m0 scales: the quantised values are bf16 values, so GEMMs run on them as they are); e4m3 per
 // tensor with the static scales a13 and a2, or with scales from the batch's amax (the codes'

@@ -9,8 +9,9 @@
 //   1. GEMM1 and the activation: work items (expert, chunk of kTok<W> of its slots: 64, fp4 32;
 //      64 intermediate columns), each streaming its 64 gate and 64 up rows of W13 (128 rows of
 //      relu2's W13) once for its tokens, gathered straight from the hidden states (or their codes).
-//      The activation runs on the accumulators; the intermediate goes to the workspace (bf16, or
-//      f32 for fp8_block), one row per slot.
+//      The activation runs on the accumulators; the intermediate goes to the workspace, one row
+//      per slot: bf16; f32 for fp8_block and e4m3 per tensor from the batch's amax; the
+//      quantised values (bf16, exact) for mxfp8 and static e4m3 activations.
 //   1b. fp8_block: the intermediate quantised per slot per 128 channels; e4m3 per tensor from the
 //      batch's amax: the intermediate's codes once every GEMM1 item is done (mxfp8 and static
 //      scales quantise it in GEMM1's epilogue).

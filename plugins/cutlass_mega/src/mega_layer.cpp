@@ -100,7 +100,7 @@ sdk::Verdict check_support(const moe_problem& p, bool need_device) {
         fp4 ? fmt::format("{} weights take bf16, mxfp8, fp8_tensor_static or fp8_tensor_dynamic "
                           "activations, not {} (the GEMMs are bf16 x bf16, the 4-bit weights "
                           "dequantised in the main loop and e4m3 activations kept as bf16 values; "
-                          "a 128-channel block of the intermediate spans two GEMM1 items)",
+                          "gated, a GEMM1 item holds 64 intermediate columns, half a 1x128 block)",
                           format_name(static_cast<moe_format>(p.format)),
                           input_format_name(static_cast<moe_input_format>(p.input_format)))
             : fmt::format("{} weights take bf16 activations only, not {} (the GEMMs are bf16 x "
@@ -203,9 +203,9 @@ namespace {
 std::string fp4_activations(const moe_problem& p) {
   switch (act_quant_of(p)) {
     case detail::ActQuant::kMxfp8:
-      return "mxfp8 activations (hidden states and intermediate quantised inside the kernel per "
-             "token per 32 channels, their values exact in bf16; the intermediate's blocks in "
-             "GEMM1's epilogue)";
+      return "mxfp8 activations (quantised inside the kernel per 32 channels, the hidden states "
+             "per token and the intermediate per slot, their values exact in bf16; the "
+             "intermediate's blocks in GEMM1's epilogue)";
     case detail::ActQuant::kFp8Static:
       return "e4m3 activations by the static a13_scale and a2_scale (each code's value in bf16, "
              "the scale multiplied in the GEMM's epilogue; the intermediate quantised in GEMM1's)";

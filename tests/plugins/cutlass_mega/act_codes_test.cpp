@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -14,6 +16,12 @@
 
 namespace moe::mega::test {
 namespace {
+
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
 
 TEST(MegaActCodes, EveryE4m3CodeTimesAnMxScaleIsExactInBf16) {
   for (int k : {-42, -20, -3, 0, 1, 7, 40})
@@ -33,6 +41,17 @@ TEST(MegaActCodes, MxScaleExponentIsTheSmallestPowerOfTwoCoveringAmaxOver448) {
     EXPECT_EQ(mx_exponent(std::nextafter(at, 0.0f)), j);
   }
   EXPECT_EQ(mx_exponent(0.0f), -42);  // the 1e-10 floor: 1e-10 / 448 is just under 2^-42
+  EXPECT_EQ(mx_exponent(std::numeric_limits<float>::max()), 120);
+  // Every magnitude a float has, against the reference's ue8m0 code of max(amax, 1e-10) / 448.
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 200000; ++i) {
+    const float amax = from_bits(uint32_t(rng()) & 0x7f7fffffu);  // finite, >= 0
+    const int want = int(ue8m0_ceil(std::max(double(amax), 1e-10) / 448.0)) - 127;
+    ASSERT_EQ(mx_exponent(amax), want) << "amax " << amax;
+  }
+  for (float amax : {1e-10f, std::nextafter(1e-10f, 0.0f), std::nextafter(1e-10f, 1.0f), 1e-30f})
+    EXPECT_EQ(mx_exponent(amax), int(ue8m0_ceil(std::max(double(amax), 1e-10) / 448.0)) - 127)
+        << amax;
 }
 
 // Blocks of 32 bf16 values, quantised by the kernel's helpers from their float amax, equal the
