@@ -166,9 +166,11 @@ struct Params {
   int32_t k_stagger;   // 1: each item starts its K loop at its own step (fused_moe.cuh k_shift)
   // The layer's counts (kernels/handoff.cuh), zero at rest: [H / 128] per slice of H for the slice
   // combine (null: a last grid barrier), [kMaxChunks] per GEMM1 token chunk for GEMM2 to start on
-  // (null: a GEMM1 -> GEMM2 grid barrier; bf16 and fp4 only).
+  // (null: a GEMM1 -> GEMM2 grid barrier), [kMaxSlots] per token for GEMM1 to start on where
+  // phase 0 quantises the hidden states (null: a barrier after phase 0).
   uint32_t* slice_done;
   uint32_t* chunk_ready;
+  uint32_t* token_ready;
   // 4-bit weights with e4m3 activations (ActQuant; 0 otherwise): the static scales (a13 for the
   // hidden states, a2 for the intermediate), and the workspace: xa [T, H] bf16, the hidden states
   // quantised (mxfp8: their values; e4m3 per tensor: their codes' values); with kActFp8Dynamic,

@@ -153,6 +153,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // CTA reduction's scratch.
   __shared__ float act_scale[3];
   __shared__ float red[kThreads / 32];
+  // fp8_block's hand-off: whether this CTA's GEMM1 item was its chunk's last (it quantises it).
+  __shared__ int chunk_last;
   auto stamp_phase = [&](int phase) {
     if (p.timeline != nullptr && threadIdx.x == 0)
       timeline_stamp(p.timeline + timeline_phase_word(blockIdx.x, p.timeline_items, phase));
@@ -394,14 +396,39 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   int ready1 = 0, ready2 = 0;  // stages prefetched for the CTA's first item of phase 1, 2
   // 4-bit weights: how the activations are quantised (kernels/config.cuh ActQuant).
   const int aq = kFp4 ? p.act_quant : int(kActBf16);
-  // GEMM2 items start on counts of their GEMM1 chunk instead of after a grid barrier (bf16 and
-  // fp4: MOE_MEGA_HAND_OFF=1, a measurement; fp8_block, and e4m3 per tensor from the batch's
-  // amax, quantise the intermediate between them).
-  const bool hand_off = !kFp8 && p.chunk_ready != nullptr && aq != kActFp8Dynamic;
+  // The hand-off (MOE_MEGA_HAND_OFF=1, a measurement; kernels/handoff.cuh): no grid barrier
+  // where a count can stand in. GEMM2 items start on counts of their GEMM1 chunk (fp8_block: once
+  // the chunk's last GEMM1 item has quantised its intermediate), and GEMM1 items on counts of
+  // their tokens, each quantised by one CTA in phase 0 (fp8_block, and 4-bit weights on mxfp8 or
+  // static e4m3). e4m3 per tensor from the batch's amax keeps its barriers: its scales need all.
+  const bool hand_off = p.chunk_ready != nullptr && aq != kActFp8Dynamic;
+  const bool token_hand_off = hand_off && (kFp8 || aq != kActBf16);
+  // Phase 0's hand-off: GEMM1 items reading token t (its slots with an expert x the slices).
+  auto token_readers = [&](int t) {
+    int n = 0;
+    for (int j = 0; j < p.slot_width; ++j) n += s.slot_pos[t * p.slot_width + j] >= 0;
+    return n * slices1;
+  };
+  // Phase 0's hand-off: this CTA's tokens t = blockIdx.x (mod gridDim.x), each row quantised by
+  // the whole CTA with `quantize_row(t)`, then marked out (those some item reads).
+  auto quantize_own_tokens = [&](auto quantize_row) {
+    for (int t = int(blockIdx.x); t < p.tokens; t += int(gridDim.x)) quantize_row(t);
+    __syncthreads();  // every thread's stores of the CTA's rows, before thread 0's release
+    if (threadIdx.x == 0)
+      for (int t = int(blockIdx.x); t < p.tokens; t += int(gridDim.x))
+        if (token_readers(t) > 0) count_chunk_item(p.token_ready + t);
+  };
   if constexpr (kFp8) {  // phase 0: the hidden states' codes and scales
     if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
-    quantize_rows_1x128(p.hidden, p.tokens, H, xq, p.xs);
-    publish_to_async_proxy();
+    if (token_hand_off) {
+      quantize_own_tokens([&](int t) {
+        quantize_rows_1x128(p.hidden + t * H, 1, H, xq + t * H, p.xs + t * (H / kScaleBlock), warp,
+                            kThreads / 32);
+      });
+    } else {
+      quantize_rows_1x128(p.hidden, p.tokens, H, xq, p.xs);
+      publish_to_async_proxy();
+    }
   }
   if (aq != kActBf16) {  // phase 0 of e4m3 activations on 4-bit weights: the hidden states
     if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
@@ -413,8 +440,13 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       scale = gpu::kernels::fp8_scale_from_amax(grid_max(p.amax, red));
     }
     if (threadIdx.x == 0) act_scale[0] = scale;
-    quantize_hidden(p, aq, scale);
-    publish_to_async_proxy();
+    if (token_hand_off) {
+      quantize_own_tokens(
+          [&](int t) { quantize_hidden(p, aq, scale, t, 1, threadIdx.x, kThreads); });
+    } else {
+      quantize_hidden(p, aq, scale, 0, p.tokens);
+      publish_to_async_proxy();
+    }
   }
   // GEMM1's and GEMM2's epilogue factor for e4m3 per tensor: the scale of the activations they
   // multiplied (GEMM2: the routed experts' or the shared expert's intermediate).
@@ -463,15 +495,25 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       if (producer) {
         // The slots' tokens: rows of the hidden states (fp8_block: of their codes).
         auto token_of = [&](int n) { return uint16_t(s.slot_token[it.first + n]); };
+        const int shift = shift_of(u, steps);
+        int ready = u == int(blockIdx.x) ? ready1 : 0;
+        if (token_hand_off) {  // the first weights (if not out yet), then the tokens' rows
+          if (ready == 0) ready = prefetch_weights(weights1, it, 0, steps, shift);
+          wait_tokens(p.token_ready, it.m, token_of);
+        }
         if constexpr (kFp8)
-          produce_item(weights1, it, 0, steps, shift_of(u, steps), xq, H * int64_t(sizeof(Code)),
-                       token_of, u == int(blockIdx.x) ? ready1 : 0);
+          produce_item(weights1, it, 0, steps, shift, xq, H * int64_t(sizeof(Code)), token_of,
+                       ready);
         else  // the hidden states, or their quantised values
-          produce_item(weights1, it, 0, steps, shift_of(u, steps), aq != kActBf16 ? p.xa : p.hidden,
-                       H * 2, token_of, u == int(blockIdx.x) ? ready1 : 0);
+          produce_item(weights1, it, 0, steps, shift, aq != kActBf16 ? p.xa : p.hidden, H * 2,
+                       token_of, ready);
+        if (token_hand_off) count_token_readers(p.token_ready, it.m, token_of, token_readers);
         continue;
       }
       if constexpr (kFp8) {
+        // With the hand-off the token scales are read once the item's first stage is full: its
+        // producer copied the tokens' codes only after it saw them out (kernels/handoff.cuh).
+        if (token_hand_off) cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
         // w13's rows are [E * n1] with n1 % 128 == 0, so row r's scale row is r / 128.
         const float* s0 = p.s13 + (int64_t(row0) / kScaleBlock) * steps;
         const float* s1 = p.s13 + (int64_t(row1) / kScaleBlock) * steps;
@@ -499,7 +541,28 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         store_intermediate(int64_t(it.first + n) * I + int64_t(it.slice) * cols + c, y, it.expert);
       }
       consumers_sync();  // the tile is free for the next item
-      if (hand_off && threadIdx.x == 0) count_chunk_item(p.chunk_ready + u / slices);
+      if (hand_off) {    // the item counted on its chunk
+        uint32_t* chunk = p.chunk_ready + u / slices;
+        if constexpr (kFp8) {  // the chunk's last item quantises its intermediate, then counts
+                               // again
+          if (threadIdx.x == 0) {
+            const bool last = count_item(chunk, kChunkDone) == uint32_t(slices) - 1;
+            if (last) __threadfence();  // acquire: the other items' intermediate after their counts
+            chunk_last = last;
+          }
+          consumers_sync();
+          if (chunk_last) {
+            __threadfence();
+            quantize_rows_1x128(p.inter32 + int64_t(it.first) * I, it.m, I,
+                                iq + int64_t(it.first) * I,
+                                p.is + int64_t(it.first) * (I / kScaleBlock), warp, kWarps);
+            consumers_sync();
+            if (threadIdx.x == 0) count_chunk_item(chunk);
+          }
+        } else if (threadIdx.x == 0) {
+          count_chunk_item(chunk);
+        }
+      }
       stamp_item(1, u);
     }
   }
@@ -509,7 +572,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   const int split2 =
       k_split(s.item_prefix[s.num_active] * slices2, steps2, int(gridDim.x), p.max_split2);
   if (producer && !hand_off) ready2 = prefetch(weights2, slices2, steps2, split2);
-  if constexpr (kFp8) {  // phase 1b: the intermediate's codes and scales, every slot
+  if (kFp8 && !hand_off) {  // phase 1b: the intermediate's codes and scales, every slot
     grid.sync();
     int slots = 0;
     if (s.num_active > 0) {
@@ -572,9 +635,11 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         // The hand-off: where the rows' GEMM1 chunk is not done yet, the item's first weights go
         // out before the wait (a chunk already done costs no wait, and its stages go out as a
         // barrier's would, each as its slot frees).
-        if (hand_off && !chunk_done(chunk, uint32_t(slices1))) {
+        // fp8_block: the chunk's items, and then its quantisation by the last of them.
+        const uint32_t chunk_target = uint32_t(slices1) + (kFp8 ? 1 : 0);
+        if (hand_off && !chunk_done(chunk, chunk_target)) {
           ready = prefetch_weights(weights2, it, ks0, ks1 - ks0, shift);
-          wait_chunk(chunk, uint32_t(slices1));
+          wait_chunk(chunk, chunk_target);
         }
         if constexpr (kFp8)
           produce_item(weights2, it, ks0, ks1, shift, iq, I * int64_t(sizeof(Code)), slot_of,
@@ -585,6 +650,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         continue;
       }
       if constexpr (kFp8) {
+        // With the hand-off the slots' scales are read once the item's first stage is full (its
+        // producer copied their codes only after it saw the chunk quantised).
+        if (hand_off) cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
         const float* s0 = p.s2 + (int64_t(row0) / kScaleBlock) * steps;
         load_scales(
             it.m, steps, [&](int n, int kb) { return p.is[int64_t(it.first + n) * steps + kb]; },

@@ -50,14 +50,16 @@ __device__ __forceinline__ bool count_slice_item(uint32_t* word, uint32_t items)
 
 // The producer warp: whether the chunk's `slices` GEMM1 items are all counted yet (lane 0 looks,
 // relaxed, and where they are, takes the acquire fence wait_chunk would; every lane gets the
-// answer from lane 0, which orders its later copies as wait_chunk's warp barrier does).
+// answer from lane 0, and a warp barrier orders its later copies, as in wait_chunk).
 __device__ __forceinline__ bool chunk_done(const uint32_t* word, uint32_t slices) {
   bool done = false;
   if (threadIdx.x % 32 == 0) {
     done = (load_relaxed(word) & (kChunkSeen - 1)) >= slices;
     if (done) asm volatile("fence.acq_rel.gpu;" ::: "memory");
   }
-  return __shfl_sync(0xffffffffu, done, 0);
+  done = __shfl_sync(0xffffffffu, done, 0);
+  __syncwarp();  // orders the other lanes' later copies after lane 0's fence
+  return done;
 }
 
 // The producer warp, before its first copy of a GEMM2 item's intermediate rows: lane 0 waits until
@@ -79,6 +81,40 @@ __device__ __forceinline__ void wait_chunk(const uint32_t* word, uint32_t slices
 __device__ __forceinline__ void count_chunk_reader(uint32_t* word, uint32_t readers) {
   if (threadIdx.x % 32 == 0 && atomicAdd(word, kChunkSeen) / kChunkSeen == readers - 1)
     atomicExch(word, 0u);
+  __syncwarp();
+}
+
+// A token's word (phase 0's hand-off): bit 0 says its quantised row is out, bits 16-31 count
+// the GEMM1 items that have copied it (its slots with an expert x GEMM1's column slices); the
+// last puts it back to zero. A token no item reads is never marked, so it stays zero too.
+constexpr uint32_t kTokenOut = 1, kTokenSeen = 1u << 16;
+
+// The producer warp, before a GEMM1 item's first token copy: every lane waits (relaxed) until
+// the rows of its tokens n = lane, lane + 32 (of m <= 64) are out, then the whole warp takes one
+// acquire fence (each lane's own relaxed reads and the fence make its acquire), so every lane's
+// later copies read the quantised rows. `token_of(n)`: the item's n-th token.
+template <class TokenOf>
+__device__ __forceinline__ void wait_tokens(const uint32_t* words, int m, TokenOf token_of) {
+  const int lane = threadIdx.x % 32;
+  bool out = false;
+  while (!__all_sync(0xffffffffu, out)) {
+    out = true;
+    for (int n = lane; n < m; n += 32) out &= (load_relaxed(words + token_of(n)) & kTokenOut) != 0;
+  }
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+  __syncwarp();
+}
+
+// The producer warp, after a GEMM1 item's copies of its tokens' rows went out: each token counted
+// a reader, and its last of readers_of(t) puts its word back to zero.
+template <class TokenOf, class ReadersOf>
+__device__ __forceinline__ void count_token_readers(uint32_t* words, int m, TokenOf token_of,
+                                                    ReadersOf readers_of) {
+  for (int n = threadIdx.x % 32; n < m; n += 32) {
+    const int t = token_of(n);
+    if (atomicAdd(words + t, kTokenSeen) / kTokenSeen == uint32_t(readers_of(t)) - 1)
+      atomicExch(words + t, 0u);
+  }
   __syncwarp();
 }
 

@@ -23,15 +23,17 @@ __device__ __forceinline__ void load4(const float* p, float (&v)[4]) {
 // Rows [0, rows) of src [rows, cols] (bf16 or f32; cols % 128 == 0, 16-byte aligned rows) to
 // codes [rows, cols] and scales [rows, cols / 128]: e4m3 bytes (Code uint8_t) or each code's f16
 // value (uint16_t; exact, the same codes). A warp takes one (row, block) at a time, four channels
-// per lane; every thread of the grid joins.
+// per lane; warp `first` of `warps` (default: every warp of the grid) takes every warps-th.
 template <class T, class Code>
 __device__ void quantize_rows_1x128(const T* src, int64_t rows, int64_t cols, Code* codes,
-                                    float* scales) {
+                                    float* scales,
+                                    int64_t first = int64_t(blockIdx.x) * (kThreads / 32) +
+                                                    threadIdx.x / 32,
+                                    int64_t warps = int64_t(gridDim.x) * (kThreads / 32)) {
   using namespace gpu::kernels;
   const int lane = threadIdx.x % 32;
   const int64_t blocks = cols / kScaleBlock, work = rows * blocks;
-  const int64_t warps = int64_t(gridDim.x) * (kThreads / 32);
-  for (int64_t w = int64_t(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32; w < work; w += warps) {
+  for (int64_t w = first; w < work; w += warps) {
     const int64_t r = w / blocks, b = w % blocks;
     const int64_t at = r * cols + b * kScaleBlock + lane * 4;
     float v[4];

@@ -102,9 +102,11 @@ struct FusedCall {
   int32_t max_split2;  // copies of y the workspace holds: GEMM2's K parts at most
   int32_t k_stagger;   // 1: items start their K loops at staggered steps (kernels/fused_moe.cuh)
   // The layer's counts, zero at rest (kernels/handoff.cuh): KernelLimits::max_slices for the slice
-  // combine and max_chunks for the GEMM1 -> GEMM2 hand-off, or null (grid barriers).
+  // combine, max_chunks for the GEMM1 -> GEMM2 hand-off and max_slots for phase 0's (tokens), or
+  // null (grid barriers).
   uint32_t* slice_done;
   uint32_t* chunk_ready;
+  uint32_t* token_ready;
   float limit, alpha;
   int32_t gelu_tanh;
   unsigned long long* timeline;  // measurement (kernels/timeline.hpp): null, or [ctas] records

@@ -295,7 +295,8 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   slice_combine_ = hand_off_ || env_is("MOE_MEGA_SLICE_COMBINE", "1");
   if (slice_combine_) {
     const detail::KernelLimits lim = detail::kernel_limits(kind_);
-    counts_ = gpu::upload_vector(std::vector<uint32_t>(size_t(lim.max_slices + lim.max_chunks), 0));
+    counts_ = gpu::upload_vector(
+        std::vector<uint32_t>(size_t(lim.max_slices + lim.max_chunks + lim.max_slots), 0));
   }
   const VirtualExperts shared = virtual_experts(p, w);
   experts_ = p.experts + shared.count;
@@ -500,9 +501,13 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.max_split2 = result_copies(p, tokens);
   c.k_stagger = k_stagger_;
   c.slice_done = slice_combine_ ? counts_.as<uint32_t>() : nullptr;
-  // fp8_block, and e4m3 per tensor from the batch's amax, keep the GEMM1 -> GEMM2 barrier.
-  c.chunk_ready = hand_off_ && !fp8_ && act_quant_ != detail::ActQuant::kFp8Dynamic
-                      ? counts_.as<uint32_t>() + detail::kernel_limits(kind_).max_slices
+  // e4m3 per tensor from the batch's amax keeps its barriers (its scales need every CTA's amax);
+  // phase 0's hand-off is for layers that quantise the hidden states (fp8_block, mxfp8, static).
+  const detail::KernelLimits lim = detail::kernel_limits(kind_);
+  const bool hand_off = hand_off_ && act_quant_ != detail::ActQuant::kFp8Dynamic;
+  c.chunk_ready = hand_off ? counts_.as<uint32_t>() + lim.max_slices : nullptr;
+  c.token_ready = hand_off && (fp8_ || act_quant_ != detail::ActQuant::kBf16)
+                      ? counts_.as<uint32_t>() + lim.max_slices + lim.max_chunks
                       : nullptr;
   c.activation = p.activation;
   c.act_quant = act_quant_;

@@ -325,34 +325,40 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
   }
 }
 
-// MOE_MEGA_HAND_OFF=1 (GEMM2 items start on their GEMM1 chunk's count, the slice combine ends
-// the layer; docs/design.md §13): the layer's counts must be back at zero after every run, or the
-// next run's GEMM2 would read the last run's intermediate. So: batches of other sizes and routings
-// one after another (GEMM2 split along K at one token, items of two chunks at 96 tokens, an
-// expert's 96 slots in one_expert), each the very same bits as the barriers' layer; then a CUDA
+// MOE_MEGA_HAND_OFF=1 (GEMM1 items start on their tokens' counts where phase 0 quantises them,
+// GEMM2 items on their GEMM1 chunk's count, fp8_block's once its last item quantised it, and the
+// slice combine ends the layer; docs/design.md §13): the layer's counts must be back at zero
+// after every run, or the next run would read the last run's rows. So: batches of other sizes and
+// routings one after another (GEMM2 split along K at one token, items of two chunks at 96 tokens,
+// an expert's 96 slots in one_expert), each the very same bits as the barriers' layer; then a CUDA
 // graph replayed with new inputs and routing, against the reference.
 TEST_F(MegaLayer, HandOffCountsReturnToZeroRunAfterRunAndReplayAfterReplay) {
   struct Setup {
     moe_format format;
     moe_input_format input;
+    const char* f16_tokens = nullptr;  // MOE_MEGA_FP8_TOKENS for both layers (fp8_block)
   };
   for (const Setup& c : {Setup{MOE_FORMAT_BF16, MOE_INPUT_DEFAULT}, Setup{kFp8, MOE_INPUT_DEFAULT},
-                         Setup{kMx, MOE_INPUT_DEFAULT}, Setup{kNv, MOE_INPUT_DEFAULT},
-                         Setup{kMx, kMx8}, Setup{kNv, kStatic}, Setup{kNv, kDynamic}}) {
+                         Setup{kFp8, MOE_INPUT_DEFAULT, "f16"}, Setup{kMx, MOE_INPUT_DEFAULT},
+                         Setup{kNv, MOE_INPUT_DEFAULT}, Setup{kMx, kMx8}, Setup{kNv, kStatic},
+                         Setup{kNv, kDynamic}}) {
     const moe_format f = c.format;
     Problem q = in_format(problem_, f);
     if (c.input != MOE_INPUT_DEFAULT) q = with_input(q, c.input);
     const moe_problem p = q.c();
     const std::string what =
-        fmt::format("{} on {}", format_name(f),
-                    input_format_name(static_cast<moe_input_format>(p.input_format)));
+        fmt::format("{} on {}{}", format_name(f),
+                    input_format_name(static_cast<moe_input_format>(p.input_format)),
+                    c.f16_tokens != nullptr ? ", f16 tokens" : "");
     const LayerWeights w = random_weights(p, 81);
+    if (c.f16_tokens != nullptr) setenv("MOE_MEGA_FP8_TOKENS", c.f16_tokens, 1);
     const Layer barriers = plugin_->prepare(p, w.view(), {});
     const Layer barriers_7 = plugin_->prepare(p, w.view(), {{"sms", "7"}});  // its own K split
     setenv("MOE_MEGA_HAND_OFF", "1", 1);
     const Layer hand_off = plugin_->prepare(p, w.view(), {});
     const Layer hand_off_7 = plugin_->prepare(p, w.view(), {{"sms", "7"}});
     unsetenv("MOE_MEGA_HAND_OFF");
+    unsetenv("MOE_MEGA_FP8_TOKENS");
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
     int round = 0;
     for (int64_t tokens : {96, 1, 40, 1, 96, 65}) {
