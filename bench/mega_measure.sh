@@ -74,10 +74,13 @@ for section in "$@"; do
     ab_act)
       $ab --out "$OUT/ab_act_mxfp4" --config $cfg/qwen3_30b_a3b_mxfp4.yaml --tokens 1,8,64 \
         --variant bf16= --variant mxfp8= --config-of mxfp8=$cfg/qwen3_30b_a3b_mxfp4_mxfp8.yaml \
-        2>&1 | tail -5
+        --variant mxfp8_hand= --config-of mxfp8_hand=$cfg/qwen3_30b_a3b_mxfp4_mxfp8.yaml \
+        --env mxfp8_hand=MOE_MEGA_HAND_OFF=1 2>&1 | tail -5
       pack
       $ab --out "$OUT/ab_act_nvfp4" --config $cfg/qwen3_30b_a3b_nvfp4.yaml --tokens 1,8,64 \
         --variant bf16= --variant static= --config-of static=$cfg/qwen3_30b_a3b_nvfp4_fp8_static.yaml \
+        --variant static_hand= --config-of static_hand=$cfg/qwen3_30b_a3b_nvfp4_fp8_static.yaml \
+        --env static_hand=MOE_MEGA_HAND_OFF=1 \
         --variant dynamic= --config-of dynamic=$cfg/qwen3_30b_a3b_nvfp4_fp8_dynamic.yaml 2>&1 | tail -5 ;;
     timeline)
       for run in "qwen3_30b_a3b_bf16 1" "qwen3_30b_a3b_bf16 8" "mixtral_8x7b_mxfp4 8"; do
