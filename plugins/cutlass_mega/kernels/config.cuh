@@ -168,9 +168,12 @@ struct Params {
   // combine (null: a last grid barrier), [kMaxChunks] per GEMM1 token chunk for GEMM2 to start on
   // (null: a GEMM1 -> GEMM2 grid barrier), [kMaxSlots] per token for GEMM1 to start on where
   // phase 0 quantises the hidden states (null: a barrier after phase 0).
+  // fp8_block's hand-off: [kMaxChunks][kMaxKBlocks] per (chunk, 128-channel block of I), the
+  // block's GEMM1 items (gated: two of 64 columns).
   uint32_t* slice_done;
   uint32_t* chunk_ready;
   uint32_t* token_ready;
+  uint32_t* block_ready;
   // 4-bit weights with e4m3 activations (ActQuant; 0 otherwise): the static scales (a13 for the
   // hidden states, a2 for the intermediate), and the workspace: xa [T, H] bf16, the hidden states
   // quantised (mxfp8: their values; e4m3 per tensor: their codes' values); with kActFp8Dynamic,

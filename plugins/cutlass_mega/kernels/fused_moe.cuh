@@ -12,7 +12,8 @@
 //      The activation runs on the accumulators; the intermediate goes to the workspace, one row
 //      per slot: bf16; f32 for fp8_block and e4m3 per tensor from the batch's amax; the
 //      quantised values (bf16, exact) for mxfp8 and static e4m3 activations.
-//   1b. fp8_block: the intermediate quantised per slot per 128 channels; e4m3 per tensor from the
+//   1b. fp8_block: the intermediate quantised per slot per 128 channels (with the hand-off, by
+//      each 128-channel block's last GEMM1 item, for its chunk's slots); e4m3 per tensor from the
 //      batch's amax: the intermediate's codes once every GEMM1 item is done (mxfp8 and static
 //      scales quantise it in GEMM1's epilogue).
 //   2. GEMM2: work items (expert, chunk of kTok<W> of its slots, 128 rows of H), each streaming
@@ -153,8 +154,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // CTA reduction's scratch.
   __shared__ float act_scale[3];
   __shared__ float red[kThreads / 32];
-  // fp8_block's hand-off: whether this CTA's GEMM1 item was its chunk's last (it quantises it).
-  __shared__ int chunk_last;
+  // fp8_block's hand-off: whether this CTA's GEMM1 item was its 128-channel block's last (it
+  // quantises the block for the chunk's slots).
+  __shared__ int block_last;
   auto stamp_phase = [&](int phase) {
     if (p.timeline != nullptr && threadIdx.x == 0)
       timeline_stamp(p.timeline + timeline_phase_word(blockIdx.x, p.timeline_items, phase));
@@ -243,7 +245,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // fp8_block: an item's scales in the tile's space: the token scales [kb][kTok<W>] (columns past m
   // are never read into a result) and the two weight row blocks' [2][k_blocks] (warps 0-3 read
   // the first, 4-7 the second). Loads go out kBatch at a time per thread, consecutive threads on
-  // consecutive K blocks of one row (coalesced; the first stage's DRAM latency hides them).
+  // consecutive K blocks of one row (coalesced; the first stage's DRAM latency hides them, except
+  // under the hand-off, which reads them once that stage is full). Token scales come from L2
+  // (__ldcg): other CTAs wrote them in this run.
   float* token_scales = tile;
   float* weight_scales = tile + kMaxKBlocks * kTok<W>;
   auto load_scales = [&](int m, int k_blocks, auto token_scale, const float* w0, const float* w1) {
@@ -358,9 +362,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // Where item u of a phase starts among its `len` K steps (kernels/split.hpp).
   auto shift_of = [&](int u, int len) { return k_shift(u, len, p.k_stagger != 0); };
   // Producer: the weights of the first stages of item `it` (its `len` K steps from ks0, from
-  // `shift`), as many as the ring holds, before what its token rows wait for (a grid barrier, or
-  // the GEMM1 chunk they are computed by), so their DRAM latency overlaps that wait. Returns how
-  // many stages it filled (the ring's position does not move: the item's loop adds the tokens).
+  // `shift`), as many as the ring holds, before what its token rows wait for (a grid barrier, the
+  // tokens' marks, or the GEMM1 chunk they are computed by), so their DRAM latency overlaps that
+  // wait. Returns how many stages it filled (the ring's position does not move: the item's loop
+  // adds the tokens).
   auto prefetch_weights = [&](auto weights, const Item& it, int ks0, int len, int shift) {
     const int count = min(len, kStages<W>);
     int st = stage;
@@ -401,8 +406,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // the chunk's last GEMM1 item has quantised its intermediate), and GEMM1 items on counts of
   // their tokens, each quantised by one CTA in phase 0 (fp8_block, and 4-bit weights on mxfp8 or
   // static e4m3). e4m3 per tensor from the batch's amax keeps its barriers: its scales need all.
-  const bool hand_off = p.chunk_ready != nullptr && aq != kActFp8Dynamic;
-  const bool token_hand_off = hand_off && (kFp8 || aq != kActBf16);
+  const bool hand_off =
+      p.chunk_ready != nullptr && aq != kActFp8Dynamic && (!kFp8 || p.block_ready != nullptr);
+  const bool token_hand_off = hand_off && p.token_ready != nullptr;
   // Phase 0's hand-off: GEMM1 items reading token t (its slots with an expert x the slices).
   auto token_readers = [&](int t) {
     int n = 0;
@@ -416,7 +422,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     __syncthreads();  // every thread's stores of the CTA's rows, before thread 0's release
     if (threadIdx.x == 0)
       for (int t = int(blockIdx.x); t < p.tokens; t += int(gridDim.x))
-        if (token_readers(t) > 0) count_chunk_item(p.token_ready + t);
+        if (token_readers(t) > 0) release_add(p.token_ready + t);
   };
   if constexpr (kFp8) {  // phase 0: the hidden states' codes and scales
     if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
@@ -519,7 +525,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         const float* s1 = p.s13 + (int64_t(row1) / kScaleBlock) * steps;
         load_scales(
             it.m, steps,
-            [&](int n, int kb) { return p.xs[int64_t(s.slot_token[it.first + n]) * steps + kb]; },
+            [&](int n, int kb) {
+              return __ldcg(p.xs + int64_t(s.slot_token[it.first + n]) * steps + kb);
+            },
             s0, s1);
       }
       zero(acc);
@@ -543,24 +551,34 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       consumers_sync();  // the tile is free for the next item
       if (hand_off) {    // the item counted on its chunk
         uint32_t* chunk = p.chunk_ready + u / slices;
-        if constexpr (kFp8) {  // the chunk's last item quantises its intermediate, then counts
-                               // again
+        if constexpr (kFp8) {
+          // fp8_block: the item's 128-channel block of the intermediate (gated items of 64
+          // columns come in pairs) is quantised for the chunk's slots by the block's last item,
+          // which then counts the block on the chunk; GEMM2 waits for all I / 128 of them.
+          const int per_block = kScaleBlock / cols, block = it.slice * cols / kScaleBlock;
           if (threadIdx.x == 0) {
-            const bool last = count_item(chunk, kChunkDone) == uint32_t(slices) - 1;
-            if (last) __threadfence();  // acquire: the other items' intermediate after their counts
-            chunk_last = last;
+            bool last = true;
+            if (per_block > 1) {
+              uint32_t* word = p.block_ready + int64_t(u / slices) * kMaxKBlocks + block;
+              last = count_item(word, 1) == uint32_t(per_block) - 1;
+              if (last) {
+                atomicExch(word, 0u);  // the block's last reader: back to zero for the next run
+                __threadfence();       // acquire: the other item's columns after its count
+              }
+            }
+            block_last = last;
           }
           consumers_sync();
-          if (chunk_last) {
-            __threadfence();
-            quantize_rows_1x128(p.inter32 + int64_t(it.first) * I, it.m, I,
-                                iq + int64_t(it.first) * I,
-                                p.is + int64_t(it.first) * (I / kScaleBlock), warp, kWarps);
+          if (block_last) {
+            const int64_t at = int64_t(it.first) * I + block * kScaleBlock;
+            quantize_rows_1x128(p.inter32 + at, it.m, kScaleBlock, iq + at,
+                                p.is + int64_t(it.first) * (I / kScaleBlock) + block, warp, kWarps,
+                                I, I / kScaleBlock);
             consumers_sync();
-            if (threadIdx.x == 0) count_chunk_item(chunk);
+            if (threadIdx.x == 0) release_add(chunk);
           }
         } else if (threadIdx.x == 0) {
-          count_chunk_item(chunk);
+          release_add(chunk);
         }
       }
       stamp_item(1, u);
@@ -635,8 +653,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         // The hand-off: where the rows' GEMM1 chunk is not done yet, the item's first weights go
         // out before the wait (a chunk already done costs no wait, and its stages go out as a
         // barrier's would, each as its slot frees).
-        // fp8_block: the chunk's items, and then its quantisation by the last of them.
-        const uint32_t chunk_target = uint32_t(slices1) + (kFp8 ? 1 : 0);
+        // fp8_block: the chunk's I / 128 blocks quantised (kernels/handoff.cuh).
+        const uint32_t chunk_target = uint32_t(kFp8 ? I / kScaleBlock : slices1);
         if (hand_off && !chunk_done(chunk, chunk_target)) {
           ready = prefetch_weights(weights2, it, ks0, ks1 - ks0, shift);
           wait_chunk(chunk, chunk_target);
@@ -655,8 +673,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         if (hand_off) cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
         const float* s0 = p.s2 + (int64_t(row0) / kScaleBlock) * steps;
         load_scales(
-            it.m, steps, [&](int n, int kb) { return p.is[int64_t(it.first + n) * steps + kb]; },
-            s0, s0);
+            it.m, steps,
+            [&](int n, int kb) { return __ldcg(p.is + int64_t(it.first + n) * steps + kb); }, s0,
+            s0);
       }
       zero(acc);
       for (int i = 0, shift = shift_of(u, ks1 - ks0); i < ks1 - ks0; ++i)

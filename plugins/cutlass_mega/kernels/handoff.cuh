@@ -12,9 +12,10 @@
 namespace moe::mega::kernels {
 
 // A GEMM1 token chunk's word: bits 0-15 count its GEMM1 items done (one per column slice of I:
-// I / 64, relu2 I / 128), bits 16-31 the GEMM2 items that have read it (H / 128 x GEMM2's K
-// parts). Both stay far below 2^16 on any layer the schedule holds (I < 4M, H <= 32768).
-constexpr uint32_t kChunkDone = 1, kChunkSeen = 1u << 16;
+// I / 64, relu2 I / 128; fp8_block: its 128-channel blocks of the intermediate quantised, I /
+// 128), bits 16-31 the GEMM2 items that have read it (H / 128 x GEMM2's K parts, at most 256 x
+// 8). The first stays below 2^16 for I < 4M (an expert's W13 would then be gigabytes).
+constexpr uint32_t kChunkSeen = 1u << 16;
 static_assert((kMaxSlots + kMaxExperts * (kTok<kMxfp4W> - 1)) / kTok<kMxfp4W> <= kMaxChunks,
               "a batch's token chunks (an expert's slots in chunks, the smallest items) fit");
 
@@ -24,14 +25,15 @@ __device__ __forceinline__ uint32_t load_relaxed(const uint32_t* p) {
   return v;
 }
 
-// One consumer thread, after the consumers' barrier that follows their stores of a GEMM1 item's
-// intermediate: the item counted on its chunk's word, a release (cumulative: it publishes every
-// consumer's stores ordered before it by that barrier).
-__device__ __forceinline__ void count_chunk_item(uint32_t* word) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(word), "r"(kChunkDone) : "memory");
+// One thread, after a CTA barrier (or the consumers') that follows its threads' stores of what a
+// word counts (a GEMM1 item's intermediate, a token's quantised row): one added to the word, a
+// release (cumulative: it publishes every store ordered before it by that barrier).
+__device__ __forceinline__ void release_add(uint32_t* word) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(word), "r"(1u) : "memory");
 }
 
-// One consumer thread, as count_chunk_item but for a slice's word: returns the count before it.
+// One consumer thread, as release_add, where the count before it is needed (a slice's word, an
+// fp8_block scale block's).
 __device__ __forceinline__ uint32_t count_item(uint32_t* word, uint32_t add) {
   __threadfence();
   return atomicAdd(word, add);
@@ -84,10 +86,11 @@ __device__ __forceinline__ void count_chunk_reader(uint32_t* word, uint32_t read
   __syncwarp();
 }
 
-// A token's word (phase 0's hand-off): bit 0 says its quantised row is out, bits 16-31 count
-// the GEMM1 items that have copied it (its slots with an expert x GEMM1's column slices); the
-// last puts it back to zero. A token no item reads is never marked, so it stays zero too.
-constexpr uint32_t kTokenOut = 1, kTokenSeen = 1u << 16;
+// A token's word (phase 0's hand-off): bit 0 says its quantised row is out, bits 1-31 count the
+// GEMM1 items that have copied it (its slots with an expert x GEMM1's column slices, not bounded
+// by 16 bits: top_k is bounded only by the experts); the last puts it back to zero. A token no
+// item reads is never marked, so it stays zero too.
+constexpr uint32_t kTokenOut = 1, kTokenSeen = 2;
 
 // The producer warp, before a GEMM1 item's first token copy: every lane waits (relaxed) until
 // the rows of its tokens n = lane, lane + 32 (of m <= 64) are out, then the whole warp takes one

@@ -176,6 +176,7 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.slice_done = c.slice_done;
   p.chunk_ready = c.chunk_ready;
   p.token_ready = c.token_ready;
+  p.block_ready = c.block_ready;
   p.activation = c.activation;
   p.act_quant = int32_t(c.act_quant);
   p.a13_scale = c.a13_scale;

@@ -107,6 +107,7 @@ struct FusedCall {
   uint32_t* slice_done;
   uint32_t* chunk_ready;
   uint32_t* token_ready;
+  uint32_t* block_ready;  // fp8_block: max_chunks x max_k_blocks
   float limit, alpha;
   int32_t gelu_tanh;
   unsigned long long* timeline;  // measurement (kernels/timeline.hpp): null, or [ctas] records

@@ -296,7 +296,9 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   if (slice_combine_) {
     const detail::KernelLimits lim = detail::kernel_limits(kind_);
     counts_ = gpu::upload_vector(
-        std::vector<uint32_t>(size_t(lim.max_slices + lim.max_chunks + lim.max_slots), 0));
+        std::vector<uint32_t>(size_t(lim.max_slices + lim.max_chunks + lim.max_slots) +
+                                  (fp8_ ? size_t(lim.max_chunks) * size_t(lim.max_k_blocks) : 0),
+                              0));
   }
   const VirtualExperts shared = virtual_experts(p, w);
   experts_ = p.experts + shared.count;
@@ -508,6 +510,9 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.chunk_ready = hand_off ? counts_.as<uint32_t>() + lim.max_slices : nullptr;
   c.token_ready = hand_off && (fp8_ || act_quant_ != detail::ActQuant::kBf16)
                       ? counts_.as<uint32_t>() + lim.max_slices + lim.max_chunks
+                      : nullptr;
+  c.block_ready = hand_off && fp8_
+                      ? counts_.as<uint32_t>() + lim.max_slices + lim.max_chunks + lim.max_slots
                       : nullptr;
   c.activation = p.activation;
   c.act_quant = act_quant_;

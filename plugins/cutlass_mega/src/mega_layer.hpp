@@ -101,7 +101,8 @@ class DeviceLayer {
   // programmatic dependent of the stream's previous kernel (cudaLaunchKernelEx).
   bool dependent_launch_ = false;
   // The counts of the slice combine and the hand-off (kernels/handoff.cuh: [max_slices], then
-  // [max_chunks], then [max_slots] 32-bit words), zeroed here and left zero by every run, so a
+  // [max_chunks], then [max_slots], then fp8_block's [max_chunks x max_k_blocks] 32-bit words),
+  // zeroed here and left zero by every run, so a
   // layer's runs must not overlap on the device (one stream, or ordered by events); allocated with
   // either switch.
   gpu::DeviceBuffer counts_;
