@@ -43,6 +43,14 @@ class MegaLayer : public PluginAndReference<> {
 
   Problem problem_;
 
+  // `layer` gives the very same output bits as `base` on one batch and routing.
+  void expect_same_bits(const Layer& base, const Layer& layer, const moe_problem& p,
+                        const Batch& batch, const Routing& routing, const std::string& what) {
+    const RunResult a = run_layer(base, p, batch.hidden, routing, MOE_DTYPE_BF16);
+    const RunResult b = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+    EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0) << what;
+  }
+
   // A random batch of `tokens` run twice on `layer`: within the format's tolerance of the
   // reference and the same bits both times.
   void expect_matches_and_repeats(const Layer& layer, const Layer& ref_layer, const moe_problem& p,
@@ -283,22 +291,16 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
     for (int64_t tokens : {1, 40, 96}) {
       const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), Scenario::kRandom);
       const Routing routing = route_batch(*reference_, p, batch);
-      const RunResult a = run_layer(maps, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      const RunResult b = run_layer(chunks, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0)
-          << what << ": chunks differ from the maps at " << tokens << " tokens";
-      const RunResult d = run_layer(slice_combine, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      EXPECT_EQ(std::memcmp(a.output.raw(), d.output.raw(), a.output.bytes()), 0)
-          << what << ": the slice combine differs from the last barrier's at " << tokens
-          << " tokens";
-      const RunResult h = run_layer(hand_off, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      EXPECT_EQ(std::memcmp(a.output.raw(), h.output.raw(), a.output.bytes()), 0)
-          << what << ": the hand-off differs from the barriers' at " << tokens << " tokens";
-      if (c.format == kMx) {
-        const RunResult e = run_layer(fp4_stage, p, batch.hidden, routing, MOE_DTYPE_BF16);
-        EXPECT_EQ(std::memcmp(a.output.raw(), e.output.raw(), a.output.bytes()), 0)
-            << what << ": two chunks a stage differ from one at " << tokens << " tokens";
-      }
+      const std::string at = fmt::format(" at {} tokens", tokens);
+      expect_same_bits(maps, chunks, p, batch, routing,
+                       what + ": chunks differ from the maps" + at);
+      expect_same_bits(maps, slice_combine, p, batch, routing,
+                       what + ": the slice combine differs from the last barrier's" + at);
+      expect_same_bits(maps, hand_off, p, batch, routing,
+                       what + ": the hand-off differs from the barriers'" + at);
+      if (c.format == kMx)
+        expect_same_bits(maps, fp4_stage, p, batch, routing,
+                         what + ": two chunks a stage differ from one" + at);
       expect_matches_and_repeats(staggered, ref_layer, p, tokens, 90 + uint64_t(tokens),
                                  what + ", staggered K");
       if (c.format == kFp8)
@@ -309,11 +311,8 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
       const Batch batch = random_batch(p, 5, 98, Scenario::kRandom);
       Routing routing = route_batch(*reference_, p, batch);
       for (int64_t i = 0; i < routing.ids.numel(); ++i) routing.ids.data<int32_t>()[i] = -1;
-      const RunResult a = run_layer(maps, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      const RunResult b = run_layer(slice_combine, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0) << what;
-      const RunResult h = run_layer(hand_off, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      EXPECT_EQ(std::memcmp(a.output.raw(), h.output.raw(), a.output.bytes()), 0) << what;
+      expect_same_bits(maps, slice_combine, p, batch, routing, what + ", no expert");
+      expect_same_bits(maps, hand_off, p, batch, routing, what + ", no expert, hand-off");
     }
     if (c.format == kFp8) {  // every token on one expert: 96 slots, items of 64 and 32
       const Batch batch = random_batch(p, 96, 97, Scenario::kOneExpert);
@@ -366,13 +365,10 @@ TEST_F(MegaLayer, HandOffCountsReturnToZeroRunAfterRunAndReplayAfterReplay) {
       const Batch batch = random_batch(p, tokens, 200 + uint64_t(round++), scenario);
       const Routing routing = route_batch(*reference_, p, batch);
       for (const auto& [base, layer] :
-           {std::pair{&barriers, &hand_off}, std::pair{&barriers_7, &hand_off_7}}) {
-        const RunResult a = run_layer(*base, p, batch.hidden, routing, MOE_DTYPE_BF16);
-        const RunResult h = run_layer(*layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
-        EXPECT_EQ(std::memcmp(a.output.raw(), h.output.raw(), a.output.bytes()), 0)
-            << what << (layer == &hand_off ? "" : ", sms 7") << ": run " << round << " (" << tokens
-            << " tokens) differs from the barriers'";
-      }
+           {std::pair{&barriers, &hand_off}, std::pair{&barriers_7, &hand_off_7}})
+        expect_same_bits(*base, *layer, p, batch, routing,
+                         fmt::format("{}{}: run {} ({} tokens) differs from the barriers'", what,
+                                     layer == &hand_off ? "" : ", sms 7", round, tokens));
     }
     const GraphReplay graph(plugin_, hand_off, p, 37);
     for (uint64_t seed : {21u, 22u, 23u}) {
@@ -399,10 +395,9 @@ TEST_F(MegaLayer, ADependentLaunchGivesTheOrdinaryLaunchsBitsEagerAndReplayed) {
     for (int64_t tokens : {1, 40, 96}) {
       const Batch batch = random_batch(p, tokens, 300 + uint64_t(tokens), Scenario::kRandom);
       const Routing routing = route_batch(*reference_, p, batch);
-      const RunResult a = run_layer(ordinary, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      const RunResult d = run_layer(dependent, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      EXPECT_EQ(std::memcmp(a.output.raw(), d.output.raw(), a.output.bytes()), 0)
-          << format_name(f) << ": the dependent launch differs at " << tokens << " tokens";
+      expect_same_bits(
+          ordinary, dependent, p, batch, routing,
+          fmt::format("{}: the dependent launch differs at {} tokens", format_name(f), tokens));
     }
     const GraphReplay graph(plugin_, dependent, p, 37);
     for (uint64_t seed : {31u, 32u}) {
