@@ -50,6 +50,10 @@ def parse_args(argv):
                          "format of the same layer, e.g. static against dynamic scales)")
     ap.add_argument("--tokens", required=True, help="comma-separated token counts")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=300,
+                    help="seconds one `moe bench` of a variant may run; past it the run is killed "
+                         "and the variant reported as hung (a measurement switch that deadlocks "
+                         "must not take the device call with it)")
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--out", required=True)
@@ -111,7 +115,10 @@ def run_variant(a, name, options, config_path, rnd):
     if name in a.plugin_dirs:
         env["MOE_PLUGIN_PATH"] = a.plugin_dirs[name]
     env.update(a.envs.get(name, {}))
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=a.timeout)
+    except subprocess.TimeoutExpired:
+        return [], f"timed out after {a.timeout:g} s (killed: a hang?)"
     if res.returncode != 0:
         lines = (res.stderr or res.stdout).strip().splitlines()
         return [], f"exit {res.returncode}: {lines[-1] if lines else '(no output)'}"

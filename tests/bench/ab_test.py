@@ -30,6 +30,9 @@ text = open(opt("--config")).read()
 if "token_tile: 48" in text:
     print("error: trtllm_style: token_tile '48' is not auto, ...", file=sys.stderr)
     sys.exit(3)
+if "token_tile: 24" in text:  # a hang
+    import time
+    time.sleep(60)
 assert "--strict" in args and opt("--check-max-tokens") == "0"
 factor = 0.8 if "token_tile: 96" in text else 1.0
 if os.environ.get("MOE_PLUGIN_PATH"):
@@ -102,6 +105,16 @@ with tempfile.TemporaryDirectory() as tmp:
     assert len(calls) == 3, calls  # a, bad, a: a failed variant is not run again
     md = open(os.path.join(out, "ab.md")).read()
     assert "bad failed: exit 3" in md and "| 64 | 0.0640 | - | - |" in md, md
+
+    # A variant that hangs: killed at --timeout, named as timed out, the others still run.
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        rc = ab.main(base + ["--variant", "a=", "--variant", "hang=token_tile: 24",
+                             "--rounds", "1", "--timeout", "2"])
+    assert rc == 1, rc
+    assert "hang (round 1) failed: timed out after 2 s" in err.getvalue(), err.getvalue()
+    md = open(os.path.join(out, "ab.md")).read()
+    assert "hang failed: timed out" in md and "| 64 | 0.0640 | - | - |" in md, md
 
     # A variant on a config of its own (static against dynamic scales): its YAML is that config's,
     # with its options; the table names it.
