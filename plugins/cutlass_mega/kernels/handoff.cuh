@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 
 #include "kernels/config.cuh"
 
@@ -18,6 +19,18 @@ namespace moe::mega::kernels {
 constexpr uint32_t kChunkSeen = 1u << 16;
 static_assert((kMaxSlots + kMaxExperts * (kTok<kMxfp4W> - 1)) / kTok<kMxfp4W> <= kMaxChunks,
               "a batch's token chunks (an expert's slots in chunks, the smallest items) fit");
+
+// A wait that outlasts this many polls (each an L2 round trip, ~0.5 us: tens of seconds) is a
+// hang, a bug (or overlapping runs of one layer): the kernel says which and traps, so the launch
+// fails with an error instead of never returning.
+constexpr uint32_t kSpinLimit = 1u << 26;
+
+__device__ __noinline__ void hung(const char* what, const uint32_t* word, uint32_t needs) {
+  printf("cutlass_mega: CTA %d waited %u polls for %s (word %p = %u, needs %u): a hang\n",
+         int(blockIdx.x), kSpinLimit, what, word, *const_cast<volatile const uint32_t*>(word),
+         needs);
+  __trap();
+}
 
 __device__ __forceinline__ uint32_t load_relaxed(const uint32_t* p) {
   uint32_t v;
@@ -70,8 +83,8 @@ __device__ __forceinline__ bool chunk_done(const uint32_t* word, uint32_t slices
 // it, so they read the counted items' stores (cp.async reads in the generic proxy: no proxy fence).
 __device__ __forceinline__ void wait_chunk(const uint32_t* word, uint32_t slices) {
   if (threadIdx.x % 32 == 0) {
-    while ((load_relaxed(word) & (kChunkSeen - 1)) < slices) {
-    }
+    for (uint32_t spins = 0; (load_relaxed(word) & (kChunkSeen - 1)) < slices;)
+      if (++spins == kSpinLimit) hung("a GEMM1 chunk", word, slices);
     asm volatile("fence.acq_rel.gpu;" ::: "memory");
   }
   __syncwarp();
@@ -100,9 +113,13 @@ template <class TokenOf>
 __device__ __forceinline__ void wait_tokens(const uint32_t* words, int m, TokenOf token_of) {
   const int lane = threadIdx.x % 32;
   bool out = false;
-  while (!__all_sync(0xffffffffu, out)) {
+  for (uint32_t spins = 0; !__all_sync(0xffffffffu, out); ++spins) {
     out = true;
-    for (int n = lane; n < m; n += 32) out &= (load_relaxed(words + token_of(n)) & kTokenOut) != 0;
+    for (int n = lane; n < m; n += 32) {
+      const bool marked = (load_relaxed(words + token_of(n)) & kTokenOut) != 0;
+      if (!marked && spins == kSpinLimit) hung("a token's quantised row", words + token_of(n), 1);
+      out &= marked;
+    }
   }
   asm volatile("fence.acq_rel.gpu;" ::: "memory");
   __syncwarp();
