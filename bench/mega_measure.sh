@@ -13,9 +13,9 @@
 #   ab        (or ab_bf16, ab_fp8, ab_fp4 apart) bench/ab.py: the default against
 #             MOE_MEGA_K_STAGGER=1, MOE_MEGA_CHUNKS=1, MOE_MEGA_SLICE_COMBINE=1,
 #             MOE_MEGA_HAND_OFF=1 and MOE_MEGA_LAUNCH=pdl (bf16 and fp8_block on Qwen3-30B-A3B
-#             and Mixtral at T = 1, 8, 64; fp8_block also against MOE_MEGA_FP8_TOKENS=f16) and
+#             and Mixtral at T = 1, 8, 64; fp8_block also against MOE_MEGA_FP8_TOKENS=e4m3) and
 #             mxfp4 on Mixtral and Qwen3 against the stagger, the slice combine, the hand-off and
-#             MOE_MEGA_FP4_STAGE=256 (chunks are the 4-bit layout already)
+#             MOE_MEGA_FP4_STAGE=128 (one chunk a stage; chunks are the 4-bit layout already)
 #   ab_act    4-bit weights on e4m3 activations against bf16 ones (Qwen3-30B-A3B at T = 1, 8, 64:
 #             mxfp4 on mxfp8, nvfp4 on e4m3 per tensor, static and from the batch's amax): what
 #             the kernel's quantisation phases cost
@@ -65,7 +65,7 @@ for section in "$@"; do
       if [ "$section" = ab ] || [ "$section" = ab_fp8 ]; then
         for s in qwen3_30b_a3b mixtral_8x7b; do
           $ab --out "$OUT/ab_fp8_$s" --config $cfg/${s}_fp8_block.yaml --tokens 1,8,64 "${variants[@]}" \
-            --variant f16= --env f16=MOE_MEGA_FP8_TOKENS=f16 2>&1 | tail -5
+            --variant e4m3= --env e4m3=MOE_MEGA_FP8_TOKENS=e4m3 2>&1 | tail -5
           pack
         done
       fi
@@ -75,7 +75,7 @@ for section in "$@"; do
             --variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1 \
             --variant slice= --env slice=MOE_MEGA_SLICE_COMBINE=1 \
             --variant hand= --env hand=MOE_MEGA_HAND_OFF=1 \
-            --variant x2= --env x2=MOE_MEGA_FP4_STAGE=256 2>&1 | tail -5
+            --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 2>&1 | tail -5
           pack
         done
       fi ;;
@@ -90,11 +90,17 @@ for section in "$@"; do
         --variant static_hand= --config-of static_hand=$cfg/qwen3_30b_a3b_nvfp4_fp8_static.yaml \
         --env static_hand=MOE_MEGA_HAND_OFF=1 \
         --variant dynamic= --config-of dynamic=$cfg/qwen3_30b_a3b_nvfp4_fp8_dynamic.yaml 2>&1 | tail -5 ;;
+    ab_nv)  # nvfp4, two chunks a stage (the default) against one
+      for s in qwen3_30b_a3b mixtral_8x7b; do
+        $ab --out "$OUT/ab_nvfp4_$s" --config $cfg/${s}_nvfp4.yaml --tokens 1,8,64 \
+          --variant x2= --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 2>&1 | tail -5
+        pack
+      done ;;
     timeline)
       for run in "qwen3_30b_a3b_bf16 1" "qwen3_30b_a3b_bf16 8" "mixtral_8x7b_mxfp4 8"; do
         set -- $run
         for v in "" MOE_MEGA_K_STAGGER=1 MOE_MEGA_CHUNKS=1 MOE_MEGA_SLICE_COMBINE=1 \
-                 MOE_MEGA_HAND_OFF=1 MOE_MEGA_FP4_STAGE=256; do
+                 MOE_MEGA_HAND_OFF=1 MOE_MEGA_FP4_STAGE=128; do
           name=tl_${1}_t${2}${v:+_${v%%=*}}
           env $v MOE_MEGA_TIMELINE="$OUT/$name.json" timeout 120 build/bin/moe bench --config $cfg/$1.yaml \
             --tokens "$2" --graph off --iterations 5 --check-max-tokens 0 > /dev/null 2>&1

@@ -115,7 +115,7 @@ template <int W>
 constexpr bool kFitsSharedMemory = kSmemBytes<W> + sizeof(Scan::TempStorage) + 128 <= kSmemLimit;
 static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> && kFitsSharedMemory<kMxfp4W> &&
               kFitsSharedMemory<kNvfp4W> && kFitsSharedMemory<kFp8F16W> &&
-              kFitsSharedMemory<kMxfp4x2W>);
+              kFitsSharedMemory<kMxfp4x2W> && kFitsSharedMemory<kNvfp4x2W>);
 
 template <int W>
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   };
   auto fp4_mul = [&](const float* scale_2, int expert) {
     float mul = float(1 << gpu::kFp4Unfold);
-    if constexpr (W == kNvfp4W) mul *= scale_2[expert];
+    if constexpr (kIsNv<W>) mul *= scale_2[expert];
     return mul;
   };
   // Consumers: the accumulators to the tile ([weight row][token]), for all consumers to read.

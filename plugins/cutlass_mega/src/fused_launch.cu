@@ -41,6 +41,8 @@ Instance instance(Kind kind) {
       return instance_of<kernels::kNvfp4W>();
     case Kind::kMxfp4x2:
       return instance_of<kernels::kMxfp4x2W>();
+    case Kind::kNvfp4x2:
+      return instance_of<kernels::kNvfp4x2W>();
     default:
       return instance_of<kernels::kBf16W>();
   }
@@ -108,6 +110,8 @@ StageGeometry stage_geometry(Kind kind) {
       return {kStageK<kNvfp4W>, kFp4ChunkBytes<kNvfp4W>};
     case Kind::kMxfp4x2:
       return {kStageK<kMxfp4x2W>, kChunkBytesOf<kMxfp4x2W>};
+    case Kind::kNvfp4x2:
+      return {kStageK<kNvfp4x2W>, kChunkBytesOf<kNvfp4x2W>};
     default:
       return {kStageK<kBf16W>, int(kWeightBytes<kBf16W>)};
   }

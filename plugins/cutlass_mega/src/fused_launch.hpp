@@ -19,10 +19,11 @@ enum class Kind : int {
   kMxfp4 = 2,
   kNvfp4 = 3,
   kFp8BlockF16 = 4,
-  kMxfp4x2 = 5
+  kMxfp4x2 = 5,
+  kNvfp4x2 = 6
 };
 constexpr bool is_fp4(Kind k) {
-  return k == Kind::kMxfp4 || k == Kind::kNvfp4 || k == Kind::kMxfp4x2;
+  return k == Kind::kMxfp4 || k == Kind::kNvfp4 || k == Kind::kMxfp4x2 || k == Kind::kNvfp4x2;
 }
 
 // How the kernel quantises e4m3 activations on 4-bit weights (kernels/config.cuh ActQuant): not

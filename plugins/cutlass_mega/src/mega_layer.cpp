@@ -227,9 +227,12 @@ std::string describe(const moe_problem& p) {
   const std::string weights =
       fp4 ? fmt::format(
                 "{} weights prepared into chunks of 128 rows x 128 K (codes arranged for the "
-                "mma threads, then the block scales as one byte each), one chunk per pipeline "
-                "stage, dequantised to bf16 in registers before bf16 mma with {}{}",
-                format_name(static_cast<moe_format>(p.format)), fp4_activations(p),
+                "mma threads, then the block scales as one byte each), {} per pipeline stage, "
+                "dequantised to bf16 in registers before bf16 mma with {}{}",
+                format_name(static_cast<moe_format>(p.format)),
+                p.hidden % 256 == 0 && p.intermediate % 256 == 0 ? "two adjacent chunks"
+                                                                 : "one chunk",
+                fp4_activations(p),
                 p.format == MOE_FORMAT_NVFP4 ? ", scale_2 applied per expert in f32" : "")
       : p.format == MOE_FORMAT_FP8_BLOCK
           ? fmt::format(
@@ -275,14 +278,16 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     a13_scale_ = static_scale(w.a13_scale, "a13_scale");
     a2_scale_ = static_scale(w.a2_scale, "a2_scale");
   }
-  // MOE_MEGA_FP8_TOKENS=f16 (a measurement, off by default): fp8_block's activation codes kept as
-  // their f16 values, multiplied in f16 (kernels/config.cuh kFp8F16W).
-  if (fp8_ && env_is("MOE_MEGA_FP8_TOKENS", "f16")) kind_ = detail::Kind::kFp8BlockF16;
-  // MOE_MEGA_FP4_STAGE=256 (a measurement, off by default): mxfp4 with two prepared chunks a ring
-  // stage (kernels/config.cuh kMxfp4x2W), where both GEMMs' K hold whole pairs of chunks.
-  if (kind_ == detail::Kind::kMxfp4 && env_is("MOE_MEGA_FP4_STAGE", "256") && p.hidden % 256 == 0 &&
+  // fp8_block's activation codes kept as their f16 values, multiplied in f16 (kernels/config.cuh
+  // kFp8F16W): 0.95-0.97x the time of e4m3 codes at every point measured (H100, session 41,
+  // bench/NOTES.md); MOE_MEGA_FP8_TOKENS=e4m3 at prepare takes the e4m3 instance (a measurement).
+  if (fp8_ && !env_is("MOE_MEGA_FP8_TOKENS", "e4m3")) kind_ = detail::Kind::kFp8BlockF16;
+  // 4-bit weights two prepared chunks a ring stage (kernels/config.cuh kMxfp4x2W, kNvfp4x2W),
+  // where both GEMMs' K hold whole pairs of chunks: mxfp4 0.71-0.91x the time of one chunk a
+  // stage (H100, session 41); MOE_MEGA_FP4_STAGE=128 at prepare keeps one (a measurement).
+  if (detail::is_fp4(kind_) && !env_is("MOE_MEGA_FP4_STAGE", "128") && p.hidden % 256 == 0 &&
       p.intermediate % 256 == 0)
-    kind_ = detail::Kind::kMxfp4x2;
+    kind_ = kind_ == detail::Kind::kNvfp4 ? detail::Kind::kNvfp4x2 : detail::Kind::kMxfp4x2;
   const char* error = nullptr;
   ctas_ = detail::resident_ctas(kind_, &error);
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
@@ -368,7 +373,7 @@ void DeviceLayer::reorder_to_chunks(const moe_problem& p, size_t elem) {
 void DeviceLayer::prepare_fp4(const moe_problem& p, const moe_weights& w,
                               const VirtualExperts& shared) {
   const gpu::Fp4Scales scales =
-      kind_ == detail::Kind::kNvfp4 ? gpu::Fp4Scales::kNv : gpu::Fp4Scales::kMx;
+      p.format == MOE_FORMAT_NVFP4 ? gpu::Fp4Scales::kNv : gpu::Fp4Scales::kMx;
   const int64_t gate_up = gated(p) ? p.intermediate : 0;
   // The routed experts' chunks, then the shared expert's (chunks are ordered by expert first).
   auto stack = [&](const moe_tensor& q, const moe_tensor& sc, const std::vector<uint8_t>& vq,
@@ -476,8 +481,8 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.s2 = fp4 ? nullptr : s2_.as<float>();
   c.w13_chunks = fp4 || chunked_ ? w13_.as<uint8_t>() : nullptr;
   c.w2_chunks = fp4 || chunked_ ? w2_.as<uint8_t>() : nullptr;
-  c.g13 = kind_ == detail::Kind::kNvfp4 ? s13_.as<float>() : nullptr;
-  c.g2 = kind_ == detail::Kind::kNvfp4 ? s2_.as<float>() : nullptr;
+  c.g13 = p.format == MOE_FORMAT_NVFP4 ? s13_.as<float>() : nullptr;
+  c.g2 = p.format == MOE_FORMAT_NVFP4 ? s2_.as<float>() : nullptr;
   c.b13 = p.expert_bias != 0 ? b13_.as<float>() : nullptr;
   c.b2 = p.expert_bias != 0 ? b2_.as<float>() : nullptr;
   c.xq = ws.xq;

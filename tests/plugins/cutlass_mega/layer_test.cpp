@@ -250,10 +250,11 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
 // streams bf16 and e4m3 weights from prepared chunks (the stage's tile as TMA would have made it),
 // MOE_MEGA_SLICE_COMBINE=1 combines each slice of H after its last GEMM2 item instead of a last
 // barrier, MOE_MEGA_HAND_OFF=1 also starts GEMM2's items on counts instead of a barrier, and
-// MOE_MEGA_FP4_STAGE=256 streams mxfp4 two chunks a stage (the same sums in the same order; here
-// GEMM2 never splits along K, so its parts agree too): the very same bits as the default;
-// MOE_MEGA_K_STAGGER=1 starts each item at its own K step and MOE_MEGA_FP8_TOKENS=f16 multiplies
-// fp8_block in f16 (other sums: within the tolerance, and the same bits run after run). Gated and
+// MOE_MEGA_FP4_STAGE=128 streams 4-bit weights one chunk a stage, where the default takes two
+// (the same sums in the same order; here GEMM2 never splits along K, so its parts agree too):
+// the very same bits as the default; MOE_MEGA_K_STAGGER=1 starts each item at its own K step and
+// MOE_MEGA_FP8_TOKENS=e4m3 multiplies fp8_block's codes as e4m3, where the default keeps them as
+// f16 values (other sums: within the tolerance, and the same bits run after run). Gated and
 // relu2 W13 tiles, a shared expert's virtual experts, GEMM2 split along K at one token, a batch
 // whose tokens have no expert (no GEMM2 item: the plain combine's zeros).
 TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
@@ -285,9 +286,9 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
     const Layer chunks = prepared_with("MOE_MEGA_CHUNKS", "1");
     const Layer slice_combine = prepared_with("MOE_MEGA_SLICE_COMBINE", "1");
     const Layer hand_off = prepared_with("MOE_MEGA_HAND_OFF", "1");
-    const Layer fp4_stage = prepared_with("MOE_MEGA_FP4_STAGE", "256");
+    const Layer one_chunk = prepared_with("MOE_MEGA_FP4_STAGE", "128");
     const Layer staggered = prepared_with("MOE_MEGA_K_STAGGER", "1");
-    const Layer f16_tokens = prepared_with("MOE_MEGA_FP8_TOKENS", "f16");
+    const Layer e4m3_tokens = prepared_with("MOE_MEGA_FP8_TOKENS", "e4m3");
     for (int64_t tokens : {1, 40, 96}) {
       const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), Scenario::kRandom);
       const Routing routing = route_batch(*reference_, p, batch);
@@ -299,13 +300,13 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
       expect_same_bits(maps, hand_off, p, batch, routing,
                        what + ": the hand-off differs from the barriers'" + at);
       if (c.format == kMx)
-        expect_same_bits(maps, fp4_stage, p, batch, routing,
+        expect_same_bits(maps, one_chunk, p, batch, routing,
                          what + ": two chunks a stage differ from one" + at);
       expect_matches_and_repeats(staggered, ref_layer, p, tokens, 90 + uint64_t(tokens),
                                  what + ", staggered K");
       if (c.format == kFp8)
-        expect_matches_and_repeats(f16_tokens, ref_layer, p, tokens, 90 + uint64_t(tokens),
-                                   what + ", f16 tokens");
+        expect_matches_and_repeats(e4m3_tokens, ref_layer, p, tokens, 90 + uint64_t(tokens),
+                                   what + ", e4m3 tokens");
     }
     {  // no token with an expert: no GEMM2 item, so the plain combine writes every row's zeros
       const Batch batch = random_batch(p, 5, 98, Scenario::kRandom);
@@ -317,9 +318,9 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
     if (c.format == kFp8) {  // every token on one expert: 96 slots, items of 64 and 32
       const Batch batch = random_batch(p, 96, 97, Scenario::kOneExpert);
       const Routing routing = route_batch(*reference_, p, batch);
-      const RunResult out = run_layer(f16_tokens, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      const RunResult out = run_layer(e4m3_tokens, p, batch.hidden, routing, MOE_DTYPE_BF16);
       const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
-      EXPECT_LT(relative_l2(out.output, ref.output), tolerance(p)) << what << ", f16 tokens";
+      EXPECT_LT(relative_l2(out.output, ref.output), tolerance(p)) << what << ", e4m3 tokens";
     }
   }
 }
@@ -335,10 +336,10 @@ TEST_F(MegaLayer, HandOffCountsReturnToZeroRunAfterRunAndReplayAfterReplay) {
   struct Setup {
     moe_format format;
     moe_input_format input;
-    const char* f16_tokens = nullptr;  // MOE_MEGA_FP8_TOKENS for both layers (fp8_block)
+    const char* tokens_as = nullptr;  // MOE_MEGA_FP8_TOKENS for both layers (fp8_block)
   };
   for (const Setup& c : {Setup{MOE_FORMAT_BF16, MOE_INPUT_DEFAULT}, Setup{kFp8, MOE_INPUT_DEFAULT},
-                         Setup{kFp8, MOE_INPUT_DEFAULT, "f16"}, Setup{kMx, MOE_INPUT_DEFAULT},
+                         Setup{kFp8, MOE_INPUT_DEFAULT, "e4m3"}, Setup{kMx, MOE_INPUT_DEFAULT},
                          Setup{kNv, MOE_INPUT_DEFAULT}, Setup{kMx, kMx8}, Setup{kNv, kStatic},
                          Setup{kNv, kDynamic}}) {
     const moe_format f = c.format;
@@ -348,9 +349,9 @@ TEST_F(MegaLayer, HandOffCountsReturnToZeroRunAfterRunAndReplayAfterReplay) {
     const std::string what =
         fmt::format("{} on {}{}", format_name(f),
                     input_format_name(static_cast<moe_input_format>(p.input_format)),
-                    c.f16_tokens != nullptr ? ", f16 tokens" : "");
+                    c.tokens_as != nullptr ? ", e4m3 tokens" : "");
     const LayerWeights w = random_weights(p, 81);
-    if (c.f16_tokens != nullptr) setenv("MOE_MEGA_FP8_TOKENS", c.f16_tokens, 1);
+    if (c.tokens_as != nullptr) setenv("MOE_MEGA_FP8_TOKENS", c.tokens_as, 1);
     const Layer barriers = plugin_->prepare(p, w.view(), {});
     const Layer barriers_7 = plugin_->prepare(p, w.view(), {{"sms", "7"}});  // its own K split
     setenv("MOE_MEGA_HAND_OFF", "1", 1);
@@ -408,35 +409,36 @@ TEST_F(MegaLayer, ADependentLaunchGivesTheOrdinaryLaunchsBitsEagerAndReplayed) {
   }
 }
 
-// MOE_MEGA_FP4_STAGE=256 where GEMM2 splits along K (I = 1024 at one token: two parts of two
-// 256-K stages): against the reference, the same bits run after run; the layer's timeline shows
-// the two-chunk instance ran (256-K steps of 17408 bytes), not the one-chunk fallback.
+// Two 4-bit chunks a stage (the default where H and I are multiples of 256) where GEMM2 splits
+// along K (I = 1024 at one token: two parts of two 256-K stages): against the reference, the same
+// bits run after run; the layer's timeline shows the two-chunk instance ran (256-K steps of two
+// chunks' bytes), not the one-chunk fallback. mxfp4 and nvfp4.
 TEST_F(MegaLayer, TwoFp4ChunksAStageMatchTheReferenceWhereGemm2Splits) {
-  Problem q = problem_;
-  q.raw().intermediate = 1024;
-  q = in_format(q, kMx);
-  const moe_problem p = q.c();
-  const LayerWeights w = random_weights(p, 61);
-  const Layer ref_layer = reference_->prepare(p, w.view(), {});
-  const std::string path = testing::TempDir() + "mega_fp4_stage.json";
-  std::remove(path.c_str());
-  {
-    setenv("MOE_MEGA_FP4_STAGE", "256", 1);
-    setenv("MOE_MEGA_TIMELINE", path.c_str(), 1);
-    const Layer layer = plugin_->prepare(p, w.view(), {});
-    unsetenv("MOE_MEGA_FP4_STAGE");
-    unsetenv("MOE_MEGA_TIMELINE");
-    for (int64_t tokens : {1, 40})
-      expect_matches_and_repeats(layer, ref_layer, p, tokens, 62 + uint64_t(tokens),
-                                 "mxfp4, two chunks a stage");
+  for (moe_format f : {kMx, kNv}) {
+    Problem q = problem_;
+    q.raw().intermediate = 1024;
+    q = in_format(q, f);
+    const moe_problem p = q.c();
+    const LayerWeights w = random_weights(p, 61);
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    const std::string path = testing::TempDir() + "mega_fp4_stage.json";
+    std::remove(path.c_str());
+    {
+      setenv("MOE_MEGA_TIMELINE", path.c_str(), 1);
+      const Layer layer = plugin_->prepare(p, w.view(), {});
+      unsetenv("MOE_MEGA_TIMELINE");
+      for (int64_t tokens : {1, 40})
+        expect_matches_and_repeats(layer, ref_layer, p, tokens, 62 + uint64_t(tokens),
+                                   std::string(format_name(f)) + ", two chunks a stage");
+    }
+    std::ifstream in(path);
+    ASSERT_TRUE(in.good()) << path << " was not written";
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["step_bytes"], 2 * (f == kMx ? 8704 : 9216));
+    EXPECT_EQ(j["steps1"], p.hidden / 256);
+    EXPECT_EQ(j["steps2"], p.intermediate / 256);
+    std::remove(path.c_str());
   }
-  std::ifstream f(path);
-  ASSERT_TRUE(f.good()) << path << " was not written";
-  const nlohmann::json j = nlohmann::json::parse(f);
-  EXPECT_EQ(j["step_bytes"], 2 * 8704);
-  EXPECT_EQ(j["steps1"], p.hidden / 256);
-  EXPECT_EQ(j["steps2"], p.intermediate / 256);
-  std::remove(path.c_str());
 }
 
 // `sms: N` runs the same layer on N CTAs (every phase's items strided over fewer of them, GEMM2's
