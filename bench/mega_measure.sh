@@ -11,11 +11,10 @@
 #             moe_launch_cost: a persistent cooperative launch by API, eager and in a graph
 #   tests     the fused layer's GPU tests (all formats, the measurement layouts included)
 #   ab        (or ab_bf16, ab_fp8, ab_fp4 apart) bench/ab.py: the default against
-#             MOE_MEGA_K_STAGGER=1, MOE_MEGA_CHUNKS=1, MOE_MEGA_SLICE_COMBINE=1,
-#             MOE_MEGA_HAND_OFF=1 and MOE_MEGA_LAUNCH=pdl (bf16 and fp8_block on Qwen3-30B-A3B
-#             and Mixtral at T = 1, 8, 64; fp8_block also against MOE_MEGA_FP8_TOKENS=e4m3) and
-#             mxfp4 on Mixtral and Qwen3 against the stagger, the slice combine, the hand-off and
-#             MOE_MEGA_FP4_STAGE=128 (one chunk a stage; chunks are the 4-bit layout already)
+#             MOE_MEGA_CHUNKS=1 and MOE_MEGA_LAUNCH=pdl (bf16 and fp8_block on Qwen3-30B-A3B and
+#             Mixtral at T = 1, 8, 64; fp8_block also against MOE_MEGA_FP8_TOKENS=e4m3) and
+#             mxfp4 on Mixtral and Qwen3 against MOE_MEGA_FP4_STAGE=128 (one chunk a stage)
+#   ab_nv     nvfp4 on Qwen3 and Mixtral against MOE_MEGA_FP4_STAGE=128
 #   ab_act    4-bit weights on e4m3 activations against bf16 ones (Qwen3-30B-A3B at T = 1, 8, 64:
 #             mxfp4 on mxfp8, nvfp4 on e4m3 per tensor, static and from the batch's amax): what
 #             the kernel's quantisation phases cost
@@ -28,10 +27,7 @@ export NCCL_NVLS_ENABLE=0
 ab="python3 bench/ab.py --moe build/bin/moe --rounds 2 --timeout 150"
 cfg=configs/bench/mega
 pack() { tar -C "$OUT" --exclude=mega_measure.tgz -czf /tmp/mega_measure.tgz . && cp /tmp/mega_measure.tgz "$OUT/"; }
-variants=(--variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1
-          --variant chunks= --env chunks=MOE_MEGA_CHUNKS=1
-          --variant slice= --env slice=MOE_MEGA_SLICE_COMBINE=1
-          --variant hand= --env hand=MOE_MEGA_HAND_OFF=1
+variants=(--variant rows= --variant chunks= --env chunks=MOE_MEGA_CHUNKS=1
           --variant pdl= --env pdl=MOE_MEGA_LAUNCH=pdl)
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 for section in "$@"; do
@@ -45,12 +41,12 @@ for section in "$@"; do
     tests)
       # The switches that wait on counts or launch differently first, each alone under its own
       # limit: a hang there is killed without the other tests' results.
-      for t in HandOff Dependent PreparedChunks; do
+      for t in Dependent PreparedChunks; do
         timeout 150 build/bin/moe_mega_gpu_tests --gtest_filter="*$t*" > "$OUT/gpu_tests_$t.txt" 2>&1
         echo "moe_mega_gpu_tests *$t* rc=$? (124: timed out)" | tee -a "$OUT/gpu_tests_$t.txt"
         grep -E "FAILED|PASSED" "$OUT/gpu_tests_$t.txt" | tail -4
       done
-      timeout 400 build/bin/moe_mega_gpu_tests --gtest_filter="-*HandOff*:*Dependent*:*PreparedChunks*" \
+      timeout 400 build/bin/moe_mega_gpu_tests --gtest_filter="-*Dependent*:*PreparedChunks*" \
         > "$OUT/gpu_tests.txt" 2>&1
       echo "moe_mega_gpu_tests rc=$?" | tee -a "$OUT/gpu_tests.txt"
       grep -E "FAILED|PASSED" "$OUT/gpu_tests.txt" | tail -8 ;;
@@ -72,23 +68,17 @@ for section in "$@"; do
       if [ "$section" = ab ] || [ "$section" = ab_fp4 ]; then
         for s in mixtral_8x7b qwen3_30b_a3b; do
           $ab --out "$OUT/ab_mxfp4_$s" --config $cfg/${s}_mxfp4.yaml --tokens 1,8,64 \
-            --variant rows= --variant stagger= --env stagger=MOE_MEGA_K_STAGGER=1 \
-            --variant slice= --env slice=MOE_MEGA_SLICE_COMBINE=1 \
-            --variant hand= --env hand=MOE_MEGA_HAND_OFF=1 \
-            --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 2>&1 | tail -5
+            --variant x2= --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 2>&1 | tail -5
           pack
         done
       fi ;;
     ab_act)
       $ab --out "$OUT/ab_act_mxfp4" --config $cfg/qwen3_30b_a3b_mxfp4.yaml --tokens 1,8,64 \
         --variant bf16= --variant mxfp8= --config-of mxfp8=$cfg/qwen3_30b_a3b_mxfp4_mxfp8.yaml \
-        --variant mxfp8_hand= --config-of mxfp8_hand=$cfg/qwen3_30b_a3b_mxfp4_mxfp8.yaml \
-        --env mxfp8_hand=MOE_MEGA_HAND_OFF=1 2>&1 | tail -5
+        2>&1 | tail -5
       pack
       $ab --out "$OUT/ab_act_nvfp4" --config $cfg/qwen3_30b_a3b_nvfp4.yaml --tokens 1,8,64 \
         --variant bf16= --variant static= --config-of static=$cfg/qwen3_30b_a3b_nvfp4_fp8_static.yaml \
-        --variant static_hand= --config-of static_hand=$cfg/qwen3_30b_a3b_nvfp4_fp8_static.yaml \
-        --env static_hand=MOE_MEGA_HAND_OFF=1 \
         --variant dynamic= --config-of dynamic=$cfg/qwen3_30b_a3b_nvfp4_fp8_dynamic.yaml 2>&1 | tail -5 ;;
     ab_nv)  # nvfp4, two chunks a stage (the default) against one
       for s in qwen3_30b_a3b mixtral_8x7b; do
@@ -99,8 +89,7 @@ for section in "$@"; do
     timeline)
       for run in "qwen3_30b_a3b_bf16 1" "qwen3_30b_a3b_bf16 8" "mixtral_8x7b_mxfp4 8"; do
         set -- $run
-        for v in "" MOE_MEGA_K_STAGGER=1 MOE_MEGA_CHUNKS=1 MOE_MEGA_SLICE_COMBINE=1 \
-                 MOE_MEGA_HAND_OFF=1 MOE_MEGA_FP4_STAGE=128; do
+        for v in "" MOE_MEGA_CHUNKS=1 MOE_MEGA_FP4_STAGE=128; do
           name=tl_${1}_t${2}${v:+_${v%%=*}}
           env $v MOE_MEGA_TIMELINE="$OUT/$name.json" timeout 120 build/bin/moe bench --config $cfg/$1.yaml \
             --tokens "$2" --graph off --iterations 5 --check-max-tokens 0 > /dev/null 2>&1

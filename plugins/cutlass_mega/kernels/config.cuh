@@ -26,10 +26,6 @@ constexpr int kMaxExperts = 512;  // 2 per thread in the block scans
 constexpr int kMaxVirtual = 32;   // sink and shared experts' virtual experts (slot columns)
 constexpr int kScaleBlock = 128;  // fp8_block: channels per scale, along K and along rows
 constexpr int kMaxKBlocks = 120;  // fp8_block: scale blocks along K an item keeps in shared memory
-constexpr int kMaxCombineSlices = 256;  // the slice combine: 128-channel slices of H it tracks
-// GEMM1 token chunks of a batch: an expert's slots in chunks of 32 (4-bit) or 64, so at most one
-// per 32 slots and one partial chunk per expert (the counts of kernels/handoff.cuh).
-constexpr int kMaxChunks = kMaxSlots / 32 + kMaxExperts;
 
 // The weight formats the kernel is instantiated for. kFp8F16W: fp8_block whose activations are
 // kept as the f16 values of their e4m3 codes (exact), so each warp converts only its weight
@@ -167,17 +163,6 @@ struct Params {
   // the id that column must hold for it to run.
   int16_t col_src[kMaxVirtual], col_expert[kMaxVirtual], col_match[kMaxVirtual];
   int32_t max_split2;  // GEMM2 K parts the workspace holds (k_split chooses up to this many)
-  int32_t k_stagger;   // 1: each item starts its K loop at its own step (fused_moe.cuh k_shift)
-  // The layer's counts (kernels/handoff.cuh), zero at rest: [H / 128] per slice of H for the slice
-  // combine (null: a last grid barrier), [kMaxChunks] per GEMM1 token chunk for GEMM2 to start on
-  // (null: a GEMM1 -> GEMM2 grid barrier), [kMaxSlots] per token for GEMM1 to start on where
-  // phase 0 quantises the hidden states (null: a barrier after phase 0).
-  // fp8_block's hand-off: [kMaxChunks][kMaxKBlocks] per (chunk, 128-channel block of I), the
-  // block's GEMM1 items (gated: two of 64 columns).
-  uint32_t* slice_done;
-  uint32_t* chunk_ready;
-  uint32_t* token_ready;
-  uint32_t* block_ready;
   // 4-bit weights with e4m3 activations (ActQuant; 0 otherwise): the static scales (a13 for the
   // hidden states, a2 for the intermediate), and the workspace: xa [T, H] bf16, the hidden states
   // quantised (mxfp8: their values; e4m3 per tensor: their codes' values); with kActFp8Dynamic,

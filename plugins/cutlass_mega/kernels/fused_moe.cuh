@@ -2,8 +2,7 @@
 // nvfp4 weights, every activation of §5, routing given as top-k ids and weights.
 //
 // Every CTA (one per SM) first builds the same schedule in shared memory from the ids
-// (kernels/schedule.cuh). Then the phases, separated by grid-wide barriers (or, measured
-// behind MOE_MEGA_HAND_OFF=1 and MOE_MEGA_SLICE_COMBINE=1, by counts: kernels/handoff.cuh):
+// (kernels/schedule.cuh). Then the phases, separated by grid-wide barriers:
 //   0. fp8_block: the hidden states quantised per token per 128 channels; 4-bit weights on e4m3
 //      activations (mxfp8, or e4m3 per tensor: kernels/quantize_acts.cuh), by their rule.
 //   1. GEMM1 and the activation: work items (expert, chunk of kTok<W> of its slots: 64, fp4 32;
@@ -12,8 +11,7 @@
 //      The activation runs on the accumulators; the intermediate goes to the workspace, one row
 //      per slot: bf16; f32 for fp8_block and e4m3 per tensor from the batch's amax; the
 //      quantised values (bf16, exact) for mxfp8 and static e4m3 activations.
-//   1b. fp8_block: the intermediate quantised per slot per 128 channels (with the hand-off, by
-//      each 128-channel block's last GEMM1 item, for its chunk's slots); e4m3 per tensor from the
+//   1b. fp8_block: the intermediate quantised per slot per 128 channels; e4m3 per tensor from the
 //      batch's amax: the intermediate's codes once every GEMM1 item is done (mxfp8 and static
 //      scales quantise it in GEMM1's epilogue).
 //   2. GEMM2: work items (expert, chunk of kTok<W> of its slots, 128 rows of H), each streaming
@@ -39,7 +37,6 @@
 
 #include "kernels/config.cuh"
 #include "kernels/dependent_launch.cuh"
-#include "kernels/handoff.cuh"
 #include "kernels/quantize_acts.cuh"
 #include "kernels/quantize_rows.cuh"
 #include "kernels/ring.cuh"
@@ -52,8 +49,8 @@ namespace moe::mega::kernels {
 // slots summed in slot order (each slot's K parts in part order), bf16 once. Its slots go in
 // groups of kGroup: every load of a group (the slots' weights, then each K part's results) goes
 // out before the first is added, so a vector costs a few L2 round trips instead of two per slot
-// (~2.4 us at T = 1 before: bench/NOTES.md, session 40). Results are read from L2 (with the slice
-// combine they come from other SMs' stores after a count, not a grid barrier).
+// (~2.4 us at T = 1 before: bench/NOTES.md, session 40). Results are read from L2 (__ldcg: other
+// SMs stored them).
 __device__ __forceinline__ void combine_output_vector(const Params& p, const int16_t* slot_pos,
                                                       int split2, int64_t i) {
   constexpr int kGroup = 8;
@@ -146,17 +143,11 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // consumer, stamps the phase boundaries and the end of each item it computed. Nothing of it is
   // held in registers across the main loops (its count sits in shared memory).
   __shared__ int timed_items;
-  // The slice combine: the slices of H whose last GEMM2 item this CTA ran (bit s % 32 of word
-  // s / 32; H / 128 <= kMaxCombineSlices, else the last barrier).
-  __shared__ uint32_t slices_owned[kMaxCombineSlices / 32];
   // e4m3 activations on 4-bit weights: the scales of the hidden states, of the routed experts'
   // intermediate and of the shared expert's (each GEMM's epilogue multiplies by its own), and a
   // CTA reduction's scratch.
   __shared__ float act_scale[3];
   __shared__ float red[kThreads / 32];
-  // fp8_block's hand-off: whether this CTA's GEMM1 item was its 128-channel block's last (it
-  // quantises the block for the chunk's slots).
-  __shared__ int block_last;
   auto stamp_phase = [&](int phase) {
     if (p.timeline != nullptr && threadIdx.x == 0)
       timeline_stamp(p.timeline + timeline_phase_word(blockIdx.x, p.timeline_items, phase));
@@ -194,7 +185,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   __syncthreads();
   s.num_active = num_active;
   stamp_phase(kScheduled);
-  if (threadIdx.x < kMaxCombineSlices / 32) slices_owned[threadIdx.x] = 0;
 
   const int g = lane / 4, q = lane % 4;  // accumulator row g (+8), columns 2q (+1)
   const int64_t H = p.hidden_dim, I = p.inter_dim;
@@ -245,9 +235,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // fp8_block: an item's scales in the tile's space: the token scales [kb][kTok<W>] (columns past m
   // are never read into a result) and the two weight row blocks' [2][k_blocks] (warps 0-3 read
   // the first, 4-7 the second). Loads go out kBatch at a time per thread, consecutive threads on
-  // consecutive K blocks of one row (coalesced; the first stage's DRAM latency hides them, except
-  // under the hand-off, which reads them once that stage is full). Token scales come from L2
-  // (__ldcg): other CTAs wrote them in this run.
+  // consecutive K blocks of one row (coalesced; the first stage's DRAM latency hides them). Token
+  // scales come from L2 (__ldcg): other CTAs wrote them in this run.
   float* token_scales = tile;
   float* weight_scales = tile + kMaxKBlocks * kTok<W>;
   auto load_scales = [&](int m, int k_blocks, auto token_scale, const float* w0, const float* w1) {
@@ -359,38 +348,30 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   };
   const auto weights1 = weights_of(&p.w13_map, p.w13_chunks, slices1, steps1, rows1);
   const auto weights2 = weights_of(&p.w2_map, p.w2_chunks, slices2, steps2, rows2);
-  // Where item u of a phase starts among its `len` K steps (kernels/split.hpp).
-  auto shift_of = [&](int u, int len) { return k_shift(u, len, p.k_stagger != 0); };
-  // Producer: the weights of the first stages of item `it` (its `len` K steps from ks0, from
-  // `shift`), as many as the ring holds, before what its token rows wait for (a grid barrier, the
-  // tokens' marks, or the GEMM1 chunk they are computed by), so their DRAM latency overlaps that
-  // wait. Returns how many stages it filled (the ring's position does not move: the item's loop
-  // adds the tokens).
-  auto prefetch_weights = [&](auto weights, const Item& it, int ks0, int len, int shift) {
-    const int count = min(len, kStages<W>);
+  // Producer, before a grid barrier: the weights of the first stages of this CTA's first item of
+  // the next phase (items of `split` K parts), as many as the ring holds, which do not depend on
+  // what the barrier publishes, so their DRAM latency overlaps the barrier. Returns how many
+  // stages it filled (the ring's position does not move: the phase's loop adds the tokens).
+  auto prefetch = [&](auto weights, int slices, int steps, int split) {
+    const int u = int(blockIdx.x);
+    if (u >= s.item_prefix[s.num_active] * slices * split) return 0;
+    const Item it = item_of(u / split, slices);
+    const int part = u % split, ks0 = part * steps / split, ks1 = (part + 1) * steps / split;
+    const int count = min(ks1 - ks0, kStages<W>);
     int st = stage;
     uint32_t ph = phase;
     for (int i = 0; i < count; ++i) {
-      weights(it, k_step(i, ks0, len, shift), st, ph);
+      weights(it, ks0 + i, st, ph);
       if (++st == kStages<W>) st = 0, ph ^= 1;
     }
     return count;
   };
-  // Producer, before a grid barrier: prefetch_weights for this CTA's first item of the next phase
-  // (items of `split` K parts).
-  auto prefetch = [&](auto weights, int slices, int steps, int split) {
-    const int u = int(blockIdx.x);
-    if (u >= s.item_prefix[s.num_active] * slices * split) return 0;
-    const int part = u % split, ks0 = part * steps / split, ks1 = (part + 1) * steps / split;
-    return prefetch_weights(weights, item_of(u / split, slices), ks0, ks1 - ks0,
-                            shift_of(u, ks1 - ks0));
-  };
-  // Producer: stages [ks0, ks1) of item `it` of a phase, in k_step's order; the first
-  // `ready` already hold their weights. Its token rows: row n at base + stride x row_of(n) bytes.
-  auto produce_item = [&](auto weights, const Item& it, int ks0, int ks1, int shift,
-                          const void* base, int64_t stride, auto row_of, int ready) {
+  // Producer: stages [ks0, ks1) of item `it` of a phase, in order; the first `ready` already
+  // hold their weights. Its token rows: row n at base + stride x row_of(n) bytes.
+  auto produce_item = [&](auto weights, const Item& it, int ks0, int ks1, const void* base,
+                          int64_t stride, auto row_of, int ready) {
     for (int i = 0; i < ks1 - ks0; ++i) {
-      const int ks = k_step(i, ks0, ks1 - ks0, shift);
+      const int ks = ks0 + i;
       if (i >= ready) weights(it, ks, stage, phase);
       produce_tokens<W>(ks, static_cast<const uint8_t*>(base), uint32_t(stride), row_of, it.m, ring,
                         full, stage);
@@ -401,40 +382,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   int ready1 = 0, ready2 = 0;  // stages prefetched for the CTA's first item of phase 1, 2
   // 4-bit weights: how the activations are quantised (kernels/config.cuh ActQuant).
   const int aq = kFp4 ? p.act_quant : int(kActBf16);
-  // The hand-off (MOE_MEGA_HAND_OFF=1, a measurement; kernels/handoff.cuh): no grid barrier
-  // where a count can stand in. GEMM2 items start on counts of their GEMM1 chunk (fp8_block: once
-  // the chunk's last GEMM1 item has quantised its intermediate), and GEMM1 items on counts of
-  // their tokens, each quantised by one CTA in phase 0 (fp8_block, and 4-bit weights on mxfp8 or
-  // static e4m3). e4m3 per tensor from the batch's amax keeps its barriers: its scales need all.
-  const bool hand_off =
-      p.chunk_ready != nullptr && aq != kActFp8Dynamic && (!kFp8 || p.block_ready != nullptr);
-  const bool token_hand_off = hand_off && p.token_ready != nullptr;
-  // Phase 0's hand-off: GEMM1 items reading token t (its slots with an expert x the slices).
-  auto token_readers = [&](int t) {
-    int n = 0;
-    for (int j = 0; j < p.slot_width; ++j) n += s.slot_pos[t * p.slot_width + j] >= 0;
-    return n * slices1;
-  };
-  // Phase 0's hand-off: this CTA's tokens t = blockIdx.x (mod gridDim.x), each row quantised by
-  // the whole CTA with `quantize_row(t)`, then marked out (those some item reads).
-  auto quantize_own_tokens = [&](auto quantize_row) {
-    for (int t = int(blockIdx.x); t < p.tokens; t += int(gridDim.x)) quantize_row(t);
-    __syncthreads();  // every thread's stores of the CTA's rows, before thread 0's release
-    if (threadIdx.x == 0)
-      for (int t = int(blockIdx.x); t < p.tokens; t += int(gridDim.x))
-        if (token_readers(t) > 0) release_add(p.token_ready + t);
-  };
   if constexpr (kFp8) {  // phase 0: the hidden states' codes and scales
     if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
-    if (token_hand_off) {
-      quantize_own_tokens([&](int t) {
-        quantize_rows_1x128(p.hidden + t * H, 1, H, xq + t * H, p.xs + t * (H / kScaleBlock), warp,
-                            kThreads / 32);
-      });
-    } else {
-      quantize_rows_1x128(p.hidden, p.tokens, H, xq, p.xs);
-      publish_to_async_proxy();
-    }
+    quantize_rows_1x128(p.hidden, p.tokens, H, xq, p.xs);
+    publish_to_async_proxy();
   }
   if (aq != kActBf16) {  // phase 0 of e4m3 activations on 4-bit weights: the hidden states
     if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
@@ -446,13 +397,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       scale = gpu::kernels::fp8_scale_from_amax(grid_max(p.amax, red));
     }
     if (threadIdx.x == 0) act_scale[0] = scale;
-    if (token_hand_off) {
-      quantize_own_tokens(
-          [&](int t) { quantize_hidden(p, aq, scale, t, 1, threadIdx.x, kThreads); });
-    } else {
-      quantize_hidden(p, aq, scale, 0, p.tokens);
-      publish_to_async_proxy();
-    }
+    quantize_hidden(p, aq, scale);
+    publish_to_async_proxy();
   }
   // GEMM1's and GEMM2's epilogue factor for e4m3 per tensor: the scale of the activations they
   // multiplied (GEMM2: the routed experts' or the shared expert's intermediate).
@@ -501,25 +447,15 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       if (producer) {
         // The slots' tokens: rows of the hidden states (fp8_block: of their codes).
         auto token_of = [&](int n) { return uint16_t(s.slot_token[it.first + n]); };
-        const int shift = shift_of(u, steps);
-        int ready = u == int(blockIdx.x) ? ready1 : 0;
-        if (token_hand_off) {  // the first weights (if not out yet), then the tokens' rows
-          if (ready == 0) ready = prefetch_weights(weights1, it, 0, steps, shift);
-          wait_tokens(p.token_ready, it.m, token_of);
-        }
+        const int ready = u == int(blockIdx.x) ? ready1 : 0;
         if constexpr (kFp8)
-          produce_item(weights1, it, 0, steps, shift, xq, H * int64_t(sizeof(Code)), token_of,
-                       ready);
+          produce_item(weights1, it, 0, steps, xq, H * int64_t(sizeof(Code)), token_of, ready);
         else  // the hidden states, or their quantised values
-          produce_item(weights1, it, 0, steps, shift, aq != kActBf16 ? p.xa : p.hidden, H * 2,
-                       token_of, ready);
-        if (token_hand_off) count_token_readers(p.token_ready, it.m, token_of, token_readers);
+          produce_item(weights1, it, 0, steps, aq != kActBf16 ? p.xa : p.hidden, H * 2, token_of,
+                       ready);
         continue;
       }
       if constexpr (kFp8) {
-        // With the hand-off the token scales are read once the item's first stage is full: its
-        // producer copied the tokens' codes only after it saw them out (kernels/handoff.cuh).
-        if (token_hand_off) cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
         // w13's rows are [E * n1] with n1 % 128 == 0, so row r's scale row is r / 128.
         const float* s0 = p.s13 + (int64_t(row0) / kScaleBlock) * steps;
         const float* s1 = p.s13 + (int64_t(row1) / kScaleBlock) * steps;
@@ -531,8 +467,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
             s0, s1);
       }
       zero(acc);
-      for (int i = 0, shift = shift_of(u, steps); i < steps; ++i)
-        consume(it.m, k_step(i, 0, steps, shift), steps);
+      for (int ks = 0; ks < steps; ++ks) consume(it.m, ks, steps);
       // Rows to the tile, then the activation per (column, token) into the intermediate.
       acc_to_tile(fp4_mul(p.g13, it.expert) * act_mul1());
       // The expert's bias rows (b13 [E, n1]): gate or relu2 row slice * cols + c, up row I + that.
@@ -549,38 +484,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         store_intermediate(int64_t(it.first + n) * I + int64_t(it.slice) * cols + c, y, it.expert);
       }
       consumers_sync();  // the tile is free for the next item
-      if (hand_off) {    // the item counted on its chunk
-        uint32_t* chunk = p.chunk_ready + u / slices;
-        if constexpr (kFp8) {
-          // fp8_block: the item's 128-channel block of the intermediate (gated items of 64
-          // columns come in pairs) is quantised for the chunk's slots by the block's last item,
-          // which then counts the block on the chunk; GEMM2 waits for all I / 128 of them.
-          const int per_block = kScaleBlock / cols, block = it.slice * cols / kScaleBlock;
-          if (threadIdx.x == 0) {
-            bool last = true;
-            if (per_block > 1) {
-              uint32_t* word = p.block_ready + int64_t(u / slices) * kMaxKBlocks + block;
-              last = count_item(word, 1) == uint32_t(per_block) - 1;
-              if (last) {
-                atomicExch(word, 0u);  // the block's last reader: back to zero for the next run
-                __threadfence();       // acquire: the other item's columns after its count
-              }
-            }
-            block_last = last;
-          }
-          consumers_sync();
-          if (block_last) {
-            const int64_t at = int64_t(it.first) * I + block * kScaleBlock;
-            quantize_rows_1x128(p.inter32 + at, it.m, kScaleBlock, iq + at,
-                                p.is + int64_t(it.first) * (I / kScaleBlock) + block, warp, kWarps,
-                                I, I / kScaleBlock);
-            consumers_sync();
-            if (threadIdx.x == 0) release_add(chunk);
-          }
-        } else if (threadIdx.x == 0) {
-          release_add(chunk);
-        }
-      }
       stamp_item(1, u);
     }
   }
@@ -589,8 +492,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // part's results go to their own copy of y, summed in part order by the combine.
   const int split2 =
       k_split(s.item_prefix[s.num_active] * slices2, steps2, int(gridDim.x), p.max_split2);
-  if (producer && !hand_off) ready2 = prefetch(weights2, slices2, steps2, split2);
-  if (kFp8 && !hand_off) {  // phase 1b: the intermediate's codes and scales, every slot
+  if (producer) ready2 = prefetch(weights2, slices2, steps2, split2);
+  if constexpr (kFp8) {  // phase 1b: the intermediate's codes and scales, every slot
     grid.sync();
     int slots = 0;
     if (s.num_active > 0) {
@@ -618,20 +521,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     const int shared_first = p.routed < p.experts ? s.expert_first[p.routed] : slots;
     quantize_intermediate(p, slots, shared_first, s_routed, s_shared);
   }
-  if (!hand_off) publish_to_async_proxy();
-
-  const int64_t vectors = int64_t(p.tokens) * H / 4;
-  auto combine_vector = [&](int64_t i) { combine_output_vector(p, s.slot_pos, split2, i); };
-  // The slice combine (p.slice_done set: MOE_MEGA_SLICE_COMBINE=1 or MOE_MEGA_HAND_OFF=1,
-  // measurements): GEMM2's items count themselves done per 128-channel slice of H on the layer's
-  // words (kernels/handoff.cuh), and the slice's last item (its CTA's consumers) combines every
-  // token's vectors of that slice, so no CTA waits at a last barrier. Without GEMM2 items (no
-  // token has an expert) the plain combine writes the zeros.
-  // Every CTA derives it from its own copy of the same schedule, so all take the same path (one
-  // that skipped the grid barrier below while others waited would hang them).
-  const int items2_per_slice = s.item_prefix[s.num_active] * split2;
-  const bool slice_combine =
-      p.slice_done != nullptr && items2_per_slice > 0 && slices2 <= kMaxCombineSlices;
+  publish_to_async_proxy();
 
   // ---- phase 2: GEMM2, a row of f32 results per slot and K part ----
   stamp_phase(kGemm2Start);
@@ -647,30 +537,14 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       if (producer) {
         // The slots' intermediate rows (fp8_block: their codes), consecutive from the first.
         auto slot_of = [&](int n) { return it.first + n; };
-        const int shift = shift_of(u, ks1 - ks0);
-        int ready = u == int(blockIdx.x) ? ready2 : 0;
-        uint32_t* chunk = hand_off ? p.chunk_ready + u / split / slices : nullptr;
-        // The hand-off: where the rows' GEMM1 chunk is not done yet, the item's first weights go
-        // out before the wait (a chunk already done costs no wait, and its stages go out as a
-        // barrier's would, each as its slot frees).
-        // fp8_block: the chunk's I / 128 blocks quantised (kernels/handoff.cuh).
-        const uint32_t chunk_target = uint32_t(kFp8 ? I / kScaleBlock : slices1);
-        if (hand_off && !chunk_done(chunk, chunk_target)) {
-          ready = prefetch_weights(weights2, it, ks0, ks1 - ks0, shift);
-          wait_chunk(chunk, chunk_target);
-        }
+        const int ready = u == int(blockIdx.x) ? ready2 : 0;
         if constexpr (kFp8)
-          produce_item(weights2, it, ks0, ks1, shift, iq, I * int64_t(sizeof(Code)), slot_of,
-                       ready);
+          produce_item(weights2, it, ks0, ks1, iq, I * int64_t(sizeof(Code)), slot_of, ready);
         else
-          produce_item(weights2, it, ks0, ks1, shift, p.inter, I * 2, slot_of, ready);
-        if (hand_off) count_chunk_reader(chunk, uint32_t(slices * split));
+          produce_item(weights2, it, ks0, ks1, p.inter, I * 2, slot_of, ready);
         continue;
       }
       if constexpr (kFp8) {
-        // With the hand-off the slots' scales are read once the item's first stage is full (its
-        // producer copied their codes only after it saw the chunk quantised).
-        if (hand_off) cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
         const float* s0 = p.s2 + (int64_t(row0) / kScaleBlock) * steps;
         load_scales(
             it.m, steps,
@@ -678,8 +552,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
             s0);
       }
       zero(acc);
-      for (int i = 0, shift = shift_of(u, ks1 - ks0); i < ks1 - ks0; ++i)
-        consume(it.m, k_step(i, ks0, ks1 - ks0, shift), steps);
+      for (int ks = ks0; ks < ks1; ++ks) consume(it.m, ks, steps);
       // Through the tile so that each slot's 128 results go out as contiguous rows.
       acc_to_tile(fp4_mul(p.g2, it.expert) * act_mul2(it.expert));
       float* y = p.y + part * part_stride;
@@ -693,37 +566,17 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
             bias != nullptr ? v + bias[r] : v;
       }
       consumers_sync();  // the tile is free for the next item
-      // The slice combine: this item's results counted; the slice's last one marks it for this
-      // CTA to combine once its items are done (kept out of this loop: its registers).
-      if (slice_combine && threadIdx.x == 0 &&
-          count_slice_item(p.slice_done + it.slice, uint32_t(items2_per_slice)))
-        slices_owned[it.slice / 32] |= 1u << (it.slice % 32);
       stamp_item(2, u);
-    }
-  }
-  if (slice_combine && !producer) {  // the slices whose last GEMM2 item ran here
-    consumers_sync();  // thread 0's marks, and its view of every count, to every consumer
-    __threadfence();
-    constexpr int kSliceVectors = kRows / 4;
-    for (int sl = 0; sl < slices2; ++sl) {
-      if (!(slices_owned[sl / 32] >> (sl % 32) & 1u)) continue;
-      for (int64_t v = threadIdx.x; v < int64_t(p.tokens) * kSliceVectors; v += kConsumers)
-        combine_vector((v / kSliceVectors * H + int64_t(sl) * kRows) / 4 + v % kSliceVectors);
     }
   }
   stamp_phase(kGemm2Done);
 
-  // ---- phase 3: the combine of every output vector (combine_vector), after a last barrier;
-  // with the slice combine, each slice's last GEMM2 item did it already ----
-  if (!slice_combine) {
-    grid.sync();
-    stamp_phase(kCombineStart);
-    for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < vectors;
-         i += int64_t(gridDim.x) * kThreads)
-      combine_vector(i);
-  } else {
-    stamp_phase(kCombineStart);
-  }
+  // ---- phase 3: the combine of every output vector, after a last barrier ----
+  grid.sync();
+  stamp_phase(kCombineStart);
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < int64_t(p.tokens) * H / 4;
+       i += int64_t(gridDim.x) * kThreads)
+    combine_output_vector(p, s.slot_pos, split2, i);
   stamp_phase(kAtExit);
   if (p.timeline != nullptr && threadIdx.x == 0)
     p.timeline[timeline_count_word(blockIdx.x, p.timeline_items)] =

@@ -48,19 +48,15 @@ __device__ __forceinline__ float grid_max(const float* parts, float* red) {
   return cta_max(m, red);
 }
 
-// The hidden states' rows [row0, row0 + rows) (H % 128 == 0) quantised into xa as the mode
-// says: mxfp8 (per 32 channels of a token: 8 lanes of 4 channels, a warp-uniform loop since a
-// warp covers 128 channels of one token), or e4m3 with `scale` (each code's value). Thread
-// `first` of `threads` (whole warps; default: every thread of the grid) takes every threads-th
-// 4-channel vector.
-__device__ __forceinline__ void quantize_hidden(const Params& p, int mode, float scale,
-                                                int64_t row0, int64_t rows,
-                                                int64_t first = int64_t(blockIdx.x) * kThreads +
-                                                                threadIdx.x,
-                                                int64_t threads = int64_t(gridDim.x) * kThreads) {
-  const int64_t v0 = row0 * p.hidden_dim / 4, vectors = rows * p.hidden_dim / 4;
+// The hidden states [T, H] (H % 128 == 0) quantised into xa as the mode says: mxfp8 (per 32
+// channels of a token: 8 lanes of 4 channels, a warp-uniform loop since a warp covers 128
+// channels of one token), or e4m3 with `scale` (each code's value). Every thread of the grid
+// joins.
+__device__ __forceinline__ void quantize_hidden(const Params& p, int mode, float scale) {
+  const int64_t vectors = int64_t(p.tokens) * p.hidden_dim / 4;
   const float inv = gpu::kernels::e4m3_inverse(scale);
-  for (int64_t i = v0 + first; i < v0 + vectors; i += threads) {
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < vectors;
+       i += int64_t(gridDim.x) * kThreads) {
     const uint2 u = *reinterpret_cast<const uint2*>(p.hidden + 4 * i);
     const float v[4] = {__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
                         __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u)};

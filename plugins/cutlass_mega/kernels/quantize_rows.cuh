@@ -20,32 +20,26 @@ __device__ __forceinline__ void load4(const float* p, float (&v)[4]) {
   v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
 }
 
-// Rows [0, rows) of src [rows, cols] (bf16 or f32; cols % 128 == 0, 16-byte aligned rows; row r
-// at src + r x ld) to codes [rows, cols] (row r at codes + r x ld) and scales [rows, cols / 128]
-// (row r at scales + r x scale_ld): e4m3 bytes (Code uint8_t) or each code's f16 value (uint16_t;
-// exact, the same codes). A warp takes one (row, 128-channel block) at a time, four channels per
-// lane, kBatch of them a step with every load out before the first reduction (one L2 round trip
-// a step, not one a block); warp `first` of `warps` (default: every warp of the grid) takes every
-// warps-th.
+// Rows [0, rows) of src [rows, cols] (bf16 or f32; cols % 128 == 0, 16-byte aligned rows) to
+// codes [rows, cols] and scales [rows, cols / 128]: e4m3 bytes (Code uint8_t) or each code's f16
+// value (uint16_t; exact, the same codes). A warp takes one (row, 128-channel block) at a time,
+// four channels per lane, kBatch of them a step with every load out before the first reduction
+// (one L2 round trip a step, not one a block); every warp of the grid joins.
 template <class T, class Code>
 __device__ void quantize_rows_1x128(const T* src, int64_t rows, int64_t cols, Code* codes,
-                                    float* scales,
-                                    int64_t first = int64_t(blockIdx.x) * (kThreads / 32) +
-                                                    threadIdx.x / 32,
-                                    int64_t warps = int64_t(gridDim.x) * (kThreads / 32),
-                                    int64_t ld = -1, int64_t scale_ld = -1) {
+                                    float* scales) {
   using namespace gpu::kernels;
   constexpr int kBatch = 4;
   const int lane = threadIdx.x % 32;
   const int64_t blocks = cols / kScaleBlock, work = rows * blocks;
-  if (ld < 0) ld = cols;
-  if (scale_ld < 0) scale_ld = blocks;
+  const int64_t first = int64_t(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
+  const int64_t warps = int64_t(gridDim.x) * (kThreads / 32);
   for (int64_t w0 = first; w0 < work; w0 += kBatch * warps) {  // warp-uniform: w0 is the warp's
     float v[kBatch][4];
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int64_t w = w0 + j * warps, r = w / blocks, b = w % blocks;
-      if (w < work) load4(src + r * ld + b * kScaleBlock + lane * 4, v[j]);
+      if (w < work) load4(src + r * cols + b * kScaleBlock + lane * 4, v[j]);
     }
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
@@ -58,13 +52,13 @@ __device__ void quantize_rows_1x128(const T* src, int64_t rows, int64_t cols, Co
       uint32_t packed = 0;
 #pragma unroll
       for (int e = 0; e < 4; ++e) packed |= uint32_t(to_e4m3(v[j][e], scale, inv)) << (8 * e);
-      const int64_t at = r * ld + b * kScaleBlock + lane * 4;
+      const int64_t at = r * cols + b * kScaleBlock + lane * 4;
       if constexpr (sizeof(Code) == 1)
         *reinterpret_cast<uint32_t*>(codes + at) = packed;
       else
         *reinterpret_cast<uint2*>(codes + at) =
             make_uint2(e4m3x2_to_f16x2(packed), e4m3x2_to_f16x2(packed >> 16));
-      if (lane == 0) scales[r * scale_ld + b] = scale;
+      if (lane == 0) scales[r * blocks + b] = scale;
     }
   }
 }

@@ -94,8 +94,7 @@ const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13
 KernelLimits kernel_limits(Kind kind) {
   using namespace kernels;
   const int tok = is_fp4(kind) ? kTok<kMxfp4W> : kTok<kBf16W>;
-  return {kMaxSlots,  kMaxExperts,      tok, kRows, kScaleBlock, kMaxKBlocks, kMaxVirtual,
-          kMaxChunks, kMaxCombineSlices};
+  return {kMaxSlots, kMaxExperts, tok, kRows, kScaleBlock, kMaxKBlocks, kMaxVirtual};
 }
 
 StageGeometry stage_geometry(Kind kind) {
@@ -176,11 +175,6 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.inter_dim = c.inter_dim;
   p.n1 = c.n1;
   p.max_split2 = c.max_split2;
-  p.k_stagger = c.k_stagger;
-  p.slice_done = c.slice_done;
-  p.chunk_ready = c.chunk_ready;
-  p.token_ready = c.token_ready;
-  p.block_ready = c.block_ready;
   p.activation = c.activation;
   p.act_quant = int32_t(c.act_quant);
   p.a13_scale = c.a13_scale;

@@ -39,8 +39,6 @@ struct KernelLimits {
   int scale_block;   // fp8_block: channels per scale
   int max_k_blocks;  // fp8_block: scale blocks along H and along I
   int max_virtual;   // sink and shared experts' virtual experts
-  int max_chunks;    // GEMM1 token chunks of a batch (the hand-off's counts)
-  int max_slices;    // 128-channel slices of H the slice combine counts
 };
 KernelLimits kernel_limits(Kind kind);
 
@@ -101,14 +99,6 @@ struct FusedCall {
   float* amax;
   int16_t col_src[32], col_expert[32], col_match[32];
   int32_t max_split2;  // copies of y the workspace holds: GEMM2's K parts at most
-  int32_t k_stagger;   // 1: items start their K loops at staggered steps (kernels/fused_moe.cuh)
-  // The layer's counts, zero at rest (kernels/handoff.cuh): KernelLimits::max_slices for the slice
-  // combine, max_chunks for the GEMM1 -> GEMM2 hand-off and max_slots for phase 0's (tokens), or
-  // null (grid barriers).
-  uint32_t* slice_done;
-  uint32_t* chunk_ready;
-  uint32_t* token_ready;
-  uint32_t* block_ready;  // fp8_block: max_chunks x max_k_blocks
   float limit, alpha;
   int32_t gelu_tanh;
   unsigned long long* timeline;  // measurement (kernels/timeline.hpp): null, or [ctas] records

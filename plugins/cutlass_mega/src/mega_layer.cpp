@@ -294,17 +294,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
             error ? error : "unknown");
   if (o.sms > 0) ctas_ = std::min(ctas_, o.sms);  // at most: a larger cap is every SM
   timeline_ = timeline_from_env(ctas_);
-  k_stagger_ = env_is("MOE_MEGA_K_STAGGER", "1") ? 1 : 0;
-  hand_off_ = env_is("MOE_MEGA_HAND_OFF", "1");
   dependent_launch_ = env_is("MOE_MEGA_LAUNCH", "pdl");
-  slice_combine_ = hand_off_ || env_is("MOE_MEGA_SLICE_COMBINE", "1");
-  if (slice_combine_) {
-    const detail::KernelLimits lim = detail::kernel_limits(kind_);
-    counts_ = gpu::upload_vector(
-        std::vector<uint32_t>(size_t(lim.max_slices + lim.max_chunks + lim.max_slots) +
-                                  (fp8_ ? size_t(lim.max_chunks) * size_t(lim.max_k_blocks) : 0),
-                              0));
-  }
   const VirtualExperts shared = virtual_experts(p, w);
   experts_ = p.experts + shared.count;
   if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32; 0 for shared
@@ -506,19 +496,6 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.inter_dim = int32_t(p.intermediate);
   c.n1 = int32_t(n1_);
   c.max_split2 = result_copies(p, tokens);
-  c.k_stagger = k_stagger_;
-  c.slice_done = slice_combine_ ? counts_.as<uint32_t>() : nullptr;
-  // e4m3 per tensor from the batch's amax keeps its barriers (its scales need every CTA's amax);
-  // phase 0's hand-off is for layers that quantise the hidden states (fp8_block, mxfp8, static).
-  const detail::KernelLimits lim = detail::kernel_limits(kind_);
-  const bool hand_off = hand_off_ && act_quant_ != detail::ActQuant::kFp8Dynamic;
-  c.chunk_ready = hand_off ? counts_.as<uint32_t>() + lim.max_slices : nullptr;
-  c.token_ready = hand_off && (fp8_ || act_quant_ != detail::ActQuant::kBf16)
-                      ? counts_.as<uint32_t>() + lim.max_slices + lim.max_chunks
-                      : nullptr;
-  c.block_ready = hand_off && fp8_
-                      ? counts_.as<uint32_t>() + lim.max_slices + lim.max_chunks + lim.max_slots
-                      : nullptr;
   c.activation = p.activation;
   c.act_quant = act_quant_;
   c.a13_scale = a13_scale_;

@@ -83,29 +83,12 @@ class DeviceLayer {
   detail::WeightMaps maps_{};
   mutable sdk::ValidatedRuns validated_;  // run() skips the checks for the last validated tensors
   int ctas_ = 0;
-  // MOE_MEGA_K_STAGGER=1 (a measurement, off by default): items start their K loops at staggered
-  // steps.
-  int k_stagger_ = 0;
   // MOE_MEGA_CHUNKS=1 at prepare (a measurement, off by default): bf16 and e4m3 stacks reordered
   // into prepared chunks (kernels/chunk_layout.hpp), streamed by one bulk copy a stage.
   bool chunked_ = false;
-  // MOE_MEGA_SLICE_COMBINE=1 at prepare (a measurement, off by default): each 128-channel slice of
-  // H is combined by its last GEMM2 item instead of after a last grid barrier.
-  bool slice_combine_ = false;
-  // MOE_MEGA_HAND_OFF=1 at prepare (a measurement, off by default): no grid barrier: GEMM1's
-  // items start on counts of their tokens (where phase 0 quantises them), GEMM2's on counts of
-  // their GEMM1 chunk (fp8_block: once its last item quantised it), and the slice combine ends
-  // the layer (e4m3 per tensor from the batch's amax: the slice combine only).
-  bool hand_off_ = false;
   // MOE_MEGA_LAUNCH=pdl at prepare (a measurement, off by default): the kernel launched as a
   // programmatic dependent of the stream's previous kernel (cudaLaunchKernelEx).
   bool dependent_launch_ = false;
-  // The counts of the slice combine and the hand-off (kernels/handoff.cuh: [max_slices], then
-  // [max_chunks], then [max_slots], then fp8_block's [max_chunks x max_k_blocks] 32-bit words),
-  // zeroed here and left zero by every run, so a
-  // layer's runs must not overlap on the device (one stream, or ordered by events); allocated with
-  // either switch.
-  gpu::DeviceBuffer counts_;
   void reorder_to_chunks(const moe_problem& p, size_t elem);
   std::unique_ptr<Timeline> timeline_;  // MOE_MEGA_TIMELINE: a measurement, null by default
 };

@@ -4,10 +4,10 @@
 // sizes from one token to the capacity, padding tokens, every token on one expert, experts without
 // tokens, two runs bit-identical, a CUDA graph replayed with new inputs and routing, a batch above
 // capacity refused, corrupt block scales and 4-bit scales refused at prepare, the layer on fewer
-// SMs (`sms`), the timeline MOE_MEGA_TIMELINE names, the prepared bf16 / e4m3 chunks and the
-// staggered K order (MOE_MEGA_CHUNKS, MOE_MEGA_K_STAGGER), the hand-off's counts run after run
-// (MOE_MEGA_HAND_OFF), the dependent launch (MOE_MEGA_LAUNCH=pdl), misaligned hidden states and
-// workspace refused. Skips without an sm_90 GPU.
+// SMs (`sms`), the timeline MOE_MEGA_TIMELINE names, the prepared bf16 / e4m3 chunks
+// (MOE_MEGA_CHUNKS), one 4-bit chunk a stage (MOE_MEGA_FP4_STAGE=128), e4m3 fp8_block codes
+// (MOE_MEGA_FP8_TOKENS=e4m3), the dependent launch (MOE_MEGA_LAUNCH=pdl), misaligned hidden states
+// and workspace refused. Skips without an sm_90 GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -246,18 +246,15 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
   }
 }
 
-// Six measurements set in the environment at prepare (docs/design.md §13): MOE_MEGA_CHUNKS=1
-// streams bf16 and e4m3 weights from prepared chunks (the stage's tile as TMA would have made it),
-// MOE_MEGA_SLICE_COMBINE=1 combines each slice of H after its last GEMM2 item instead of a last
-// barrier, MOE_MEGA_HAND_OFF=1 also starts GEMM2's items on counts instead of a barrier, and
-// MOE_MEGA_FP4_STAGE=128 streams 4-bit weights one chunk a stage, where the default takes two
-// (the same sums in the same order; here GEMM2 never splits along K, so its parts agree too):
-// the very same bits as the default; MOE_MEGA_K_STAGGER=1 starts each item at its own K step and
-// MOE_MEGA_FP8_TOKENS=e4m3 multiplies fp8_block's codes as e4m3, where the default keeps them as
-// f16 values (other sums: within the tolerance, and the same bits run after run). Gated and
-// relu2 W13 tiles, a shared expert's virtual experts, GEMM2 split along K at one token, a batch
-// whose tokens have no expert (no GEMM2 item: the plain combine's zeros).
-TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
+// Measurements set in the environment at prepare (docs/design.md §13): MOE_MEGA_CHUNKS=1 streams
+// bf16 and e4m3 weights from prepared chunks (the stage's tile as TMA would have made it), and
+// MOE_MEGA_FP4_STAGE=128 streams 4-bit weights one chunk a stage, where the default takes two (the
+// same sums in the same order; here GEMM2 never splits along K, so its parts agree too): the very
+// same bits as the default; MOE_MEGA_FP8_TOKENS=e4m3 multiplies fp8_block's codes as e4m3, where
+// the default keeps them as f16 values (other sums: within the tolerance, and the same bits run
+// after run). Gated and relu2 W13 tiles, a shared expert's virtual experts, GEMM2 split along K
+// at one token, a batch whose tokens have no expert (no GEMM2 item: the plain combine's zeros).
+TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
   struct Setup {
     moe_format format;
     moe_activation activation;
@@ -284,10 +281,7 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
       return layer;
     };
     const Layer chunks = prepared_with("MOE_MEGA_CHUNKS", "1");
-    const Layer slice_combine = prepared_with("MOE_MEGA_SLICE_COMBINE", "1");
-    const Layer hand_off = prepared_with("MOE_MEGA_HAND_OFF", "1");
     const Layer one_chunk = prepared_with("MOE_MEGA_FP4_STAGE", "128");
-    const Layer staggered = prepared_with("MOE_MEGA_K_STAGGER", "1");
     const Layer e4m3_tokens = prepared_with("MOE_MEGA_FP8_TOKENS", "e4m3");
     for (int64_t tokens : {1, 40, 96}) {
       const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), Scenario::kRandom);
@@ -295,15 +289,9 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
       const std::string at = fmt::format(" at {} tokens", tokens);
       expect_same_bits(maps, chunks, p, batch, routing,
                        what + ": chunks differ from the maps" + at);
-      expect_same_bits(maps, slice_combine, p, batch, routing,
-                       what + ": the slice combine differs from the last barrier's" + at);
-      expect_same_bits(maps, hand_off, p, batch, routing,
-                       what + ": the hand-off differs from the barriers'" + at);
       if (c.format == kMx)
         expect_same_bits(maps, one_chunk, p, batch, routing,
                          what + ": two chunks a stage differ from one" + at);
-      expect_matches_and_repeats(staggered, ref_layer, p, tokens, 90 + uint64_t(tokens),
-                                 what + ", staggered K");
       if (c.format == kFp8)
         expect_matches_and_repeats(e4m3_tokens, ref_layer, p, tokens, 90 + uint64_t(tokens),
                                    what + ", e4m3 tokens");
@@ -312,8 +300,7 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
       const Batch batch = random_batch(p, 5, 98, Scenario::kRandom);
       Routing routing = route_batch(*reference_, p, batch);
       for (int64_t i = 0; i < routing.ids.numel(); ++i) routing.ids.data<int32_t>()[i] = -1;
-      expect_same_bits(maps, slice_combine, p, batch, routing, what + ", no expert");
-      expect_same_bits(maps, hand_off, p, batch, routing, what + ", no expert, hand-off");
+      expect_same_bits(maps, chunks, p, batch, routing, what + ", no expert");
     }
     if (c.format == kFp8) {  // every token on one expert: 96 slots, items of 64 and 32
       const Batch batch = random_batch(p, 96, 97, Scenario::kOneExpert);
@@ -321,62 +308,6 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndStaggeredKMatches) {
       const RunResult out = run_layer(e4m3_tokens, p, batch.hidden, routing, MOE_DTYPE_BF16);
       const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
       EXPECT_LT(relative_l2(out.output, ref.output), tolerance(p)) << what << ", e4m3 tokens";
-    }
-  }
-}
-
-// MOE_MEGA_HAND_OFF=1 (GEMM1 items start on their tokens' counts where phase 0 quantises them,
-// GEMM2 items on their GEMM1 chunk's count, fp8_block's once its last item quantised it, and the
-// slice combine ends the layer; docs/design.md §13): the layer's counts must be back at zero
-// after every run, or the next run would read the last run's rows. So: batches of other sizes and
-// routings one after another (GEMM2 split along K at one token, items of two chunks at 96 tokens,
-// an expert's 96 slots in one_expert), each the very same bits as the barriers' layer; then a CUDA
-// graph replayed with new inputs and routing, against the reference.
-TEST_F(MegaLayer, HandOffCountsReturnToZeroRunAfterRunAndReplayAfterReplay) {
-  struct Setup {
-    moe_format format;
-    moe_input_format input;
-    const char* tokens_as = nullptr;  // MOE_MEGA_FP8_TOKENS for both layers (fp8_block)
-  };
-  for (const Setup& c : {Setup{MOE_FORMAT_BF16, MOE_INPUT_DEFAULT}, Setup{kFp8, MOE_INPUT_DEFAULT},
-                         Setup{kFp8, MOE_INPUT_DEFAULT, "e4m3"}, Setup{kMx, MOE_INPUT_DEFAULT},
-                         Setup{kNv, MOE_INPUT_DEFAULT}, Setup{kMx, kMx8}, Setup{kNv, kStatic},
-                         Setup{kNv, kDynamic}}) {
-    const moe_format f = c.format;
-    Problem q = in_format(problem_, f);
-    if (c.input != MOE_INPUT_DEFAULT) q = with_input(q, c.input);
-    const moe_problem p = q.c();
-    const std::string what =
-        fmt::format("{} on {}{}", format_name(f),
-                    input_format_name(static_cast<moe_input_format>(p.input_format)),
-                    c.tokens_as != nullptr ? ", e4m3 tokens" : "");
-    const LayerWeights w = random_weights(p, 81);
-    if (c.tokens_as != nullptr) setenv("MOE_MEGA_FP8_TOKENS", c.tokens_as, 1);
-    const Layer barriers = plugin_->prepare(p, w.view(), {});
-    const Layer barriers_7 = plugin_->prepare(p, w.view(), {{"sms", "7"}});  // its own K split
-    setenv("MOE_MEGA_HAND_OFF", "1", 1);
-    const Layer hand_off = plugin_->prepare(p, w.view(), {});
-    const Layer hand_off_7 = plugin_->prepare(p, w.view(), {{"sms", "7"}});
-    unsetenv("MOE_MEGA_HAND_OFF");
-    unsetenv("MOE_MEGA_FP8_TOKENS");
-    const Layer ref_layer = reference_->prepare(p, w.view(), {});
-    int round = 0;
-    for (int64_t tokens : {96, 1, 40, 1, 96, 65}) {
-      const Scenario scenario = round % 3 == 2 ? Scenario::kOneExpert : Scenario::kRandom;
-      const Batch batch = random_batch(p, tokens, 200 + uint64_t(round++), scenario);
-      const Routing routing = route_batch(*reference_, p, batch);
-      for (const auto& [base, layer] :
-           {std::pair{&barriers, &hand_off}, std::pair{&barriers_7, &hand_off_7}})
-        expect_same_bits(*base, *layer, p, batch, routing,
-                         fmt::format("{}{}: run {} ({} tokens) differs from the barriers'", what,
-                                     layer == &hand_off ? "" : ", sms 7", round, tokens));
-    }
-    const GraphReplay graph(plugin_, hand_off, p, 37);
-    for (uint64_t seed : {21u, 22u, 23u}) {
-      const Batch batch =
-          random_batch(p, 37, seed, seed == 22 ? Scenario::kOneExpert : Scenario::kRandom);
-      EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), tolerance(p))
-          << what << ", replay of seed " << seed;
     }
   }
 }

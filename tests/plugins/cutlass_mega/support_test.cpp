@@ -215,38 +215,6 @@ TEST(MegaSplit, SplitsAlongKOnlyWhereOneWaveLeavesSMsIdle) {
   EXPECT_EQ(k_split(0, 16, 132, 8), 1);  // no items: nothing to split
 }
 
-// An item's K order: every step of its range exactly once, whatever its shift; in order unless
-// staggered; staggered, neighbouring items start apart (the point of it) and the start is the
-// item's own (the same item on another CTA computes the same sum).
-TEST(MegaSplit, EveryItemWalksEachOfItsKStepsOnce) {
-  using kernels::k_shift;
-  using kernels::k_step;
-  for (int len : {1, 2, 3, 5, 12, 16, 32, 56, 112, 224}) {
-    for (int u : {0, 1, 2, 7, 95, 131, 1791}) {
-      for (bool staggered : {false, true}) {
-        const int shift = k_shift(u, len, staggered);
-        ASSERT_TRUE(shift >= 0 && shift < len) << len << " " << u;
-        if (!staggered) {
-          EXPECT_EQ(shift, 0);
-        }
-        for (int ks0 : {0, 3, 112}) {
-          std::vector<int> seen(size_t(len), 0);
-          for (int i = 0; i < len; ++i) {
-            const int ks = k_step(i, ks0, len, shift);
-            ASSERT_TRUE(ks >= ks0 && ks < ks0 + len) << len << " " << u << " " << i;
-            ++seen[size_t(ks - ks0)];
-          }
-          for (int c : seen) EXPECT_EQ(c, 1) << len << " " << u;
-        }
-      }
-    }
-    if (len > 5) {
-      EXPECT_NE(k_shift(0, len, true), k_shift(1, len, true)) << len;
-    }
-  }
-  static_assert(k_shift(7, 32, true) == 3);  // 35 mod 32: the item's own start
-}
-
 // The GEMM2 results' workspace never shrinks as the batch grows (a workspace sized for
 // max_tokens serves every smaller batch; the floor of 32 MiB / copy once made T=65 need more
 // than T=100 on DeepSeek-V3's H), and it always holds the copies the kernel is told of.
