@@ -13,8 +13,9 @@
 #   ab        (or ab_bf16, ab_fp8, ab_fp4 apart) bench/ab.py: the default against
 #             MOE_MEGA_CHUNKS=1 and MOE_MEGA_LAUNCH=pdl (bf16 and fp8_block on Qwen3-30B-A3B and
 #             Mixtral at T = 1, 8, 64; fp8_block also against MOE_MEGA_FP8_TOKENS=e4m3) and
-#             mxfp4 on Mixtral and Qwen3 against MOE_MEGA_FP4_STAGE=128 (one chunk a stage)
-#   ab_nv     nvfp4 on Qwen3 and Mixtral against MOE_MEGA_FP4_STAGE=128
+#             mxfp4 on Mixtral and Qwen3 against MOE_MEGA_FP4_STAGE=128 (one chunk a stage) and
+#             512 (four, 2 stages, where H and I allow: Mixtral; Qwen3's I = 768 keeps two)
+#   ab_nv     nvfp4 on Qwen3 and Mixtral against MOE_MEGA_FP4_STAGE=128 and 512
 #   ab_act    4-bit weights on e4m3 activations against bf16 ones (Qwen3-30B-A3B at T = 1, 8, 64:
 #             mxfp4 on mxfp8, nvfp4 on e4m3 per tensor, static and from the batch's amax): what
 #             the kernel's quantisation phases cost
@@ -68,7 +69,8 @@ for section in "$@"; do
       if [ "$section" = ab ] || [ "$section" = ab_fp4 ]; then
         for s in mixtral_8x7b qwen3_30b_a3b; do
           $ab --out "$OUT/ab_mxfp4_$s" --config $cfg/${s}_mxfp4.yaml --tokens 1,8,64 \
-            --variant x2= --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 2>&1 | tail -5
+            --variant x2= --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 \
+            --variant x4= --env x4=MOE_MEGA_FP4_STAGE=512 2>&1 | tail -5
           pack
         done
       fi ;;
@@ -83,7 +85,8 @@ for section in "$@"; do
     ab_nv)  # nvfp4, two chunks a stage (the default) against one
       for s in qwen3_30b_a3b mixtral_8x7b; do
         $ab --out "$OUT/ab_nvfp4_$s" --config $cfg/${s}_nvfp4.yaml --tokens 1,8,64 \
-          --variant x2= --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 2>&1 | tail -5
+          --variant x2= --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 \
+          --variant x4= --env x4=MOE_MEGA_FP4_STAGE=512 2>&1 | tail -5
         pack
       done ;;
     timeline)

@@ -41,16 +41,20 @@ enum WeightKind : int {
   kNvfp4W = 3,
   kFp8F16W = 4,
   kMxfp4x2W = 5,
-  kNvfp4x2W = 6
+  kNvfp4x2W = 6,
+  kMxfp4x4W = 7,  // four chunks a stage (512 K, 35-36 KB), 2 stages: MOE_MEGA_FP4_STAGE=512,
+  kNvfp4x4W = 8   // a measurement
 };
 template <int W>
-constexpr bool kIsFp4 = W == kMxfp4W || W == kNvfp4W || W == kMxfp4x2W || W == kNvfp4x2W;
+constexpr bool kIsNv = W == kNvfp4W || W == kNvfp4x2W || W == kNvfp4x4W;
 template <int W>
-constexpr bool kIsNv = W == kNvfp4W || W == kNvfp4x2W;
+constexpr bool kIsMx = W == kMxfp4W || W == kMxfp4x2W || W == kMxfp4x4W;
 template <int W>
-constexpr bool kIsMx = W == kMxfp4W || W == kMxfp4x2W;
+constexpr bool kIsFp4 = kIsNv<W> || kIsMx<W>;
 template <int W>  // prepared 4-bit chunks (128 K each) a ring stage holds
-constexpr int kChunksPerStage = W == kMxfp4x2W || W == kNvfp4x2W ? 2 : 1;
+constexpr int kChunksPerStage = W == kMxfp4x4W || W == kNvfp4x4W   ? 4
+                                : W == kMxfp4x2W || W == kNvfp4x2W ? 2
+                                                                   : 1;
 template <int W>
 constexpr bool kIsFp8 = W == kFp8W || W == kFp8F16W;
 
@@ -69,9 +73,10 @@ constexpr int kMxBlock = 32;  // mxfp8: channels per scale
 template <int W>
 constexpr int kTok = kIsFp4<W> ? 32 : 64;
 template <int W>  // f16 tokens, double 4-bit chunks: 4 stages (their token rows are twice as wide)
-constexpr int kStages = W == kFp8F16W || W == kMxfp4x2W || W == kNvfp4x2W ? 4
-                        : kIsFp4<W>                                       ? 9
-                                                                          : 5;
+constexpr int kStages = kChunksPerStage<W> == 4                             ? 2
+                        : W == kFp8F16W || W == kMxfp4x2W || W == kNvfp4x2W ? 4
+                        : kIsFp4<W>                                         ? 9
+                                                                            : 5;
 template <int W>
 constexpr int kTileLd = kTok<W> + 1;
 
@@ -108,7 +113,8 @@ template <int W>
 constexpr size_t kRingBytes = kStages<W>* kStageBytes<W>;
 static_assert(kChunkBytesOf<kNvfp4W> <= kWeightBytes<kNvfp4W> &&
                   kChunkBytesOf<kMxfp4x2W> <= kWeightBytes<kMxfp4x2W> &&
-                  kChunkBytesOf<kNvfp4x2W> <= kWeightBytes<kNvfp4x2W>,
+                  kChunkBytesOf<kNvfp4x2W> <= kWeightBytes<kNvfp4x2W> &&
+                  kChunkBytesOf<kNvfp4x4W> <= kWeightBytes<kNvfp4x4W>,
               "a stage's chunks fit it");
 template <int W>
 constexpr size_t kTileBytes = size_t(kRows) * kTileLd<W> * 4;

@@ -112,7 +112,8 @@ template <int W>
 constexpr bool kFitsSharedMemory = kSmemBytes<W> + sizeof(Scan::TempStorage) + 128 <= kSmemLimit;
 static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> && kFitsSharedMemory<kMxfp4W> &&
               kFitsSharedMemory<kNvfp4W> && kFitsSharedMemory<kFp8F16W> &&
-              kFitsSharedMemory<kMxfp4x2W> && kFitsSharedMemory<kNvfp4x2W>);
+              kFitsSharedMemory<kMxfp4x2W> && kFitsSharedMemory<kNvfp4x2W> &&
+              kFitsSharedMemory<kMxfp4x4W> && kFitsSharedMemory<kNvfp4x4W>);
 
 template <int W>
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {

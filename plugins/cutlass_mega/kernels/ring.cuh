@@ -78,14 +78,22 @@ template <int W, class RowOf>
 __device__ __forceinline__ void produce_tokens(int ks, const uint8_t* base, uint32_t stride,
                                                RowOf row_of, int m, uint8_t* ring, uint64_t* full,
                                                int stage) {
-  constexpr int kChunks = kTokRowBytes<W> / 16, kRowStep = 32 / kChunks;
-  static_assert(32 % kChunks == 0, "a warp covers whole rows");
-  const int lane = threadIdx.x % 32, j = lane % kChunks;
-  const uint8_t* src0 = base + size_t(ks) * kTokRowBytes<W> + 16 * j;
-  uint32_t dst = smem_u32(token_tile<W>(ring, stage)) + 16 * j + (lane / kChunks) * kTokLd<W>;
-  for (int n = lane / kChunks; n < m; n += kRowStep, dst += kRowStep * kTokLd<W>) {
-    const uint8_t* src = src0 + uint64_t(uint32_t(row_of(n))) * stride;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+  // A row of 16-byte pieces: kPasses of 32 (rows wider than a warp's 512 bytes: four 4-bit chunks
+  // a stage), or 32 / kChunks rows a pass.
+  constexpr int kChunks = kTokRowBytes<W> / 16, kPasses = kChunks > 32 ? kChunks / 32 : 1;
+  constexpr int kLaneChunks = kChunks / kPasses, kRowStep = 32 / kLaneChunks;
+  static_assert(32 % kLaneChunks == 0 && kChunks % kPasses == 0, "a warp covers whole rows");
+  const int lane = threadIdx.x % 32, j = lane % kLaneChunks;
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int piece = j + pass * kLaneChunks;
+    const uint8_t* src0 = base + size_t(ks) * kTokRowBytes<W> + 16 * piece;
+    uint32_t dst =
+        smem_u32(token_tile<W>(ring, stage)) + 16 * piece + (lane / kLaneChunks) * kTokLd<W>;
+    for (int n = lane / kLaneChunks; n < m; n += kRowStep, dst += kRowStep * kTokLd<W>) {
+      const uint8_t* src = src0 + uint64_t(uint32_t(row_of(n))) * stride;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+    }
   }
   const uint32_t bar = uint32_t(__cvta_generic_to_shared(&full[stage]));
   asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
@@ -230,8 +238,8 @@ __device__ __forceinline__ gpu::kernels::Fp4Rows<kIsMx<W>> fp4_rows(const uint8_
 
 // fp4: A built in registers from the stage's prepared chunk (read once a stage); the item's
 // epilogue multiplies 2^kFp4Unfold back.
-// kMxfp4x2W: the stage's two chunks one after the other, each against its 256 bytes of the token
-// rows: the same products in the same order as two one-chunk stages.
+// Two or four chunks a stage (kChunksPerStage): one after the other, each against its 256 bytes of
+// the token rows: the same products in the same order as two one-chunk stages.
 template <int W, int NT>
 __device__ __forceinline__ void mma_stage_fp4(const uint8_t* w, const uint8_t* x,
                                               float (&acc)[kTok<W> / 8][4]) {

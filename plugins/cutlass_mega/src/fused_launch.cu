@@ -43,6 +43,10 @@ Instance instance(Kind kind) {
       return instance_of<kernels::kMxfp4x2W>();
     case Kind::kNvfp4x2:
       return instance_of<kernels::kNvfp4x2W>();
+    case Kind::kMxfp4x4:
+      return instance_of<kernels::kMxfp4x4W>();
+    case Kind::kNvfp4x4:
+      return instance_of<kernels::kNvfp4x4W>();
     default:
       return instance_of<kernels::kBf16W>();
   }
@@ -111,6 +115,10 @@ StageGeometry stage_geometry(Kind kind) {
       return {kStageK<kMxfp4x2W>, kChunkBytesOf<kMxfp4x2W>};
     case Kind::kNvfp4x2:
       return {kStageK<kNvfp4x2W>, kChunkBytesOf<kNvfp4x2W>};
+    case Kind::kMxfp4x4:
+      return {kStageK<kMxfp4x4W>, kChunkBytesOf<kMxfp4x4W>};
+    case Kind::kNvfp4x4:
+      return {kStageK<kNvfp4x4W>, kChunkBytesOf<kNvfp4x4W>};
     default:
       return {kStageK<kBf16W>, int(kWeightBytes<kBf16W>)};
   }

@@ -20,10 +20,13 @@ enum class Kind : int {
   kNvfp4 = 3,
   kFp8BlockF16 = 4,
   kMxfp4x2 = 5,
-  kNvfp4x2 = 6
+  kNvfp4x2 = 6,
+  kMxfp4x4 = 7,  // four chunks a stage (a measurement: MOE_MEGA_FP4_STAGE=512)
+  kNvfp4x4 = 8
 };
 constexpr bool is_fp4(Kind k) {
-  return k == Kind::kMxfp4 || k == Kind::kNvfp4 || k == Kind::kMxfp4x2 || k == Kind::kNvfp4x2;
+  return k == Kind::kMxfp4 || k == Kind::kNvfp4 || k == Kind::kMxfp4x2 || k == Kind::kNvfp4x2 ||
+         k == Kind::kMxfp4x4 || k == Kind::kNvfp4x4;
 }
 
 // How the kernel quantises e4m3 activations on 4-bit weights (kernels/config.cuh ActQuant): not

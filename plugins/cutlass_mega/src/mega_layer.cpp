@@ -288,6 +288,11 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   if (detail::is_fp4(kind_) && !env_is("MOE_MEGA_FP4_STAGE", "128") && p.hidden % 256 == 0 &&
       p.intermediate % 256 == 0)
     kind_ = kind_ == detail::Kind::kNvfp4 ? detail::Kind::kNvfp4x2 : detail::Kind::kMxfp4x2;
+  // MOE_MEGA_FP4_STAGE=512 (a measurement): four chunks a stage and 2 stages, where both GEMMs' K
+  // hold whole fours (a stage's time is per stage: session 41).
+  if (detail::is_fp4(kind_) && env_is("MOE_MEGA_FP4_STAGE", "512") && p.hidden % 512 == 0 &&
+      p.intermediate % 512 == 0)
+    kind_ = p.format == MOE_FORMAT_NVFP4 ? detail::Kind::kNvfp4x4 : detail::Kind::kMxfp4x4;
   const char* error = nullptr;
   ctas_ = detail::resident_ctas(kind_, &error);
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",

@@ -340,35 +340,41 @@ TEST_F(MegaLayer, ADependentLaunchGivesTheOrdinaryLaunchsBitsEagerAndReplayed) {
   }
 }
 
-// Two 4-bit chunks a stage (the default where H and I are multiples of 256) where GEMM2 splits
-// along K (I = 1024 at one token: two parts of two 256-K stages): against the reference, the same
-// bits run after run; the layer's timeline shows the two-chunk instance ran (256-K steps of two
-// chunks' bytes), not the one-chunk fallback. mxfp4 and nvfp4.
+// Two 4-bit chunks a stage (the default where H and I are multiples of 256), and four with
+// MOE_MEGA_FP4_STAGE=512 (H = 512: a measurement; token rows of 1 KB, copied in two passes),
+// where GEMM2 splits along K (I = 1024 at one token): against the reference, the same bits run
+// after run; the layer's timeline shows the instance that ran (its K step and stage bytes), not
+// a fallback. mxfp4 and nvfp4.
 TEST_F(MegaLayer, TwoFp4ChunksAStageMatchTheReferenceWhereGemm2Splits) {
   for (moe_format f : {kMx, kNv}) {
-    Problem q = problem_;
-    q.raw().intermediate = 1024;
-    q = in_format(q, f);
-    const moe_problem p = q.c();
-    const LayerWeights w = random_weights(p, 61);
-    const Layer ref_layer = reference_->prepare(p, w.view(), {});
-    const std::string path = testing::TempDir() + "mega_fp4_stage.json";
-    std::remove(path.c_str());
-    {
-      setenv("MOE_MEGA_TIMELINE", path.c_str(), 1);
-      const Layer layer = plugin_->prepare(p, w.view(), {});
-      unsetenv("MOE_MEGA_TIMELINE");
-      for (int64_t tokens : {1, 40})
-        expect_matches_and_repeats(layer, ref_layer, p, tokens, 62 + uint64_t(tokens),
-                                   std::string(format_name(f)) + ", two chunks a stage");
+    for (int chunks : {2, 4}) {
+      Problem q = problem_;
+      q.raw().hidden = 512;
+      q.raw().intermediate = 1024;
+      q = in_format(q, f);
+      const moe_problem p = q.c();
+      const LayerWeights w = random_weights(p, 61);
+      const Layer ref_layer = reference_->prepare(p, w.view(), {});
+      const std::string path = testing::TempDir() + "mega_fp4_stage.json";
+      const std::string what = fmt::format("{}, {} chunks a stage", format_name(f), chunks);
+      std::remove(path.c_str());
+      {
+        setenv("MOE_MEGA_TIMELINE", path.c_str(), 1);
+        if (chunks == 4) setenv("MOE_MEGA_FP4_STAGE", "512", 1);
+        const Layer layer = plugin_->prepare(p, w.view(), {});
+        unsetenv("MOE_MEGA_TIMELINE");
+        unsetenv("MOE_MEGA_FP4_STAGE");
+        for (int64_t tokens : {1, 40, 96})
+          expect_matches_and_repeats(layer, ref_layer, p, tokens, 62 + uint64_t(tokens), what);
+      }
+      std::ifstream in(path);
+      ASSERT_TRUE(in.good()) << path << " was not written";
+      const nlohmann::json j = nlohmann::json::parse(in);
+      EXPECT_EQ(j["step_bytes"], chunks * (f == kMx ? 8704 : 9216)) << what;
+      EXPECT_EQ(j["steps1"], p.hidden / (128 * chunks)) << what;
+      EXPECT_EQ(j["steps2"], p.intermediate / (128 * chunks)) << what;
+      std::remove(path.c_str());
     }
-    std::ifstream in(path);
-    ASSERT_TRUE(in.good()) << path << " was not written";
-    const nlohmann::json j = nlohmann::json::parse(in);
-    EXPECT_EQ(j["step_bytes"], 2 * (f == kMx ? 8704 : 9216));
-    EXPECT_EQ(j["steps1"], p.hidden / 256);
-    EXPECT_EQ(j["steps2"], p.intermediate / 256);
-    std::remove(path.c_str());
   }
 }
 
