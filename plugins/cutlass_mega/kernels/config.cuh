@@ -27,13 +27,13 @@ constexpr int kMaxVirtual = 32;   // sink and shared experts' virtual experts (s
 constexpr int kScaleBlock = 128;  // fp8_block: channels per scale, along K and along rows
 constexpr int kMaxKBlocks = 120;  // fp8_block: scale blocks along K an item keeps in shared memory
 
-// The weight formats the kernel is instantiated for. kFp8F16W: fp8_block whose activations are
+// The weight formats the kernel is instantiated for. kFp8F16W (fp8_block's default): activations
 // kept as the f16 values of their e4m3 codes (exact), so each warp converts only its weight
-// fragments and multiplies in f16 (MOE_MEGA_FP8_TOKENS=f16 at prepare, a measurement; kFp8W's
-// e4m3 mma.sync converts both operands in every warp). kMxfp4x2W: mxfp4 with two prepared chunks
-// a stage (256 K, 17 KB by one bulk copy: an item's chunks are adjacent) and 4 ring stages
-// (MOE_MEGA_FP4_STAGE=256 at prepare, a measurement: whether a 4-bit stage's ~0.45 us at decode
-// is per stage or per byte).
+// fragments and multiplies in f16 (kFp8W, MOE_MEGA_FP8_TOKENS=e4m3 at prepare: the e4m3 mma.sync
+// converts both operands in every warp). kMxfp4x2W, kNvfp4x2W (the 4-bit default where H and I
+// allow): two prepared chunks a stage (256 K, 17-18 KB by one bulk copy: an item's chunks are
+// adjacent) and 4 ring stages, since a 4-bit stage's time at decode is per stage, not per byte
+// (bench/NOTES.md, session 41); one chunk a stage: MOE_MEGA_FP4_STAGE=128.
 enum WeightKind : int {
   kBf16W = 0,
   kFp8W = 1,

@@ -10,9 +10,9 @@
 namespace moe::mega::detail {
 
 // The kernel's instances (kernels/config.cuh WeightKind): bf16 weights and activations, fp8_block
-// weights with fp8_1x128 activations (kFp8BlockF16: the activations' codes kept as f16 values, a
-// measurement), mxfp4 or nvfp4 weights with bf16 activations.
-// kMxfp4x2: mxfp4 with two chunks a stage (a measurement, kernels/config.cuh kMxfp4x2W).
+// weights with fp8_1x128 activations (kFp8BlockF16, the default: the activations' codes kept as
+// f16 values), mxfp4 or nvfp4 weights with bf16 or e4m3 activations, one, two (the default where
+// H and I allow) or four chunks a stage.
 enum class Kind : int {
   kBf16 = 0,
   kFp8Block = 1,
