@@ -78,22 +78,22 @@ template <int W, class RowOf>
 __device__ __forceinline__ void produce_tokens(int ks, const uint8_t* base, uint32_t stride,
                                                RowOf row_of, int m, uint8_t* ring, uint64_t* full,
                                                int stage) {
-  // A row of 16-byte pieces: kPasses of 32 (rows wider than a warp's 512 bytes: four 4-bit chunks
-  // a stage), or 32 / kChunks rows a pass.
-  constexpr int kChunks = kTokRowBytes<W> / 16, kPasses = kChunks > 32 ? kChunks / 32 : 1;
-  constexpr int kLaneChunks = kChunks / kPasses, kRowStep = 32 / kLaneChunks;
-  static_assert(32 % kLaneChunks == 0 && kChunks % kPasses == 0, "a warp covers whole rows");
+  // A row of 16-byte pieces: 32 / kChunks rows a pass of the warp, or, for rows wider than its
+  // 512 bytes (four 4-bit chunks a stage), kPieces pieces a lane, 512 bytes apart. (One loop over
+  // the rows with the pieces inside: a loop of passes around it cost the fp8 instances a spill.)
+  constexpr int kChunks = kTokRowBytes<W> / 16, kPieces = kChunks > 32 ? kChunks / 32 : 1;
+  constexpr int kLaneChunks = kChunks / kPieces, kRowStep = 32 / kLaneChunks;
+  static_assert(32 % kLaneChunks == 0 && kChunks % kPieces == 0, "a warp covers whole rows");
   const int lane = threadIdx.x % 32, j = lane % kLaneChunks;
+  const uint8_t* src0 = base + size_t(ks) * kTokRowBytes<W> + 16 * j;
+  uint32_t dst = smem_u32(token_tile<W>(ring, stage)) + 16 * j + (lane / kLaneChunks) * kTokLd<W>;
+  for (int n = lane / kLaneChunks; n < m; n += kRowStep, dst += kRowStep * kTokLd<W>) {
+    const uint8_t* src = src0 + uint64_t(uint32_t(row_of(n))) * stride;
 #pragma unroll
-  for (int pass = 0; pass < kPasses; ++pass) {
-    const int piece = j + pass * kLaneChunks;
-    const uint8_t* src0 = base + size_t(ks) * kTokRowBytes<W> + 16 * piece;
-    uint32_t dst =
-        smem_u32(token_tile<W>(ring, stage)) + 16 * piece + (lane / kLaneChunks) * kTokLd<W>;
-    for (int n = lane / kLaneChunks; n < m; n += kRowStep, dst += kRowStep * kTokLd<W>) {
-      const uint8_t* src = src0 + uint64_t(uint32_t(row_of(n))) * stride;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-    }
+    for (int piece = 0; piece < kPieces; ++piece)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + 512 * piece),
+                   "l"(src + 512 * piece)
+                   : "memory");
   }
   const uint32_t bar = uint32_t(__cvta_generic_to_shared(&full[stage]));
   asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
