@@ -67,5 +67,34 @@ TEST(BlockScales, NonFiniteOrNonPositiveScalesAreRefusedByName) {
   }
 }
 
+// Per-tensor scales (fp8_tensor's weight scales, the static activation scales) as given, and
+// refused by name and index when corrupt.
+TEST(TensorScales, AreKeptAsGivenAndRefusedByNameAndIndexWhenCorrupt) {
+  std::vector<float> good = {0.5f, 1e-12f};
+  EXPECT_EQ(checked_tensor_scales(f32_tensor(good), "w13_scale", 2), good);
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(),
+                    std::numeric_limits<float>::infinity()}) {
+    std::vector<float> in = {1.0f, bad};
+    try {
+      checked_tensor_scales(f32_tensor(in), "a2_scale", 2);
+      FAIL() << "accepted " << bad;
+    } catch (const moe::Error& e) {
+      EXPECT_EQ(e.status(), MOE_STATUS_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(e.what()).find("a2_scale[1] = "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("is not a finite positive scale"), std::string::npos)
+          << e.what();
+    }
+  }
+  moe_tensor missing{};
+  missing.dtype = MOE_DTYPE_BF16;
+  try {
+    checked_tensor_scales(missing, "a13_scale", 1);
+    FAIL() << "accepted a bf16 tensor";
+  } catch (const moe::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a13_scale: f32 scales expected"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace moe::sdk

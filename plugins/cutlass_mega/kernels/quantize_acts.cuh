@@ -13,16 +13,11 @@
 namespace moe::mega::kernels {
 
 // The maximum of every thread's `v` over the CTA (all kThreads threads call it), in every
-// thread; `red` is kThreads / 32 floats of shared memory.
+// thread: common_cuda's block_amax, after a barrier so that `red` (kThreads / 32 floats of shared
+// memory) may serve calls one after another.
 __device__ __forceinline__ float cta_max(float v, float* red) {
-  v = gpu::kernels::group_max<32>(v);
-  __syncthreads();  // red is free (an earlier call's readers are done)
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
-  float m = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kThreads / 32; ++w) m = fmaxf(m, red[w]);
-  return m;
+  __syncthreads();  // an earlier call's readers of red are done
+  return gpu::kernels::block_amax(v, red);
 }
 
 // The largest |x| of this CTA's share of n bf16 values (n % 8 == 0, 16-byte aligned): the grid

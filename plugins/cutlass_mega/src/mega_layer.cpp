@@ -51,15 +51,6 @@ detail::ActQuant act_quant_of(const moe_problem& p) {
   }
 }
 
-// fp8_tensor_static's activation scale `name` (f32 [1], its shape checked by check_weights):
-// finite and positive, or refused naming it.
-float static_scale(const moe_tensor& t, const char* name) {
-  const float v = *static_cast<const float*>(t.data);
-  MOE_CHECK(std::isfinite(v) && v > 0.0f, MOE_STATUS_INVALID_ARGUMENT,
-            "cutlass_mega: {} = {} is not a finite positive scale", name, v);
-  return v;
-}
-
 // Whether the environment sets `name` to `value`: the measurement switches read at prepare
 // (docs/design.md §13), off unless set.
 bool env_is(const char* name, const char* value) {
@@ -275,8 +266,8 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   kind_ = kind_of(p);
   if (detail::is_fp4(kind_)) act_quant_ = act_quant_of(p);
   if (p.input_format == MOE_INPUT_FP8_TENSOR_STATIC) {
-    a13_scale_ = static_scale(w.a13_scale, "a13_scale");
-    a2_scale_ = static_scale(w.a2_scale, "a2_scale");
+    a13_scale_ = sdk::checked_tensor_scales(w.a13_scale, "a13_scale", 1)[0];
+    a2_scale_ = sdk::checked_tensor_scales(w.a2_scale, "a2_scale", 1)[0];
   }
   // fp8_block's activation codes kept as their f16 values, multiplied in f16 (kernels/config.cuh
   // kFp8F16W): 0.95-0.97x the time of e4m3 codes at every point measured (H100, session 41,

@@ -35,20 +35,6 @@ TensorView view(const moe_tensor& t, moe_dtype dtype, int64_t e, int64_t rows, i
   return {dtype, s, ByteSpan(static_cast<const uint8_t*>(t.data), size_t(s.bytes()))};
 }
 
-// fp8_tensor's per-matrix scales ([count] f32, checked for shape by check_weights), used as
-// given, as the reference does; one that is not finite or not positive is refused by name (a
-// corrupt or misrouted tensor).
-std::vector<float> tensor_scales(const moe_tensor& t, const char* name, int64_t count) {
-  MOE_CHECK(t.dtype == MOE_DTYPE_F32 && t.data != nullptr, MOE_STATUS_INVALID_ARGUMENT,
-            "{}: f32 scales expected", name);
-  const auto* in = static_cast<const float*>(t.data);
-  std::vector<float> out(in, in + count);
-  for (int64_t i = 0; i < count; ++i)
-    MOE_CHECK(std::isfinite(out[size_t(i)]) && out[size_t(i)] > 0.0f, MOE_STATUS_INVALID_ARGUMENT,
-              "{}[{}] = {} is not a finite positive scale", name, i, out[size_t(i)]);
-  return out;
-}
-
 bool is_fp8(const moe_problem& p) {
   return p.format == MOE_FORMAT_FP8_TENSOR;
 }
@@ -267,18 +253,18 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   // (GEMMs multiply them into alpha there, next to a dynamic scale computed there).
   const bool fp8 = is_fp8(p);
   if (fp8) {
-    std::vector<float> s13 = tensor_scales(w.w13_scale, "w13_scale", p.local_experts);
-    std::vector<float> s2 = tensor_scales(w.w2_scale, "w2_scale", p.local_experts);
+    std::vector<float> s13 = sdk::checked_tensor_scales(w.w13_scale, "w13_scale", p.local_experts);
+    std::vector<float> s2 = sdk::checked_tensor_scales(w.w2_scale, "w2_scale", p.local_experts);
     if (p.shared_intermediate > 0) {
-      s13.push_back(tensor_scales(w.shared_w13_scale, "shared_w13_scale", 1)[0]);
-      s2.push_back(tensor_scales(w.shared_w2_scale, "shared_w2_scale", 1)[0]);
+      s13.push_back(sdk::checked_tensor_scales(w.shared_w13_scale, "shared_w13_scale", 1)[0]);
+      s2.push_back(sdk::checked_tensor_scales(w.shared_w2_scale, "shared_w2_scale", 1)[0]);
     }
     w13_scale_ = upload_vector(s13);
     w2_scale_ = upload_vector(s2);
     if (p.input_format == MOE_INPUT_FP8_TENSOR_STATIC)
-      static_scales_ =
-          upload_vector(std::vector<float>{tensor_scales(w.a13_scale, "a13_scale", 1)[0],
-                                           tensor_scales(w.a2_scale, "a2_scale", 1)[0]});
+      static_scales_ = upload_vector(
+          std::vector<float>{sdk::checked_tensor_scales(w.a13_scale, "a13_scale", 1)[0],
+                             sdk::checked_tensor_scales(w.a2_scale, "a2_scale", 1)[0]});
   }
   if (weight_only_path()) {
     (void)layout_options(p, options);  // unknown options are config errors here too

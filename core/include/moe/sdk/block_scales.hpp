@@ -1,4 +1,4 @@
-// fp8_block weight scales checked and copied into the order a kernel reads them.
+// fp8 weight and activation scales checked and copied into the order a kernel reads them.
 #pragma once
 
 #include <cstdint>
@@ -25,5 +25,12 @@ enum class BlockScaleOrder {
 std::vector<float> checked_block_scales(const moe_tensor& scales, std::string_view name,
                                         int64_t matrices, int64_t n_blocks, int64_t k_blocks,
                                         BlockScaleOrder order);
+
+// `count` per-tensor scales (f32 [count]: fp8_tensor's per-matrix weight scales, or the static
+// activation scales a13_scale and a2_scale, their shapes checked by check_weights), used as
+// given. One that is not finite or not positive is an INVALID_ARGUMENT naming `name` and the
+// index: a corrupt or misrouted tensor.
+std::vector<float> checked_tensor_scales(const moe_tensor& scales, std::string_view name,
+                                         int64_t count);
 
 }  // namespace moe::sdk
