@@ -58,10 +58,13 @@ class MegaLayer : public PluginAndReference<> {
 };
 
 // fp8_block weights with the activations quantised per token per 128 channels (the format's own
-// input); bf16, mxfp4 and nvfp4 weights with bf16 activations.
-Problem in_format(Problem q, moe_format f) {
+// input); bf16, mxfp4 and nvfp4 weights with bf16 activations, or `input` where given (4-bit
+// weights on e4m3 activations).
+Problem in_format(Problem q, moe_format f, moe_input_format input = MOE_INPUT_DEFAULT) {
   q.raw().format = f;
-  q.raw().input_format = f == MOE_FORMAT_FP8_BLOCK ? MOE_INPUT_FP8_1X128 : MOE_INPUT_BF16;
+  q.raw().input_format = input != MOE_INPUT_DEFAULT  ? input
+                         : f == MOE_FORMAT_FP8_BLOCK ? MOE_INPUT_FP8_1X128
+                                                     : MOE_INPUT_BF16;
   q.finalize();
   return q;
 }
@@ -108,13 +111,6 @@ constexpr moe_input_format kMx8 = MOE_INPUT_MXFP8;
 constexpr moe_input_format kStatic = MOE_INPUT_FP8_TENSOR_STATIC;
 constexpr moe_input_format kDynamic = MOE_INPUT_FP8_TENSOR_DYNAMIC;
 
-// A problem's 4-bit weights on e4m3 activations of `input`.
-Problem with_input(Problem q, moe_input_format input) {
-  q.raw().input_format = input;
-  q.finalize();
-  return q;
-}
-
 constexpr moe_format kFp8 = MOE_FORMAT_FP8_BLOCK;
 constexpr moe_format kMx = MOE_FORMAT_MXFP4;
 constexpr moe_format kNv = MOE_FORMAT_NVFP4;
@@ -136,8 +132,7 @@ TEST_P(MegaActivations, MatchTheReferenceFromOneTokenToCapacity) {
     q.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
     q.raw().routing_bias = 1;
   }
-  q = in_format(q, c.format);
-  if (c.input != MOE_INPUT_DEFAULT) q = with_input(q, c.input);
+  q = in_format(q, c.format, c.input);
   const moe_problem p = q.c();
   const LayerWeights w = random_weights(p, 21);
   const Layer layer = plugin_->prepare(p, w.view(), {});
@@ -390,9 +385,7 @@ TEST_F(MegaLayer, FewerSmsMatchTheReferenceAndRepeatBitForBit) {
                          Setup{kMx, MOE_INPUT_DEFAULT}, Setup{kNv, MOE_INPUT_DEFAULT},
                          Setup{kMx, kMx8}, Setup{kNv, kDynamic}}) {
     const moe_format f = c.format;
-    Problem q = in_format(problem_, f);
-    if (c.input != MOE_INPUT_DEFAULT) q = with_input(q, c.input);
-    const moe_problem p = q.c();
+    const moe_problem p = in_format(problem_, f, c.input).c();
     const LayerWeights w = random_weights(p, 31);
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
     for (const char* sms : {"1", "7", "1024"}) {
