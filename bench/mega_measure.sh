@@ -12,7 +12,8 @@
 #   tests     the fused layer's GPU tests (all formats, the measurement layouts included)
 #   ab        (or ab_bf16, ab_fp8, ab_fp4 apart) bench/ab.py: the default against
 #             MOE_MEGA_CHUNKS=1 and MOE_MEGA_LAUNCH=pdl (bf16 and fp8_block on Qwen3-30B-A3B and
-#             Mixtral at T = 1, 8, 64; fp8_block also against MOE_MEGA_FP8_TOKENS=e4m3) and
+#             Mixtral at T = 1, 8, 64; fp8_block also against MOE_MEGA_FP8_TOKENS=e4m3, bf16 also
+#             against MOE_MEGA_BF16_STAGE=128: two 16 KB chunks a stage) and
 #             mxfp4 on Mixtral and Qwen3 against MOE_MEGA_FP4_STAGE=128 (one chunk a stage) and
 #             512 (four, 2 stages, where H and I allow: Mixtral; Qwen3's I = 768 keeps two)
 #   ab_nv     nvfp4 on Qwen3 and Mixtral against MOE_MEGA_FP4_STAGE=128 and 512
@@ -55,7 +56,7 @@ for section in "$@"; do
       if [ "$section" = ab ] || [ "$section" = ab_bf16 ]; then
         for s in qwen3_30b_a3b mixtral_8x7b; do
           $ab --out "$OUT/ab_bf16_$s" --config $cfg/${s}_bf16.yaml --tokens 1,8,64 "${variants[@]}" \
-            2>&1 | tail -5
+            --variant x2= --env x2=MOE_MEGA_BF16_STAGE=128 2>&1 | tail -5
           pack
         done
       fi
@@ -92,7 +93,7 @@ for section in "$@"; do
     timeline)
       for run in "qwen3_30b_a3b_bf16 1" "qwen3_30b_a3b_bf16 8" "mixtral_8x7b_mxfp4 8"; do
         set -- $run
-        for v in "" MOE_MEGA_CHUNKS=1 MOE_MEGA_FP4_STAGE=128; do
+        for v in "" MOE_MEGA_CHUNKS=1 MOE_MEGA_FP4_STAGE=128 MOE_MEGA_BF16_STAGE=128; do
           name=tl_${1}_t${2}${v:+_${v%%=*}}
           env $v MOE_MEGA_TIMELINE="$OUT/$name.json" timeout 120 build/bin/moe bench --config $cfg/$1.yaml \
             --tokens "$2" --graph off --iterations 5 --check-max-tokens 0 > /dev/null 2>&1

@@ -9,7 +9,10 @@
 //   tma_st  tma, each CTA starting its items at a different K (staggered)
 // and tma and bulk with 1 and 10 stages (how the rate follows the bytes in flight), and bulk
 // copies of mxfp4's 8704-byte chunks through 9 and 5 stages (cutlass_mega's 4-bit ring: is its
-// ~20 GB/s an SM at decode the stream's or the consumers'?). Each mode
+// ~20 GB/s an SM at decode the stream's or the consumers'?), and the larger stages session 41 asked
+// about (a 4-bit stage's time is per stage, not per byte): 32 KB bulk copies through 3 and 4
+// stages (two bf16 chunks a stage), mxfp4's two chunks (17408 bytes, 4 stages) and four (34816
+// bytes, 2 and 3 stages, where K allows). Each mode
 // warms up for 200 ms (an idle GPU clocks low) and prints the SM clock it ran at; one CTA an SM.
 // Usage: moe_stream_pattern [rows] [cols] [ctas]   (default 12288 2048 96: Qwen3's W13 of 8
 // experts; 16896 2048 132: one item for every SM). Bytes rotate over 8 copies (beyond L2).
@@ -29,6 +32,8 @@
 namespace {
 
 constexpr int kStageBytes = 16384, kFp4Bytes = 8704, kRows = 128, kCopies = 8;
+constexpr int kBf16x2Bytes = 2 * kStageBytes, kFp4x2Bytes = 2 * kFp4Bytes,
+              kFp4x4Bytes = 4 * kFp4Bytes;
 enum Mode { kTma = 0, kTmaNoHint = 1, kBulk = 2, kTmaStagger = 3 };
 
 // kBytes: a stage's bytes (16 KB; bulk copies also mxfp4's 8704-byte chunk); steps: stages an
@@ -178,7 +183,10 @@ int main(int argc, char** argv) {
     Timing t;
     int steps, stage_bytes;
   };
-  const int s4 = steps / 2;
+  // Stages an item streams: 4-bit 128 K (s4), bf16 128 K (s2, two 16 KB chunks), 4-bit 256 and
+  // 512 K (s8, s16); 0 where K is not a whole number of them.
+  const int s4 = steps / 2, s2 = steps % 2 == 0 ? steps / 2 : 0,
+            s8 = steps % 4 == 0 ? steps / 4 : 0, s16 = steps % 8 == 0 ? steps / 8 : 0;
   const Row rows_out[] = {
       {"tma", time_mode<kTma, 5>(maps, copies, items, steps, ctas, sink, clk), steps, kStageBytes},
       {"tma_nh", time_mode<kTmaNoHint, 5>(maps, copies, items, steps, ctas, sink, clk), steps,
@@ -199,12 +207,31 @@ int main(int argc, char** argv) {
        kFp4Bytes},
       {"fp4_s5", time_mode<kBulk, 5, kFp4Bytes>(maps, copies, items, s4, ctas, sink, clk), s4,
        kFp4Bytes},
+      {"bulk32_s3",
+       s2 ? time_mode<kBulk, 3, kBf16x2Bytes>(maps, copies, items, s2, ctas, sink, clk) : Timing{},
+       s2, kBf16x2Bytes},
+      {"bulk32_s4",
+       s2 ? time_mode<kBulk, 4, kBf16x2Bytes>(maps, copies, items, s2, ctas, sink, clk) : Timing{},
+       s2, kBf16x2Bytes},
+      {"fp4x2_s4",
+       s8 ? time_mode<kBulk, 4, kFp4x2Bytes>(maps, copies, items, s8, ctas, sink, clk) : Timing{},
+       s8, kFp4x2Bytes},
+      {"fp4x4_s2",
+       s16 ? time_mode<kBulk, 2, kFp4x4Bytes>(maps, copies, items, s16, ctas, sink, clk) : Timing{},
+       s16, kFp4x4Bytes},
+      {"fp4x4_s3",
+       s16 ? time_mode<kBulk, 3, kFp4x4Bytes>(maps, copies, items, s16, ctas, sink, clk) : Timing{},
+       s16, kFp4x4Bytes},
   };
   for (const Row& r : rows_out) {
+    if (r.steps == 0) {  // K is not a whole number of these stages
+      std::printf("%-9s (K %ld is not a whole number of its stages)\n", r.name, cols);
+      continue;
+    }
     const double moved = double(items) * r.steps * r.stage_bytes;
     const int per_cta = (items + ctas - 1) / ctas * r.steps;  // stages the busiest CTA streams
     std::printf(
-        "%-8s %8.2f us  %6.2f TB/s  %5.2fx its floor  %.2f us a stage  %5.1f GB/s an SM  SM %4.0f "
+        "%-9s %8.2f us  %6.2f TB/s  %5.2fx its floor  %.2f us a stage  %5.1f GB/s an SM  SM %4.0f "
         "MHz\n",
         r.name, r.t.us, moved / r.t.us / 1e6, r.t.us / (moved / 4.6e6), r.t.us / per_cta,
         r.stage_bytes / (r.t.us / per_cta) / 1e3, r.t.mhz);

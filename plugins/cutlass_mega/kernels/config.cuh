@@ -43,18 +43,27 @@ enum WeightKind : int {
   kMxfp4x2W = 5,
   kNvfp4x2W = 6,
   kMxfp4x4W = 7,  // four chunks a stage (512 K, 35-36 KB), 2 stages: MOE_MEGA_FP4_STAGE=512,
-  kNvfp4x4W = 8   // a measurement
+  kNvfp4x4W = 8,  // a measurement
+  // bf16 weights two prepared 16 KB chunks a stage (128 K, 32 KB by one bulk copy; the chunks of
+  // kernels/chunk_layout.hpp, adjacent), 3 stages: MOE_MEGA_BF16_STAGE=128, a measurement (does a
+  // bf16 stage stream faster when larger, as the 4-bit ones did?).
+  kBf16x2W = 9
 };
+template <int W>
+constexpr bool kIsBf16 = W == kBf16W || W == kBf16x2W;
 template <int W>
 constexpr bool kIsNv = W == kNvfp4W || W == kNvfp4x2W || W == kNvfp4x4W;
 template <int W>
 constexpr bool kIsMx = W == kMxfp4W || W == kMxfp4x2W || W == kMxfp4x4W;
 template <int W>
 constexpr bool kIsFp4 = kIsNv<W> || kIsMx<W>;
-template <int W>  // prepared 4-bit chunks (128 K each) a ring stage holds
-constexpr int kChunksPerStage = W == kMxfp4x4W || W == kNvfp4x4W   ? 4
-                                : W == kMxfp4x2W || W == kNvfp4x2W ? 2
-                                                                   : 1;
+template <int W>  // chunks a ring stage holds (4-bit: 128 K each; bf16: 64 K each; e4m3: one)
+constexpr int kChunksPerStage = W == kMxfp4x4W || W == kNvfp4x4W                    ? 4
+                                : W == kMxfp4x2W || W == kNvfp4x2W || W == kBf16x2W ? 2
+                                                                                    : 1;
+// Instances that read prepared chunks only (no tensor maps): 4-bit, and bf16 two chunks a stage.
+template <int W>
+constexpr bool kChunksOnly = kIsFp4<W> || W == kBf16x2W;
 template <int W>
 constexpr bool kIsFp8 = W == kFp8W || W == kFp8F16W;
 
@@ -74,6 +83,7 @@ template <int W>
 constexpr int kTok = kIsFp4<W> ? 32 : 64;
 template <int W>  // f16 tokens, double 4-bit chunks: 4 stages (their token rows are twice as wide)
 constexpr int kStages = kChunksPerStage<W> == 4                             ? 2
+                        : W == kBf16x2W                                     ? 3
                         : W == kFp8F16W || W == kMxfp4x2W || W == kNvfp4x2W ? 4
                         : kIsFp4<W>                                         ? 9
                                                                             : 5;
@@ -81,14 +91,14 @@ template <int W>
 constexpr int kTileLd = kTok<W> + 1;
 
 // Elements of K per stage: a 128-byte weight row of bf16 (64) or e4m3 (128, one fp8 block), or
-// 128 fp4 elements (64 bytes a row, prepared chunks: moe_cuda/fp4_chunks.hpp) a chunk.
+// 128 fp4 elements (64 bytes a row, prepared chunks: moe_cuda/fp4_chunks.hpp), per chunk.
 template <int W>
-constexpr int kStageK = W == kBf16W ? kRowBytes / 2 : kRowBytes* kChunksPerStage<W>;
+constexpr int kStageK = (kIsBf16<W> ? kRowBytes / 2 : kRowBytes) * kChunksPerStage<W>;
 // A token row's bytes per stage (bf16, f16 or e4m3 activations for kStageK elements) and its
 // stride in the token tile (16 bytes of padding: ldmatrix without bank conflicts; f16 tokens are
 // read 8 bytes a lane, 32 bytes of padding: the 8 rows of a load fall on distinct banks by 4s).
 template <int W>
-constexpr int kTokRowBytes = kIsFp4<W> || W == kFp8F16W ? 2 * kStageK<W> : kRowBytes;
+constexpr int kTokRowBytes = W == kFp8W ? kRowBytes : 2 * kStageK<W>;
 template <int W>
 constexpr int kTokLd = kTokRowBytes<W> + (W == kFp8F16W ? 32 : 16);
 // fp4: a stage's chunk is 128 rows x 64 code bytes, then 4 (mx) or 8 (nv) scale bytes a row.
@@ -100,14 +110,14 @@ constexpr int kFp4ChunkBytes = kFp4CodeBytes + kRows*(kIsMx<W> ? 4 : 8);
 // 128-byte swizzled), the tile, the schedule, the barriers. fp8_block keeps an item's scales in
 // the tile's space during its main loop (the tile is used only after it).
 template <int W>
-constexpr size_t kWeightBytes = kIsFp4<W> ? size_t(9 * 1024) * kChunksPerStage<W>
-                                          : size_t(kRows) * kRowBytes;
+constexpr size_t kWeightBytes =
+    (kIsFp4<W> ? size_t(9 * 1024) : size_t(kRows) * kRowBytes) * kChunksPerStage<W>;
 // A stage's prepared bytes (one bulk copy): fp4's chunks of codes and scales, or a bf16 / e4m3
 // stage's whole tile.
 template <int W>
 constexpr int kChunkBytesOf = kIsFp4<W> ? kFp4ChunkBytes<W>* kChunksPerStage<W>
                                         : int(kWeightBytes<W>);
-template <int W>  // 1024-byte aligned: bf16 and e4m3 25 x 1024, fp4 18 x 1024
+template <int W>  // 1024-byte aligned: bf16 and e4m3 25 x 1024, fp4 18 x 1024, bf16 x2 49 x 1024
 constexpr size_t kStageBytes = (kWeightBytes<W> + size_t(kTok<W>) * kTokLd<W> + 1023) / 1024 * 1024;
 template <int W>
 constexpr size_t kRingBytes = kStages<W>* kStageBytes<W>;

@@ -113,7 +113,8 @@ constexpr bool kFitsSharedMemory = kSmemBytes<W> + sizeof(Scan::TempStorage) + 1
 static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> && kFitsSharedMemory<kMxfp4W> &&
               kFitsSharedMemory<kNvfp4W> && kFitsSharedMemory<kFp8F16W> &&
               kFitsSharedMemory<kMxfp4x2W> && kFitsSharedMemory<kNvfp4x2W> &&
-              kFitsSharedMemory<kMxfp4x4W> && kFitsSharedMemory<kNvfp4x4W>);
+              kFitsSharedMemory<kMxfp4x4W> && kFitsSharedMemory<kNvfp4x4W> &&
+              kFitsSharedMemory<kBf16x2W>);
 
 template <int W>
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {
@@ -337,10 +338,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   auto weights_of = [&](const CUtensorMap* map, const uint8_t* chunks, int slices, int steps,
                         auto rows) {
     return [=, &ring, &full, &empty](const Item& it, int ks, int st, uint32_t ph) {
-      if (kFp4 || chunks != nullptr) {
+      if (kChunksOnly<W> || chunks != nullptr) {
         const int64_t c = (int64_t(it.expert) * slices + it.slice) * steps + ks;
         produce_chunk<W>(chunks + c * kChunkBytesOf<W>, ring, full, empty, st, ph);
-      } else {
+      } else if constexpr (!kChunksOnly<W>) {
         int row0 = 0, row1 = 0;
         rows(it, row0, row1);
         produce_weights<W>(map, row0, row1, ks, ring, full, empty, st, ph);

@@ -158,14 +158,21 @@ __device__ __forceinline__ void mma_token_tiles(const uint8_t* x, float (&acc)[k
 }
 
 // bf16: A from the stage's weight tile (128 rows x 128 bytes, 128-byte swizzle), one ldmatrix x4
-// a K step (kernels/fragments.hpp).
+// a K step (kernels/fragments.hpp). Two chunks a stage (kBf16x2W): each such tile against its 128
+// bytes of the token rows, one after the other: the same products in the same order as two
+// one-chunk stages.
 template <int W, int NT>
 __device__ __forceinline__ void mma_stage(const uint8_t* w, const uint8_t* x,
                                           float (&acc)[kTok<W> / 8][4]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  mma_token_tiles<W, NT>(x, acc, [&](int j, uint32_t(&a)[4]) {
-    ldmatrix_x4(a, w + weight_load_offset(warp, lane, j, kRowBytes));
-  });
+  constexpr int kChunkSteps = kRowBytes / 32;
+#pragma unroll
+  for (int c = 0; c < kChunksPerStage<W>; ++c) {
+    const uint8_t* tile = w + c * kRows * kRowBytes;
+    mma_token_tiles<W, NT, kChunkSteps>(x + c * kRowBytes, acc, [&](int j, uint32_t(&a)[4]) {
+      ldmatrix_x4(a, tile + weight_load_offset(warp, lane, j, kRowBytes));
+    });
+  }
 }
 
 // fp8_block: the same products with a branch per 16-slot pair (the stage above, specialised per

@@ -47,6 +47,8 @@ Instance instance(Kind kind) {
       return instance_of<kernels::kMxfp4x4W>();
     case Kind::kNvfp4x4:
       return instance_of<kernels::kNvfp4x4W>();
+    case Kind::kBf16x2:
+      return instance_of<kernels::kBf16x2W>();
     default:
       return instance_of<kernels::kBf16W>();
   }
@@ -80,6 +82,11 @@ static_assert(kernels::kChunkBytesOf<kernels::kBf16W> == kernels::kChunkBytes &&
               kernels::kChunkBytesOf<kernels::kFp8F16W> == kernels::kChunkBytes &&
               kernels::kChunkRows == kernels::kRows &&
               kernels::kChunkRowBytes == kernels::kRowBytes);
+// Two bf16 chunks a stage: two adjacent chunks of the layout (a K stage of 128 elements is chunks
+// 2k and 2k + 1 of the item), by one bulk copy; tokens as wide.
+static_assert(kernels::kChunkBytesOf<kernels::kBf16x2W> == 2 * kernels::kChunkBytes &&
+              kernels::kStageK<kernels::kBf16x2W> == 2 * kernels::kStageK<kernels::kBf16W> &&
+              kernels::kTok<kernels::kBf16x2W> == kernels::kTok<kernels::kBf16W>);
 
 }  // namespace
 
@@ -119,6 +126,8 @@ StageGeometry stage_geometry(Kind kind) {
       return {kStageK<kMxfp4x4W>, kChunkBytesOf<kMxfp4x4W>};
     case Kind::kNvfp4x4:
       return {kStageK<kNvfp4x4W>, kChunkBytesOf<kNvfp4x4W>};
+    case Kind::kBf16x2:
+      return {kStageK<kBf16x2W>, kChunkBytesOf<kBf16x2W>};
     default:
       return {kStageK<kBf16W>, int(kWeightBytes<kBf16W>)};
   }

@@ -284,6 +284,11 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   if (detail::is_fp4(kind_) && env_is("MOE_MEGA_FP4_STAGE", "512") && p.hidden % 512 == 0 &&
       p.intermediate % 512 == 0)
     kind_ = p.format == MOE_FORMAT_NVFP4 ? detail::Kind::kNvfp4x4 : detail::Kind::kMxfp4x4;
+  // MOE_MEGA_BF16_STAGE=128 (a measurement): bf16 two prepared 16 KB chunks a stage (32 KB, 3
+  // stages; kernels/config.cuh kBf16x2W), where both GEMMs' K hold whole pairs of chunks.
+  if (kind_ == detail::Kind::kBf16 && env_is("MOE_MEGA_BF16_STAGE", "128") && p.hidden % 128 == 0 &&
+      p.intermediate % 128 == 0)
+    kind_ = detail::Kind::kBf16x2;
   const char* error = nullptr;
   ctas_ = detail::resident_ctas(kind_, &error);
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
@@ -329,7 +334,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     s13_ = upload_scales(w.w13_scale, "w13_scale", n1_, p.hidden, shared.w13_blocks);
     s2_ = upload_scales(w.w2_scale, "w2_scale", p.hidden, p.intermediate, shared.w2_blocks);
   }
-  if (env_is("MOE_MEGA_CHUNKS", "1")) {
+  if (env_is("MOE_MEGA_CHUNKS", "1") || kind_ == detail::Kind::kBf16x2) {
     reorder_to_chunks(p, elem);
     return;  // no tensor maps: the kernel reads the chunks
   }

@@ -335,41 +335,51 @@ TEST_F(MegaLayer, ADependentLaunchGivesTheOrdinaryLaunchsBitsEagerAndReplayed) {
   }
 }
 
-// Two 4-bit chunks a stage (the default where H and I are multiples of 256), and four with
-// MOE_MEGA_FP4_STAGE=512 (H = 512: a measurement; token rows of 1 KB, copied in two passes),
+// Stages of several prepared chunks: two 4-bit chunks (the default where H and I are multiples of
+// 256), four with MOE_MEGA_FP4_STAGE=512 (H = 512: a measurement; token rows of 1 KB, copied in
+// two passes), and two bf16 chunks with MOE_MEGA_BF16_STAGE=128 (32 KB stages, a measurement),
 // where GEMM2 splits along K (I = 1024 at one token): against the reference, the same bits run
 // after run; the layer's timeline shows the instance that ran (its K step and stage bytes), not
-// a fallback. mxfp4 and nvfp4.
-TEST_F(MegaLayer, TwoFp4ChunksAStageMatchTheReferenceWhereGemm2Splits) {
-  for (moe_format f : {kMx, kNv}) {
-    for (int chunks : {2, 4}) {
-      Problem q = problem_;
-      q.raw().hidden = 512;
-      q.raw().intermediate = 1024;
-      q = in_format(q, f);
-      const moe_problem p = q.c();
-      const LayerWeights w = random_weights(p, 61);
-      const Layer ref_layer = reference_->prepare(p, w.view(), {});
-      const std::string path = testing::TempDir() + "mega_fp4_stage.json";
-      const std::string what = fmt::format("{}, {} chunks a stage", format_name(f), chunks);
-      std::remove(path.c_str());
-      {
-        setenv("MOE_MEGA_TIMELINE", path.c_str(), 1);
-        if (chunks == 4) setenv("MOE_MEGA_FP4_STAGE", "512", 1);
-        const Layer layer = plugin_->prepare(p, w.view(), {});
-        unsetenv("MOE_MEGA_TIMELINE");
-        unsetenv("MOE_MEGA_FP4_STAGE");
-        for (int64_t tokens : {1, 40, 96})
-          expect_matches_and_repeats(layer, ref_layer, p, tokens, 62 + uint64_t(tokens), what);
-      }
-      std::ifstream in(path);
-      ASSERT_TRUE(in.good()) << path << " was not written";
-      const nlohmann::json j = nlohmann::json::parse(in);
-      EXPECT_EQ(j["step_bytes"], chunks * (f == kMx ? 8704 : 9216)) << what;
-      EXPECT_EQ(j["steps1"], p.hidden / (128 * chunks)) << what;
-      EXPECT_EQ(j["steps2"], p.intermediate / (128 * chunks)) << what;
-      std::remove(path.c_str());
+// a fallback. mxfp4 and nvfp4, and bf16.
+TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
+  struct Setup {
+    moe_format format;
+    int chunks;
+    const char* variable;  // the switch that takes the instance (none: the default)
+    const char* value;
+    int chunk_bytes, chunk_k;
+  };
+  for (const Setup& c : {Setup{kMx, 2, nullptr, nullptr, 8704, 128},
+                         Setup{kMx, 4, "MOE_MEGA_FP4_STAGE", "512", 8704, 128},
+                         Setup{kNv, 2, nullptr, nullptr, 9216, 128},
+                         Setup{kNv, 4, "MOE_MEGA_FP4_STAGE", "512", 9216, 128},
+                         Setup{MOE_FORMAT_BF16, 2, "MOE_MEGA_BF16_STAGE", "128", 16384, 64}}) {
+    Problem q = problem_;
+    q.raw().hidden = 512;
+    q.raw().intermediate = 1024;
+    q = in_format(q, c.format);
+    const moe_problem p = q.c();
+    const LayerWeights w = random_weights(p, 61);
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    const std::string path = testing::TempDir() + "mega_multi_chunk_stage.json";
+    const std::string what = fmt::format("{}, {} chunks a stage", format_name(c.format), c.chunks);
+    std::remove(path.c_str());
+    {
+      setenv("MOE_MEGA_TIMELINE", path.c_str(), 1);
+      if (c.variable != nullptr) setenv(c.variable, c.value, 1);
+      const Layer layer = plugin_->prepare(p, w.view(), {});
+      unsetenv("MOE_MEGA_TIMELINE");
+      if (c.variable != nullptr) unsetenv(c.variable);
+      for (int64_t tokens : {1, 40, 96})
+        expect_matches_and_repeats(layer, ref_layer, p, tokens, 62 + uint64_t(tokens), what);
     }
+    std::ifstream in(path);
+    ASSERT_TRUE(in.good()) << path << " was not written";
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["step_bytes"], c.chunks * c.chunk_bytes) << what;
+    EXPECT_EQ(j["steps1"], p.hidden / (c.chunk_k * c.chunks)) << what;
+    EXPECT_EQ(j["steps2"], p.intermediate / (c.chunk_k * c.chunks)) << what;
+    std::remove(path.c_str());
   }
 }
 
