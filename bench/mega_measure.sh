@@ -17,6 +17,9 @@
 #             mxfp4 on Mixtral and Qwen3 against MOE_MEGA_FP4_STAGE=128 (one chunk a stage) and
 #             512 (four, 2 stages, where H and I allow: Mixtral; Qwen3's I = 768 keeps two)
 #   ab_nv     nvfp4 on Qwen3 and Mixtral against MOE_MEGA_FP4_STAGE=128 and 512
+#   ab_stage  the stage sizes alone: bf16 (Qwen3, Mixtral) against MOE_MEGA_BF16_STAGE=128 and
+#             MOE_MEGA_CHUNKS=1; mxfp4 and nvfp4 on Mixtral against MOE_MEGA_FP4_STAGE=512; nvfp4
+#             on Qwen3 against MOE_MEGA_FP4_STAGE=128
 #   ab_act    4-bit weights on e4m3 activations against bf16 ones (Qwen3-30B-A3B at T = 1, 8, 64:
 #             mxfp4 on mxfp8, nvfp4 on e4m3 per tensor, static and from the batch's amax): what
 #             the kernel's quantisation phases cost
@@ -35,8 +38,10 @@ nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader |
 for section in "$@"; do
   echo "== $section $(date -u +%H:%M:%S)"
   case "$section" in
-    micro)
-      for shape in "12288 2048 96" "16896 2048 132" "67584 2048 132" "16384 768 132"; do
+    micro | micro2)  # micro2: two of the shapes (Qwen3's W13 on 96 SMs, four items an SM)
+      shapes=("12288 2048 96" "16896 2048 132" "67584 2048 132" "16384 768 132")
+      [ "$section" = micro2 ] && shapes=("12288 2048 96" "67584 2048 132")
+      for shape in "${shapes[@]}"; do
         build/bin/moe_stream_pattern $shape
       done 2>&1 | tee "$OUT/stream_pattern.txt"
       build/bin/moe_launch_cost 2>&1 | tee "$OUT/launch_cost.txt" ;;
@@ -83,6 +88,20 @@ for section in "$@"; do
       $ab --out "$OUT/ab_act_nvfp4" --config $cfg/qwen3_30b_a3b_nvfp4.yaml --tokens 1,8,64 \
         --variant bf16= --variant static= --config-of static=$cfg/qwen3_30b_a3b_nvfp4_fp8_static.yaml \
         --variant dynamic= --config-of dynamic=$cfg/qwen3_30b_a3b_nvfp4_fp8_dynamic.yaml 2>&1 | tail -5 ;;
+    ab_stage)  # the stage-size A/Bs alone: bf16 32 KB stages (and 16 KB bulk copies), 4-bit x2/x4
+      for s in qwen3_30b_a3b mixtral_8x7b; do
+        $ab --out "$OUT/ab_stage_bf16_$s" --config $cfg/${s}_bf16.yaml --tokens 1,8,64 \
+          --variant rows= --variant x2= --env x2=MOE_MEGA_BF16_STAGE=128 \
+          --variant chunks= --env chunks=MOE_MEGA_CHUNKS=1 2>&1 | tail -5
+        pack
+      done
+      for f in mxfp4 nvfp4; do
+        $ab --out "$OUT/ab_stage_${f}_mixtral_8x7b" --config $cfg/mixtral_8x7b_$f.yaml --tokens 1,8,64 \
+          --variant x2= --variant x4= --env x4=MOE_MEGA_FP4_STAGE=512 2>&1 | tail -5
+        pack
+      done
+      $ab --out "$OUT/ab_stage_nvfp4_qwen3_30b_a3b" --config $cfg/qwen3_30b_a3b_nvfp4.yaml \
+        --tokens 1,8,64 --variant x2= --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 2>&1 | tail -5 ;;
     ab_nv)  # nvfp4, two chunks a stage (the default) against one
       for s in qwen3_30b_a3b mixtral_8x7b; do
         $ab --out "$OUT/ab_nvfp4_$s" --config $cfg/${s}_nvfp4.yaml --tokens 1,8,64 \
