@@ -1,5 +1,6 @@
 // The bf16 and e4m3 stacks reordered into their prepared chunks on the device
-// (kernels/chunk_layout.hpp): one 16-byte unit a thread, written in the chunks' order.
+// (kernels/chunk_layout.hpp), an expert at a time: one 16-byte unit a thread, written in the
+// chunks' order.
 #include "../kernels/chunk_layout.hpp"
 #include "chunk_layout.hpp"
 
@@ -18,17 +19,27 @@ __global__ void reorder(const uint8_t* src, uint8_t* dst, kernels::ChunkStack g,
 
 }  // namespace
 
-const char* reorder_to_chunks(const void* stack, void* chunks, const ChunkShape& shape,
-                              int64_t experts) noexcept {
+const char* reorder_to_chunks(void* stack, const ChunkShape& shape, int64_t experts) noexcept {
   const kernels::ChunkStack g{shape.rows_per_expert, shape.row_bytes, shape.up_row, shape.slices,
                               shape.row_bytes / kernels::kChunkRowBytes};
-  const int64_t units = experts * g.slices * g.steps * kernels::kChunkUnits;
-  if (units == 0) return nullptr;
-  reorder<<<1024, 256>>>(static_cast<const uint8_t*>(stack), static_cast<uint8_t*>(chunks), g,
-                         units);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cudaGetErrorString(e);
-  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return cudaGetErrorString(e);
-  return nullptr;
+  const int64_t units = g.slices * g.steps * kernels::kChunkUnits;  // an expert's
+  const size_t expert_bytes = size_t(units) * 16;
+  if (units == 0 || experts == 0) return nullptr;
+  void* scratch = nullptr;
+  if (cudaError_t e = cudaMalloc(&scratch, expert_bytes); e != cudaSuccess)
+    return cudaGetErrorString(e);
+  cudaError_t e = cudaSuccess;
+  auto* base = static_cast<uint8_t*>(stack);
+  for (int64_t x = 0; x < experts && e == cudaSuccess; ++x) {
+    uint8_t* slab = base + size_t(x) * expert_bytes;
+    e = cudaMemcpyAsync(scratch, slab, expert_bytes, cudaMemcpyDeviceToDevice, nullptr);
+    if (e != cudaSuccess) break;
+    reorder<<<1024, 256>>>(static_cast<const uint8_t*>(scratch), slab, g, units);
+    e = cudaGetLastError();
+  }
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  cudaFree(scratch);
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
 }  // namespace moe::mega::detail

@@ -15,9 +15,10 @@ struct ChunkShape {
   int64_t slices;           // work items an expert has
 };
 
-// `stack` ([experts][rows_per_expert][row_bytes] on the device) into `chunks` (as many bytes), on
-// the default stream, synchronised; nullptr on success, else what failed.
-const char* reorder_to_chunks(const void* stack, void* chunks, const ChunkShape& shape,
-                              int64_t experts) noexcept;
+// `stack` ([experts][rows_per_expert][row_bytes] on the device) into its chunks in place, an
+// expert at a time (an expert's chunks fill exactly its own rows' bytes), through a scratch
+// buffer of one expert, on the default stream, synchronised: the layer's stack is never held
+// twice. nullptr on success, else what failed.
+const char* reorder_to_chunks(void* stack, const ChunkShape& shape, int64_t experts) noexcept;
 
 }  // namespace moe::mega::detail

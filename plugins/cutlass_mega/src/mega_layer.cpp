@@ -348,11 +348,9 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
 void DeviceLayer::reorder_to_chunks(const moe_problem& p, size_t elem) {
   const int64_t b = detail::kernel_limits(kind_).weight_rows;
   auto reorder = [&](gpu::DeviceBuffer& stack, const detail::ChunkShape& shape, const char* name) {
-    gpu::DeviceBuffer chunks(stack.bytes());
-    const char* error = detail::reorder_to_chunks(stack.get(), chunks.get(), shape, experts_);
+    const char* error = detail::reorder_to_chunks(stack.get(), shape, experts_);
     MOE_CHECK(error == nullptr, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: {} into chunks: {}", name,
               error ? error : "");
-    stack = std::move(chunks);
   };
   // A W13 tile pairs 64 gate rows with the 64 up rows of the same columns (relu2: 128 rows), so
   // both have n1 / 128 slices; a W2 tile is 128 rows of H.

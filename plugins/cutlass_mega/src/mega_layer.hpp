@@ -83,8 +83,9 @@ class DeviceLayer {
   detail::WeightMaps maps_{};
   mutable sdk::ValidatedRuns validated_;  // run() skips the checks for the last validated tensors
   int ctas_ = 0;
-  // MOE_MEGA_CHUNKS=1 at prepare (a measurement, off by default): bf16 and e4m3 stacks reordered
-  // into prepared chunks (kernels/chunk_layout.hpp), streamed by one bulk copy a stage.
+  // MOE_MEGA_CHUNKS=1 or MOE_MEGA_BF16_STAGE=128 at prepare (measurements, off by default): bf16
+  // and e4m3 stacks reordered in place into prepared chunks (kernels/chunk_layout.hpp), streamed
+  // by one bulk copy a stage.
   bool chunked_ = false;
   // MOE_MEGA_LAUNCH=pdl at prepare (a measurement, off by default): the kernel launched as a
   // programmatic dependent of the stream's previous kernel (cudaLaunchKernelEx).
