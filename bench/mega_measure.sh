@@ -23,6 +23,9 @@
 #   ab_act    4-bit weights on e4m3 activations against bf16 ones (Qwen3-30B-A3B at T = 1, 8, 64:
 #             mxfp4 on mxfp8, nvfp4 on e4m3 per tensor, static and from the batch's amax): what
 #             the kernel's quantisation phases cost
+#   grid_F    bench/run_grid.py for cutlass_mega in format F (bf16, fp8_block, mxfp4, nvfp4) on
+#             Qwen3-30B-A3B, Mixtral and DeepSeek-V3 at T = 1..512 with the peers (carry .peers;
+#             COMMIT=<hash> names the build in the records)
 #   timeline  MOE_MEGA_TIMELINE of Qwen3 bf16 T = 1 and 8 and Mixtral mxfp4 T = 8, each variant
 #   ncu       Nsight Compute of Mixtral mxfp4 T = 8: stall reasons by instruction (where a 4-bit
 #             stage's ~0.45 us goes)
@@ -130,6 +133,17 @@ for section in "$@"; do
       rm -f "$OUT/mx8.ncu-rep"
       python3 bench/ncu_stalls.py "$OUT/mx8.csv.gz" --top 40 > "$OUT/mx8_stalls.txt" 2>&1
       head -30 "$OUT/mx8_stalls.txt" ;;
+    grid_*)  # grid_<format>: issue 11's grid of cutlass_mega in that format on the H200's three
+      # model shapes at T = 1..512, the peers and trtllm_style bf16 in the same run (needs .peers
+      # carried); each shape under its own limit, so a slow one leaves the others' records
+      f=${section#grid_}
+      for s in qwen3_30b_a3b mixtral_8x7b deepseek_v3; do
+        timeout 280 python3 bench/run_grid.py --moe build/bin/moe --peers .peers --out "$OUT/grid_$f" \
+          --format "$f" --backend cutlass_mega --shapes $s --tokens 1,2,4,8,16,32,64,128,512 \
+          --check-max-tokens deepseek_v3=1,default=8 --commit "${COMMIT:-unknown}" 2>&1 | tail -4
+        echo "grid $f $s rc=$?"
+        pack
+      done ;;
     *) echo "bench/mega_measure.sh: unknown section '$section'" >&2 ;;
   esac
   pack
