@@ -138,7 +138,7 @@ for section in "$@"; do
       # carried); each shape under its own limit, so a slow one leaves the others' records
       f=${section#grid_}
       for s in qwen3_30b_a3b mixtral_8x7b deepseek_v3; do
-        timeout 280 python3 bench/run_grid.py --moe build/bin/moe --peers .peers --out "$OUT/grid_$f" \
+        timeout 280 python3 bench/run_grid.py --moe build/bin/moe --peers .peers --out "$OUT/grid_$f/$s" \
           --format "$f" --backend cutlass_mega --shapes $s --tokens 1,2,4,8,16,32,64,128,512 \
           --check-max-tokens deepseek_v3=1,default=8 --commit "${COMMIT:-unknown}" 2>&1 | tail -4
         echo "grid $f $s rc=$?"
