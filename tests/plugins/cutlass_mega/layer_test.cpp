@@ -246,9 +246,10 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
 // MOE_MEGA_FP4_STAGE=128 streams 4-bit weights one chunk a stage, where the default takes two (the
 // same sums in the same order; here GEMM2 never splits along K, so its parts agree too): the very
 // same bits as the default; MOE_MEGA_FP8_TOKENS=e4m3 multiplies fp8_block's codes as e4m3, where
-// the default keeps them as f16 values (other sums: within the tolerance, and the same bits run
-// after run). Gated and relu2 W13 tiles, a shared expert's virtual experts, GEMM2 split along K
-// at one token, a batch whose tokens have no expert (no GEMM2 item: the plain combine's zeros).
+// the default keeps them as f16 values, and MOE_MEGA_BF16_STAGE=128 streams bf16 two chunks a
+// stage (other sums: within the tolerance, and the same bits run after run). Gated and relu2 W13
+// tiles, a shared expert's virtual experts, GEMM2 split along K at one token, a batch whose tokens
+// have no expert (no GEMM2 item: the plain combine's zeros).
 TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
   struct Setup {
     moe_format format;
@@ -278,6 +279,7 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
     const Layer chunks = prepared_with("MOE_MEGA_CHUNKS", "1");
     const Layer one_chunk = prepared_with("MOE_MEGA_FP4_STAGE", "128");
     const Layer e4m3_tokens = prepared_with("MOE_MEGA_FP8_TOKENS", "e4m3");
+    const Layer two_chunks = prepared_with("MOE_MEGA_BF16_STAGE", "128");
     for (int64_t tokens : {1, 40, 96}) {
       const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), Scenario::kRandom);
       const Routing routing = route_batch(*reference_, p, batch);
@@ -290,6 +292,9 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
       if (c.format == kFp8)
         expect_matches_and_repeats(e4m3_tokens, ref_layer, p, tokens, 90 + uint64_t(tokens),
                                    what + ", e4m3 tokens");
+      if (c.format == MOE_FORMAT_BF16)  // GEMM2's K split counts 128-K stages: other sums at T=1
+        expect_matches_and_repeats(two_chunks, ref_layer, p, tokens, 90 + uint64_t(tokens),
+                                   what + ", two chunks a stage");
     }
     {  // no token with an expert: no GEMM2 item, so the plain combine writes every row's zeros
       const Batch batch = random_batch(p, 5, 98, Scenario::kRandom);
