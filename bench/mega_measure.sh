@@ -13,13 +13,14 @@
 #   ab        (or ab_bf16, ab_fp8, ab_fp4 apart) bench/ab.py: the default against
 #             MOE_MEGA_CHUNKS=1 and MOE_MEGA_LAUNCH=pdl (bf16 and fp8_block on Qwen3-30B-A3B and
 #             Mixtral at T = 1, 8, 64; fp8_block also against MOE_MEGA_FP8_TOKENS=e4m3, bf16 also
-#             against MOE_MEGA_BF16_STAGE=128: two 16 KB chunks a stage) and
+#             against MOE_MEGA_BF16_STAGE=64: one 16 KB tile a stage, by TMA) and
 #             mxfp4 on Mixtral and Qwen3 against MOE_MEGA_FP4_STAGE=128 (one chunk a stage) and
 #             512 (four, 2 stages, where H and I allow: Mixtral; Qwen3's I = 768 keeps two)
 #   ab_nv     nvfp4 on Qwen3 and Mixtral against MOE_MEGA_FP4_STAGE=128 and 512
-#   ab_stage  the stage sizes alone: bf16 (Qwen3, Mixtral) against MOE_MEGA_BF16_STAGE=128 and
-#             MOE_MEGA_CHUNKS=1; mxfp4 and nvfp4 on Mixtral against MOE_MEGA_FP4_STAGE=512; nvfp4
-#             on Qwen3 against MOE_MEGA_FP4_STAGE=128
+#   ab_stage  the stage sizes alone: bf16 (Qwen3, Mixtral; two chunks by default) against
+#             MOE_MEGA_BF16_STAGE=64 by TMA and by one bulk copy; mxfp4 and nvfp4 on Mixtral (two
+#             or four chunks by the batch) against MOE_MEGA_FP4_STAGE=256 and 512; nvfp4 on Qwen3
+#             against MOE_MEGA_FP4_STAGE=128
 #   ab_act    4-bit weights on e4m3 activations against bf16 ones (Qwen3-30B-A3B at T = 1, 8, 64:
 #             mxfp4 on mxfp8, nvfp4 on e4m3 per tensor, static and from the batch's amax): what
 #             the kernel's quantisation phases cost
@@ -35,7 +36,7 @@ export NCCL_NVLS_ENABLE=0
 ab="python3 bench/ab.py --moe build/bin/moe --rounds 2 --timeout 150"
 cfg=configs/bench/mega
 pack() { tar -C "$OUT" --exclude=mega_measure.tgz -czf /tmp/mega_measure.tgz . && cp /tmp/mega_measure.tgz "$OUT/"; }
-variants=(--variant rows= --variant chunks= --env chunks=MOE_MEGA_CHUNKS=1
+variants=(--variant default= --variant chunks= --env chunks=MOE_MEGA_CHUNKS=1
           --variant pdl= --env pdl=MOE_MEGA_LAUNCH=pdl)
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 for section in "$@"; do
@@ -64,7 +65,7 @@ for section in "$@"; do
       if [ "$section" = ab ] || [ "$section" = ab_bf16 ]; then
         for s in qwen3_30b_a3b mixtral_8x7b; do
           $ab --out "$OUT/ab_bf16_$s" --config $cfg/${s}_bf16.yaml --tokens 1,8,64 "${variants[@]}" \
-            --variant x2= --env x2=MOE_MEGA_BF16_STAGE=128 2>&1 | tail -5
+            --variant one= --env one=MOE_MEGA_BF16_STAGE=64 2>&1 | tail -5
           pack
         done
       fi
@@ -94,13 +95,15 @@ for section in "$@"; do
     ab_stage)  # the stage-size A/Bs alone: bf16 32 KB stages (and 16 KB bulk copies), 4-bit x2/x4
       for s in qwen3_30b_a3b mixtral_8x7b; do
         $ab --out "$OUT/ab_stage_bf16_$s" --config $cfg/${s}_bf16.yaml --tokens 1,8,64 \
-          --variant rows= --variant x2= --env x2=MOE_MEGA_BF16_STAGE=128 \
-          --variant chunks= --env chunks=MOE_MEGA_CHUNKS=1 2>&1 | tail -5
+          --variant x2= --variant rows= --env rows=MOE_MEGA_BF16_STAGE=64 \
+          --variant chunks= --env chunks=MOE_MEGA_BF16_STAGE=64 \
+          --env chunks=MOE_MEGA_CHUNKS=1 2>&1 | tail -5
         pack
       done
       for f in mxfp4 nvfp4; do
-        $ab --out "$OUT/ab_stage_${f}_mixtral_8x7b" --config $cfg/mixtral_8x7b_$f.yaml --tokens 1,8,64 \
-          --variant x2= --variant x4= --env x4=MOE_MEGA_FP4_STAGE=512 2>&1 | tail -5
+        $ab --out "$OUT/ab_stage_${f}_mixtral_8x7b" --config $cfg/mixtral_8x7b_$f.yaml \
+          --tokens 1,8,32,64 --variant auto= --variant x2= --env x2=MOE_MEGA_FP4_STAGE=256 \
+          --variant x4= --env x4=MOE_MEGA_FP4_STAGE=512 2>&1 | tail -6
         pack
       done
       $ab --out "$OUT/ab_stage_nvfp4_qwen3_30b_a3b" --config $cfg/qwen3_30b_a3b_nvfp4.yaml \
@@ -115,7 +118,7 @@ for section in "$@"; do
     timeline)
       for run in "qwen3_30b_a3b_bf16 1" "qwen3_30b_a3b_bf16 8" "mixtral_8x7b_mxfp4 8"; do
         set -- $run
-        for v in "" MOE_MEGA_CHUNKS=1 MOE_MEGA_FP4_STAGE=128 MOE_MEGA_BF16_STAGE=128; do
+        for v in "" MOE_MEGA_FP4_STAGE=128 MOE_MEGA_BF16_STAGE=64; do
           name=tl_${1}_t${2}${v:+_${v%%=*}}
           env $v MOE_MEGA_TIMELINE="$OUT/$name.json" timeout 120 build/bin/moe bench --config $cfg/$1.yaml \
             --tokens "$2" --graph off --iterations 5 --check-max-tokens 0 > /dev/null 2>&1

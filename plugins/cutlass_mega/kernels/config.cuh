@@ -42,11 +42,11 @@ enum WeightKind : int {
   kFp8F16W = 4,
   kMxfp4x2W = 5,
   kNvfp4x2W = 6,
-  kMxfp4x4W = 7,  // four chunks a stage (512 K, 35-36 KB), 2 stages: MOE_MEGA_FP4_STAGE=512,
-  kNvfp4x4W = 8,  // a measurement
-  // bf16 weights two prepared 16 KB chunks a stage (128 K, 32 KB by one bulk copy; the chunks of
-  // kernels/chunk_layout.hpp, adjacent), 3 stages: MOE_MEGA_BF16_STAGE=128, a measurement (does a
-  // bf16 stage stream faster when larger, as the 4-bit ones did?).
+  kMxfp4x4W = 7,  // four chunks a stage (512 K, 35-36 KB), 2 stages: batches of at least 8
+  kNvfp4x4W = 8,  // slots an expert (the layer picks per batch; src/mega_layer.hpp)
+  // bf16's default where H and I allow: two prepared 16 KB chunks a stage (128 K, 32 KB by one
+  // bulk copy; the chunks of kernels/chunk_layout.hpp, adjacent), 3 stages (0.89-1.0x the time
+  // of kBf16W's TMA tiles; bench/NOTES.md, session 42).
   kBf16x2W = 9
 };
 template <int W>

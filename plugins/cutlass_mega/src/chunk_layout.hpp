@@ -1,5 +1,5 @@
 // The boundary to the nvcc-compiled reorder of bf16 and e4m3 stacks into prepared chunks
-// (kernels/chunk_layout.hpp; MOE_MEGA_CHUNKS=1 at prepare, a measurement): plain types, no
+// (kernels/chunk_layout.hpp; bf16's default, e4m3 with MOE_MEGA_CHUNKS=1): plain types, no
 // exceptions.
 #pragma once
 

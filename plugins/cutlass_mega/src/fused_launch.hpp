@@ -21,9 +21,9 @@ enum class Kind : int {
   kFp8BlockF16 = 4,
   kMxfp4x2 = 5,
   kNvfp4x2 = 6,
-  kMxfp4x4 = 7,  // four chunks a stage (a measurement: MOE_MEGA_FP4_STAGE=512)
+  kMxfp4x4 = 7,  // four chunks a stage (batches of 8 slots an expert and more)
   kNvfp4x4 = 8,
-  kBf16x2 = 9  // bf16, two prepared chunks a stage (a measurement: MOE_MEGA_BF16_STAGE=128)
+  kBf16x2 = 9  // bf16, two prepared chunks a stage (the default where H and I allow)
 };
 constexpr bool is_fp4(Kind k) {
   return k == Kind::kMxfp4 || k == Kind::kNvfp4 || k == Kind::kMxfp4x2 || k == Kind::kNvfp4x2 ||

@@ -65,6 +65,18 @@ int64_t slot_limited_tokens(const moe_problem& p) {
 
 }  // namespace
 
+bool bf16_two_chunks(const moe_problem& p) {
+  return p.format == MOE_FORMAT_BF16 && p.hidden % 128 == 0 && p.intermediate % 128 == 0;
+}
+
+int64_t four_chunk_tokens(const moe_problem& p) {
+  const bool fp4 = p.format == MOE_FORMAT_MXFP4 || p.format == MOE_FORMAT_NVFP4;
+  if (!fp4 || act_quant_of(p) != detail::ActQuant::kBf16 || p.hidden % 512 != 0 ||
+      p.intermediate % 512 != 0 || p.top_k < 1)
+    return 0;
+  return (8 * p.experts + p.top_k - 1) / p.top_k;  // 8 slots an expert on average
+}
+
 int64_t result_bytes(const moe_problem& p, int64_t tokens) {
   const int64_t copy = tokens * slots_per_token(p) * p.hidden * 4;
   return std::max(copy, std::min(8 * copy, int64_t(32) << 20));
@@ -221,24 +233,32 @@ std::string describe(const moe_problem& p) {
                 "mma threads, then the block scales as one byte each), {} per pipeline stage, "
                 "dequantised to bf16 in registers before bf16 mma with {}{}",
                 format_name(static_cast<moe_format>(p.format)),
-                p.hidden % 256 == 0 && p.intermediate % 256 == 0 ? "two adjacent chunks"
-                                                                 : "one chunk",
+                four_chunk_tokens(p) > 0
+                    ? fmt::format("two adjacent chunks (four from {} tokens, 8 slots an expert)",
+                                  four_chunk_tokens(p))
+                : p.hidden % 256 == 0 && p.intermediate % 256 == 0 ? "two adjacent chunks"
+                                                                   : "one chunk",
                 fp4_activations(p),
                 p.format == MOE_FORMAT_NVFP4 ? ", scale_2 applied per expert in f32" : "")
       : p.format == MOE_FORMAT_FP8_BLOCK
           ? fmt::format(
                 "fp8_block weights as given (e4m3 w13 [E, {}, H], w2 [E, H, I], f32 "
-                "128x128 block scales), activations quantised per token per 128 channels "
+                "128x128 block scales) by TMA, activations quantised per token per 128 channels "
                 "inside the kernel (hidden states first, the intermediate after GEMM1); "
                 "e4m3 mma with each 128-deep K block promoted into f32 with both scales",
                 gated(p) ? "2I" : "I")
-          : fmt::format("bf16 weights as given (w13 [E, {}, H], w2 [E, H, I])",
+      : bf16_two_chunks(p)
+          ? std::string(
+                "bf16 weights reordered at prepare into chunks of 128 rows x 64 K (the "
+                "shared-memory swizzle baked in), two adjacent chunks (32 KB) a pipeline "
+                "stage by one bulk copy")
+          : fmt::format("bf16 weights as given (w13 [E, {}, H], w2 [E, H, I]), by TMA",
                         gated(p) ? "2I" : "I");
   return fmt::format(
       "{}; the layer after routing in one cooperative launch: a schedule built in every CTA's "
       "shared memory, GEMM1 with the activation per (expert, {} slots, {} columns), GEMM2 per "
       "(expert, {} slots, {} rows of H), each token's slots summed in slot order "
-      "(deterministic){}; weights by TMA (fp4: bulk copies); batches up to {} tokens",
+      "(deterministic){}; batches up to {} tokens",
       weights, lim.token_chunk, gated(p) ? lim.weight_rows / 2 : lim.weight_rows, lim.token_chunk,
       lim.weight_rows,
       std::string(p.expert_bias != 0 ? "; expert biases in f32, b13 before the activation, b2 on "
@@ -275,22 +295,36 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   if (fp8_ && !env_is("MOE_MEGA_FP8_TOKENS", "e4m3")) kind_ = detail::Kind::kFp8BlockF16;
   // 4-bit weights two prepared chunks a ring stage (kernels/config.cuh kMxfp4x2W, kNvfp4x2W),
   // where both GEMMs' K hold whole pairs of chunks: mxfp4 0.71-0.91x the time of one chunk a
-  // stage (H100, session 41); MOE_MEGA_FP4_STAGE=128 at prepare keeps one (a measurement).
-  if (detail::is_fp4(kind_) && !env_is("MOE_MEGA_FP4_STAGE", "128") && p.hidden % 256 == 0 &&
+  // stage (H100, session 41), nvfp4 0.83-0.95x (session 42); MOE_MEGA_FP4_STAGE=128 at prepare
+  // keeps one (a measurement).
+  const bool fp4 = detail::is_fp4(kind_);
+  const bool nv = kind_ == detail::Kind::kNvfp4;
+  if (fp4 && !env_is("MOE_MEGA_FP4_STAGE", "128") && p.hidden % 256 == 0 &&
       p.intermediate % 256 == 0)
-    kind_ = kind_ == detail::Kind::kNvfp4 ? detail::Kind::kNvfp4x2 : detail::Kind::kMxfp4x2;
-  // MOE_MEGA_FP4_STAGE=512 (a measurement): four chunks a stage and 2 stages, where both GEMMs' K
-  // hold whole fours (a stage's time is per stage: session 41).
-  if (detail::is_fp4(kind_) && env_is("MOE_MEGA_FP4_STAGE", "512") && p.hidden % 512 == 0 &&
-      p.intermediate % 512 == 0)
-    kind_ = p.format == MOE_FORMAT_NVFP4 ? detail::Kind::kNvfp4x4 : detail::Kind::kMxfp4x4;
-  // MOE_MEGA_BF16_STAGE=128 (a measurement): bf16 two prepared 16 KB chunks a stage (32 KB, 3
-  // stages; kernels/config.cuh kBf16x2W), where both GEMMs' K hold whole pairs of chunks.
-  if (kind_ == detail::Kind::kBf16 && env_is("MOE_MEGA_BF16_STAGE", "128") && p.hidden % 128 == 0 &&
-      p.intermediate % 128 == 0)
+    kind_ = nv ? detail::Kind::kNvfp4x2 : detail::Kind::kMxfp4x2;
+  // Four chunks a stage and 2 stages (kMxfp4x4W, kNvfp4x4W; the same chunks) for batches of at
+  // least 8 slots an expert: on Mixtral 0.76-0.92x the two-chunk time from T = 32, 0.98-1.07x
+  // below (H100, session 42). MOE_MEGA_FP4_STAGE=512 takes four at every batch and 256 two (both
+  // measurements).
+  const detail::Kind four = nv ? detail::Kind::kNvfp4x4 : detail::Kind::kMxfp4x4;
+  const bool whole_fours = p.hidden % 512 == 0 && p.intermediate % 512 == 0;
+  if (fp4 && whole_fours && env_is("MOE_MEGA_FP4_STAGE", "512")) {
+    kind_ = four;
+  } else if (fp4 && !env_is("MOE_MEGA_FP4_STAGE", "256") && !env_is("MOE_MEGA_FP4_STAGE", "128") &&
+             four_chunk_tokens(p) > 0) {
+    large_kind_ = four;
+    large_from_ = four_chunk_tokens(p);
+  }
+  // bf16 two prepared 16 KB chunks a stage (kBf16x2W: 32 KB by one bulk copy, 3 stages), where
+  // both GEMMs' K hold whole pairs of chunks: 0.89-1.0x the time of one TMA tile a stage at every
+  // point measured (Qwen3-30B-A3B, Mixtral, Inkling-like, T = 1..512; H100, session 42).
+  // MOE_MEGA_BF16_STAGE=64 at prepare keeps one (a measurement).
+  if (kind_ == detail::Kind::kBf16 && bf16_two_chunks(p) && !env_is("MOE_MEGA_BF16_STAGE", "64"))
     kind_ = detail::Kind::kBf16x2;
   const char* error = nullptr;
   ctas_ = detail::resident_ctas(kind_, &error);
+  if (ctas_ > 0 && large_from_ > 0)  // both instances resident: the smaller count launches
+    ctas_ = std::min(ctas_, detail::resident_ctas(large_kind_, &error));
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
             error ? error : "unknown");
   if (o.sms > 0) ctas_ = std::min(ctas_, o.sms);  // at most: a larger cap is every SM
@@ -462,10 +496,11 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.weights = static_cast<const float*>(a.topk_weights.data);
   c.out = static_cast<uint16_t*>(a.output.data);
   c.accumulate = sdk::run_accumulates(a);
-  c.kind = kind_;
+  const detail::Kind kind = large_from_ > 0 && tokens >= large_from_ ? large_kind_ : kind_;
+  c.kind = kind;
   c.y = ws.y;
   c.inter = ws.inter;
-  const bool fp4 = detail::is_fp4(kind_);
+  const bool fp4 = detail::is_fp4(kind);
   c.s13 = fp4 ? nullptr : s13_.as<float>();
   c.s2 = fp4 ? nullptr : s2_.as<float>();
   c.w13_chunks = fp4 || chunked_ ? w13_.as<uint8_t>() : nullptr;
@@ -507,7 +542,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.stream = static_cast<cudaStream_t>(a.stream);
   c.dependent = dependent_launch_;
   if (timeline_ != nullptr) {
-    const detail::StageGeometry g = detail::stage_geometry(kind_);
+    const detail::StageGeometry g = detail::stage_geometry(kind);
     timeline_->note_run(format_name(static_cast<moe_format>(p.format)), tokens, p.hidden / g.k,
                         p.intermediate / g.k, g.weight_bytes);
     c.timeline = timeline_->records();

@@ -1,6 +1,7 @@
-// One cutlass_mega layer on the GPU: bf16 or fp8_block weights kept as given (w13 [E, n1, H],
-// w2 [E, H, I], fp8_block's scales in their canonical order), mxfp4 and nvfp4 weights prepared
-// into the kernel's chunks (moe_cuda/fp4_chunks.hpp), uploaded at prepare, and the whole
+// One cutlass_mega layer on the GPU: fp8_block weights kept as given (w13 [E, n1, H], w2 [E, H, I],
+// their scales in the canonical order), bf16 ones reordered into 16 KB chunks where H and I allow
+// (kernels/chunk_layout.hpp; else as given), mxfp4 and nvfp4 weights prepared into the kernel's
+// chunks (moe_cuda/fp4_chunks.hpp), uploaded at prepare, and the whole
 // layer after routing in one cooperative launch (kernels/fused_moe.cuh, docs/design.md §13).
 // Decode first: a batch's tokens x top_k slots must fit the schedule the kernel keeps in shared
 // memory, so `max_tokens` is bounded at prepare. One option, `sms` (LayerOptions).
@@ -35,6 +36,14 @@ struct LayerOptions {
 LayerOptions parse_options(const Options& options);
 
 std::string describe(const moe_problem& p);
+
+// Stages of several prepared chunks, by default (docs/design.md §13; bench/NOTES.md, session 42):
+// bf16 two 16 KB chunks a stage where H and I are multiples of 128; 4-bit weights two chunks a
+// stage where they are multiples of 256, and four for batches of `four_chunk_tokens` tokens or
+// more (at least 8 slots an expert on average: consumers' work per stage is what four amortise)
+// where they are multiples of 512 and the activations are bf16 (0: never four).
+bool bf16_two_chunks(const moe_problem& p);
+int64_t four_chunk_tokens(const moe_problem& p);
 
 // The workspace's per-slot GEMM2 results for a batch of `tokens`: one f32 row of H per slot, and
 // up to 8 copies (GEMM2's K parts, kernels/split.hpp) while they stay within 32 MiB, so decode
@@ -76,6 +85,10 @@ class DeviceLayer {
   detail::ActQuant act_quant_ = detail::ActQuant::kBf16;
   float a13_scale_ = 0.0f, a2_scale_ = 0.0f;
   detail::Kind kind_ = detail::Kind::kBf16;
+  // 4-bit weights: the four-chunk instance for batches from large_from_ tokens (0: never), on the
+  // same prepared chunks as kind_.
+  detail::Kind large_kind_ = detail::Kind::kBf16;
+  int64_t large_from_ = 0;
   // bf16, fp8_block: the weights as given (fp8_block's scales in s13_, s2_); fp4: the prepared
   // chunks (nvfp4's scale_2 in s13_, s2_).
   gpu::DeviceBuffer w13_, w2_, s13_, s2_;
@@ -83,9 +96,9 @@ class DeviceLayer {
   detail::WeightMaps maps_{};
   mutable sdk::ValidatedRuns validated_;  // run() skips the checks for the last validated tensors
   int ctas_ = 0;
-  // MOE_MEGA_CHUNKS=1 or MOE_MEGA_BF16_STAGE=128 at prepare (measurements, off by default): bf16
-  // and e4m3 stacks reordered in place into prepared chunks (kernels/chunk_layout.hpp), streamed
-  // by one bulk copy a stage.
+  // bf16 two chunks a stage (the default where H and I allow) or MOE_MEGA_CHUNKS=1 at prepare (a
+  // measurement): bf16 and e4m3 stacks reordered in place into prepared chunks
+  // (kernels/chunk_layout.hpp), streamed by one bulk copy a stage.
   bool chunked_ = false;
   // MOE_MEGA_LAUNCH=pdl at prepare (a measurement, off by default): the kernel launched as a
   // programmatic dependent of the stream's previous kernel (cudaLaunchKernelEx).

@@ -242,12 +242,13 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
 }
 
 // Measurements set in the environment at prepare (docs/design.md §13): MOE_MEGA_CHUNKS=1 streams
-// bf16 and e4m3 weights from prepared chunks (the stage's tile as TMA would have made it), and
-// MOE_MEGA_FP4_STAGE=128 streams 4-bit weights one chunk a stage, where the default takes two (the
-// same sums in the same order; here GEMM2 never splits along K, so its parts agree too): the very
-// same bits as the default; MOE_MEGA_FP8_TOKENS=e4m3 multiplies fp8_block's codes as e4m3, where
-// the default keeps them as f16 values, and MOE_MEGA_BF16_STAGE=128 streams bf16 two chunks a
-// stage (other sums: within the tolerance, and the same bits run after run). Gated and relu2 W13
+// bf16 (one 16 KB tile a stage: MOE_MEGA_BF16_STAGE=64) and e4m3 weights from prepared chunks
+// (the stage's tile as TMA would have made it), and MOE_MEGA_FP4_STAGE=128 streams 4-bit weights
+// one chunk a stage, where the default takes two (the same sums in the same order; here GEMM2
+// never splits along K, so its parts agree too): the very same bits as the TMA tiles;
+// MOE_MEGA_FP8_TOKENS=e4m3 multiplies fp8_block's codes as e4m3, where the default keeps them as
+// f16 values, and bf16's default streams two chunks a stage (other sums: within the tolerance,
+// and the same bits run after run). Gated and relu2 W13
 // tiles, a shared expert's virtual experts, GEMM2 split along K at one token, a batch whose tokens
 // have no expert (no GEMM2 item: the plain combine's zeros).
 TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
@@ -269,17 +270,20 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
         fmt::format("{} {}", format_name(c.format), activation_name(c.activation));
     const LayerWeights w = random_weights(p, 51);
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
-    const Layer maps = plugin_->prepare(p, w.view(), {});
-    auto prepared_with = [&](const char* variable, const char* value) {
-      setenv(variable, value, 1);
+    // Each variable set to its value at prepare (bf16's one 16 KB tile a stage for every layer
+    // but the default two-chunk one: the maps and the chunks compared are one-tile stages).
+    auto prepared_with = [&](std::vector<std::pair<const char*, const char*>> vars) {
+      if (c.format == MOE_FORMAT_BF16) vars.emplace_back("MOE_MEGA_BF16_STAGE", "64");
+      for (const auto& [name, value] : vars) setenv(name, value, 1);
       Layer layer = plugin_->prepare(p, w.view(), {});
-      unsetenv(variable);
+      for (const auto& [name, value] : vars) unsetenv(name);
       return layer;
     };
-    const Layer chunks = prepared_with("MOE_MEGA_CHUNKS", "1");
-    const Layer one_chunk = prepared_with("MOE_MEGA_FP4_STAGE", "128");
-    const Layer e4m3_tokens = prepared_with("MOE_MEGA_FP8_TOKENS", "e4m3");
-    const Layer two_chunks = prepared_with("MOE_MEGA_BF16_STAGE", "128");
+    const Layer maps = prepared_with({});
+    const Layer chunks = prepared_with({{"MOE_MEGA_CHUNKS", "1"}});
+    const Layer one_chunk = prepared_with({{"MOE_MEGA_FP4_STAGE", "128"}});
+    const Layer e4m3_tokens = prepared_with({{"MOE_MEGA_FP8_TOKENS", "e4m3"}});
+    const Layer two_chunks = plugin_->prepare(p, w.view(), {});  // bf16's default
     for (int64_t tokens : {1, 40, 96}) {
       const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), Scenario::kRandom);
       const Routing routing = route_batch(*reference_, p, batch);
@@ -294,7 +298,7 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
                                    what + ", e4m3 tokens");
       if (c.format == MOE_FORMAT_BF16)  // GEMM2's K split counts 128-K stages: other sums at T=1
         expect_matches_and_repeats(two_chunks, ref_layer, p, tokens, 90 + uint64_t(tokens),
-                                   what + ", two chunks a stage");
+                                   what + ", two chunks a stage (the default)");
     }
     {  // no token with an expert: no GEMM2 item, so the plain combine writes every row's zeros
       const Batch batch = random_batch(p, 5, 98, Scenario::kRandom);
@@ -340,9 +344,9 @@ TEST_F(MegaLayer, ADependentLaunchGivesTheOrdinaryLaunchsBitsEagerAndReplayed) {
   }
 }
 
-// Stages of several prepared chunks: two 4-bit chunks (the default where H and I are multiples of
-// 256), four with MOE_MEGA_FP4_STAGE=512 (H = 512: a measurement; token rows of 1 KB, copied in
-// two passes), and two bf16 chunks with MOE_MEGA_BF16_STAGE=128 (32 KB stages, a measurement),
+// Stages of several prepared chunks at every batch: two 4-bit chunks (MOE_MEGA_FP4_STAGE=256), four
+// (MOE_MEGA_FP4_STAGE=512; token rows of 1 KB, copied in two passes), and two bf16 chunks (the
+// default where H and I are multiples of 128: 32 KB stages),
 // where GEMM2 splits along K (I = 1024 at one token): against the reference, the same bits run
 // after run; the layer's timeline shows the instance that ran (its K step and stage bytes), not
 // a fallback. mxfp4 and nvfp4, and bf16.
@@ -354,11 +358,11 @@ TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
     const char* value;
     int chunk_bytes, chunk_k;
   };
-  for (const Setup& c : {Setup{kMx, 2, nullptr, nullptr, 8704, 128},
+  for (const Setup& c : {Setup{kMx, 2, "MOE_MEGA_FP4_STAGE", "256", 8704, 128},
                          Setup{kMx, 4, "MOE_MEGA_FP4_STAGE", "512", 8704, 128},
-                         Setup{kNv, 2, nullptr, nullptr, 9216, 128},
+                         Setup{kNv, 2, "MOE_MEGA_FP4_STAGE", "256", 9216, 128},
                          Setup{kNv, 4, "MOE_MEGA_FP4_STAGE", "512", 9216, 128},
-                         Setup{MOE_FORMAT_BF16, 2, "MOE_MEGA_BF16_STAGE", "128", 16384, 64}}) {
+                         Setup{MOE_FORMAT_BF16, 2, nullptr, nullptr, 16384, 64}}) {
     Problem q = problem_;
     q.raw().hidden = 512;
     q.raw().intermediate = 1024;
@@ -385,6 +389,40 @@ TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
     EXPECT_EQ(j["steps1"], p.hidden / (c.chunk_k * c.chunks)) << what;
     EXPECT_EQ(j["steps2"], p.intermediate / (c.chunk_k * c.chunks)) << what;
     std::remove(path.c_str());
+  }
+}
+
+// By default a 4-bit layer whose H and I are multiples of 512 takes two chunks a stage below
+// four_chunk_tokens (8 slots an expert: 32 tokens here) and four from there, on the same prepared
+// chunks: each batch against the reference, and the timeline of each layer's last run shows the
+// instance it took.
+TEST_F(MegaLayer, The4BitStageTakesFourChunksFromEightSlotsAnExpert) {
+  for (moe_format f : {kMx, kNv}) {
+    Problem q = problem_;
+    q.raw().hidden = 512;
+    q.raw().intermediate = 512;
+    q = in_format(q, f);
+    const moe_problem p = q.c();
+    // four_chunk_tokens: 8 x 16 experts / top_k 4 = 32 (support_test.cpp checks the rule)
+    const LayerWeights w = random_weights(p, 71);
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    const int chunk_bytes = f == kMx ? 8704 : 9216;
+    for (const auto& [tokens, chunks] : {std::pair{31, 2}, std::pair{32, 4}, std::pair{96, 4}}) {
+      const std::string path = testing::TempDir() + "mega_fp4_per_batch.json";
+      const std::string what = fmt::format("{} at {} tokens", format_name(f), tokens);
+      std::remove(path.c_str());
+      {
+        setenv("MOE_MEGA_TIMELINE", path.c_str(), 1);
+        const Layer layer = plugin_->prepare(p, w.view(), {});
+        unsetenv("MOE_MEGA_TIMELINE");
+        expect_matches_and_repeats(layer, ref_layer, p, tokens, 72 + uint64_t(tokens), what);
+      }
+      std::ifstream in(path);
+      ASSERT_TRUE(in.good()) << path << " was not written";
+      const nlohmann::json j = nlohmann::json::parse(in);
+      EXPECT_EQ(j["step_bytes"], chunks * chunk_bytes) << what;
+      std::remove(path.c_str());
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 // What cutlass_mega takes and refuses, and its `sms` option, on any machine: the refusals
 // name the reason and the value.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -253,6 +254,46 @@ TEST(MegaOptions, SmsIsAutoOrACountAndAnythingElseIsRefusedNamingIt) {
   };
   for (const auto& [options, message] : refused)
     test::expect_error([&] { parse_options(options); }, MOE_STATUS_CONFIG_ERROR, {message});
+}
+
+// The stage rules (docs/design.md §13): bf16 two chunks where H and I are multiples of 128; 4-bit
+// four chunks from 8 slots an expert on average, where H and I are multiples of 512 and the
+// activations are bf16; describe says both.
+TEST(MegaStages, TwoBf16ChunksAndFour4BitChunksFromEightSlotsAnExpert) {
+  moe_problem p = bf16_problem();  // I = 192
+  EXPECT_FALSE(bf16_two_chunks(p));
+  EXPECT_NE(describe(p).find("as given (w13 [E, 2I, H], w2 [E, H, I]), by TMA"), std::string::npos)
+      << describe(p);
+  p.intermediate = 256;
+  EXPECT_TRUE(bf16_two_chunks(p));
+  EXPECT_NE(describe(p).find("two adjacent chunks (32 KB) a pipeline stage"), std::string::npos)
+      << describe(p);
+  EXPECT_EQ(four_chunk_tokens(p), 0) << "bf16";
+  struct Shape {
+    int64_t experts, top_k, hidden, intermediate, from;
+  };
+  for (moe_format f : {MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4}) {
+    for (const Shape& s : {Shape{8, 2, 4096, 14336, 32},    // Mixtral: 32 tokens
+                           Shape{256, 8, 7168, 2048, 256},  // DeepSeek-V3
+                           Shape{16, 4, 512, 512, 32},      // the GPU test's
+                           Shape{64, 6, 4096, 1536, 86},    // ceil(8 x 64 / 6)
+                           Shape{128, 8, 2048, 768, 0},     // Qwen3-30B-A3B: I = 768
+                           Shape{16, 4, 256, 512, 0}}) {    // H = 256
+      p.format = f;
+      p.experts = p.local_experts = s.experts;
+      p.top_k = s.top_k;
+      p.hidden = s.hidden;
+      p.intermediate = s.intermediate;
+      p.input_format = MOE_INPUT_BF16;
+      EXPECT_EQ(four_chunk_tokens(p), s.from) << s.experts << " experts, H " << s.hidden;
+      if (s.from > 0) {
+        EXPECT_NE(describe(p).find(fmt::format("four from {} tokens", s.from)), std::string::npos)
+            << describe(p);
+        p.input_format = MOE_INPUT_MXFP8;  // e4m3 activations: measured on two chunks only
+        EXPECT_EQ(four_chunk_tokens(p), 0) << "mxfp8 activations";
+      }
+    }
+  }
 }
 
 TEST(MegaDescribe, SaysWhatRunsAndTheBatchLimit) {
