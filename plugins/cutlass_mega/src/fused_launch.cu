@@ -1,6 +1,7 @@
 // Launcher of the fused layer (kernels/fused_moe.cuh): shared-memory opt-in, residency, one
 // cooperative launch on the caller's stream.
 #include <cstring>
+#include <type_traits>
 
 #include "../kernels/chunk_layout.hpp"
 #include "../kernels/fused_moe.cuh"
@@ -20,38 +21,44 @@ bool encode(CUtensorMap* map, int elem_bytes, const void* base, int64_t rows, in
                                    kernels::kRowBytes / elem_bytes);
 }
 
+// f(std::integral_constant<int, W>{}) for the kernel instance W of a weight kind: the one switch
+// from the host's Kind to the kernel's WeightKind.
+template <class F>
+auto with_instance(Kind kind, F&& f) {
+  switch (kind) {
+    case Kind::kFp8Block:
+      return f(std::integral_constant<int, kernels::kFp8W>{});
+    case Kind::kFp8BlockF16:
+      return f(std::integral_constant<int, kernels::kFp8F16W>{});
+    case Kind::kMxfp4:
+      return f(std::integral_constant<int, kernels::kMxfp4W>{});
+    case Kind::kNvfp4:
+      return f(std::integral_constant<int, kernels::kNvfp4W>{});
+    case Kind::kMxfp4x2:
+      return f(std::integral_constant<int, kernels::kMxfp4x2W>{});
+    case Kind::kNvfp4x2:
+      return f(std::integral_constant<int, kernels::kNvfp4x2W>{});
+    case Kind::kMxfp4x4:
+      return f(std::integral_constant<int, kernels::kMxfp4x4W>{});
+    case Kind::kNvfp4x4:
+      return f(std::integral_constant<int, kernels::kNvfp4x4W>{});
+    case Kind::kBf16x2:
+      return f(std::integral_constant<int, kernels::kBf16x2W>{});
+    default:
+      return f(std::integral_constant<int, kernels::kBf16W>{});
+  }
+}
+
 // The kernel instance of a weight kind and the dynamic shared memory it needs.
 struct Instance {
   const void* fn;
   size_t smem;
 };
-template <int W>
-Instance instance_of() {
-  return {reinterpret_cast<const void*>(kernels::fused_moe<W>), kernels::kSmemBytes<W>};
-}
 Instance instance(Kind kind) {
-  switch (kind) {
-    case Kind::kFp8Block:
-      return instance_of<kernels::kFp8W>();
-    case Kind::kFp8BlockF16:
-      return instance_of<kernels::kFp8F16W>();
-    case Kind::kMxfp4:
-      return instance_of<kernels::kMxfp4W>();
-    case Kind::kNvfp4:
-      return instance_of<kernels::kNvfp4W>();
-    case Kind::kMxfp4x2:
-      return instance_of<kernels::kMxfp4x2W>();
-    case Kind::kNvfp4x2:
-      return instance_of<kernels::kNvfp4x2W>();
-    case Kind::kMxfp4x4:
-      return instance_of<kernels::kMxfp4x4W>();
-    case Kind::kNvfp4x4:
-      return instance_of<kernels::kNvfp4x4W>();
-    case Kind::kBf16x2:
-      return instance_of<kernels::kBf16x2W>();
-    default:
-      return instance_of<kernels::kBf16W>();
-  }
+  return with_instance(kind, [](auto w) {
+    constexpr int W = decltype(w)::value;
+    return Instance{reinterpret_cast<const void*>(kernels::fused_moe<W>), kernels::kSmemBytes<W>};
+  });
 }
 
 static_assert(int(ActQuant::kBf16) == kernels::kActBf16 &&
@@ -109,28 +116,10 @@ KernelLimits kernel_limits(Kind kind) {
 }
 
 StageGeometry stage_geometry(Kind kind) {
-  using namespace kernels;
-  switch (kind) {
-    case Kind::kFp8Block:
-    case Kind::kFp8BlockF16:
-      return {kStageK<kFp8W>, int(kWeightBytes<kFp8W>)};
-    case Kind::kMxfp4:
-      return {kStageK<kMxfp4W>, kFp4ChunkBytes<kMxfp4W>};
-    case Kind::kNvfp4:
-      return {kStageK<kNvfp4W>, kFp4ChunkBytes<kNvfp4W>};
-    case Kind::kMxfp4x2:
-      return {kStageK<kMxfp4x2W>, kChunkBytesOf<kMxfp4x2W>};
-    case Kind::kNvfp4x2:
-      return {kStageK<kNvfp4x2W>, kChunkBytesOf<kNvfp4x2W>};
-    case Kind::kMxfp4x4:
-      return {kStageK<kMxfp4x4W>, kChunkBytesOf<kMxfp4x4W>};
-    case Kind::kNvfp4x4:
-      return {kStageK<kNvfp4x4W>, kChunkBytesOf<kNvfp4x4W>};
-    case Kind::kBf16x2:
-      return {kStageK<kBf16x2W>, kChunkBytesOf<kBf16x2W>};
-    default:
-      return {kStageK<kBf16W>, int(kWeightBytes<kBf16W>)};
-  }
+  return with_instance(kind, [](auto w) {
+    constexpr int W = decltype(w)::value;  // a stage: its K and its prepared bytes
+    return StageGeometry{kernels::kStageK<W>, kernels::kChunkBytesOf<W>};
+  });
 }
 
 int resident_ctas(Kind kind, const char** error) noexcept {
