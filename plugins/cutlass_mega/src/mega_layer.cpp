@@ -58,6 +58,11 @@ bool env_is(const char* name, const char* value) {
   return v != nullptr && std::string(v) == value;
 }
 
+// Whether both GEMMs' K (H and I) hold whole stages of `k` elements: the stage rules' one test.
+bool whole_stages(const moe_problem& p, int64_t k) {
+  return p.hidden % k == 0 && p.intermediate % k == 0;
+}
+
 // Rows of the largest batch the schedule holds.
 int64_t slot_limited_tokens(const moe_problem& p) {
   return detail::kernel_limits(kind_of(p)).max_slots / std::max<int64_t>(1, slots_per_token(p));
@@ -66,13 +71,12 @@ int64_t slot_limited_tokens(const moe_problem& p) {
 }  // namespace
 
 bool bf16_two_chunks(const moe_problem& p) {
-  return p.format == MOE_FORMAT_BF16 && p.hidden % 128 == 0 && p.intermediate % 128 == 0;
+  return p.format == MOE_FORMAT_BF16 && whole_stages(p, 128);
 }
 
 int64_t four_chunk_tokens(const moe_problem& p) {
   const bool fp4 = p.format == MOE_FORMAT_MXFP4 || p.format == MOE_FORMAT_NVFP4;
-  if (!fp4 || act_quant_of(p) != detail::ActQuant::kBf16 || p.hidden % 512 != 0 ||
-      p.intermediate % 512 != 0 || p.top_k < 1)
+  if (!fp4 || act_quant_of(p) != detail::ActQuant::kBf16 || !whole_stages(p, 512) || p.top_k < 1)
     return 0;
   return (8 * p.experts + p.top_k - 1) / p.top_k;  // 8 slots an expert on average
 }
@@ -236,8 +240,8 @@ std::string describe(const moe_problem& p) {
                 four_chunk_tokens(p) > 0
                     ? fmt::format("two adjacent chunks (four from {} tokens, 8 slots an expert)",
                                   four_chunk_tokens(p))
-                : p.hidden % 256 == 0 && p.intermediate % 256 == 0 ? "two adjacent chunks"
-                                                                   : "one chunk",
+                : whole_stages(p, 256) ? "two adjacent chunks"
+                                       : "one chunk",
                 fp4_activations(p),
                 p.format == MOE_FORMAT_NVFP4 ? ", scale_2 applied per expert in f32" : "")
       : p.format == MOE_FORMAT_FP8_BLOCK
@@ -299,28 +303,26 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   // keeps one (a measurement).
   const bool fp4 = detail::is_fp4(kind_);
   const bool nv = kind_ == detail::Kind::kNvfp4;
-  if (fp4 && !env_is("MOE_MEGA_FP4_STAGE", "128") && p.hidden % 256 == 0 &&
-      p.intermediate % 256 == 0)
+  if (fp4 && !env_is("MOE_MEGA_FP4_STAGE", "128") && whole_stages(p, 256))
     kind_ = nv ? detail::Kind::kNvfp4x2 : detail::Kind::kMxfp4x2;
   // Four chunks a stage and 2 stages (kMxfp4x4W, kNvfp4x4W; the same chunks) for batches of at
   // least 8 slots an expert: on Mixtral 0.76-0.92x the two-chunk time from T = 32, 0.98-1.07x
   // below (H100, session 42). MOE_MEGA_FP4_STAGE=512 takes four at every batch and 256 two (both
   // measurements).
   const detail::Kind four = nv ? detail::Kind::kNvfp4x4 : detail::Kind::kMxfp4x4;
-  const bool whole_fours = p.hidden % 512 == 0 && p.intermediate % 512 == 0;
-  if (fp4 && whole_fours && env_is("MOE_MEGA_FP4_STAGE", "512")) {
+  const int64_t four_from = four_chunk_tokens(p);  // 0 unless 4-bit
+  if (fp4 && whole_stages(p, 512) && env_is("MOE_MEGA_FP4_STAGE", "512")) {
     kind_ = four;
-  } else if (fp4 && !env_is("MOE_MEGA_FP4_STAGE", "256") && !env_is("MOE_MEGA_FP4_STAGE", "128") &&
-             four_chunk_tokens(p) > 0) {
+  } else if (four_from > 0 && !env_is("MOE_MEGA_FP4_STAGE", "256") &&
+             !env_is("MOE_MEGA_FP4_STAGE", "128")) {
     large_kind_ = four;
-    large_from_ = four_chunk_tokens(p);
+    large_from_ = four_from;
   }
   // bf16 two prepared 16 KB chunks a stage (kBf16x2W: 32 KB by one bulk copy, 3 stages), where
   // both GEMMs' K hold whole pairs of chunks: 0.89-1.0x the time of one TMA tile a stage at every
   // point measured (Qwen3-30B-A3B, Mixtral, Inkling-like, T = 1..512; H100, session 42).
   // MOE_MEGA_BF16_STAGE=64 at prepare keeps one (a measurement).
-  if (kind_ == detail::Kind::kBf16 && bf16_two_chunks(p) && !env_is("MOE_MEGA_BF16_STAGE", "64"))
-    kind_ = detail::Kind::kBf16x2;
+  if (bf16_two_chunks(p) && !env_is("MOE_MEGA_BF16_STAGE", "64")) kind_ = detail::Kind::kBf16x2;
   const char* error = nullptr;
   ctas_ = detail::resident_ctas(kind_, &error);
   if (ctas_ > 0 && large_from_ > 0)  // both instances resident: the smaller count launches
