@@ -18,6 +18,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "../../support/graph_replay.hpp"
 #include "../../support/plugin_fixture.hpp"
@@ -42,6 +44,35 @@ class MegaLayer : public PluginAndReference<> {
   }
 
   Problem problem_;
+
+  using EnvVars = std::vector<std::pair<const char*, const char*>>;
+
+  // A layer of `p` prepared with each variable of `vars` set to its value (the measurement
+  // switches are read at prepare), the environment as it was afterwards.
+  Layer prepared_with(const moe_problem& p, const LayerWeights& w, const EnvVars& vars) {
+    for (const auto& [name, value] : vars) setenv(name, value, 1);
+    Layer layer = plugin_->prepare(p, w.view(), {});
+    for (const auto& [name, value] : vars) unsetenv(name);
+    return layer;
+  }
+
+  // The timeline (MOE_MEGA_TIMELINE) a layer of `p` prepared with `vars` writes when destroyed,
+  // after `use(layer)`: null, with a failure, if it was not written.
+  template <class Use>
+  nlohmann::json timeline_of(const moe_problem& p, const LayerWeights& w, EnvVars vars, Use use) {
+    const std::string path = testing::TempDir() + "mega_timeline.json";
+    std::remove(path.c_str());
+    vars.emplace_back("MOE_MEGA_TIMELINE", path.c_str());
+    use(prepared_with(p, w, vars));
+    std::ifstream in(path);
+    if (!in.good()) {
+      ADD_FAILURE() << path << " was not written";
+      return nullptr;
+    }
+    const nlohmann::json j = nlohmann::json::parse(in);
+    std::remove(path.c_str());
+    return j;
+  }
 
   // `layer` gives the very same output bits as `base` on one batch and routing.
   void expect_same_bits(const Layer& base, const Layer& layer, const moe_problem& p,
@@ -272,17 +303,14 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
     // Each variable set to its value at prepare (bf16's one 16 KB tile a stage for every layer
     // but the default two-chunk one: the maps and the chunks compared are one-tile stages).
-    auto prepared_with = [&](std::vector<std::pair<const char*, const char*>> vars) {
+    auto prepared_as_tiles = [&](EnvVars vars) {
       if (c.format == MOE_FORMAT_BF16) vars.emplace_back("MOE_MEGA_BF16_STAGE", "64");
-      for (const auto& [name, value] : vars) setenv(name, value, 1);
-      Layer layer = plugin_->prepare(p, w.view(), {});
-      for (const auto& [name, value] : vars) unsetenv(name);
-      return layer;
+      return prepared_with(p, w, vars);
     };
-    const Layer maps = prepared_with({});
-    const Layer chunks = prepared_with({{"MOE_MEGA_CHUNKS", "1"}});
-    const Layer one_chunk = prepared_with({{"MOE_MEGA_FP4_STAGE", "128"}});
-    const Layer e4m3_tokens = prepared_with({{"MOE_MEGA_FP8_TOKENS", "e4m3"}});
+    const Layer maps = prepared_as_tiles({});
+    const Layer chunks = prepared_as_tiles({{"MOE_MEGA_CHUNKS", "1"}});
+    const Layer one_chunk = prepared_as_tiles({{"MOE_MEGA_FP4_STAGE", "128"}});
+    const Layer e4m3_tokens = prepared_as_tiles({{"MOE_MEGA_FP8_TOKENS", "e4m3"}});
     const Layer two_chunks = plugin_->prepare(p, w.view(), {});  // bf16's default
     for (int64_t tokens : {1, 40, 96}) {
       const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), Scenario::kRandom);
@@ -370,25 +398,16 @@ TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
     const moe_problem p = q.c();
     const LayerWeights w = random_weights(p, 61);
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
-    const std::string path = testing::TempDir() + "mega_multi_chunk_stage.json";
     const std::string what = fmt::format("{}, {} chunks a stage", format_name(c.format), c.chunks);
-    std::remove(path.c_str());
-    {
-      setenv("MOE_MEGA_TIMELINE", path.c_str(), 1);
-      if (c.variable != nullptr) setenv(c.variable, c.value, 1);
-      const Layer layer = plugin_->prepare(p, w.view(), {});
-      unsetenv("MOE_MEGA_TIMELINE");
-      if (c.variable != nullptr) unsetenv(c.variable);
+    const EnvVars vars = c.variable != nullptr ? EnvVars{{c.variable, c.value}} : EnvVars{};
+    const nlohmann::json j = timeline_of(p, w, vars, [&](const Layer& layer) {
       for (int64_t tokens : {1, 40, 96})
         expect_matches_and_repeats(layer, ref_layer, p, tokens, 62 + uint64_t(tokens), what);
-    }
-    std::ifstream in(path);
-    ASSERT_TRUE(in.good()) << path << " was not written";
-    const nlohmann::json j = nlohmann::json::parse(in);
+    });
+    ASSERT_FALSE(j.is_null()) << what;
     EXPECT_EQ(j["step_bytes"], c.chunks * c.chunk_bytes) << what;
     EXPECT_EQ(j["steps1"], p.hidden / (c.chunk_k * c.chunks)) << what;
     EXPECT_EQ(j["steps2"], p.intermediate / (c.chunk_k * c.chunks)) << what;
-    std::remove(path.c_str());
   }
 }
 
@@ -408,20 +427,12 @@ TEST_F(MegaLayer, The4BitStageTakesFourChunksFromEightSlotsAnExpert) {
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
     const int chunk_bytes = f == kMx ? 8704 : 9216;
     for (const auto& [tokens, chunks] : {std::pair{31, 2}, std::pair{32, 4}, std::pair{96, 4}}) {
-      const std::string path = testing::TempDir() + "mega_fp4_per_batch.json";
       const std::string what = fmt::format("{} at {} tokens", format_name(f), tokens);
-      std::remove(path.c_str());
-      {
-        setenv("MOE_MEGA_TIMELINE", path.c_str(), 1);
-        const Layer layer = plugin_->prepare(p, w.view(), {});
-        unsetenv("MOE_MEGA_TIMELINE");
+      const nlohmann::json j = timeline_of(p, w, {}, [&](const Layer& layer) {
         expect_matches_and_repeats(layer, ref_layer, p, tokens, 72 + uint64_t(tokens), what);
-      }
-      std::ifstream in(path);
-      ASSERT_TRUE(in.good()) << path << " was not written";
-      const nlohmann::json j = nlohmann::json::parse(in);
+      });
+      ASSERT_FALSE(j.is_null()) << what;
       EXPECT_EQ(j["step_bytes"], chunks * chunk_bytes) << what;
-      std::remove(path.c_str());
     }
   }
 }
@@ -456,21 +467,14 @@ TEST_F(MegaLayer, FewerSmsMatchTheReferenceAndRepeatBitForBit) {
 // CTA's phase boundaries in order, and one record per GEMM1 item: each active expert's one chunk
 // (33 tokens x 4 slots over 16 experts: under 64 slots an expert) times I / 64 column slices.
 TEST_F(MegaLayer, ATimelineNamedInTheEnvironmentHoldsTheLastRunsClocksInOrder) {
-  const std::string path = testing::TempDir() + "mega_timeline.json";
-  std::remove(path.c_str());
   const moe_problem p = problem_.c();
   const LayerWeights w = random_weights(p, 41);
   const Batch batch = random_batch(p, 33, 7, Scenario::kRandom);
   const Routing routing = route_batch(*reference_, p, batch);
-  {
-    setenv("MOE_MEGA_TIMELINE", path.c_str(), 1);
-    const Layer layer = plugin_->prepare(p, w.view(), {});
-    unsetenv("MOE_MEGA_TIMELINE");
+  const nlohmann::json j = timeline_of(p, w, {}, [&](const Layer& layer) {
     run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
-  }
-  std::ifstream f(path);
-  ASSERT_TRUE(f.good()) << path << " was not written";
-  const nlohmann::json j = nlohmann::json::parse(f);
+  });
+  ASSERT_FALSE(j.is_null());
   EXPECT_EQ(j["tokens"], 33);
   EXPECT_EQ(j["format"], "bf16");
   std::set<int32_t> active;
@@ -487,7 +491,6 @@ TEST_F(MegaLayer, ATimelineNamedInTheEnvironmentHoldsTheLastRunsClocksInOrder) {
     for (const auto& it : r["items"]) gemm1_items += it["phase"] == 1 ? 1 : 0;
   }
   EXPECT_EQ(gemm1_items, active.size() * size_t(p.intermediate / 64));
-  std::remove(path.c_str());
 }
 
 class MegaGraph : public MegaLayer, public testing::WithParamInterface<moe_format> {};
