@@ -27,6 +27,8 @@
 #   grid_F    bench/run_grid.py for cutlass_mega in format F (bf16, fp8_block, mxfp4, nvfp4) on
 #             Qwen3-30B-A3B, Mixtral and DeepSeek-V3 at T = 1..512 with the peers (carry .peers;
 #             COMMIT=<hash> names the build in the records)
+#   timeline_fmt  MOE_MEGA_TIMELINE of bf16, fp8_block and mxfp4 at Qwen3 T = 1 and Mixtral T = 8
+#             and 64: each phase's span and per-SM rate, format beside format
 #   timeline  MOE_MEGA_TIMELINE of Qwen3 bf16 T = 1 and 8 and Mixtral mxfp4 T = 8, each variant
 #   ncu       Nsight Compute of Mixtral mxfp4 T = 8: stall reasons by instruction (where a 4-bit
 #             stage's ~0.45 us goes)
@@ -115,6 +117,18 @@ for section in "$@"; do
           --variant x4= --env x4=MOE_MEGA_FP4_STAGE=512 2>&1 | tail -5
         pack
       done ;;
+    timeline_fmt)  # one shape and batch in every format: where fp8_block's time goes beside bf16's
+      for run in "qwen3_30b_a3b 1" "mixtral_8x7b 8" "mixtral_8x7b 64"; do
+        set -- $run
+        for f in bf16 fp8_block mxfp4; do
+          name=tlf_${1}_${f}_t${2}
+          MOE_MEGA_TIMELINE="$OUT/$name.json" timeout 120 build/bin/moe bench --config $cfg/${1}_$f.yaml \
+            --tokens "$2" --graph off --iterations 5 --check-max-tokens 0 > /dev/null 2>&1
+          python3 bench/mega_timeline.py "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
+          echo "== $name"; cat "$OUT/$name.txt"
+        done
+      done
+      pack ;;
     timeline)
       for run in "qwen3_30b_a3b_bf16 1" "qwen3_30b_a3b_bf16 8" "mixtral_8x7b_mxfp4 8"; do
         set -- $run
