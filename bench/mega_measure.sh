@@ -27,8 +27,8 @@
 #   grid_F    bench/run_grid.py for cutlass_mega in format F (bf16, fp8_block, mxfp4, nvfp4) on
 #             Qwen3-30B-A3B, Mixtral and DeepSeek-V3 at T = 1..512 with the peers (carry .peers;
 #             COMMIT=<hash> names the build in the records)
-#   timeline_fmt  MOE_MEGA_TIMELINE of bf16, fp8_block and mxfp4 at Qwen3 T = 1 and Mixtral T = 8
-#             and 64: each phase's span and per-SM rate, format beside format
+#   timeline_fmt  MOE_MEGA_TIMELINE of bf16, fp8_block and mxfp4 at Qwen3 T = 1 and Mixtral T = 8:
+#             each phase's span and per-SM rate, format beside format
 #   timeline  MOE_MEGA_TIMELINE of Qwen3 bf16 T = 1 and 8 and Mixtral mxfp4 T = 8, each variant
 #   ncu       Nsight Compute of Mixtral mxfp4 T = 8: stall reasons by instruction (where a 4-bit
 #             stage's ~0.45 us goes)
@@ -118,7 +118,7 @@ for section in "$@"; do
         pack
       done ;;
     timeline_fmt)  # one shape and batch in every format: where fp8_block's time goes beside bf16's
-      for run in "qwen3_30b_a3b 1" "mixtral_8x7b 8" "mixtral_8x7b 64"; do
+      for run in "qwen3_30b_a3b 1" "mixtral_8x7b 8"; do
         set -- $run
         for f in bf16 fp8_block mxfp4; do
           name=tlf_${1}_${f}_t${2}

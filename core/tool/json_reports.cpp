@@ -10,10 +10,20 @@
 namespace moe::tool {
 namespace {
 
-// null, or {"priority": 70, "max_tokens": 8}: a plugin's decode rule (ABI 1.3).
+// null, or {"priority": 70, "max_tokens": 8, "max_tokens_by_format": {"mxfp4": 32}}: a plugin's
+// decode rule (ABI 1.3), with the formats whose limits are their own (ABI 1.5; -1: none there).
 nlohmann::json decode_rule_json(const DecodeRule& rule) {
   if (!rule.declared()) return nullptr;
-  return {{"priority", rule.priority}, {"max_tokens", rule.max_tokens}};
+  nlohmann::json by_format = nlohmann::json::object();
+  for (int f = 0; f < MOE_DECODE_FORMATS; ++f) {
+    const int64_t v = rule.by_format[size_t(f)];
+    if (v == 0) continue;
+    by_format[f < MOE_FORMAT_COUNT_ ? format_name(static_cast<moe_format>(f))
+                                    : fmt::format("format {}", f)] = v;
+  }
+  return {{"priority", rule.priority},
+          {"max_tokens", rule.max_tokens},
+          {"max_tokens_by_format", by_format}};
 }
 
 nlohmann::json candidate_json(const Candidate& c) {
@@ -25,9 +35,13 @@ nlohmann::json candidate_json(const Candidate& c) {
                         {"supported", supported},
                         {"reason", reason},
                         {"message", c.message}};
-  // "applies": the problem's max_tokens is within the rule, so `priority` is the decode priority.
+  // "applies": the problem's max_tokens is within the rule's limit in the problem's format
+  // ("limit", 0 where the rule has none in it), so `priority` is the decode priority.
   out["decode_rule"] = decode_rule_json(c.decode);
-  if (c.decode.declared()) out["decode_rule"]["applies"] = c.decode_applies;
+  if (c.decode.declared()) {
+    out["decode_rule"]["applies"] = c.decode_applies;
+    out["decode_rule"]["limit"] = c.decode.limit(c.format);
+  }
   return out;
 }
 

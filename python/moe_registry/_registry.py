@@ -27,6 +27,10 @@ class PluginInfo:
     # whose max_tokens is <= decode_max_tokens; 0 = no rule.
     decode_priority: int
     decode_max_tokens: int
+    # ABI 1.5: the rule's limit per weight format, indexed by the C enum moe_format (bf16 0,
+    # fp8_tensor 1, fp8_block 2, mxfp8 3, mxfp4 4, nvfp4 5, ...): where nonzero it replaces
+    # decode_max_tokens for problems in that format; -1 = no rule there.
+    decode_max_tokens_by_format: list
     memory: str  # "host" or "cuda_device"
     abi: tuple
     formats: list

@@ -74,6 +74,9 @@ nb::list Registry::plugins() const {
     d["priority"] = p.priority;
     d["decode_priority"] = p.decode_priority;
     d["decode_max_tokens"] = p.decode_max_tokens;
+    nb::list by_format;  // ABI 1.5: indexed by moe_format, as moe_host_plugin_info holds it
+    for (int f = 0; f < MOE_DECODE_FORMATS; ++f) by_format.append(p.decode_max_tokens_by_format[f]);
+    d["decode_max_tokens_by_format"] = by_format;
     d["memory"] = p.memory == MOE_MEMORY_HOST ? "host" : "cuda_device";
     d["abi"] = nb::make_tuple(p.abi_major, p.abi_minor);
     d["formats"] = string_list(p.formats, p.num_formats);

@@ -786,12 +786,10 @@ done:
   free(got);
 }
 
-/* The decode rule (ABI 1.3, host API 1.4) of fixture_decode (priority 40, and 70 for max_tokens
- * <= 8; tests/fixtures): in moe_host_plugin_info where the caller's struct holds it, in the
- * describe text, and in the rule of an auto selection at decode capacity. */
-static void test_plugin_info_has_the_decode_rule(moe_host_registry* build) {
+/* A registry of test_plugins/<variant> first, then the default directories. */
+static moe_host_registry* open_fixture_registry(const char* variant) {
   char dir[4096];
-  snprintf(dir, sizeof dir, "%s/../test_plugins/decode", g_plugin_dir);
+  snprintf(dir, sizeof dir, "%s/../test_plugins/%s", g_plugin_dir, variant);
   const char* dirs[] = {dir};
   moe_host_registry_options o;
   memset(&o, 0, sizeof o);
@@ -801,12 +799,51 @@ static void test_plugin_info_has_the_decode_rule(moe_host_registry* build) {
   o.use_default = 1;
   moe_host_registry* registry = NULL;
   CHECK_OK(moe_host_registry_open(&o, &registry));
-  if (registry == NULL) return;
+  return registry;
+}
+
+/* Plugin 0 of a registry from open_fixture_registry (its directory comes first), named `name`. */
+static moe_host_plugin_info fixture_info(moe_host_registry* registry, const char* name) {
   moe_host_plugin_info info;
   memset(&info, 0, sizeof info);
   info.struct_size = sizeof info;
-  CHECK_OK(moe_host_registry_plugin_info(registry, 0, &info)); /* its directory comes first */
-  CHECK(strcmp(info.name, "fixture_decode") == 0, "plugin 0 is '%s'", info.name);
+  CHECK_OK(moe_host_registry_plugin_info(registry, 0, &info));
+  CHECK(info.name != NULL && strcmp(info.name, name) == 0, "plugin 0 is '%s', not '%s'",
+        info.name ? info.name : "(null)", name);
+  return info;
+}
+
+/* `backend: auto` on a small problem with `extra` fields selects `backend`, its rule saying
+ * `rule_part`. */
+static void check_auto_selects(moe_host_registry* registry, const char* extra, const char* backend,
+                               const char* rule_part) {
+  char config[512];
+  snprintf(config, sizeof config,
+           "backend: auto\nproblem: {experts: 4, top_k: 2, hidden: 64, intermediate: 32, %s}\n",
+           extra);
+  moe_host_select_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.config_text = config;
+  moe_host_selection* selection = NULL;
+  CHECK_OK(moe_host_select(registry, &a, &selection));
+  if (selection == NULL) return;
+  moe_host_selection_info chosen;
+  memset(&chosen, 0, sizeof chosen);
+  chosen.struct_size = sizeof chosen;
+  CHECK_OK(moe_host_selection_info_get(selection, &chosen));
+  CHECK(strcmp(chosen.backend, backend) == 0 && strstr(chosen.rule, rule_part) != NULL,
+        "backend '%s', rule '%s'", chosen.backend, chosen.rule);
+  CHECK_OK(moe_host_selection_destroy(selection));
+}
+
+/* The decode rule (ABI 1.3, host API 1.4) of fixture_decode (priority 40, and 70 for max_tokens
+ * <= 8; tests/fixtures): in moe_host_plugin_info where the caller's struct holds it, in the
+ * describe text, and in the rule of an auto selection at decode capacity. */
+static void test_plugin_info_has_the_decode_rule(moe_host_registry* build) {
+  moe_host_registry* registry = open_fixture_registry("decode");
+  if (registry == NULL) return;
+  moe_host_plugin_info info = fixture_info(registry, "fixture_decode");
   CHECK(info.priority == 40 && info.decode_priority == 70 && info.decode_max_tokens == 8,
         "priority %d, decode priority %d for max_tokens <= %lld", info.priority,
         info.decode_priority, (long long)info.decode_max_tokens);
@@ -831,22 +868,8 @@ static void test_plugin_info_has_the_decode_rule(moe_host_registry* build) {
         text);
   free(text);
 
-  moe_host_select_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.config_text =
-      "backend: auto\nproblem: {experts: 4, top_k: 2, hidden: 64, intermediate: 32, "
-      "max_tokens: 8}\n";
-  moe_host_selection* selection = NULL;
-  CHECK_OK(moe_host_select(registry, &a, &selection));
-  moe_host_selection_info chosen;
-  memset(&chosen, 0, sizeof chosen);
-  chosen.struct_size = sizeof chosen;
-  CHECK_OK(moe_host_selection_info_get(selection, &chosen));
-  CHECK(strcmp(chosen.backend, "fixture_decode") == 0 &&
-            strstr(chosen.rule, "fixture_decode's decode priority for max_tokens <= 8") != NULL,
-        "backend '%s', rule '%s'", chosen.backend, chosen.rule);
-  CHECK_OK(moe_host_selection_destroy(selection));
+  check_auto_selects(registry, "max_tokens: 8", "fixture_decode",
+                     "fixture_decode's decode priority for max_tokens <= 8");
   CHECK_OK(moe_host_registry_destroy(registry));
 
   /* The build's reference declares no rule. */
@@ -860,6 +883,37 @@ static void test_plugin_info_has_the_decode_rule(moe_host_registry* build) {
       CHECK(info.decode_max_tokens == 0, "the reference has a decode rule up to %lld",
             (long long)info.decode_max_tokens);
   }
+}
+
+/* The decode rule's limits by format (ABI 1.5, host API 1.8) of fixture_decode_by_format (70 up to
+ * 8 tokens, up to 32 with mxfp4 weights, none with fp8_block ones): in moe_host_plugin_info where
+ * the caller's struct holds them, and in an auto selection of a 16-token mxfp4 layer. */
+static void test_plugin_info_has_the_decode_limits_by_format(moe_host_registry* build) {
+  (void)build;
+  moe_host_registry* registry = open_fixture_registry("decode_by_format");
+  if (registry == NULL) return;
+  moe_host_plugin_info info = fixture_info(registry, "fixture_decode_by_format");
+  for (int f = 0; f < MOE_DECODE_FORMATS; ++f) {
+    const int64_t want = f == MOE_FORMAT_MXFP4 ? 32 : f == MOE_FORMAT_FP8_BLOCK ? -1 : 0;
+    CHECK(info.decode_max_tokens_by_format[f] == want, "format %d's decode limit %lld, not %lld", f,
+          (long long)info.decode_max_tokens_by_format[f], (long long)want);
+  }
+
+  /* A 1.7 caller's struct ends before the limits: its tail is not written. */
+  const size_t old_size = offsetof(moe_host_plugin_info, decode_max_tokens_by_format);
+  memset(&info, 0, sizeof info);
+  info.struct_size = old_size;
+  info.decode_max_tokens_by_format[MOE_FORMAT_MXFP4] = -99;
+  CHECK_OK(moe_host_registry_plugin_info(registry, 0, &info));
+  CHECK(info.struct_size == old_size && info.decode_max_tokens == 8 &&
+            info.decode_max_tokens_by_format[MOE_FORMAT_MXFP4] == -99,
+        "a 1.7-sized struct: size %zu, decode_max_tokens %lld, mxfp4's limit %lld",
+        info.struct_size, (long long)info.decode_max_tokens,
+        (long long)info.decode_max_tokens_by_format[MOE_FORMAT_MXFP4]);
+
+  check_auto_selects(registry, "format: mxfp4, max_tokens: 16", "fixture_decode_by_format",
+                     "decode priority for mxfp4 at max_tokens <= 32, here 16");
+  CHECK_OK(moe_host_registry_destroy(registry));
 }
 
 typedef struct capi_case {
@@ -880,6 +934,8 @@ static const capi_case kCases[] = {
     {"device_weights_are_checked", test_device_weights_are_checked},
     {"expert_parallel_steps", test_expert_parallel_steps},
     {"plugin_info_has_the_decode_rule", test_plugin_info_has_the_decode_rule},
+    {"plugin_info_has_the_decode_limits_by_format",
+     test_plugin_info_has_the_decode_limits_by_format},
 };
 
 int main(int argc, char** argv) {

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "../support/test_env.hpp"
-#include "moe/sdk/backend.hpp"
+#include "decode_backend.hpp"
 
 namespace moe::test {
 namespace {
@@ -25,32 +25,6 @@ moe_plugin_info marked_info(size_t struct_size) {
 }
 
 // ---- the SDK's table builder --------------------------------------------------------------------
-
-struct NoLayer {};
-
-template <int64_t kDecodeMaxTokens>
-class DecodeBackend {
- public:
-  using Layer = NoLayer;
-
-  static sdk::BackendInfo info() {
-    return {.name = "sdk_decode_test",
-            .version = "test",
-            .description = "test backend: a decode rule",
-            .aliases = {},
-            .priority = 40,
-            .decode_priority = 70,
-            .decode_max_tokens = kDecodeMaxTokens,
-            .formats = {MOE_FORMAT_BF16},
-            .activations = {MOE_ACTIVATION_SILU_MUL},
-            .routings = {}};
-  }
-  sdk::Verdict supports(const moe_problem&) const { return sdk::Verdict::yes(); }
-  std::unique_ptr<Layer> prepare(const sdk::PrepareRequest&) const {
-    return std::make_unique<Layer>();
-  }
-  void run(Layer&, const moe_run_args&) const {}
-};
 
 TEST(SdkDecodeRule, GetInfoWritesTheRuleIntoA13Struct) {
   const moe_plugin_api* api = sdk::plugin_api<DecodeBackend<8>>();
@@ -132,21 +106,19 @@ TEST(RawDecodeRule, A12PluginLoadsRoutesAnswersAndRunsLikeTheReference) {
 }
 
 TEST(RawDecodeRule, ANegativeDecodeMaxTokensIsSkippedNamingTheValue) {
-  const Registry r = registry_of({fixture_dir("decode_negative")});
-  EXPECT_EQ(r.find("fixture_decode_negative"), nullptr);
-  ASSERT_EQ(r.skipped().size(), 1u) << r.names();
-  EXPECT_THAT(r.skipped()[0].reason,
+  EXPECT_THAT(skip_reason_of_fixture("decode_negative", "fixture_decode_negative"),
               testing::HasSubstr("libmoe_fixture_decode_negative.so: get_info gave "
                                  "decode_max_tokens=-1: it must be >= 0 (0 = no decode rule)"));
 }
 
 // ---- the in-tree declaration --------------------------------------------------------------------
 
-// cutlass_mega (bf16 and fp8_block) ranks first for bf16 decode-capacity layers; deepgemm_style
-// (fp8_block only) ranks above it for fp8_block ones, where it is measured faster on the large
-// shapes; at larger capacities both fall back to their plain priorities, below trtllm_style's
-// for cutlass_mega.
-TEST(InTreeDecodeRule, CutlassMegaTakesBf16DecodeLayersAndDeepGemmFp8Ones) {
+// cutlass_mega ranks first for bf16 decode-capacity layers, and for 4-bit ones up to 32 tokens
+// (its limit by format, ABI 1.5: measured faster than trtllm_style there,
+// bench/results/2026-12-05_s43_cutlass_mega_*_grid_h100.md); deepgemm_style (fp8_block only)
+// ranks above it for fp8_block ones, where it is measured faster on the large shapes; at larger
+// capacities both fall back to their plain priorities, below trtllm_style's for cutlass_mega.
+TEST(InTreeDecodeRule, CutlassMegaTakesBf16And4BitDecodeLayersAndDeepGemmFp8Ones) {
   const Registry r = registry_of({build_plugin_dir()});
   const auto mega = r.find("cutlass_mega");
   if (mega == nullptr) GTEST_SKIP() << "cutlass_mega is built only with nvcc and CUTLASS";
@@ -154,17 +126,25 @@ TEST(InTreeDecodeRule, CutlassMegaTakesBf16DecodeLayersAndDeepGemmFp8Ones) {
   EXPECT_EQ(i.priority, 40);
   EXPECT_EQ(i.decode.priority, 70);
   EXPECT_EQ(i.decode.max_tokens, 8);
+  EXPECT_EQ(i.decode.limit(MOE_FORMAT_FP8_BLOCK), 8);
+  EXPECT_EQ(i.decode.limit(MOE_FORMAT_MXFP4), 32);
+  EXPECT_EQ(i.decode.limit(MOE_FORMAT_NVFP4), 32);
   if (const auto t = r.find("trtllm_style")) {
-    EXPECT_GT(i.priority_for(8), t->info().priority_for(8));
-    EXPECT_LT(i.priority_for(9), t->info().priority_for(9));
+    EXPECT_GT(i.priority_for(8, MOE_FORMAT_BF16), t->info().priority_for(8, MOE_FORMAT_BF16));
+    EXPECT_LT(i.priority_for(9, MOE_FORMAT_BF16), t->info().priority_for(9, MOE_FORMAT_BF16));
+    for (moe_format f : {MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4}) {
+      EXPECT_GT(i.priority_for(32, f), t->info().priority_for(32, f)) << format_name(f);
+      EXPECT_LT(i.priority_for(33, f), t->info().priority_for(33, f)) << format_name(f);
+    }
     EXPECT_FALSE(t->info().decode.declared());
   }
   if (const auto d = r.find("deepgemm_style")) {
     EXPECT_EQ(d->info().priority, 60);
     EXPECT_EQ(d->info().decode.priority, 75);
     EXPECT_EQ(d->info().decode.max_tokens, 8);
-    EXPECT_GT(d->info().priority_for(8), i.priority_for(8));
-    EXPECT_GT(d->info().priority_for(9), i.priority_for(9));
+    const moe_format fp8 = MOE_FORMAT_FP8_BLOCK;
+    EXPECT_GT(d->info().priority_for(8, fp8), i.priority_for(8, fp8));
+    EXPECT_GT(d->info().priority_for(9, fp8), i.priority_for(9, fp8));
   }
   for (const char* name : {"reference", "gpu_oracle"}) {
     if (const auto p = r.find(name)) {

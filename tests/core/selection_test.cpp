@@ -179,7 +179,7 @@ TEST(DecodeRule, AnAbi12PluginHasNoRuleAndRanksByItsPriority) {
   ASSERT_NE(old, nullptr) << r.names();
   EXPECT_EQ(old->info().abi_minor, 2u);
   EXPECT_FALSE(old->info().decode.declared());
-  EXPECT_EQ(old->info().priority_for(1), 45);
+  EXPECT_EQ(old->info().priority_for(1, MOE_FORMAT_BF16), 45);
   EXPECT_EQ(select_backend(r, auto_with_max_tokens(8)).plugin->name(), "fixture_decode");
   const Selection above = select_backend(r, auto_with_max_tokens(9), Ask::kEvery);
   EXPECT_EQ(above.plugin->name(), "fixture_abi_v1_2");
@@ -206,6 +206,77 @@ TEST(DecodeRule, PriorityTextNamesTheRuleWhereThereIsOne) {
   EXPECT_EQ(priority_text(r.find("fixture_decode")->info()),
             "priority 40, decode priority 70 for max_tokens <= 8");
   EXPECT_EQ(priority_text(r.find("fixture_steady")->info()), "priority 50");
+}
+
+// ---- decode limits by format (ABI 1.5) ----------------------------------------------------------
+// fixture_decode_by_format: fixture_decode's rule, but up to 32 tokens with mxfp4 weights and none
+// with fp8_block ones.
+
+Config auto_in(moe_format format, int64_t max_tokens) {
+  Config c = config_for("auto", {}, format);
+  c.problem.raw().max_tokens = max_tokens;
+  c.problem.finalize();
+  return c;
+}
+
+Registry by_format_and_steady() {
+  return registry_of({fixture_dir("steady"), fixture_dir("decode_by_format")});
+}
+
+TEST(DecodeByFormat, AutoComparesMaxTokensWithTheProblemsFormatsLimit) {
+  const Registry r = by_format_and_steady();
+  auto winner = [&](moe_format f, int64_t t) {
+    return select_backend(r, auto_in(f, t)).plugin->name();
+  };
+  EXPECT_EQ(winner(MOE_FORMAT_BF16, 8), "fixture_decode_by_format");
+  EXPECT_EQ(winner(MOE_FORMAT_BF16, 9), "fixture_steady");
+  EXPECT_EQ(winner(MOE_FORMAT_MXFP4, 9), "fixture_decode_by_format");
+  EXPECT_EQ(winner(MOE_FORMAT_MXFP4, 32), "fixture_decode_by_format");
+  EXPECT_EQ(winner(MOE_FORMAT_MXFP4, 33), "fixture_steady");
+  EXPECT_EQ(winner(MOE_FORMAT_NVFP4, 16), "fixture_steady");  // decode_max_tokens holds there
+  EXPECT_EQ(winner(MOE_FORMAT_FP8_BLOCK, 1), "fixture_steady");
+}
+
+TEST(DecodeByFormat, SelectNamesTheFormatWhoseLimitCounted) {
+  const Registry r = by_format_and_steady();
+  const Selection at16 = select_backend(r, auto_in(MOE_FORMAT_MXFP4, 16), Ask::kEvery);
+  EXPECT_THAT(at16.rule,
+              testing::StartsWith("auto: highest priority (70, fixture_decode_by_format's decode "
+                                  "priority for mxfp4 at max_tokens <= 32, here 16) among"));
+  const Candidate& c = candidate(at16, "fixture_decode_by_format");
+  EXPECT_TRUE(c.decode_applies);
+  EXPECT_EQ(c.priority, 70);
+  EXPECT_THAT(at16.explain(),
+              testing::HasSubstr("[decode priority for mxfp4 at max_tokens <= 32]"));
+
+  const Selection at64 = select_backend(r, auto_in(MOE_FORMAT_MXFP4, 64), Ask::kEvery);
+  EXPECT_THAT(at64.explain(), testing::HasSubstr("[decode priority 70 only for mxfp4 at "
+                                                 "max_tokens <= 32]"));
+  const Selection fp8 = select_backend(r, auto_in(MOE_FORMAT_FP8_BLOCK, 1), Ask::kEvery);
+  EXPECT_FALSE(candidate(fp8, "fixture_decode_by_format").decode_applies);
+  EXPECT_EQ(candidate(fp8, "fixture_decode_by_format").priority, 40);
+  EXPECT_THAT(fp8.explain(), testing::HasSubstr("[decode priority 70 not for fp8_block weights]"));
+  // bf16 keeps decode_max_tokens' words.
+  const Selection bf16 = select_backend(r, auto_in(MOE_FORMAT_BF16, 4), Ask::kEvery);
+  EXPECT_THAT(bf16.rule, testing::HasSubstr("decode priority for max_tokens <= 8, here 4"));
+}
+
+TEST(DecodeByFormat, AWinnerAboveItsFormatsLimitIsExplained) {
+  // Without fixture_steady the rule-less fixture_works (priority 1) is the only other choice.
+  const Registry r = registry_of({fixture_dir("works"), fixture_dir("decode_by_format")});
+  const Selection s = select_backend(r, auto_in(MOE_FORMAT_FP8_BLOCK, 4));
+  EXPECT_EQ(s.plugin->name(), "fixture_decode_by_format");
+  EXPECT_THAT(s.rule, testing::StartsWith("auto: highest priority (40; fixture_decode_by_format's "
+                                          "decode priority 70 is not for fp8_block weights)"));
+  const Selection m = select_backend(r, auto_in(MOE_FORMAT_MXFP4, 40));
+  EXPECT_THAT(m.rule, testing::HasSubstr("(40; fixture_decode_by_format's decode priority 70 is "
+                                         "for mxfp4 at max_tokens <= 32, not 40)"));
+}
+
+TEST(DecodeByFormat, PriorityTextListsTheFormatsWithLimitsOfTheirOwn) {
+  const Registry r = by_format_and_steady();
+  EXPECT_EQ(priority_text(r.find("fixture_decode_by_format")->info()),
+            "priority 40, decode priority 70 for max_tokens <= 8 (fp8_block: none; mxfp4: <= 32)");
 }
 
 TEST(DecodeRule, ANamedBackendIsChosenWhateverTheRules) {

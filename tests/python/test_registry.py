@@ -33,6 +33,21 @@ def test_a_decode_rule_is_listed_and_ranks_auto_at_decode_capacity(build_dir):
         "fixture_decode")
 
 
+def test_decode_limits_by_format_are_listed_and_rank_auto_in_their_format(build_dir):
+    # test_plugins/decode_by_format: 70 up to 8 tokens, up to 32 with mxfp4 weights (index 4 of
+    # moe_format), none with fp8_block ones (index 2) (ABI 1.5).
+    registry = moe.Registry([build_dir / "test_plugins" / "decode_by_format"])
+    plugin = {p.name: p for p in registry.list()}["fixture_decode_by_format"]
+    limits = plugin.decode_max_tokens_by_format
+    assert limits[4] == 32 and limits[2] == -1
+    assert all(v == 0 for i, v in enumerate(limits) if i not in (2, 4))
+    problem = {"experts": 4, "top_k": 2, "hidden": 64, "intermediate": 32, "max_tokens": 16,
+               "format": "mxfp4"}
+    sel = registry.select({"backend": "auto", "problem": problem})
+    assert sel.backend == "fixture_decode_by_format"
+    assert "decode priority for mxfp4 at max_tokens <= 32, here 16" in sel.rule
+
+
 def test_an_explicit_registry_searches_the_directories_it_is_given(build_dir):
     registry = moe.Registry([build_dir / "plugins"], use_env=False, use_default=False)
     assert "reference" in [p.name for p in registry.list()]

@@ -41,6 +41,15 @@ inline Registry registry_of(std::vector<std::string> dirs) {
   return Registry::discover(o);
 }
 
+// Why discovery skipped fixture `variant`'s library (a registry of that directory alone must keep
+// no plugin `name` and skip exactly one library).
+inline std::string skip_reason_of_fixture(const std::string& variant, const std::string& name) {
+  const Registry r = registry_of({fixture_dir(variant)});
+  EXPECT_EQ(r.find(name), nullptr) << r.names();
+  EXPECT_EQ(r.skipped().size(), 1u) << r.names();
+  return r.skipped().empty() ? std::string() : r.skipped()[0].reason;
+}
+
 // A host tensor's bytes into an existing plugin buffer (device memory for a GPU plugin).
 inline void upload_tensor(const Buffer& b, const HostTensor& t) {
   b.upload(t.raw(), t.bytes());

@@ -5,6 +5,7 @@
 // needed (docs/design.md §2 rule 9).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -29,14 +30,30 @@ struct BuildInfo {
   std::string sdk_version, compiler, cuda_runtime, targets;
 };
 
-// moe_plugin_info's decode rule (ABI 1.3, docs/design.md §2.4): under `backend: auto`, a problem
-// whose max_tokens is at most `max_tokens` ranks the plugin by `priority` instead of its usual one.
+// moe_plugin_info's decode rule (ABI 1.3, by format 1.5; docs/design.md §2.4): under
+// `backend: auto`, a problem whose max_tokens is at most the rule's limit for its weight format
+// ranks the plugin by `priority` instead of its usual one.
 struct DecodeRule {
   int32_t priority = 0;
   int64_t max_tokens = 0;  // 0: no rule (so for every plugin older than ABI 1.3)
-  bool declared() const { return max_tokens > 0; }
-  bool covers(int64_t problem_max_tokens) const {
-    return declared() && problem_max_tokens <= max_tokens;
+  // decode_max_tokens_by_format (ABI 1.5): per moe_format, 0 = max_tokens, > 0 its own limit,
+  // -1 = no rule in that format. All 0 for an older plugin.
+  std::array<int64_t, MOE_DECODE_FORMATS> by_format{};
+
+  // The limit for a problem in `format` (0: no rule there).
+  int64_t limit(int format) const {
+    const int64_t own = format >= 0 && format < MOE_DECODE_FORMATS ? by_format[size_t(format)] : 0;
+    return own == 0 ? max_tokens : own < 0 ? 0 : own;
+  }
+  bool declared() const {
+    if (max_tokens > 0) return true;
+    for (int64_t v : by_format)
+      if (v > 0) return true;
+    return false;
+  }
+  bool covers(int64_t problem_max_tokens, int format) const {
+    const int64_t lim = limit(format);
+    return lim > 0 && problem_max_tokens <= lim;
   }
 };
 
@@ -53,9 +70,9 @@ struct PluginInfo {
 
   bool accumulates() const { return (run_features & MOE_RUN_FEATURE_ACCUMULATE) != 0; }
 
-  // What `backend: auto` ranks it by for a layer of this capacity.
-  int32_t priority_for(int64_t max_tokens) const {
-    return decode.covers(max_tokens) ? decode.priority : priority;
+  // What `backend: auto` ranks it by for a layer of this capacity in this weight format.
+  int32_t priority_for(int64_t max_tokens, int format) const {
+    return decode.covers(max_tokens, format) ? decode.priority : priority;
   }
 };
 

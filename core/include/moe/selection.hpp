@@ -20,6 +20,7 @@ struct Candidate {
   std::string message;
   bool asked = true;  // false: the choice was made before its turn came (`message` says so)
   DecodeRule decode;  // the plugin's decode rule (ABI 1.3), if it declares one
+  int format = -1;    // the problem's weight format: the rule's limit is per format (ABI 1.5)
   bool decode_applies = false;  // the problem's max_tokens is within it: `priority` is its own
 };
 
@@ -43,13 +44,14 @@ std::vector<Candidate> evaluate(const Registry& registry, const moe_problem& pro
 
 // backend: NAME -> that plugin, else the first supporting `fallback`; backend: auto -> the
 // supporting plugin of highest priority for the problem (its decode priority where its decode
-// rule covers the problem's max_tokens; the first found on a tie). Throws CONFIG_ERROR for
+// rule covers the problem's max_tokens in the problem's weight format; the first found on a tie). Throws CONFIG_ERROR for
 // unknown names (listing the available ones) and UNSUPPORTED when nothing fits (with each
 // plugin's reason and who would fit: every plugin is asked then).
 Selection select_backend(const Registry& registry, const Config& config, Ask ask = Ask::kNeeded);
 
-// "priority 40" or "priority 40, decode priority 70 for max_tokens <= 8": what `backend: auto`
-// ranks a plugin by, as `moe list`, `moe describe` and moe_host_describe print it.
+// "priority 40" or "priority 40, decode priority 70 for max_tokens <= 8 (mxfp4, nvfp4: <= 32;
+// fp8_block: none)": what `backend: auto` ranks a plugin by, as `moe list`, `moe describe` and
+// moe_host_describe print it.
 std::string priority_text(const PluginInfo& info);
 
 }  // namespace moe

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
@@ -40,9 +43,10 @@ Candidate unanswered(const Plugin& plugin, const moe_problem& p) {
   const PluginInfo& i = plugin.info();
   Candidate c;
   c.name = plugin.name();
-  c.priority = i.priority_for(p.max_tokens);
+  c.priority = i.priority_for(p.max_tokens, p.format);
   c.decode = i.decode;
-  c.decode_applies = i.decode.covers(p.max_tokens);
+  c.format = p.format;
+  c.decode_applies = i.decode.covers(p.max_tokens, p.format);
   return c;
 }
 
@@ -132,24 +136,45 @@ class Answers {
   std::vector<std::optional<Candidate>> answers_;
 };
 
+// The name of a weight format, for the decode rule's words ("format 9" past the known ones).
+std::string format_words(int format) {
+  if (format >= 0 && format < MOE_FORMAT_COUNT_)
+    return format_name(static_cast<moe_format>(format));
+  return fmt::format("format {}", format);
+}
+
+// "max_tokens <= 8", or "mxfp4 at max_tokens <= 32" where the format has a limit of its own (ABI
+// 1.5): the decode rule's limit in the problem's format, which must have one.
+std::string limit_words(const DecodeRule& rule, int format) {
+  const bool own = format >= 0 && format < MOE_DECODE_FORMATS && rule.by_format[size_t(format)] > 0;
+  return own ? fmt::format("{} at max_tokens <= {}", format_words(format), rule.limit(format))
+             : fmt::format("max_tokens <= {}", rule.limit(format));
+}
+
 // "70, cutlass_mega's decode priority for max_tokens <= 8, here 8": the priority that won under
 // `backend: auto`, and whether the winner's decode rule gave it.
-std::string winning_priority(const PluginInfo& i, int64_t max_tokens) {
+std::string winning_priority(const PluginInfo& i, int64_t max_tokens, int format) {
   if (!i.decode.declared()) return std::to_string(i.priority);
-  if (i.decode.covers(max_tokens))
-    return fmt::format("{}, {}'s decode priority for max_tokens <= {}, here {}", i.decode.priority,
-                       i.name, i.decode.max_tokens, max_tokens);
-  return fmt::format("{}; {}'s decode priority {} is for max_tokens <= {}, not {}", i.priority,
-                     i.name, i.decode.priority, i.decode.max_tokens, max_tokens);
+  if (i.decode.covers(max_tokens, format))
+    return fmt::format("{}, {}'s decode priority for {}, here {}", i.decode.priority, i.name,
+                       limit_words(i.decode, format), max_tokens);
+  if (i.decode.limit(format) == 0)
+    return fmt::format("{}; {}'s decode priority {} is not for {} weights", i.priority, i.name,
+                       i.decode.priority, format_words(format));
+  return fmt::format("{}; {}'s decode priority {} is for {}, not {}", i.priority, i.name,
+                     i.decode.priority, limit_words(i.decode, format), max_tokens);
 }
 
 // The decode rule beside a plugin's answer in `moe select`'s table ("" without one).
 std::string decode_note(const Candidate& c) {
   if (!c.decode.declared()) return "";
   if (c.decode_applies)
-    return fmt::format("  [decode priority for max_tokens <= {}]", c.decode.max_tokens);
-  return fmt::format("  [decode priority {} only for max_tokens <= {}]", c.decode.priority,
-                     c.decode.max_tokens);
+    return fmt::format("  [decode priority for {}]", limit_words(c.decode, c.format));
+  if (c.decode.limit(c.format) == 0)
+    return fmt::format("  [decode priority {} not for {} weights]", c.decode.priority,
+                       format_words(c.format));
+  return fmt::format("  [decode priority {} only for {}]", c.decode.priority,
+                     limit_words(c.decode, c.format));
 }
 
 std::shared_ptr<Plugin> find_or_throw(const Registry& registry, const std::string& name,
@@ -189,15 +214,17 @@ Selection select_backend(const Registry& registry, const Config& config, Ask ask
     // By priority for this problem's max_tokens (a decode rule may raise a plugin's), the first
     // found first on a tie: the first that says yes is the choice.
     const int64_t max_tokens = problem.max_tokens;
+    const int format = problem.format;
     std::vector<std::shared_ptr<Plugin>> order = registry.plugins();
     std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
-      return a->info().priority_for(max_tokens) > b->info().priority_for(max_tokens);
+      return a->info().priority_for(max_tokens, format) >
+             b->info().priority_for(max_tokens, format);
     });
     for (const auto& plugin : order) {
       if (answers.of(*plugin).supported) {
         return chosen(plugin,
                       fmt::format("auto: highest priority ({}) among the plugins that support {}",
-                                  winning_priority(plugin->info(), max_tokens), desc));
+                                  winning_priority(plugin->info(), max_tokens, format), desc));
       }
     }
     std::string reasons;
@@ -239,8 +266,26 @@ std::string Selection::explain() const {
 
 std::string priority_text(const PluginInfo& i) {
   if (!i.decode.declared()) return fmt::format("priority {}", i.priority);
-  return fmt::format("priority {}, decode priority {} for max_tokens <= {}", i.priority,
-                     i.decode.priority, i.decode.max_tokens);
+  std::string out = fmt::format("priority {}, decode priority {}", i.priority, i.decode.priority);
+  out += i.decode.max_tokens > 0 ? fmt::format(" for max_tokens <= {}", i.decode.max_tokens)
+                                 : std::string(" only in the formats below");
+  // The formats with limits of their own, grouped by limit in the order they first appear:
+  // " (mxfp4, nvfp4: <= 32; fp8_block: none)".
+  std::vector<std::pair<int64_t, std::string>> groups;
+  for (int f = 0; f < MOE_DECODE_FORMATS; ++f) {
+    const int64_t v = i.decode.by_format[size_t(f)];
+    if (v == 0) continue;
+    auto g =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == v; });
+    if (g == groups.end())
+      groups.emplace_back(v, format_words(f));
+    else
+      g->second += ", " + format_words(f);
+  }
+  std::string own;
+  for (const auto& [v, names] : groups)
+    own += (own.empty() ? "" : "; ") + names + ": " + (v > 0 ? fmt::format("<= {}", v) : "none");
+  return own.empty() ? out : out + " (" + own + ")";
 }
 
 }  // namespace moe

@@ -31,7 +31,7 @@ void keep_loaded(boost::dll::shared_library&& lib) {
 }
 
 PluginInfo read_info(const fs::path& path, const moe_plugin_api* api) {
-  moe_plugin_info raw{};  // zeros: what a plugin older than 1.3 leaves of the decode rule (none)
+  moe_plugin_info raw{};  // zeros: what a plugin older than 1.3 (1.5) leaves of the decode rule
   raw.struct_size = sizeof(raw);
   const std::string where = path.string();
   const moe_status st = detail::guarded(where, "get_info", [&] { return api->get_info(&raw); });
@@ -55,7 +55,18 @@ PluginInfo read_info(const fs::path& path, const moe_plugin_api* api) {
   MOE_CHECK(raw.decode_max_tokens >= 0, MOE_STATUS_INVALID_ARGUMENT,
             "{}: get_info gave decode_max_tokens={}: it must be >= 0 (0 = no decode rule)", where,
             raw.decode_max_tokens);
-  info.decode = DecodeRule{raw.decode_priority, raw.decode_max_tokens};
+  info.decode = DecodeRule{raw.decode_priority, raw.decode_max_tokens, {}};
+  // 1.5: past a 1.4 struct's end; a 1.4 plugin writes nothing there and leaves the zeros.
+  if (info.abi_minor >= 5) {
+    for (int f = 0; f < MOE_DECODE_FORMATS; ++f) {
+      const int64_t v = raw.decode_max_tokens_by_format[f];
+      MOE_CHECK(v >= -1, MOE_STATUS_INVALID_ARGUMENT,
+                "{}: get_info gave decode_max_tokens_by_format[{}]={}: it must be >= -1 (0 = "
+                "decode_max_tokens, -1 = no decode rule in that format)",
+                where, f, v);
+      info.decode.by_format[size_t(f)] = v;
+    }
+  }
   info.memory = static_cast<moe_memory>(raw.memory);
   MOE_CHECK(info.memory == MOE_MEMORY_HOST || info.memory == MOE_MEMORY_CUDA_DEVICE,
             MOE_STATUS_INVALID_ARGUMENT, "{}: unknown memory kind {}", path.string(), raw.memory);

@@ -12,6 +12,7 @@ nlohmann::json info_to_json(const PluginInfo& info) {
                       {"priority", info.priority},
                       {"decode_priority", info.decode.priority},
                       {"decode_max_tokens", info.decode.max_tokens},
+                      {"decode_max_tokens_by_format", info.decode.by_format},
                       {"memory", static_cast<int32_t>(info.memory)},
                       {"format_mask", info.format_mask},
                       {"activation_mask", info.activation_mask},
@@ -38,6 +39,8 @@ PluginInfo info_from_json(const nlohmann::json& j) {
   info.priority = j.at("priority").get<int32_t>();
   info.decode.priority = j.at("decode_priority").get<int32_t>();
   info.decode.max_tokens = j.at("decode_max_tokens").get<int64_t>();
+  info.decode.by_format =
+      j.at("decode_max_tokens_by_format").get<decltype(info.decode.by_format)>();
   info.memory = static_cast<moe_memory>(j.at("memory").get<int32_t>());
   info.format_mask = j.at("format_mask").get<uint32_t>();
   info.activation_mask = j.at("activation_mask").get<uint32_t>();

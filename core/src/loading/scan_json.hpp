@@ -1,7 +1,7 @@
 // What the plugin scanner (core/scanner) tells the core about one library, as JSON on its stdout,
 // and how a PluginInfo is kept in the scan cache. One object per scan:
-//   {"protocol": 4, "abi": [1, 4], "ok": true, "info": {"name": ..., "abi_major": 1, ...}}
-//   {"protocol": 4, "abi": [1, 4], "ok": false, "status": 7, "error": "<path>: <why>"}
+//   {"protocol": 5, "abi": [1, 5], "ok": true, "info": {"name": ..., "abi_major": 1, ...}}
+//   {"protocol": 5, "abi": [1, 5], "ok": false, "status": 7, "error": "<path>: <why>"}
 // The info is everything the registry keeps of a library it has not loaded (registry.hpp): what
 // `moe list`, `describe` and selection read without loading it.
 #pragma once
@@ -17,7 +17,8 @@ namespace moe::detail {
 // 2: the info carries the table's ABI version (abi_major, abi_minor).
 // 3: and the decode rule (decode_priority, decode_max_tokens; ABI 1.3).
 // 4: and the run features (run_features; ABI 1.4).
-inline constexpr int kScanProtocol = 4;
+// 5: and the decode rule's limits by format (decode_max_tokens_by_format; ABI 1.5).
+inline constexpr int kScanProtocol = 5;
 
 // j.dump(indent), but text that is not valid UTF-8 (a Latin-1 description, a message cut in the
 // middle of a character) comes out with U+FFFD in its place: plain dump() throws there (error 316),

@@ -42,7 +42,7 @@ extern "C" {
 #endif
 
 #define MOE_ABI_VERSION_MAJOR 1
-#define MOE_ABI_VERSION_MINOR 4
+#define MOE_ABI_VERSION_MINOR 5
 /* 1.1: benchmark() appended to the function table.
  * 1.2: typed extension chains (moe_extension), an ext chain and shutdown() appended to the function
  *      table, moe_support.routes, moe_build_info; the *_COUNT_ enumerators left the enums. Binary
@@ -51,7 +51,8 @@ extern "C" {
  * 1.3: moe_plugin_info.decode_max_tokens and decode_priority: a priority of its own for layers of
  *      small max_tokens under `backend: auto`.
  * 1.4: moe_run_args.accumulate (the layer's result added into the output) and
- *      moe_plugin_info.run_features, where a plugin declares that it honours it. */
+ *      moe_plugin_info.run_features, where a plugin declares that it honours it.
+ * 1.5: moe_plugin_info.decode_max_tokens_by_format: the decode rule's limit per weight format. */
 
 /* The one symbol a plugin exports (extern "C", default visibility). */
 #define MOE_PLUGIN_ENTRY_SYMBOL "moe_plugin_get_api"
@@ -346,6 +347,9 @@ typedef struct moe_host_api {
 
 #define MOE_HOST_API_MIN_SIZE (offsetof(moe_host_api, log_level) + sizeof(int32_t))
 
+/* moe_plugin_info.decode_max_tokens_by_format's entries (ABI 1.5): one per bit of format_mask. */
+#define MOE_DECODE_FORMATS 32
+
 /* Static description of a plugin. Strings are owned by the plugin and live while it is loaded. */
 typedef struct moe_plugin_info {
   size_t struct_size; /* in: caller's size; out fields written only where they fit */
@@ -373,6 +377,14 @@ typedef struct moe_plugin_info {
    * says ABI >= 1.4, and asks any other plugin for none of the features (an older plugin never
    * reads the fields that ask). */
   uint32_t run_features;
+  /* ---- ABI 1.5 ---- */
+  /* out: the decode rule's limit per weight format, indexed by moe_format (format_mask's bits): a
+   * problem in format f compares its max_tokens with decode_max_tokens_by_format[f] where that is
+   * nonzero, with decode_max_tokens where it is 0; -1 = no decode rule in format f. So a kernel
+   * that wins up to larger batches in one format than in another says so (decode_priority is
+   * shared). Below -1 is refused by the core. Callers preset every entry to 0: an older plugin
+   * leaves them, meaning decode_max_tokens in every format. */
+  int64_t decode_max_tokens_by_format[MOE_DECODE_FORMATS];
 } moe_plugin_info;
 
 /* run() honours moe_run_args.accumulate. */

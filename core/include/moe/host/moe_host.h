@@ -31,17 +31,18 @@ extern "C" {
 #endif
 
 #define MOE_HOST_VERSION_MAJOR 1
-#define MOE_HOST_VERSION_MINOR                                           \
-  7 /* 1.1: moe_host_problem_parse, moe_host_problem_format;             \
-      1.2: moe_host_layer_prepare_checkpoint, the router fields of       \
-      moe_host_layer_info;                                               \
-      1.3: weights in device memory (moe_host_prepare_args.weights_*     \
-      fields), expert parallelism over the caller's NCCL communicator    \
-      (moe_host_ep_*);                                                   \
-      1.4: the decode rule in moe_host_plugin_info (ABI 1.3);            \
-      1.5: the device EP step (moe_host_ep_device_step_*);               \
-      1.6: ragged device EP steps (moe_host_ep_device_step_args.ragged); \
-      1.7: chunked device EP steps (moe_host_ep_device_step_args.chunks) */
+#define MOE_HOST_VERSION_MINOR                                            \
+  8 /* 1.1: moe_host_problem_parse, moe_host_problem_format;              \
+      1.2: moe_host_layer_prepare_checkpoint, the router fields of        \
+      moe_host_layer_info;                                                \
+      1.3: weights in device memory (moe_host_prepare_args.weights_*      \
+      fields), expert parallelism over the caller's NCCL communicator     \
+      (moe_host_ep_*);                                                    \
+      1.4: the decode rule in moe_host_plugin_info (ABI 1.3);             \
+      1.5: the device EP step (moe_host_ep_device_step_*);                \
+      1.6: ragged device EP steps (moe_host_ep_device_step_args.ragged);  \
+      1.7: chunked device EP steps (moe_host_ep_device_step_args.chunks); \
+      1.8: the decode rule's limits by format (ABI 1.5) */
 
 #if defined(_WIN32)
 #define MOE_HOST_EXPORT __declspec(dllexport)
@@ -150,6 +151,10 @@ typedef struct moe_host_plugin_info {
    * priority; decode_max_tokens 0 = no rule (so for every plugin older than ABI 1.3). */
   int64_t decode_max_tokens; /* out (first: it starts past a 1.3 struct's tail padding) */
   int32_t decode_priority;   /* out */
+  /* Since 1.8: the rule's limit by weight format (moe_plugin_info, ABI 1.5), indexed by
+   * moe_format: where nonzero it replaces decode_max_tokens for problems in that format, -1 = no
+   * rule there; all 0 for a plugin older than ABI 1.5. */
+  int64_t decode_max_tokens_by_format[MOE_DECODE_FORMATS]; /* out */
 } moe_host_plugin_info;
 
 #define MOE_HOST_PLUGIN_INFO_MIN_SIZE \

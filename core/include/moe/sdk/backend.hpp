@@ -35,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "moe/abi/moe_abi.h"
@@ -68,6 +69,10 @@ struct BackendInfo {
   // by decode_priority instead (a kernel that wins only on small batches). 0: no rule.
   int32_t decode_priority = 0;
   int64_t decode_max_tokens = 0;
+  // The rule's limit in some formats instead of decode_max_tokens (ABI 1.5): {format, limit}, the
+  // limit > 0, or -1 for no decode rule in that format (a kernel that wins up to larger batches on
+  // 4-bit weights than on bf16 ones, or not at all on fp8_block).
+  std::vector<std::pair<moe_format, int64_t>> decode_max_tokens_by_format = {};
   // run() honours moe_run_args.accumulate (ABI 1.4; read it with sdk::run_accumulates): the output
   // gains the layer's result instead of being overwritten. Without it the SDK refuses such runs.
   bool accumulates = false;

@@ -217,9 +217,21 @@ struct Entries {
       info.aliases = i.aliases.empty() ? nullptr : i.aliases.data();
       info.num_aliases = static_cast<int32_t>(i.aliases.size());
       info.priority = i.priority;
-      // 1.3: an older caller's shorter struct gets neither (write_struct writes what fits).
+      // 1.3 and 1.5: an older caller's shorter struct gets none (write_struct writes what fits).
       info.decode_priority = i.decode_priority;
       info.decode_max_tokens = i.decode_max_tokens;
+      for (const auto& [format, limit] : i.decode_max_tokens_by_format) {  // 1.5
+        MOE_CHECK(format >= 0 && format < MOE_DECODE_FORMATS, MOE_STATUS_INTERNAL,
+                  "plugin '{}' declares a decode limit for format {}: formats are 0..{}", i.name,
+                  int(format), MOE_DECODE_FORMATS - 1);
+        MOE_CHECK(limit > 0 || limit == -1, MOE_STATUS_INTERNAL,
+                  "plugin '{}' declares decode_max_tokens_by_format {}={}: it must be > 0, or -1 "
+                  "for no decode rule in that format",
+                  i.name, int(format), limit);
+        MOE_CHECK(info.decode_max_tokens_by_format[format] == 0, MOE_STATUS_INTERNAL,
+                  "plugin '{}' declares format {}'s decode limit twice", i.name, int(format));
+        info.decode_max_tokens_by_format[format] = limit;
+      }
       info.run_features = i.accumulates ? MOE_RUN_FEATURE_ACCUMULATE : 0u;  // 1.4
       if constexpr (HasMemory<B>)
         info.memory = B::Memory::kind;
