@@ -44,9 +44,9 @@ std::vector<Candidate> evaluate(const Registry& registry, const moe_problem& pro
 
 // backend: NAME -> that plugin, else the first supporting `fallback`; backend: auto -> the
 // supporting plugin of highest priority for the problem (its decode priority where its decode
-// rule covers the problem's max_tokens in the problem's weight format; the first found on a tie). Throws CONFIG_ERROR for
-// unknown names (listing the available ones) and UNSUPPORTED when nothing fits (with each
-// plugin's reason and who would fit: every plugin is asked then).
+// rule covers the problem's max_tokens in the problem's weight format; the first found on a tie).
+// Throws CONFIG_ERROR for unknown names (listing the available ones) and UNSUPPORTED when nothing
+// fits (with each plugin's reason and who would fit: every plugin is asked then).
 Selection select_backend(const Registry& registry, const Config& config, Ask ask = Ask::kNeeded);
 
 // "priority 40" or "priority 40, decode priority 70 for max_tokens <= 8 (mxfp4, nvfp4: <= 32;
