@@ -47,7 +47,13 @@ enum WeightKind : int {
   // bf16's default where H and I allow: two prepared 16 KB chunks a stage (128 K, 32 KB by one
   // bulk copy; the chunks of kernels/chunk_layout.hpp, adjacent), 3 stages (0.89-1.0x the time
   // of kBf16W's TMA tiles; bench/NOTES.md, session 42).
-  kBf16x2W = 9
+  kBf16x2W = 9,
+  // fp8_block with f16 tokens, two 16 KB e4m3 tiles a stage (256 K: two scale blocks, each
+  // promoted as a one-tile stage's; four TMA boxes, or with MOE_MEGA_CHUNKS=1 two adjacent
+  // prepared chunks by one bulk copy), 32-slot items and 3 stages (96 KB of weights in flight
+  // where kFp8F16W keeps 64): MOE_MEGA_FP8_STAGE=256 at prepare, a measurement (bench/NOTES.md,
+  // session 43).
+  kFp8F16x2W = 10
 };
 template <int W>
 constexpr bool kIsBf16 = W == kBf16W || W == kBf16x2W;
@@ -57,15 +63,19 @@ template <int W>
 constexpr bool kIsMx = W == kMxfp4W || W == kMxfp4x2W || W == kMxfp4x4W;
 template <int W>
 constexpr bool kIsFp4 = kIsNv<W> || kIsMx<W>;
-template <int W>  // chunks a ring stage holds (4-bit: 128 K each; bf16: 64 K each; e4m3: one)
-constexpr int kChunksPerStage = W == kMxfp4x4W || W == kNvfp4x4W                    ? 4
-                                : W == kMxfp4x2W || W == kNvfp4x2W || W == kBf16x2W ? 2
-                                                                                    : 1;
-// Instances that read prepared chunks only (no tensor maps): 4-bit, and bf16 two chunks a stage.
+template <int W>  // chunks a ring stage holds (4-bit: 128 K each; bf16: 64 K each; e4m3: 128 K)
+constexpr int kChunksPerStage =
+    W == kMxfp4x4W || W == kNvfp4x4W                                       ? 4
+    : W == kMxfp4x2W || W == kNvfp4x2W || W == kBf16x2W || W == kFp8F16x2W ? 2
+                                                                           : 1;
+// Instances that read prepared chunks only (no tensor maps): 4-bit, and bf16 two chunks a stage
+// (e4m3 two chunks a stage read either: four TMA boxes, or MOE_MEGA_CHUNKS=1's chunks).
 template <int W>
 constexpr bool kChunksOnly = kIsFp4<W> || W == kBf16x2W;
 template <int W>
-constexpr bool kIsFp8 = W == kFp8W || W == kFp8F16W;
+constexpr bool kIsFp8 = W == kFp8W || W == kFp8F16W || W == kFp8F16x2W;
+template <int W>  // fp8_block whose activation codes are kept as their f16 values
+constexpr bool kF16Tokens = W == kFp8F16W || W == kFp8F16x2W;
 
 // e4m3 activations on 4-bit weights (Params::act_quant; docs/design.md §13 item 7), quantised
 // inside the launch by the problem's input_format: none (bf16); mxfp8 (per token per 32 channels,
@@ -80,10 +90,10 @@ constexpr int kMxBlock = 32;  // mxfp8: channels per scale
 // token columns for stages: 32 columns and 9 stages keep ~78 KB of weights in flight per SM, as
 // bf16's 5 stages of 16 KB do (Little's law at the stream's loaded latency; bench/NOTES.md).
 template <int W>
-constexpr int kTok = kIsFp4<W> ? 32 : 64;
+constexpr int kTok = kIsFp4<W> || W == kFp8F16x2W ? 32 : 64;
 template <int W>  // f16 tokens, double 4-bit chunks: 4 stages (their token rows are twice as wide)
 constexpr int kStages = kChunksPerStage<W> == 4                             ? 2
-                        : W == kBf16x2W                                     ? 3
+                        : W == kBf16x2W || W == kFp8F16x2W                  ? 3
                         : W == kFp8F16W || W == kMxfp4x2W || W == kNvfp4x2W ? 4
                         : kIsFp4<W>                                         ? 9
                                                                             : 5;
@@ -100,7 +110,7 @@ constexpr int kStageK = (kIsBf16<W> ? kRowBytes / 2 : kRowBytes) * kChunksPerSta
 template <int W>
 constexpr int kTokRowBytes = W == kFp8W ? kRowBytes : 2 * kStageK<W>;
 template <int W>
-constexpr int kTokLd = kTokRowBytes<W> + (W == kFp8F16W ? 32 : 16);
+constexpr int kTokLd = kTokRowBytes<W> + (kF16Tokens<W> ? 32 : 16);
 // fp4: a stage's chunk is 128 rows x 64 code bytes, then 4 (mx) or 8 (nv) scale bytes a row.
 constexpr int kFp4CodeBytes = kRows * kStageK<kMxfp4W> / 2;
 template <int W>
@@ -129,7 +139,8 @@ static_assert(kChunkBytesOf<kNvfp4W> <= kWeightBytes<kNvfp4W> &&
 template <int W>
 constexpr size_t kTileBytes = size_t(kRows) * kTileLd<W> * 4;
 static_assert(size_t(kMaxKBlocks) * (kTok<kFp8W> + 2) * 4 <= kTileBytes<kFp8W> &&
-                  size_t(kMaxKBlocks) * (kTok<kFp8F16W> + 2) * 4 <= kTileBytes<kFp8F16W>,
+                  size_t(kMaxKBlocks) * (kTok<kFp8F16W> + 2) * 4 <= kTileBytes<kFp8F16W> &&
+                  size_t(kMaxKBlocks) * (kTok<kFp8F16x2W> + 2) * 4 <= kTileBytes<kFp8F16x2W>,
               "scales fit the tile");
 constexpr size_t kScheduleBytes = kMaxSlots * (2 + 2)  // slot token, slot position (int16)
                                   + (kWarps + 4) * kMaxExperts * 4 + 16;  // per-warp counts, tables

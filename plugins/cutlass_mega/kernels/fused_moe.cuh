@@ -114,7 +114,7 @@ static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> && kFitsShar
               kFitsSharedMemory<kNvfp4W> && kFitsSharedMemory<kFp8F16W> &&
               kFitsSharedMemory<kMxfp4x2W> && kFitsSharedMemory<kNvfp4x2W> &&
               kFitsSharedMemory<kMxfp4x4W> && kFitsSharedMemory<kNvfp4x4W> &&
-              kFitsSharedMemory<kBf16x2W>);
+              kFitsSharedMemory<kBf16x2W> && kFitsSharedMemory<kFp8F16x2W>);
 
 template <int W>
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {
@@ -123,8 +123,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // before this wait (a no-op in an ordinary launch).
   gpu::kernels::enter_dependent_grid();
   constexpr bool kFp8 = kIsFp8<W>, kFp4 = kIsFp4<W>;
-  // fp8_block's activation codes in the workspace: e4m3 bytes, or their f16 values (kFp8F16W).
-  using Code = std::conditional_t<W == kFp8F16W, uint16_t, uint8_t>;
+  // fp8_block's activation codes in the workspace: e4m3 bytes, or their f16 values (kF16Tokens).
+  using Code = std::conditional_t<kF16Tokens<W>, uint16_t, uint8_t>;
   Code* const xq = reinterpret_cast<Code*>(p.xq);
   Code* const iq = reinterpret_cast<Code*>(p.iq);
   extern __shared__ uint8_t smem_raw[];
@@ -261,29 +261,38 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       weight_scales[idx] = idx < k_blocks ? w0[idx] : w1[idx - k_blocks];
     consumers_sync();
   };
-  // Consumers: wait for stage ks of the item, multiply, release it (fp8_block: promote the
-  // stage's products with the weight block's and each token's scale).
+  // Consumers: wait for stage ks of the item, multiply, release it (fp8_block: promote each of
+  // the stage's chunks' products, one 128-deep scale block each, with the weight block's and each
+  // token's scale; k_blocks: the item's scale blocks along K, kChunksPerStage a stage).
   auto consume = [&](int m, int ks, int k_blocks) {
     cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
     if constexpr (kFp8) {
-      float part[kTok<W> / 8][4];
-      zero(part);
-      if constexpr (W == kFp8F16W)
-        mma_stage_f16_tokens<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, part);
-      else
-        mma_stage_pairs<W>(weight_tile<W>(ring, stage), token_tile<W>(ring, stage), m, part);
-      __syncwarp();
-      if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
-      const float ws = weight_scales[(warp / 4) * k_blocks + ks];
 #pragma unroll
-      for (int nt = 0; nt < kTok<W> / 8; ++nt) {
-        if (nt * 8 >= m) break;
-        const float t0 = ws * token_scales[ks * kTok<W> + nt * 8 + 2 * q];
-        const float t1 = ws * token_scales[ks * kTok<W> + nt * 8 + 2 * q + 1];
-        acc[nt][0] = fmaf(part[nt][0], t0, acc[nt][0]);
-        acc[nt][1] = fmaf(part[nt][1], t1, acc[nt][1]);
-        acc[nt][2] = fmaf(part[nt][2], t0, acc[nt][2]);
-        acc[nt][3] = fmaf(part[nt][3], t1, acc[nt][3]);
+      for (int c = 0; c < kChunksPerStage<W>; ++c) {
+        float part[kTok<W> / 8][4];
+        zero(part);
+        const uint8_t* w = weight_tile<W>(ring, stage) + c * kRows * kRowBytes;
+        const uint8_t* x = token_tile<W>(ring, stage) + c * (kTokRowBytes<W> / kChunksPerStage<W>);
+        if constexpr (kF16Tokens<W>)
+          mma_stage_f16_tokens<W>(w, x, m, part);
+        else
+          mma_stage_pairs<W>(w, x, m, part);
+        if (c == kChunksPerStage<W> - 1) {
+          __syncwarp();
+          if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
+        }
+        const int kb = ks * kChunksPerStage<W> + c;
+        const float ws = weight_scales[(warp / 4) * k_blocks + kb];
+#pragma unroll
+        for (int nt = 0; nt < kTok<W> / 8; ++nt) {
+          if (nt * 8 >= m) break;
+          const float t0 = ws * token_scales[kb * kTok<W> + nt * 8 + 2 * q];
+          const float t1 = ws * token_scales[kb * kTok<W> + nt * 8 + 2 * q + 1];
+          acc[nt][0] = fmaf(part[nt][0], t0, acc[nt][0]);
+          acc[nt][1] = fmaf(part[nt][1], t1, acc[nt][1]);
+          acc[nt][2] = fmaf(part[nt][2], t0, acc[nt][2]);
+          acc[nt][3] = fmaf(part[nt][3], t1, acc[nt][3]);
+        }
       }
     } else {
       with_n_tiles<kTok<W> / 8>(m, [&](auto nt) {
@@ -323,6 +332,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   const int cols1 = gated ? kRows / 2 : kRows;  // intermediate columns per GEMM1 item
   const int slices1 = int(I / cols1), steps1 = int(H / kStageK<W>);
   const int slices2 = int(H / kRows), steps2 = int(I / kStageK<W>);
+  // fp8_block: scale blocks along each GEMM's K (kChunksPerStage<W> a stage).
+  [[maybe_unused]] const int k_blocks1 = int(H / kScaleBlock), k_blocks2 = int(I / kScaleBlock);
   auto rows1 = [&](const Item& it, int& row0, int& row1) {
     const int base = it.expert * p.n1;
     row0 = gated ? base + it.slice * 64 : base + it.slice * kRows;
@@ -459,17 +470,17 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       }
       if constexpr (kFp8) {
         // w13's rows are [E * n1] with n1 % 128 == 0, so row r's scale row is r / 128.
-        const float* s0 = p.s13 + (int64_t(row0) / kScaleBlock) * steps;
-        const float* s1 = p.s13 + (int64_t(row1) / kScaleBlock) * steps;
+        const float* s0 = p.s13 + (int64_t(row0) / kScaleBlock) * k_blocks1;
+        const float* s1 = p.s13 + (int64_t(row1) / kScaleBlock) * k_blocks1;
         load_scales(
-            it.m, steps,
+            it.m, k_blocks1,
             [&](int n, int kb) {
-              return __ldcg(p.xs + int64_t(s.slot_token[it.first + n]) * steps + kb);
+              return __ldcg(p.xs + int64_t(s.slot_token[it.first + n]) * k_blocks1 + kb);
             },
             s0, s1);
       }
       zero(acc);
-      for (int ks = 0; ks < steps; ++ks) consume(it.m, ks, steps);
+      for (int ks = 0; ks < steps; ++ks) consume(it.m, ks, k_blocks1);
       // Rows to the tile, then the activation per (column, token) into the intermediate.
       acc_to_tile(fp4_mul(p.g13, it.expert) * act_mul1());
       // The expert's bias rows (b13 [E, n1]): gate or relu2 row slice * cols + c, up row I + that.
@@ -547,14 +558,14 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         continue;
       }
       if constexpr (kFp8) {
-        const float* s0 = p.s2 + (int64_t(row0) / kScaleBlock) * steps;
+        const float* s0 = p.s2 + (int64_t(row0) / kScaleBlock) * k_blocks2;
         load_scales(
-            it.m, steps,
-            [&](int n, int kb) { return __ldcg(p.is + int64_t(it.first + n) * steps + kb); }, s0,
-            s0);
+            it.m, k_blocks2,
+            [&](int n, int kb) { return __ldcg(p.is + int64_t(it.first + n) * k_blocks2 + kb); },
+            s0, s0);
       }
       zero(acc);
-      for (int ks = ks0; ks < ks1; ++ks) consume(it.m, ks, steps);
+      for (int ks = ks0; ks < ks1; ++ks) consume(it.m, ks, k_blocks2);
       // Through the tile so that each slot's 128 results go out as contiguous rows.
       acc_to_tile(fp4_mul(p.g2, it.expert) * act_mul2(it.expert));
       float* y = p.y + part * part_stride;

@@ -44,6 +44,8 @@ auto with_instance(Kind kind, F&& f) {
       return f(std::integral_constant<int, kernels::kNvfp4x4W>{});
     case Kind::kBf16x2:
       return f(std::integral_constant<int, kernels::kBf16x2W>{});
+    case Kind::kFp8BlockF16x2:
+      return f(std::integral_constant<int, kernels::kFp8F16x2W>{});
     default:
       return f(std::integral_constant<int, kernels::kBf16W>{});
   }
@@ -91,6 +93,8 @@ static_assert(kernels::kChunkBytesOf<kernels::kBf16W> == kernels::kChunkBytes &&
               kernels::kChunkRowBytes == kernels::kRowBytes);
 // Two bf16 chunks a stage: two adjacent chunks of the layout (a K stage of 128 elements is chunks
 // 2k and 2k + 1 of the item), by one bulk copy; tokens as wide.
+static_assert(kernels::kChunkBytesOf<kernels::kFp8F16x2W> == 2 * kernels::kChunkBytes &&
+              kernels::kStageK<kernels::kFp8F16x2W> == 2 * kernels::kScaleBlock);
 static_assert(kernels::kChunkBytesOf<kernels::kBf16x2W> == 2 * kernels::kChunkBytes &&
               kernels::kStageK<kernels::kBf16x2W> == 2 * kernels::kStageK<kernels::kBf16W> &&
               kernels::kTok<kernels::kBf16x2W> == kernels::kTok<kernels::kBf16W>);
@@ -111,7 +115,7 @@ const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13
 
 KernelLimits kernel_limits(Kind kind) {
   using namespace kernels;
-  const int tok = is_fp4(kind) ? kTok<kMxfp4W> : kTok<kBf16W>;
+  const int tok = with_instance(kind, [](auto w) { return kTok<decltype(w)::value>; });
   return {kMaxSlots, kMaxExperts, tok, kRows, kScaleBlock, kMaxKBlocks, kMaxVirtual};
 }
 

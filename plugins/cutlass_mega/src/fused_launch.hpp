@@ -23,8 +23,13 @@ enum class Kind : int {
   kNvfp4x2 = 6,
   kMxfp4x4 = 7,  // four chunks a stage (batches of 8 slots an expert and more)
   kNvfp4x4 = 8,
-  kBf16x2 = 9  // bf16, two prepared chunks a stage (the default where H and I allow)
+  kBf16x2 = 9,         // bf16, two prepared chunks a stage (the default where H and I allow)
+  kFp8BlockF16x2 = 10  // fp8_block on f16 codes, two prepared chunks a stage (a measurement)
 };
+// fp8_block instances whose activation codes are kept as their f16 values (2 bytes a code).
+constexpr bool has_f16_codes(Kind k) {
+  return k == Kind::kFp8BlockF16 || k == Kind::kFp8BlockF16x2;
+}
 constexpr bool is_fp4(Kind k) {
   return k == Kind::kMxfp4 || k == Kind::kNvfp4 || k == Kind::kMxfp4x2 || k == Kind::kNvfp4x2 ||
          k == Kind::kMxfp4x4 || k == Kind::kNvfp4x4;

@@ -297,6 +297,12 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   // kFp8F16W): 0.95-0.97x the time of e4m3 codes at every point measured (H100, session 41,
   // bench/NOTES.md); MOE_MEGA_FP8_TOKENS=e4m3 at prepare takes the e4m3 instance (a measurement).
   if (fp8_ && !env_is("MOE_MEGA_FP8_TOKENS", "e4m3")) kind_ = detail::Kind::kFp8BlockF16;
+  // MOE_MEGA_FP8_STAGE=256 at prepare (a measurement): two 16 KB e4m3 tiles a stage
+  // (kernels/config.cuh kFp8F16x2W: 32-slot items, 3 stages; by TMA, or as prepared chunks with
+  // MOE_MEGA_CHUNKS=1), where both GEMMs' K hold whole pairs.
+  if (kind_ == detail::Kind::kFp8BlockF16 && whole_stages(p, 256) &&
+      env_is("MOE_MEGA_FP8_STAGE", "256"))
+    kind_ = detail::Kind::kFp8BlockF16x2;
   // 4-bit weights two prepared chunks a ring stage (kernels/config.cuh kMxfp4x2W, kNvfp4x2W),
   // where both GEMMs' K hold whole pairs of chunks: mxfp4 0.71-0.91x the time of one chunk a
   // stage (H100, session 41), nvfp4 0.83-0.95x (session 42); MOE_MEGA_FP4_STAGE=128 at prepare
@@ -444,8 +450,8 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
   const detail::KernelLimits lim = detail::kernel_limits(kind_of(p));
   const int64_t slots = tokens * slots_per_token(p), b = lim.scale_block;
   ws.y = c.take<float>(size_t(result_bytes(p, tokens) / 4));
-  if (fp8_) {  // codes: e4m3 bytes, or their f16 values (kFp8BlockF16)
-    const size_t code = kind_ == detail::Kind::kFp8BlockF16 ? 2 : 1;
+  if (fp8_) {  // codes: e4m3 bytes, or their f16 values (kFp8BlockF16, kFp8BlockF16x2)
+    const size_t code = detail::has_f16_codes(kind_) ? 2 : 1;
     ws.xq = c.take<uint8_t>(size_t(tokens * p.hidden) * code);
     ws.xs = c.take<float>(size_t(tokens * (p.hidden / b)));
     ws.inter32 = c.take<float>(size_t(slots * p.intermediate));

@@ -373,24 +373,31 @@ TEST_F(MegaLayer, ADependentLaunchGivesTheOrdinaryLaunchsBitsEagerAndReplayed) {
 }
 
 // Stages of several prepared chunks at every batch: two 4-bit chunks (MOE_MEGA_FP4_STAGE=256), four
-// (MOE_MEGA_FP4_STAGE=512; token rows of 1 KB, copied in two passes), and two bf16 chunks (the
-// default where H and I are multiples of 128: 32 KB stages),
-// where GEMM2 splits along K (I = 1024 at one token): against the reference, the same bits run
-// after run; the layer's timeline shows the instance that ran (its K step and stage bytes), not
-// a fallback. mxfp4 and nvfp4, and bf16.
+// (MOE_MEGA_FP4_STAGE=512; token rows of 1 KB, copied in two passes), two bf16 chunks (the
+// default where H and I are multiples of 128: 32 KB stages) and two e4m3 tiles
+// (MOE_MEGA_FP8_STAGE=256: two scale blocks a stage, 32-slot items; by TMA, and as prepared chunks
+// with MOE_MEGA_CHUNKS=1), where GEMM2 splits along K
+// (I = 1024 at one token): against the reference, the same bits run after run; the layer's
+// timeline shows the instance that ran (its K step and stage bytes), not a fallback.
 TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
   struct Setup {
     moe_format format;
     int chunks;
-    const char* variable;  // the switch that takes the instance (none: the default)
-    const char* value;
+    EnvVars vars;  // the switches that take the instance (none: the default)
     int chunk_bytes, chunk_k;
   };
-  for (const Setup& c : {Setup{kMx, 2, "MOE_MEGA_FP4_STAGE", "256", 8704, 128},
-                         Setup{kMx, 4, "MOE_MEGA_FP4_STAGE", "512", 8704, 128},
-                         Setup{kNv, 2, "MOE_MEGA_FP4_STAGE", "256", 9216, 128},
-                         Setup{kNv, 4, "MOE_MEGA_FP4_STAGE", "512", 9216, 128},
-                         Setup{MOE_FORMAT_BF16, 2, nullptr, nullptr, 16384, 64}}) {
+  for (const Setup& c :
+       {Setup{kMx, 2, {{"MOE_MEGA_FP4_STAGE", "256"}}, 8704, 128},
+        Setup{kMx, 4, {{"MOE_MEGA_FP4_STAGE", "512"}}, 8704, 128},
+        Setup{kNv, 2, {{"MOE_MEGA_FP4_STAGE", "256"}}, 9216, 128},
+        Setup{kNv, 4, {{"MOE_MEGA_FP4_STAGE", "512"}}, 9216, 128},
+        Setup{MOE_FORMAT_BF16, 2, {}, 16384, 64},
+        Setup{MOE_FORMAT_FP8_BLOCK, 2, {{"MOE_MEGA_FP8_STAGE", "256"}}, 16384, 128},
+        Setup{MOE_FORMAT_FP8_BLOCK,
+              2,
+              {{"MOE_MEGA_FP8_STAGE", "256"}, {"MOE_MEGA_CHUNKS", "1"}},
+              16384,
+              128}}) {
     Problem q = problem_;
     q.raw().hidden = 512;
     q.raw().intermediate = 1024;
@@ -398,9 +405,9 @@ TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
     const moe_problem p = q.c();
     const LayerWeights w = random_weights(p, 61);
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
-    const std::string what = fmt::format("{}, {} chunks a stage", format_name(c.format), c.chunks);
-    const EnvVars vars = c.variable != nullptr ? EnvVars{{c.variable, c.value}} : EnvVars{};
-    const nlohmann::json j = timeline_of(p, w, vars, [&](const Layer& layer) {
+    const std::string what = fmt::format("{}, {} chunks a stage, {} switches",
+                                         format_name(c.format), c.chunks, c.vars.size());
+    const nlohmann::json j = timeline_of(p, w, c.vars, [&](const Layer& layer) {
       for (int64_t tokens : {1, 40, 96})
         expect_matches_and_repeats(layer, ref_layer, p, tokens, 62 + uint64_t(tokens), what);
     });

@@ -297,7 +297,8 @@ TEST(MegaStages, TwoBf16ChunksAndFour4BitChunksFromEightSlotsAnExpert) {
 }
 
 // Each instance's stage (the timeline's K step and prepared bytes, kernels/config.cuh): one bf16
-// or e4m3 tile of 16 KB, one, two or four 4-bit chunks (8704 bytes mx, 9216 nv), two bf16 tiles.
+// or e4m3 tile of 16 KB, one, two or four 4-bit chunks (8704 bytes mx, 9216 nv), two bf16 or two
+// e4m3 tiles.
 TEST(MegaStages, EachInstancesStageKAndBytes) {
   using detail::Kind;
   struct Expected {
@@ -309,7 +310,8 @@ TEST(MegaStages, EachInstancesStageKAndBytes) {
         Expected{Kind::kFp8Block, 128, 16384}, Expected{Kind::kFp8BlockF16, 128, 16384},
         Expected{Kind::kMxfp4, 128, 8704}, Expected{Kind::kNvfp4, 128, 9216},
         Expected{Kind::kMxfp4x2, 256, 17408}, Expected{Kind::kNvfp4x2, 256, 18432},
-        Expected{Kind::kMxfp4x4, 512, 34816}, Expected{Kind::kNvfp4x4, 512, 36864}}) {
+        Expected{Kind::kMxfp4x4, 512, 34816}, Expected{Kind::kNvfp4x4, 512, 36864},
+        Expected{Kind::kFp8BlockF16x2, 256, 32768}}) {
     const detail::StageGeometry g = detail::stage_geometry(e.kind);
     EXPECT_EQ(g.k, e.k) << int(e.kind);
     EXPECT_EQ(g.weight_bytes, e.bytes) << int(e.kind);
