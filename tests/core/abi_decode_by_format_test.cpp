@@ -108,6 +108,16 @@ TEST(RawDecodeByFormat, AnOlderPluginMeansTheOneLimitInEveryFormat) {
   EXPECT_EQ(rule.limit(MOE_FORMAT_FP8_BLOCK), 8);
 }
 
+TEST(RawDecodeByFormat, LimitsFromATableOfAbi14AreNotBelieved) {
+  const Registry r = registry_of({fixture_dir("decode_by_format_as_14")});
+  const auto plugin = r.find("fixture_decode_by_format_as_14");
+  ASSERT_NE(plugin, nullptr) << r.names();
+  EXPECT_EQ(plugin->info().abi_minor, 4u);
+  EXPECT_EQ(plugin->info().decode.max_tokens, 8);
+  for (int64_t v : plugin->info().decode.by_format) EXPECT_EQ(v, 0);
+  EXPECT_EQ(plugin->info().decode.limit(MOE_FORMAT_MXFP4), 8);
+}
+
 TEST(RawDecodeByFormat, ALimitBelowMinusOneIsSkippedNamingIt) {
   EXPECT_THAT(skip_reason_of_fixture("decode_by_format_bad", "fixture_decode_by_format_bad"),
               testing::HasSubstr("get_info gave decode_max_tokens_by_format[4]=-2: it must be "

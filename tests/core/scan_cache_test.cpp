@@ -129,6 +129,25 @@ TEST_F(ScanCache, AnotherScannersEntriesAreKeptButNotUsed) {
   EXPECT_EQ(runs("one"), 1) << "the first scanner's entry was dropped";
 }
 
+// A core of another scan protocol (an older install sharing the cache) wrote its section with
+// other fields: this core still uses its own entries, and keeps that section when it saves.
+TEST_F(ScanCache, AnotherProtocolsSectionCostsNothingAndIsKept) {
+  const std::string one = counting_scanner("one"), two = counting_scanner("two");
+  ASSERT_NE(discover(one).find("fixture_works"), nullptr);
+  nlohmann::json j = nlohmann::json::parse(read_text(cache_file()));
+  const std::string older = "moe-registry 0.0 ABI 1.4 scan protocol 4; scanner /elsewhere";
+  j["cores"][older] = {
+      {"saved_ns", 1},
+      {"libraries", {{fs::canonical(library_).string(), {{"info", {{"name", "x"}}}}}}}};
+  std::ofstream(cache_file(), std::ios::trunc) << j.dump();
+  ASSERT_NE(discover(one).find("fixture_works"), nullptr);
+  EXPECT_EQ(runs("one"), 1) << "the other section made this core scan again";
+  ASSERT_NE(discover(two).find("fixture_works"), nullptr);  // a save
+  EXPECT_THAT(read_text(cache_file()), testing::HasSubstr(older));
+  ASSERT_NE(discover(one).find("fixture_works"), nullptr);
+  EXPECT_EQ(runs("one"), 1);
+}
+
 // A scanner rebuilt in place (a dev build at another commit) is another identity.
 TEST_F(ScanCache, ARebuiltScannerDoesNotUseTheOldOnesAnswers) {
   const std::string scanner = counting_scanner("scanner");

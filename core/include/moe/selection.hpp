@@ -49,8 +49,8 @@ std::vector<Candidate> evaluate(const Registry& registry, const moe_problem& pro
 // fits (with each plugin's reason and who would fit: every plugin is asked then).
 Selection select_backend(const Registry& registry, const Config& config, Ask ask = Ask::kNeeded);
 
-// "priority 40" or "priority 40, decode priority 70 for max_tokens <= 8 (mxfp4, nvfp4: <= 32;
-// fp8_block: none)": what `backend: auto` ranks a plugin by, as `moe list`, `moe describe` and
+// "priority 40" or "priority 40, decode priority 70 for max_tokens <= 8 (fp8_block: none;
+// mxfp4, nvfp4: <= 32)": what `backend: auto` ranks a plugin by, as `moe list`, `moe describe` and
 // moe_host_describe print it.
 std::string priority_text(const PluginInfo& info);
 

@@ -268,9 +268,9 @@ std::string priority_text(const PluginInfo& i) {
   if (!i.decode.declared()) return fmt::format("priority {}", i.priority);
   std::string out = fmt::format("priority {}, decode priority {}", i.priority, i.decode.priority);
   out += i.decode.max_tokens > 0 ? fmt::format(" for max_tokens <= {}", i.decode.max_tokens)
-                                 : std::string(" only in the formats below");
-  // The formats with limits of their own, grouped by limit in the order they first appear:
-  // " (mxfp4, nvfp4: <= 32; fp8_block: none)".
+                                 : std::string(" only in these formats");
+  // The formats with limits of their own, grouped by limit in the order of the first format of
+  // each (moe_format's): " (fp8_block: none; mxfp4, nvfp4: <= 32)".
   std::vector<std::pair<int64_t, std::string>> groups;
   for (int f = 0; f < MOE_DECODE_FORMATS; ++f) {
     const int64_t v = i.decode.by_format[size_t(f)];

@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <vector>
 
 #include "loading/scan_json.hpp"
@@ -112,8 +114,16 @@ std::optional<fs::path> ScanCache::default_file() {
 ScanCache::ScanCache(fs::path file, std::string identity)
     : file_(std::move(file)), identity_(std::move(identity)) {
   auto sections = read_file();
-  if (auto it = sections.find(identity_); it != sections.end())
-    entries_ = std::move(it->second.libraries);
+  const auto it = sections.find(identity_);
+  if (it == sections.end()) return;
+  for (const auto& [path, e] : it->second.libraries.items()) {
+    try {  // an entry this core cannot read is scanned again
+      entries_[path] = Entry{key_from_json(path, e), info_from_json(e.at("info"))};
+    } catch (const std::exception& ex) {
+      spdlog::debug("plugin scan cache {}: entry {} is unreadable ({}); ignored", file_.string(),
+                    path, ex.what());
+    }
+  }
 }
 
 std::map<std::string, ScanCache::Section> ScanCache::read_file() const {
@@ -127,10 +137,14 @@ std::map<std::string, ScanCache::Section> ScanCache::read_file() const {
       return sections;
     }
     for (const auto& [identity, s] : j.at("cores").items()) {
-      Section& section = sections[identity];
-      section.saved_ns = s.at("saved_ns").get<int64_t>();
-      for (const auto& [path, e] : s.at("libraries").items())
-        section.libraries[path] = Entry{key_from_json(path, e), info_from_json(e.at("info"))};
+      try {
+        Section section{s.at("saved_ns").get<int64_t>(), s.at("libraries")};
+        if (!section.libraries.is_object()) throw std::runtime_error("libraries is no object");
+        sections[identity] = std::move(section);
+      } catch (const std::exception& e) {
+        spdlog::debug("plugin scan cache {}: the section of '{}' is unreadable ({}); dropped",
+                      file_.string(), identity, e.what());
+      }
     }
   } catch (const std::exception& e) {
     spdlog::debug("plugin scan cache {} is unreadable ({}); ignored", file_.string(), e.what());
@@ -155,17 +169,17 @@ void ScanCache::save() {
   if (added_.empty()) return;
   std::map<std::string, Section> sections = read_file();
   Section& mine = sections[identity_];
-  for (const auto& [path, e] : added_) mine.libraries[path] = e;
+  for (const auto& [path, e] : added_) mine.libraries[path] = entry_to_json(e.key, e.info);
   mine.saved_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
   // Libraries since removed go, then identities left empty, then the oldest beyond the limit.
   std::vector<std::pair<int64_t, std::string>> by_age;
   for (auto& [identity, s] : sections) {
-    std::erase_if(s.libraries, [](const auto& kv) {
+    for (auto it = s.libraries.begin(); it != s.libraries.end();) {
       std::error_code ec;
-      return !fs::exists(kv.first, ec);
-    });
+      it = fs::exists(it.key(), ec) ? std::next(it) : s.libraries.erase(it);
+    }
     if (identity != identity_) by_age.emplace_back(s.saved_ns, identity);
   }
   std::sort(by_age.rbegin(), by_age.rend());
@@ -174,11 +188,8 @@ void ScanCache::save() {
     if (i + 1 >= kKeptIdentities || s.libraries.empty()) sections.erase(by_age[i].second);
   }
   nlohmann::json cores = nlohmann::json::object();
-  for (const auto& [identity, s] : sections) {
-    nlohmann::json libraries = nlohmann::json::object();
-    for (const auto& [path, e] : s.libraries) libraries[path] = entry_to_json(e.key, e.info);
-    cores[identity] = {{"saved_ns", s.saved_ns}, {"libraries", std::move(libraries)}};
-  }
+  for (auto& [identity, s] : sections)
+    cores[identity] = {{"saved_ns", s.saved_ns}, {"libraries", std::move(s.libraries)}};
   const nlohmann::json j = {{"format", kFormat}, {"cores", std::move(cores)}};
   if (const std::error_code ec = write_atomically(file_, dump_json(j, 1) + "\n")) {
     spdlog::debug("plugin scan cache {} cannot be written ({}); scans are not kept", file_.string(),

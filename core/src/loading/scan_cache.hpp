@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -65,9 +66,12 @@ class ScanCache {
     PluginInfo info;
   };
   using Entries = std::map<std::string, Entry>;  // by canonical path
+  // Each identity's section as the file holds it: only this core's libraries are read as its
+  // PluginInfo (another core's, of another scan protocol, may have other fields), and a section
+  // that cannot be read is dropped alone.
   struct Section {
     int64_t saved_ns = 0;  // when its identity last saved: the oldest are dropped first
-    Entries libraries;
+    nlohmann::json libraries = nlohmann::json::object();  // canonical path -> entry
   };
   std::map<std::string, Section> read_file() const;  // by identity
 

@@ -45,13 +45,13 @@ __device__ __forceinline__ void produce_weights(const CUtensorMap* map, int row0
     constexpr uint64_t hint = uint64_t(cute::TMA::CacheHintSm90::EVICT_FIRST);  // read once
     // A tile of kRows x kRowBytes per chunk of the stage (two boxes each), the K of one after the
     // other's: the smem image a stage of prepared chunks would bring.
-    constexpr int kTileBytes = kRows * kRowBytes, kChunkK = kStageK<W> / kChunksPerStage<W>;
+    constexpr int kChunkTile = kRows * kRowBytes, kChunkK = kStageK<W> / kChunksPerStage<W>;
 #pragma unroll
     for (int c = 0; c < kChunksPerStage<W>; ++c) {
-      uint8_t* w = weight_tile<W>(ring, stage) + c * kTileBytes;
+      uint8_t* w = weight_tile<W>(ring, stage) + c * kChunkTile;
       const int k0 = ks * kStageK<W> + c * kChunkK;
       cute::SM90_TMA_LOAD_2D::copy(map, &full[stage], hint, w, k0, row0);
-      cute::SM90_TMA_LOAD_2D::copy(map, &full[stage], hint, w + kTileBytes / 2, k0, row1);
+      cute::SM90_TMA_LOAD_2D::copy(map, &full[stage], hint, w + kChunkTile / 2, k0, row1);
     }
   }
   __syncwarp();

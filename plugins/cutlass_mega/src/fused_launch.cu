@@ -91,10 +91,11 @@ static_assert(kernels::kChunkBytesOf<kernels::kBf16W> == kernels::kChunkBytes &&
               kernels::kChunkBytesOf<kernels::kFp8F16W> == kernels::kChunkBytes &&
               kernels::kChunkRows == kernels::kRows &&
               kernels::kChunkRowBytes == kernels::kRowBytes);
-// Two bf16 chunks a stage: two adjacent chunks of the layout (a K stage of 128 elements is chunks
-// 2k and 2k + 1 of the item), by one bulk copy; tokens as wide.
+// Two e4m3 tiles a stage: two chunks of the layout (MOE_MEGA_CHUNKS=1), each one scale block.
 static_assert(kernels::kChunkBytesOf<kernels::kFp8F16x2W> == 2 * kernels::kChunkBytes &&
               kernels::kStageK<kernels::kFp8F16x2W> == 2 * kernels::kScaleBlock);
+// Two bf16 chunks a stage: two adjacent chunks of the layout (a K stage of 128 elements is chunks
+// 2k and 2k + 1 of the item), by one bulk copy; tokens as wide.
 static_assert(kernels::kChunkBytesOf<kernels::kBf16x2W> == 2 * kernels::kChunkBytes &&
               kernels::kStageK<kernels::kBf16x2W> == 2 * kernels::kStageK<kernels::kBf16W> &&
               kernels::kTok<kernels::kBf16x2W> == kernels::kTok<kernels::kBf16W>);
