@@ -147,6 +147,26 @@ Timing time_mode(const CUtensorMap* maps, uint8_t* const* copies, int items, int
   return {ms * 1e3 / kReps, c[1] > 0 ? c[0] * 1e3 / c[1] : 0.0};
 }
 
+// One mode's row of the table: its name, timing, the stages an item streams and a stage's bytes.
+struct Row {
+  const char* name;
+  Timing t;
+  int steps, stage_bytes;
+};
+// What every mode streams from: the stacks, the items and CTAs, the kernel's outputs.
+struct Stream {
+  const CUtensorMap* maps;
+  uint8_t* const* copies;
+  int items, ctas;
+  unsigned long long *sink, *clk;
+};
+template <int M, int kStages, int kBytes = kStageBytes>
+Row mode_row(const char* name, const Stream& s, int steps) {
+  return {name,
+          time_mode<M, kStages, kBytes>(s.maps, s.copies, s.items, steps, s.ctas, s.sink, s.clk),
+          steps, kBytes};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,48 +196,29 @@ int main(int argc, char** argv) {
   const double floor_us = bytes / 4.6e6;  // the H200's read rate (an H100's is ~3.35 TB/s)
   std::printf("rows %ld cols %ld (%.1f MB), %d items of %d stages on %d CTAs; floor %.2f us\n",
               rows, cols, bytes / 1e6, items, steps, ctas, floor_us);
-  // Each mode: its name, timing, the stages an item streams and a stage's bytes. The 4-bit modes
-  // stream the same rows x cols at 4 bits with mxfp4's scales (128 K a stage: 8704-byte chunks,
-  // as cutlass_mega's 4-bit ring with its 9 stages, and with bf16's 5).
-  struct Row {
-    const char* name;
-    Timing t;
-    int steps, stage_bytes;
-  };
+  // The 4-bit modes stream the same rows x cols at 4 bits with mxfp4's scales (128 K a stage:
+  // 8704-byte chunks, as cutlass_mega's 4-bit ring with its 9 stages, and with bf16's 5).
   // Stages an item streams: 4-bit 128 K (s4), bf16 128 K (s2, two 16 KB chunks), 4-bit 256 and
   // 512 K (s8, s16); 0 where K is not a whole number of them.
   const int s4 = steps / 2, s2 = steps % 2 == 0 ? steps / 2 : 0,
             s8 = steps % 4 == 0 ? steps / 4 : 0, s16 = steps % 8 == 0 ? steps / 8 : 0;
+  const Stream st{maps, copies, items, ctas, sink, clk};
   const Row rows_out[] = {
-      {"tma", time_mode<kTma, 5>(maps, copies, items, steps, ctas, sink, clk), steps, kStageBytes},
-      {"tma_nh", time_mode<kTmaNoHint, 5>(maps, copies, items, steps, ctas, sink, clk), steps,
-       kStageBytes},
-      {"bulk", time_mode<kBulk, 5>(maps, copies, items, steps, ctas, sink, clk), steps,
-       kStageBytes},
-      {"tma_st", time_mode<kTmaStagger, 5>(maps, copies, items, steps, ctas, sink, clk), steps,
-       kStageBytes},
-      {"tma_s1", time_mode<kTma, 1>(maps, copies, items, steps, ctas, sink, clk), steps,
-       kStageBytes},
-      {"bulk_s1", time_mode<kBulk, 1>(maps, copies, items, steps, ctas, sink, clk), steps,
-       kStageBytes},
-      {"tma_s10", time_mode<kTma, 10>(maps, copies, items, steps, ctas, sink, clk), steps,
-       kStageBytes},
-      {"bulk_s10", time_mode<kBulk, 10>(maps, copies, items, steps, ctas, sink, clk), steps,
-       kStageBytes},
-      {"fp4_s9", time_mode<kBulk, 9, kFp4Bytes>(maps, copies, items, s4, ctas, sink, clk), s4,
-       kFp4Bytes},
-      {"fp4_s5", time_mode<kBulk, 5, kFp4Bytes>(maps, copies, items, s4, ctas, sink, clk), s4,
-       kFp4Bytes},
-      {"bulk32_s3", time_mode<kBulk, 3, kBf16x2Bytes>(maps, copies, items, s2, ctas, sink, clk), s2,
-       kBf16x2Bytes},
-      {"bulk32_s4", time_mode<kBulk, 4, kBf16x2Bytes>(maps, copies, items, s2, ctas, sink, clk), s2,
-       kBf16x2Bytes},
-      {"fp4x2_s4", time_mode<kBulk, 4, kFp4x2Bytes>(maps, copies, items, s8, ctas, sink, clk), s8,
-       kFp4x2Bytes},
-      {"fp4x4_s2", time_mode<kBulk, 2, kFp4x4Bytes>(maps, copies, items, s16, ctas, sink, clk), s16,
-       kFp4x4Bytes},
-      {"fp4x4_s3", time_mode<kBulk, 3, kFp4x4Bytes>(maps, copies, items, s16, ctas, sink, clk), s16,
-       kFp4x4Bytes},
+      mode_row<kTma, 5>("tma", st, steps),
+      mode_row<kTmaNoHint, 5>("tma_nh", st, steps),
+      mode_row<kBulk, 5>("bulk", st, steps),
+      mode_row<kTmaStagger, 5>("tma_st", st, steps),
+      mode_row<kTma, 1>("tma_s1", st, steps),
+      mode_row<kBulk, 1>("bulk_s1", st, steps),
+      mode_row<kTma, 10>("tma_s10", st, steps),
+      mode_row<kBulk, 10>("bulk_s10", st, steps),
+      mode_row<kBulk, 9, kFp4Bytes>("fp4_s9", st, s4),
+      mode_row<kBulk, 5, kFp4Bytes>("fp4_s5", st, s4),
+      mode_row<kBulk, 3, kBf16x2Bytes>("bulk32_s3", st, s2),
+      mode_row<kBulk, 4, kBf16x2Bytes>("bulk32_s4", st, s2),
+      mode_row<kBulk, 4, kFp4x2Bytes>("fp4x2_s4", st, s8),
+      mode_row<kBulk, 2, kFp4x4Bytes>("fp4x4_s2", st, s16),
+      mode_row<kBulk, 3, kFp4x4Bytes>("fp4x4_s3", st, s16),
   };
   for (const Row& r : rows_out) {
     if (r.steps == 0) {  // K is not a whole number of these stages

@@ -37,6 +37,8 @@ int& exit_code();
 std::string mask_names(uint32_t mask, const char* (*name)(int));
 // The same names as a list (a value newer than this build: "#<bit>").
 std::vector<std::string> mask_list(uint32_t mask, const char* (*name)(int));
+// One value's name by `name`, or "#<value>" for a value newer than this build.
+std::string value_name(int value, const char* (*name)(int));
 // The `name` arguments of the three capability masks.
 const char* format_bit_name(int bit);
 const char* activation_bit_name(int bit);

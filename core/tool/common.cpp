@@ -19,13 +19,15 @@ int& exit_code() {
   return code;
 }
 
+std::string value_name(int value, const char* (*name)(int)) {
+  const std::string n = name(value);  // a value newer than this build: its number
+  return n == "invalid" ? "#" + std::to_string(value) : n;
+}
+
 std::vector<std::string> mask_list(uint32_t mask, const char* (*name)(int)) {
   std::vector<std::string> out;
-  for (int i = 0; i < 32; ++i) {
-    if (!(mask >> i & 1u)) continue;
-    const std::string n = name(i);  // a value newer than this build: its number
-    out.push_back(n == "invalid" ? "#" + std::to_string(i) : n);
-  }
+  for (int i = 0; i < 32; ++i)
+    if (mask >> i & 1u) out.push_back(value_name(i, name));
   return out;
 }
 

@@ -18,8 +18,7 @@ nlohmann::json decode_rule_json(const DecodeRule& rule) {
   for (int f = 0; f < MOE_DECODE_FORMATS; ++f) {
     const int64_t v = rule.by_format[size_t(f)];
     if (v == 0) continue;
-    by_format[f < MOE_FORMAT_COUNT_ ? format_name(static_cast<moe_format>(f))
-                                    : fmt::format("format {}", f)] = v;
+    by_format[value_name(f, format_bit_name)] = v;
   }
   return {{"priority", rule.priority},
           {"max_tokens", rule.max_tokens},

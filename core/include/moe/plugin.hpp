@@ -40,10 +40,14 @@ struct DecodeRule {
   // -1 = no rule in that format. All 0 for an older plugin.
   std::array<int64_t, MOE_DECODE_FORMATS> by_format{};
 
+  // `format`'s own entry (0 for a format past the array: max_tokens holds there).
+  int64_t own(int format) const {
+    return format >= 0 && format < MOE_DECODE_FORMATS ? by_format[size_t(format)] : 0;
+  }
   // The limit for a problem in `format` (0: no rule there).
   int64_t limit(int format) const {
-    const int64_t own = format >= 0 && format < MOE_DECODE_FORMATS ? by_format[size_t(format)] : 0;
-    return own == 0 ? max_tokens : own < 0 ? 0 : own;
+    const int64_t o = own(format);
+    return o == 0 ? max_tokens : o < 0 ? 0 : o;
   }
   bool declared() const {
     if (max_tokens > 0) return true;

@@ -146,8 +146,8 @@ std::string format_words(int format) {
 // "max_tokens <= 8", or "mxfp4 at max_tokens <= 32" where the format has a limit of its own (ABI
 // 1.5): the decode rule's limit in the problem's format, which must have one.
 std::string limit_words(const DecodeRule& rule, int format) {
-  const bool own = format >= 0 && format < MOE_DECODE_FORMATS && rule.by_format[size_t(format)] > 0;
-  return own ? fmt::format("{} at max_tokens <= {}", format_words(format), rule.limit(format))
+  return rule.own(format) > 0
+             ? fmt::format("{} at max_tokens <= {}", format_words(format), rule.limit(format))
              : fmt::format("max_tokens <= {}", rule.limit(format));
 }
 

@@ -24,7 +24,7 @@ enum class Kind : int {
   kMxfp4x4 = 7,  // four chunks a stage (batches of 8 slots an expert and more)
   kNvfp4x4 = 8,
   kBf16x2 = 9,         // bf16, two prepared chunks a stage (the default where H and I allow)
-  kFp8BlockF16x2 = 10  // fp8_block on f16 codes, two prepared chunks a stage (a measurement)
+  kFp8BlockF16x2 = 10  // fp8_block on f16 codes, two 16 KB tiles a stage (a measurement)
 };
 // fp8_block instances whose activation codes are kept as their f16 values (2 bytes a code).
 constexpr bool has_f16_codes(Kind k) {
