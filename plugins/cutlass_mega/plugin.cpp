@@ -22,18 +22,22 @@ class CutlassMegaBackend : public moe::gpu::GpuBackend {
             "and nvfp4 dequantised in the main loop; decode batches): schedule, GEMM1 with "
             "the activation, GEMM2, the weighted combine in slot order",
         .aliases = {"mega_moe"},
-        // Measured against trtllm_style (priority 50) in one run: bf16 faster at T <= 8 on
-        // Qwen3-30B-A3B and Mixtral, level at Qwen3 T = 64, slower above (H200,
-        // bench/results/2026-12-04_s35_cutlass_mega_bf16_grid.md); mxfp4 and nvfp4 faster up to
-        // T = 32 on Qwen3-30B-A3B, Mixtral and DeepSeek-V3 (0.79-0.94x), past 128 on Qwen3 and
+        // Measured against trtllm_style (priority 50) in one run: bf16 faster at T = 8..32 on
+        // Qwen3-30B-A3B and Mixtral (0.94-0.98x) and at T = 8..64 on Inkling-like (0.93-0.96x)
+        // and DeepSeek-V3 (0.99x), 1.01x at Mixtral T = 64 (H100, bench/results/
+        // 2026-12-05_s44_cutlass_mega_bf16_decode_h100.md); mxfp4 and nvfp4 faster up to T = 32
+        // on Qwen3-30B-A3B, Mixtral and DeepSeek-V3 (0.79-0.94x), past 128 on Qwen3 and
         // DeepSeek-V3, slower from T = 64 on Mixtral (1.05x; H100,
         // bench/results/2026-12-05_s43_cutlass_mega_{mxfp4,nvfp4}_grid_h100.md). So `auto` takes
-        // it for layers of max_tokens <= 8, or <= 32 with 4-bit weights (above trtllm_style's 50;
-        // fp8_block's deepgemm_style ranks 75 there), and ranks it below trtllm_style above.
+        // it for bf16 layers of max_tokens <= 64 and 4-bit ones of <= 32 (above trtllm_style's
+        // 50), fp8_block ones of <= 8 where deepgemm_style (75 there, faster on every shape
+        // measured) is absent, and ranks it below trtllm_style above.
         .priority = 40,
         .decode_priority = 70,
         .decode_max_tokens = 8,
-        .decode_max_tokens_by_format = {{MOE_FORMAT_MXFP4, 32}, {MOE_FORMAT_NVFP4, 32}},
+        .decode_max_tokens_by_format = {{MOE_FORMAT_BF16, 64},
+                                        {MOE_FORMAT_MXFP4, 32},
+                                        {MOE_FORMAT_NVFP4, 32}},
         .accumulates = true,  // finalize / the combine adds onto the old output
         .formats = {MOE_FORMAT_BF16, MOE_FORMAT_FP8_BLOCK, MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4},
         .activations = {MOE_ACTIVATION_SILU_MUL, MOE_ACTIVATION_SILU_MUL_CLAMP,

@@ -113,11 +113,12 @@ TEST(RawDecodeRule, ANegativeDecodeMaxTokensIsSkippedNamingTheValue) {
 
 // ---- the in-tree declaration --------------------------------------------------------------------
 
-// cutlass_mega ranks first for bf16 decode-capacity layers, and for 4-bit ones up to 32 tokens
-// (its limit by format, ABI 1.5: measured faster than trtllm_style there,
-// bench/results/2026-12-05_s43_cutlass_mega_*_grid_h100.md); deepgemm_style (fp8_block only)
-// ranks above it for fp8_block ones, where it is measured faster on the large shapes; at larger
-// capacities both fall back to their plain priorities, below trtllm_style's for cutlass_mega.
+// cutlass_mega ranks first for bf16 layers up to 64 tokens and 4-bit ones up to 32 (its limits by
+// format, ABI 1.5: measured faster than trtllm_style there, bench/results/2026-12-05_s43_
+// cutlass_mega_*_grid_h100.md, 2026-12-05_s44_cutlass_mega_bf16_decode_h100.md); deepgemm_style
+// (fp8_block only) ranks above it for fp8_block ones, where it is measured faster on the large
+// shapes; at larger capacities both fall back to their plain priorities, below trtllm_style's for
+// cutlass_mega.
 TEST(InTreeDecodeRule, CutlassMegaTakesBf16And4BitDecodeLayersAndDeepGemmFp8Ones) {
   const Registry r = registry_of({build_plugin_dir()});
   const auto mega = r.find("cutlass_mega");
@@ -127,11 +128,12 @@ TEST(InTreeDecodeRule, CutlassMegaTakesBf16And4BitDecodeLayersAndDeepGemmFp8Ones
   EXPECT_EQ(i.decode.priority, 70);
   EXPECT_EQ(i.decode.max_tokens, 8);
   EXPECT_EQ(i.decode.limit(MOE_FORMAT_FP8_BLOCK), 8);
+  EXPECT_EQ(i.decode.limit(MOE_FORMAT_BF16), 64);
   EXPECT_EQ(i.decode.limit(MOE_FORMAT_MXFP4), 32);
   EXPECT_EQ(i.decode.limit(MOE_FORMAT_NVFP4), 32);
   if (const auto t = r.find("trtllm_style")) {
-    EXPECT_GT(i.priority_for(8, MOE_FORMAT_BF16), t->info().priority_for(8, MOE_FORMAT_BF16));
-    EXPECT_LT(i.priority_for(9, MOE_FORMAT_BF16), t->info().priority_for(9, MOE_FORMAT_BF16));
+    EXPECT_GT(i.priority_for(64, MOE_FORMAT_BF16), t->info().priority_for(64, MOE_FORMAT_BF16));
+    EXPECT_LT(i.priority_for(65, MOE_FORMAT_BF16), t->info().priority_for(65, MOE_FORMAT_BF16));
     for (moe_format f : {MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4}) {
       EXPECT_GT(i.priority_for(32, f), t->info().priority_for(32, f)) << format_name(f);
       EXPECT_LT(i.priority_for(33, f), t->info().priority_for(33, f)) << format_name(f);

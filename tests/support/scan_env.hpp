@@ -16,35 +16,10 @@
 #include <string>
 #include <thread>
 
+#include "scoped_env.hpp"
 #include "test_env.hpp"
 
 namespace moe::test {
-
-// Sets (or, with nullopt, unsets) an environment variable until the end of the scope.
-class ScopedEnv {
- public:
-  ScopedEnv(std::string name, std::optional<std::string> value) : name_(std::move(name)) {
-    if (const char* old = std::getenv(name_.c_str())) old_ = old;
-    if (value) {
-      setenv(name_.c_str(), value->c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 // A fresh, empty directory <build>/test_scratch/<pid>/<name>. In the build tree, not the shared
 // temporary directory: plugins are dlopen'ed from it (a noexec /tmp would refuse them), and the

@@ -210,7 +210,8 @@ __device__ __forceinline__ void mma_stage_pairs(const uint8_t* w, const uint8_t*
 // over a K order both operands share: lane q's A registers hold K 4q..4q+3 (then 16 + those) of
 // its rows, so the first mma's logical K pairs (2q, 2q + 1) and (2q + 8, 2q + 9) are physical
 // (4q, 4q + 1) and (4q + 2, 4q + 3), the second's the same 16 further; a token's four f16 at K
-// 4q..4q+3 are one 8-byte load, its B pair. A branch per 16-slot pair, as mma_stage_pairs.
+// 4q..4q+3 are one 8-byte load, its B pair. A branch per 8-slot n-tile (the promotion's grain):
+// an item of at most 8 slots, most decode items, multiplies one n-tile, not a pair.
 template <int W>
 __device__ __forceinline__ void mma_stage_f16_tokens(const uint8_t* w, const uint8_t* x, int m,
                                                      float (&acc)[kTok<W> / 8][4]) {
@@ -230,6 +231,7 @@ __device__ __forceinline__ void mma_stage_f16_tokens(const uint8_t* w, const uin
       if (pair * 16 >= m) break;
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
+        if (pair * 16 + t * 8 >= m) break;
         const uint8_t* row = x + (pair * 16 + t * 8 + g) * kTokLd<W>;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {

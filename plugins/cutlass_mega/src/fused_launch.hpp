@@ -21,7 +21,7 @@ enum class Kind : int {
   kFp8BlockF16 = 4,
   kMxfp4x2 = 5,
   kNvfp4x2 = 6,
-  kMxfp4x4 = 7,  // four chunks a stage (batches of 8 slots an expert and more)
+  kMxfp4x4 = 7,  // four chunks a stage (batches of 8 slots an expert or 64 tokens and more)
   kNvfp4x4 = 8,
   kBf16x2 = 9,         // bf16, two prepared chunks a stage (the default where H and I allow)
   kFp8BlockF16x2 = 10  // fp8_block on f16 codes, two 16 KB tiles a stage (a measurement)

@@ -78,7 +78,63 @@ int64_t four_chunk_tokens(const moe_problem& p) {
   const bool fp4 = p.format == MOE_FORMAT_MXFP4 || p.format == MOE_FORMAT_NVFP4;
   if (!fp4 || act_quant_of(p) != detail::ActQuant::kBf16 || !whole_stages(p, 512) || p.top_k < 1)
     return 0;
-  return (8 * p.experts + p.top_k - 1) / p.top_k;  // 8 slots an expert on average
+  // 8 slots an expert on average, or 64 tokens where that comes first (DeepSeek-V3: 0.85-0.88x
+  // two chunks' time at T = 64 and 128 with 2 and 4 slots an expert; H200, session 44)
+  return std::min<int64_t>((8 * p.experts + p.top_k - 1) / p.top_k, 64);
+}
+
+bool fp8_two_tiles(const moe_problem& p) {
+  return p.format == MOE_FORMAT_FP8_BLOCK && whole_stages(p, 256);
+}
+
+KindChoice choose_kinds(const moe_problem& p) {
+  using detail::Kind;
+  KindChoice c{kind_of(p), Kind::kBf16, 0};
+  switch (p.format) {
+    case MOE_FORMAT_BF16:
+      // Two prepared 16 KB chunks a stage (kBf16x2W: 32 KB by one bulk copy, 3 stages) where both
+      // GEMMs' K hold whole pairs: 0.89-1.0x the time of one TMA tile a stage at every point
+      // measured (Qwen3-30B-A3B, Mixtral, Inkling-like, T = 1..512; H100, session 42).
+      // MOE_MEGA_BF16_STAGE=64 keeps one.
+      if (bf16_two_chunks(p) && !env_is("MOE_MEGA_BF16_STAGE", "64")) c.kind = Kind::kBf16x2;
+      return c;
+    case MOE_FORMAT_FP8_BLOCK:
+      // Activation codes kept as their f16 values, multiplied in f16 (kFp8F16W): 0.95-0.97x the
+      // time of e4m3 codes at every point measured (H100, session 41); MOE_MEGA_FP8_TOKENS=e4m3
+      // takes the e4m3 instance. Two 16 KB e4m3 tiles a stage (kFp8F16x2W: 32-slot items, 3
+      // stages; by TMA, or as prepared chunks with MOE_MEGA_CHUNKS=1) where both GEMMs' K hold
+      // whole pairs: 0.87-1.0x one tile's time on Mixtral, Qwen3-30B-A3B and DeepSeek-V3 at
+      // T = 1, 8, 64 (H100, session 44); MOE_MEGA_FP8_STAGE=128 keeps one.
+      if (!env_is("MOE_MEGA_FP8_TOKENS", "e4m3"))
+        c.kind = fp8_two_tiles(p) && !env_is("MOE_MEGA_FP8_STAGE", "128") ? Kind::kFp8BlockF16x2
+                                                                          : Kind::kFp8BlockF16;
+      return c;
+    case MOE_FORMAT_MXFP4:
+    case MOE_FORMAT_NVFP4:
+      break;
+    default:
+      return c;
+  }
+  // 4-bit weights two prepared chunks a stage (kMxfp4x2W, kNvfp4x2W) where both GEMMs' K hold
+  // whole pairs: mxfp4 0.71-0.91x the time of one chunk a stage (H100, session 41), nvfp4
+  // 0.83-0.95x (session 42); MOE_MEGA_FP4_STAGE=128 keeps one. Four chunks a stage and 2 stages
+  // (kMxfp4x4W, kNvfp4x4W; the same chunks) for batches of at least 8 slots an expert or 64
+  // tokens: on Mixtral 0.76-0.92x the two-chunk time from T = 32, 0.98-1.07x below (H100, session
+  // 42), on DeepSeek-V3 0.85-0.88x at T = 64 and 128, 0.99x at 256 and 512 (H200, session 44).
+  // MOE_MEGA_FP4_STAGE=512 takes four at every batch and 256 two.
+  const bool nv = c.kind == Kind::kNvfp4;
+  if (!env_is("MOE_MEGA_FP4_STAGE", "128") && whole_stages(p, 256))
+    c.kind = nv ? Kind::kNvfp4x2 : Kind::kMxfp4x2;
+  const Kind four = nv ? Kind::kNvfp4x4 : Kind::kMxfp4x4;
+  const int64_t four_from = four_chunk_tokens(p);
+  if (whole_stages(p, 512) && env_is("MOE_MEGA_FP4_STAGE", "512")) {
+    c.kind = four;
+  } else if (four_from > 0 && !env_is("MOE_MEGA_FP4_STAGE", "256") &&
+             !env_is("MOE_MEGA_FP4_STAGE", "128")) {
+    c.large_kind = four;
+    c.large_from = four_from;
+  }
+  return c;
 }
 
 int64_t result_bytes(const moe_problem& p, int64_t tokens) {
@@ -229,7 +285,9 @@ std::string fp4_activations(const moe_problem& p) {
 }  // namespace
 
 std::string describe(const moe_problem& p) {
-  const detail::KernelLimits lim = detail::kernel_limits(kind_of(p));
+  // The default instance's limits (fp8_block's two-tile stage takes 32-slot items).
+  const detail::KernelLimits lim =
+      detail::kernel_limits(fp8_two_tiles(p) ? detail::Kind::kFp8BlockF16x2 : kind_of(p));
   const bool fp4 = p.format == MOE_FORMAT_MXFP4 || p.format == MOE_FORMAT_NVFP4;
   const std::string weights =
       fp4 ? fmt::format(
@@ -238,8 +296,7 @@ std::string describe(const moe_problem& p) {
                 "dequantised to bf16 in registers before bf16 mma with {}{}",
                 format_name(static_cast<moe_format>(p.format)),
                 four_chunk_tokens(p) > 0
-                    ? fmt::format("two adjacent chunks (four from {} tokens, 8 slots an expert)",
-                                  four_chunk_tokens(p))
+                    ? fmt::format("two adjacent chunks (four from {} tokens)", four_chunk_tokens(p))
                 : whole_stages(p, 256) ? "two adjacent chunks"
                                        : "one chunk",
                 fp4_activations(p),
@@ -247,10 +304,12 @@ std::string describe(const moe_problem& p) {
       : p.format == MOE_FORMAT_FP8_BLOCK
           ? fmt::format(
                 "fp8_block weights as given (e4m3 w13 [E, {}, H], w2 [E, H, I], f32 "
-                "128x128 block scales) by TMA, activations quantised per token per 128 channels "
-                "inside the kernel (hidden states first, the intermediate after GEMM1); "
-                "e4m3 mma with each 128-deep K block promoted into f32 with both scales",
-                gated(p) ? "2I" : "I")
+                "128x128 block scales) by TMA, {} a pipeline stage, activations quantised per "
+                "token per 128 channels inside the kernel (hidden states first, the "
+                "intermediate after GEMM1); the codes multiplied as their exact f16 values, each "
+                "128-deep K block promoted into f32 with both scales",
+                gated(p) ? "2I" : "I",
+                fp8_two_tiles(p) ? "two 128-deep tiles (32 KB)" : "one 128-deep tile (16 KB)")
       : bf16_two_chunks(p)
           ? std::string(
                 "bf16 weights reordered at prepare into chunks of 128 rows x 64 K (the "
@@ -287,48 +346,15 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   MOE_CHECK(v.ok(), MOE_STATUS_UNSUPPORTED, "cutlass_mega: {}", v.message);
   n1_ = w13_rows(p);
   fp8_ = p.format == MOE_FORMAT_FP8_BLOCK;
-  kind_ = kind_of(p);
-  if (detail::is_fp4(kind_)) act_quant_ = act_quant_of(p);
+  if (detail::is_fp4(kind_of(p))) act_quant_ = act_quant_of(p);
   if (p.input_format == MOE_INPUT_FP8_TENSOR_STATIC) {
     a13_scale_ = sdk::checked_tensor_scales(w.a13_scale, "a13_scale", 1)[0];
     a2_scale_ = sdk::checked_tensor_scales(w.a2_scale, "a2_scale", 1)[0];
   }
-  // fp8_block's activation codes kept as their f16 values, multiplied in f16 (kernels/config.cuh
-  // kFp8F16W): 0.95-0.97x the time of e4m3 codes at every point measured (H100, session 41,
-  // bench/NOTES.md); MOE_MEGA_FP8_TOKENS=e4m3 at prepare takes the e4m3 instance (a measurement).
-  if (fp8_ && !env_is("MOE_MEGA_FP8_TOKENS", "e4m3")) kind_ = detail::Kind::kFp8BlockF16;
-  // MOE_MEGA_FP8_STAGE=256 at prepare (a measurement): two 16 KB e4m3 tiles a stage
-  // (kernels/config.cuh kFp8F16x2W: 32-slot items, 3 stages; by TMA, or as prepared chunks with
-  // MOE_MEGA_CHUNKS=1), where both GEMMs' K hold whole pairs.
-  if (kind_ == detail::Kind::kFp8BlockF16 && whole_stages(p, 256) &&
-      env_is("MOE_MEGA_FP8_STAGE", "256"))
-    kind_ = detail::Kind::kFp8BlockF16x2;
-  // 4-bit weights two prepared chunks a ring stage (kernels/config.cuh kMxfp4x2W, kNvfp4x2W),
-  // where both GEMMs' K hold whole pairs of chunks: mxfp4 0.71-0.91x the time of one chunk a
-  // stage (H100, session 41), nvfp4 0.83-0.95x (session 42); MOE_MEGA_FP4_STAGE=128 at prepare
-  // keeps one (a measurement).
-  const bool fp4 = detail::is_fp4(kind_);
-  const bool nv = kind_ == detail::Kind::kNvfp4;
-  if (fp4 && !env_is("MOE_MEGA_FP4_STAGE", "128") && whole_stages(p, 256))
-    kind_ = nv ? detail::Kind::kNvfp4x2 : detail::Kind::kMxfp4x2;
-  // Four chunks a stage and 2 stages (kMxfp4x4W, kNvfp4x4W; the same chunks) for batches of at
-  // least 8 slots an expert: on Mixtral 0.76-0.92x the two-chunk time from T = 32, 0.98-1.07x
-  // below (H100, session 42). MOE_MEGA_FP4_STAGE=512 takes four at every batch and 256 two (both
-  // measurements).
-  const detail::Kind four = nv ? detail::Kind::kNvfp4x4 : detail::Kind::kMxfp4x4;
-  const int64_t four_from = four_chunk_tokens(p);  // 0 unless 4-bit
-  if (fp4 && whole_stages(p, 512) && env_is("MOE_MEGA_FP4_STAGE", "512")) {
-    kind_ = four;
-  } else if (four_from > 0 && !env_is("MOE_MEGA_FP4_STAGE", "256") &&
-             !env_is("MOE_MEGA_FP4_STAGE", "128")) {
-    large_kind_ = four;
-    large_from_ = four_from;
-  }
-  // bf16 two prepared 16 KB chunks a stage (kBf16x2W: 32 KB by one bulk copy, 3 stages), where
-  // both GEMMs' K hold whole pairs of chunks: 0.89-1.0x the time of one TMA tile a stage at every
-  // point measured (Qwen3-30B-A3B, Mixtral, Inkling-like, T = 1..512; H100, session 42).
-  // MOE_MEGA_BF16_STAGE=64 at prepare keeps one (a measurement).
-  if (bf16_two_chunks(p) && !env_is("MOE_MEGA_BF16_STAGE", "64")) kind_ = detail::Kind::kBf16x2;
+  const KindChoice kinds = choose_kinds(p);
+  kind_ = kinds.kind;
+  large_kind_ = kinds.large_kind;
+  large_from_ = kinds.large_from;
   const char* error = nullptr;
   ctas_ = detail::resident_ctas(kind_, &error);
   if (ctas_ > 0 && large_from_ > 0)  // both instances resident: the smaller count launches

@@ -40,10 +40,24 @@ std::string describe(const moe_problem& p);
 // Stages of several prepared chunks, by default (docs/design.md §13; bench/NOTES.md, session 42):
 // bf16 two 16 KB chunks a stage where H and I are multiples of 128; 4-bit weights two chunks a
 // stage where they are multiples of 256, and four for batches of `four_chunk_tokens` tokens or
-// more (at least 8 slots an expert on average: consumers' work per stage is what four amortise)
-// where they are multiples of 512 and the activations are bf16 (0: never four).
+// more (8 slots an expert on average or 64 tokens, whichever is fewer: consumers' work per stage
+// is what four amortise) where they are multiples of 512 and the activations are bf16 (0: never
+// four); fp8_block two 16 KB e4m3 tiles a stage (256 K, two scale blocks) where H and I are
+// multiples of 256 and the activation codes are kept as f16 (session 44).
 bool bf16_two_chunks(const moe_problem& p);
 int64_t four_chunk_tokens(const moe_problem& p);
+bool fp8_two_tiles(const moe_problem& p);
+
+// The kernel instance a layer prepared now runs, and for 4-bit weights the four-chunk one for
+// batches from `large_from` tokens (0: never; same prepared chunks): the rules above, and the
+// measurement switches read at prepare (docs/design.md §13: MOE_MEGA_BF16_STAGE=64,
+// MOE_MEGA_FP8_TOKENS=e4m3, MOE_MEGA_FP8_STAGE=128, MOE_MEGA_FP4_STAGE=128|256|512).
+struct KindChoice {
+  detail::Kind kind;
+  detail::Kind large_kind;
+  int64_t large_from;
+};
+KindChoice choose_kinds(const moe_problem& p);
 
 // The workspace's per-slot GEMM2 results for a batch of `tokens`: one f32 row of H per slot, and
 // up to 8 copies (GEMM2's K parts, kernels/split.hpp) while they stay within 32 MiB, so decode

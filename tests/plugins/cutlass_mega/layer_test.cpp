@@ -5,7 +5,8 @@
 // tokens, two runs bit-identical, a CUDA graph replayed with new inputs and routing, a batch above
 // capacity refused, corrupt block scales and 4-bit scales refused at prepare, the layer on fewer
 // SMs (`sms`), the timeline MOE_MEGA_TIMELINE names, the prepared bf16 / e4m3 chunks
-// (MOE_MEGA_CHUNKS), one 4-bit chunk a stage (MOE_MEGA_FP4_STAGE=128), e4m3 fp8_block codes
+// (MOE_MEGA_CHUNKS), one 4-bit chunk a stage (MOE_MEGA_FP4_STAGE=128), one fp8_block tile a stage
+// (MOE_MEGA_FP8_STAGE=128), e4m3 fp8_block codes
 // (MOE_MEGA_FP8_TOKENS=e4m3), the dependent launch (MOE_MEGA_LAUNCH=pdl), misaligned hidden states
 // and workspace refused. Skips without an sm_90 GPU.
 #include <cuda_runtime_api.h>
@@ -279,7 +280,8 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
 // never splits along K, so its parts agree too): the very same bits as the TMA tiles;
 // MOE_MEGA_FP8_TOKENS=e4m3 multiplies fp8_block's codes as e4m3, where the default keeps them as
 // f16 values, and bf16's default streams two chunks a stage (other sums: within the tolerance,
-// and the same bits run after run). Gated and relu2 W13
+// and the same bits run after run); fp8_block's default two tiles a stage give the same bits by
+// TMA and as prepared chunks (MOE_MEGA_FP8_STAGE=128 keeps one tile). Gated and relu2 W13
 // tiles, a shared expert's virtual experts, GEMM2 split along K at one token, a batch whose tokens
 // have no expert (no GEMM2 item: the plain combine's zeros).
 TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
@@ -301,17 +303,19 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
         fmt::format("{} {}", format_name(c.format), activation_name(c.activation));
     const LayerWeights w = random_weights(p, 51);
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
-    // Each variable set to its value at prepare (bf16's one 16 KB tile a stage for every layer
-    // but the default two-chunk one: the maps and the chunks compared are one-tile stages).
+    // Each variable set to its value at prepare (bf16's and fp8_block's one 16 KB tile a stage
+    // for every layer but the defaults: the maps and the chunks compared are one-tile stages).
     auto prepared_as_tiles = [&](EnvVars vars) {
       if (c.format == MOE_FORMAT_BF16) vars.emplace_back("MOE_MEGA_BF16_STAGE", "64");
+      if (c.format == kFp8) vars.emplace_back("MOE_MEGA_FP8_STAGE", "128");
       return prepared_with(p, w, vars);
     };
     const Layer maps = prepared_as_tiles({});
     const Layer chunks = prepared_as_tiles({{"MOE_MEGA_CHUNKS", "1"}});
     const Layer one_chunk = prepared_as_tiles({{"MOE_MEGA_FP4_STAGE", "128"}});
     const Layer e4m3_tokens = prepared_as_tiles({{"MOE_MEGA_FP8_TOKENS", "e4m3"}});
-    const Layer two_chunks = plugin_->prepare(p, w.view(), {});  // bf16's default
+    const Layer two_chunks = plugin_->prepare(p, w.view(), {});  // bf16's and fp8_block's default
+    const Layer two_tiles_chunks = prepared_with(p, w, {{"MOE_MEGA_CHUNKS", "1"}});  // fp8_block
     for (int64_t tokens : {1, 40, 96}) {
       const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), Scenario::kRandom);
       const Routing routing = route_batch(*reference_, p, batch);
@@ -321,9 +325,12 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
       if (c.format == kMx)
         expect_same_bits(maps, one_chunk, p, batch, routing,
                          what + ": two chunks a stage differ from one" + at);
-      if (c.format == kFp8)
+      if (c.format == kFp8) {
         expect_matches_and_repeats(e4m3_tokens, ref_layer, p, tokens, 90 + uint64_t(tokens),
                                    what + ", e4m3 tokens");
+        expect_same_bits(two_chunks, two_tiles_chunks, p, batch, routing,
+                         what + ": two tiles a stage differ as chunks from the maps" + at);
+      }
       if (c.format == MOE_FORMAT_BF16)  // GEMM2's K split counts 128-K stages: other sums at T=1
         expect_matches_and_repeats(two_chunks, ref_layer, p, tokens, 90 + uint64_t(tokens),
                                    what + ", two chunks a stage (the default)");
@@ -374,9 +381,9 @@ TEST_F(MegaLayer, ADependentLaunchGivesTheOrdinaryLaunchsBitsEagerAndReplayed) {
 
 // Stages of several prepared chunks at every batch: two 4-bit chunks (MOE_MEGA_FP4_STAGE=256), four
 // (MOE_MEGA_FP4_STAGE=512; token rows of 1 KB, copied in two passes), two bf16 chunks (the
-// default where H and I are multiples of 128: 32 KB stages) and two e4m3 tiles
-// (MOE_MEGA_FP8_STAGE=256: two scale blocks a stage, 32-slot items; by TMA, and as prepared chunks
-// with MOE_MEGA_CHUNKS=1), where GEMM2 splits along K
+// default where H and I are multiples of 128: 32 KB stages) and two e4m3 tiles (the default where
+// they are multiples of 256: two scale blocks a stage, 32-slot items; by TMA, and as prepared
+// chunks with MOE_MEGA_CHUNKS=1), where GEMM2 splits along K
 // (I = 1024 at one token): against the reference, the same bits run after run; the layer's
 // timeline shows the instance that ran (its K step and stage bytes), not a fallback.
 TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
@@ -391,13 +398,9 @@ TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
         Setup{kMx, 4, {{"MOE_MEGA_FP4_STAGE", "512"}}, 8704, 128},
         Setup{kNv, 2, {{"MOE_MEGA_FP4_STAGE", "256"}}, 9216, 128},
         Setup{kNv, 4, {{"MOE_MEGA_FP4_STAGE", "512"}}, 9216, 128},
-        Setup{MOE_FORMAT_BF16, 2, {}, 16384, 64},
-        Setup{MOE_FORMAT_FP8_BLOCK, 2, {{"MOE_MEGA_FP8_STAGE", "256"}}, 16384, 128},
-        Setup{MOE_FORMAT_FP8_BLOCK,
-              2,
-              {{"MOE_MEGA_FP8_STAGE", "256"}, {"MOE_MEGA_CHUNKS", "1"}},
-              16384,
-              128}}) {
+        Setup{MOE_FORMAT_BF16, 2, {}, 16384, 64}, Setup{MOE_FORMAT_FP8_BLOCK, 2, {}, 16384, 128},
+        Setup{MOE_FORMAT_FP8_BLOCK, 2, {{"MOE_MEGA_CHUNKS", "1"}}, 16384, 128},
+        Setup{MOE_FORMAT_FP8_BLOCK, 1, {{"MOE_MEGA_FP8_STAGE", "128"}}, 16384, 128}}) {
     Problem q = problem_;
     q.raw().hidden = 512;
     q.raw().intermediate = 1024;
@@ -405,8 +408,9 @@ TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
     const moe_problem p = q.c();
     const LayerWeights w = random_weights(p, 61);
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
-    const std::string what = fmt::format("{}, {} chunks a stage, {} switches",
-                                         format_name(c.format), c.chunks, c.vars.size());
+    std::string what =
+        fmt::format("{}, {} chunks a stage, switches:", format_name(c.format), c.chunks);
+    for (const auto& [name, value] : c.vars) what += fmt::format(" {}={}", name, value);
     const nlohmann::json j = timeline_of(p, w, c.vars, [&](const Layer& layer) {
       for (int64_t tokens : {1, 40, 96})
         expect_matches_and_repeats(layer, ref_layer, p, tokens, 62 + uint64_t(tokens), what);

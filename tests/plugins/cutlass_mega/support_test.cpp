@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "../../support/scoped_env.hpp"
 #include "../../support/test_env.hpp"
 #include "kernels/split.hpp"
 #include "moe/sdk/error.hpp"
@@ -257,8 +259,8 @@ TEST(MegaOptions, SmsIsAutoOrACountAndAnythingElseIsRefusedNamingIt) {
 }
 
 // The stage rules (docs/design.md §13): bf16 two chunks where H and I are multiples of 128; 4-bit
-// four chunks from 8 slots an expert on average, where H and I are multiples of 512 and the
-// activations are bf16; describe says both.
+// four chunks from 8 slots an expert on average or 64 tokens (the fewer), where H and I are
+// multiples of 512 and the activations are bf16; describe says both.
 TEST(MegaStages, TwoBf16ChunksAndFour4BitChunksFromEightSlotsAnExpert) {
   moe_problem p = bf16_problem();  // I = 192
   EXPECT_FALSE(bf16_two_chunks(p));
@@ -273,12 +275,12 @@ TEST(MegaStages, TwoBf16ChunksAndFour4BitChunksFromEightSlotsAnExpert) {
     int64_t experts, top_k, hidden, intermediate, from;
   };
   for (moe_format f : {MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4}) {
-    for (const Shape& s : {Shape{8, 2, 4096, 14336, 32},    // Mixtral: 32 tokens
-                           Shape{256, 8, 7168, 2048, 256},  // DeepSeek-V3
-                           Shape{16, 4, 512, 512, 32},      // the GPU test's
-                           Shape{64, 6, 4096, 1536, 86},    // ceil(8 x 64 / 6)
-                           Shape{128, 8, 2048, 768, 0},     // Qwen3-30B-A3B: I = 768
-                           Shape{16, 4, 256, 512, 0}}) {    // H = 256
+    for (const Shape& s : {Shape{8, 2, 4096, 14336, 32},   // Mixtral: 32 tokens
+                           Shape{256, 8, 7168, 2048, 64},  // DeepSeek-V3: 64 tokens
+                           Shape{16, 4, 512, 512, 32},     // the GPU test's
+                           Shape{64, 6, 4096, 1536, 64},   // ceil(8 x 64 / 6) = 86
+                           Shape{128, 8, 2048, 768, 0},    // Qwen3-30B-A3B: I = 768
+                           Shape{16, 4, 256, 512, 0}}) {   // H = 256
       p.format = f;
       p.experts = p.local_experts = s.experts;
       p.top_k = s.top_k;
@@ -294,6 +296,69 @@ TEST(MegaStages, TwoBf16ChunksAndFour4BitChunksFromEightSlotsAnExpert) {
       }
     }
   }
+}
+
+// The instance a layer prepared now runs (docs/design.md §13): every format's default on shapes
+// that take the multi-chunk stages and on shapes that do not, and each measurement switch read at
+// prepare; describe names fp8_block's stage and its 32-slot items.
+TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
+  using detail::Kind;
+  using test::ScopedEnv;
+  struct Expected {
+    moe_format format;
+    int64_t hidden, intermediate;
+    const char* var;  // a switch set at prepare, or null
+    const char* value;
+    Kind kind, large_kind;
+    int64_t large_from;
+  };
+  const char* const fp4_stage = "MOE_MEGA_FP4_STAGE";
+  for (const Expected& e :
+       {Expected{MOE_FORMAT_BF16, 256, 256, nullptr, nullptr, Kind::kBf16x2, Kind::kBf16, 0},
+        Expected{MOE_FORMAT_BF16, 256, 192, nullptr, nullptr, Kind::kBf16, Kind::kBf16, 0},
+        Expected{MOE_FORMAT_BF16, 256, 256, "MOE_MEGA_BF16_STAGE", "64", Kind::kBf16, Kind::kBf16,
+                 0},
+        Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, nullptr, nullptr, Kind::kFp8BlockF16x2,
+                 Kind::kBf16, 0},
+        Expected{MOE_FORMAT_FP8_BLOCK, 512, 384, nullptr, nullptr, Kind::kFp8BlockF16, Kind::kBf16,
+                 0},
+        Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, "MOE_MEGA_FP8_STAGE", "128", Kind::kFp8BlockF16,
+                 Kind::kBf16, 0},
+        Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, "MOE_MEGA_FP8_TOKENS", "e4m3", Kind::kFp8Block,
+                 Kind::kBf16, 0},
+        Expected{MOE_FORMAT_MXFP4, 512, 512, nullptr, nullptr, Kind::kMxfp4x2, Kind::kMxfp4x4, 32},
+        Expected{MOE_FORMAT_NVFP4, 512, 256, nullptr, nullptr, Kind::kNvfp4x2, Kind::kBf16, 0},
+        Expected{MOE_FORMAT_NVFP4, 384, 256, nullptr, nullptr, Kind::kNvfp4, Kind::kBf16, 0},
+        Expected{MOE_FORMAT_MXFP4, 512, 512, fp4_stage, "128", Kind::kMxfp4, Kind::kBf16, 0},
+        Expected{MOE_FORMAT_MXFP4, 512, 512, fp4_stage, "256", Kind::kMxfp4x2, Kind::kBf16, 0},
+        Expected{MOE_FORMAT_NVFP4, 512, 512, fp4_stage, "512", Kind::kNvfp4x4, Kind::kBf16, 0},
+        Expected{MOE_FORMAT_BF16, 256, 256, "MOE_MEGA_FP8_STAGE", "128", Kind::kBf16x2, Kind::kBf16,
+                 0}}) {
+    moe_problem p = bf16_problem();  // 16 experts, top 4: four chunks from 32 tokens
+    p.format = e.format;
+    p.input_format = e.format == MOE_FORMAT_FP8_BLOCK ? MOE_INPUT_FP8_1X128 : MOE_INPUT_BF16;
+    p.hidden = e.hidden;
+    p.intermediate = e.intermediate;
+    const std::string what =
+        fmt::format("{} H {} I {} {}={}", format_name(e.format), e.hidden, e.intermediate,
+                    e.var ? e.var : "-", e.value ? e.value : "");
+    std::optional<ScopedEnv> env;
+    if (e.var) env.emplace(e.var, e.value);
+    const KindChoice c = choose_kinds(p);
+    EXPECT_EQ(int(c.kind), int(e.kind)) << what;
+    EXPECT_EQ(c.large_from, e.large_from) << what;
+    if (e.large_from > 0) EXPECT_EQ(int(c.large_kind), int(e.large_kind)) << what;
+  }
+  moe_problem p = fp8_problem();  // H = 256, I = 256: two tiles, 32-slot items
+  EXPECT_TRUE(fp8_two_tiles(p));
+  std::string d = describe(p);
+  EXPECT_NE(d.find("two 128-deep tiles (32 KB) a pipeline stage"), std::string::npos) << d;
+  EXPECT_NE(d.find("per (expert, 32 slots"), std::string::npos) << d;
+  p.intermediate = 384;
+  EXPECT_FALSE(fp8_two_tiles(p));
+  d = describe(p);
+  EXPECT_NE(d.find("one 128-deep tile (16 KB) a pipeline stage"), std::string::npos) << d;
+  EXPECT_NE(d.find("per (expert, 64 slots"), std::string::npos) << d;
 }
 
 // Each instance's stage (the timeline's K step and prepared bytes, kernels/config.cuh): one bf16
