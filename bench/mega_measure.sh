@@ -13,7 +13,7 @@
 #   ab        (or ab_bf16, ab_fp8, ab_fp4 apart) bench/ab.py: the default against
 #             MOE_MEGA_CHUNKS=1 and MOE_MEGA_LAUNCH=pdl (bf16 and fp8_block on Qwen3-30B-A3B and
 #             Mixtral at T = 1, 8, 64; fp8_block also against MOE_MEGA_FP8_TOKENS=e4m3 and
-#             MOE_MEGA_FP8_STAGE=256 (two e4m3 chunks a stage, 32-slot items), bf16 also
+#             MOE_MEGA_FP8_STAGE=128 (one e4m3 tile a stage, 64-slot items), bf16 also
 #             against MOE_MEGA_BF16_STAGE=64: one 16 KB tile a stage, by TMA) and
 #             mxfp4 on Mixtral and Qwen3 against MOE_MEGA_FP4_STAGE=128 (one chunk a stage) and
 #             512 (four, 2 stages, where H and I allow: Mixtral; Qwen3's I = 768 keeps two)
@@ -32,7 +32,7 @@
 #             each phase's span and per-SM rate, format beside format
 #   timeline  MOE_MEGA_TIMELINE of Qwen3 bf16 T = 1 and 8 and Mixtral mxfp4 T = 8, each variant
 #   ncu       Nsight Compute of Mixtral mxfp4 T = 8: stall reasons by instruction (where a 4-bit
-#             stage's ~0.45 us goes)
+#             stage's ~0.45 us goes); ncu_fp8 the same of fp8_block (what bounds its consumers)
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
 export NCCL_NVLS_ENABLE=0
@@ -76,7 +76,7 @@ for section in "$@"; do
         for s in qwen3_30b_a3b mixtral_8x7b; do
           $ab --out "$OUT/ab_fp8_$s" --config $cfg/${s}_fp8_block.yaml --tokens 1,8,64 "${variants[@]}" \
             --variant e4m3= --env e4m3=MOE_MEGA_FP8_TOKENS=e4m3 \
-            --variant x2= --env x2=MOE_MEGA_FP8_STAGE=256 2>&1 | tail -5
+            --variant one= --env one=MOE_MEGA_FP8_STAGE=128 2>&1 | tail -5
           pack
         done
       fi
@@ -142,16 +142,18 @@ for section in "$@"; do
           echo "$name"; tail -3 "$OUT/$name.txt"
         done
       done ;;
-    ncu)
+    ncu | ncu_fp8)  # Mixtral at T = 8: mxfp4 (mx8_*) or fp8_block (fp8_8_*)
+      f=mxfp4 n=mx8
+      [ "$section" = ncu_fp8 ] && f=fp8_block n=fp8_8
       ncu --clock-control none -k regex:fused_moe -s 3 -c 1 --section SpeedOfLight \
         --section MemoryWorkloadAnalysis --section WarpStateStats --section SourceCounters \
-        --import-source no -o "$OUT/mx8" build/bin/moe bench --config $cfg/mixtral_8x7b_mxfp4.yaml \
-        --tokens 8 --graph off --iterations 2 --check-max-tokens 0 > "$OUT/ncu_log.txt" 2>&1
-      ncu -i "$OUT/mx8.ncu-rep" --page source --csv --print-source sass | gzip > "$OUT/mx8.csv.gz"
-      ncu -i "$OUT/mx8.ncu-rep" --page details > "$OUT/mx8_details.txt" 2>&1
-      rm -f "$OUT/mx8.ncu-rep"
-      python3 bench/ncu_stalls.py "$OUT/mx8.csv.gz" --top 40 > "$OUT/mx8_stalls.txt" 2>&1
-      head -30 "$OUT/mx8_stalls.txt" ;;
+        --import-source no -o "$OUT/$n" build/bin/moe bench --config $cfg/mixtral_8x7b_$f.yaml \
+        --tokens 8 --graph off --iterations 2 --check-max-tokens 0 > "$OUT/ncu_log_$n.txt" 2>&1
+      ncu -i "$OUT/$n.ncu-rep" --page source --csv --print-source sass | gzip > "$OUT/$n.csv.gz"
+      ncu -i "$OUT/$n.ncu-rep" --page details > "$OUT/${n}_details.txt" 2>&1
+      rm -f "$OUT/$n.ncu-rep"
+      python3 bench/ncu_stalls.py "$OUT/$n.csv.gz" --top 40 > "$OUT/${n}_stalls.txt" 2>&1
+      head -30 "$OUT/${n}_stalls.txt" ;;
     grid_*)  # grid_<format>: issue 11's grid of cutlass_mega in that format on the H200's three
       # model shapes at T = 1..512, the peers and trtllm_style bf16 in the same run (needs .peers
       # carried); each shape under its own limit, so a slow one leaves the others' records

@@ -23,7 +23,7 @@ class CutlassMegaBackend : public moe::gpu::GpuBackend {
             "the activation, GEMM2, the weighted combine in slot order",
         .aliases = {"mega_moe"},
         // Measured against trtllm_style (priority 50) in one run: bf16 faster at T = 8..32 on
-        // Qwen3-30B-A3B and Mixtral (0.94-0.98x) and at T = 8..64 on Inkling-like (0.93-0.96x)
+        // Qwen3-30B-A3B and Mixtral (0.94-0.98x) and at T = 8..64 on Inkling-like (0.92-0.97x)
         // and DeepSeek-V3 (0.99x), 1.01x at Mixtral T = 64 (H100, bench/results/
         // 2026-12-05_s44_cutlass_mega_bf16_decode_h100.md); mxfp4 and nvfp4 faster up to T = 32
         // on Qwen3-30B-A3B, Mixtral and DeepSeek-V3 (0.79-0.94x), past 128 on Qwen3 and

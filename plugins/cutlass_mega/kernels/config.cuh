@@ -27,7 +27,8 @@ constexpr int kMaxVirtual = 32;   // sink and shared experts' virtual experts (s
 constexpr int kScaleBlock = 128;  // fp8_block: channels per scale, along K and along rows
 constexpr int kMaxKBlocks = 120;  // fp8_block: scale blocks along K an item keeps in shared memory
 
-// The weight formats the kernel is instantiated for. kFp8F16W (fp8_block's default): activations
+// The weight formats the kernel is instantiated for. kFp8F16W (fp8_block's one-tile stage, the
+// default where H or I is not a multiple of 256; MOE_MEGA_FP8_STAGE=128 elsewhere): activations
 // kept as the f16 values of their e4m3 codes (exact), so each warp converts only its weight
 // fragments and multiplies in f16 (kFp8W, MOE_MEGA_FP8_TOKENS=e4m3 at prepare: the e4m3 mma.sync
 // converts both operands in every warp). kMxfp4x2W, kNvfp4x2W (the 4-bit default where H and I
@@ -42,8 +43,8 @@ enum WeightKind : int {
   kFp8F16W = 4,
   kMxfp4x2W = 5,
   kNvfp4x2W = 6,
-  kMxfp4x4W = 7,  // four chunks a stage (512 K, 35-36 KB), 2 stages: batches of at least 8
-  kNvfp4x4W = 8,  // slots an expert (the layer picks per batch; src/mega_layer.hpp)
+  kMxfp4x4W = 7,  // four chunks a stage (512 K, 35-36 KB), 2 stages: batches of at least 8 slots
+  kNvfp4x4W = 8,  // an expert or 64 tokens (the layer picks per batch; src/mega_layer.hpp)
   // bf16's default where H and I allow: two prepared 16 KB chunks a stage (128 K, 32 KB by one
   // bulk copy; the chunks of kernels/chunk_layout.hpp, adjacent), 3 stages (0.89-1.0x the time
   // of kBf16W's TMA tiles; bench/NOTES.md, session 42).
@@ -51,8 +52,8 @@ enum WeightKind : int {
   // fp8_block with f16 tokens, two 16 KB e4m3 tiles a stage (256 K: two scale blocks, each
   // promoted as a one-tile stage's; four TMA boxes, or with MOE_MEGA_CHUNKS=1 two adjacent
   // prepared chunks by one bulk copy), 32-slot items and 3 stages (96 KB of weights in flight
-  // where kFp8F16W keeps 64): MOE_MEGA_FP8_STAGE=256 at prepare, a measurement (bench/NOTES.md,
-  // session 43).
+  // where kFp8F16W keeps 64): fp8_block's default where H and I are multiples of 256 (0.87-1.0x
+  // kFp8F16W's time; bench/NOTES.md, session 44).
   kFp8F16x2W = 10
 };
 template <int W>

@@ -10,9 +10,9 @@
 namespace moe::mega::detail {
 
 // The kernel's instances (kernels/config.cuh WeightKind): bf16 weights and activations, fp8_block
-// weights with fp8_1x128 activations (kFp8BlockF16, the default: the activations' codes kept as
-// f16 values), mxfp4 or nvfp4 weights with bf16 or e4m3 activations, one, two (the default where
-// H and I allow) or four chunks a stage.
+// weights with fp8_1x128 activations (kFp8BlockF16x2 where H and I allow, else kFp8BlockF16: the
+// activations' codes kept as f16 values), mxfp4 or nvfp4 weights with bf16 or e4m3 activations,
+// one, two (the default where H and I allow) or four chunks a stage.
 enum class Kind : int {
   kBf16 = 0,
   kFp8Block = 1,
@@ -24,7 +24,7 @@ enum class Kind : int {
   kMxfp4x4 = 7,  // four chunks a stage (batches of 8 slots an expert or 64 tokens and more)
   kNvfp4x4 = 8,
   kBf16x2 = 9,         // bf16, two prepared chunks a stage (the default where H and I allow)
-  kFp8BlockF16x2 = 10  // fp8_block on f16 codes, two 16 KB tiles a stage (a measurement)
+  kFp8BlockF16x2 = 10  // fp8_block on f16 codes, two 16 KB tiles a stage (the default there)
 };
 // fp8_block instances whose activation codes are kept as their f16 values (2 bytes a code).
 constexpr bool has_f16_codes(Kind k) {

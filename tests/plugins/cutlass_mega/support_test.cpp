@@ -11,6 +11,7 @@
 #include "../../support/scoped_env.hpp"
 #include "../../support/test_env.hpp"
 #include "kernels/split.hpp"
+#include "moe/sdk/enum_names.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
 #include "src/mega_layer.hpp"
@@ -299,8 +300,10 @@ TEST(MegaStages, TwoBf16ChunksAndFour4BitChunksFromEightSlotsAnExpert) {
 }
 
 // The instance a layer prepared now runs (docs/design.md §13): every format's default on shapes
-// that take the multi-chunk stages and on shapes that do not, and each measurement switch read at
-// prepare; describe names fp8_block's stage and its 32-slot items.
+// that take the multi-chunk stages and on shapes that do not, 4-bit weights on e4m3 activations
+// (two chunks, never four by the batch), each measurement switch read at prepare (every other one
+// unset, so the machine's environment cannot decide a row), and the retired
+// MOE_MEGA_FP8_STAGE=256 (the default now); describe names fp8_block's stage and its 32-slot items.
 TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
   using detail::Kind;
   using test::ScopedEnv;
@@ -311,6 +314,7 @@ TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
     const char* value;
     Kind kind, large_kind;
     int64_t large_from;
+    moe_input_format input = MOE_INPUT_BF16;  // fp8_block's: always fp8_1x128
   };
   const char* const fp4_stage = "MOE_MEGA_FP4_STAGE";
   for (const Expected& e :
@@ -333,15 +337,31 @@ TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
         Expected{MOE_FORMAT_MXFP4, 512, 512, fp4_stage, "256", Kind::kMxfp4x2, Kind::kBf16, 0},
         Expected{MOE_FORMAT_NVFP4, 512, 512, fp4_stage, "512", Kind::kNvfp4x4, Kind::kBf16, 0},
         Expected{MOE_FORMAT_BF16, 256, 256, "MOE_MEGA_FP8_STAGE", "128", Kind::kBf16x2, Kind::kBf16,
-                 0}}) {
+                 0},
+        Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, "MOE_MEGA_FP8_STAGE", "256", Kind::kFp8BlockF16x2,
+                 Kind::kBf16, 0},
+        Expected{MOE_FORMAT_NVFP4, 512, 512, nullptr, nullptr, Kind::kNvfp4x2, Kind::kNvfp4x4, 32},
+        Expected{MOE_FORMAT_MXFP4, 512, 256, fp4_stage, "512", Kind::kMxfp4x2, Kind::kBf16, 0},
+        Expected{MOE_FORMAT_MXFP4, 512, 512, nullptr, nullptr, Kind::kMxfp4x2, Kind::kBf16, 0,
+                 MOE_INPUT_MXFP8},
+        Expected{MOE_FORMAT_NVFP4, 512, 512, nullptr, nullptr, Kind::kNvfp4x2, Kind::kBf16, 0,
+                 MOE_INPUT_FP8_TENSOR_STATIC},
+        Expected{MOE_FORMAT_NVFP4, 512, 512, fp4_stage, "512", Kind::kNvfp4x4, Kind::kBf16, 0,
+                 MOE_INPUT_FP8_TENSOR_DYNAMIC}}) {
     moe_problem p = bf16_problem();  // 16 experts, top 4: four chunks from 32 tokens
     p.format = e.format;
-    p.input_format = e.format == MOE_FORMAT_FP8_BLOCK ? MOE_INPUT_FP8_1X128 : MOE_INPUT_BF16;
+    p.input_format = e.format == MOE_FORMAT_FP8_BLOCK ? MOE_INPUT_FP8_1X128 : e.input;
     p.hidden = e.hidden;
     p.intermediate = e.intermediate;
     const std::string what =
-        fmt::format("{} H {} I {} {}={}", format_name(e.format), e.hidden, e.intermediate,
-                    e.var ? e.var : "-", e.value ? e.value : "");
+        fmt::format("{} on {} H {} I {} {}={}", format_name(e.format),
+                    input_format_name(static_cast<moe_input_format>(p.input_format)), e.hidden,
+                    e.intermediate, e.var ? e.var : "-", e.value ? e.value : "");
+    const ScopedEnv unset[] = {{"MOE_MEGA_BF16_STAGE", std::nullopt},
+                               {"MOE_MEGA_FP8_TOKENS", std::nullopt},
+                               {"MOE_MEGA_FP8_STAGE", std::nullopt},
+                               {"MOE_MEGA_FP4_STAGE", std::nullopt},
+                               {"MOE_MEGA_CHUNKS", std::nullopt}};
     std::optional<ScopedEnv> env;
     if (e.var) env.emplace(e.var, e.value);
     const KindChoice c = choose_kinds(p);
