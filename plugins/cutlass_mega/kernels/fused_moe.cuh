@@ -267,33 +267,43 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   auto consume = [&](int m, int ks, int k_blocks) {
     cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
     if constexpr (kFp8) {
+      // NT n-tiles hold the item's m slots: the two-tile instance fixes it per stage
+      // (with_n_tiles); the 64-slot ones keep every tile with a branch per n-tile or pair (fixed,
+      // ptxas spilled).
+      auto fp8_stage = [&](auto tiles) {
+        constexpr int NT = decltype(tiles)::value;
 #pragma unroll
-      for (int c = 0; c < kChunksPerStage<W>; ++c) {
-        float part[kTok<W> / 8][4];
-        zero(part);
-        const uint8_t* w = weight_tile<W>(ring, stage) + c * kRows * kRowBytes;
-        const uint8_t* x = token_tile<W>(ring, stage) + c * (kTokRowBytes<W> / kChunksPerStage<W>);
-        if constexpr (kF16Tokens<W>)
-          mma_stage_f16_tokens<W>(w, x, m, part);
-        else
-          mma_stage_pairs<W>(w, x, m, part);
-        if (c == kChunksPerStage<W> - 1) {
-          __syncwarp();
-          if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
-        }
-        const int kb = ks * kChunksPerStage<W> + c;
-        const float ws = weight_scales[(warp / 4) * k_blocks + kb];
+        for (int c = 0; c < kChunksPerStage<W>; ++c) {
+          float part[NT][4] = {};
+          const uint8_t* w = weight_tile<W>(ring, stage) + c * kRows * kRowBytes;
+          const uint8_t* x =
+              token_tile<W>(ring, stage) + c * (kTokRowBytes<W> / kChunksPerStage<W>);
+          if constexpr (kF16Tokens<W>)
+            mma_stage_f16_tokens<W, NT, W != kFp8F16x2W>(w, x, m, part);
+          else
+            mma_stage_pairs<W>(w, x, m, part);
+          if (c == kChunksPerStage<W> - 1) {
+            __syncwarp();
+            if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&empty[stage]);
+          }
+          const int kb = ks * kChunksPerStage<W> + c;
+          const float ws = weight_scales[(warp / 4) * k_blocks + kb];
 #pragma unroll
-        for (int nt = 0; nt < kTok<W> / 8; ++nt) {
-          if (nt * 8 >= m) break;
-          const float t0 = ws * token_scales[kb * kTok<W> + nt * 8 + 2 * q];
-          const float t1 = ws * token_scales[kb * kTok<W> + nt * 8 + 2 * q + 1];
-          acc[nt][0] = fmaf(part[nt][0], t0, acc[nt][0]);
-          acc[nt][1] = fmaf(part[nt][1], t1, acc[nt][1]);
-          acc[nt][2] = fmaf(part[nt][2], t0, acc[nt][2]);
-          acc[nt][3] = fmaf(part[nt][3], t1, acc[nt][3]);
+          for (int nt = 0; nt < NT; ++nt) {
+            if (nt * 8 >= m) break;
+            const float t0 = ws * token_scales[kb * kTok<W> + nt * 8 + 2 * q];
+            const float t1 = ws * token_scales[kb * kTok<W> + nt * 8 + 2 * q + 1];
+            acc[nt][0] = fmaf(part[nt][0], t0, acc[nt][0]);
+            acc[nt][1] = fmaf(part[nt][1], t1, acc[nt][1]);
+            acc[nt][2] = fmaf(part[nt][2], t0, acc[nt][2]);
+            acc[nt][3] = fmaf(part[nt][3], t1, acc[nt][3]);
+          }
         }
-      }
+      };
+      if constexpr (W == kFp8F16x2W)
+        with_n_tiles<kTok<W> / 8>(m, fp8_stage);
+      else
+        fp8_stage(std::integral_constant<int, kTok<W> / 8>{});
     } else {
       with_n_tiles<kTok<W> / 8>(m, [&](auto nt) {
         if constexpr (kFp4)

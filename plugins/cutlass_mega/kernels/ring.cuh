@@ -205,17 +205,25 @@ __device__ __forceinline__ void mma_stage_pairs(const uint8_t* w, const uint8_t*
   }
 }
 
-// fp8_block with f16 tokens (kFp8F16W): each 32 K of e4m3 weights (one ldmatrix x4, the e4m3
-// mma's A fragment) converted to f16 in this warp only and multiplied as two f16 m16n8k16 mmas
-// over a K order both operands share: lane q's A registers hold K 4q..4q+3 (then 16 + those) of
-// its rows, so the first mma's logical K pairs (2q, 2q + 1) and (2q + 8, 2q + 9) are physical
-// (4q, 4q + 1) and (4q + 2, 4q + 3), the second's the same 16 further; a token's four f16 at K
-// 4q..4q+3 are one 8-byte load, its B pair. A branch per 8-slot n-tile (the promotion's grain):
-// an item of at most 8 slots, most decode items, multiplies one n-tile, not a pair.
-template <int W>
+// fp8_block with f16 tokens (kFp8F16W, kFp8F16x2W): each 32 K of e4m3 weights (one ldmatrix x4,
+// the e4m3 mma's A fragment) converted to f16 in this warp only and multiplied as two f16
+// m16n8k16 mmas over a K order both operands share: lane q's A registers hold K 4q..4q+3 (then
+// 16 + those) of its rows, so the first mma's logical K pairs (2q, 2q + 1) and (2q + 8, 2q + 9)
+// are physical (4q, 4q + 1) and (4q + 2, 4q + 3), the second's the same 16 further; a token's four
+// f16 at K 4q..4q+3 are one 8-byte load, its B pair. NT n-tiles: with kBranch, the n-tiles that
+// hold any of the item's m slots (a branch per n-tile in every K step); without, exactly NT, fixed
+// by the caller for the item (with_n_tiles), so the K steps hold no branch: the branches made the
+// compiler keep each step's token loads behind them and re-converge the warp before every mma
+// (the SASS: 41 WARPSYNC and 26 BRA a two-tile stage, session 44). kBranch stays for the 64-slot
+// one-tile instance, whose fixed-NT variants need more registers than its 168 (ptxas spilled).
+// With one or two n-tiles the second mma of each step accumulates in a second chain, summed at
+// the end, as mma_token_tiles does.
+template <int W, int NT, bool kBranch>
 __device__ __forceinline__ void mma_stage_f16_tokens(const uint8_t* w, const uint8_t* x, int m,
-                                                     float (&acc)[kTok<W> / 8][4]) {
+                                                     float (&acc)[NT][4]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+  constexpr bool kTwoChains = NT <= 2;
+  float odd[NT][4] = {};
 #pragma unroll
   for (int kb = 0; kb < kRowBytes; kb += 32) {
     uint32_t a8[4];  // rows g, g + 8 at K kb + 4q.., then at kb + 16 + 4q..
@@ -227,19 +235,24 @@ __device__ __forceinline__ void mma_stage_f16_tokens(const uint8_t* w, const uin
       for (int r = 0; r < 4; ++r)
         a[h][r] = e4m3x2_to_f16x2(a8[f16_a_reg(h, r)] >> (16 * f16_a_half(r)));
 #pragma unroll
-    for (int pair = 0; pair < kTok<W> / 16; ++pair) {
-      if (pair * 16 >= m) break;
+    for (int nt = 0; nt < NT; ++nt) {
+      if (kBranch && nt * 8 >= m) break;
+      const uint8_t* row = x + (nt * 8 + g) * kTokLd<W>;
 #pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        if (pair * 16 + t * 8 >= m) break;
-        const uint8_t* row = x + (pair * 16 + t * 8 + g) * kTokLd<W>;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint2 b = *reinterpret_cast<const uint2*>(row + f16_token_byte(kb, h, q));
-          mma_f16(acc[2 * pair + t], a[h], b.x, b.y);
-        }
+      for (int h = 0; h < 2; ++h) {
+        const uint2 b = *reinterpret_cast<const uint2*>(row + f16_token_byte(kb, h, q));
+        if (kTwoChains && h == 1)
+          mma_f16(odd[nt], a[h], b.x, b.y);
+        else
+          mma_f16(acc[nt], a[h], b.x, b.y);
       }
     }
+  }
+  if constexpr (kTwoChains) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[nt][k] += odd[nt][k];
   }
 }
 
