@@ -268,8 +268,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
     if constexpr (kFp8) {
       // NT n-tiles hold the item's m slots: the two-tile instance fixes it per stage
-      // (with_n_tiles); the 64-slot ones keep every tile with a branch per n-tile or pair (fixed,
-      // ptxas spilled).
+      // (with_each_n_tile_count: 1 to 4); the 64-slot ones keep every tile with a branch per n-tile
+      // or pair (fixed, ptxas spilled).
       auto fp8_stage = [&](auto tiles) {
         constexpr int NT = decltype(tiles)::value;
 #pragma unroll
@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         }
       };
       if constexpr (W == kFp8F16x2W)
-        with_n_tiles<kTok<W> / 8>(m, fp8_stage);
+        with_each_n_tile_count(m, fp8_stage);
       else
         fp8_stage(std::integral_constant<int, kTok<W> / 8>{});
     } else {

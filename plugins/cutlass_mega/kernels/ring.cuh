@@ -212,12 +212,12 @@ __device__ __forceinline__ void mma_stage_pairs(const uint8_t* w, const uint8_t*
 // are physical (4q, 4q + 1) and (4q + 2, 4q + 3), the second's the same 16 further; a token's four
 // f16 at K 4q..4q+3 are one 8-byte load, its B pair. NT n-tiles: with kBranch, the n-tiles that
 // hold any of the item's m slots (a branch per n-tile in every K step); without, exactly NT, fixed
-// by the caller for the item (with_n_tiles), so the K steps hold no branch: the branches made the
-// compiler keep each step's token loads behind them and re-converge the warp before every mma
-// (the SASS: 41 WARPSYNC and 26 BRA a two-tile stage, session 44). kBranch stays for the 64-slot
-// one-tile instance, whose fixed-NT variants need more registers than its 168 (ptxas spilled).
-// With one or two n-tiles the second mma of each step accumulates in a second chain, summed at
-// the end, as mma_token_tiles does.
+// by the caller for the item (with_each_n_tile_count), so the K steps hold no branch: the branches
+// made the compiler keep each step's token loads behind them and re-converge the warp before every
+// mma (the SASS: 41 WARPSYNC and 26 BRA a two-tile stage, session 44). kBranch stays for the
+// 64-slot one-tile instance, whose fixed-NT variants need more registers than its 168 (ptxas
+// spilled). With one or two n-tiles the second mma of each step accumulates in a second chain,
+// summed at the end, as mma_token_tiles does.
 template <int W, int NT, bool kBranch>
 __device__ __forceinline__ void mma_stage_f16_tokens(const uint8_t* w, const uint8_t* x, int m,
                                                      float (&acc)[NT][4]) {
@@ -297,6 +297,20 @@ __device__ __forceinline__ void with_n_tiles(int m, F&& f) {
     else
       f(std::integral_constant<int, 8>{});
   }
+}
+
+// Calls f(std::integral_constant<int, NT>{}) with exactly the n-tiles that hold m <= 32 slots (1 to
+// 4: the f16-token fp8 stage takes any count, not only whole pairs).
+template <class F>
+__device__ __forceinline__ void with_each_n_tile_count(int m, F&& f) {
+  if (m <= 8)
+    f(std::integral_constant<int, 1>{});
+  else if (m <= 16)
+    f(std::integral_constant<int, 2>{});
+  else if (m <= 24)
+    f(std::integral_constant<int, 3>{});
+  else
+    f(std::integral_constant<int, 4>{});
 }
 
 // The 256 consumer threads only (named barrier 1): the producer warp runs ahead.
