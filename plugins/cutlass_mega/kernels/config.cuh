@@ -26,6 +26,9 @@ constexpr int kMaxExperts = 512;  // 2 per thread in the block scans
 constexpr int kMaxVirtual = 32;   // sink and shared experts' virtual experts (slot columns)
 constexpr int kScaleBlock = 128;  // fp8_block: channels per scale, along K and along rows
 constexpr int kMaxKBlocks = 120;  // fp8_block: scale blocks along K an item keeps in shared memory
+// fp8_block with own_rows (Params): the largest batch, as tokens x hidden values, each CTA
+// quantises itself (Qwen3-30B-A3B: 8 tokens, Mixtral 4, DeepSeek-V3 2).
+constexpr int64_t kOwnRowsElems = 16384;
 
 // The weight formats the kernel is instantiated for. kFp8F16W (fp8_block's one-tile stage, the
 // default where H or I is not a multiple of 256; MOE_MEGA_FP8_STAGE=128 elsewhere): activations
@@ -180,9 +183,13 @@ struct Params {
   const float* s2;   // [E, H / 128, I / 128]
   uint8_t* xq;       // workspace [T, H] e4m3: the hidden states quantised
   float* xs;         // workspace [T, H / 128]
-  float* inter32;    // workspace [T * slot_width, I] f32: the intermediate before quantisation
-  uint8_t* iq;       // workspace [T * slot_width, I] e4m3
-  float* is;         // workspace [T * W, I / 128]
+  // 1 (MOE_MEGA_FP8_OWN_ROWS=1 at prepare, for batches of T x H <= kOwnRowsElems, a
+  // measurement): each CTA quantises the whole batch's hidden states into its own copy, xq + the
+  // CTA's index x T x H codes and xs + that x H / 128 scales, so GEMM1 waits on no grid barrier.
+  int32_t own_rows;
+  float* inter32;  // workspace [T * slot_width, I] f32: the intermediate before quantisation
+  uint8_t* iq;     // workspace [T * slot_width, I] e4m3
+  float* is;       // workspace [T * W, I / 128]
   // width: the ids' columns (top_k routed, then the sinks'); slot_width: a token's slots (top_k,
   // then one per virtual expert, src/virtual_experts.hpp); routed: ids in [0, routed) are routed
   // experts; experts: routed and virtual (the weight stacks' experts).

@@ -405,10 +405,22 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   int ready1 = 0, ready2 = 0;  // stages prefetched for the CTA's first item of phase 1, 2
   // 4-bit weights: how the activations are quantised (kernels/config.cuh ActQuant).
   const int aq = kFp4 ? p.act_quant : int(kActBf16);
+  // fp8_block: the hidden states' codes and scales GEMM1 reads: the grid's, or this CTA's own
+  // copy (own_rows).
+  const int64_t own = p.own_rows ? int64_t(blockIdx.x) * p.tokens * H : 0;
+  Code* const xq_rows = xq + own;
+  const float* const xs_rows = p.xs + own / kScaleBlock;
   if constexpr (kFp8) {  // phase 0: the hidden states' codes and scales
     if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
-    quantize_rows_1x128(p.hidden, p.tokens, H, xq, p.xs);
-    publish_to_async_proxy();
+    if (p.own_rows) {  // every token by this CTA alone: no grid barrier
+      quantize_rows_1x128(p.hidden, p.tokens, H, xq_rows, p.xs + own / kScaleBlock,
+                          threadIdx.x / 32, kThreads / 32);
+      __syncthreads();
+      if (producer) asm volatile("fence.proxy.async.global;" ::: "memory");
+    } else {
+      quantize_rows_1x128(p.hidden, p.tokens, H, xq, p.xs);
+      publish_to_async_proxy();
+    }
   }
   if (aq != kActBf16) {  // phase 0 of e4m3 activations on 4-bit weights: the hidden states
     if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
@@ -472,7 +484,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         auto token_of = [&](int n) { return uint16_t(s.slot_token[it.first + n]); };
         const int ready = u == int(blockIdx.x) ? ready1 : 0;
         if constexpr (kFp8)
-          produce_item(weights1, it, 0, steps, xq, H * int64_t(sizeof(Code)), token_of, ready);
+          produce_item(weights1, it, 0, steps, xq_rows, H * int64_t(sizeof(Code)), token_of, ready);
         else  // the hidden states, or their quantised values
           produce_item(weights1, it, 0, steps, aq != kActBf16 ? p.xa : p.hidden, H * 2, token_of,
                        ready);
@@ -485,7 +497,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         load_scales(
             it.m, k_blocks1,
             [&](int n, int kb) {
-              return __ldcg(p.xs + int64_t(s.slot_token[it.first + n]) * k_blocks1 + kb);
+              return __ldcg(xs_rows + int64_t(s.slot_token[it.first + n]) * k_blocks1 + kb);
             },
             s0, s1);
       }

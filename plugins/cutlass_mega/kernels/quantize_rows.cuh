@@ -24,16 +24,15 @@ __device__ __forceinline__ void load4(const float* p, float (&v)[4]) {
 // codes [rows, cols] and scales [rows, cols / 128]: e4m3 bytes (Code uint8_t) or each code's f16
 // value (uint16_t; exact, the same codes). A warp takes one (row, 128-channel block) at a time,
 // four channels per lane, kBatch of them a step with every load out before the first reduction
-// (one L2 round trip a step, not one a block); every warp of the grid joins.
+// (one L2 round trip a step, not one a block); warps `first`, first + warps, ... of the `warps`
+// that join (every warp of the grid, or of one CTA).
 template <class T, class Code>
 __device__ void quantize_rows_1x128(const T* src, int64_t rows, int64_t cols, Code* codes,
-                                    float* scales) {
+                                    float* scales, int64_t first, int64_t warps) {
   using namespace gpu::kernels;
   constexpr int kBatch = 4;
   const int lane = threadIdx.x % 32;
   const int64_t blocks = cols / kScaleBlock, work = rows * blocks;
-  const int64_t first = int64_t(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
-  const int64_t warps = int64_t(gridDim.x) * (kThreads / 32);
   for (int64_t w0 = first; w0 < work; w0 += kBatch * warps) {  // warp-uniform: w0 is the warp's
     float v[kBatch][4];
 #pragma unroll
@@ -61,6 +60,15 @@ __device__ void quantize_rows_1x128(const T* src, int64_t rows, int64_t cols, Co
       if (lane == 0) scales[r * blocks + b] = scale;
     }
   }
+}
+
+// Every warp of the grid joins.
+template <class T, class Code>
+__device__ void quantize_rows_1x128(const T* src, int64_t rows, int64_t cols, Code* codes,
+                                    float* scales) {
+  quantize_rows_1x128(src, rows, cols, codes, scales,
+                      int64_t(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32,
+                      int64_t(gridDim.x) * (kThreads / 32));
 }
 
 }  // namespace moe::mega::kernels

@@ -117,7 +117,8 @@ const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13
 KernelLimits kernel_limits(Kind kind) {
   using namespace kernels;
   const int tok = with_instance(kind, [](auto w) { return kTok<decltype(w)::value>; });
-  return {kMaxSlots, kMaxExperts, tok, kRows, kScaleBlock, kMaxKBlocks, kMaxVirtual};
+  return {kMaxSlots,   kMaxExperts, tok,         kRows,
+          kScaleBlock, kMaxKBlocks, kMaxVirtual, int(kOwnRowsElems)};
 }
 
 StageGeometry stage_geometry(Kind kind) {
@@ -169,6 +170,7 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.s2 = c.s2;
   p.xq = c.xq;
   p.xs = c.xs;
+  p.own_rows = c.own_rows;
   p.inter32 = c.inter32;
   p.iq = c.iq;
   p.is = c.is;

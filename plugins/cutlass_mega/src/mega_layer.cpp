@@ -137,6 +137,11 @@ KindChoice choose_kinds(const moe_problem& p) {
   return c;
 }
 
+int64_t own_rows_tokens(const moe_problem& p) {
+  if (p.format != MOE_FORMAT_FP8_BLOCK || !env_is("MOE_MEGA_FP8_OWN_ROWS", "1")) return 0;
+  return detail::kernel_limits(kind_of(p)).own_rows_elems / std::max<int64_t>(1, p.hidden);
+}
+
 int64_t result_bytes(const moe_problem& p, int64_t tokens) {
   const int64_t copy = tokens * slots_per_token(p) * p.hidden * 4;
   return std::max(copy, std::min(8 * copy, int64_t(32) << 20));
@@ -351,6 +356,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     a13_scale_ = sdk::checked_tensor_scales(w.a13_scale, "a13_scale", 1)[0];
     a2_scale_ = sdk::checked_tensor_scales(w.a2_scale, "a2_scale", 1)[0];
   }
+  own_rows_tokens_ = own_rows_tokens(p);
   const KindChoice kinds = choose_kinds(p);
   kind_ = kinds.kind;
   large_kind_ = kinds.large_kind;
@@ -478,8 +484,11 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
   ws.y = c.take<float>(size_t(result_bytes(p, tokens) / 4));
   if (fp8_) {  // codes: e4m3 bytes, or their f16 values (kFp8BlockF16, kFp8BlockF16x2)
     const size_t code = detail::has_f16_codes(kind_) ? 2 : 1;
-    ws.xq = c.take<uint8_t>(size_t(tokens * p.hidden) * code);
-    ws.xs = c.take<float>(size_t(tokens * (p.hidden / b)));
+    // With own rows, a copy of the batch's codes per CTA up to own_rows_tokens_ tokens (and as
+    // many above, so a workspace sized for T covers every smaller batch).
+    const int64_t rows = std::max(tokens, int64_t(ctas_) * std::min(tokens, own_rows_tokens_));
+    ws.xq = c.take<uint8_t>(size_t(rows * p.hidden) * code);
+    ws.xs = c.take<float>(size_t(rows * (p.hidden / b)));
     ws.inter32 = c.take<float>(size_t(slots * p.intermediate));
     ws.iq = c.take<uint8_t>(size_t(slots * p.intermediate) * code);
     ws.is = c.take<float>(size_t(slots * (p.intermediate / b)));
@@ -545,6 +554,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.b2 = p.expert_bias != 0 ? b2_.as<float>() : nullptr;
   c.xq = ws.xq;
   c.xs = ws.xs;
+  c.own_rows = tokens <= own_rows_tokens_ ? 1 : 0;
   c.inter32 = ws.inter32;
   c.iq = ws.iq;
   c.is = ws.is;

@@ -351,6 +351,37 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
   }
 }
 
+// MOE_MEGA_FP8_OWN_ROWS=1: each CTA quantises the batch's hidden states itself (up to
+// own_rows_tokens: 16384 / H = 64 tokens here) instead of the grid behind a barrier: the same codes
+// and scales, so the very same bits, on the two-tile and the one-tile instance, below and above
+// the limit (96 tokens: the grid's path), with a shared expert's virtual experts, and replayed
+// as a CUDA graph against the reference.
+TEST_F(MegaLayer, OwnRowsGiveTheGridsBits) {
+  for (int64_t inter : {256, 384}) {
+    Problem q = problem_;
+    q.raw().intermediate = inter;
+    q.raw().shared_intermediate = 256;
+    q = in_format(q, kFp8);
+    const moe_problem p = q.c();
+    const LayerWeights w = random_weights(p, 81);
+    const Layer grid = plugin_->prepare(p, w.view(), {});
+    const Layer own = prepared_with(p, w, {{"MOE_MEGA_FP8_OWN_ROWS", "1"}});
+    for (int64_t tokens : {1, 5, 40, 64, 96}) {
+      const Batch batch = random_batch(p, tokens, 80 + uint64_t(tokens), Scenario::kRandom);
+      const Routing routing = route_batch(*reference_, p, batch);
+      expect_same_bits(grid, own, p, batch, routing,
+                       fmt::format("I {}: own rows differ at {} tokens", inter, tokens));
+    }
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    const GraphReplay graph(plugin_, own, p, 9);
+    for (uint64_t seed : {41u, 42u}) {
+      const Batch batch = random_batch(p, 9, seed, Scenario::kRandom);
+      EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), tolerance(p))
+          << "I " << inter << ", own rows replayed, seed " << seed;
+    }
+  }
+}
+
 // MOE_MEGA_LAUNCH=pdl launches the kernel as a programmatic dependent of the stream's previous
 // kernel (cudaLaunchKernelEx, cooperative): the same bits as the ordinary launch, run after run
 // (the previous kernel is the last run's), and as a CUDA graph replayed with new inputs.

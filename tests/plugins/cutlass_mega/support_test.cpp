@@ -381,6 +381,28 @@ TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
   EXPECT_NE(d.find("per (expert, 64 slots"), std::string::npos) << d;
 }
 
+// MOE_MEGA_FP8_OWN_ROWS=1: each CTA quantises batches of up to 16384 / H tokens itself; fp8_block
+// only, and only with the switch.
+TEST(MegaOwnRows, BatchesOfUpTo16384ValuesOnlyWithTheSwitch) {
+  using test::ScopedEnv;
+  moe_problem p = fp8_problem();
+  {
+    const ScopedEnv off("MOE_MEGA_FP8_OWN_ROWS", std::nullopt);
+    EXPECT_EQ(own_rows_tokens(p), 0);
+  }
+  const ScopedEnv on("MOE_MEGA_FP8_OWN_ROWS", "1");
+  for (const auto& [hidden, tokens] : {std::pair{2048, 8},     // Qwen3-30B-A3B
+                                       std::pair{4096, 4},     // Mixtral
+                                       std::pair{7168, 2},     // DeepSeek-V3
+                                       std::pair{256, 64}}) {  // the GPU test's
+    p.hidden = hidden;
+    EXPECT_EQ(own_rows_tokens(p), tokens) << "H " << hidden;
+  }
+  p.format = MOE_FORMAT_BF16;
+  p.input_format = MOE_INPUT_BF16;
+  EXPECT_EQ(own_rows_tokens(p), 0) << "bf16";
+}
+
 // Each instance's stage (the timeline's K step and prepared bytes, kernels/config.cuh): one bf16
 // or e4m3 tile of 16 KB, one, two or four 4-bit chunks (8704 bytes mx, 9216 nv), two bf16 or two
 // e4m3 tiles.
