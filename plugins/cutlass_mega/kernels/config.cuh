@@ -181,8 +181,8 @@ struct Params {
   // fp8_block weights (e4m3, fp8_1x128 activations): the block scales and the quantised rows.
   const float* s13;  // [E, n1 / 128, H / 128]
   const float* s2;   // [E, H / 128, I / 128]
-  uint8_t* xq;       // workspace [T, H] e4m3: the hidden states quantised
-  float* xs;         // workspace [T, H / 128]
+  uint8_t* xq;       // workspace [T, H] e4m3 (or f16 values): the hidden states quantised
+  float* xs;         // workspace [T, H / 128] (with own_rows: a [T, H] and [T, H / 128] per CTA)
   // 1 (MOE_MEGA_FP8_OWN_ROWS=1 at prepare, for batches of T x H <= kOwnRowsElems, a
   // measurement): each CTA quantises the whole batch's hidden states into its own copy, xq + the
   // CTA's index x T x H codes and xs + that x H / 128 scales, so GEMM1 waits on no grid barrier.

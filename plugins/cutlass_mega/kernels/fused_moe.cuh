@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // are never read into a result) and the two weight row blocks' [2][k_blocks] (warps 0-3 read
   // the first, 4-7 the second). Loads go out kBatch at a time per thread, consecutive threads on
   // consecutive K blocks of one row (coalesced; the first stage's DRAM latency hides them). Token
-  // scales come from L2 (__ldcg): other CTAs wrote them in this run.
+  // scales come from L2 (__ldcg): other CTAs wrote them in this run (or, with own_rows, this one).
   float* token_scales = tile;
   float* weight_scales = tile + kMaxKBlocks * kTok<W>;
   auto load_scales = [&](int m, int k_blocks, auto token_scale, const float* w0, const float* w1) {

@@ -64,12 +64,12 @@ KindChoice choose_kinds(const moe_problem& p);
 // batches can split and large ones keep one copy. Bytes grow with `tokens` (a workspace sized
 // for T covers every smaller batch); copies = how many whole copies they hold, 1 to 8.
 int64_t result_bytes(const moe_problem& p, int64_t tokens);
+int32_t result_copies(const moe_problem& p, int64_t tokens);
 
 // fp8_block with MOE_MEGA_FP8_OWN_ROWS=1 at prepare (a measurement): the largest batch whose
 // hidden states each CTA quantises itself, into its own copy in the workspace, instead of the grid
 // sharing the work behind a grid barrier (kernels/config.cuh kOwnRowsElems / H tokens); 0 without.
 int64_t own_rows_tokens(const moe_problem& p);
-int32_t result_copies(const moe_problem& p, int64_t tokens);
 
 class DeviceLayer {
  public:

@@ -366,6 +366,8 @@ TEST_F(MegaLayer, OwnRowsGiveTheGridsBits) {
     const LayerWeights w = random_weights(p, 81);
     const Layer grid = plugin_->prepare(p, w.view(), {});
     const Layer own = prepared_with(p, w, {{"MOE_MEGA_FP8_OWN_ROWS", "1"}});
+    // a copy of the batch's codes per CTA: the switch took effect
+    EXPECT_GT(own.workspace_size(1), grid.workspace_size(1)) << "I " << inter;
     for (int64_t tokens : {1, 5, 40, 64, 96}) {
       const Batch batch = random_batch(p, tokens, 80 + uint64_t(tokens), Scenario::kRandom);
       const Routing routing = route_batch(*reference_, p, batch);
