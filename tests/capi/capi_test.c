@@ -821,12 +821,7 @@ static void check_auto_selects(moe_host_registry* registry, const char* extra, c
   snprintf(config, sizeof config,
            "backend: auto\nproblem: {experts: 4, top_k: 2, hidden: 64, intermediate: 32, %s}\n",
            extra);
-  moe_host_select_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.config_text = config;
-  moe_host_selection* selection = NULL;
-  CHECK_OK(moe_host_select(registry, &a, &selection));
+  moe_host_selection* selection = select_text(registry, config);
   if (selection == NULL) return;
   moe_host_selection_info chosen;
   memset(&chosen, 0, sizeof chosen);

@@ -409,12 +409,11 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // copy (own_rows).
   const int64_t own = p.own_rows ? int64_t(blockIdx.x) * p.tokens * H : 0;
   Code* const xq_rows = xq + own;
-  const float* const xs_rows = p.xs + own / kScaleBlock;
+  float* const xs_rows = p.xs + own / kScaleBlock;
   if constexpr (kFp8) {  // phase 0: the hidden states' codes and scales
     if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
     if (p.own_rows) {  // every token by this CTA alone: no grid barrier
-      quantize_rows_1x128(p.hidden, p.tokens, H, xq_rows, p.xs + own / kScaleBlock,
-                          threadIdx.x / 32, kThreads / 32);
+      quantize_rows_1x128(p.hidden, p.tokens, H, xq_rows, xs_rows, threadIdx.x / 32, kThreads / 32);
       __syncthreads();
       if (producer) asm volatile("fence.proxy.async.global;" ::: "memory");
     } else {
