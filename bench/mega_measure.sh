@@ -14,7 +14,8 @@
 #             MOE_MEGA_CHUNKS=1 and MOE_MEGA_LAUNCH=pdl (bf16 and fp8_block on Qwen3-30B-A3B and
 #             Mixtral at T = 1, 8, 64; fp8_block also against MOE_MEGA_FP8_TOKENS=e4m3 and
 #             MOE_MEGA_FP8_STAGE=128 (one e4m3 tile a stage, 64-slot items) and
-#             MOE_MEGA_FP8_OWN_ROWS=1 (each CTA quantises small batches itself), bf16 also
+#             MOE_MEGA_FP8_OWN_ROWS=1 (each CTA quantises batches up to 16384 values itself; the
+#             default stops at 2048), bf16 also
 #             against MOE_MEGA_BF16_STAGE=64: one 16 KB tile a stage, by TMA) and
 #             mxfp4 on Mixtral and Qwen3 against MOE_MEGA_FP4_STAGE=128 (one chunk a stage) and
 #             512 (four, 2 stages, where H and I allow: Mixtral; Qwen3's I = 768 keeps two)

@@ -27,7 +27,10 @@ constexpr int kMaxVirtual = 32;   // sink and shared experts' virtual experts (s
 constexpr int kScaleBlock = 128;  // fp8_block: channels per scale, along K and along rows
 constexpr int kMaxKBlocks = 120;  // fp8_block: scale blocks along K an item keeps in shared memory
 // fp8_block with own_rows (Params): the largest batch, as tokens x hidden values, each CTA
-// quantises itself (Qwen3-30B-A3B: 8 tokens, Mixtral 4, DeepSeek-V3 2).
+// quantises itself. By default 2048 (Qwen3-30B-A3B's one token: 0.93x the grid's time, H100,
+// where Mixtral's one token, 4096 values, measured 1.01x and DeepSeek-V3's 7168 1.05x);
+// MOE_MEGA_FP8_OWN_ROWS=1 at prepare raises it to 16384 (Qwen3 8 tokens: 1.15x), a measurement.
+constexpr int64_t kOwnRowsDefaultElems = 2048;
 constexpr int64_t kOwnRowsElems = 16384;
 
 // The weight formats the kernel is instantiated for. kFp8F16W (fp8_block's one-tile stage, the
@@ -187,6 +190,11 @@ struct Params {
   // measurement): each CTA quantises the whole batch's hidden states into its own copy, xq + the
   // CTA's index x T x H codes and xs + that x H / 128 scales, so GEMM1 waits on no grid barrier.
   int32_t own_rows;
+  // fp8_block, 1 (MOE_MEGA_FP8_PREFETCH=late at prepare, a measurement): the producer issues its
+  // prefetch of GEMM1's first stages after phase 0's quantisation instead of before it, so the
+  // hidden states' loads do not queue behind ~100 KB of weights an SM (Mixtral T = 8 on an H100:
+  // GEMM1 starts 9 us after the schedule, bench/NOTES.md session 45).
+  int32_t prefetch_late;
   float* inter32;  // workspace [T * slot_width, I] f32: the intermediate before quantisation
   uint8_t* iq;     // workspace [T * slot_width, I] e4m3
   float* is;       // workspace [T * W, I / 128]

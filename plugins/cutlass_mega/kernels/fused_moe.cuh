@@ -411,13 +411,15 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   Code* const xq_rows = xq + own;
   float* const xs_rows = p.xs + own / kScaleBlock;
   if constexpr (kFp8) {  // phase 0: the hidden states' codes and scales
-    if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
+    if (producer && !p.prefetch_late) ready1 = prefetch(weights1, slices1, steps1, 1);
     if (p.own_rows) {  // every token by this CTA alone: no grid barrier
       quantize_rows_1x128(p.hidden, p.tokens, H, xq_rows, xs_rows, threadIdx.x / 32, kThreads / 32);
+      if (producer && p.prefetch_late) ready1 = prefetch(weights1, slices1, steps1, 1);
       __syncthreads();
       if (producer) asm volatile("fence.proxy.async.global;" ::: "memory");
     } else {
       quantize_rows_1x128(p.hidden, p.tokens, H, xq, p.xs);
+      if (producer && p.prefetch_late) ready1 = prefetch(weights1, slices1, steps1, 1);
       publish_to_async_proxy();
     }
   }

@@ -117,8 +117,9 @@ const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13
 KernelLimits kernel_limits(Kind kind) {
   using namespace kernels;
   const int tok = with_instance(kind, [](auto w) { return kTok<decltype(w)::value>; });
-  return {kMaxSlots,   kMaxExperts, tok,         kRows,
-          kScaleBlock, kMaxKBlocks, kMaxVirtual, int(kOwnRowsElems)};
+  return {kMaxSlots,   kMaxExperts,        tok,
+          kRows,       kScaleBlock,        kMaxKBlocks,
+          kMaxVirtual, int(kOwnRowsElems), int(kOwnRowsDefaultElems)};
 }
 
 StageGeometry stage_geometry(Kind kind) {
@@ -171,6 +172,7 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.xq = c.xq;
   p.xs = c.xs;
   p.own_rows = c.own_rows;
+  p.prefetch_late = c.prefetch_late;
   p.inter32 = c.inter32;
   p.iq = c.iq;
   p.is = c.is;

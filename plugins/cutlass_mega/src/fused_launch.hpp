@@ -41,14 +41,15 @@ enum class ActQuant : int32_t { kBf16 = 0, kMxfp8 = 1, kFp8Static = 2, kFp8Dynam
 
 // Limits the kernel holds in shared memory (kernels/config.cuh), for an instance.
 struct KernelLimits {
-  int max_slots;       // tokens x (top_k + virtual experts) of one batch
-  int max_experts;     // routed and virtual experts of the layer
-  int token_chunk;     // an expert's slots per work item
-  int weight_rows;     // rows of a weight tile: H is a multiple
-  int scale_block;     // fp8_block: channels per scale
-  int max_k_blocks;    // fp8_block: scale blocks along H and along I
-  int max_virtual;     // sink and shared experts' virtual experts
-  int own_rows_elems;  // fp8_block own_rows: the largest batch (tokens x H) a CTA quantises
+  int max_slots;               // tokens x (top_k + virtual experts) of one batch
+  int max_experts;             // routed and virtual experts of the layer
+  int token_chunk;             // an expert's slots per work item
+  int weight_rows;             // rows of a weight tile: H is a multiple
+  int scale_block;             // fp8_block: channels per scale
+  int max_k_blocks;            // fp8_block: scale blocks along H and along I
+  int max_virtual;             // sink and shared experts' virtual experts
+  int own_rows_elems;          // fp8_block own_rows: the largest batch (tokens x H) a CTA quantises
+  int own_rows_default_elems;  // the same limit without MOE_MEGA_FP8_OWN_ROWS
 };
 KernelLimits kernel_limits(Kind kind);
 
@@ -93,7 +94,8 @@ struct FusedCall {
   const float* s2;
   uint8_t* xq;  // fp8_block workspace
   float* xs;
-  int32_t own_rows;  // kernels/config.cuh Params::own_rows
+  int32_t own_rows;       // kernels/config.cuh Params::own_rows
+  int32_t prefetch_late;  // kernels/config.cuh Params::prefetch_late
   float* inter32;
   uint8_t* iq;
   float* is;

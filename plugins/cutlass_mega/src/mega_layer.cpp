@@ -138,8 +138,11 @@ KindChoice choose_kinds(const moe_problem& p) {
 }
 
 int64_t own_rows_tokens(const moe_problem& p) {
-  if (p.format != MOE_FORMAT_FP8_BLOCK || !env_is("MOE_MEGA_FP8_OWN_ROWS", "1")) return 0;
-  return detail::kernel_limits(kind_of(p)).own_rows_elems / std::max<int64_t>(1, p.hidden);
+  if (p.format != MOE_FORMAT_FP8_BLOCK || env_is("MOE_MEGA_FP8_OWN_ROWS", "0")) return 0;
+  const detail::KernelLimits limits = detail::kernel_limits(kind_of(p));
+  const int64_t elems =
+      env_is("MOE_MEGA_FP8_OWN_ROWS", "1") ? limits.own_rows_elems : limits.own_rows_default_elems;
+  return elems / std::max<int64_t>(1, p.hidden);
 }
 
 int64_t result_bytes(const moe_problem& p, int64_t tokens) {
@@ -310,11 +313,16 @@ std::string describe(const moe_problem& p) {
           ? fmt::format(
                 "fp8_block weights as given (e4m3 w13 [E, {}, H], w2 [E, H, I], f32 "
                 "128x128 block scales) by TMA, {} a pipeline stage, activations quantised per "
-                "token per 128 channels inside the kernel (hidden states first, the "
+                "token per 128 channels inside the kernel (hidden states first, {}; the "
                 "intermediate after GEMM1); the codes multiplied as their exact f16 values, each "
                 "128-deep K block promoted into f32 with both scales",
                 gated(p) ? "2I" : "I",
-                fp8_two_tiles(p) ? "two 128-deep tiles (32 KB)" : "one 128-deep tile (16 KB)")
+                fp8_two_tiles(p) ? "two 128-deep tiles (32 KB)" : "one 128-deep tile (16 KB)",
+                own_rows_tokens(p) > 0
+                    ? fmt::format("by every CTA for itself up to {} tokens, no grid barrier, "
+                                  "then shared by the grid",
+                                  own_rows_tokens(p))
+                    : "shared by the grid")
       : bf16_two_chunks(p)
           ? std::string(
                 "bf16 weights reordered at prepare into chunks of 128 rows x 64 K (the "
@@ -370,6 +378,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   if (o.sms > 0) ctas_ = std::min(ctas_, o.sms);  // at most: a larger cap is every SM
   timeline_ = timeline_from_env(ctas_);
   dependent_launch_ = env_is("MOE_MEGA_LAUNCH", "pdl");
+  prefetch_late_ = p.format == MOE_FORMAT_FP8_BLOCK && env_is("MOE_MEGA_FP8_PREFETCH", "late");
   const VirtualExperts shared = virtual_experts(p, w);
   experts_ = p.experts + shared.count;
   if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32; 0 for shared
@@ -555,6 +564,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.xq = ws.xq;
   c.xs = ws.xs;
   c.own_rows = tokens <= own_rows_tokens_ ? 1 : 0;
+  c.prefetch_late = prefetch_late_ ? 1 : 0;
   c.inter32 = ws.inter32;
   c.iq = ws.iq;
   c.is = ws.is;

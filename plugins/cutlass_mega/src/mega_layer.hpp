@@ -66,9 +66,11 @@ KindChoice choose_kinds(const moe_problem& p);
 int64_t result_bytes(const moe_problem& p, int64_t tokens);
 int32_t result_copies(const moe_problem& p, int64_t tokens);
 
-// fp8_block with MOE_MEGA_FP8_OWN_ROWS=1 at prepare (a measurement): the largest batch whose
-// hidden states each CTA quantises itself, into its own copy in the workspace, instead of the grid
-// sharing the work behind a grid barrier (kernels/config.cuh kOwnRowsElems / H tokens); 0 without.
+// fp8_block: the largest batch whose hidden states each CTA quantises itself, into its own copy in
+// the workspace, instead of the grid sharing the work behind a grid barrier: kernels/config.cuh
+// kOwnRowsDefaultElems / H tokens (Qwen3-30B-A3B's one token), kOwnRowsElems / H with
+// MOE_MEGA_FP8_OWN_ROWS=1 at prepare (a measurement), 0 with MOE_MEGA_FP8_OWN_ROWS=0 or another
+// format.
 int64_t own_rows_tokens(const moe_problem& p);
 
 class DeviceLayer {
@@ -109,6 +111,7 @@ class DeviceLayer {
   detail::Kind large_kind_ = detail::Kind::kBf16;
   int64_t large_from_ = 0;
   int64_t own_rows_tokens_ = 0;  // fp8_block: batches each CTA quantises itself (own_rows_tokens)
+  bool prefetch_late_ = false;   // fp8_block: MOE_MEGA_FP8_PREFETCH=late (Params::prefetch_late)
   // bf16, fp8_block: the weights as given (fp8_block's scales in s13_, s2_); fp4: the prepared
   // chunks (nvfp4's scale_2 in s13_, s2_).
   gpu::DeviceBuffer w13_, w2_, s13_, s2_;

@@ -352,10 +352,12 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
 }
 
 // MOE_MEGA_FP8_OWN_ROWS=1: each CTA quantises the batch's hidden states itself (up to
-// own_rows_tokens: 16384 / H = 64 tokens here) instead of the grid behind a barrier: the same codes
-// and scales, so the very same bits, on the two-tile and the one-tile instance, below and above
-// the limit (96 tokens: the grid's path), with a shared expert's virtual experts, and replayed
-// as a CUDA graph against the reference.
+// own_rows_tokens: 16384 / H = 64 tokens here) instead of the grid behind a barrier (=0: never):
+// the same codes and scales, so the very same bits, on the two-tile and the one-tile instance,
+// below and above the limit (96 tokens: the grid's path), with a shared expert's virtual experts,
+// and replayed as a CUDA graph against the reference. The default (up to 2048 / H = 8 tokens
+// here) gives the same bits too, and so does MOE_MEGA_FP8_PREFETCH=late (GEMM1's first stages
+// prefetched after the quantisation) with and without own rows.
 TEST_F(MegaLayer, OwnRowsGiveTheGridsBits) {
   for (int64_t inter : {256, 384}) {
     Problem q = problem_;
@@ -364,15 +366,23 @@ TEST_F(MegaLayer, OwnRowsGiveTheGridsBits) {
     q = in_format(q, kFp8);
     const moe_problem p = q.c();
     const LayerWeights w = random_weights(p, 81);
-    const Layer grid = plugin_->prepare(p, w.view(), {});
+    const Layer grid = prepared_with(p, w, {{"MOE_MEGA_FP8_OWN_ROWS", "0"}});
     const Layer own = prepared_with(p, w, {{"MOE_MEGA_FP8_OWN_ROWS", "1"}});
-    // a copy of the batch's codes per CTA: the switch took effect
-    EXPECT_GT(own.workspace_size(1), grid.workspace_size(1)) << "I " << inter;
-    for (int64_t tokens : {1, 5, 40, 64, 96}) {
+    const Layer by_default = plugin_->prepare(p, w.view(), {});
+    const Layer late = prepared_with(p, w, {{"MOE_MEGA_FP8_PREFETCH", "late"}});
+    // a copy of the batch's codes per CTA: the switch took effect, and the default's copies
+    // cover fewer tokens
+    EXPECT_GT(own.workspace_size(16), by_default.workspace_size(16)) << "I " << inter;
+    EXPECT_GT(by_default.workspace_size(1), grid.workspace_size(1)) << "I " << inter;
+    for (int64_t tokens : {1, 5, 8, 9, 40, 64, 96}) {
       const Batch batch = random_batch(p, tokens, 80 + uint64_t(tokens), Scenario::kRandom);
       const Routing routing = route_batch(*reference_, p, batch);
       expect_same_bits(grid, own, p, batch, routing,
                        fmt::format("I {}: own rows differ at {} tokens", inter, tokens));
+      expect_same_bits(grid, by_default, p, batch, routing,
+                       fmt::format("I {}: the default differs at {} tokens", inter, tokens));
+      expect_same_bits(grid, late, p, batch, routing,
+                       fmt::format("I {}: the late prefetch differs at {} tokens", inter, tokens));
     }
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
     const GraphReplay graph(plugin_, own, p, 9);

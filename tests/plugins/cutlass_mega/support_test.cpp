@@ -381,14 +381,22 @@ TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
   EXPECT_NE(d.find("per (expert, 64 slots"), std::string::npos) << d;
 }
 
-// MOE_MEGA_FP8_OWN_ROWS=1: each CTA quantises batches of up to 16384 / H tokens itself; fp8_block
-// only, and only with the switch.
-TEST(MegaOwnRows, BatchesOfUpTo16384ValuesOnlyWithTheSwitch) {
+// fp8_block: each CTA quantises batches of up to 2048 / H tokens itself by default (Qwen3-30B-A3B's
+// one token), 16384 / H with MOE_MEGA_FP8_OWN_ROWS=1, none with =0; never in another format.
+TEST(MegaOwnRows, BatchesOfUpTo2048ValuesByDefault16384WithTheSwitch) {
   using test::ScopedEnv;
   moe_problem p = fp8_problem();
   {
-    const ScopedEnv off("MOE_MEGA_FP8_OWN_ROWS", std::nullopt);
-    EXPECT_EQ(own_rows_tokens(p), 0);
+    const ScopedEnv unset("MOE_MEGA_FP8_OWN_ROWS", std::nullopt);
+    for (const auto& [hidden, tokens] : {std::pair{2048, 1},    // Qwen3-30B-A3B
+                                         std::pair{4096, 0},    // Mixtral
+                                         std::pair{7168, 0},    // DeepSeek-V3
+                                         std::pair{256, 8}}) {  // the GPU test's
+      p.hidden = hidden;
+      EXPECT_EQ(own_rows_tokens(p), tokens) << "default, H " << hidden;
+    }
+    const ScopedEnv off("MOE_MEGA_FP8_OWN_ROWS", "0");
+    EXPECT_EQ(own_rows_tokens(p), 0) << "MOE_MEGA_FP8_OWN_ROWS=0";
   }
   const ScopedEnv on("MOE_MEGA_FP8_OWN_ROWS", "1");
   for (const auto& [hidden, tokens] : {std::pair{2048, 8},     // Qwen3-30B-A3B
