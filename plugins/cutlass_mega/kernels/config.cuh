@@ -26,6 +26,9 @@ constexpr int kMaxExperts = 512;  // 2 per thread in the block scans
 constexpr int kMaxVirtual = 32;   // sink and shared experts' virtual experts (slot columns)
 constexpr int kScaleBlock = 128;  // fp8_block: channels per scale, along K and along rows
 constexpr int kMaxKBlocks = 120;  // fp8_block: scale blocks along K an item keeps in shared memory
+// fp8_block's Params::prefetch_late bits.
+constexpr int32_t kLatePhase0 = 1, kLatePhase1b = 2;
+
 // fp8_block with own_rows (Params): the largest batch, as tokens x hidden values, each CTA
 // quantises itself. By default 2048 (Qwen3-30B-A3B's one token: 0.93x the grid's time, H100,
 // where Mixtral's one token, 4096 values, measured 1.01x and DeepSeek-V3's 7168 1.05x);
@@ -190,10 +193,13 @@ struct Params {
   // measurement): each CTA quantises the whole batch's hidden states into its own copy, xq + the
   // CTA's index x T x H codes and xs + that x H / 128 scales, so GEMM1 waits on no grid barrier.
   int32_t own_rows;
-  // fp8_block, 1 (MOE_MEGA_FP8_PREFETCH=late at prepare, a measurement): the producer issues its
-  // prefetch of GEMM1's first stages after phase 0's quantisation instead of before it, so the
-  // hidden states' loads do not queue behind ~100 KB of weights an SM (Mixtral T = 8 on an H100:
-  // GEMM1 starts 9 us after the schedule, bench/NOTES.md session 45).
+  // fp8_block, MOE_MEGA_FP8_PREFETCH at prepare (a measurement; bits): kLatePhase0 (late0), the
+  // producer issues its prefetch of GEMM1's first stages after phase 0's quantisation instead of
+  // before it, so the hidden states' loads do not queue behind ~100 KB of weights an SM (Mixtral
+  // T = 8 on an H100: GEMM1 starts 9 us after the schedule, bench/NOTES.md session 45);
+  // kLatePhase1b (late1), GEMM2's prefetch after phase 1b's quantisation of the intermediate
+  // instead of before its first barrier (Mixtral T = 64: 16.8 us between GEMM1 and GEMM2);
+  // late: both.
   int32_t prefetch_late;
   float* inter32;  // workspace [T * slot_width, I] f32: the intermediate before quantisation
   uint8_t* iq;     // workspace [T * slot_width, I] e4m3

@@ -411,15 +411,18 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   Code* const xq_rows = xq + own;
   float* const xs_rows = p.xs + own / kScaleBlock;
   if constexpr (kFp8) {  // phase 0: the hidden states' codes and scales
-    if (producer && !p.prefetch_late) ready1 = prefetch(weights1, slices1, steps1, 1);
+    if (producer && !(p.prefetch_late & kLatePhase0))
+      ready1 = prefetch(weights1, slices1, steps1, 1);
     if (p.own_rows) {  // every token by this CTA alone: no grid barrier
       quantize_rows_1x128(p.hidden, p.tokens, H, xq_rows, xs_rows, threadIdx.x / 32, kThreads / 32);
-      if (producer && p.prefetch_late) ready1 = prefetch(weights1, slices1, steps1, 1);
+      if (producer && (p.prefetch_late & kLatePhase0))
+        ready1 = prefetch(weights1, slices1, steps1, 1);
       __syncthreads();
       if (producer) asm volatile("fence.proxy.async.global;" ::: "memory");
     } else {
       quantize_rows_1x128(p.hidden, p.tokens, H, xq, p.xs);
-      if (producer && p.prefetch_late) ready1 = prefetch(weights1, slices1, steps1, 1);
+      if (producer && (p.prefetch_late & kLatePhase0))
+        ready1 = prefetch(weights1, slices1, steps1, 1);
       publish_to_async_proxy();
     }
   }
@@ -528,7 +531,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // part's results go to their own copy of y, summed in part order by the combine.
   const int split2 =
       k_split(s.item_prefix[s.num_active] * slices2, steps2, int(gridDim.x), p.max_split2);
-  if (producer) ready2 = prefetch(weights2, slices2, steps2, split2);
+  const bool late2 = kFp8 && (p.prefetch_late & kLatePhase1b);
+  if (producer && !late2) ready2 = prefetch(weights2, slices2, steps2, split2);
   if constexpr (kFp8) {  // phase 1b: the intermediate's codes and scales, every slot
     grid.sync();
     int slots = 0;
@@ -537,6 +541,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       slots = s.expert_first[last] + s.expert_count[last];
     }
     quantize_rows_1x128(p.inter32, slots, I, iq, p.is);
+    if (producer && late2) ready2 = prefetch(weights2, slices2, steps2, split2);
   }
   if (aq == kActFp8Dynamic) {  // the intermediate's scales from the batch's amax, then its codes
     const float routed = cta_max(amax_routed, red), shared = cta_max(amax_shared, red);

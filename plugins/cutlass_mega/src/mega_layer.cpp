@@ -145,6 +145,13 @@ int64_t own_rows_tokens(const moe_problem& p) {
   return elems / std::max<int64_t>(1, p.hidden);
 }
 
+int32_t prefetch_late_bits(const moe_problem& p) {
+  if (p.format != MOE_FORMAT_FP8_BLOCK) return 0;
+  if (env_is("MOE_MEGA_FP8_PREFETCH", "late")) return 3;
+  if (env_is("MOE_MEGA_FP8_PREFETCH", "late0")) return 1;
+  return env_is("MOE_MEGA_FP8_PREFETCH", "late1") ? 2 : 0;
+}
+
 int64_t result_bytes(const moe_problem& p, int64_t tokens) {
   const int64_t copy = tokens * slots_per_token(p) * p.hidden * 4;
   return std::max(copy, std::min(8 * copy, int64_t(32) << 20));
@@ -378,7 +385,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   if (o.sms > 0) ctas_ = std::min(ctas_, o.sms);  // at most: a larger cap is every SM
   timeline_ = timeline_from_env(ctas_);
   dependent_launch_ = env_is("MOE_MEGA_LAUNCH", "pdl");
-  prefetch_late_ = p.format == MOE_FORMAT_FP8_BLOCK && env_is("MOE_MEGA_FP8_PREFETCH", "late");
+  prefetch_late_ = prefetch_late_bits(p);
   const VirtualExperts shared = virtual_experts(p, w);
   experts_ = p.experts + shared.count;
   if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32; 0 for shared
@@ -564,7 +571,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.xq = ws.xq;
   c.xs = ws.xs;
   c.own_rows = tokens <= own_rows_tokens_ ? 1 : 0;
-  c.prefetch_late = prefetch_late_ ? 1 : 0;
+  c.prefetch_late = prefetch_late_;
   c.inter32 = ws.inter32;
   c.iq = ws.iq;
   c.is = ws.is;

@@ -73,6 +73,11 @@ int32_t result_copies(const moe_problem& p, int64_t tokens);
 // format.
 int64_t own_rows_tokens(const moe_problem& p);
 
+// fp8_block with MOE_MEGA_FP8_PREFETCH at prepare (a measurement): kernels/config.cuh
+// Params::prefetch_late's bits, 1 (late0: GEMM1's prefetch after phase 0), 2 (late1: GEMM2's after
+// phase 1b) or 3 (late: both); 0 unset or in another format.
+int32_t prefetch_late_bits(const moe_problem& p);
+
 class DeviceLayer {
  public:
   DeviceLayer(const moe_problem& problem, const moe_weights& weights, const Options& options);
@@ -111,7 +116,7 @@ class DeviceLayer {
   detail::Kind large_kind_ = detail::Kind::kBf16;
   int64_t large_from_ = 0;
   int64_t own_rows_tokens_ = 0;  // fp8_block: batches each CTA quantises itself (own_rows_tokens)
-  bool prefetch_late_ = false;   // fp8_block: MOE_MEGA_FP8_PREFETCH=late (Params::prefetch_late)
+  int32_t prefetch_late_ = 0;    // fp8_block: MOE_MEGA_FP8_PREFETCH (Params::prefetch_late)
   // bf16, fp8_block: the weights as given (fp8_block's scales in s13_, s2_); fp4: the prepared
   // chunks (nvfp4's scale_2 in s13_, s2_).
   gpu::DeviceBuffer w13_, w2_, s13_, s2_;

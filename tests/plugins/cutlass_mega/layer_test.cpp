@@ -356,8 +356,8 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
 // the same codes and scales, so the very same bits, on the two-tile and the one-tile instance,
 // below and above the limit (96 tokens: the grid's path), with a shared expert's virtual experts,
 // and replayed as a CUDA graph against the reference. The default (up to 2048 / H = 8 tokens
-// here) gives the same bits too, and so does MOE_MEGA_FP8_PREFETCH=late (GEMM1's first stages
-// prefetched after the quantisation) with and without own rows.
+// here) gives the same bits too, and so does MOE_MEGA_FP8_PREFETCH=late (GEMM1's and GEMM2's
+// first stages prefetched after the quantisations) with and without own rows.
 TEST_F(MegaLayer, OwnRowsGiveTheGridsBits) {
   for (int64_t inter : {256, 384}) {
     Problem q = problem_;

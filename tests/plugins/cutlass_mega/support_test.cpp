@@ -411,6 +411,25 @@ TEST(MegaOwnRows, BatchesOfUpTo2048ValuesByDefault16384WithTheSwitch) {
   EXPECT_EQ(own_rows_tokens(p), 0) << "bf16";
 }
 
+// MOE_MEGA_FP8_PREFETCH at prepare: late0, late1 and late set Params::prefetch_late's phase-0 bit,
+// phase-1b bit and both; unset, an unknown value or another format set none.
+TEST(MegaPrefetchLate, EachValueSetsItsPhasesBitsOnlyForFp8Block) {
+  using test::ScopedEnv;
+  moe_problem p = fp8_problem();
+  for (const auto& [value, bits] : {std::pair<std::optional<std::string>, int32_t>{std::nullopt, 0},
+                                    {"late0", 1},
+                                    {"late1", 2},
+                                    {"late", 3},
+                                    {"early", 0}}) {
+    const ScopedEnv env("MOE_MEGA_FP8_PREFETCH", value);
+    EXPECT_EQ(prefetch_late_bits(p), bits) << value.value_or("unset");
+  }
+  const ScopedEnv both("MOE_MEGA_FP8_PREFETCH", "late");
+  p.format = MOE_FORMAT_BF16;
+  p.input_format = MOE_INPUT_BF16;
+  EXPECT_EQ(prefetch_late_bits(p), 0) << "bf16";
+}
+
 // Each instance's stage (the timeline's K step and prepared bytes, kernels/config.cuh): one bf16
 // or e4m3 tile of 16 KB, one, two or four 4-bit chunks (8704 bytes mx, 9216 nv), two bf16 or two
 // e4m3 tiles.
