@@ -16,7 +16,8 @@
 #             MOE_MEGA_FP8_STAGE=128 (one e4m3 tile a stage, 64-slot items) and
 #             MOE_MEGA_FP8_OWN_ROWS=1 (each CTA quantises batches up to 16384 values itself; the
 #             default stops at 2048) and MOE_MEGA_FP8_PREFETCH=late (GEMM1's and GEMM2's
-#             prefetch after the quantisations), bf16 also
+#             prefetch after the quantisations) and MOE_MEGA_FP8_WGMMA=1 (e4m3 codes by wgmma),
+#             bf16 also
 #             against MOE_MEGA_BF16_STAGE=64: one 16 KB tile a stage, by TMA) and
 #             mxfp4 on Mixtral and Qwen3 against MOE_MEGA_FP4_STAGE=128 (one chunk a stage) and
 #             512 (four, 2 stages, where H and I allow: Mixtral; Qwen3's I = 768 keeps two)
@@ -81,7 +82,8 @@ for section in "$@"; do
             --variant e4m3= --env e4m3=MOE_MEGA_FP8_TOKENS=e4m3 \
             --variant one= --env one=MOE_MEGA_FP8_STAGE=128 \
             --variant own= --env own=MOE_MEGA_FP8_OWN_ROWS=1 \
-            --variant late= --env late=MOE_MEGA_FP8_PREFETCH=late 2>&1 | tail -5
+            --variant late= --env late=MOE_MEGA_FP8_PREFETCH=late \
+            --variant wgmma= --env wgmma=MOE_MEGA_FP8_WGMMA=1 2>&1 | tail -5
           pack
         done
       fi

@@ -63,7 +63,15 @@ enum WeightKind : int {
   // prepared chunks by one bulk copy), 32-slot items and 3 stages (96 KB of weights in flight
   // where kFp8F16W keeps 64): fp8_block's default where H and I are multiples of 256 (0.87-1.0x
   // kFp8F16W's time; bench/NOTES.md, session 44).
-  kFp8F16x2W = 10
+  kFp8F16x2W = 10,
+  // fp8_block on e4m3 codes multiplied by wgmma (MOE_MEGA_FP8_WGMMA=1 at prepare, a measurement):
+  // one 16 KB e4m3 tile a stage, each consumer warpgroup's 64 rows of it times the item's token
+  // rows (e4m3, 128-byte swizzled, K-major: the B operand as TMA would lay it) by m64nNk32 wgmma
+  // from shared memory, N = 8, 16 or 32 by the item's slots, one 128-deep block a stage promoted
+  // with both scales as the other instances do; no conversions, no token loads to registers, no
+  // mma.sync issue per n-tile (deepgemm_style's decode kernel's consumer, in the fused layer).
+  // 32-slot items, 8 stages (128 KB of weights in flight).
+  kFp8WgW = 11
 };
 template <int W>
 constexpr bool kIsBf16 = W == kBf16W || W == kBf16x2W;
@@ -83,7 +91,9 @@ constexpr int kChunksPerStage =
 template <int W>
 constexpr bool kChunksOnly = kIsFp4<W> || W == kBf16x2W;
 template <int W>
-constexpr bool kIsFp8 = W == kFp8W || W == kFp8F16W || W == kFp8F16x2W;
+constexpr bool kIsFp8 = W == kFp8W || W == kFp8F16W || W == kFp8F16x2W || W == kFp8WgW;
+template <int W>  // fp8_block by wgmma: the token rows are wgmma's B operand (128-byte swizzle)
+constexpr bool kWgmmaTokens = W == kFp8WgW;
 template <int W>  // fp8_block whose activation codes are kept as their f16 values
 constexpr bool kF16Tokens = W == kFp8F16W || W == kFp8F16x2W;
 
@@ -100,9 +110,10 @@ constexpr int kMxBlock = 32;  // mxfp8: channels per scale
 // token columns for stages: 32 columns and 9 stages keep ~78 KB of weights in flight per SM, as
 // bf16's 5 stages of 16 KB do (Little's law at the stream's loaded latency; bench/NOTES.md).
 template <int W>
-constexpr int kTok = kIsFp4<W> || W == kFp8F16x2W ? 32 : 64;
+constexpr int kTok = kIsFp4<W> || W == kFp8F16x2W || W == kFp8WgW ? 32 : 64;
 template <int W>  // f16 tokens, double 4-bit chunks: 4 stages (their token rows are twice as wide)
 constexpr int kStages = kChunksPerStage<W> == 4                             ? 2
+                        : W == kFp8WgW                                      ? 8
                         : W == kBf16x2W || W == kFp8F16x2W                  ? 3
                         : W == kFp8F16W || W == kMxfp4x2W || W == kNvfp4x2W ? 4
                         : kIsFp4<W>                                         ? 9
@@ -118,9 +129,9 @@ constexpr int kStageK = (kIsBf16<W> ? kRowBytes / 2 : kRowBytes) * kChunksPerSta
 // stride in the token tile (16 bytes of padding: ldmatrix without bank conflicts; f16 tokens are
 // read 8 bytes a lane, 32 bytes of padding: the 8 rows of a load fall on distinct banks by 4s).
 template <int W>
-constexpr int kTokRowBytes = W == kFp8W ? kRowBytes : 2 * kStageK<W>;
-template <int W>
-constexpr int kTokLd = kTokRowBytes<W> + (kF16Tokens<W> ? 32 : 16);
+constexpr int kTokRowBytes = W == kFp8W || W == kFp8WgW ? kRowBytes : 2 * kStageK<W>;
+template <int W>  // (wgmma's token rows: 128 bytes, swizzled instead of padded)
+constexpr int kTokLd = kTokRowBytes<W> + (kWgmmaTokens<W> ? 0 : kF16Tokens<W> ? 32 : 16);
 // fp4: a stage's chunk is 128 rows x 64 code bytes, then 4 (mx) or 8 (nv) scale bytes a row.
 constexpr int kFp4CodeBytes = kRows * kStageK<kMxfp4W> / 2;
 template <int W>
@@ -150,7 +161,8 @@ template <int W>
 constexpr size_t kTileBytes = size_t(kRows) * kTileLd<W> * 4;
 static_assert(size_t(kMaxKBlocks) * (kTok<kFp8W> + 2) * 4 <= kTileBytes<kFp8W> &&
                   size_t(kMaxKBlocks) * (kTok<kFp8F16W> + 2) * 4 <= kTileBytes<kFp8F16W> &&
-                  size_t(kMaxKBlocks) * (kTok<kFp8F16x2W> + 2) * 4 <= kTileBytes<kFp8F16x2W>,
+                  size_t(kMaxKBlocks) * (kTok<kFp8F16x2W> + 2) * 4 <= kTileBytes<kFp8F16x2W> &&
+                  size_t(kMaxKBlocks) * (kTok<kFp8WgW> + 2) * 4 <= kTileBytes<kFp8WgW>,
               "scales fit the tile");
 constexpr size_t kScheduleBytes = kMaxSlots * (2 + 2)  // slot token, slot position (int16)
                                   + (kWarps + 4) * kMaxExperts * 4 + 16;  // per-warp counts, tables
@@ -189,9 +201,10 @@ struct Params {
   const float* s2;   // [E, H / 128, I / 128]
   uint8_t* xq;       // workspace [T, H] e4m3 (or f16 values): the hidden states quantised
   float* xs;         // workspace [T, H / 128] (with own_rows: a [T, H] and [T, H / 128] per CTA)
-  // 1 (MOE_MEGA_FP8_OWN_ROWS=1 at prepare, for batches of T x H <= kOwnRowsElems, a
-  // measurement): each CTA quantises the whole batch's hidden states into its own copy, xq + the
-  // CTA's index x T x H codes and xs + that x H / 128 scales, so GEMM1 waits on no grid barrier.
+  // 1 for batches of T x H <= kOwnRowsDefaultElems (kOwnRowsElems with MOE_MEGA_FP8_OWN_ROWS=1
+  // at prepare; never with =0): each CTA quantises the whole batch's hidden states into its own
+  // copy, xq + the CTA's index x T x H codes and xs + that x H / 128 scales, so GEMM1 waits on no
+  // grid barrier.
   int32_t own_rows;
   // fp8_block, MOE_MEGA_FP8_PREFETCH at prepare (a measurement; bits): kLatePhase0 (late0), the
   // producer issues its prefetch of GEMM1's first stages after phase 0's quantisation instead of

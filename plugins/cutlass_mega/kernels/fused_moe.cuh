@@ -2,7 +2,8 @@
 // nvfp4 weights, every activation of §5, routing given as top-k ids and weights.
 //
 // Every CTA (one per SM) first builds the same schedule in shared memory from the ids
-// (kernels/schedule.cuh). Then the phases, separated by grid-wide barriers:
+// (kernels/schedule.cuh). Then the phases, separated by grid-wide barriers (fp8_block batches of
+// at most kOwnRowsDefaultElems values: a CTA barrier after phase 0, each CTA quantising them all):
 //   0. fp8_block: the hidden states quantised per token per 128 channels; 4-bit weights on e4m3
 //      activations (mxfp8, or e4m3 per tensor: kernels/quantize_acts.cuh), by their rule.
 //   1. GEMM1 and the activation: work items (expert, chunk of kTok<W> of its slots: 64, fp4 32;
@@ -268,8 +269,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
     if constexpr (kFp8) {
       // NT n-tiles hold the item's m slots: the two-tile instance fixes it per stage
-      // (with_each_n_tile_count: 1 to 4); the 64-slot ones keep every tile with a branch per n-tile
-      // or pair (fixed, ptxas spilled).
+      // (with_each_n_tile_count: 1 to 4), the wgmma one too (1, 2 or 4: wgmma's N); the 64-slot
+      // ones keep every tile with a branch per n-tile or pair (fixed, ptxas spilled).
       auto fp8_stage = [&](auto tiles) {
         constexpr int NT = decltype(tiles)::value;
 #pragma unroll
@@ -278,7 +279,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
           const uint8_t* w = weight_tile<W>(ring, stage) + c * kRows * kRowBytes;
           const uint8_t* x =
               token_tile<W>(ring, stage) + c * (kTokRowBytes<W> / kChunksPerStage<W>);
-          if constexpr (kF16Tokens<W>)
+          if constexpr (kWgmmaTokens<W>)
+            mma_stage_wgmma<W, NT>(w, x, part);
+          else if constexpr (kF16Tokens<W>)
             mma_stage_f16_tokens<W, NT, W != kFp8F16x2W>(w, x, m, part);
           else
             mma_stage_pairs<W>(w, x, m, part);
@@ -302,6 +305,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       };
       if constexpr (W == kFp8F16x2W)
         with_each_n_tile_count(m, fp8_stage);
+      else if constexpr (kWgmmaTokens<W>)
+        with_n_tiles<kTok<W> / 8>(m, fp8_stage);  // N = 8, 16 or 32
       else
         fp8_stage(std::integral_constant<int, kTok<W> / 8>{});
     } else {

@@ -6,12 +6,16 @@
 #include <cutlass/arch/barrier.h>
 #include <cute/arch/copy_sm90_desc.hpp>
 #include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/arch/mma_sm90_desc.hpp>
+#include <cute/arch/mma_sm90_gmma.hpp>
 
 #include <type_traits>
+#include <utility>
 
 #include "kernels/config.cuh"
 #include "kernels/fp4_fragments.cuh"
 #include "kernels/fragments.hpp"
+#include "kernels/gmma_desc.cuh"
 
 namespace moe::mega::kernels {
 
@@ -95,11 +99,17 @@ __device__ __forceinline__ void produce_tokens(int ks, const uint8_t* base, uint
   uint32_t dst = smem_u32(token_tile<W>(ring, stage)) + 16 * j + (lane / kLaneChunks) * kTokLd<W>;
   for (int n = lane / kLaneChunks; n < m; n += kRowStep, dst += kRowStep * kTokLd<W>) {
     const uint8_t* src = src0 + uint64_t(uint32_t(row_of(n))) * stride;
+    if constexpr (kWgmmaTokens<W>) {  // 128-byte rows, chunk j at chunk j ^ (n % 8): wgmma's B
+      static_assert(kPieces == 1 && kLaneChunks == 8 && kTokLd<W> == 128, "one swizzled row");
+      const uint32_t at = dst - 16 * j + 16 * ((j ^ n) & 7);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(at), "l"(src) : "memory");
+    } else {
 #pragma unroll
-    for (int piece = 0; piece < kPieces; ++piece)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + 512 * piece),
-                   "l"(src + 512 * piece)
-                   : "memory");
+      for (int piece = 0; piece < kPieces; ++piece)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + 512 * piece),
+                     "l"(src + 512 * piece)
+                     : "memory");
+    }
   }
   const uint32_t bar = uint32_t(__cvta_generic_to_shared(&full[stage]));
   asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
@@ -254,6 +264,48 @@ __device__ __forceinline__ void mma_stage_f16_tokens(const uint8_t* w, const uin
 #pragma unroll
       for (int k = 0; k < 4; ++k) acc[nt][k] += odd[nt][k];
   }
+}
+
+// fp8_block by wgmma (kFp8WgW): part[nt] = this warpgroup's 64 weight rows of the stage's e4m3 tile
+// (rows 64 wg.., one TMA box: K-major, 128-byte swizzle) times the token rows (the same layout,
+// kernels/ring.cuh produce_tokens) over the stage's 128 K, as four m64n(8 NT)k32 wgmma from shared
+// memory in one commit group, awaited before the caller promotes part. The accumulator layout is
+// mma.sync's per warp: value 4 nt + e of warp w's thread (g, q) is row 16 w + g (+ 8 for e >= 2),
+// token 8 nt + 2 q + e % 2, so part[nt][e] lands where the mma.sync stages put it. Token columns
+// past the item's m multiply stale rows; those columns are never read.
+template <int N, size_t... I>
+__device__ __forceinline__ void wgmma_e4m3_k32(uint64_t a, uint64_t b, float* d, bool accumulate,
+                                               std::index_sequence<I...>) {
+  using namespace cute::SM90::GMMA;
+  const ScaleOut scale = accumulate ? ScaleOut::One : ScaleOut::Zero;
+  if constexpr (N == 8)
+    MMA_64x8x32_F32E4M3E4M3_SS_TN<>::fma(a, b, d[I]..., scale);
+  else if constexpr (N == 16)
+    MMA_64x16x32_F32E4M3E4M3_SS_TN<>::fma(a, b, d[I]..., scale);
+  else
+    MMA_64x32x32_F32E4M3E4M3_SS_TN<>::fma(a, b, d[I]..., scale);
+}
+
+template <int W, int NT>
+__device__ __forceinline__ void mma_stage_wgmma(const uint8_t* w, const uint8_t* x,
+                                                float (&part)[NT][4]) {
+  static_assert(kWgmmaTokens<W> && (NT == 1 || NT == 2 || NT == 4), "N = 8, 16 or 32");
+  const int wg = threadIdx.x / 128;
+  const uint64_t da = gpu::kernels::kmajor_sw128_desc(w + wg * (kRows / 2) * kRowBytes);
+  const uint64_t db = gpu::kernels::kmajor_sw128_desc(x);
+  float* d = &part[0][0];
+#pragma unroll
+  for (int i = 0; i < 4 * NT; ++i) cute::warpgroup_fence_operand(d[i]);
+  cute::warpgroup_arrive();
+#pragma unroll
+  for (int kk = 0; kk < kRowBytes / 32; ++kk)
+    wgmma_e4m3_k32<8 * NT>(gpu::kernels::desc_advance(da, kk * 32),
+                           gpu::kernels::desc_advance(db, kk * 32), d, kk > 0,
+                           std::make_index_sequence<4 * NT>{});
+  cute::warpgroup_commit_batch();
+#pragma unroll
+  for (int i = 0; i < 4 * NT; ++i) cute::warpgroup_fence_operand(d[i]);
+  cute::warpgroup_wait<0>();
 }
 
 // fp4: this consumer thread's share of a prepared chunk (kernels/fp4_fragments.cuh): rows

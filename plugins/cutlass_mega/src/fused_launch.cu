@@ -46,6 +46,8 @@ auto with_instance(Kind kind, F&& f) {
       return f(std::integral_constant<int, kernels::kBf16x2W>{});
     case Kind::kFp8BlockF16x2:
       return f(std::integral_constant<int, kernels::kFp8F16x2W>{});
+    case Kind::kFp8BlockWgmma:
+      return f(std::integral_constant<int, kernels::kFp8WgW>{});
     default:
       return f(std::integral_constant<int, kernels::kBf16W>{});
   }
@@ -113,6 +115,9 @@ const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13
   std::memcpy(maps->w2, &b, sizeof(b));
   return nullptr;
 }
+
+static_assert(kLatePhase0Bit == kernels::kLatePhase0 && kLatePhase1bBit == kernels::kLatePhase1b,
+              "the prefetch bits the host sets are the kernel's");
 
 KernelLimits kernel_limits(Kind kind) {
   using namespace kernels;

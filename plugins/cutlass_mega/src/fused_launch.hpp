@@ -23,8 +23,9 @@ enum class Kind : int {
   kNvfp4x2 = 6,
   kMxfp4x4 = 7,  // four chunks a stage (batches of 8 slots an expert or 64 tokens and more)
   kNvfp4x4 = 8,
-  kBf16x2 = 9,         // bf16, two prepared chunks a stage (the default where H and I allow)
-  kFp8BlockF16x2 = 10  // fp8_block on f16 codes, two 16 KB tiles a stage (the default there)
+  kBf16x2 = 9,          // bf16, two prepared chunks a stage (the default where H and I allow)
+  kFp8BlockF16x2 = 10,  // fp8_block on f16 codes, two 16 KB tiles a stage (the default there)
+  kFp8BlockWgmma = 11   // fp8_block on e4m3 codes by wgmma (MOE_MEGA_FP8_WGMMA=1, a measurement)
 };
 // fp8_block instances whose activation codes are kept as their f16 values (2 bytes a code).
 constexpr bool has_f16_codes(Kind k) {
@@ -38,6 +39,10 @@ constexpr bool is_fp4(Kind k) {
 // How the kernel quantises e4m3 activations on 4-bit weights (kernels/config.cuh ActQuant): not
 // at all (bf16 activations), mxfp8, e4m3 per tensor with static scales or from the batch's amax.
 enum class ActQuant : int32_t { kBf16 = 0, kMxfp8 = 1, kFp8Static = 2, kFp8Dynamic = 3 };
+
+// Params::prefetch_late's bits (kernels/config.cuh kLatePhase0, kLatePhase1b; checked equal in
+// fused_launch.cu): GEMM1's first stages prefetched after phase 0, GEMM2's after phase 1b.
+constexpr int32_t kLatePhase0Bit = 1, kLatePhase1bBit = 2;
 
 // Limits the kernel holds in shared memory (kernels/config.cuh), for an instance.
 struct KernelLimits {
@@ -95,7 +100,7 @@ struct FusedCall {
   uint8_t* xq;  // fp8_block workspace
   float* xs;
   int32_t own_rows;       // kernels/config.cuh Params::own_rows
-  int32_t prefetch_late;  // kernels/config.cuh Params::prefetch_late
+  int32_t prefetch_late;  // kernels/config.cuh Params::prefetch_late: the bits below
   float* inter32;
   uint8_t* iq;
   float* is;

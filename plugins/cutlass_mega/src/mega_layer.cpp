@@ -104,8 +104,11 @@ KindChoice choose_kinds(const moe_problem& p) {
       // takes the e4m3 instance. Two 16 KB e4m3 tiles a stage (kFp8F16x2W: 32-slot items, 3
       // stages; by TMA, or as prepared chunks with MOE_MEGA_CHUNKS=1) where both GEMMs' K hold
       // whole pairs: 0.87-1.0x one tile's time on Mixtral, Qwen3-30B-A3B and DeepSeek-V3 at
-      // T = 1, 8, 64 (H100, session 44); MOE_MEGA_FP8_STAGE=128 keeps one.
-      if (!env_is("MOE_MEGA_FP8_TOKENS", "e4m3"))
+      // T = 1, 8, 64 (H100, session 44); MOE_MEGA_FP8_STAGE=128 keeps one. MOE_MEGA_FP8_WGMMA=1
+      // takes the e4m3 codes multiplied by wgmma (kFp8WgW), a measurement.
+      if (env_is("MOE_MEGA_FP8_WGMMA", "1"))
+        c.kind = Kind::kFp8BlockWgmma;
+      else if (!env_is("MOE_MEGA_FP8_TOKENS", "e4m3"))
         c.kind = fp8_two_tiles(p) && !env_is("MOE_MEGA_FP8_STAGE", "128") ? Kind::kFp8BlockF16x2
                                                                           : Kind::kFp8BlockF16;
       return c;
@@ -147,9 +150,10 @@ int64_t own_rows_tokens(const moe_problem& p) {
 
 int32_t prefetch_late_bits(const moe_problem& p) {
   if (p.format != MOE_FORMAT_FP8_BLOCK) return 0;
-  if (env_is("MOE_MEGA_FP8_PREFETCH", "late")) return 3;
-  if (env_is("MOE_MEGA_FP8_PREFETCH", "late0")) return 1;
-  return env_is("MOE_MEGA_FP8_PREFETCH", "late1") ? 2 : 0;
+  using detail::kLatePhase0Bit, detail::kLatePhase1bBit;
+  if (env_is("MOE_MEGA_FP8_PREFETCH", "late")) return kLatePhase0Bit | kLatePhase1bBit;
+  if (env_is("MOE_MEGA_FP8_PREFETCH", "late0")) return kLatePhase0Bit;
+  return env_is("MOE_MEGA_FP8_PREFETCH", "late1") ? kLatePhase1bBit : 0;
 }
 
 int64_t result_bytes(const moe_problem& p, int64_t tokens) {
@@ -326,10 +330,10 @@ std::string describe(const moe_problem& p) {
                 gated(p) ? "2I" : "I",
                 fp8_two_tiles(p) ? "two 128-deep tiles (32 KB)" : "one 128-deep tile (16 KB)",
                 own_rows_tokens(p) > 0
-                    ? fmt::format("by every CTA for itself up to {} tokens, no grid barrier, "
-                                  "then shared by the grid",
+                    ? fmt::format("by every CTA for itself in batches of up to {} token(s), "
+                                  "with no grid barrier, by the grid above that",
                                   own_rows_tokens(p))
-                    : "shared by the grid")
+                    : "by the grid")
       : bf16_two_chunks(p)
           ? std::string(
                 "bf16 weights reordered at prepare into chunks of 128 rows x 64 K (the "

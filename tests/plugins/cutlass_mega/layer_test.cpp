@@ -7,8 +7,9 @@
 // SMs (`sms`), the timeline MOE_MEGA_TIMELINE names, the prepared bf16 / e4m3 chunks
 // (MOE_MEGA_CHUNKS), one 4-bit chunk a stage (MOE_MEGA_FP4_STAGE=128), one fp8_block tile a stage
 // (MOE_MEGA_FP8_STAGE=128), e4m3 fp8_block codes
-// (MOE_MEGA_FP8_TOKENS=e4m3), the dependent launch (MOE_MEGA_LAUNCH=pdl), misaligned hidden states
-// and workspace refused. Skips without an sm_90 GPU.
+// (MOE_MEGA_FP8_TOKENS=e4m3) and those codes by wgmma (MOE_MEGA_FP8_WGMMA=1), the dependent launch
+// (MOE_MEGA_LAUNCH=pdl), misaligned hidden states and workspace refused. Skips without an sm_90
+// GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -279,9 +281,10 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
 // one chunk a stage, where the default takes two (the same sums in the same order; here GEMM2
 // never splits along K, so its parts agree too): the very same bits as the TMA tiles;
 // MOE_MEGA_FP8_TOKENS=e4m3 multiplies fp8_block's codes as e4m3, where the default keeps them as
-// f16 values, and bf16's default streams two chunks a stage (other sums: within the tolerance,
-// and the same bits run after run); fp8_block's default two tiles a stage give the same bits by
-// TMA and as prepared chunks (MOE_MEGA_FP8_STAGE=128 keeps one tile). Gated and relu2 W13
+// f16 values, MOE_MEGA_FP8_WGMMA=1 by wgmma (items of 1, 40 = 32 + 8 and 96 slots: N = 8 and 32,
+// every token on one expert), and bf16's default streams two chunks a stage (other sums: within the
+// tolerance, and the same bits run after run); fp8_block's default two tiles a stage give the same
+// bits by TMA and as prepared chunks (MOE_MEGA_FP8_STAGE=128 keeps one tile). Gated and relu2 W13
 // tiles, a shared expert's virtual experts, GEMM2 split along K at one token, a batch whose tokens
 // have no expert (no GEMM2 item: the plain combine's zeros).
 TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
@@ -316,6 +319,8 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
     const Layer e4m3_tokens = prepared_as_tiles({{"MOE_MEGA_FP8_TOKENS", "e4m3"}});
     const Layer two_chunks = plugin_->prepare(p, w.view(), {});  // bf16's and fp8_block's default
     const Layer two_tiles_chunks = prepared_with(p, w, {{"MOE_MEGA_CHUNKS", "1"}});  // fp8_block
+    std::optional<Layer> wgmma;  // fp8_block's e4m3 codes by wgmma
+    if (c.format == kFp8) wgmma.emplace(prepared_with(p, w, {{"MOE_MEGA_FP8_WGMMA", "1"}}));
     for (int64_t tokens : {1, 40, 96}) {
       const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), Scenario::kRandom);
       const Routing routing = route_batch(*reference_, p, batch);
@@ -328,6 +333,8 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
       if (c.format == kFp8) {
         expect_matches_and_repeats(e4m3_tokens, ref_layer, p, tokens, 90 + uint64_t(tokens),
                                    what + ", e4m3 tokens");
+        expect_matches_and_repeats(*wgmma, ref_layer, p, tokens, 90 + uint64_t(tokens),
+                                   what + ", e4m3 tokens by wgmma");
         expect_same_bits(two_chunks, two_tiles_chunks, p, batch, routing,
                          what + ": two tiles a stage differ as chunks from the maps" + at);
       }
@@ -347,6 +354,9 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
       const RunResult out = run_layer(e4m3_tokens, p, batch.hidden, routing, MOE_DTYPE_BF16);
       const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
       EXPECT_LT(relative_l2(out.output, ref.output), tolerance(p)) << what << ", e4m3 tokens";
+      const RunResult by_wgmma = run_layer(*wgmma, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      EXPECT_LT(relative_l2(by_wgmma.output, ref.output), tolerance(p))
+          << what << ", e4m3 tokens by wgmma";
     }
   }
 }
@@ -356,8 +366,8 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
 // the same codes and scales, so the very same bits, on the two-tile and the one-tile instance,
 // below and above the limit (96 tokens: the grid's path), with a shared expert's virtual experts,
 // and replayed as a CUDA graph against the reference. The default (up to 2048 / H = 8 tokens
-// here) gives the same bits too, and so does MOE_MEGA_FP8_PREFETCH=late (GEMM1's and GEMM2's
-// first stages prefetched after the quantisations) with and without own rows.
+// here) gives the same bits too, and so does MOE_MEGA_FP8_PREFETCH=late0, late1 and late (GEMM1's,
+// GEMM2's or both first stages prefetched after the quantisations), with and without own rows.
 TEST_F(MegaLayer, OwnRowsGiveTheGridsBits) {
   for (int64_t inter : {256, 384}) {
     Problem q = problem_;
@@ -369,7 +379,9 @@ TEST_F(MegaLayer, OwnRowsGiveTheGridsBits) {
     const Layer grid = prepared_with(p, w, {{"MOE_MEGA_FP8_OWN_ROWS", "0"}});
     const Layer own = prepared_with(p, w, {{"MOE_MEGA_FP8_OWN_ROWS", "1"}});
     const Layer by_default = plugin_->prepare(p, w.view(), {});
-    const Layer late = prepared_with(p, w, {{"MOE_MEGA_FP8_PREFETCH", "late"}});
+    std::vector<std::pair<std::string, Layer>> late;
+    for (const char* v : {"late0", "late1", "late"})
+      late.emplace_back(v, prepared_with(p, w, {{"MOE_MEGA_FP8_PREFETCH", v}}));
     // a copy of the batch's codes per CTA: the switch took effect, and the default's copies
     // cover fewer tokens
     EXPECT_GT(own.workspace_size(16), by_default.workspace_size(16)) << "I " << inter;
@@ -381,8 +393,10 @@ TEST_F(MegaLayer, OwnRowsGiveTheGridsBits) {
                        fmt::format("I {}: own rows differ at {} tokens", inter, tokens));
       expect_same_bits(grid, by_default, p, batch, routing,
                        fmt::format("I {}: the default differs at {} tokens", inter, tokens));
-      expect_same_bits(grid, late, p, batch, routing,
-                       fmt::format("I {}: the late prefetch differs at {} tokens", inter, tokens));
+      for (const auto& [name, layer] : late)
+        expect_same_bits(
+            grid, layer, p, batch, routing,
+            fmt::format("I {}: prefetch {} differs at {} tokens", inter, name, tokens));
     }
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
     const GraphReplay graph(plugin_, own, p, 9);

@@ -330,6 +330,10 @@ TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
                  Kind::kBf16, 0},
         Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, "MOE_MEGA_FP8_TOKENS", "e4m3", Kind::kFp8Block,
                  Kind::kBf16, 0},
+        Expected{MOE_FORMAT_FP8_BLOCK, 512, 384, "MOE_MEGA_FP8_WGMMA", "1", Kind::kFp8BlockWgmma,
+                 Kind::kBf16, 0},
+        Expected{MOE_FORMAT_BF16, 256, 256, "MOE_MEGA_FP8_WGMMA", "1", Kind::kBf16x2, Kind::kBf16,
+                 0},
         Expected{MOE_FORMAT_MXFP4, 512, 512, nullptr, nullptr, Kind::kMxfp4x2, Kind::kMxfp4x4, 32},
         Expected{MOE_FORMAT_NVFP4, 512, 256, nullptr, nullptr, Kind::kNvfp4x2, Kind::kBf16, 0},
         Expected{MOE_FORMAT_NVFP4, 384, 256, nullptr, nullptr, Kind::kNvfp4, Kind::kBf16, 0},
@@ -357,17 +361,18 @@ TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
         fmt::format("{} on {} H {} I {} {}={}", format_name(e.format),
                     input_format_name(static_cast<moe_input_format>(p.input_format)), e.hidden,
                     e.intermediate, e.var ? e.var : "-", e.value ? e.value : "");
-    const ScopedEnv unset[] = {{"MOE_MEGA_BF16_STAGE", std::nullopt},
-                               {"MOE_MEGA_FP8_TOKENS", std::nullopt},
-                               {"MOE_MEGA_FP8_STAGE", std::nullopt},
-                               {"MOE_MEGA_FP4_STAGE", std::nullopt},
-                               {"MOE_MEGA_CHUNKS", std::nullopt}};
+    const ScopedEnv unset[] = {
+        {"MOE_MEGA_BF16_STAGE", std::nullopt}, {"MOE_MEGA_FP8_TOKENS", std::nullopt},
+        {"MOE_MEGA_FP8_WGMMA", std::nullopt},  {"MOE_MEGA_FP8_STAGE", std::nullopt},
+        {"MOE_MEGA_FP4_STAGE", std::nullopt},  {"MOE_MEGA_CHUNKS", std::nullopt}};
     std::optional<ScopedEnv> env;
     if (e.var) env.emplace(e.var, e.value);
     const KindChoice c = choose_kinds(p);
     EXPECT_EQ(int(c.kind), int(e.kind)) << what;
     EXPECT_EQ(c.large_from, e.large_from) << what;
-    if (e.large_from > 0) EXPECT_EQ(int(c.large_kind), int(e.large_kind)) << what;
+    if (e.large_from > 0) {
+      EXPECT_EQ(int(c.large_kind), int(e.large_kind)) << what;
+    }
   }
   moe_problem p = fp8_problem();  // H = 256, I = 256: two tiles, 32-slot items
   EXPECT_TRUE(fp8_two_tiles(p));
@@ -431,8 +436,8 @@ TEST(MegaPrefetchLate, EachValueSetsItsPhasesBitsOnlyForFp8Block) {
 }
 
 // Each instance's stage (the timeline's K step and prepared bytes, kernels/config.cuh): one bf16
-// or e4m3 tile of 16 KB, one, two or four 4-bit chunks (8704 bytes mx, 9216 nv), two bf16 or two
-// e4m3 tiles.
+// or e4m3 tile of 16 KB (wgmma's too), one, two or four 4-bit chunks (8704 bytes mx, 9216 nv), two
+// bf16 or two e4m3 tiles.
 TEST(MegaStages, EachInstancesStageKAndBytes) {
   using detail::Kind;
   struct Expected {
@@ -445,7 +450,7 @@ TEST(MegaStages, EachInstancesStageKAndBytes) {
         Expected{Kind::kMxfp4, 128, 8704}, Expected{Kind::kNvfp4, 128, 9216},
         Expected{Kind::kMxfp4x2, 256, 17408}, Expected{Kind::kNvfp4x2, 256, 18432},
         Expected{Kind::kMxfp4x4, 512, 34816}, Expected{Kind::kNvfp4x4, 512, 36864},
-        Expected{Kind::kFp8BlockF16x2, 256, 32768}}) {
+        Expected{Kind::kFp8BlockF16x2, 256, 32768}, Expected{Kind::kFp8BlockWgmma, 128, 16384}}) {
     const detail::StageGeometry g = detail::stage_geometry(e.kind);
     EXPECT_EQ(g.k, e.k) << int(e.kind);
     EXPECT_EQ(g.weight_bytes, e.bytes) << int(e.kind);
