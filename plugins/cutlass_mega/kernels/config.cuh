@@ -131,7 +131,9 @@ constexpr int kStageK = (kIsBf16<W> ? kRowBytes / 2 : kRowBytes) * kChunksPerSta
 template <int W>
 constexpr int kTokRowBytes = W == kFp8W || W == kFp8WgW ? kRowBytes : 2 * kStageK<W>;
 template <int W>  // (wgmma's token rows: 128 bytes, swizzled instead of padded)
-constexpr int kTokLd = kTokRowBytes<W> + (kWgmmaTokens<W> ? 0 : kF16Tokens<W> ? 32 : 16);
+constexpr int kTokLd = kTokRowBytes<W> + (kWgmmaTokens<W> ? 0
+                                          : kF16Tokens<W> ? 32
+                                                          : 16);
 // fp4: a stage's chunk is 128 rows x 64 code bytes, then 4 (mx) or 8 (nv) scale bytes a row.
 constexpr int kFp4CodeBytes = kRows * kStageK<kMxfp4W> / 2;
 template <int W>
