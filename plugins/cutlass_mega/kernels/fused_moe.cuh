@@ -115,7 +115,8 @@ static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> && kFitsShar
               kFitsSharedMemory<kNvfp4W> && kFitsSharedMemory<kFp8F16W> &&
               kFitsSharedMemory<kMxfp4x2W> && kFitsSharedMemory<kNvfp4x2W> &&
               kFitsSharedMemory<kMxfp4x4W> && kFitsSharedMemory<kNvfp4x4W> &&
-              kFitsSharedMemory<kBf16x2W> && kFitsSharedMemory<kFp8F16x2W>);
+              kFitsSharedMemory<kBf16x2W> && kFitsSharedMemory<kFp8F16x2W> &&
+              kFitsSharedMemory<kFp8WgW>);
 
 template <int W>
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {
@@ -267,6 +268,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // token's scale; k_blocks: the item's scale blocks along K, kChunksPerStage a stage).
   auto consume = [&](int m, int ks, int k_blocks) {
     cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
+    // wgmma reads the token rows through the async proxy, where cp.async wrote them through the
+    // generic one (TMA's weights are the async proxy's already): the fence orders the two.
+    if constexpr (kWgmmaTokens<W>) cutlass::arch::fence_view_async_shared();
     if constexpr (kFp8) {
       // NT n-tiles hold the item's m slots: the two-tile instance fixes it per stage
       // (with_each_n_tile_count: 1 to 4), the wgmma one too (1, 2 or 4: wgmma's N); the 64-slot

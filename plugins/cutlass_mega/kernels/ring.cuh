@@ -1,6 +1,7 @@
 // cutlass_mega's shared-memory ring (docs/design.md §13): a producer warp fills stages (a weight
 // tile by TMA or a prepared fp4 chunk by one bulk copy, token rows by cp.async, all completing
-// on the stage's mbarrier) and eight consumer warps multiply them with mma.sync and release them.
+// on the stage's mbarrier) and eight consumer warps multiply them with mma.sync (fp8_block's wgmma
+// instance: two warpgroups, wgmma from shared memory) and release them.
 #pragma once
 
 #include <cutlass/arch/barrier.h>

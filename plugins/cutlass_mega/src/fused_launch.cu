@@ -91,6 +91,7 @@ static_assert(gpu::kFp4StageK == kernels::kStageK<kernels::kMxfp4W> &&
 static_assert(kernels::kChunkBytesOf<kernels::kBf16W> == kernels::kChunkBytes &&
               kernels::kChunkBytesOf<kernels::kFp8W> == kernels::kChunkBytes &&
               kernels::kChunkBytesOf<kernels::kFp8F16W> == kernels::kChunkBytes &&
+              kernels::kChunkBytesOf<kernels::kFp8WgW> == kernels::kChunkBytes &&
               kernels::kChunkRows == kernels::kRows &&
               kernels::kChunkRowBytes == kernels::kRowBytes);
 // Two e4m3 tiles a stage: two chunks of the layout (MOE_MEGA_CHUNKS=1), each one scale block.

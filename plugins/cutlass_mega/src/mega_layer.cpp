@@ -304,9 +304,11 @@ std::string fp4_activations(const moe_problem& p) {
 }  // namespace
 
 std::string describe(const moe_problem& p) {
-  // The default instance's limits (fp8_block's two-tile stage takes 32-slot items).
-  const detail::KernelLimits lim =
-      detail::kernel_limits(fp8_two_tiles(p) ? detail::Kind::kFp8BlockF16x2 : kind_of(p));
+  // The instance prepare takes (its switches included) and its limits (fp8_block's two-tile and
+  // wgmma stages take 32-slot items).
+  using detail::Kind;
+  const Kind kind = choose_kinds(p).kind;
+  const detail::KernelLimits lim = detail::kernel_limits(kind);
   const bool fp4 = p.format == MOE_FORMAT_MXFP4 || p.format == MOE_FORMAT_NVFP4;
   const std::string weights =
       fp4 ? fmt::format(
@@ -325,15 +327,20 @@ std::string describe(const moe_problem& p) {
                 "fp8_block weights as given (e4m3 w13 [E, {}, H], w2 [E, H, I], f32 "
                 "128x128 block scales) by TMA, {} a pipeline stage, activations quantised per "
                 "token per 128 channels inside the kernel (hidden states first, {}; the "
-                "intermediate after GEMM1); the codes multiplied as their exact f16 values, each "
-                "128-deep K block promoted into f32 with both scales",
+                "intermediate after GEMM1); {}, each 128-deep K block promoted into f32 with both "
+                "scales",
                 gated(p) ? "2I" : "I",
-                fp8_two_tiles(p) ? "two 128-deep tiles (32 KB)" : "one 128-deep tile (16 KB)",
+                kind == Kind::kFp8BlockF16x2 ? "two 128-deep tiles (32 KB)"
+                                             : "one 128-deep tile (16 KB)",
                 own_rows_tokens(p) > 0
                     ? fmt::format("by every CTA for itself in batches of up to {} token(s), "
                                   "with no grid barrier, by the grid above that",
                                   own_rows_tokens(p))
-                    : "by the grid")
+                    : "by the grid",
+                kind == Kind::kFp8BlockWgmma
+                    ? "the e4m3 codes multiplied by wgmma from shared memory"
+                : kind == Kind::kFp8Block ? "the e4m3 codes multiplied by e4m3 mma.sync"
+                                          : "the codes multiplied as their exact f16 values")
       : bf16_two_chunks(p)
           ? std::string(
                 "bf16 weights reordered at prepare into chunks of 128 rows x 64 K (the "

@@ -281,12 +281,12 @@ TEST_F(MegaLayer, ManyIdleExpertsMatchAndRepeatBitForBit) {
 // one chunk a stage, where the default takes two (the same sums in the same order; here GEMM2
 // never splits along K, so its parts agree too): the very same bits as the TMA tiles;
 // MOE_MEGA_FP8_TOKENS=e4m3 multiplies fp8_block's codes as e4m3, where the default keeps them as
-// f16 values, MOE_MEGA_FP8_WGMMA=1 by wgmma (items of 1, 40 = 32 + 8 and 96 slots: N = 8 and 32,
-// every token on one expert), and bf16's default streams two chunks a stage (other sums: within the
-// tolerance, and the same bits run after run); fp8_block's default two tiles a stage give the same
-// bits by TMA and as prepared chunks (MOE_MEGA_FP8_STAGE=128 keeps one tile). Gated and relu2 W13
-// tiles, a shared expert's virtual experts, GEMM2 split along K at one token, a batch whose tokens
-// have no expert (no GEMM2 item: the plain combine's zeros).
+// f16 values, MOE_MEGA_FP8_WGMMA=1 by wgmma (32-slot items of 1 to 32 slots: N = 8, 16 and 32;
+// every token on one expert: three full items), and bf16's default streams two chunks a stage
+// (other sums: within the tolerance, and the same bits run after run); fp8_block's default two
+// tiles a stage give the same bits by TMA and as prepared chunks (MOE_MEGA_FP8_STAGE=128 keeps one
+// tile). Gated and relu2 W13 tiles, a shared expert's virtual experts, GEMM2 split along K at one
+// token, a batch whose tokens have no expert (no GEMM2 item: the plain combine's zeros).
 TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
   struct Setup {
     moe_format format;
@@ -348,7 +348,8 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
       for (int64_t i = 0; i < routing.ids.numel(); ++i) routing.ids.data<int32_t>()[i] = -1;
       expect_same_bits(maps, chunks, p, batch, routing, what + ", no expert");
     }
-    if (c.format == kFp8) {  // every token on one expert: 96 slots, items of 64 and 32
+    if (c.format ==
+        kFp8) {  // every token on one expert: 96 slots, items of 64 and 32 (wgmma: 3 x 32)
       const Batch batch = random_batch(p, 96, 97, Scenario::kOneExpert);
       const Routing routing = route_batch(*reference_, p, batch);
       const RunResult out = run_layer(e4m3_tokens, p, batch.hidden, routing, MOE_DTYPE_BF16);
@@ -365,7 +366,8 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
 // own_rows_tokens: 16384 / H = 64 tokens here) instead of the grid behind a barrier (=0: never):
 // the same codes and scales, so the very same bits, on the two-tile and the one-tile instance,
 // below and above the limit (96 tokens: the grid's path), with a shared expert's virtual experts,
-// and replayed as a CUDA graph against the reference. The default (up to 2048 / H = 8 tokens
+// and replayed as a CUDA graph against the reference (and the wgmma instance with own rows and
+// late prefetches against itself without). The default (up to 2048 / H = 8 tokens
 // here) gives the same bits too, and so does MOE_MEGA_FP8_PREFETCH=late0, late1 and late (GEMM1's,
 // GEMM2's or both first stages prefetched after the quantisations), with and without own rows.
 TEST_F(MegaLayer, OwnRowsGiveTheGridsBits) {
@@ -397,6 +399,22 @@ TEST_F(MegaLayer, OwnRowsGiveTheGridsBits) {
         expect_same_bits(
             grid, layer, p, batch, routing,
             fmt::format("I {}: prefetch {} differs at {} tokens", inter, name, tokens));
+    }
+    {  // the wgmma instance: the same bits with own rows and with both prefetches late
+      const Layer wg_grid =
+          prepared_with(p, w, {{"MOE_MEGA_FP8_WGMMA", "1"}, {"MOE_MEGA_FP8_OWN_ROWS", "0"}});
+      const Layer wg_own = prepared_with(p, w,
+                                         {{"MOE_MEGA_FP8_WGMMA", "1"},
+                                          {"MOE_MEGA_FP8_OWN_ROWS", "1"},
+                                          {"MOE_MEGA_FP8_PREFETCH", "late"}});
+      for (int64_t tokens : {1, 9, 40}) {
+        const Batch batch = random_batch(p, tokens, 70 + uint64_t(tokens), Scenario::kRandom);
+        const Routing routing = route_batch(*reference_, p, batch);
+        expect_same_bits(
+            wg_grid, wg_own, p, batch, routing,
+            fmt::format("I {}: wgmma, own rows and late prefetches differ at {} tokens", inter,
+                        tokens));
+      }
     }
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
     const GraphReplay graph(plugin_, own, p, 9);
@@ -440,7 +458,9 @@ TEST_F(MegaLayer, ADependentLaunchGivesTheOrdinaryLaunchsBitsEagerAndReplayed) {
 // (MOE_MEGA_FP4_STAGE=512; token rows of 1 KB, copied in two passes), two bf16 chunks (the
 // default where H and I are multiples of 128: 32 KB stages) and two e4m3 tiles (the default where
 // they are multiples of 256: two scale blocks a stage, 32-slot items; by TMA, and as prepared
-// chunks with MOE_MEGA_CHUNKS=1), where GEMM2 splits along K
+// chunks with MOE_MEGA_CHUNKS=1), one e4m3 tile by wgmma (MOE_MEGA_FP8_WGMMA=1; 8 stages, so an
+// item of I = 1024 fills the ring and the next wraps it; by TMA and as chunks), where GEMM2 splits
+// along K
 // (I = 1024 at one token): against the reference, the same bits run after run; the layer's
 // timeline shows the instance that ran (its K step and stage bytes), not a fallback.
 TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
@@ -457,7 +477,13 @@ TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
         Setup{kNv, 4, {{"MOE_MEGA_FP4_STAGE", "512"}}, 9216, 128},
         Setup{MOE_FORMAT_BF16, 2, {}, 16384, 64}, Setup{MOE_FORMAT_FP8_BLOCK, 2, {}, 16384, 128},
         Setup{MOE_FORMAT_FP8_BLOCK, 2, {{"MOE_MEGA_CHUNKS", "1"}}, 16384, 128},
-        Setup{MOE_FORMAT_FP8_BLOCK, 1, {{"MOE_MEGA_FP8_STAGE", "128"}}, 16384, 128}}) {
+        Setup{MOE_FORMAT_FP8_BLOCK, 1, {{"MOE_MEGA_FP8_STAGE", "128"}}, 16384, 128},
+        Setup{MOE_FORMAT_FP8_BLOCK, 1, {{"MOE_MEGA_FP8_WGMMA", "1"}}, 16384, 128},
+        Setup{MOE_FORMAT_FP8_BLOCK,
+              1,
+              {{"MOE_MEGA_FP8_WGMMA", "1"}, {"MOE_MEGA_CHUNKS", "1"}},
+              16384,
+              128}}) {
     Problem q = problem_;
     q.raw().hidden = 512;
     q.raw().intermediate = 1024;

@@ -332,6 +332,8 @@ TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
                  Kind::kBf16, 0},
         Expected{MOE_FORMAT_FP8_BLOCK, 512, 384, "MOE_MEGA_FP8_WGMMA", "1", Kind::kFp8BlockWgmma,
                  Kind::kBf16, 0},
+        Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, "MOE_MEGA_FP8_WGMMA", "1", Kind::kFp8BlockWgmma,
+                 Kind::kBf16, 0},
         Expected{MOE_FORMAT_BF16, 256, 256, "MOE_MEGA_FP8_WGMMA", "1", Kind::kBf16x2, Kind::kBf16,
                  0},
         Expected{MOE_FORMAT_MXFP4, 512, 512, nullptr, nullptr, Kind::kMxfp4x2, Kind::kMxfp4x4, 32},
