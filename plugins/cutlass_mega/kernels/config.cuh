@@ -71,29 +71,40 @@ enum WeightKind : int {
   // with both scales as the other instances do; no conversions, no token loads to registers, no
   // mma.sync issue per n-tile (deepgemm_style's decode kernel's consumer, in the fused layer).
   // 32-slot items, 8 stages (128 KB of weights in flight).
-  kFp8WgW = 11
+  kFp8WgW = 11,
+  // 4-bit weights by wgmma (MOE_MEGA_FP4_WGMMA=1 at prepare, a measurement): the two-chunk stage
+  // of kMxfp4x2W / kNvfp4x2W (the same prepared chunks, 4 stages, 32-slot items) with each warp's
+  // dequantised A fragments (kernels/fp4_fragments.cuh: mma.sync's m16n8k16 A layout, which is
+  // wgmma's register A layout for the warp's 16 rows of its warpgroup's 64) fed to m64nNk16 bf16
+  // wgmma whose B is the stage's token rows in shared memory (128-byte swizzled, K-major, as the
+  // producer copies them), N = 8, 16 or 32: the token loads into registers and the per-n-tile
+  // mma.sync issue go; the dequantisation stays.
+  kMxfp4WgW = 12,
+  kNvfp4WgW = 13
 };
 template <int W>
 constexpr bool kIsBf16 = W == kBf16W || W == kBf16x2W;
 template <int W>
-constexpr bool kIsNv = W == kNvfp4W || W == kNvfp4x2W || W == kNvfp4x4W;
+constexpr bool kIsNv = W == kNvfp4W || W == kNvfp4x2W || W == kNvfp4x4W || W == kNvfp4WgW;
 template <int W>
-constexpr bool kIsMx = W == kMxfp4W || W == kMxfp4x2W || W == kMxfp4x4W;
+constexpr bool kIsMx = W == kMxfp4W || W == kMxfp4x2W || W == kMxfp4x4W || W == kMxfp4WgW;
 template <int W>
 constexpr bool kIsFp4 = kIsNv<W> || kIsMx<W>;
 template <int W>  // chunks a ring stage holds (4-bit: 128 K each; bf16: 64 K each; e4m3: 128 K)
-constexpr int kChunksPerStage =
-    W == kMxfp4x4W || W == kNvfp4x4W                                       ? 4
-    : W == kMxfp4x2W || W == kNvfp4x2W || W == kBf16x2W || W == kFp8F16x2W ? 2
-                                                                           : 1;
+constexpr int kChunksPerStage = W == kMxfp4x4W || W == kNvfp4x4W ? 4
+                                : W == kMxfp4x2W || W == kNvfp4x2W || W == kBf16x2W ||
+                                        W == kFp8F16x2W || W == kMxfp4WgW || W == kNvfp4WgW
+                                    ? 2
+                                    : 1;
 // Instances that read prepared chunks only (no tensor maps): 4-bit, and bf16 two chunks a stage
 // (e4m3 two chunks a stage read either: four TMA boxes, or MOE_MEGA_CHUNKS=1's chunks).
 template <int W>
 constexpr bool kChunksOnly = kIsFp4<W> || W == kBf16x2W;
 template <int W>
 constexpr bool kIsFp8 = W == kFp8W || W == kFp8F16W || W == kFp8F16x2W || W == kFp8WgW;
-template <int W>  // fp8_block by wgmma: the token rows are wgmma's B operand (128-byte swizzle)
-constexpr bool kWgmmaTokens = W == kFp8WgW;
+template <int W>  // by wgmma (fp8_block, 4-bit): the token rows are its B (128-byte swizzle,
+                  // K-major)
+                  constexpr bool kWgmmaTokens = W == kFp8WgW || W == kMxfp4WgW || W == kNvfp4WgW;
 template <int W>  // fp8_block whose activation codes are kept as their f16 values
 constexpr bool kF16Tokens = W == kFp8F16W || W == kFp8F16x2W;
 
@@ -112,12 +123,13 @@ constexpr int kMxBlock = 32;  // mxfp8: channels per scale
 template <int W>
 constexpr int kTok = kIsFp4<W> || W == kFp8F16x2W || W == kFp8WgW ? 32 : 64;
 template <int W>  // f16 tokens, double 4-bit chunks: 4 stages (their token rows are twice as wide)
-constexpr int kStages = kChunksPerStage<W> == 4                             ? 2
-                        : W == kFp8WgW                                      ? 8
-                        : W == kBf16x2W || W == kFp8F16x2W                  ? 3
-                        : W == kFp8F16W || W == kMxfp4x2W || W == kNvfp4x2W ? 4
-                        : kIsFp4<W>                                         ? 9
-                                                                            : 5;
+constexpr int kStages =
+    kChunksPerStage<W> == 4                                                                 ? 2
+    : W == kFp8WgW                                                                          ? 8
+    : W == kBf16x2W || W == kFp8F16x2W                                                      ? 3
+    : W == kFp8F16W || W == kMxfp4x2W || W == kNvfp4x2W || W == kMxfp4WgW || W == kNvfp4WgW ? 4
+    : kIsFp4<W>                                                                             ? 9
+                                                                                            : 5;
 template <int W>
 constexpr int kTileLd = kTok<W> + 1;
 
@@ -158,7 +170,9 @@ constexpr size_t kRingBytes = kStages<W>* kStageBytes<W>;
 static_assert(kChunkBytesOf<kNvfp4W> <= kWeightBytes<kNvfp4W> &&
                   kChunkBytesOf<kMxfp4x2W> <= kWeightBytes<kMxfp4x2W> &&
                   kChunkBytesOf<kNvfp4x2W> <= kWeightBytes<kNvfp4x2W> &&
-                  kChunkBytesOf<kNvfp4x4W> <= kWeightBytes<kNvfp4x4W>,
+                  kChunkBytesOf<kNvfp4x4W> <= kWeightBytes<kNvfp4x4W> &&
+                  kChunkBytesOf<kMxfp4WgW> <= kWeightBytes<kMxfp4WgW> &&
+                  kChunkBytesOf<kNvfp4WgW> <= kWeightBytes<kNvfp4WgW>,
               "a stage's chunks fit it");
 template <int W>
 constexpr size_t kTileBytes = size_t(kRows) * kTileLd<W> * 4;

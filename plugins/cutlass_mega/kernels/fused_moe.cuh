@@ -116,7 +116,8 @@ static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> && kFitsShar
               kFitsSharedMemory<kMxfp4x2W> && kFitsSharedMemory<kNvfp4x2W> &&
               kFitsSharedMemory<kMxfp4x4W> && kFitsSharedMemory<kNvfp4x4W> &&
               kFitsSharedMemory<kBf16x2W> && kFitsSharedMemory<kFp8F16x2W> &&
-              kFitsSharedMemory<kFp8WgW>);
+              kFitsSharedMemory<kFp8WgW> && kFitsSharedMemory<kMxfp4WgW> &&
+              kFitsSharedMemory<kNvfp4WgW>);
 
 template <int W>
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {
@@ -315,7 +316,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         fp8_stage(std::integral_constant<int, kTok<W> / 8>{});
     } else {
       with_n_tiles<kTok<W> / 8>(m, [&](auto nt) {
-        if constexpr (kFp4)
+        if constexpr (kFp4 && kWgmmaTokens<W>)
+          mma_stage_fp4_wgmma<W, decltype(nt)::value>(weight_tile<W>(ring, stage),
+                                                      token_tile<W>(ring, stage), acc);
+        else if constexpr (kFp4)
           mma_stage_fp4<W, decltype(nt)::value>(weight_tile<W>(ring, stage),
                                                 token_tile<W>(ring, stage), acc);
         else

@@ -97,12 +97,15 @@ __device__ __forceinline__ void produce_tokens(int ks, const uint8_t* base, uint
   static_assert(32 % kLaneChunks == 0 && kChunks % kPieces == 0, "a warp covers whole rows");
   const int lane = threadIdx.x % 32, j = lane % kLaneChunks;
   const uint8_t* src0 = base + size_t(ks) * kTokRowBytes<W> + 16 * j;
-  uint32_t dst = smem_u32(token_tile<W>(ring, stage)) + 16 * j + (lane / kLaneChunks) * kTokLd<W>;
+  const uint32_t tile = smem_u32(token_tile<W>(ring, stage));
+  uint32_t dst = tile + 16 * j + (lane / kLaneChunks) * kTokLd<W>;
   for (int n = lane / kLaneChunks; n < m; n += kRowStep, dst += kRowStep * kTokLd<W>) {
     const uint8_t* src = src0 + uint64_t(uint32_t(row_of(n))) * stride;
-    if constexpr (kWgmmaTokens<W>) {  // 128-byte rows, chunk j at chunk j ^ (n % 8): wgmma's B
-      static_assert(kPieces == 1 && kLaneChunks == 8 && kTokLd<W> == 128, "one swizzled row");
-      const uint32_t at = dst - 16 * j + 16 * ((j ^ n) & 7);
+    if constexpr (kWgmmaTokens<W>) {
+      // wgmma's B: 64-K atoms of kTok rows x 128 bytes one after the other (e4m3: one; bf16 two a
+      // 4-bit chunk), row n of an atom at n x 128 bytes, its 16-byte chunk c at chunk c ^ (n % 8).
+      static_assert(kPieces == 1 && kTokLd<W> == kTokRowBytes<W>, "whole unpadded rows");
+      const uint32_t at = tile + (j / 8) * (kTok<W> * 128) + n * 128 + 16 * ((j ^ n) & 7);
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(at), "l"(src) : "memory");
     } else {
 #pragma unroll
@@ -331,6 +334,66 @@ __device__ __forceinline__ void mma_stage_fp4(const uint8_t* w, const uint8_t* x
     mma_token_tiles<W, NT, kChunkSteps>(x + c * kChunkSteps * 32, acc,
                                         [&](int j, uint32_t(&a)[4]) { rows.fragments(j, a); });
   }
+}
+
+// 4-bit weights by wgmma (kMxfp4WgW, kNvfp4WgW): acc (the item's running sums, NT n-tiles) +=
+// this warpgroup's 64 rows of the stage's two chunks times its token rows, as 16 m64n(8 NT)k16
+// bf16 wgmma with A from registers: each warp dequantises its 16 rows' fragments of both chunks
+// first (Fp4Rows, mma.sync's A layout, which is wgmma's for the warp's rows), one wgmma fence,
+// then the 16 wgmma in one commit group, awaited before the stage is released. B for K step j of
+// chunk c: 64-K atom 2c + j / 4 of the token tile, 32 bytes in (j % 4) (ring.cuh produce_tokens).
+template <int N, size_t... I>
+__device__ __forceinline__ void wgmma_bf16_rs_k16(const uint32_t (&a)[4], uint64_t b, float* d,
+                                                  std::index_sequence<I...>) {
+  using namespace cute::SM90::GMMA;
+  if constexpr (N == 8)
+    MMA_64x8x16_F32BF16BF16_RS<Major::K, Major::K>::fma(a[0], a[1], a[2], a[3], b, d[I]...);
+  else if constexpr (N == 16)
+    MMA_64x16x16_F32BF16BF16_RS<Major::K, Major::K>::fma(a[0], a[1], a[2], a[3], b, d[I]...);
+  else
+    MMA_64x32x16_F32BF16BF16_RS<Major::K, Major::K>::fma(a[0], a[1], a[2], a[3], b, d[I]...);
+}
+
+template <int W, int NT>
+__device__ __forceinline__ void mma_stage_fp4_wgmma(const uint8_t* w, const uint8_t* x,
+                                                    float (&acc)[kTok<W> / 8][4]) {
+  static_assert(kWgmmaTokens<W> && kIsFp4<W> && (NT == 1 || NT == 2 || NT == 4), "N = 8, 16, 32");
+  constexpr int kChunks = kChunksPerStage<W>, kSteps = kStageK<W> / kChunks / 16;  // 8 a chunk
+  uint32_t a[kChunks][kSteps][4];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const auto rows = fp4_rows<W>(w + c * kFp4ChunkBytes<W>);
+#pragma unroll
+    for (int j = 0; j < kSteps; ++j) rows.fragments(j, a[c][j]);
+  }
+  float* d = &acc[0][0];
+#pragma unroll
+  for (int i = 0; i < 4 * NT; ++i) cute::warpgroup_fence_operand(d[i]);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+    for (int j = 0; j < kSteps; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) cute::warpgroup_fence_operand(a[c][j][r]);
+  cute::warpgroup_arrive();
+  const uint64_t db = gpu::kernels::kmajor_sw128_desc(x);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+    for (int j = 0; j < kSteps; ++j)
+      wgmma_bf16_rs_k16<8 * NT>(
+          a[c][j], gpu::kernels::desc_advance(db, (2 * c + j / 4) * (kTok<W> * 128) + (j % 4) * 32),
+          d, std::make_index_sequence<4 * NT>{});
+  cute::warpgroup_commit_batch();
+#pragma unroll
+  for (int i = 0; i < 4 * NT; ++i) cute::warpgroup_fence_operand(d[i]);
+  cute::warpgroup_wait<0>();
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+    for (int j = 0; j < kSteps; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) cute::warpgroup_fence_operand(a[c][j][r]);
 }
 
 // Calls f(std::integral_constant<int, NT>{}) with the fewest n-tiles (1, or whole pairs up to

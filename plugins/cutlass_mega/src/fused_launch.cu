@@ -48,6 +48,10 @@ auto with_instance(Kind kind, F&& f) {
       return f(std::integral_constant<int, kernels::kFp8F16x2W>{});
     case Kind::kFp8BlockWgmma:
       return f(std::integral_constant<int, kernels::kFp8WgW>{});
+    case Kind::kMxfp4Wgmma:
+      return f(std::integral_constant<int, kernels::kMxfp4WgW>{});
+    case Kind::kNvfp4Wgmma:
+      return f(std::integral_constant<int, kernels::kNvfp4WgW>{});
     default:
       return f(std::integral_constant<int, kernels::kBf16W>{});
   }
@@ -85,6 +89,12 @@ static_assert(kernels::kFp4ChunkBytes<kernels::kMxfp4x2W> ==
                   gpu::fp4_chunk_bytes(gpu::Fp4Scales::kMx) &&
               kernels::kChunkBytesOf<kernels::kMxfp4x2W> ==
                   2 * kernels::kFp4ChunkBytes<kernels::kMxfp4W>);
+// The wgmma 4-bit stages read the two-chunk stages' prepared chunks.
+static_assert(kernels::kChunkBytesOf<kernels::kMxfp4WgW> ==
+                  kernels::kChunkBytesOf<kernels::kMxfp4x2W> &&
+              kernels::kChunkBytesOf<kernels::kNvfp4WgW> ==
+                  kernels::kChunkBytesOf<kernels::kNvfp4x2W> &&
+              kernels::kStageK<kernels::kMxfp4WgW> == kernels::kStageK<kernels::kMxfp4x2W>);
 static_assert(gpu::kFp4StageK == kernels::kStageK<kernels::kMxfp4W> &&
               gpu::kFp4TileRows == kernels::kRows);
 // bf16 and e4m3 chunks are a stage's weight tile as the two TMA boxes lay it out.

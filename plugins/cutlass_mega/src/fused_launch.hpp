@@ -25,7 +25,9 @@ enum class Kind : int {
   kNvfp4x4 = 8,
   kBf16x2 = 9,          // bf16, two prepared chunks a stage (the default where H and I allow)
   kFp8BlockF16x2 = 10,  // fp8_block on f16 codes, two 16 KB tiles a stage (the default there)
-  kFp8BlockWgmma = 11   // fp8_block on e4m3 codes by wgmma (MOE_MEGA_FP8_WGMMA=1, a measurement)
+  kFp8BlockWgmma = 11,  // fp8_block on e4m3 codes by wgmma (MOE_MEGA_FP8_WGMMA=1, a measurement)
+  kMxfp4Wgmma = 12,     // 4-bit, two chunks a stage, by wgmma (MOE_MEGA_FP4_WGMMA=1, a measurement)
+  kNvfp4Wgmma = 13
 };
 // fp8_block instances whose activation codes are kept as their f16 values (2 bytes a code).
 constexpr bool has_f16_codes(Kind k) {
@@ -33,7 +35,8 @@ constexpr bool has_f16_codes(Kind k) {
 }
 constexpr bool is_fp4(Kind k) {
   return k == Kind::kMxfp4 || k == Kind::kNvfp4 || k == Kind::kMxfp4x2 || k == Kind::kNvfp4x2 ||
-         k == Kind::kMxfp4x4 || k == Kind::kNvfp4x4;
+         k == Kind::kMxfp4x4 || k == Kind::kNvfp4x4 || k == Kind::kMxfp4Wgmma ||
+         k == Kind::kNvfp4Wgmma;
 }
 
 // How the kernel quantises e4m3 activations on 4-bit weights (kernels/config.cuh ActQuant): not

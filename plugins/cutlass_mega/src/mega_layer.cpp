@@ -124,8 +124,13 @@ KindChoice choose_kinds(const moe_problem& p) {
   // (kMxfp4x4W, kNvfp4x4W; the same chunks) for batches of at least 8 slots an expert or 64
   // tokens: on Mixtral 0.76-0.92x the two-chunk time from T = 32, 0.98-1.07x below (H100, session
   // 42), on DeepSeek-V3 0.85-0.88x at T = 64 and 128, 0.99x at 256 and 512 (H200, session 44).
-  // MOE_MEGA_FP4_STAGE=512 takes four at every batch and 256 two.
+  // MOE_MEGA_FP4_STAGE=512 takes four at every batch and 256 two. MOE_MEGA_FP4_WGMMA=1 (a
+  // measurement) takes the two-chunk stage by wgmma at every batch where two chunks apply.
   const bool nv = c.kind == Kind::kNvfp4;
+  if (whole_stages(p, 256) && env_is("MOE_MEGA_FP4_WGMMA", "1")) {
+    c.kind = nv ? Kind::kNvfp4Wgmma : Kind::kMxfp4Wgmma;
+    return c;
+  }
   if (!env_is("MOE_MEGA_FP4_STAGE", "128") && whole_stages(p, 256))
     c.kind = nv ? Kind::kNvfp4x2 : Kind::kMxfp4x2;
   const Kind four = nv ? Kind::kNvfp4x4 : Kind::kMxfp4x4;
@@ -310,16 +315,20 @@ std::string describe(const moe_problem& p) {
   const Kind kind = choose_kinds(p).kind;
   const detail::KernelLimits lim = detail::kernel_limits(kind);
   const bool fp4 = p.format == MOE_FORMAT_MXFP4 || p.format == MOE_FORMAT_NVFP4;
+  const bool fp4_wgmma = kind == Kind::kMxfp4Wgmma || kind == Kind::kNvfp4Wgmma;
   const std::string weights =
       fp4 ? fmt::format(
                 "{} weights prepared into chunks of 128 rows x 128 K (codes arranged for the "
                 "mma threads, then the block scales as one byte each), {} per pipeline stage, "
-                "dequantised to bf16 in registers before bf16 mma with {}{}",
+                "dequantised to bf16 in registers before bf16 {} with {}{}",
                 format_name(static_cast<moe_format>(p.format)),
-                four_chunk_tokens(p) > 0
+                fp4_wgmma ? "two adjacent chunks"
+                : four_chunk_tokens(p) > 0
                     ? fmt::format("two adjacent chunks (four from {} tokens)", four_chunk_tokens(p))
                 : whole_stages(p, 256) ? "two adjacent chunks"
                                        : "one chunk",
+                fp4_wgmma ? "wgmma (A from those registers, the token rows from shared memory)"
+                          : "mma",
                 fp4_activations(p),
                 p.format == MOE_FORMAT_NVFP4 ? ", scale_2 applied per expert in f32" : "")
       : p.format == MOE_FORMAT_FP8_BLOCK

@@ -454,7 +454,8 @@ TEST_F(MegaLayer, ADependentLaunchGivesTheOrdinaryLaunchsBitsEagerAndReplayed) {
   }
 }
 
-// Stages of several prepared chunks at every batch: two 4-bit chunks (MOE_MEGA_FP4_STAGE=256), four
+// Stages of several prepared chunks at every batch: two 4-bit chunks (MOE_MEGA_FP4_STAGE=256; by
+// wgmma with MOE_MEGA_FP4_WGMMA=1, mxfp4 and nvfp4), four
 // (MOE_MEGA_FP4_STAGE=512; token rows of 1 KB, copied in two passes), two bf16 chunks (the
 // default where H and I are multiples of 128: 32 KB stages) and two e4m3 tiles (the default where
 // they are multiples of 256: two scale blocks a stage, 32-slot items; by TMA, and as prepared
@@ -472,6 +473,8 @@ TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
   };
   for (const Setup& c :
        {Setup{kMx, 2, {{"MOE_MEGA_FP4_STAGE", "256"}}, 8704, 128},
+        Setup{kMx, 2, {{"MOE_MEGA_FP4_WGMMA", "1"}}, 8704, 128},
+        Setup{kNv, 2, {{"MOE_MEGA_FP4_WGMMA", "1"}}, 9216, 128},
         Setup{kMx, 4, {{"MOE_MEGA_FP4_STAGE", "512"}}, 8704, 128},
         Setup{kNv, 2, {{"MOE_MEGA_FP4_STAGE", "256"}}, 9216, 128},
         Setup{kNv, 4, {{"MOE_MEGA_FP4_STAGE", "512"}}, 9216, 128},

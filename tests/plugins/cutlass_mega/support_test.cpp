@@ -336,6 +336,14 @@ TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
                  Kind::kBf16, 0},
         Expected{MOE_FORMAT_BF16, 256, 256, "MOE_MEGA_FP8_WGMMA", "1", Kind::kBf16x2, Kind::kBf16,
                  0},
+        Expected{MOE_FORMAT_MXFP4, 512, 512, "MOE_MEGA_FP4_WGMMA", "1", Kind::kMxfp4Wgmma,
+                 Kind::kBf16, 0},
+        Expected{MOE_FORMAT_NVFP4, 512, 256, "MOE_MEGA_FP4_WGMMA", "1", Kind::kNvfp4Wgmma,
+                 Kind::kBf16, 0},
+        Expected{MOE_FORMAT_NVFP4, 384, 256, "MOE_MEGA_FP4_WGMMA", "1", Kind::kNvfp4, Kind::kBf16,
+                 0},
+        Expected{MOE_FORMAT_MXFP4, 512, 512, "MOE_MEGA_FP4_WGMMA", "1", Kind::kMxfp4Wgmma,
+                 Kind::kBf16, 0, MOE_INPUT_MXFP8},
         Expected{MOE_FORMAT_MXFP4, 512, 512, nullptr, nullptr, Kind::kMxfp4x2, Kind::kMxfp4x4, 32},
         Expected{MOE_FORMAT_NVFP4, 512, 256, nullptr, nullptr, Kind::kNvfp4x2, Kind::kBf16, 0},
         Expected{MOE_FORMAT_NVFP4, 384, 256, nullptr, nullptr, Kind::kNvfp4, Kind::kBf16, 0},
@@ -366,7 +374,8 @@ TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
     const ScopedEnv unset[] = {
         {"MOE_MEGA_BF16_STAGE", std::nullopt}, {"MOE_MEGA_FP8_TOKENS", std::nullopt},
         {"MOE_MEGA_FP8_WGMMA", std::nullopt},  {"MOE_MEGA_FP8_STAGE", std::nullopt},
-        {"MOE_MEGA_FP4_STAGE", std::nullopt},  {"MOE_MEGA_CHUNKS", std::nullopt}};
+        {"MOE_MEGA_FP4_STAGE", std::nullopt},  {"MOE_MEGA_CHUNKS", std::nullopt},
+        {"MOE_MEGA_FP4_WGMMA", std::nullopt}};
     std::optional<ScopedEnv> env;
     if (e.var) env.emplace(e.var, e.value);
     const KindChoice c = choose_kinds(p);
@@ -452,7 +461,8 @@ TEST(MegaStages, EachInstancesStageKAndBytes) {
         Expected{Kind::kMxfp4, 128, 8704}, Expected{Kind::kNvfp4, 128, 9216},
         Expected{Kind::kMxfp4x2, 256, 17408}, Expected{Kind::kNvfp4x2, 256, 18432},
         Expected{Kind::kMxfp4x4, 512, 34816}, Expected{Kind::kNvfp4x4, 512, 36864},
-        Expected{Kind::kFp8BlockF16x2, 256, 32768}, Expected{Kind::kFp8BlockWgmma, 128, 16384}}) {
+        Expected{Kind::kFp8BlockF16x2, 256, 32768}, Expected{Kind::kFp8BlockWgmma, 128, 16384},
+        Expected{Kind::kMxfp4Wgmma, 256, 17408}, Expected{Kind::kNvfp4Wgmma, 256, 18432}}) {
     const detail::StageGeometry g = detail::stage_geometry(e.kind);
     EXPECT_EQ(g.k, e.k) << int(e.kind);
     EXPECT_EQ(g.weight_bytes, e.bytes) << int(e.kind);
