@@ -104,7 +104,7 @@ template <int W>
 constexpr bool kIsFp8 = W == kFp8W || W == kFp8F16W || W == kFp8F16x2W || W == kFp8WgW;
 template <int W>  // by wgmma (fp8_block, 4-bit): the token rows are its B (128-byte swizzle,
                   // K-major)
-                  constexpr bool kWgmmaTokens = W == kFp8WgW || W == kMxfp4WgW || W == kNvfp4WgW;
+constexpr bool kWgmmaTokens = W == kFp8WgW || W == kMxfp4WgW || W == kNvfp4WgW;
 template <int W>  // fp8_block whose activation codes are kept as their f16 values
 constexpr bool kF16Tokens = W == kFp8F16W || W == kFp8F16x2W;
 
@@ -163,7 +163,8 @@ template <int W>
 constexpr int kChunkBytesOf = kIsFp4<W> ? kFp4ChunkBytes<W>* kChunksPerStage<W>
                                         : int(kWeightBytes<W>);
 template <int W>  // 1024-byte aligned: bf16 and e4m3 25 x 1024, fp4 18 x 1024, bf16 x2 49 x 1024,
-                  // e4m3 by wgmma 20 x 1024 (32 token rows of 128 bytes, unpadded)
+                  // e4m3 by wgmma 20 x 1024 (32 token rows of 128 bytes, unpadded), fp4 by
+                  // wgmma 34 x 1024 (two chunks, 32 token rows of 512 bytes, unpadded)
 constexpr size_t kStageBytes = (kWeightBytes<W> + size_t(kTok<W>) * kTokLd<W> + 1023) / 1024 * 1024;
 template <int W>
 constexpr size_t kRingBytes = kStages<W>* kStageBytes<W>;

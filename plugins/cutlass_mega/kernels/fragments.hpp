@@ -2,7 +2,8 @@
 // host tests share them): where a lane points its ldmatrix x4 in a stage's weight tile and token
 // tile, and which of the loaded registers each m16n8k16 (or e4m3 k32) mma takes as its B operand.
 // A K step is 32 bytes: 16 bf16 or 32 e4m3 elements. tests/plugins/cutlass_mega/fragments_test.cpp
-// emulates ldmatrix and the mma fragment layouts over these and checks every operand.
+// emulates ldmatrix and the mma fragment layouts over these and checks every operand; and where
+// the wgmma instances place their token rows and where their descriptors point.
 #pragma once
 
 #include "kernels/host_device.hpp"
@@ -62,6 +63,19 @@ MOE_MEGA_HD constexpr int f16_a_half(int r) {
 }
 MOE_MEGA_HD constexpr int f16_token_byte(int k_byte, int h, int q) {
   return 2 * k_byte + 32 * h + 8 * q;
+}
+
+// The wgmma instances' token tile (their B operand: K-major, 128-byte swizzle): 128-byte atoms of
+// K (64 bf16 or 128 e4m3), each `rows` x 128 bytes, one after the other; in an atom row n at
+// n x 128 bytes (8-row groups 1024 bytes apart), its 16-byte chunk c at chunk c ^ (n % 8). Byte
+// offset of 16-byte piece j of token row n (the row's bytes 16 j..: kernels/ring.cuh
+// produce_tokens), and the unswizzled offset a descriptor names for the 32-byte K step `step` of
+// the tile (the hardware applies the swizzle). fragments_test.cpp emulates wgmma's reads.
+MOE_MEGA_HD constexpr int wgmma_token_piece(int rows, int n, int j) {
+  return (j / 8) * (rows * 128) + n * 128 + 16 * ((j ^ n) & 7);
+}
+MOE_MEGA_HD constexpr int wgmma_token_step(int rows, int step) {
+  return (step / 4) * (rows * 128) + (step % 4) * 32;
 }
 
 }  // namespace moe::mega::kernels

@@ -1,7 +1,8 @@
 // cutlass_mega's shared-memory ring (docs/design.md §13): a producer warp fills stages (a weight
 // tile by TMA or a prepared fp4 chunk by one bulk copy, token rows by cp.async, all completing
-// on the stage's mbarrier) and eight consumer warps multiply them with mma.sync (fp8_block's wgmma
-// instance: two warpgroups, wgmma from shared memory) and release them.
+// on the stage's mbarrier) and eight consumer warps multiply them with mma.sync (the wgmma
+// instances, fp8_block's and 4-bit's: two warpgroups, wgmma with B from shared memory) and release
+// them.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -105,7 +106,7 @@ __device__ __forceinline__ void produce_tokens(int ks, const uint8_t* base, uint
       // wgmma's B: 64-K atoms of kTok rows x 128 bytes one after the other (e4m3: one; bf16 two a
       // 4-bit chunk), row n of an atom at n x 128 bytes, its 16-byte chunk c at chunk c ^ (n % 8).
       static_assert(kPieces == 1 && kTokLd<W> == kTokRowBytes<W>, "whole unpadded rows");
-      const uint32_t at = tile + (j / 8) * (kTok<W> * 128) + n * 128 + 16 * ((j ^ n) & 7);
+      const uint32_t at = tile + wgmma_token_piece(kTok<W>, n, j);
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(at), "l"(src) : "memory");
     } else {
 #pragma unroll
@@ -304,7 +305,7 @@ __device__ __forceinline__ void mma_stage_wgmma(const uint8_t* w, const uint8_t*
 #pragma unroll
   for (int kk = 0; kk < kRowBytes / 32; ++kk)
     wgmma_e4m3_k32<8 * NT>(gpu::kernels::desc_advance(da, kk * 32),
-                           gpu::kernels::desc_advance(db, kk * 32), d, kk > 0,
+                           gpu::kernels::desc_advance(db, wgmma_token_step(kTok<W>, kk)), d, kk > 0,
                            std::make_index_sequence<4 * NT>{});
   cute::warpgroup_commit_batch();
 #pragma unroll
@@ -382,8 +383,8 @@ __device__ __forceinline__ void mma_stage_fp4_wgmma(const uint8_t* w, const uint
 #pragma unroll
     for (int j = 0; j < kSteps; ++j)
       wgmma_bf16_rs_k16<8 * NT>(
-          a[c][j], gpu::kernels::desc_advance(db, (2 * c + j / 4) * (kTok<W> * 128) + (j % 4) * 32),
-          d, std::make_index_sequence<4 * NT>{});
+          a[c][j], gpu::kernels::desc_advance(db, wgmma_token_step(kTok<W>, c * kSteps + j)), d,
+          std::make_index_sequence<4 * NT>{});
   cute::warpgroup_commit_batch();
 #pragma unroll
   for (int i = 0; i < 4 * NT; ++i) cute::warpgroup_fence_operand(d[i]);

@@ -127,6 +127,17 @@ const char* encode_weight_maps(WeightMaps* maps, int elem_bytes, const void* w13
   return nullptr;
 }
 
+// A Kind's value is its instance's WeightKind (the timeline's "instance").
+static_assert(
+    int(Kind::kBf16) == kernels::kBf16W && int(Kind::kFp8Block) == kernels::kFp8W &&
+    int(Kind::kMxfp4) == kernels::kMxfp4W && int(Kind::kNvfp4) == kernels::kNvfp4W &&
+    int(Kind::kFp8BlockF16) == kernels::kFp8F16W && int(Kind::kMxfp4x2) == kernels::kMxfp4x2W &&
+    int(Kind::kNvfp4x2) == kernels::kNvfp4x2W && int(Kind::kMxfp4x4) == kernels::kMxfp4x4W &&
+    int(Kind::kNvfp4x4) == kernels::kNvfp4x4W && int(Kind::kBf16x2) == kernels::kBf16x2W &&
+    int(Kind::kFp8BlockF16x2) == kernels::kFp8F16x2W &&
+    int(Kind::kFp8BlockWgmma) == kernels::kFp8WgW && int(Kind::kMxfp4Wgmma) == kernels::kMxfp4WgW &&
+    int(Kind::kNvfp4Wgmma) == kernels::kNvfp4WgW);
+
 static_assert(kLatePhase0Bit == kernels::kLatePhase0 && kLatePhase1bBit == kernels::kLatePhase1b,
               "the prefetch bits the host sets are the kernel's");
 

@@ -625,7 +625,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   if (timeline_ != nullptr) {
     const detail::StageGeometry g = detail::stage_geometry(kind);
     timeline_->note_run(format_name(static_cast<moe_format>(p.format)), tokens, p.hidden / g.k,
-                        p.intermediate / g.k, g.weight_bytes);
+                        p.intermediate / g.k, g.weight_bytes, int(kind));
     c.timeline = timeline_->records();
     c.timeline_items = timeline_->items();
   }

@@ -51,7 +51,8 @@ bool fp8_two_tiles(const moe_problem& p);
 // The kernel instance a layer prepared now runs, and for 4-bit weights the four-chunk one for
 // batches from `large_from` tokens (0: never; same prepared chunks): the rules above, and the
 // measurement switches read at prepare (docs/design.md §13: MOE_MEGA_BF16_STAGE=64,
-// MOE_MEGA_FP8_TOKENS=e4m3, MOE_MEGA_FP8_STAGE=128, MOE_MEGA_FP4_STAGE=128|256|512).
+// MOE_MEGA_FP8_TOKENS=e4m3, MOE_MEGA_FP8_STAGE=128, MOE_MEGA_FP8_WGMMA=1,
+// MOE_MEGA_FP4_STAGE=128|256|512, MOE_MEGA_FP4_WGMMA=1, which takes precedence over the stage).
 struct KindChoice {
   detail::Kind kind;
   detail::Kind large_kind;

@@ -40,8 +40,9 @@ std::string timeline_json(const std::vector<unsigned long long>& records,
   };
   std::string out = fmt::format(
       "{{\"ctas\": {}, \"items\": {}, \"format\": \"{}\", \"tokens\": {}, \"steps1\": {}, "
-      "\"steps2\": {}, \"step_bytes\": {}, \"phases\": [",
-      info.ctas, info.items, info.format, info.tokens, info.steps1, info.steps2, info.step_bytes);
+      "\"steps2\": {}, \"step_bytes\": {}, \"instance\": {}, \"phases\": [",
+      info.ctas, info.items, info.format, info.tokens, info.steps1, info.steps2, info.step_bytes,
+      info.instance);
   for (int ph = 0; ph < kTimelinePhases; ++ph)
     out += fmt::format("{}\"{}\"", ph ? ", " : "", kPhaseNames[ph]);
   out += "],\n \"records\": [";
@@ -76,7 +77,7 @@ Timeline::Timeline(std::string path, int ctas, int items)
 }
 
 void Timeline::note_run(const std::string& format, int64_t tokens, int64_t steps1, int64_t steps2,
-                        int64_t step_bytes) {
+                        int64_t step_bytes, int instance) {
   std::lock_guard lock(mutex_);
   ran_ = true;
   info_.format = format;
@@ -84,6 +85,7 @@ void Timeline::note_run(const std::string& format, int64_t tokens, int64_t steps
   info_.steps1 = steps1;
   info_.steps2 = steps2;
   info_.step_bytes = step_bytes;
+  info_.instance = instance;
 }
 
 Timeline::~Timeline() {

@@ -161,5 +161,35 @@ TEST(MegaFragments, F16TokenMmasPairEveryWeightWithItsTokenAtTheSameK) {
   static_assert(f16_token_byte(96, 1, 3) + 8 <= 256 && 256 + 32 == kLd, "the row and its pad");
 }
 
+// The wgmma instances' token tile: every 16-byte piece the producer places lands once inside the
+// tile, and the hardware's reads for each 32-byte K step (a K-major operand, 128-byte swizzle:
+// at the descriptor's byte plus 8-row groups 1024 bytes apart and rows 128 apart, bits 4-6 of the
+// address XORed with bits 7-9; the atom 1024-byte aligned) find, for every token row and both
+// 16-byte halves of the step, the piece holding that row's bytes of that K: e4m3 (one 128-byte
+// atom a stage) and 4-bit's bf16 rows (512 bytes a stage: four atoms), for 32 rows and N <= 32.
+TEST(MegaFragments, WgmmaTokenTilesHoldEachPieceWhereTheSwizzledReadsLook) {
+  constexpr int kRowsTile = 32;
+  for (const int row_bytes : {128, 512}) {
+    const int pieces = row_bytes / 16, tile_bytes = kRowsTile * row_bytes;
+    std::vector<int> tile(size_t(tile_bytes / 16), -1);  // the piece at each 16 bytes: n * 100 + j
+    for (int n = 0; n < kRowsTile; ++n)
+      for (int j = 0; j < pieces; ++j) {
+        const int at = wgmma_token_piece(kRowsTile, n, j);
+        ASSERT_TRUE(at >= 0 && at + 16 <= tile_bytes && at % 16 == 0) << n << " " << j;
+        ASSERT_EQ(tile[size_t(at / 16)], -1) << "two pieces at " << at;
+        tile[size_t(at / 16)] = n * 100 + j;
+      }
+    for (int step = 0; step < row_bytes / 32; ++step)
+      for (int n = 0; n < kRowsTile; ++n)
+        for (int half = 0; half < 2; ++half) {
+          const int logical =
+              wgmma_token_step(kRowsTile, step) + (n / 8) * 1024 + (n % 8) * 128 + 16 * half;
+          const int physical = logical ^ (((logical >> 7) & 7) << 4);
+          EXPECT_EQ(tile[size_t(physical / 16)], n * 100 + 2 * step + half)
+              << "row bytes " << row_bytes << ", step " << step << ", row " << n;
+        }
+  }
+}
+
 }  // namespace
 }  // namespace moe::mega::kernels

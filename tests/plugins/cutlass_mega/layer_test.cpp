@@ -454,39 +454,45 @@ TEST_F(MegaLayer, ADependentLaunchGivesTheOrdinaryLaunchsBitsEagerAndReplayed) {
   }
 }
 
-// Stages of several prepared chunks at every batch: two 4-bit chunks (MOE_MEGA_FP4_STAGE=256; by
-// wgmma with MOE_MEGA_FP4_WGMMA=1, mxfp4 and nvfp4), four
-// (MOE_MEGA_FP4_STAGE=512; token rows of 1 KB, copied in two passes), two bf16 chunks (the
+// Stages of several prepared chunks at every batch: two 4-bit chunks (MOE_MEGA_FP4_STAGE=256, and
+// by wgmma with MOE_MEGA_FP4_WGMMA=1 in mxfp4 and nvfp4), four (MOE_MEGA_FP4_STAGE=512; token
+// rows of 1 KB, copied in two passes), two bf16 chunks (the
 // default where H and I are multiples of 128: 32 KB stages) and two e4m3 tiles (the default where
 // they are multiples of 256: two scale blocks a stage, 32-slot items; by TMA, and as prepared
 // chunks with MOE_MEGA_CHUNKS=1), one e4m3 tile by wgmma (MOE_MEGA_FP8_WGMMA=1; 8 stages, so an
 // item of I = 1024 fills the ring and the next wraps it; by TMA and as chunks), where GEMM2 splits
 // along K
 // (I = 1024 at one token): against the reference, the same bits run after run; the layer's
-// timeline shows the instance that ran (its K step and stage bytes), not a fallback.
+// timeline shows the instance that ran (its number, K step and stage bytes), not a fallback.
 TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
   struct Setup {
     moe_format format;
     int chunks;
     EnvVars vars;  // the switches that take the instance (none: the default)
     int chunk_bytes, chunk_k;
+    int instance;  // the kernel instance the timeline must name (kernels/config.cuh WeightKind)
   };
+  const char* const fp4_stage = "MOE_MEGA_FP4_STAGE";
+  const char* const fp4_wgmma = "MOE_MEGA_FP4_WGMMA";
+  const char* const fp8_wgmma = "MOE_MEGA_FP8_WGMMA";
   for (const Setup& c :
-       {Setup{kMx, 2, {{"MOE_MEGA_FP4_STAGE", "256"}}, 8704, 128},
-        Setup{kMx, 2, {{"MOE_MEGA_FP4_WGMMA", "1"}}, 8704, 128},
-        Setup{kNv, 2, {{"MOE_MEGA_FP4_WGMMA", "1"}}, 9216, 128},
-        Setup{kMx, 4, {{"MOE_MEGA_FP4_STAGE", "512"}}, 8704, 128},
-        Setup{kNv, 2, {{"MOE_MEGA_FP4_STAGE", "256"}}, 9216, 128},
-        Setup{kNv, 4, {{"MOE_MEGA_FP4_STAGE", "512"}}, 9216, 128},
-        Setup{MOE_FORMAT_BF16, 2, {}, 16384, 64}, Setup{MOE_FORMAT_FP8_BLOCK, 2, {}, 16384, 128},
-        Setup{MOE_FORMAT_FP8_BLOCK, 2, {{"MOE_MEGA_CHUNKS", "1"}}, 16384, 128},
-        Setup{MOE_FORMAT_FP8_BLOCK, 1, {{"MOE_MEGA_FP8_STAGE", "128"}}, 16384, 128},
-        Setup{MOE_FORMAT_FP8_BLOCK, 1, {{"MOE_MEGA_FP8_WGMMA", "1"}}, 16384, 128},
+       {Setup{kMx, 2, {{fp4_stage, "256"}}, 8704, 128, 5},
+        Setup{kMx, 2, {{fp4_wgmma, "1"}}, 8704, 128, 12},
+        Setup{kNv, 2, {{fp4_wgmma, "1"}}, 9216, 128, 13},
+        Setup{kMx, 4, {{fp4_stage, "512"}}, 8704, 128, 7},
+        Setup{kNv, 2, {{fp4_stage, "256"}}, 9216, 128, 6},
+        Setup{kNv, 4, {{fp4_stage, "512"}}, 9216, 128, 8},
+        Setup{MOE_FORMAT_BF16, 2, {}, 16384, 64, 9},
+        Setup{MOE_FORMAT_FP8_BLOCK, 2, {}, 16384, 128, 10},
+        Setup{MOE_FORMAT_FP8_BLOCK, 2, {{"MOE_MEGA_CHUNKS", "1"}}, 16384, 128, 10},
+        Setup{MOE_FORMAT_FP8_BLOCK, 1, {{"MOE_MEGA_FP8_STAGE", "128"}}, 16384, 128, 4},
+        Setup{MOE_FORMAT_FP8_BLOCK, 1, {{fp8_wgmma, "1"}}, 16384, 128, 11},
         Setup{MOE_FORMAT_FP8_BLOCK,
               1,
-              {{"MOE_MEGA_FP8_WGMMA", "1"}, {"MOE_MEGA_CHUNKS", "1"}},
+              {{fp8_wgmma, "1"}, {"MOE_MEGA_CHUNKS", "1"}},
               16384,
-              128}}) {
+              128,
+              11}}) {
     Problem q = problem_;
     q.raw().hidden = 512;
     q.raw().intermediate = 1024;
@@ -505,6 +511,7 @@ TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
     EXPECT_EQ(j["step_bytes"], c.chunks * c.chunk_bytes) << what;
     EXPECT_EQ(j["steps1"], p.hidden / (c.chunk_k * c.chunks)) << what;
     EXPECT_EQ(j["steps2"], p.intermediate / (c.chunk_k * c.chunks)) << what;
+    EXPECT_EQ(j["instance"], c.instance) << what;
   }
 }
 

@@ -23,6 +23,7 @@ TEST(MegaTimeline, TheJsonHoldsEachCtasBoundariesAndItemsRelativeToTheFirstEntry
   info.steps1 = 32;
   info.steps2 = 6;
   info.step_bytes = 8704;
+  info.instance = 12;
   std::vector<unsigned long long> rec(size_t(info.ctas * timeline_record_words(info.items)), 0);
   for (int c = 0; c < 2; ++c)
     for (int ph = 0; ph < kTimelinePhases; ++ph) {
@@ -47,6 +48,7 @@ TEST(MegaTimeline, TheJsonHoldsEachCtasBoundariesAndItemsRelativeToTheFirstEntry
   EXPECT_EQ(j["ctas"], 2);
   EXPECT_EQ(j["format"], "mxfp4");
   EXPECT_EQ(j["step_bytes"], 8704);
+  EXPECT_EQ(j["instance"], 12);
   EXPECT_EQ(j["phases"].size(), size_t(kTimelinePhases));
   EXPECT_EQ(j["phases"][kGemm2Start], "gemm2_start");
   const auto& c0 = j["records"][0];
