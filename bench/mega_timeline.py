@@ -60,7 +60,8 @@ def items_of(t):
 
 def summary(t):
     lines = [f"cutlass_mega timeline: {t.get('format', '?')}, {t.get('tokens', '?')} tokens, "
-             f"{t['ctas']} CTAs, GEMM2 in {t['records'][0].get('split2', '?')} K part(s)"]
+             f"{t['ctas']} CTAs, GEMM2 in {t['records'][0].get('split2', '?')} K part(s), "
+             f"instance {t.get('instance', '?')}"]
     lines.append(f"{'boundary':<14} {'min us':>9} {'median us':>9} {'max us':>9} {'CTAs':>5}")
     for i, name in enumerate(t["phases"]):
         ns = [r["boundaries"][i]["ns"] for r in t["records"] if r["boundaries"][i]["ns"] is not None]

@@ -21,7 +21,7 @@ def record(cta, bounds, items, split2=1):
 # the kernel cuts them: item u is part u % 5, steps [2.4 part, 2.4 (part + 1)) floored (2 or 3).
 timeline = {
     "ctas": 2, "items": 8, "format": "bf16", "tokens": 1, "steps1": 32, "steps2": 12,
-    "step_bytes": 16384, "phases": PHASES,
+    "step_bytes": 16384, "instance": 9, "phases": PHASES,
     "records": [
         record(0, [0, 2000, 2000, 22000, 24000, 26000, 27000, 28000],
                [(1, 0, 12000), (1, 2, 22000), (2, 7, 26000)], split2=5),
@@ -35,7 +35,7 @@ with tempfile.TemporaryDirectory() as d:
     with open(path, "w") as f:
         json.dump(timeline, f)
     out = run_script("mega_timeline.py", path)
-    assert "bf16, 1 tokens, 2 CTAs, GEMM2 in 5 K part(s)" in out, out
+    assert "bf16, 1 tokens, 2 CTAs, GEMM2 in 5 K part(s), instance 9" in out, out
     # entry: min 0, median 0.25, max 0.5 us; gemm2_done reached by one CTA only.
     assert "entry" in out and "    0.00      0.25      0.50     2" in out, out
     assert [l for l in out.splitlines() if l.startswith("gemm2_done")][0].split()[-1] == "1", out
