@@ -368,14 +368,18 @@ __device__ __forceinline__ void mma_stage_fp4_wgmma(const uint8_t* w, const uint
     for (int j = 0; j < kSteps; ++j) rows.fragments(j, a[c][j]);
   }
   float* d = &acc[0][0];
+  // The A fragments stay in their registers until the wgmma that read them are done.
+  auto fence_a = [&] {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) cute::warpgroup_fence_operand(a[c][j][r]);
+  };
 #pragma unroll
   for (int i = 0; i < 4 * NT; ++i) cute::warpgroup_fence_operand(d[i]);
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c)
-#pragma unroll
-    for (int j = 0; j < kSteps; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) cute::warpgroup_fence_operand(a[c][j][r]);
+  fence_a();
   cute::warpgroup_arrive();
   const uint64_t db = gpu::kernels::kmajor_sw128_desc(x);
 #pragma unroll
@@ -389,12 +393,7 @@ __device__ __forceinline__ void mma_stage_fp4_wgmma(const uint8_t* w, const uint
 #pragma unroll
   for (int i = 0; i < 4 * NT; ++i) cute::warpgroup_fence_operand(d[i]);
   cute::warpgroup_wait<0>();
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c)
-#pragma unroll
-    for (int j = 0; j < kSteps; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) cute::warpgroup_fence_operand(a[c][j][r]);
+  fence_a();
 }
 
 // Calls f(std::integral_constant<int, NT>{}) with the fewest n-tiles (1, or whole pairs up to
