@@ -37,6 +37,12 @@
 #   timeline  MOE_MEGA_TIMELINE of Qwen3 bf16 T = 1 and 8 and Mixtral mxfp4 T = 8, each variant
 #   ncu       Nsight Compute of Mixtral mxfp4 T = 8: stall reasons by instruction (where a 4-bit
 #             stage's ~0.45 us goes); ncu_fp8 the same of fp8_block (what bounds its consumers)
+#   ab_wgmma  the wgmma instances against the mma.sync ones: fp8_block Mixtral and Qwen3 at T = 1,
+#             8, 64, default / MOE_MEGA_FP8_WGMMA=1; mxfp4 Mixtral and Qwen3 and nvfp4 Qwen3,
+#             default / MOE_MEGA_FP4_WGMMA=1 / MOE_MEGA_FP4_STAGE=256 (the same stage by mma.sync);
+#             then the wgmma timelines of fp8_block Mixtral T = 8 and 64 and mxfp4 Mixtral T = 8
+#   ab_late   fp8_block Mixtral and Qwen3 at T = 1, 8, 64: default / MOE_MEGA_FP8_PREFETCH=late0 /
+#             late1 / late (GEMM1's, GEMM2's, both first stages prefetched after the quantisation)
 set -uo pipefail
 : "${OUT:?set OUT to the folder whose files come back}"
 export NCCL_NVLS_ENABLE=0
@@ -124,6 +130,37 @@ for section in "$@"; do
         $ab --out "$OUT/ab_nvfp4_$s" --config $cfg/${s}_nvfp4.yaml --tokens 1,8,64 \
           --variant x2= --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 \
           --variant x4= --env x4=MOE_MEGA_FP4_STAGE=512 2>&1 | tail -5
+        pack
+      done ;;
+    ab_wgmma)
+      for s in mixtral_8x7b qwen3_30b_a3b; do
+        $ab --out "$OUT/ab_wgmma_fp8_$s" --config $cfg/${s}_fp8_block.yaml --tokens 1,8,64 \
+          --variant default= --variant wgmma= --env wgmma=MOE_MEGA_FP8_WGMMA=1 2>&1 | tail -5
+        pack
+      done
+      for run in "mixtral_8x7b mxfp4" "qwen3_30b_a3b mxfp4" "qwen3_30b_a3b nvfp4"; do
+        set -- $run
+        $ab --out "$OUT/ab_wgmma_$2_$1" --config $cfg/${1}_$2.yaml --tokens 1,8,64 \
+          --variant default= --variant wgmma= --env wgmma=MOE_MEGA_FP4_WGMMA=1 \
+          --variant x2= --env x2=MOE_MEGA_FP4_STAGE=256 2>&1 | tail -5
+        pack
+      done
+      for run in "fp8_block 8 MOE_MEGA_FP8_WGMMA" "fp8_block 64 MOE_MEGA_FP8_WGMMA" \
+                 "mxfp4 8 MOE_MEGA_FP4_WGMMA"; do
+        set -- $run
+        name=tl_wgmma_mixtral_$1_t$2
+        env $3=1 MOE_MEGA_TIMELINE="$OUT/$name.json" timeout 120 build/bin/moe bench \
+          --config $cfg/mixtral_8x7b_$1.yaml --tokens "$2" --graph off --iterations 5 \
+          --check-max-tokens 0 > /dev/null 2>&1
+        python3 bench/mega_timeline.py "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
+        echo "== $name"; head -12 "$OUT/$name.txt"
+      done ;;
+    ab_late)
+      for s in mixtral_8x7b qwen3_30b_a3b; do
+        $ab --out "$OUT/ab_late_$s" --config $cfg/${s}_fp8_block.yaml --tokens 1,8,64 \
+          --variant default= --variant late0= --env late0=MOE_MEGA_FP8_PREFETCH=late0 \
+          --variant late1= --env late1=MOE_MEGA_FP8_PREFETCH=late1 \
+          --variant late= --env late=MOE_MEGA_FP8_PREFETCH=late 2>&1 | tail -5
         pack
       done ;;
     timeline_fmt)  # one shape and batch in every format: where fp8_block's time goes beside bf16's
