@@ -38,7 +38,7 @@
 #   ncu       Nsight Compute of Mixtral mxfp4 T = 8: stall reasons by instruction (where a 4-bit
 #             stage's ~0.45 us goes); ncu_fp8 the same of fp8_block (what bounds its consumers)
 #   ab_wgmma  the wgmma instances against the mma.sync ones: fp8_block Mixtral and Qwen3 at T = 1,
-#             8, 64, default / MOE_MEGA_FP8_WGMMA=1; mxfp4 Mixtral and Qwen3 and nvfp4 Qwen3,
+#             8, 64, default / MOE_MEGA_FP8_WGMMA=1 / =2 (two tiles a stage); mxfp4 Mixtral and Qwen3 and nvfp4 Qwen3,
 #             default / MOE_MEGA_FP4_WGMMA=1 / MOE_MEGA_FP4_STAGE=256 (the same stage by mma.sync);
 #             then the wgmma timelines of fp8_block Mixtral T = 8 and 64 and mxfp4 Mixtral T = 8
 #   ab_late   fp8_block Mixtral and Qwen3 at T = 1, 8, 64: default / MOE_MEGA_FP8_PREFETCH=late0 /
@@ -135,7 +135,8 @@ for section in "$@"; do
     ab_wgmma)
       for s in mixtral_8x7b qwen3_30b_a3b; do
         $ab --out "$OUT/ab_wgmma_fp8_$s" --config $cfg/${s}_fp8_block.yaml --tokens 1,8,64 \
-          --variant default= --variant wgmma= --env wgmma=MOE_MEGA_FP8_WGMMA=1 2>&1 | tail -5
+          --variant default= --variant wgmma= --env wgmma=MOE_MEGA_FP8_WGMMA=1 \
+          --variant wgmma2= --env wgmma2=MOE_MEGA_FP8_WGMMA=2 2>&1 | tail -5
         pack
       done
       for run in "mixtral_8x7b mxfp4" "qwen3_30b_a3b mxfp4" "qwen3_30b_a3b nvfp4"; do

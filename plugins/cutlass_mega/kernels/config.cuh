@@ -80,7 +80,11 @@ enum WeightKind : int {
   // producer copies them), N = 8, 16 or 32: the token loads into registers and the per-n-tile
   // mma.sync issue go; the dequantisation stays.
   kMxfp4WgW = 12,
-  kNvfp4WgW = 13
+  kNvfp4WgW = 13,
+  // kFp8WgW with two 16 KB e4m3 tiles a stage (MOE_MEGA_FP8_WGMMA=2 where H and I are multiples
+  // of 256, a measurement): each tile its own scale block, promoted after its four wgmma; 4 stages
+  // of 40 KB (the same 128 KB of weights in flight), half the barrier round trips a byte.
+  kFp8Wg2W = 14
 };
 template <int W>
 constexpr bool kIsBf16 = W == kBf16W || W == kBf16x2W;
@@ -91,20 +95,22 @@ constexpr bool kIsMx = W == kMxfp4W || W == kMxfp4x2W || W == kMxfp4x4W || W == 
 template <int W>
 constexpr bool kIsFp4 = kIsNv<W> || kIsMx<W>;
 template <int W>  // chunks a ring stage holds (4-bit: 128 K each; bf16: 64 K each; e4m3: 128 K)
-constexpr int kChunksPerStage = W == kMxfp4x4W || W == kNvfp4x4W ? 4
-                                : W == kMxfp4x2W || W == kNvfp4x2W || W == kBf16x2W ||
-                                        W == kFp8F16x2W || W == kMxfp4WgW || W == kNvfp4WgW
-                                    ? 2
-                                    : 1;
+constexpr int kChunksPerStage =
+    W == kMxfp4x4W || W == kNvfp4x4W ? 4
+    : W == kMxfp4x2W || W == kNvfp4x2W || W == kBf16x2W || W == kFp8F16x2W || W == kMxfp4WgW ||
+            W == kNvfp4WgW || W == kFp8Wg2W
+        ? 2
+        : 1;
 // Instances that read prepared chunks only (no tensor maps): 4-bit, and bf16 two chunks a stage
 // (e4m3 two chunks a stage read either: four TMA boxes, or MOE_MEGA_CHUNKS=1's chunks).
 template <int W>
 constexpr bool kChunksOnly = kIsFp4<W> || W == kBf16x2W;
 template <int W>
-constexpr bool kIsFp8 = W == kFp8W || W == kFp8F16W || W == kFp8F16x2W || W == kFp8WgW;
+constexpr bool kIsFp8 =
+    W == kFp8W || W == kFp8F16W || W == kFp8F16x2W || W == kFp8WgW || W == kFp8Wg2W;
 template <int W>  // by wgmma (fp8_block, 4-bit): the token rows are its B (128-byte swizzle,
                   // K-major)
-constexpr bool kWgmmaTokens = W == kFp8WgW || W == kMxfp4WgW || W == kNvfp4WgW;
+constexpr bool kWgmmaTokens = W == kFp8WgW || W == kFp8Wg2W || W == kMxfp4WgW || W == kNvfp4WgW;
 template <int W>  // fp8_block whose activation codes are kept as their f16 values
 constexpr bool kF16Tokens = W == kFp8F16W || W == kFp8F16x2W;
 
@@ -121,12 +127,13 @@ constexpr int kMxBlock = 32;  // mxfp8: channels per scale
 // token columns for stages: 32 columns and 9 stages keep ~78 KB of weights in flight per SM, as
 // bf16's 5 stages of 16 KB do (Little's law at the stream's loaded latency; bench/NOTES.md).
 template <int W>
-constexpr int kTok = kIsFp4<W> || W == kFp8F16x2W || W == kFp8WgW ? 32 : 64;
+constexpr int kTok = kIsFp4<W> || W == kFp8F16x2W || W == kFp8WgW || W == kFp8Wg2W ? 32 : 64;
 template <int W>  // f16 tokens, double 4-bit chunks: 4 stages (their token rows are twice as wide)
 constexpr int kStages =
     kChunksPerStage<W> == 4                                                                 ? 2
     : W == kFp8WgW                                                                          ? 8
     : W == kBf16x2W || W == kFp8F16x2W                                                      ? 3
+    : W == kFp8Wg2W                                                                         ? 4
     : W == kFp8F16W || W == kMxfp4x2W || W == kNvfp4x2W || W == kMxfp4WgW || W == kNvfp4WgW ? 4
     : kIsFp4<W>                                                                             ? 9
                                                                                             : 5;
@@ -141,7 +148,8 @@ constexpr int kStageK = (kIsBf16<W> ? kRowBytes / 2 : kRowBytes) * kChunksPerSta
 // stride in the token tile (16 bytes of padding: ldmatrix without bank conflicts; f16 tokens are
 // read 8 bytes a lane, 32 bytes of padding: the 8 rows of a load fall on distinct banks by 4s).
 template <int W>
-constexpr int kTokRowBytes = W == kFp8W || W == kFp8WgW ? kRowBytes : 2 * kStageK<W>;
+constexpr int kTokRowBytes =
+    W == kFp8W || W == kFp8WgW || W == kFp8Wg2W ? kStageK<W> : 2 * kStageK<W>;  // e4m3: a byte
 template <int W>  // (wgmma's token rows: 128 bytes, swizzled instead of padded)
 constexpr int kTokLd = kTokRowBytes<W> + (kWgmmaTokens<W> ? 0
                                           : kF16Tokens<W> ? 32
@@ -180,7 +188,8 @@ constexpr size_t kTileBytes = size_t(kRows) * kTileLd<W> * 4;
 static_assert(size_t(kMaxKBlocks) * (kTok<kFp8W> + 2) * 4 <= kTileBytes<kFp8W> &&
                   size_t(kMaxKBlocks) * (kTok<kFp8F16W> + 2) * 4 <= kTileBytes<kFp8F16W> &&
                   size_t(kMaxKBlocks) * (kTok<kFp8F16x2W> + 2) * 4 <= kTileBytes<kFp8F16x2W> &&
-                  size_t(kMaxKBlocks) * (kTok<kFp8WgW> + 2) * 4 <= kTileBytes<kFp8WgW>,
+                  size_t(kMaxKBlocks) * (kTok<kFp8WgW> + 2) * 4 <= kTileBytes<kFp8WgW> &&
+                  size_t(kMaxKBlocks) * (kTok<kFp8Wg2W> + 2) * 4 <= kTileBytes<kFp8Wg2W>,
               "scales fit the tile");
 constexpr size_t kScheduleBytes = kMaxSlots * (2 + 2)  // slot token, slot position (int16)
                                   + (kWarps + 4) * kMaxExperts * 4 + 16;  // per-warp counts, tables

@@ -117,7 +117,7 @@ static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> && kFitsShar
               kFitsSharedMemory<kMxfp4x4W> && kFitsSharedMemory<kNvfp4x4W> &&
               kFitsSharedMemory<kBf16x2W> && kFitsSharedMemory<kFp8F16x2W> &&
               kFitsSharedMemory<kFp8WgW> && kFitsSharedMemory<kMxfp4WgW> &&
-              kFitsSharedMemory<kNvfp4WgW>);
+              kFitsSharedMemory<kNvfp4WgW> && kFitsSharedMemory<kFp8Wg2W>);
 
 template <int W>
 __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__ Params p) {
@@ -282,8 +282,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         for (int c = 0; c < kChunksPerStage<W>; ++c) {
           float part[NT][4] = {};
           const uint8_t* w = weight_tile<W>(ring, stage) + c * kRows * kRowBytes;
-          const uint8_t* x =
-              token_tile<W>(ring, stage) + c * (kTokRowBytes<W> / kChunksPerStage<W>);
+          // Tile c's token bytes: the next 128 of each row, or wgmma's next 128-byte atom.
+          const uint8_t* x = token_tile<W>(ring, stage) +
+                             (kWgmmaTokens<W> ? wgmma_token_step(kTok<W>, 4 * c)
+                                              : c * (kTokRowBytes<W> / kChunksPerStage<W>));
           if constexpr (kWgmmaTokens<W>)
             mma_stage_wgmma<W, NT>(w, x, part);
           else if constexpr (kF16Tokens<W>)

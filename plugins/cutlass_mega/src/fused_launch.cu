@@ -52,6 +52,8 @@ auto with_instance(Kind kind, F&& f) {
       return f(std::integral_constant<int, kernels::kMxfp4WgW>{});
     case Kind::kNvfp4Wgmma:
       return f(std::integral_constant<int, kernels::kNvfp4WgW>{});
+    case Kind::kFp8BlockWgmma2:
+      return f(std::integral_constant<int, kernels::kFp8Wg2W>{});
     default:
       return f(std::integral_constant<int, kernels::kBf16W>{});
   }
@@ -106,6 +108,8 @@ static_assert(kernels::kChunkBytesOf<kernels::kBf16W> == kernels::kChunkBytes &&
               kernels::kChunkRowBytes == kernels::kRowBytes);
 // Two e4m3 tiles a stage: two chunks of the layout (MOE_MEGA_CHUNKS=1), each one scale block.
 static_assert(kernels::kChunkBytesOf<kernels::kFp8F16x2W> == 2 * kernels::kChunkBytes &&
+              kernels::kChunkBytesOf<kernels::kFp8Wg2W> == 2 * kernels::kChunkBytes &&
+              kernels::kStageK<kernels::kFp8Wg2W> == 2 * kernels::kScaleBlock &&
               kernels::kStageK<kernels::kFp8F16x2W> == 2 * kernels::kScaleBlock);
 // Two bf16 chunks a stage: two adjacent chunks of the layout (a K stage of 128 elements is chunks
 // 2k and 2k + 1 of the item), by one bulk copy; tokens as wide.
@@ -136,7 +140,8 @@ static_assert(
     int(Kind::kNvfp4x4) == kernels::kNvfp4x4W && int(Kind::kBf16x2) == kernels::kBf16x2W &&
     int(Kind::kFp8BlockF16x2) == kernels::kFp8F16x2W &&
     int(Kind::kFp8BlockWgmma) == kernels::kFp8WgW && int(Kind::kMxfp4Wgmma) == kernels::kMxfp4WgW &&
-    int(Kind::kNvfp4Wgmma) == kernels::kNvfp4WgW);
+    int(Kind::kNvfp4Wgmma) == kernels::kNvfp4WgW &&
+    int(Kind::kFp8BlockWgmma2) == kernels::kFp8Wg2W);
 
 static_assert(kLatePhase0Bit == kernels::kLatePhase0 && kLatePhase1bBit == kernels::kLatePhase1b,
               "the prefetch bits the host sets are the kernel's");

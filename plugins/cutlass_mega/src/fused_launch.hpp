@@ -27,7 +27,8 @@ enum class Kind : int {
   kFp8BlockF16x2 = 10,  // fp8_block on f16 codes, two 16 KB tiles a stage (the default there)
   kFp8BlockWgmma = 11,  // fp8_block on e4m3 codes by wgmma (MOE_MEGA_FP8_WGMMA=1, a measurement)
   kMxfp4Wgmma = 12,     // 4-bit, two chunks a stage, by wgmma (MOE_MEGA_FP4_WGMMA=1, a measurement)
-  kNvfp4Wgmma = 13
+  kNvfp4Wgmma = 13,
+  kFp8BlockWgmma2 = 14  // fp8_block by wgmma, two tiles a stage (MOE_MEGA_FP8_WGMMA=2)
 };
 // fp8_block instances whose activation codes are kept as their f16 values (2 bytes a code).
 constexpr bool has_f16_codes(Kind k) {

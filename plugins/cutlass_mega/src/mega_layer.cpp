@@ -105,9 +105,13 @@ KindChoice choose_kinds(const moe_problem& p) {
       // stages; by TMA, or as prepared chunks with MOE_MEGA_CHUNKS=1) where both GEMMs' K hold
       // whole pairs: 0.87-1.0x one tile's time on Mixtral, Qwen3-30B-A3B and DeepSeek-V3 at
       // T = 1, 8, 64 (H100, session 44); MOE_MEGA_FP8_STAGE=128 keeps one. MOE_MEGA_FP8_WGMMA=1
-      // takes the e4m3 codes multiplied by wgmma (kFp8WgW), a measurement.
-      if (env_is("MOE_MEGA_FP8_WGMMA", "1"))
+      // takes the e4m3 codes multiplied by wgmma (kFp8WgW), =2 its two-tile stage where two tiles
+      // apply (kFp8Wg2W; one tile elsewhere): measurements.
+      if (env_is("MOE_MEGA_FP8_WGMMA", "1") ||
+          (env_is("MOE_MEGA_FP8_WGMMA", "2") && !fp8_two_tiles(p)))
         c.kind = Kind::kFp8BlockWgmma;
+      else if (env_is("MOE_MEGA_FP8_WGMMA", "2"))
+        c.kind = Kind::kFp8BlockWgmma2;
       else if (!env_is("MOE_MEGA_FP8_TOKENS", "e4m3"))
         c.kind = fp8_two_tiles(p) && !env_is("MOE_MEGA_FP8_STAGE", "128") ? Kind::kFp8BlockF16x2
                                                                           : Kind::kFp8BlockF16;
@@ -339,14 +343,15 @@ std::string describe(const moe_problem& p) {
                 "intermediate after GEMM1); {}, each 128-deep K block promoted into f32 with both "
                 "scales",
                 gated(p) ? "2I" : "I",
-                kind == Kind::kFp8BlockF16x2 ? "two 128-deep tiles (32 KB)"
-                                             : "one 128-deep tile (16 KB)",
+                kind == Kind::kFp8BlockF16x2 || kind == Kind::kFp8BlockWgmma2
+                    ? "two 128-deep tiles (32 KB)"
+                    : "one 128-deep tile (16 KB)",
                 own_rows_tokens(p) > 0
                     ? fmt::format("by every CTA for itself in batches of up to {} token(s), "
                                   "with no grid barrier, by the grid above that",
                                   own_rows_tokens(p))
                     : "by the grid",
-                kind == Kind::kFp8BlockWgmma
+                kind == Kind::kFp8BlockWgmma || kind == Kind::kFp8BlockWgmma2
                     ? "the e4m3 codes multiplied by wgmma from shared memory"
                 : kind == Kind::kFp8Block ? "the e4m3 codes multiplied by e4m3 mma.sync"
                                           : "the codes multiplied as their exact f16 values")

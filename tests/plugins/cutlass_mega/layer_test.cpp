@@ -459,7 +459,8 @@ TEST_F(MegaLayer, ADependentLaunchGivesTheOrdinaryLaunchsBitsEagerAndReplayed) {
 // rows of 1 KB, copied in two passes), two bf16 chunks (the
 // default where H and I are multiples of 128: 32 KB stages) and two e4m3 tiles (the default where
 // they are multiples of 256: two scale blocks a stage, 32-slot items; by TMA, and as prepared
-// chunks with MOE_MEGA_CHUNKS=1), one e4m3 tile by wgmma (MOE_MEGA_FP8_WGMMA=1; 8 stages, so an
+// chunks with MOE_MEGA_CHUNKS=1), e4m3 tiles by wgmma (MOE_MEGA_FP8_WGMMA=1: one a stage, =2:
+// two; 8 and 4 stages, so an
 // item of I = 1024 fills the ring and the next wraps it; by TMA and as chunks), where GEMM2 splits
 // along K
 // (I = 1024 at one token): against the reference, the same bits run after run; the layer's
@@ -475,6 +476,7 @@ TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
   const char* const fp4_stage = "MOE_MEGA_FP4_STAGE";
   const char* const fp4_wgmma = "MOE_MEGA_FP4_WGMMA";
   const char* const fp8_wgmma = "MOE_MEGA_FP8_WGMMA";
+  const char* const chunks = "MOE_MEGA_CHUNKS";
   for (const Setup& c :
        {Setup{kMx, 2, {{fp4_stage, "256"}}, 8704, 128, 5},
         Setup{kMx, 2, {{fp4_wgmma, "1"}}, 8704, 128, 12},
@@ -487,12 +489,9 @@ TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
         Setup{MOE_FORMAT_FP8_BLOCK, 2, {{"MOE_MEGA_CHUNKS", "1"}}, 16384, 128, 10},
         Setup{MOE_FORMAT_FP8_BLOCK, 1, {{"MOE_MEGA_FP8_STAGE", "128"}}, 16384, 128, 4},
         Setup{MOE_FORMAT_FP8_BLOCK, 1, {{fp8_wgmma, "1"}}, 16384, 128, 11},
-        Setup{MOE_FORMAT_FP8_BLOCK,
-              1,
-              {{fp8_wgmma, "1"}, {"MOE_MEGA_CHUNKS", "1"}},
-              16384,
-              128,
-              11}}) {
+        Setup{MOE_FORMAT_FP8_BLOCK, 1, {{fp8_wgmma, "1"}, {chunks, "1"}}, 16384, 128, 11},
+        Setup{MOE_FORMAT_FP8_BLOCK, 2, {{fp8_wgmma, "2"}}, 16384, 128, 14},
+        Setup{MOE_FORMAT_FP8_BLOCK, 2, {{fp8_wgmma, "2"}, {chunks, "1"}}, 16384, 128, 14}}) {
     Problem q = problem_;
     q.raw().hidden = 512;
     q.raw().intermediate = 1024;

@@ -334,6 +334,10 @@ TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
                  Kind::kBf16, 0},
         Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, "MOE_MEGA_FP8_WGMMA", "1", Kind::kFp8BlockWgmma,
                  Kind::kBf16, 0},
+        Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, "MOE_MEGA_FP8_WGMMA", "2", Kind::kFp8BlockWgmma2,
+                 Kind::kBf16, 0},
+        Expected{MOE_FORMAT_FP8_BLOCK, 512, 384, "MOE_MEGA_FP8_WGMMA", "2", Kind::kFp8BlockWgmma,
+                 Kind::kBf16, 0},
         Expected{MOE_FORMAT_BF16, 256, 256, "MOE_MEGA_FP8_WGMMA", "1", Kind::kBf16x2, Kind::kBf16,
                  0},
         Expected{MOE_FORMAT_MXFP4, 512, 512, "MOE_MEGA_FP4_WGMMA", "1", Kind::kMxfp4Wgmma,
@@ -462,7 +466,8 @@ TEST(MegaStages, EachInstancesStageKAndBytes) {
         Expected{Kind::kMxfp4x2, 256, 17408}, Expected{Kind::kNvfp4x2, 256, 18432},
         Expected{Kind::kMxfp4x4, 512, 34816}, Expected{Kind::kNvfp4x4, 512, 36864},
         Expected{Kind::kFp8BlockF16x2, 256, 32768}, Expected{Kind::kFp8BlockWgmma, 128, 16384},
-        Expected{Kind::kMxfp4Wgmma, 256, 17408}, Expected{Kind::kNvfp4Wgmma, 256, 18432}}) {
+        Expected{Kind::kMxfp4Wgmma, 256, 17408}, Expected{Kind::kNvfp4Wgmma, 256, 18432},
+        Expected{Kind::kFp8BlockWgmma2, 256, 32768}}) {
     const detail::StageGeometry g = detail::stage_geometry(e.kind);
     EXPECT_EQ(g.k, e.k) << int(e.kind);
     EXPECT_EQ(g.weight_bytes, e.bytes) << int(e.kind);
