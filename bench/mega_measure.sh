@@ -38,8 +38,8 @@
 #   ncu       Nsight Compute of Mixtral mxfp4 T = 8: stall reasons by instruction (where a 4-bit
 #             stage's ~0.45 us goes); ncu_fp8 the same of fp8_block (what bounds its consumers)
 #   ab_wgmma  the wgmma instances against the mma.sync ones: fp8_block Mixtral and Qwen3 at T = 1,
-#             8, 64, default / MOE_MEGA_FP8_WGMMA=1 / =2 (two tiles a stage); mxfp4 Mixtral and Qwen3 and nvfp4 Qwen3,
-#             default / MOE_MEGA_FP4_WGMMA=1 / MOE_MEGA_FP4_STAGE=256 (the same stage by mma.sync);
+#             8, 64, default / MOE_MEGA_FP8_WGMMA=1 / =2 (two tiles a stage); mxfp4 Mixtral and
+#             Qwen3 and nvfp4 Qwen3, default / MOE_MEGA_FP4_WGMMA=1 / MOE_MEGA_FP4_STAGE=256 (the same stage by mma.sync);
 #             then the wgmma timelines of fp8_block Mixtral T = 8 and 64 and mxfp4 Mixtral T = 8
 #   ab_late   fp8_block Mixtral and Qwen3 at T = 1, 8, 64: default / MOE_MEGA_FP8_PREFETCH=late0 /
 #             late1 / late (GEMM1's, GEMM2's, both first stages prefetched after the quantisation)

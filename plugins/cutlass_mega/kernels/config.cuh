@@ -172,7 +172,8 @@ constexpr int kChunkBytesOf = kIsFp4<W> ? kFp4ChunkBytes<W>* kChunksPerStage<W>
                                         : int(kWeightBytes<W>);
 template <int W>  // 1024-byte aligned: bf16 and e4m3 25 x 1024, fp4 18 x 1024, bf16 x2 49 x 1024,
                   // e4m3 by wgmma 20 x 1024 (32 token rows of 128 bytes, unpadded), fp4 by
-                  // wgmma 34 x 1024 (two chunks, 32 token rows of 512 bytes, unpadded)
+                  // wgmma 34 x 1024 (two chunks, 32 token rows of 512 bytes, unpadded), two e4m3
+                  // tiles by wgmma 40 x 1024 (32 token rows of 256 bytes, unpadded)
 constexpr size_t kStageBytes = (kWeightBytes<W> + size_t(kTok<W>) * kTokLd<W> + 1023) / 1024 * 1024;
 template <int W>
 constexpr size_t kRingBytes = kStages<W>* kStageBytes<W>;

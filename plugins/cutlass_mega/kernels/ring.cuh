@@ -103,8 +103,9 @@ __device__ __forceinline__ void produce_tokens(int ks, const uint8_t* base, uint
   for (int n = lane / kLaneChunks; n < m; n += kRowStep, dst += kRowStep * kTokLd<W>) {
     const uint8_t* src = src0 + uint64_t(uint32_t(row_of(n))) * stride;
     if constexpr (kWgmmaTokens<W>) {
-      // wgmma's B: 64-K atoms of kTok rows x 128 bytes one after the other (e4m3: one; bf16 two a
-      // 4-bit chunk), row n of an atom at n x 128 bytes, its 16-byte chunk c at chunk c ^ (n % 8).
+      // wgmma's B: 128-byte K atoms of kTok rows x 128 bytes one after the other (e4m3: one a
+      // tile; bf16: two a 4-bit chunk), row n of an atom at n x 128 bytes, its 16-byte chunk c at
+      // chunk c ^ (n % 8).
       static_assert(kPieces == 1 && kTokLd<W> == kTokRowBytes<W>, "whole unpadded rows");
       const uint32_t at = tile + wgmma_token_piece(kTok<W>, n, j);
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(at), "l"(src) : "memory");
@@ -271,9 +272,10 @@ __device__ __forceinline__ void mma_stage_f16_tokens(const uint8_t* w, const uin
   }
 }
 
-// fp8_block by wgmma (kFp8WgW): part[nt] = this warpgroup's 64 weight rows of the stage's e4m3 tile
-// (rows 64 wg.., one TMA box: K-major, 128-byte swizzle) times the token rows (the same layout,
-// kernels/ring.cuh produce_tokens) over the stage's 128 K, as four m64n(8 NT)k32 wgmma from shared
+// fp8_block by wgmma (kFp8WgW, kFp8Wg2W): part[nt] = this warpgroup's 64 weight rows of one 16 KB
+// e4m3 tile (rows 64 wg.., one TMA box: K-major, 128-byte swizzle) times the token rows' matching
+// 128-byte atom (the same layout, kernels/ring.cuh produce_tokens) over the tile's 128 K (one
+// scale block), as four m64n(8 NT)k32 wgmma from shared
 // memory in one commit group, awaited before the caller promotes part. The accumulator layout is
 // mma.sync's per warp: value 4 nt + e of warp w's thread (g, q) is row 16 w + g (+ 8 for e >= 2),
 // token 8 nt + 2 q + e % 2, so part[nt][e] lands where the mma.sync stages put it. Token columns

@@ -106,7 +106,8 @@ KindChoice choose_kinds(const moe_problem& p) {
       // whole pairs: 0.87-1.0x one tile's time on Mixtral, Qwen3-30B-A3B and DeepSeek-V3 at
       // T = 1, 8, 64 (H100, session 44); MOE_MEGA_FP8_STAGE=128 keeps one. MOE_MEGA_FP8_WGMMA=1
       // takes the e4m3 codes multiplied by wgmma (kFp8WgW), =2 its two-tile stage where two tiles
-      // apply (kFp8Wg2W; one tile elsewhere): measurements.
+      // apply (kFp8Wg2W; one tile elsewhere): measurements, which MOE_MEGA_FP8_STAGE and
+      // MOE_MEGA_FP8_TOKENS do not change.
       if (env_is("MOE_MEGA_FP8_WGMMA", "1") ||
           (env_is("MOE_MEGA_FP8_WGMMA", "2") && !fp8_two_tiles(p)))
         c.kind = Kind::kFp8BlockWgmma;

@@ -165,11 +165,11 @@ TEST(MegaFragments, F16TokenMmasPairEveryWeightWithItsTokenAtTheSameK) {
 // tile, and the hardware's reads for each 32-byte K step (a K-major operand, 128-byte swizzle:
 // at the descriptor's byte plus 8-row groups 1024 bytes apart and rows 128 apart, bits 4-6 of the
 // address XORed with bits 7-9; the atom 1024-byte aligned) find, for every token row and both
-// 16-byte halves of the step, the piece holding that row's bytes of that K: e4m3 (one 128-byte
-// atom a stage) and 4-bit's bf16 rows (512 bytes a stage: four atoms), for 32 rows and N <= 32.
+// 16-byte halves of the step, the piece holding that row's bytes of that K: e4m3 (one or two
+// 128-byte atoms a stage) and 4-bit's bf16 rows (512 bytes a stage: four atoms), for 32 rows.
 TEST(MegaFragments, WgmmaTokenTilesHoldEachPieceWhereTheSwizzledReadsLook) {
   constexpr int kRowsTile = 32;
-  for (const int row_bytes : {128, 512}) {
+  for (const int row_bytes : {128, 256, 512}) {
     const int pieces = row_bytes / 16, tile_bytes = kRowsTile * row_bytes;
     std::vector<int> tile(size_t(tile_bytes / 16), -1);  // the piece at each 16 bytes: n * 100 + j
     for (int n = 0; n < kRowsTile; ++n)

@@ -7,7 +7,8 @@
 // SMs (`sms`), the timeline MOE_MEGA_TIMELINE names, the prepared bf16 / e4m3 chunks
 // (MOE_MEGA_CHUNKS), one 4-bit chunk a stage (MOE_MEGA_FP4_STAGE=128), one fp8_block tile a stage
 // (MOE_MEGA_FP8_STAGE=128), e4m3 fp8_block codes
-// (MOE_MEGA_FP8_TOKENS=e4m3) and those codes by wgmma (MOE_MEGA_FP8_WGMMA=1), the dependent launch
+// (MOE_MEGA_FP8_TOKENS=e4m3) and those codes by wgmma (MOE_MEGA_FP8_WGMMA=1, =2: two tiles a
+// stage), 4-bit weights by wgmma (MOE_MEGA_FP4_WGMMA=1), the dependent launch
 // (MOE_MEGA_LAUNCH=pdl), misaligned hidden states and workspace refused. Skips without an sm_90
 // GPU.
 #include <cuda_runtime_api.h>
@@ -319,8 +320,12 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
     const Layer e4m3_tokens = prepared_as_tiles({{"MOE_MEGA_FP8_TOKENS", "e4m3"}});
     const Layer two_chunks = plugin_->prepare(p, w.view(), {});  // bf16's and fp8_block's default
     const Layer two_tiles_chunks = prepared_with(p, w, {{"MOE_MEGA_CHUNKS", "1"}});  // fp8_block
-    std::optional<Layer> wgmma;  // fp8_block's e4m3 codes by wgmma
-    if (c.format == kFp8) wgmma.emplace(prepared_with(p, w, {{"MOE_MEGA_FP8_WGMMA", "1"}}));
+    std::optional<Layer> wgmma,
+        wgmma2;  // fp8_block's e4m3 codes by wgmma, one or two tiles a stage
+    if (c.format == kFp8) {
+      wgmma.emplace(prepared_with(p, w, {{"MOE_MEGA_FP8_WGMMA", "1"}}));
+      wgmma2.emplace(prepared_with(p, w, {{"MOE_MEGA_FP8_WGMMA", "2"}}));
+    }
     for (int64_t tokens : {1, 40, 96}) {
       const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), Scenario::kRandom);
       const Routing routing = route_batch(*reference_, p, batch);
@@ -335,6 +340,8 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
                                    what + ", e4m3 tokens");
         expect_matches_and_repeats(*wgmma, ref_layer, p, tokens, 90 + uint64_t(tokens),
                                    what + ", e4m3 tokens by wgmma");
+        expect_matches_and_repeats(*wgmma2, ref_layer, p, tokens, 90 + uint64_t(tokens),
+                                   what + ", e4m3 tokens by wgmma, two tiles a stage");
         expect_same_bits(two_chunks, two_tiles_chunks, p, batch, routing,
                          what + ": two tiles a stage differ as chunks from the maps" + at);
       }
@@ -358,6 +365,9 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
       const RunResult by_wgmma = run_layer(*wgmma, p, batch.hidden, routing, MOE_DTYPE_BF16);
       EXPECT_LT(relative_l2(by_wgmma.output, ref.output), tolerance(p))
           << what << ", e4m3 tokens by wgmma";
+      const RunResult by_wgmma2 = run_layer(*wgmma2, p, batch.hidden, routing, MOE_DTYPE_BF16);
+      EXPECT_LT(relative_l2(by_wgmma2.output, ref.output), tolerance(p))
+          << what << ", e4m3 tokens by wgmma, two tiles a stage";
     }
   }
 }
