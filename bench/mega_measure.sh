@@ -51,6 +51,26 @@ cfg=configs/bench/mega
 pack() { tar -C "$OUT" --exclude=mega_measure.tgz -czf /tmp/mega_measure.tgz . && cp /tmp/mega_measure.tgz "$OUT/"; }
 variants=(--variant default= --variant chunks= --env chunks=MOE_MEGA_CHUNKS=1
           --variant pdl= --env pdl=MOE_MEGA_LAUNCH=pdl)
+# One A/B at T = 1, 8, 64 on each shape of a format, each packed as it ends, into
+# $OUT/<prefix>_<shape>: ab_shapes PREFIX FORMAT "SHAPE ..." BENCH_AB_ARGS...
+ab_shapes() {
+  local prefix=$1 format=$2 shapes=$3
+  shift 3
+  for s in $shapes; do
+    $ab --out "$OUT/${prefix}_$s" --config "$cfg/${s}_$format.yaml" --tokens 1,8,64 "$@" 2>&1 | tail -5
+    pack
+  done
+}
+# The timeline of one eager run into $OUT/NAME.json and its summary NAME.txt:
+# timeline_run NAME CONFIG TOKENS [VAR=VALUE ...]
+timeline_run() {
+  local name=$1 config=$2 tokens=$3
+  shift 3
+  env "$@" MOE_MEGA_TIMELINE="$OUT/$name.json" timeout 120 build/bin/moe bench --config "$config" \
+    --tokens "$tokens" --graph off --iterations 5 --check-max-tokens 0 > /dev/null 2>&1
+  python3 bench/mega_timeline.py "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
+}
+qwen_mixtral="qwen3_30b_a3b mixtral_8x7b"
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 for section in "$@"; do
   echo "== $section $(date -u +%H:%M:%S)"
@@ -76,30 +96,21 @@ for section in "$@"; do
       grep -E "FAILED|PASSED" "$OUT/gpu_tests.txt" | tail -8 ;;
     ab | ab_bf16 | ab_fp8 | ab_fp4)  # ab: all three; each A/B is packed as it ends
       if [ "$section" = ab ] || [ "$section" = ab_bf16 ]; then
-        for s in qwen3_30b_a3b mixtral_8x7b; do
-          $ab --out "$OUT/ab_bf16_$s" --config $cfg/${s}_bf16.yaml --tokens 1,8,64 "${variants[@]}" \
-            --variant one= --env one=MOE_MEGA_BF16_STAGE=64 2>&1 | tail -5
-          pack
-        done
+        ab_shapes ab_bf16 bf16 "$qwen_mixtral" "${variants[@]}" \
+          --variant one= --env one=MOE_MEGA_BF16_STAGE=64
       fi
       if [ "$section" = ab ] || [ "$section" = ab_fp8 ]; then
-        for s in qwen3_30b_a3b mixtral_8x7b; do
-          $ab --out "$OUT/ab_fp8_$s" --config $cfg/${s}_fp8_block.yaml --tokens 1,8,64 "${variants[@]}" \
-            --variant e4m3= --env e4m3=MOE_MEGA_FP8_TOKENS=e4m3 \
-            --variant one= --env one=MOE_MEGA_FP8_STAGE=128 \
-            --variant own= --env own=MOE_MEGA_FP8_OWN_ROWS=1 \
-            --variant late= --env late=MOE_MEGA_FP8_PREFETCH=late \
-            --variant wgmma= --env wgmma=MOE_MEGA_FP8_WGMMA=1 2>&1 | tail -5
-          pack
-        done
+        ab_shapes ab_fp8 fp8_block "$qwen_mixtral" "${variants[@]}" \
+          --variant e4m3= --env e4m3=MOE_MEGA_FP8_TOKENS=e4m3 \
+          --variant one= --env one=MOE_MEGA_FP8_STAGE=128 \
+          --variant own= --env own=MOE_MEGA_FP8_OWN_ROWS=1 \
+          --variant late= --env late=MOE_MEGA_FP8_PREFETCH=late \
+          --variant wgmma= --env wgmma=MOE_MEGA_FP8_WGMMA=1
       fi
       if [ "$section" = ab ] || [ "$section" = ab_fp4 ]; then
-        for s in mixtral_8x7b qwen3_30b_a3b; do
-          $ab --out "$OUT/ab_mxfp4_$s" --config $cfg/${s}_mxfp4.yaml --tokens 1,8,64 \
-            --variant x2= --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 \
-            --variant x4= --env x4=MOE_MEGA_FP4_STAGE=512 2>&1 | tail -5
-          pack
-        done
+        ab_shapes ab_mxfp4 mxfp4 "$qwen_mixtral" \
+          --variant x2= --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 \
+          --variant x4= --env x4=MOE_MEGA_FP4_STAGE=512
       fi ;;
     ab_act)
       $ab --out "$OUT/ab_act_mxfp4" --config $cfg/qwen3_30b_a3b_mxfp4.yaml --tokens 1,8,64 \
@@ -126,52 +137,35 @@ for section in "$@"; do
       $ab --out "$OUT/ab_stage_nvfp4_qwen3_30b_a3b" --config $cfg/qwen3_30b_a3b_nvfp4.yaml \
         --tokens 1,8,64 --variant x2= --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 2>&1 | tail -5 ;;
     ab_nv)  # nvfp4, two chunks a stage (the default) against one
-      for s in qwen3_30b_a3b mixtral_8x7b; do
-        $ab --out "$OUT/ab_nvfp4_$s" --config $cfg/${s}_nvfp4.yaml --tokens 1,8,64 \
-          --variant x2= --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 \
-          --variant x4= --env x4=MOE_MEGA_FP4_STAGE=512 2>&1 | tail -5
-        pack
-      done ;;
+      ab_shapes ab_nvfp4 nvfp4 "$qwen_mixtral" \
+        --variant x2= --variant x1= --env x1=MOE_MEGA_FP4_STAGE=128 \
+        --variant x4= --env x4=MOE_MEGA_FP4_STAGE=512 ;;
     ab_wgmma)
-      for s in mixtral_8x7b qwen3_30b_a3b; do
-        $ab --out "$OUT/ab_wgmma_fp8_$s" --config $cfg/${s}_fp8_block.yaml --tokens 1,8,64 \
-          --variant default= --variant wgmma= --env wgmma=MOE_MEGA_FP8_WGMMA=1 \
-          --variant wgmma2= --env wgmma2=MOE_MEGA_FP8_WGMMA=2 2>&1 | tail -5
-        pack
-      done
-      for run in "mixtral_8x7b mxfp4" "qwen3_30b_a3b mxfp4" "qwen3_30b_a3b nvfp4"; do
-        set -- $run
-        $ab --out "$OUT/ab_wgmma_$2_$1" --config $cfg/${1}_$2.yaml --tokens 1,8,64 \
-          --variant default= --variant wgmma= --env wgmma=MOE_MEGA_FP4_WGMMA=1 \
-          --variant x2= --env x2=MOE_MEGA_FP4_STAGE=256 2>&1 | tail -5
-        pack
-      done
+      ab_shapes ab_wgmma_fp8 fp8_block "$qwen_mixtral" \
+        --variant default= --variant wgmma= --env wgmma=MOE_MEGA_FP8_WGMMA=1 \
+        --variant wgmma2= --env wgmma2=MOE_MEGA_FP8_WGMMA=2
+      fp4_wgmma=(--variant default= --variant wgmma= --env wgmma=MOE_MEGA_FP4_WGMMA=1
+                 --variant x2= --env x2=MOE_MEGA_FP4_STAGE=256)
+      ab_shapes ab_wgmma_mxfp4 mxfp4 "$qwen_mixtral" "${fp4_wgmma[@]}"
+      ab_shapes ab_wgmma_nvfp4 nvfp4 qwen3_30b_a3b "${fp4_wgmma[@]}"
       for run in "fp8_block 8 MOE_MEGA_FP8_WGMMA" "fp8_block 64 MOE_MEGA_FP8_WGMMA" \
                  "mxfp4 8 MOE_MEGA_FP4_WGMMA"; do
         set -- $run
         name=tl_wgmma_mixtral_$1_t$2
-        env $3=1 MOE_MEGA_TIMELINE="$OUT/$name.json" timeout 120 build/bin/moe bench \
-          --config $cfg/mixtral_8x7b_$1.yaml --tokens "$2" --graph off --iterations 5 \
-          --check-max-tokens 0 > /dev/null 2>&1
-        python3 bench/mega_timeline.py "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
+        timeline_run $name $cfg/mixtral_8x7b_$1.yaml "$2" $3=1
         echo "== $name"; head -12 "$OUT/$name.txt"
       done ;;
     ab_late)
-      for s in mixtral_8x7b qwen3_30b_a3b; do
-        $ab --out "$OUT/ab_late_$s" --config $cfg/${s}_fp8_block.yaml --tokens 1,8,64 \
-          --variant default= --variant late0= --env late0=MOE_MEGA_FP8_PREFETCH=late0 \
-          --variant late1= --env late1=MOE_MEGA_FP8_PREFETCH=late1 \
-          --variant late= --env late=MOE_MEGA_FP8_PREFETCH=late 2>&1 | tail -5
-        pack
-      done ;;
+      ab_shapes ab_late fp8_block "$qwen_mixtral" \
+        --variant default= --variant late0= --env late0=MOE_MEGA_FP8_PREFETCH=late0 \
+        --variant late1= --env late1=MOE_MEGA_FP8_PREFETCH=late1 \
+        --variant late= --env late=MOE_MEGA_FP8_PREFETCH=late ;;
     timeline_fmt)  # one shape and batch in every format: where fp8_block's time goes beside bf16's
       for run in "qwen3_30b_a3b 1" "mixtral_8x7b 8"; do
         set -- $run
         for f in bf16 fp8_block mxfp4; do
           name=tlf_${1}_${f}_t${2}
-          MOE_MEGA_TIMELINE="$OUT/$name.json" timeout 120 build/bin/moe bench --config $cfg/${1}_$f.yaml \
-            --tokens "$2" --graph off --iterations 5 --check-max-tokens 0 > /dev/null 2>&1
-          python3 bench/mega_timeline.py "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
+          timeline_run $name $cfg/${1}_$f.yaml "$2"
           echo "== $name"; cat "$OUT/$name.txt"
         done
       done
@@ -181,9 +175,7 @@ for section in "$@"; do
         set -- $run
         for v in "" MOE_MEGA_FP4_STAGE=128 MOE_MEGA_BF16_STAGE=64; do
           name=tl_${1}_t${2}${v:+_${v%%=*}}
-          env $v MOE_MEGA_TIMELINE="$OUT/$name.json" timeout 120 build/bin/moe bench --config $cfg/$1.yaml \
-            --tokens "$2" --graph off --iterations 5 --check-max-tokens 0 > /dev/null 2>&1
-          python3 bench/mega_timeline.py "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
+          timeline_run $name $cfg/$1.yaml "$2" $v
           echo "$name"; tail -3 "$OUT/$name.txt"
         done
       done ;;

@@ -108,11 +108,9 @@ KindChoice choose_kinds(const moe_problem& p) {
       // takes the e4m3 codes multiplied by wgmma (kFp8WgW), =2 its two-tile stage where two tiles
       // apply (kFp8Wg2W; one tile elsewhere): measurements, which MOE_MEGA_FP8_STAGE and
       // MOE_MEGA_FP8_TOKENS do not change.
-      if (env_is("MOE_MEGA_FP8_WGMMA", "1") ||
-          (env_is("MOE_MEGA_FP8_WGMMA", "2") && !fp8_two_tiles(p)))
-        c.kind = Kind::kFp8BlockWgmma;
-      else if (env_is("MOE_MEGA_FP8_WGMMA", "2"))
-        c.kind = Kind::kFp8BlockWgmma2;
+      if (env_is("MOE_MEGA_FP8_WGMMA", "1") || env_is("MOE_MEGA_FP8_WGMMA", "2"))
+        c.kind = env_is("MOE_MEGA_FP8_WGMMA", "2") && fp8_two_tiles(p) ? Kind::kFp8BlockWgmma2
+                                                                       : Kind::kFp8BlockWgmma;
       else if (!env_is("MOE_MEGA_FP8_TOKENS", "e4m3"))
         c.kind = fp8_two_tiles(p) && !env_is("MOE_MEGA_FP8_STAGE", "128") ? Kind::kFp8BlockF16x2
                                                                           : Kind::kFp8BlockF16;
@@ -321,6 +319,7 @@ std::string describe(const moe_problem& p) {
   const detail::KernelLimits lim = detail::kernel_limits(kind);
   const bool fp4 = p.format == MOE_FORMAT_MXFP4 || p.format == MOE_FORMAT_NVFP4;
   const bool fp4_wgmma = kind == Kind::kMxfp4Wgmma || kind == Kind::kNvfp4Wgmma;
+  const int64_t four_from = four_chunk_tokens(p), own_rows = own_rows_tokens(p);
   const std::string weights =
       fp4 ? fmt::format(
                 "{} weights prepared into chunks of 128 rows x 128 K (codes arranged for the "
@@ -328,8 +327,8 @@ std::string describe(const moe_problem& p) {
                 "dequantised to bf16 in registers before bf16 {} with {}{}",
                 format_name(static_cast<moe_format>(p.format)),
                 fp4_wgmma ? "two adjacent chunks"
-                : four_chunk_tokens(p) > 0
-                    ? fmt::format("two adjacent chunks (four from {} tokens)", four_chunk_tokens(p))
+                : four_from > 0
+                    ? fmt::format("two adjacent chunks (four from {} tokens)", four_from)
                 : whole_stages(p, 256) ? "two adjacent chunks"
                                        : "one chunk",
                 fp4_wgmma ? "wgmma (A from those registers, the token rows from shared memory)"
@@ -347,10 +346,10 @@ std::string describe(const moe_problem& p) {
                 kind == Kind::kFp8BlockF16x2 || kind == Kind::kFp8BlockWgmma2
                     ? "two 128-deep tiles (32 KB)"
                     : "one 128-deep tile (16 KB)",
-                own_rows_tokens(p) > 0
+                own_rows > 0
                     ? fmt::format("by every CTA for itself in batches of up to {} token(s), "
                                   "with no grid barrier, by the grid above that",
-                                  own_rows_tokens(p))
+                                  own_rows)
                     : "by the grid",
                 kind == Kind::kFp8BlockWgmma || kind == Kind::kFp8BlockWgmma2
                     ? "the e4m3 codes multiplied by wgmma from shared memory"

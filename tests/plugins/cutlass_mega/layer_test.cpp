@@ -19,7 +19,6 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -317,14 +316,15 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
     const Layer maps = prepared_as_tiles({});
     const Layer chunks = prepared_as_tiles({{"MOE_MEGA_CHUNKS", "1"}});
     const Layer one_chunk = prepared_as_tiles({{"MOE_MEGA_FP4_STAGE", "128"}});
-    const Layer e4m3_tokens = prepared_as_tiles({{"MOE_MEGA_FP8_TOKENS", "e4m3"}});
     const Layer two_chunks = plugin_->prepare(p, w.view(), {});  // bf16's and fp8_block's default
     const Layer two_tiles_chunks = prepared_with(p, w, {{"MOE_MEGA_CHUNKS", "1"}});  // fp8_block
-    std::optional<Layer> wgmma,
-        wgmma2;  // fp8_block's e4m3 codes by wgmma, one or two tiles a stage
+    // fp8_block's e4m3 codes: by e4m3 mma.sync, and by wgmma with one and two tiles a stage
+    std::vector<std::pair<std::string, Layer>> e4m3;
     if (c.format == kFp8) {
-      wgmma.emplace(prepared_with(p, w, {{"MOE_MEGA_FP8_WGMMA", "1"}}));
-      wgmma2.emplace(prepared_with(p, w, {{"MOE_MEGA_FP8_WGMMA", "2"}}));
+      e4m3.emplace_back("e4m3 tokens", prepared_as_tiles({{"MOE_MEGA_FP8_TOKENS", "e4m3"}}));
+      e4m3.emplace_back("e4m3 tokens by wgmma", prepared_with(p, w, {{"MOE_MEGA_FP8_WGMMA", "1"}}));
+      e4m3.emplace_back("e4m3 tokens by wgmma, two tiles a stage",
+                        prepared_with(p, w, {{"MOE_MEGA_FP8_WGMMA", "2"}}));
     }
     for (int64_t tokens : {1, 40, 96}) {
       const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), Scenario::kRandom);
@@ -336,12 +336,9 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
         expect_same_bits(maps, one_chunk, p, batch, routing,
                          what + ": two chunks a stage differ from one" + at);
       if (c.format == kFp8) {
-        expect_matches_and_repeats(e4m3_tokens, ref_layer, p, tokens, 90 + uint64_t(tokens),
-                                   what + ", e4m3 tokens");
-        expect_matches_and_repeats(*wgmma, ref_layer, p, tokens, 90 + uint64_t(tokens),
-                                   what + ", e4m3 tokens by wgmma");
-        expect_matches_and_repeats(*wgmma2, ref_layer, p, tokens, 90 + uint64_t(tokens),
-                                   what + ", e4m3 tokens by wgmma, two tiles a stage");
+        for (const auto& [name, layer] : e4m3)
+          expect_matches_and_repeats(layer, ref_layer, p, tokens, 90 + uint64_t(tokens),
+                                     what + ", " + name);
         expect_same_bits(two_chunks, two_tiles_chunks, p, batch, routing,
                          what + ": two tiles a stage differ as chunks from the maps" + at);
       }
@@ -355,19 +352,15 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
       for (int64_t i = 0; i < routing.ids.numel(); ++i) routing.ids.data<int32_t>()[i] = -1;
       expect_same_bits(maps, chunks, p, batch, routing, what + ", no expert");
     }
-    if (c.format ==
-        kFp8) {  // every token on one expert: 96 slots, items of 64 and 32 (wgmma: 3 x 32)
+    // every token on one expert: 96 slots, items of 64 and 32 (wgmma: 3 x 32)
+    if (c.format == kFp8) {
       const Batch batch = random_batch(p, 96, 97, Scenario::kOneExpert);
       const Routing routing = route_batch(*reference_, p, batch);
-      const RunResult out = run_layer(e4m3_tokens, p, batch.hidden, routing, MOE_DTYPE_BF16);
       const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
-      EXPECT_LT(relative_l2(out.output, ref.output), tolerance(p)) << what << ", e4m3 tokens";
-      const RunResult by_wgmma = run_layer(*wgmma, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      EXPECT_LT(relative_l2(by_wgmma.output, ref.output), tolerance(p))
-          << what << ", e4m3 tokens by wgmma";
-      const RunResult by_wgmma2 = run_layer(*wgmma2, p, batch.hidden, routing, MOE_DTYPE_BF16);
-      EXPECT_LT(relative_l2(by_wgmma2.output, ref.output), tolerance(p))
-          << what << ", e4m3 tokens by wgmma, two tiles a stage";
+      for (const auto& [name, layer] : e4m3) {
+        const RunResult out = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+        EXPECT_LT(relative_l2(out.output, ref.output), tolerance(p)) << what << ", " << name;
+      }
     }
   }
 }
