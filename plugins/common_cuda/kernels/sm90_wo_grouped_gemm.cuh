@@ -34,6 +34,13 @@
 // stored), from tiles of 128 tokens on staged in shared memory like bf16 and stored in 8-byte
 // pieces of token rows, below that from registers.
 //
+// Narrow last blocks (bf16, 128-row CTA tiles, Params::narrow): only a group's last token block
+// can hold fewer than N rows; one of at most N / 2 is computed at the narrowest width of 16, 32,
+// 64 or 128 that holds it (a pair: at least 32, each CTA loading half), its token rows loaded in
+// 16-row boxes (rows_map_narrow), so the block costs its weight stream and its own rows rather
+// than N tokens' loads and wgmma. Its accumulators past the width keep stale values, for tokens
+// it does not have and never stores.
+//
 // One CTA per SM, persistent; warpgroup 0 produces (one thread), warpgroups 1 and 2 consume.
 // Tiles are numbered group by group, and within a group the N-token blocks of a weight tile
 // consecutively (kernels/group_tiles.cuh, group_tile_rows_first): CTAs running at once share
@@ -69,6 +76,7 @@
 #include "kernels/gmma_desc.cuh"
 #include "kernels/group_tiles.cuh"
 #include "kernels/mxfp8_fragments.cuh"
+#include "kernels/narrow_width.hpp"
 
 namespace moe::gpu::kernels::wo {
 
@@ -84,6 +92,22 @@ enum Weights : int { kMxfp4 = 0, kNvfp4 = 1, kMxfp8 = 2, kBf16 = 3, kE4m3 = 4 };
 // Formats whose weight tiles come by TMA and feed wgmma from shared memory as they are.
 template <int kW>
 constexpr bool kSmemA = kW == kBf16 || kW == kE4m3;
+
+// Instances that compute a group's short last block narrower (bf16 on 128-row CTA tiles).
+template <int kW, int N, int kCluster, int kMB>
+constexpr bool kNarrowable = kW == kBf16&& kMB == 1 && N > kNarrowBoxRows* kCluster;
+
+// f(std::integral_constant<int, width>) for width = narrow_width's pick (kernels/narrow_width.hpp),
+// each a compile-time wgmma N: w from kW0 up, N last.
+template <int N, int kW0, class F>
+__device__ __forceinline__ void with_token_width(int width, F&& f) {
+  if constexpr (kW0 < N && kW0 <= kNarrowestMost) {
+    if (width == kW0) return f(std::integral_constant<int, kW0>{});
+    return with_token_width<N, kW0 * 2>(width, f);
+  } else {
+    f(std::integral_constant<int, N>{});
+  }
+}
 
 // K per stage: one chunk (128), or for bf16 one 128-byte swizzle atom of K (64; e4m3: 128).
 template <int kW>
@@ -160,6 +184,9 @@ struct Geometry {
 struct Params {
   // [R, K] token rows (bf16, e4m3: e4m3), boxes of N rows x 128 bytes of K, 128-byte swizzle
   CUtensorMap rows_map;
+  // narrow: the same rows in boxes of kNarrowBoxRows rows (a narrow last block's loads)
+  CUtensorMap rows_map_narrow;
+  bool narrow = false;  // narrow last blocks (kNarrowable instances only)
   // bf16, e4m3: the weight rows [R, K] viewed as [R / 16][2][8][K] (4D: K, then the row's
   // place in its 8, its half of the 16, the 16-row block), boxes of 8 x 2 x 8 rows x 128 bytes of
   // K: a box lands as 128 rows x 128 bytes (128-byte swizzle), row 16b + 8h + j. Prepared tiles
@@ -299,6 +326,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
 
   if (threadIdx.x == 0) {
     cute::prefetch_tma_descriptor(&p.rows_map);
+    if constexpr (kNarrowable<kW, N, kCluster, kMB>)
+      if (p.narrow) cute::prefetch_tma_descriptor(&p.rows_map_narrow);
     if constexpr (kSmemA<kW>) cute::prefetch_tma_descriptor(&p.weights_map);
     for (int s = 0; s < G::kStages; ++s) {
       cutlass::arch::ClusterBarrier::init(&full[s], 1);
@@ -318,15 +347,29 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     return t;
   };
 
+  // The width the block of group g starting at row block0 is computed at (Params::narrow): the
+  // same for the producer and the consumers of every CTA of a cluster (one token block).
+  auto token_width = [&](int g, int64_t block0) {
+    if constexpr (kNarrowable<kW, N, kCluster, kMB>) {
+      if (p.narrow) {
+        const int64_t left = p.offsets[g + 1] - block0;
+        return narrow_width(int(left < N ? left : N), N, kCluster);
+      }
+    }
+    return N;
+  };
+
   if (wg == 0) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
     if (threadIdx.x == 0) {
-      constexpr int kPart = N / kCluster;  // token rows this CTA loads for the cluster
       int stage = 0;
       uint32_t phase = 0;
       for (int u = cluster; u < units; u += clusters) {
         const GroupTile t = tile_at(u);
-        const int row0 = int(p.offsets[t.group] + int64_t(t.block_m) * N) + rank * kPart;
+        const int64_t block0 = p.offsets[t.group] + int64_t(t.block_m) * N;
+        const int width = token_width(t.group, block0);
+        const int part = width / kCluster;  // token rows this CTA loads for the cluster
+        const int row0 = int(block0) + rank * part;
         const uint8_t* chunk =
             p.chunks + (size_t(t.group) * p.n_tiles + t.block_n) * p.k_stages * p.chunk_bytes;
         // bf16, e4m3: the CTA tile's first row (kMB tiles of 128 rows, consecutive)
@@ -337,7 +380,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
           if constexpr (kSmemA<kW>) {
             // The CTA tile's 128 or 256 rows x 128 bytes of K, one box a prepared tile.
             cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
-                &full[stage], uint32_t(G::kStageBytes));
+                &full[stage], uint32_t(G::kWeightBytes + width * kRowBytes<kW>));
             for (int b = 0; b < kMB; ++b)
               cute::SM90_TMA_LOAD_4D::copy(&p.weights_map, &full[stage], kCacheHint,
                                            dst + b * kChunkSlot<kW>, ks * kStageK<kW>, 0, 0,
@@ -348,10 +391,22 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
             cute::SM90_BULK_COPY_G2S::copy(chunk + size_t(ks) * p.chunk_bytes, &full[stage], dst,
                                            p.chunk_bytes);
           }
-          uint8_t* tok = dst + G::kWeightBytes + rank * kPart * 128;
+          uint8_t* tok = dst + G::kWeightBytes + rank * part * 128;
           for (int half = 0; half < kRowBytes<kW> / 128; ++half) {
             const int k0 = ks * kStageK<kW> + half * 64;
-            if constexpr (kCluster > 1)
+            if (kNarrowable<kW, N, kCluster, kMB> && width < N) {
+              // A narrow last block: this CTA's part of its rows, 16 at a time.
+              for (int r = 0; r < part; r += kNarrowBoxRows) {
+                uint8_t* to = tok + half * N * 128 + r * 128;
+                if constexpr (kCluster > 1)
+                  cute::SM90_TMA_LOAD_MULTICAST_2D::copy(&p.rows_map_narrow, &full[stage],
+                                                         uint16_t((1 << kCluster) - 1), kCacheHint,
+                                                         to, k0, row0 + r);
+                else
+                  cute::SM90_TMA_LOAD_2D::copy(&p.rows_map_narrow, &full[stage], kCacheHint, to, k0,
+                                               row0 + r);
+              }
+            } else if constexpr (kCluster > 1)
               cute::SM90_TMA_LOAD_MULTICAST_2D::copy(&p.rows_map, &full[stage],
                                                      uint16_t((1 << kCluster) - 1), kCacheHint,
                                                      tok + half * N * 128, k0, row0);
@@ -391,8 +446,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     };
     // The current stage's K steps (8; bf16: 4), one wgmma each, committed as one group: A
     // fragments dequantised into `a` (kept until the group completes), or for bf16 read from
-    // shared memory as B is. `first`: the tile's first stage.
-    auto issue = [&](uint32_t(&a)[8][4], bool first) {
+    // shared memory as B is. `first`: the tile's first stage. `width`: the tokens computed
+    // (std::integral_constant; N but for a narrow last block, bf16 only).
+    auto issue = [&](uint32_t(&a)[8][4], bool first, auto width) {
+      constexpr int NN = decltype(width)::value;
       const uint8_t* w = smem + size_t(stage) * G::kStageBytes;
       const uint64_t desc = kmajor_sw128_desc(w + G::kWeightBytes);
       cutlass::arch::ClusterBarrier::wait(&full[stage], phase);
@@ -407,10 +464,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         for (int j = 0; j < G::kSteps; ++j)
 #pragma unroll
           for (int b = 0; b < kMB; ++b)
-            ss_mma<N>(desc_advance(da[b], j * 32), desc_advance(desc, j * 32), acc + b * G::kAccum,
-                      !(first && j == 0), std::make_index_sequence<G::kAccum>{});
+            ss_mma<NN>(desc_advance(da[b], j * 32), desc_advance(desc, j * 32), acc + b * G::kAccum,
+                       !(first && j == 0), std::make_index_sequence<NN / 2>{});
         cute::warpgroup_commit_batch();
       } else {
+        static_assert(NN == N, "narrow blocks are bf16's");
         const Rows<kW> rows(w, half * kWgRows + rloc, q);
         // All 8 K steps' fragments first (independent chains the scheduler can interleave), then
         // one fence for the registers they wrote, then the 8 wgmmas back to back.
@@ -488,31 +546,37 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
         for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
         // Two stages in flight: stage ks's group is issued while stage ks - 1's still runs, then
         // ks - 1 is waited for and released. Even stages use a0, odd ones a1.
-        int prev = -1;
-        for (int ks = 0; ks < p.k_stages; ks += 2) {
-          issue(a0, ks == 0);
-          const int s0 = stage;
-          advance();
-          if (prev >= 0) {
-            cute::warpgroup_wait<1>();
-            retire(a1);
-            release(prev);
-          }
-          prev = s0;
-          if (ks + 1 < p.k_stages) {
-            issue(a1, false);
-            const int s1 = stage;
+        auto main_loop = [&](auto width) {
+          int prev = -1;
+          for (int ks = 0; ks < p.k_stages; ks += 2) {
+            issue(a0, ks == 0, width);
+            const int s0 = stage;
             advance();
-            cute::warpgroup_wait<1>();
-            retire(a0);
-            release(prev);
-            prev = s1;
+            if (prev >= 0) {
+              cute::warpgroup_wait<1>();
+              retire(a1);
+              release(prev);
+            }
+            prev = s0;
+            if (ks + 1 < p.k_stages) {
+              issue(a1, false, width);
+              const int s1 = stage;
+              advance();
+              cute::warpgroup_wait<1>();
+              retire(a0);
+              release(prev);
+              prev = s1;
+            }
           }
-        }
-        cute::warpgroup_wait<0>();
-        retire(a0);
-        retire(a1);
-        release(prev);
+          cute::warpgroup_wait<0>();
+          retire(a0);
+          retire(a1);
+          release(prev);
+        };
+        if constexpr (kNarrowable<kW, N, kCluster, kMB>)
+          with_token_width<N, kNarrowBoxRows * kCluster>(token_width(t.group, first), main_loop);
+        else
+          main_loop(std::integral_constant<int, N>{});
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
       }

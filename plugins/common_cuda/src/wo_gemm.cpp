@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/narrow_width.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe_cuda/fp4_chunks.hpp"
 #include "moe_cuda/mxfp8_chunks.hpp"
@@ -148,6 +149,10 @@ std::string wo_token_tile_rule(WoWeights weights, int64_t hidden) {
                    " {} to {}, then the tile of least expected cost (token blocks x weight "
                    "streams)",
                    tile, kListedRows);
+}
+
+int wo_narrow_width(int count, int tokens_per_tile, bool pairs) {
+  return kernels::wo::narrow_width(count, tokens_per_tile, pairs ? 2 : 1);
 }
 
 bool wo_tall_tiles(const WoGemmArgs& a, int tokens_per_tile) {
@@ -301,6 +306,9 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
             "weight-only GEMM: weight_tile_rows={} must be 128 or 256 (256: bf16 weights only), "
             "or 0: 128",
             a.weight_tile_rows);
+  MOE_CHECK(!a.narrow_last_blocks || a.weights == WoWeights::kBf16, kInvalid,
+            "weight-only GEMM: narrow last blocks are for bf16 weights, not {}",
+            wo_weights_name(a.weights));
   MOE_CHECK(a.sm_count >= 1, kInvalid, "weight-only GEMM: sm_count={} must be positive",
             a.sm_count);
 }

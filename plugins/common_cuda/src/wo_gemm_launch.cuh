@@ -35,6 +35,11 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
   if (!encode_tensor_map_2d(&p.rows_map, kDtype, a.rows, a.max_rows, a.k, kElem, N / kCluster,
                             kBoxK))
     return {"tensor map", "cuTensorMapEncodeTiled failed (or the driver lacks it)"};
+  // Narrow last blocks: the same rows in 16-row boxes (bf16 on 128-row CTA tiles).
+  p.narrow = kNarrowable<kW, N, kCluster, kMB> && a.narrow_last_blocks;
+  if (p.narrow && !encode_tensor_map_2d(&p.rows_map_narrow, kDtype, a.rows, a.max_rows, a.k, kElem,
+                                        kNarrowBoxRows, kBoxK))
+    return {"tensor map", "cuTensorMapEncodeTiled failed for the narrow token boxes"};
   // bf16, e4m3: the weight rows of every tile, one box of a tile's 128 rows a stage; TensorRT-
   // LLM's interleaved w13 read as pairs, up rows first (Params::weights_map).
   if (kSmemA<kW> && !encode_wo_weights_map(&p.weights_map, a))

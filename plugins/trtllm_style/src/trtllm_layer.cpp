@@ -152,11 +152,11 @@ PrepareOptions layout_options(const moe_problem& p, const Options& options) {
   o.gated_interleave = !is_fp8_block(p);
   for (const auto& [key, value] : options) {
     if (key == "gemm_tiles" || key == "activation_epilogue" || key == "token_tile" ||
-        key == "bf16_gemm" || key == "fp8_gemm" || key == "weight_tile")
+        key == "bf16_gemm" || key == "fp8_gemm" || key == "weight_tile" || key == "last_block")
       continue;  // read by DeviceLayer
     MOE_FAIL(MOE_STATUS_CONFIG_ERROR,
              "trtllm_style: unknown option '{}' (known: gemm_tiles, activation_epilogue, "
-             "token_tile, bf16_gemm, fp8_gemm, weight_tile)",
+             "token_tile, bf16_gemm, fp8_gemm, weight_tile, last_block)",
              key);
   }
   return o;
@@ -203,6 +203,14 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
           MOE_STATUS_CONFIG_ERROR,
           "trtllm_style: weight_tile '{}' is not auto, 128 or 256 (256: bf16 layers only)", value);
       weight_tile_option_ = value == "auto" ? std::nullopt : std::optional(std::stoi(value));
+    } else if (key == "last_block") {
+      MOE_CHECK(value == "auto" || value == "full" || value == "narrow", MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: last_block '{}' is not auto, full or narrow", value);
+      MOE_CHECK(value != "narrow" || p.format == MOE_FORMAT_BF16, MOE_STATUS_CONFIG_ERROR,
+                "trtllm_style: last_block 'narrow' is for bf16 layers (the weight-only GEMM's bf16 "
+                "instance), not {}",
+                format_name(static_cast<moe_format>(p.format)));
+      narrow_last_blocks_ = value == "narrow";
     } else if (key == "bf16_gemm") {
       MOE_CHECK(value == "auto" || value == "cutlass" || value == "own", MOE_STATUS_CONFIG_ERROR,
                 "trtllm_style: bf16_gemm '{}' is not auto, cutlass or own", value);
@@ -237,6 +245,8 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
                 "is not row-interleaved (128-row scale blocks), so the activation runs apart");
     }
   }
+  MOE_CHECK(!narrow_last_blocks_ || weight_tile_option_ != 256, MOE_STATUS_CONFIG_ERROR,
+            "trtllm_style: last_block 'narrow' is for 128-row weight tiles, not weight_tile 256");
   const bool own_options = token_tile_option_.has_value() || weight_tile_option_.has_value();
   if (is_fp8(p))
     own_fp8_ = own_fp8_option.value_or(auto_own_fp8(p, tiles_option_.has_value(), own_options));

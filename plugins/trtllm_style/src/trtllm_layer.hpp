@@ -129,9 +129,12 @@ class DeviceLayer {
   std::optional<bool> fuse_option_;        // activation_epilogue fused/separate; nullopt = auto
   std::optional<int> token_tile_option_;   // token_tile: 16, 32, ..., 256; nullopt = auto
   std::optional<int> weight_tile_option_;  // weight_tile: 128, 256; nullopt = auto
-  bool own_bf16_ = false;                  // bf16 on the weight-only GEMM (bf16 tiles)
-  bool own_fp8_ = false;                   // fp8_tensor on its e4m3 instance (e4m3 tiles)
-  bool own_in_place_ = false;              // bf16 on CUTLASS's layout: own_gemm_in_place
+  // last_block: narrow (bf16 on the weight-only GEMM: WoGemmArgs::narrow_last_blocks); auto and
+  // full: the tile's width
+  bool narrow_last_blocks_ = false;
+  bool own_bf16_ = false;      // bf16 on the weight-only GEMM (bf16 tiles)
+  bool own_fp8_ = false;       // fp8_tensor on its e4m3 instance (e4m3 tiles)
+  bool own_in_place_ = false;  // bf16 on CUTLASS's layout: own_gemm_in_place
   // Whether a batch of `tokens` runs on the weight-only GEMM over CUTLASS's layout.
   bool runs_in_place(int64_t tokens) const;
   WoGeometry wo_;  // mxfp4, nvfp4, mxfp8

@@ -333,6 +333,37 @@ TEST(WoGemmArgs, TallTilesFollowTheTiles) {
   EXPECT_FALSE(wo_tall_tiles(a, 128));
 }
 
+// Narrow last blocks: bf16 weights only; a short last block takes the narrowest of 16, 32, 64
+// and 128 tokens under the tile width that holds it (in pairs at least 32), else the full width.
+TEST(WoGemmArgs, NarrowLastBlocksAreBf16sAndTakeTheNarrowestWidth) {
+  alignas(16) static uint16_t tiles[16];
+  WoGemmArgs a = valid();
+  a.weights = WoWeights::kBf16;
+  a.chunks = nullptr;
+  a.weight_rows = tiles;
+  a.narrow_last_blocks = true;
+  EXPECT_NO_THROW(check_wo_gemm_operands(a));
+  expect_refused([](WoGemmArgs& b) { b.narrow_last_blocks = true; },
+                 "narrow last blocks are for bf16 weights, not mxfp4");
+  struct Case {
+    int count, tile;
+    bool pairs;
+    int width;
+  };
+  for (const Case& c :
+       {Case{1, 256, false, 16},    Case{16, 256, false, 16},   Case{17, 256, false, 32},
+        Case{33, 256, false, 64},   Case{64, 256, false, 64},   Case{65, 256, false, 128},
+        Case{128, 256, false, 128}, Case{129, 256, false, 256}, Case{256, 256, false, 256},
+        Case{1, 256, true, 32},     Case{32, 256, true, 32},    Case{33, 256, true, 64},
+        Case{100, 256, true, 128},  Case{200, 256, true, 256},  Case{100, 192, false, 128},
+        Case{129, 192, true, 192},  Case{20, 128, true, 32},    Case{64, 128, true, 64},
+        Case{65, 128, false, 128},  Case{40, 96, true, 64},     Case{65, 96, false, 96},
+        Case{32, 64, true, 32},     Case{33, 64, true, 64},     Case{9, 32, false, 16},
+        Case{17, 32, false, 32},    Case{3, 16, false, 16}})
+    EXPECT_EQ(wo_narrow_width(c.count, c.tile, c.pairs), c.width)
+        << c.count << " rows of a " << c.tile << "-token tile" << (c.pairs ? " in pairs" : "");
+}
+
 TEST(WoGemmArgs, ChunkSizesAndNames) {
   EXPECT_EQ(wo_chunk_bytes(WoWeights::kMxfp4), 8704);
   EXPECT_EQ(wo_chunk_bytes(WoWeights::kNvfp4), 9216);

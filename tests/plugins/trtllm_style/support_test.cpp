@@ -3,6 +3,7 @@
 // ones, mxfp4 and nvfp4 weights on bf16 ones; the refusals name the reason and the value. Without
 // an sm_90 GPU a problem it takes is refused for the device (last check).
 #include "../../support/test_env.hpp"
+#include "moe/sdk/formats.hpp"
 
 namespace moe::test {
 namespace {
@@ -161,6 +162,27 @@ TEST_F(TrtllmSupport, Fp4WeightsRunOnBf16ActivationsWithoutSinks) {
     sinks.raw().routing_bias = 1;
     expect_refusal(sinks, MOE_REASON_SHARED, "read quantised chunks only");
   }
+}
+
+// The 4-bit and mxfp8 layers' describe text says that TensorRT-LLM's Blackwell layout (scales
+// swizzled 128x4) has no sm_90 reader and names the Hopper layout prepared instead; bf16 on the
+// weight-only GEMM names last_block's choices.
+TEST_F(TrtllmSupport, DescribeNamesTheHopperLayoutThatReplacesBlackwells) {
+  auto layout = [&](moe_format f) {
+    Problem q = fp8(MOE_INPUT_BF16);
+    q.raw().format = f;
+    q.finalize();
+    return plugin_->describe_layout(q.c()).value_or("");
+  };
+  for (moe_format f : {MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4, MOE_FORMAT_MXFP8}) {
+    const std::string d = layout(f);
+    EXPECT_THAT(d, testing::HasSubstr("has no sm_90 reader")) << format_name(f);
+    EXPECT_THAT(d, testing::HasSubstr("the Hopper weight-only layout is prepared instead"))
+        << format_name(f);
+    EXPECT_THAT(d, testing::HasSubstr(f == MOE_FORMAT_NVFP4 ? "e4m3 per 16" : "ue8m0 per 32"))
+        << format_name(f);
+  }
+  EXPECT_THAT(layout(MOE_FORMAT_BF16), testing::HasSubstr("last_block: narrow computes"));
 }
 
 // bf16_gemm: auto, as `moe describe` shows it (no options there): the weight-only GEMM on bf16

@@ -28,12 +28,14 @@ struct WoCase {
   const char* tile;         // token_tile
   int64_t max_tokens = 64;  // 256: several token blocks per expert at 64 and 128 tokens a tile
   const char* weight_tile = "auto";  // weight_tile (bf16: 256 for tall tiles)
+  const char* last_block = "auto";   // last_block (bf16: narrow)
 };
 
 void PrintTo(const WoCase& c, std::ostream* os) {
   *os << format_name(c.format) << " " << activation_name(c.activation) << " shared=" << c.shared
       << " bias=" << c.bias << " H=" << c.hidden << " I=" << c.intermediate
-      << " token_tile=" << c.tile << " weight_tile=" << c.weight_tile;
+      << " token_tile=" << c.tile << " weight_tile=" << c.weight_tile
+      << " last_block=" << c.last_block;
 }
 
 class TrtllmWeightOnly : public TrtllmGpuTest<testing::TestWithParam<WoCase>> {
@@ -51,7 +53,7 @@ constexpr moe_format kBf = MOE_FORMAT_BF16;  // with bf16_gemm: own
 
 // The case's options: its token tile, and bf16 layers on the weight-only GEMM.
 Options case_options(const WoCase& c) {
-  Options o{{"token_tile", c.tile}, {"weight_tile", c.weight_tile}};
+  Options o{{"token_tile", c.tile}, {"weight_tile", c.weight_tile}, {"last_block", c.last_block}};
   if (c.format == kBf) o.emplace_back("bf16_gemm", "own");
   return o;
 }
@@ -73,68 +75,81 @@ TEST_P(TrtllmWeightOnly, MatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, TrtllmWeightOnly,
-    testing::Values(WoCase{kMx, MOE_ACTIVATION_SILU_MUL, 0, false, 384, 256, "auto"},
-                    WoCase{kNv, MOE_ACTIVATION_SILU_MUL, 0, false, 384, 256, "16"},
-                    WoCase{kMx, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 256, "64"},
-                    WoCase{kNv, MOE_ACTIVATION_SILU_MUL, 128, true, 256, 128, "128"},
-                    WoCase{kMx, MOE_ACTIVATION_GELU_MUL, 32, false, 160, 96, "auto"},
-                    WoCase{kNv, MOE_ACTIVATION_SILU_MUL_CLAMP, 0, true, 200, 48, "16"},
-                    WoCase{kMx, MOE_ACTIVATION_RELU2, 0, true, 256, 192, "64"},
-                    WoCase{kNv, MOE_ACTIVATION_RELU2, 128, false, 128, 128, "128"},
-                    WoCase{kMx8, MOE_ACTIVATION_SILU_MUL, 0, false, 384, 256, "auto"},
-                    WoCase{kMx8, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 256, "64"},
-                    WoCase{kMx8, MOE_ACTIVATION_GELU_MUL, 32, false, 200, 96, "16"},
-                    WoCase{kMx8, MOE_ACTIVATION_RELU2, 128, true, 128, 128, "128"},
-                    WoCase{kMx, MOE_ACTIVATION_SILU_MUL, 0, true, 256, 256, "64", 256},
-                    WoCase{kNv, MOE_ACTIVATION_SILU_MUL, 256, false, 256, 256, "128", 256},
-                    WoCase{kMx8, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 256, "128", 256},
-                    // Gated tiles cut by the padding (I = 80, 200: the last tile's columns past
-                    // I are zero) with biases and a narrower shared expert, at 64 and 128 tokens.
-                    WoCase{kNv, MOE_ACTIVATION_GELU_MUL, 32, true, 256, 80, "64"},
-                    WoCase{kMx8, MOE_ACTIVATION_SILU_MUL_CLAMP, 48, true, 192, 200, "128", 256},
-                    // bf16 tiles: every width, activation form, bias, the shared expert, padding.
-                    WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, false, 384, 256, "auto"},
-                    WoCase{kBf, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 256, "16"},
-                    WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 256, false, 200, 256, "64"},
-                    WoCase{kBf, MOE_ACTIVATION_RELU2, 0, true, 128, 192, "128"},
-                    WoCase{kBf, MOE_ACTIVATION_SILU_MUL_CLAMP, 0, true, 192, 200, "128", 256},
-                    WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 80, false, 256, 80, "64", 256},
-                    // 32 tokens a tile, each format.
-                    WoCase{kMx, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 192, "32"},
-                    WoCase{kNv, MOE_ACTIVATION_RELU2, 128, false, 128, 128, "32"},
-                    WoCase{kMx8, MOE_ACTIVATION_SILU_MUL, 32, true, 200, 96, "32", 256},
-                    WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 0, true, 384, 256, "32", 256},
-                    // 96 tokens a tile, each format, gated and plain (one epilogue pass), in
-                    // pairs and alone (H = 384: GEMM2 has three weight tiles).
-                    WoCase{kMx, MOE_ACTIVATION_SILU_MUL, 0, true, 384, 256, "96", 256},
-                    WoCase{kNv, MOE_ACTIVATION_RELU2, 128, false, 256, 128, "96", 256},
-                    WoCase{kMx8, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 200, 200, "96", 256},
-                    WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 0, true, 384, 192, "96", 256},
-                    WoCase{kBf, MOE_ACTIVATION_RELU2, 0, false, 256, 256, "96", 256},
-                    // 192 tokens a tile, each format: gated and plain, two epilogue passes, in
-                    // pairs and alone.
-                    WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 384, 256, "192", 512},
-                    WoCase{kBf, MOE_ACTIVATION_RELU2, 128, false, 256, 128, "192", 512},
-                    WoCase{kMx, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 384, 192, "192", 512},
-                    WoCase{kNv, MOE_ACTIVATION_SILU_MUL, 128, false, 256, 128, "192", 512},
-                    WoCase{kMx8, MOE_ACTIVATION_RELU2, 0, true, 384, 200, "192", 512},
-                    // 256 tokens a tile (bf16 only): gated and plain, four epilogue passes.
-                    WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 256, 256, "256", 256},
-                    WoCase{kBf, MOE_ACTIVATION_RELU2, 128, false, 384, 128, "256", 256},
-                    // Tall tiles (bf16, two prepared weight tiles a CTA): in pairs (weight tiles
-                    // in fours) and alone, gated and plain, padded I, 64 and 128 tokens a tile.
-                    WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 512, 256, "128", 256, "256"},
-                    WoCase{kBf, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 128, "64", 256, "256"},
-                    WoCase{kBf, MOE_ACTIVATION_RELU2, 0, true, 512, 512, "128", 256, "256"},
-                    WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 200, false, 256, 200, "64", 64, "256"},
-                    WoCase{kBf, MOE_ACTIVATION_SILU_MUL_CLAMP, 0, false, 512, 256, "auto", 256,
-                           "256"}),
+    testing::Values(
+        WoCase{kMx, MOE_ACTIVATION_SILU_MUL, 0, false, 384, 256, "auto"},
+        WoCase{kNv, MOE_ACTIVATION_SILU_MUL, 0, false, 384, 256, "16"},
+        WoCase{kMx, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 256, "64"},
+        WoCase{kNv, MOE_ACTIVATION_SILU_MUL, 128, true, 256, 128, "128"},
+        WoCase{kMx, MOE_ACTIVATION_GELU_MUL, 32, false, 160, 96, "auto"},
+        WoCase{kNv, MOE_ACTIVATION_SILU_MUL_CLAMP, 0, true, 200, 48, "16"},
+        WoCase{kMx, MOE_ACTIVATION_RELU2, 0, true, 256, 192, "64"},
+        WoCase{kNv, MOE_ACTIVATION_RELU2, 128, false, 128, 128, "128"},
+        WoCase{kMx8, MOE_ACTIVATION_SILU_MUL, 0, false, 384, 256, "auto"},
+        WoCase{kMx8, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 256, "64"},
+        WoCase{kMx8, MOE_ACTIVATION_GELU_MUL, 32, false, 200, 96, "16"},
+        WoCase{kMx8, MOE_ACTIVATION_RELU2, 128, true, 128, 128, "128"},
+        WoCase{kMx, MOE_ACTIVATION_SILU_MUL, 0, true, 256, 256, "64", 256},
+        WoCase{kNv, MOE_ACTIVATION_SILU_MUL, 256, false, 256, 256, "128", 256},
+        WoCase{kMx8, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 256, "128", 256},
+        // Gated tiles cut by the padding (I = 80, 200: the last tile's columns past
+        // I are zero) with biases and a narrower shared expert, at 64 and 128 tokens.
+        WoCase{kNv, MOE_ACTIVATION_GELU_MUL, 32, true, 256, 80, "64"},
+        WoCase{kMx8, MOE_ACTIVATION_SILU_MUL_CLAMP, 48, true, 192, 200, "128", 256},
+        // bf16 tiles: every width, activation form, bias, the shared expert, padding.
+        WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, false, 384, 256, "auto"},
+        WoCase{kBf, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 256, "16"},
+        WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 256, false, 200, 256, "64"},
+        WoCase{kBf, MOE_ACTIVATION_RELU2, 0, true, 128, 192, "128"},
+        WoCase{kBf, MOE_ACTIVATION_SILU_MUL_CLAMP, 0, true, 192, 200, "128", 256},
+        WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 80, false, 256, 80, "64", 256},
+        // 32 tokens a tile, each format.
+        WoCase{kMx, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 192, "32"},
+        WoCase{kNv, MOE_ACTIVATION_RELU2, 128, false, 128, 128, "32"},
+        WoCase{kMx8, MOE_ACTIVATION_SILU_MUL, 32, true, 200, 96, "32", 256},
+        WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 0, true, 384, 256, "32", 256},
+        // 96 tokens a tile, each format, gated and plain (one epilogue pass), in
+        // pairs and alone (H = 384: GEMM2 has three weight tiles).
+        WoCase{kMx, MOE_ACTIVATION_SILU_MUL, 0, true, 384, 256, "96", 256},
+        WoCase{kNv, MOE_ACTIVATION_RELU2, 128, false, 256, 128, "96", 256},
+        WoCase{kMx8, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 200, 200, "96", 256},
+        WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 0, true, 384, 192, "96", 256},
+        WoCase{kBf, MOE_ACTIVATION_RELU2, 0, false, 256, 256, "96", 256},
+        // 192 tokens a tile, each format: gated and plain, two epilogue passes, in
+        // pairs and alone.
+        WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 384, 256, "192", 512},
+        WoCase{kBf, MOE_ACTIVATION_RELU2, 128, false, 256, 128, "192", 512},
+        WoCase{kMx, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 384, 192, "192", 512},
+        WoCase{kNv, MOE_ACTIVATION_SILU_MUL, 128, false, 256, 128, "192", 512},
+        WoCase{kMx8, MOE_ACTIVATION_RELU2, 0, true, 384, 200, "192", 512},
+        // 256 tokens a tile (bf16 only): gated and plain, four epilogue passes.
+        WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 256, 256, "256", 256},
+        WoCase{kBf, MOE_ACTIVATION_RELU2, 128, false, 384, 128, "256", 256},
+        // Tall tiles (bf16, two prepared weight tiles a CTA): in pairs (weight tiles
+        // in fours) and alone, gated and plain, padded I, 64 and 128 tokens a tile.
+        WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 512, 256, "128", 256, "256"},
+        WoCase{kBf, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 256, 128, "64", 256, "256"},
+        WoCase{kBf, MOE_ACTIVATION_RELU2, 0, true, 512, 512, "128", 256, "256"},
+        WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 200, false, 256, 200, "64", 64, "256"},
+        WoCase{kBf, MOE_ACTIVATION_SILU_MUL_CLAMP, 0, false, 512, 256, "auto", 256, "256"},
+        // Narrow last blocks (bf16): every tile width with narrower ones, in pairs
+        // (H = 256: 2 weight tiles) and alone (H = 384, I = 192: 3), gated and plain,
+        // the shared expert's group, the bias; 50-64 rows an expert at 200-256 tokens
+        // and one expert with every token leave last blocks of every width.
+        WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, true, 256, 256, "256", 256, "auto", "narrow"},
+        WoCase{kBf, MOE_ACTIVATION_RELU2, 192, false, 384, 192, "256", 256, "auto", "narrow"},
+        WoCase{kBf, MOE_ACTIVATION_SWIGLU_OAI, 0, true, 384, 192, "128", 256, "auto", "narrow"},
+        WoCase{kBf, MOE_ACTIVATION_GELU_MUL, 256, false, 256, 256, "128", 256, "auto", "narrow"},
+        WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 256, "192", 512, "auto", "narrow"},
+        WoCase{kBf, MOE_ACTIVATION_RELU2, 0, true, 384, 192, "96", 256, "auto", "narrow"},
+        WoCase{kBf, MOE_ACTIVATION_SILU_MUL_CLAMP, 0, true, 256, 200, "64", 256, "auto", "narrow"},
+        WoCase{kBf, MOE_ACTIVATION_SILU_MUL, 192, false, 384, 192, "32", 256, "auto", "narrow"}),
     [](const testing::TestParamInfo<WoCase>& info) {
       const WoCase& c = info.param;
-      return fmt::format(
-          "{}_{}{}{}_h{}_i{}_tile_{}_t{}_w{}", format_name(c.format), activation_name(c.activation),
-          c.shared > 0 ? fmt::format("_shared{}", c.shared) : std::string(), c.bias ? "_bias" : "",
-          c.hidden, c.intermediate, c.tile, c.max_tokens, c.weight_tile);
+      return fmt::format("{}_{}{}{}_h{}_i{}_tile_{}_t{}_w{}{}", format_name(c.format),
+                         activation_name(c.activation),
+                         c.shared > 0 ? fmt::format("_shared{}", c.shared) : std::string(),
+                         c.bias ? "_bias" : "", c.hidden, c.intermediate, c.tile, c.max_tokens,
+                         c.weight_tile, std::string(c.last_block) == "narrow" ? "_narrow" : "");
     });
 
 // One run captured in a CUDA graph, replayed with new batches and routing over the same buffers.
@@ -253,8 +268,23 @@ TEST_F(TrtllmWeightOnly, OwnBf16GemmOptionErrors) {
         plugin_->prepare(p, w.view(), {{"weight_tile", "256"}, {"bf16_gemm", "cutlass"}});
       },
       MOE_STATUS_CONFIG_ERROR, {"weight_tile is for the weight-only GEMM", "bf16"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"last_block", "thin"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"last_block 'thin'", "auto, full or narrow"});
+  expect_error(
+      [&] {
+        plugin_->prepare(p, w.view(), {{"last_block", "narrow"}, {"weight_tile", "256"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"last_block 'narrow'", "not weight_tile 256"});
   const Problem mx = problem({kMx, MOE_ACTIVATION_SILU_MUL, 0, false, 256, 128, "auto"});
   const LayerWeights m = random_weights(mx.c(), 61);
+  expect_error(
+      [&] {
+        plugin_->prepare(mx.c(), m.view(), {{"last_block", "narrow"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"last_block 'narrow' is for bf16 layers", "not mxfp4"});
   expect_error(
       [&] {
         plugin_->prepare(mx.c(), m.view(), {{"bf16_gemm", "own"}});
@@ -308,6 +338,23 @@ TEST_F(TrtllmWeightOnly, CorruptScalesAreRefusedByName) {
   y.w2_scale.data<uint8_t>()[4 * 3 + 1] = 200;  // expert 0, row 3, block 1: 2^73
   expect_error([&] { plugin_->prepare(mx8.c(), y.view(), {}); }, MOE_STATUS_INVALID_ARGUMENT,
                {"w2_scale[0, 3, 1] = 2^73 is outside the mxfp8 scales"});
+  // Scale tensors of the wrong shape: a block too few along K, half the experts, nvfp4's
+  // per-expert scale_2 one short.
+  const LayerWeights fresh_mx = random_weights(mx.c(), 58);
+  const LayerWeights fresh_mx8 = random_weights(mx8.c(), 58);
+  const LayerWeights fresh_nv = random_weights(nv.c(), 58);
+  moe_weights bad = fresh_mx.view();
+  bad.w13_scale.shape[2] -= 1;
+  expect_error([&] { plugin_->prepare(mx.c(), bad, {}); }, MOE_STATUS_SHAPE_MISMATCH,
+               {"w13_scale"});
+  bad = fresh_mx8.view();
+  bad.w2_scale.shape[0] /= 2;
+  expect_error([&] { plugin_->prepare(mx8.c(), bad, {}); }, MOE_STATUS_SHAPE_MISMATCH,
+               {"w2_scale"});
+  bad = fresh_nv.view();
+  bad.w13_scale_2.shape[0] -= 1;
+  expect_error([&] { plugin_->prepare(nv.c(), bad, {}); }, MOE_STATUS_SHAPE_MISMATCH,
+               {"w13_scale_2"});
 }
 
 }  // namespace
