@@ -66,7 +66,8 @@ moe_status moe_host_problem_parse(const char* text, moe_problem* problem) {
     moe::sdk::check_struct(problem, MOE_PROBLEM_MIN_SIZE, "moe_problem");
     const std::string source = "<problem>";
     const YAML::Node map = moe::detail::load_yaml_text(text, source);
-    moe_problem out = moe::detail::parse_problem(source, map).c();
+    moe_problem out =
+        moe::detail::parse_problem(source, map, moe::detail::InapplicableKeys::kRead).c();
     out.ep_map = nullptr;  // made again from the placement wherever the problem is read
     moe::sdk::write_struct(problem, out);
   });

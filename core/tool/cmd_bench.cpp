@@ -175,9 +175,16 @@ void add_bench(CLI::App& app, Discovery& d) {
   cmd->add_option("--dump-routing", dump_routing,
                   "Write each token count's first routing (<dir>/<shape>_<T>.safetensors: "
                   "topk_ids, topk_weights) so peers can run the same routing");
-  cmd->callback([&d] {
+  cmd->callback([&d, cmd] {
+    // Record files fail now, not after the layer was prepared and timed.
+    if (cmd->count("--jsonl") > 0) check_appendable(jsonl, "--jsonl");
+    if (cmd->count("--dump-routing") > 0) {
+      std::error_code ec;
+      MOE_CHECK(std::filesystem::is_directory(dump_routing, ec), MOE_STATUS_IO_ERROR,
+                "--dump-routing '{}' is not a directory", dump_routing);
+    }
     const Config cfg = Config::load_file(config);
-    const Registry r = d.discover(cfg.plugin_dirs);
+    const Registry r = d.discover(cfg.plugin_dirs, cfg.source);
     const Selection sel = select_checked(r, cfg);
     // Only the core's own library can answer to "reference" (built-in names are pinned); it is
     // needed only to route for a plugin that does not, or to check outputs.
@@ -287,7 +294,7 @@ void add_bench(CLI::App& app, Discovery& d) {
           std::isnan(pt.host_us) ? "-" : fmt::format("{:.1f}", pt.host_us),
           pt.gpu ? fmt::format(" {:>8.0f} {:>6.0f}", pt.gpu->sm_mhz_mean, pt.gpu->power_w_mean)
                  : "");
-      if (!jsonl.empty()) {
+      if (cmd->count("--jsonl") > 0) {
         char date[16];
         const std::time_t now = std::time(nullptr);
         std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
@@ -329,8 +336,8 @@ void add_bench(CLI::App& app, Discovery& d) {
             {"input_sets", sets},
             {"prepare_ms", prepare_ms},
             {"prepare_bytes", prepare_bytes}};
-        std::ofstream(jsonl, std::ios::app)
-            << rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+        append_line(jsonl, rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                    "--jsonl");
       }
     }
   });

@@ -2,6 +2,7 @@
 //                 [--seed S] [--filter PLUGIN/PROBLEM[/SCENARIO[/TOKENS]]]
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -218,9 +219,13 @@ void add_conformance(CLI::App& app, Discovery& d) {
     std::vector<std::shared_ptr<Plugin>> targets;
     for (const auto& file : plugins)
       for (const auto& p : r.plugins())
-        if (fs::equivalent(p->path(), file)) targets.push_back(p);
+        if (fs::equivalent(p->path(), file) &&
+            std::find(targets.begin(), targets.end(), p) == targets.end())
+          targets.push_back(p);  // a library given twice runs once
     if (plugins.empty()) targets = r.plugins();
     auto files = load_problem_dir(problem_dir);
+    MOE_CHECK(!files.empty(), MOE_STATUS_NOT_FOUND,
+              "no problem files (*.yaml) in {}: nothing to check", problem_dir);
     if (filter) {
       opt.only_scenario = filter->scenario;
       opt.only_tokens = filter->tokens;

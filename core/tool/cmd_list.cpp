@@ -82,7 +82,8 @@ void add_describe(CLI::App& app, Discovery& d) {
     MOE_CHECK(checkpoint.empty() || (cfg && cfg->checkpoint), MOE_STATUS_CONFIG_ERROR,
               "--checkpoint needs --config with a checkpoint section (it names the convention)");
     if (!checkpoint.empty()) cfg->checkpoint->path = checkpoint;
-    const Registry r = d.discover(cfg ? cfg->plugin_dirs : std::vector<std::string>{});
+    const Registry r =
+        d.discover(cfg ? cfg->plugin_dirs : std::vector<std::string>{}, cfg ? cfg->source : "");
     const auto plugin = r.find(name);
     MOE_CHECK(plugin != nullptr, MOE_STATUS_NOT_FOUND, "no plugin named '{}'; available: {}", name,
               r.names());
@@ -125,7 +126,7 @@ void add_select(CLI::App& app, Discovery& d) {
                 "One JSON document: the chosen plugin, the rule and every plugin's answer");
   cmd->callback([&d] {
     const Config cfg = Config::load_file(config);
-    const Registry r = d.discover(cfg.plugin_dirs);
+    const Registry r = d.discover(cfg.plugin_dirs, cfg.source);
     if (!json) {
       const Selection sel = select_checked(r, cfg, Ask::kEvery);
       std::cout << "problem: " << describe_problem(cfg.problem.c()) << "\n" << sel.explain();

@@ -71,11 +71,21 @@ void add_run(CLI::App& app, Discovery& d) {
   cmd->add_option("--ep-jsonl", ep_jsonl,
                   "Expert parallel with --ep-bench: each rank appends its record (with ep_size) "
                   "to this file");
-  cmd->callback([&d] {
+  cmd->callback([&d, cmd] {
     MOE_CHECK(ep_chunks == 1 || ep_bench > 0, MOE_STATUS_INVALID_ARGUMENT,
               "--ep-chunks {} times the device step in chunks, which only --ep-bench N does: give "
               "it too",
               ep_chunks);
+    MOE_CHECK(
+        ep_jsonl.empty() || ep_bench > 0, MOE_STATUS_INVALID_ARGUMENT,
+        "--ep-jsonl {} holds --ep-bench's records, which only --ep-bench N times: give it too",
+        ep_jsonl);
+    MOE_CHECK(tokens < 0 || inputs.empty(), MOE_STATUS_INVALID_ARGUMENT,
+              "--tokens {} and --inputs {} both size the batch: the file's hidden_states give its "
+              "tokens, so drop --tokens",
+              tokens, inputs);
+    if (cmd->count("--output") > 0) check_output_path(output, "--output");
+    if (!ep_jsonl.empty()) check_appendable(ep_jsonl, "--ep-jsonl");
     Config cfg = Config::load_file(config);
     if (!checkpoint.empty()) {
       MOE_CHECK(cfg.checkpoint.has_value(), MOE_STATUS_CONFIG_ERROR,
@@ -83,18 +93,33 @@ void add_run(CLI::App& app, Discovery& d) {
                 config);
       cfg.checkpoint->path = checkpoint;
     }
+    if (cfg.problem.raw().ep_placement == MOE_EP_NONE) {
+      // Expert-parallel flags on a single-GPU config would do nothing: say so instead.
+      for (const char* flag :
+           {"--ep-skew", "--ep-empty-rank", "--ep-bench", "--ep-chunks", "--ep-jsonl"})
+        MOE_CHECK(cmd->count(flag) == 0, MOE_STATUS_INVALID_ARGUMENT,
+                  "{} is for expert-parallel configs, and {} has no ep_placement", flag, config);
+    } else {
+      MOE_CHECK(ep_empty_rank < cfg.problem.raw().ep_size, MOE_STATUS_INVALID_ARGUMENT,
+                "--ep-empty-rank {} is not a rank of ep_size={} ({})", ep_empty_rank,
+                cfg.problem.raw().ep_size, config);
+    }
     if (cfg.problem.raw().ep_placement != MOE_EP_NONE) {
       run_expert_parallel(cfg, d,
                           {tokens >= 0 ? tokens : cfg.tokens, seed_given ? seed : cfg.seed, ep_skew,
                            ep_empty_rank, ep_bench, inputs, output, ep_jsonl, ep_chunks});
       return;
     }
-    const Registry r = d.discover(cfg.plugin_dirs);
+    const Registry r = d.discover(cfg.plugin_dirs, cfg.source);
     const Selection sel = select_checked(r, cfg);
     const auto reference = r.oracle();  // routes (when the backend does not) and checks the run
     const moe_problem p = cfg.problem.c();
     const int64_t t = tokens >= 0 ? tokens : cfg.tokens;
     const uint64_t s = seed_given ? seed : cfg.seed;
+    // Before any input is drawn (an --inputs file's tokens are checked as it is read).
+    MOE_CHECK(!inputs.empty() || t <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
+              "{} tokens{} are above max_tokens={} of {} (raise it there, or run fewer)", t,
+              tokens >= 0 ? " (--tokens)" : " (the config's tokens)", p.max_tokens, config);
 
     const RunInputs in = make_run_inputs(cfg, t, s, inputs);
     const LayerWeights& weights = in.weights;

@@ -230,8 +230,8 @@ void bench_steps(ep::Group* group, const Layer& layer, const ep::SharedExpert& s
       {"one_gpu_layer_ms", median(one)},
       {"device_step", device_step},
       {"device_step_chunked", chunked}};
-  std::ofstream(jsonl, std::ios::app)
-      << rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  append_line(jsonl, rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+              "--ep-jsonl");
 }
 
 // Rows [first, first + count) of a batch (its routing bias is the layer's, kept whole).
@@ -295,9 +295,14 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
   ep::pin_local_device(launch);  // before anything initialises CUDA
   Config cfg = cfg_in;
   moe_problem& raw = cfg.problem.raw();
-  MOE_CHECK(raw.ep_size == launch.world, MOE_STATUS_CONFIG_ERROR,
-            "the config has ep_size={} but {} started {} process(es)", raw.ep_size, launch.launcher,
-            launch.world);
+  MOE_CHECK(raw.ep_size == launch.world, MOE_STATUS_CONFIG_ERROR, "{}",
+            launch.launcher == std::string("single")
+                ? fmt::format("the config has ep_size={}, and this is one process started without "
+                              "a launcher: run one process a rank under torchrun, mpirun or srun "
+                              "(scripts/ep_check.sh shows how)",
+                              raw.ep_size)
+                : fmt::format("the config has ep_size={} but {} started {} process(es)",
+                              raw.ep_size, launch.launcher, launch.world));
   raw.ep_rank = launch.rank;
   cfg.problem.finalize();
   const moe_problem p = cfg.problem.c();
@@ -309,7 +314,7 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
   whole.finalize();
   const moe_problem g = whole.c();
 
-  const Registry r = d.discover(cfg.plugin_dirs);
+  const Registry r = d.discover(cfg.plugin_dirs, cfg.source);
   const Selection sel = select_checked(r, cfg);
   const auto reference = r.oracle();
   MOE_CHECK(reference != nullptr, MOE_STATUS_NOT_FOUND, "the reference plugin was not found");

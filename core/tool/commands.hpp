@@ -16,7 +16,9 @@ namespace moe::tool {
 struct Discovery {
   std::vector<std::string> plugin_dirs;
   std::vector<std::string> plugin_files;
-  Registry discover(const std::vector<std::string>& config_dirs = {}) const;
+  // config_dirs: a config's plugin_dirs (config_source names it in errors).
+  Registry discover(const std::vector<std::string>& config_dirs = {},
+                    const std::string& config_source = "") const;
 };
 
 void add_list(CLI::App& app, Discovery& d);
@@ -29,6 +31,15 @@ void add_bench(CLI::App& app, Discovery& d);
 // Process exit codes beyond 0 (success) and 1 (an error, printed).
 constexpr int kExitUsage = 2;     // a bad command line; the (sub)command's usage is printed
 constexpr int kExitMismatch = 3;  // a result disagrees with the reference
+
+// Output files named on the command line, checked before any work so that a long run does not
+// end in a write error (MOE_STATUS_IO_ERROR naming `what`, the path and the OS's reason):
+// check_appendable for a record log (created if missing), check_output_path for a file written
+// whole at the end (its directory exists and is writable, it is not a directory).
+void check_appendable(const std::string& path, const char* what);
+void check_output_path(const std::string& path, const char* what);
+// One line appended to a record log, the write checked.
+void append_line(const std::string& path, const std::string& line, const char* what);
 
 // Set by a subcommand's callback; returned by main.
 int& exit_code();

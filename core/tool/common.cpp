@@ -1,17 +1,71 @@
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "commands.hpp"
 #include "moe/sdk/enum_names.hpp"
+#include "moe/sdk/error.hpp"
 #include "moe/sdk/version.hpp"
 
 namespace moe::tool {
 
-Registry Discovery::discover(const std::vector<std::string>& config_dirs) const {
+Registry Discovery::discover(const std::vector<std::string>& config_dirs,
+                             const std::string& config_source) const {
+  // Each missing directory named by where it came from (the registry's own check cannot tell).
+  for (const auto& dir : plugin_dirs) {
+    std::error_code ec;
+    MOE_CHECK(std::filesystem::is_directory(dir, ec), MOE_STATUS_NOT_FOUND,
+              "--plugin-dir '{}' is not a directory", dir);
+  }
+  for (const auto& dir : config_dirs) {
+    std::error_code ec;
+    MOE_CHECK(
+        std::filesystem::is_directory(dir, ec), MOE_STATUS_NOT_FOUND,
+        "plugin directory '{}' (plugin_dirs of {}) does not exist{}", dir,
+        config_source.empty() ? "the config" : config_source,
+        std::filesystem::path(dir).is_relative() ? " (relative to the current directory)" : "");
+  }
   DiscoveryOptions o;
   o.config_dirs = plugin_dirs;
   o.config_dirs.insert(o.config_dirs.end(), config_dirs.begin(), config_dirs.end());
   o.files = plugin_files;
   return Registry::discover(o);
+}
+
+void check_appendable(const std::string& path, const char* what) {
+  MOE_CHECK(!path.empty(), MOE_STATUS_INVALID_ARGUMENT, "{} was given an empty path", what);
+  std::ofstream probe(path, std::ios::app);
+  MOE_CHECK(probe.is_open(), MOE_STATUS_IO_ERROR, "{} '{}' cannot be written: {}", what, path,
+            std::strerror(errno));
+}
+
+void append_line(const std::string& path, const std::string& line, const char* what) {
+  std::ofstream out(path, std::ios::app);
+  out << line << "\n";
+  out.close();
+  MOE_CHECK(!out.fail(), MOE_STATUS_IO_ERROR, "{} '{}': the record could not be written: {}", what,
+            path, std::strerror(errno));
+}
+
+void check_output_path(const std::string& path, const char* what) {
+  namespace fs = std::filesystem;
+  MOE_CHECK(!path.empty(), MOE_STATUS_INVALID_ARGUMENT, "{} was given an empty path", what);
+  std::error_code ec;
+  MOE_CHECK(!fs::is_directory(path, ec), MOE_STATUS_IO_ERROR, "{} '{}' is a directory", what, path);
+  const fs::path parent =
+      fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  MOE_CHECK(fs::is_directory(parent, ec), MOE_STATUS_IO_ERROR,
+            "{} '{}' cannot be written: its directory '{}' does not exist", what, path,
+            parent.string());
+  MOE_CHECK(::access(parent.c_str(), W_OK) == 0, MOE_STATUS_IO_ERROR,
+            "{} '{}' cannot be written: directory '{}': {}", what, path, parent.string(),
+            std::strerror(errno));
+  MOE_CHECK(!fs::exists(path, ec) || ::access(path.c_str(), W_OK) == 0, MOE_STATUS_IO_ERROR,
+            "{} '{}' cannot be written: {}", what, path, std::strerror(errno));
 }
 
 int& exit_code() {

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <new>
 
 #include "commands.hpp"
 #include "moe/logging.hpp"
@@ -67,6 +68,11 @@ int main(int argc, char** argv) {
     return usage_error(app, e);
   } catch (const moe::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of host memory: the problem's weights or the batch need more than "
+                 "this process could allocate (check hidden, intermediate, experts and the "
+                 "tokens)\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstring>
 #include "moe/safetensors.hpp"
 #include "moe/sdk/error.hpp"
@@ -46,6 +47,41 @@ HostTensor read_logits(const SafetensorsFile& f, const moe_problem& p, int64_t t
   return t;
 }
 
+float value_at(const HostTensor& t, int64_t i) {
+  return t.dtype() == MOE_DTYPE_F32 ? t.data<float>()[i] : bf16_to_float(t.data<uint16_t>()[i]);
+}
+
+// Every hidden state finite: a NaN or inf one would come back as a "mismatch" against the
+// reference (whose output is as non-finite), where it is the input that is wrong.
+void check_hidden_finite(const HostTensor& h, const std::string& path) {
+  const int64_t cols = h.shape()[1];
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    const float v = value_at(h, i);
+    MOE_CHECK(std::isfinite(v), MOE_STATUS_INVALID_ARGUMENT,
+              "{}: hidden_states[{}, {}] is {}: the layer's inputs must be finite", path, i / cols,
+              i % cols, v);
+  }
+}
+
+// Router logits: no NaN or +inf (they would make the scores NaN), and each token at least one
+// expert that is not -inf (-inf masks an expert; a token masking all of them has no route).
+void check_logits(const HostTensor& logits, const std::string& what) {
+  const int64_t tokens = logits.shape()[0], cols = logits.shape()[1];
+  for (int64_t t = 0; t < tokens; ++t) {
+    bool any = false;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = logits.data<float>()[t * cols + c];
+      MOE_CHECK(!std::isnan(v) && v != INFINITY, MOE_STATUS_INVALID_ARGUMENT,
+                "{}: router_logits[{}, {}] is {}: logits must be finite or -inf (a masked expert)",
+                what, t, c, v);
+      any |= std::isfinite(v);
+    }
+    MOE_CHECK(any, MOE_STATUS_INVALID_ARGUMENT,
+              "{}: every router logit of token {} is -inf: the token has no expert to go to", what,
+              t);
+  }
+}
+
 }  // namespace
 
 Batch make_run_batch(const Config& cfg, const LayerCheckpoint* checkpoint, int64_t tokens,
@@ -59,9 +95,14 @@ Batch make_run_batch(const Config& cfg, const LayerCheckpoint* checkpoint, int64
   } else {
     const SafetensorsFile f = SafetensorsFile::open(inputs_path);
     stored_hidden = read_hidden(f, p);
+    const int64_t t = stored_hidden.shape()[0];
+    MOE_CHECK(t <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
+              "{}: {} tokens, above max_tokens={} of {} (raise it there, or give fewer tokens)",
+              inputs_path, t, p.max_tokens, cfg.source);
+    check_hidden_finite(stored_hidden, inputs_path);
     batch.hidden = to_bf16(stored_hidden);
-    const int64_t t = batch.hidden.shape()[0];
     batch.logits = f.find("router_logits") ? read_logits(f, p, t) : HostTensor();
+    if (!batch.logits.empty()) check_logits(batch.logits, inputs_path);
     *from = fmt::format("{}, {} tokens", inputs_path, t);
   }
   const bool given_logits = !inputs_path.empty() && !batch.logits.empty();
@@ -72,6 +113,7 @@ Batch make_run_batch(const Config& cfg, const LayerCheckpoint* checkpoint, int64
       const RouterDtype dtype = cfg.checkpoint->router_dtype;
       batch.logits = router_logits(*checkpoint, p,
                                    stored_hidden.empty() ? batch.hidden : stored_hidden, dtype);
+      check_logits(batch.logits, "the checkpoint's router (its weight times the hidden states)");
       *from +=
           fmt::format("; logits from the checkpoint's router ({} GEMM)", router_dtype_name(dtype));
     }

@@ -140,6 +140,14 @@ class Layer:
                                f"routing: a tuple must be (topk_ids, topk_weights), got {len(routing)} items")
             topk_ids, topk_weights = routing
         elif routing is not None:
+            # (a hidden of the wrong rank is run()'s to name)
+            shape = getattr(_tensors.untagged(hidden), "shape", None)
+            tokens = int(shape[0]) if shape is not None and len(shape) == 2 else None
+            rows = _tensors.leading_dim(routing, "routing")
+            if tokens is not None and rows != tokens:
+                raise MoeError("shape_mismatch",
+                               f"routing: the router logits have {rows} rows, but hidden has "
+                               f"{tokens} tokens (one row of logits a token)")
             topk_ids, topk_weights = self.route(routing, bias=bias, stream=stream)
         if topk_ids is None or topk_weights is None:
             raise MoeError("invalid_argument",

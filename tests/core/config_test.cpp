@@ -58,8 +58,6 @@ problem:
   input_format: fp8_tensor_dynamic
   activation: gelu_mul
   gelu_tanh: true
-  activation_alpha: 1.5
-  activation_limit: 9.25
   routing: grouped_topk
   renormalize: false
   score_function: softmax
@@ -67,12 +65,9 @@ problem:
   num_groups: 4
   topk_group: 2
   routed_scaling_factor: 2.5
-  route_scale: 0.5
-  global_scale: 0.25
   expert_bias: true
   shared_intermediate: 128
   sink_experts: 0
-  sink_intermediate: 0
   ep_placement: linear
   ep_size: 2
   ep_rank: 1
@@ -101,8 +96,6 @@ TEST(ConfigParse, AFullConfigFillsEveryField) {
   EXPECT_EQ(p.input_format, MOE_INPUT_FP8_TENSOR_DYNAMIC);
   EXPECT_EQ(p.activation, MOE_ACTIVATION_GELU_MUL);
   EXPECT_EQ(p.gelu_tanh, 1);
-  EXPECT_FLOAT_EQ(p.activation_alpha, 1.5f);
-  EXPECT_FLOAT_EQ(p.activation_limit, 9.25f);
   EXPECT_EQ(p.routing, MOE_ROUTING_GROUPED_TOPK);
   EXPECT_EQ(p.renormalize, 0);
   EXPECT_EQ(p.score_function, MOE_SCORE_SOFTMAX);
@@ -110,8 +103,6 @@ TEST(ConfigParse, AFullConfigFillsEveryField) {
   EXPECT_EQ(p.num_groups, 4);
   EXPECT_EQ(p.topk_group, 2);
   EXPECT_FLOAT_EQ(p.routed_scaling_factor, 2.5f);
-  EXPECT_FLOAT_EQ(p.route_scale, 0.5f);
-  EXPECT_FLOAT_EQ(p.global_scale, 0.25f);
   EXPECT_EQ(p.expert_bias, 1);
   EXPECT_EQ(p.shared_intermediate, 128);
   EXPECT_EQ(p.ep_placement, MOE_EP_LINEAR);
@@ -127,11 +118,82 @@ TEST(ConfigParse, AFullConfigFillsEveryField) {
 TEST(ConfigParse, SinkExpertFieldsAreRead) {
   const Config c = Config::parse(
       "problem: {experts: 8, top_k: 2, hidden: 256, intermediate: 192,\n"
-      "          routing: sigmoid_bias_sink, sink_experts: 2, sink_intermediate: 64}\n",
+      "          routing: sigmoid_bias_sink, sink_experts: 2, sink_intermediate: 64,\n"
+      "          route_scale: 0.5, global_scale: 0.25}\n",
       "test.yaml");
   EXPECT_EQ(c.problem.raw().routing, MOE_ROUTING_SIGMOID_BIAS_SINK);
   EXPECT_EQ(c.problem.raw().sink_experts, 2);
   EXPECT_EQ(c.problem.raw().sink_intermediate, 64);
+  EXPECT_FLOAT_EQ(c.problem.raw().route_scale, 0.5f);
+  EXPECT_FLOAT_EQ(c.problem.raw().global_scale, 0.25f);
+}
+
+TEST(ConfigParse, ClampedActivationFieldsAreRead) {
+  const Config c = Config::parse(
+      "problem: {experts: 8, top_k: 2, hidden: 256, intermediate: 192,\n"
+      "          activation: swiglu_oai, activation_alpha: 1.5, activation_limit: 9.25}\n",
+      "test.yaml");
+  EXPECT_FLOAT_EQ(c.problem.raw().activation_alpha, 1.5f);
+  EXPECT_FLOAT_EQ(c.problem.raw().activation_limit, 9.25f);
+  const Config clamp = Config::parse(
+      "problem: {experts: 8, top_k: 2, hidden: 256, intermediate: 192,\n"
+      "          activation: silu_mul_clamp, activation_limit: 3.0}\n",
+      "test.yaml");
+  EXPECT_FLOAT_EQ(clamp.problem.raw().activation_limit, 3.0f);
+}
+
+// A key the problem's routing or activation never reads is refused (it would be ignored), naming
+// the key, its line and what it applies to; sink routing's scales must be positive.
+TEST(ConfigParse, KeysThatDoNotApplyAreRefusedByName) {
+  const std::string head = "problem:\n  experts: 8\n  top_k: 2\n  hidden: 64\n  intermediate: 32\n";
+  struct Case {
+    const char* lines;
+    std::vector<std::string> words;
+  };
+  const Case cases[] = {
+      {"  routing: softmax_topk\n  score_function: sigmoid\n",
+       {"test.yaml:7:", "score_function applies to routing grouped_topk", "routing softmax_topk"}},
+      {"  routed_scaling_factor: 2.0\n",
+       {"test.yaml:6:", "routed_scaling_factor applies to routing grouped_topk"}},
+      {"  routing: sigmoid_topk\n  num_groups: 2\n  topk_group: 1\n",
+       {"test.yaml:7:", "num_groups applies to routing grouped_topk", "routing sigmoid_topk"}},
+      {"  route_scale: 2.0\n", {"route_scale applies to routing sigmoid_bias_sink"}},
+      {"  routing: grouped_topk\n  num_groups: 2\n  topk_group: 1\n  global_scale: 0.5\n",
+       {"test.yaml:9:", "global_scale applies to routing sigmoid_bias_sink"}},
+      {"  routing: sigmoid_bias_sink\n  renormalize: true\n", {"renormalize applies to routing"}},
+      {"  activation_alpha: 1.5\n",
+       {"activation_alpha applies to activation swiglu_oai", "activation silu_mul"}},
+      {"  activation: silu_mul_clamp\n  activation_alpha: 1.5\n",
+       {"activation_alpha applies to activation swiglu_oai"}},
+      {"  activation_limit: 7\n",
+       {"activation_limit applies to activations swiglu_oai and "
+        "silu_mul_clamp"}},
+      {"  activation: relu2\n  gelu_tanh: true\n", {"gelu_tanh applies to activation gelu_mul"}},
+      {"  sink_intermediate: 32\n", {"sink_intermediate applies to sink experts"}},
+      {"  routing: sigmoid_bias_sink\n  route_scale: 0\n",
+       {"route_scale=0 and global_scale=1 must be finite and > 0", "test.yaml:7:"}},
+      {"  routing: sigmoid_bias_sink\n  global_scale: -2\n",
+       {"global_scale=-2 must be finite and > 0", "test.yaml:7:"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.lines);
+    try {
+      Config::parse(head + c.lines, "test.yaml");
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), MOE_STATUS_CONFIG_ERROR) << e.what();
+      for (const auto& w : c.words) EXPECT_THAT(e.what(), testing::HasSubstr(w));
+    }
+  }
+}
+
+// A validation error points at the line of the key it names, and names the field and its value.
+TEST(ConfigParse, ValidationErrorsPointAtTheKeyTheyName) {
+  expect_config_error("problem:\n  experts: 8\n  top_k: -1\n  hidden: 64\n  intermediate: 32\n",
+                      {"test.yaml:3:", "top_k=-1 must be in [1, experts=8]"});
+  expect_config_error(
+      "problem:\n  experts: 8\n  top_k: 2\n  hidden: 64\n  intermediate: 2147483647\n",
+      {"test.yaml:5:", "intermediate=2147483647 must be <= 1048576"});
 }
 
 TEST(ConfigParse, OmittedKeysKeepTheirDefaults) {
@@ -279,24 +341,25 @@ TEST(ConfigParse, RejectsANonMappingConfigOrProblem) {
                       {"test.yaml:2:10: options must be a mapping"});
 }
 
-TEST(ConfigParse, AnInvalidProblemCarriesTheValidationMessageAtTheProblemsLine) {
+// The validation message at the line and column of the key it names first.
+TEST(ConfigParse, AnInvalidProblemCarriesTheValidationMessageAtItsKey) {
   expect_config_error(
       "backend: auto\nproblem: {experts: 8, top_k: 9, hidden: 256, intermediate: 192}\n",
-      {"test.yaml:2:10: invalid problem: top_k=9 must be in [1, experts=8]"});
+      {"test.yaml:2:30: invalid problem: top_k=9 must be in [1, experts=8]"});
   expect_config_error(
       "backend: auto\nproblem:\n  experts: 6\n  top_k: 2\n  hidden: 256\n  intermediate: 192\n"
       "  ep_placement: linear\n  ep_size: 4\n",
-      {"test.yaml:3:3: invalid problem: ep_size=4 does not divide experts=6", "pad the expert"});
+      {"test.yaml:8:12: invalid problem: ep_size=4 does not divide experts=6", "pad the expert"});
   expect_config_error(
       "problem: {experts: 8, top_k: 2, hidden: 256, intermediate: 192, ep_size: 2}\n",
-      {"test.yaml:1:10: invalid problem: ep_size=2 ep_rank=0 need an ep_placement"});
+      {"test.yaml:1:74: invalid problem: ep_size=2 ep_rank=0 need an ep_placement"});
 }
 
 TEST(ConfigParse, RejectsNegativeTokensAndSeed) {
   expect_config_error(std::string(kMinimalProblem) + "tokens: -1\n",
                       {"test.yaml:2:9: tokens=-1 must be >= 0"});
   expect_config_error(std::string(kMinimalProblem) + "seed: -1\n",
-                      {"test.yaml:2:7: seed must be an integer, got '-1'"});
+                      {"test.yaml:2:7: seed must be an integer >= 0, got '-1'"});
 }
 
 TEST(ConfigParse, RejectsAnEmptyText) {

@@ -55,7 +55,17 @@ TEST(Selection, UnknownBackendNameListsTheAvailableOnes) {
 TEST(Selection, UnknownFallbackNameIsAnError) {
   expect_error(
       [] { select_backend(two_plugins(), config_for("fixture_works", {"nope"}, MOE_FORMAT_BF16)); },
-      MOE_STATUS_CONFIG_ERROR, {"unknown backend 'nope' in fallback"});
+      MOE_STATUS_CONFIG_ERROR, {"test.yaml: unknown backend 'nope' in fallback"});
+  // auto chooses a backend, a fallback names one: 'auto' there is its own error, and a fallback's
+  // list of what is available does not offer it.
+  expect_error(
+      [] { select_backend(two_plugins(), config_for("fixture_works", {"auto"}, MOE_FORMAT_BF16)); },
+      MOE_STATUS_CONFIG_ERROR, {"'auto' in fallback", "list the backends to try"});
+  try {
+    select_backend(two_plugins(), config_for("fixture_works", {"nope"}, MOE_FORMAT_BF16));
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), testing::Not(testing::HasSubstr("(or auto)")));
+  }
 }
 
 TEST(Selection, NamedBackendThatDoesNotSupportGivesItsReasonAndWhoDoes) {
@@ -63,7 +73,7 @@ TEST(Selection, NamedBackendThatDoesNotSupportGivesItsReasonAndWhoDoes) {
       [] { select_backend(two_plugins(), config_for("fixture_picky", {}, MOE_FORMAT_FP8_BLOCK)); },
       MOE_STATUS_UNSUPPORTED,
       {"backend 'fixture_picky' does not support", "only bf16 weights", "(format)",
-       "Backends that support it: fixture_works"});
+       "The config names no fallback.", "Backends that support it: fixture_works"});
 }
 
 TEST(Selection, FallbackIsUsedWhenTheNamedBackendDoesNotSupport) {

@@ -44,6 +44,8 @@ def test_a_wrong_shape_names_the_argument(layer, batch):
         layer(np.zeros((TOKENS, HIDDEN + 1), ml_dtypes.bfloat16), logits)
     with raises("shape_mismatch", "hidden: expected shape (*, 64), got (512)"):
         layer(hidden.reshape(-1), logits)
+    with raises("shape_mismatch", "routing: the router logits have 7 rows, but hidden has 8 tokens"):
+        layer(hidden, logits[:7])
     ids, weights = layer.route(logits)
     with raises("shape_mismatch", "topk_ids: expected shape (8, 2), got (7, 2)"):
         layer(hidden, (ids[:7], weights))

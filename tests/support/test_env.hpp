@@ -117,8 +117,8 @@ void expect_error(Fn&& fn, moe_status status, std::initializer_list<std::string>
 }
 
 // `layer` against the reference's fp64 `ref_layer` on fresh batches of each token count, with
-// random routing, padding tokens and one expert taking every token (the reference's routing,
-// seeded seed + tokens): relative L2 within `tolerance`.
+// random routing, padding tokens and one expert (the last local one) taking every token (the
+// reference's routing, seeded seed + tokens): relative L2 within `tolerance`.
 inline void expect_matches_reference(const Layer& layer, const Layer& ref_layer,
                                      const Plugin& reference, const moe_problem& p,
                                      std::initializer_list<int64_t> token_counts, uint64_t seed,
@@ -126,7 +126,10 @@ inline void expect_matches_reference(const Layer& layer, const Layer& ref_layer,
   for (int64_t tokens : token_counts)
     for (Scenario scenario : {Scenario::kRandom, Scenario::kPadding, Scenario::kOneExpert}) {
       const Batch batch = random_batch(p, tokens, seed + uint64_t(tokens), scenario);
-      const Routing routing = route_batch(reference, p, batch);
+      const Routing routed = route_batch(reference, p, batch);
+      const Routing routing = scenario == Scenario::kOneExpert
+                                  ? one_expert_routing(p, routed, last_local_expert(p))
+                                  : routed;
       const RunResult out = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
       const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
       EXPECT_LT(relative_l2(out.output, ref.output), tolerance)

@@ -268,7 +268,10 @@ moe_tensor SafetensorsFile::view(const SafetensorsEntry& e) const {
 Checkpoint Checkpoint::open(const std::string& path) {
   constexpr const char* kIndex = "model.safetensors.index.json";
   std::error_code ec;
-  MOE_CHECK(fs::exists(path, ec), MOE_STATUS_NOT_FOUND, "checkpoint '{}' does not exist", path);
+  MOE_CHECK(fs::exists(path, ec), MOE_STATUS_NOT_FOUND, "checkpoint '{}' does not exist{}", path,
+            fs::path(path).is_relative()
+                ? fmt::format(" (relative to the current directory, {})", fs::current_path(ec).string())
+                : "");
   fs::path file = path;
   if (fs::is_directory(path, ec)) {
     std::vector<std::string> shards;

@@ -31,10 +31,20 @@ CheckpointSpec parse_checkpoint(const std::string& source, const YAML::Node& map
                                                      where(source, map["convention"]),
                                                      spec.convention, fmt::join(known, ", ")));
   if (map["prefix"]) spec.prefix = read_scalar<std::string>(source, map["prefix"], "prefix");
-  if (map["layer"]) spec.layer = read_scalar<int64_t>(source, map["layer"], "layer");
-  if (map["interleaved_gate_up"])
+  if (map["layer"]) {
+    spec.layer = read_scalar<int64_t>(source, map["layer"], "layer");
+    MOE_CHECK(spec.layer >= 0, MOE_STATUS_CONFIG_ERROR, "{}: layer={} must be >= 0",
+              where(source, map["layer"]), spec.layer);
+  }
+  if (map["interleaved_gate_up"]) {
+    // Only the stacked convention reads it (gpt_oss's rows are interleaved by definition, the
+    // others' gate and up are tensors of their own).
+    MOE_CHECK(spec.convention == "stacked", MOE_STATUS_CONFIG_ERROR,
+              "{}: interleaved_gate_up is for convention stacked; {} never reads it",
+              where(source, map["interleaved_gate_up"]), spec.convention);
     spec.interleaved_gate_up =
         read_scalar<bool>(source, map["interleaved_gate_up"], "interleaved_gate_up");
+  }
   auto small_int = [&](const char* key, int32_t& out) {
     if (!map[key]) return;
     const int64_t v = read_scalar<int64_t>(source, map[key], key);
@@ -54,6 +64,8 @@ CheckpointSpec parse_checkpoint(const std::string& source, const YAML::Node& map
   }
   small_int("tp_size", spec.tp_size);
   small_int("tp_rank", spec.tp_rank);
+  MOE_CHECK(spec.tp_size >= 1, MOE_STATUS_CONFIG_ERROR, "{}: tp_size={} must be >= 1",
+            where(source, map["tp_size"]), spec.tp_size);
   if (spec.tp_size < 1 || spec.tp_rank < 0 || spec.tp_rank >= spec.tp_size)
     throw Error(MOE_STATUS_CONFIG_ERROR,
                 fmt::format("{}: tp_rank={} must be in [0, tp_size={})", where(source, map),
@@ -94,6 +106,11 @@ Config from_node(const YAML::Node& root, const std::string& source) {
     c.tokens = read_scalar<int64_t>(source, root["tokens"], "tokens");
     MOE_CHECK(c.tokens >= 0, MOE_STATUS_CONFIG_ERROR, "{}: tokens={} must be >= 0",
               where(source, root["tokens"]), c.tokens);
+    MOE_CHECK(c.tokens <= c.problem.raw().max_tokens, MOE_STATUS_CONFIG_ERROR,
+              "{}: tokens={} is above the problem's max_tokens={}", where(source, root["tokens"]),
+              c.tokens, c.problem.raw().max_tokens);
+  } else {
+    c.tokens = std::min<int64_t>(c.tokens, c.problem.raw().max_tokens);  // the default batch fits
   }
   if (root["seed"]) c.seed = read_scalar<uint64_t>(source, root["seed"], "seed");
   if (const auto ck = root["checkpoint"]) c.checkpoint = parse_checkpoint(source, ck);

@@ -178,10 +178,16 @@ std::string decode_note(const Candidate& c) {
 }
 
 std::shared_ptr<Plugin> find_or_throw(const Registry& registry, const std::string& name,
-                                      const char* key) {
+                                      const char* key, const std::string& source) {
+  const bool fallback = std::string(key) == "fallback";
+  MOE_CHECK(!(fallback && name == "auto"), MOE_STATUS_CONFIG_ERROR,
+            "{}: 'auto' in fallback: auto chooses the backend (backend: auto), a fallback names "
+            "one; list the backends to try, in order",
+            source);
   auto plugin = registry.find(name);
   MOE_CHECK(plugin != nullptr, MOE_STATUS_CONFIG_ERROR,
-            "unknown backend '{}' in {}; available: {} (or auto)", name, key, registry.names());
+            "{}: unknown backend '{}' in {}; available: {}{}", source, name, key, registry.names(),
+            fallback ? "" : " (or auto)");
   return plugin;
 }
 
@@ -207,7 +213,7 @@ Selection select_backend(const Registry& registry, const Config& config, Ask ask
 
   std::vector<std::shared_ptr<Plugin>> fallbacks;
   for (const auto& name : config.fallback)
-    fallbacks.push_back(find_or_throw(registry, name, "fallback"));
+    fallbacks.push_back(find_or_throw(registry, name, "fallback", config.source));
   if (ask == Ask::kEvery) answers.ask_all();
 
   if (config.backend == "auto") {
@@ -233,7 +239,7 @@ Selection select_backend(const Registry& registry, const Config& config, Ask ask
              registry.names(), reasons);
   }
 
-  auto primary = find_or_throw(registry, config.backend, "backend");
+  auto primary = find_or_throw(registry, config.backend, "backend", config.source);
   const Candidate pc = answers.of(*primary);
   if (pc.supported)
     return chosen(primary, fmt::format("named in {} (backend: {})", config.source, config.backend));
@@ -245,9 +251,9 @@ Selection select_backend(const Registry& registry, const Config& config, Ask ask
   }
   answers.ask_all();  // to say who would fit
   MOE_FAIL(MOE_STATUS_UNSUPPORTED,
-           "backend '{}' does not support {}: {} ({}). No fallback fits either. Backends that "
-           "support it: {}",
+           "backend '{}' does not support {}: {} ({}). {}Backends that support it: {}",
            config.backend, desc, pc.message, reason_name(pc.reason),
+           fallbacks.empty() ? "The config names no fallback. " : "No fallback fits either. ",
            supporters(answers.all(nullptr)));
 }
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -23,6 +24,8 @@ template <class T>
 const char* type_word() {
   if constexpr (std::is_same_v<T, bool>)
     return "true or false";
+  else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>)
+    return "an integer >= 0";
   else if constexpr (std::is_integral_v<T>)
     return "an integer";
   else if constexpr (std::is_floating_point_v<T>)
@@ -113,7 +116,73 @@ std::vector<std::string> read_string_list(const std::string& source, const YAML:
   return out;
 }
 
-Problem parse_problem(const std::string& source, const YAML::Node& map) {
+namespace {
+
+// A key the problem's routing or activation never reads would be ignored, silently: a config that
+// sets routed_scaling_factor on softmax_topk, or activation_limit on silu_mul, expects an effect it
+// does not get. Each is refused, naming the key and what it applies to.
+void refuse_keys_that_do_not_apply(const std::string& source, const YAML::Node& map,
+                                   const moe_problem& p) {
+  const auto routing = static_cast<moe_routing>(p.routing);
+  const auto activation = static_cast<moe_activation>(p.activation);
+  struct Rule {
+    const char* key;
+    bool applies;
+    const char* to;
+  };
+  const bool grouped = routing == MOE_ROUTING_GROUPED_TOPK;
+  const bool sink = routing == MOE_ROUTING_SIGMOID_BIAS_SINK;
+  const Rule rules[] = {
+      {"score_function", grouped,
+       "routing grouped_topk (softmax_topk and sigmoid_topk name theirs)"},
+      {"num_groups", grouped, "routing grouped_topk"},
+      {"topk_group", grouped, "routing grouped_topk"},
+      {"routed_scaling_factor", grouped, "routing grouped_topk"},
+      {"route_scale", sink, "routing sigmoid_bias_sink"},
+      {"global_scale", sink, "routing sigmoid_bias_sink"},
+      {"renormalize", !sink,
+       "routing softmax_topk, sigmoid_topk and grouped_topk (sigmoid_bias_sink's softmax over the "
+       "chosen and sink experts is its normalisation)"},
+      {"activation_alpha", activation == MOE_ACTIVATION_SWIGLU_OAI, "activation swiglu_oai"},
+      {"activation_limit",
+       activation == MOE_ACTIVATION_SWIGLU_OAI || activation == MOE_ACTIVATION_SILU_MUL_CLAMP,
+       "activations swiglu_oai and silu_mul_clamp"},
+      {"gelu_tanh", activation == MOE_ACTIVATION_GELU_MUL, "activation gelu_mul"},
+      {"sink_intermediate", p.sink_experts > 0, "sink experts (sink_experts > 0)"},
+  };
+  for (const Rule& r : rules)
+    if (map[r.key] && !r.applies)
+      fail(where(source, map[r.key]),
+           fmt::format("{} applies to {} only; this problem has routing {} and activation {}, "
+                       "which never read it (remove it, or change what it belongs with)",
+                       r.key, r.to, routing_name(routing), activation_name(activation)));
+}
+
+// The key a validation message names first ("invalid problem: top_k=-1 must be ..."), where the
+// map has it, so the error points at its line; else the map itself.
+YAML::Node key_named(const YAML::Node& map, const std::string& message) {
+  for (size_t i = 0; i < message.size(); ++i) {
+    if (!std::islower(static_cast<unsigned char>(message[i])) ||
+        (i > 0 &&
+         (std::isalnum(static_cast<unsigned char>(message[i - 1])) || message[i - 1] == '_')))
+      continue;
+    size_t j = i;
+    while (j < message.size() &&
+           (std::islower(static_cast<unsigned char>(message[j])) || message[j] == '_'))
+      ++j;
+    if (j < message.size() && message[j] == '=') {
+      const std::string key = message.substr(i, j - i);
+      if (map[key]) return map[key];
+    }
+    i = j;
+  }
+  return map;
+}
+
+}  // namespace
+
+Problem parse_problem(const std::string& source, const YAML::Node& map,
+                      InapplicableKeys inapplicable) {
   static const std::vector<std::string> kKeys = {"experts",
                                                  "top_k",
                                                  "hidden",
@@ -208,11 +277,12 @@ Problem parse_problem(const std::string& source, const YAML::Node& map) {
   i32("ep_rank", p.ep_rank);
   i32("redundant_experts", p.redundant_experts);
   i64("max_tokens", p.max_tokens);
+  if (inapplicable == InapplicableKeys::kRefuse) refuse_keys_that_do_not_apply(source, map, p);
   problem.finalize();
   try {
     validate_problem(problem.c());
   } catch (const Error& e) {
-    fail(where(source, map), e.what());
+    fail(where(source, key_named(map, e.what())), e.what());
   }
   return problem;
 }

@@ -201,6 +201,9 @@ ProblemFile load_problem_file(const std::string& path) {
   pf.name = std::filesystem::path(path).stem().string();
   pf.problem = parse_problem(path, root["problem"]);
   pf.tokens = {0, 1, 5, 33};
+  MOE_CHECK(root["tokens"] || pf.problem.raw().max_tokens >= 33, MOE_STATUS_CONFIG_ERROR,
+            "{}: the default tokens (0, 1, 5, 33) pass the problem's max_tokens={}: give tokens",
+            path, pf.problem.raw().max_tokens);
   if (const auto t = root["tokens"]) {
     pf.tokens.clear();
     MOE_CHECK(t.IsSequence(), MOE_STATUS_CONFIG_ERROR, "{}: tokens must be a list", where(path, t));
@@ -208,6 +211,9 @@ ProblemFile load_problem_file(const std::string& path) {
       pf.tokens.push_back(read_scalar<int64_t>(path, v, "tokens"));
       MOE_CHECK(pf.tokens.back() >= 0, MOE_STATUS_CONFIG_ERROR, "{}: tokens must be >= 0",
                 where(path, v));
+      MOE_CHECK(pf.tokens.back() <= pf.problem.raw().max_tokens, MOE_STATUS_CONFIG_ERROR,
+                "{}: tokens {} is above the problem's max_tokens={}", where(path, v),
+                pf.tokens.back(), pf.problem.raw().max_tokens);
     }
   }
   pf.tolerance = root["tolerance"]

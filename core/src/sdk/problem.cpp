@@ -103,11 +103,11 @@ void validate_problem(const moe_problem& p) {
   constexpr int64_t kMaxExperts = 1 << 16, kMaxWidth = 1 << 20, kMaxTokens = 1 << 24;
   require(p.experts >= 1 && p.experts <= kMaxExperts,
           fmt::format("experts={} must be in [1, {}]", p.experts, kMaxExperts));
-  require(p.hidden <= kMaxWidth && p.intermediate <= kMaxWidth &&
-              p.shared_intermediate <= kMaxWidth && p.sink_intermediate <= kMaxWidth,
-          fmt::format("hidden, intermediate, shared_intermediate and sink_intermediate must be "
-                      "<= {}",
-                      kMaxWidth));
+  for (const auto& [name, value] :
+       {std::pair{"hidden", p.hidden}, std::pair{"intermediate", p.intermediate},
+        std::pair{"shared_intermediate", p.shared_intermediate},
+        std::pair{"sink_intermediate", p.sink_intermediate}})
+    require(value <= kMaxWidth, fmt::format("{}={} must be <= {}", name, value, kMaxWidth));
   require(p.sink_experts <= 64, fmt::format("sink_experts={} must be <= 64", p.sink_experts));
   require(p.max_tokens <= kMaxTokens,
           fmt::format("max_tokens={} must be <= {}", p.max_tokens, kMaxTokens));
@@ -148,8 +148,12 @@ void validate_problem(const moe_problem& p) {
         fmt::format("routed_scaling_factor={} must be finite and > 0", p.routed_scaling_factor));
   }
   if (p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK) {
-    require(std::isfinite(p.route_scale) && std::isfinite(p.global_scale),
-            "route_scale and global_scale must be finite");
+    // Their product scales every routed and sink weight: 0 would zero the layer, a negative
+    // value negate it.
+    require(std::isfinite(p.route_scale) && p.route_scale > 0 && std::isfinite(p.global_scale) &&
+                p.global_scale > 0,
+            fmt::format("route_scale={} and global_scale={} must be finite and > 0", p.route_scale,
+                        p.global_scale));
   }
   require(p.sink_experts >= 0, fmt::format("sink_experts={} must be >= 0", p.sink_experts));
   require(p.sink_experts == 0 || p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK,

@@ -35,11 +35,11 @@
 // pieces of token rows, below that from registers.
 //
 // Narrow last blocks (bf16, 128-row CTA tiles, Params::narrow): only a group's last token block
-// can hold fewer than N rows; one of at most N / 2 is computed at the narrowest width of 16, 32,
-// 64 or 128 that holds it (a pair: at least 32, each CTA loading half), its token rows loaded in
-// 16-row boxes (rows_map_narrow), so the block costs its weight stream and its own rows rather
-// than N tokens' loads and wgmma. Its accumulators past the width keep stale values, for tokens
-// it does not have and never stores.
+// can hold fewer than N rows; one that a narrower width holds is computed at the narrowest of 16,
+// 32, 64 and 128 under N that holds it (a pair: at least 32, each CTA loading half), its token
+// rows loaded in 16-row boxes (rows_map_narrow), so the block costs its weight stream and its own
+// rows rather than N tokens' loads and wgmma. Its accumulators past the width keep stale values,
+// for tokens it does not have and never stores.
 //
 // One CTA per SM, persistent; warpgroup 0 produces (one thread), warpgroups 1 and 2 consume.
 // Tiles are numbered group by group, and within a group the N-token blocks of a weight tile

@@ -151,7 +151,9 @@ std::string wo_token_tile_rule(WoWeights weights, int64_t hidden) {
                    tile, kListedRows);
 }
 
-int wo_narrow_width(int count, int tokens_per_tile, bool pairs) {
+int wo_narrow_width(int count, int tokens_per_tile, int n_tiles) {
+  // As the launch pairs CTAs (src/wo_gemm_launch.cuh launch_width): 16 and 32 tokens alone.
+  const bool pairs = tokens_per_tile >= 64 && n_tiles % 2 == 0;
   return kernels::wo::narrow_width(count, tokens_per_tile, pairs ? 2 : 1);
 }
 

@@ -94,9 +94,9 @@ std::string describe_weight_only_layout(const moe_problem& p) {
         "tiles per expert{}, w2 as {} tiles, K padded to {} and {}, read by TMA 64 K a stage, "
         "both wgmma operands from shared memory, the bias and activation in GEMM1's epilogue "
         "(bf16_gemm: cutlass prepares TensorRT-LLM's layout for CUTLASS's GEMMs instead); "
-        "last_block: narrow computes a group's last token block, when it holds at most half a "
-        "tile, at the narrowest of 16, 32, 64 and 128 tokens that holds it (auto, full: at the "
-        "tile's width); token_tile auto: {}",
+        "last_block: narrow computes a group's last token block, when it is short, at the "
+        "narrowest of 16, 32, 64 and 128 tokens under the tile's width that holds it (auto, "
+        "full: at the tile's width); token_tile auto: {}",
         g.w13_tiles, gated ? " (64 gate columns and their up rows, paired 8 by 8)" : "", g.w2_tiles,
         g.padded_h, g.padded_i, gpu::wo_token_tile_rule(w, p.hidden));
   if (w == gpu::WoWeights::kE4m3)

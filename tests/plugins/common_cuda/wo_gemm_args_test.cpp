@@ -39,6 +39,16 @@ WoGemmArgs valid() {
   return a;
 }
 
+// The same call on bf16 weight rows (tiles) instead of chunks.
+WoGemmArgs valid_bf16() {
+  alignas(16) static uint16_t tiles[16];
+  WoGemmArgs a = valid();
+  a.weights = WoWeights::kBf16;
+  a.chunks = nullptr;
+  a.weight_rows = tiles;
+  return a;
+}
+
 template <class Edit>
 void expect_refused(Edit edit, const std::string& words) {
   WoGemmArgs a = valid();
@@ -82,11 +92,7 @@ TEST(WoGemmArgs, AValidCallPassesAndEachMisuseIsNamed) {
 // bf16 weights come as tile rows, not chunks: those rows are required, chunks are not read.
 TEST(WoGemmArgs, Bf16TakesWeightRowsNotChunks) {
   alignas(16) static uint16_t tiles[16];
-  WoGemmArgs a = valid();
-  a.weights = WoWeights::kBf16;
-  a.chunks = nullptr;
-  a.weight_rows = tiles;
-  EXPECT_NO_THROW(check_wo_gemm_operands(a));
+  EXPECT_NO_THROW(check_wo_gemm_operands(valid_bf16()));
   expect_refused(
       [](WoGemmArgs& b) {
         b.weights = WoWeights::kBf16;
@@ -336,32 +342,27 @@ TEST(WoGemmArgs, TallTilesFollowTheTiles) {
 // Narrow last blocks: bf16 weights only; a short last block takes the narrowest of 16, 32, 64
 // and 128 tokens under the tile width that holds it (in pairs at least 32), else the full width.
 TEST(WoGemmArgs, NarrowLastBlocksAreBf16sAndTakeTheNarrowestWidth) {
-  alignas(16) static uint16_t tiles[16];
-  WoGemmArgs a = valid();
-  a.weights = WoWeights::kBf16;
-  a.chunks = nullptr;
-  a.weight_rows = tiles;
+  WoGemmArgs a = valid_bf16();
   a.narrow_last_blocks = true;
   EXPECT_NO_THROW(check_wo_gemm_operands(a));
   expect_refused([](WoGemmArgs& b) { b.narrow_last_blocks = true; },
                  "narrow last blocks are for bf16 weights, not mxfp4");
   struct Case {
-    int count, tile;
-    bool pairs;
+    int count, tile, n_tiles;  // n_tiles even: the launch pairs CTAs from 64 tokens a tile
     int width;
   };
   for (const Case& c :
-       {Case{1, 256, false, 16},    Case{16, 256, false, 16},   Case{17, 256, false, 32},
-        Case{33, 256, false, 64},   Case{64, 256, false, 64},   Case{65, 256, false, 128},
-        Case{128, 256, false, 128}, Case{129, 256, false, 256}, Case{256, 256, false, 256},
-        Case{1, 256, true, 32},     Case{32, 256, true, 32},    Case{33, 256, true, 64},
-        Case{100, 256, true, 128},  Case{200, 256, true, 256},  Case{100, 192, false, 128},
-        Case{129, 192, true, 192},  Case{20, 128, true, 32},    Case{64, 128, true, 64},
-        Case{65, 128, false, 128},  Case{40, 96, true, 64},     Case{65, 96, false, 96},
-        Case{32, 64, true, 32},     Case{33, 64, true, 64},     Case{9, 32, false, 16},
-        Case{17, 32, false, 32},    Case{3, 16, false, 16}})
-    EXPECT_EQ(wo_narrow_width(c.count, c.tile, c.pairs), c.width)
-        << c.count << " rows of a " << c.tile << "-token tile" << (c.pairs ? " in pairs" : "");
+       {Case{1, 256, 3, 16}, Case{16, 256, 3, 16}, Case{17, 256, 3, 32}, Case{33, 256, 3, 64},
+        Case{64, 256, 3, 64}, Case{65, 256, 3, 128}, Case{128, 256, 3, 128}, Case{129, 256, 3, 256},
+        Case{256, 256, 3, 256}, Case{1, 256, 2, 32}, Case{32, 256, 2, 32}, Case{33, 256, 2, 64},
+        Case{100, 256, 2, 128}, Case{200, 256, 2, 256}, Case{100, 192, 3, 128},
+        Case{129, 192, 2, 192}, Case{20, 128, 4, 32}, Case{64, 128, 4, 64}, Case{65, 128, 3, 128},
+        Case{40, 96, 2, 64}, Case{65, 96, 3, 96}, Case{32, 64, 2, 32}, Case{33, 64, 2, 64},
+        Case{9, 64, 3, 16},
+        // 16- and 32-token tiles never pair: 16 rows or fewer take 16 whatever n_tiles is
+        Case{9, 32, 2, 16}, Case{17, 32, 2, 32}, Case{3, 16, 2, 16}})
+    EXPECT_EQ(wo_narrow_width(c.count, c.tile, c.n_tiles), c.width)
+        << c.count << " rows of a " << c.tile << "-token tile, " << c.n_tiles << " weight tiles";
 }
 
 TEST(WoGemmArgs, ChunkSizesAndNames) {

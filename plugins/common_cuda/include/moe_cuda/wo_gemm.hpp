@@ -90,9 +90,9 @@ struct WoGemmArgs {
   int tokens_per_tile = 0;  // 16, 32, 64, 96, 128, 192 (256: bf16); 0: wo_tokens_per_tile
   // bf16: weight rows a CTA tile, 128 or 256 (tall tiles, wo_tall_tiles); 0: 128
   int weight_tile_rows = 0;
-  // bf16 on 128-row weight tiles (ignored on tall ones): a group's last token block of at most
-  // half the tile's tokens is computed, and its rows loaded, at the narrowest of 16, 32, 64 and
-  // 128 tokens that holds it (wo_narrow_width), rather than at the whole tile width.
+  // bf16 on 128-row weight tiles (ignored on tall ones): a group's last token block, when it is
+  // short, is computed, and its rows loaded, at the narrowest of 16, 32, 64 and 128 tokens under
+  // the tile width that holds it (wo_narrow_width), rather than at the whole tile width.
   bool narrow_last_blocks = false;
   int sm_count = 0;
 };
@@ -113,10 +113,11 @@ std::string wo_token_tile_rule(WoWeights weights, int64_t hidden);
 // asked for by weight_tile_rows = 256, bf16 weights, 64 or 128 tokens a tile, n_tiles even.
 bool wo_tall_tiles(const WoGemmArgs& a, int tokens_per_tile);
 
-// With narrow_last_blocks, the tokens a block of `count` rows (1..tokens_per_tile) is computed
-// at: the narrowest of 16, 32, 64 and 128 below the tile width that holds it (where a tile's CTAs
-// come in pairs, at least 32), else the tile width.
-int wo_narrow_width(int count, int tokens_per_tile, bool pairs);
+// With narrow_last_blocks, the tokens a block of `count` rows (1..tokens_per_tile) of a launch of
+// `n_tiles` weight tiles is computed at: the narrowest of 16, 32, 64 and 128 below the tile width
+// that holds it (where the launch pairs its CTAs, 64 tokens a tile or more and n_tiles even, at
+// least 32), else the tile width.
+int wo_narrow_width(int count, int tokens_per_tile, int n_tiles);
 
 // How a launch views bf16 and e4m3 weight rows: the rows of a group, and whether each 16 rows of
 // a box land as up rows then gate rows (kInterleaved gated w13: the epilogue swaps them back).
