@@ -177,7 +177,7 @@ void add_bench(CLI::App& app, Discovery& d) {
                   "topk_ids, topk_weights) so peers can run the same routing");
   cmd->callback([&d, cmd] {
     // Record files fail now, not after the layer was prepared and timed.
-    if (cmd->count("--jsonl") > 0) check_appendable(jsonl, "--jsonl");
+    if (cmd->count("--jsonl") > 0) check_writable(jsonl, "--jsonl");
     if (cmd->count("--dump-routing") > 0) {
       std::error_code ec;
       MOE_CHECK(std::filesystem::is_directory(dump_routing, ec), MOE_STATUS_IO_ERROR,

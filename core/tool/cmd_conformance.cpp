@@ -89,13 +89,6 @@ Filter parse_filter(const std::string& text) {
   return f;
 }
 
-// Fails now, before a long run, if the report cannot be written (the file is kept as it was).
-void check_writable(const std::string& path) {
-  std::ofstream probe(path, std::ios::app);
-  MOE_CHECK(probe.is_open(), MOE_STATUS_IO_ERROR, "cannot write the report '{}': {}", path,
-            std::strerror(errno));
-}
-
 void write_report(const std::string& path, const nlohmann::json& doc) {
   std::ofstream out(path, std::ios::trunc);
   out << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
@@ -201,7 +194,8 @@ void add_conformance(CLI::App& app, Discovery& d) {
   cmd->callback([&d] {
     const std::optional<Filter> filter =
         filter_text.empty() ? std::nullopt : std::optional(parse_filter(filter_text));
-    if (!report.empty()) check_writable(report);
+    // Fails now, before a long run, if the report cannot be written.
+    if (!report.empty()) check_writable(report, "--report");
     const std::string problem_dir = problems.empty() ? default_problem_dir() : problems;
     Discovery with_files = d;
     with_files.plugin_files = plugins;

@@ -49,7 +49,9 @@ void add_run(CLI::App& app, Discovery& d) {
                   "Read the checkpoint from this path instead of the config's checkpoint.path");
   cmd->add_option("--output", output,
                   "Write the layer output here: safetensors, output [T, H] bf16");
-  cmd->add_option("--tokens", tokens, "Tokens in the batch (default: the config's tokens, else 16)")
+  cmd->add_option("--tokens", tokens,
+                  "Tokens in the batch (default: the config's tokens, else 16 or max_tokens if "
+                  "smaller)")
       ->check(integer_in(0));
   cmd->add_option_function<uint64_t>(
          "--seed", [](const uint64_t& s) { seed = s, seed_given = true; },
@@ -84,8 +86,8 @@ void add_run(CLI::App& app, Discovery& d) {
               "--tokens {} and --inputs {} both size the batch: the file's hidden_states give its "
               "tokens, so drop --tokens",
               tokens, inputs);
-    if (cmd->count("--output") > 0) check_output_path(output, "--output");
-    if (!ep_jsonl.empty()) check_appendable(ep_jsonl, "--ep-jsonl");
+    if (cmd->count("--output") > 0) check_writable(output, "--output");
+    if (!ep_jsonl.empty()) check_writable(ep_jsonl, "--ep-jsonl");
     Config cfg = Config::load_file(config);
     if (!checkpoint.empty()) {
       MOE_CHECK(cfg.checkpoint.has_value(), MOE_STATUS_CONFIG_ERROR,
@@ -94,10 +96,13 @@ void add_run(CLI::App& app, Discovery& d) {
       cfg.checkpoint->path = checkpoint;
     }
     if (cfg.problem.raw().ep_placement == MOE_EP_NONE) {
-      // Expert-parallel flags on a single-GPU config would do nothing: say so instead.
-      for (const char* flag :
-           {"--ep-skew", "--ep-empty-rank", "--ep-bench", "--ep-chunks", "--ep-jsonl"})
-        MOE_CHECK(cmd->count(flag) == 0, MOE_STATUS_INVALID_ARGUMENT,
+      // Expert-parallel flags on a single-GPU config would do nothing: say so instead (their
+      // defaults, which ask for nothing, pass).
+      for (const auto& [flag, set] :
+           {std::pair{"--ep-skew", ep_skew}, std::pair{"--ep-empty-rank", ep_empty_rank >= 0},
+            std::pair{"--ep-bench", ep_bench > 0}, std::pair{"--ep-chunks", ep_chunks != 1},
+            std::pair{"--ep-jsonl", !ep_jsonl.empty()}})
+        MOE_CHECK(!set, MOE_STATUS_INVALID_ARGUMENT,
                   "{} is for expert-parallel configs, and {} has no ep_placement", flag, config);
     } else {
       MOE_CHECK(ep_empty_rank < cfg.problem.raw().ep_size, MOE_STATUS_INVALID_ARGUMENT,
@@ -116,10 +121,11 @@ void add_run(CLI::App& app, Discovery& d) {
     const moe_problem p = cfg.problem.c();
     const int64_t t = tokens >= 0 ? tokens : cfg.tokens;
     const uint64_t s = seed_given ? seed : cfg.seed;
-    // Before any input is drawn (an --inputs file's tokens are checked as it is read).
+    // Before any input is drawn (an --inputs file's tokens are checked as it is read; the
+    // config's own tokens when it was loaded).
     MOE_CHECK(!inputs.empty() || t <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
-              "{} tokens{} are above max_tokens={} of {} (raise it there, or run fewer)", t,
-              tokens >= 0 ? " (--tokens)" : " (the config's tokens)", p.max_tokens, config);
+              "{} tokens (--tokens) are above max_tokens={} of {} (raise it there, or run fewer)",
+              t, p.max_tokens, config);
 
     const RunInputs in = make_run_inputs(cfg, t, s, inputs);
     const LayerWeights& weights = in.weights;

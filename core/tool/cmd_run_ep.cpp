@@ -321,6 +321,7 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
   // Weights: this rank's experts of the checkpoint (load_layer on the EP problem), or the whole
   // layer drawn from the seed (the same on every rank) and this rank's experts of it.
   const bool drawn = !cfg.checkpoint;
+  if (!o.inputs.empty()) check_run_inputs_file(cfg, o.inputs, /*one_batch=*/false);
   LayerWeights global, local;
   LayerCheckpoint checkpoint;
   if (drawn) {

@@ -32,12 +32,11 @@ void add_bench(CLI::App& app, Discovery& d);
 constexpr int kExitUsage = 2;     // a bad command line; the (sub)command's usage is printed
 constexpr int kExitMismatch = 3;  // a result disagrees with the reference
 
-// Output files named on the command line, checked before any work so that a long run does not
-// end in a write error (MOE_STATUS_IO_ERROR naming `what`, the path and the OS's reason):
-// check_appendable for a record log (created if missing), check_output_path for a file written
-// whole at the end (its directory exists and is writable, it is not a directory).
-void check_appendable(const std::string& path, const char* what);
-void check_output_path(const std::string& path, const char* what);
+// An output file named on the command line (`what`: the option), checked before any work so that
+// a long run does not end in a write error, and without creating it: not empty, not a directory,
+// in a directory that exists and may be written, and writable if it exists (MOE_STATUS_IO_ERROR
+// naming the option, the path and the reason).
+void check_writable(const std::string& path, const char* what);
 // One line appended to a record log, the write checked.
 void append_line(const std::string& path, const std::string& line, const char* what);
 

@@ -36,36 +36,32 @@ Registry Discovery::discover(const std::vector<std::string>& config_dirs,
   return Registry::discover(o);
 }
 
-void check_appendable(const std::string& path, const char* what) {
-  MOE_CHECK(!path.empty(), MOE_STATUS_INVALID_ARGUMENT, "{} was given an empty path", what);
-  std::ofstream probe(path, std::ios::app);
-  MOE_CHECK(probe.is_open(), MOE_STATUS_IO_ERROR, "{} '{}' cannot be written: {}", what, path,
-            std::strerror(errno));
-}
-
-void append_line(const std::string& path, const std::string& line, const char* what) {
-  std::ofstream out(path, std::ios::app);
-  out << line << "\n";
-  out.close();
-  MOE_CHECK(!out.fail(), MOE_STATUS_IO_ERROR, "{} '{}': the record could not be written: {}", what,
-            path, std::strerror(errno));
-}
-
-void check_output_path(const std::string& path, const char* what) {
+void check_writable(const std::string& path, const char* what) {
   namespace fs = std::filesystem;
   MOE_CHECK(!path.empty(), MOE_STATUS_INVALID_ARGUMENT, "{} was given an empty path", what);
   std::error_code ec;
   MOE_CHECK(!fs::is_directory(path, ec), MOE_STATUS_IO_ERROR, "{} '{}' is a directory", what, path);
   const fs::path parent =
       fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
-  MOE_CHECK(fs::is_directory(parent, ec), MOE_STATUS_IO_ERROR,
+  MOE_CHECK(fs::exists(parent, ec), MOE_STATUS_IO_ERROR,
             "{} '{}' cannot be written: its directory '{}' does not exist", what, path,
             parent.string());
+  MOE_CHECK(fs::is_directory(parent, ec), MOE_STATUS_IO_ERROR,
+            "{} '{}' cannot be written: '{}' is not a directory", what, path, parent.string());
   MOE_CHECK(::access(parent.c_str(), W_OK) == 0, MOE_STATUS_IO_ERROR,
             "{} '{}' cannot be written: directory '{}': {}", what, path, parent.string(),
             std::strerror(errno));
   MOE_CHECK(!fs::exists(path, ec) || ::access(path.c_str(), W_OK) == 0, MOE_STATUS_IO_ERROR,
             "{} '{}' cannot be written: {}", what, path, std::strerror(errno));
+}
+
+void append_line(const std::string& path, const std::string& line, const char* what) {
+  errno = 0;
+  std::ofstream out(path, std::ios::app);
+  out << line << "\n";
+  out.close();
+  MOE_CHECK(!out.fail(), MOE_STATUS_IO_ERROR, "{} '{}': the record could not be written{}", what,
+            path, errno != 0 ? fmt::format(": {}", std::strerror(errno)) : std::string());
 }
 
 int& exit_code() {

@@ -70,9 +70,9 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
   } catch (const std::bad_alloc&) {
-    std::cerr << "error: out of host memory: the problem's weights or the batch need more than "
-                 "this process could allocate (check hidden, intermediate, experts and the "
-                 "tokens)\n";
+    std::cerr << "error: out of host memory (std::bad_alloc); in run and bench the problem's "
+                 "weights and the batch are what grow: check experts, hidden, intermediate and "
+                 "the tokens\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

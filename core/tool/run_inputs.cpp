@@ -93,16 +93,12 @@ Batch make_run_batch(const Config& cfg, const LayerCheckpoint* checkpoint, int64
     batch = random_batch(p, tokens, seed, Scenario::kRandom);
     *from = fmt::format("random, {} tokens", tokens);
   } else {
+    // (check_run_inputs_file has read and checked the file's values.)
     const SafetensorsFile f = SafetensorsFile::open(inputs_path);
     stored_hidden = read_hidden(f, p);
     const int64_t t = stored_hidden.shape()[0];
-    MOE_CHECK(t <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
-              "{}: {} tokens, above max_tokens={} of {} (raise it there, or give fewer tokens)",
-              inputs_path, t, p.max_tokens, cfg.source);
-    check_hidden_finite(stored_hidden, inputs_path);
     batch.hidden = to_bf16(stored_hidden);
     batch.logits = f.find("router_logits") ? read_logits(f, p, t) : HostTensor();
-    if (!batch.logits.empty()) check_logits(batch.logits, inputs_path);
     *from = fmt::format("{}, {} tokens", inputs_path, t);
   }
   const bool given_logits = !inputs_path.empty() && !batch.logits.empty();
@@ -125,9 +121,23 @@ Batch make_run_batch(const Config& cfg, const LayerCheckpoint* checkpoint, int64
   return batch;
 }
 
+void check_run_inputs_file(const Config& cfg, const std::string& inputs_path, bool one_batch) {
+  const moe_problem p = cfg.problem.c();
+  const SafetensorsFile f = SafetensorsFile::open(inputs_path);
+  const HostTensor hidden = read_hidden(f, p);
+  const int64_t t = hidden.shape()[0];
+  MOE_CHECK(!one_batch || t <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
+            "{}: {} tokens, above max_tokens={} of {} (raise it there, or give fewer tokens)",
+            inputs_path, t, p.max_tokens, cfg.source);
+  check_hidden_finite(hidden, inputs_path);
+  if (f.find("router_logits")) check_logits(read_logits(f, p, t), inputs_path);
+}
+
 RunInputs make_run_inputs(const Config& cfg, int64_t tokens, uint64_t seed,
                           const std::string& inputs_path) {
   const moe_problem p = cfg.problem.c();
+  // The file first: a wrong one fails before any weight is loaded or drawn.
+  if (!inputs_path.empty()) check_run_inputs_file(cfg, inputs_path, /*one_batch=*/true);
   RunInputs in;
   LayerCheckpoint layer;
   if (cfg.checkpoint) {

@@ -22,6 +22,12 @@ struct RunInputs {
 RunInputs make_run_inputs(const Config& config, int64_t tokens, uint64_t seed,
                           const std::string& inputs_path);
 
+// An --inputs file's checks, made before any weight is loaded: hidden_states [T, H] finite,
+// router_logits (where present) [T, E + S] with no NaN or +inf and every token one finite logit,
+// and with `one_batch` (not under expert parallelism, where each rank takes a share) T <=
+// max_tokens. make_run_inputs makes them; a caller of make_run_batch makes them first.
+void check_run_inputs_file(const Config& config, const std::string& inputs_path, bool one_batch);
+
 // The batch alone, as make_run_inputs makes it beside its weights: --inputs' tokens, with their
 // router_logits or, when the file has none, the logits of `checkpoint`'s router (null: no
 // checkpoint); else `tokens` random ones. `from` says which, for the report.

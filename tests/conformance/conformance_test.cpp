@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -76,6 +77,21 @@ TEST_P(Conformance_, AgreesWithTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(EveryPluginEveryProblem, Conformance_, testing::ValuesIn(all_params()),
                          param_name);
+
+// A problem file's tokens must fit its max_tokens (else each case would be a skip counted against
+// no one); without tokens the defaults 0, 1, 5, 33 are cut to max_tokens.
+TEST(ConformanceSuite, AProblemFilesTokensFitItsMaxTokens) {
+  const std::string dir = testing::TempDir();
+  const std::string problem =
+      "problem: {experts: 8, top_k: 2, hidden: 64, intermediate: 32, max_tokens: 4}\n";
+  const std::string over = dir + "/tokens_over_capacity.yaml";
+  std::ofstream(over, std::ios::trunc) << problem << "tokens: [1, 9]\n";
+  expect_error([&] { load_problem_file(over); }, MOE_STATUS_CONFIG_ERROR,
+               {"tokens_over_capacity.yaml:2:", "tokens 9 is above the problem's max_tokens=4"});
+  const std::string defaults = dir + "/default_tokens.yaml";
+  std::ofstream(defaults, std::ios::trunc) << problem;
+  EXPECT_EQ(load_problem_file(defaults).tokens, (std::vector<int64_t>{0, 1, 4}));
+}
 
 TEST(ConformanceSuite, FailsAPluginThatSwapsGateAndUp) {
   const Registry r = registry_of({build_plugin_dir(), fixture_dir("swaps_gate_up")});

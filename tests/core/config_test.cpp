@@ -78,7 +78,7 @@ tokens: 64
 seed: 1234
 )";
 
-TEST(ConfigParse, AFullConfigFillsEveryField) {
+TEST(ConfigParse, AFullGroupedConfigFillsItsFields) {
   const Config c = Config::parse(kFullConfig, "test.yaml");
   EXPECT_EQ(c.source, "test.yaml");
   EXPECT_EQ(c.backend, "reference");
@@ -142,8 +142,9 @@ TEST(ConfigParse, ClampedActivationFieldsAreRead) {
   EXPECT_FLOAT_EQ(clamp.problem.raw().activation_limit, 3.0f);
 }
 
-// A key the problem's routing or activation never reads is refused (it would be ignored), naming
-// the key, its line and what it applies to; sink routing's scales must be positive.
+// A key the problem's routing or activation never reads, set to other than its default, is refused
+// (its value would be ignored), naming the key, its line and what it applies to; sink routing's
+// scales must be positive. Defaults pass: a problem written out with every key reads back.
 TEST(ConfigParse, KeysThatDoNotApplyAreRefusedByName) {
   const std::string head = "problem:\n  experts: 8\n  top_k: 2\n  hidden: 64\n  intermediate: 32\n";
   struct Case {
@@ -151,25 +152,29 @@ TEST(ConfigParse, KeysThatDoNotApplyAreRefusedByName) {
     std::vector<std::string> words;
   };
   const Case cases[] = {
-      {"  routing: softmax_topk\n  score_function: sigmoid\n",
-       {"test.yaml:7:", "score_function applies to routing grouped_topk", "routing softmax_topk"}},
+      {"  routing: sigmoid_topk\n  score_function: softmax\n",
+       {"test.yaml:7:", "score_function applies to routing grouped_topk",
+        "this problem routes sigmoid_topk"}},
       {"  routed_scaling_factor: 2.0\n",
-       {"test.yaml:6:", "routed_scaling_factor applies to routing grouped_topk"}},
+       {"test.yaml:6:", "routed_scaling_factor applies to routing grouped_topk",
+        "its value would be ignored"}},
       {"  routing: sigmoid_topk\n  num_groups: 2\n  topk_group: 1\n",
-       {"test.yaml:7:", "num_groups applies to routing grouped_topk", "routing sigmoid_topk"}},
+       {"test.yaml:7:", "num_groups applies to routing grouped_topk"}},
       {"  route_scale: 2.0\n", {"route_scale applies to routing sigmoid_bias_sink"}},
       {"  routing: grouped_topk\n  num_groups: 2\n  topk_group: 1\n  global_scale: 0.5\n",
-       {"test.yaml:9:", "global_scale applies to routing sigmoid_bias_sink"}},
-      {"  routing: sigmoid_bias_sink\n  renormalize: true\n", {"renormalize applies to routing"}},
+       {"test.yaml:9:", "global_scale applies to routing sigmoid_bias_sink",
+        "this problem routes grouped_topk"}},
       {"  activation_alpha: 1.5\n",
-       {"activation_alpha applies to activation swiglu_oai", "activation silu_mul"}},
+       {"activation_alpha applies to activation swiglu_oai",
+        "this problem's activation is silu_mul"}},
       {"  activation: silu_mul_clamp\n  activation_alpha: 1.5\n",
        {"activation_alpha applies to activation swiglu_oai"}},
-      {"  activation_limit: 7\n",
-       {"activation_limit applies to activations swiglu_oai and "
-        "silu_mul_clamp"}},
+      {"  activation_limit: 9\n",
+       {"activation_limit applies to activations swiglu_oai and silu_mul_clamp"}},
       {"  activation: relu2\n  gelu_tanh: true\n", {"gelu_tanh applies to activation gelu_mul"}},
-      {"  sink_intermediate: 32\n", {"sink_intermediate applies to sink experts"}},
+      {"  routing: sigmoid_bias_sink\n  sink_experts: 0\n  sink_intermediate: 32\n",
+       {"test.yaml:8:", "sink_intermediate applies to sink experts",
+        "this problem has no sink experts"}},
       {"  routing: sigmoid_bias_sink\n  route_scale: 0\n",
        {"route_scale=0 and global_scale=1 must be finite and > 0", "test.yaml:7:"}},
       {"  routing: sigmoid_bias_sink\n  global_scale: -2\n",
@@ -185,6 +190,41 @@ TEST(ConfigParse, KeysThatDoNotApplyAreRefusedByName) {
       for (const auto& w : c.words) EXPECT_THAT(e.what(), testing::HasSubstr(w));
     }
   }
+  // Every such key at its default, as moe_host_problem_format and Problem.as_dict() write them.
+  EXPECT_NO_THROW(Config::parse(head + "  routing: softmax_topk\n  score_function: sigmoid\n"
+                                       "  num_groups: 1\n  topk_group: 1\n"
+                                       "  routed_scaling_factor: 1.0\n  route_scale: 1\n"
+                                       "  global_scale: 1.0\n  activation_alpha: 1.702\n"
+                                       "  activation_limit: 7.0\n  gelu_tanh: false\n"
+                                       "  sink_experts: 0\n  sink_intermediate: 0\n",
+                                "test.yaml"));
+}
+
+// A config's tokens must fit its max_tokens; without tokens the default 16 shrinks to fit.
+TEST(ConfigParse, TokensFitMaxTokens) {
+  const std::string small =
+      "problem: {experts: 8, top_k: 2, hidden: 64, intermediate: 32, max_tokens: 4}\n";
+  expect_config_error(small + "tokens: 5\n",
+                      {"test.yaml:2:9: tokens=5 is above the problem's max_tokens=4"});
+  EXPECT_EQ(Config::parse(small, "test.yaml").tokens, 4);
+  EXPECT_EQ(Config::parse(small + "tokens: 3\n", "test.yaml").tokens, 3);
+  EXPECT_EQ(Config::parse(kMinimalProblem, "test.yaml").tokens, 16);
+}
+
+// The checkpoint section's numbers and flags where they cannot apply.
+TEST(ConfigParse, CheckpointLayerTpAndInterleaveMisuseIsRefused) {
+  const std::string head = std::string(kMinimalProblem) + "checkpoint:\n  path: x\n";
+  expect_config_error(head + "  convention: mixtral\n  layer: -1\n",
+                      {"test.yaml:5:10: layer=-1 must be >= 0"});
+  expect_config_error(head + "  convention: mixtral\n  tp_size: 0\n",
+                      {"test.yaml:5:12: tp_size=0 must be >= 1"});
+  expect_config_error(
+      head + "  convention: mixtral\n  interleaved_gate_up: true\n",
+      {"test.yaml:5:24: interleaved_gate_up is for convention stacked", "mixtral never reads it"});
+  EXPECT_NO_THROW(
+      Config::parse(head + "  convention: mixtral\n  interleaved_gate_up: false\n", "test.yaml"));
+  EXPECT_NO_THROW(
+      Config::parse(head + "  convention: stacked\n  interleaved_gate_up: true\n", "test.yaml"));
 }
 
 // A validation error points at the line of the key it names, and names the field and its value.

@@ -63,6 +63,7 @@ TEST(Selection, UnknownFallbackNameIsAnError) {
       MOE_STATUS_CONFIG_ERROR, {"'auto' in fallback", "list the backends to try"});
   try {
     select_backend(two_plugins(), config_for("fixture_works", {"nope"}, MOE_FORMAT_BF16));
+    ADD_FAILURE() << "an unknown fallback was accepted";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), testing::Not(testing::HasSubstr("(or auto)")));
   }

@@ -81,6 +81,11 @@ def test_a_problem_reads_back_normalised_and_compares_by_value(problem):
     assert problem.as_dict()["max_tokens"] == 16 and problem.renormalize is True
     assert problem.replace(top_k=1).top_k == 1 and problem.replace(top_k=2) == problem
     assert "experts=4" in repr(problem)
+    # Every key as_dict() writes, the inapplicable ones at their defaults, is a config's problem.
+    assert moe.select({"backend": "reference", "problem": problem.as_dict()}).backend == "reference"
+    grouped = problem.replace(routing="grouped_topk", num_groups=2, topk_group=1,
+                              routed_scaling_factor=2.5)
+    assert moe.select({"backend": "reference", "problem": grouped.as_dict()}).backend == "reference"
 
 
 def test_conformance_of_the_example_plugin(example_plugin, tmp_path):

@@ -37,13 +37,13 @@ CheckpointSpec parse_checkpoint(const std::string& source, const YAML::Node& map
               where(source, map["layer"]), spec.layer);
   }
   if (map["interleaved_gate_up"]) {
-    // Only the stacked convention reads it (gpt_oss's rows are interleaved by definition, the
-    // others' gate and up are tensors of their own).
-    MOE_CHECK(spec.convention == "stacked", MOE_STATUS_CONFIG_ERROR,
-              "{}: interleaved_gate_up is for convention stacked; {} never reads it",
-              where(source, map["interleaved_gate_up"]), spec.convention);
     spec.interleaved_gate_up =
         read_scalar<bool>(source, map["interleaved_gate_up"], "interleaved_gate_up");
+    // Only the stacked convention reads it (gpt_oss's rows are interleaved by definition, the
+    // others' gate and up are tensors of their own): true elsewhere would be ignored.
+    MOE_CHECK(spec.convention == "stacked" || !spec.interleaved_gate_up, MOE_STATUS_CONFIG_ERROR,
+              "{}: interleaved_gate_up is for convention stacked; {} never reads it",
+              where(source, map["interleaved_gate_up"]), spec.convention);
   }
   auto small_int = [&](const char* key, int32_t& out) {
     if (!map[key]) return;
@@ -66,7 +66,7 @@ CheckpointSpec parse_checkpoint(const std::string& source, const YAML::Node& map
   small_int("tp_rank", spec.tp_rank);
   MOE_CHECK(spec.tp_size >= 1, MOE_STATUS_CONFIG_ERROR, "{}: tp_size={} must be >= 1",
             where(source, map["tp_size"]), spec.tp_size);
-  if (spec.tp_size < 1 || spec.tp_rank < 0 || spec.tp_rank >= spec.tp_size)
+  if (spec.tp_rank >= spec.tp_size)
     throw Error(MOE_STATUS_CONFIG_ERROR,
                 fmt::format("{}: tp_rank={} must be in [0, tp_size={})", where(source, map),
                             spec.tp_rank, spec.tp_size));

@@ -118,44 +118,54 @@ std::vector<std::string> read_string_list(const std::string& source, const YAML:
 
 namespace {
 
-// A key the problem's routing or activation never reads would be ignored, silently: a config that
-// sets routed_scaling_factor on softmax_topk, or activation_limit on silu_mul, expects an effect it
-// does not get. Each is refused, naming the key and what it applies to.
+// A key the problem's routing or activation never reads, set to anything but its default, would
+// be ignored silently: a config that sets routed_scaling_factor: 2.5 on softmax_topk, or
+// activation_limit on silu_mul, expects an effect it does not get. Each is refused, naming the key
+// and what it applies to. The default value changes nothing, so it passes: a problem written out
+// with every key (moe_host_problem_format, Python's Problem.as_dict) reads back as a config.
 void refuse_keys_that_do_not_apply(const std::string& source, const YAML::Node& map,
                                    const moe_problem& p) {
+  const moe_problem d = default_problem();
   const auto routing = static_cast<moe_routing>(p.routing);
   const auto activation = static_cast<moe_activation>(p.activation);
-  struct Rule {
-    const char* key;
-    bool applies;
-    const char* to;
-  };
   const bool grouped = routing == MOE_ROUTING_GROUPED_TOPK;
   const bool sink = routing == MOE_ROUTING_SIGMOID_BIAS_SINK;
+  const bool oai = activation == MOE_ACTIVATION_SWIGLU_OAI;
+  const std::string routes = fmt::format("this problem routes {}", routing_name(routing));
+  const std::string activates =
+      fmt::format("this problem's activation is {}", activation_name(activation));
+  struct Rule {
+    const char* key;
+    bool applies, at_default;
+    const char* to;
+    const std::string& has;
+  };
+  const std::string no_sinks = "this problem has no sink experts";
   const Rule rules[] = {
-      {"score_function", grouped,
-       "routing grouped_topk (softmax_topk and sigmoid_topk name theirs)"},
-      {"num_groups", grouped, "routing grouped_topk"},
-      {"topk_group", grouped, "routing grouped_topk"},
-      {"routed_scaling_factor", grouped, "routing grouped_topk"},
-      {"route_scale", sink, "routing sigmoid_bias_sink"},
-      {"global_scale", sink, "routing sigmoid_bias_sink"},
-      {"renormalize", !sink,
-       "routing softmax_topk, sigmoid_topk and grouped_topk (sigmoid_bias_sink's softmax over the "
-       "chosen and sink experts is its normalisation)"},
-      {"activation_alpha", activation == MOE_ACTIVATION_SWIGLU_OAI, "activation swiglu_oai"},
-      {"activation_limit",
-       activation == MOE_ACTIVATION_SWIGLU_OAI || activation == MOE_ACTIVATION_SILU_MUL_CLAMP,
-       "activations swiglu_oai and silu_mul_clamp"},
-      {"gelu_tanh", activation == MOE_ACTIVATION_GELU_MUL, "activation gelu_mul"},
-      {"sink_intermediate", p.sink_experts > 0, "sink experts (sink_experts > 0)"},
+      {"score_function", grouped, p.score_function == d.score_function,
+       "routing grouped_topk (softmax_topk and sigmoid_topk score as they are named)", routes},
+      {"num_groups", grouped, p.num_groups == d.num_groups, "routing grouped_topk", routes},
+      {"topk_group", grouped, p.topk_group == d.topk_group, "routing grouped_topk", routes},
+      {"routed_scaling_factor", grouped, p.routed_scaling_factor == d.routed_scaling_factor,
+       "routing grouped_topk", routes},
+      {"route_scale", sink, p.route_scale == d.route_scale, "routing sigmoid_bias_sink", routes},
+      {"global_scale", sink, p.global_scale == d.global_scale, "routing sigmoid_bias_sink", routes},
+      {"activation_alpha", oai, p.activation_alpha == d.activation_alpha, "activation swiglu_oai",
+       activates},
+      {"activation_limit", oai || activation == MOE_ACTIVATION_SILU_MUL_CLAMP,
+       p.activation_limit == d.activation_limit, "activations swiglu_oai and silu_mul_clamp",
+       activates},
+      {"gelu_tanh", activation == MOE_ACTIVATION_GELU_MUL, p.gelu_tanh == d.gelu_tanh,
+       "activation gelu_mul", activates},
+      {"sink_intermediate", p.sink_experts > 0, p.sink_intermediate == d.sink_intermediate,
+       "sink experts (sink_experts > 0)", no_sinks},
   };
   for (const Rule& r : rules)
-    if (map[r.key] && !r.applies)
+    if (map[r.key] && !r.applies && !r.at_default)
       fail(where(source, map[r.key]),
-           fmt::format("{} applies to {} only; this problem has routing {} and activation {}, "
-                       "which never read it (remove it, or change what it belongs with)",
-                       r.key, r.to, routing_name(routing), activation_name(activation)));
+           fmt::format("{} applies to {} only, and {}: its value would be ignored (remove it, or "
+                       "change what it belongs with)",
+                       r.key, r.to, r.has));
 }
 
 // The key a validation message names first ("invalid problem: top_k=-1 must be ..."), where the

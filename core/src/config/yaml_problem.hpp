@@ -26,9 +26,10 @@ T read_scalar(const std::string& source, const YAML::Node& node, const std::stri
 std::vector<std::string> read_string_list(const std::string& source, const YAML::Node& node,
                                           const std::string& key);
 
-// Keys the problem's routing or activation never reads: refused where a person wrote the mapping
-// (a config, a problem file: the key would be ignored, silently), read as written where it is the
-// whole of a moe_problem as text (moe_host_problem_parse, which every field reaches).
+// Keys the problem's routing or activation never reads, set to other than their default: refused
+// where a person wrote the mapping (a config, a problem file: the value would be ignored,
+// silently), read as written where it is the whole of a moe_problem as text
+// (moe_host_problem_parse, which every field of a C struct reaches).
 enum class InapplicableKeys { kRefuse, kRead };
 
 // Parses, finalises (EP map, defaults) and validates a `problem:` mapping.

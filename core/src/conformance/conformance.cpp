@@ -200,10 +200,11 @@ ProblemFile load_problem_file(const std::string& path) {
   pf.path = path;
   pf.name = std::filesystem::path(path).stem().string();
   pf.problem = parse_problem(path, root["problem"]);
-  pf.tokens = {0, 1, 5, 33};
-  MOE_CHECK(root["tokens"] || pf.problem.raw().max_tokens >= 33, MOE_STATUS_CONFIG_ERROR,
-            "{}: the default tokens (0, 1, 5, 33) pass the problem's max_tokens={}: give tokens",
-            path, pf.problem.raw().max_tokens);
+  // The default counts, the largest cut to max_tokens where it is smaller (as a config's tokens).
+  const int64_t most = pf.problem.raw().max_tokens;
+  pf.tokens = {0, std::min<int64_t>(1, most), std::min<int64_t>(5, most),
+               std::min<int64_t>(33, most)};
+  pf.tokens.erase(std::unique(pf.tokens.begin(), pf.tokens.end()), pf.tokens.end());
   if (const auto t = root["tokens"]) {
     pf.tokens.clear();
     MOE_CHECK(t.IsSequence(), MOE_STATUS_CONFIG_ERROR, "{}: tokens must be a list", where(path, t));

@@ -184,15 +184,17 @@ void Registry::check_claims(const fs::path& path, std::vector<std::string> names
   for (const auto& existing : plugins_) {
     for (const auto& n : names) {
       MOE_CHECK(!existing->answers_to(n), MOE_STATUS_INVALID_ARGUMENT,
-                "{}: duplicate plugin name '{}', already provided by {} (the first found wins)",
+                "{}: duplicate plugin name '{}', already provided by {} (a name or alias belongs "
+                "to the library found first)",
                 path.string(), n, existing->path().string());
     }
   }
 }
 
 void Registry::add_plugin(std::shared_ptr<Plugin> plugin) {
-  std::vector<std::string> names = plugin->info().aliases;
-  names.push_back(plugin->name());
+  // The name first: a copy of a plugin is refused for its name, not for an alias.
+  std::vector<std::string> names{plugin->name()};
+  names.insert(names.end(), plugin->info().aliases.begin(), plugin->info().aliases.end());
   check_claims(plugin->path(), std::move(names));
   spdlog::debug("{} plugin '{}' from {}",
                 plugin->loaded() ? "loaded" : "found (loaded on first use)", plugin->name(),

@@ -12,8 +12,12 @@ const DeviceInfo& device_info() {
     DeviceInfo d;
     int count = 0;
     if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0) {
-      d.why_not = e != cudaSuccess ? fmt::format("no CUDA device ({})", cudaGetErrorString(e))
-                                   : std::string("no CUDA device");
+      d.why_not = e == cudaErrorInsufficientDriver
+                      ? std::string(
+                            "no CUDA device: no usable CUDA driver (libcuda is missing, or "
+                            "older than the CUDA runtime this plugin was built with)")
+                  : e != cudaSuccess ? fmt::format("no CUDA device ({})", cudaGetErrorString(e))
+                                     : std::string("no CUDA device");
       cudaGetLastError();  // clear the sticky error of a failed query
       return d;
     }

@@ -86,8 +86,8 @@ MOE_HOST_EXPORT moe_status moe_host_default_problem(moe_problem* problem /* out 
  * "<problem>:LINE:COL: ..." naming the key) and written where it fits in the caller's struct (set
  * struct_size first). Its ep_map is NULL: the core makes the map from ep_placement, ep_size and
  * ep_rank wherever it reads a problem. Unlike a config, it reads keys the problem's routing or
- * activation never use (e.g. route_scale under grouped_topk) as written: it is also the way back
- * from moe_host_problem_format, which writes every field. Since 1.1. */
+ * activation never use (e.g. route_scale under grouped_topk) as written, whatever their value: it
+ * is also the way back from moe_host_problem_format, which writes every field. Since 1.1. */
 MOE_HOST_EXPORT moe_status moe_host_problem_parse(const char* text, moe_problem* problem /* out */);
 
 /* The problem (normalised and validated first) as one line of JSON holding every key a config's
