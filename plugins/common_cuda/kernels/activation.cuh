@@ -181,13 +181,30 @@ __device__ __forceinline__ void activate_values_x8(const ActivationParams& p, in
   }
 #pragma unroll
   for (int e = 0; e < kVecElems; ++e) {
-    float gv = g[e], uv = act == kRelu2 ? 0.0f : u[e];
+    if (act == kRelu2) u[e] = 0.0f;
     if (bias != nullptr) {
-      gv += bias[act == kRelu2 ? i0 + e : gate_col(p.layout, i0 + e, inter)];
-      if (act != kRelu2) uv += bias[up_col(p.layout, i0 + e, inter)];
+      g[e] += bias[act == kRelu2 ? i0 + e : gate_col(p.layout, i0 + e, inter)];
+      if (act != kRelu2) u[e] += bias[up_col(p.layout, i0 + e, inter)];
     }
-    y[e] = activate(p, act, gv, uv);
   }
+  // The eight as one batch (activate_batch: activate()'s bits, the sigmoids' reciprocals without
+  // a branch each, so their chains interleave), the activation chosen once for the eight.
+  switch (act) {
+    case kSiluMul:
+      activate_batch<kSiluMul>(p, g, u);
+      break;
+    case kSiluMulClamp:
+      activate_batch<kSiluMulClamp>(p, g, u);
+      break;
+    case kSwigluOai:
+      activate_batch<kSwigluOai>(p, g, u);
+      break;
+    default:  // gelu_mul, relu2: activate() on each pair
+#pragma unroll
+      for (int e = 0; e < kVecElems; ++e) g[e] = activate(p, act, g[e], u[e]);
+  }
+#pragma unroll
+  for (int e = 0; e < kVecElems; ++e) y[e] = g[e];
 }
 
 __device__ __forceinline__ void activate_x8(const ActivationParams& p, int32_t act,
