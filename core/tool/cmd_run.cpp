@@ -79,7 +79,7 @@ void add_run(CLI::App& app, Discovery& d) {
               "it too",
               ep_chunks);
     MOE_CHECK(
-        ep_jsonl.empty() || ep_bench > 0, MOE_STATUS_INVALID_ARGUMENT,
+        cmd->count("--ep-jsonl") == 0 || ep_bench > 0, MOE_STATUS_INVALID_ARGUMENT,
         "--ep-jsonl {} holds --ep-bench's records, which only --ep-bench N times: give it too",
         ep_jsonl);
     MOE_CHECK(tokens < 0 || inputs.empty(), MOE_STATUS_INVALID_ARGUMENT,
@@ -87,7 +87,7 @@ void add_run(CLI::App& app, Discovery& d) {
               "tokens, so drop --tokens",
               tokens, inputs);
     if (cmd->count("--output") > 0) check_writable(output, "--output");
-    if (!ep_jsonl.empty()) check_writable(ep_jsonl, "--ep-jsonl");
+    if (cmd->count("--ep-jsonl") > 0) check_writable(ep_jsonl, "--ep-jsonl");
     Config cfg = Config::load_file(config);
     if (!checkpoint.empty()) {
       MOE_CHECK(cfg.checkpoint.has_value(), MOE_STATUS_CONFIG_ERROR,
@@ -95,26 +95,23 @@ void add_run(CLI::App& app, Discovery& d) {
                 config);
       cfg.checkpoint->path = checkpoint;
     }
-    if (cfg.problem.raw().ep_placement == MOE_EP_NONE) {
-      // Expert-parallel flags on a single-GPU config would do nothing: say so instead (their
-      // defaults, which ask for nothing, pass).
-      for (const auto& [flag, set] :
-           {std::pair{"--ep-skew", ep_skew}, std::pair{"--ep-empty-rank", ep_empty_rank >= 0},
-            std::pair{"--ep-bench", ep_bench > 0}, std::pair{"--ep-chunks", ep_chunks != 1},
-            std::pair{"--ep-jsonl", !ep_jsonl.empty()}})
-        MOE_CHECK(!set, MOE_STATUS_INVALID_ARGUMENT,
-                  "{} is for expert-parallel configs, and {} has no ep_placement", flag, config);
-    } else {
+    if (cfg.problem.raw().ep_placement != MOE_EP_NONE) {
       MOE_CHECK(ep_empty_rank < cfg.problem.raw().ep_size, MOE_STATUS_INVALID_ARGUMENT,
                 "--ep-empty-rank {} is not a rank of ep_size={} ({})", ep_empty_rank,
                 cfg.problem.raw().ep_size, config);
-    }
-    if (cfg.problem.raw().ep_placement != MOE_EP_NONE) {
       run_expert_parallel(cfg, d,
                           {tokens >= 0 ? tokens : cfg.tokens, seed_given ? seed : cfg.seed, ep_skew,
                            ep_empty_rank, ep_bench, inputs, output, ep_jsonl, ep_chunks});
       return;
     }
+    // Expert-parallel flags on a single-GPU config would do nothing: say so instead (their
+    // defaults, which ask for nothing, pass).
+    for (const auto& [flag, set] :
+         {std::pair{"--ep-skew", ep_skew}, std::pair{"--ep-empty-rank", ep_empty_rank >= 0},
+          std::pair{"--ep-bench", ep_bench > 0}, std::pair{"--ep-chunks", ep_chunks != 1},
+          std::pair{"--ep-jsonl", cmd->count("--ep-jsonl") > 0}})
+      MOE_CHECK(!set, MOE_STATUS_INVALID_ARGUMENT,
+                "{} is for expert-parallel configs, and {} has no ep_placement", flag, config);
     const Registry r = d.discover(cfg.plugin_dirs, cfg.source);
     const Selection sel = select_checked(r, cfg);
     const auto reference = r.oracle();  // routes (when the backend does not) and checks the run

@@ -321,7 +321,8 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
   // Weights: this rank's experts of the checkpoint (load_layer on the EP problem), or the whole
   // layer drawn from the seed (the same on every rank) and this rank's experts of it.
   const bool drawn = !cfg.checkpoint;
-  if (!o.inputs.empty()) check_run_inputs_file(cfg, o.inputs, /*one_batch=*/false);
+  std::optional<InputsFile> file;  // read and checked before any weight is loaded
+  if (!o.inputs.empty()) file = read_run_inputs_file(cfg, o.inputs, /*one_batch=*/false);
   LayerWeights global, local;
   LayerCheckpoint checkpoint;
   if (drawn) {
@@ -337,7 +338,8 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
   const int64_t own = launch.rank == o.empty_rank ? 0 : o.tokens;
   std::string from;
   Batch all = make_run_batch(cfg, drawn ? nullptr : &checkpoint, own,
-                             mix_seed(o.seed, fmt::format("rank{}", launch.rank)), o.inputs, &from);
+                             mix_seed(o.seed, fmt::format("rank{}", launch.rank)),
+                             file ? &*file : nullptr, &from);
   const int64_t total = o.inputs.empty() ? own : all.hidden.shape()[0];
   const auto [first, tokens] = o.inputs.empty() ? std::pair<int64_t, int64_t>{0, own}
                                                 : token_share(total, launch.world, launch.rank);

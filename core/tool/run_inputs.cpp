@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include "moe/safetensors.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
@@ -84,60 +85,63 @@ void check_logits(const HostTensor& logits, const std::string& what) {
 
 }  // namespace
 
+InputsFile read_run_inputs_file(const Config& cfg, const std::string& inputs_path, bool one_batch) {
+  const moe_problem p = cfg.problem.c();
+  const SafetensorsFile f = SafetensorsFile::open(inputs_path);
+  InputsFile in{inputs_path, read_hidden(f, p), HostTensor()};
+  const int64_t t = in.hidden.shape()[0];
+  MOE_CHECK(!one_batch || t <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
+            "{}: {} tokens, above max_tokens={} of {} (raise it there, or give fewer tokens)",
+            inputs_path, t, p.max_tokens, cfg.source);
+  check_hidden_finite(in.hidden, inputs_path);
+  if (f.find("router_logits")) {
+    in.logits = read_logits(f, p, t);
+    check_logits(in.logits, inputs_path);
+  }
+  return in;
+}
+
 Batch make_run_batch(const Config& cfg, const LayerCheckpoint* checkpoint, int64_t tokens,
-                     uint64_t seed, const std::string& inputs_path, std::string* from) {
+                     uint64_t seed, const InputsFile* file, std::string* from) {
   const moe_problem p = cfg.problem.c();
   Batch batch;
-  HostTensor stored_hidden;  // --inputs' hidden_states as stored, for the router GEMM
-  if (inputs_path.empty()) {
+  if (file == nullptr) {
     batch = random_batch(p, tokens, seed, Scenario::kRandom);
     *from = fmt::format("random, {} tokens", tokens);
   } else {
-    // (check_run_inputs_file has read and checked the file's values.)
-    const SafetensorsFile f = SafetensorsFile::open(inputs_path);
-    stored_hidden = read_hidden(f, p);
-    const int64_t t = stored_hidden.shape()[0];
-    batch.hidden = to_bf16(stored_hidden);
-    batch.logits = f.find("router_logits") ? read_logits(f, p, t) : HostTensor();
-    *from = fmt::format("{}, {} tokens", inputs_path, t);
+    batch.hidden = to_bf16(file->hidden);
+    batch.logits = file->logits;
+    *from = fmt::format("{}, {} tokens", file->path, file->hidden.shape()[0]);
   }
-  const bool given_logits = !inputs_path.empty() && !batch.logits.empty();
+  const std::string path = file != nullptr ? file->path : std::string();
+  // A checkpoint's router makes the logits unless the file gives them (random batches too).
+  const bool given_logits = file != nullptr && !file->logits.empty();
   if (checkpoint != nullptr && !given_logits) {
-    MOE_CHECK(!checkpoint->router_weight.empty() || inputs_path.empty(), MOE_STATUS_NOT_FOUND,
-              "{} has no router_logits and the checkpoint has no router weight", inputs_path);
+    MOE_CHECK(!checkpoint->router_weight.empty() || file == nullptr, MOE_STATUS_NOT_FOUND,
+              "{} has no router_logits and the checkpoint has no router weight", path);
     if (!checkpoint->router_weight.empty()) {
+      // The router GEMM on the hidden states as stored (f32 ones in its own precision).
       const RouterDtype dtype = cfg.checkpoint->router_dtype;
-      batch.logits = router_logits(*checkpoint, p,
-                                   stored_hidden.empty() ? batch.hidden : stored_hidden, dtype);
+      batch.logits =
+          router_logits(*checkpoint, p, file != nullptr ? file->hidden : batch.hidden, dtype);
       check_logits(batch.logits, "the checkpoint's router (its weight times the hidden states)");
       *from +=
           fmt::format("; logits from the checkpoint's router ({} GEMM)", router_dtype_name(dtype));
     }
   }
   MOE_CHECK(!batch.logits.empty(), MOE_STATUS_NOT_FOUND,
-            "{}: give router_logits [T, {}] or a checkpoint with a router weight", inputs_path,
+            "{}: give router_logits [T, {}] or a checkpoint with a router weight", path,
             p.experts + p.sink_experts);
   if (checkpoint != nullptr && p.routing_bias) batch.bias = checkpoint->routing_bias;
   return batch;
-}
-
-void check_run_inputs_file(const Config& cfg, const std::string& inputs_path, bool one_batch) {
-  const moe_problem p = cfg.problem.c();
-  const SafetensorsFile f = SafetensorsFile::open(inputs_path);
-  const HostTensor hidden = read_hidden(f, p);
-  const int64_t t = hidden.shape()[0];
-  MOE_CHECK(!one_batch || t <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
-            "{}: {} tokens, above max_tokens={} of {} (raise it there, or give fewer tokens)",
-            inputs_path, t, p.max_tokens, cfg.source);
-  check_hidden_finite(hidden, inputs_path);
-  if (f.find("router_logits")) check_logits(read_logits(f, p, t), inputs_path);
 }
 
 RunInputs make_run_inputs(const Config& cfg, int64_t tokens, uint64_t seed,
                           const std::string& inputs_path) {
   const moe_problem p = cfg.problem.c();
   // The file first: a wrong one fails before any weight is loaded or drawn.
-  if (!inputs_path.empty()) check_run_inputs_file(cfg, inputs_path, /*one_batch=*/true);
+  std::optional<InputsFile> file;
+  if (!inputs_path.empty()) file = read_run_inputs_file(cfg, inputs_path, /*one_batch=*/true);
   RunInputs in;
   LayerCheckpoint layer;
   if (cfg.checkpoint) {
@@ -151,8 +155,8 @@ RunInputs make_run_inputs(const Config& cfg, int64_t tokens, uint64_t seed,
     in.weights = random_weights(p, seed);
     in.weights_from = fmt::format("random (seed {})", seed);
   }
-  in.batch = make_run_batch(cfg, cfg.checkpoint ? &layer : nullptr, tokens, seed, inputs_path,
-                            &in.batch_from);
+  in.batch = make_run_batch(cfg, cfg.checkpoint ? &layer : nullptr, tokens, seed,
+                            file ? &*file : nullptr, &in.batch_from);
   return in;
 }
 

@@ -22,16 +22,23 @@ struct RunInputs {
 RunInputs make_run_inputs(const Config& config, int64_t tokens, uint64_t seed,
                           const std::string& inputs_path);
 
-// An --inputs file's checks, made before any weight is loaded: hidden_states [T, H] finite,
-// router_logits (where present) [T, E + S] with no NaN or +inf and every token one finite logit,
-// and with `one_batch` (not under expert parallelism, where each rank takes a share) T <=
-// max_tokens. make_run_inputs makes them; a caller of make_run_batch makes them first.
-void check_run_inputs_file(const Config& config, const std::string& inputs_path, bool one_batch);
+// An --inputs file read and checked before any weight is loaded: hidden_states [T, H] (bf16, or
+// f32 as stored: the router GEMM takes them so) finite, router_logits (where present) [T, E + S]
+// with no NaN or +inf and every token one finite logit, and with `one_batch` (not under expert
+// parallelism, where each rank takes a share) T <= max_tokens.
+struct InputsFile {
+  std::string path;
+  HostTensor hidden;  // as stored
+  HostTensor logits;  // empty: the file has none
+};
+InputsFile read_run_inputs_file(const Config& config, const std::string& inputs_path,
+                                bool one_batch);
 
-// The batch alone, as make_run_inputs makes it beside its weights: --inputs' tokens, with their
-// router_logits or, when the file has none, the logits of `checkpoint`'s router (null: no
-// checkpoint); else `tokens` random ones. `from` says which, for the report.
+// The batch alone, as make_run_inputs makes it beside its weights: the file's tokens (null: none),
+// with its router_logits or, when it has none, the logits of `checkpoint`'s router (null: no
+// checkpoint); else `tokens` random ones, routed by the checkpoint's router where there is one.
+// `from` says which, for the report.
 Batch make_run_batch(const Config& config, const LayerCheckpoint* checkpoint, int64_t tokens,
-                     uint64_t seed, const std::string& inputs_path, std::string* from);
+                     uint64_t seed, const InputsFile* file, std::string* from);
 
 }  // namespace moe::tool

@@ -176,9 +176,11 @@ TEST(ConfigParse, KeysThatDoNotApplyAreRefusedByName) {
        {"test.yaml:8:", "sink_intermediate applies to sink experts",
         "this problem has no sink experts"}},
       {"  routing: sigmoid_bias_sink\n  route_scale: 0\n",
-       {"route_scale=0 and global_scale=1 must be finite and > 0", "test.yaml:7:"}},
+       {"route_scale=0 must be finite and > 0", "test.yaml:7:"}},
       {"  routing: sigmoid_bias_sink\n  global_scale: -2\n",
        {"global_scale=-2 must be finite and > 0", "test.yaml:7:"}},
+      {"  routing: sigmoid_bias_sink\n  route_scale: 1.5\n  global_scale: 0\n",
+       {"global_scale=0 must be finite and > 0", "test.yaml:8:"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.lines);

@@ -126,10 +126,7 @@ inline void expect_matches_reference(const Layer& layer, const Layer& ref_layer,
   for (int64_t tokens : token_counts)
     for (Scenario scenario : {Scenario::kRandom, Scenario::kPadding, Scenario::kOneExpert}) {
       const Batch batch = random_batch(p, tokens, seed + uint64_t(tokens), scenario);
-      const Routing routed = route_batch(reference, p, batch);
-      const Routing routing = scenario == Scenario::kOneExpert
-                                  ? one_expert_routing(p, routed, last_local_expert(p))
-                                  : routed;
+      const Routing routing = scenario_routing(reference, p, batch, scenario);
       const RunResult out = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
       const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
       EXPECT_LT(relative_l2(out.output, ref.output), tolerance)

@@ -25,6 +25,11 @@ int32_t last_local_expert(const moe_problem& problem);
 // Every token to `expert` (global id) with weight 1; other routed slots -1, sink slots as routed.
 Routing one_expert_routing(const moe_problem& problem, const Routing& routed, int32_t expert);
 
+// The routing a conformance scenario runs on: `plugin`'s routing of the batch, and for kOneExpert
+// every token on the last local expert (one_expert_routing).
+Routing scenario_routing(const Plugin& plugin, const moe_problem& problem, const Batch& batch,
+                         Scenario scenario);
+
 struct RunResult {
   HostTensor output;  // [T, H] of the requested dtype
   double ms = 0;      // wall time of run + stream sync

@@ -202,8 +202,7 @@ ProblemFile load_problem_file(const std::string& path) {
   pf.problem = parse_problem(path, root["problem"]);
   // The default counts, the largest cut to max_tokens where it is smaller (as a config's tokens).
   const int64_t most = pf.problem.raw().max_tokens;
-  pf.tokens = {0, std::min<int64_t>(1, most), std::min<int64_t>(5, most),
-               std::min<int64_t>(33, most)};
+  pf.tokens = {0, 1, std::min<int64_t>(5, most), std::min<int64_t>(33, most)};
   pf.tokens.erase(std::unique(pf.tokens.begin(), pf.tokens.end()), pf.tokens.end());
   if (const auto t = root["tokens"]) {
     pf.tokens.clear();
@@ -354,10 +353,8 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
       if (auto why = failure_of([&] {
             batch = random_batch(p, tokens, seed, sc);
             // Routing is the reference's at every size: exact, and cheap next to the layer.
-            routing = route_batch(*reference_, p, batch);
-            if (sc == Scenario::kOneExpert) {
-              routing = one_expert_routing(p, routing, last_local_expert(p));
-            } else if (plugin->can_route(p)) {
+            routing = scenario_routing(*reference_, p, batch, sc);
+            if (sc != Scenario::kOneExpert && plugin->can_route(p)) {
               CaseResult route = result("route", tokens, scenario_name(sc), seed);
               if (auto route_why = failure_of([&] {
                     route.detail = compare_routing(route_batch(*plugin, p, batch), routing);

@@ -72,6 +72,13 @@ Routing one_expert_routing(const moe_problem& p, const Routing& routed, int32_t 
   return r;
 }
 
+Routing scenario_routing(const Plugin& plugin, const moe_problem& p, const Batch& batch,
+                         Scenario scenario) {
+  const Routing routed = route_batch(plugin, p, batch);
+  return scenario == Scenario::kOneExpert ? one_expert_routing(p, routed, last_local_expert(p))
+                                          : routed;
+}
+
 StagedRun stage_run(const Layer& layer, const moe_problem& p, const HostTensor& hidden,
                     const Routing& routing, moe_dtype output_dtype) {
   const Plugin& plugin = layer.plugin();

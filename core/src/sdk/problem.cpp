@@ -150,10 +150,10 @@ void validate_problem(const moe_problem& p) {
   if (p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK) {
     // Their product scales every routed and sink weight: 0 would zero the layer, a negative
     // value negate it.
-    require(std::isfinite(p.route_scale) && p.route_scale > 0 && std::isfinite(p.global_scale) &&
-                p.global_scale > 0,
-            fmt::format("route_scale={} and global_scale={} must be finite and > 0", p.route_scale,
-                        p.global_scale));
+    for (const auto& [name, value] :
+         {std::pair{"route_scale", p.route_scale}, std::pair{"global_scale", p.global_scale}})
+      require(std::isfinite(value) && value > 0,
+              fmt::format("{}={} must be finite and > 0", name, value));
   }
   require(p.sink_experts >= 0, fmt::format("sink_experts={} must be >= 0", p.sink_experts));
   require(p.sink_experts == 0 || p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK,

@@ -247,7 +247,7 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
                           : gpu::wo_tokens_per_tile(rows, int(groups_), g.weights, p.hidden,
                                                     weight_tile_option_ == 256);
   g.weight_tile_rows = weight_tile_option_.value_or(0);
-  g.narrow_last_blocks = narrow_last_blocks_ && g.weights == gpu::WoWeights::kBf16;
+  g.narrow_last_blocks = narrow_last_blocks_;  // bf16 layers only (the option's check)
   g.shared_group = s1.shared_group;
 
   // A bf16 layer on CUTLASS's layout (runs_in_place): its [groups][n1][H] and [groups][H][P]

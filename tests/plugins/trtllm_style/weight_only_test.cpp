@@ -194,10 +194,7 @@ TEST_F(TrtllmWeightOnly, NarrowLastBlocksGiveTheFullWidthsSums) {
       for (int64_t tokens : {1, 7, 37, 200, 333}) {
         for (Scenario scenario : {Scenario::kRandom, Scenario::kOneExpert}) {
           const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), scenario);
-          const Routing routed = route_batch(*reference_, p, batch);
-          const Routing routing = scenario == Scenario::kOneExpert
-                                      ? one_expert_routing(p, routed, last_local_expert(p))
-                                      : routed;
+          const Routing routing = scenario_routing(*reference_, p, batch, scenario);
           const RunResult x = run_layer(a, p, batch.hidden, routing, MOE_DTYPE_BF16);
           const RunResult y = run_layer(b, p, batch.hidden, routing, MOE_DTYPE_BF16);
           EXPECT_LT(relative_l2(y.output, x.output), 1e-3)
