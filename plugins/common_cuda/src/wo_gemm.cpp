@@ -152,9 +152,8 @@ std::string wo_token_tile_rule(WoWeights weights, int64_t hidden) {
 }
 
 int wo_narrow_width(int count, int tokens_per_tile, int n_tiles) {
-  // As the launch pairs CTAs (src/wo_gemm_launch.cuh launch_width): 16 and 32 tokens alone.
-  const bool pairs = tokens_per_tile >= 64 && n_tiles % 2 == 0;
-  return kernels::wo::narrow_width(count, tokens_per_tile, pairs ? 2 : 1);
+  return kernels::wo::narrow_width(count, tokens_per_tile,
+                                   detail::wo_pairs_ctas(tokens_per_tile, n_tiles) ? 2 : 1);
 }
 
 bool wo_tall_tiles(const WoGemmArgs& a, int tokens_per_tile) {

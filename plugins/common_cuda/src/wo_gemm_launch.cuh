@@ -91,12 +91,11 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
   return {};
 }
 
-// Token tiles of 64 to 256 rows pair their CTAs when the weight tiles come in pairs;
-// decode's 16- and 32-row tiles stream weights, which no pair shares.
+// Token tiles pair their CTAs as wo_pairs_ctas says (wo_narrow_width follows the same rule).
 template <int kW>
 WoLaunchResult launch_width(const moe_problem& prob, const WoGemmArgs& a, int n,
                             cudaStream_t stream) noexcept {
-  const bool pairs = a.n_tiles % 2 == 0;
+  const bool pairs = wo_pairs_ctas(n, a.n_tiles);  // (16 and 32 below never read it)
   // bf16 tall tiles (two prepared weight tiles a CTA tile), in pairs where they come in pairs.
   if constexpr (kW == kernels::wo::kBf16) {
     if (wo_tall_tiles(a, n)) {

@@ -16,6 +16,13 @@ struct WoLaunchResult {
 
 int wo_max_groups();
 
+// Whether a launch of `tokens_per_tile`-token tiles (not tall ones) pairs its CTAs: token tiles of
+// 64 to 256 rows do where the weight tiles come in pairs; decode's 16- and 32-row tiles stream
+// weights, which no pair shares.
+inline bool wo_pairs_ctas(int tokens_per_tile, int n_tiles) {
+  return tokens_per_tile >= 64 && n_tiles % 2 == 0;
+}
+
 WoLaunchResult launch_wo_gemm(const moe_problem& p, const WoGemmArgs& a, int tokens_per_tile,
                               cudaStream_t stream) noexcept;
 
