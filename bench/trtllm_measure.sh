@@ -20,7 +20,8 @@
 #                (Qwen3 mxfp4, nvfp4, mxfp8; gpt-oss-120b mxfp4)
 #   grid_F       bench/run_grid.py for trtllm_style in format F (bf16, fp8_tensor, fp8_block, mxfp4,
 #                nvfp4, mxfp8) at T = 1, 8, 64, 512, 4096 with the format's peers, shape by shape
-#                (carry .peers; COMMIT=<hash> names the build in the records)
+#                (carry .peers; COMMIT=<hash> names the build in the records; GRID_SHAPES="s ..."
+#                and GRID_TOKENS=t,... narrow it to fit a call)
 #   ncu_bf16     Nsight Compute of Qwen3 bf16 at T = 4096 on the default path: every kernel of one
 #                layer run (permutation, gather, GEMM1, activation, GEMM2, finalize) with speed of
 #                light and the memory tables (the L2's reads from the SMs beside its DRAM fills:
@@ -74,10 +75,10 @@ for section in "$@"; do
       f=${section#grid_}
       shapes="qwen3_30b_a3b mixtral_8x7b deepseek_v3"
       [ "$f" = bf16 ] && shapes="$shapes inkling_like"
-      for s in $shapes; do
+      for s in ${GRID_SHAPES:-$shapes}; do
         timeout 280 python3 bench/run_grid.py --moe build/bin/moe --peers .peers \
           --out "$OUT/grid_$f/$s" --format "$f" --backend trtllm_style --shapes $s \
-          --tokens 1,8,64,512,4096 --commit "${COMMIT:-unknown}" 2>&1 |
+          --tokens "${GRID_TOKENS:-1,8,64,512,4096}" --commit "${COMMIT:-unknown}" 2>&1 |
           grep -E "^\| (shape|qwen|mix|deep|ink)"
         pack
       done ;;
