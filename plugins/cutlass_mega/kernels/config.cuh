@@ -61,8 +61,8 @@ enum WeightKind : int {
   // fp8_block with f16 tokens, two 16 KB e4m3 tiles a stage (256 K: two scale blocks, each
   // promoted as a one-tile stage's; four TMA boxes, or with MOE_MEGA_CHUNKS=1 two adjacent
   // prepared chunks by one bulk copy), 32-slot items and 3 stages (96 KB of weights in flight
-  // where kFp8F16W keeps 64): fp8_block's default where H and I are multiples of 256 (0.87-1.0x
-  // kFp8F16W's time; bench/NOTES.md, session 44).
+  // where kFp8F16W keeps 64): fp8_block's default where H and I are multiples of 256 in sessions
+  // 44-46 (0.87-1.0x kFp8F16W's time; bench/NOTES.md, session 44), MOE_MEGA_FP8_WGMMA=0 since.
   kFp8F16x2W = 10,
   // fp8_block on e4m3 codes multiplied by wgmma (MOE_MEGA_FP8_WGMMA=1 at prepare, a measurement):
   // one 16 KB e4m3 tile a stage, each consumer warpgroup's 64 rows of it times the item's token
@@ -81,9 +81,10 @@ enum WeightKind : int {
   // mma.sync issue go; the dequantisation stays.
   kMxfp4WgW = 12,
   kNvfp4WgW = 13,
-  // kFp8WgW with two 16 KB e4m3 tiles a stage (MOE_MEGA_FP8_WGMMA=2 where H and I are multiples
-  // of 256, a measurement): each tile its own scale block, promoted after its four wgmma; 4 stages
-  // of 40 KB (the same 128 KB of weights in flight), half the barrier round trips a byte.
+  // kFp8WgW with two 16 KB e4m3 tiles a stage (fp8_block's default where H and I are multiples
+  // of 256: 0.963-0.994x kFp8F16x2W's time; bench/NOTES.md, session 46): each tile its own scale
+  // block, promoted after its four wgmma; 4 stages of 40 KB (the same 128 KB of weights in
+  // flight), half the barrier round trips a byte.
   kFp8Wg2W = 14
 };
 template <int W>

@@ -24,11 +24,11 @@ enum class Kind : int {
   kMxfp4x4 = 7,  // four chunks a stage (batches of 8 slots an expert or 64 tokens and more)
   kNvfp4x4 = 8,
   kBf16x2 = 9,          // bf16, two prepared chunks a stage (the default where H and I allow)
-  kFp8BlockF16x2 = 10,  // fp8_block on f16 codes, two 16 KB tiles a stage (the default there)
+  kFp8BlockF16x2 = 10,  // fp8_block on f16 codes, two 16 KB tiles a stage (MOE_MEGA_FP8_WGMMA=0)
   kFp8BlockWgmma = 11,  // fp8_block on e4m3 codes by wgmma (MOE_MEGA_FP8_WGMMA=1, a measurement)
   kMxfp4Wgmma = 12,     // 4-bit, two chunks a stage, by wgmma (MOE_MEGA_FP4_WGMMA=1, a measurement)
   kNvfp4Wgmma = 13,
-  kFp8BlockWgmma2 = 14  // fp8_block by wgmma, two tiles a stage (MOE_MEGA_FP8_WGMMA=2)
+  kFp8BlockWgmma2 = 14  // fp8_block by wgmma, two tiles a stage (the default where they apply)
 };
 // fp8_block instances whose activation codes are kept as their f16 values (2 bytes a code).
 constexpr bool has_f16_codes(Kind k) {

@@ -99,21 +99,26 @@ KindChoice choose_kinds(const moe_problem& p) {
       if (bf16_two_chunks(p) && !env_is("MOE_MEGA_BF16_STAGE", "64")) c.kind = Kind::kBf16x2;
       return c;
     case MOE_FORMAT_FP8_BLOCK:
-      // Activation codes kept as their f16 values, multiplied in f16 (kFp8F16W): 0.95-0.97x the
-      // time of e4m3 codes at every point measured (H100, session 41); MOE_MEGA_FP8_TOKENS=e4m3
-      // takes the e4m3 instance. Two 16 KB e4m3 tiles a stage (kFp8F16x2W: 32-slot items, 3
-      // stages; by TMA, or as prepared chunks with MOE_MEGA_CHUNKS=1) where both GEMMs' K hold
-      // whole pairs: 0.87-1.0x one tile's time on Mixtral, Qwen3-30B-A3B and DeepSeek-V3 at
-      // T = 1, 8, 64 (H100, session 44); MOE_MEGA_FP8_STAGE=128 keeps one. MOE_MEGA_FP8_WGMMA=1
-      // takes the e4m3 codes multiplied by wgmma (kFp8WgW), =2 its two-tile stage where two tiles
-      // apply (kFp8Wg2W; one tile elsewhere): measurements, which MOE_MEGA_FP8_STAGE and
-      // MOE_MEGA_FP8_TOKENS do not change.
+      // Where both GEMMs' K hold whole pairs of 128-deep tiles (fp8_two_tiles): the e4m3 codes
+      // multiplied by wgmma from shared memory, two 16 KB tiles a stage (kFp8Wg2W: 32-slot
+      // items, by TMA, or as prepared chunks with MOE_MEGA_CHUNKS=1): 0.963-0.994x the time of
+      // the mma.sync two-tile stage at every point measured (Mixtral, Qwen3-30B-A3B at T = 1, 8,
+      // 64, two runs; H100, session 46). Elsewhere, and with MOE_MEGA_FP8_WGMMA=0: mma.sync on
+      // the activation codes kept as their f16 values (kFp8F16W: 0.95-0.97x the time of e4m3
+      // codes, H100, session 41), two tiles a stage where they apply (kFp8F16x2W: 0.87-1.0x one
+      // tile's time, H100, session 44). Measurement switches: MOE_MEGA_FP8_STAGE=128 keeps one
+      // tile by mma.sync, MOE_MEGA_FP8_TOKENS=e4m3 multiplies e4m3 codes by mma.sync, and
+      // MOE_MEGA_FP8_WGMMA=1 takes wgmma with one tile a stage (=2: the default's instance where
+      // two tiles apply, one tile elsewhere), whatever the other two say.
       if (env_is("MOE_MEGA_FP8_WGMMA", "1") || env_is("MOE_MEGA_FP8_WGMMA", "2"))
         c.kind = env_is("MOE_MEGA_FP8_WGMMA", "2") && fp8_two_tiles(p) ? Kind::kFp8BlockWgmma2
                                                                        : Kind::kFp8BlockWgmma;
-      else if (!env_is("MOE_MEGA_FP8_TOKENS", "e4m3"))
-        c.kind = fp8_two_tiles(p) && !env_is("MOE_MEGA_FP8_STAGE", "128") ? Kind::kFp8BlockF16x2
-                                                                          : Kind::kFp8BlockF16;
+      else if (env_is("MOE_MEGA_FP8_TOKENS", "e4m3"))
+        c.kind = Kind::kFp8Block;
+      else if (!fp8_two_tiles(p) || env_is("MOE_MEGA_FP8_STAGE", "128"))
+        c.kind = Kind::kFp8BlockF16;
+      else
+        c.kind = env_is("MOE_MEGA_FP8_WGMMA", "0") ? Kind::kFp8BlockF16x2 : Kind::kFp8BlockWgmma2;
       return c;
     case MOE_FORMAT_MXFP4:
     case MOE_FORMAT_NVFP4:

@@ -43,7 +43,8 @@ std::string describe(const moe_problem& p);
 // more (8 slots an expert on average or 64 tokens, whichever is fewer: consumers' work per stage
 // is what four amortise) where they are multiples of 512 and the activations are bf16 (0: never
 // four); fp8_block two 16 KB e4m3 tiles a stage (256 K, two scale blocks) where H and I are
-// multiples of 256 and the activation codes are kept as f16 (session 44).
+// multiples of 256, multiplied by wgmma (session 46; by mma.sync on the codes' f16 values with
+// MOE_MEGA_FP8_WGMMA=0, the default of session 44).
 bool bf16_two_chunks(const moe_problem& p);
 int64_t four_chunk_tokens(const moe_problem& p);
 bool fp8_two_tiles(const moe_problem& p);
@@ -51,7 +52,7 @@ bool fp8_two_tiles(const moe_problem& p);
 // The kernel instance a layer prepared now runs, and for 4-bit weights the four-chunk one for
 // batches from `large_from` tokens (0: never; same prepared chunks): the rules above, and the
 // measurement switches read at prepare (docs/design.md §13: MOE_MEGA_BF16_STAGE=64,
-// MOE_MEGA_FP8_TOKENS=e4m3, MOE_MEGA_FP8_STAGE=128, MOE_MEGA_FP8_WGMMA=1,
+// MOE_MEGA_FP8_TOKENS=e4m3, MOE_MEGA_FP8_STAGE=128, MOE_MEGA_FP8_WGMMA=0|1|2,
 // MOE_MEGA_FP4_STAGE=128|256|512, MOE_MEGA_FP4_WGMMA=1, which takes precedence over the stage).
 struct KindChoice {
   detail::Kind kind;

@@ -316,15 +316,22 @@ TEST_F(MegaLayer, PreparedChunksGiveTheMapsBitsAndE4m3TokensMatch) {
     const Layer maps = prepared_as_tiles({});
     const Layer chunks = prepared_as_tiles({{"MOE_MEGA_CHUNKS", "1"}});
     const Layer one_chunk = prepared_as_tiles({{"MOE_MEGA_FP4_STAGE", "128"}});
-    const Layer two_chunks = plugin_->prepare(p, w.view(), {});  // bf16's and fp8_block's default
-    const Layer two_tiles_chunks = prepared_with(p, w, {{"MOE_MEGA_CHUNKS", "1"}});  // fp8_block
+    // bf16's default; fp8_block's two tiles a stage by mma.sync (its default multiplies them by
+    // wgmma: "e4m3 tokens by wgmma, two tiles a stage" below), by TMA and as prepared chunks
+    const EnvVars mma_sync = c.format == kFp8 ? EnvVars{{"MOE_MEGA_FP8_WGMMA", "0"}} : EnvVars{};
+    const Layer two_chunks = prepared_with(p, w, mma_sync);
+    EnvVars mma_sync_chunks = mma_sync;
+    mma_sync_chunks.emplace_back("MOE_MEGA_CHUNKS", "1");
+    const Layer two_tiles_chunks = prepared_with(p, w, mma_sync_chunks);  // fp8_block
     // fp8_block's e4m3 codes: by e4m3 mma.sync, and by wgmma with one and two tiles a stage
     std::vector<std::pair<std::string, Layer>> e4m3;
     if (c.format == kFp8) {
       e4m3.emplace_back("e4m3 tokens", prepared_as_tiles({{"MOE_MEGA_FP8_TOKENS", "e4m3"}}));
       e4m3.emplace_back("e4m3 tokens by wgmma", prepared_with(p, w, {{"MOE_MEGA_FP8_WGMMA", "1"}}));
-      e4m3.emplace_back("e4m3 tokens by wgmma, two tiles a stage",
-                        prepared_with(p, w, {{"MOE_MEGA_FP8_WGMMA", "2"}}));
+      e4m3.emplace_back("e4m3 tokens by wgmma, two tiles a stage (the default)",
+                        plugin_->prepare(p, w.view(), {}));
+      e4m3.emplace_back("e4m3 tokens by wgmma, two tiles a stage as chunks",
+                        prepared_with(p, w, {{"MOE_MEGA_CHUNKS", "1"}}));
     }
     for (int64_t tokens : {1, 40, 96}) {
       const Batch batch = random_batch(p, tokens, 90 + uint64_t(tokens), Scenario::kRandom);
@@ -460,10 +467,10 @@ TEST_F(MegaLayer, ADependentLaunchGivesTheOrdinaryLaunchsBitsEagerAndReplayed) {
 // Stages of several prepared chunks at every batch: two 4-bit chunks (MOE_MEGA_FP4_STAGE=256, and
 // by wgmma with MOE_MEGA_FP4_WGMMA=1 in mxfp4 and nvfp4), four (MOE_MEGA_FP4_STAGE=512; token
 // rows of 1 KB, copied in two passes), two bf16 chunks (the
-// default where H and I are multiples of 128: 32 KB stages) and two e4m3 tiles (the default where
-// they are multiples of 256: two scale blocks a stage, 32-slot items; by TMA, and as prepared
-// chunks with MOE_MEGA_CHUNKS=1), e4m3 tiles by wgmma (MOE_MEGA_FP8_WGMMA=1: one a stage, =2:
-// two; 8 and 4 stages, so an
+// default where H and I are multiples of 128: 32 KB stages), two e4m3 tiles by mma.sync
+// (MOE_MEGA_FP8_WGMMA=0 where H and I are multiples of 256: two scale blocks a stage, 32-slot
+// items; by TMA, and as prepared chunks with MOE_MEGA_CHUNKS=1), e4m3 tiles by wgmma
+// (MOE_MEGA_FP8_WGMMA=1: one a stage; two, the default where two tiles apply; 8 and 4 stages, so an
 // item of I = 1024 fills the ring and the next wraps it; by TMA and as chunks), where GEMM2 splits
 // along K
 // (I = 1024 at one token): against the reference, the same bits run after run; the layer's
@@ -488,8 +495,10 @@ TEST_F(MegaLayer, MultiChunkStagesMatchTheReferenceWhereGemm2Splits) {
         Setup{kNv, 2, {{fp4_stage, "256"}}, 9216, 128, 6},
         Setup{kNv, 4, {{fp4_stage, "512"}}, 9216, 128, 8},
         Setup{MOE_FORMAT_BF16, 2, {}, 16384, 64, 9},
-        Setup{MOE_FORMAT_FP8_BLOCK, 2, {}, 16384, 128, 10},
-        Setup{MOE_FORMAT_FP8_BLOCK, 2, {{"MOE_MEGA_CHUNKS", "1"}}, 16384, 128, 10},
+        Setup{MOE_FORMAT_FP8_BLOCK, 2, {}, 16384, 128, 14},
+        Setup{MOE_FORMAT_FP8_BLOCK, 2, {{chunks, "1"}}, 16384, 128, 14},
+        Setup{MOE_FORMAT_FP8_BLOCK, 2, {{fp8_wgmma, "0"}}, 16384, 128, 10},
+        Setup{MOE_FORMAT_FP8_BLOCK, 2, {{fp8_wgmma, "0"}, {chunks, "1"}}, 16384, 128, 10},
         Setup{MOE_FORMAT_FP8_BLOCK, 1, {{"MOE_MEGA_FP8_STAGE", "128"}}, 16384, 128, 4},
         Setup{MOE_FORMAT_FP8_BLOCK, 1, {{fp8_wgmma, "1"}}, 16384, 128, 11},
         Setup{MOE_FORMAT_FP8_BLOCK, 1, {{fp8_wgmma, "1"}, {chunks, "1"}}, 16384, 128, 11},

@@ -300,10 +300,12 @@ TEST(MegaStages, TwoBf16ChunksAndFour4BitChunksFromEightSlotsAnExpert) {
 }
 
 // The instance a layer prepared now runs (docs/design.md §13): every format's default on shapes
-// that take the multi-chunk stages and on shapes that do not, 4-bit weights on e4m3 activations
+// that take the multi-chunk stages and on shapes that do not (fp8_block's two tiles by wgmma,
+// by mma.sync with MOE_MEGA_FP8_WGMMA=0), 4-bit weights on e4m3 activations
 // (two chunks, never four by the batch), each measurement switch read at prepare (every other one
 // unset, so the machine's environment cannot decide a row), and the retired
-// MOE_MEGA_FP8_STAGE=256 (the default now); describe names fp8_block's stage and its 32-slot items.
+// MOE_MEGA_FP8_STAGE=256 (the default now); describe names fp8_block's stage, its 32-slot items and
+// its mma.
 TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
   using detail::Kind;
   using test::ScopedEnv;
@@ -322,10 +324,14 @@ TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
         Expected{MOE_FORMAT_BF16, 256, 192, nullptr, nullptr, Kind::kBf16, Kind::kBf16, 0},
         Expected{MOE_FORMAT_BF16, 256, 256, "MOE_MEGA_BF16_STAGE", "64", Kind::kBf16, Kind::kBf16,
                  0},
-        Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, nullptr, nullptr, Kind::kFp8BlockF16x2,
+        Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, nullptr, nullptr, Kind::kFp8BlockWgmma2,
                  Kind::kBf16, 0},
         Expected{MOE_FORMAT_FP8_BLOCK, 512, 384, nullptr, nullptr, Kind::kFp8BlockF16, Kind::kBf16,
                  0},
+        Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, "MOE_MEGA_FP8_WGMMA", "0", Kind::kFp8BlockF16x2,
+                 Kind::kBf16, 0},
+        Expected{MOE_FORMAT_FP8_BLOCK, 512, 384, "MOE_MEGA_FP8_WGMMA", "0", Kind::kFp8BlockF16,
+                 Kind::kBf16, 0},
         Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, "MOE_MEGA_FP8_STAGE", "128", Kind::kFp8BlockF16,
                  Kind::kBf16, 0},
         Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, "MOE_MEGA_FP8_TOKENS", "e4m3", Kind::kFp8Block,
@@ -356,7 +362,7 @@ TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
         Expected{MOE_FORMAT_NVFP4, 512, 512, fp4_stage, "512", Kind::kNvfp4x4, Kind::kBf16, 0},
         Expected{MOE_FORMAT_BF16, 256, 256, "MOE_MEGA_FP8_STAGE", "128", Kind::kBf16x2, Kind::kBf16,
                  0},
-        Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, "MOE_MEGA_FP8_STAGE", "256", Kind::kFp8BlockF16x2,
+        Expected{MOE_FORMAT_FP8_BLOCK, 512, 256, "MOE_MEGA_FP8_STAGE", "256", Kind::kFp8BlockWgmma2,
                  Kind::kBf16, 0},
         Expected{MOE_FORMAT_NVFP4, 512, 512, nullptr, nullptr, Kind::kNvfp4x2, Kind::kNvfp4x4, 32},
         Expected{MOE_FORMAT_MXFP4, 512, 256, fp4_stage, "512", Kind::kMxfp4x2, Kind::kBf16, 0},
@@ -394,10 +400,12 @@ TEST(MegaStages, EachFormatsInstanceAndItsSwitches) {
   std::string d = describe(p);
   EXPECT_NE(d.find("two 128-deep tiles (32 KB) a pipeline stage"), std::string::npos) << d;
   EXPECT_NE(d.find("per (expert, 32 slots"), std::string::npos) << d;
+  EXPECT_NE(d.find("the e4m3 codes multiplied by wgmma"), std::string::npos) << d;
   p.intermediate = 384;
   EXPECT_FALSE(fp8_two_tiles(p));
   d = describe(p);
   EXPECT_NE(d.find("one 128-deep tile (16 KB) a pipeline stage"), std::string::npos) << d;
+  EXPECT_NE(d.find("the codes multiplied as their exact f16 values"), std::string::npos) << d;
   EXPECT_NE(d.find("per (expert, 64 slots"), std::string::npos) << d;
 }
 
