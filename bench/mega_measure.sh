@@ -41,6 +41,8 @@
 #             8, 64, default / MOE_MEGA_FP8_WGMMA=1 / =2 (two tiles a stage); mxfp4 Mixtral and
 #             Qwen3 and nvfp4 Qwen3, default / MOE_MEGA_FP4_WGMMA=1 / MOE_MEGA_FP4_STAGE=256 (the same stage by mma.sync);
 #             then the wgmma timelines of fp8_block Mixtral T = 8 and 64 and mxfp4 Mixtral T = 8
+#   ab_split  MOE_MEGA_SPLIT2=waves (GEMM2 split along K past one wave) against the default: bf16
+#             on Qwen3, Mixtral, DeepSeek-V3 and Inkling-like, fp8_block on Mixtral, T = 1, 8, 64
 #   ab_late   fp8_block Mixtral and Qwen3 at T = 1, 8, 64: default / MOE_MEGA_FP8_PREFETCH=late0 /
 #             late1 / late (GEMM1's, GEMM2's, both first stages prefetched after the quantisation)
 set -uo pipefail
@@ -155,6 +157,11 @@ for section in "$@"; do
         timeline_run $name $cfg/mixtral_8x7b_$1.yaml "$2" $3=1
         echo "== $name"; head -12 "$OUT/$name.txt"
       done ;;
+    ab_split)  # MOE_MEGA_SPLIT2=waves: GEMM2 split past one wave, bf16 and fp8_block at T = 1, 8, 64
+      ab_shapes ab_split_bf16 bf16 "$qwen_mixtral deepseek_v3 inkling_like" \
+        --variant default= --variant waves= --env waves=MOE_MEGA_SPLIT2=waves
+      ab_shapes ab_split_fp8 fp8_block mixtral_8x7b \
+        --variant default= --variant waves= --env waves=MOE_MEGA_SPLIT2=waves ;;
     ab_late)
       ab_shapes ab_late fp8_block "$qwen_mixtral" \
         --variant default= --variant late0= --env late0=MOE_MEGA_FP8_PREFETCH=late0 \

@@ -253,7 +253,8 @@ struct Params {
   // Slot column top_k + c: the ids column it reads (-1: none, weight 1), its virtual expert, and
   // the id that column must hold for it to run.
   int16_t col_src[kMaxVirtual], col_expert[kMaxVirtual], col_match[kMaxVirtual];
-  int32_t max_split2;  // GEMM2 K parts the workspace holds (k_split chooses up to this many)
+  int32_t max_split2;    // GEMM2 K parts the workspace holds (k_split chooses up to this many)
+  int32_t split2_waves;  // 1: GEMM2's split by k_split_waves (MOE_MEGA_SPLIT2=waves, a measurement)
   // 4-bit weights with e4m3 activations (ActQuant; 0 otherwise): the static scales (a13 for the
   // hidden states, a2 for the intermediate), and the workspace: xa [T, H] bf16, the hidden states
   // quantised (mxfp8: their values; e4m3 per tensor: their codes' values); with kActFp8Dynamic,

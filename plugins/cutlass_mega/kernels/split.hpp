@@ -19,4 +19,25 @@ MOE_MEGA_HD constexpr int k_split(int items, int steps, int ctas, int max_split)
   return split;
 }
 
+// MOE_MEGA_SPLIT2=waves (a measurement): as k_split within one wave; past one wave, the split
+// whose waves take the least time, counted as ceil(items s / ctas) waves of 1 / s of an item's time
+// each, taken over a smaller split only where it saves more than 5 %, each part keeping at least
+// `min_steps` stages (kSplitMinSteps). Mixtral at T = 8 has 224 GEMM2 items of 56 or 112
+// stages on 132 CTAs: 1.7 waves, 40 CTAs idle through the second; four parts, 896 on 7 waves, idle
+// 3 % (bench/NOTES.md, session 47). Few stages a part pay each item's pipeline fill more often.
+constexpr int kSplitMinSteps = 8;
+MOE_MEGA_HD constexpr int k_split_waves(int items, int steps, int ctas, int max_split,
+                                        int min_steps) {
+  if (items <= 0 || ctas <= 0 || items <= ctas) return k_split(items, steps, ctas, max_split);
+  // The best time so far as the fraction best_num / best_den of an item's time (integers only).
+  int best = 1;
+  long long best_num = (items + ctas - 1) / ctas, best_den = 1;  // waves / split
+  for (int s = 2; s <= max_split && steps / s >= min_steps; ++s) {
+    const long long waves = (static_cast<long long>(items) * s + ctas - 1) / ctas;
+    // waves / s < best_num / best_den by more than 5 %: waves * best_den * 100 < 95 * best_num * s
+    if (waves * best_den * 100 < 95 * best_num * s) best = s, best_num = waves, best_den = s;
+  }
+  return best;
+}
+
 }  // namespace moe::mega::kernels

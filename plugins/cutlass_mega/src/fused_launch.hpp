@@ -120,7 +120,8 @@ struct FusedCall {
   uint16_t* xa;
   float* amax;
   int16_t col_src[32], col_expert[32], col_match[32];
-  int32_t max_split2;  // copies of y the workspace holds: GEMM2's K parts at most
+  int32_t max_split2;    // copies of y the workspace holds: GEMM2's K parts at most
+  int32_t split2_waves;  // Params::split2_waves
   float limit, alpha;
   int32_t gelu_tanh;
   unsigned long long* timeline;  // measurement (kernels/timeline.hpp): null, or [ctas] records

@@ -416,6 +416,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   timeline_ = timeline_from_env(ctas_);
   dependent_launch_ = env_is("MOE_MEGA_LAUNCH", "pdl");
   prefetch_late_ = prefetch_late_bits(p);
+  split2_waves_ = env_is("MOE_MEGA_SPLIT2", "waves") ? 1 : 0;
   const VirtualExperts shared = virtual_experts(p, w);
   experts_ = p.experts + shared.count;
   if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32; 0 for shared
@@ -621,6 +622,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.inter_dim = int32_t(p.intermediate);
   c.n1 = int32_t(n1_);
   c.max_split2 = result_copies(p, tokens);
+  c.split2_waves = split2_waves_;
   c.activation = p.activation;
   c.act_quant = act_quant_;
   c.a13_scale = a13_scale_;

@@ -51,10 +51,11 @@ class MegaLayer : public PluginAndReference<> {
   using EnvVars = std::vector<std::pair<const char*, const char*>>;
 
   // A layer of `p` prepared with each variable of `vars` set to its value (the measurement
-  // switches are read at prepare), the environment as it was afterwards.
-  Layer prepared_with(const moe_problem& p, const LayerWeights& w, const EnvVars& vars) {
+  // switches are read at prepare) and `options`, the environment as it was afterwards.
+  Layer prepared_with(const moe_problem& p, const LayerWeights& w, const EnvVars& vars,
+                      const Options& options = {}) {
     for (const auto& [name, value] : vars) setenv(name, value, 1);
-    Layer layer = plugin_->prepare(p, w.view(), {});
+    Layer layer = plugin_->prepare(p, w.view(), options);
     for (const auto& [name, value] : vars) unsetenv(name);
     return layer;
   }
@@ -62,11 +63,12 @@ class MegaLayer : public PluginAndReference<> {
   // The timeline (MOE_MEGA_TIMELINE) a layer of `p` prepared with `vars` writes when destroyed,
   // after `use(layer)`: null, with a failure, if it was not written.
   template <class Use>
-  nlohmann::json timeline_of(const moe_problem& p, const LayerWeights& w, EnvVars vars, Use use) {
+  nlohmann::json timeline_of(const moe_problem& p, const LayerWeights& w, EnvVars vars, Use use,
+                             const Options& options = {}) {
     const std::string path = testing::TempDir() + "mega_timeline.json";
     std::remove(path.c_str());
     vars.emplace_back("MOE_MEGA_TIMELINE", path.c_str());
-    use(prepared_with(p, w, vars));
+    use(prepared_with(p, w, vars, options));
     std::ifstream in(path);
     if (!in.good()) {
       ADD_FAILURE() << path << " was not written";
@@ -574,6 +576,43 @@ TEST_F(MegaLayer, FewerSmsMatchTheReferenceAndRepeatBitForBit) {
             layer, ref_layer, p, tokens, 70 + uint64_t(tokens),
             fmt::format("{} on {}, sms {}", format_name(f),
                         input_format_name(static_cast<moe_input_format>(p.input_format)), sms));
+    }
+  }
+}
+
+// MOE_MEGA_SPLIT2=waves (a measurement, kernels/split.hpp k_split_waves): GEMM2's items split
+// along K past one wave where the last wave would leave CTAs idle. 8 experts, H = 512 (4 slices),
+// I = 4096 on 24 CTAs, 40 tokens: ~32 GEMM2 items, two waves, split into parts (bf16's 32 stages
+// three, fp8_block's 16 two) that the timeline names, against the reference and bit for bit run
+// after run; without the switch no split (k_split: more items than CTAs).
+TEST_F(MegaLayer, Gemm2SplitByWavesMatchesTheReference) {
+  for (const moe_format f : {MOE_FORMAT_BF16, kFp8}) {
+    Problem q = problem_;
+    q.raw().experts = 8;
+    q.raw().hidden = 512;
+    q.raw().intermediate = 4096;
+    q = in_format(q, f);
+    const moe_problem p = q.c();
+    const LayerWeights w = random_weights(p, 23);
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    const Options sms = {{"sms", "24"}};
+    for (const bool waves : {true, false}) {
+      const std::string what = fmt::format("{}, {}", format_name(f), waves ? "waves" : "default");
+      EnvVars vars;
+      if (waves) vars.emplace_back("MOE_MEGA_SPLIT2", "waves");
+      const nlohmann::json j = timeline_of(
+          p, w, vars,
+          [&](const Layer& layer) {
+            expect_matches_and_repeats(layer, ref_layer, p, 40, 24, what);
+          },
+          sms);
+      ASSERT_FALSE(j.is_null()) << what;
+      ASSERT_FALSE(j["records"].empty()) << what;
+      const int split2 = j["records"][0]["split2"].get<int>();
+      if (waves)
+        EXPECT_GE(split2, 2) << what;
+      else
+        EXPECT_EQ(split2, 1) << what;
     }
   }
 }

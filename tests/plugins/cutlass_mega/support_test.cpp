@@ -207,10 +207,21 @@ TEST(MegaSupport, RefusesWhatItCannotRunWithTheReasonAndTheValue) {
 // leaves a part fewer than two stages.
 TEST(MegaSplit, SplitsAlongKOnlyWhereOneWaveLeavesSMsIdle) {
   using kernels::k_split;
-  static_assert(k_split(64, 224, 132, 8) == 2);   // Mixtral T = 1: 128 parts, one wave
-  static_assert(k_split(16, 224, 132, 8) == 8);   // 128 parts, the workspace's limit
-  static_assert(k_split(448, 32, 132, 8) == 1);   // DeepSeek-V3 T = 1: several waves already
-  static_assert(k_split(128, 12, 132, 8) == 1);   // Qwen3 T = 1: one full wave
+  static_assert(k_split(64, 224, 132, 8) == 2);  // Mixtral T = 1: 128 parts, one wave
+  static_assert(k_split(16, 224, 132, 8) == 8);  // 128 parts, the workspace's limit
+  static_assert(k_split(448, 32, 132, 8) == 1);  // DeepSeek-V3 T = 1: several waves already
+  static_assert(k_split(128, 12, 132, 8) == 1);  // Qwen3 T = 1: one full wave
+  using kernels::k_split_waves, kernels::kSplitMinSteps;
+  // MOE_MEGA_SPLIT2=waves: Mixtral T = 8, 224 items on 132 CTAs (2 waves of 1): four parts, 7
+  // waves of a quarter (1.75); fp8_block's 56 stages and bf16's 112 alike
+  static_assert(k_split_waves(224, 56, 132, 8, kSplitMinSteps) == 4);
+  static_assert(k_split_waves(224, 112, 132, 8, kSplitMinSteps) == 4);
+  static_assert(k_split_waves(224, 56, 132, 2, kSplitMinSteps) == 1);   // two copies: no gain
+  static_assert(k_split_waves(224, 24, 132, 8, kSplitMinSteps) == 1);   // parts under 8 stages
+  static_assert(k_split_waves(448, 16, 132, 8, kSplitMinSteps) == 2);   // DeepSeek-V3 T = 1, bf16
+  static_assert(k_split_waves(448, 8, 132, 8, kSplitMinSteps) == 1);    // its 8 fp8 stages
+  static_assert(k_split_waves(264, 112, 132, 8, kSplitMinSteps) == 1);  // two full waves
+  static_assert(k_split_waves(64, 224, 132, 8, kSplitMinSteps) == 2);   // one wave: k_split's
   static_assert(k_split(100, 12, 132, 8) == 1);   // two parts would not fit one wave
   static_assert(k_split(256, 224, 132, 8) == 1);  // Mixtral T = 8
   static_assert(k_split(64, 224, 132, 1) == 1);   // the workspace holds one copy
