@@ -347,18 +347,18 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     return t;
   };
 
-  // The unit this cluster takes in its round r (r * clusters <= unit). Units go round-robin, but
+  // The unit this cluster takes in its round (round * clusters <= unit). Units go round-robin, but
   // with narrow last blocks the offset turns by one each round: a group's full and narrow blocks
   // of one weight tile are neighbouring units, so with an even cluster count a fixed offset
   // hands a cluster only full or only narrow blocks, the narrow clusters run ahead, and each
   // weight tile crosses DRAM twice where its two readers should have shared it through L2
   // (bench/NOTES.md, session 46: GEMM1 964 MB -> 1.62 GB at Qwen3 T = 4096). Turning, every
   // cluster alternates, and neighbours stay within about half a unit of each other.
-  auto unit_at = [&](int r) {
+  auto unit_at = [&](int round) {
     if constexpr (kNarrowable<kW, N, kCluster, kMB>) {
-      if (p.narrow) return r * clusters + (cluster + r) % clusters;
+      if (p.narrow) return round * clusters + (cluster + round) % clusters;
     }
-    return r * clusters + cluster;
+    return round * clusters + cluster;
   };
 
   // The width the block of group g starting at row block0 is computed at (Params::narrow): the
@@ -378,8 +378,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     if (threadIdx.x == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int r = 0; r * clusters < units; ++r) {
-        const int u = unit_at(r);
+      for (int round = 0; round * clusters < units; ++round) {
+        const int u = unit_at(round);
         if (u >= units) continue;  // the last round's
         const GroupTile t = tile_at(u);
         const int64_t block0 = p.offsets[t.group] + int64_t(t.block_m) * N;
@@ -550,8 +550,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
     uint32_t a0[8][4], a1[8][4];
     // The largest |value| this thread stored as f32 (e4m3 with out_amax): routed groups, shared.
     float amax_routed = 0.0f, amax_shared = 0.0f;
-    for (int r = 0; r * clusters < units; ++r) {
-      const int u = unit_at(r);
+    for (int round = 0; round * clusters < units; ++round) {
+      const int u = unit_at(round);
       if (u >= units) continue;  // the last round's
       const GroupTile t = tile_at(u);
       const int64_t first = p.offsets[t.group] + int64_t(t.block_m) * N;

@@ -217,7 +217,7 @@ TEST(MegaSplit, SplitsAlongKOnlyWhereOneWaveLeavesSMsIdle) {
   static_assert(k_split_waves(224, 56, 132, 8, kSplitMinSteps) == 4);
   static_assert(k_split_waves(224, 112, 132, 8, kSplitMinSteps) == 4);
   static_assert(k_split_waves(224, 56, 132, 2, kSplitMinSteps) == 1);   // two copies: no gain
-  static_assert(k_split_waves(224, 24, 132, 8, kSplitMinSteps) == 1);   // parts under 8 stages
+  static_assert(k_split_waves(224, 24, 132, 8, kSplitMinSteps) == 1);   // 4: 6 stages a part
   static_assert(k_split_waves(448, 16, 132, 8, kSplitMinSteps) == 2);   // DeepSeek-V3 T = 1, bf16
   static_assert(k_split_waves(448, 8, 132, 8, kSplitMinSteps) == 1);    // its 8 fp8 stages
   static_assert(k_split_waves(264, 112, 132, 8, kSplitMinSteps) == 1);  // two full waves
