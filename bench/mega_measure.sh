@@ -31,7 +31,8 @@
 #             the kernel's quantisation phases cost
 #   grid_F    bench/run_grid.py for cutlass_mega in format F (bf16, fp8_block, mxfp4, nvfp4) on
 #             Qwen3-30B-A3B, Mixtral and DeepSeek-V3 at T = 1..512 with the peers (carry .peers;
-#             COMMIT=<hash> names the build in the records)
+#             COMMIT=<hash> names the build in the records; GRID_SHAPES="s ..." and
+#             GRID_TOKENS=t,... narrow it to fit a call)
 #   timeline_fmt  MOE_MEGA_TIMELINE of bf16, fp8_block and mxfp4 at Qwen3 T = 1 and Mixtral T = 8:
 #             each phase's span and per-SM rate, format beside format
 #   timeline  MOE_MEGA_TIMELINE of Qwen3 bf16 T = 1 and 8 and Mixtral mxfp4 T = 8, each variant
@@ -202,9 +203,10 @@ for section in "$@"; do
       # model shapes at T = 1..512, the peers and trtllm_style bf16 in the same run (needs .peers
       # carried); each shape under its own limit, so a slow one leaves the others' records
       f=${section#grid_}
-      for s in qwen3_30b_a3b mixtral_8x7b deepseek_v3; do
+      for s in ${GRID_SHAPES:-qwen3_30b_a3b mixtral_8x7b deepseek_v3}; do
         timeout 280 python3 bench/run_grid.py --moe build/bin/moe --peers .peers --out "$OUT/grid_$f/$s" \
-          --format "$f" --backend cutlass_mega --shapes $s --tokens 1,2,4,8,16,32,64,128,512 \
+          --format "$f" --backend cutlass_mega --shapes $s \
+          --tokens "${GRID_TOKENS:-1,2,4,8,16,32,64,128,512}" \
           --check-max-tokens deepseek_v3=1,default=8 --commit "${COMMIT:-unknown}" 2>&1 | tail -4
         echo "grid $f $s rc=$?"
         pack
