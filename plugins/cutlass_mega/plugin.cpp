@@ -30,8 +30,10 @@ class CutlassMegaBackend : public moe::gpu::GpuBackend {
         // DeepSeek-V3, slower from T = 64 on Mixtral (1.05x; H100,
         // bench/results/2026-12-05_s43_cutlass_mega_{mxfp4,nvfp4}_grid_h100.md). So `auto` takes
         // it for bf16 layers of max_tokens <= 64 and 4-bit ones of <= 32 (above trtllm_style's
-        // 50), fp8_block ones of <= 8 where deepgemm_style (75 there, faster on every shape
-        // measured) is absent, and ranks it below trtllm_style above.
+        // 50), fp8_block ones of <= 8 where deepgemm_style (75 there: 0.93-0.98x cutlass_mega's
+        // time at T = 8 and 64 on Qwen3-30B-A3B and Mixtral, 1.01-1.08x at T = 1; H200,
+        // bench/results/2026-12-06_s47_cutlass_mega_fp8_block_h200.md) is absent, and ranks it
+        // below trtllm_style above.
         .priority = 40,
         .decode_priority = 70,
         .decode_max_tokens = 8,
