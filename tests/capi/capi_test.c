@@ -440,6 +440,26 @@ static void test_problems_as_text(moe_host_registry* registry) {
                MOE_STATUS_CONFIG_ERROR, "top_k");
   expect_error("NULL text", moe_host_problem_parse(NULL, &p), MOE_STATUS_INVALID_ARGUMENT,
                "text is NULL");
+  /* an expert count out of range is named before anything is sized from it: an EP map is not
+   * read past its four entries, an EP placement builds no map of 2^29 entries */
+  CHECK_OK(moe_host_problem_parse("{experts: 4, top_k: 2, hidden: 64, intermediate: 32}", &p));
+  int32_t map[4] = {0, 1, 2, 3};
+  p.ep_map = map;
+  p.experts = 100000000;
+  expect_error("an EP map of 10^8 experts", moe_host_problem_format(&p, NULL, 0, &needed),
+               MOE_STATUS_INVALID_ARGUMENT, "experts=100000000 must be in [1, 65536]");
+  p.experts = -1;
+  expect_error("an EP map of -1 experts", moe_host_problem_format(&p, NULL, 0, &needed),
+               MOE_STATUS_INVALID_ARGUMENT, "experts=-1 must be in [1, 65536]");
+  p.ep_map = NULL;
+  p.ep_placement = MOE_EP_LINEAR;
+  p.ep_size = 1;
+  p.experts = (int64_t)1 << 29;
+  expect_error("2^29 experts placed", moe_host_problem_format(&p, NULL, 0, &needed),
+               MOE_STATUS_INVALID_ARGUMENT, "experts=536870912 must be in [1, 65536]");
+  p.experts = -4;
+  expect_error("-4 experts placed", moe_host_problem_format(&p, NULL, 0, &needed),
+               MOE_STATUS_INVALID_ARGUMENT, "experts=-4 must be in [1, 65536]");
   p.struct_size = 8;
   expect_error("problem too small", moe_host_problem_format(&p, NULL, 0, &needed),
                MOE_STATUS_ABI_MISMATCH, "struct_size=8");

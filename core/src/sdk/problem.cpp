@@ -100,9 +100,9 @@ void validate_problem(const moe_problem& p) {
       p.struct_size >= MOE_PROBLEM_MIN_SIZE,
       fmt::format("struct_size {} is below the minimum {}", p.struct_size, MOE_PROBLEM_MIN_SIZE));
   // Upper bounds keep every size product (E * 2I * H bytes and the like) inside int64.
-  constexpr int64_t kMaxExperts = 1 << 16, kMaxWidth = 1 << 20, kMaxTokens = 1 << 24;
-  require(p.experts >= 1 && p.experts <= kMaxExperts,
-          fmt::format("experts={} must be in [1, {}]", p.experts, kMaxExperts));
+  constexpr int64_t kMaxWidth = 1 << 20, kMaxTokens = 1 << 24;
+  require(p.experts >= 1 && p.experts <= kMaxProblemExperts,
+          fmt::format("experts={} must be in [1, {}]", p.experts, kMaxProblemExperts));
   for (const auto& [name, value] :
        {std::pair{"hidden", p.hidden}, std::pair{"intermediate", p.intermediate},
         std::pair{"shared_intermediate", p.shared_intermediate},
@@ -275,7 +275,9 @@ std::string describe_problem(const moe_problem& p) {
 Problem::Problem(const moe_problem& p) : raw_(default_problem()) {
   std::memcpy(&raw_, &p, std::min(sizeof(moe_problem), p.struct_size));
   raw_.struct_size = sizeof(moe_problem);
-  if (p.ep_map != nullptr) ep_map_.assign(p.ep_map, p.ep_map + p.experts);
+  // An EP map of an expert count out of range is not read (validation then names the count).
+  if (p.ep_map != nullptr && p.experts >= 1 && p.experts <= kMaxProblemExperts)
+    ep_map_.assign(p.ep_map, p.ep_map + p.experts);
   raw_.ep_map = nullptr;
 }
 
@@ -288,7 +290,8 @@ moe_problem Problem::c() const {
 void Problem::finalize() {
   normalize_problem(raw_);
   ep_map_.clear();
-  if (raw_.ep_placement != MOE_EP_NONE && raw_.ep_size >= 1 && raw_.experts % raw_.ep_size == 0) {
+  if (raw_.ep_placement != MOE_EP_NONE && raw_.ep_size >= 1 && raw_.experts >= 1 &&
+      raw_.experts <= kMaxProblemExperts && raw_.experts % raw_.ep_size == 0) {
     ep_map_.resize(raw_.experts);
     moe_problem view = raw_;
     view.ep_map = nullptr;

@@ -34,6 +34,10 @@ bool is_fp4(moe_format f);
 // local_expert_offset from the EP fields.
 void normalize_problem(moe_problem& p);
 
+// The most experts a problem may have (validate_problem): bounds every per-expert table, the EP
+// map included, before anything is sized from `experts`.
+inline constexpr int64_t kMaxProblemExperts = int64_t(1) << 16;
+
 // Throws moe::Refusal for an unknown enum value (check_known_values), else
 // moe::Error(INVALID_ARGUMENT) naming the first inconsistent field. Expects a normalised problem.
 // Checks only what every backend agrees on; support is the plugin's business.
