@@ -113,6 +113,8 @@ class Layer:
             topk_weights = _tensors.empty_like(logits, (tokens, width), "float32", "topk_weights")
         _tensors.check_writable(topk_ids, "topk_ids")
         _tensors.check_writable(topk_weights, "topk_weights")
+        if workspace is not None:
+            _tensors.check_writable(workspace, "workspace")
         self._native.route(logits, topk_ids, topk_weights, _maybe_detached(bias),
                            _maybe_detached(is_padding), _maybe_detached(workspace),
                            _stream(stream, logits))
@@ -127,6 +129,8 @@ class Layer:
         if out is None:
             out = _tensors.empty_like(hidden, (tokens, self._problem.hidden), None, "out")
         _tensors.check_writable(out, "out")
+        if workspace is not None:
+            _tensors.check_writable(workspace, "workspace")
         self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights), out,
                          _maybe_detached(workspace), _stream(stream, hidden))
         return _tensors.untagged(out)

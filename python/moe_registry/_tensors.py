@@ -60,10 +60,21 @@ def empty_like(x, shape, dtype=None, name="out"):
 
 
 def check_writable(x, name):
-    """The binding reads every array through DLPack, which cannot tell a read-only NumPy array."""
+    """The binding reads every array through DLPack or the buffer protocol, which cannot tell a
+    read-only one: a NumPy array's flags, or a buffer's (memoryview, bytes, array.array)."""
     array = untagged(x)
-    flags = getattr(array, "flags", None)
-    if _framework(array) == "numpy" and flags is not None and not flags.writeable:
+    fw = _framework(array)
+    if fw == "numpy":
+        flags = getattr(array, "flags", None)
+        read_only = flags is not None and not flags.writeable
+    elif fw is None:
+        try:
+            read_only = memoryview(array).readonly
+        except TypeError:  # not a buffer (a DLPack-only object): the binding decides
+            read_only = False
+    else:
+        read_only = False
+    if read_only:
         raise MoeError("invalid_argument", f"{name}: a read-only array; the layer writes it")
 
 

@@ -68,6 +68,16 @@ def test_a_read_only_output_or_a_non_array_is_refused(layer, batch):
     out.flags.writeable = False
     with raises("invalid_argument", "out: a read-only array"):
         layer(hidden, logits, out=out)
+    # buffers without NumPy's flags: an immutable bytes object seen through a memoryview
+    frozen = memoryview(bytes(TOKENS * HIDDEN * 2)).cast("H", (TOKENS, HIDDEN))
+    with raises("invalid_argument", "out: a read-only array"):
+        layer(hidden, logits, out=(frozen, "bf16"))
+    ids = memoryview(bytes(TOKENS * 2 * 4)).cast("i", (TOKENS, 2))
+    with raises("invalid_argument", "topk_ids: a read-only array"):
+        layer.route(logits, topk_ids=ids)
+    frozen_ws = memoryview(bytes(layer.workspace_size(TOKENS) or 1))
+    with raises("invalid_argument", "workspace: a read-only array"):
+        layer.run(hidden, *layer.route(logits), workspace=frozen_ws)
     with raises("invalid_argument", "hidden: expected an array", "list"):
         layer([[0.0] * HIDDEN] * TOKENS, logits)
     with raises("invalid_argument", "routing: give router logits"):
