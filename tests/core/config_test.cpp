@@ -4,12 +4,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "moe/sdk/error.hpp"
@@ -460,6 +462,24 @@ TEST(ConfigLoad, ADirectoryIsNotAConfigFile) {
     EXPECT_EQ(e.status(), MOE_STATUS_NOT_FOUND);
     EXPECT_THAT(e.what(), testing::HasSubstr("is a directory"));
   }
+}
+
+// A device or a pipe is read with a bound: /dev/zero is refused after 16 MiB, naming the file,
+// instead of taking the host's memory; a pipe that holds a config reads like a file.
+TEST(ConfigLoad, AnEndlessFileIsRefusedAfterTheBound) {
+  expect_error([] { Config::load_file("/dev/zero"); }, MOE_STATUS_CONFIG_ERROR,
+               {"config file '/dev/zero' holds more than 16 MiB"});
+  const std::string fifo = testing::TempDir() + "moe_config_fifo";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] {
+    std::ofstream out(fifo);
+    out << kMinimalProblem;
+  });
+  const Config c = Config::load_file(fifo);
+  writer.join();
+  std::remove(fifo.c_str());
+  EXPECT_EQ(c.problem.c().experts, 8);
 }
 
 }  // namespace

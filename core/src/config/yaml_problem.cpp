@@ -320,11 +320,19 @@ YAML::Node load_yaml_file(const std::string& path) {
   std::error_code ec;
   MOE_CHECK(!std::filesystem::is_directory(path, ec), MOE_STATUS_NOT_FOUND,
             "config file '{}' is a directory", path);
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   MOE_CHECK(in.good(), MOE_STATUS_NOT_FOUND, "cannot open config file '{}'", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return load_yaml_text(ss.str(), path);
+  // Read with a bound, whatever the file is: a pipe (`--config <(...)`) is fine, a device such as
+  // /dev/zero must not take the host's memory.
+  constexpr size_t kMaxConfigBytes = size_t(16) << 20;
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, size_t(in.gcount()));
+    MOE_CHECK(text.size() <= kMaxConfigBytes, MOE_STATUS_CONFIG_ERROR,
+              "config file '{}' holds more than {} MiB: not a config", path, kMaxConfigBytes >> 20);
+  }
+  return load_yaml_text(text, path);
 }
 
 }  // namespace moe::detail
