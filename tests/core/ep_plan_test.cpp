@@ -1,6 +1,8 @@
 // Expert-parallel plans, proved on the CPU: R ranks simulated in one process, each token sent by
 // the plan to the ranks owning its experts, computed there by a reference layer holding only
 // that rank's experts, and summed back: the sum equals the whole layer on every rank's tokens.
+#include <limits>
+
 #include "../support/test_env.hpp"
 
 namespace moe::test {
@@ -113,6 +115,17 @@ TEST(EpPlan, ATokenTravelsOnceToEachRankAndOnlyWithThatRanksIds) {
   EXPECT_EQ(plan.send_tokens, (std::vector<int32_t>{0, 0, 2}));
   EXPECT_EQ(plan.send_ids, (std::vector<int32_t>{0, 5, -1, -1, -1, 7, 11, 10, -1}));
   EXPECT_EQ(plan.send_weights, (std::vector<float>{.5f, .3f, 0, 0, 0, .2f, .6f, .4f, 0}));
+}
+
+// An id below -1 (-1 is "no expert") is refused as the layer's run refuses it, never dropped.
+TEST(EpPlan, AnIdBelowMinusOneIsRefusedLikeOneAboveTheExperts) {
+  const Problem p = ep_problem(2, MOE_EP_LINEAR, 0, false);
+  const float w[] = {.5f, .3f, .2f, .5f, .3f, .2f};
+  for (const int32_t bad : {-5, std::numeric_limits<int32_t>::min(), 12}) {
+    const int32_t ids[] = {0, 5, 7, 1, bad, -1};
+    expect_error([&] { plan_dispatch(p.c(), 2, ids, w, 2); }, MOE_STATUS_INVALID_ARGUMENT,
+                 {fmt::format("topk_ids[1][1]={} is outside [-1, experts=12)", bad)});
+  }
 }
 
 TEST(EpPlan, WorldSizeThatDiffersFromEpSizeIsRefused) {

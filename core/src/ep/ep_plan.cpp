@@ -35,9 +35,9 @@ DispatchPlan plan_dispatch(const moe_problem& g, int32_t world, const int32_t* i
     std::vector<bool> to(static_cast<size_t>(world), false);
     for (int64_t j = 0; j < g.top_k; ++j) {
       const int32_t id = ids[t * w + j];
-      if (id < 0) continue;
-      MOE_CHECK(id < g.experts, MOE_STATUS_INVALID_ARGUMENT,
+      MOE_CHECK(id >= -1 && id < g.experts, MOE_STATUS_INVALID_ARGUMENT,
                 "topk_ids[{}][{}]={} is outside [-1, experts={})", t, j, id, g.experts);
+      if (id < 0) continue;  // -1: no expert
       to[size_t(expert_owner(g, id))] = true;
     }
     for (int32_t r = 0; r < world; ++r)
