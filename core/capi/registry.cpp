@@ -2,6 +2,8 @@
 // `moe describe` for one plugin.
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "handles.hpp"
 #include "moe/sdk/enum_names.hpp"
 
@@ -188,7 +190,14 @@ moe_status moe_host_supports(const moe_host_registry* registry, const char* name
     const auto& r = deref(registry, "registry");
     moe::sdk::check_struct(answer, MOE_SUPPORT_MIN_SIZE, "moe_support");
     const auto& plugin = *r.registry.plugins()[index_of(r, name)];
-    const moe::Support s = plugin.supports(read_problem(problem, "problem").c());
+    std::optional<moe::Problem> p;
+    try {
+      p.emplace(read_problem(problem, "problem"));
+    } catch (const moe::Refusal& no) {  // a value no backend knows: answered, then UNSUPPORTED
+      moe::sdk::answer_support(answer, no.reason(), no.what(), 0);
+      throw;
+    }
+    const moe::Support s = plugin.supports(p->c());
     moe::sdk::answer_support(answer, s.supported ? MOE_REASON_NONE : s.reason, s.message, s.routes);
   });
 }

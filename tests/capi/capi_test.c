@@ -272,6 +272,15 @@ static void test_describes_a_plugin(moe_host_registry* registry) {
   answer.struct_size = sizeof answer;
   CHECK_OK(moe_host_supports(registry, "reference", &p, &answer));
   CHECK(answer.supported == 1, "the reference does not support it: %s", answer.message);
+  moe_problem unknown = p;
+  unknown.input_format = 42; /* no such input format: the answer says so, not the last call's */
+  expect_error("an unknown input format",
+               moe_host_supports(registry, "reference", &unknown, &answer), MOE_STATUS_UNSUPPORTED,
+               "input_format");
+  CHECK(answer.supported == 0 && answer.reason != MOE_REASON_NONE &&
+            strstr(answer.message, "input_format") != NULL,
+        "answer after a refused problem: supported %d reason %d '%s'", answer.supported,
+        answer.reason, answer.message);
   expect_error("describe an unknown plugin",
                moe_host_describe(registry, "no_such_plugin", NULL, NULL, 0, &needed),
                MOE_STATUS_NOT_FOUND, "no_such_plugin");

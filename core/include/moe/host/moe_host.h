@@ -186,7 +186,8 @@ MOE_HOST_EXPORT moe_status moe_host_registry_skipped(const moe_host_registry* re
                                                      moe_host_skipped_library* skipped /* out */);
 
 /* Whether plugin `name` (or alias) supports `problem` (borrowed; normalised and validated
- * first). Loads the plugin. Unknown name: NOT_FOUND. */
+ * first). Loads the plugin. Unknown name: NOT_FOUND. A problem with a value no backend knows (an
+ * unknown enum): UNSUPPORTED, with *answer saying so (supported 0, its reason and message). */
 MOE_HOST_EXPORT moe_status moe_host_supports(const moe_host_registry* registry, const char* name,
                                              const moe_problem* problem,
                                              moe_support* answer /* out */);
