@@ -26,6 +26,13 @@ std::vector<std::string> read_strings(const char* const* items, int32_t count, c
   return out;
 }
 
+std::vector<std::string> read_paths(const char* const* items, int32_t count, const char* name) {
+  std::vector<std::string> out = read_strings(items, count, name);
+  for (size_t i = 0; i < out.size(); ++i)
+    MOE_CHECK(!out[i].empty(), MOE_STATUS_INVALID_ARGUMENT, "{}[{}] is an empty path", name, i);
+  return out;
+}
+
 }  // namespace moe::capi
 
 extern "C" {

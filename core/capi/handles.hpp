@@ -130,6 +130,8 @@ Problem read_problem(const moe_problem* problem, const char* name);
 
 // NULL-terminated strings of a caller's array, each checked.
 std::vector<std::string> read_strings(const char* const* items, int32_t count, const char* name);
+// read_strings of file system paths: an empty one is refused, naming its index.
+std::vector<std::string> read_paths(const char* const* items, int32_t count, const char* name);
 
 // The directories and files beside this library (locations.cpp): "" where there is none, or
 // where the environment (MOE_CORE_PLUGIN_DIR, MOE_PLUGIN_SCANNER) already says.

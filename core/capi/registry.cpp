@@ -109,8 +109,14 @@ moe_status moe_host_registry_open(const moe_host_registry_options* options,
             ? defaults
             : read_args(options, MOE_HOST_REGISTRY_OPTIONS_MIN_SIZE, "moe_host_registry_options");
     moe::DiscoveryOptions d;
-    d.config_dirs = read_strings(o.plugin_dirs, o.num_plugin_dirs, "plugin_dirs");
-    d.files = read_strings(o.plugin_files, o.num_plugin_files, "plugin_files");
+    d.config_dirs = read_paths(o.plugin_dirs, o.num_plugin_dirs, "plugin_dirs");
+    d.files = read_paths(o.plugin_files, o.num_plugin_files, "plugin_files");
+    // An empty path is not "the default" (NULL is): it would load every plugin unscanned, or
+    // refuse the built-in ones as foreign.
+    MOE_CHECK(o.core_plugin_dir == nullptr || *o.core_plugin_dir != '\0',
+              MOE_STATUS_INVALID_ARGUMENT, "core_plugin_dir is an empty path (NULL: the default)");
+    MOE_CHECK(o.scanner == nullptr || *o.scanner != '\0', MOE_STATUS_INVALID_ARGUMENT,
+              "scanner is an empty path (NULL: the default)");
     d.use_env = o.use_env != 0;
     d.use_default = o.use_default != 0;
     d.core_plugin_dir = o.core_plugin_dir ? o.core_plugin_dir : default_core_plugin_dir();

@@ -371,6 +371,24 @@ static void test_errors_name_the_problem(moe_host_registry* registry) {
   moe_host_registry* other = NULL;
   expect_error("a missing plugin directory", moe_host_registry_open(&o, &other),
                MOE_STATUS_NOT_FOUND, "/nonexistent/plugins");
+  /* an empty path is not the default (NULL is) */
+  const char* empty = "";
+  o.plugin_dirs = &empty;
+  expect_error("an empty plugin directory", moe_host_registry_open(&o, &other),
+               MOE_STATUS_INVALID_ARGUMENT, "plugin_dirs[0] is an empty path");
+  o.num_plugin_dirs = 0;
+  o.plugin_files = &empty;
+  o.num_plugin_files = 1;
+  expect_error("an empty plugin file", moe_host_registry_open(&o, &other),
+               MOE_STATUS_INVALID_ARGUMENT, "plugin_files[0] is an empty path");
+  o.num_plugin_files = 0;
+  o.scanner = "";
+  expect_error("an empty scanner", moe_host_registry_open(&o, &other), MOE_STATUS_INVALID_ARGUMENT,
+               "scanner is an empty path");
+  o.scanner = NULL;
+  o.core_plugin_dir = "";
+  expect_error("an empty core plugin directory", moe_host_registry_open(&o, &other),
+               MOE_STATUS_INVALID_ARGUMENT, "core_plugin_dir is an empty path");
 }
 
 static void test_conformance_of_a_plugin(moe_host_registry* registry) {
