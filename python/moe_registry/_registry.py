@@ -68,6 +68,14 @@ class ConformanceSummary:
         return self.failed == 0 and self.errors == 0
 
 
+def _paths(items):
+    """A path or an iterable of paths as a list of str: one path given alone is one directory or
+    file, never its characters one by one."""
+    if isinstance(items, (str, bytes, os.PathLike)):
+        items = [items]
+    return [os.fsdecode(os.fspath(i)) for i in items]
+
+
 class Registry:
     """Discovers plugins: `plugin_dirs` first (each must exist), `plugin_files` (each must load),
     then MOE_PLUGIN_PATH (use_env) and the core's plugin directory (use_default). A library that
@@ -75,9 +83,8 @@ class Registry:
 
     def __init__(self, plugin_dirs=(), plugin_files=(), *, use_env=True, use_default=True,
                  core_plugin_dir=None, scanner=None):
-        self._native = _core.Registry([os.fspath(d) for d in plugin_dirs],
-                                      [os.fspath(f) for f in plugin_files], use_env, use_default,
-                                      _path(core_plugin_dir), _path(scanner))
+        self._native = _core.Registry(_paths(plugin_dirs), _paths(plugin_files), use_env,
+                                      use_default, _path(core_plugin_dir), _path(scanner))
 
     def list(self):
         """The plugins found, in discovery order."""

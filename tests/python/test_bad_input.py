@@ -135,5 +135,9 @@ def test_bad_configs_plugins_and_directories_say_which(example_plugin):
         moe.conformance("/nonexistent/libmoe_nothing.so")
     with raises("not_found", "/nonexistent/plugins"):
         moe.Registry(["/nonexistent/plugins"])
+    with raises("not_found", "plugin directory '/nonexistent/plugins'"):
+        moe.Registry("/nonexistent/plugins")
+    with raises("invalid_argument", "scanner is an empty path"):
+        moe.Registry(scanner="")
     with raises("not_found", "no plugin named 'no_such_plugin'"):
         moe.describe("no_such_plugin")

@@ -52,6 +52,10 @@ def test_an_explicit_registry_searches_the_directories_it_is_given(build_dir):
     registry = moe.Registry([build_dir / "plugins"], use_env=False, use_default=False)
     assert "reference" in [p.name for p in registry.list()]
     assert all(isinstance(path, str) and reason for path, reason in registry.skipped)
+    # one directory given alone, as a str or a Path, is that directory (not its characters)
+    for alone in (str(build_dir / "plugins"), build_dir / "plugins"):
+        one = moe.Registry(alone, use_env=False, use_default=False)
+        assert [p.name for p in one.list()] == [p.name for p in registry.list()]
 
 
 def test_selects_the_default_config():
