@@ -8,6 +8,22 @@ from . import _core
 from ._errors import MoeError
 
 
+def config_json(value):
+    """A config or problem mapping as JSON text for the core: NumPy and torch scalars (anything
+    with .item()) as their Python values; anything else JSON cannot hold is a MoeError."""
+    def plain(x):
+        item = getattr(x, "item", None)
+        if callable(item):
+            try:
+                return item()
+            except (TypeError, ValueError):
+                pass
+        raise MoeError("invalid_argument",
+                       f"a {type(x).__name__} is not a config value (numbers, strings, lists and "
+                       f"mappings of them)")
+    return json.dumps(value, default=plain)
+
+
 class Problem:
     """``Problem(experts=8, top_k=2, hidden=512, intermediate=256, format="bf16")``, or a mapping
     of the same keys. Fields not given take the config defaults; read them as attributes or with
@@ -15,7 +31,7 @@ class Problem:
 
     def __init__(self, mapping=None, **fields):
         given = {**dict(mapping or {}), **fields}
-        self._native = _core.Problem.parse(json.dumps(given))
+        self._native = _core.Problem.parse(config_json(given))
         self._fields = json.loads(self._native.to_json())
 
     @classmethod

@@ -11,7 +11,7 @@ import threading
 from . import _core, _tensors
 from ._errors import MoeError
 from ._layer import Layer
-from ._problem import Problem, as_problem
+from ._problem import Problem, as_problem, config_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +175,7 @@ def _path(p):
 def _config_source(config):
     """(path, text) of a config argument: exactly one is set."""
     if isinstance(config, dict):
-        return None, json.dumps(config)
+        return None, config_json(config)
     if isinstance(config, os.PathLike):
         return os.fspath(config), None
     if isinstance(config, str):

@@ -141,3 +141,15 @@ def test_bad_configs_plugins_and_directories_say_which(example_plugin):
         moe.Registry(scanner="")
     with raises("not_found", "no plugin named 'no_such_plugin'"):
         moe.describe("no_such_plugin")
+
+
+def test_numpy_scalars_are_config_values_and_other_objects_are_refused():
+    p = moe.Problem(experts=np.int64(8), top_k=np.int32(2), hidden=np.int64(64),
+                    intermediate=np.uint16(32))
+    assert p.experts == 8 and p.top_k == 2 and p.hidden == 64
+    with raises("invalid_argument", "a object is not a config value"):
+        moe.Problem(experts=object(), top_k=2, hidden=64, intermediate=32)
+    with raises("invalid_argument", "a ndarray is not a config value"):
+        moe.select({"backend": "reference",
+                    "problem": {"experts": np.arange(3), "top_k": 2, "hidden": 64,
+                                "intermediate": 32}})
