@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "capi_checkpoint.h"
 #include "capi_inputs.h"
@@ -417,6 +418,17 @@ static void test_conformance_of_a_plugin(moe_host_registry* registry) {
   a.plugin_path = "/nonexistent/libmoe_nothing.so";
   expect_error("conformance of a missing library", moe_host_conformance(registry, &a, &s),
                MOE_STATUS_NOT_FOUND, "/nonexistent/libmoe_nothing.so");
+  /* a directory without problem files is not a suite that passed; a file is not a directory */
+  char empty_dir[4096];
+  snprintf(empty_dir, sizeof empty_dir, "%s/capi_no_problems", g_scratch_dir);
+  mkdir(empty_dir, 0700); /* may exist from an earlier run: it stays empty */
+  a.plugin_path = g_example_plugin;
+  a.problems_dir = empty_dir;
+  expect_error("conformance of no problems", moe_host_conformance(registry, &a, &s),
+               MOE_STATUS_NOT_FOUND, "no problem files (*.yaml) in");
+  a.problems_dir = report;
+  expect_error("conformance of a file as the problem directory",
+               moe_host_conformance(registry, &a, &s), MOE_STATUS_NOT_FOUND, "is not a directory");
 }
 
 /* A problem from a config's `problem:` text, back to JSON, and read again: the same problem. */

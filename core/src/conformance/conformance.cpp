@@ -247,11 +247,17 @@ ProblemFile load_problem_file(const std::string& path) {
 
 std::vector<ProblemFile> load_problem_dir(const std::string& dir) {
   std::error_code ec;
-  MOE_CHECK(std::filesystem::is_directory(dir, ec), MOE_STATUS_NOT_FOUND,
+  const std::filesystem::file_status st = std::filesystem::status(dir, ec);
+  MOE_CHECK(std::filesystem::exists(st), MOE_STATUS_NOT_FOUND,
             "problem directory '{}' does not exist", dir);
+  MOE_CHECK(std::filesystem::is_directory(st), MOE_STATUS_NOT_FOUND,
+            "problem directory '{}' is not a directory", dir);
   std::vector<std::string> paths;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.is_regular_file() && e.path().extension() == ".yaml") paths.push_back(e.path().string());
+  // An empty suite would pass with nothing checked: every caller (the CLI, the C API) refuses it.
+  MOE_CHECK(!paths.empty(), MOE_STATUS_NOT_FOUND,
+            "no problem files (*.yaml) in {}: nothing to check", dir);
   std::sort(paths.begin(), paths.end());
   std::vector<ProblemFile> out;
   for (const auto& p : paths) out.push_back(load_problem_file(p));
