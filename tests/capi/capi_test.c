@@ -4,6 +4,7 @@
  * every bad-input path returns its status and a message naming the problem; a layer loaded from
  * a checkpoint runs like the same weights passed directly.
  *   moe_capi_test CASE|all PLUGIN_DIR SOURCE_DIR EXPECTED_FILE EXAMPLE_PLUGIN SCRATCH_DIR */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,6 +480,17 @@ static void test_problems_as_text(moe_host_registry* registry) {
                MOE_STATUS_CONFIG_ERROR, "top_k");
   expect_error("NULL text", moe_host_problem_parse(NULL, &p), MOE_STATUS_INVALID_ARGUMENT,
                "text is NULL");
+  /* a value in a field this problem never reads that its text could not carry back: refused,
+   * naming the field, rather than written as text that moe_host_problem_parse rejects */
+  CHECK_OK(moe_host_problem_parse("{experts: 4, top_k: 2, hidden: 64, intermediate: 32}", &p));
+  p.score_function = 42;
+  expect_error("an unknown score function", moe_host_problem_format(&p, NULL, 0, &needed),
+               MOE_STATUS_INVALID_ARGUMENT, "score_function=42 is not a known value");
+  CHECK_OK(moe_host_problem_parse("{experts: 4, top_k: 2, hidden: 64, intermediate: 32}", &p));
+  p.activation_alpha = (float)NAN;
+  expect_error("a NaN alpha", moe_host_problem_format(&p, NULL, 0, &needed),
+               MOE_STATUS_INVALID_ARGUMENT, "activation_alpha=nan is not finite");
+
   /* an expert count out of range is named before anything is sized from it: an EP map is not
    * read past its four entries, an EP placement builds no map of 2^29 entries */
   CHECK_OK(moe_host_problem_parse("{experts: 4, top_k: 2, hidden: 64, intermediate: 32}", &p));
