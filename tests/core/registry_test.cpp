@@ -30,6 +30,21 @@ TEST(Registry, MissingPluginDirectoryIsAnErrorNamingIt) {
                {"plugin directory '/no/such/plugins'", "does not exist"});
 }
 
+// A file where a directory belongs, and a directory where a library file belongs: each named
+// for what it is, not as missing.
+TEST(Registry, APathOfTheWrongKindIsNamedForWhatItIs) {
+  const auto file = std::filesystem::path(testing::TempDir()) / "moe_plugin_dir_as_file";
+  std::ofstream(file) << "a file\n";
+  expect_error([&] { registry_of({file.string()}); }, MOE_STATUS_NOT_FOUND,
+               {"plugin directory '" + file.string() + "' (from plugin_dirs) is not a directory"});
+  DiscoveryOptions d;
+  d.use_env = false;
+  d.use_default = false;
+  d.files = {testing::TempDir()};
+  expect_error([&] { Registry::discover(d); }, MOE_STATUS_NOT_FOUND,
+               {"not a regular file (a plugin is a shared library)"});
+}
+
 TEST(Registry, FileThatIsNotASharedLibraryIsSkippedWithTheReason) {
   const auto dir = std::filesystem::path(testing::TempDir()) / "moe_not_a_library";
   std::filesystem::create_directories(dir);

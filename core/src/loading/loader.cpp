@@ -124,7 +124,12 @@ namespace detail {
 OpenedTable open_table(const fs::path& path) {
   const std::string where = path.string();
   std::error_code fs_ec;
-  MOE_CHECK(fs::is_regular_file(path, fs_ec), MOE_STATUS_NOT_FOUND, "{}: no such file", where);
+  const fs::file_status st = fs::status(path, fs_ec);
+  MOE_CHECK(fs::exists(st), MOE_STATUS_NOT_FOUND, "{}: no such file", where);
+  MOE_CHECK(fs::is_regular_file(st), MOE_STATUS_NOT_FOUND,
+            "{}: not a regular file (a plugin is a "
+            "shared library)",
+            where);
   const std::string elf = detail::elf_problem(path);
   MOE_CHECK(elf.empty(), MOE_STATUS_INVALID_ARGUMENT, "{}: {}", where, elf);
 

@@ -80,8 +80,11 @@ Registry Registry::discover(const DiscoveryOptions& options) {
   r.add_files({options.files.begin(), options.files.end()}, /*strict=*/true);
   for (const auto& dir : options.config_dirs) {
     std::error_code ec;
-    MOE_CHECK(fs::is_directory(dir, ec), MOE_STATUS_NOT_FOUND,
+    const fs::file_status st = fs::status(dir, ec);
+    MOE_CHECK(fs::exists(st), MOE_STATUS_NOT_FOUND,
               "plugin directory '{}' (from plugin_dirs) does not exist", dir);
+    MOE_CHECK(fs::is_directory(st), MOE_STATUS_NOT_FOUND,
+              "plugin directory '{}' (from plugin_dirs) is not a directory", dir);
     r.add_dir(dir);
   }
   if (options.use_env) {
