@@ -137,6 +137,23 @@ Selection* Registry::select(const std::optional<std::string>& path,
   return new Selection(handle);
 }
 
+namespace {
+
+// An option's value as a config's `options:` would spell it: strings as they are, numbers by
+// str(), booleans true / false; None or a container is refused, naming the key.
+std::string option_value(const std::string& key, nb::handle value) {
+  if (nb::isinstance<nb::bool_>(value)) return nb::cast<bool>(value) ? "true" : "false";
+  if (!nb::isinstance<nb::str>(value) && !nb::isinstance<nb::int_>(value) &&
+      !nb::isinstance<nb::float_>(value))
+    fail(MOE_STATUS_INVALID_ARGUMENT,
+         "options['{}']: a {} is not an option value (a string, number or bool, as a config's "
+         "options: holds)",
+         key, nb::cast<std::string>(nb::str(nb::handle(value.type()).attr("__name__"))));
+  return nb::cast<std::string>(nb::str(value));
+}
+
+}  // namespace
+
 Layer* Registry::prepare(const std::string& backend, const Problem& problem, nb::dict weights,
                          nb::dict options, uintptr_t stream) const {
   // Canonical weights, all in host memory or all on one CUDA device (the C API copies those to
@@ -152,7 +169,7 @@ Layer* Registry::prepare(const std::string& backend, const Problem& problem, nb:
   std::vector<std::string> option_text;
   for (const auto& [key, value] : options) {
     option_text.push_back(nb::cast<std::string>(nb::str(key)));
-    option_text.push_back(nb::cast<std::string>(nb::str(value)));
+    option_text.push_back(option_value(option_text.back(), value));
   }
   std::vector<moe_option> opts;
   for (size_t i = 0; i < option_text.size(); i += 2)

@@ -111,6 +111,11 @@ def test_bad_weights_name_the_field(problem, weights):
                           backend="reference")
     with raises("invalid_argument", "weights: expected a dict"):
         moe.Layer.prepare(problem, [weights["w13"], weights["w2"]])
+    # an option's value is a string, number or bool, as in a config; None was passed as "None"
+    with raises("invalid_argument", "options['a']: a NoneType is not an option value"):
+        moe.Layer.prepare(problem, weights, backend="reference", options={"a": None})
+    with raises("invalid_argument", "options['a']: a list is not an option value"):
+        moe.Layer.prepare(problem, weights, backend="reference", options={"a": [1]})
 
 
 def test_bad_problems_and_backends_name_the_key(problem, weights):
