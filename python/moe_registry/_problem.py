@@ -13,14 +13,14 @@ def config_json(value):
     with .item()) as their Python values; anything else JSON cannot hold is a MoeError."""
     def plain(x):
         item = getattr(x, "item", None)
-        if callable(item):
+        if callable(item) and tuple(getattr(x, "shape", ())) == ():  # a scalar, not an array
             try:
                 return item()
             except (TypeError, ValueError):
                 pass
         raise MoeError("invalid_argument",
-                       f"a {type(x).__name__} is not a config value (numbers, strings, lists and "
-                       f"mappings of them)")
+                       f"a value of type {type(x).__name__} is not a config value (numbers, "
+                       f"strings, lists and mappings of them)")
     return json.dumps(value, default=plain)
 
 

@@ -70,7 +70,7 @@ def check_writable(x, name):
     elif fw is None:
         try:
             read_only = memoryview(array).readonly
-        except TypeError:  # not a buffer (a DLPack-only object): the binding decides
+        except (TypeError, ValueError, BufferError):  # no buffer to export: the binding decides
             read_only = False
     else:
         read_only = False

@@ -116,6 +116,9 @@ def test_bad_weights_name_the_field(problem, weights):
         moe.Layer.prepare(problem, weights, backend="reference", options={"a": None})
     with raises("invalid_argument", "options['a']: a list is not an option value"):
         moe.Layer.prepare(problem, weights, backend="reference", options={"a": [1]})
+    # NumPy scalars are their values (the reference ignores an option it does not take)
+    for scalar in (np.int64(4), np.float32(0.5), np.bool_(True)):
+        assert moe.Layer.prepare(problem, weights, backend="reference", options={"a": scalar})
 
 
 def test_bad_problems_and_backends_name_the_key(problem, weights):
@@ -152,9 +155,9 @@ def test_numpy_scalars_are_config_values_and_other_objects_are_refused():
     p = moe.Problem(experts=np.int64(8), top_k=np.int32(2), hidden=np.int64(64),
                     intermediate=np.uint16(32))
     assert p.experts == 8 and p.top_k == 2 and p.hidden == 64
-    with raises("invalid_argument", "a object is not a config value"):
+    with raises("invalid_argument", "a value of type object is not a config value"):
         moe.Problem(experts=object(), top_k=2, hidden=64, intermediate=32)
-    with raises("invalid_argument", "a ndarray is not a config value"):
+    with raises("invalid_argument", "a value of type ndarray is not a config value"):
         moe.select({"backend": "reference",
                     "problem": {"experts": np.arange(3), "top_k": 2, "hidden": 64,
                                 "intermediate": 32}})

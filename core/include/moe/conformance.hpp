@@ -54,7 +54,8 @@ inline constexpr double kOneTokenFlipFactor = 3.0;
 double case_tolerance(const ProblemFile& pf, int64_t tokens);
 
 ProblemFile load_problem_file(const std::string& path);
-std::vector<ProblemFile> load_problem_dir(const std::string& dir);  // *.yaml, sorted
+// *.yaml, sorted; a directory without any is refused (NOT_FOUND), an empty suite passing nothing
+std::vector<ProblemFile> load_problem_dir(const std::string& dir);
 
 // pass: compared and within bounds; fail: compared and wrong; skip: not run, with the reason;
 // error: the plugin (or the oracle) raised an error instead of answering.

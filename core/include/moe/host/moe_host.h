@@ -481,8 +481,9 @@ typedef struct moe_host_conformance_args {
   size_t struct_size;
   const moe_extension* ext;
   const char* plugin_path;  /* borrowed: the library to test (added to a copy of the registry) */
-  const char* problems_dir; /* borrowed: problem files; NULL = the installed set beside this
-                               library, or the source tree's configs/problems for the build's */
+  const char* problems_dir; /* borrowed: problem files (*.yaml; none there: NOT_FOUND); NULL =
+                               the installed set beside this library, or the source tree's
+                               configs/problems for the build's */
   const char* report_path;  /* borrowed: write the JSON report here; NULL = none */
   uint64_t seed;            /* of the random inputs; 0 = a fresh one (summary.seed says which) */
   int32_t gpu_sized;        /* 1 = also the gpu_sized problems, against gpu_oracle */
