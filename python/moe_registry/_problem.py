@@ -8,19 +8,28 @@ from . import _core
 from ._errors import MoeError
 
 
+def plain_scalar(x):
+    """A NumPy or torch scalar (.item() and an empty shape) as its Python value (np.bool_ a bool,
+    np.int64 an int); anything else, one-element arrays included, as it is."""
+    item = getattr(x, "item", None)
+    if callable(item) and tuple(getattr(x, "shape", (None,))) == ():
+        try:
+            return item()
+        except (TypeError, ValueError):
+            pass
+    return x
+
+
 def config_json(value):
-    """A config or problem mapping as JSON text for the core: NumPy and torch scalars (anything
-    with .item()) as their Python values; anything else JSON cannot hold is a MoeError."""
+    """A config or problem mapping as JSON text for the core: NumPy and torch scalars as their
+    Python values (plain_scalar); anything else JSON cannot hold is a MoeError."""
     def plain(x):
-        item = getattr(x, "item", None)
-        if callable(item) and tuple(getattr(x, "shape", ())) == ():  # a scalar, not an array
-            try:
-                return item()
-            except (TypeError, ValueError):
-                pass
-        raise MoeError("invalid_argument",
-                       f"a value of type {type(x).__name__} is not a config value (numbers, "
-                       f"strings, lists and mappings of them)")
+        value = plain_scalar(x)
+        if value is x:
+            raise MoeError("invalid_argument",
+                           f"a value of type {type(x).__name__} is not a config value (numbers, "
+                           f"strings, lists and mappings of them)")
+        return value
     return json.dumps(value, default=plain)
 
 

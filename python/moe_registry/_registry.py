@@ -11,7 +11,7 @@ import threading
 from . import _core, _tensors
 from ._errors import MoeError
 from ._layer import Layer
-from ._problem import Problem, as_problem, config_json
+from ._problem import Problem, as_problem, config_json, plain_scalar
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +128,8 @@ class Registry:
         on_device = _tensors.first_on_cuda(weights.values())
         stream = int(stream) if stream is not None else _tensors.current_stream(on_device)
         native = self._native.prepare(backend or "auto", as_problem(problem)._native, weights,
-                                      dict(options or {}), stream)
+                                      {k: plain_scalar(v) for k, v in (options or {}).items()},
+                                      stream)
         if native.memory == "cuda_device":
             native.device_id = _tensors.current_device()
         return Layer(native)

@@ -141,12 +141,8 @@ namespace {
 
 // An option's value as a config's `options:` would spell it: strings as they are, numbers by
 // str(), booleans true / false; None or a container is refused, naming the key.
-std::string option_value(const std::string& key, nb::handle given) {
-  // NumPy and torch scalars by their Python value (np.bool_ as a bool, np.int64 as an int)
-  nb::object value = nb::borrow(given);
-  if (nb::hasattr(value, "item") && nb::hasattr(value, "shape") &&
-      nb::len(nb::tuple(value.attr("shape"))) == 0)
-    value = value.attr("item")();
+// (NumPy and torch scalars arrive as their Python values: moe_registry's plain_scalar.)
+std::string option_value(const std::string& key, nb::handle value) {
   if (nb::isinstance<nb::bool_>(value)) return nb::cast<bool>(value) ? "true" : "false";
   if (!nb::isinstance<nb::str>(value) && !nb::isinstance<nb::int_>(value) &&
       !nb::isinstance<nb::float_>(value))
