@@ -27,7 +27,7 @@ moe_status moe_host_layer_prepare_checkpoint(const moe_host_registry* registry,
     // The selection already chose among `backend:` and `fallback:`; a named backend replaces
     // that choice and, as in moe_host_layer_prepare, is refused if it does not fit.
     moe::Config config = s.config;
-    config.backend = a.backend != nullptr && *a.backend ? a.backend : s.backend;
+    config.backend = read_backend(a.backend, s.backend, "moe_host_checkpoint_args.backend");
     config.fallback.clear();
     const moe::CheckpointSpec& spec = *config.checkpoint;
     const moe_problem p = config.problem.c();

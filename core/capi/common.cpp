@@ -33,6 +33,14 @@ std::vector<std::string> read_paths(const char* const* items, int32_t count, con
   return out;
 }
 
+std::string read_backend(const char* backend, const std::string& unset, const char* name) {
+  if (backend == nullptr) return unset;
+  MOE_CHECK(*backend != '\0', MOE_STATUS_INVALID_ARGUMENT,
+            "{} is an empty string: name a plugin, \"auto\", or pass NULL for {}", name,
+            unset == "auto" ? "auto" : "the selection's backend ('" + unset + "')");
+  return backend;
+}
+
 }  // namespace moe::capi
 
 extern "C" {

@@ -132,6 +132,9 @@ Problem read_problem(const moe_problem* problem, const char* name);
 std::vector<std::string> read_strings(const char* const* items, int32_t count, const char* name);
 // read_strings of file system paths: an empty one is refused, naming its index.
 std::vector<std::string> read_paths(const char* const* items, int32_t count, const char* name);
+// A caller's backend name: NULL is `unset` (auto, or the selection's choice); an empty string is
+// refused, naming the field, since it is more often an unset variable than a wish for auto.
+std::string read_backend(const char* backend, const std::string& unset, const char* name);
 
 // The directories and files beside this library (locations.cpp): "" where there is none, or
 // where the environment (MOE_CORE_PLUGIN_DIR, MOE_PLUGIN_SCANNER) already says.

@@ -128,7 +128,7 @@ moe_status moe_host_layer_prepare(const moe_host_registry* registry,
         read_args(args, MOE_HOST_PREPARE_ARGS_MIN_SIZE, "moe_host_prepare_args");
     moe::Config config;  // selection of a backend by name (or auto) for this problem
     config.source = "moe_host_prepare_args";
-    config.backend = a.backend != nullptr && *a.backend ? a.backend : "auto";
+    config.backend = read_backend(a.backend, "auto", "moe_host_prepare_args.backend");
     config.problem = read_problem(a.problem, "moe_host_prepare_args.problem");
     moe::sdk::check_struct(a.weights, MOE_WEIGHTS_MIN_SIZE, "moe_host_prepare_args.weights");
     const WeightsPlace place = read_place(a);

@@ -116,7 +116,7 @@ class Registry:
     def prepare(self, problem, weights, backend=None, *, options=None, stream=None):
         """Layer.prepare with this registry."""
         if isinstance(problem, Selection):
-            backend = backend or problem.backend
+            backend = problem.backend if backend is None else backend
             options = problem.options if options is None else options
             problem = problem.problem
         if not isinstance(weights, dict):
@@ -127,7 +127,8 @@ class Registry:
         # Device weights are copied to the host on their device's current stream.
         on_device = _tensors.first_on_cuda(weights.values())
         stream = int(stream) if stream is not None else _tensors.current_stream(on_device)
-        native = self._native.prepare(backend or "auto", as_problem(problem)._native, weights,
+        native = self._native.prepare("auto" if backend is None else backend,
+                                      as_problem(problem)._native, weights,
                                       {k: plain_scalar(v) for k, v in (options or {}).items()},
                                       stream)
         if native.memory == "cuda_device":
@@ -137,6 +138,10 @@ class Registry:
     def prepare_checkpoint(self, config, backend=None, *, stream=None):
         """Layer.from_checkpoint with this registry."""
         path, text = _config_source(config)
+        if backend == "":  # the binding passes "" as NULL: the config's backend
+            raise MoeError("invalid_argument",
+                           "backend is an empty string: name a plugin, \"auto\", or pass None for "
+                           "the config's backend")
         stream = int(stream) if stream is not None else _tensors.current_stream()
         native = self._native.prepare_checkpoint(path, text, backend or "", stream)
         if native.memory == "cuda_device":

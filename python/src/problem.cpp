@@ -9,7 +9,7 @@ namespace moe::py {
 Problem Problem::parse(const std::string& text) {
   Problem p;
   p.c.struct_size = sizeof p.c;
-  check(moe_host_problem_parse(text.c_str(), &p.c));
+  check(moe_host_problem_parse(c_text(text, "problem (YAML text)"), &p.c));
   return p;
 }
 

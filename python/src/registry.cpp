@@ -19,9 +19,10 @@ nb::list string_list(const char* const* items, int32_t count) {
   return out;
 }
 
-std::vector<const char*> c_strings(const std::vector<std::string>& strings) {
+std::vector<const char*> c_strings(const std::vector<std::string>& strings, const char* name) {
   std::vector<const char*> out;
-  for (const auto& s : strings) out.push_back(s.c_str());
+  for (size_t i = 0; i < strings.size(); ++i)
+    out.push_back(c_text(strings[i], fmt::format("{}[{}]", name, i)));
   return out;
 }
 
@@ -40,7 +41,8 @@ Registry::Registry(const std::vector<std::string>& plugin_dirs,
                    const std::vector<std::string>& plugin_files, bool use_env, bool use_default,
                    const std::optional<std::string>& core_plugin_dir,
                    const std::optional<std::string>& scanner) {
-  const auto dirs = c_strings(plugin_dirs), files = c_strings(plugin_files);
+  const auto dirs = c_strings(plugin_dirs, "plugin_dirs");
+  const auto files = c_strings(plugin_files, "plugin_files");
   auto o = sized<moe_host_registry_options>();
   o.plugin_dirs = dirs.data();
   o.num_plugin_dirs = int32_t(dirs.size());
@@ -48,8 +50,8 @@ Registry::Registry(const std::vector<std::string>& plugin_dirs,
   o.num_plugin_files = int32_t(files.size());
   o.use_env = use_env;
   o.use_default = use_default;
-  o.core_plugin_dir = core_plugin_dir ? core_plugin_dir->c_str() : nullptr;
-  o.scanner = scanner ? scanner->c_str() : nullptr;
+  o.core_plugin_dir = c_text(core_plugin_dir, "core_plugin_dir");
+  o.scanner = c_text(scanner, "scanner");
   nb::gil_scoped_release unlocked;  // the scanner runs in child processes
   check(moe_host_registry_open(&o, &handle_));
 }
@@ -102,19 +104,21 @@ nb::list Registry::skipped() const {
 std::string Registry::describe(const std::string& name, const Problem* problem) const {
   const moe_problem* p = problem ? &problem->c : nullptr;
   size_t needed = 0;
+  const char* plugin = c_text(name, "name");
   nb::gil_scoped_release unlocked;  // may load the plugin
-  check(moe_host_describe(handle_, name.c_str(), p, nullptr, 0, &needed));
+  check(moe_host_describe(handle_, plugin, p, nullptr, 0, &needed));
   std::vector<char> text(needed);
-  check(moe_host_describe(handle_, name.c_str(), p, text.data(), text.size(), &needed));
+  check(moe_host_describe(handle_, plugin, p, text.data(), text.size(), &needed));
   return text.data();
 }
 
 nb::dict Registry::supports(const std::string& name, const Problem& problem) const {
   auto answer = sized<moe_support>();
   answer.routes = -1;
+  const char* plugin = c_text(name, "name");
   {
     nb::gil_scoped_release unlocked;
-    check(moe_host_supports(handle_, name.c_str(), &problem.c, &answer));
+    check(moe_host_supports(handle_, plugin, &problem.c, &answer));
   }
   nb::dict d;
   d["supported"] = answer.supported == 1;
@@ -126,8 +130,8 @@ nb::dict Registry::supports(const std::string& name, const Problem& problem) con
 Selection* Registry::select(const std::optional<std::string>& path,
                             const std::optional<std::string>& text, bool ask_every) const {
   auto a = sized<moe_host_select_args>();
-  a.config_path = path ? path->c_str() : nullptr;
-  a.config_text = text ? text->c_str() : nullptr;
+  a.config_path = c_text(path, "config (a path)");
+  a.config_text = c_text(text, "config (YAML text)");
   a.ask_every = ask_every;
   moe_host_selection* handle = nullptr;
   {
@@ -174,10 +178,11 @@ Layer* Registry::prepare(const std::string& backend, const Problem& problem, nb:
   }
   std::vector<moe_option> opts;
   for (size_t i = 0; i < option_text.size(); i += 2)
-    opts.push_back({option_text[i].c_str(), option_text[i + 1].c_str()});
+    opts.push_back({c_text(option_text[i], "options (a key)"),
+                    c_text(option_text[i + 1], "options['" + option_text[i] + "']")});
 
   auto a = sized<moe_host_prepare_args>();
-  a.backend = backend.c_str();
+  a.backend = c_text(backend, "backend");
   a.problem = &problem.c;
   a.weights = &w;
   a.options = opts.empty() ? nullptr : opts.data();
@@ -199,7 +204,7 @@ Layer* Registry::prepare_checkpoint(const std::optional<std::string>& path,
   const std::unique_ptr<Selection> selection(select(path, text, false));
   auto a = sized<moe_host_checkpoint_args>();
   a.selection = selection->handle();
-  a.backend = backend.empty() ? nullptr : backend.c_str();
+  a.backend = backend.empty() ? nullptr : c_text(backend, "backend");
   a.stream = reinterpret_cast<void*>(stream);
   moe_host_layer* handle = nullptr;
   {
@@ -214,9 +219,9 @@ nb::dict Registry::conformance(const std::string& plugin_path,
                                const std::optional<std::string>& report, uint64_t seed,
                                bool gpu_sized) const {
   auto a = sized<moe_host_conformance_args>();
-  a.plugin_path = plugin_path.c_str();
-  a.problems_dir = problems ? problems->c_str() : nullptr;
-  a.report_path = report ? report->c_str() : nullptr;
+  a.plugin_path = c_text(plugin_path, "plugin");
+  a.problems_dir = c_text(problems, "problems");
+  a.report_path = c_text(report, "report");
   a.seed = seed;
   a.gpu_sized = gpu_sized;
   auto s = sized<moe_host_conformance_summary>();

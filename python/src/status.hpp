@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -44,6 +45,22 @@ T sized() {
 template <class... Args>
 [[noreturn]] void fail(moe_status status, fmt::format_string<Args...> format, Args&&... args) {
   throw StatusError(status, fmt::format(format, std::forward<Args>(args)...));
+}
+
+// A Python string as the C API reads it, up to its first NUL: one holding a NUL would be cut
+// there without a word (a path or a backend name that names something else), so it is refused,
+// naming the argument. An absent optional string is NULL.
+inline const char* c_text(const std::string& text, const std::string& name) {
+  const size_t nul = text.find('\0');
+  if (nul != std::string::npos)
+    fail(MOE_STATUS_INVALID_ARGUMENT,
+         "{}: the string holds a NUL character (byte {}); the C API would read only what is "
+         "before it",
+         name, nul);
+  return text.c_str();
+}
+inline const char* c_text(const std::optional<std::string>& text, const std::string& name) {
+  return text ? c_text(*text, name) : nullptr;
 }
 
 }  // namespace moe::py

@@ -326,6 +326,10 @@ static void test_errors_name_the_problem(moe_host_registry* registry) {
   expect_error("prepare with an unknown backend", moe_host_layer_prepare(registry, &pa, &layer),
                MOE_STATUS_CONFIG_ERROR, "no_such_backend");
   CHECK(layer == NULL, "a layer was made");
+  pa.backend = "";  /* NULL is auto; an empty name is refused, not taken for auto */
+  expect_error("prepare with an empty backend name", moe_host_layer_prepare(registry, &pa, &layer),
+               MOE_STATUS_INVALID_ARGUMENT, "moe_host_prepare_args.backend is an empty string");
+  CHECK(layer == NULL, "a layer was made");
   pa.backend = "reference";
   pa.struct_size = 8;
   expect_error("prepare args too small", moe_host_layer_prepare(registry, &pa, &layer),
@@ -611,6 +615,10 @@ static void test_prepares_a_layer_from_a_checkpoint(moe_host_registry* registry)
   expect_error("a backend that does not exist",
                moe_host_layer_prepare_checkpoint(registry, &a, &other), MOE_STATUS_CONFIG_ERROR,
                "no_such_backend");
+  a.backend = "";
+  expect_error("an empty backend name", moe_host_layer_prepare_checkpoint(registry, &a, &other),
+               MOE_STATUS_INVALID_ARGUMENT, "moe_host_checkpoint_args.backend is an empty string");
+  CHECK(other == NULL, "a layer was made");
   a.backend = NULL;
   a.struct_size = 8;
   expect_error("checkpoint args too small", moe_host_layer_prepare_checkpoint(registry, &a, &other),

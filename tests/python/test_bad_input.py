@@ -130,6 +130,8 @@ def test_bad_problems_and_backends_name_the_key(problem, weights):
         problem.replace(top_k=5)
     with raises("config_error", "no_such_backend"):
         moe.Layer.prepare(problem, weights, backend="no_such_backend")
+    with raises("invalid_argument", "backend is an empty string"):  # None is auto, "" is not
+        moe.Layer.prepare(problem, weights, backend="")
     with raises("invalid_argument", "problem: expected a moe_registry.Problem or a dict"):
         moe.Layer.prepare("experts: 4", weights)
 
@@ -149,6 +151,20 @@ def test_bad_configs_plugins_and_directories_say_which(example_plugin):
         moe.Registry(scanner="")
     with raises("not_found", "no plugin named 'no_such_plugin'"):
         moe.describe("no_such_plugin")
+    # The C API reads a string up to its first NUL: a string holding one is refused, not cut.
+    with raises("invalid_argument", "plugin_dirs[1]: the string holds a NUL character (byte 4)"):
+        moe.Registry(["/tmp", "/tmp\0/nonexistent"])
+    with raises("invalid_argument", "name: the string holds a NUL"):
+        moe.describe("reference\0x")
+    with raises("invalid_argument", "config (YAML text): the string holds a NUL"):
+        moe.select("backend: reference\0\nproblem: {}\n")
+
+
+def test_a_nul_in_a_backend_name_or_option_is_refused(problem, weights):
+    with raises("invalid_argument", "backend: the string holds a NUL character (byte 9)"):
+        moe.Layer.prepare(problem, weights, backend="reference\0trtllm_style")
+    with raises("invalid_argument", "options['a']: the string holds a NUL"):
+        moe.Layer.prepare(problem, weights, backend="reference", options={"a": "b\0c"})
 
 
 def test_numpy_scalars_are_config_values_and_other_objects_are_refused():

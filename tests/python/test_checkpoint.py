@@ -41,6 +41,9 @@ def test_a_named_backend_replaces_the_configs(checkpoint):
         moe.Layer.from_checkpoint(config)
     config["backend"] = "reference"
     assert moe.Layer.from_checkpoint(config, backend="auto").backend == "reference"
+    with pytest.raises(moe.MoeError, match="backend is an empty string") as error:
+        moe.Layer.from_checkpoint(config, backend="")  # None is the config's backend, "" is not
+    assert error.value.status == "invalid_argument"
     with pytest.raises(moe.MoeError, match="other_backend") as error:
         moe.Layer.from_checkpoint(config, backend="other_backend")
     assert error.value.status == "config_error"

@@ -252,7 +252,7 @@ typedef struct moe_host_prepare_args {
   size_t struct_size;
   const moe_extension* ext;
   const char* backend;        /* borrowed: a plugin name or alias; NULL or "auto" = the supporting
-                                 plugin of highest priority */
+                                 plugin of highest priority; "" is INVALID_ARGUMENT */
   const moe_problem* problem; /* borrowed for the call; the layer keeps a normalised copy */
   const moe_weights* weights; /* borrowed for the call; canonical (§3), in weights_memory */
   const moe_option* options;  /* [num_options] borrowed for the call; NULL if none */
@@ -285,7 +285,8 @@ typedef struct moe_host_checkpoint_args {
   const moe_extension* ext;
   const moe_host_selection* selection; /* borrowed for the call: a config with a `checkpoint:` */
   const char* backend; /* borrowed: NULL = the selection's backend; else a plugin name or alias, or
-                          "auto", in place of the config's (an engine's --moe-backend) */
+                          "auto", in place of the config's (an engine's --moe-backend); "" is
+                          INVALID_ARGUMENT */
   void* stream;        /* cudaStream_t for uploads, NULL = default */
 } moe_host_checkpoint_args;
 
