@@ -44,6 +44,10 @@
 #             then the wgmma timelines of fp8_block Mixtral T = 8 and 64 and mxfp4 Mixtral T = 8
 #   ab_split  MOE_MEGA_SPLIT2=waves (GEMM2 split along K past one wave) against the default: bf16
 #             on Qwen3, Mixtral, DeepSeek-V3 and Inkling-like, fp8_block on Mixtral, T = 1, 8, 64
+#   ab_early  MOE_MEGA_GEMM2=early (GEMM2's items wait on their chunk's GEMM1 count, no grid barrier
+#             between the GEMMs), alone and with MOE_MEGA_SPLIT2=waves, against the default and
+#             waves alone: bf16 on Inkling-like, Qwen3, Mixtral, DeepSeek-V3 at T = 1, 8, 64;
+#             ab_early4 the same for mxfp4 on Qwen3 and Mixtral and nvfp4 on Mixtral
 #   ab_late   fp8_block Mixtral and Qwen3 at T = 1, 8, 64: default / MOE_MEGA_FP8_PREFETCH=late0 /
 #             late1 / late (GEMM1's, GEMM2's, both first stages prefetched after the quantisation)
 set -uo pipefail
@@ -163,6 +167,16 @@ for section in "$@"; do
         --variant default= --variant waves= --env waves=MOE_MEGA_SPLIT2=waves
       ab_shapes ab_split_fp8 fp8_block mixtral_8x7b \
         --variant default= --variant waves= --env waves=MOE_MEGA_SPLIT2=waves ;;
+    ab_early | ab_early4)
+      early=(--variant default= --variant early= --env early=MOE_MEGA_GEMM2=early
+             --variant waves= --env waves=MOE_MEGA_SPLIT2=waves
+             --variant both= --env both=MOE_MEGA_GEMM2=early --env both=MOE_MEGA_SPLIT2=waves)
+      if [ "$section" = ab_early ]; then
+        ab_shapes ab_early_bf16 bf16 "inkling_like $qwen_mixtral deepseek_v3" "${early[@]}"
+      else
+        ab_shapes ab_early_mxfp4 mxfp4 "$qwen_mixtral" "${early[@]}"
+        ab_shapes ab_early_nvfp4 nvfp4 mixtral_8x7b "${early[@]}"
+      fi ;;
     ab_late)
       ab_shapes ab_late fp8_block "$qwen_mixtral" \
         --variant default= --variant late0= --env late0=MOE_MEGA_FP8_PREFETCH=late0 \

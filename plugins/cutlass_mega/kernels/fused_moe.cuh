@@ -38,6 +38,7 @@
 
 #include "kernels/config.cuh"
 #include "kernels/dependent_launch.cuh"
+#include "kernels/gemm2_ready.cuh"
 #include "kernels/quantize_acts.cuh"
 #include "kernels/quantize_rows.cuh"
 #include "kernels/ring.cuh"
@@ -390,11 +391,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // the next phase (items of `split` K parts), as many as the ring holds, which do not depend on
   // what the barrier publishes, so their DRAM latency overlaps the barrier. Returns how many
   // stages it filled (the ring's position does not move: the phase's loop adds the tokens).
-  auto prefetch = [&](auto weights, int slices, int steps, int split) {
-    const int u = int(blockIdx.x);
-    if (u >= s.item_prefix[s.num_active] * slices * split) return 0;
-    const Item it = item_of(u / split, slices);
-    const int part = u % split, ks0 = part * steps / split, ks1 = (part + 1) * steps / split;
+  // Producer: the weights of stages [ks0, ks1) of item `it` into the ring's next stages, as many
+  // as it holds, without moving the ring's position; returns how many.
+  auto prefetch_stages = [&](auto weights, const Item& it, int ks0, int ks1) {
     const int count = min(ks1 - ks0, kStages<W>);
     int st = stage;
     uint32_t ph = phase;
@@ -403,6 +402,13 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       if (++st == kStages<W>) st = 0, ph ^= 1;
     }
     return count;
+  };
+  auto prefetch = [&](auto weights, int slices, int steps, int split) {
+    const int u = int(blockIdx.x);
+    if (u >= s.item_prefix[s.num_active] * slices * split) return 0;
+    const Item it = item_of(u / split, slices);
+    const int part = u % split;
+    return prefetch_stages(weights, it, part * steps / split, (part + 1) * steps / split);
   };
   // Producer: stages [ks0, ks1) of item `it` of a phase, in order; the first `ready` already
   // hold their weights. Its token rows: row n at base + stride x row_of(n) bytes.
@@ -489,11 +495,16 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     }
   };
 
+  // MOE_MEGA_GEMM2=early (Params::gemm2_ready): GEMM2's items wait on their chunk's count, not on
+  // a grid barrier.
+  const bool early2 = !kFp8 && aq == kActBf16 && p.gemm2_ready != nullptr;
+  const int items1 = s.item_prefix[s.num_active] * slices1;
+
   // ---- phase 1: GEMM1 and the activation ----
   stamp_phase(kGemm1Start);
   {
     const int cols = cols1, slices = slices1, steps = steps1;
-    const int items = s.item_prefix[s.num_active] * slices;
+    const int items = items1;
     for (int u = int(blockIdx.x); u < items; u += int(gridDim.x)) {
       const Item it = item_of(u, slices);
       int row0 = 0, row1 = 0;
@@ -537,7 +548,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         const float y = gpu::kernels::activate(p.act, p.activation, gv, uv);
         store_intermediate(int64_t(it.first + n) * I + int64_t(it.slice) * cols + c, y, it.expert);
       }
-      consumers_sync();  // the tile is free for the next item
+      consumers_sync();  // the tile is free for the next item, and the item's rows are written
+      if (early2 && threadIdx.x == 0) count_release(p.gemm2_ready + u / slices);
       stamp_item(1, u);
     }
   }
@@ -550,7 +562,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       p.split2_waves ? k_split_waves(items2, steps2, int(gridDim.x), p.max_split2, kSplitMinSteps)
                      : k_split(items2, steps2, int(gridDim.x), p.max_split2);
   const bool late2 = kFp8 && (p.prefetch_late & kLatePhase1b);
-  if (producer && !late2) ready2 = prefetch(weights2, slices2, steps2, split2);
+  if (producer && !late2 && !early2) ready2 = prefetch(weights2, slices2, steps2, split2);
   if constexpr (kFp8) {  // phase 1b: the intermediate's codes and scales, every slot
     grid.sync();
     int slots = 0;
@@ -580,7 +592,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     const int shared_first = p.routed < p.experts ? s.expert_first[p.routed] : slots;
     quantize_intermediate(p, slots, shared_first, s_routed, s_shared);
   }
-  publish_to_async_proxy();
+  if (!early2) publish_to_async_proxy();
 
   // ---- phase 2: GEMM2, a row of f32 results per slot and K part ----
   stamp_phase(kGemm2Start);
@@ -588,7 +600,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     const int slices = slices2, steps = steps2, split = split2;
     const int items = s.item_prefix[s.num_active] * slices * split;
     const int64_t part_stride = int64_t(p.tokens) * p.slot_width * H;
-    for (int u = int(blockIdx.x); u < items; u += int(gridDim.x)) {
+    // early2: item v on the CTA GEMM1's round robin would have given item items1 + v.
+    const int ctas = int(gridDim.x);
+    const int u0 = early2 ? (int(blockIdx.x) + ctas - items1 % ctas) % ctas : int(blockIdx.x);
+    for (int u = u0; u < items; u += ctas) {
       const Item it = item_of(u / split, slices);
       const int part = u % split, ks0 = part * steps / split, ks1 = (part + 1) * steps / split;
       int row0 = 0, row1 = 0;
@@ -596,7 +611,16 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       if (producer) {
         // The slots' intermediate rows (fp8_block: their codes), consecutive from the first.
         auto slot_of = [&](int n) { return it.first + n; };
-        const int ready = u == int(blockIdx.x) ? ready2 : 0;
+        int ready = u == u0 ? ready2 : 0;
+        if (early2) {  // the weights need nothing: the first stages' go out before the wait
+          const int32_t* count = p.gemm2_ready + (u / split) / slices;
+          // One decision for the warp (its lanes may read the count at different moments).
+          if (__shfl_sync(~0u, int(count_relaxed(count) < slices1), 0))
+            ready = prefetch_stages(weights2, it, ks0, ks1);
+          wait_count(count, slices1);  // every lane sees the count complete itself
+          __syncwarp();
+          count_acquired();
+        }
         if constexpr (kFp8)
           produce_item(weights2, it, ks0, ks1, iq, I * int64_t(sizeof(Code)), slot_of, ready);
         else
@@ -633,6 +657,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // ---- phase 3: the combine of every output vector, after a last barrier ----
   grid.sync();
   stamp_phase(kCombineStart);
+  if (early2)  // every wait is over: the counts back to zero for the next run
+    for (int c = int(blockIdx.x) * kThreads + threadIdx.x; c < s.item_prefix[s.num_active];
+         c += int(gridDim.x) * kThreads)
+      p.gemm2_ready[c] = 0;
   for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < int64_t(p.tokens) * H / 4;
        i += int64_t(gridDim.x) * kThreads)
     combine_output_vector(p, s.slot_pos, split2, i);

@@ -223,6 +223,7 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.n1 = c.n1;
   p.max_split2 = c.max_split2;
   p.split2_waves = c.split2_waves;
+  p.gemm2_ready = c.gemm2_ready;
   p.activation = c.activation;
   p.act_quant = int32_t(c.act_quant);
   p.a13_scale = c.a13_scale;

@@ -122,6 +122,7 @@ struct FusedCall {
   int16_t col_src[32], col_expert[32], col_match[32];
   int32_t max_split2;    // copies of y the workspace holds: GEMM2's K parts at most
   int32_t split2_waves;  // Params::split2_waves
+  int32_t* gemm2_ready;  // Params::gemm2_ready (MOE_MEGA_GEMM2=early), else null
   float limit, alpha;
   int32_t gelu_tanh;
   unsigned long long* timeline;  // measurement (kernels/timeline.hpp): null, or [ctas] records

@@ -120,6 +120,10 @@ class DeviceLayer {
   int64_t own_rows_tokens_ = 0;  // fp8_block: batches each CTA quantises itself (own_rows_tokens)
   int32_t prefetch_late_ = 0;    // fp8_block: MOE_MEGA_FP8_PREFETCH (Params::prefetch_late)
   int32_t split2_waves_ = 0;     // MOE_MEGA_SPLIT2=waves (Params::split2_waves)
+  // MOE_MEGA_GEMM2=early at prepare (a measurement; bf16 and 4-bit weights on bf16 activations):
+  // a count per schedule chunk, at most one per slot of max_tokens, zero between runs
+  // (Params::gemm2_ready). Runs of such a layer must not overlap (two streams at once).
+  gpu::DeviceBuffer gemm2_ready_;
   // bf16, fp8_block: the weights as given (fp8_block's scales in s13_, s2_); fp4: the prepared
   // chunks (nvfp4's scale_2 in s13_, s2_).
   gpu::DeviceBuffer w13_, w2_, s13_, s2_;

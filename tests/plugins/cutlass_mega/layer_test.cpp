@@ -615,6 +615,60 @@ TEST_F(MegaLayer, Gemm2SplitByWavesMatchesTheReference) {
   }
 }
 
+// MOE_MEGA_GEMM2=early (a measurement, kernels/gemm2_ready.cuh): GEMM2's items wait on counts of
+// their chunk's GEMM1 items instead of a grid barrier, and continue GEMM1's round robin. The same
+// bits as the barrier's layer (the same sums in the same order), batch after batch on one layer
+// (the counts go back to zero: a stale count would let GEMM2 read rows not yet written) on every
+// CTA and on 7 (many GEMM1 waves, the waits on chunks of other CTAs), with GEMM2 split along K
+// (MOE_MEGA_SPLIT2=waves), padding tokens and one expert for every token (chunks of 64 slots),
+// a shared expert's virtual experts; then a CUDA graph replayed with new inputs. fp8_block and
+// e4m3 activations keep their barriers (the switch does not apply): their bits are the default's.
+TEST_F(MegaLayer, EarlyGemm2GivesTheBarriersBitsBatchAfterBatchAndReplayed) {
+  struct EarlyCase {
+    moe_format format;
+    int64_t shared;
+    moe_input_format input = MOE_INPUT_DEFAULT;
+  };
+  for (const EarlyCase c :
+       {EarlyCase{MOE_FORMAT_BF16, 0}, EarlyCase{MOE_FORMAT_BF16, 384}, EarlyCase{kMx, 0},
+        EarlyCase{kNv, 0}, EarlyCase{kFp8, 0}, EarlyCase{kMx, 0, kMx8}}) {
+    Problem q = problem_;
+    q.raw().shared_intermediate = c.shared;
+    const moe_problem p = in_format(q, c.format, c.input).c();
+    const LayerWeights w = random_weights(p, 57);
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    for (const char* sms : {"auto", "7"}) {
+      const Options o = {{"sms", sms}};
+      const std::string what = fmt::format("{}{}{}, sms {}", format_name(c.format),
+                                           c.shared ? " with a shared expert" : "",
+                                           c.input == kMx8 ? " on mxfp8" : "", sms);
+      const Layer barrier = plugin_->prepare(p, w.view(), o);
+      const Layer early = prepared_with(p, w, {{"MOE_MEGA_GEMM2", "early"}}, o);
+      const Layer early_split =
+          prepared_with(p, w, {{"MOE_MEGA_GEMM2", "early"}, {"MOE_MEGA_SPLIT2", "waves"}}, o);
+      const Layer barrier_split = prepared_with(p, w, {{"MOE_MEGA_SPLIT2", "waves"}}, o);
+      int round = 0;
+      for (const int64_t tokens : {96, 1, 40, 1, 96, 65, 7}) {
+        for (const Scenario sc : {Scenario::kRandom, Scenario::kPadding, Scenario::kOneExpert}) {
+          const Batch batch =
+              random_batch(p, tokens, 500 + uint64_t(10 * round++) + uint64_t(sc), sc);
+          const Routing routing = route_batch(*reference_, p, batch);
+          const std::string at = fmt::format("{}: {} tokens, {}", what, tokens, scenario_name(sc));
+          expect_same_bits(barrier, early, p, batch, routing, at);
+          expect_same_bits(barrier_split, early_split, p, batch, routing, at + ", split");
+        }
+      }
+      expect_matches_and_repeats(early, ref_layer, p, 96, 77, what);
+      const GraphReplay graph(plugin_, early, p, 41);
+      for (uint64_t seed : {61u, 62u, 63u}) {
+        const Batch batch = random_batch(p, 41, seed, Scenario::kRandom);
+        EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), tolerance(p))
+            << what << ", replayed, seed " << seed;
+      }
+    }
+  }
+}
+
 // MOE_MEGA_TIMELINE (a measurement): the layer writes its last run's clocks when destroyed, every
 // CTA's phase boundaries in order, and one record per GEMM1 item: each active expert's one chunk
 // (33 tokens x 4 slots over 16 experts: under 64 slots an expert) times I / 64 column slices.
