@@ -617,45 +617,81 @@ TEST_F(MegaLayer, Gemm2SplitByWavesMatchesTheReference) {
 
 // MOE_MEGA_GEMM2=early (a measurement, kernels/gemm2_ready.cuh): GEMM2's items wait on counts of
 // their chunk's GEMM1 items instead of a grid barrier, and continue GEMM1's round robin. The same
-// bits as the barrier's layer (the same sums in the same order), batch after batch on one layer
-// (the counts go back to zero: a stale count would let GEMM2 read rows not yet written) on every
-// CTA and on 7 (many GEMM1 waves, the waits on chunks of other CTAs), with GEMM2 split along K
-// (MOE_MEGA_SPLIT2=waves), padding tokens and one expert for every token (chunks of 64 slots),
-// a shared expert's virtual experts; then a CUDA graph replayed with new inputs. fp8_block and
-// e4m3 activations keep their barriers (the switch does not apply): their bits are the default's.
+// bits as the barrier's layer (the same sums in the same order), batch after batch on one layer,
+// its workspace poisoned before each run (an intermediate row read before it is written is NaN,
+// and a count left over from the run before would let GEMM2 read one), on every CTA and on 7
+// (many GEMM1 waves: waits on chunks of other CTAs), with GEMM2 split along K
+// (MOE_MEGA_SPLIT2=waves), padding tokens and every token on one expert (chunks of several
+// slots' worth: 2 of 64 bf16 slots, 3 of 32 4-bit ones), a shared expert's virtual experts,
+// relu2 (128 columns a GEMM1 item), bf16 by TMA tiles (MOE_MEGA_BF16_STAGE=64) and I = 1024, so
+// GEMM2's items have more stages than the ring holds; then a CUDA graph replayed with new inputs.
+// fp8_block and e4m3 activations keep their barriers (the switch does not apply there).
 TEST_F(MegaLayer, EarlyGemm2GivesTheBarriersBitsBatchAfterBatchAndReplayed) {
   struct EarlyCase {
     moe_format format;
-    int64_t shared;
+    int64_t shared = 0;
+    moe_activation activation = MOE_ACTIVATION_SILU_MUL;
+    const char* bf16_stage = nullptr;  // MOE_MEGA_BF16_STAGE
     moe_input_format input = MOE_INPUT_DEFAULT;
   };
-  for (const EarlyCase c :
-       {EarlyCase{MOE_FORMAT_BF16, 0}, EarlyCase{MOE_FORMAT_BF16, 384}, EarlyCase{kMx, 0},
-        EarlyCase{kNv, 0}, EarlyCase{kFp8, 0}, EarlyCase{kMx, 0, kMx8}}) {
+  const EarlyCase cases[] = {{MOE_FORMAT_BF16},
+                             {MOE_FORMAT_BF16, 384},
+                             {MOE_FORMAT_BF16, 0, MOE_ACTIVATION_RELU2},
+                             {MOE_FORMAT_BF16, 0, MOE_ACTIVATION_SILU_MUL, "64"},
+                             {kMx},
+                             {kNv},
+                             {kFp8},
+                             {kMx, 0, MOE_ACTIVATION_SILU_MUL, nullptr, kMx8}};
+  // A run with every workspace byte 0xFF first (the runner poisons only the output).
+  auto run_poisoned = [&](const Layer& layer, const moe_problem& p, const Batch& batch,
+                          const Routing& routing) {
+    const StagedRun staged = stage_run(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+    const std::vector<uint8_t> poison(staged.workspace.size(), 0xFF);
+    staged.workspace.upload(poison.data(), poison.size());
+    HostTensor out(MOE_DTYPE_BF16, {batch.hidden.shape()[0], p.hidden});
+    layer.run(staged.args);
+    layer.plugin().sync();
+    staged.output.download(out.raw(), out.bytes());
+    return out;
+  };
+  for (const EarlyCase& c : cases) {
     Problem q = problem_;
+    q.raw().intermediate = 1024;
     q.raw().shared_intermediate = c.shared;
+    q.raw().activation = c.activation;
     const moe_problem p = in_format(q, c.format, c.input).c();
     const LayerWeights w = random_weights(p, 57);
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
     for (const char* sms : {"auto", "7"}) {
       const Options o = {{"sms", sms}};
-      const std::string what = fmt::format("{}{}{}, sms {}", format_name(c.format),
-                                           c.shared ? " with a shared expert" : "",
-                                           c.input == kMx8 ? " on mxfp8" : "", sms);
-      const Layer barrier = plugin_->prepare(p, w.view(), o);
-      const Layer early = prepared_with(p, w, {{"MOE_MEGA_GEMM2", "early"}}, o);
-      const Layer early_split =
-          prepared_with(p, w, {{"MOE_MEGA_GEMM2", "early"}, {"MOE_MEGA_SPLIT2", "waves"}}, o);
-      const Layer barrier_split = prepared_with(p, w, {{"MOE_MEGA_SPLIT2", "waves"}}, o);
+      const std::string what = fmt::format(
+          "{}{}{}{}{}, sms {}", format_name(c.format), c.shared ? " with a shared expert" : "",
+          c.activation == MOE_ACTIVATION_RELU2 ? " relu2" : "", c.bf16_stage ? " by TMA tiles" : "",
+          c.input == kMx8 ? " on mxfp8" : "", sms);
+      EnvVars base;
+      if (c.bf16_stage != nullptr) base.emplace_back("MOE_MEGA_BF16_STAGE", c.bf16_stage);
+      EnvVars early_vars = base, split_vars = base;
+      early_vars.emplace_back("MOE_MEGA_GEMM2", "early");
+      split_vars.emplace_back("MOE_MEGA_SPLIT2", "waves");
+      EnvVars both_vars = split_vars;
+      both_vars.emplace_back("MOE_MEGA_GEMM2", "early");
+      const Layer barrier = prepared_with(p, w, base, o);
+      const Layer early = prepared_with(p, w, early_vars, o);
+      const Layer barrier_split = prepared_with(p, w, split_vars, o);
+      const Layer early_split = prepared_with(p, w, both_vars, o);
       int round = 0;
       for (const int64_t tokens : {96, 1, 40, 1, 96, 65, 7}) {
         for (const Scenario sc : {Scenario::kRandom, Scenario::kPadding, Scenario::kOneExpert}) {
-          const Batch batch =
-              random_batch(p, tokens, 500 + uint64_t(10 * round++) + uint64_t(sc), sc);
-          const Routing routing = route_batch(*reference_, p, batch);
+          const Batch batch = random_batch(p, tokens, 500 + uint64_t(round++), sc);
+          const Routing routing = scenario_routing(*reference_, p, batch, sc);
           const std::string at = fmt::format("{}: {} tokens, {}", what, tokens, scenario_name(sc));
-          expect_same_bits(barrier, early, p, batch, routing, at);
-          expect_same_bits(barrier_split, early_split, p, batch, routing, at + ", split");
+          for (const auto& [early_layer, barrier_layer, name] :
+               {std::tuple<const Layer&, const Layer&, const char*>{early, barrier, ""},
+                {early_split, barrier_split, ", split"}}) {
+            const HostTensor got = run_poisoned(early_layer, p, batch, routing);
+            const RunResult want = run_layer(barrier_layer, p, batch.hidden, routing);
+            EXPECT_EQ(std::memcmp(got.raw(), want.output.raw(), got.bytes()), 0) << at << name;
+          }
         }
       }
       expect_matches_and_repeats(early, ref_layer, p, 96, 77, what);
@@ -664,6 +700,38 @@ TEST_F(MegaLayer, EarlyGemm2GivesTheBarriersBitsBatchAfterBatchAndReplayed) {
         const Batch batch = random_batch(p, 41, seed, Scenario::kRandom);
         EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), tolerance(p))
             << what << ", replayed, seed " << seed;
+      }
+    }
+  }
+}
+
+// The switch is on where it applies: with MOE_MEGA_GEMM2=early each CTA's first GEMM2 item is the
+// one GEMM1's round robin would have given it next (the timeline's items), not its own index.
+TEST_F(MegaLayer, EarlyGemm2ContinuesGemm1sRoundRobin) {
+  const moe_problem p = problem_.c();
+  const LayerWeights w = random_weights(p, 59);
+  const Batch batch = random_batch(p, 40, 3, Scenario::kRandom);
+  const Routing routing = route_batch(*reference_, p, batch);
+  for (const bool early : {true, false}) {
+    EnvVars vars;
+    if (early) vars.emplace_back("MOE_MEGA_GEMM2", "early");
+    const nlohmann::json j = timeline_of(
+        p, w, vars,
+        [&](const Layer& layer) { run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16); },
+        {{"sms", "7"}});
+    ASSERT_FALSE(j.is_null());
+    const int ctas = int(j["records"].size());
+    ASSERT_EQ(ctas, 7);
+    int items1 = 0;
+    for (const auto& r : j["records"])
+      for (const auto& it : r["items"]) items1 += it["phase"].get<int>() == 1 ? 1 : 0;
+    ASSERT_NE(items1 % ctas, 0) << "the batch should leave GEMM1's last wave short";
+    for (int c = 0; c < ctas; ++c) {
+      for (const auto& it : j["records"][c]["items"]) {
+        if (it["phase"].get<int>() != 2) continue;
+        const int want = early ? (c + ctas - items1 % ctas) % ctas : c;
+        EXPECT_EQ(it["u"].get<int>(), want) << (early ? "early" : "barrier") << ", CTA " << c;
+        break;
       }
     }
   }
