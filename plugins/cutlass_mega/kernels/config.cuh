@@ -256,12 +256,13 @@ struct Params {
   int32_t max_split2;    // GEMM2 K parts the workspace holds (k_split chooses up to this many)
   int32_t split2_waves;  // 1: GEMM2's split by k_split_waves (MOE_MEGA_SPLIT2=waves, a measurement)
   // MOE_MEGA_GEMM2=early (a measurement; bf16 and 4-bit weights on bf16 activations, else null):
-  // no grid barrier between GEMM1 and GEMM2. Word c counts the GEMM1 items done of the schedule's
-  // chunk c (an expert's kTok slots); a GEMM2 item of chunk c starts once its word reaches the
-  // GEMM1 slices (its intermediate rows are whole), and GEMM2's items continue GEMM1's round robin
-  // (item v on the CTA that item items1 + v would have had), so CTAs idle in GEMM1's last wave
-  // start GEMM2 on the chunks finished earlier. The layer owns the words (zero at prepare); the
-  // combine puts them back to zero after its barrier, so one layer's runs must not overlap.
+  // no grid barrier between GEMM1 and GEMM2. Word c of this workspace counts the GEMM1 items done
+  // of the schedule's chunk c (an expert's kTok slots); a GEMM2 item of chunk c starts once its
+  // word reaches the GEMM1 slices (its intermediate rows are whole), and GEMM2's items continue
+  // GEMM1's round robin (item v on the CTA that item items1 + v would have had), so CTAs idle in
+  // GEMM1's last wave start GEMM2 on the chunks finished earlier. The words are zeroed after the
+  // schedule, before one grid barrier that GEMM1's first weight stages overlap: nothing is kept
+  // between runs, so runs on several streams and graph replays need nothing more.
   int32_t* gemm2_ready;
   // 4-bit weights with e4m3 activations (ActQuant; 0 otherwise): the static scales (a13 for the
   // hidden states, a2 for the intermediate), and the workspace: xa [T, H] bf16, the hidden states

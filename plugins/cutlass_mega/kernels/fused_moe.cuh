@@ -496,9 +496,17 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   };
 
   // MOE_MEGA_GEMM2=early (Params::gemm2_ready): GEMM2's items wait on their chunk's count, not on
-  // a grid barrier.
+  // a grid barrier. The counts are the workspace's: zeroed here, published by a barrier before
+  // any GEMM1 item counts or any GEMM2 item reads (GEMM1's first stages go out before it).
   const bool early2 = !kFp8 && aq == kActBf16 && p.gemm2_ready != nullptr;
   const int items1 = s.item_prefix[s.num_active] * slices1;
+  if (early2) {
+    if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
+    for (int c = int(blockIdx.x) * kThreads + threadIdx.x; c < s.item_prefix[s.num_active];
+         c += int(gridDim.x) * kThreads)
+      p.gemm2_ready[c] = 0;
+    grid.sync();
+  }
 
   // ---- phase 1: GEMM1 and the activation ----
   stamp_phase(kGemm1Start);
@@ -657,10 +665,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // ---- phase 3: the combine of every output vector, after a last barrier ----
   grid.sync();
   stamp_phase(kCombineStart);
-  if (early2)  // every wait is over: the counts back to zero for the next run
-    for (int c = int(blockIdx.x) * kThreads + threadIdx.x; c < s.item_prefix[s.num_active];
-         c += int(gridDim.x) * kThreads)
-      p.gemm2_ready[c] = 0;
   for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < int64_t(p.tokens) * H / 4;
        i += int64_t(gridDim.x) * kThreads)
     combine_output_vector(p, s.slot_pos, split2, i);

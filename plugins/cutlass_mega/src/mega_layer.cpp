@@ -417,13 +417,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   dependent_launch_ = env_is("MOE_MEGA_LAUNCH", "pdl");
   prefetch_late_ = prefetch_late_bits(p);
   split2_waves_ = env_is("MOE_MEGA_SPLIT2", "waves") ? 1 : 0;
-  if (env_is("MOE_MEGA_GEMM2", "early") && !fp8_ && act_quant_ == detail::ActQuant::kBf16) {
-    gemm2_ready_ = gpu::DeviceBuffer(size_t(std::max<int64_t>(p.max_tokens, 1)) *
-                                     size_t(slots_per_token(p)) * sizeof(int32_t));
-    MOE_CHECK(cudaMemset(gemm2_ready_.get(), 0, gemm2_ready_.bytes()) == cudaSuccess,
-              MOE_STATUS_DEVICE_ERROR, "cutlass_mega: cannot clear {} device bytes of counts",
-              gemm2_ready_.bytes());
-  }
+  early2_ = env_is("MOE_MEGA_GEMM2", "early") && !fp8_ && act_quant_ == detail::ActQuant::kBf16;
   const VirtualExperts shared = virtual_experts(p, w);
   experts_ = p.experts + shared.count;
   if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32; 0 for shared
@@ -556,6 +550,7 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
       ws.amax = c.take<float>(size_t(3 * ctas_));
     }
   }
+  if (early2_) ws.gemm2_ready = c.take<int32_t>(size_t(slots));
   if (bytes != nullptr) *bytes = c.used();
   return ws;
 }
@@ -630,7 +625,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.n1 = int32_t(n1_);
   c.max_split2 = result_copies(p, tokens);
   c.split2_waves = split2_waves_;
-  c.gemm2_ready = gemm2_ready_.as<int32_t>();
+  c.gemm2_ready = ws.gemm2_ready;
   c.activation = p.activation;
   c.act_quant = act_quant_;
   c.a13_scale = a13_scale_;

@@ -619,7 +619,8 @@ TEST_F(MegaLayer, Gemm2SplitByWavesMatchesTheReference) {
 // their chunk's GEMM1 items instead of a grid barrier, and continue GEMM1's round robin. The same
 // bits as the barrier's layer (the same sums in the same order), batch after batch on one layer,
 // its workspace poisoned before each run (an intermediate row read before it is written is NaN,
-// and a count left over from the run before would let GEMM2 read one), on every CTA and on 7
+// and counts the kernel failed to zero would never complete, or let GEMM2 read early), on every
+// CTA and on 7
 // (many GEMM1 waves: waits on chunks of other CTAs), with GEMM2 split along K
 // (MOE_MEGA_SPLIT2=waves), padding tokens and every token on one expert (chunks of several
 // slots' worth: 2 of 64 bf16 slots, 3 of 32 4-bit ones), a shared expert's virtual experts,
