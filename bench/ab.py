@@ -3,7 +3,8 @@
 (and, if given, its own plugin directory, e.g. a build of an older commit), run in interleaved
 rounds (A B C, A B C, ...) so drift hits every variant alike. Writes <out>/ab.jsonl (every record,
 with `variant`, `options`, `round`), <out>/ab.md (the best time of each variant per token count and
-its ratio to the first variant) and prints the table.
+its ratio to the first variant; with two rounds or more, each variant's spread over its rounds, the
+noise those ratios must clear) and prints the table.
 
     python3 bench/ab.py --moe build/bin/moe --out $OUT/tiles \
         --config configs/bench/trtllm/mixtral_8x7b_mxfp8.yaml --tokens 256,512 --rounds 2 \
@@ -131,6 +132,25 @@ def run_variant(a, name, options, config_path, rnd):
     return records, None
 
 
+def spread_rows(names, records, tokens):
+    """Markdown rows: per token count and variant, its slowest round's ms over its fastest's (with
+    two rounds or more): how far apart the same code lands run to run, so a ratio between
+    variants closer to 1 than these says nothing."""
+    runs = {}
+    for r in records:
+        runs.setdefault((r["tokens"], r["variant"]), []).append(r["ms"])
+    if not runs or max(len(v) for v in runs.values()) < 2:
+        return []
+
+    def cell(t, n):
+        v = runs.get((t, n), [])
+        return f"{max(v) / min(v):.3f}" if len(v) > 1 and min(v) > 0 else "-"
+    rows = ["", "Spread over rounds (slowest / fastest round of each variant; ratios between "
+            "variants closer to 1 than this are noise):", "",
+            "| T | " + " | ".join(names) + " |", "|" + "---|" * (1 + len(names))]
+    return rows + [f"| {t} | " + " | ".join(cell(t, n) for n in names) + " |" for t in tokens]
+
+
 def table(variants, records, errors, configs=None):
     """Markdown: per token count, each variant's best ms over the rounds and its ratio to the
     first variant's."""
@@ -158,6 +178,7 @@ def table(variants, records, errors, configs=None):
             cells = [f"{clocks[(t, n)]['sm_mhz_mean']:.0f} / {clocks[(t, n)]['power_w_mean']:.0f}"
                      if (t, n) in clocks else "-" for n in names]
             rows.append(f"| {t} | " + " | ".join(cells) + " |")
+    rows += spread_rows(names, records, tokens)
     for name, err in errors:
         rows.append(f"\n{name} failed: {err}")
     legend = "options: " + "; ".join(f"{n}: {{{o}}}" if o else f"{n}: (the config's)"
