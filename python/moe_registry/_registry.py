@@ -138,12 +138,8 @@ class Registry:
     def prepare_checkpoint(self, config, backend=None, *, stream=None):
         """Layer.from_checkpoint with this registry."""
         path, text = _config_source(config)
-        if backend == "":  # the binding passes "" as NULL: the config's backend
-            raise MoeError("invalid_argument",
-                           "backend is an empty string: name a plugin, \"auto\", or pass None for "
-                           "the config's backend")
         stream = int(stream) if stream is not None else _tensors.current_stream()
-        native = self._native.prepare_checkpoint(path, text, backend or "", stream)
+        native = self._native.prepare_checkpoint(path, text, backend, stream)
         if native.memory == "cuda_device":
             native.device_id = _tensors.current_device()
         return Layer(native)

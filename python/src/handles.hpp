@@ -153,10 +153,10 @@ class Registry {
                     bool ask_every) const;
   Layer* prepare(const std::string& backend, const Problem& problem, nb::dict weights,
                  nb::dict options, uintptr_t stream) const;
-  // One layer of a config's `checkpoint:` (a path or the YAML text); backend "" = the config's.
+  // One layer of a config's `checkpoint:` (a path or the YAML text); backend None = the config's.
   Layer* prepare_checkpoint(const std::optional<std::string>& path,
-                            const std::optional<std::string>& text, const std::string& backend,
-                            uintptr_t stream) const;
+                            const std::optional<std::string>& text,
+                            const std::optional<std::string>& backend, uintptr_t stream) const;
   nb::dict conformance(const std::string& plugin_path, const std::optional<std::string>& problems,
                        const std::optional<std::string>& report, uint64_t seed,
                        bool gpu_sized) const;

@@ -105,7 +105,7 @@ NB_MODULE(_core, m) {
       .def("prepare", &Registry::prepare, "backend"_a, "problem"_a, "weights"_a, "options"_a,
            "stream"_a)
       .def("prepare_checkpoint", &Registry::prepare_checkpoint, "path"_a.none(), "text"_a.none(),
-           "backend"_a, "stream"_a)
+           "backend"_a.none(), "stream"_a)
       .def("conformance", &Registry::conformance, "plugin_path"_a, "problems"_a.none(),
            "report"_a.none(), "seed"_a, "gpu_sized"_a);
 }

@@ -200,11 +200,12 @@ Layer* Registry::prepare(const std::string& backend, const Problem& problem, nb:
 
 Layer* Registry::prepare_checkpoint(const std::optional<std::string>& path,
                                     const std::optional<std::string>& text,
-                                    const std::string& backend, uintptr_t stream) const {
+                                    const std::optional<std::string>& backend,
+                                    uintptr_t stream) const {
   const std::unique_ptr<Selection> selection(select(path, text, false));
   auto a = sized<moe_host_checkpoint_args>();
   a.selection = selection->handle();
-  a.backend = backend.empty() ? nullptr : c_text(backend, "backend");
+  a.backend = c_text(backend, "backend");
   a.stream = reinterpret_cast<void*>(stream);
   moe_host_layer* handle = nullptr;
   {
