@@ -127,8 +127,7 @@ class Registry:
         # Device weights are copied to the host on their device's current stream.
         on_device = _tensors.first_on_cuda(weights.values())
         stream = int(stream) if stream is not None else _tensors.current_stream(on_device)
-        native = self._native.prepare("auto" if backend is None else backend,
-                                      as_problem(problem)._native, weights,
+        native = self._native.prepare(backend, as_problem(problem)._native, weights,
                                       {k: plain_scalar(v) for k, v in (options or {}).items()},
                                       stream)
         if native.memory == "cuda_device":

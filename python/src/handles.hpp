@@ -151,8 +151,9 @@ class Registry {
   nb::dict supports(const std::string& name, const Problem& problem) const;
   Selection* select(const std::optional<std::string>& path, const std::optional<std::string>& text,
                     bool ask_every) const;
-  Layer* prepare(const std::string& backend, const Problem& problem, nb::dict weights,
-                 nb::dict options, uintptr_t stream) const;
+  // backend None = auto (the C API's NULL).
+  Layer* prepare(const std::optional<std::string>& backend, const Problem& problem,
+                 nb::dict weights, nb::dict options, uintptr_t stream) const;
   // One layer of a config's `checkpoint:` (a path or the YAML text); backend None = the config's.
   Layer* prepare_checkpoint(const std::optional<std::string>& path,
                             const std::optional<std::string>& text,

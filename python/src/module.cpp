@@ -102,7 +102,7 @@ NB_MODULE(_core, m) {
       .def("describe", &Registry::describe, "name"_a, "problem"_a.none())
       .def("supports", &Registry::supports, "name"_a, "problem"_a)
       .def("select", &Registry::select, "path"_a.none(), "text"_a.none(), "ask_every"_a)
-      .def("prepare", &Registry::prepare, "backend"_a, "problem"_a, "weights"_a, "options"_a,
+      .def("prepare", &Registry::prepare, "backend"_a.none(), "problem"_a, "weights"_a, "options"_a,
            "stream"_a)
       .def("prepare_checkpoint", &Registry::prepare_checkpoint, "path"_a.none(), "text"_a.none(),
            "backend"_a.none(), "stream"_a)

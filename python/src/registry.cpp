@@ -159,8 +159,8 @@ std::string option_value(const std::string& key, nb::handle value) {
 
 }  // namespace
 
-Layer* Registry::prepare(const std::string& backend, const Problem& problem, nb::dict weights,
-                         nb::dict options, uintptr_t stream) const {
+Layer* Registry::prepare(const std::optional<std::string>& backend, const Problem& problem,
+                         nb::dict weights, nb::dict options, uintptr_t stream) const {
   // Canonical weights, all in host memory or all on one CUDA device (the C API copies those to
   // the host: moe_host_prepare_args.weights_memory).
   Placement at{kEitherMemory, -1};
