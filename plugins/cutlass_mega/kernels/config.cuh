@@ -256,14 +256,17 @@ struct Params {
   int32_t max_split2;    // GEMM2 K parts the workspace holds (k_split chooses up to this many)
   int32_t split2_waves;  // 1: GEMM2's split by k_split_waves (MOE_MEGA_SPLIT2=waves, a measurement)
   // MOE_MEGA_GEMM2=early (a measurement; bf16 and 4-bit weights on bf16 activations, else null):
-  // no grid barrier between GEMM1 and GEMM2. Word c of this workspace counts the GEMM1 items done
-  // of the schedule's chunk c (an expert's kTok slots); a GEMM2 item of chunk c starts once its
-  // word reaches the GEMM1 slices (its intermediate rows are whole), and GEMM2's items continue
-  // GEMM1's round robin (item v on the CTA that item items1 + v would have had), so CTAs idle in
-  // GEMM1's last wave start GEMM2 on the chunks finished earlier. The words are zeroed after the
-  // schedule, before one grid barrier that GEMM1's first weight stages overlap: nothing is kept
-  // between runs, so runs on several streams and graph replays need nothing more.
-  int32_t* gemm2_ready;
+  // no grid barrier between GEMM1 and GEMM2. Word u of this workspace is GEMM1 item u's flag (item
+  // = the schedule's chunk c, an expert's kTok slots, x slices1 + slice): the item stores the run's
+  // tag there once its intermediate rows are written, and a GEMM2 item of chunk c starts once
+  // flags [c x slices1, (c + 1) x slices1) hold the tag. GEMM2's items continue GEMM1's round robin
+  // (item v on the CTA that item items1 + v would have had), so CTAs idle in GEMM1's last wave
+  // start GEMM2 on the chunks finished earlier. The tag is run_tag(*run_count, run_salt)
+  // (kernels/gemm2_ready.cuh): the count is the device's, read at the start and incremented after
+  // the last grid barrier, so no flag an earlier run left equals it, and nothing is zeroed.
+  unsigned long long* gemm2_ready;
+  unsigned long long* run_count;
+  unsigned long long run_salt;
   // 4-bit weights with e4m3 activations (ActQuant; 0 otherwise): the static scales (a13 for the
   // hidden states, a2 for the intermediate), and the workspace: xa [T, H] bf16, the hidden states
   // quantised (mxfp8: their values; e4m3 per tensor: their codes' values); with kActFp8Dynamic,

@@ -495,18 +495,12 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     }
   };
 
-  // MOE_MEGA_GEMM2=early (Params::gemm2_ready): GEMM2's items wait on their chunk's count, not on
-  // a grid barrier. The counts are the workspace's: zeroed here, published by a barrier before
-  // any GEMM1 item counts or any GEMM2 item reads (GEMM1's first stages go out before it).
+  // MOE_MEGA_GEMM2=early (Params::gemm2_ready): GEMM2's items wait on their chunk's GEMM1 flags,
+  // not on a grid barrier. The flags hold this run's tag once written (kernels/gemm2_ready.cuh):
+  // nothing to zero, so no barrier before GEMM1 either.
   const bool early2 = !kFp8 && aq == kActBf16 && p.gemm2_ready != nullptr;
   const int items1 = s.item_prefix[s.num_active] * slices1;
-  if (early2) {
-    if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
-    for (int c = int(blockIdx.x) * kThreads + threadIdx.x; c < s.item_prefix[s.num_active];
-         c += int(gridDim.x) * kThreads)
-      p.gemm2_ready[c] = 0;
-    grid.sync();
-  }
+  const unsigned long long tag = early2 ? run_tag(run_count_now(p.run_count), p.run_salt) : 0;
 
   // ---- phase 1: GEMM1 and the activation ----
   stamp_phase(kGemm1Start);
@@ -557,7 +551,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         store_intermediate(int64_t(it.first + n) * I + int64_t(it.slice) * cols + c, y, it.expert);
       }
       consumers_sync();  // the tile is free for the next item, and the item's rows are written
-      if (early2 && threadIdx.x == 0) count_release(p.gemm2_ready + u / slices);
+      if (early2 && threadIdx.x == 0) flag_release(p.gemm2_ready + u, tag);
       stamp_item(1, u);
     }
   }
@@ -621,13 +615,12 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         auto slot_of = [&](int n) { return it.first + n; };
         int ready = u == u0 ? ready2 : 0;
         if (early2) {  // the weights need nothing: the first stages' go out before the wait
-          const int32_t* count = p.gemm2_ready + (u / split) / slices;
-          // One decision for the warp (its lanes may read the count at different moments).
-          if (__shfl_sync(~0u, int(count_relaxed(count) < slices1), 0))
+          // The chunk's GEMM1 items: its slices1 flags (GEMM1 item = chunk x slices1 + slice).
+          const unsigned long long* flags = p.gemm2_ready + int64_t((u / split) / slices) * slices1;
+          if (!flags_hold(flags, slices1, tag))  // one answer for the warp
             ready = prefetch_stages(weights2, it, ks0, ks1);
-          wait_count(count, slices1);  // every lane sees the count complete itself
-          __syncwarp();
-          count_acquired();
+          wait_flags(flags, slices1, tag);
+          flags_acquired();
         }
         if constexpr (kFp8)
           produce_item(weights2, it, ks0, ks1, iq, I * int64_t(sizeof(Code)), slot_of, ready);
@@ -664,6 +657,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
 
   // ---- phase 3: the combine of every output vector, after a last barrier ----
   grid.sync();
+  // Every CTA read the run counter before this barrier: the next run's tag differs from here on.
+  if (early2 && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(p.run_count, 1ull);
   stamp_phase(kCombineStart);
   for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < int64_t(p.tokens) * H / 4;
        i += int64_t(gridDim.x) * kThreads)

@@ -1,39 +1,80 @@
-// cutlass_mega: the counts that let GEMM2 start without a grid barrier (MOE_MEGA_GEMM2=early,
-// Params::gemm2_ready; docs/design.md §13). A GEMM1 item's consumers write its intermediate rows,
-// meet at their named barrier, and one thread adds the item to its chunk's count with release
-// semantics; a GEMM2 item's producer warp reads the count (relaxed: an acquire load would
-// invalidate L1 on every pass), waits until it holds every GEMM1 slice, then fences (acquire), and
-// only then copies the rows.
+// cutlass_mega: the flags that let GEMM2 start without a grid barrier (MOE_MEGA_GEMM2=early,
+// Params::gemm2_ready; docs/design.md §13). A GEMM1 item's consumers write its intermediate rows
+// and meet at their named barrier; then one thread stores the run's tag into the item's flag with
+// release semantics. A GEMM2 item's producer warp polls its chunk's flags (relaxed: an acquire load
+// would invalidate L1 on every pass), each lane a share of them, until every lane saw its share
+// hold the tag; then fences (acquire), and only then copies the rows.
+//
+// Why a tag and not a count: the flags live in the caller's workspace, which holds anything when a
+// run starts (another layer's data, an earlier run's flags, poison). A count would need zeroing and
+// a grid barrier behind it before the first GEMM1 item adds to it (measured: that barrier costs
+// what skipping the GEMM1 -> GEMM2 barrier saves). A tag that no earlier run wrote needs neither:
+// the tag is a bijective mix of (a per-device run counter + a per-process random salt). The counter
+// is read by every CTA at the start and incremented by one thread after the kernel's last grid
+// barrier, so a later run on the same workspace (ordered after this one by its stream or an event)
+// reads a larger count: no flag an earlier run left can equal its tag. Two runs at once (on two
+// streams) may share a tag, but they must have two workspaces. The salt covers a workspace that
+// outlives a reload of the plugin (the counter restarts at 0); anything else equals a tag with
+// probability 2^-64 per flag.
 #pragma once
 
 #include <cstdint>
 
 namespace moe::mega::kernels {
 
-__device__ __forceinline__ void count_release(int32_t* count) {
-  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(count) : "memory");
+// splitmix64's finaliser: a bijection on 64-bit words, so distinct counts give distinct tags.
+__host__ __device__ __forceinline__ unsigned long long run_tag(unsigned long long count,
+                                                               unsigned long long salt) {
+  unsigned long long z = count + salt;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
 
-__device__ __forceinline__ int32_t count_relaxed(const int32_t* count) {
-  int32_t v;
-  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
+__device__ __forceinline__ unsigned long long run_count_now(const unsigned long long* counter) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(counter) : "memory");
   return v;
 }
 
-// Each calling thread polls until it reads `target` itself. A count that never gets there is a
-// bug (every GEMM1 item counts once, and GEMM1 items wait on nothing): after 2^26 polls (seconds)
+__device__ __forceinline__ void flag_release(unsigned long long* flag, unsigned long long tag) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(flag), "l"(tag) : "memory");
+}
+
+__device__ __forceinline__ unsigned long long flag_relaxed(const unsigned long long* flag) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(flag) : "memory");
+  return v;
+}
+
+// True in every lane of the (full) warp when each of flags[0, n) holds `tag`: lane l reads
+// l, l + 32, ...
+__device__ __forceinline__ bool flags_hold(const unsigned long long* flags, int n,
+                                           unsigned long long tag) {
+  bool mine = true;
+  for (int i = int(threadIdx.x % 32); i < n; i += 32) mine = mine && flag_relaxed(flags + i) == tag;
+  return __all_sync(~0u, mine);
+}
+
+// Every lane of the warp polls until flags[0, n) all hold `tag`. A flag that never gets there is
+// a bug (every GEMM1 item flags once, and GEMM1 items wait on nothing): after 2^26 polls (seconds)
 // the kernel traps, so the launch fails (DEVICE_ERROR) instead of hanging. (No printf: a call
 // would serialise the wgmma instances' pipelines.)
-__device__ __forceinline__ void wait_count(const int32_t* count, int32_t target) {
-  for (uint32_t polls = 1; count_relaxed(count) < target; ++polls) {
+__device__ __forceinline__ void wait_flags(const unsigned long long* flags, int n,
+                                           unsigned long long tag) {
+  for (uint32_t polls = 1; !flags_hold(flags, n, tag); ++polls) {
     __nanosleep(128);
     if (polls == (1u << 26)) __trap();
   }
 }
 
-// After the thread read the count complete: what the counted items wrote is visible to its loads
-// and to the copies it issues next (cp.async, and the async proxy's bulk copies).
-__device__ __forceinline__ void count_acquired() {
+// After the warp saw every flag (each lane its share): each lane's acquire fence, the warp's
+// barrier (it orders memory among its lanes), and a fence again, so what every flagged item wrote
+// is visible to the loads and copies any lane issues next (cp.async, and the async proxy's bulk
+// copies).
+__device__ __forceinline__ void flags_acquired() {
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+  __syncwarp();
   asm volatile("fence.acq_rel.gpu;" ::: "memory");
   asm volatile("fence.proxy.async.global;" ::: "memory");
 }

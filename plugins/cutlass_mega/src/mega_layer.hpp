@@ -96,9 +96,11 @@ class DeviceLayer {
     float* inter32;  // fp8_block: [T * S, I] f32, then e4m3 and [T * S, I / 128] f32
     uint8_t* iq;
     float* is;
-    uint16_t* xa;          // 4-bit weights, e4m3 activations: [T, H] bf16, and with their amax per
-    float* amax;           // batch [3][ctas] f32 (and inter32)
-    int32_t* gemm2_ready;  // MOE_MEGA_GEMM2=early: [T * S] counts (at most a chunk per slot)
+    uint16_t* xa;  // 4-bit weights, e4m3 activations: [T, H] bf16, and with their amax per
+    float* amax;   // batch [3][ctas] f32 (and inter32)
+    // MOE_MEGA_GEMM2=early: a flag per GEMM1 item, [T * S] chunks (at most one per slot) x
+    // n1 / weight_rows slices
+    unsigned long long* gemm2_ready;
   };
   Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
   // mxfp4, nvfp4: the chunks of moe_cuda/fp4_chunks.hpp into w13_, w2_; nvfp4's scale_2 into s13_,
@@ -122,8 +124,10 @@ class DeviceLayer {
   int32_t prefetch_late_ = 0;    // fp8_block: MOE_MEGA_FP8_PREFETCH (Params::prefetch_late)
   int32_t split2_waves_ = 0;     // MOE_MEGA_SPLIT2=waves (Params::split2_waves)
   // MOE_MEGA_GEMM2=early at prepare (a measurement; bf16 and 4-bit weights on bf16 activations):
-  // the workspace holds a count per schedule chunk (Params::gemm2_ready).
+  // the workspace holds a flag per GEMM1 item (Params::gemm2_ready), tagged by the device's run
+  // counter (run_count_, Params::run_count).
   bool early2_ = false;
+  unsigned long long* run_count_ = nullptr;
   // bf16, fp8_block: the weights as given (fp8_block's scales in s13_, s2_); fp4: the prepared
   // chunks (nvfp4's scale_2 in s13_, s2_).
   gpu::DeviceBuffer w13_, w2_, s13_, s2_;

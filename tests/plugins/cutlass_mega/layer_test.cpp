@@ -615,12 +615,13 @@ TEST_F(MegaLayer, Gemm2SplitByWavesMatchesTheReference) {
   }
 }
 
-// MOE_MEGA_GEMM2=early (a measurement, kernels/gemm2_ready.cuh): GEMM2's items wait on counts of
+// MOE_MEGA_GEMM2=early (a measurement, kernels/gemm2_ready.cuh): GEMM2's items wait on flags of
 // their chunk's GEMM1 items instead of a grid barrier, and continue GEMM1's round robin. The same
 // bits as the barrier's layer (the same sums in the same order), batch after batch on one layer,
-// its workspace poisoned before each run (an intermediate row read before it is written is NaN,
-// and counts the kernel failed to zero would never complete, or let GEMM2 read early), on every
-// CTA and on 7
+// its workspace poisoned before each run (an intermediate row read before it is written is NaN),
+// and then on the workspace the last run left: its flags and intermediate rows are a batch old,
+// so a flag that still looked written (the run's tag unchanged) would let GEMM2 read the old rows;
+// on every CTA and on 7
 // (many GEMM1 waves: waits on chunks of other CTAs), with GEMM2 split along K
 // (MOE_MEGA_SPLIT2=waves), padding tokens and every token on one expert (chunks of several
 // slots' worth: 2 of 64 bf16 slots, 3 of 32 4-bit ones), a shared expert's virtual experts,
@@ -655,6 +656,24 @@ TEST_F(MegaLayer, EarlyGemm2GivesTheBarriersBitsBatchAfterBatchAndReplayed) {
     staged.output.download(out.raw(), out.bytes());
     return out;
   };
+  // A run of `second` on the workspace a run of `first` (same token count) left, poisoned before
+  // `first` only.
+  auto run_on_stale = [&](const Layer& layer, const moe_problem& p, const Batch& first,
+                          const Routing& first_routing, const Batch& second,
+                          const Routing& second_routing) {
+    const StagedRun a = stage_run(layer, p, first.hidden, first_routing, MOE_DTYPE_BF16);
+    const std::vector<uint8_t> poison(a.workspace.size(), 0xFF);
+    a.workspace.upload(poison.data(), poison.size());
+    layer.run(a.args);
+    StagedRun b = stage_run(layer, p, second.hidden, second_routing, MOE_DTYPE_BF16);
+    b.args.workspace = a.args.workspace;
+    b.args.workspace_size = a.args.workspace_size;
+    HostTensor out(MOE_DTYPE_BF16, {second.hidden.shape()[0], p.hidden});
+    layer.run(b.args);
+    layer.plugin().sync();
+    b.output.download(out.raw(), out.bytes());
+    return out;
+  };
   for (const EarlyCase& c : cases) {
     Problem q = problem_;
     q.raw().intermediate = 1024;
@@ -685,6 +704,8 @@ TEST_F(MegaLayer, EarlyGemm2GivesTheBarriersBitsBatchAfterBatchAndReplayed) {
         for (const Scenario sc : {Scenario::kRandom, Scenario::kPadding, Scenario::kOneExpert}) {
           const Batch batch = random_batch(p, tokens, 500 + uint64_t(round++), sc);
           const Routing routing = scenario_routing(*reference_, p, batch, sc);
+          const Batch next = random_batch(p, tokens, 900 + uint64_t(round), sc);
+          const Routing next_routing = scenario_routing(*reference_, p, next, sc);
           const std::string at = fmt::format("{}: {} tokens, {}", what, tokens, scenario_name(sc));
           for (const auto& [early_layer, barrier_layer, name] :
                {std::tuple<const Layer&, const Layer&, const char*>{early, barrier, ""},
@@ -692,6 +713,11 @@ TEST_F(MegaLayer, EarlyGemm2GivesTheBarriersBitsBatchAfterBatchAndReplayed) {
             const HostTensor got = run_poisoned(early_layer, p, batch, routing);
             const RunResult want = run_layer(barrier_layer, p, batch.hidden, routing);
             EXPECT_EQ(std::memcmp(got.raw(), want.output.raw(), got.bytes()), 0) << at << name;
+            const HostTensor again =
+                run_on_stale(early_layer, p, batch, routing, next, next_routing);
+            const RunResult want_next = run_layer(barrier_layer, p, next.hidden, next_routing);
+            EXPECT_EQ(std::memcmp(again.raw(), want_next.output.raw(), again.bytes()), 0)
+                << at << name << ", on the last run's workspace";
           }
         }
       }
