@@ -48,6 +48,11 @@
 #             between the GEMMs), alone and with MOE_MEGA_SPLIT2=waves, against the default and
 #             waves alone: bf16 on Inkling-like, Qwen3, Mixtral, DeepSeek-V3 at T = 1, 8, 64;
 #             ab_early4 the same for mxfp4 on Qwen3 and Mixtral and nvfp4 on Mixtral
+#   ncu_route the routing kernel's device time beside the fused layer's (Nsight Compute, one batch
+#             each) for bf16 Qwen3-30B-A3B (softmax top-8 of 128), Mixtral (top-2 of 8), DeepSeek-V3
+#             (grouped sigmoid top-8 of 256) and Inkling-like (sigmoid with sinks) at T = 1, 8, 64:
+#             what fusing the routing into the layer's launch could save at most (issue 11's
+#             "routing fused in where it pays"), besides one launch gap
 #   ab_late   fp8_block Mixtral and Qwen3 at T = 1, 8, 64: default / MOE_MEGA_FP8_PREFETCH=late0 /
 #             late1 / late (GEMM1's, GEMM2's, both first stages prefetched after the quantisation)
 set -uo pipefail
@@ -213,6 +218,17 @@ for section in "$@"; do
       rm -f "$OUT/$n.ncu-rep"
       python3 bench/ncu_stalls.py "$OUT/$n.csv.gz" --top 40 > "$OUT/${n}_stalls.txt" 2>&1
       head -30 "$OUT/${n}_stalls.txt" ;;
+    ncu_route)
+      for s in qwen3_30b_a3b mixtral_8x7b deepseek_v3 inkling_like; do
+        for t in 1 8 64; do
+          timeout 120 ncu --clock-control none -k regex:"route_kernel|fused_moe" -c 6 \
+            --metrics gpu__time_duration.sum --print-units base --csv build/bin/moe bench --config $cfg/${s}_bf16.yaml \
+            --tokens $t --graph off --iterations 2 --check-max-tokens 0 > "$OUT/ncu_route_${s}_$t.csv" 2>&1
+          echo "$s T=$t: $(grep -E 'route_kernel|fused_moe' "$OUT/ncu_route_${s}_$t.csv" |
+            awk -F'","' '{n=$5; sub(/\(.*/, "", n); printf "%s %s ns; ", n, $NF}' | tr -d '"')"
+        done
+        pack
+      done ;;
     grid_*)  # grid_<format>: issue 11's grid of cutlass_mega in that format on the H200's three
       # model shapes at T = 1..512, the peers and trtllm_style bf16 in the same run (needs .peers
       # carried); each shape under its own limit, so a slow one leaves the others' records
