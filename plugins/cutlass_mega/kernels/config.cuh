@@ -261,11 +261,9 @@ struct Params {
   // tag there once its intermediate rows are written, and a GEMM2 item of chunk c starts once
   // flags [c x slices1, (c + 1) x slices1) hold the tag. GEMM2's items continue GEMM1's round robin
   // (item v on the CTA that item items1 + v would have had), so CTAs idle in GEMM1's last wave
-  // start GEMM2 on the chunks finished earlier. The tag is run_tag(*run_count, run_salt)
-  // (kernels/gemm2_ready.cuh): the count is the device's, read at the start and incremented after
-  // the last grid barrier, so no flag an earlier run left equals it, and nothing is zeroed.
+  // start GEMM2 on the chunks finished earlier. The tag mixes the launch's %gridid with run_salt
+  // (kernels/gemm2_ready.cuh): no flag an earlier launch left equals it, so nothing is zeroed.
   unsigned long long* gemm2_ready;
-  unsigned long long* run_count;
   unsigned long long run_salt;
   // 4-bit weights with e4m3 activations (ActQuant; 0 otherwise): the static scales (a13 for the
   // hidden states, a2 for the intermediate), and the workspace: xa [T, H] bf16, the hidden states

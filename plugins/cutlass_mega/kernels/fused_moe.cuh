@@ -500,7 +500,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // nothing to zero, so no barrier before GEMM1 either.
   const bool early2 = !kFp8 && aq == kActBf16 && p.gemm2_ready != nullptr;
   const int items1 = s.item_prefix[s.num_active] * slices1;
-  const unsigned long long tag = early2 ? run_tag(run_count_now(p.run_count), p.run_salt) : 0;
+  const unsigned long long tag = early2 ? launch_tag(p.run_salt) : 0;
 
   // ---- phase 1: GEMM1 and the activation ----
   stamp_phase(kGemm1Start);
@@ -657,8 +657,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
 
   // ---- phase 3: the combine of every output vector, after a last barrier ----
   grid.sync();
-  // Every CTA read the run counter before this barrier: the next run's tag differs from here on.
-  if (early2 && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(p.run_count, 1ull);
   stamp_phase(kCombineStart);
   for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < int64_t(p.tokens) * H / 4;
        i += int64_t(gridDim.x) * kThreads)

@@ -9,32 +9,32 @@
 // run starts (another layer's data, an earlier run's flags, poison). A count would need zeroing and
 // a grid barrier behind it before the first GEMM1 item adds to it (measured: that barrier costs
 // what skipping the GEMM1 -> GEMM2 barrier saves). A tag that no earlier run wrote needs neither:
-// the tag is a bijective mix of (a per-device run counter + a per-process random salt). The counter
-// is read by every CTA at the start and incremented by one thread after the kernel's last grid
-// barrier, so a later run on the same workspace (ordered after this one by its stream or an event)
-// reads a larger count: no flag an earlier run left can equal its tag. Two runs at once (on two
-// streams) may share a tag, but they must have two workspaces. The salt covers a workspace that
-// outlives a reload of the plugin (the counter restarts at 0); anything else equals a tag with
-// probability 2^-64 per flag.
+// the tag is a bijective mix of the launch's %gridid (PTX: the temporal grid launch number of the
+// context, the same in every CTA of one launch, another in every launch, graph replays included)
+// plus a random salt drawn when the plugin loads. So no flag an earlier launch left, whatever the
+// layer or stream, equals this launch's tag, and every CTA knows the tag without talking to the
+// others. (A device-wide counter read at the start and incremented at the end was the first
+// design: a run on another stream could increment it while this run's CTAs read it, giving CTAs of
+// one run different tags, and a wait that never ends.) The mix and the salt make the tag look
+// random, so other data (small integers, zeros, poison) equals it with probability 2^-64 a flag.
 #pragma once
 
 #include <cstdint>
 
 namespace moe::mega::kernels {
 
-// splitmix64's finaliser: a bijection on 64-bit words, so distinct counts give distinct tags.
-__host__ __device__ __forceinline__ unsigned long long run_tag(unsigned long long count,
-                                                               unsigned long long salt) {
-  unsigned long long z = count + salt;
+// splitmix64's finaliser: a bijection on 64-bit words, so distinct launches give distinct tags.
+__host__ __device__ __forceinline__ unsigned long long mix64(unsigned long long z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
 
-__device__ __forceinline__ unsigned long long run_count_now(const unsigned long long* counter) {
-  unsigned long long v;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(counter) : "memory");
-  return v;
+// This launch's tag: its %gridid plus the salt, mixed.
+__device__ __forceinline__ unsigned long long launch_tag(unsigned long long salt) {
+  unsigned long long grid;
+  asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid));
+  return mix64(grid + salt);
 }
 
 __device__ __forceinline__ void flag_release(unsigned long long* flag, unsigned long long tag) {

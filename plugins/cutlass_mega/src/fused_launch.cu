@@ -1,5 +1,7 @@
 // Launcher of the fused layer (kernels/fused_moe.cuh): shared-memory opt-in, residency, one
 // cooperative launch on the caller's stream.
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <type_traits>
@@ -14,16 +16,19 @@
 namespace moe::mega::detail {
 namespace {
 
-// MOE_MEGA_GEMM2=early's run counter (kernels/gemm2_ready.cuh): one per device, every instance of
-// this file's kernels shares it, so one layer's flags never carry another layer's later tag.
-__device__ unsigned long long g_run_count;
-
-// The tags' salt, random once per load of this plugin (a workspace may outlive a reload, which
-// restarts the counter at 0).
-unsigned long long run_salt() {
-  static const unsigned long long salt = [] {
-    std::random_device rd;
-    return (static_cast<unsigned long long>(rd()) << 32) ^ rd();
+// MOE_MEGA_GEMM2=early's salt of the flags' tags (kernels/gemm2_ready.cuh), random once per load
+// of this plugin; where the system has no random device, the clock and an address instead.
+unsigned long long run_salt() noexcept {
+  static const unsigned long long salt = []() noexcept {
+    try {
+      std::random_device rd;
+      return (static_cast<unsigned long long>(rd()) << 32) ^ rd();
+    } catch (...) {
+      static int here = 0;
+      return static_cast<unsigned long long>(
+                 std::chrono::steady_clock::now().time_since_epoch().count()) ^
+             reinterpret_cast<uintptr_t>(&here);
+    }
   }();
   return salt;
 }
@@ -197,14 +202,6 @@ int resident_ctas(Kind kind, const char** error) noexcept {
   return sms;  // one CTA per SM: each streams its own weight tiles
 }
 
-const char* run_counter(unsigned long long** counter) noexcept {
-  void* at = nullptr;
-  if (cudaError_t e = cudaGetSymbolAddress(&at, g_run_count); e != cudaSuccess)
-    return cudaGetErrorString(e);
-  *counter = static_cast<unsigned long long*>(at);
-  return nullptr;
-}
-
 const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   kernels::Params p{};
   std::memcpy(&p.w13_map, c.maps->w13, sizeof(p.w13_map));
@@ -247,7 +244,6 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.max_split2 = c.max_split2;
   p.split2_waves = c.split2_waves;
   p.gemm2_ready = c.gemm2_ready;
-  p.run_count = c.run_count;
   p.run_salt = c.gemm2_ready != nullptr ? run_salt() : 0;
   p.activation = c.activation;
   p.act_quant = int32_t(c.act_quant);

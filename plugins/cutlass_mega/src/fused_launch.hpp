@@ -123,7 +123,6 @@ struct FusedCall {
   int32_t max_split2;               // copies of y the workspace holds: GEMM2's K parts at most
   int32_t split2_waves;             // Params::split2_waves
   unsigned long long* gemm2_ready;  // Params::gemm2_ready (MOE_MEGA_GEMM2=early), else null
-  unsigned long long* run_count;    // Params::run_count: run_counter()'s, with gemm2_ready
   float limit, alpha;
   int32_t gelu_tanh;
   unsigned long long* timeline;  // measurement (kernels/timeline.hpp): null, or [ctas] records
@@ -137,11 +136,6 @@ struct FusedCall {
 // CTAs of one cooperative launch on this device (one per SM when the shared memory allows);
 // 0 with `error` set when the kernel cannot be made resident.
 int resident_ctas(Kind kind, const char** error) noexcept;
-
-// MOE_MEGA_GEMM2=early: the current device's run counter (Params::run_count; one for every layer
-// and instance of this plugin on the device, kernels/gemm2_ready.cuh). nullptr on success, else
-// what failed.
-const char* run_counter(unsigned long long** counter) noexcept;
 
 // nullptr on success, else what failed.
 const char* launch_fused(const FusedCall& call, int ctas) noexcept;

@@ -418,11 +418,6 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   prefetch_late_ = prefetch_late_bits(p);
   split2_waves_ = env_is("MOE_MEGA_SPLIT2", "waves") ? 1 : 0;
   early2_ = env_is("MOE_MEGA_GEMM2", "early") && !fp8_ && act_quant_ == detail::ActQuant::kBf16;
-  if (early2_) {
-    error = detail::run_counter(&run_count_);
-    MOE_CHECK(error == nullptr, MOE_STATUS_DEVICE_ERROR,
-              "cutlass_mega: MOE_MEGA_GEMM2=early: the run counter: {}", error);
-  }
   const VirtualExperts shared = virtual_experts(p, w);
   experts_ = p.experts + shared.count;
   if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32; 0 for shared
@@ -633,7 +628,6 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.max_split2 = result_copies(p, tokens);
   c.split2_waves = split2_waves_;
   c.gemm2_ready = ws.gemm2_ready;
-  c.run_count = run_count_;
   c.activation = p.activation;
   c.act_quant = act_quant_;
   c.a13_scale = a13_scale_;

@@ -124,10 +124,8 @@ class DeviceLayer {
   int32_t prefetch_late_ = 0;    // fp8_block: MOE_MEGA_FP8_PREFETCH (Params::prefetch_late)
   int32_t split2_waves_ = 0;     // MOE_MEGA_SPLIT2=waves (Params::split2_waves)
   // MOE_MEGA_GEMM2=early at prepare (a measurement; bf16 and 4-bit weights on bf16 activations):
-  // the workspace holds a flag per GEMM1 item (Params::gemm2_ready), tagged by the device's run
-  // counter (run_count_, Params::run_count).
+  // the workspace holds a flag per GEMM1 item (Params::gemm2_ready), tagged per launch.
   bool early2_ = false;
-  unsigned long long* run_count_ = nullptr;
   // bf16, fp8_block: the weights as given (fp8_block's scales in s13_, s2_); fp4: the prepared
   // chunks (nvfp4's scale_2 in s13_, s2_).
   gpu::DeviceBuffer w13_, w2_, s13_, s2_;
