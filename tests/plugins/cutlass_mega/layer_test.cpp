@@ -764,6 +764,44 @@ TEST_F(MegaLayer, EarlyGemm2ContinuesGemm1sRoundRobin) {
   }
 }
 
+// MOE_MEGA_GEMM2=early with runs at once: one layer on two streams, 7 CTAs each (so both grids are
+// resident together), each stream its own batch and workspace, 16 runs each queued before any
+// sync. Every CTA of a launch must agree on the launch's tag while the other stream's launches
+// start and end (a tag read from shared state that another run moves would split one launch's
+// CTAs, and a GEMM2 wait would never end: a trap); each output keeps the barrier layer's bits.
+TEST_F(MegaLayer, EarlyGemm2RunsAtOnceOnTwoStreamsGiveTheBarriersBits) {
+  const moe_problem p = problem_.c();
+  const LayerWeights w = random_weights(p, 71);
+  const Options o = {{"sms", "7"}};
+  const Layer early = prepared_with(p, w, {{"MOE_MEGA_GEMM2", "early"}}, o);
+  const Layer barrier = prepared_with(p, w, {}, o);
+  cudaStream_t streams[2] = {};
+  for (cudaStream_t& st : streams)
+    ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<Batch> batches;
+  std::vector<Routing> routings;
+  std::vector<StagedRun> staged;
+  for (int i = 0; i < 2; ++i) {
+    batches.push_back(random_batch(p, 40 + 17 * i, 80 + uint64_t(i), Scenario::kRandom));
+    routings.push_back(route_batch(*reference_, p, batches.back()));
+  }
+  for (int i = 0; i < 2; ++i) {
+    staged.push_back(stage_run(early, p, batches[size_t(i)].hidden, routings[size_t(i)]));
+    staged.back().args.stream = streams[i];
+  }
+  for (int round = 0; round < 16; ++round)
+    for (const StagedRun& r : staged) early.run(r.args);
+  for (cudaStream_t st : streams) EXPECT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  for (int i = 0; i < 2; ++i) {
+    const HostTensor& hidden = batches[size_t(i)].hidden;
+    HostTensor got(MOE_DTYPE_BF16, {hidden.shape()[0], p.hidden});
+    staged[size_t(i)].output.download(got.raw(), got.bytes());
+    const RunResult want = run_layer(barrier, p, hidden, routings[size_t(i)]);
+    EXPECT_EQ(std::memcmp(got.raw(), want.output.raw(), got.bytes()), 0) << "stream " << i;
+  }
+  for (cudaStream_t st : streams) cudaStreamDestroy(st);
+}
+
 // MOE_MEGA_TIMELINE (a measurement): the layer writes its last run's clocks when destroyed, every
 // CTA's phase boundaries in order, and one record per GEMM1 item: each active expert's one chunk
 // (33 tokens x 4 slots over 16 experts: under 64 slots an expert) times I / 64 column slices.
