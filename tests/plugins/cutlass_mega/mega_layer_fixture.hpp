@@ -1,0 +1,130 @@
+// cutlass_mega's GPU test fixture: the plugin and the reference loaded, a small problem (16
+// experts, top-4, H = I = 256, 96 tokens), layers prepared under measurement switches, their
+// timelines, and the comparisons the fused layer's tests share (layer_test.cpp,
+// gemm2_switches_test.cpp).
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../../support/plugin_fixture.hpp"
+#include "moe/conformance.hpp"
+
+namespace moe::test {
+
+class MegaLayer : public PluginAndReference<> {
+ protected:
+  void SetUp() override {
+    load("cutlass_mega", "no CUDA");
+    if (IsSkipped() || HasFatalFailure()) return;
+    problem_.raw().experts = 16;
+    problem_.raw().top_k = 4;
+    problem_.raw().hidden = 256;
+    problem_.raw().intermediate = 256;
+    problem_.raw().max_tokens = 96;
+    problem_.finalize();
+    const Support s = plugin_->supports(problem_.c());
+    if (!s.supported) GTEST_SKIP() << "cutlass_mega: " << s.message;
+  }
+
+  Problem problem_;
+
+  using EnvVars = std::vector<std::pair<const char*, const char*>>;
+
+  // A layer of `p` prepared with each variable of `vars` set to its value (the measurement
+  // switches are read at prepare) and `options`, the environment as it was afterwards.
+  Layer prepared_with(const moe_problem& p, const LayerWeights& w, const EnvVars& vars,
+                      const Options& options = {}) {
+    for (const auto& [name, value] : vars) setenv(name, value, 1);
+    Layer layer = plugin_->prepare(p, w.view(), options);
+    for (const auto& [name, value] : vars) unsetenv(name);
+    return layer;
+  }
+
+  // The timeline (MOE_MEGA_TIMELINE) a layer of `p` prepared with `vars` writes when destroyed,
+  // after `use(layer)`: null, with a failure, if it was not written.
+  template <class Use>
+  nlohmann::json timeline_of(const moe_problem& p, const LayerWeights& w, EnvVars vars, Use use,
+                             const Options& options = {}) {
+    const std::string path = testing::TempDir() + "mega_timeline.json";
+    std::remove(path.c_str());
+    vars.emplace_back("MOE_MEGA_TIMELINE", path.c_str());
+    use(prepared_with(p, w, vars, options));
+    std::ifstream in(path);
+    if (!in.good()) {
+      ADD_FAILURE() << path << " was not written";
+      return nullptr;
+    }
+    const nlohmann::json j = nlohmann::json::parse(in);
+    std::remove(path.c_str());
+    return j;
+  }
+
+  // `layer` gives the very same output bits as `base` on one batch and routing.
+  void expect_same_bits(const Layer& base, const Layer& layer, const moe_problem& p,
+                        const Batch& batch, const Routing& routing, const std::string& what) {
+    const RunResult a = run_layer(base, p, batch.hidden, routing, MOE_DTYPE_BF16);
+    const RunResult b = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+    EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0) << what;
+  }
+
+  // A random batch of `tokens` run twice on `layer`: within the format's tolerance of the
+  // reference and the same bits both times.
+  void expect_matches_and_repeats(const Layer& layer, const Layer& ref_layer, const moe_problem& p,
+                                  int64_t tokens, uint64_t seed, const std::string& what);
+};
+
+// fp8_block weights with the activations quantised per token per 128 channels (the format's own
+// input); bf16, mxfp4 and nvfp4 weights with bf16 activations, or `input` where given (4-bit
+// weights on e4m3 activations).
+inline Problem in_format(Problem q, moe_format f, moe_input_format input = MOE_INPUT_DEFAULT) {
+  q.raw().format = f;
+  q.raw().input_format = input != MOE_INPUT_DEFAULT  ? input
+                         : f == MOE_FORMAT_FP8_BLOCK ? MOE_INPUT_FP8_1X128
+                                                     : MOE_INPUT_BF16;
+  q.finalize();
+  return q;
+}
+
+// docs/design.md §7: one e4m3 code of an activation is several percent.
+inline double tolerance(const moe_problem& p) {
+  return p.format == MOE_FORMAT_BF16 ? 1e-2 : 2e-2;
+}
+
+// A batch of `tokens` as the conformance judges it (moe::case_tolerance): at one token of a
+// problem that re-quantises its intermediate, one code moved across a rounding boundary by the
+// GEMM's own rounding is the whole comparison, so kOneTokenFlipFactor times the bound.
+inline double tolerance(const moe_problem& p, int64_t tokens) {
+  const bool requantises = p.input_format != MOE_INPUT_BF16;
+  return tolerance(p) * (requantises && tokens == 1 ? kOneTokenFlipFactor : 1.0);
+}
+
+inline void MegaLayer::expect_matches_and_repeats(const Layer& layer, const Layer& ref_layer,
+                                                  const moe_problem& p, int64_t tokens,
+                                                  uint64_t seed, const std::string& what) {
+  const Batch batch = random_batch(p, tokens, seed, Scenario::kRandom);
+  const Routing routing = route_batch(*reference_, p, batch);
+  const RunResult a = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+  const RunResult b = run_layer(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+  const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+  EXPECT_LT(relative_l2(a.output, ref.output), tolerance(p, tokens))
+      << what << ", " << tokens << " tokens";
+  EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0)
+      << what << ": two runs differ at " << tokens << " tokens";
+}
+
+constexpr moe_input_format kMx8 = MOE_INPUT_MXFP8;
+constexpr moe_input_format kStatic = MOE_INPUT_FP8_TENSOR_STATIC;
+constexpr moe_input_format kDynamic = MOE_INPUT_FP8_TENSOR_DYNAMIC;
+
+constexpr moe_format kFp8 = MOE_FORMAT_FP8_BLOCK;
+constexpr moe_format kMx = MOE_FORMAT_MXFP4;
+constexpr moe_format kNv = MOE_FORMAT_NVFP4;
+
+}  // namespace moe::test
