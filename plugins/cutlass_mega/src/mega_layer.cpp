@@ -19,6 +19,7 @@
 #include "moe/sdk/tensor_checks.hpp"
 #include "moe_cuda/fp4_chunks.hpp"
 #include "moe_cuda/workspace.hpp"
+#include "switches.hpp"
 #include "virtual_experts.hpp"
 
 namespace moe::mega {
@@ -49,13 +50,6 @@ detail::ActQuant act_quant_of(const moe_problem& p) {
     default:
       return detail::ActQuant::kBf16;
   }
-}
-
-// Whether the environment sets `name` to `value`: the measurement switches read at prepare
-// (docs/design.md §13), off unless set.
-bool env_is(const char* name, const char* value) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::string(v) == value;
 }
 
 // Whether both GEMMs' K (H and I) hold whole stages of `k` elements: the stage rules' one test.
@@ -390,6 +384,7 @@ std::string describe(const moe_problem& p) {
 
 DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const Options& options)
     : problem_(problem) {
+  check_switches();
   const LayerOptions o = parse_options(options);
   const moe_problem p = problem_.c();
   const sdk::Verdict v = check_support(p);

@@ -5,6 +5,7 @@
 // Skips without an sm_90 GPU.
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -238,6 +239,25 @@ TEST_F(MegaLayer, EarlyGemm2RunsAtOnceOnTwoStreamsGiveTheBarriersBits) {
     EXPECT_EQ(std::memcmp(got.raw(), want.output.raw(), got.bytes()), 0) << "stream " << i;
   }
   for (cudaStream_t st : streams) cudaStreamDestroy(st);
+}
+
+// A switch's value it does not know, or a MOE_MEGA_ name that is no switch, is refused at prepare
+// through the ABI (src/switches.hpp), not run as the default.
+TEST_F(MegaLayer, AnUnknownSwitchOrValueIsRefusedAtPrepare) {
+  const moe_problem p = problem_.c();
+  const LayerWeights w = random_weights(p, 73);
+  expect_error(
+      [&] {
+        prepared_with(p, w, {{"MOE_MEGA_GEMM2", "Early"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"MOE_MEGA_GEMM2=\"Early\"", "it takes early"});
+  expect_error(
+      [&] {
+        prepared_with(p, w, {{"MOE_MEGA_GEMM", "early"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"MOE_MEGA_GEMM=early", "not a cutlass_mega switch"});
+  EXPECT_EQ(std::getenv("MOE_MEGA_GEMM2"),
+            nullptr);  // prepared_with left the environment as it was
 }
 
 }  // namespace

@@ -8,12 +8,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "../../support/plugin_fixture.hpp"
+#include "../../support/scoped_env.hpp"
 #include "moe/conformance.hpp"
 
 namespace moe::test {
@@ -38,13 +40,13 @@ class MegaLayer : public PluginAndReference<> {
   using EnvVars = std::vector<std::pair<const char*, const char*>>;
 
   // A layer of `p` prepared with each variable of `vars` set to its value (the measurement
-  // switches are read at prepare) and `options`, the environment as it was afterwards.
+  // switches are read at prepare) and `options`, the environment as it was afterwards (a refused
+  // prepare included).
   Layer prepared_with(const moe_problem& p, const LayerWeights& w, const EnvVars& vars,
                       const Options& options = {}) {
-    for (const auto& [name, value] : vars) setenv(name, value, 1);
-    Layer layer = plugin_->prepare(p, w.view(), options);
-    for (const auto& [name, value] : vars) unsetenv(name);
-    return layer;
+    std::vector<std::unique_ptr<ScopedEnv>> set;  // undone when prepare returns or throws
+    for (const auto& [name, value] : vars) set.push_back(std::make_unique<ScopedEnv>(name, value));
+    return plugin_->prepare(p, w.view(), options);
   }
 
   // The timeline (MOE_MEGA_TIMELINE) a layer of `p` prepared with `vars` writes when destroyed,
