@@ -57,6 +57,31 @@ bool whole_stages(const moe_problem& p, int64_t k) {
   return p.hidden % k == 0 && p.intermediate % k == 0;
 }
 
+// Sinks are bf16 silu_mul experts. In a bf16 silu_mul layer they run as virtual experts of its one
+// launch; in any other layer, apart: a second launch of the bf16 kernel over the sinks alone adds
+// their sum into the first one's output (docs/design.md §13).
+bool sinks_apart(const moe_problem& p) {
+  return p.sink_experts > 0 &&
+         (p.format != MOE_FORMAT_BF16 || p.activation != MOE_ACTIVATION_SILU_MUL);
+}
+
+// The second launch's problem: the sinks as a bf16 silu_mul layer's virtual experts (the routed
+// experts, their biases and the shared expert stay with the first launch).
+moe_problem sink_problem(moe_problem p) {
+  p.format = MOE_FORMAT_BF16;
+  p.input_format = MOE_INPUT_BF16;
+  p.activation = MOE_ACTIVATION_SILU_MUL;
+  p.expert_bias = 0;
+  p.shared_intermediate = 0;
+  return p;
+}
+
+// The first launch's problem: without the sinks where they run apart.
+moe_problem without_sinks(moe_problem p) {
+  if (sinks_apart(p)) p.sink_experts = 0, p.sink_intermediate = 0;
+  return p;
+}
+
 // Rows of the largest batch the schedule holds.
 int64_t slot_limited_tokens(const moe_problem& p) {
   return detail::kernel_limits(kind_of(p)).max_slots / std::max<int64_t>(1, slots_per_token(p));
@@ -202,14 +227,6 @@ sdk::Verdict check_support(const moe_problem& p, bool need_device) {
         fmt::format("fp8_block weights take fp8_1x128 activations only, not {} "
                     "(the GEMMs are e4m3 x e4m3)",
                     input_format_name(static_cast<moe_input_format>(p.input_format))));
-  if (p.sink_experts > 0 &&
-      (p.format != MOE_FORMAT_BF16 || p.activation != MOE_ACTIVATION_SILU_MUL))
-    return Verdict::no(
-        MOE_REASON_SHARED,
-        fmt::format("sink experts (bf16, silu_mul) need a bf16 silu_mul layer in the fused kernel "
-                    "(one launch runs one format and activation), not {} {}",
-                    format_name(static_cast<moe_format>(p.format)),
-                    activation_name(static_cast<moe_activation>(p.activation))));
   if (virtual_count(p) > lim.max_virtual)
     return Verdict::no(MOE_REASON_SHARED,
                        fmt::format("the sink and shared experts make {} virtual experts of "
@@ -371,13 +388,22 @@ std::string describe(const moe_problem& p) {
       std::string(p.expert_bias != 0 ? "; expert biases in f32, b13 before the activation, b2 on "
                                        "each slot's result"
                                      : "") +
-          (virtual_count(p) > 0
+          (virtual_count(p) > 0 && !sinks_apart(p)
                ? fmt::format("; {}{}{} as {} virtual experts of the routed shape (a slot per "
                              "token in each)",
                              p.sink_experts > 0 ? fmt::format("{} sink experts", p.sink_experts)
                                                 : std::string(),
                              p.sink_experts > 0 && p.shared_intermediate > 0 ? " and " : "",
                              p.shared_intermediate > 0 ? "the shared expert" : "", virtual_count(p))
+           : p.shared_intermediate > 0
+               ? fmt::format("; the shared expert as {} virtual experts of the routed shape",
+                             virtual_count(without_sinks(p)))
+               : std::string()) +
+          (sinks_apart(p)
+               ? fmt::format("; {} sink experts (bf16, silu_mul) in a second launch of the bf16 "
+                             "kernel, as {} virtual experts of the routed shape, adding their sum "
+                             "into the first launch's output (rounded to bf16 once more)",
+                             p.sink_experts, virtual_count(sink_problem(p)))
                : std::string()),
       std::min<int64_t>(p.max_tokens, slot_limited_tokens(p)));
 }
@@ -386,9 +412,22 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     : problem_(problem) {
   check_switches();
   const LayerOptions o = parse_options(options);
-  const moe_problem p = problem_.c();
-  const sdk::Verdict v = check_support(p);
+  const moe_problem user = problem_.c();
+  const sdk::Verdict v = check_support(user);
   MOE_CHECK(v.ok(), MOE_STATUS_UNSUPPORTED, "cutlass_mega: {}", v.message);
+  kernel_ = without_sinks(user);
+  build(w, o);
+  if (sinks_apart(user)) sinks_.reset(new DeviceLayer(SinkPass{}, sink_problem(user), w, o));
+}
+
+DeviceLayer::DeviceLayer(SinkPass, const moe_problem& sinks, const moe_weights& w,
+                         const LayerOptions& o)
+    : problem_(sinks), kernel_(sinks), sink_pass_(true) {
+  build(w, o);
+}
+
+void DeviceLayer::build(const moe_weights& w, const LayerOptions& o) {
+  const moe_problem p = kernel_;
   n1_ = w13_rows(p);
   fp8_ = p.format == MOE_FORMAT_FP8_BLOCK;
   if (detail::is_fp4(kind_of(p))) act_quant_ = act_quant_of(p);
@@ -407,14 +446,17 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     ctas_ = std::min(ctas_, detail::resident_ctas(large_kind_, &error));
   MOE_CHECK(ctas_ > 0, MOE_STATUS_DEVICE_ERROR, "cutlass_mega: the fused kernel cannot run: {}",
             error ? error : "unknown");
-  if (o.sms > 0) ctas_ = std::min(ctas_, o.sms);  // at most: a larger cap is every SM
-  timeline_ = timeline_from_env(ctas_);
+  if (o.sms > 0) ctas_ = std::min(ctas_, o.sms);          // at most: a larger cap is every SM
+  if (!sink_pass_) timeline_ = timeline_from_env(ctas_);  // the first launch's
   dependent_launch_ = env_is("MOE_MEGA_LAUNCH", "pdl");
   prefetch_late_ = prefetch_late_bits(p);
   split2_waves_ = env_is("MOE_MEGA_SPLIT2", "waves") ? 1 : 0;
   early2_ = env_is("MOE_MEGA_GEMM2", "early") && !fp8_ && act_quant_ == detail::ActQuant::kBf16;
+  // The virtual experts: the shared expert's, and the sinks' where they run in this launch (the
+  // sink pass: the sinks' alone, with no routed experts before them).
   const VirtualExperts shared = virtual_experts(p, w);
-  experts_ = p.experts + shared.count;
+  const int64_t routed = sink_pass_ ? 0 : p.experts;
+  experts_ = routed + shared.count;
   if (p.expert_bias != 0) {  // b13 [E, n1] and b2 [E, H], bf16 or f32, kept as f32; 0 for shared
     std::vector<float> b13 = sdk::bias_values(w.b13, "b13", p.experts * n1_);
     std::vector<float> b2 = sdk::bias_values(w.b2, "b2", p.experts * p.hidden);
@@ -429,12 +471,14 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   }
   // The routed experts as given, then the shared expert's virtual ones.
   const size_t elem = fp8_ ? 1 : 2;
-  const size_t w13_routed = size_t(p.experts * n1_ * p.hidden) * elem;
-  const size_t w2_routed = size_t(p.experts * p.hidden * p.intermediate) * elem;
+  const size_t w13_routed = size_t(routed * n1_ * p.hidden) * elem;
+  const size_t w2_routed = size_t(routed * p.hidden * p.intermediate) * elem;
   w13_ = gpu::DeviceBuffer(w13_routed + shared.w13.size());
   w2_ = gpu::DeviceBuffer(w2_routed + shared.w2.size());
-  w13_.upload(w.w13.data, w13_routed);
-  w2_.upload(w.w2.data, w2_routed);
+  if (routed > 0) {
+    w13_.upload(w.w13.data, w13_routed);
+    w2_.upload(w.w2.data, w2_routed);
+  }
   if (shared.count > 0) {
     w13_.upload(shared.w13.data(), shared.w13.size(), w13_routed);
     w2_.upload(shared.w2.data(), shared.w2.size(), w2_routed);
@@ -518,12 +562,16 @@ void DeviceLayer::prepare_fp4(const moe_problem& p, const moe_weights& w,
   }
 }
 
+int64_t DeviceLayer::slot_width() const {
+  return sink_pass_ ? virtual_count(kernel_) : slots_per_token(kernel_);
+}
+
 DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* bytes) const {
-  const moe_problem p = problem_.c();
+  const moe_problem& p = kernel_;
   gpu::WorkspaceCarver c(base);
   Workspace ws{};
   const detail::KernelLimits lim = detail::kernel_limits(kind_of(p));
-  const int64_t slots = tokens * slots_per_token(p), b = lim.scale_block;
+  const int64_t slots = tokens * slot_width(), b = lim.scale_block;
   ws.y = c.take<float>(size_t(result_bytes(p, tokens) / 4));
   if (fp8_) {  // codes: e4m3 bytes, or their f16 values (kFp8BlockF16, kFp8BlockF16x2)
     const size_t code = detail::has_f16_codes(kind_) ? 2 : 1;
@@ -556,7 +604,8 @@ size_t DeviceLayer::workspace_size(int64_t tokens) const {
   if (tokens == 0) return 0;
   size_t bytes = 0;
   carve(nullptr, tokens, &bytes);
-  return bytes;
+  // The sink pass runs after the first launch on the same stream: it reuses the workspace.
+  return sinks_ != nullptr ? std::max(bytes, sinks_->workspace_size(tokens)) : bytes;
 }
 
 void DeviceLayer::run(const moe_run_args& a) const {
@@ -577,6 +626,12 @@ void DeviceLayer::run(const moe_run_args& a) const {
     validated_.remember(a);
   }
   if (tokens == 0) return;
+  launch(a, tokens);
+  if (sinks_ != nullptr) sinks_->launch(a, tokens);  // adds the sinks' sum into the output
+}
+
+void DeviceLayer::launch(const moe_run_args& a, int64_t tokens) const {
+  const moe_problem& p = kernel_;
   const Workspace ws = carve(a.workspace, tokens, nullptr);
   detail::FusedCall c{};
   c.maps = &maps_;
@@ -584,7 +639,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.ids = static_cast<const int32_t*>(a.topk_ids.data);
   c.weights = static_cast<const float*>(a.topk_weights.data);
   c.out = static_cast<uint16_t*>(a.output.data);
-  c.accumulate = sdk::run_accumulates(a);
+  c.accumulate = sink_pass_ || sdk::run_accumulates(a);
   const detail::Kind kind = large_from_ > 0 && tokens >= large_from_ ? large_kind_ : kind_;
   c.kind = kind;
   c.y = ws.y;
@@ -607,13 +662,16 @@ void DeviceLayer::run(const moe_run_args& a) const {
   c.is = ws.is;
   c.tokens = int32_t(tokens);
   c.width = int32_t(a.topk_ids.shape[1]);
-  c.slot_width = int32_t(slots_per_token(p));
-  c.routed = int32_t(p.experts);
-  c.top_k = int32_t(p.top_k);
+  c.slot_width = int32_t(slot_width());
+  // The sink pass has no routed slots: its slots are the sinks' columns, its experts numbered from
+  // 0 (the columns still read the ids' sink columns, k + s, and match their ids, E + s).
+  c.routed = sink_pass_ ? 0 : int32_t(p.experts);
+  c.top_k = sink_pass_ ? 0 : int32_t(p.top_k);
+  const int32_t first_virtual = sink_pass_ ? int32_t(p.experts) : 0;
   const std::vector<SlotColumn> columns = slot_columns(p);
   for (size_t i = 0; i < columns.size(); ++i) {
     c.col_src[i] = int16_t(columns[i].src);
-    c.col_expert[i] = int16_t(columns[i].expert);
+    c.col_expert[i] = int16_t(columns[i].expert - first_virtual);
     c.col_match[i] = int16_t(columns[i].match);
   }
   c.experts = int32_t(experts_);

@@ -103,11 +103,25 @@ class DeviceLayer {
     unsigned long long* gemm2_ready;
   };
   Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
+  // The sink pass (sinks_): the layer's sinks alone as a bf16 silu_mul layer's virtual experts.
+  struct SinkPass {};
+  DeviceLayer(SinkPass, const moe_problem& sinks, const moe_weights& weights,
+              const LayerOptions& options);
+  // Prepares kernel_'s launch: its instance, CTAs and weight stacks.
+  void build(const moe_weights& weights, const LayerOptions& options);
+  // One launch for a run of `tokens` (validated by run()).
+  void launch(const moe_run_args& args, int64_t tokens) const;
+  int64_t slot_width() const;  // a token's slots in this launch
   // mxfp4, nvfp4: the chunks of moe_cuda/fp4_chunks.hpp into w13_, w2_; nvfp4's scale_2 into s13_,
   // s2_.
   void prepare_fp4(const moe_problem& p, const moe_weights& w, const VirtualExperts& shared);
 
   Problem problem_;
+  // What this launch runs: problem_ without its sinks where they run apart (in sinks_, a second
+  // launch of the bf16 kernel that adds their sum into this one's output); the sink pass's own.
+  moe_problem kernel_{};
+  bool sink_pass_ = false;
+  std::unique_ptr<DeviceLayer> sinks_;
   int64_t n1_ = 0;
   int64_t experts_ = 0;  // routed, then the sink and shared experts' virtual ones
   bool fp8_ = false;

@@ -26,6 +26,7 @@
 
 #include "../../support/graph_replay.hpp"
 #include "mega_layer_fixture.hpp"
+#include "moe/sdk/formats.hpp"
 
 namespace moe::test {
 namespace {
@@ -135,7 +136,16 @@ INSTANTIATE_TEST_SUITE_P(
         Case{MOE_ACTIVATION_RELU2, Scenario::kOneExpert, kNv, false, 0, 0, kDynamic},
         Case{MOE_ACTIVATION_SILU_MUL_CLAMP, Scenario::kPadding, kMx, false, 384, 0, kDynamic},
         Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom, kNv, true, 256, 0, kDynamic},
-        Case{MOE_ACTIVATION_RELU2, Scenario::kRandom, kMx, false, 0, 0, kMx8}),
+        Case{MOE_ACTIVATION_RELU2, Scenario::kRandom, kMx, false, 0, 0, kMx8},
+        // Sinks apart (a second launch of the bf16 kernel adds their sum): other formats, other
+        // activations, with a shared expert, biases, and e4m3 activations.
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, kFp8, false, 0, 384},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kPadding, kFp8, false, 256, 256},
+        Case{MOE_ACTIVATION_SWIGLU_OAI, Scenario::kRandom, kMx, true, 0, 256},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kOneExpert, kNv, false, 0, 384},
+        Case{MOE_ACTIVATION_GELU_MUL, Scenario::kRandom, MOE_FORMAT_BF16, false, 0, 256},
+        Case{MOE_ACTIVATION_RELU2, Scenario::kPadding, MOE_FORMAT_BF16, false, 256, 256},
+        Case{MOE_ACTIVATION_SILU_MUL, Scenario::kRandom, kNv, false, 0, 256, kDynamic}),
     [](const testing::TestParamInfo<Case>& info) {
       return fmt::format(
           "{}_{}_{}{}{}{}{}", format_name(info.param.format),
@@ -519,6 +529,45 @@ INSTANTIATE_TEST_SUITE_P(Formats, MegaGraph, testing::Values(MOE_FORMAT_BF16, kF
                          [](const testing::TestParamInfo<moe_format>& info) {
                            return std::string(format_name(info.param));
                          });
+
+// Sinks apart (fp8_block, mxfp4, and bf16 with gelu_mul: a second launch of the bf16 kernel adds
+// their sum into the first's output): both launches in one replayed graph with new inputs and
+// routing, and a run onto an output (accumulate: the first launch adds onto it, then the sinks),
+// against the reference's result plus that output.
+TEST_F(MegaLayer, SinksApartReplayInAGraphAndAddOntoAnOutput) {
+  for (const auto& [f, act] :
+       {std::pair{kFp8, MOE_ACTIVATION_SILU_MUL}, std::pair{kMx, MOE_ACTIVATION_SILU_MUL},
+        std::pair{MOE_FORMAT_BF16, MOE_ACTIVATION_GELU_MUL}}) {
+    Problem q = problem_;
+    q.raw().activation = act;
+    q.raw().sink_experts = 2;
+    q.raw().sink_intermediate = 384;
+    q.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+    q.raw().routing_bias = 1;
+    q = in_format(q, f);
+    const moe_problem p = q.c();
+    const std::string what = fmt::format("{} {}", format_name(f), activation_name(act));
+    const LayerWeights w = random_weights(p, 83);
+    const Layer layer = plugin_->prepare(p, w.view(), {});
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    const GraphReplay graph(plugin_, layer, p, 29);
+    for (uint64_t seed : {91u, 92u}) {
+      const Batch batch = random_batch(p, 29, seed, Scenario::kRandom);
+      EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), tolerance(p))
+          << what << ", replayed, seed " << seed;
+    }
+    const Batch batch = random_batch(p, 21, 95, Scenario::kPadding);
+    const Routing routing = route_batch(*reference_, p, batch);
+    const Batch base = random_batch(p, 21, 96, Scenario::kRandom);  // its hidden states: the output
+    const RunResult got = run_layer_onto(layer, p, batch.hidden, routing, base.hidden);
+    const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+    HostTensor want(MOE_DTYPE_F64, {21, p.hidden});
+    for (int64_t i = 0; i < want.numel(); ++i)
+      want.data<double>()[i] =
+          double(bf16_to_float(base.hidden.data<uint16_t>()[i])) + ref.output.data<double>()[i];
+    EXPECT_LT(relative_l2(got.output, want), tolerance(p)) << what << ", onto an output";
+  }
+}
 
 // A NaN, zero or negative block scale is a corrupt tensor, not a dead block: prepare refuses it,
 // naming the tensor and the block.

@@ -95,10 +95,27 @@ TEST(MegaSupport, TakesASharedExpertAsVirtualExpertsWithinTheSchedule) {
   EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
   EXPECT_NE(describe(p).find("2 sink experts as 4 virtual experts"), std::string::npos)
       << describe(p);
+  // In any other format or activation the sinks (bf16, silu_mul) run apart: a second launch of
+  // the bf16 kernel adds their sum into the first's output.
   p.format = MOE_FORMAT_FP8_BLOCK;
   p.input_format = MOE_INPUT_FP8_1X128;
   p.intermediate = 256;
-  expect_refusal(p, MOE_REASON_SHARED, "not fp8_block silu_mul");
+  p.shared_intermediate = 256;
+  EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
+  EXPECT_NE(describe(p).find("the shared expert as 1 virtual experts of the routed shape; 2 sink "
+                             "experts (bf16, silu_mul) in a second launch of the bf16 kernel, as "
+                             "4 virtual experts"),
+            std::string::npos)
+      << describe(p);
+  EXPECT_EQ(describe(p).find("2 sink experts as"), std::string::npos) << describe(p);
+  for (const moe_format f : {MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4}) {
+    p.format = f;
+    p.input_format = MOE_INPUT_BF16;
+    EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
+    EXPECT_NE(describe(p).find("2 sink experts (bf16, silu_mul) in a second launch"),
+              std::string::npos)
+        << describe(p);
+  }
   p = fp8_problem();
   p.shared_intermediate = 192;
   expect_refusal(p, MOE_REASON_SHAPE, "shared_intermediate=192 must be a multiple of 128");
@@ -176,8 +193,11 @@ TEST(MegaSupport, RefusesWhatItCannotRunWithTheReasonAndTheValue) {
   p = bf16_problem();
   p.sink_experts = 1;
   p.sink_intermediate = 64;
-  p.activation = MOE_ACTIVATION_GELU_MUL;  // sinks are silu_mul: one launch runs one activation
-  expect_refusal(p, MOE_REASON_SHARED, "need a bf16 silu_mul layer in the fused kernel");
+  p.activation = MOE_ACTIVATION_GELU_MUL;  // sinks are silu_mul: one launch runs one activation,
+  EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;  // so two here
+  EXPECT_NE(describe(p).find("1 sink experts (bf16, silu_mul) in a second launch"),
+            std::string::npos)
+      << describe(p);
   p.activation = MOE_ACTIVATION_SILU_MUL;
   p.sink_intermediate = 192 * 33;  // 33 virtual experts
   expect_refusal(p, MOE_REASON_SHARED, "33 virtual experts of intermediate=192, at most 32");
