@@ -49,7 +49,7 @@
 #             waves alone: bf16 on Inkling-like, Qwen3, Mixtral, DeepSeek-V3 at T = 1, 8, 64;
 #             ab_early4 the same for mxfp4 on Qwen3 and Mixtral and nvfp4 on Mixtral
 #   sinks     Inkling-like in fp8_block, mxfp4 and nvfp4 (the sinks apart: a second launch of the
-#             bf16 kernel) at T = 1, 8, 64 by bench/ab.py beside the bf16 layer (sinks in its one
+#             bf16 kernel, MOE_MEGA_SINKS=apart) at T = 1, 8, 64 by bench/ab.py beside the bf16 layer (sinks in its one
 #             launch): what the second launch costs; then `moe run` of each against the reference
 #   ncu_route the routing kernel's device time beside the fused layer's (Nsight Compute, one batch
 #             each) for bf16 Qwen3-30B-A3B (softmax top-8 of 128), Mixtral (top-2 of 8), DeepSeek-V3
@@ -223,9 +223,9 @@ for section in "$@"; do
       head -30 "$OUT/${n}_stalls.txt" ;;
     sinks)
       for f in bf16 fp8_block mxfp4 nvfp4; do
-        $ab --out "$OUT/sinks_$f" --config $cfg/inkling_like_$f.yaml --tokens 1,8,64 \
-          --variant default= 2>&1 | tail -4
-        timeout 120 build/bin/moe run --config $cfg/inkling_like_$f.yaml --tokens 7 2>&1 |
+        MOE_MEGA_SINKS=apart $ab --out "$OUT/sinks_$f" --config $cfg/inkling_like_$f.yaml \
+          --tokens 1,8,64 --variant default= 2>&1 | tail -4
+        MOE_MEGA_SINKS=apart timeout 120 build/bin/moe run --config $cfg/inkling_like_$f.yaml --tokens 7 2>&1 |
           grep -E "backend|rel_err" | tee -a "$OUT/sinks_run.txt"
         pack
       done ;;

@@ -238,6 +238,14 @@ sdk::Verdict check_support(const moe_problem& p, bool need_device) {
                                    "shared expert runs as experts of whole scale blocks)",
                                    p.shared_intermediate, lim.scale_block,
                                    format_name(static_cast<moe_format>(p.format))));
+  if (sinks_apart(p) && !env_is("MOE_MEGA_SINKS", "apart"))
+    return Verdict::no(
+        MOE_REASON_SHARED,
+        fmt::format("sink experts (bf16, silu_mul) in a {} {} layer run apart, in a second launch "
+                    "of the bf16 kernel, which is a measurement until run on a GPU: "
+                    "MOE_MEGA_SINKS=apart at prepare turns it on",
+                    format_name(static_cast<moe_format>(p.format)),
+                    activation_name(static_cast<moe_activation>(p.activation))));
   if (p.redundant_experts > 0)
     return Verdict::no(MOE_REASON_EP,
                        "redundant experts (EPLB) are refused: the fused schedule maps each id "
@@ -379,12 +387,12 @@ std::string describe(const moe_problem& p) {
           : fmt::format("bf16 weights as given (w13 [E, {}, H], w2 [E, H, I]), by TMA",
                         gated(p) ? "2I" : "I");
   return fmt::format(
-      "{}; the layer after routing in one cooperative launch: a schedule built in every CTA's "
+      "{}; the layer after routing in one cooperative launch{}: a schedule built in every CTA's "
       "shared memory, GEMM1 with the activation per (expert, {} slots, {} columns), GEMM2 per "
       "(expert, {} slots, {} rows of H), each token's slots summed in slot order "
       "(deterministic){}; batches up to {} tokens",
-      weights, lim.token_chunk, gated(p) ? lim.weight_rows / 2 : lim.weight_rows, lim.token_chunk,
-      lim.weight_rows,
+      weights, sinks_apart(p) ? " (two where the sinks run apart, below)" : "", lim.token_chunk,
+      gated(p) ? lim.weight_rows / 2 : lim.weight_rows, lim.token_chunk, lim.weight_rows,
       std::string(p.expert_bias != 0 ? "; expert biases in f32, b13 before the activation, b2 on "
                                        "each slot's result"
                                      : "") +
@@ -396,8 +404,9 @@ std::string describe(const moe_problem& p) {
                              p.sink_experts > 0 && p.shared_intermediate > 0 ? " and " : "",
                              p.shared_intermediate > 0 ? "the shared expert" : "", virtual_count(p))
            : p.shared_intermediate > 0
-               ? fmt::format("; the shared expert as {} virtual experts of the routed shape",
-                             virtual_count(without_sinks(p)))
+               ? fmt::format("; the shared expert as {} virtual expert{} of the routed shape",
+                             virtual_count(without_sinks(p)),
+                             virtual_count(without_sinks(p)) == 1 ? "" : "s")
                : std::string()) +
           (sinks_apart(p)
                ? fmt::format("; {} sink experts (bf16, silu_mul) in a second launch of the bf16 "
