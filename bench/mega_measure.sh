@@ -222,6 +222,13 @@ for section in "$@"; do
       python3 bench/ncu_stalls.py "$OUT/$n.csv.gz" --top 40 > "$OUT/${n}_stalls.txt" 2>&1
       head -30 "$OUT/${n}_stalls.txt" ;;
     sinks)
+      # Every problem file with sinks, cutlass_mega against the reference with the sinks apart on.
+      rm -rf /tmp/sink_problems && mkdir -p /tmp/sink_problems
+      cp configs/problems/{fp8_block_sinks,bf16_decode_sinks,bf16_sink_inkling,inkling_like_bf16,inkling_like_fp8_block}.yaml \
+        /tmp/sink_problems/
+      MOE_MEGA_SINKS=apart timeout 280 build/bin/moe conformance --gpu-sized \
+        --problems /tmp/sink_problems --plugin build/plugins/libmoe_cutlass_mega.so \
+        --report "$OUT/conformance_sinks.json" 2>&1 | tail -8
       for f in bf16 fp8_block mxfp4 nvfp4; do
         MOE_MEGA_SINKS=apart $ab --out "$OUT/sinks_$f" --config $cfg/inkling_like_$f.yaml \
           --tokens 1,8,64 --variant default= 2>&1 | tail -4
