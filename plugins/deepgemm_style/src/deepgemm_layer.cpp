@@ -329,7 +329,7 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
   if (shared)
     upload(e, 1, w.shared_w13, w.shared_w13_scale, w.shared_w2, w.shared_w2_scale, "shared_");
 
-  if (sinks > 0) sinks_ = std::make_unique<SinkExperts>(p, w);
+  if (sinks > 0) sinks_ = std::make_unique<gpu::SinkExperts>(p, w);
 
   // Per permutation group: its weights (a sink group runs no rows in the e4m3 GEMMs, so it
   // points at group 0's, never read).

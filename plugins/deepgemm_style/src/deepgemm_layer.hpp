@@ -2,9 +2,9 @@
 // gives them (e4m3 [N, K], K contiguous) with their scales turned MN-major, uploaded at prepare.
 // At run time: permutation with the per-token 1x128 activation quantisation fused into its
 // gather, grouped fp8 GEMM1, the activation with the intermediate's 1x128 re-quantisation in
-// one kernel, grouped fp8 GEMM2, the sink experts apart (bf16, sink_experts.hpp) into their
-// slots' rows, the weighted combine; all on the caller's stream and workspace (capturable in a
-// CUDA graph).
+// one kernel, grouped fp8 GEMM2, the sink experts apart (bf16, moe_cuda/sink_experts.hpp) into
+// their slots' rows, the weighted combine; all on the caller's stream and workspace (capturable in
+// a CUDA graph).
 //
 // Two row layouts (docs/design.md §12): `masked` for small batches (each group owns T rows of a
 // [G * T, K] buffer, filled by one kernel without a sort), `contiguous` otherwise (sorted
@@ -26,7 +26,7 @@
 #include "moe/sdk/verdict.hpp"
 #include "moe_cuda/device.hpp"
 #include "moe_cuda/permute.hpp"
-#include "sink_experts.hpp"
+#include "moe_cuda/sink_experts.hpp"
 
 namespace moe::deepgemm {
 
@@ -97,15 +97,15 @@ class DeviceLayer {
  private:
   Problem problem_;
   LayerOptions options_;
-  int64_t groups_ = 0;                    // the permutation's: local experts, sinks, shared
-  int64_t n1_ = 0;                        // GEMM1 output width: 2I gated, I for relu2
-  gpu::DeviceBuffer w13_, w2_;            // [groups][n1, H], [groups][H, I] e4m3
-  gpu::DeviceBuffer s13_, s2_;            // [groups][H/128][n1/128], [groups][I/128][H/128]
-  gpu::DeviceBuffer w13_ptrs_, w2_ptrs_;  // [groups] pointers into them
-  gpu::DeviceBuffer s13_ptrs_, s2_ptrs_;  // [groups]
-  gpu::DeviceBuffer local_map_;           // [E] global -> local expert id, -1 elsewhere
-  gpu::DeviceBuffer b13_, b2_;            // [E, n1], [E, H] f32 with expert_bias, else empty
-  std::unique_ptr<SinkExperts> sinks_;    // bf16 sink experts, run apart; null without them
+  int64_t groups_ = 0;                       // the permutation's: local experts, sinks, shared
+  int64_t n1_ = 0;                           // GEMM1 output width: 2I gated, I for relu2
+  gpu::DeviceBuffer w13_, w2_;               // [groups][n1, H], [groups][H, I] e4m3
+  gpu::DeviceBuffer s13_, s2_;               // [groups][H/128][n1/128], [groups][I/128][H/128]
+  gpu::DeviceBuffer w13_ptrs_, w2_ptrs_;     // [groups] pointers into them
+  gpu::DeviceBuffer s13_ptrs_, s2_ptrs_;     // [groups]
+  gpu::DeviceBuffer local_map_;              // [E] global -> local expert id, -1 elsewhere
+  gpu::DeviceBuffer b13_, b2_;               // [E, n1], [E, H] f32 with expert_bias, else empty
+  std::unique_ptr<gpu::SinkExperts> sinks_;  // bf16 sink experts, run apart; null without them
   size_t gemm_ws_bytes_ = 0;
   int sm_count_ = 0;
 };

@@ -1,5 +1,6 @@
-// deepgemm_style's sink experts (docs/design.md §12): bf16 weights on the bf16 hidden states,
-// silu_mul, never quantised, so they cannot join the e4m3 grouped GEMMs. They run densely on
+// Sink experts run apart from a quantised layer's grouped GEMMs (deepgemm_style, docs/design.md
+// §12; trtllm_style's weight-only layers, §6): bf16 weights on the bf16 hidden states, silu_mul,
+// never quantised, so they cannot join the e4m3 or weight-only grouped GEMMs. They run densely on
 // every token of the batch (cuBLAS bf16 GEMMs with f32 accumulation: the row count is the batch
 // size, known on the host), and each result is scattered into the permuted row that the
 // permutation gave its sink slot, so the combine weighs it by the slot's gamma like any other
@@ -18,7 +19,7 @@
 #include "moe_cuda/device.hpp"
 #include "moe_cuda/permute.hpp"
 
-namespace moe::deepgemm {
+namespace moe::gpu {
 
 class SinkExperts {
  public:
@@ -36,15 +37,15 @@ class SinkExperts {
   // gemm2 rows of the sink slots (columns top_k .. top_k + S - 1 of perm) = each sink's MLP of
   // its token's hidden states [tokens, H] bf16. `workspace`: workspace_bytes(tokens), 256-byte
   // aligned.
-  void run(int64_t tokens, const uint16_t* hidden, const gpu::Permutation& perm, uint16_t* gemm2,
+  void run(int64_t tokens, const uint16_t* hidden, const Permutation& perm, uint16_t* gemm2,
            void* workspace, cudaStream_t stream) const;
 
  private:
   struct Handle;
   moe_problem p_;
-  gpu::DeviceBuffer w13_, w2_;
+  DeviceBuffer w13_, w2_;
   std::unique_ptr<Handle> handle_;
   mutable std::mutex mutex_;  // one cuBLAS handle: its stream and workspace are set per run
 };
 
-}  // namespace moe::deepgemm
+}  // namespace moe::gpu

@@ -1,4 +1,4 @@
-#include "sink_experts.hpp"
+#include "moe_cuda/sink_experts.hpp"
 
 #include <cublas_v2.h>
 
@@ -7,7 +7,7 @@
 #include "moe_cuda/activation.hpp"
 #include "moe_cuda/workspace.hpp"
 
-namespace moe::deepgemm {
+namespace moe::gpu {
 namespace {
 
 // cuBLAS's workspace, carved from the caller's (a capture must not allocate): the 32 MiB NVIDIA
@@ -15,8 +15,8 @@ namespace {
 constexpr size_t kCublasWorkspace = size_t(32) << 20;
 
 void check_cublas(cublasStatus_t s, const char* what) {
-  MOE_CHECK(s == CUBLAS_STATUS_SUCCESS, MOE_STATUS_DEVICE_ERROR, "deepgemm_style sinks: {}: {}",
-            what, cublasGetStatusString(s));
+  MOE_CHECK(s == CUBLAS_STATUS_SUCCESS, MOE_STATUS_DEVICE_ERROR, "sink experts: {}: {}", what,
+            cublasGetStatusString(s));
 }
 
 struct Pieces {
@@ -29,7 +29,7 @@ struct Pieces {
 
 Pieces carve(const moe_problem& p, int64_t tokens, void* base) {
   const size_t st = size_t(p.sink_experts * tokens), is = size_t(p.sink_intermediate);
-  gpu::WorkspaceCarver c(base);
+  WorkspaceCarver c(base);
   Pieces w{};
   w.gemm1 = c.take<uint16_t>(st * 2 * is);
   w.act = c.take<uint16_t>(st * is);
@@ -51,10 +51,10 @@ struct SinkExperts::Handle {
 SinkExperts::SinkExperts(const moe_problem& p, const moe_weights& w)
     : p_(p), handle_(std::make_unique<Handle>()) {
   MOE_CHECK(p.sink_experts >= 1 && p.sink_intermediate >= 1, MOE_STATUS_INTERNAL,
-            "deepgemm_style: sink experts built for a problem without them");
+            "sink experts built for a problem without them");
   const size_t s = size_t(p.sink_experts), is = size_t(p.sink_intermediate), h = size_t(p.hidden);
-  w13_ = gpu::DeviceBuffer(s * 2 * is * h * 2);
-  w2_ = gpu::DeviceBuffer(s * h * is * 2);
+  w13_ = DeviceBuffer(s * 2 * is * h * 2);
+  w2_ = DeviceBuffer(s * h * is * 2);
   w13_.upload(w.sink_w13.data, s * 2 * is * h * 2);
   w2_.upload(w.sink_w2.data, s * h * is * 2);
   check_cublas(cublasCreate(&handle_->h), "cublasCreate");
@@ -71,7 +71,7 @@ size_t SinkExperts::workspace_bytes(int64_t tokens) const {
   return tokens == 0 ? 0 : carve(p_, tokens, nullptr).bytes;
 }
 
-void SinkExperts::run(int64_t tokens, const uint16_t* hidden, const gpu::Permutation& perm,
+void SinkExperts::run(int64_t tokens, const uint16_t* hidden, const Permutation& perm,
                       uint16_t* gemm2, void* workspace, cudaStream_t stream) const {
   if (tokens == 0) return;
   const Pieces ws = carve(p_, tokens, workspace);
@@ -97,17 +97,17 @@ void SinkExperts::run(int64_t tokens, const uint16_t* hidden, const gpu::Permuta
   // silu_mul on canonical [gate | up] rows, rounded once to bf16.
   moe_problem silu = p_;
   silu.activation = MOE_ACTIVATION_SILU_MUL;
-  gpu::ActivationArgs act;
+  ActivationArgs act;
   act.gemm1 = ws.gemm1;
   act.out = ws.act;
   act.intermediate = is;
-  act.layout = gpu::GateUpLayout::kConcatenated;
+  act.layout = GateUpLayout::kConcatenated;
   act.rows = {int64_t(s) * tokens, nullptr, nullptr};
-  gpu::launch_activation(silu, act, stream);
+  launch_activation(silu, act, stream);
   // GEMM2: [T, H] = act_s [T, Is] x w2_s [H, Is]^T.
   gemm_xwt(h, is, w2_.get(), ws.act, int64_t(is) * t, ws.out, "sink GEMM2");
-  gpu::launch_scatter_slot_rows(perm, tokens, p_.top_k, p_.sink_experts, p_.hidden, ws.out, gemm2,
-                                stream);
+  launch_scatter_slot_rows(perm, tokens, p_.top_k, p_.sink_experts, p_.hidden, ws.out, gemm2,
+                           stream);
 }
 
-}  // namespace moe::deepgemm
+}  // namespace moe::gpu
