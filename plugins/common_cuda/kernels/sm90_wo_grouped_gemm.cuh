@@ -201,9 +201,10 @@ struct Params {
   const uint8_t* chunks;    // [groups][n_tiles][k_stages] prepared chunks, chunk_bytes each
   int32_t chunk_bytes = 0;  // 8704 (mxfp4), 9216 (nvfp4) or 16896 (mxfp8); bf16: unused
   int32_t groups = 0, n_tiles = 0;
-  int32_t k_stages = 0;              // stages of kStageK<kW> K
-  const int64_t* offsets = nullptr;  // group g's rows [offsets[g], offsets[g + 1])
-  const float* scale_2 = nullptr;    // [groups] (nvfp4's per-expert scale, e4m3's weight scale)
+  int32_t k_stages = 0;                  // stages of kStageK<kW> K
+  const int64_t* offsets = nullptr;      // group g's rows [offsets[g], offsets[g + 1])
+  int32_t skip_begin = 0, skip_end = 0;  // groups [begin, end) run no rows (sinks, run apart)
+  const float* scale_2 = nullptr;        // [groups] (nvfp4's per-expert scale, e4m3's weight scale)
   // e4m3: the activation scale ([1], device), the shared expert's ([1], or null: act_scale) and
   // its group (-1: none); the epilogue multiplies scale_2[g] by the group's.
   const float* act_scale = nullptr;
@@ -337,7 +338,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm(const __grid_constan
   }
   // Ends with __syncthreads: the barriers are visible too.
   build_tile_prefix(
-      p.groups, N, [&](int g) { return p.offsets[g + 1] - p.offsets[g]; }, prefix);
+      p.groups, N,
+      [&](int g) {
+        return g >= p.skip_begin && g < p.skip_end ? int64_t(0) : p.offsets[g + 1] - p.offsets[g];
+      },
+      prefix);
   if constexpr (kCluster > 1) cute::cluster_sync();  // the peer's barriers exist
   const int n_units = p.n_tiles / (kCluster * kMB);
   const int units = prefix[p.groups] * n_units;

@@ -184,6 +184,9 @@ void check_wo_gemm_operands(const WoGemmArgs& a) {
   MOE_CHECK(a.groups >= 1 && a.groups <= detail::wo_max_groups() && a.offsets != nullptr, kInvalid,
             "weight-only GEMM: groups={} must be in [1, {}], with their row offsets", a.groups,
             detail::wo_max_groups());
+  MOE_CHECK(a.skip_begin >= 0 && a.skip_begin <= a.skip_end && a.skip_end <= a.groups, kInvalid,
+            "weight-only GEMM: skipped groups [{}, {}) must lie in [0, {}]", a.skip_begin,
+            a.skip_end, a.groups);
   MOE_CHECK(a.n_tiles >= 1 && a.k_stages >= 1 && a.k >= 1 && a.k <= int64_t(a.k_stages) * 128 &&
                 a.k % 8 == 0,
             kInvalid,

@@ -55,6 +55,8 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
   p.n_tiles = a.n_tiles;
   p.k_stages = a.k_stages * (128 / kStageK<kW>);  // the host counts 128-K chunks
   p.offsets = a.offsets;
+  p.skip_begin = a.skip_begin;
+  p.skip_end = a.skip_end;
   p.scale_2 = a.scale_2;
   p.act_scale = a.act_scale;
   p.act_scale_shared = a.act_scale_shared;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "grouped_gemm.hpp"
 #include "layer_workspace.hpp"
@@ -67,6 +69,13 @@ void append_bias(std::vector<float>& out, const LayoutTensor& b, const char* nam
   out.insert(out.end(), v.begin(), v.end());
 }
 
+// Sinks next to a weight-only layer run apart (src/weight_only_run.cpp): a measurement, on with
+// MOE_TRTLLM_SINKS=apart, until it has run on a GPU.
+bool sinks_apart_allowed() {
+  const char* v = std::getenv("MOE_TRTLLM_SINKS");
+  return v != nullptr && std::string_view(v) == "apart";
+}
+
 }  // namespace
 
 Refusal check_support(const moe_problem& p) {
@@ -109,12 +118,12 @@ Refusal check_support(const moe_problem& p) {
             fmt::format("sink experts are bf16 on bf16 hidden states; the e4m3 grouped GEMMs of "
                         "an {} layer cannot run them (deepgemm_style runs fp8_block with sinks)",
                         format)};
-  if (wo && p.sink_experts > 0)
-    return {
-        MOE_REASON_SHARED,
-        fmt::format("sink experts are bf16; the weight-only GEMMs of an {} layer read quantised "
-                    "chunks only",
-                    format)};
+  if (wo && p.sink_experts > 0 && !sinks_apart_allowed())
+    return {MOE_REASON_SHARED,
+            fmt::format("sink experts are bf16; next to an {} layer's weight-only GEMMs they run "
+                        "apart (bf16 by cuBLAS), which is a measurement until run on a GPU: "
+                        "MOE_TRTLLM_SINKS=apart turns it on",
+                        format)};
   if (wo && weight_only_groups(p) > gpu::wo_gemm_max_groups())
     return {MOE_REASON_SHAPE,
             fmt::format("{} local experts: the weight-only GEMM schedules at most {} groups",
@@ -131,10 +140,11 @@ Refusal check_support(const moe_problem& p) {
     return {MOE_REASON_SHARED,
             fmt::format("shared_intermediate={} must equal intermediate={} (one grouped GEMM)",
                         p.shared_intermediate, p.intermediate)};
-  if (p.sink_experts > 0 && p.sink_intermediate != p.intermediate)
+  // Sinks in the layer's own GEMMs (bf16): their groups are the routed experts' shape.
+  if (!wo && p.sink_experts > 0 && p.sink_intermediate != p.intermediate)
     return {MOE_REASON_SHARED, fmt::format("sink_intermediate={} must equal intermediate={}",
                                            p.sink_intermediate, p.intermediate)};
-  if (p.sink_experts > 0 && p.activation == MOE_ACTIVATION_RELU2)
+  if (!wo && p.sink_experts > 0 && p.activation == MOE_ACTIVATION_RELU2)
     return {MOE_REASON_SHARED, "silu_mul sink experts next to relu2 routed experts"};
   if (p.redundant_experts > 0)
     return {MOE_REASON_EP, "redundant experts (EPLB) are not implemented"};
@@ -427,7 +437,7 @@ int64_t expected_group_rows(const moe_problem& p, int64_t tokens) {
 }
 
 int64_t weight_only_groups(const moe_problem& p) {
-  return p.local_experts + (p.shared_intermediate > 0 ? 1 : 0);
+  return p.local_experts + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
 }
 
 bool auto_own_bf16(const moe_problem& p, bool cutlass_options, bool own_options) {
@@ -569,13 +579,14 @@ std::array<size_t, 9> DeviceLayer::pieces(int64_t tokens) const {
             rows * padded_i_,
             gpu::workspace_round_up(3 * sizeof(float)) +
                 moe::gpu::quantize_fp8_tensor_workspace_bytes() + 2 * sizeof(uint32_t)};
-  if (weight_only_path())  // bf16 rows, the activated intermediate (GEMM1 fuses it), GEMM2's output
+  if (weight_only_path())  // bf16 rows, the activated intermediate (GEMM1 fuses it), GEMM2's
+                           // output; the sinks' own pieces where they run apart
     return {moe::gpu::permutation_workspace_bytes(p, tokens),
             rows * p.hidden * 2,
             0,
             rows * padded_i_ * 2,
             rows * p.hidden * 2,
-            0,
+            sinks_ ? sinks_->workspace_bytes(tokens) : 0,
             0,
             0,
             0};

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -21,6 +22,7 @@
 #include "moe/abi/moe_abi.h"
 #include "moe/sdk/options.hpp"
 #include "moe/sdk/problem.hpp"
+#include "moe_cuda/sink_experts.hpp"
 
 namespace moe::trtllm {
 
@@ -152,6 +154,9 @@ class DeviceLayer {
   DeviceBuffer s13_ptrs_, s2_ptrs_;    // fp8_block: [groups] pointers into them
   bool has_bias_ = false;
   size_t gemm_ws_bytes_ = 0;  // grouped GEMM scratch (every kernel), fixed at prepare
+  // Weight-only layers with sinks (MOE_TRTLLM_SINKS=apart): the sinks in bf16 by cuBLAS, their
+  // results scattered into the sink slots' GEMM2 rows; the weight-only GEMMs skip their groups.
+  std::unique_ptr<gpu::SinkExperts> sinks_;
 };
 
 }  // namespace moe::trtllm

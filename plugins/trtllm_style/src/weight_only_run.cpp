@@ -67,6 +67,9 @@ void append_scale_2(std::vector<float>& out, const moe_tensor& t, const char* na
 
 }  // namespace
 
+// The GEMMs and the layout they read (describe_weight_only_layout adds the sinks).
+static std::string describe_weight_only_gemms(const moe_problem& p);
+
 bool is_weight_only(const moe_problem& p) {
   return p.format == MOE_FORMAT_MXFP4 || p.format == MOE_FORMAT_NVFP4 ||
          p.format == MOE_FORMAT_MXFP8;
@@ -83,6 +86,16 @@ WoGeometry wo_geometry(const moe_problem& p) {
 }
 
 std::string describe_weight_only_layout(const moe_problem& p) {
+  return describe_weight_only_gemms(p) +
+         (p.sink_experts > 0 && p.format != MOE_FORMAT_BF16
+              ? fmt::format("; {} sink experts (bf16, silu_mul, I={}) apart: cuBLAS GEMMs on every "
+                            "token, each result into its sink slot's GEMM2 row, weighed by the "
+                            "combine like the others (the weight-only GEMMs skip their groups)",
+                            p.sink_experts, p.sink_intermediate)
+              : std::string());
+}
+
+static std::string describe_weight_only_gemms(const moe_problem& p) {
   const WoGeometry g = wo_geometry(p);
   const gpu::WoWeights w = wo_weights(p);
   const bool gated = is_gated(static_cast<moe_activation>(p.activation));
@@ -143,10 +156,15 @@ void DeviceLayer::prepare_weight_only(const moe_problem& p, const moe_weights& w
   // kernel cannot take are refused by name), uploaded at its place and freed before the next, so
   // the host holds one packed stack at a time.
   const bool shared = p.shared_intermediate > 0;
+  // Groups: the routed experts, the sinks (run apart, bf16 by cuBLAS: their groups hold no chunks
+  // the GEMMs read, and scale_2 1), then the shared expert (moe_cuda/permute.hpp's order).
+  const int64_t sinks = p.sink_experts;
   if (nv) {
     std::vector<float> g13, g2;
     append_scale_2(g13, w.w13_scale_2, "w13_scale_2", p.local_experts);
     append_scale_2(g2, w.w2_scale_2, "w2_scale_2", p.local_experts);
+    g13.resize(g13.size() + size_t(sinks), 1.0f);
+    g2.resize(g2.size() + size_t(sinks), 1.0f);
     if (shared) {
       append_scale_2(g13, w.shared_w13_scale_2, "shared_w13_scale_2", 1);
       append_scale_2(g2, w.shared_w2_scale_2, "shared_w2_scale_2", 1);
@@ -193,13 +211,15 @@ void DeviceLayer::prepare_weight_only(const moe_problem& p, const moe_weights& w
                   scales, count, rows, k, gate_up, name, pad, kPairing);
     upload(packed.data(), packed.size());
   };
-  const int64_t e = p.local_experts, si = p.shared_intermediate;
+  const int64_t e = p.local_experts, si = p.shared_intermediate, shared_group = e + sinks;
   put(w13_, group13, 0, w.w13, w.w13_scale, e, rows13, h, gated ? i : 0, "w13", pad13);
   if (shared)
-    put(w13_, group13, e, w.shared_w13, w.shared_w13_scale, 1, gated ? 2 * si : si, h,
+    put(w13_, group13, shared_group, w.shared_w13, w.shared_w13_scale, 1, gated ? 2 * si : si, h,
         gated ? si : 0, "shared_w13", pad13);
   put(w2_, group2, 0, w.w2, w.w2_scale, e, h, i, 0, "w2", pad2);
-  if (shared) put(w2_, group2, e, w.shared_w2, w.shared_w2_scale, 1, h, si, 0, "shared_w2", pad2);
+  if (shared)
+    put(w2_, group2, shared_group, w.shared_w2, w.shared_w2_scale, 1, h, si, 0, "shared_w2", pad2);
+  if (sinks > 0) sinks_ = std::make_unique<gpu::SinkExperts>(p, w);
   // Biases (routed experts only): b13 as [E][gate | up] over the padded columns, zeros in the
   // padding (its activation is then 0), b2 as given for the combine.
   has_bias_ = p.expert_bias != 0;
@@ -249,6 +269,10 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g.weight_tile_rows = weight_tile_option_.value_or(0);
   g.narrow_last_blocks = narrow_last_blocks_;  // bf16 layers only (the option's check)
   g.shared_group = s1.shared_group;
+  if (sinks_) {  // the sinks' groups run apart (below): no rows in either GEMM
+    g.skip_begin = int(gpu::first_sink_group(p));
+    g.skip_end = int(gpu::first_sink_group(p) + p.sink_experts);
+  }
 
   // A bf16 layer on CUTLASS's layout (runs_in_place): its [groups][n1][H] and [groups][H][P]
   // rows read in place, whole 128-row tiles of both (own_gemm_in_place), the bias interleaved as
@@ -318,6 +342,10 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g2.out_ld = p.hidden;
   g2.out_cols = p.hidden;
   gpu::run_wo_grouped_gemm(p, g2, stream);
+  // The sinks in bf16 on the hidden states, each result into its sink slot's GEMM2 row, which the
+  // combine then weighs by the slot's gamma like any other.
+  if (sinks_)
+    sinks_->run(tokens, hidden, perm, static_cast<uint16_t*>(ws.gemm2), ws.gemm_ws, stream);
 
   moe::gpu::FinalizeArgs fin;
   fin.gemm2 = static_cast<const uint16_t*>(ws.gemm2);

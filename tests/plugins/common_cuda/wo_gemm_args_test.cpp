@@ -87,6 +87,13 @@ TEST(WoGemmArgs, AValidCallPassesAndEachMisuseIsNamed) {
   expect_refused([](WoGemmArgs& a) { a.bias_groups = -1; }, "bias rows");
   expect_refused([](WoGemmArgs& a) { a.bias_ld = 200; }, "bias rows (200 wide");
   expect_refused([](WoGemmArgs& a) { a.chunks = nullptr; }, "mxfp4 chunks must be non-null");
+  expect_refused([](WoGemmArgs& a) { a.skip_begin = 2, a.skip_end = 1; }, "skipped groups [2, 1)");
+  expect_refused([](WoGemmArgs& a) { a.skip_begin = -1; }, "skipped groups [-1, 0)");
+  expect_refused([](WoGemmArgs& a) { a.skip_end = a.groups + 1; }, "must lie in [0,");
+  WoGemmArgs skips = valid();
+  skips.skip_begin = 0;
+  skips.skip_end = skips.groups;  // every group skipped: a launch with nothing to do
+  EXPECT_NO_THROW(check_wo_gemm_operands(skips));
 }
 
 // bf16 weights come as tile rows, not chunks: those rows are required, chunks are not read.

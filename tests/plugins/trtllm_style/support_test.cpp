@@ -2,6 +2,7 @@
 // activations, fp8_tensor weights on per-tensor e4m3 activations, fp8_block weights on 1x128
 // ones, mxfp4 and nvfp4 weights on bf16 ones; the refusals name the reason and the value. Without
 // an sm_90 GPU a problem it takes is refused for the device (last check).
+#include "../../support/scoped_env.hpp"
 #include "../../support/test_env.hpp"
 #include "moe/sdk/formats.hpp"
 
@@ -135,7 +136,8 @@ TEST_F(TrtllmSupport, Mxfp8WeightsRunOnBf16Activations) {
 }
 
 // mxfp4 and nvfp4 run weight-only: bf16 activations, any even shape (padded to whole tiles), a
-// shared expert; quantised activations and bf16 sinks are refused by name.
+// shared expert; quantised activations are refused by name, and bf16 sinks (run apart, by cuBLAS)
+// too unless MOE_TRTLLM_SINKS=apart turns them on, which describe then names.
 TEST_F(TrtllmSupport, Fp4WeightsRunOnBf16ActivationsWithoutSinks) {
   for (moe_format f : {MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4}) {
     Problem q = fp8(MOE_INPUT_BF16);
@@ -160,7 +162,18 @@ TEST_F(TrtllmSupport, Fp4WeightsRunOnBf16ActivationsWithoutSinks) {
     sinks.raw().sink_intermediate = 48;
     sinks.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
     sinks.raw().routing_bias = 1;
-    expect_refusal(sinks, MOE_REASON_SHARED, "read quantised chunks only");
+    expect_refusal(sinks, MOE_REASON_SHARED, "run apart (bf16 by cuBLAS), which is a measurement");
+    expect_refusal(sinks, MOE_REASON_SHARED, "MOE_TRTLLM_SINKS=apart turns it on");
+    const ScopedEnv apart("MOE_TRTLLM_SINKS", "apart");
+    expect_taken(sinks);
+    Problem narrow = sinks;  // sinks apart take their own width, next to any activation
+    narrow.raw().sink_intermediate = 40;
+    narrow.raw().activation = MOE_ACTIVATION_RELU2;
+    expect_taken(narrow);
+    sinks.finalize();
+    EXPECT_THAT(plugin_->describe_layout(sinks.c()).value_or(""),
+                testing::HasSubstr("2 sink experts (bf16, silu_mul, I=48) apart: cuBLAS GEMMs"))
+        << format_name(f);
   }
 }
 

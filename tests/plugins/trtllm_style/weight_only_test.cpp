@@ -13,6 +13,7 @@
 #include <string>
 
 #include "../../support/graph_replay.hpp"
+#include "../../support/scoped_env.hpp"
 #include "moe/sdk/formats.hpp"
 #include "trtllm_gpu_fixture.hpp"
 
@@ -168,6 +169,47 @@ TEST_F(TrtllmWeightOnly, ReplaysInACudaGraph) {
   for (uint64_t seed : {33u, 34u}) {
     const Batch batch = random_batch(p, 37, seed, Scenario::kRandom);
     EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), 2e-2) << "seed " << seed;
+  }
+}
+
+// Sink experts next to a weight-only layer run apart (MOE_TRTLLM_SINKS=apart): bf16 by cuBLAS,
+// their results into the sink slots' GEMM2 rows, the weight-only GEMMs skipping their groups. Every
+// weight-only format; sinks as wide as the routed experts and narrower, with a shared expert after
+// them (its group past the sinks'), biases, relu2 routed experts; padding tokens and one expert
+// taking every token; then a graph replayed with new inputs.
+TEST_F(TrtllmWeightOnly, SinksApartMatchTheReference) {
+  const ScopedEnv apart("MOE_TRTLLM_SINKS", "apart");
+  struct SinkCase {
+    moe_format format;
+    moe_activation activation;
+    int64_t shared, sink_intermediate;
+    bool bias;
+  };
+  for (const SinkCase& c : {SinkCase{kMx, MOE_ACTIVATION_SILU_MUL, 0, 128, false},
+                            SinkCase{kNv, MOE_ACTIVATION_SILU_MUL, 128, 96, true},
+                            SinkCase{kMx8, MOE_ACTIVATION_SWIGLU_OAI, 128, 128, true},
+                            SinkCase{kNv, MOE_ACTIVATION_RELU2, 0, 64, false}}) {
+    Problem q = problem({c.format, c.activation, c.shared, c.bias, 256, 128, "auto"});
+    const Support without = plugin_->supports(q.c());  // no GPU: skip; a sink refusal: fail
+    if (!without.supported) GTEST_SKIP() << "trtllm_style: " << without.message;
+    q.raw().sink_experts = 2;
+    q.raw().sink_intermediate = c.sink_intermediate;
+    q.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+    q.raw().routing_bias = 1;
+    q.finalize();
+    const moe_problem p = q.c();
+    const Support s = plugin_->supports(p);
+    ASSERT_TRUE(s.supported) << s.message;
+    const LayerWeights w = random_weights(p, 61);
+    const Layer layer = plugin_->prepare(p, w.view(), {});
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    expect_matches_reference(layer, ref_layer, *reference_, p, {1, 5, 37, 64}, 72, 2e-2);
+    const GraphReplay graph(plugin_, layer, p, 29);
+    for (uint64_t seed : {35u, 36u}) {
+      const Batch batch = random_batch(p, 29, seed, Scenario::kRandom);
+      EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), 2e-2)
+          << format_name(c.format) << ", replayed, seed " << seed;
+    }
   }
 }
 

@@ -47,6 +47,9 @@ struct WoGemmArgs {
   // [groups + 1]: group g's rows [offsets[g], offsets[g+1]), offsets[groups] <= max_rows (device
   // memory: the caller's promise, which the kernel cannot check).
   const int64_t* offsets = nullptr;
+  // Groups [skip_begin, skip_end) run no rows whatever their offsets say (sink experts, computed
+  // apart in bf16); their chunks or weight rows are never read.
+  int skip_begin = 0, skip_end = 0;
   int64_t max_rows = 0;             // rows that `rows` and `out` hold
   const void* rows = nullptr;       // [max_rows, k] bf16 (e4m3: e4m3), 16-byte aligned
   int64_t k = 0;                    // elements per row (a multiple of 8); k <= 128 k_stages
