@@ -107,8 +107,12 @@ DEFAULT_BACKEND = {"bf16": BF16_BACKEND, "fp8_block": "deepgemm_style",
                    "fp8_tensor": BF16_BACKEND, "mxfp4": "cutlass_mega", "nvfp4": "cutlass_mega",
                    "mxfp8": BF16_BACKEND}
 # Shapes a grid's backend refuses, and why (there is no config for them).
-SINKS_NEED_BF16 = ("inkling_like's sink experts are bf16 silu_mul, and cutlass_mega runs them "
-                   "only in a bf16 silu_mul layer (one launch runs one format)")
+SINKS_NEED_BF16 = ("inkling_like's sink experts are bf16 silu_mul: in another format cutlass_mega "
+                   "runs them apart, in a second launch, only with MOE_MEGA_SINKS=apart (not "
+                   "yet run on a GPU)")
+SINKS_APART_WO = ("inkling_like's sink experts are bf16: next to its weight-only GEMMs "
+                  "trtllm_style runs them apart only with MOE_TRTLLM_SINKS=apart (not yet run on "
+                  "a GPU)")
 REFUSED = {
     ("fp8_block", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
     ("fp8_tensor", BF16_BACKEND, "inkling_like"):
@@ -118,15 +122,9 @@ REFUSED = {
         "(deepgemm_style's fp8_block grid has it)",
     ("mxfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
     ("nvfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
-    ("mxfp4", BF16_BACKEND, "inkling_like"):
-        "inkling_like's sink experts are bf16, and trtllm_style's weight-only GEMMs read quantised "
-        "chunks only",
-    ("mxfp8", BF16_BACKEND, "inkling_like"):
-        "inkling_like's sink experts are bf16, and trtllm_style's weight-only GEMMs read quantised "
-        "chunks only",
-    ("nvfp4", BF16_BACKEND, "inkling_like"):
-        "inkling_like's sink experts are bf16, and trtllm_style's weight-only GEMMs read quantised "
-        "chunks only",
+    ("mxfp4", BF16_BACKEND, "inkling_like"): SINKS_APART_WO,
+    ("mxfp8", BF16_BACKEND, "inkling_like"): SINKS_APART_WO,
+    ("nvfp4", BF16_BACKEND, "inkling_like"): SINKS_APART_WO,
 }
 
 

@@ -70,10 +70,9 @@ void append_bias(std::vector<float>& out, const LayoutTensor& b, const char* nam
 }
 
 // Sinks next to a weight-only layer run apart (src/weight_only_run.cpp): a measurement, on with
-// MOE_TRTLLM_SINKS=apart, until it has run on a GPU.
-bool sinks_apart_allowed() {
-  const char* v = std::getenv("MOE_TRTLLM_SINKS");
-  return v != nullptr && std::string_view(v) == "apart";
+// MOE_TRTLLM_SINKS=apart, until it has run on a GPU. The switch's value, or null where unset.
+const char* sinks_switch() {
+  return std::getenv("MOE_TRTLLM_SINKS");
 }
 
 }  // namespace
@@ -118,7 +117,13 @@ Refusal check_support(const moe_problem& p) {
             fmt::format("sink experts are bf16 on bf16 hidden states; the e4m3 grouped GEMMs of "
                         "an {} layer cannot run them (deepgemm_style runs fp8_block with sinks)",
                         format)};
-  if (wo && p.sink_experts > 0 && !sinks_apart_allowed())
+  const char* apart = sinks_switch();
+  if (apart != nullptr && std::string_view(apart) != "apart")
+    return {MOE_REASON_SHARED,
+            fmt::format("the environment sets MOE_TRTLLM_SINKS=\"{}\", which trtllm_style does "
+                        "not know (it takes apart)",
+                        apart)};
+  if (wo && p.sink_experts > 0 && apart == nullptr)
     return {MOE_REASON_SHARED,
             fmt::format("sink experts are bf16; next to an {} layer's weight-only GEMMs they run "
                         "apart (bf16 by cuBLAS), which is a measurement until run on a GPU: "
@@ -126,8 +131,9 @@ Refusal check_support(const moe_problem& p) {
                         format)};
   if (wo && weight_only_groups(p) > gpu::wo_gemm_max_groups())
     return {MOE_REASON_SHAPE,
-            fmt::format("{} local experts: the weight-only GEMM schedules at most {} groups",
-                        p.local_experts, gpu::wo_gemm_max_groups())};
+            fmt::format("{} groups (local experts, sinks, shared expert): the weight-only GEMM "
+                        "schedules at most {}",
+                        weight_only_groups(p), gpu::wo_gemm_max_groups())};
   // Weight-only layers pad the shared expert to the routed experts' whole chunks
   // (weight_only_run.cpp).
   const int64_t routed_i = (p.intermediate + 127) / 128 * 128;

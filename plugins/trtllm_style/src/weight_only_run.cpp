@@ -87,7 +87,7 @@ WoGeometry wo_geometry(const moe_problem& p) {
 
 std::string describe_weight_only_layout(const moe_problem& p) {
   return describe_weight_only_gemms(p) +
-         (p.sink_experts > 0 && p.format != MOE_FORMAT_BF16
+         (p.sink_experts > 0 && is_weight_only(p)
               ? fmt::format("; {} sink experts (bf16, silu_mul, I={}) apart: cuBLAS GEMMs on every "
                             "token, each result into its sink slot's GEMM2 row, weighed by the "
                             "combine like the others (the weight-only GEMMs skip their groups)",
@@ -254,7 +254,9 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
     moe::gpu::launch_gather_rows(perm, p.hidden, hidden, static_cast<uint16_t*>(ws.rows), stream);
   }
   const bool gated = is_gated(static_cast<moe_activation>(p.activation));
-  const int64_t rows = expected_group_rows(p, tokens);
+  // The rows and groups the GEMMs run: the sinks' (run apart) are not theirs.
+  const int64_t apart = sinks_ ? p.sink_experts : 0;
+  const int64_t rows = expected_group_rows(p, tokens) - tokens * apart;
 
   gpu::WoGemmArgs g;
   g.weights = wo_weights(p);
@@ -264,7 +266,7 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g.sm_count = device_info().sm_count;
   g.tokens_per_tile = token_tile_option_
                           ? *token_tile_option_
-                          : gpu::wo_tokens_per_tile(rows, int(groups_), g.weights, p.hidden,
+                          : gpu::wo_tokens_per_tile(rows, int(groups_ - apart), g.weights, p.hidden,
                                                     weight_tile_option_ == 256);
   g.weight_tile_rows = weight_tile_option_.value_or(0);
   g.narrow_last_blocks = narrow_last_blocks_;  // bf16 layers only (the option's check)

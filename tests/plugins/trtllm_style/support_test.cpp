@@ -138,7 +138,7 @@ TEST_F(TrtllmSupport, Mxfp8WeightsRunOnBf16Activations) {
 // mxfp4 and nvfp4 run weight-only: bf16 activations, any even shape (padded to whole tiles), a
 // shared expert; quantised activations are refused by name, and bf16 sinks (run apart, by cuBLAS)
 // too unless MOE_TRTLLM_SINKS=apart turns them on, which describe then names.
-TEST_F(TrtllmSupport, Fp4WeightsRunOnBf16ActivationsWithoutSinks) {
+TEST_F(TrtllmSupport, Fp4WeightsRunOnBf16ActivationsWithSinksApartBehindASwitch) {
   for (moe_format f : {MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4}) {
     Problem q = fp8(MOE_INPUT_BF16);
     q.raw().format = f;
@@ -164,6 +164,10 @@ TEST_F(TrtllmSupport, Fp4WeightsRunOnBf16ActivationsWithoutSinks) {
     sinks.raw().routing_bias = 1;
     expect_refusal(sinks, MOE_REASON_SHARED, "run apart (bf16 by cuBLAS), which is a measurement");
     expect_refusal(sinks, MOE_REASON_SHARED, "MOE_TRTLLM_SINKS=apart turns it on");
+    {
+      const ScopedEnv misspelt("MOE_TRTLLM_SINKS", "Apart");
+      expect_refusal(q, MOE_REASON_SHARED, "MOE_TRTLLM_SINKS=\"Apart\", which trtllm_style");
+    }
     const ScopedEnv apart("MOE_TRTLLM_SINKS", "apart");
     expect_taken(sinks);
     Problem narrow = sinks;  // sinks apart take their own width, next to any activation
