@@ -118,8 +118,9 @@ REFUSED = {
     ("fp8_tensor", BF16_BACKEND, "inkling_like"):
         "inkling_like's sink experts are bf16, and trtllm_style's e4m3 GEMMs cannot run them",
     ("fp8_block", BF16_BACKEND, "inkling_like"):
-        "inkling_like's sink experts are bf16, and trtllm_style's e4m3 GEMMs cannot run them "
-        "(deepgemm_style's fp8_block grid has it)",
+        "inkling_like's sink experts are bf16: next to its e4m3 GEMMs trtllm_style runs them apart "
+        "only with MOE_TRTLLM_SINKS=apart (not yet run on a GPU; deepgemm_style's fp8_block grid "
+        "has it)",
     ("mxfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
     ("nvfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
     ("mxfp4", BF16_BACKEND, "inkling_like"): SINKS_APART_WO,

@@ -68,6 +68,12 @@ class TrtllmBackend : public moe::gpu::GpuBackend {
           moe::trtllm::own_gemm_most_rows(p),
           p.hidden >= 4096 ? fmt::format(" but for 1 to {}", moe::trtllm::kInPlaceLosesRows)
                            : std::string());
+    if (p.format == MOE_FORMAT_FP8_BLOCK && p.sink_experts > 0)
+      d += fmt::format(
+          "{} sink experts (bf16, silu_mul, I={}) apart: cuBLAS GEMMs on every token, each result "
+          "into its sink slot's GEMM2 row, weighed by the combine like the others (the gather, "
+          "the e4m3 GEMMs and the activation skip their groups)\n",
+          p.sink_experts, p.sink_intermediate);
     return d;
   }
 };

@@ -1,6 +1,7 @@
 // One fp8_block layer run on trtllm_style (docs/design.md §6): permute -> quantise the hidden
 // states per token per 128 channels and gather them -> blockwise GEMM1 (f32 out) -> activation on
-// the w31 halves [up | gate], quantised per 128 -> blockwise GEMM2 -> weighted combine. The GEMMs
+// the w31 halves [up | gate], quantised per 128 -> blockwise GEMM2 -> (sinks apart, bf16) ->
+// weighted combine. The GEMMs
 // are common_cuda's CUTLASS blockwise ones (moe_cuda/fp8_block_gemm.hpp), the same compiled kernels
 // deepgemm_style runs; what differs here is the TensorRT-LLM layout they read (padded I, w31,
 // scales floored) and the tile policy.
@@ -21,9 +22,15 @@ void DeviceLayer::run_fp8_block(const moe_run_args& a, const Workspace& ws,
   moe::gpu::launch_permute(p, tokens, static_cast<const int32_t*>(a.topk_ids.data), perm, stream);
   const int64_t r = perm.max_rows;
   const gpu::RowRange rows{r, nullptr, perm.group_offsets + groups_};
-  gpu::launch_gather_quantize_fp8_1x128(static_cast<const uint16_t*>(a.hidden.data), p.hidden,
-                                        perm.row_token, rows, static_cast<uint8_t*>(ws.rows),
-                                        {ws.row_scales, 1, r}, stream, {}, {ws.staging, tokens});
+  // The sinks run apart (bf16 by cuBLAS, after GEMM2): the gather, the GEMMs and the activation
+  // skip their groups (an empty range without sinks).
+  const int32_t sink0 = sinks_ ? int32_t(gpu::first_sink_group(p)) : 0;
+  const int32_t sink1 = sinks_ ? int32_t(gpu::first_sink_group(p) + p.sink_experts) : 0;
+  gpu::launch_gather_quantize_fp8_1x128(
+      static_cast<const uint16_t*>(a.hidden.data), p.hidden, perm.row_token, rows,
+      static_cast<uint8_t*>(ws.rows), {ws.row_scales, 1, r}, stream,
+      sinks_ ? gpu::GroupSkip{perm.row_group, sink0, sink1} : gpu::GroupSkip{},
+      {ws.staging, tokens});
 
   const gpu::Fp8BlockTiles tiles = this->tiles(tokens) == GemmTiles::kWeights
                                        ? gpu::Fp8BlockTiles::kWeights
@@ -35,6 +42,8 @@ void DeviceLayer::run_fp8_block(const moe_run_args& a, const Workspace& ws,
   g.workspace = ws.gemm_ws;
   g.workspace_bytes = ws.gemm_ws_bytes;
   g.sm_count = device_info().sm_count;
+  g.skip_begin = sink0;
+  g.skip_end = sink1;
 
   gpu::Fp8BlockGemmArgs g1 = g;
   g1.n = int(n1_);
@@ -57,6 +66,8 @@ void DeviceLayer::run_fp8_block(const moe_run_args& a, const Workspace& ws,
   act.row_group = perm.row_group;
   act.out_fp8 = static_cast<uint8_t*>(ws.act);
   act.out_scales = {ws.act_scales, 1, r};
+  act.skip_group_begin = sink0;
+  act.skip_group_end = sink1;
   gpu::launch_activation(p, act, stream);
 
   gpu::Fp8BlockGemmArgs g2 = g;
@@ -68,6 +79,11 @@ void DeviceLayer::run_fp8_block(const moe_run_args& a, const Workspace& ws,
   g2.w_scales = s2_ptrs_.as<const float*>();
   g2.out = ws.gemm2;
   gpu::run_fp8_block_grouped_gemm(tiles, g2, stream);
+  // The sinks in bf16 on the hidden states, each result into its sink slot's GEMM2 row (the GEMMs'
+  // scratch is free again), weighed by the combine like any other slot.
+  if (sinks_)
+    sinks_->run(tokens, static_cast<const uint16_t*>(a.hidden.data), perm,
+                static_cast<uint16_t*>(ws.gemm2), ws.gemm_ws, stream);
 
   gpu::FinalizeArgs fin;
   fin.gemm2 = static_cast<const uint16_t*>(ws.gemm2);

@@ -112,10 +112,10 @@ Refusal check_support(const moe_problem& p) {
   if (p.hidden % align != 0)
     return {MOE_REASON_SHAPE,
             fmt::format("hidden={} must be a multiple of {} (16-byte TMA rows)", p.hidden, align)};
-  if ((fp8 || block) && p.sink_experts > 0)
+  if (fp8 && p.sink_experts > 0)
     return {MOE_REASON_SHARED,
             fmt::format("sink experts are bf16 on bf16 hidden states; the e4m3 grouped GEMMs of "
-                        "an {} layer cannot run them (deepgemm_style runs fp8_block with sinks)",
+                        "an {} layer cannot run them",
                         format)};
   const char* apart = sinks_switch();
   if (apart != nullptr && std::string_view(apart) != "apart")
@@ -123,12 +123,13 @@ Refusal check_support(const moe_problem& p) {
             fmt::format("the environment sets MOE_TRTLLM_SINKS=\"{}\", which trtllm_style does "
                         "not know (it takes apart)",
                         apart)};
-  if (wo && p.sink_experts > 0 && apart == nullptr)
+  if ((wo || block) && p.sink_experts > 0 && apart == nullptr)
     return {MOE_REASON_SHARED,
-            fmt::format("sink experts are bf16; next to an {} layer's weight-only GEMMs they run "
-                        "apart (bf16 by cuBLAS), which is a measurement until run on a GPU: "
-                        "MOE_TRTLLM_SINKS=apart turns it on",
-                        format)};
+            fmt::format("sink experts are bf16; next to an {} layer's {} GEMMs they run apart "
+                        "(bf16 by cuBLAS), which is a measurement until run on a GPU: "
+                        "MOE_TRTLLM_SINKS=apart turns it on{}",
+                        format, wo ? "weight-only" : "e4m3",
+                        block ? " (deepgemm_style runs fp8_block with sinks)" : "")};
   if (wo && weight_only_groups(p) > gpu::wo_gemm_max_groups())
     return {MOE_REASON_SHAPE,
             fmt::format("{} groups (local experts, sinks, shared expert): the weight-only GEMM "
@@ -147,10 +148,11 @@ Refusal check_support(const moe_problem& p) {
             fmt::format("shared_intermediate={} must equal intermediate={} (one grouped GEMM)",
                         p.shared_intermediate, p.intermediate)};
   // Sinks in the layer's own GEMMs (bf16): their groups are the routed experts' shape.
-  if (!wo && p.sink_experts > 0 && p.sink_intermediate != p.intermediate)
+  const bool sinks_apart = wo || block;
+  if (!sinks_apart && p.sink_experts > 0 && p.sink_intermediate != p.intermediate)
     return {MOE_REASON_SHARED, fmt::format("sink_intermediate={} must equal intermediate={}",
                                            p.sink_intermediate, p.intermediate)};
-  if (!wo && p.sink_experts > 0 && p.activation == MOE_ACTIVATION_RELU2)
+  if (!sinks_apart && p.sink_experts > 0 && p.activation == MOE_ACTIVATION_RELU2)
     return {MOE_REASON_SHARED, "silu_mul sink experts next to relu2 routed experts"};
   if (p.redundant_experts > 0)
     return {MOE_REASON_EP, "redundant experts (EPLB) are not implemented"};
@@ -381,8 +383,19 @@ DeviceLayer::DeviceLayer(const moe_problem& problem, const moe_weights& w, const
     }
     upload(prepare(s, v, opts), format == MOE_FORMAT_BF16 ? "sink_" : "shared_");
   };
-  if (p.sink_experts > 0)
+  if (p.sink_experts > 0 && block) {
+    // fp8_block: the sinks run apart (bf16 by cuBLAS, fp8_block_run.cpp), their groups skipped by
+    // the gather, the GEMMs and the activation: no weights there, block scales 1, no bias.
+    const int64_t sinks = p.sink_experts;
+    s13.resize(s13.size() + size_t(sinks * (n1_ / 128) * (h / 128)), 1.0f);
+    s2.resize(s2.size() + size_t(sinks * (h / 128) * (padded_i_ / 128)), 1.0f);
+    b13.resize(b13.size() + size_t(sinks * n1_), 0.0f);
+    b2.resize(b2.size() + size_t(sinks * h), 0.0f);
+    group += sinks;
+    sinks_ = std::make_unique<gpu::SinkExperts>(p, w);
+  } else if (p.sink_experts > 0) {
     prepare_extra(MOE_FORMAT_BF16, w.sink_w13, {}, w.sink_w2, {}, p.sink_experts);
+  }
   if (p.shared_intermediate > 0)
     prepare_extra(static_cast<moe_format>(p.format), w.shared_w13, w.shared_w13_scale, w.shared_w2,
                   w.shared_w2_scale, 1);
@@ -596,13 +609,13 @@ std::array<size_t, 9> DeviceLayer::pieces(int64_t tokens) const {
             0,
             0,
             0};
-  if (is_fp8_block(p))
+  if (is_fp8_block(p))  // the sinks (run apart after GEMM2) reuse the GEMMs' scratch
     return {moe::gpu::permutation_workspace_bytes(p, tokens),
             rows * p.hidden,
             rows * n1_ * 4,
             rows * padded_i_,
             rows * p.hidden * 2,
-            gemm_ws_bytes_,
+            std::max(gemm_ws_bytes_, sinks_ ? sinks_->workspace_bytes(tokens) : size_t(0)),
             rows * (p.hidden / 128) * 4,
             rows * (padded_i_ / 128) * 4,
             gpu::fp8_staging_pays(p.top_k, p.local_experts, p.experts)

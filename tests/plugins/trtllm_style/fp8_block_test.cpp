@@ -11,6 +11,7 @@
 #include <string>
 
 #include "../../support/graph_replay.hpp"
+#include "../../support/scoped_env.hpp"
 #include "moe/sdk/formats.hpp"
 #include "trtllm_gpu_fixture.hpp"
 
@@ -79,6 +80,44 @@ TEST_F(TrtllmFp8Block, ReplaysInACudaGraph) {
         x[i] = float_to_bf16(bf16_to_float(x[i]) * 128.0f);
     }
     EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), 2e-2) << "seed " << seed;
+  }
+}
+
+// Sink experts next to fp8_block run apart (MOE_TRTLLM_SINKS=apart): bf16 by cuBLAS, their
+// results into the sink slots' GEMM2 rows, the gather, the e4m3 GEMMs and the activation skipping
+// their groups. Sinks as wide as the routed experts and narrower, with a shared expert after them,
+// biases, gelu_mul routed experts; padding tokens and one expert taking every token; then a graph
+// replayed with new inputs.
+TEST_F(TrtllmFp8Block, SinksApartMatchTheReference) {
+  const ScopedEnv apart("MOE_TRTLLM_SINKS", "apart");
+  struct SinkCase {
+    bool shared, bias;
+    moe_activation activation;
+    int64_t sink_intermediate;
+  };
+  for (const SinkCase& c : {SinkCase{false, false, MOE_ACTIVATION_SILU_MUL, 256},
+                            SinkCase{true, true, MOE_ACTIVATION_GELU_MUL, 96}}) {
+    Problem q = problem({"auto", c.shared, c.bias, c.activation});
+    const Support without = plugin_->supports(q.c());  // no GPU: skip; a sink refusal: fail
+    if (!without.supported) GTEST_SKIP() << "trtllm_style: " << without.message;
+    q.raw().sink_experts = 2;
+    q.raw().sink_intermediate = c.sink_intermediate;
+    q.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+    q.raw().routing_bias = 1;
+    q.finalize();
+    const moe_problem p = q.c();
+    const Support s = plugin_->supports(p);
+    ASSERT_TRUE(s.supported) << s.message;
+    const LayerWeights w = random_weights(p, 47);
+    const Layer layer = plugin_->prepare(p, w.view(), {});
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    expect_matches_reference(layer, ref_layer, *reference_, p, {1, 5, 37, 64}, 74, 2e-2);
+    const GraphReplay graph(plugin_, layer, p, 29);
+    for (uint64_t seed : {37u, 38u}) {
+      const Batch batch = random_batch(p, 29, seed, Scenario::kRandom);
+      EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), 2e-2)
+          << "replayed, seed " << seed;
+    }
   }
 }
 

@@ -111,7 +111,7 @@ TEST_F(TrtllmSupport, TakesFp8BlockWeightsOn1x128Activations) {
   expect_taken(relu2);
 }
 
-TEST_F(TrtllmSupport, Fp8BlockRefusesOtherActivationsPartialBlocksAndSinksByName) {
+TEST_F(TrtllmSupport, Fp8BlockRefusesOtherActivationsAndPartialBlocksAndTakesSinksApart) {
   expect_refusal(fp8_block(MOE_INPUT_FP8_TENSOR_DYNAMIC), MOE_REASON_INPUT_FORMAT,
                  "fp8_1x128, not fp8_tensor_dynamic");
   Problem partial = fp8_block(MOE_INPUT_FP8_1X128);
@@ -123,6 +123,12 @@ TEST_F(TrtllmSupport, Fp8BlockRefusesOtherActivationsPartialBlocksAndSinksByName
   sinks.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
   sinks.raw().routing_bias = 1;
   expect_refusal(sinks, MOE_REASON_SHARED, "deepgemm_style runs fp8_block with sinks");
+  expect_refusal(sinks, MOE_REASON_SHARED, "MOE_TRTLLM_SINKS=apart turns it on");
+  const ScopedEnv apart("MOE_TRTLLM_SINKS", "apart");  // then apart, by cuBLAS, which describe says
+  expect_taken(sinks);
+  sinks.finalize();
+  EXPECT_THAT(plugin_->describe_layout(sinks.c()).value_or(""),
+              testing::HasSubstr("2 sink experts (bf16, silu_mul, I=256) apart: cuBLAS GEMMs"));
 }
 
 // mxfp8 weights run weight-only too: on bf16 activations; their natural mxfp8 ones are refused.
