@@ -22,6 +22,8 @@ __global__ void __launch_bounds__(kGatherThreads) gather_rows_kernel(const Gathe
   const int64_t rows = range_end(p.num_rows, p.max_rows);
   const int64_t h = p.hidden_size;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    if (p.row_group != nullptr && p.row_group[r] >= p.skip_begin && p.row_group[r] < p.skip_end)
+      continue;                                                    // a group computed apart
     const uint16_t* src = p.hidden + int64_t(p.row_token[r]) * h;  // (H)
     uint16_t* dst = p.out + r * h;                                 // (H)
     if constexpr (kVec) {

@@ -77,6 +77,8 @@ struct GatherParams {
   const uint16_t* hidden;    // [T, H] bf16
   uint16_t* out;             // out: [R_max, H] bf16
   int64_t hidden_size;
+  const int32_t* row_group;      // [R_max], or null: with it, rows of groups [skip_begin, skip_end)
+  int32_t skip_begin, skip_end;  // are skipped (computed apart)
 };
 
 // Dense per-column results into their slots' permuted rows (scatter_slot_rows_kernel).

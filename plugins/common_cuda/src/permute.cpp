@@ -208,13 +208,26 @@ void launch_permute_masked(const moe_problem& p, int64_t tokens, const int32_t* 
 }
 
 void launch_gather_rows(const Permutation& perm, int64_t hidden_size, const uint16_t* hidden,
-                        uint16_t* out, cudaStream_t stream) {
+                        uint16_t* out, cudaStream_t stream, int32_t skip_begin, int32_t skip_end) {
   MOE_CHECK(hidden_size >= 1, kInvalid, "hidden_size={} must be >= 1", hidden_size);
   MOE_CHECK(perm.group_offsets != nullptr, kInvalid, "the permutation is not carved");
+  MOE_CHECK(skip_begin >= 0 && skip_begin <= skip_end && skip_end <= perm.groups, kInvalid,
+            "gather: skipped groups [{}, {}) must lie in [0, {}]", skip_begin, skip_end,
+            perm.groups);
+  MOE_CHECK(skip_begin == skip_end || perm.row_group != nullptr, kInvalid,
+            "gather: skipping groups [{}, {}) needs the permutation's row_group", skip_begin,
+            skip_end);
   if (perm.max_rows == 0) return;
   MOE_CHECK(hidden != nullptr && out != nullptr, kInvalid, "gather: hidden and out must be given");
-  const kernels::GatherParams k{
-      perm.group_offsets + perm.groups, perm.max_rows, perm.row_token, hidden, out, hidden_size};
+  const kernels::GatherParams k{perm.group_offsets + perm.groups,
+                                perm.max_rows,
+                                perm.row_token,
+                                hidden,
+                                out,
+                                hidden_size,
+                                skip_begin < skip_end ? perm.row_group : nullptr,
+                                skip_begin,
+                                skip_end};
   detail::launch_gather_kernel(k, hidden_size % 8 == 0 && detail::aligned(16, hidden, out), stream);
 }
 

@@ -251,7 +251,10 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   if (fp8) {
     s1 = quantize_hidden_fp8(a, ws, stream);
   } else {
-    moe::gpu::launch_gather_rows(perm, p.hidden, hidden, static_cast<uint16_t*>(ws.rows), stream);
+    // The sinks' rows (run apart, from the hidden states themselves) are not gathered.
+    const int32_t sink0 = sinks_ ? int32_t(gpu::first_sink_group(p)) : 0;
+    moe::gpu::launch_gather_rows(perm, p.hidden, hidden, static_cast<uint16_t*>(ws.rows), stream,
+                                 sink0, sinks_ ? sink0 + int32_t(p.sink_experts) : 0);
   }
   const bool gated = is_gated(static_cast<moe_activation>(p.activation));
   // The rows and groups the GEMMs run: the sinks' (run apart) are not theirs.

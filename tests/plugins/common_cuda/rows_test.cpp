@@ -2,9 +2,12 @@
 // bit for bit, the finalize bit for bit against the same fp32 operations in the same order.
 #include <cmath>
 #include <numeric>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_test_env.hpp"
+#include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
 #include "moe_cuda/permute.hpp"
 
@@ -62,7 +65,9 @@ class RowsTest : public test::CudaTest {
     return out;
   }
 
-  void expect_gather(int64_t hidden, int64_t misalign) {
+  // `skip_end > skip_begin`: rows of those groups stay as they were (poison) too.
+  void expect_gather(int64_t hidden, int64_t misalign, int32_t skip_begin = 0,
+                     int32_t skip_end = 0) {
     Problem problem;
     problem.raw().experts = 32;
     problem.raw().top_k = 4;
@@ -79,16 +84,25 @@ class RowsTest : public test::CudaTest {
     DeviceBuffer<uint16_t> d_x(x_padded);
     DeviceBuffer<uint16_t> d_out(static_cast<size_t>(pm.perm.max_rows * hidden + misalign));
     d_out.poison(0xff);
-    launch_gather_rows(pm.perm, hidden, d_x.get() + misalign, d_out.get() + misalign, stream_);
+    launch_gather_rows(pm.perm, hidden, d_x.get() + misalign, d_out.get() + misalign, stream_,
+                       skip_begin, skip_end);
     sync();
     const std::vector<uint16_t> out = d_out.download();
-    int64_t wrong = 0;
-    for (int64_t r = 0; r < pm.perm.max_rows; ++r)
+    int64_t wrong = 0, skipped = 0;
+    for (int64_t r = 0; r < pm.perm.max_rows; ++r) {
+      const bool skip = r < pm.rows && pm.row_group[r] >= skip_begin && pm.row_group[r] < skip_end;
+      skipped += skip;
       for (int64_t c = 0; c < hidden; ++c) {
-        const uint16_t want = r < pm.rows ? x[pm.row_token[r] * hidden + c] : uint16_t(0xffff);
+        const uint16_t want =
+            r < pm.rows && !skip ? x[pm.row_token[r] * hidden + c] : uint16_t(0xffff);
         wrong += out[misalign + r * hidden + c] != want;
       }
-    EXPECT_EQ(wrong, 0) << "H=" << hidden << " misalign=" << misalign << " rows=" << pm.rows;
+    }
+    EXPECT_EQ(wrong, 0) << "H=" << hidden << " misalign=" << misalign << " rows=" << pm.rows
+                        << " skipping [" << skip_begin << ", " << skip_end << ")";
+    if (skip_end > skip_begin) {
+      EXPECT_GT(skipped, 0) << "the skipped groups should hold rows";
+    }
   }
 
   // The finalize contract in plain float: slot columns in order, fmaf per term, then the shared
@@ -185,9 +199,34 @@ class RowsTest : public test::CudaTest {
 };
 
 TEST_F(RowsTest, GatherCopiesEachRowsTokenAndLeavesUnusedRowsAlone) {
-  expect_gather(7168, 0);  // 16-byte vectors
-  expect_gather(100, 0);   // H % 8 != 0: scalar
-  expect_gather(64, 1);    // misaligned pointers: scalar
+  expect_gather(7168, 0);         // 16-byte vectors
+  expect_gather(100, 0);          // H % 8 != 0: scalar
+  expect_gather(64, 1);           // misaligned pointers: scalar
+  expect_gather(7168, 0, 3, 9);   // groups 3..8 computed apart: their rows untouched
+  expect_gather(100, 0, 32, 33);  // the shared expert's group
+}
+
+// The gather's skipped range must lie within the permutation's groups (checked before any CUDA
+// call, so on any machine).
+TEST(GatherArgs, ASkippedRangeOutsideTheGroupsIsRefused) {
+  Permutation perm;
+  perm.groups = 4;
+  int64_t offsets[5] = {};
+  perm.group_offsets = offsets;
+  for (const auto& [b, e] : {std::pair{2, 1}, std::pair{-1, 0}, std::pair{0, 5}}) try {
+      launch_gather_rows(perm, 64, nullptr, nullptr, nullptr, b, e);
+      ADD_FAILURE() << "[" << b << ", " << e << ") was taken";
+    } catch (const Error& x) {
+      EXPECT_EQ(x.status(), MOE_STATUS_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(x.what()).find("skipped groups"), std::string::npos) << x.what();
+    }
+  try {
+    launch_gather_rows(perm, 64, nullptr, nullptr, nullptr, 1, 2);  // no row_group to skip by
+    ADD_FAILURE() << "a skip without row_group was taken";
+  } catch (const Error& x) {
+    EXPECT_NE(std::string(x.what()).find("needs the permutation's row_group"), std::string::npos)
+        << x.what();
+  }
 }
 
 TEST_F(RowsTest, FinalizeSumsWeightedRowsInSlotOrderBitForBit) {

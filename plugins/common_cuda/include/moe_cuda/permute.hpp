@@ -102,9 +102,11 @@ void launch_permute(const moe_problem& p, int64_t tokens, const int32_t* topk_id
                     const Permutation& perm, cudaStream_t stream);
 
 // out[r, :] = hidden[row_token[r], :] for r < group_offsets[G]. hidden [T, H] bf16, out
-// [R_max, H] bf16 (rows past group_offsets[G] untouched).
+// [R_max, H] bf16 (rows past group_offsets[G] untouched). Rows of groups [skip_begin, skip_end)
+// are left untouched too (groups computed apart, e.g. bf16 sinks next to quantised GEMMs).
 void launch_gather_rows(const Permutation& perm, int64_t hidden_size, const uint16_t* hidden,
-                        uint16_t* out, cudaStream_t stream);
+                        uint16_t* out, cudaStream_t stream, int32_t skip_begin = 0,
+                        int32_t skip_end = 0);
 
 // Rows computed apart, in token order (e.g. sink experts run densely on every token), put where
 // the permutation placed their slots: for c < columns and t < tokens, the row of slot
