@@ -69,8 +69,9 @@ void append_bias(std::vector<float>& out, const LayoutTensor& b, const char* nam
   out.insert(out.end(), v.begin(), v.end());
 }
 
-// Sinks next to a weight-only layer run apart (src/weight_only_run.cpp): a measurement, on with
-// MOE_TRTLLM_SINKS=apart, until it has run on a GPU. The switch's value, or null where unset.
+// Sinks next to a weight-only or fp8_block layer run apart (weight_only_run.cpp,
+// fp8_block_run.cpp): a measurement, on with MOE_TRTLLM_SINKS=apart, until it has run on a GPU.
+// The switch's value, or null where unset.
 const char* sinks_switch() {
   return std::getenv("MOE_TRTLLM_SINKS");
 }
