@@ -24,12 +24,11 @@ void DeviceLayer::run_fp8_block(const moe_run_args& a, const Workspace& ws,
   const gpu::RowRange rows{r, nullptr, perm.group_offsets + groups_};
   // The sinks run apart (bf16 by cuBLAS, after GEMM2): the gather, the GEMMs and the activation
   // skip their groups (an empty range without sinks).
-  const int32_t sink0 = sinks_ ? int32_t(gpu::first_sink_group(p)) : 0;
-  const int32_t sink1 = sinks_ ? int32_t(gpu::first_sink_group(p) + p.sink_experts) : 0;
+  const GroupRange sinks = sink_groups();
   gpu::launch_gather_quantize_fp8_1x128(
       static_cast<const uint16_t*>(a.hidden.data), p.hidden, perm.row_token, rows,
       static_cast<uint8_t*>(ws.rows), {ws.row_scales, 1, r}, stream,
-      sinks_ ? gpu::GroupSkip{perm.row_group, sink0, sink1} : gpu::GroupSkip{},
+      sinks_ ? gpu::GroupSkip{perm.row_group, sinks.begin, sinks.end} : gpu::GroupSkip{},
       {ws.staging, tokens});
 
   const gpu::Fp8BlockTiles tiles = this->tiles(tokens) == GemmTiles::kWeights
@@ -42,8 +41,8 @@ void DeviceLayer::run_fp8_block(const moe_run_args& a, const Workspace& ws,
   g.workspace = ws.gemm_ws;
   g.workspace_bytes = ws.gemm_ws_bytes;
   g.sm_count = device_info().sm_count;
-  g.skip_begin = sink0;
-  g.skip_end = sink1;
+  g.skip_begin = sinks.begin;
+  g.skip_end = sinks.end;
 
   gpu::Fp8BlockGemmArgs g1 = g;
   g1.n = int(n1_);
@@ -66,8 +65,8 @@ void DeviceLayer::run_fp8_block(const moe_run_args& a, const Workspace& ws,
   act.row_group = perm.row_group;
   act.out_fp8 = static_cast<uint8_t*>(ws.act);
   act.out_scales = {ws.act_scales, 1, r};
-  act.skip_group_begin = sink0;
-  act.skip_group_end = sink1;
+  act.skip_group_begin = sinks.begin;
+  act.skip_group_end = sinks.end;
   gpu::launch_activation(p, act, stream);
 
   gpu::Fp8BlockGemmArgs g2 = g;

@@ -456,6 +456,13 @@ int64_t expected_group_rows(const moe_problem& p, int64_t tokens) {
   return tokens * p.top_k * p.local_experts / std::max<int64_t>(1, p.experts) + tokens * extra;
 }
 
+DeviceLayer::GroupRange DeviceLayer::sink_groups() const {
+  if (!sinks_) return {};
+  const moe_problem p = problem_.c();
+  const auto first = int32_t(gpu::first_sink_group(p));
+  return {first, first + int32_t(p.sink_experts)};
+}
+
 int64_t weight_only_groups(const moe_problem& p) {
   return p.local_experts + p.sink_experts + (p.shared_intermediate > 0 ? 1 : 0);
 }

@@ -247,18 +247,19 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   moe::gpu::launch_permute(p, tokens, static_cast<const int32_t*>(a.topk_ids.data), perm, stream);
   const auto* hidden = static_cast<const uint16_t*>(a.hidden.data);
   const bool fp8 = own_fp8_;
+  // The sinks' groups run apart (below): not gathered (they run on the hidden states themselves),
+  // no rows in either GEMM.
+  const GroupRange sinks = sink_groups();
   Fp8Scales s1, s2;  // fp8: what GEMM1 and GEMM2 scale by
   if (fp8) {
     s1 = quantize_hidden_fp8(a, ws, stream);
   } else {
-    // The sinks' rows (run apart, from the hidden states themselves) are not gathered.
-    const int32_t sink0 = sinks_ ? int32_t(gpu::first_sink_group(p)) : 0;
     moe::gpu::launch_gather_rows(perm, p.hidden, hidden, static_cast<uint16_t*>(ws.rows), stream,
-                                 sink0, sinks_ ? sink0 + int32_t(p.sink_experts) : 0);
+                                 sinks.begin, sinks.end);
   }
   const bool gated = is_gated(static_cast<moe_activation>(p.activation));
-  // The rows and groups the GEMMs run: the sinks' (run apart) are not theirs.
-  const int64_t apart = sinks_ ? p.sink_experts : 0;
+  // The rows and groups the GEMMs run: the sinks' are not theirs.
+  const int64_t apart = sinks.end - sinks.begin;
   const int64_t rows = expected_group_rows(p, tokens) - tokens * apart;
 
   gpu::WoGemmArgs g;
@@ -274,10 +275,8 @@ void DeviceLayer::run_weight_only(const moe_run_args& a, const Workspace& ws,
   g.weight_tile_rows = weight_tile_option_.value_or(0);
   g.narrow_last_blocks = narrow_last_blocks_;  // bf16 layers only (the option's check)
   g.shared_group = s1.shared_group;
-  if (sinks_) {  // the sinks' groups run apart (below): no rows in either GEMM
-    g.skip_begin = int(gpu::first_sink_group(p));
-    g.skip_end = int(gpu::first_sink_group(p) + p.sink_experts);
-  }
+  g.skip_begin = sinks.begin;
+  g.skip_end = sinks.end;
 
   // A bf16 layer on CUTLASS's layout (runs_in_place): its [groups][n1][H] and [groups][H][P]
   // rows read in place, whole 128-row tiles of both (own_gemm_in_place), the bias interleaved as
