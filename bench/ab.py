@@ -56,6 +56,9 @@ def parse_args(argv):
                          "and the variant reported as hung (a measurement switch that deadlocks "
                          "must not take the device call with it)")
     ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--graph", choices=["auto", "on", "off"], default="auto",
+                    help="`moe bench --graph`: off times stream launches (a switch that acts on "
+                         "stream launches only, as MOE_MEGA_GEMM2=early)")
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
@@ -111,7 +114,7 @@ def run_variant(a, name, options, config_path, rnd):
         os.remove(jsonl)
     cmd = [a.moe, "bench", "--config", config_path, "--tokens", a.tokens, "--iterations",
            str(a.iterations), "--check-max-tokens", "0", "--strict", "--jsonl", jsonl,
-           "--commit", a.commit]
+           "--commit", a.commit, "--graph", a.graph]
     env = dict(os.environ)
     if name in a.plugin_dirs:
         env["MOE_PLUGIN_PATH"] = a.plugin_dirs[name]

@@ -80,6 +80,7 @@ with tempfile.TemporaryDirectory() as tmp:
     order = [os.path.basename(c["argv"][c["argv"].index("--config") + 1]) for c in calls]
     assert order == ["128.yaml", "96.yaml", "old.yaml"] * 2, order  # interleaved rounds
     assert [c["plugins"] for c in calls[:3]] == [None, None, os.path.join(tmp, "alt")], calls
+    assert all(c["argv"][c["argv"].index("--graph") + 1] == "auto" for c in calls), calls
     assert open(os.path.join(out, "96.yaml")).read().endswith("options: {token_tile: 96}\n")
     assert open(os.path.join(out, "old.yaml")).read() == open(config).read()
     records = [json.loads(x) for x in open(os.path.join(out, "ab.jsonl"))]
@@ -97,6 +98,16 @@ with tempfile.TemporaryDirectory() as tmp:
     # Each variant's spread over its two rounds: 128's second round is 5 % slower.
     assert "Spread over rounds (slowest / fastest round" in md, md
     assert "| 256 | 1.050 | 1.000 | 1.000 |" in md, md
+
+    # --graph reaches every run (off: stream launches, for switches that act on those only).
+    os.remove(os.path.join(tmp, "calls.log"))
+    with contextlib.redirect_stdout(io.StringIO()):
+        rc = ab.main(base + ["--variant", "a=", "--variant", "b=", "--rounds", "1",
+                             "--graph", "off"])
+    assert rc == 0, rc
+    calls = [json.loads(x) for x in open(os.path.join(tmp, "calls.log"))]
+    assert [c["argv"][c["argv"].index("--graph") + 1] for c in calls] == ["off"] * 2, calls
+    usage_error(base + ["--variant", "a=", "--graph", "eager"])
 
     # A variant that fails: named with its error, the others still run; exit status 1.
     os.remove(os.path.join(tmp, "calls.log"))

@@ -10,10 +10,12 @@
 // a grid barrier behind it before the first GEMM1 item adds to it (measured: that barrier costs
 // what skipping the GEMM1 -> GEMM2 barrier saves). A tag that no earlier run wrote needs neither:
 // the tag is a bijective mix of the launch's %gridid (PTX: the temporal grid launch number of the
-// context, the same in every CTA of one launch, another in every launch, graph replays included)
-// plus a random salt drawn when the plugin loads. So no flag an earlier launch left, whatever the
-// layer or stream, equals this launch's tag, and every CTA knows the tag without talking to the
-// others. (A device-wide counter read at the start and incremented at the end was the first
+// context, the same in every CTA of one launch, another in every stream launch) plus a random salt
+// drawn when the plugin loads. So no flag an earlier stream launch left, whatever the layer or
+// stream, equals this launch's tag, and every CTA knows the tag without talking to the others.
+// Not so for a CUDA graph: its replays of one kernel node share the %gridid (measured on an H100:
+// the second replay read the first one's flags and started GEMM2 on stale rows), so a launch being
+// captured passes no flags and takes the grid barrier (DeviceLayer::launch). (A device-wide counter read at the start and incremented at the end was the first
 // design: a run on another stream could increment it while this run's CTAs read it, giving CTAs of
 // one run different tags, and a wait that never ends.) The mix and the salt make the tag look
 // random, so other data (small integers, zeros, poison) equals it with probability 2^-64 a flag.

@@ -17,6 +17,7 @@
 #include "moe/sdk/formats.hpp"
 #include "moe/sdk/struct_io.hpp"
 #include "moe/sdk/tensor_checks.hpp"
+#include "moe_cuda/device.hpp"
 #include "moe_cuda/fp4_chunks.hpp"
 #include "moe_cuda/workspace.hpp"
 #include "switches.hpp"
@@ -85,6 +86,13 @@ moe_problem without_sinks(moe_problem p) {
 // Rows of the largest batch the schedule holds.
 int64_t slot_limited_tokens(const moe_problem& p) {
   return detail::kernel_limits(kind_of(p)).max_slots / std::max<int64_t>(1, slots_per_token(p));
+}
+
+// Whether `stream` is being captured into a CUDA graph (the query is legal during a capture).
+bool stream_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  gpu::check_cuda(cudaStreamIsCapturing(stream, &status), "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
 }
 
 }  // namespace
@@ -238,14 +246,6 @@ sdk::Verdict check_support(const moe_problem& p, bool need_device) {
                                    "shared expert runs as experts of whole scale blocks)",
                                    p.shared_intermediate, lim.scale_block,
                                    format_name(static_cast<moe_format>(p.format))));
-  if (sinks_apart(p) && !env_is("MOE_MEGA_SINKS", "apart"))
-    return Verdict::no(
-        MOE_REASON_SHARED,
-        fmt::format("sink experts (bf16, silu_mul) in a {} {} layer run apart, in a second launch "
-                    "of the bf16 kernel, which is a measurement until run on a GPU: "
-                    "MOE_MEGA_SINKS=apart at prepare turns it on",
-                    format_name(static_cast<moe_format>(p.format)),
-                    activation_name(static_cast<moe_activation>(p.activation))));
   if (p.redundant_experts > 0)
     return Verdict::no(MOE_REASON_EP,
                        "redundant experts (EPLB) are refused: the fused schedule maps each id "
@@ -689,7 +689,13 @@ void DeviceLayer::launch(const moe_run_args& a, int64_t tokens) const {
   c.n1 = int32_t(n1_);
   c.max_split2 = result_copies(p, tokens);
   c.split2_waves = split2_waves_;
-  c.gemm2_ready = ws.gemm2_ready;
+  // The early flags' tag is the launch's %gridid mixed (kernels/gemm2_ready.cuh), which a CUDA
+  // graph's replays share: a replay would find the last replay's flags already holding its tag and
+  // start GEMM2 on stale rows (seen on an H100, 2026-12-06). A launch being captured takes the grid
+  // barrier instead; eager launches keep the flags.
+  c.gemm2_ready = ws.gemm2_ready != nullptr && stream_capturing(static_cast<cudaStream_t>(a.stream))
+                      ? nullptr
+                      : ws.gemm2_ready;
   c.activation = p.activation;
   c.act_quant = act_quant_;
   c.a13_scale = a13_scale_;
