@@ -44,12 +44,13 @@
 #             then the wgmma timelines of fp8_block Mixtral T = 8 and 64 and mxfp4 Mixtral T = 8
 #   ab_split  MOE_MEGA_SPLIT2=waves (GEMM2 split along K past one wave) against the default: bf16
 #             on Qwen3, Mixtral, DeepSeek-V3 and Inkling-like, fp8_block on Mixtral, T = 1, 8, 64
-#   ab_early  MOE_MEGA_GEMM2=early (GEMM2's items wait on their chunk's GEMM1 count, no grid barrier
+#   ab_early  MOE_MEGA_GEMM2=early (GEMM2's items wait on their chunk's GEMM1 flags, no grid barrier
 #             between the GEMMs), alone and with MOE_MEGA_SPLIT2=waves, against the default and
-#             waves alone: bf16 on Inkling-like, Qwen3, Mixtral, DeepSeek-V3 at T = 1, 8, 64;
+#             waves alone: bf16 on Inkling-like, Qwen3, Mixtral, DeepSeek-V3 at T = 1, 8, 64, timed
+#             as stream launches (--graph off: a captured launch keeps the barrier);
 #             ab_early4 the same for mxfp4 on Qwen3 and Mixtral and nvfp4 on Mixtral
 #   sinks     Inkling-like in fp8_block, mxfp4 and nvfp4 (the sinks apart: a second launch of the
-#             bf16 kernel, MOE_MEGA_SINKS=apart) at T = 1, 8, 64 by bench/ab.py beside the bf16 layer (sinks in its one
+#             bf16 kernel) at T = 1, 8, 64 by bench/ab.py beside the bf16 layer (sinks in its one
 #             launch): what the second launch costs; then `moe run` of each against the reference
 #   ncu_route the routing kernel's device time beside the fused layer's (Nsight Compute, one batch
 #             each) for bf16 Qwen3-30B-A3B (softmax top-8 of 128), Mixtral (top-2 of 8), DeepSeek-V3
@@ -176,7 +177,7 @@ for section in "$@"; do
       ab_shapes ab_split_fp8 fp8_block mixtral_8x7b \
         --variant default= --variant waves= --env waves=MOE_MEGA_SPLIT2=waves ;;
     ab_early | ab_early4)
-      early=(--variant default= --variant early= --env early=MOE_MEGA_GEMM2=early
+      early=(--graph off --variant default= --variant early= --env early=MOE_MEGA_GEMM2=early
              --variant waves= --env waves=MOE_MEGA_SPLIT2=waves
              --variant both= --env both=MOE_MEGA_GEMM2=early --env both=MOE_MEGA_SPLIT2=waves)
       if [ "$section" = ab_early ]; then
@@ -222,17 +223,17 @@ for section in "$@"; do
       python3 bench/ncu_stalls.py "$OUT/$n.csv.gz" --top 40 > "$OUT/${n}_stalls.txt" 2>&1
       head -30 "$OUT/${n}_stalls.txt" ;;
     sinks)
-      # Every problem file with sinks, cutlass_mega against the reference with the sinks apart on.
+      # Every problem file with sinks, cutlass_mega against the reference.
       rm -rf /tmp/sink_problems && mkdir -p /tmp/sink_problems
       cp configs/problems/{fp8_block_sinks,bf16_decode_sinks,bf16_sink_inkling,inkling_like_bf16,inkling_like_fp8_block}.yaml \
         /tmp/sink_problems/
-      MOE_MEGA_SINKS=apart timeout 280 build/bin/moe conformance --gpu-sized \
+      timeout 280 build/bin/moe conformance --gpu-sized \
         --problems /tmp/sink_problems --plugin build/plugins/libmoe_cutlass_mega.so \
         --report "$OUT/conformance_sinks.json" 2>&1 | tail -8
       for f in bf16 fp8_block mxfp4 nvfp4; do
-        MOE_MEGA_SINKS=apart $ab --out "$OUT/sinks_$f" --config $cfg/inkling_like_$f.yaml \
+        $ab --out "$OUT/sinks_$f" --config $cfg/inkling_like_$f.yaml \
           --tokens 1,8,64 --variant default= 2>&1 | tail -4
-        MOE_MEGA_SINKS=apart timeout 120 build/bin/moe run --config $cfg/inkling_like_$f.yaml --tokens 7 2>&1 |
+        timeout 120 build/bin/moe run --config $cfg/inkling_like_$f.yaml --tokens 7 2>&1 |
           grep -E "backend|rel_err" | tee -a "$OUT/sinks_run.txt"
         pack
       done ;;

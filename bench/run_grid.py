@@ -61,71 +61,56 @@ BF16_BACKEND = "trtllm_style"
 CONFIGS = "configs/bench"
 GRID_TOKENS = "1,8,64,512,4096,16384"  # docs/design.md §8
 DECODE_TOKENS = "1,2,4,8,16,32,64,128,512"  # a decode kernel's grid (cutlass_mega, issue 11)
+SHAPES = ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like")  # §8's four
 GRIDS = {
     ("bf16", BF16_BACKEND): Grid(
         BF16_BACKEND, "bf16", CONFIGS,
-        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like"), GRID_TOKENS, False),
+        SHAPES, GRID_TOKENS, False),
     ("fp8_block", "deepgemm_style"): Grid(
         "deepgemm_style", "fp8_block", CONFIGS,
-        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like"), GRID_TOKENS, True),
+        SHAPES, GRID_TOKENS, True),
     ("fp8_tensor", BF16_BACKEND): Grid(
         BF16_BACKEND, "fp8_tensor", CONFIGS, ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"),
         GRID_TOKENS, True),
     # The second fp8_block backend: deepgemm_style, the first, timed beside it.
     ("fp8_block", BF16_BACKEND): Grid(
         BF16_BACKEND, "fp8_block", CONFIGS + "/trtllm",
-        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), GRID_TOKENS, True, ("deepgemm_style",)),
+        SHAPES, GRID_TOKENS, True, ("deepgemm_style",)),
     # A decode kernel: its configs hold max_tokens 512 (its schedule's 4096 slots at top_k 8).
     ("bf16", "cutlass_mega"): Grid(
         "cutlass_mega", "bf16", CONFIGS + "/mega",
-        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like"), DECODE_TOKENS, True),
+        SHAPES, DECODE_TOKENS, True),
     ("fp8_block", "cutlass_mega"): Grid(
         "cutlass_mega", "fp8_block", CONFIGS + "/mega",
-        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True,
+        SHAPES, DECODE_TOKENS, True,
         ("deepgemm_style",)),
     # 4-bit weights: the peers are the bf16 ones on the shape's bf16 weights (the dequantised
     # weights a user without a 4-bit path runs); trtllm_style's weight-only path is the rival.
     ("mxfp4", "cutlass_mega"): Grid(
         "cutlass_mega", "mxfp4", CONFIGS + "/mega",
-        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True, ("trtllm_style",)),
+        SHAPES, DECODE_TOKENS, True, ("trtllm_style",)),
     ("nvfp4", "cutlass_mega"): Grid(
         "cutlass_mega", "nvfp4", CONFIGS + "/mega",
-        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), DECODE_TOKENS, True, ("trtllm_style",)),
+        SHAPES, DECODE_TOKENS, True, ("trtllm_style",)),
     # trtllm_style's weight-only 4-bit path at every size, trtllm_style bf16 beside it.
     ("mxfp4", BF16_BACKEND): Grid(
         BF16_BACKEND, "mxfp4", CONFIGS + "/trtllm",
-        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), GRID_TOKENS, True),
+        SHAPES, GRID_TOKENS, True),
     ("nvfp4", BF16_BACKEND): Grid(
         BF16_BACKEND, "nvfp4", CONFIGS + "/trtllm",
-        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), GRID_TOKENS, True),
+        SHAPES, GRID_TOKENS, True),
     ("mxfp8", BF16_BACKEND): Grid(
         BF16_BACKEND, "mxfp8", CONFIGS + "/trtllm",
-        ("qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"), GRID_TOKENS, True),
+        SHAPES, GRID_TOKENS, True),
 }
 # The backend of --format when --backend is not given.
 DEFAULT_BACKEND = {"bf16": BF16_BACKEND, "fp8_block": "deepgemm_style",
                    "fp8_tensor": BF16_BACKEND, "mxfp4": "cutlass_mega", "nvfp4": "cutlass_mega",
                    "mxfp8": BF16_BACKEND}
 # Shapes a grid's backend refuses, and why (there is no config for them).
-SINKS_NEED_BF16 = ("inkling_like's sink experts are bf16 silu_mul: in another format cutlass_mega "
-                   "runs them apart, in a second launch, only with MOE_MEGA_SINKS=apart (not "
-                   "yet run on a GPU)")
-SINKS_APART_WO = ("inkling_like's sink experts are bf16: next to its weight-only GEMMs "
-                  "trtllm_style runs them apart only with MOE_TRTLLM_SINKS=apart (not yet run on "
-                  "a GPU)")
 REFUSED = {
-    ("fp8_block", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
     ("fp8_tensor", BF16_BACKEND, "inkling_like"):
         "inkling_like's sink experts are bf16, and trtllm_style's e4m3 GEMMs cannot run them",
-    ("fp8_block", BF16_BACKEND, "inkling_like"):
-        "inkling_like's sink experts are bf16: next to its e4m3 GEMMs trtllm_style runs them apart "
-        "only with MOE_TRTLLM_SINKS=apart (not yet run on a GPU; deepgemm_style's fp8_block grid "
-        "has it)",
-    ("mxfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
-    ("nvfp4", "cutlass_mega", "inkling_like"): SINKS_NEED_BF16,
-    ("mxfp4", BF16_BACKEND, "inkling_like"): SINKS_APART_WO,
-    ("mxfp8", BF16_BACKEND, "inkling_like"): SINKS_APART_WO,
-    ("nvfp4", BF16_BACKEND, "inkling_like"): SINKS_APART_WO,
 }
 
 

@@ -66,8 +66,8 @@ assert t8b.grid.rivals == ("deepgemm_style",) and t8b.tokens == run_grid.GRID_TO
 assert run_grid.grid_configs(t8b.grid, "deepseek_v3") == [
     "configs/bench/trtllm/deepseek_v3_fp8_block.yaml", "configs/bench/deepseek_v3_bf16.yaml"]
 assert run_grid.grid_tag(t8b.grid) == "trtllm_style_fp8_block"
-msg = exits(run_grid.shapes_for, t8b.grid, "inkling_like", t8b.tokens)
-assert "deepgemm_style's fp8_block grid has it" in msg, msg
+# Inkling-like too: its bf16 sinks run apart (cuBLAS) next to the e4m3 GEMMs.
+assert run_grid.shapes_for(t8b.grid, "inkling_like", t8b.tokens) == ["inkling_like"]
 for shape in t8b.grid.shapes:
     with open(run_grid.config_path(shape, "fp8_block", t8b.grid.configs)) as f:
         assert "backend: trtllm_style" in f.read(), shape
@@ -88,8 +88,9 @@ for f4 in ("mxfp4", "nvfp4"):  # 4-bit grids: cutlass_mega's by default, trtllm_
     assert t4.tokens == run_grid.GRID_TOKENS and t4.grid.rivals == (), t4
     assert run_grid.grid_configs(t4.grid, "qwen3_30b_a3b") == [
         f"configs/bench/trtllm/qwen3_30b_a3b_{f4}.yaml", "configs/bench/qwen3_30b_a3b_bf16.yaml"]
-    msg = exits(run_grid.shapes_for, t4.grid, "inkling_like", t4.tokens)
-    assert "MOE_TRTLLM_SINKS=apart" in msg, msg
+    # Inkling-like too: its bf16 sinks run apart (cuBLAS) next to the weight-only GEMMs.
+    assert "inkling_like" in t4.grid.shapes and "inkling_like" in g4.grid.shapes, (t4, g4)
+    assert run_grid.shapes_for(t4.grid, "inkling_like", t4.tokens) == ["inkling_like"]
     for shape in t4.grid.shapes:
         with open(run_grid.config_path(shape, f4, t4.grid.configs)) as f:
             text = f.read()
@@ -129,10 +130,9 @@ assert run_grid.grid_configs(mega, "deepseek_v3") == [
 D = m.tokens
 assert run_grid.shapes_for(mega, None, D) == [
     "qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3", "inkling_like"]  # sinks as virtual experts
-msg = exits(run_grid.shapes_for, mega8.grid, "mixtral_8x7b,inkling_like", D)
-assert "--format fp8_block --backend cutlass_mega --shapes inkling_like: inkling_like's sink " \
-       "experts are bf16 silu_mul" in msg, msg
-assert "shapes: qwen3_30b_a3b,mixtral_8x7b,deepseek_v3" in msg, msg
+# fp8_block and 4-bit Inkling-like: the bf16 sinks in a second launch of the bf16 kernel.
+assert run_grid.shapes_for(mega8.grid, "mixtral_8x7b,inkling_like", D) == [
+    "mixtral_8x7b", "inkling_like"]
 msg = exits(run_grid.shapes_for, mega, "nope", D)
 assert "no configs/bench/mega/nope_bf16.yaml" in msg, msg
 msg = exits(run_grid.shapes_for, mega, "qwen3_30b_a3b", "1,512,1024,4096")
@@ -141,7 +141,7 @@ assert "--tokens 1024,4096: above max_tokens=512 of configs/bench/mega/qwen3_30b
 assert run_grid.config_max_tokens("configs/bench/qwen3_30b_a3b_bf16.yaml") == 16384
 assert run_grid.grid_configs(mega8.grid, "mixtral_8x7b") == [
     "configs/bench/mega/mixtral_8x7b_fp8_block.yaml", "configs/bench/mixtral_8x7b_bf16.yaml"]
-assert run_grid.shapes_for(mega8.grid, None, D) == ["qwen3_30b_a3b", "mixtral_8x7b", "deepseek_v3"]
+assert run_grid.shapes_for(mega8.grid, None, D) == list(run_grid.SHAPES)
 assert run_grid.config_max_tokens("configs/bench/mega/deepseek_v3_fp8_block.yaml") == 512
 
 
@@ -419,11 +419,12 @@ with tempfile.TemporaryDirectory() as d:
     os.environ["FAKE_MOE_FAIL"] = "deepgemm_style"
     assert "moe bench failed for qwen3_30b_a3b (exit 3)" in exits(run_grid.main, argv)
     del os.environ["FAKE_MOE_FAIL"]
-    # A refused shape (inkling_like in cutlass_mega's mxfp4 grid) fails before anything runs.
+    # A refused shape (inkling_like in trtllm_style's fp8_tensor grid) fails before anything runs.
     open(log, "w").close()
-    msg = exits(run_grid.main, argv[:-6] + ["--shapes", "inkling_like", "--format", "mxfp4",
-                                            "--backend", "cutlass_mega"])
-    assert "sink experts" in msg and open(log).read() == "", msg
+    msg = exits(run_grid.main, argv[:-6] + ["--shapes", "inkling_like", "--format", "fp8_tensor",
+                                            "--backend", "trtllm_style"])
+    assert "--shapes inkling_like: inkling_like's sink experts are bf16" in msg, msg
+    assert "shapes: qwen3_30b_a3b,mixtral_8x7b,deepseek_v3" in msg and open(log).read() == "", msg
 
     # cutlass_mega bf16, every default: its configs and the decode token counts, trtllm_style bf16
     # on its own configs in the same run, the bf16 peers on cutlass_mega's routing.

@@ -6,7 +6,6 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
-#include <string_view>
 
 #include "grouped_gemm.hpp"
 #include "layer_workspace.hpp"
@@ -69,13 +68,6 @@ void append_bias(std::vector<float>& out, const LayoutTensor& b, const char* nam
   out.insert(out.end(), v.begin(), v.end());
 }
 
-// Sinks next to a weight-only or fp8_block layer run apart (weight_only_run.cpp,
-// fp8_block_run.cpp): a measurement, on with MOE_TRTLLM_SINKS=apart, until it has run on a GPU.
-// The switch's value, or null where unset.
-const char* sinks_switch() {
-  return std::getenv("MOE_TRTLLM_SINKS");
-}
-
 }  // namespace
 
 Refusal check_support(const moe_problem& p) {
@@ -118,19 +110,6 @@ Refusal check_support(const moe_problem& p) {
             fmt::format("sink experts are bf16 on bf16 hidden states; the e4m3 grouped GEMMs of "
                         "an {} layer cannot run them",
                         format)};
-  const char* apart = sinks_switch();
-  if (apart != nullptr && std::string_view(apart) != "apart")
-    return {MOE_REASON_SHARED,
-            fmt::format("the environment sets MOE_TRTLLM_SINKS=\"{}\", which trtllm_style does "
-                        "not know (it takes apart)",
-                        apart)};
-  if ((wo || block) && p.sink_experts > 0 && apart == nullptr)
-    return {MOE_REASON_SHARED,
-            fmt::format("sink experts are bf16; next to an {} layer's {} GEMMs they run apart "
-                        "(bf16 by cuBLAS), which is a measurement until run on a GPU: "
-                        "MOE_TRTLLM_SINKS=apart turns it on{}",
-                        format, wo ? "weight-only" : "e4m3",
-                        block ? " (deepgemm_style runs fp8_block with sinks)" : "")};
   if (wo && weight_only_groups(p) > gpu::wo_gemm_max_groups())
     return {MOE_REASON_SHAPE,
             fmt::format("{} groups (local experts, sinks, shared expert): the weight-only GEMM "

@@ -154,9 +154,9 @@ class DeviceLayer {
   DeviceBuffer s13_ptrs_, s2_ptrs_;    // fp8_block: [groups] pointers into them
   bool has_bias_ = false;
   size_t gemm_ws_bytes_ = 0;  // grouped GEMM scratch (every kernel), fixed at prepare
-  // Weight-only and fp8_block layers with sinks (MOE_TRTLLM_SINKS=apart): the sinks in bf16 by
-  // cuBLAS, their results scattered into the sink slots' GEMM2 rows; the quantised path skips
-  // their groups, sink_groups() (an empty range without sinks apart).
+  // Weight-only and fp8_block layers with sinks: the sinks in bf16 by cuBLAS, their results
+  // scattered into the sink slots' GEMM2 rows; the quantised path skips their groups,
+  // sink_groups() (an empty range without sinks apart).
   std::unique_ptr<gpu::SinkExperts> sinks_;
   struct GroupRange {
     int32_t begin = 0, end = 0;

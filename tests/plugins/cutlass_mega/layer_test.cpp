@@ -63,9 +63,6 @@ TEST_P(MegaActivations, MatchTheReferenceFromOneTokenToCapacity) {
   q = in_format(q, c.format, c.input);
   const moe_problem p = q.c();
   const LayerWeights w = random_weights(p, 21);
-  std::optional<ScopedEnv> apart;  // sinks outside bf16 silu_mul: a second launch, a switch yet
-  if (c.sinks > 0 && (c.format != MOE_FORMAT_BF16 || c.activation != MOE_ACTIVATION_SILU_MUL))
-    apart.emplace("MOE_MEGA_SINKS", "apart");
   const Layer layer = plugin_->prepare(p, w.view(), {});
   const Layer ref_layer = reference_->prepare(p, w.view(), {});
   // 65 and 96 tokens: two token chunks in GEMM2, an expert with more than 64 slots in GEMM1
@@ -539,7 +536,6 @@ INSTANTIATE_TEST_SUITE_P(Formats, MegaGraph, testing::Values(MOE_FORMAT_BF16, kF
 // routing, and a run onto an output (accumulate: the first launch adds onto it, then the sinks),
 // against the reference's result plus that output.
 TEST_F(MegaLayer, SinksApartReplayInAGraphAndAddOntoAnOutput) {
-  const ScopedEnv apart("MOE_MEGA_SINKS", "apart");
   for (const auto& [f, act] :
        {std::pair{kFp8, MOE_ACTIVATION_SILU_MUL}, std::pair{kMx, MOE_ACTIVATION_SILU_MUL},
         std::pair{MOE_FORMAT_BF16, MOE_ACTIVATION_GELU_MUL}}) {

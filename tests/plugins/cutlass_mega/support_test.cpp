@@ -101,10 +101,6 @@ TEST(MegaSupport, TakesASharedExpertAsVirtualExpertsWithinTheSchedule) {
   p.input_format = MOE_INPUT_FP8_1X128;
   p.intermediate = 256;
   p.shared_intermediate = 256;
-  expect_refusal(p, MOE_REASON_SHARED,  // until run on a GPU, behind a switch
-                 "in a fp8_block silu_mul layer run apart, in a second launch of the bf16 kernel, "
-                 "which is a measurement until run on a GPU: MOE_MEGA_SINKS=apart");
-  const test::ScopedEnv apart("MOE_MEGA_SINKS", "apart");
   EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
   EXPECT_NE(describe(p).find("in one cooperative launch (two where the sinks run apart, below)"),
             std::string::npos)
@@ -201,14 +197,10 @@ TEST(MegaSupport, RefusesWhatItCannotRunWithTheReasonAndTheValue) {
   p.sink_experts = 1;
   p.sink_intermediate = 64;
   p.activation = MOE_ACTIVATION_GELU_MUL;  // sinks are silu_mul: one launch runs one activation,
-  expect_refusal(p, MOE_REASON_SHARED, "MOE_MEGA_SINKS=apart");  // so two here, behind a switch
-  {
-    const test::ScopedEnv apart("MOE_MEGA_SINKS", "apart");
-    EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
-    EXPECT_NE(describe(p).find("1 sink experts (bf16, silu_mul) in a second launch"),
-              std::string::npos)
-        << describe(p);
-  }
+  EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;  // so two here
+  EXPECT_NE(describe(p).find("1 sink experts (bf16, silu_mul) in a second launch"),
+            std::string::npos)
+      << describe(p);
   p.activation = MOE_ACTIVATION_SILU_MUL;
   p.sink_intermediate = 192 * 33;  // 33 virtual experts
   expect_refusal(p, MOE_REASON_SHARED, "33 virtual experts of intermediate=192, at most 32");

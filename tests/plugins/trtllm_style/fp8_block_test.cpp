@@ -83,13 +83,12 @@ TEST_F(TrtllmFp8Block, ReplaysInACudaGraph) {
   }
 }
 
-// Sink experts next to fp8_block run apart (MOE_TRTLLM_SINKS=apart): bf16 by cuBLAS, their
+// Sink experts next to fp8_block run apart: bf16 by cuBLAS, their
 // results into the sink slots' GEMM2 rows, the gather, the e4m3 GEMMs and the activation skipping
 // their groups. Sinks as wide as the routed experts and narrower, with a shared expert after them,
 // biases, gelu_mul routed experts; padding tokens and one expert taking every token; then a graph
 // replayed with new inputs.
 TEST_F(TrtllmFp8Block, SinksApartMatchTheReference) {
-  const ScopedEnv apart("MOE_TRTLLM_SINKS", "apart");
   struct SinkCase {
     bool shared, bias;
     moe_activation activation;

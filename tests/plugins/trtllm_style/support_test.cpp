@@ -122,10 +122,7 @@ TEST_F(TrtllmSupport, Fp8BlockRefusesOtherActivationsAndPartialBlocksAndTakesSin
   sinks.raw().sink_intermediate = 256;
   sinks.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
   sinks.raw().routing_bias = 1;
-  expect_refusal(sinks, MOE_REASON_SHARED, "deepgemm_style runs fp8_block with sinks");
-  expect_refusal(sinks, MOE_REASON_SHARED, "MOE_TRTLLM_SINKS=apart turns it on");
-  const ScopedEnv apart("MOE_TRTLLM_SINKS", "apart");  // then apart, by cuBLAS, which describe says
-  expect_taken(sinks);
+  expect_taken(sinks);  // apart, by cuBLAS, which describe says
   sinks.finalize();
   EXPECT_THAT(plugin_->describe_layout(sinks.c()).value_or(""),
               testing::HasSubstr("2 sink experts (bf16, silu_mul, I=256) apart: cuBLAS GEMMs"));
@@ -142,9 +139,9 @@ TEST_F(TrtllmSupport, Mxfp8WeightsRunOnBf16Activations) {
 }
 
 // mxfp4 and nvfp4 run weight-only: bf16 activations, any even shape (padded to whole tiles), a
-// shared expert; quantised activations are refused by name, and bf16 sinks (run apart, by cuBLAS)
-// too unless MOE_TRTLLM_SINKS=apart turns them on, which describe then names.
-TEST_F(TrtllmSupport, Fp4WeightsRunOnBf16ActivationsWithSinksApartBehindASwitch) {
+// shared expert; quantised activations are refused by name; bf16 sinks run apart, by cuBLAS, which
+// describe names.
+TEST_F(TrtllmSupport, Fp4WeightsRunOnBf16ActivationsWithSinksApart) {
   for (moe_format f : {MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4}) {
     Problem q = fp8(MOE_INPUT_BF16);
     q.raw().format = f;
@@ -168,13 +165,6 @@ TEST_F(TrtllmSupport, Fp4WeightsRunOnBf16ActivationsWithSinksApartBehindASwitch)
     sinks.raw().sink_intermediate = 48;
     sinks.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
     sinks.raw().routing_bias = 1;
-    expect_refusal(sinks, MOE_REASON_SHARED, "run apart (bf16 by cuBLAS), which is a measurement");
-    expect_refusal(sinks, MOE_REASON_SHARED, "MOE_TRTLLM_SINKS=apart turns it on");
-    {
-      const ScopedEnv misspelt("MOE_TRTLLM_SINKS", "Apart");
-      expect_refusal(q, MOE_REASON_SHARED, "MOE_TRTLLM_SINKS=\"Apart\", which trtllm_style");
-    }
-    const ScopedEnv apart("MOE_TRTLLM_SINKS", "apart");
     expect_taken(sinks);
     Problem narrow = sinks;  // sinks apart take their own width, next to any activation
     narrow.raw().sink_intermediate = 40;

@@ -15,7 +15,7 @@ class TrtllmGpuTest : public PluginAndReference<Base> {
   void SetUp() override { this->load("trtllm_style", "no CUDA or CUTLASS"); }
 
   // `q` with two sink experts of `sink_intermediate` (Inkling routing), run apart by the plugin
-  // (the caller sets MOE_TRTLLM_SINKS=apart), against the reference within 2e-2: random routing,
+  // against the reference within 2e-2: random routing,
   // padding tokens and one expert taking every token, then a graph replayed with new inputs. A
   // machine that cannot run `q` at all skips; a refusal of its sinks fails.
   void expect_sinks_apart_match(Problem q, int64_t sink_intermediate, uint64_t seed) {

@@ -172,13 +172,12 @@ TEST_F(TrtllmWeightOnly, ReplaysInACudaGraph) {
   }
 }
 
-// Sink experts next to a weight-only layer run apart (MOE_TRTLLM_SINKS=apart): bf16 by cuBLAS,
+// Sink experts next to a weight-only layer run apart: bf16 by cuBLAS,
 // their results into the sink slots' GEMM2 rows, the weight-only GEMMs skipping their groups. Every
 // weight-only format; sinks as wide as the routed experts and narrower, with a shared expert after
 // them (its group past the sinks'), biases, relu2 routed experts; padding tokens and one expert
 // taking every token; then a graph replayed with new inputs.
 TEST_F(TrtllmWeightOnly, SinksApartMatchTheReference) {
-  const ScopedEnv apart("MOE_TRTLLM_SINKS", "apart");
   struct SinkCase {
     moe_format format;
     moe_activation activation;
