@@ -215,7 +215,10 @@ def main(argv):
     with open(os.path.join(a.out, "ab.jsonl"), "w") as f:
         for r in records:
             f.write(json.dumps(r, sort_keys=True) + "\n")
-    md = f"# A/B of {a.config}\n\n" + table(a.variants, records, errors, a.configs)
+    timed = {"auto": "replayed CUDA graphs at T <= 64, stream launches above",
+             "on": "replayed CUDA graphs", "off": "stream launches (no graphs)"}[a.graph]
+    md = (f"# A/B of {a.config}\n\ntimed: {timed} (--graph {a.graph})\n\n" +
+          table(a.variants, records, errors, a.configs))
     with open(os.path.join(a.out, "ab.md"), "w") as f:
         f.write(md)
     print(md)

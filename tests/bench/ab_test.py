@@ -107,6 +107,8 @@ with tempfile.TemporaryDirectory() as tmp:
     assert rc == 0, rc
     calls = [json.loads(x) for x in open(os.path.join(tmp, "calls.log"))]
     assert [c["argv"][c["argv"].index("--graph") + 1] for c in calls] == ["off"] * 2, calls
+    assert "timed: stream launches (no graphs) (--graph off)" in open(
+        os.path.join(out, "ab.md")).read()
     usage_error(base + ["--variant", "a=", "--graph", "eager"])
 
     # A variant that fails: named with its error, the others still run; exit status 1.

@@ -15,10 +15,11 @@
 // stream, equals this launch's tag, and every CTA knows the tag without talking to the others.
 // Not so for a CUDA graph: its replays of one kernel node share the %gridid (measured on an H100:
 // the second replay read the first one's flags and started GEMM2 on stale rows), so a launch being
-// captured passes no flags and takes the grid barrier (DeviceLayer::launch). (A device-wide counter read at the start and incremented at the end was the first
-// design: a run on another stream could increment it while this run's CTAs read it, giving CTAs of
-// one run different tags, and a wait that never ends.) The mix and the salt make the tag look
-// random, so other data (small integers, zeros, poison) equals it with probability 2^-64 a flag.
+// captured passes no flags and takes the grid barrier (DeviceLayer::launch). (A device-wide
+// counter read at the start and incremented at the end was the first design: a run on another
+// stream could increment it while this run's CTAs read it, giving CTAs of one run different tags,
+// and a wait that never ends.) The mix and the salt make the tag look random, so other data
+// (small integers, zeros, poison) equals it with probability 2^-64 a flag.
 #pragma once
 
 #include <cstdint>

@@ -19,7 +19,6 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <set>
 #include <string>
 #include <utility>
