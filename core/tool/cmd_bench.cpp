@@ -145,6 +145,7 @@ void add_bench(CLI::App& app, Discovery& d) {
                              commit = "unknown", shape, dump_routing;
   static int iterations = 50, warmup = 10;
   static int64_t check_max_tokens = 64;
+  static bool route_in_run = false;
   cmd->add_option("--config", config, "YAML config")->required();
   cmd->add_option("--tokens", tokens_list, "Comma-separated token counts")
       ->check(token_counts())
@@ -175,6 +176,10 @@ void add_bench(CLI::App& app, Discovery& d) {
   cmd->add_option("--dump-routing", dump_routing,
                   "Write each token count's first routing (<dir>/<shape>_<T>.safetensors: "
                   "topk_ids, topk_weights) so peers can run the same routing");
+  cmd->add_flag("--route-in-run", route_in_run,
+                "Time routing and the layer together: each run call takes the router logits and "
+                "routes them itself (ABI 1.6 MOE_RUN_FEATURE_ROUTES; the backend must route the "
+                "config's problem)");
   cmd->callback([&d, cmd] {
     // Record files fail now, not after the layer was prepared and timed.
     if (cmd->count("--jsonl") > 0) check_writable(jsonl, "--jsonl");
@@ -191,6 +196,15 @@ void add_bench(CLI::App& app, Discovery& d) {
     const auto reference = r.find("reference");
     const moe_problem p = cfg.problem.c();
     const std::string key = shape.empty() ? std::filesystem::path(config).stem().string() : shape;
+    if (route_in_run) {
+      MOE_CHECK(sel.plugin->info().routes_in_run(), MOE_STATUS_UNSUPPORTED,
+                "--route-in-run: plugin '{}' (ABI {}.{}) does not route in run() (no "
+                "MOE_RUN_FEATURE_ROUTES)",
+                sel.plugin->name(), sel.plugin->info().abi_major, sel.plugin->info().abi_minor);
+      MOE_CHECK(sel.plugin->can_route(p), MOE_STATUS_UNSUPPORTED,
+                "--route-in-run: plugin '{}' does not route {}", sel.plugin->name(),
+                routing_name(static_cast<moe_routing>(p.routing)));
+    }
     const LayerCost cost = layer_cost(p);
     // Counts the config cannot take fail here, before weights are drawn and prepared.
     const std::vector<int64_t> counts = parse_token_counts(tokens_list);
@@ -229,6 +243,9 @@ void add_bench(CLI::App& app, Discovery& d) {
     std::cout << fmt::format(
         "floor:   max(weight + scale bytes / {} TB/s, flops / {} TFLOP/s): H200 ceilings, {}\n",
         kHbmReadTbps, peak_tflops(p), ceilings.why);
+    if (route_in_run)
+      std::cout << "routing: in each run call, from the router logits (--route-in-run): the "
+                   "times include it\n";
     const std::string record_device = !device.empty()               ? device
                                       : gpu                         ? *gpu
                                       : sel.plugin->device_memory() ? "unknown"
@@ -265,7 +282,8 @@ void add_bench(CLI::App& app, Discovery& d) {
             pt.rel_err = relative_l2(got.output, ref.output);
           }
         }
-        runs.push_back(stage_run(layer, p, batch.hidden, routing));
+        runs.push_back(route_in_run ? stage_routing_run(layer, p, batch)
+                                    : stage_run(layer, p, batch.hidden, routing));
         args.push_back(runs.back().args);
       }
       const bool want_graph = graph == "on" || (graph == "auto" && t <= 64);
@@ -315,6 +333,7 @@ void add_bench(CLI::App& app, Discovery& d) {
             {"weight_tbps", pt.weight_tbps},
             {"floor_ms", pt.floor_ms},
             {"graph", pt.graph},
+            {"route_in_run", route_in_run},
             {"ms_stream",
              std::isnan(pt.ms_stream) ? nlohmann::json() : nlohmann::json(pt.ms_stream)},
             {"timing", timing_record(pt.timing)},

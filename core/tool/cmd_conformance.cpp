@@ -141,7 +141,8 @@ void print_failures(const std::vector<CaseResult>& all, uint64_t seed) {
     }
     ++listed;
     const std::string where =
-        c.stage == "route" || c.stage == "run" || c.stage == "accumulate"
+        c.stage == "route" || c.stage == "run" || c.stage == "accumulate" ||
+                c.stage == "route_in_run"
             ? fmt::format(" T={} {} vs {} (case seed {})", c.tokens, c.scenario, c.oracle, c.seed)
             : "";
     lines += fmt::format("{} {} {}{}: {}  [--filter {}]\n", case_status_name(c.status), key,

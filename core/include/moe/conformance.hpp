@@ -84,8 +84,10 @@ struct WorstElement {
 };
 
 struct CaseResult {
-  // stage: "support" (asked; nothing compared), "prepare", "route", "run" or "accumulate" (the
-  // run again onto a non-zero output, for plugins that declare ABI 1.4 accumulate)
+  // stage: "support" (asked; nothing compared), "prepare", "route", "run", "accumulate" (the
+  // run again onto a non-zero output, for plugins that declare ABI 1.4 accumulate) or
+  // "route_in_run" (the batch from its router logits in one run call, for plugins that declare
+  // ABI 1.6 routing in run: ids and weights against the reference's, output against the oracle)
   std::string plugin, problem, scenario, stage;
   std::string oracle;  // what the case was compared with: run: the reference or the GPU oracle;
                        // route: the reference; support and prepare: "" (nothing compared)

@@ -73,6 +73,8 @@ struct PluginInfo {
   std::optional<BuildInfo> build;
 
   bool accumulates() const { return (run_features & MOE_RUN_FEATURE_ACCUMULATE) != 0; }
+  // run() routes when given router logits (ABI 1.6), for the problems its route() takes.
+  bool routes_in_run() const { return (run_features & MOE_RUN_FEATURE_ROUTES) != 0; }
 
   // What `backend: auto` ranks it by for a layer of this capacity in this weight format.
   int32_t priority_for(int64_t max_tokens, int format) const {

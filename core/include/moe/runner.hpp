@@ -41,6 +41,7 @@ struct RunResult {
 struct StagedRun {
   Buffer hidden, ids, weights, output, workspace;
   moe_run_args args{};
+  Buffer logits, bias, padding;  // a run that routes (stage_routing_run): its routing inputs
 };
 StagedRun stage_run(const Layer& layer, const moe_problem& problem, const HostTensor& hidden,
                     const Routing& routing, moe_dtype output_dtype = MOE_DTYPE_BF16);
@@ -55,5 +56,17 @@ RunResult run_layer(const Layer& layer, const moe_problem& problem, const HostTe
 // (Plugin::Info::accumulates), else the core refuses the run.
 RunResult run_layer_onto(const Layer& layer, const moe_problem& problem, const HostTensor& hidden,
                          const Routing& routing, const HostTensor& base);
+
+// A run that routes (ABI 1.6, Plugin::Info::routes_in_run): `batch`'s logits, selection bias and
+// padding staged as moe_run_args.router_logits, routing_bias and is_padding; topk_ids and
+// topk_weights are outputs, poisoned like the output (an id of -1 and NaN weights where the
+// plugin writes nothing).
+StagedRun stage_routing_run(const Layer& layer, const moe_problem& problem, const Batch& batch,
+                            moe_dtype output_dtype = MOE_DTYPE_BF16);
+
+// Runs one batch from its router logits in one call (stage_routing_run); `routed`, when given,
+// receives the topk ids and weights the plugin wrote.
+RunResult run_layer_routing(const Layer& layer, const moe_problem& problem, const Batch& batch,
+                            Routing* routed = nullptr, moe_dtype output_dtype = MOE_DTYPE_BF16);
 
 }  // namespace moe

@@ -285,7 +285,8 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
     r.plugin_abi = fmt::format("{}.{}", plugin->info().abi_major, plugin->info().abi_minor);
     r.params = case_problem(p);
     if (stage == "route") r.oracle = reference_->name();
-    if ((stage == "run" || stage == "accumulate") && oracle) r.oracle = oracle->name();
+    if ((stage == "run" || stage == "accumulate" || stage == "route_in_run") && oracle)
+      r.oracle = oracle->name();
     r.problem = pf.name;
     r.stage = std::move(stage);
     r.tokens = tokens;
@@ -384,6 +385,27 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
         run.rel_err = run.max_abs_err = std::nullopt;
       }
       results.push_back(run);
+      // A plugin that routes in run() (ABI 1.6) takes the same batch from its logits in one call:
+      // its ids and weights against the reference's routing, its output against the oracle's.
+      if (plugin->info().routes_in_run() && plugin->can_route(p) && sc == accumulate_on &&
+          sc != Scenario::kOneExpert && run.status != CaseStatus::kError) {
+        CaseResult rr = result("route_in_run", tokens, scenario_name(sc), seed);
+        if (auto why = failure_of([&] {
+              Routing got;
+              const RunResult out = run_layer_routing(*layer, p, batch, &got, MOE_DTYPE_BF16);
+              rr.ms = out.ms;
+              rr.detail = compare_routing(got, routing);
+              if (rr.detail.empty())
+                judge_output(rr, out.output, ref.output);
+              else
+                rr.status = CaseStatus::kFail;
+              rr.pass_kind = pass_kind(rr, *oracle);
+            })) {
+          rr.status = CaseStatus::kError;
+          rr.detail = *why;
+        }
+        results.push_back(rr);
+      }
       // A plugin that declares accumulate (ABI 1.4) also adds onto a non-zero output: the same
       // batch and routing, compared with the oracle's result plus that output.
       if (tokens == 0 || !plugin->info().accumulates() || sc != accumulate_on ||

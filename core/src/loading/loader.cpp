@@ -75,7 +75,10 @@ PluginInfo read_info(const fs::path& path, const moe_plugin_api* api) {
   info.routing_mask = raw.routing_mask;
   // 1.4: in a 1.3 plugin's struct this word is tail padding, so only a 1.4 table is believed
   // (check_table has admitted MAJOR 1 only).
+  // Each bit means something from the minor that defined it on: an older plugin's other bits
+  // are not what this core would read them as.
   info.run_features = info.abi_minor >= 4 ? raw.run_features : 0u;
+  if (info.abi_minor < 6) info.run_features &= MOE_RUN_FEATURE_ACCUMULATE;
   if (MOE_STRUCT_HAS(api, moe_plugin_api, ext)) {
     sdk::check_extension_chain(api->ext, (path.string() + ": moe_plugin_api.ext").c_str());
     if (const auto* b = sdk::find_extension<moe_build_info>(api->ext, MOE_EXT_BUILD_INFO)) {

@@ -278,6 +278,11 @@ void Layer::run(moe_run_args args) const {
             "plugin '{}' (ABI {}.{}) does not declare MOE_RUN_FEATURE_ACCUMULATE: it cannot add "
             "a layer's result into the output",
             p.name(), p.info().abi_major, p.info().abi_minor);
+  // Nor router_logits: it would run from whatever topk_ids and topk_weights hold.
+  MOE_CHECK(!sdk::run_routes(args) || p.info().routes_in_run(), MOE_STATUS_UNSUPPORTED,
+            "plugin '{}' (ABI {}.{}) does not declare MOE_RUN_FEATURE_ROUTES: it cannot route in "
+            "run(); route() first, then run from topk_ids and topk_weights",
+            p.name(), p.info().abi_major, p.info().abi_minor);
   p.check(guarded(p.name(), "run", [&] { return p.api().run(&args); }), "run");
 }
 

@@ -139,4 +139,45 @@ RunResult run_layer_onto(const Layer& layer, const moe_problem& p, const HostTen
   return timed_run(layer, staged, base.dtype(), base.shape());
 }
 
+StagedRun stage_routing_run(const Layer& layer, const moe_problem& p, const Batch& batch,
+                            moe_dtype output_dtype) {
+  const Plugin& plugin = layer.plugin();
+  const int64_t tokens = batch.hidden.shape()[0], width = topk_width(p);
+  MOE_CHECK(batch.logits.shape()[0] == tokens, MOE_STATUS_INVALID_ARGUMENT,
+            "the batch has {} rows of logits for {} tokens", batch.logits.shape()[0], tokens);
+  HostTensor ids(MOE_DTYPE_I32, {tokens, width}), weights(MOE_DTYPE_F32, {tokens, width});
+  ids.fill_bytes(0xFF);  // -1: a slot the routing does not write reads as "no expert"
+  weights.fill_bytes(0xFF);
+  StagedRun r =
+      stage_run(layer, p, batch.hidden, Routing{std::move(ids), std::move(weights)}, output_dtype);
+  auto logits = stage(plugin, batch.logits);
+  r.logits = std::move(logits.buffer);
+  r.args.router_logits = logits.view;
+  if (!batch.bias.empty()) {
+    auto bias = stage(plugin, batch.bias);
+    r.bias = std::move(bias.buffer);
+    r.args.routing_bias = bias.view;
+  }
+  if (!batch.is_padding.empty()) {
+    auto padding = stage(plugin, batch.is_padding);
+    r.padding = std::move(padding.buffer);
+    r.args.is_padding = padding.view;
+  }
+  return r;
+}
+
+RunResult run_layer_routing(const Layer& layer, const moe_problem& p, const Batch& batch,
+                            Routing* routed, moe_dtype output_dtype) {
+  const StagedRun staged = stage_routing_run(layer, p, batch, output_dtype);
+  RunResult result = timed_run(layer, staged, output_dtype, {batch.hidden.shape()[0], p.hidden});
+  if (routed != nullptr) {
+    const int64_t tokens = batch.hidden.shape()[0], width = topk_width(p);
+    *routed = Routing{HostTensor(MOE_DTYPE_I32, {tokens, width}),
+                      HostTensor(MOE_DTYPE_F32, {tokens, width})};
+    staged.ids.download(routed->ids.raw(), routed->ids.bytes());
+    staged.weights.download(routed->weights.raw(), routed->weights.bytes());
+  }
+  return result;
+}
+
 }  // namespace moe

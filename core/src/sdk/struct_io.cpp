@@ -23,6 +23,25 @@ bool run_accumulates(const moe_run_args& args) {
   return args.accumulate == 1;
 }
 
+bool run_routes(const moe_run_args& args) {
+  return MOE_STRUCT_HAS(&args, moe_run_args, is_padding) && args.router_logits.data != nullptr;
+}
+
+moe_route_args route_args_of_run(const moe_run_args& args, const moe_problem& problem) {
+  moe_route_args r{};
+  r.struct_size = sizeof(r);
+  r.problem = &problem;
+  r.logits = args.router_logits;
+  r.bias = args.routing_bias;
+  r.is_padding = args.is_padding;
+  r.topk_ids = args.topk_ids;
+  r.topk_weights = args.topk_weights;
+  r.workspace = args.workspace;
+  r.workspace_size = args.workspace_size;
+  r.stream = args.stream;
+  return r;
+}
+
 moe_problem read_problem(const moe_problem* problem) {
   check_struct(problem, MOE_PROBLEM_MIN_SIZE, "moe_problem");
   check_extension_chain(problem->ext, "moe_problem.ext");

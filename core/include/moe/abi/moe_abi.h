@@ -42,7 +42,7 @@ extern "C" {
 #endif
 
 #define MOE_ABI_VERSION_MAJOR 1
-#define MOE_ABI_VERSION_MINOR 5
+#define MOE_ABI_VERSION_MINOR 6
 /* 1.1: benchmark() appended to the function table.
  * 1.2: typed extension chains (moe_extension), an ext chain and shutdown() appended to the function
  *      table, moe_support.routes, moe_build_info; the *_COUNT_ enumerators left the enums. Binary
@@ -52,7 +52,9 @@ extern "C" {
  *      small max_tokens under `backend: auto`.
  * 1.4: moe_run_args.accumulate (the layer's result added into the output) and
  *      moe_plugin_info.run_features, where a plugin declares that it honours it.
- * 1.5: moe_plugin_info.decode_max_tokens_by_format: the decode rule's limit per weight format. */
+ * 1.5: moe_plugin_info.decode_max_tokens_by_format: the decode rule's limit per weight format.
+ * 1.6: moe_run_args.router_logits, routing_bias and is_padding (routing in the run call) and
+ *      MOE_RUN_FEATURE_ROUTES, where a plugin declares that it honours them. */
 
 /* The one symbol a plugin exports (extern "C", default visibility). */
 #define MOE_PLUGIN_ENTRY_SYMBOL "moe_plugin_get_api"
@@ -389,6 +391,8 @@ typedef struct moe_plugin_info {
 
 /* run() honours moe_run_args.accumulate. */
 #define MOE_RUN_FEATURE_ACCUMULATE (1u << 0)
+/* run() honours moe_run_args.router_logits (ABI 1.6): it routes the batch itself. */
+#define MOE_RUN_FEATURE_ROUTES (1u << 1)
 
 #define MOE_PLUGIN_INFO_MIN_SIZE (offsetof(moe_plugin_info, routing_mask) + sizeof(uint32_t))
 
@@ -459,6 +463,17 @@ typedef struct moe_run_args {
    * its shared expert this way). Only for a plugin whose run_features has
    * MOE_RUN_FEATURE_ACCUMULATE; other values are refused. */
   int32_t accumulate;
+  /* ---- ABI 1.6 ---- */
+  /* Routing in the call. router_logits.data NULL (as every older caller leaves it): topk_ids and
+   * topk_weights are inputs. Else run() first routes the batch exactly as route() would for the
+   * layer's problem (routing_bias and is_padding as moe_route_args.bias and is_padding), writing
+   * topk_ids and topk_weights, which are then outputs, and runs the layer from them, on `stream`
+   * (in one launch where the plugin fuses the two). The workspace is the run's: workspace_size()
+   * covers the routing too. Only for a plugin whose run_features has MOE_RUN_FEATURE_ROUTES and
+   * that routes the layer's problem (moe_support.routes); the core refuses it otherwise. */
+  moe_tensor router_logits; /* [T, E + S] f32, T = hidden's rows */
+  moe_tensor routing_bias;  /* [E] f32 selection bias, iff problem.routing_bias */
+  moe_tensor is_padding;    /* [T] u8, optional: 1 = padding token, all its ids -1 */
 } moe_run_args;
 
 #define MOE_RUN_ARGS_MIN_SIZE (offsetof(moe_run_args, stream) + sizeof(void*))

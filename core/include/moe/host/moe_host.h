@@ -343,7 +343,10 @@ MOE_HOST_EXPORT moe_status moe_host_layer_route(const moe_host_layer* layer,
                                                 const moe_route_args* args);
 
 /* Runs the layer as moe_run_args says; args->layer is ignored (the handle's layer is used). More
- * tokens than max_tokens is CAPACITY_EXCEEDED. Tensors live in the layer's memory. */
+ * tokens than max_tokens is CAPACITY_EXCEEDED. Tensors live in the layer's memory. With
+ * router_logits (ABI 1.6) the plugin routes the batch itself into topk_ids and topk_weights
+ * first: UNSUPPORTED where it does not route the problem in run() (route with
+ * moe_host_layer_route, then run). */
 MOE_HOST_EXPORT moe_status moe_host_layer_run(const moe_host_layer* layer,
                                               const moe_run_args* args);
 

@@ -136,6 +136,7 @@ const BackendInfo& static_info() {
 template <class B>
 struct LayerBox final : moe_layer {
   std::unique_ptr<typename B::Layer> impl;
+  moe_problem problem{};  // as prepared: what a run that routes (ABI 1.6) routes for
 };
 
 template <class B>
@@ -152,9 +153,14 @@ void check_live(const moe_layer* layer) {
 }
 
 template <class B>
-typename B::Layer& layer_of(moe_layer* layer) {
+LayerBox<B>& box_of(moe_layer* layer) {
   check_live<B>(layer);
-  return *static_cast<LayerBox<B>*>(layer)->impl;
+  return *static_cast<LayerBox<B>*>(layer);
+}
+
+template <class B>
+typename B::Layer& layer_of(moe_layer* layer) {
+  return *box_of<B>(layer).impl;
 }
 
 // Refuses what the declaration does not list, then asks the backend; throws moe::Refusal, or
@@ -233,6 +239,7 @@ struct Entries {
         info.decode_max_tokens_by_format[format] = limit;
       }
       info.run_features = i.accumulates ? MOE_RUN_FEATURE_ACCUMULATE : 0u;  // 1.4
+      if (Routes<B>) info.run_features |= MOE_RUN_FEATURE_ROUTES;           // 1.6
       if constexpr (HasMemory<B>)
         info.memory = B::Memory::kind;
       else
@@ -279,6 +286,7 @@ struct Entries {
       const Options options = read_options(args->options, args->num_options);
       auto box = std::make_unique<LayerBox<B>>();
       box->impl = b.prepare(PrepareRequest{p, *args->weights, options, args->stream});
+      box->problem = p;
       MOE_CHECK(box->impl != nullptr, MOE_STATUS_INTERNAL, "{}: prepare made no layer",
                 static_info<B>().name);
       box->owner = table<B>();
@@ -307,23 +315,60 @@ struct Entries {
     return guarded([&] {
       MOE_CHECK(bytes != nullptr, MOE_STATUS_INVALID_ARGUMENT, "bytes must not be NULL");
       MOE_CHECK(tokens >= 0, MOE_STATUS_INVALID_ARGUMENT, "tokens={} must be >= 0", tokens);
-      const auto& l = layer_of<B>(const_cast<moe_layer*>(layer));
+      const LayerBox<B>& box = box_of<B>(const_cast<moe_layer*>(layer));
       if constexpr (HasWorkspace<B>)
-        *bytes = Instance<B>::get().workspace_size(l, tokens);
+        *bytes = Instance<B>::get().workspace_size(*box.impl, tokens);
       else
         *bytes = 0;
+      *bytes = std::max(*bytes, routing_workspace(box.problem, tokens));
     });
+  }
+
+  // Workspace bytes a run that routes needs for the routing (ABI 1.6: the run's workspace serves
+  // both, the routing first): 0 where the backend does not route `p`.
+  static size_t routing_workspace(const moe_problem& p, int64_t tokens) {
+    if constexpr (Routes<B> && HasRouteWorkspace<B>) {
+      const B& b = Instance<B>::get();
+      if (routes(b, p).ok()) return b.route_workspace_size(p, tokens);
+    }
+    return 0;
+  }
+
+  // A run that routes (ABI 1.6): routes into the run's topk tensors as route() would, on the
+  // run's stream and workspace, before the layer runs from them.
+  static void route_in_run(const moe_run_args& args, const moe_problem& p) {
+    const B& b = Instance<B>::get();
+    const char* name = static_info<B>().name;
+    const Verdict v = routes(b, p);
+    MOE_CHECK(v.ok(), MOE_STATUS_UNSUPPORTED,
+              "plugin '{}' cannot route in run() (router_logits "
+              "given): {}",
+              name, v.message);
+    const moe_tensor& logits = args.router_logits;
+    MOE_CHECK(logits.ndim != 2 || args.hidden.ndim != 2 || logits.shape[0] == args.hidden.shape[0],
+              MOE_STATUS_INVALID_ARGUMENT,
+              "router_logits has {} rows but hidden {}: one row of logits per token",
+              logits.shape[0], args.hidden.shape[0]);
+    const moe_route_args r = route_args_of_run(args, p);
+    const int64_t tokens = check_route_tensors(p, r);
+    const size_t need = routing_workspace(p, tokens);
+    MOE_CHECK(need == 0 || (args.workspace != nullptr && args.workspace_size >= need),
+              MOE_STATUS_CAPACITY_EXCEEDED,
+              "workspace of {} bytes is smaller than the {} bytes routing {} tokens needs",
+              args.workspace_size, need, tokens);
+    if constexpr (Routes<B>) b.route(p, r, tokens);
   }
 
   static void run_checked(const moe_run_args& args) {
     check_struct(&args, MOE_RUN_ARGS_MIN_SIZE, "moe_run_args");
     check_extension_chain(args.ext, "moe_run_args.ext");
-    auto& layer = layer_of<B>(args.layer);
+    LayerBox<B>& box = box_of<B>(args.layer);
     MOE_CHECK(!run_accumulates(args) || static_info<B>().accumulates, MOE_STATUS_UNSUPPORTED,
               "plugin '{}' cannot add into the output (moe_run_args.accumulate=1): its "
               "run_features lack MOE_RUN_FEATURE_ACCUMULATE",
               static_info<B>().name);
-    Instance<B>::get().run(layer, args);
+    if (run_routes(args)) route_in_run(args, box.problem);
+    Instance<B>::get().run(*box.impl, args);
   }
 
   static moe_status run(const moe_run_args* args) {

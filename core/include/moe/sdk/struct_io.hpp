@@ -40,6 +40,14 @@ void write_struct(T* out, const T& value) {
 // the field; INVALID_ARGUMENT for a value other than 0 or 1.
 bool run_accumulates(const moe_run_args& args);
 
+// Whether the caller asks run() to route (ABI 1.6): its struct holds router_logits and their data
+// is not NULL. False for an older caller's struct.
+bool run_routes(const moe_run_args& args);
+
+// The moe_route_args of a run that routes (run_routes): the run's logits, bias, padding, ids,
+// weights, workspace and stream, for `problem` (borrowed: it must outlive the call).
+moe_route_args route_args_of_run(const moe_run_args& args, const moe_problem& problem);
+
 // Checked copy of the caller's problem: struct size, extension chain, normalised, validated.
 // Throws moe::Refusal for an enum value this build does not know.
 moe_problem read_problem(const moe_problem* problem);

@@ -1,0 +1,273 @@
+// ABI 1.6 (docs/design.md §2.7): moe_run_args.router_logits asks run() to route the batch itself
+// and run the layer from the topk tensors it writes, for plugins whose moe_plugin_info.run_features
+// declare MOE_RUN_FEATURE_ROUTES. The SDK's table declares it for every backend that routes, routes
+// with the backend's route() on the run's stream and workspace, and refuses what the backend does
+// not route; the core refuses logits before an older plugin (which never reads them) could run
+// from whatever the topk tensors hold; the reference gives the bits of route() then run().
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../support/test_env.hpp"
+#include "moe/sdk/backend.hpp"
+
+namespace moe::test {
+namespace {
+
+constexpr size_t k15RunArgsSize = offsetof(moe_run_args, router_logits);
+
+// ---- the SDK's table builder --------------------------------------------------------------------
+
+struct NoLayer {};
+
+// A host backend that routes softmax_topk (every token to experts 0..k-1, weight 1) and records
+// the order of its calls; its routing needs 100 bytes of workspace a token, its layer none.
+class RoutingBackend {
+ public:
+  using Layer = NoLayer;
+  static inline std::vector<std::string> calls;
+
+  static sdk::BackendInfo info() {
+    sdk::BackendInfo i;
+    i.name = "sdk_routes";
+    i.description = "test backend: routing in run";
+    i.formats = {MOE_FORMAT_BF16};
+    i.activations = {MOE_ACTIVATION_SILU_MUL};
+    i.routings = {MOE_ROUTING_SOFTMAX_TOPK};
+    return i;
+  }
+  sdk::Verdict supports(const moe_problem&) const { return sdk::Verdict::yes(); }
+  std::unique_ptr<Layer> prepare(const sdk::PrepareRequest&) const {
+    return std::make_unique<Layer>();
+  }
+  size_t route_workspace_size(const moe_problem&, int64_t tokens) const {
+    return size_t(100 * tokens);
+  }
+  void route(const moe_problem& p, const moe_route_args& a, int64_t tokens) const {
+    calls.push_back("route");
+    auto* ids = static_cast<int32_t*>(a.topk_ids.data);
+    auto* weights = static_cast<float*>(a.topk_weights.data);
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t j = 0; j < p.top_k; ++j) {
+        ids[t * p.top_k + j] = int32_t(j);
+        weights[t * p.top_k + j] = 1.0f;
+      }
+  }
+  void run(Layer&, const moe_run_args& a) const {
+    calls.push_back("run " + std::to_string(static_cast<const int32_t*>(a.topk_ids.data)[1]));
+  }
+};
+
+// The same without route(): it cannot route, so it declares no routing in run.
+class PlainBackend {
+ public:
+  using Layer = NoLayer;
+  static inline int runs = 0;
+  static sdk::BackendInfo info() {
+    sdk::BackendInfo i;
+    i.name = "sdk_plain";
+    i.description = "test backend: no routing";
+    i.formats = {MOE_FORMAT_BF16};
+    i.activations = {MOE_ACTIVATION_SILU_MUL};
+    return i;
+  }
+  sdk::Verdict supports(const moe_problem&) const { return sdk::Verdict::yes(); }
+  std::unique_ptr<Layer> prepare(const sdk::PrepareRequest&) const {
+    return std::make_unique<Layer>();
+  }
+  void run(Layer&, const moe_run_args&) const { ++runs; }
+};
+
+uint32_t run_features_of(const moe_plugin_api* api) {
+  moe_plugin_info info{};
+  info.struct_size = sizeof(info);
+  EXPECT_EQ(api->get_info(&info), MOE_STATUS_OK) << api->last_error();
+  return info.run_features;
+}
+
+// A layer of `api` for `p`, between the plugin's init() and shutdown(), and a run's tensors on
+// the host: T tokens of hidden states, logits, topk outputs and output.
+struct RawRun {
+  const moe_plugin_api* api;
+  moe_layer* layer = nullptr;
+  HostTensor hidden, logits, ids, weights, output;
+  std::vector<uint8_t> workspace;
+  RawRun(const moe_plugin_api* a, const moe_problem& p, const moe_weights& w, int64_t tokens)
+      : api(a),
+        hidden(MOE_DTYPE_BF16, {tokens, p.hidden}),
+        logits(MOE_DTYPE_F32, {tokens, p.experts}),
+        ids(MOE_DTYPE_I32, {tokens, p.top_k}),
+        weights(MOE_DTYPE_F32, {tokens, p.top_k}),
+        output(MOE_DTYPE_BF16, {tokens, p.hidden}) {
+    moe_host_api host{};
+    host.struct_size = sizeof(host);
+    host.core_abi_major = MOE_ABI_VERSION_MAJOR;
+    host.core_abi_minor = MOE_ABI_VERSION_MINOR;
+    host.log_level = MOE_LOG_ERROR;
+    EXPECT_EQ(api->init(&host), MOE_STATUS_OK) << api->last_error();
+    moe_prepare_args args{};
+    args.struct_size = sizeof(args);
+    args.problem = &p;
+    args.weights = &w;
+    EXPECT_EQ(api->prepare(&args, &layer), MOE_STATUS_OK) << api->last_error();
+    ids.fill_bytes(0xFF);
+  }
+  ~RawRun() {
+    api->destroy_layer(layer);
+    moe_shutdown_args done{};
+    done.struct_size = sizeof(done);
+    api->shutdown(&done);
+  }
+  size_t workspace_size(int64_t tokens) const {
+    size_t bytes = 0;
+    EXPECT_EQ(api->workspace_size(layer, tokens, &bytes), MOE_STATUS_OK) << api->last_error();
+    return bytes;
+  }
+  moe_status run(bool with_logits, size_t struct_size = sizeof(moe_run_args)) {
+    moe_run_args a{};
+    a.struct_size = struct_size;
+    a.layer = layer;
+    a.hidden = hidden.view();
+    a.topk_ids = ids.view();
+    a.topk_weights = weights.view();
+    a.output = output.view();
+    a.workspace = workspace.empty() ? nullptr : workspace.data();
+    a.workspace_size = workspace.size();
+    if (with_logits) a.router_logits = logits.view();
+    return api->run(&a);
+  }
+};
+
+TEST(SdkRunRoutes, GetInfoDeclaresRoutingInRunForEveryBackendThatRoutes) {
+  EXPECT_EQ(run_features_of(sdk::plugin_api<RoutingBackend>()), MOE_RUN_FEATURE_ROUTES);
+  EXPECT_EQ(run_features_of(sdk::plugin_api<PlainBackend>()), 0u);
+}
+
+TEST(SdkRunRoutes, RunRoutesFirstOnItsWorkspaceAndRunsFromTheIdsItWrote) {
+  Problem q = small_problem();
+  q.raw().routing = MOE_ROUTING_SOFTMAX_TOPK;
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 3);
+  RawRun r(sdk::plugin_api<RoutingBackend>(), p, w.view(), 5);
+  // The layer needs none; routing 5 tokens needs 500 bytes, so the run's workspace holds them.
+  EXPECT_EQ(r.workspace_size(5), 500u);
+  EXPECT_EQ(r.workspace_size(0), 0u);
+  r.workspace.resize(500);
+  RoutingBackend::calls.clear();
+  ASSERT_EQ(r.run(true), MOE_STATUS_OK) << r.api->last_error();
+  EXPECT_EQ(RoutingBackend::calls, (std::vector<std::string>{"route", "run 1"}));
+  // Without logits, or from a 1.5 caller's struct (logits past its end are not read): run alone.
+  r.ids.fill_bytes(0xFF);
+  RoutingBackend::calls.clear();
+  ASSERT_EQ(r.run(false), MOE_STATUS_OK) << r.api->last_error();
+  ASSERT_EQ(r.run(true, k15RunArgsSize), MOE_STATUS_OK) << r.api->last_error();
+  EXPECT_EQ(RoutingBackend::calls, (std::vector<std::string>{"run -1", "run -1"}));
+
+  // Too little workspace for the routing, and logits for another batch size: refused, nothing run.
+  RoutingBackend::calls.clear();
+  r.workspace.resize(499);
+  EXPECT_EQ(r.run(true), MOE_STATUS_CAPACITY_EXCEEDED);
+  EXPECT_THAT(r.api->last_error(),
+              testing::HasSubstr("smaller than the 500 bytes routing 5 tokens needs"));
+  r.workspace.resize(500);
+  r.logits = HostTensor(MOE_DTYPE_F32, {4, p.experts});
+  EXPECT_EQ(r.run(true), MOE_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(r.api->last_error(), testing::HasSubstr("router_logits has 4 rows but hidden 5"));
+  EXPECT_TRUE(RoutingBackend::calls.empty());
+}
+
+TEST(SdkRunRoutes, ABackendThatCannotRouteTheProblemRefusesLogitsBeforeItRuns) {
+  Problem q = small_problem();
+  q.raw().routing = MOE_ROUTING_SOFTMAX_TOPK;
+  const LayerWeights w = random_weights(q.c(), 4);
+  RawRun plain(sdk::plugin_api<PlainBackend>(), q.c(), w.view(), 3);
+  const int before = PlainBackend::runs;
+  EXPECT_EQ(plain.run(true), MOE_STATUS_UNSUPPORTED);
+  EXPECT_THAT(plain.api->last_error(),
+              testing::HasSubstr("plugin 'sdk_plain' cannot route in run() (router_logits "
+                                 "given): sdk_plain does not route"));
+  EXPECT_EQ(PlainBackend::runs, before) << "the backend's run was reached";
+
+  // A backend that routes, on a problem whose method it does not list.
+  Problem g = small_problem();
+  g.raw().routing = MOE_ROUTING_SIGMOID_TOPK;
+  RawRun other(sdk::plugin_api<RoutingBackend>(), g.c(), w.view(), 3);
+  RoutingBackend::calls.clear();
+  EXPECT_EQ(other.run(true), MOE_STATUS_UNSUPPORTED);
+  EXPECT_THAT(other.api->last_error(), testing::HasSubstr("sdk_routes does not route sigmoid"));
+  EXPECT_TRUE(RoutingBackend::calls.empty());
+}
+
+// ---- the core and the reference -----------------------------------------------------------------
+
+class RunRoutes : public testing::Test {
+ protected:
+  RunRoutes()
+      : registry_(
+            registry_of({build_plugin_dir(), fixture_dir("abi_v1_2"), fixture_dir("works")})) {}
+  Registry registry_;
+};
+
+// The reference routes in run: the same ids, weights and output bits as route() then run(), with
+// a selection bias and padding tokens, and for an empty batch.
+TEST_F(RunRoutes, TheReferenceGivesTheBitsOfRouteThenRun) {
+  const auto ref = registry_.find("reference");
+  ASSERT_NE(ref, nullptr);
+  ASSERT_TRUE(ref->info().routes_in_run());
+  for (const moe_routing method : {MOE_ROUTING_SOFTMAX_TOPK, MOE_ROUTING_GROUPED_TOPK}) {
+    Problem q = small_problem();
+    q.raw().experts = 8;
+    q.raw().routing = method;
+    if (method == MOE_ROUTING_GROUPED_TOPK) {
+      q.raw().num_groups = 4;
+      q.raw().topk_group = 2;
+      q.raw().score_function = MOE_SCORE_SIGMOID;
+      q.raw().routing_bias = 1;
+    }
+    q.finalize();
+    const moe_problem p = q.c();
+    const LayerWeights w = random_weights(p, 5);
+    const Layer layer = ref->prepare(p, w.view(), {});
+    for (const int64_t tokens : {0, 1, 7}) {
+      const Batch batch = random_batch(p, tokens, 6 + uint64_t(tokens), Scenario::kPadding);
+      const Routing want_routing = route_batch(*ref, p, batch);
+      const RunResult want = run_layer(layer, p, batch.hidden, want_routing);
+      Routing got_routing;
+      const RunResult got = run_layer_routing(layer, p, batch, &got_routing);
+      const std::string at = fmt::format("{}, {} tokens", routing_name(method), tokens);
+      ASSERT_EQ(got.output.bytes(), want.output.bytes()) << at;
+      EXPECT_EQ(std::memcmp(got.output.raw(), want.output.raw(), got.output.bytes()), 0) << at;
+      EXPECT_EQ(std::memcmp(got_routing.ids.raw(), want_routing.ids.raw(), got_routing.ids.bytes()),
+                0)
+          << at;
+      EXPECT_EQ(std::memcmp(got_routing.weights.raw(), want_routing.weights.raw(),
+                            got_routing.weights.bytes()),
+                0)
+          << at;
+    }
+  }
+}
+
+TEST_F(RunRoutes, AnOlderPluginIsRefusedLogitsBeforeItRuns) {
+  const auto old = registry_.find("fixture_abi_v1_2");
+  const auto works = registry_.find("fixture_works");
+  ASSERT_NE(old, nullptr);
+  ASSERT_NE(works, nullptr);
+  EXPECT_FALSE(old->info().routes_in_run());
+  EXPECT_FALSE(works->info().routes_in_run());  // today's ABI, but its route() is absent
+  const Problem q = small_problem();
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 7);
+  const Batch batch = random_batch(p, 3, 8, Scenario::kRandom);
+  for (const auto& plugin : {old, works}) {
+    const Layer layer = plugin->prepare(p, w.view(), {});
+    expect_error([&] { run_layer_routing(layer, p, batch); }, MOE_STATUS_UNSUPPORTED,
+                 {fmt::format("plugin '{}' (ABI {}.{})", plugin->name(), plugin->info().abi_major,
+                              plugin->info().abi_minor),
+                  "does not declare MOE_RUN_FEATURE_ROUTES"});
+  }
+}
+
+}  // namespace
+}  // namespace moe::test
