@@ -57,6 +57,11 @@
 #             (grouped sigmoid top-8 of 256) and Inkling-like (sigmoid with sinks) at T = 1, 8, 64:
 #             what fusing the routing into the layer's launch could save at most (issue 11's
 #             "routing fused in where it pays"), besides one launch gap
+#   route     what routing costs beside the layer: `moe bench` of bf16 Qwen3-30B-A3B and DeepSeek-V3
+#             at T = 1, 8, 64 plain, with --route-in-run (ABI 1.6: the routing kernel and the layer
+#             in one replayed graph) and with MOE_ROUTE_CARVEOUT=max too, two rounds; then Nsight
+#             Compute source counters of the routing kernel at T = 1 (route_<shape>_stalls.txt):
+#             where its ~9-15 us go
 #   ab_late   fp8_block Mixtral and Qwen3 at T = 1, 8, 64: default / MOE_MEGA_FP8_PREFETCH=late0 /
 #             late1 / late (GEMM1's, GEMM2's, both first stages prefetched after the quantisation)
 set -uo pipefail
@@ -237,6 +242,32 @@ for section in "$@"; do
           grep -E "backend|rel_err" | tee -a "$OUT/sinks_run.txt"
         pack
       done ;;
+    route)
+      for r in 1 2; do
+        for s in qwen3_30b_a3b deepseek_v3; do
+          b="build/bin/moe bench --config $cfg/${s}_bf16.yaml --tokens 1,8,64 --iterations 30 --check-max-tokens 0"
+          for v in plain route carveout; do
+            case $v in
+              plain) timeout 60 $b ;;
+              route) timeout 60 $b --route-in-run ;;
+              carveout) MOE_ROUTE_CARVEOUT=max timeout 60 $b --route-in-run ;;
+            esac 2>&1 | grep -E "^ +[0-9]+ |rror" | sed "s/^/$s $v round $r: /" | tee -a "$OUT/route.txt"
+          done
+        done
+      done
+      for s in qwen3_30b_a3b deepseek_v3; do
+        n=route_$s
+        timeout 120 ncu --clock-control none -k regex:route_kernel -s 2 -c 1 --section SpeedOfLight \
+          --section WarpStateStats --section SourceCounters --import-source no -o "$OUT/$n" \
+          build/bin/moe bench --config $cfg/${s}_bf16.yaml --tokens 1 --graph off --iterations 2 \
+          --check-max-tokens 0 --route-in-run > "$OUT/ncu_log_$n.txt" 2>&1
+        ncu -i "$OUT/$n.ncu-rep" --page source --csv --print-source sass | gzip > "$OUT/$n.csv.gz"
+        ncu -i "$OUT/$n.ncu-rep" --page details > "$OUT/${n}_details.txt" 2>&1
+        rm -f "$OUT/$n.ncu-rep"
+        python3 bench/ncu_stalls.py "$OUT/$n.csv.gz" --top 40 > "$OUT/${n}_stalls.txt" 2>&1
+        head -25 "$OUT/${n}_stalls.txt"
+      done
+      pack ;;
     ncu_route)
       for s in qwen3_30b_a3b mixtral_8x7b deepseek_v3 inkling_like; do
         for t in 1 8 64; do

@@ -1,3 +1,6 @@
+#include <cstdlib>
+#include <string_view>
+
 #include "kernels/dependent_launch.cuh"
 #include "kernels/routing.cuh"
 #include "launch.hpp"
@@ -6,12 +9,27 @@
 namespace moe::gpu::detail {
 namespace {
 
+// MOE_ROUTE_CARVEOUT=max (a measurement, bench/NOTES.md session 50): the routing kernel asks for
+// the largest shared-memory carveout, the split of the big kernels around it, in case switching
+// the SMs' L1 / shared split between them is what a one-warp kernel's ~9 us in a graph pays.
+bool carveout_max() {
+  static const bool on = [] {
+    const char* v = std::getenv("MOE_ROUTE_CARVEOUT");
+    return v != nullptr && std::string_view(v) == "max";
+  }();
+  return on;
+}
+
 template <int kSlots>
 void launch(const kernels::RouteParams& p, int smem, cudaStream_t stream) {
   constexpr int kDefaultSmem = 48 * 1024;
   if (smem > kDefaultSmem)
     MOE_CUDA_CHECK(cudaFuncSetAttribute(kernels::route_kernel<kSlots>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  if (carveout_max())
+    MOE_CUDA_CHECK(cudaFuncSetAttribute(kernels::route_kernel<kSlots>,
+                                        cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        int(cudaSharedmemCarveoutMaxShared)));
   const int64_t blocks = (p.tokens + p.warps_per_block - 1) / p.warps_per_block;
   MOE_CUDA_CHECK(
       kernels::launch_dependent(kernels::route_kernel<kSlots>, static_cast<unsigned>(blocks),
