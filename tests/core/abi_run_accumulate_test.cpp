@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#include "../support/raw_layer.hpp"
 #include "../support/test_env.hpp"
 #include "moe/sdk/backend.hpp"
 
@@ -55,30 +56,10 @@ uint32_t run_features_of(const moe_plugin_api* api) {
   return info.run_features;
 }
 
-// A layer of `api` for the small bf16 problem (the SDK checks the weights), between the
-// plugin's init() and shutdown().
-struct RawLayer {
-  const moe_plugin_api* api;
-  moe_layer* layer = nullptr;
-  RawLayer(const moe_plugin_api* a, const moe_problem& p, const moe_weights& w) : api(a) {
-    moe_host_api host{};
-    host.struct_size = sizeof(host);
-    host.core_abi_major = MOE_ABI_VERSION_MAJOR;
-    host.core_abi_minor = MOE_ABI_VERSION_MINOR;
-    host.log_level = MOE_LOG_ERROR;
-    EXPECT_EQ(api->init(&host), MOE_STATUS_OK) << api->last_error();
-    moe_prepare_args args{};
-    args.struct_size = sizeof(args);
-    args.problem = &p;
-    args.weights = &w;
-    EXPECT_EQ(api->prepare(&args, &layer), MOE_STATUS_OK) << api->last_error();
-  }
-  ~RawLayer() {
-    api->destroy_layer(layer);
-    moe_shutdown_args done{};
-    done.struct_size = sizeof(done);
-    api->shutdown(&done);
-  }
+// A layer of `api` for the small bf16 problem (the SDK checks the weights), run with a given
+// accumulate and struct size.
+struct AccumulateLayer : RawLayer {
+  using RawLayer::RawLayer;
   moe_status run(int32_t accumulate, size_t struct_size = sizeof(moe_run_args)) const {
     moe_run_args a{};
     a.struct_size = struct_size;
@@ -100,7 +81,8 @@ TEST(SdkRunFeatures, RunRefusesAnUndeclaredAccumulateAndReadsADeclaredOne) {
   const moe_weights wv = w.view();
   using Yes = AccumulateBackend<true>;
   using No = AccumulateBackend<false>;
-  const RawLayer yes(sdk::plugin_api<Yes>(), p.c(), wv), no(sdk::plugin_api<No>(), p.c(), wv);
+  const AccumulateLayer yes(sdk::plugin_api<Yes>(), p.c(), wv),
+      no(sdk::plugin_api<No>(), p.c(), wv);
 
   ASSERT_EQ(yes.run(1), MOE_STATUS_OK) << yes.api->last_error();
   EXPECT_TRUE(Yes::last_accumulate);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/raw_layer.hpp"
 #include "../support/test_env.hpp"
 #include "moe/sdk/backend.hpp"
 
@@ -86,38 +87,19 @@ uint32_t run_features_of(const moe_plugin_api* api) {
   return info.run_features;
 }
 
-// A layer of `api` for `p`, between the plugin's init() and shutdown(), and a run's tensors on
-// the host: T tokens of hidden states, logits, topk outputs and output.
-struct RawRun {
-  const moe_plugin_api* api;
-  moe_layer* layer = nullptr;
+// A layer of `api` for `p` (RawLayer) and a run's tensors on the host: T tokens of hidden states,
+// logits, topk outputs and output.
+struct RawRun : RawLayer {
   HostTensor hidden, logits, ids, weights, output;
   std::vector<uint8_t> workspace;
   RawRun(const moe_plugin_api* a, const moe_problem& p, const moe_weights& w, int64_t tokens)
-      : api(a),
+      : RawLayer(a, p, w),
         hidden(MOE_DTYPE_BF16, {tokens, p.hidden}),
         logits(MOE_DTYPE_F32, {tokens, p.experts}),
         ids(MOE_DTYPE_I32, {tokens, p.top_k}),
         weights(MOE_DTYPE_F32, {tokens, p.top_k}),
         output(MOE_DTYPE_BF16, {tokens, p.hidden}) {
-    moe_host_api host{};
-    host.struct_size = sizeof(host);
-    host.core_abi_major = MOE_ABI_VERSION_MAJOR;
-    host.core_abi_minor = MOE_ABI_VERSION_MINOR;
-    host.log_level = MOE_LOG_ERROR;
-    EXPECT_EQ(api->init(&host), MOE_STATUS_OK) << api->last_error();
-    moe_prepare_args args{};
-    args.struct_size = sizeof(args);
-    args.problem = &p;
-    args.weights = &w;
-    EXPECT_EQ(api->prepare(&args, &layer), MOE_STATUS_OK) << api->last_error();
     ids.fill_bytes(0xFF);
-  }
-  ~RawRun() {
-    api->destroy_layer(layer);
-    moe_shutdown_args done{};
-    done.struct_size = sizeof(done);
-    api->shutdown(&done);
   }
   size_t workspace_size(int64_t tokens) const {
     size_t bytes = 0;
