@@ -277,7 +277,9 @@ void add_bench(CLI::App& app, Discovery& d) {
           if (t <= check_max_tokens && reference) {
             if (!ref_layer)
               ref_layer = std::make_unique<Layer>(reference->prepare(p, weights.view(), {}));
-            const RunResult got = run_layer(layer, p, batch.hidden, routing);
+            // The call timed below: from the logits where --route-in-run.
+            const RunResult got = route_in_run ? run_layer_routing(layer, p, batch)
+                                               : run_layer(layer, p, batch.hidden, routing);
             const RunResult ref = run_layer(*ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
             pt.rel_err = relative_l2(got.output, ref.output);
           }

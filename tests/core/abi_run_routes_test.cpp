@@ -11,6 +11,7 @@
 
 #include "../support/raw_layer.hpp"
 #include "../support/test_env.hpp"
+#include "loading/bench_runs.hpp"
 #include "moe/sdk/backend.hpp"
 
 namespace moe::test {
@@ -179,6 +180,97 @@ TEST(SdkRunRoutes, ABackendThatCannotRouteTheProblemRefusesLogitsBeforeItRuns) {
   EXPECT_EQ(other.run(true), MOE_STATUS_UNSUPPORTED);
   EXPECT_THAT(other.api->last_error(), testing::HasSubstr("sdk_routes does not route sigmoid"));
   EXPECT_TRUE(RoutingBackend::calls.empty());
+}
+
+// ---- moe_bench_args.runs: the stride rule ------------------------------------------------------
+
+// A backend with its own benchmark(): it records the runs it is given, as its structs.
+class BenchBackend {
+ public:
+  using Layer = NoLayer;
+  static inline std::vector<moe_run_args> seen;
+  static sdk::BackendInfo info() {
+    sdk::BackendInfo i;
+    i.name = "sdk_bench";
+    i.description = "test backend: run sets";
+    i.formats = {MOE_FORMAT_BF16};
+    i.activations = {MOE_ACTIVATION_SILU_MUL};
+    return i;
+  }
+  sdk::Verdict supports(const moe_problem&) const { return sdk::Verdict::yes(); }
+  std::unique_ptr<Layer> prepare(const sdk::PrepareRequest&) const {
+    return std::make_unique<Layer>();
+  }
+  void run(Layer&, const moe_run_args&) const {}
+  void benchmark(const moe_bench_args& a, const sdk::RunFn&) const {
+    seen.assign(a.runs, a.runs + a.num_runs);
+    for (int32_t i = 0; i < a.iterations; ++i) a.times_ms[i] = 1.0;
+  }
+};
+
+// Three runs laid out `stride` bytes apart, each with its struct_size and a workspace size of i.
+std::vector<unsigned char> runs_at(size_t stride, const moe_layer* layer) {
+  std::vector<unsigned char> bytes(3 * stride);
+  for (size_t i = 0; i < 3; ++i) {
+    moe_run_args a{};
+    a.struct_size = stride;
+    a.layer = const_cast<moe_layer*>(layer);
+    a.workspace_size = 100 + i;
+    std::memcpy(bytes.data() + i * stride, &a, std::min(stride, sizeof(a)));
+  }
+  return bytes;
+}
+
+moe_status bench(const RawLayer& l, const std::vector<unsigned char>& runs) {
+  double times[2];
+  moe_bench_args b{};
+  b.struct_size = sizeof(b);
+  b.runs = reinterpret_cast<const moe_run_args*>(runs.data());
+  b.num_runs = 3;
+  b.iterations = 2;
+  b.times_ms = times;
+  return l.api->benchmark(&b);
+}
+
+TEST(SdkRunRoutes, BenchRunsAreReadByTheFirstRunsStructSize) {
+  const Problem q = small_problem();
+  const LayerWeights w = random_weights(q.c(), 9);
+  const RawLayer l(sdk::plugin_api<BenchBackend>(), q.c(), w.view());
+  // A 1.1-1.5 caller's 504-byte structs, this build's, and a later caller's larger ones.
+  for (const size_t stride :
+       {offsetof(moe_run_args, router_logits), sizeof(moe_run_args), sizeof(moe_run_args) + 64}) {
+    BenchBackend::seen.clear();
+    ASSERT_EQ(bench(l, runs_at(stride, l.layer)), MOE_STATUS_OK) << l.api->last_error();
+    ASSERT_EQ(BenchBackend::seen.size(), 3u) << stride;
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(BenchBackend::seen[i].workspace_size, 100 + i) << stride;
+      EXPECT_EQ(BenchBackend::seen[i].router_logits.data, nullptr) << stride;
+    }
+  }
+  std::vector<unsigned char> mixed = runs_at(sizeof(moe_run_args), l.layer);
+  reinterpret_cast<moe_run_args*>(mixed.data() + sizeof(moe_run_args))->struct_size = 504;
+  EXPECT_EQ(bench(l, mixed), MOE_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(l.api->last_error(), testing::HasSubstr("runs[1].struct_size=504 differs"));
+}
+
+TEST(CoreBenchRuns, OlderPluginsGetThe504ByteLayoutTheyStepBy) {
+  std::vector<moe_run_args> runs(3);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    runs[i].struct_size = sizeof(moe_run_args);
+    runs[i].workspace_size = 7 + i;
+  }
+  EXPECT_EQ(detail::kRunArgsSizeBefore16, 504u);
+  for (const uint32_t minor : {5u, 6u}) {
+    const size_t stride = minor < 6 ? 504 : sizeof(moe_run_args);
+    const std::vector<unsigned char> packed = detail::pack_bench_runs(runs, minor);
+    ASSERT_EQ(packed.size(), 3 * stride);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      moe_run_args got{};
+      std::memcpy(&got, packed.data() + i * stride, stride);
+      EXPECT_EQ(got.struct_size, stride) << minor;
+      EXPECT_EQ(got.workspace_size, 7 + i) << minor;
+    }
+  }
 }
 
 // ---- the core and the reference -----------------------------------------------------------------

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "loading/bench_runs.hpp"
 #include "loading/entry_guard.hpp"
 #include "loading/table_leases.hpp"
 #include "moe/sdk/error.hpp"
@@ -143,12 +144,18 @@ std::vector<double> Plugin::benchmark(const std::vector<moe_run_args>& runs, int
                                       int iterations, bool graph) const {
   MOE_CHECK(!runs.empty() && iterations > 0, MOE_STATUS_INVALID_ARGUMENT,
             "benchmark needs run sets and iterations > 0");
+  for (const moe_run_args& run : runs)  // as Layer::run refuses them
+    MOE_CHECK(!sdk::run_routes(run) || info_.routes_in_run(), MOE_STATUS_UNSUPPORTED,
+              "plugin '{}' (ABI {}.{}) does not declare MOE_RUN_FEATURE_ROUTES: it cannot route in "
+              "run()",
+              info_.name, info_.abi_major, info_.abi_minor);
   std::vector<double> times(size_t(iterations), 0.0);
   const moe_plugin_api& api = table();
   if (has_device_timing()) {
+    const std::vector<unsigned char> packed = detail::pack_bench_runs(runs, info_.abi_minor);
     moe_bench_args args{};
     args.struct_size = sizeof(args);
-    args.runs = runs.data();
+    args.runs = reinterpret_cast<const moe_run_args*>(packed.data());
     args.num_runs = static_cast<int32_t>(runs.size());
     args.warmup = warmup;
     args.iterations = iterations;

@@ -23,6 +23,28 @@ bool run_accumulates(const moe_run_args& args) {
   return args.accumulate == 1;
 }
 
+std::vector<moe_run_args> read_bench_runs(const moe_bench_args& args) {
+  MOE_CHECK(args.runs != nullptr && args.num_runs >= 1, MOE_STATUS_INVALID_ARGUMENT,
+            "moe_bench_args needs runs (num_runs={})", args.num_runs);
+  const size_t stride = args.runs[0].struct_size;
+  check_struct_size(args.runs, stride, MOE_RUN_ARGS_MIN_SIZE, "moe_bench_args.runs[0]");
+  MOE_CHECK(stride % alignof(moe_run_args) == 0, MOE_STATUS_INVALID_ARGUMENT,
+            "moe_bench_args.runs[0].struct_size={} is no multiple of {}: the runs lie that many "
+            "bytes apart",
+            stride, alignof(moe_run_args));
+  std::vector<moe_run_args> runs(size_t(args.num_runs));
+  const auto* base = reinterpret_cast<const unsigned char*>(args.runs);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto* run = reinterpret_cast<const moe_run_args*>(base + i * stride);
+    MOE_CHECK(run->struct_size == stride, MOE_STATUS_INVALID_ARGUMENT,
+              "moe_bench_args.runs[{}].struct_size={} differs from runs[0]'s {}: the runs lie "
+              "runs[0].struct_size bytes apart",
+              i, run->struct_size, stride);
+    runs[i] = read_struct(run, moe_run_args{});
+  }
+  return runs;
+}
+
 bool run_routes(const moe_run_args& args) {
   return MOE_STRUCT_HAS(&args, moe_run_args, is_padding) && args.router_logits.data != nullptr;
 }

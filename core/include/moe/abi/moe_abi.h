@@ -484,7 +484,10 @@ typedef struct moe_run_args {
 typedef struct moe_bench_args {
   size_t struct_size;
   const moe_extension* ext;
-  const moe_run_args* runs; /* [num_runs] borrowed; the same layer, different inputs */
+  /* [num_runs] borrowed; the same layer, different inputs. Since ABI 1.6 the structs lie
+   * runs[0].struct_size bytes apart (every run's struct_size the same); a 1.1-1.5 plugin steps
+   * by its own sizeof(moe_run_args), 504 bytes, so a newer caller lays them out so for it. */
+  const moe_run_args* runs;
   int32_t num_runs;
   int32_t warmup;     /* untimed iterations first */
   int32_t iterations; /* timed iterations */

@@ -136,7 +136,7 @@ const BackendInfo& static_info() {
 template <class B>
 struct LayerBox final : moe_layer {
   std::unique_ptr<typename B::Layer> impl;
-  moe_problem problem{};  // as prepared: what a run that routes (ABI 1.6) routes for
+  Problem problem;  // as prepared, its EP map owned: what a run that routes (ABI 1.6) routes for
 };
 
 template <class B>
@@ -286,7 +286,8 @@ struct Entries {
       const Options options = read_options(args->options, args->num_options);
       auto box = std::make_unique<LayerBox<B>>();
       box->impl = b.prepare(PrepareRequest{p, *args->weights, options, args->stream});
-      box->problem = p;
+      box->problem = Problem(p);  // the caller's EP map and ext are borrowed for this call only
+      box->problem.raw().ext = nullptr;
       MOE_CHECK(box->impl != nullptr, MOE_STATUS_INTERNAL, "{}: prepare made no layer",
                 static_info<B>().name);
       box->owner = table<B>();
@@ -320,7 +321,7 @@ struct Entries {
         *bytes = Instance<B>::get().workspace_size(*box.impl, tokens);
       else
         *bytes = 0;
-      *bytes = std::max(*bytes, routing_workspace(box.problem, tokens));
+      *bytes = std::max(*bytes, routing_workspace(box.problem.c(), tokens));
     });
   }
 
@@ -367,7 +368,10 @@ struct Entries {
               "plugin '{}' cannot add into the output (moe_run_args.accumulate=1): its "
               "run_features lack MOE_RUN_FEATURE_ACCUMULATE",
               static_info<B>().name);
-    if (run_routes(args)) route_in_run(args, box.problem);
+    if (run_routes(args)) {
+      const moe_problem p = box.problem.c();
+      route_in_run(args, p);
+    }
     Instance<B>::get().run(*box.impl, args);
   }
 
@@ -422,7 +426,11 @@ struct Entries {
     return guarded([&] {
       check_struct(args, MOE_BENCH_ARGS_MIN_SIZE, "moe_bench_args");
       check_extension_chain(args->ext, "moe_bench_args.ext");
-      Instance<B>::get().benchmark(*args, RunFn(run_checked));
+      // The backend sees the runs as this build's structs, whatever the caller's size.
+      const std::vector<moe_run_args> runs = read_bench_runs(*args);
+      moe_bench_args own = read_struct(args, moe_bench_args{});
+      own.runs = runs.data();
+      Instance<B>::get().benchmark(own, RunFn(run_checked));
     });
   }
 

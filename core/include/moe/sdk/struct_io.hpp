@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 #include "moe/abi/moe_abi.h"
 #include "moe/sdk/error.hpp"
@@ -39,6 +40,12 @@ void write_struct(T* out, const T& value) {
 // moe_run_args.accumulate (ABI 1.4) as the caller set it: false where its struct is older than
 // the field; INVALID_ARGUMENT for a value other than 0 or 1.
 bool run_accumulates(const moe_run_args& args);
+
+// moe_bench_args.runs read by the stride rule (docs/design.md §2.7): num_runs structs laid out
+// runs[0].struct_size bytes apart (a 1.6 caller's size; 1.1-1.5 callers' structs were all the
+// same 504 bytes), each copied over zeroed defaults. INVALID_ARGUMENT for no runs or a run whose
+// struct_size differs from the first's; ABI_MISMATCH below the minimum.
+std::vector<moe_run_args> read_bench_runs(const moe_bench_args& args);
 
 // Whether the caller asks run() to route (ABI 1.6): its struct holds router_logits and their data
 // is not NULL. False for an older caller's struct.
