@@ -23,25 +23,33 @@ constexpr size_t k15RunArgsSize = offsetof(moe_run_args, router_logits);
 
 struct NoLayer {};
 
-// A host backend that routes softmax_topk (every token to experts 0..k-1, weight 1) and records
-// the order of its calls; its routing needs 100 bytes of workspace a token, its layer none.
-class RoutingBackend {
- public:
+// What the test backends below share: a bf16 silu_mul declaration, any problem, an empty layer.
+struct TestBackend {
   using Layer = NoLayer;
-  static inline std::vector<std::string> calls;
-
-  static sdk::BackendInfo info() {
+  static sdk::BackendInfo bf16_info(const char* name, const char* description) {
     sdk::BackendInfo i;
-    i.name = "sdk_routes";
-    i.description = "test backend: routing in run";
+    i.name = name;
+    i.description = description;
     i.formats = {MOE_FORMAT_BF16};
     i.activations = {MOE_ACTIVATION_SILU_MUL};
-    i.routings = {MOE_ROUTING_SOFTMAX_TOPK};
     return i;
   }
   sdk::Verdict supports(const moe_problem&) const { return sdk::Verdict::yes(); }
   std::unique_ptr<Layer> prepare(const sdk::PrepareRequest&) const {
     return std::make_unique<Layer>();
+  }
+};
+
+// A host backend that routes softmax_topk (every token to experts 0..k-1, weight 1) and records
+// the order of its calls; its routing needs 100 bytes of workspace a token, its layer none.
+class RoutingBackend : public TestBackend {
+ public:
+  static inline std::vector<std::string> calls;
+
+  static sdk::BackendInfo info() {
+    sdk::BackendInfo i = bf16_info("sdk_routes", "test backend: routing in run");
+    i.routings = {MOE_ROUTING_SOFTMAX_TOPK};
+    return i;
   }
   size_t route_workspace_size(const moe_problem&, int64_t tokens) const {
     return size_t(100 * tokens);
@@ -62,22 +70,10 @@ class RoutingBackend {
 };
 
 // The same without route(): it cannot route, so it declares no routing in run.
-class PlainBackend {
+class PlainBackend : public TestBackend {
  public:
-  using Layer = NoLayer;
   static inline int runs = 0;
-  static sdk::BackendInfo info() {
-    sdk::BackendInfo i;
-    i.name = "sdk_plain";
-    i.description = "test backend: no routing";
-    i.formats = {MOE_FORMAT_BF16};
-    i.activations = {MOE_ACTIVATION_SILU_MUL};
-    return i;
-  }
-  sdk::Verdict supports(const moe_problem&) const { return sdk::Verdict::yes(); }
-  std::unique_ptr<Layer> prepare(const sdk::PrepareRequest&) const {
-    return std::make_unique<Layer>();
-  }
+  static sdk::BackendInfo info() { return bf16_info("sdk_plain", "test backend: no routing"); }
   void run(Layer&, const moe_run_args&) const { ++runs; }
 };
 
@@ -185,22 +181,10 @@ TEST(SdkRunRoutes, ABackendThatCannotRouteTheProblemRefusesLogitsBeforeItRuns) {
 // ---- moe_bench_args.runs: the stride rule ------------------------------------------------------
 
 // A backend with its own benchmark(): it records the runs it is given, as its structs.
-class BenchBackend {
+class BenchBackend : public TestBackend {
  public:
-  using Layer = NoLayer;
   static inline std::vector<moe_run_args> seen;
-  static sdk::BackendInfo info() {
-    sdk::BackendInfo i;
-    i.name = "sdk_bench";
-    i.description = "test backend: run sets";
-    i.formats = {MOE_FORMAT_BF16};
-    i.activations = {MOE_ACTIVATION_SILU_MUL};
-    return i;
-  }
-  sdk::Verdict supports(const moe_problem&) const { return sdk::Verdict::yes(); }
-  std::unique_ptr<Layer> prepare(const sdk::PrepareRequest&) const {
-    return std::make_unique<Layer>();
-  }
+  static sdk::BackendInfo info() { return bf16_info("sdk_bench", "test backend: run sets"); }
   void run(Layer&, const moe_run_args&) const {}
   void benchmark(const moe_bench_args& a, const sdk::RunFn&) const {
     seen.assign(a.runs, a.runs + a.num_runs);
