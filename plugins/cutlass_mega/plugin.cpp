@@ -60,6 +60,13 @@ class CutlassMegaBackend : public moe::gpu::GpuBackend {
 
   void run(Layer& layer, const moe_run_args& args) const { layer.run(args); }
 
+  // ABI 1.6's routing in the run call inside the fused launch where the layer takes it (batches
+  // of up to 8 tokens: 0.90x the time of route() then the launch at Qwen3-30B-A3B T = 1, 0.96x at
+  // T = 8, H100, bench/results/2026-12-06_s51_h100.md); otherwise the SDK routes first.
+  bool routes_in_run(const Layer& layer, const moe_run_args& args) const {
+    return layer.routes_in_launch(args);
+  }
+
   std::string describe_layout(const moe_problem& p) const { return moe::mega::describe(p); }
 };
 

@@ -64,8 +64,11 @@ class Layer {
   // (torch's caching allocator, CUDA graph capture).
   void route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weights, nb::handle bias,
              nb::handle is_padding, nb::handle workspace, uintptr_t stream);
+  // With router_logits (not None; ABI 1.6) the plugin routes the batch itself in the same call,
+  // into topk_ids and topk_weights (then outputs), with bias and is_padding as route() takes them.
   void run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights, nb::handle output,
-           nb::handle workspace, uintptr_t stream);
+           nb::handle workspace, uintptr_t stream, nb::handle router_logits, nb::handle bias,
+           nb::handle is_padding);
   // A checkpoint's router (moe_host_layer_prepare_checkpoint), copied out of the layer's host
   // memory: {"router_weight": (bytes, "bf16", (rows, H)), ...}, only those the checkpoint has.
   nb::dict router_tensors() const;

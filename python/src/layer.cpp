@@ -94,6 +94,25 @@ void Layer::call(Args& a, nb::handle given, Workspace& own, Placement& where, Ke
   check(entry(handle_, &a));
 }
 
+namespace {
+
+// The routing's selection bias and padding flags (route(), and run() given router logits): the
+// bias exactly when the problem has routing_bias.
+void routing_extras(const moe_problem& p, int64_t tokens, nb::handle bias, nb::handle is_padding,
+                    Placement& where, Keep& keep, moe_tensor& bias_out, moe_tensor& padding_out) {
+  if (p.routing_bias && bias.is_none())
+    fail(MOE_STATUS_INVALID_ARGUMENT,
+         "bias: the problem has routing_bias, so routing needs a [{}] f32 selection bias",
+         p.experts);
+  if (!p.routing_bias && !bias.is_none())
+    fail(MOE_STATUS_INVALID_ARGUMENT, "bias: given, but the problem has no routing_bias");
+  if (!bias.is_none()) bias_out = tensor_arg(bias, "bias", MOE_DTYPE_F32, {p.experts}, where, keep);
+  if (!is_padding.is_none())
+    padding_out = tensor_arg(is_padding, "is_padding", MOE_DTYPE_U8, {tokens}, where, keep);
+}
+
+}  // namespace
+
 void Layer::route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weights, nb::handle bias,
                   nb::handle is_padding, nb::handle workspace_given, uintptr_t stream) {
   const moe_problem& p = *info_.problem;
@@ -107,23 +126,15 @@ void Layer::route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weight
   a.topk_ids = tensor_arg(topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width}, where, keep);
   a.topk_weights =
       tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, where, keep);
-  if (p.routing_bias && bias.is_none())
-    fail(MOE_STATUS_INVALID_ARGUMENT,
-         "bias: the problem has routing_bias, so route needs a [{}] "
-         "f32 selection bias",
-         p.experts);
-  if (!p.routing_bias && !bias.is_none())
-    fail(MOE_STATUS_INVALID_ARGUMENT, "bias: given, but the problem has no routing_bias");
-  if (!bias.is_none()) a.bias = tensor_arg(bias, "bias", MOE_DTYPE_F32, {p.experts}, where, keep);
-  if (!is_padding.is_none())
-    a.is_padding = tensor_arg(is_padding, "is_padding", MOE_DTYPE_U8, {tokens}, where, keep);
+  routing_extras(p, tokens, bias, is_padding, where, keep, a.bias, a.is_padding);
   a.stream = reinterpret_cast<void*>(stream);
   a.workspace_size = route_workspace_size(tokens);
   call(a, workspace_given, route_ws_, where, keep, moe_host_layer_route);
 }
 
 void Layer::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights, nb::handle output,
-                nb::handle workspace_given, uintptr_t stream) {
+                nb::handle workspace_given, uintptr_t stream, nb::handle router_logits,
+                nb::handle bias, nb::handle is_padding) {
   const moe_problem& p = *info_.problem;
   const int64_t width = MOE_TOPK_WIDTH(&p);
   Placement where{info_.memory, device_id};
@@ -135,6 +146,14 @@ void Layer::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights,
   a.topk_weights =
       tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, where, keep);
   a.output = tensor_arg(output, "out", MOE_DTYPE_BF16, {tokens, p.hidden}, where, keep);
+  if (!router_logits.is_none()) {  // ABI 1.6: the plugin routes in this call
+    a.router_logits = tensor_arg(router_logits, "router_logits", MOE_DTYPE_F32,
+                                 {tokens, p.experts + p.sink_experts}, where, keep);
+    routing_extras(p, tokens, bias, is_padding, where, keep, a.routing_bias, a.is_padding);
+  } else if (!bias.is_none() || !is_padding.is_none()) {
+    fail(MOE_STATUS_INVALID_ARGUMENT,
+         "bias and is_padding belong to routing: run() takes them only with router_logits");
+  }
   a.stream = reinterpret_cast<void*>(stream);
   a.workspace_size = workspace_size(tokens);
   call(a, workspace_given, run_ws_, where, keep, moe_host_layer_run);

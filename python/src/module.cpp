@@ -76,7 +76,8 @@ NB_MODULE(_core, m) {
       .def("route", &Layer::route, "logits"_a, "topk_ids"_a, "topk_weights"_a, "bias"_a.none(),
            "is_padding"_a.none(), "workspace"_a.none(), "stream"_a)
       .def("run", &Layer::run, "hidden"_a, "topk_ids"_a, "topk_weights"_a, "out"_a,
-           "workspace"_a.none(), "stream"_a);
+           "workspace"_a.none(), "stream"_a, "router_logits"_a.none(), "bias"_a.none(),
+           "is_padding"_a.none());
 
   nb::class_<EpGroup>(m, "EpGroup")
       .def(nb::init<uintptr_t, const Layer&, double>(), "nccl_comm"_a, "layer"_a, "timeout_s"_a)

@@ -69,6 +69,22 @@ class RoutingBackend : public TestBackend {
   }
 };
 
+// The same, routing inside its own run for batches of up to 3 tokens (RoutesInRun): there the
+// SDK checks the routing arguments but calls no route().
+class FusingBackend : public RoutingBackend {
+ public:
+  static sdk::BackendInfo info() {
+    sdk::BackendInfo i = bf16_info("sdk_fuses", "test backend: routing inside its run");
+    i.routings = {MOE_ROUTING_SOFTMAX_TOPK};
+    return i;
+  }
+  bool routes_in_run(const Layer&, const moe_run_args& a) const { return a.hidden.shape[0] <= 3; }
+  void run(Layer&, const moe_run_args& a) const {
+    calls.push_back(std::string(sdk::run_routes(a) ? "run routing " : "run ") +
+                    std::to_string(a.hidden.shape[0]));
+  }
+};
+
 // The same without route(): it cannot route, so it declares no routing in run.
 class PlainBackend : public TestBackend {
  public:
@@ -154,6 +170,34 @@ TEST(SdkRunRoutes, RunRoutesFirstOnItsWorkspaceAndRunsFromTheIdsItWrote) {
   EXPECT_EQ(r.run(true), MOE_STATUS_INVALID_ARGUMENT);
   EXPECT_THAT(r.api->last_error(), testing::HasSubstr("router_logits has 4 rows but hidden 5"));
   EXPECT_TRUE(RoutingBackend::calls.empty());
+}
+
+TEST(SdkRunRoutes, ABackendThatRoutesInItsOwnRunGetsNoRouteCallButTheSameChecks) {
+  Problem q = small_problem();
+  q.raw().routing = MOE_ROUTING_SOFTMAX_TOPK;
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 3);
+  EXPECT_EQ(run_features_of(sdk::plugin_api<FusingBackend>()), MOE_RUN_FEATURE_ROUTES);
+  for (int64_t tokens : {3, 4}) {
+    RawRun r(sdk::plugin_api<FusingBackend>(), p, w.view(), tokens);
+    r.workspace.resize(r.workspace_size(tokens));
+    FusingBackend::calls.clear();
+    ASSERT_EQ(r.run(true), MOE_STATUS_OK) << r.api->last_error();
+    if (tokens == 3)  // routed inside its run: the run sees the logits, route() is not called
+      EXPECT_EQ(FusingBackend::calls, (std::vector<std::string>{"run routing 3"}));
+    else
+      EXPECT_EQ(FusingBackend::calls, (std::vector<std::string>{"route", "run routing 4"}));
+    // The routing arguments are still the SDK's to check: too little workspace, logits of
+    // another batch size.
+    FusingBackend::calls.clear();
+    r.workspace.resize(r.workspace.size() - 1);
+    EXPECT_EQ(r.run(true), MOE_STATUS_CAPACITY_EXCEEDED) << tokens;
+    r.workspace.resize(r.workspace.size() + 1);
+    r.logits = HostTensor(MOE_DTYPE_F32, {tokens + 1, p.experts});
+    EXPECT_EQ(r.run(true), MOE_STATUS_INVALID_ARGUMENT) << tokens;
+    EXPECT_THAT(r.api->last_error(), testing::HasSubstr("router_logits has"));
+    EXPECT_TRUE(FusingBackend::calls.empty()) << tokens;
+  }
 }
 
 TEST(SdkRunRoutes, ABackendThatCannotRouteTheProblemRefusesLogitsBeforeItRuns) {

@@ -151,7 +151,7 @@ __device__ __forceinline__ void top2_insert(uint64_t k, int i, uint64_t& k1, int
 // summed in selection order from 0.0. L = 32/G lanes (rounded down to a power of two) share a
 // group, each scanning every L-th member, then merge their top-2 pairs by shuffles; the top-2
 // under the total order is unique, so the split cannot change it.
-__device__ void group_scores(const RouteParams& p, const RouteSmem& sm, int lane) {
+__device__ inline void group_scores(const RouteParams& p, const RouteSmem& sm, int lane) {
   const int groups = p.num_groups, per_group = p.experts / groups;
   int lanes = 1;  // per group
   while (lanes * 2 * groups <= kWarpSize) lanes *= 2;
@@ -190,8 +190,8 @@ __device__ __forceinline__ double log_sigmoid(double a) {
 
 // Softmax normaliser of one token's logits: max (std::max from x[0]) and the sum of
 // exp(x - max) in index order. Leaves exp(x_i - max) in p[i].
-__device__ void softmax_normaliser(const float* x, int n, int lane, double* p, double& max,
-                                   double& sum) {
+__device__ inline void softmax_normaliser(const float* x, int n, int lane, double* p, double& max,
+                                          double& sum) {
   max = x[0];
   for (int i = lane; i < n; i += kWarpSize) {
     const double v = x[i];
@@ -211,7 +211,7 @@ __device__ void softmax_normaliser(const float* x, int n, int lane, double* p, d
 }
 
 // Chooses the best topk_group groups (grouped_topk): afterwards gtaken[g] = 1 for kept groups.
-__device__ void choose_groups(const RouteParams& p, const RouteSmem& sm, int lane) {
+__device__ inline void choose_groups(const RouteParams& p, const RouteSmem& sm, int lane) {
   group_scores(p, sm, lane);
   SharedCandidates groups{sm.gkey, sm.gtaken, p.num_groups};
   warp_top_k(groups, p.topk_group, lane);
@@ -219,7 +219,7 @@ __device__ void choose_groups(const RouteParams& p, const RouteSmem& sm, int lan
 }
 
 // Lane j < W ends with column j's weight; the serial loops keep the reference's order.
-__device__ double sink_weight(const RouteParams& p, const float* x, int my_id, int lane) {
+__device__ inline double sink_weight(const RouteParams& p, const float* x, int my_id, int lane) {
   const int width = p.top_k + p.sinks;
   const double lp = lane < width ? log_sigmoid(x[my_id]) : 0.0;  // sink ids index their column
   double max = __shfl_sync(kFullMask, lp, 0);
@@ -305,25 +305,21 @@ __device__ int choose_experts(const RouteParams& p, const RouteSmem& sm, const f
   }
 }
 
+// One token's routing by one warp (all 32 lanes, full-mask shuffles): lane j < k + S ends with
+// column j's id and weight; a padding token's are -1 and 0. `warp_smem`: this warp's
+// RouteSmem::bytes(E, G) bytes of shared memory, 16-byte aligned. Used by route_kernel and by
+// kernels that route inside their own launch (cutlass_mega, docs/design.md §13).
 template <int kSlots>
-__global__ void __launch_bounds__(kRouteThreads) route_kernel(const RouteParams p) {
-  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
-  extern __shared__ __align__(16) unsigned char route_smem[];
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int64_t t = int64_t(blockIdx.x) * p.warps_per_block + warp;
-  if (t >= p.tokens) return;  // whole warps leave together: the shuffles below stay full
+__device__ void route_token(const RouteParams& p, unsigned char* warp_smem, int64_t t, int lane,
+                            int& id, float& weight) {
   const int E = p.experts, k = p.top_k, width = p.top_k + p.sinks;
-  int32_t* ids = p.ids + t * width;        // (k + S)
-  float* weights = p.weights + t * width;  // (k + S)
   if (p.is_padding != nullptr && p.is_padding[t] != 0) {
-    if (lane < width) {
-      ids[lane] = -1;
-      weights[lane] = 0.0f;
-    }
+    id = -1;
+    weight = 0.0f;
     return;
   }
   const float* x = p.logits + t * (E + p.sinks);  // (E + S)
-  const RouteSmem sm(route_smem + warp * p.warp_smem_bytes, E, p.num_groups);
+  const RouteSmem sm(warp_smem, E, p.num_groups);
 
   // Softmax numerators borrow the key array (same bytes, same owner lane) until keys replace them.
   double max = 0.0, sum = 1.0;
@@ -348,9 +344,24 @@ __global__ void __launch_bounds__(kRouteThreads) route_kernel(const RouteParams 
     }
     w = s * p.scale;  // 1.0 for softmax/sigmoid_topk: exact
   }
+  id = my_id;
+  weight = static_cast<float>(w);
+}
+
+template <int kSlots>
+__global__ void __launch_bounds__(kRouteThreads) route_kernel(const RouteParams p) {
+  enter_dependent_grid();  // first: launched after the previous kernel (PDL)
+  extern __shared__ __align__(16) unsigned char route_smem[];
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t t = int64_t(blockIdx.x) * p.warps_per_block + warp;
+  if (t >= p.tokens) return;  // whole warps leave together: the shuffles stay full
+  const int width = p.top_k + p.sinks;
+  int id = -1;
+  float weight = 0.0f;
+  route_token<kSlots>(p, route_smem + warp * p.warp_smem_bytes, t, lane, id, weight);
   if (lane < width) {
-    ids[lane] = my_id;
-    weights[lane] = static_cast<float>(w);
+    p.ids[t * width + lane] = id;
+    p.weights[t * width + lane] = weight;
   }
 }
 

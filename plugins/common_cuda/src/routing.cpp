@@ -24,13 +24,12 @@ sdk::Verdict route_limits(const moe_problem& p) {
   return sdk::Verdict::yes();
 }
 
-void launch_route(const moe_problem& p, int64_t tokens, const float* logits, const float* bias,
-                  const uint8_t* is_padding, int32_t* ids, float* weights, cudaStream_t stream) {
+void fill_route_params(kernels::RouteParams& k, const moe_problem& p, int64_t tokens,
+                       const float* logits, const float* bias, const uint8_t* is_padding,
+                       int32_t* ids, float* weights) {
   check_routing_args(p, tokens, logits, bias, ids, weights);
   if (const sdk::Verdict v = route_limits(p); !v.ok()) throw Refusal(v.reason, v.message);
-  if (tokens == 0) return;
-
-  kernels::RouteParams k{};
+  k = kernels::RouteParams{};
   k.logits = logits;
   k.bias = bias;
   k.is_padding = is_padding;
@@ -64,6 +63,13 @@ void launch_route(const moe_problem& p, int64_t tokens, const float* logits, con
       k.softmax = p.routing == MOE_ROUTING_SOFTMAX_TOPK;
       break;
   }
+}
+
+void launch_route(const moe_problem& p, int64_t tokens, const float* logits, const float* bias,
+                  const uint8_t* is_padding, int32_t* ids, float* weights, cudaStream_t stream) {
+  kernels::RouteParams k{};
+  fill_route_params(k, p, tokens, logits, bias, is_padding, ids, weights);
+  if (tokens == 0) return;
   detail::launch_route_kernel(k, stream);
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/activation.cuh"
+#include "kernels/params.hpp"
 #include "kernels/split.hpp"
 
 namespace moe::mega::kernels {
@@ -204,14 +205,29 @@ constexpr size_t kSmemBytes =
 // schedule's 64-bit block scan, 2.3 KB) included: checked in kernels/fused_moe.cuh.
 constexpr size_t kSmemLimit = 227 * 1024;
 
+// Routing inside the launch (Params::route): every CTA routes the whole batch, a token a warp, its
+// candidates in registers (common_cuda's route_token<kRouteSlots>: E <= 32 x kRouteSlots), into
+// the ring's shared memory before anything streams into it: the batch's ids [T, width] i32 from
+// byte 0, then each warp's RouteSmem from kRouteScratchAt(T, width) (16-byte aligned).
+constexpr int kRouteSlots = 8;
+constexpr int kRouteMaxExperts = 32 * kRouteSlots;
+constexpr size_t kRouteScratchAt(int64_t tokens, int64_t width) {
+  return (size_t(tokens * width) * 4 + 15) / 16 * 16;
+}
+
 struct Params {
   CUtensorMap w13_map;     // w13 as [E * n1, H], 64-row x 128-byte boxes, 128-byte swizzle
   CUtensorMap w2_map;      // w2 as [E * H, I], the same boxes
   const uint16_t* hidden;  // [T, H] bf16
   const int32_t* ids;      // [T, W] global expert ids, -1 (or out of range) = no expert
   const float* weights;    // [T, W]
-  uint16_t* out;           // [T, H] bf16
-  int32_t accumulate;      // 1: out += the layer's result (ABI 1.4), rounded once
+  // Routing in the launch (ABI 1.6's routing in the run call; route.logits null: the ids and
+  // weights above are the caller's): route.ids and route.weights are ids and weights, written by
+  // CTA 0 (the combine reads the weights after the grid barriers); route.warp_smem_bytes is one
+  // warp's RouteSmem.
+  gpu::kernels::RouteParams route;
+  uint16_t* out;       // [T, H] bf16
+  int32_t accumulate;  // 1: out += the layer's result (ABI 1.4), rounded once
   float* y;  // workspace [max_split2][T * W, H] f32: GEMM2's row per slot and K part, in schedule
              // order
   // bf16 and fp4 weights: the intermediate in bf16, a row per slot in schedule order.

@@ -42,6 +42,7 @@
 #include "kernels/quantize_acts.cuh"
 #include "kernels/quantize_rows.cuh"
 #include "kernels/ring.cuh"
+#include "kernels/routing.cuh"
 #include "kernels/schedule.cuh"
 #include "kernels/timeline.hpp"
 
@@ -186,8 +187,35 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   s.expert_count = s.expert_first + kMaxExperts;
   s.active = s.expert_count + kMaxExperts;
   s.item_prefix = s.active + kMaxExperts;  // kMaxExperts + 1 entries: the 16 spare bytes
-  build_schedule<W>(p, s, scan);           // its __syncthreads also publish the barriers
+  // Routing in the launch (Params::route): each CTA routes the batch itself into the ring's
+  // shared memory (nothing streams into the ring before the schedule exists), so no CTA waits on
+  // another; CTA 0 writes the ids and weights out.
+  const bool routes = p.route.logits != nullptr;
+  const int32_t* ids = p.ids;
+  if (routes) {
+    auto* routed = reinterpret_cast<int32_t*>(ring);
+    uint8_t* scratch = ring + kRouteScratchAt(p.tokens, p.width);
+    for (int t = warp; t < p.tokens; t += kThreads / 32) {  // warp-uniform: full shuffles inside
+      int id = -1;
+      float weight = 0.0f;
+      gpu::kernels::route_token<kRouteSlots>(p.route, scratch + warp * p.route.warp_smem_bytes, t,
+                                             lane, id, weight);
+      if (lane < p.width) {
+        routed[t * p.width + lane] = id;
+        if (blockIdx.x == 0) {
+          p.route.ids[t * p.width + lane] = id;
+          p.route.weights[t * p.width + lane] = weight;
+        }
+      }
+    }
+    __syncthreads();
+    ids = routed;
+  }
+  build_schedule<W>(p, ids, s, scan);  // its __syncthreads also publish the barriers
   if (threadIdx.x == 0) num_active = s.num_active;
+  // The ring's bytes held the routing (generic stores and loads); the copies into it from here on
+  // are the async proxy's.
+  if (routes) cutlass::arch::fence_view_async_shared();
   __syncthreads();
   s.num_active = num_active;
   stamp_phase(kScheduled);

@@ -30,8 +30,10 @@ static_assert(kMaxSlots < (1 << 16) && kMaxExperts < (1 << 16), "the scan's fiel
 // Every CTA computes the same schedule. Slot i = t * slot_width + j is the i-th in token order;
 // warp w sorts slots [w * per, (w + 1) * per) in two passes (count, then place), each expert's
 // run of warps laid out in warp order: the result is stable, so token order within an expert.
+// `ids`: the batch's ids [T, p.width], p.ids or the CTA's own routing of the batch (Params::route).
 template <int W>
-__device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& scan) {
+__device__ void build_schedule(const Params& p, const int32_t* ids, Schedule& s,
+                               Scan::TempStorage& scan) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int n = p.tokens * p.slot_width, e_count = p.experts;
   const int per = ((n + kWarps - 1) / kWarps + 31) / 32 * 32;
@@ -48,12 +50,12 @@ __device__ void build_schedule(const Params& p, Schedule& s, Scan::TempStorage& 
     if (i >= hi) return -1;
     const int t = i / p.slot_width, j = i - t * p.slot_width;
     if (j < p.top_k) {
-      const int32_t id = p.ids[t * p.width + j];
+      const int32_t id = ids[t * p.width + j];
       return (id >= 0 && id < p.routed) ? id : -1;
     }
     const int c = j - p.top_k, src = p.col_src[c];
     if (src < 0) return int(p.col_expert[c]);
-    return p.ids[t * p.width + src] == p.col_match[c] ? int(p.col_expert[c]) : -1;
+    return ids[t * p.width + src] == p.col_match[c] ? int(p.col_expert[c]) : -1;
   };
   // Pass 1: this warp's count per expert. Each slot's expert is kept in slot_pos (its own entry,
   // overwritten by pass 2 in the same lane), so pass 2 does not read the ids from global memory

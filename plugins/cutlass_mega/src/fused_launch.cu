@@ -181,6 +181,19 @@ StageGeometry stage_geometry(Kind kind) {
   });
 }
 
+bool route_fits(Kind kind, int64_t experts, int64_t groups, int64_t width,
+                int64_t tokens) noexcept {
+  using namespace kernels;
+  if (experts < 1 || experts > kRouteMaxExperts || groups < 1 || groups > experts || width < 1 ||
+      width > 32 || tokens < 0)
+    return false;
+  const size_t bytes =
+      kRouteScratchAt(tokens, width) +
+      size_t(kThreads / 32) * size_t(gpu::kernels::RouteSmem::bytes(int(experts), int(groups)));
+  const size_t ring = with_instance(kind, [](auto w) { return kRingBytes<decltype(w)::value>; });
+  return bytes <= ring;
+}
+
 int resident_ctas(Kind kind, const char** error) noexcept {
   const Instance k = instance(kind);
   const void* f = k.fn;
@@ -209,6 +222,14 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.hidden = c.hidden;
   p.ids = c.ids;
   p.weights = c.weights;
+  p.route = c.route;
+  if (p.route.logits != nullptr) {
+    if (!route_fits(c.kind, p.route.experts, p.route.num_groups, c.width, c.tokens) ||
+        p.route.top_k + p.route.sinks != c.width || p.route.tokens != c.tokens)
+      return "the batch's routing does not fit the kernel's shared memory (route_fits)";
+    p.route.warps_per_block = kernels::kThreads / 32;
+    p.route.warp_smem_bytes = gpu::kernels::RouteSmem::bytes(p.route.experts, p.route.num_groups);
+  }
   p.out = c.out;
   p.accumulate = c.accumulate ? 1 : 0;
   p.y = c.y;

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/params.hpp"  // common_cuda's plain kernel arguments (RouteParams)
+
 namespace moe::mega::detail {
 
 // The kernel's instances (kernels/config.cuh WeightKind): bf16 weights and activations, fp8_block
@@ -87,6 +89,9 @@ struct FusedCall {
   const uint16_t* hidden;
   const int32_t* ids;
   const float* weights;
+  // Routing in the launch (route.logits set, by moe_cuda/routing.hpp's fill_route_params; its
+  // ids and weights are `ids` and `weights`, which the kernel then writes): route_fits must hold.
+  gpu::kernels::RouteParams route;
   uint16_t* out;
   bool accumulate;  // out += the result (moe_run_args.accumulate)
   float* y;
@@ -132,6 +137,11 @@ struct FusedCall {
   bool dependent;
   cudaStream_t stream;
 };
+
+// Routing in the launch: whether the kernel of `kind` can route a batch of `tokens` tokens of
+// `width` id columns over `experts` experts in `groups` groups (its candidates in registers, the
+// batch's ids and each warp's scratch in the ring's shared memory).
+bool route_fits(Kind kind, int64_t experts, int64_t groups, int64_t width, int64_t tokens) noexcept;
 
 // CTAs of one cooperative launch on this device (one per SM when the shared memory allows);
 // 0 with `error` set when the kernel cannot be made resident.

@@ -19,6 +19,7 @@
 #include "moe/sdk/tensor_checks.hpp"
 #include "moe_cuda/device.hpp"
 #include "moe_cuda/fp4_chunks.hpp"
+#include "moe_cuda/routing.hpp"
 #include "moe_cuda/workspace.hpp"
 #include "switches.hpp"
 #include "virtual_experts.hpp"
@@ -194,6 +195,19 @@ int32_t prefetch_late_bits(const moe_problem& p) {
   if (env_is("MOE_MEGA_FP8_PREFETCH", "late")) return kLatePhase0Bit | kLatePhase1bBit;
   if (env_is("MOE_MEGA_FP8_PREFETCH", "late0")) return kLatePhase0Bit;
   return env_is("MOE_MEGA_FP8_PREFETCH", "late1") ? kLatePhase1bBit : 0;
+}
+
+int64_t route_in_launch_tokens(const moe_problem& p) {
+  if (env_is("MOE_MEGA_ROUTE", "apart") || p.sink_experts > 0 || !gpu::route_limits(p).ok())
+    return 0;
+  const KindChoice kinds = choose_kinds(p);
+  const int64_t groups = p.routing == MOE_ROUTING_GROUPED_TOPK ? p.num_groups : 1;
+  const int64_t width = topk_width(p);
+  const int64_t tokens = env_is("MOE_MEGA_ROUTE", "fused64") ? 64 : kRouteInLaunchTokens;
+  const bool fits = detail::route_fits(kinds.kind, p.experts, groups, width, tokens) &&
+                    (kinds.large_from == 0 ||
+                     detail::route_fits(kinds.large_kind, p.experts, groups, width, tokens));
+  return fits ? tokens : 0;
 }
 
 int64_t result_bytes(const moe_problem& p, int64_t tokens) {
@@ -461,6 +475,7 @@ void DeviceLayer::build(const moe_weights& w, const LayerOptions& o) {
   prefetch_late_ = prefetch_late_bits(p);
   split2_waves_ = env_is("MOE_MEGA_SPLIT2", "waves") ? 1 : 0;
   early2_ = env_is("MOE_MEGA_GEMM2", "early") && !fp8_ && act_quant_ == detail::ActQuant::kBf16;
+  if (!sink_pass_) route_tokens_ = route_in_launch_tokens(problem_.c());
   // The virtual experts: the shared expert's, and the sinks' where they run in this launch (the
   // sink pass: the sinks' alone, with no routed experts before them).
   const VirtualExperts shared = virtual_experts(p, w);
@@ -635,11 +650,16 @@ void DeviceLayer::run(const moe_run_args& a) const {
     validated_.remember(a);
   }
   if (tokens == 0) return;
-  launch(a, tokens);
-  if (sinks_ != nullptr) sinks_->launch(a, tokens);  // adds the sinks' sum into the output
+  launch(a, tokens, sdk::run_routes(a) && routes_in_launch(a));
+  if (sinks_ != nullptr) sinks_->launch(a, tokens, false);  // adds the sinks' sum into the output
 }
 
-void DeviceLayer::launch(const moe_run_args& a, int64_t tokens) const {
+bool DeviceLayer::routes_in_launch(const moe_run_args& a) const {
+  return route_tokens_ > 0 && a.hidden.ndim == 2 && a.hidden.shape[0] >= 1 &&
+         a.hidden.shape[0] <= route_tokens_;
+}
+
+void DeviceLayer::launch(const moe_run_args& a, int64_t tokens, bool route) const {
   const moe_problem& p = kernel_;
   const Workspace ws = carve(a.workspace, tokens, nullptr);
   detail::FusedCall c{};
@@ -647,6 +667,12 @@ void DeviceLayer::launch(const moe_run_args& a, int64_t tokens) const {
   c.hidden = static_cast<const uint16_t*>(a.hidden.data);
   c.ids = static_cast<const int32_t*>(a.topk_ids.data);
   c.weights = static_cast<const float*>(a.topk_weights.data);
+  if (route)  // the SDK checked the routing tensors (sdk::check_route_tensors) and launched none
+    gpu::fill_route_params(
+        c.route, problem_.c(), tokens, static_cast<const float*>(a.router_logits.data),
+        static_cast<const float*>(a.routing_bias.data),
+        static_cast<const uint8_t*>(a.is_padding.data), static_cast<int32_t*>(a.topk_ids.data),
+        static_cast<float*>(a.topk_weights.data));
   c.out = static_cast<uint16_t*>(a.output.data);
   c.accumulate = sink_pass_ || sdk::run_accumulates(a);
   const detail::Kind kind = large_from_ > 0 && tokens >= large_from_ ? large_kind_ : kind_;
@@ -710,7 +736,7 @@ void DeviceLayer::launch(const moe_run_args& a, int64_t tokens) const {
   if (timeline_ != nullptr) {
     const detail::StageGeometry g = detail::stage_geometry(kind);
     timeline_->note_run(format_name(static_cast<moe_format>(p.format)), tokens, p.hidden / g.k,
-                        p.intermediate / g.k, g.weight_bytes, int(kind));
+                        p.intermediate / g.k, g.weight_bytes, int(kind), route);
     c.timeline = timeline_->records();
     c.timeline_items = timeline_->items();
   }

@@ -80,12 +80,24 @@ int64_t own_rows_tokens(const moe_problem& p);
 // phase 1b) or 3 (late: both); 0 unset or in another format.
 int32_t prefetch_late_bits(const moe_problem& p);
 
+// Routing in the launch (ABI 1.6's routing in the run call; the default since session 51,
+// MOE_MEGA_ROUTE=apart at prepare turns it off): batches of up to this many tokens, a token a warp
+// of each CTA (MOE_MEGA_ROUTE=fused64, a measurement: up to 64).
+constexpr int64_t kRouteInLaunchTokens = 8;
+// The most tokens a run that routes routes inside the fused launch (0: none; the SDK's route()
+// runs first): kRouteInLaunchTokens where the kernel routes `p` (no sinks, the routing kernel's
+// limits, the candidates in registers and the scratch in the ring).
+int64_t route_in_launch_tokens(const moe_problem& p);
+
 class DeviceLayer {
  public:
   DeviceLayer(const moe_problem& problem, const moe_weights& weights, const Options& options);
 
   size_t workspace_size(int64_t tokens) const;
   void run(const moe_run_args& args) const;
+  // Whether a run of `args` that routes (sdk::run_routes) routes inside its launch
+  // (route_in_launch_tokens): the SDK then launches no route() before run().
+  bool routes_in_launch(const moe_run_args& args) const;
 
  private:
   struct Workspace {
@@ -109,8 +121,9 @@ class DeviceLayer {
               const LayerOptions& options);
   // Prepares kernel_'s launch: its instance, CTAs and weight stacks.
   void build(const moe_weights& weights, const LayerOptions& options);
-  // One launch for a run of `tokens` (validated by run()).
-  void launch(const moe_run_args& args, int64_t tokens) const;
+  // One launch for a run of `tokens` (validated by run()); `route`: it routes the batch from the
+  // run's router logits into its topk tensors first.
+  void launch(const moe_run_args& args, int64_t tokens, bool route) const;
   int64_t slot_width() const;  // a token's slots in this launch
   // mxfp4, nvfp4: the chunks of moe_cuda/fp4_chunks.hpp into w13_, w2_; nvfp4's scale_2 into s13_,
   // s2_.
@@ -140,6 +153,7 @@ class DeviceLayer {
   // MOE_MEGA_GEMM2=early at prepare (a measurement; bf16 and 4-bit weights on bf16 activations):
   // the workspace holds a flag per GEMM1 item (Params::gemm2_ready), tagged per launch.
   bool early2_ = false;
+  int64_t route_tokens_ = 0;  // route_in_launch_tokens at prepare (0 in the sink pass)
   // bf16, fp8_block: the weights as given (fp8_block's scales in s13_, s2_); fp4: the prepared
   // chunks (nvfp4's scale_2 in s13_, s2_).
   gpu::DeviceBuffer w13_, w2_, s13_, s2_;

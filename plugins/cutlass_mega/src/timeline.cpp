@@ -40,9 +40,10 @@ std::string timeline_json(const std::vector<unsigned long long>& records,
   };
   std::string out = fmt::format(
       "{{\"ctas\": {}, \"items\": {}, \"format\": \"{}\", \"tokens\": {}, \"steps1\": {}, "
-      "\"steps2\": {}, \"step_bytes\": {}, \"instance\": {}, \"phases\": [",
+      "\"steps2\": {}, \"step_bytes\": {}, \"instance\": {}, \"routes_in_launch\": {}, "
+      "\"phases\": [",
       info.ctas, info.items, info.format, info.tokens, info.steps1, info.steps2, info.step_bytes,
-      info.instance);
+      info.instance, info.routes);
   for (int ph = 0; ph < kTimelinePhases; ++ph)
     out += fmt::format("{}\"{}\"", ph ? ", " : "", kPhaseNames[ph]);
   out += "],\n \"records\": [";
@@ -77,7 +78,7 @@ Timeline::Timeline(std::string path, int ctas, int items)
 }
 
 void Timeline::note_run(const std::string& format, int64_t tokens, int64_t steps1, int64_t steps2,
-                        int64_t step_bytes, int instance) {
+                        int64_t step_bytes, int instance, bool routes) {
   std::lock_guard lock(mutex_);
   ran_ = true;
   info_.format = format;
@@ -86,6 +87,7 @@ void Timeline::note_run(const std::string& format, int64_t tokens, int64_t steps
   info_.steps2 = steps2;
   info_.step_bytes = step_bytes;
   info_.instance = instance;
+  info_.routes = routes;
 }
 
 Timeline::~Timeline() {

@@ -25,7 +25,8 @@ struct TimelineInfo {
   int64_t tokens = 0;
   int64_t steps1 = 0, steps2 = 0;
   int64_t step_bytes = 0;
-  int instance = -1;  // the kernel instance that ran (kernels/config.cuh WeightKind)
+  int instance = -1;    // the kernel instance that ran (kernels/config.cuh WeightKind)
+  bool routes = false;  // the launch routed the batch itself (kernels/config.cuh Params::route)
 };
 
 // The records of one run (ctas x kernels::timeline_record_words(items) words) as JSON: "ctas",
@@ -48,7 +49,7 @@ class Timeline {
   int items() const { return info_.items; }
   // The last run's facts (run() sets them before each launch).
   void note_run(const std::string& format, int64_t tokens, int64_t steps1, int64_t steps2,
-                int64_t step_bytes, int instance);
+                int64_t step_bytes, int instance, bool routes);
 
  private:
   std::string path_;

@@ -49,6 +49,7 @@ TEST(MegaTimeline, TheJsonHoldsEachCtasBoundariesAndItemsRelativeToTheFirstEntry
   EXPECT_EQ(j["format"], "mxfp4");
   EXPECT_EQ(j["step_bytes"], 8704);
   EXPECT_EQ(j["instance"], 12);
+  EXPECT_EQ(j["routes_in_launch"], false);
   EXPECT_EQ(j["phases"].size(), size_t(kTimelinePhases));
   EXPECT_EQ(j["phases"][kGemm2Start], "gemm2_start");
   const auto& c0 = j["records"][0];

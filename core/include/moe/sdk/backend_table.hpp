@@ -66,6 +66,13 @@ template <class B>
 concept HasRouteWorkspace = requires(const B& b, const moe_problem& p) {
   { b.route_workspace_size(p, int64_t{}) } -> std::convertible_to<size_t>;
 };
+// A backend whose run() can route a batch inside its own launch (ABI 1.6 routing in the run
+// call): routes_in_run(layer, args) says whether this run does; the SDK then checks the routing
+// arguments as always but launches no route() of its own.
+template <class B>
+concept RoutesInRun = requires(const B& b, const typename B::Layer& l, const moe_run_args& a) {
+  { b.routes_in_run(l, a) } -> std::convertible_to<bool>;
+};
 template <class B>
 concept HasCanRoute = requires(const B& b, const moe_problem& p) {
   { b.can_route(p) } -> std::same_as<Verdict>;
@@ -336,15 +343,15 @@ struct Entries {
   }
 
   // A run that routes (ABI 1.6): routes into the run's topk tensors as route() would, on the
-  // run's stream and workspace, before the layer runs from them.
-  static void route_in_run(const moe_run_args& args, const moe_problem& p) {
+  // run's stream and workspace, before the layer runs from them; or leaves that to the layer's
+  // run where the backend routes inside its own launch (RoutesInRun).
+  static void route_in_run(const typename B::Layer& layer, const moe_run_args& args,
+                           const moe_problem& p) {
     const B& b = Instance<B>::get();
     const char* name = static_info<B>().name;
     const Verdict v = routes(b, p);
     MOE_CHECK(v.ok(), MOE_STATUS_UNSUPPORTED,
-              "plugin '{}' cannot route in run() (router_logits "
-              "given): {}",
-              name, v.message);
+              "plugin '{}' cannot route in run() (router_logits given): {}", name, v.message);
     const moe_tensor& logits = args.router_logits;
     MOE_CHECK(logits.ndim != 2 || args.hidden.ndim != 2 || logits.shape[0] == args.hidden.shape[0],
               MOE_STATUS_INVALID_ARGUMENT,
@@ -352,11 +359,14 @@ struct Entries {
               logits.shape[0], args.hidden.shape[0]);
     const moe_route_args r = route_args_of_run(args, p);
     const int64_t tokens = check_route_tensors(p, r);
-    const size_t need = routing_workspace(p, tokens);
+    size_t need = 0;  // the verdict above is routing_workspace's
+    if constexpr (HasRouteWorkspace<B>) need = b.route_workspace_size(p, tokens);
     MOE_CHECK(need == 0 || (args.workspace != nullptr && args.workspace_size >= need),
               MOE_STATUS_CAPACITY_EXCEEDED,
               "workspace of {} bytes is smaller than the {} bytes routing {} tokens needs",
               args.workspace_size, need, tokens);
+    if constexpr (RoutesInRun<B>)
+      if (b.routes_in_run(layer, args)) return;
     if constexpr (Routes<B>) b.route(p, r, tokens);
   }
 
@@ -370,7 +380,7 @@ struct Entries {
               static_info<B>().name);
     if (run_routes(args)) {
       const moe_problem p = box.problem.c();
-      route_in_run(args, p);
+      route_in_run(*box.impl, args, p);
     }
     Instance<B>::get().run(*box.impl, args);
   }

@@ -11,6 +11,10 @@
 
 namespace moe::gpu {
 
+namespace kernels {
+struct RouteParams;  // kernels/params.hpp
+}
+
 // Limits of the one-warp-per-token kernel (route_limits; launch_route refuses beyond them).
 constexpr int64_t kRouteMaxWidth = 32;      // k + S: one lane per output column
 constexpr int64_t kRouteMaxExperts = 8192;  // the warp's scores live in shared memory
@@ -30,5 +34,12 @@ sdk::Verdict route_limits(const moe_problem& p);
 // kernels/routing.cuh). Throws moe::Error(INVALID_ARGUMENT) for the inputs the reference refuses.
 void launch_route(const moe_problem& p, int64_t tokens, const float* logits, const float* bias,
                   const uint8_t* is_padding, int32_t* ids, float* weights, cudaStream_t stream);
+
+// The arguments launch_route launches its kernel with, after the same checks and limits (same
+// throws), for a kernel that routes inside its own launch with kernels/routing.cuh's route_token
+// (cutlass_mega): all but warps_per_block and warp_smem_bytes, which are that kernel's to set.
+void fill_route_params(kernels::RouteParams& out, const moe_problem& p, int64_t tokens,
+                       const float* logits, const float* bias, const uint8_t* is_padding,
+                       int32_t* ids, float* weights);
 
 }  // namespace moe::gpu
