@@ -70,6 +70,10 @@ class CutlassMegaBackend : public moe::gpu::GpuBackend {
   std::string describe_layout(const moe_problem& p) const { return moe::mega::describe(p); }
 };
 
+// The SDK launches no route() before a run this backend routes itself: if routes_in_run stopped
+// matching the SDK's concept, the batch would be routed twice, silently.
+static_assert(moe::sdk::detail::RoutesInRun<CutlassMegaBackend>);
+
 }  // namespace
 
 MOE_EXPORT_BACKEND(CutlassMegaBackend)

@@ -120,39 +120,46 @@ class Layer:
                            _stream(stream, logits))
         return topk_ids, topk_weights
 
-    def run(self, hidden, topk_ids=None, topk_weights=None, *, router_logits=None, bias=None,
-            is_padding=None, out=None, workspace=None, stream=None):
+    def run(self, hidden, topk_ids, topk_weights, *, out=None, workspace=None, stream=None):
         """hidden [T, H] bf16 with its routing -> out [T, H] bf16 (made like hidden if not given).
-        With router_logits [T, E + S] f32 (and `bias`, `is_padding` as route() takes them) the
-        plugin routes the batch itself in the same call (ABI 1.6; UNSUPPORTED where it does not
-        route the problem in run): topk_ids and topk_weights are then outputs, made like hidden's
-        if not given. `workspace`: a 1-D uint8 array of at least workspace_size(T) bytes in the
-        layer's memory (then the call allocates nothing); None = the layer's own, kept and grown."""
+        `workspace`: a 1-D uint8 array of at least workspace_size(T) bytes in the layer's memory
+        (then the call allocates nothing); None = the layer's own, kept and grown."""
         tokens = _tensors.leading_dim(hidden, "hidden")
         hidden = _tensors.detached(hidden)
         if out is None:
             out = _tensors.empty_like(hidden, (tokens, self._problem.hidden), None, "out")
         _tensors.check_writable(out, "out")
-        if router_logits is not None:
-            width = self._problem.top_k + self._problem.sink_experts
-            if topk_ids is None:
-                topk_ids = _tensors.empty_like(hidden, (tokens, width), "int32", "topk_ids")
-            if topk_weights is None:
-                topk_weights = _tensors.empty_like(hidden, (tokens, width), "float32",
-                                                   "topk_weights")
-            _tensors.check_writable(topk_ids, "topk_ids")
-            _tensors.check_writable(topk_weights, "topk_weights")
-        elif topk_ids is None or topk_weights is None:
-            raise MoeError("invalid_argument",
-                           "run: give topk_ids and topk_weights, or router_logits to route in "
-                           "the call")
+        if workspace is not None:
+            _tensors.check_writable(workspace, "workspace")
+        self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights), out,
+                         _maybe_detached(workspace), _stream(stream, hidden), None, None, None)
+        return _tensors.untagged(out)
+
+    def run_routed(self, hidden, router_logits, *, bias=None, is_padding=None, topk_ids=None,
+                   topk_weights=None, out=None, workspace=None, stream=None):
+        """hidden [T, H] bf16 and its router logits [T, E + S] f32 -> (out [T, H] bf16, topk_ids
+        [T, k + S] int32, topk_weights f32) in one call: the plugin routes the batch itself
+        (ABI 1.6; `bias` and `is_padding` as route() takes them), which a GPU plugin may do inside
+        the layer's own launch; UNSUPPORTED where it does not route the problem in run (route(),
+        then run()). Outputs not given are made like hidden's; `workspace` as run()'s."""
+        tokens = _tensors.leading_dim(hidden, "hidden")
+        hidden = _tensors.detached(hidden)
+        width = self._problem.top_k + self._problem.sink_experts
+        if out is None:
+            out = _tensors.empty_like(hidden, (tokens, self._problem.hidden), None, "out")
+        if topk_ids is None:
+            topk_ids = _tensors.empty_like(hidden, (tokens, width), "int32", "topk_ids")
+        if topk_weights is None:
+            topk_weights = _tensors.empty_like(hidden, (tokens, width), "float32", "topk_weights")
+        for x, name in ((out, "out"), (topk_ids, "topk_ids"), (topk_weights, "topk_weights")):
+            _tensors.check_writable(x, name)
         if workspace is not None:
             _tensors.check_writable(workspace, "workspace")
         self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights), out,
                          _maybe_detached(workspace), _stream(stream, hidden),
-                         _maybe_detached(router_logits), _maybe_detached(bias),
+                         _tensors.detached(router_logits), _maybe_detached(bias),
                          _maybe_detached(is_padding))
-        return _tensors.untagged(out)
+        return _tensors.untagged(out), topk_ids, topk_weights
 
     def __call__(self, hidden, routing=None, *, topk_ids=None, topk_weights=None, bias=None,
                  out=None, stream=None):

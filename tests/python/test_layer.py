@@ -87,23 +87,24 @@ def test_torch_tensors_in_give_torch_tensors_out(problem, weights, batch):
     np.testing.assert_array_equal(out.view(torch.int16).numpy().view(np.uint16), want)
 
 
-def test_run_routes_in_the_call_from_router_logits(layer, batch):
-    """ABI 1.6: run() given router_logits routes the batch itself (the reference plugin does):
-    the ids, weights and output bits of route() then run(), into given buffers or its own."""
+def test_run_routed_routes_in_the_call_from_router_logits(layer, batch):
+    """ABI 1.6: run_routed() routes the batch in the same call (the reference plugin does): the
+    ids, weights and output bits of route() then run(), into given buffers or its own."""
     hidden, logits = batch
     ids, weights = layer.route(logits)
     want = layer.run(hidden, ids, weights)
     got_ids = np.full_like(ids, -7)
     got_weights = np.full_like(weights, np.nan)
-    out = layer.run(hidden, got_ids, got_weights, router_logits=logits)
+    out, ids_out, weights_out = layer.run_routed(hidden, logits, topk_ids=got_ids,
+                                                 topk_weights=got_weights)
+    assert ids_out is got_ids and weights_out is got_weights
     np.testing.assert_array_equal(got_ids, ids)
     np.testing.assert_array_equal(got_weights.view(np.uint32), weights.view(np.uint32))
     np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
-    out = layer.run(hidden, router_logits=logits)
+    out, ids_out, weights_out = layer.run_routed(hidden, logits)
     np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
+    np.testing.assert_array_equal(ids_out, ids)
     with pytest.raises(moe.MoeError, match="router_logits"):
-        layer.run(hidden, router_logits=logits[:-1])
-    with pytest.raises(moe.MoeError, match="only with router_logits"):
-        layer.run(hidden, ids, weights, is_padding=np.zeros(TOKENS, np.uint8))
-    with pytest.raises(moe.MoeError, match="router_logits to route"):
-        layer.run(hidden)
+        layer.run_routed(hidden, logits[:-1])
+    with pytest.raises(moe.MoeError, match="no routing_bias"):
+        layer.run_routed(hidden, logits, bias=np.zeros(logits.shape[1], np.float32))

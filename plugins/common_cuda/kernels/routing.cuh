@@ -310,8 +310,8 @@ __device__ int choose_experts(const RouteParams& p, const RouteSmem& sm, const f
 // RouteSmem::bytes(E, G) bytes of shared memory, 16-byte aligned. Used by route_kernel and by
 // kernels that route inside their own launch (cutlass_mega, docs/design.md §13).
 template <int kSlots>
-__device__ void route_token(const RouteParams& p, unsigned char* warp_smem, int64_t t, int lane,
-                            int& id, float& weight) {
+__device__ __forceinline__ void route_token(const RouteParams& p, unsigned char* warp_smem,
+                                            int64_t t, int lane, int& id, float& weight) {
   const int E = p.experts, k = p.top_k, width = p.top_k + p.sinks;
   if (p.is_padding != nullptr && p.is_padding[t] != 0) {
     id = -1;

@@ -475,6 +475,7 @@ void DeviceLayer::build(const moe_weights& w, const LayerOptions& o) {
   prefetch_late_ = prefetch_late_bits(p);
   split2_waves_ = env_is("MOE_MEGA_SPLIT2", "waves") ? 1 : 0;
   early2_ = env_is("MOE_MEGA_GEMM2", "early") && !fp8_ && act_quant_ == detail::ActQuant::kBf16;
+  split1_tail_ = env_is("MOE_MEGA_SPLIT1", "tail") && !early2_;
   if (!sink_pass_) route_tokens_ = route_in_launch_tokens(problem_.c());
   // The virtual experts: the shared expert's, and the sinks' where they run in this launch (the
   // sink pass: the sinks' alone, with no routed experts before them).
@@ -617,6 +618,11 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
       ws.amax = c.take<float>(size_t(3 * ctas_));
     }
   }
+  if (split1_tail_) {  // a part's rows a CTA, for the instance with the wider token chunk
+    const int64_t chunk = std::max(
+        lim.token_chunk, large_from_ > 0 ? detail::kernel_limits(large_kind_).token_chunk : 0);
+    ws.part1 = c.take<float>(size_t(ctas_) * size_t(lim.weight_rows) * size_t(chunk));
+  }
   if (early2_)
     ws.gemm2_ready = c.take<unsigned long long>(
         size_t(slots * (n1_ / detail::kernel_limits(kind_).weight_rows)));
@@ -667,12 +673,16 @@ void DeviceLayer::launch(const moe_run_args& a, int64_t tokens, bool route) cons
   c.hidden = static_cast<const uint16_t*>(a.hidden.data);
   c.ids = static_cast<const int32_t*>(a.topk_ids.data);
   c.weights = static_cast<const float*>(a.topk_weights.data);
-  if (route)  // the SDK checked the routing tensors (sdk::check_route_tensors) and launched none
+  if (route) {  // the SDK checked the routing tensors (sdk::check_route_tensors), launched none
+    MOE_CHECK(tokens <= route_tokens_, MOE_STATUS_INTERNAL,
+              "cutlass_mega: asked to route {} tokens in the launch, above its {}", tokens,
+              route_tokens_);
     gpu::fill_route_params(
         c.route, problem_.c(), tokens, static_cast<const float*>(a.router_logits.data),
         static_cast<const float*>(a.routing_bias.data),
         static_cast<const uint8_t*>(a.is_padding.data), static_cast<int32_t*>(a.topk_ids.data),
         static_cast<float*>(a.topk_weights.data));
+  }
   c.out = static_cast<uint16_t*>(a.output.data);
   c.accumulate = sink_pass_ || sdk::run_accumulates(a);
   const detail::Kind kind = large_from_ > 0 && tokens >= large_from_ ? large_kind_ : kind_;
@@ -713,6 +723,7 @@ void DeviceLayer::launch(const moe_run_args& a, int64_t tokens, bool route) cons
   c.hidden_dim = int32_t(p.hidden);
   c.inter_dim = int32_t(p.intermediate);
   c.n1 = int32_t(n1_);
+  c.part1 = ws.part1;
   c.max_split2 = result_copies(p, tokens);
   c.split2_waves = split2_waves_;
   // The early flags' tag is the launch's %gridid mixed (kernels/gemm2_ready.cuh), which a CUDA
