@@ -542,7 +542,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // MOE_MEGA_GEMM2=early (Params::gemm2_ready): GEMM2's items wait on their chunk's GEMM1 flags,
   // not on a grid barrier. The flags hold this run's tag once written (kernels/gemm2_ready.cuh):
   // nothing to zero, so no barrier before GEMM1 either.
-  const bool early2 = !kFp8 && aq == kActBf16 && p.gemm2_ready != nullptr;
+  // (Never with the tail split: its parts' items release no flag.)
+  const bool early2 = !kFp8 && aq == kActBf16 && p.gemm2_ready != nullptr && parts1 == 0;
   const unsigned long long tag = early2 ? launch_tag(p.run_salt) : 0;
 
   // ---- phase 1: GEMM1 and the activation ----
@@ -596,23 +597,30 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     return it;
   };
   stamp_phase(kGemm1Start);
-  for (int u = int(blockIdx.x); u < full1; u += int(gridDim.x)) {
-    const Item it = gemm1_unit(u, 0, steps1, u == int(blockIdx.x) ? ready1 : 0);
-    if (producer) continue;
-    finish1(it);
-    consumers_sync();  // the tile is free for the next item, and the item's rows are written
-    if (early2 && threadIdx.x == 0) flag_release(p.gemm2_ready + u, tag);
-    stamp_item(1, u);
-  }
-  if (parts1 > 0 && int(blockIdx.x) < (items1 - full1) * parts1) {  // this CTA's tail part
-    const int v = int(blockIdx.x), u = full1 + v / parts1, part = v % parts1;
-    const Item it = gemm1_unit(u, part * steps1 / parts1, (part + 1) * steps1 / parts1,
-                               full1 == 0 ? ready1 : 0);
-    if (!producer) {  // the part's rows [kRows][m] to its slot of the workspace
-      float* to = p.part1 + int64_t(v) * kRows * kTok<W>;
-      for (int idx = threadIdx.x; idx < kRows * it.m; idx += kConsumers)
-        to[(idx / it.m) * kTok<W> + idx % it.m] = tile[(idx / it.m) * kTileLd<W> + idx % it.m];
-      consumers_sync();
+  {
+    // This CTA's units: whole items blockIdx.x, + gridDim.x, ... below full1, then its tail part
+    // (MOE_MEGA_SPLIT1=tail), if any; the first takes the stages prefetched before.
+    const int cta = int(blockIdx.x), ctas = int(gridDim.x);
+    const int whole = full1 > cta ? (full1 - 1 - cta) / ctas + 1 : 0;
+    const int units = whole + (parts1 > 0 && cta < (items1 - full1) * parts1 ? 1 : 0);
+    for (int i = 0; i < units; ++i) {
+      const bool part = i == whole;
+      const int u = part ? full1 + cta / parts1 : cta + i * ctas;
+      const int ks0 = part ? (cta % parts1) * steps1 / parts1 : 0;
+      const int ks1 = part ? (cta % parts1 + 1) * steps1 / parts1 : steps1;
+      const Item it = gemm1_unit(u, ks0, ks1, i == 0 ? ready1 : 0);
+      if (producer) continue;
+      if (part) {  // the part's rows [kRows][m] to its slot of the workspace
+        float* to = p.part1 + int64_t(cta) * kRows * kTok<W>;
+        for (int idx = threadIdx.x; idx < kRows * it.m; idx += kConsumers)
+          to[(idx / it.m) * kTok<W> + idx % it.m] = tile[(idx / it.m) * kTileLd<W> + idx % it.m];
+        consumers_sync();
+        stamp_item(kTimelineGemm1Part, (u << 8) | (ks1 - ks0));
+        continue;
+      }
+      finish1(it);
+      consumers_sync();  // the tile is free for the next item, and the item's rows are written
+      if (early2 && threadIdx.x == 0) flag_release(p.gemm2_ready + u, tag);
       stamp_item(1, u);
     }
   }
@@ -625,8 +633,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
       for (int idx = threadIdx.x; idx < kRows * it.m; idx += kConsumers) {
         const int r = idx / it.m, n = idx % it.m;
         float sum = 0.0f;
-        for (int q = 0; q < parts1; ++q)
-          sum += __ldcg(from + (int64_t(q) * kRows + r) * kTok<W> + n);
+        for (int part = 0; part < parts1; ++part)
+          sum += __ldcg(from + (int64_t(part) * kRows + r) * kTok<W> + n);
         tile[r * kTileLd<W> + n] = sum;
       }
       consumers_sync();

@@ -619,8 +619,9 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
     }
   }
   if (split1_tail_) {  // a part's rows a CTA, for the instance with the wider token chunk
-    const int64_t chunk = std::max(
-        lim.token_chunk, large_from_ > 0 ? detail::kernel_limits(large_kind_).token_chunk : 0);
+    const int64_t chunk =
+        std::max(detail::kernel_limits(kind_).token_chunk,
+                 large_from_ > 0 ? detail::kernel_limits(large_kind_).token_chunk : 0);
     ws.part1 = c.take<float>(size_t(ctas_) * size_t(lim.weight_rows) * size_t(chunk));
   }
   if (early2_)
