@@ -62,6 +62,17 @@
 #             in one replayed graph) and with MOE_ROUTE_CARVEOUT=max too, two rounds; then Nsight
 #             Compute source counters of the routing kernel at T = 1 (route_<shape>_stalls.txt):
 #             where its ~9-15 us go
+#   conf      `moe conformance --gpu-sized` of cutlass_mega alone (every problem file, the
+#             route_in_run stage included: since session 51 up to 8 tokens route in the launch)
+#   ab_base   this build's cutlass_mega against another build's (bench/bundle.sh --alt
+#             base=DIR: restored as build/alt/base), plain layers (no routing): bf16, fp8_block
+#             and mxfp4 on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64: did a change move them
+#   ab_tail   MOE_MEGA_SPLIT1=tail (GEMM1's short last wave in K parts) against the default:
+#             fp8_block, mxfp4 and bf16 on Inkling-like and Mixtral, fp8_block on Qwen3, at
+#             T = 1, 8, 64; then the timeline of fp8_block and mxfp4 Inkling-like T = 1 with it
+#   route64   routing in the launch past 8 tokens: `moe bench --route-in-run` of bf16 Qwen3-30B-A3B
+#             and DeepSeek-V3 at T = 8, 16, 32, 64, default (route() first above 8) against
+#             MOE_MEGA_ROUTE=fused64 and =apart, two rounds
 #   ab_late   fp8_block Mixtral and Qwen3 at T = 1, 8, 64: default / MOE_MEGA_FP8_PREFETCH=late0 /
 #             late1 / late (GEMM1's, GEMM2's, both first stages prefetched after the quantisation)
 set -uo pipefail
@@ -268,6 +279,45 @@ for section in "$@"; do
         head -25 "$OUT/${n}_stalls.txt"
       done
       pack ;;
+    conf)
+      timeout 500 build/bin/moe conformance --plugin build/plugins/libmoe_cutlass_mega.so \
+        --gpu-sized --report "$OUT/conformance_mega.json" > "$OUT/conformance_mega.txt" 2>&1
+      echo "conformance rc=$? (124: timed out)"
+      grep -v "^ok\|^skip" "$OUT/conformance_mega.txt" | head -20
+      grep -c "^ok" "$OUT/conformance_mega.txt" ;;
+    ab_base)
+      [ -d build/alt/base ] || { echo "ab_base: no build/alt/base (bench/bundle.sh --alt base=DIR)"; continue; }
+      for f in bf16 fp8_block mxfp4; do
+        ab_shapes ab_base_$f "$f" "$qwen_mixtral" --variant head= --variant base= \
+          --plugins base=build/alt/base
+      done ;;
+    ab_tail)
+      for run in "inkling_like fp8_block" "inkling_like mxfp4" "inkling_like bf16" \
+                 "mixtral_8x7b fp8_block" "mixtral_8x7b mxfp4" "qwen3_30b_a3b fp8_block"; do
+        set -- $run
+        $ab --out "$OUT/ab_tail_${1}_$2" --config "$cfg/${1}_$2.yaml" --tokens 1,8,64 \
+          --variant default= --variant tail= --env tail=MOE_MEGA_SPLIT1=tail 2>&1 | tail -5
+        pack
+      done
+      for f in fp8_block mxfp4; do
+        for v in "" MOE_MEGA_SPLIT1=tail; do
+          name=tl_tail_inkling_${f}${v:+_tail}
+          timeline_run $name $cfg/inkling_like_$f.yaml 1 $v
+          echo "== $name"; sed -n 3,13p "$OUT/$name.txt"
+        done
+      done ;;
+    route64)
+      for r in 1 2; do
+        for s in qwen3_30b_a3b deepseek_v3; do
+          b="build/bin/moe bench --config $cfg/${s}_bf16.yaml --tokens 8,16,32,64 --iterations 30 --check-max-tokens 0"
+          for v in default fused64 apart; do
+            case $v in
+              default) timeout 90 $b --route-in-run ;;
+              *) MOE_MEGA_ROUTE=$v timeout 90 $b --route-in-run ;;
+            esac 2>&1 | grep -E "^ +[0-9]+ |rror" | sed "s/^/$s $v round $r: /" | tee -a "$OUT/route64.txt"
+          done
+        done
+      done ;;
     ncu_route)
       for s in qwen3_30b_a3b mixtral_8x7b deepseek_v3 inkling_like; do
         for t in 1 8 64; do
