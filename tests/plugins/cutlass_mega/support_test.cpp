@@ -489,6 +489,62 @@ TEST(MegaOwnRows, BatchesOfUpTo2048ValuesByDefault16384WithTheSwitch) {
   EXPECT_EQ(own_rows_tokens(p), 0) << "bf16";
 }
 
+// Routing in the launch (ABI 1.6's routing in run): batches of up to kRouteInLaunchTokens tokens
+// by default, 64 with MOE_MEGA_ROUTE=fused64, none with =apart; only where the kernel's routing
+// takes the problem: at most 256 experts (candidates in registers), no sink routing, and a batch
+// whose ids and scratch fit the ring's shared memory.
+TEST(MegaRouteInLaunch, DecodeBatchesOfProblemsTheKernelRoutes) {
+  using test::ScopedEnv;
+  const ScopedEnv unset("MOE_MEGA_ROUTE", std::nullopt);
+  moe_problem p = bf16_problem();
+  p.routing = MOE_ROUTING_SOFTMAX_TOPK;
+  EXPECT_EQ(route_in_launch_tokens(p), kRouteInLaunchTokens);
+  for (moe_format f : {MOE_FORMAT_FP8_BLOCK, MOE_FORMAT_MXFP4, MOE_FORMAT_NVFP4}) {
+    moe_problem q = p;
+    q.format = f;
+    q.input_format = f == MOE_FORMAT_FP8_BLOCK ? MOE_INPUT_FP8_1X128 : MOE_INPUT_BF16;
+    q.hidden = q.intermediate = 512;
+    EXPECT_EQ(route_in_launch_tokens(q), kRouteInLaunchTokens) << format_name(f);
+  }
+  // DeepSeek-V3's grouped sigmoid top-8 of 256 in 8 groups: the most experts it keeps.
+  moe_problem ds = p;
+  ds.experts = ds.local_experts = 256;
+  ds.top_k = 8;
+  ds.routing = MOE_ROUTING_GROUPED_TOPK;
+  ds.score_function = MOE_SCORE_SIGMOID;
+  ds.num_groups = 8;
+  ds.topk_group = 4;
+  ds.routing_bias = 1;
+  EXPECT_EQ(route_in_launch_tokens(ds), kRouteInLaunchTokens);
+  ds.experts = ds.local_experts = 264;  // past the registers' 256
+  ds.num_groups = 8;
+  EXPECT_EQ(route_in_launch_tokens(ds), 0);
+  moe_problem sinks = p;  // Inkling's routing is not the kernel's to route
+  sinks.routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+  sinks.routing_bias = 1;
+  sinks.sink_experts = 2;
+  sinks.sink_intermediate = 192;
+  EXPECT_EQ(route_in_launch_tokens(sinks), 0);
+  {
+    const ScopedEnv fused64("MOE_MEGA_ROUTE", "fused64");
+    EXPECT_EQ(route_in_launch_tokens(p), 64);
+  }
+  const ScopedEnv apart("MOE_MEGA_ROUTE", "apart");
+  EXPECT_EQ(route_in_launch_tokens(p), 0);
+}
+
+TEST(MegaRouteInLaunch, TheBatchMustFitTheRingBesideEveryWarpsScratch) {
+  using detail::Kind, detail::route_fits;
+  EXPECT_TRUE(route_fits(Kind::kBf16x2, 128, 1, 8, 8));
+  EXPECT_TRUE(route_fits(Kind::kFp8BlockWgmma2, 256, 8, 8, 64));
+  EXPECT_TRUE(route_fits(Kind::kMxfp4x4, 256, 8, 8, 8));
+  EXPECT_FALSE(route_fits(Kind::kBf16x2, 257, 1, 8, 8));       // past the registers
+  EXPECT_FALSE(route_fits(Kind::kBf16x2, 128, 1, 33, 8));      // more columns than lanes
+  EXPECT_FALSE(route_fits(Kind::kBf16x2, 128, 129, 8, 8));     // more groups than experts
+  EXPECT_FALSE(route_fits(Kind::kMxfp4x4, 256, 8, 32, 4096));  // ids past the ring
+  EXPECT_FALSE(route_fits(Kind::kBf16x2, 128, 1, 8, -1));
+}
+
 // MOE_MEGA_FP8_PREFETCH at prepare: late0, late1 and late set Params::prefetch_late's phase-0 bit,
 // phase-1b bit and both; unset, an unknown value or another format set none.
 TEST(MegaPrefetchLate, EachValueSetsItsPhasesBitsOnlyForFp8Block) {
