@@ -166,6 +166,7 @@ moe_status moe_host_registry_plugin_info(const moe_host_registry* registry, int6
     out.decode_max_tokens = p.decode.max_tokens;
     for (int f = 0; f < MOE_DECODE_FORMATS; ++f)
       out.decode_max_tokens_by_format[f] = p.decode.by_format[size_t(f)];
+    out.run_features = p.run_features;
     write_out(info, MOE_HOST_PLUGIN_INFO_MIN_SIZE, "moe_host_plugin_info", out);
   });
 }

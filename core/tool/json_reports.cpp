@@ -46,6 +46,14 @@ nlohmann::json candidate_json(const Candidate& c) {
 
 }  // namespace
 
+// What run() takes besides a plain run (ABI 1.4, 1.6), by name.
+static nlohmann::json run_feature_names(const PluginInfo& i) {
+  nlohmann::json names = nlohmann::json::array();
+  if (i.accumulates()) names.push_back("accumulate");
+  if (i.routes_in_run()) names.push_back("routes");
+  return names;
+}
+
 nlohmann::json plugin_json(const Plugin& p) {
   const PluginInfo& i = p.info();
   nlohmann::json build;  // null: a plugin older than ABI 1.2 does not say
@@ -65,6 +73,7 @@ nlohmann::json plugin_json(const Plugin& p) {
           {"formats", mask_list(i.format_mask, format_bit_name)},
           {"activations", mask_list(i.activation_mask, activation_bit_name)},
           {"routings", mask_list(i.routing_mask, routing_bit_name)},
+          {"run_features", run_feature_names(i)},
           {"path", p.path().string()},
           {"build", build}};
 }

@@ -36,6 +36,10 @@ class PluginInfo:
     formats: list
     activations: list
     routings: list  # routing methods it routes itself
+    # What run() takes besides a plain run: adding into the output (ABI 1.4), routing from router
+    # logits in the same call, Layer.run_routed (ABI 1.6).
+    accumulates: bool
+    routes_in_run: bool
 
 
 @dataclasses.dataclass(frozen=True)

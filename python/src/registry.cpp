@@ -84,6 +84,8 @@ nb::list Registry::plugins() const {
     d["formats"] = string_list(p.formats, p.num_formats);
     d["activations"] = string_list(p.activations, p.num_activations);
     d["routings"] = string_list(p.routings, p.num_routings);
+    d["accumulates"] = (p.run_features & MOE_RUN_FEATURE_ACCUMULATE) != 0;  // host API 1.9
+    d["routes_in_run"] = (p.run_features & MOE_RUN_FEATURE_ROUTES) != 0;
     out.append(d);
   }
   return out;

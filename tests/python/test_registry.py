@@ -16,6 +16,9 @@ def test_lists_the_reference_plugin():
     assert ref.memory == "host" and ref.path.endswith("libmoe_reference.so")
     assert "bf16" in ref.formats and "silu_mul" in ref.activations and ref.routings
     assert ref.abi[0] == 1
+    # What its run() takes besides a plain run (host API 1.9): it adds onto an output and
+    # routes in the call (Layer.run_routed).
+    assert ref.accumulates and ref.routes_in_run
 
 
 def test_a_decode_rule_is_listed_and_ranks_auto_at_decode_capacity(build_dir):

@@ -32,7 +32,7 @@ extern "C" {
 
 #define MOE_HOST_VERSION_MAJOR 1
 #define MOE_HOST_VERSION_MINOR                                            \
-  8 /* 1.1: moe_host_problem_parse, moe_host_problem_format;              \
+  9 /* 1.1: moe_host_problem_parse, moe_host_problem_format;              \
       1.2: moe_host_layer_prepare_checkpoint, the router fields of        \
       moe_host_layer_info;                                                \
       1.3: weights in device memory (moe_host_prepare_args.weights_*      \
@@ -42,7 +42,8 @@ extern "C" {
       1.5: the device EP step (moe_host_ep_device_step_*);                \
       1.6: ragged device EP steps (moe_host_ep_device_step_args.ragged);  \
       1.7: chunked device EP steps (moe_host_ep_device_step_args.chunks); \
-      1.8: the decode rule's limits by format (ABI 1.5) */
+      1.8: the decode rule's limits by format (ABI 1.5);                  \
+      1.9: run_features in moe_host_plugin_info (ABI 1.4, 1.6) */
 
 #if defined(_WIN32)
 #define MOE_HOST_EXPORT __declspec(dllexport)
@@ -157,6 +158,11 @@ typedef struct moe_host_plugin_info {
    * moe_format: where nonzero it replaces decode_max_tokens for problems in that format, -1 = no
    * rule there; all 0 for a plugin older than ABI 1.5. */
   int64_t decode_max_tokens_by_format[MOE_DECODE_FORMATS]; /* out */
+  /* Since 1.9: what the plugin's run() takes besides a plain run (moe_plugin_info.run_features,
+   * the bits its ABI minor defines): MOE_RUN_FEATURE_ACCUMULATE (ABI 1.4: adds into the
+   * output), MOE_RUN_FEATURE_ROUTES (ABI 1.6: routes from router_logits in the same call, which
+   * moe_host_layer_run passes on); 0 for an older plugin. */
+  uint32_t run_features; /* out */
 } moe_host_plugin_info;
 
 #define MOE_HOST_PLUGIN_INFO_MIN_SIZE \
