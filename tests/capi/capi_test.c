@@ -337,7 +337,7 @@ static void test_errors_name_the_problem(moe_host_registry* registry) {
   expect_error("prepare with an unknown backend", moe_host_layer_prepare(registry, &pa, &layer),
                MOE_STATUS_CONFIG_ERROR, "no_such_backend");
   CHECK(layer == NULL, "a layer was made");
-  pa.backend = "";  /* NULL is auto; an empty name is refused, not taken for auto */
+  pa.backend = ""; /* NULL is auto; an empty name is refused, not taken for auto */
   expect_error("prepare with an empty backend name", moe_host_layer_prepare(registry, &pa, &layer),
                MOE_STATUS_INVALID_ARGUMENT, "moe_host_prepare_args.backend is an empty string");
   CHECK(layer == NULL, "a layer was made");
