@@ -674,16 +674,12 @@ void DeviceLayer::launch(const moe_run_args& a, int64_t tokens, bool route) cons
   c.hidden = static_cast<const uint16_t*>(a.hidden.data);
   c.ids = static_cast<const int32_t*>(a.topk_ids.data);
   c.weights = static_cast<const float*>(a.topk_weights.data);
-  if (route) {  // the SDK checked the routing tensors (sdk::check_route_tensors), launched none
-    MOE_CHECK(tokens <= route_tokens_, MOE_STATUS_INTERNAL,
-              "cutlass_mega: asked to route {} tokens in the launch, above its {}", tokens,
-              route_tokens_);
+  if (route)  // the SDK checked the routing tensors (sdk::check_route_tensors), launched none
     gpu::fill_route_params(
         c.route, problem_.c(), tokens, static_cast<const float*>(a.router_logits.data),
         static_cast<const float*>(a.routing_bias.data),
         static_cast<const uint8_t*>(a.is_padding.data), static_cast<int32_t*>(a.topk_ids.data),
         static_cast<float*>(a.topk_weights.data));
-  }
   c.out = static_cast<uint16_t*>(a.output.data);
   c.accumulate = sink_pass_ || sdk::run_accumulates(a);
   const detail::Kind kind = large_from_ > 0 && tokens >= large_from_ ? large_kind_ : kind_;
