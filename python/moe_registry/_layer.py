@@ -104,15 +104,9 @@ class Layer:
         """Router logits [T, E + S] f32 -> (topk_ids [T, k + S] int32, topk_weights f32).
         `workspace`: a 1-D uint8 array of at least route_workspace_size(T) bytes in the layer's
         memory; None = the layer's own."""
-        width = self._problem.top_k + self._problem.sink_experts
         tokens = _tensors.leading_dim(logits, "logits")
         logits = _tensors.detached(logits)
-        if topk_ids is None:
-            topk_ids = _tensors.empty_like(logits, (tokens, width), "int32", "topk_ids")
-        if topk_weights is None:
-            topk_weights = _tensors.empty_like(logits, (tokens, width), "float32", "topk_weights")
-        _tensors.check_writable(topk_ids, "topk_ids")
-        _tensors.check_writable(topk_weights, "topk_weights")
+        topk_ids, topk_weights = self._topk_outputs(logits, tokens, topk_ids, topk_weights)
         if workspace is not None:
             _tensors.check_writable(workspace, "workspace")
         self._native.route(logits, topk_ids, topk_weights, _maybe_detached(bias),
@@ -124,16 +118,7 @@ class Layer:
         """hidden [T, H] bf16 with its routing -> out [T, H] bf16 (made like hidden if not given).
         `workspace`: a 1-D uint8 array of at least workspace_size(T) bytes in the layer's memory
         (then the call allocates nothing); None = the layer's own, kept and grown."""
-        tokens = _tensors.leading_dim(hidden, "hidden")
-        hidden = _tensors.detached(hidden)
-        if out is None:
-            out = _tensors.empty_like(hidden, (tokens, self._problem.hidden), None, "out")
-        _tensors.check_writable(out, "out")
-        if workspace is not None:
-            _tensors.check_writable(workspace, "workspace")
-        self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights), out,
-                         _maybe_detached(workspace), _stream(stream, hidden), None, None, None)
-        return _tensors.untagged(out)
+        return self._run(hidden, topk_ids, topk_weights, out, workspace, stream)
 
     def run_routed(self, hidden, router_logits, *, bias=None, is_padding=None, topk_ids=None,
                    topk_weights=None, out=None, workspace=None, stream=None):
@@ -142,24 +127,42 @@ class Layer:
         (ABI 1.6; `bias` and `is_padding` as route() takes them), which a GPU plugin may do inside
         the layer's own launch; UNSUPPORTED where it does not route the problem in run (route(),
         then run()). Outputs not given are made like hidden's; `workspace` as run()'s."""
+        if router_logits is None:
+            raise MoeError("invalid_argument",
+                           "router_logits: run_routed routes from them; run() takes a routing")
+        tokens = _tensors.leading_dim(hidden, "hidden")
+        topk_ids, topk_weights = self._topk_outputs(hidden, tokens, topk_ids, topk_weights)
+        out = self._run(hidden, topk_ids, topk_weights, out, workspace, stream,
+                        routing=(router_logits, bias, is_padding))
+        return out, topk_ids, topk_weights
+
+    def _topk_outputs(self, like, tokens, topk_ids, topk_weights):
+        """route() and run_routed(): the routing's outputs [T, k + S], made like `like` where not
+        given, checked writable."""
+        width = self._problem.top_k + self._problem.sink_experts
+        if topk_ids is None:
+            topk_ids = _tensors.empty_like(like, (tokens, width), "int32", "topk_ids")
+        if topk_weights is None:
+            topk_weights = _tensors.empty_like(like, (tokens, width), "float32", "topk_weights")
+        _tensors.check_writable(topk_ids, "topk_ids")
+        _tensors.check_writable(topk_weights, "topk_weights")
+        return topk_ids, topk_weights
+
+    def _run(self, hidden, topk_ids, topk_weights, out, workspace, stream, routing=None):
+        """run() and run_routed(): `routing` = (router_logits, bias, is_padding) or None."""
         tokens = _tensors.leading_dim(hidden, "hidden")
         hidden = _tensors.detached(hidden)
-        width = self._problem.top_k + self._problem.sink_experts
         if out is None:
             out = _tensors.empty_like(hidden, (tokens, self._problem.hidden), None, "out")
-        if topk_ids is None:
-            topk_ids = _tensors.empty_like(hidden, (tokens, width), "int32", "topk_ids")
-        if topk_weights is None:
-            topk_weights = _tensors.empty_like(hidden, (tokens, width), "float32", "topk_weights")
-        for x, name in ((out, "out"), (topk_ids, "topk_ids"), (topk_weights, "topk_weights")):
-            _tensors.check_writable(x, name)
+        _tensors.check_writable(out, "out")
         if workspace is not None:
             _tensors.check_writable(workspace, "workspace")
+        logits, bias, is_padding = routing or (None, None, None)
         self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights), out,
                          _maybe_detached(workspace), _stream(stream, hidden),
-                         _tensors.detached(router_logits), _maybe_detached(bias),
+                         _maybe_detached(logits), _maybe_detached(bias),
                          _maybe_detached(is_padding))
-        return _tensors.untagged(out), topk_ids, topk_weights
+        return _tensors.untagged(out)
 
     def __call__(self, hidden, routing=None, *, topk_ids=None, topk_weights=None, bias=None,
                  out=None, stream=None):

@@ -65,7 +65,8 @@ class Layer {
   void route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weights, nb::handle bias,
              nb::handle is_padding, nb::handle workspace, uintptr_t stream);
   // With router_logits (not None; ABI 1.6) the plugin routes the batch itself in the same call,
-  // into topk_ids and topk_weights (then outputs), with bias and is_padding as route() takes them.
+  // into topk_ids and topk_weights (then outputs), with bias and is_padding as route() takes them
+  // (read only with router_logits: Layer.run_routed passes them, Layer.run None).
   void run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights, nb::handle output,
            nb::handle workspace, uintptr_t stream, nb::handle router_logits, nb::handle bias,
            nb::handle is_padding);

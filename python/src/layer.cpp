@@ -150,9 +150,6 @@ void Layer::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights,
     a.router_logits = tensor_arg(router_logits, "router_logits", MOE_DTYPE_F32,
                                  {tokens, p.experts + p.sink_experts}, where, keep);
     routing_extras(p, tokens, bias, is_padding, where, keep, a.routing_bias, a.is_padding);
-  } else if (!bias.is_none() || !is_padding.is_none()) {
-    fail(MOE_STATUS_INVALID_ARGUMENT,
-         "bias and is_padding belong to routing: run() takes them only with router_logits");
   }
   a.stream = reinterpret_cast<void*>(stream);
   a.workspace_size = workspace_size(tokens);

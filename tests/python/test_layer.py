@@ -106,5 +106,7 @@ def test_run_routed_routes_in_the_call_from_router_logits(layer, batch):
     np.testing.assert_array_equal(ids_out, ids)
     with pytest.raises(moe.MoeError, match="router_logits"):
         layer.run_routed(hidden, logits[:-1])
+    with pytest.raises(moe.MoeError, match="run_routed routes from them"):
+        layer.run_routed(hidden, None)
     with pytest.raises(moe.MoeError, match="no routing_bias"):
         layer.run_routed(hidden, logits, bias=np.zeros(logits.shape[1], np.float32))
