@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "../support/raw_layer.hpp"
+#include "../support/sdk_test_backend.hpp"
 #include "../support/test_env.hpp"
 #include "moe/sdk/backend.hpp"
 
@@ -20,41 +21,23 @@ constexpr size_t k13RunArgsSize = offsetof(moe_run_args, accumulate);
 
 // ---- the SDK's table builder --------------------------------------------------------------------
 
-struct NoLayer {};
-
 template <bool kAccumulates>
-class AccumulateBackend {
+class AccumulateBackend : public Bf16TestBackend {
  public:
-  using Layer = NoLayer;
   static inline int runs = 0;
   static inline bool last_accumulate = false;
 
   static sdk::BackendInfo info() {
-    sdk::BackendInfo i;
-    i.name = kAccumulates ? "sdk_accumulates" : "sdk_overwrites";
-    i.description = "test backend: run features";
+    sdk::BackendInfo i = bf16_info(kAccumulates ? "sdk_accumulates" : "sdk_overwrites",
+                                   "test backend: run features");
     i.accumulates = kAccumulates;
-    i.formats = {MOE_FORMAT_BF16};
-    i.activations = {MOE_ACTIVATION_SILU_MUL};
     return i;
-  }
-  sdk::Verdict supports(const moe_problem&) const { return sdk::Verdict::yes(); }
-  std::unique_ptr<Layer> prepare(const sdk::PrepareRequest&) const {
-    return std::make_unique<Layer>();
   }
   void run(Layer&, const moe_run_args& a) const {
     ++runs;
     last_accumulate = sdk::run_accumulates(a);
   }
 };
-
-uint32_t run_features_of(const moe_plugin_api* api) {
-  moe_plugin_info info{};
-  info.struct_size = sizeof(info);
-  info.run_features = 0xdeadu;  // a value no plugin writes
-  EXPECT_EQ(api->get_info(&info), MOE_STATUS_OK) << api->last_error();
-  return info.run_features;
-}
 
 // A layer of `api` for the small bf16 problem (the SDK checks the weights), run with a given
 // accumulate and struct size.

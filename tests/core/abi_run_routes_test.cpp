@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../support/raw_layer.hpp"
+#include "../support/sdk_test_backend.hpp"
 #include "../support/test_env.hpp"
 #include "loading/bench_runs.hpp"
 #include "moe/sdk/backend.hpp"
@@ -21,28 +22,9 @@ constexpr size_t k15RunArgsSize = offsetof(moe_run_args, router_logits);
 
 // ---- the SDK's table builder --------------------------------------------------------------------
 
-struct NoLayer {};
-
-// What the test backends below share: a bf16 silu_mul declaration, any problem, an empty layer.
-struct TestBackend {
-  using Layer = NoLayer;
-  static sdk::BackendInfo bf16_info(const char* name, const char* description) {
-    sdk::BackendInfo i;
-    i.name = name;
-    i.description = description;
-    i.formats = {MOE_FORMAT_BF16};
-    i.activations = {MOE_ACTIVATION_SILU_MUL};
-    return i;
-  }
-  sdk::Verdict supports(const moe_problem&) const { return sdk::Verdict::yes(); }
-  std::unique_ptr<Layer> prepare(const sdk::PrepareRequest&) const {
-    return std::make_unique<Layer>();
-  }
-};
-
 // A host backend that routes softmax_topk (every token to experts 0..k-1, weight 1) and records
 // the order of its calls; its routing needs 100 bytes of workspace a token, its layer none.
-class RoutingBackend : public TestBackend {
+class RoutingBackend : public Bf16TestBackend {
  public:
   static inline std::vector<std::string> calls;
 
@@ -86,19 +68,12 @@ class FusingBackend : public RoutingBackend {
 };
 
 // The same without route(): it cannot route, so it declares no routing in run.
-class PlainBackend : public TestBackend {
+class PlainBackend : public Bf16TestBackend {
  public:
   static inline int runs = 0;
   static sdk::BackendInfo info() { return bf16_info("sdk_plain", "test backend: no routing"); }
   void run(Layer&, const moe_run_args&) const { ++runs; }
 };
-
-uint32_t run_features_of(const moe_plugin_api* api) {
-  moe_plugin_info info{};
-  info.struct_size = sizeof(info);
-  EXPECT_EQ(api->get_info(&info), MOE_STATUS_OK) << api->last_error();
-  return info.run_features;
-}
 
 // A layer of `api` for `p` (RawLayer) and a run's tensors on the host: T tokens of hidden states,
 // logits, topk outputs and output.
@@ -225,7 +200,7 @@ TEST(SdkRunRoutes, ABackendThatCannotRouteTheProblemRefusesLogitsBeforeItRuns) {
 // ---- moe_bench_args.runs: the stride rule ------------------------------------------------------
 
 // A backend with its own benchmark(): it records the runs it is given, as its structs.
-class BenchBackend : public TestBackend {
+class BenchBackend : public Bf16TestBackend {
  public:
   static inline std::vector<moe_run_args> seen;
   static sdk::BackendInfo info() { return bf16_info("sdk_bench", "test backend: run sets"); }
