@@ -19,6 +19,9 @@ PY_PINS=("safetensors==0.8.0" "ml_dtypes==0.6.0" "numpy==2.4.6")
 # The Python package moe_registry (python/): nanobind to build its extension in the CMake build,
 # pytest to run tests/python; scikit-build-core is what `pip install .` builds it with.
 PY_PINS+=("nanobind==3.1.0" "scikit-build-core==1.1.2" "pytest==9.2.0")
+# cuobjdump (and the nvdisasm it runs) for tests/sass: the GPU plugins' machine code checked on the
+# CPU, where the CUDA toolkit installed lacks them.
+PY_PINS+=("nvidia-cuda-cuobjdump==13.5.37" "nvidia-cuda-nvdisasm==13.5.37")
 VENV=.venv
 
 missing=()

@@ -233,6 +233,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   const int g = lane / 4, q = lane % 4;  // accumulator row g (+8), columns 2q (+1)
   const int64_t H = p.hidden_dim, I = p.inter_dim;
   const bool gated = p.activation != gpu::kernels::kRelu2;
+  // w13's rows per expert, read once: lambdas below take it by value (see rows1).
+  const int n1 = p.n1;
   cooperative_groups::grid_group grid = cooperative_groups::this_grid();
   // After a grid barrier, what ordinary stores wrote may be read by any copy (the token rows go by
   // cp.async, the generic proxy; the fence keeps a bulk copy of them correct too).
@@ -398,8 +400,11 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   const int slices2 = int(H / kRows), steps2 = int(I / kStageK<W>);
   // fp8_block: scale blocks along each GEMM's K (kChunksPerStage<W> a stage).
   [[maybe_unused]] const int k_blocks1 = int(H / kScaleBlock), k_blocks2 = int(I / kScaleBlock);
-  auto rows1 = [&](const Item& it, int& row0, int& row1) {
-    const int base = it.expert * p.n1;
+  // By value, not [&]: weights_of's producers hold a copy of this closure, and a reference to the
+  // kernel's parameters inside it made the compiler read p.n1 through a generic pointer that it
+  // then lowered to an out-of-bounds local load (an illegal address on the H100, session 52).
+  auto rows1 = [n1, gated, I](const Item& it, int& row0, int& row1) {
+    const int base = it.expert * n1;
     row0 = gated ? base + it.slice * 64 : base + it.slice * kRows;
     row1 = gated ? base + int(I) + it.slice * 64 : row0 + kBoxRows;
   };
@@ -551,7 +556,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   auto finish1 = [&](const Item& it) {
     const int cols = cols1;
     // The expert's bias rows (b13 [E, n1]): gate or relu2 row slice * cols + c, up row I + that.
-    const float* bias = p.b13 != nullptr ? p.b13 + int64_t(it.expert) * p.n1 : nullptr;
+    const float* bias = p.b13 != nullptr ? p.b13 + int64_t(it.expert) * n1 : nullptr;
     for (int idx = threadIdx.x; idx < cols * it.m; idx += kConsumers) {
       const int c = idx % cols, n = idx / cols;
       float gv = tile[c * kTileLd<W> + n];
