@@ -67,9 +67,6 @@
 #   ab_base   this build's cutlass_mega against another build's (bench/bundle.sh --alt
 #             base=DIR: restored as build/alt/base), plain layers (no routing): bf16, fp8_block
 #             and mxfp4 on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64: did a change move them
-#   ab_tail   MOE_MEGA_SPLIT1=tail (GEMM1's short last wave in K parts) against the default:
-#             fp8_block, mxfp4 and bf16 on Inkling-like and Mixtral, fp8_block on Qwen3, at
-#             T = 1, 8, 64; then the timeline of fp8_block and mxfp4 Inkling-like T = 1 with it
 #   route64   routing in the launch past 8 tokens: `moe bench --route-in-run` of bf16 Qwen3-30B-A3B
 #             and DeepSeek-V3 at T = 8, 16, 32, 64, default (route() first above 8) against
 #             MOE_MEGA_ROUTE=fused64 and =apart, two rounds
@@ -290,21 +287,6 @@ for section in "$@"; do
       for f in bf16 fp8_block mxfp4; do
         ab_shapes ab_base_$f "$f" "$qwen_mixtral" --variant head= --variant base= \
           --plugins base=build/alt/base
-      done ;;
-    ab_tail)
-      for run in "inkling_like fp8_block" "inkling_like mxfp4" "inkling_like bf16" \
-                 "mixtral_8x7b fp8_block" "mixtral_8x7b mxfp4" "qwen3_30b_a3b fp8_block"; do
-        set -- $run
-        $ab --out "$OUT/ab_tail_${1}_$2" --config "$cfg/${1}_$2.yaml" --tokens 1,8,64 \
-          --variant default= --variant tail= --env tail=MOE_MEGA_SPLIT1=tail 2>&1 | tail -5
-        pack
-      done
-      for f in fp8_block mxfp4; do
-        for v in "" MOE_MEGA_SPLIT1=tail; do
-          name=tl_tail_inkling_${f}${v:+_tail}
-          timeline_run $name $cfg/inkling_like_$f.yaml 1 $v
-          echo "== $name"; sed -n 3,13p "$OUT/$name.txt"
-        done
       done ;;
     route64)
       for r in 1 2; do

@@ -19,7 +19,6 @@ import sys
 
 PHASE_START = {1: "gemm1_start", 2: "gemm2_start"}
 PHASE_NAME = {1: "GEMM1", 2: "GEMM2"}
-GEMM1_PART = 3  # kernels/timeline.hpp kTimelineGemm1Part
 
 
 def load(path):
@@ -42,9 +41,7 @@ def items_of(t):
         split2 = max(1, r.get("split2", 1))
         last = {}
         for it in r["items"]:
-            ph, u, steps = it["phase"], it["u"], None
-            if ph == GEMM1_PART:  # a GEMM1 K part (MOE_MEGA_SPLIT1=tail): item << 8 | its stages
-                ph, u, steps = 1, u >> 8, u & 0xFF
+            ph = it["phase"]
             if ph not in out or it["ns"] is None:
                 continue
             before = last.get(ph, bounds.get(PHASE_START[ph]))
@@ -52,11 +49,11 @@ def items_of(t):
             if before is None:
                 continue
             if ph == 1:
-                steps = steps or t["steps1"]
+                steps = t["steps1"]
             else:  # item u is part u % split2 of its K steps, split as the kernel splits them
-                part = u % split2
+                part = it["u"] % split2
                 steps = (part + 1) * t["steps2"] // split2 - part * t["steps2"] // split2
-            out[ph].append((r["cta"], u, it["ns"], (it["ns"] - before) / 1e3,
+            out[ph].append((r["cta"], it["u"], it["ns"], (it["ns"] - before) / 1e3,
                             steps * t["step_bytes"]))
     return out
 

@@ -48,16 +48,6 @@ with tempfile.TemporaryDirectory() as d:
     g2 = [l for l in out.splitlines() if l.startswith("GEMM2")][0].split()
     assert g2[1:4] == ["1", "1", "2.00"] and g2[5] == "24.6", g2
 
-    # MOE_MEGA_SPLIT1=tail: a GEMM1 K part (phase 3, u = item << 8 | its stages) counts as a GEMM1
-    # item of its own stages: CTA 1's part of item 5, 8 stages (131072 B) in 5 us = 26.2 GB/s.
-    parts = json.loads(json.dumps(timeline))
-    parts["records"][1]["items"].append({"phase": 3, "u": (5 << 8) | 8, "ns": 17500, "clock": 0})
-    with open(path, "w") as f:
-        json.dump(parts, f)
-    out = run_script("mega_timeline.py", path)
-    g1 = [l for l in out.splitlines() if l.startswith("GEMM1")][0].split()
-    assert g1[1:3] == ["4", "2"], g1  # 3 whole items and the part
-
     other = os.path.join(d, "other.json")
     with open(other, "w") as f:
         json.dump({"ctas": 1}, f)

@@ -269,10 +269,6 @@ struct Params {
   // Slot column top_k + c: the ids column it reads (-1: none, weight 1), its virtual expert, and
   // the id that column must hold for it to run.
   int16_t col_src[kMaxVirtual], col_expert[kMaxVirtual], col_match[kMaxVirtual];
-  // MOE_MEGA_SPLIT1=tail (a measurement; null: off): GEMM1's short last wave in K parts
-  // (tail_split), each part's f32 rows in the workspace [ctas][kRows][kTok], added in part order
-  // after a grid barrier by the item's CTA, which then finishes it.
-  float* part1;
   int32_t max_split2;    // GEMM2 K parts the workspace holds (k_split chooses up to this many)
   int32_t split2_waves;  // 1: GEMM2's split by k_split_waves (MOE_MEGA_SPLIT2=waves, a measurement)
   // MOE_MEGA_GEMM2=early (a measurement; bf16 and 4-bit weights on bf16 activations, else null):

@@ -401,8 +401,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // fp8_block: scale blocks along each GEMM's K (kChunksPerStage<W> a stage).
   [[maybe_unused]] const int k_blocks1 = int(H / kScaleBlock), k_blocks2 = int(I / kScaleBlock);
   // By value, not [&]: weights_of's producers hold a copy of this closure, and a reference to the
-  // kernel's parameters inside it made the compiler read p.n1 through a generic pointer that it
-  // then lowered to an out-of-bounds local load (an illegal address on the H100, session 52).
+  // kernel's parameters inside it made the compiler (session 51's GEMM1 loop) read p.n1 through a
+  // generic pointer lowered to an out-of-bounds local load (an illegal address, H100 session 52;
+  // tests/sass checks every plugin for such loads).
   auto rows1 = [n1, gated, I](const Item& it, int& row0, int& row1) {
     const int base = it.expert * n1;
     row0 = gated ? base + it.slice * 64 : base + it.slice * kRows;
@@ -467,12 +468,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   };
 
   int ready1 = 0, ready2 = 0;  // stages prefetched for the CTA's first item of phase 1, 2
-  // GEMM1's items, and MOE_MEGA_SPLIT1=tail's split of its last partial wave (Params::part1):
-  // items [0, full1) run whole, round robin; each of the rest as parts1 K parts, one a CTA.
-  const int items1 = s.item_prefix[s.num_active] * slices1;
-  const int parts1 = p.part1 != nullptr ? tail_split(items1, steps1, int(gridDim.x)) : 0;
-  const int full1 = parts1 > 0 ? items1 - items1 % int(gridDim.x) : items1;
-  const int first_split1 = parts1 > 0 && full1 == 0 ? parts1 : 1;  // the CTA's first unit's
   // 4-bit weights: how the activations are quantised (kernels/config.cuh ActQuant).
   const int aq = kFp4 ? p.act_quant : int(kActBf16);
   // fp8_block: the hidden states' codes and scales GEMM1 reads: the grid's, or this CTA's own
@@ -482,22 +477,22 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   float* const xs_rows = p.xs + own / kScaleBlock;
   if constexpr (kFp8) {  // phase 0: the hidden states' codes and scales
     if (producer && !(p.prefetch_late & kLatePhase0))
-      ready1 = prefetch(weights1, slices1, steps1, first_split1);
+      ready1 = prefetch(weights1, slices1, steps1, 1);
     if (p.own_rows) {  // every token by this CTA alone: no grid barrier
       quantize_rows_1x128(p.hidden, p.tokens, H, xq_rows, xs_rows, threadIdx.x / 32, kThreads / 32);
       if (producer && (p.prefetch_late & kLatePhase0))
-        ready1 = prefetch(weights1, slices1, steps1, first_split1);
+        ready1 = prefetch(weights1, slices1, steps1, 1);
       __syncthreads();
       if (producer) asm volatile("fence.proxy.async.global;" ::: "memory");
     } else {
       quantize_rows_1x128(p.hidden, p.tokens, H, xq, p.xs);
       if (producer && (p.prefetch_late & kLatePhase0))
-        ready1 = prefetch(weights1, slices1, steps1, first_split1);
+        ready1 = prefetch(weights1, slices1, steps1, 1);
       publish_to_async_proxy();
     }
   }
   if (aq != kActBf16) {  // phase 0 of e4m3 activations on 4-bit weights: the hidden states
-    if (producer) ready1 = prefetch(weights1, slices1, steps1, first_split1);
+    if (producer) ready1 = prefetch(weights1, slices1, steps1, 1);
     float scale = p.a13_scale;
     if (aq == kActFp8Dynamic) {  // the batch's amax: each CTA's share, then all of them
       const float m = cta_max(bf16_amax_share(p.hidden, int64_t(p.tokens) * H), red);
@@ -547,108 +542,62 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // MOE_MEGA_GEMM2=early (Params::gemm2_ready): GEMM2's items wait on their chunk's GEMM1 flags,
   // not on a grid barrier. The flags hold this run's tag once written (kernels/gemm2_ready.cuh):
   // nothing to zero, so no barrier before GEMM1 either.
-  // (Never with the tail split: its parts' items release no flag.)
-  const bool early2 = !kFp8 && aq == kActBf16 && p.gemm2_ready != nullptr && parts1 == 0;
+  const bool early2 = !kFp8 && aq == kActBf16 && p.gemm2_ready != nullptr;
+  const int items1 = s.item_prefix[s.num_active] * slices1;
   const unsigned long long tag = early2 ? launch_tag(p.run_salt) : 0;
 
   // ---- phase 1: GEMM1 and the activation ----
-  // The bias and activation of a GEMM1 item whose rows are in the tile, into the intermediate.
-  auto finish1 = [&](const Item& it) {
-    const int cols = cols1;
-    // The expert's bias rows (b13 [E, n1]): gate or relu2 row slice * cols + c, up row I + that.
-    const float* bias = p.b13 != nullptr ? p.b13 + int64_t(it.expert) * n1 : nullptr;
-    for (int idx = threadIdx.x; idx < cols * it.m; idx += kConsumers) {
-      const int c = idx % cols, n = idx / cols;
-      float gv = tile[c * kTileLd<W> + n];
-      float uv = gated ? tile[(c + 64) * kTileLd<W> + n] : 0.0f;
-      if (bias != nullptr) {
-        gv += bias[it.slice * cols + c];
-        if (gated) uv += bias[I + it.slice * cols + c];
-      }
-      const float y = gpu::kernels::activate(p.act, p.activation, gv, uv);
-      store_intermediate(int64_t(it.first + n) * I + int64_t(it.slice) * cols + c, y, it.expert);
-    }
-  };
-  // One unit of GEMM1: item u's K stages [ks0, ks1), the first `ready` prefetched; its rows end
-  // in the tile (times the format's and the activations' scales).
-  auto gemm1_unit = [&](int u, int ks0, int ks1, int ready) {
-    const Item it = item_of(u, slices1);
-    int row0 = 0, row1 = 0;
-    rows1(it, row0, row1);
-    if (producer) {
-      // The slots' tokens: rows of the hidden states (fp8_block: of their codes).
-      auto token_of = [&](int n) { return uint16_t(s.slot_token[it.first + n]); };
-      if constexpr (kFp8)
-        produce_item(weights1, it, ks0, ks1, xq_rows, H * int64_t(sizeof(Code)), token_of, ready);
-      else  // the hidden states, or their quantised values
-        produce_item(weights1, it, ks0, ks1, aq != kActBf16 ? p.xa : p.hidden, H * 2, token_of,
-                     ready);
-      return it;
-    }
-    if constexpr (kFp8) {
-      // w13's rows are [E * n1] with n1 % 128 == 0, so row r's scale row is r / 128.
-      const float* s0 = p.s13 + (int64_t(row0) / kScaleBlock) * k_blocks1;
-      const float* s1 = p.s13 + (int64_t(row1) / kScaleBlock) * k_blocks1;
-      load_scales(
-          it.m, k_blocks1,
-          [&](int n, int kb) {
-            return __ldcg(xs_rows + int64_t(s.slot_token[it.first + n]) * k_blocks1 + kb);
-          },
-          s0, s1);
-    }
-    zero(acc);
-    for (int ks = ks0; ks < ks1; ++ks) consume(it.m, ks, k_blocks1);
-    acc_to_tile(fp4_mul(p.g13, it.expert) * act_mul1());
-    return it;
-  };
   stamp_phase(kGemm1Start);
   {
-    // This CTA's units: whole items blockIdx.x, + gridDim.x, ... below full1, then its tail part
-    // (MOE_MEGA_SPLIT1=tail), if any; the first takes the stages prefetched before.
-    const int cta = int(blockIdx.x), ctas = int(gridDim.x);
-    const int whole = full1 > cta ? (full1 - 1 - cta) / ctas + 1 : 0;
-    const int units = whole + (parts1 > 0 && cta < (items1 - full1) * parts1 ? 1 : 0);
-    for (int i = 0; i < units; ++i) {
-      const bool part = i == whole;
-      const int u = part ? full1 + cta / parts1 : cta + i * ctas;
-      const int ks0 = part ? (cta % parts1) * steps1 / parts1 : 0;
-      const int ks1 = part ? (cta % parts1 + 1) * steps1 / parts1 : steps1;
-      const Item it = gemm1_unit(u, ks0, ks1, i == 0 ? ready1 : 0);
-      if (producer) continue;
-      if (part) {  // the part's rows [kRows][m] to its slot of the workspace
-        float* to = p.part1 + int64_t(cta) * kRows * kTok<W>;
-        for (int idx = threadIdx.x; idx < kRows * it.m; idx += kConsumers)
-          to[(idx / it.m) * kTok<W> + idx % it.m] = tile[(idx / it.m) * kTileLd<W> + idx % it.m];
-        consumers_sync();
-        stamp_item(kTimelineGemm1Part, (u << 8) | (ks1 - ks0));
+    const int cols = cols1, slices = slices1, steps = steps1;
+    const int items = items1;
+    for (int u = int(blockIdx.x); u < items; u += int(gridDim.x)) {
+      const Item it = item_of(u, slices);
+      int row0 = 0, row1 = 0;
+      rows1(it, row0, row1);
+      if (producer) {
+        // The slots' tokens: rows of the hidden states (fp8_block: of their codes).
+        auto token_of = [&](int n) { return uint16_t(s.slot_token[it.first + n]); };
+        const int ready = u == int(blockIdx.x) ? ready1 : 0;
+        if constexpr (kFp8)
+          produce_item(weights1, it, 0, steps, xq_rows, H * int64_t(sizeof(Code)), token_of, ready);
+        else  // the hidden states, or their quantised values
+          produce_item(weights1, it, 0, steps, aq != kActBf16 ? p.xa : p.hidden, H * 2, token_of,
+                       ready);
         continue;
       }
-      finish1(it);
+      if constexpr (kFp8) {
+        // w13's rows are [E * n1] with n1 % 128 == 0, so row r's scale row is r / 128.
+        const float* s0 = p.s13 + (int64_t(row0) / kScaleBlock) * k_blocks1;
+        const float* s1 = p.s13 + (int64_t(row1) / kScaleBlock) * k_blocks1;
+        load_scales(
+            it.m, k_blocks1,
+            [&](int n, int kb) {
+              return __ldcg(xs_rows + int64_t(s.slot_token[it.first + n]) * k_blocks1 + kb);
+            },
+            s0, s1);
+      }
+      zero(acc);
+      for (int ks = 0; ks < steps; ++ks) consume(it.m, ks, k_blocks1);
+      // Rows to the tile, then the activation per (column, token) into the intermediate.
+      acc_to_tile(fp4_mul(p.g13, it.expert) * act_mul1());
+      // The expert's bias rows (b13 [E, n1]): gate or relu2 row slice * cols + c, up row I + that.
+      const float* bias = p.b13 != nullptr ? p.b13 + int64_t(it.expert) * n1 : nullptr;
+      for (int idx = threadIdx.x; idx < cols * it.m; idx += kConsumers) {
+        const int c = idx % cols, n = idx / cols;
+        float gv = tile[c * kTileLd<W> + n];
+        float uv = gated ? tile[(c + 64) * kTileLd<W> + n] : 0.0f;
+        if (bias != nullptr) {
+          gv += bias[it.slice * cols + c];
+          if (gated) uv += bias[I + it.slice * cols + c];
+        }
+        const float y = gpu::kernels::activate(p.act, p.activation, gv, uv);
+        store_intermediate(int64_t(it.first + n) * I + int64_t(it.slice) * cols + c, y, it.expert);
+      }
       consumers_sync();  // the tile is free for the next item, and the item's rows are written
       if (early2 && threadIdx.x == 0) flag_release(p.gemm2_ready + u, tag);
       stamp_item(1, u);
     }
-  }
-  if (parts1 > 0) {  // every part in the workspace: each tail item's CTA adds them in part order
-    grid.sync();
-    for (int t = int(blockIdx.x); t < items1 - full1; t += int(gridDim.x)) {
-      if (producer) continue;
-      const Item it = item_of(full1 + t, slices1);
-      const float* from = p.part1 + int64_t(t) * parts1 * kRows * kTok<W>;
-      for (int idx = threadIdx.x; idx < kRows * it.m; idx += kConsumers) {
-        const int r = idx / it.m, n = idx % it.m;
-        float sum = 0.0f;
-        for (int part = 0; part < parts1; ++part)
-          sum += __ldcg(from + (int64_t(part) * kRows + r) * kTok<W> + n);
-        tile[r * kTileLd<W> + n] = sum;
-      }
-      consumers_sync();
-      finish1(it);
-      consumers_sync();
-    }
-    // The producer's GEMM2 prefetch below waits for this CTA's sums: its weights would queue the
-    // sums' loads behind them (bench/NOTES.md, session 51).
-    __syncthreads();
   }
   stamp_phase(kGemm1Done);
   // GEMM2's items split along K where too few to fill the SMs (Mixtral at T = 1 has 64), or with

@@ -40,19 +40,4 @@ MOE_MEGA_HD constexpr int k_split_waves(int items, int steps, int ctas, int max_
   return best;
 }
 
-// MOE_MEGA_SPLIT1=tail (a measurement): the K parts each item of GEMM1's last partial wave runs
-// as (0: none). Where that wave leaves at least three quarters of the CTAs idle (items % ctas <=
-// ctas / 4, the items before it whole waves), its items run as parts over the CTAs instead, as
-// many as the CTAs take with at least two stages a part. A short tail pulls a fraction of the
-// card's rate (its CTAs alone: ~43 GB/s each on an H100): fp8_block Inkling-like T = 1 spends
-// ~12 us on 12 items of 144 after the 132 others (bench/NOTES.md, session 51); a tail of 60 CTAs
-// already pulls most of it.
-MOE_MEGA_HD constexpr int tail_split(int items, int steps, int ctas) {
-  if (items <= 0 || ctas <= 0) return 0;
-  const int tail = items % ctas;
-  if (tail == 0 || 4 * tail > ctas) return 0;
-  const int parts = ctas / tail < steps / 2 ? ctas / tail : steps / 2;
-  return parts >= 2 ? parts : 0;
-}
-
 }  // namespace moe::mega::kernels

@@ -5,9 +5,7 @@
 //   word 0: (GEMM2's K parts << 32) | how many items this run recorded (at most `items`);
 //   words 1 + 2 p, 2 + 2 p: phase boundary p's %globaltimer (ns) and clock64 (SM cycles);
 //   then per item i: (phase << 32) | the item's index u in its phase, %globaltimer, clock64, taken
-//   when its epilogue is done (an item's time is the gap since the boundary or item before it);
-//   phase kTimelineGemm1Part is a K part of a GEMM1 item (MOE_MEGA_SPLIT1=tail), its u
-//   (item << 8) | the part's stages.
+//   when its epilogue is done (an item's time is the gap since the boundary or item before it).
 #pragma once
 
 #include <cstdint>
@@ -15,8 +13,6 @@
 #include "kernels/host_device.hpp"
 
 namespace moe::mega::kernels {
-
-constexpr int kTimelineGemm1Part = 3;
 
 // The phase boundaries, in order; kernel entry first.
 enum TimelinePhase : int {

@@ -262,7 +262,6 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.hidden_dim = c.hidden_dim;
   p.inter_dim = c.inter_dim;
   p.n1 = c.n1;
-  p.part1 = c.part1;
   p.max_split2 = c.max_split2;
   p.split2_waves = c.split2_waves;
   p.gemm2_ready = c.gemm2_ready;

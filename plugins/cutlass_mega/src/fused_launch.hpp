@@ -125,7 +125,6 @@ struct FusedCall {
   uint16_t* xa;
   float* amax;
   int16_t col_src[32], col_expert[32], col_match[32];
-  float* part1;  // MOE_MEGA_SPLIT1=tail: Params::part1 (workspace [ctas][kRows][kTok] f32), or null
   int32_t max_split2;               // copies of y the workspace holds: GEMM2's K parts at most
   int32_t split2_waves;             // Params::split2_waves
   unsigned long long* gemm2_ready;  // Params::gemm2_ready (MOE_MEGA_GEMM2=early), else null

@@ -475,7 +475,6 @@ void DeviceLayer::build(const moe_weights& w, const LayerOptions& o) {
   prefetch_late_ = prefetch_late_bits(p);
   split2_waves_ = env_is("MOE_MEGA_SPLIT2", "waves") ? 1 : 0;
   early2_ = env_is("MOE_MEGA_GEMM2", "early") && !fp8_ && act_quant_ == detail::ActQuant::kBf16;
-  split1_tail_ = env_is("MOE_MEGA_SPLIT1", "tail") && !early2_;
   if (!sink_pass_) route_tokens_ = route_in_launch_tokens(problem_.c());
   // The virtual experts: the shared expert's, and the sinks' where they run in this launch (the
   // sink pass: the sinks' alone, with no routed experts before them).
@@ -618,12 +617,6 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
       ws.amax = c.take<float>(size_t(3 * ctas_));
     }
   }
-  if (split1_tail_) {  // a part's rows a CTA, for the instance with the wider token chunk
-    const int64_t chunk =
-        std::max(detail::kernel_limits(kind_).token_chunk,
-                 large_from_ > 0 ? detail::kernel_limits(large_kind_).token_chunk : 0);
-    ws.part1 = c.take<float>(size_t(ctas_) * size_t(lim.weight_rows) * size_t(chunk));
-  }
   if (early2_)
     ws.gemm2_ready = c.take<unsigned long long>(
         size_t(slots * (n1_ / detail::kernel_limits(kind_).weight_rows)));
@@ -720,7 +713,6 @@ void DeviceLayer::launch(const moe_run_args& a, int64_t tokens, bool route) cons
   c.hidden_dim = int32_t(p.hidden);
   c.inter_dim = int32_t(p.intermediate);
   c.n1 = int32_t(n1_);
-  c.part1 = ws.part1;
   c.max_split2 = result_copies(p, tokens);
   c.split2_waves = split2_waves_;
   // The early flags' tag is the launch's %gridid mixed (kernels/gemm2_ready.cuh), which a CUDA

@@ -113,7 +113,6 @@ class DeviceLayer {
     // MOE_MEGA_GEMM2=early: a flag per GEMM1 item, [T * S] chunks (at most one per slot) x
     // n1 / weight_rows slices
     unsigned long long* gemm2_ready;
-    float* part1;  // MOE_MEGA_SPLIT1=tail: [ctas][weight_rows][token_chunk] f32
   };
   Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
   // The sink pass (sinks_): the layer's sinks alone as a bf16 silu_mul layer's virtual experts.
@@ -154,9 +153,6 @@ class DeviceLayer {
   // MOE_MEGA_GEMM2=early at prepare (a measurement; bf16 and 4-bit weights on bf16 activations):
   // the workspace holds a flag per GEMM1 item (Params::gemm2_ready), tagged per launch.
   bool early2_ = false;
-  // MOE_MEGA_SPLIT1=tail at prepare (a measurement; not with early2_): GEMM1's short last wave
-  // in K parts (kernels/split.hpp tail_split; Params::part1).
-  bool split1_tail_ = false;
   int64_t route_tokens_ = 0;  // route_in_launch_tokens at prepare (0 in the sink pass)
   // bf16, fp8_block: the weights as given (fp8_block's scales in s13_, s2_); fp4: the prepared
   // chunks (nvfp4's scale_2 in s13_, s2_).

@@ -253,22 +253,6 @@ TEST(MegaSplit, SplitsAlongKOnlyWhereOneWaveLeavesSMsIdle) {
   EXPECT_EQ(k_split(0, 16, 132, 8), 1);  // no items: nothing to split
 }
 
-// MOE_MEGA_SPLIT1=tail: only a last partial wave that leaves three quarters of the CTAs idle is
-// split, into as many parts as the CTAs take, two stages a part at least.
-TEST(MegaSplit, Gemm1SplitsOnlyAShortLastWave) {
-  using kernels::tail_split;
-  static_assert(tail_split(144, 16, 132) == 8);   // Inkling-like T = 1: 12 items, 8 parts
-  static_assert(tail_split(144, 64, 132) == 11);  // as many parts as the CTAs take
-  static_assert(tail_split(192, 16, 132) == 0);   // a tail of 60: enough CTAs busy
-  static_assert(tail_split(264, 16, 132) == 0);   // whole waves
-  static_assert(tail_split(96, 8, 132) == 0);     // Qwen3 T = 1: one wave of 96
-  static_assert(tail_split(20, 8, 132) == 4);     // no whole wave: the items themselves split
-  static_assert(tail_split(16, 8, 14) == 4);      // a tail of 2 on 14 CTAs
-  static_assert(tail_split(16, 3, 14) == 0);      // one stage a part
-  EXPECT_EQ(tail_split(0, 16, 132), 0);
-  EXPECT_EQ(tail_split(10, 16, 0), 0);
-}
-
 // The GEMM2 results' workspace never shrinks as the batch grows (a workspace sized for
 // max_tokens serves every smaller batch; the floor of 32 MiB / copy once made T=65 need more
 // than T=100 on DeepSeek-V3's H), and it always holds the copies the kernel is told of.
