@@ -211,6 +211,12 @@ constexpr size_t kSmemLimit = 227 * 1024;
 // byte 0, then each warp's RouteSmem from kRouteScratchAt(T, width) (16-byte aligned).
 constexpr int kRouteSlots = 8;
 constexpr int kRouteMaxExperts = 32 * kRouteSlots;
+// The register slots a lane routes with for E experts (fused_moe.cuh route_batch<kSlots>): 1 up to
+// 32 experts, 4 up to 128, 8 above; fewer slots are fewer instructions in a latency chain that
+// runs once a launch (every one of them an instruction-cache miss; s51 ncu of the routing kernel).
+constexpr int route_slots_for(int experts) {
+  return experts <= 32 ? 1 : experts <= 128 ? 4 : 8;
+}
 constexpr size_t kRouteScratchAt(int64_t tokens, int64_t width) {
   return (size_t(tokens * width) * 4 + 15) / 16 * 16;
 }

@@ -19,9 +19,11 @@ struct RouteCase {
   moe_format format;
   moe_routing routing;
   bool bias;
+  int experts;  // 16, 100, 200: the kernel's routing with 1, 4 and 8 register slots a lane
 };
 
 Problem with_routing(Problem q, const RouteCase& rc) {
+  q.raw().experts = rc.experts;
   q.raw().routing = rc.routing;
   q.raw().routing_bias = rc.bias ? 1 : 0;
   if (rc.routing == MOE_ROUTING_GROUPED_TOPK) {  // 4 groups of 4 experts, 2 kept: 8 candidates
@@ -39,12 +41,15 @@ bool same_bytes(const HostTensor& a, const HostTensor& b) {
 }
 
 TEST_F(MegaLayer, RoutingInTheLaunchGivesTheRouteKernelsIdsWeightsAndBits) {
-  for (const RouteCase& rc : {RouteCase{MOE_FORMAT_BF16, MOE_ROUTING_SOFTMAX_TOPK, false},
-                              RouteCase{kFp8, MOE_ROUTING_GROUPED_TOPK, true},
-                              RouteCase{kMx, MOE_ROUTING_SIGMOID_TOPK, true}}) {
+  for (const RouteCase& rc : {RouteCase{MOE_FORMAT_BF16, MOE_ROUTING_SOFTMAX_TOPK, false, 16},
+                              RouteCase{MOE_FORMAT_BF16, MOE_ROUTING_SOFTMAX_TOPK, false, 100},
+                              RouteCase{kFp8, MOE_ROUTING_GROUPED_TOPK, true, 16},
+                              RouteCase{kFp8, MOE_ROUTING_GROUPED_TOPK, true, 200},
+                              RouteCase{kMx, MOE_ROUTING_SIGMOID_TOPK, true, 100}}) {
     const moe_problem p = with_routing(problem_, rc).c();
-    const std::string what = fmt::format("{} {}{}", format_name(rc.format),
-                                         routing_name(rc.routing), rc.bias ? " with a bias" : "");
+    const std::string what =
+        fmt::format("{} {}{}, {} experts", format_name(rc.format), routing_name(rc.routing),
+                    rc.bias ? " with a bias" : "", rc.experts);
     const LayerWeights w = random_weights(p, 87);
     const Layer apart = prepared_with(p, w, {{"MOE_MEGA_ROUTE", "apart"}});  // route(), launch
     const Layer fused = plugin_->prepare(p, w.view(), {});
