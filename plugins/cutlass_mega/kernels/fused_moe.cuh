@@ -123,9 +123,10 @@ static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> && kFitsShar
 
 // Routing in the launch (Params::route): the batch's `tokens` tokens, a token a warp of the CTA,
 // their ids into `routed` [tokens, width] and each warp's scratch from `scratch` (shared memory);
-// CTA 0 also writes ids and weights to r.ids and r.weights. Out of line: one copy a slot count
-// serves every instance, and a launch that does not route skips a call instead of carrying the
-// routing inlined in its kernel (bench/NOTES.md, session 51). kSlots: route_slots_for(r.experts).
+// CTA 0 also writes ids and weights to r.ids and r.weights. Out of line (each kernel's cubin
+// holds its own copy, ~13k instructions for the three slot counts): a launch that does not route
+// skips a call, and the routing's registers do not become the kernel's (bench/NOTES.md, s51-52).
+// kSlots: route_slots_for(r.experts).
 template <int kSlots>
 __device__ __noinline__ void route_batch(const gpu::kernels::RouteParams& r, int tokens, int width,
                                          int32_t* routed, uint8_t* scratch) {
