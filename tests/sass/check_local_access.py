@@ -5,10 +5,13 @@ pointer (R1), kernel by kernel.
 Why: in session 52 the fused kernel of cutlass_mega read a kernel parameter through a generic
 pointer that the compiler had lowered to a local-memory load at an address no thread owns (an
 illegal address on the H100, every fused layer broken) while ptxas reported no stack and no
-spills. Every local access our kernels make legitimately is a stack slot addressed from R1, so
-anything else is that class of bug, visible here without a GPU.
+spills. Every local access our kernels make today is a stack slot addressed from R1 (+ an
+offset), so anything else is flagged. The rule is deliberately stricter than that bug: a stack
+array indexed at run time (an address computed from R1 into another register) is flagged too,
+and should be read before the rule is relaxed.
 
-usage: check_local_access.py CUOBJDUMP LIBRARY...   (exit 0 clean, 1 found, 77 no cuobjdump)
+usage: check_local_access.py CUOBJDUMP LIBRARY...
+exit 0: clean; 1: found, or a library without machine code; 77: no cuobjdump or nvdisasm
 """
 import concurrent.futures
 import os
@@ -18,7 +21,7 @@ import subprocess
 import sys
 
 LOCAL = re.compile(r"\b(LDL|STL)(\.[A-Z0-9.]+)?\s.*?\[([^\]]*)\]")
-STACK = re.compile(r"^R1(\s*[+-]\s*(0x[0-9a-f]+|\d+))?$", re.IGNORECASE)
+STACK = re.compile(r"^R1(\s*[+-]\s*-?(0x[0-9a-f]+|\d+))?$", re.IGNORECASE)
 
 
 def offending(sass):
@@ -39,25 +42,33 @@ def main(argv):
     if len(argv) < 3:
         print(__doc__)
         return 2
-    tool = argv[1]
-    if not shutil.which(tool):
-        print(f"SKIPPED: no cuobjdump at '{tool}' (scripts/setup.sh installs nvidia-cuda-cuobjdump)")
+    tool = shutil.which(argv[1])
+    if not tool:
+        print(f"SKIPPED: no cuobjdump at '{argv[1]}' (scripts/setup.sh installs nvidia-cuda-cuobjdump)")
         return 77
-    # cuobjdump runs nvdisasm, found beside it where both came from PyPI.
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(os.path.abspath(shutil.which(tool))) + os.pathsep + env.get("PATH", "")
-    def disassemble(lib):
-        return lib, subprocess.run([tool, "-sass", lib], capture_output=True, text=True, env=env)
+    # cuobjdump runs nvdisasm: from PATH, or beside cuobjdump where both came from PyPI.
+    beside = os.path.dirname(os.path.realpath(tool))
+    nvdisasm = shutil.which("nvdisasm") or shutil.which("nvdisasm", path=beside)
+    if not nvdisasm:
+        print("SKIPPED: no nvdisasm for cuobjdump (scripts/setup.sh installs nvidia-cuda-nvdisasm)")
+        return 77
+    env = dict(os.environ, NVDISASM_PATH=os.path.dirname(nvdisasm))
+    env["PATH"] = os.path.dirname(nvdisasm) + os.pathsep + env.get("PATH", "")
+
+    def check(lib):  # the disassembly is dropped here: only its findings leave the worker
+        run = subprocess.run([tool, "-sass", lib], capture_output=True, text=True, env=env)
+        return lib, run.returncode, run.stderr.strip(), run.stdout.count("Function :"), offending(run.stdout)
 
     bad = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        runs = list(pool.map(disassemble, argv[2:]))
-    for lib, run in runs:
-        if run.returncode != 0 and "does not contain device code" not in run.stderr:
-            print(f"{lib}: cuobjdump failed: {run.stderr.strip()}")
+        results = list(pool.map(check, argv[2:]))
+    for lib, rc, err, kernels, found in results:
+        if rc != 0:
+            print(f"{lib}: cuobjdump failed: {err}")
             return 1
-        kernels = run.stdout.count("Function :")
-        found = offending(run.stdout)
+        if kernels == 0:  # every library named here is a GPU plugin: no SASS means nothing checked
+            print(f"{lib}: no machine code to check (a PTX-only build, or not a GPU plugin)")
+            return 1
         print(f"{lib}: {kernels} kernels, {len(found)} local accesses not through the stack pointer")
         for kernel, instr in found[:20]:
             print(f"  {kernel}: {instr}")

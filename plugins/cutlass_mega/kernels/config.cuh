@@ -206,9 +206,9 @@ constexpr size_t kSmemBytes =
 constexpr size_t kSmemLimit = 227 * 1024;
 
 // Routing inside the launch (Params::route): every CTA routes the whole batch, a token a warp, its
-// candidates in registers (common_cuda's route_token<kRouteSlots>: E <= 32 x kRouteSlots), into
-// the ring's shared memory before anything streams into it: the batch's ids [T, width] i32 from
-// byte 0, then each warp's RouteSmem from kRouteScratchAt(T, width) (16-byte aligned).
+// candidates in registers (common_cuda's route_token<k>, k = route_slots_for(E) <= kRouteSlots),
+// into the ring's shared memory before anything streams into it: the batch's ids [T, width] i32
+// from byte 0, then each warp's RouteSmem from kRouteScratchAt(T, width) (16-byte aligned).
 constexpr int kRouteSlots = 8;
 constexpr int kRouteMaxExperts = 32 * kRouteSlots;
 // The register slots a lane routes with for E experts (fused_moe.cuh route_batch<kSlots>): 1 up to

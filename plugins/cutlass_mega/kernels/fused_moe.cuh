@@ -413,15 +413,15 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // fp8_block: scale blocks along each GEMM's K (kChunksPerStage<W> a stage).
   [[maybe_unused]] const int k_blocks1 = int(H / kScaleBlock), k_blocks2 = int(I / kScaleBlock);
   // By value, not [&]: weights_of's producers hold a copy of this closure, and a reference to the
-  // kernel's parameters inside it made the compiler (session 51's GEMM1 loop) read p.n1 through a
-  // generic pointer lowered to an out-of-bounds local load (an illegal address, H100 session 52;
-  // tests/sass checks every plugin for such loads).
+  // kernel's parameters inside it made the compiler, under the tail split's GEMM1 loop (session
+  // 51, since removed), read p.n1 through a generic pointer lowered to an out-of-bounds local load
+  // (an illegal address, H100 session 52; tests/sass checks every plugin for such loads).
   auto rows1 = [n1, gated, I](const Item& it, int& row0, int& row1) {
     const int base = it.expert * n1;
     row0 = gated ? base + it.slice * 64 : base + it.slice * kRows;
     row1 = gated ? base + int(I) + it.slice * 64 : row0 + kBoxRows;
   };
-  auto rows2 = [&](const Item& it, int& row0, int& row1) {
+  auto rows2 = [H](const Item& it, int& row0, int& row1) {  // by value, as rows1
     row0 = it.expert * int(H) + it.slice * kRows;
     row1 = row0 + kBoxRows;
   };

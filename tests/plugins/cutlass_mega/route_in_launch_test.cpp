@@ -19,14 +19,14 @@ struct RouteCase {
   moe_format format;
   moe_routing routing;
   bool bias;
-  int experts;  // 16, 100, 200: the kernel's routing with 1, 4 and 8 register slots a lane
+  int experts;  // 1, 4 or 8 register slots a lane: up to 32, 128, 256 experts (both edges)
 };
 
 Problem with_routing(Problem q, const RouteCase& rc) {
   q.raw().experts = rc.experts;
   q.raw().routing = rc.routing;
   q.raw().routing_bias = rc.bias ? 1 : 0;
-  if (rc.routing == MOE_ROUTING_GROUPED_TOPK) {  // 4 groups of 4 experts, 2 kept: 8 candidates
+  if (rc.routing == MOE_ROUTING_GROUPED_TOPK) {  // 4 groups, 2 kept: E / 2 >= 8 candidates
     q.raw().score_function = MOE_SCORE_SIGMOID;
     q.raw().num_groups = 4;
     q.raw().topk_group = 2;
@@ -41,11 +41,12 @@ bool same_bytes(const HostTensor& a, const HostTensor& b) {
 }
 
 TEST_F(MegaLayer, RoutingInTheLaunchGivesTheRouteKernelsIdsWeightsAndBits) {
-  for (const RouteCase& rc : {RouteCase{MOE_FORMAT_BF16, MOE_ROUTING_SOFTMAX_TOPK, false, 16},
-                              RouteCase{MOE_FORMAT_BF16, MOE_ROUTING_SOFTMAX_TOPK, false, 100},
+  for (const RouteCase& rc : {RouteCase{MOE_FORMAT_BF16, MOE_ROUTING_SOFTMAX_TOPK, false, 32},
+                              RouteCase{MOE_FORMAT_BF16, MOE_ROUTING_SOFTMAX_TOPK, false, 33},
                               RouteCase{kFp8, MOE_ROUTING_GROUPED_TOPK, true, 16},
                               RouteCase{kFp8, MOE_ROUTING_GROUPED_TOPK, true, 200},
-                              RouteCase{kMx, MOE_ROUTING_SIGMOID_TOPK, true, 100}}) {
+                              RouteCase{kMx, MOE_ROUTING_SIGMOID_TOPK, true, 128},
+                              RouteCase{kMx, MOE_ROUTING_SIGMOID_TOPK, true, 129}}) {
     const moe_problem p = with_routing(problem_, rc).c();
     const std::string what =
         fmt::format("{} {}{}, {} experts", format_name(rc.format), routing_name(rc.routing),
