@@ -185,7 +185,7 @@ bool route_fits(Kind kind, int64_t experts, int64_t groups, int64_t width,
                 int64_t tokens) noexcept {
   using namespace kernels;
   if (experts < 1 || experts > kRouteMaxExperts || groups < 1 || groups > experts || width < 1 ||
-      width > 32 || tokens < 0)
+      width > gpu::kernels::kWarpSize || tokens < 0)  // a lane per id column
     return false;
   const size_t bytes =
       kRouteScratchAt(tokens, width) +
