@@ -70,6 +70,10 @@
 #   ab_base   this build's cutlass_mega against another build's (bench/bundle.sh --alt
 #             base=DIR: restored as build/alt/base), plain layers (no routing): bf16, fp8_block
 #             and mxfp4 on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64: did a change move them
+#   route_slots  routing in the launch by slot count: `moe bench --route-in-run` of bf16 Qwen3,
+#             Mixtral and DeepSeek-V3 at T = 1, 8, this build against build/alt/s52, two rounds
+#   ab_nocall this build against build/alt/nocall (no routing call in the kernel) and build/alt/base
+#             (94bd241), bf16 and mxfp4 plain layers on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64
 #   route64   routing in the launch past 8 tokens: `moe bench --route-in-run` of bf16 Qwen3-30B-A3B
 #             and DeepSeek-V3 at T = 8, 16, 32, 64, default (route() first above 8) against
 #             MOE_MEGA_ROUTE=fused64 and =apart, two rounds
@@ -296,6 +300,27 @@ for section in "$@"; do
       for f in bf16 fp8_block mxfp4; do
         ab_shapes ab_base_$f "$f" "$qwen_mixtral" --variant head= --variant base= \
           --plugins base=build/alt/base
+      done ;;
+    route_slots)  # routing in the launch by slot count (this build) against build/alt/s52 (8 slots
+      # for every layer): `moe bench --route-in-run` of bf16 Qwen3, Mixtral, DeepSeek-V3 at T = 1, 8
+      [ -d build/alt/s52 ] || { echo "route_slots: no build/alt/s52 (bench/bundle.sh --alt s52=DIR)"; continue; }
+      for r in 1 2; do
+        for s in qwen3_30b_a3b mixtral_8x7b deepseek_v3; do
+          b="build/bin/moe bench --config $cfg/${s}_bf16.yaml --tokens 1,8 --iterations 30 --check-max-tokens 0 --route-in-run"
+          for v in head s52; do
+            case $v in
+              head) timeout 60 $b ;;
+              s52) MOE_PLUGIN_PATH=build/alt/s52 timeout 60 $b ;;
+            esac 2>&1 | grep -E "^ +[0-9]+ |rror" | sed "s/^/$s $v round $r: /" | tee -a "$OUT/route_slots.txt"
+          done
+        done
+      done ;;
+    ab_nocall)  # this build against build/alt/nocall (the routing call removed from the kernel) and
+      # build/alt/base (94bd241), plain layers: what the out-of-line routing costs a layer that never runs it
+      [ -d build/alt/nocall ] || { echo "ab_nocall: no build/alt/nocall"; continue; }
+      for f in ${NOCALL_FORMATS:-bf16 mxfp4}; do
+        ab_shapes ab_nocall_$f "$f" "$qwen_mixtral" --variant head= --variant nocall= --variant base= \
+          --plugins nocall=build/alt/nocall --plugins base=build/alt/base
       done ;;
     route64)
       for r in 1 2; do
