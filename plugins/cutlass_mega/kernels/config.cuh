@@ -206,17 +206,13 @@ constexpr size_t kSmemBytes =
 constexpr size_t kSmemLimit = 227 * 1024;
 
 // Routing inside the launch (Params::route): every CTA routes the whole batch, a token a warp, its
-// candidates in registers (common_cuda's route_token<k>, k = route_slots_for(E) <= kRouteSlots),
-// into the ring's shared memory before anything streams into it: the batch's ids [T, width] i32
-// from byte 0, then each warp's RouteSmem from kRouteScratchAt(T, width) (16-byte aligned).
+// candidates in registers (common_cuda's route_token<kRouteSlots>: E <= 32 x kRouteSlots), into
+// the ring's shared memory before anything streams into it: the batch's ids [T, width] i32 from
+// byte 0, then each warp's RouteSmem from kRouteScratchAt(T, width) (16-byte aligned). One slot
+// count for every layer: copies with 1 and 4 slots for up to 32 and 128 experts gained nothing
+// measurable (H100 session 53: 0.993-1.006 at T = 1 and 8) and cost two more copies a kernel.
 constexpr int kRouteSlots = 8;
 constexpr int kRouteMaxExperts = 32 * kRouteSlots;
-// The register slots a lane routes with for E experts (fused_moe.cuh route_batch<kSlots>): 1 up to
-// 32 experts, 4 up to 128, 8 above; fewer slots are fewer instructions in a latency chain that
-// runs once a launch (every one of them an instruction-cache miss; s51 ncu of the routing kernel).
-constexpr int route_slots_for(int experts) {
-  return experts <= 32 ? 1 : experts <= 128 ? 4 : 8;
-}
 constexpr size_t kRouteScratchAt(int64_t tokens, int64_t width) {
   return (size_t(tokens * width) * 4 + 15) / 16 * 16;
 }

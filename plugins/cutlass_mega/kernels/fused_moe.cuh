@@ -124,17 +124,16 @@ static_assert(kFitsSharedMemory<kBf16W> && kFitsSharedMemory<kFp8W> && kFitsShar
 // Routing in the launch (Params::route): the batch's `tokens` tokens, a token a warp of the CTA,
 // their ids into `routed` [tokens, width] and each warp's scratch from `scratch` (shared memory);
 // CTA 0 also writes ids and weights to r.ids and r.weights. Out of line (each kernel's cubin
-// holds its own copy, ~13k instructions for the three slot counts): a launch that does not route
-// skips a call, and the routing's registers do not become the kernel's (bench/NOTES.md, s51-52).
-// kSlots: route_slots_for(r.experts).
-template <int kSlots>
+// holds its own copy): a launch that does not route skips a call, and the routing's registers do
+// not become the kernel's (bench/NOTES.md, sessions 51-53).
 __device__ __noinline__ void route_batch(const gpu::kernels::RouteParams& r, int tokens, int width,
                                          int32_t* routed, uint8_t* scratch) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int t = warp; t < tokens; t += kThreads / 32) {  // warp-uniform: full shuffles inside
     int id = -1;
     float weight = 0.0f;
-    gpu::kernels::route_token<kSlots>(r, scratch + warp * r.warp_smem_bytes, t, lane, id, weight);
+    gpu::kernels::route_token<kRouteSlots>(r, scratch + warp * r.warp_smem_bytes, t, lane, id,
+                                           weight);
     if (lane < width) {
       routed[t * width + lane] = id;
       if (blockIdx.x == 0) {
@@ -217,19 +216,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   const bool routes = p.route.logits != nullptr;
   const int32_t* ids = p.ids;
   if (routes) {
-    auto* routed = reinterpret_cast<int32_t*>(ring);
-    uint8_t* scratch = ring + kRouteScratchAt(p.tokens, p.width);
-    switch (route_slots_for(p.route.experts)) {
-      case 1:
-        route_batch<1>(p.route, p.tokens, p.width, routed, scratch);
-        break;
-      case 4:
-        route_batch<4>(p.route, p.tokens, p.width, routed, scratch);
-        break;
-      default:
-        route_batch<kRouteSlots>(p.route, p.tokens, p.width, routed, scratch);
-        break;
-    }
+    route_batch(p.route, p.tokens, p.width, reinterpret_cast<int32_t*>(ring),
+                ring + kRouteScratchAt(p.tokens, p.width));
     __syncthreads();
     ids = reinterpret_cast<const int32_t*>(ring);
   }

@@ -19,7 +19,8 @@ struct RouteCase {
   moe_format format;
   moe_routing routing;
   bool bias;
-  int experts;  // 1, 4 or 8 register slots a lane: up to 32, 128, 256 experts (both edges)
+  int experts;  // 32 and 33, 128 and 129: a lane holds one more candidate past each (32 lanes a
+                // warp)
 };
 
 Problem with_routing(Problem q, const RouteCase& rc) {
