@@ -106,6 +106,27 @@ timeline_run() {
     --tokens "$tokens" --graph off --iterations 5 --check-max-tokens 0 > /dev/null 2>&1
   python3 bench/mega_timeline.py "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
 }
+# Two rounds of `moe bench` of each shape's bf16 config (graph, 30 iterations) per variant, its
+# timing lines into $OUT/FILE as "<shape> <variant> round <r>: ...":
+#   bench_rounds FILE "SHAPE ..." TOKENS NAME=SPEC ...
+# SPEC: VAR=VALUE settings and --flags of `moe bench`, space-separated (empty: as built).
+bench_rounds() {
+  local file=$1 shapes=$2 tokens=$3
+  shift 3
+  for r in 1 2; do
+    for s in $shapes; do
+      for v in "$@"; do
+        local name=${v%%=*} envs=() flags=()
+        for w in ${v#*=}; do
+          if [[ $w == --* ]]; then flags+=("$w"); else envs+=("$w"); fi
+        done
+        env "${envs[@]}" timeout 90 build/bin/moe bench --config "$cfg/${s}_bf16.yaml" \
+          --tokens "$tokens" --iterations 30 --check-max-tokens 0 "${flags[@]}" 2>&1 |
+          grep -E "^ +[0-9]+ |rror" | sed "s/^/$s $name round $r: /" | tee -a "$OUT/$file"
+      done
+    done
+  done
+}
 qwen_mixtral="qwen3_30b_a3b mixtral_8x7b"
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 for section in "$@"; do
@@ -264,18 +285,8 @@ for section in "$@"; do
         pack
       done ;;
     route)
-      for r in 1 2; do
-        for s in qwen3_30b_a3b deepseek_v3; do
-          b="build/bin/moe bench --config $cfg/${s}_bf16.yaml --tokens 1,8,64 --iterations 30 --check-max-tokens 0"
-          for v in plain route carveout; do
-            case $v in
-              plain) timeout 60 $b ;;
-              route) timeout 60 $b --route-in-run ;;
-              carveout) MOE_ROUTE_CARVEOUT=max timeout 60 $b --route-in-run ;;
-            esac 2>&1 | grep -E "^ +[0-9]+ |rror" | sed "s/^/$s $v round $r: /" | tee -a "$OUT/route.txt"
-          done
-        done
-      done
+      bench_rounds route.txt "qwen3_30b_a3b deepseek_v3" 1,8,64 plain= route=--route-in-run \
+        "carveout=MOE_ROUTE_CARVEOUT=max --route-in-run"
       for s in qwen3_30b_a3b deepseek_v3; do
         n=route_$s
         timeout 120 ncu --clock-control none -k regex:route_kernel -s 2 -c 1 --section SpeedOfLight \
@@ -304,17 +315,8 @@ for section in "$@"; do
     route_slots)  # routing in the launch by slot count (this build) against build/alt/s52 (8 slots
       # for every layer): `moe bench --route-in-run` of bf16 Qwen3, Mixtral, DeepSeek-V3 at T = 1, 8
       [ -d build/alt/s52 ] || { echo "route_slots: no build/alt/s52 (bench/bundle.sh --alt s52=DIR)"; continue; }
-      for r in 1 2; do
-        for s in qwen3_30b_a3b mixtral_8x7b deepseek_v3; do
-          b="build/bin/moe bench --config $cfg/${s}_bf16.yaml --tokens 1,8 --iterations 30 --check-max-tokens 0 --route-in-run"
-          for v in head s52; do
-            case $v in
-              head) timeout 60 $b ;;
-              s52) MOE_PLUGIN_PATH=build/alt/s52 timeout 60 $b ;;
-            esac 2>&1 | grep -E "^ +[0-9]+ |rror" | sed "s/^/$s $v round $r: /" | tee -a "$OUT/route_slots.txt"
-          done
-        done
-      done ;;
+      bench_rounds route_slots.txt "qwen3_30b_a3b mixtral_8x7b deepseek_v3" 1,8 head=--route-in-run \
+        "s52=MOE_PLUGIN_PATH=build/alt/s52 --route-in-run" ;;
     ab_nocall)  # this build against build/alt/nocall (the routing call removed from the kernel) and
       # build/alt/base (94bd241), plain layers: what the out-of-line routing costs a layer that never runs it
       [ -d build/alt/nocall ] || { echo "ab_nocall: no build/alt/nocall"; continue; }
@@ -323,17 +325,8 @@ for section in "$@"; do
           --plugins nocall=build/alt/nocall --plugins base=build/alt/base
       done ;;
     route64)
-      for r in 1 2; do
-        for s in qwen3_30b_a3b deepseek_v3; do
-          b="build/bin/moe bench --config $cfg/${s}_bf16.yaml --tokens 8,16,32,64 --iterations 30 --check-max-tokens 0"
-          for v in default fused64 apart; do
-            case $v in
-              default) timeout 90 $b --route-in-run ;;
-              *) MOE_MEGA_ROUTE=$v timeout 90 $b --route-in-run ;;
-            esac 2>&1 | grep -E "^ +[0-9]+ |rror" | sed "s/^/$s $v round $r: /" | tee -a "$OUT/route64.txt"
-          done
-        done
-      done ;;
+      bench_rounds route64.txt "qwen3_30b_a3b deepseek_v3" 8,16,32,64 default=--route-in-run \
+        "fused64=MOE_MEGA_ROUTE=fused64 --route-in-run" "apart=MOE_MEGA_ROUTE=apart --route-in-run" ;;
     ncu_route)
       for s in qwen3_30b_a3b mixtral_8x7b deepseek_v3 inkling_like; do
         for t in 1 8 64; do
