@@ -283,6 +283,13 @@ struct Params {
   // (kernels/gemm2_ready.cuh): no flag an earlier launch left equals it, so nothing is zeroed.
   unsigned long long* gemm2_ready;
   unsigned long long run_salt;
+  // MOE_MEGA_COMBINE=last (a measurement; null: the combine after a last grid barrier): word s of
+  // this workspace counts GEMM2's finished items of output slice s (kRows columns of H). The item
+  // that brings it to the slice's item count combines that slice's columns of every token, the
+  // same sums in the same order as the combine phase, and no CTA waits at a last barrier. Zeroed
+  // by one CTA during GEMM1, behind the grid barrier before GEMM2 (not with gemm2_ready, which
+  // has none).
+  int32_t* combine_counts;
   // 4-bit weights with e4m3 activations (ActQuant; 0 otherwise): the static scales (a13 for the
   // hidden states, a2 for the intermediate), and the workspace: xa [T, H] bf16, the hidden states
   // quantised (mxfp8: their values; e4m3 per tensor: their codes' values); with kActFp8Dynamic,

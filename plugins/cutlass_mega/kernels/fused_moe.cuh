@@ -177,6 +177,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // intermediate and of the shared expert's (each GEMM's epilogue multiplies by its own), and a
   // CTA reduction's scratch.
   __shared__ float act_scale[3];
+  __shared__ int32_t combine_here;  // MOE_MEGA_COMBINE=last: this item ends its slice's count
   __shared__ float red[kThreads / 32];
   auto stamp_phase = [&](int phase) {
     if (p.timeline != nullptr && threadIdx.x == 0)
@@ -546,6 +547,12 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   const int items1 = s.item_prefix[s.num_active] * slices1;
   const unsigned long long tag = early2 ? launch_tag(p.run_salt) : 0;
 
+  // MOE_MEGA_COMBINE=last (Params::combine_counts): the slices' counts zeroed by the last CTA
+  // (the first to run out of GEMM1 items), before the barrier ahead of GEMM2.
+  const bool combine_last = p.combine_counts != nullptr && !early2;
+  if (combine_last && blockIdx.x == gridDim.x - 1)
+    for (int i = threadIdx.x; i < slices2; i += kThreads) p.combine_counts[i] = 0;
+
   // ---- phase 1: GEMM1 and the activation ----
   stamp_phase(kGemm1Start);
   {
@@ -693,6 +700,21 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         y[int64_t(it.first + n) * H + int64_t(it.slice) * kRows + r] =
             bias != nullptr ? v + bias[r] : v;
       }
+      if (combine_last) {  // the item's rows counted for its slice; the slice's last combines it
+        __threadfence();   // every thread's rows of y before the count
+        consumers_sync();
+        if (threadIdx.x == 0)
+          combine_here = atomicAdd(p.combine_counts + it.slice, 1) == items / slices - 1;
+        consumers_sync();
+        if (combine_here) {
+          __threadfence();  // the other items' rows of y, counted before this one
+          constexpr int kVectors = kRows / 4;  // a token's float4 vectors in a slice
+          for (int idx = threadIdx.x; idx < p.tokens * kVectors; idx += kConsumers)
+            combine_output_vector(
+                p, s.slot_pos, split,
+                (int64_t(idx / kVectors) * H + int64_t(it.slice) * kRows) / 4 + idx % kVectors);
+        }
+      }
       consumers_sync();  // the tile is free for the next item
       stamp_item(2, u);
     }
@@ -700,11 +722,15 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   stamp_phase(kGemm2Done);
 
   // ---- phase 3: the combine of every output vector, after a last barrier ----
-  grid.sync();
+  // (MOE_MEGA_COMBINE=last: done by each slice's last GEMM2 item; here only where GEMM2 had no
+  // items, every slot idle, which reads no y and so needs no barrier.)
+  const bool no_items2 = s.item_prefix[s.num_active] == 0;
+  if (!combine_last) grid.sync();
   stamp_phase(kCombineStart);
-  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < int64_t(p.tokens) * H / 4;
-       i += int64_t(gridDim.x) * kThreads)
-    combine_output_vector(p, s.slot_pos, split2, i);
+  if (!combine_last || no_items2)
+    for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < int64_t(p.tokens) * H / 4;
+         i += int64_t(gridDim.x) * kThreads)
+      combine_output_vector(p, s.slot_pos, split2, i);
   stamp_phase(kAtExit);
   if (p.timeline != nullptr && threadIdx.x == 0)
     p.timeline[timeline_count_word(blockIdx.x, p.timeline_items)] =

@@ -266,6 +266,7 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.split2_waves = c.split2_waves;
   p.gemm2_ready = c.gemm2_ready;
   p.run_salt = c.gemm2_ready != nullptr ? run_salt() : 0;
+  p.combine_counts = c.combine_counts;
   p.activation = c.activation;
   p.act_quant = int32_t(c.act_quant);
   p.a13_scale = c.a13_scale;

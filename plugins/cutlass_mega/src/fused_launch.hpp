@@ -128,6 +128,7 @@ struct FusedCall {
   int32_t max_split2;               // copies of y the workspace holds: GEMM2's K parts at most
   int32_t split2_waves;             // Params::split2_waves
   unsigned long long* gemm2_ready;  // Params::gemm2_ready (MOE_MEGA_GEMM2=early), else null
+  int32_t* combine_counts;          // Params::combine_counts (MOE_MEGA_COMBINE=last), else null
   float limit, alpha;
   int32_t gelu_tanh;
   unsigned long long* timeline;  // measurement (kernels/timeline.hpp): null, or [ctas] records

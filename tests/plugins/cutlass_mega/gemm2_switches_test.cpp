@@ -83,36 +83,6 @@ TEST_F(MegaLayer, EarlyGemm2GivesTheBarriersBitsBatchAfterBatchAndReplayed) {
                              {kNv},
                              {kFp8},
                              {kMx, 0, MOE_ACTIVATION_SILU_MUL, nullptr, kMx8}};
-  // A run with every workspace byte 0xFF first (the runner poisons only the output).
-  auto run_poisoned = [&](const Layer& layer, const moe_problem& p, const Batch& batch,
-                          const Routing& routing) {
-    const StagedRun staged = stage_run(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
-    const std::vector<uint8_t> poison(staged.workspace.size(), 0xFF);
-    staged.workspace.upload(poison.data(), poison.size());
-    HostTensor out(MOE_DTYPE_BF16, {batch.hidden.shape()[0], p.hidden});
-    layer.run(staged.args);
-    layer.plugin().sync();
-    staged.output.download(out.raw(), out.bytes());
-    return out;
-  };
-  // A run of `second` on the workspace a run of `first` (same token count) left, poisoned before
-  // `first` only.
-  auto run_on_stale = [&](const Layer& layer, const moe_problem& p, const Batch& first,
-                          const Routing& first_routing, const Batch& second,
-                          const Routing& second_routing) {
-    const StagedRun a = stage_run(layer, p, first.hidden, first_routing, MOE_DTYPE_BF16);
-    const std::vector<uint8_t> poison(a.workspace.size(), 0xFF);
-    a.workspace.upload(poison.data(), poison.size());
-    layer.run(a.args);
-    StagedRun b = stage_run(layer, p, second.hidden, second_routing, MOE_DTYPE_BF16);
-    b.args.workspace = a.args.workspace;
-    b.args.workspace_size = a.args.workspace_size;
-    HostTensor out(MOE_DTYPE_BF16, {second.hidden.shape()[0], p.hidden});
-    layer.run(b.args);
-    layer.plugin().sync();
-    b.output.download(out.raw(), out.bytes());
-    return out;
-  };
   for (const EarlyCase& c : cases) {
     Problem q = problem_;
     q.raw().intermediate = 1024;
@@ -149,11 +119,11 @@ TEST_F(MegaLayer, EarlyGemm2GivesTheBarriersBitsBatchAfterBatchAndReplayed) {
           for (const auto& [early_layer, barrier_layer, name] :
                {std::tuple<const Layer&, const Layer&, const char*>{early, barrier, ""},
                 {early_split, barrier_split, ", split"}}) {
-            const HostTensor got = run_poisoned(early_layer, p, batch, routing);
+            const HostTensor got = run_on_poisoned_workspace(early_layer, p, batch, routing);
             const RunResult want = run_layer(barrier_layer, p, batch.hidden, routing);
             EXPECT_EQ(std::memcmp(got.raw(), want.output.raw(), got.bytes()), 0) << at << name;
             const HostTensor again =
-                run_on_stale(early_layer, p, batch, routing, next, next_routing);
+                run_on_stale_workspace(early_layer, p, batch, routing, next, next_routing);
             const RunResult want_next = run_layer(barrier_layer, p, next.hidden, next_routing);
             EXPECT_EQ(std::memcmp(again.raw(), want_next.output.raw(), again.bytes()), 0)
                 << at << name << ", on the last run's workspace";

@@ -76,6 +76,39 @@ class MegaLayer : public PluginAndReference<> {
     EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0) << what;
   }
 
+  // `layer`'s bf16 output of one batch on a workspace whose every byte is 0xFF (the runner
+  // poisons only the output): what the layer reads before it writes is garbage.
+  HostTensor run_on_poisoned_workspace(const Layer& layer, const moe_problem& p, const Batch& batch,
+                                       const Routing& routing) {
+    const StagedRun staged = stage_run(layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+    const std::vector<uint8_t> poison(staged.workspace.size(), 0xFF);
+    staged.workspace.upload(poison.data(), poison.size());
+    HostTensor out(MOE_DTYPE_BF16, {batch.hidden.shape()[0], p.hidden});
+    layer.run(staged.args);
+    layer.plugin().sync();
+    staged.output.download(out.raw(), out.bytes());
+    return out;
+  }
+
+  // `layer`'s bf16 output of `second` on the workspace a run of `first` (same token count) left,
+  // poisoned before `first` only: what a run leaves behind must not pass for the next run's.
+  HostTensor run_on_stale_workspace(const Layer& layer, const moe_problem& p, const Batch& first,
+                                    const Routing& first_routing, const Batch& second,
+                                    const Routing& second_routing) {
+    const StagedRun a = stage_run(layer, p, first.hidden, first_routing, MOE_DTYPE_BF16);
+    const std::vector<uint8_t> poison(a.workspace.size(), 0xFF);
+    a.workspace.upload(poison.data(), poison.size());
+    layer.run(a.args);
+    StagedRun b = stage_run(layer, p, second.hidden, second_routing, MOE_DTYPE_BF16);
+    b.args.workspace = a.args.workspace;
+    b.args.workspace_size = a.args.workspace_size;
+    HostTensor out(MOE_DTYPE_BF16, {second.hidden.shape()[0], p.hidden});
+    layer.run(b.args);
+    layer.plugin().sync();
+    b.output.download(out.raw(), out.bytes());
+    return out;
+  }
+
   // A random batch of `tokens` run twice on `layer`: within the format's tolerance of the
   // reference and the same bits both times.
   void expect_matches_and_repeats(const Layer& layer, const Layer& ref_layer, const moe_problem& p,

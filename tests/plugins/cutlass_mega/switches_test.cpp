@@ -32,6 +32,7 @@ TEST(MegaSwitches, EveryValueTheLayerReadsIsAccepted) {
                             "MOE_MEGA_FP8_PREFETCH=late0",
                             "MOE_MEGA_FP8_PREFETCH=late1",
                             "MOE_MEGA_FP8_STAGE=128",
+                            "MOE_MEGA_COMBINE=last",
                             "MOE_MEGA_FP8_STAGE=256",
                             "MOE_MEGA_FP8_TOKENS=e4m3",
                             "MOE_MEGA_FP8_WGMMA=0",

@@ -1,0 +1,128 @@
+// cutlass_mega's MOE_MEGA_COMBINE=last on a GPU (Params::combine_counts): each output slice is
+// combined by the GEMM2 item that finishes it last, with no grid barrier before the combine. The
+// barrier layer's bits (the same sums in the same order), on poisoned and on stale workspaces (the
+// counts are zeroed in the launch), with GEMM2 split along K, padding tokens, every token on one
+// expert, every slot idle, a shared expert, sinks in a second launch and e4m3 activations; then
+// replayed in a graph. Skips without an sm_90 GPU.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../../support/graph_replay.hpp"
+#include "mega_layer_fixture.hpp"
+
+namespace moe::test {
+namespace {
+
+struct CombineCase {
+  moe_format format;
+  int64_t hidden = 256;  // 2 output slices; 1024: 8
+  int64_t shared = 0;
+  int64_t sinks = 0;  // sink_intermediate of two sinks (their second launch combines too)
+  moe_input_format input = MOE_INPUT_DEFAULT;
+};
+
+Problem with_case(const Problem& base, const CombineCase& c) {
+  Problem q = base;
+  q.raw().hidden = c.hidden;
+  q.raw().shared_intermediate = c.shared;
+  if (c.sinks > 0) {
+    q.raw().sink_experts = 2;
+    q.raw().sink_intermediate = c.sinks;
+    q.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+    q.raw().routing_bias = 1;
+  }
+  q.finalize();
+  return in_format(q, c.format, c.input);
+}
+
+// `routing` with every routed id -1 (weight 0): no slot runs, GEMM2 has no item.
+Routing all_idle(Routing r, const moe_problem& p) {
+  const int64_t width = p.top_k + p.sink_experts;
+  for (int64_t t = 0; t < r.ids.shape()[0]; ++t)
+    for (int64_t j = 0; j < p.top_k; ++j) {
+      r.ids.data<int32_t>()[t * width + j] = -1;
+      r.weights.data<float>()[t * width + j] = 0.0f;
+    }
+  return r;
+}
+
+TEST_F(MegaLayer, CombineByEachSlicesLastItemGivesTheBarriersBits) {
+  const CombineCase cases[] = {{MOE_FORMAT_BF16},
+                               {MOE_FORMAT_BF16, 1024},
+                               {MOE_FORMAT_BF16, 256, 384},
+                               {kFp8},
+                               {kFp8, 1024, 0, 384},
+                               {kMx},
+                               {kNv, 1024},
+                               {kMx, 256, 0, 0, kMx8},
+                               {kNv, 256, 0, 0, kDynamic}};
+  for (const CombineCase& c : cases) {
+    const moe_problem p = with_case(problem_, c).c();
+    const LayerWeights w = random_weights(p, 31);
+    const Layer ref_layer = reference_->prepare(p, w.view(), {});
+    for (const char* sms : {"auto", "7"}) {
+      const Options o = {{"sms", sms}};
+      const std::string what =
+          fmt::format("{}{}, H {}{}{}, sms {}", format_name(c.format),
+                      c.input != MOE_INPUT_DEFAULT ? " on e4m3" : "", c.hidden,
+                      c.shared ? ", a shared expert" : "", c.sinks ? ", sinks" : "", sms);
+      const Layer barrier = prepared_with(p, w, {}, o);
+      const Layer last = prepared_with(p, w, {{"MOE_MEGA_COMBINE", "last"}}, o);
+      const Layer barrier_split = prepared_with(p, w, {{"MOE_MEGA_SPLIT2", "waves"}}, o);
+      const Layer last_split =
+          prepared_with(p, w, {{"MOE_MEGA_COMBINE", "last"}, {"MOE_MEGA_SPLIT2", "waves"}}, o);
+      int round = 0;
+      for (const int64_t tokens : {1, 40, 7, 96}) {
+        for (const Scenario sc : {Scenario::kRandom, Scenario::kPadding, Scenario::kOneExpert}) {
+          const Batch batch = random_batch(p, tokens, 300 + uint64_t(round++), sc);
+          const Routing routing = scenario_routing(*reference_, p, batch, sc);
+          const Batch next = random_batch(p, tokens, 700 + uint64_t(round), sc);
+          const Routing next_routing = scenario_routing(*reference_, p, next, sc);
+          const std::string at = fmt::format("{}: {} tokens, {}", what, tokens, scenario_name(sc));
+          for (const auto& [got_layer, want_layer, name] :
+               {std::tuple<const Layer&, const Layer&, const char*>{last, barrier, ""},
+                {last_split, barrier_split, ", split"}}) {
+            const HostTensor got = run_on_poisoned_workspace(got_layer, p, batch, routing);
+            const RunResult want = run_layer(want_layer, p, batch.hidden, routing);
+            EXPECT_EQ(std::memcmp(got.raw(), want.output.raw(), got.bytes()), 0) << at << name;
+            const HostTensor again =
+                run_on_stale_workspace(got_layer, p, batch, routing, next, next_routing);
+            const RunResult want_next = run_layer(want_layer, p, next.hidden, next_routing);
+            EXPECT_EQ(std::memcmp(again.raw(), want_next.output.raw(), again.bytes()), 0)
+                << at << name << ", on the last run's workspace";
+          }
+        }
+      }
+      // No routed slot runs: no GEMM2 item ends a slice, so the combine runs without one.
+      const Batch idle = random_batch(p, 5, 41, Scenario::kRandom);
+      const Routing idle_routing = all_idle(route_batch(*reference_, p, idle), p);
+      const HostTensor got = run_on_poisoned_workspace(last, p, idle, idle_routing);
+      const RunResult want = run_layer(barrier, p, idle.hidden, idle_routing);
+      EXPECT_EQ(std::memcmp(got.raw(), want.output.raw(), got.bytes()), 0)
+          << what << ": every slot idle";
+      expect_matches_and_repeats(last, ref_layer, p, 96, 77, what);
+      const GraphReplay graph(plugin_, last, p, 41);
+      for (uint64_t seed : {61u, 62u}) {
+        const Batch batch = random_batch(p, 41, seed, Scenario::kRandom);
+        EXPECT_LT(graph.error_against(ref_layer, *reference_, p, batch), tolerance(p))
+            << what << ", replayed, seed " << seed;
+      }
+    }
+  }
+}
+
+// MOE_MEGA_GEMM2=early has no grid barrier before GEMM2 to zero the counts behind: the pair is
+// refused at prepare, naming both.
+TEST_F(MegaLayer, CombineByTheLastItemWithEarlyGemm2IsRefused) {
+  const moe_problem p = problem_.c();
+  const LayerWeights w = random_weights(p, 33);
+  expect_error(
+      [&] {
+        prepared_with(p, w, {{"MOE_MEGA_COMBINE", "last"}, {"MOE_MEGA_GEMM2", "early"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"MOE_MEGA_COMBINE=last", "MOE_MEGA_GEMM2=early"});
+}
+
+}  // namespace
+}  // namespace moe::test
