@@ -169,9 +169,16 @@ static_assert(kLatePhase0Bit == kernels::kLatePhase0 && kLatePhase1bBit == kerne
 KernelLimits kernel_limits(Kind kind) {
   using namespace kernels;
   const int tok = with_instance(kind, [](auto w) { return kTok<decltype(w)::value>; });
-  return {kMaxSlots,   kMaxExperts,        tok,
-          kRows,       kScaleBlock,        kMaxKBlocks,
-          kMaxVirtual, int(kOwnRowsElems), int(kOwnRowsDefaultElems)};
+  return {kMaxSlots,
+          kMaxExperts,
+          tok,
+          kRows,
+          kScaleBlock,
+          kMaxKBlocks,
+          kMaxVirtual,
+          int(kOwnRowsElems),
+          int(kOwnRowsDefaultElems),
+          kCombineMaxSlices};
 }
 
 StageGeometry stage_geometry(Kind kind) {

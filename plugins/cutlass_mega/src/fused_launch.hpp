@@ -61,6 +61,7 @@ struct KernelLimits {
   int max_virtual;             // sink and shared experts' virtual experts
   int own_rows_elems;          // fp8_block own_rows: the largest batch (tokens x H) a CTA quantises
   int own_rows_default_elems;  // the same limit without MOE_MEGA_FP8_OWN_ROWS
+  int combine_max_slices;      // MOE_MEGA_COMBINE=last: output slices (H / weight_rows) at most
 };
 KernelLimits kernel_limits(Kind kind);
 

@@ -476,9 +476,17 @@ void DeviceLayer::build(const moe_weights& w, const LayerOptions& o) {
   split2_waves_ = env_is("MOE_MEGA_SPLIT2", "waves") ? 1 : 0;
   early2_ = env_is("MOE_MEGA_GEMM2", "early") && !fp8_ && act_quant_ == detail::ActQuant::kBf16;
   combine_last_ = env_is("MOE_MEGA_COMBINE", "last");
-  MOE_CHECK(!(combine_last_ && early2_), MOE_STATUS_CONFIG_ERROR,
+  MOE_CHECK(!(combine_last_ && env_is("MOE_MEGA_GEMM2", "early")), MOE_STATUS_CONFIG_ERROR,
             "cutlass_mega: MOE_MEGA_COMBINE=last zeroes its counts behind the grid barrier before "
             "GEMM2, which MOE_MEGA_GEMM2=early removes: set one of them");
+  if (combine_last_) {
+    const detail::KernelLimits lim = detail::kernel_limits(kind_);
+    MOE_CHECK(p.hidden / lim.weight_rows <= lim.combine_max_slices, MOE_STATUS_CONFIG_ERROR,
+              "cutlass_mega: MOE_MEGA_COMBINE=last covers hidden sizes up to {} ({} slices of {} "
+              "columns); this layer's is {}",
+              lim.combine_max_slices * lim.weight_rows, lim.combine_max_slices, lim.weight_rows,
+              p.hidden);
+  }
   if (!sink_pass_) route_tokens_ = route_in_launch_tokens(problem_.c());
   // The virtual experts: the shared expert's, and the sinks' where they run in this launch (the
   // sink pass: the sinks' alone, with no routed experts before them).

@@ -1,8 +1,8 @@
 // cutlass_mega's MOE_MEGA_COMBINE=last on a GPU (Params::combine_counts): each output slice is
-// combined by the GEMM2 item that finishes it last, with no grid barrier before the combine. The
-// barrier layer's bits (the same sums in the same order), on poisoned and on stale workspaces (the
-// counts are zeroed in the launch), with GEMM2 split along K, padding tokens, every token on one
-// expert, every slot idle, a shared expert, sinks in a second launch and e4m3 activations; then
+// combined by the CTA whose GEMM2 item finishes it last, with no grid barrier before the combine.
+// The barrier layer's bits (the same sums in the same order), on poisoned and on stale workspaces
+// (the counts are zeroed in the launch), with GEMM2 split along K, padding tokens, every token on
+// one expert, every slot idle, a shared expert, sinks in a second launch and e4m3 activations; then
 // replayed in a graph. Skips without an sm_90 GPU.
 #include <cstring>
 #include <string>
@@ -25,6 +25,7 @@ struct CombineCase {
 Problem with_case(const Problem& base, const CombineCase& c) {
   Problem q = base;
   q.raw().hidden = c.hidden;
+  q.raw().intermediate = 1024;  // GEMM2 items of 4 to 8 stages: split along K at few tokens
   q.raw().shared_intermediate = c.shared;
   if (c.sinks > 0) {
     q.raw().sink_experts = 2;
@@ -110,6 +111,22 @@ TEST_F(MegaLayer, CombineByEachSlicesLastItemGivesTheBarriersBits) {
       }
     }
   }
+}
+
+// The split the test above relies on: at one token GEMM2's few items are split along K, and the
+// slice's last part combines every part (the timeline's split2), the barrier's bits.
+TEST_F(MegaLayer, CombineByTheLastItemAddsEveryKPart) {
+  const moe_problem p = with_case(problem_, {MOE_FORMAT_BF16}).c();
+  const LayerWeights w = random_weights(p, 35);
+  const Batch batch = random_batch(p, 1, 37, Scenario::kRandom);
+  const Routing routing = route_batch(*reference_, p, batch);
+  const Layer barrier = prepared_with(p, w, {});
+  const nlohmann::json j = timeline_of(
+      p, w, {{"MOE_MEGA_COMBINE", "last"}},
+      [&](const Layer& last) { expect_same_bits(barrier, last, p, batch, routing, "one token"); });
+  ASSERT_FALSE(j.is_null());
+  ASSERT_FALSE(j["records"].empty());
+  EXPECT_GE(j["records"][0]["split2"].get<int>(), 2);
 }
 
 // MOE_MEGA_GEMM2=early has no grid barrier before GEMM2 to zero the counts behind: the pair is
