@@ -27,12 +27,7 @@ Problem with_case(const Problem& base, const CombineCase& c) {
   q.raw().hidden = c.hidden;
   q.raw().intermediate = 1024;  // GEMM2 items of 4 to 8 stages: split along K at few tokens
   q.raw().shared_intermediate = c.shared;
-  if (c.sinks > 0) {
-    q.raw().sink_experts = 2;
-    q.raw().sink_intermediate = c.sinks;
-    q.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
-    q.raw().routing_bias = 1;
-  }
+  if (c.sinks > 0) add_sinks(q, c.sinks);
   q.finalize();
   return in_format(q, c.format, c.input);
 }
@@ -73,28 +68,9 @@ TEST_F(MegaLayer, CombineByEachSlicesLastItemGivesTheBarriersBits) {
       const Layer barrier_split = prepared_with(p, w, {{"MOE_MEGA_SPLIT2", "waves"}}, o);
       const Layer last_split =
           prepared_with(p, w, {{"MOE_MEGA_COMBINE", "last"}, {"MOE_MEGA_SPLIT2", "waves"}}, o);
-      int round = 0;
-      for (const int64_t tokens : {1, 40, 7, 96}) {
-        for (const Scenario sc : {Scenario::kRandom, Scenario::kPadding, Scenario::kOneExpert}) {
-          const Batch batch = random_batch(p, tokens, 300 + uint64_t(round++), sc);
-          const Routing routing = scenario_routing(*reference_, p, batch, sc);
-          const Batch next = random_batch(p, tokens, 700 + uint64_t(round), sc);
-          const Routing next_routing = scenario_routing(*reference_, p, next, sc);
-          const std::string at = fmt::format("{}: {} tokens, {}", what, tokens, scenario_name(sc));
-          for (const auto& [got_layer, want_layer, name] :
-               {std::tuple<const Layer&, const Layer&, const char*>{last, barrier, ""},
-                {last_split, barrier_split, ", split"}}) {
-            const HostTensor got = run_on_poisoned_workspace(got_layer, p, batch, routing);
-            const RunResult want = run_layer(want_layer, p, batch.hidden, routing);
-            EXPECT_EQ(std::memcmp(got.raw(), want.output.raw(), got.bytes()), 0) << at << name;
-            const HostTensor again =
-                run_on_stale_workspace(got_layer, p, batch, routing, next, next_routing);
-            const RunResult want_next = run_layer(want_layer, p, next.hidden, next_routing);
-            EXPECT_EQ(std::memcmp(again.raw(), want_next.output.raw(), again.bytes()), 0)
-                << at << name << ", on the last run's workspace";
-          }
-        }
-      }
+      expect_same_bits_on_any_workspace(
+          p, {{last, barrier, ""}, {last_split, barrier_split, ", split"}}, {1, 40, 7, 96}, 300,
+          what);
       // No routed slot runs: no GEMM2 item ends a slice, so the combine runs without one.
       const Batch idle = random_batch(p, 5, 41, Scenario::kRandom);
       const Routing idle_routing = all_idle(route_batch(*reference_, p, idle), p);

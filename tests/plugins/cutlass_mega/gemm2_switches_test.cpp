@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "../../support/graph_replay.hpp"
@@ -108,28 +107,9 @@ TEST_F(MegaLayer, EarlyGemm2GivesTheBarriersBitsBatchAfterBatchAndReplayed) {
       const Layer early = prepared_with(p, w, early_vars, o);
       const Layer barrier_split = prepared_with(p, w, split_vars, o);
       const Layer early_split = prepared_with(p, w, both_vars, o);
-      int round = 0;
-      for (const int64_t tokens : {96, 1, 40, 1, 96, 65, 7}) {
-        for (const Scenario sc : {Scenario::kRandom, Scenario::kPadding, Scenario::kOneExpert}) {
-          const Batch batch = random_batch(p, tokens, 500 + uint64_t(round++), sc);
-          const Routing routing = scenario_routing(*reference_, p, batch, sc);
-          const Batch next = random_batch(p, tokens, 900 + uint64_t(round), sc);
-          const Routing next_routing = scenario_routing(*reference_, p, next, sc);
-          const std::string at = fmt::format("{}: {} tokens, {}", what, tokens, scenario_name(sc));
-          for (const auto& [early_layer, barrier_layer, name] :
-               {std::tuple<const Layer&, const Layer&, const char*>{early, barrier, ""},
-                {early_split, barrier_split, ", split"}}) {
-            const HostTensor got = run_on_poisoned_workspace(early_layer, p, batch, routing);
-            const RunResult want = run_layer(barrier_layer, p, batch.hidden, routing);
-            EXPECT_EQ(std::memcmp(got.raw(), want.output.raw(), got.bytes()), 0) << at << name;
-            const HostTensor again =
-                run_on_stale_workspace(early_layer, p, batch, routing, next, next_routing);
-            const RunResult want_next = run_layer(barrier_layer, p, next.hidden, next_routing);
-            EXPECT_EQ(std::memcmp(again.raw(), want_next.output.raw(), again.bytes()), 0)
-                << at << name << ", on the last run's workspace";
-          }
-        }
-      }
+      expect_same_bits_on_any_workspace(
+          p, {{early, barrier, ""}, {early_split, barrier_split, ", split"}},
+          {96, 1, 40, 1, 96, 65, 7}, 500, what);
       expect_matches_and_repeats(early, ref_layer, p, 96, 77, what);
       const GraphReplay graph(plugin_, early, p, 41);
       for (uint64_t seed : {61u, 62u, 63u}) {

@@ -53,12 +53,7 @@ TEST_P(MegaActivations, MatchTheReferenceFromOneTokenToCapacity) {
   q.raw().gelu_tanh = 1;
   q.raw().expert_bias = c.bias ? 1 : 0;
   q.raw().shared_intermediate = c.shared;
-  if (c.sinks > 0) {
-    q.raw().sink_experts = 2;
-    q.raw().sink_intermediate = c.sinks;
-    q.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
-    q.raw().routing_bias = 1;
-  }
+  if (c.sinks > 0) add_sinks(q, c.sinks);
   q = in_format(q, c.format, c.input);
   const moe_problem p = q.c();
   const LayerWeights w = random_weights(p, 21);
@@ -540,10 +535,7 @@ TEST_F(MegaLayer, SinksApartReplayInAGraphAndAddOntoAnOutput) {
         std::pair{MOE_FORMAT_BF16, MOE_ACTIVATION_GELU_MUL}}) {
     Problem q = problem_;
     q.raw().activation = act;
-    q.raw().sink_experts = 2;
-    q.raw().sink_intermediate = 384;
-    q.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
-    q.raw().routing_bias = 1;
+    add_sinks(q, 384);
     q = in_format(q, f);
     const moe_problem p = q.c();
     const std::string what = fmt::format("{} {}", format_name(f), activation_name(act));

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -109,6 +110,21 @@ class MegaLayer : public PluginAndReference<> {
     return out;
   }
 
+  // A layer under test and the layer whose bits it must give.
+  struct LayerPair {
+    const Layer& got;
+    const Layer& want;
+    const char* name;  // appended to the failure's description
+  };
+
+  // Each pair's `got` gives its `want`'s very bits, batch after batch of each token count in every
+  // scenario (random, padding, one expert): on a poisoned workspace, and on the workspace its own
+  // run of the last batch left. Batch seeds from `seed`, the next batch's from seed + 400.
+  void expect_same_bits_on_any_workspace(const moe_problem& p,
+                                         std::initializer_list<LayerPair> pairs,
+                                         std::initializer_list<int64_t> token_counts, uint64_t seed,
+                                         const std::string& what);
+
   // A random batch of `tokens` run twice on `layer`: within the format's tolerance of the
   // reference and the same bits both times.
   void expect_matches_and_repeats(const Layer& layer, const Layer& ref_layer, const moe_problem& p,
@@ -125,6 +141,15 @@ inline Problem in_format(Problem q, moe_format f, moe_input_format input = MOE_I
                                                      : MOE_INPUT_BF16;
   q.finalize();
   return q;
+}
+
+// Two sink experts of `intermediate` each, routed as Inkling routes them (sigmoid with bias,
+// log-sigmoid renormalised with the sinks); finalize() is the caller's.
+inline void add_sinks(Problem& q, int64_t intermediate) {
+  q.raw().sink_experts = 2;
+  q.raw().sink_intermediate = intermediate;
+  q.raw().routing = MOE_ROUTING_SIGMOID_BIAS_SINK;
+  q.raw().routing_bias = 1;
 }
 
 // docs/design.md §7: one e4m3 code of an activation is several percent.
@@ -152,6 +177,31 @@ inline void MegaLayer::expect_matches_and_repeats(const Layer& layer, const Laye
       << what << ", " << tokens << " tokens";
   EXPECT_EQ(std::memcmp(a.output.raw(), b.output.raw(), a.output.bytes()), 0)
       << what << ": two runs differ at " << tokens << " tokens";
+}
+
+inline void MegaLayer::expect_same_bits_on_any_workspace(
+    const moe_problem& p, std::initializer_list<LayerPair> pairs,
+    std::initializer_list<int64_t> token_counts, uint64_t seed, const std::string& what) {
+  int round = 0;
+  for (const int64_t tokens : token_counts) {
+    for (const Scenario sc : {Scenario::kRandom, Scenario::kPadding, Scenario::kOneExpert}) {
+      const Batch batch = random_batch(p, tokens, seed + uint64_t(round++), sc);
+      const Routing routing = scenario_routing(*reference_, p, batch, sc);
+      const Batch next = random_batch(p, tokens, seed + 400 + uint64_t(round), sc);
+      const Routing next_routing = scenario_routing(*reference_, p, next, sc);
+      const std::string at = fmt::format("{}: {} tokens, {}", what, tokens, scenario_name(sc));
+      for (const LayerPair& pair : pairs) {
+        const HostTensor got = run_on_poisoned_workspace(pair.got, p, batch, routing);
+        const RunResult want = run_layer(pair.want, p, batch.hidden, routing);
+        EXPECT_EQ(std::memcmp(got.raw(), want.output.raw(), got.bytes()), 0) << at << pair.name;
+        const HostTensor again =
+            run_on_stale_workspace(pair.got, p, batch, routing, next, next_routing);
+        const RunResult want_next = run_layer(pair.want, p, next.hidden, next_routing);
+        EXPECT_EQ(std::memcmp(again.raw(), want_next.output.raw(), again.bytes()), 0)
+            << at << pair.name << ", on the last run's workspace";
+      }
+    }
+  }
 }
 
 constexpr moe_input_format kMx8 = MOE_INPUT_MXFP8;
