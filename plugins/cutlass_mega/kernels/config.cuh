@@ -290,9 +290,8 @@ struct Params {
   // this workspace counts GEMM2's finished items of output slice s (kRows columns of H). The CTA
   // whose item brings it to the slice's item count combines that slice's columns of every token
   // after its last item, with the combine phase's code (the same bits), and no CTA waits at a
-  // last barrier. Zeroed
-  // by one CTA during GEMM1, behind the grid barrier before GEMM2 (not with gemm2_ready, which
-  // has none).
+  // last barrier. Zeroed by one CTA before GEMM1, so behind the grid barrier before GEMM2 (not
+  // with gemm2_ready, which has none).
   int32_t* combine_counts;  // H / kRows <= kCombineMaxSlices words
   // 4-bit weights with e4m3 activations (ActQuant; 0 otherwise): the static scales (a13 for the
   // hidden states, a2 for the intermediate), and the workspace: xa [T, H] bf16, the hidden states

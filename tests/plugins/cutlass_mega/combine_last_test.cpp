@@ -105,9 +105,10 @@ TEST_F(MegaLayer, CombineByTheLastItemAddsEveryKPart) {
   EXPECT_GE(j["records"][0]["split2"].get<int>(), 2);
 }
 
-// MOE_MEGA_GEMM2=early has no grid barrier before GEMM2 to zero the counts behind: the pair is
-// refused at prepare, naming both.
-TEST_F(MegaLayer, CombineByTheLastItemWithEarlyGemm2IsRefused) {
+// What the switch cannot do is refused at prepare, naming why: with MOE_MEGA_GEMM2=early there is
+// no grid barrier before GEMM2 to zero the counts behind; above H = 16384 a CTA's pending bits
+// (128 slices of 128 columns) do not cover the output.
+TEST_F(MegaLayer, CombineByTheLastItemRefusesWhatItCannotCover) {
   const moe_problem p = problem_.c();
   const LayerWeights w = random_weights(p, 33);
   expect_error(
@@ -115,6 +116,19 @@ TEST_F(MegaLayer, CombineByTheLastItemWithEarlyGemm2IsRefused) {
         prepared_with(p, w, {{"MOE_MEGA_COMBINE", "last"}, {"MOE_MEGA_GEMM2", "early"}});
       },
       MOE_STATUS_CONFIG_ERROR, {"MOE_MEGA_COMBINE=last", "MOE_MEGA_GEMM2=early"});
+  Problem wide = problem_;
+  wide.raw().experts = 4;
+  wide.raw().hidden = 16384 + 128;
+  wide.raw().max_tokens = 8;
+  wide.finalize();
+  const moe_problem q = wide.c();
+  const LayerWeights ww = random_weights(q, 34);
+  expect_error(
+      [&] {
+        prepared_with(q, ww, {{"MOE_MEGA_COMBINE", "last"}});
+      },
+      MOE_STATUS_CONFIG_ERROR, {"hidden sizes up to 16384", "this layer's is 16512"});
+  prepared_with(q, ww, {});  // the same layer without the switch prepares
 }
 
 }  // namespace
