@@ -74,9 +74,6 @@
 #             Mixtral and DeepSeek-V3 at T = 1, 8, this build against build/alt/s52, two rounds
 #   ab_nocall this build against build/alt/nocall (no routing call in the kernel) and build/alt/base
 #             (94bd241), bf16 and mxfp4 plain layers on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64
-#   ab_combine  MOE_MEGA_COMBINE=last against the default (and build/alt/prev's default where
-#             bundled): bf16, fp8_block, mxfp4 (COMBINE_FORMATS) on Qwen3-30B-A3B and Mixtral at
-#             T = 1, 8, 64
 #   route64   routing in the launch past 8 tokens: `moe bench --route-in-run` of bf16 Qwen3-30B-A3B
 #             and DeepSeek-V3 at T = 8, 16, 32, 64, default (route() first above 8) against
 #             MOE_MEGA_ROUTE=fused64 and =apart, two rounds
@@ -326,15 +323,6 @@ for section in "$@"; do
       for f in ${NOCALL_FORMATS:-bf16 mxfp4}; do
         ab_shapes ab_nocall_$f "$f" "$qwen_mixtral" --variant head= --variant nocall= --variant base= \
           --plugins nocall=build/alt/nocall --plugins base=build/alt/base
-      done ;;
-    ab_combine)  # MOE_MEGA_COMBINE=last (each slice combined by its last GEMM2 item, no last
-      # barrier) against the default; and, with bench/bundle.sh --alt prev=DIR, the default
-      # against that build's (did the switch's code move the default path)
-      prev=()
-      [ -d build/alt/prev ] && prev=(--variant prev= --plugins prev=build/alt/prev)
-      for f in ${COMBINE_FORMATS:-bf16 fp8_block mxfp4}; do
-        ab_shapes ab_combine_$f "$f" "$qwen_mixtral" --variant default= --variant last= \
-          --env last=MOE_MEGA_COMBINE=last "${prev[@]}"
       done ;;
     route64)
       bench_rounds route64.txt "qwen3_30b_a3b deepseek_v3" 8,16,32,64 default=--route-in-run \

@@ -204,9 +204,6 @@ constexpr size_t kSmemBytes =
 // sm_90's opt-in limit of shared memory per block (227 KB), the kernel's static storage (the
 // schedule's 64-bit block scan, 2.3 KB) included: checked in kernels/fused_moe.cuh.
 constexpr size_t kSmemLimit = 227 * 1024;
-// MOE_MEGA_COMBINE=last: the output slices (kRows columns of H) a CTA's pending-combine bits
-// cover, so H <= 16384 (refused at prepare above that).
-constexpr int kCombineMaxSlices = 128;
 
 // Routing inside the launch (Params::route): every CTA routes the whole batch, a token a warp, its
 // candidates in registers (common_cuda's route_token<kRouteSlots>: E <= 32 x kRouteSlots), into
@@ -286,13 +283,6 @@ struct Params {
   // (kernels/gemm2_ready.cuh): no flag an earlier launch left equals it, so nothing is zeroed.
   unsigned long long* gemm2_ready;
   unsigned long long run_salt;
-  // MOE_MEGA_COMBINE=last (a measurement; null: the combine after a last grid barrier): word s of
-  // this workspace counts GEMM2's finished items of output slice s (kRows columns of H). The CTA
-  // whose item brings it to the slice's item count combines that slice's columns of every token
-  // after its last item, with the combine phase's code (the same bits), and no CTA waits at a
-  // last barrier. Zeroed by one CTA before GEMM1, so behind the grid barrier before GEMM2 (not
-  // with gemm2_ready, which has none).
-  int32_t* combine_counts;  // H / kRows <= kCombineMaxSlices words
   // 4-bit weights with e4m3 activations (ActQuant; 0 otherwise): the static scales (a13 for the
   // hidden states, a2 for the intermediate), and the workspace: xa [T, H] bf16, the hidden states
   // quantised (mxfp8: their values; e4m3 per tensor: their codes' values); with kActFp8Dynamic,

@@ -95,8 +95,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // intermediate and of the shared expert's (each GEMM's epilogue multiplies by its own), and a
   // CTA reduction's scratch.
   __shared__ float act_scale[3];
-  // MOE_MEGA_COMBINE=last: the output slices this CTA's GEMM2 items ended (bit s: slice s).
-  __shared__ unsigned long long combine_pending[kCombineMaxSlices / 64];
   __shared__ float red[kThreads / 32];
   auto stamp_phase = [&](int phase) {
     if (p.timeline != nullptr && threadIdx.x == 0)
@@ -466,14 +464,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   const int items1 = s.item_prefix[s.num_active] * slices1;
   const unsigned long long tag = early2 ? launch_tag(p.run_salt) : 0;
 
-  // MOE_MEGA_COMBINE=last (Params::combine_counts): the slices' counts zeroed by the last CTA
-  // before GEMM1, so before the grid barrier ahead of GEMM2 on every path that reaches here.
-  const bool combine_last = p.combine_counts != nullptr && !early2;
-  if (combine_last && blockIdx.x == gridDim.x - 1)
-    for (int i = threadIdx.x; i < slices2; i += kThreads) p.combine_counts[i] = 0;
-  if (threadIdx.x == 0)  // thread 0's alone until the barrier after GEMM2
-    for (unsigned long long& bits : combine_pending) bits = 0;
-
   // ---- phase 1: GEMM1 and the activation ----
   stamp_phase(kGemm1Start);
   {
@@ -621,12 +611,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
         y[int64_t(it.first + n) * H + int64_t(it.slice) * kRows + r] =
             bias != nullptr ? v + bias[r] : v;
       }
-      if (combine_last) {  // the item's rows counted for its slice; the slice's last combines it
-        __threadfence();   // every thread's rows of y before the count
-        consumers_sync();
-        if (threadIdx.x == 0 && atomicAdd(p.combine_counts + it.slice, 1) == items / slices - 1)
-          combine_pending[it.slice / 64] |= 1ull << (it.slice % 64);
-      }
       consumers_sync();  // the tile is free for the next item
       stamp_item(2, u);
     }
@@ -634,30 +618,11 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   stamp_phase(kGemm2Done);
 
   // ---- phase 3: the combine of every output vector, after a last barrier ----
-  // MOE_MEGA_COMBINE=last: no barrier; each CTA combines the slices its items ended (after its
-  // last item, so one copy of the combine serves both: inlined twice it cost up to 31 registers
-  // in every instance, out of line more), each slice's vectors of every token; with no GEMM2 item
-  // (every slot idle, no y to read) every CTA its share of all of them, as after the barrier.
-  const bool whole = !combine_last || s.item_prefix[s.num_active] == 0;
-  if (combine_last)
-    __syncthreads();  // combine_pending
-  else
-    grid.sync();
+  grid.sync();
   stamp_phase(kCombineStart);
-  {
-    if (!whole) __threadfence();  // the other CTAs' rows of y, counted before the last item
-    const int64_t row_vectors = H / 4;
-    const int64_t span = whole ? row_vectors : kRows / 4;  // vectors of a token combined here
-    const int64_t first = whole ? int64_t(blockIdx.x) * kThreads + threadIdx.x : threadIdx.x;
-    const int64_t stride = whole ? int64_t(gridDim.x) * kThreads : kThreads;
-    for (int slice = 0; slice < (whole ? 1 : slices2); ++slice) {
-      if (!whole && !((combine_pending[slice / 64] >> (slice % 64)) & 1)) continue;
-      const int64_t at = whole ? 0 : int64_t(slice) * (kRows / 4);
-      for (int64_t j = first; j < int64_t(p.tokens) * span; j += stride)
-        combine_output_vector(p, s.slot_pos, split2,
-                              whole ? j : j / span * row_vectors + at + j % span);
-    }
-  }
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < int64_t(p.tokens) * H / 4;
+       i += int64_t(gridDim.x) * kThreads)
+    combine_output_vector(p, s.slot_pos, split2, i);
   stamp_phase(kAtExit);
   if (p.timeline != nullptr && threadIdx.x == 0)
     p.timeline[timeline_count_word(blockIdx.x, p.timeline_items)] =

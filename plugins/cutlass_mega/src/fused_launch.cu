@@ -169,16 +169,9 @@ static_assert(kLatePhase0Bit == kernels::kLatePhase0 && kLatePhase1bBit == kerne
 KernelLimits kernel_limits(Kind kind) {
   using namespace kernels;
   const int tok = with_instance(kind, [](auto w) { return kTok<decltype(w)::value>; });
-  return {kMaxSlots,
-          kMaxExperts,
-          tok,
-          kRows,
-          kScaleBlock,
-          kMaxKBlocks,
-          kMaxVirtual,
-          int(kOwnRowsElems),
-          int(kOwnRowsDefaultElems),
-          kCombineMaxSlices};
+  return {kMaxSlots,   kMaxExperts,        tok,
+          kRows,       kScaleBlock,        kMaxKBlocks,
+          kMaxVirtual, int(kOwnRowsElems), int(kOwnRowsDefaultElems)};
 }
 
 StageGeometry stage_geometry(Kind kind) {
@@ -273,7 +266,6 @@ const char* launch_fused(const FusedCall& c, int ctas) noexcept {
   p.split2_waves = c.split2_waves;
   p.gemm2_ready = c.gemm2_ready;
   p.run_salt = c.gemm2_ready != nullptr ? run_salt() : 0;
-  p.combine_counts = c.combine_counts;
   p.activation = c.activation;
   p.act_quant = int32_t(c.act_quant);
   p.a13_scale = c.a13_scale;

@@ -61,7 +61,6 @@ struct KernelLimits {
   int max_virtual;             // sink and shared experts' virtual experts
   int own_rows_elems;          // fp8_block own_rows: the largest batch (tokens x H) a CTA quantises
   int own_rows_default_elems;  // the same limit without MOE_MEGA_FP8_OWN_ROWS
-  int combine_max_slices;      // MOE_MEGA_COMBINE=last: output slices (H / weight_rows) at most
 };
 KernelLimits kernel_limits(Kind kind);
 
@@ -129,7 +128,6 @@ struct FusedCall {
   int32_t max_split2;               // copies of y the workspace holds: GEMM2's K parts at most
   int32_t split2_waves;             // Params::split2_waves
   unsigned long long* gemm2_ready;  // Params::gemm2_ready (MOE_MEGA_GEMM2=early), else null
-  int32_t* combine_counts;          // Params::combine_counts (MOE_MEGA_COMBINE=last), else null
   float limit, alpha;
   int32_t gelu_tanh;
   unsigned long long* timeline;  // measurement (kernels/timeline.hpp): null, or [ctas] records

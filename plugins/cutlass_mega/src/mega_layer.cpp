@@ -475,18 +475,6 @@ void DeviceLayer::build(const moe_weights& w, const LayerOptions& o) {
   prefetch_late_ = prefetch_late_bits(p);
   split2_waves_ = env_is("MOE_MEGA_SPLIT2", "waves") ? 1 : 0;
   early2_ = env_is("MOE_MEGA_GEMM2", "early") && !fp8_ && act_quant_ == detail::ActQuant::kBf16;
-  combine_last_ = env_is("MOE_MEGA_COMBINE", "last");
-  MOE_CHECK(!(combine_last_ && env_is("MOE_MEGA_GEMM2", "early")), MOE_STATUS_CONFIG_ERROR,
-            "cutlass_mega: MOE_MEGA_COMBINE=last zeroes its counts behind the grid barrier before "
-            "GEMM2, which MOE_MEGA_GEMM2=early removes: set one of them");
-  if (combine_last_) {
-    const detail::KernelLimits lim = detail::kernel_limits(kind_);
-    MOE_CHECK(p.hidden / lim.weight_rows <= lim.combine_max_slices, MOE_STATUS_CONFIG_ERROR,
-              "cutlass_mega: MOE_MEGA_COMBINE=last covers hidden sizes up to {} ({} slices of {} "
-              "columns); this layer's is {}",
-              lim.combine_max_slices * lim.weight_rows, lim.combine_max_slices, lim.weight_rows,
-              p.hidden);
-  }
   if (!sink_pass_) route_tokens_ = route_in_launch_tokens(problem_.c());
   // The virtual experts: the shared expert's, and the sinks' where they run in this launch (the
   // sink pass: the sinks' alone, with no routed experts before them).
@@ -632,9 +620,6 @@ DeviceLayer::Workspace DeviceLayer::carve(void* base, int64_t tokens, size_t* by
   if (early2_)
     ws.gemm2_ready = c.take<unsigned long long>(
         size_t(slots * (n1_ / detail::kernel_limits(kind_).weight_rows)));
-  if (combine_last_)  // a count per output slice of weight_rows columns
-    ws.combine_counts =
-        c.take<int32_t>(size_t(p.hidden / detail::kernel_limits(kind_).weight_rows));
   if (bytes != nullptr) *bytes = c.used();
   return ws;
 }
@@ -737,7 +722,6 @@ void DeviceLayer::launch(const moe_run_args& a, int64_t tokens, bool route) cons
   c.gemm2_ready = ws.gemm2_ready != nullptr && stream_capturing(static_cast<cudaStream_t>(a.stream))
                       ? nullptr
                       : ws.gemm2_ready;
-  c.combine_counts = ws.combine_counts;
   c.activation = p.activation;
   c.act_quant = act_quant_;
   c.a13_scale = a13_scale_;

@@ -113,7 +113,6 @@ class DeviceLayer {
     // MOE_MEGA_GEMM2=early: a flag per GEMM1 item, [T * S] chunks (at most one per slot) x
     // n1 / weight_rows slices
     unsigned long long* gemm2_ready;
-    int32_t* combine_counts;  // MOE_MEGA_COMBINE=last: a count per output slice (H / weight_rows)
   };
   Workspace carve(void* base, int64_t tokens, size_t* bytes) const;
   // The sink pass (sinks_): the layer's sinks alone as a bf16 silu_mul layer's virtual experts.
@@ -154,9 +153,6 @@ class DeviceLayer {
   // MOE_MEGA_GEMM2=early at prepare (a measurement; bf16 and 4-bit weights on bf16 activations):
   // the workspace holds a flag per GEMM1 item (Params::gemm2_ready), tagged per launch.
   bool early2_ = false;
-  // MOE_MEGA_COMBINE=last at prepare (a measurement): each output slice combined by its last GEMM2
-  // item (Params::combine_counts), no grid barrier before the combine.
-  bool combine_last_ = false;
   int64_t route_tokens_ = 0;  // route_in_launch_tokens at prepare (0 in the sink pass)
   // bf16, fp8_block: the weights as given (fp8_block's scales in s13_, s2_); fp4: the prepared
   // chunks (nvfp4's scale_2 in s13_, s2_).

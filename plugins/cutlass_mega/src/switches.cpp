@@ -28,7 +28,6 @@ const std::vector<Switch>& switches() {
   static const std::vector<Switch> table = {
       {"MOE_MEGA_BF16_STAGE", {"64"}},
       {"MOE_MEGA_CHUNKS", {"1"}},
-      {"MOE_MEGA_COMBINE", {"last"}},
       {"MOE_MEGA_FP4_STAGE", {"128", "256", "512"}},
       {"MOE_MEGA_FP4_WGMMA", {"1"}},
       {"MOE_MEGA_FP8_OWN_ROWS", {"0", "1"}},
