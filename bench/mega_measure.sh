@@ -75,8 +75,9 @@
 #   ab_nocall this build against build/alt/nocall (no routing call in the kernel) and build/alt/base
 #             (94bd241), bf16 and mxfp4 plain layers on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64
 #   mixtral_small  Mixtral bf16 at T = 1, 2, 4, 8: timelines (where T = 2 and 4 lose ~0.7 TB/s
-#             against T = 1 and 8, H100 s54 grid), then default against MOE_MEGA_SPLIT2=waves at
-#             T = 1-6 (GEMM2's 96 / 160 items at T = 2 / 4 leave 36 CTAs idle or a 1.2-wave tail)
+#             against T = 1 and 8, H100 s54 grid), then default against MOE_MEGA_SPLIT2=waves and
+#             =fill at T = 1-6 (GEMM2's 96 / 160 items at T = 2 / 4 leave 36 CTAs idle or a
+#             1.2-wave tail)
 #   route64   routing in the launch past 8 tokens: `moe bench --route-in-run` of bf16 Qwen3-30B-A3B
 #             and DeepSeek-V3 at T = 8, 16, 32, 64, default (route() first above 8) against
 #             MOE_MEGA_ROUTE=fused64 and =apart, two rounds
@@ -334,7 +335,8 @@ for section in "$@"; do
       done
       pack
       $ab --out "$OUT/ab_mixtral_small" --config $cfg/mixtral_8x7b_bf16.yaml --tokens 1,2,3,4,5,6 \
-        --variant default= --variant waves= --env waves=MOE_MEGA_SPLIT2=waves 2>&1 | tail -9 ;;
+        --variant default= --variant waves= --env waves=MOE_MEGA_SPLIT2=waves \
+        --variant fill= --env fill=MOE_MEGA_SPLIT2=fill 2>&1 | tail -9 ;;
     route64)
       bench_rounds route64.txt "qwen3_30b_a3b deepseek_v3" 8,16,32,64 default=--route-in-run \
         "fused64=MOE_MEGA_ROUTE=fused64 --route-in-run" "apart=MOE_MEGA_ROUTE=apart --route-in-run" ;;

@@ -522,9 +522,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
   // MOE_MEGA_SPLIT2=waves also where the last wave would leave many idle; each part's results go
   // to their own copy of y, summed in part order by the combine.
   const int items2 = s.item_prefix[s.num_active] * slices2;
-  const int split2 =
-      p.split2_waves ? k_split_waves(items2, steps2, int(gridDim.x), p.max_split2, kSplitMinSteps)
-                     : k_split(items2, steps2, int(gridDim.x), p.max_split2);
+  const int split2 = p.split2_waves ? k_split_waves(items2, steps2, int(gridDim.x), p.max_split2,
+                                                    kSplitMinSteps, p.split2_waves == 2)
+                                    : k_split(items2, steps2, int(gridDim.x), p.max_split2);
   const bool late2 = kFp8 && (p.prefetch_late & kLatePhase1b);
   if (producer && !late2 && !early2) ready2 = prefetch(weights2, slices2, steps2, split2);
   if constexpr (kFp8) {  // phase 1b: the intermediate's codes and scales, every slot

@@ -25,14 +25,19 @@ MOE_MEGA_HD constexpr int k_split(int items, int steps, int ctas, int max_split)
 // `min_steps` stages (kSplitMinSteps). Mixtral at T = 8 has 224 GEMM2 items of 56 or 112
 // stages on 132 CTAs: 1.7 waves, 40 CTAs idle through the second; four parts, 896 on 7 waves, idle
 // 3 % (bench/NOTES.md, session 47). Few stages a part pay each item's pipeline fill more often.
+// within_wave (MOE_MEGA_SPLIT2=fill, a measurement): the same model also where the items fit one
+// wave but no split of them does (Mixtral at T = 2: 96 items, 36 CTAs idle; four parts, 384 on 3
+// waves of a quarter), starting from k_split's answer.
 constexpr int kSplitMinSteps = 8;
 MOE_MEGA_HD constexpr int k_split_waves(int items, int steps, int ctas, int max_split,
-                                        int min_steps) {
-  if (items <= 0 || ctas <= 0 || items <= ctas) return k_split(items, steps, ctas, max_split);
+                                        int min_steps, bool within_wave = false) {
+  if (items <= 0 || ctas <= 0 || (items <= ctas && !within_wave))
+    return k_split(items, steps, ctas, max_split);
   // The best time so far as the fraction best_num / best_den of an item's time (integers only).
-  int best = 1;
-  long long best_num = (items + ctas - 1) / ctas, best_den = 1;  // waves / split
-  for (int s = 2; s <= max_split && steps / s >= min_steps; ++s) {
+  int best = items <= ctas ? k_split(items, steps, ctas, max_split) : 1;
+  long long best_num = (static_cast<long long>(items) * best + ctas - 1) / ctas,
+            best_den = best;  // waves / split
+  for (int s = best + 1; s <= max_split && steps / s >= min_steps; ++s) {
     const long long waves = (static_cast<long long>(items) * s + ctas - 1) / ctas;
     // waves / s < best_num / best_den by more than 5 %: waves * best_den * 100 < 95 * best_num * s
     if (waves * best_den * 100 < 95 * best_num * s) best = s, best_num = waves, best_den = s;

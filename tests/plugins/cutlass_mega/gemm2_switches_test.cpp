@@ -53,6 +53,34 @@ TEST_F(MegaLayer, Gemm2SplitByWavesMatchesTheReference) {
   }
 }
 
+// MOE_MEGA_SPLIT2=fill (a measurement, k_split_waves within one wave): 4 experts of top 4, H = 512
+// (4 slices), I = 4096 (32 bf16 stages) on 24 CTAs: 16 GEMM2 items fit one wave but two parts of
+// each do not, so k_split leaves them whole and 8 CTAs idle; fill takes three parts (48 on two
+// waves of a third). Against the reference, bit for bit run after run; waves and the default: 1.
+TEST_F(MegaLayer, Gemm2SplitWithinAWaveMatchesTheReference) {
+  Problem q = problem_;
+  q.raw().experts = 4;
+  q.raw().top_k = 4;
+  q.raw().hidden = 512;
+  q.raw().intermediate = 4096;
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 29);
+  const Layer ref_layer = reference_->prepare(p, w.view(), {});
+  for (const auto& [value, split] :
+       {std::pair<const char*, int>{"fill", 3}, {"waves", 1}, {"", 1}}) {
+    EnvVars vars;
+    if (*value != 0) vars.emplace_back("MOE_MEGA_SPLIT2", value);
+    const std::string what = *value != 0 ? value : "default";
+    const nlohmann::json j = timeline_of(
+        p, w, vars,
+        [&](const Layer& layer) { expect_matches_and_repeats(layer, ref_layer, p, 40, 24, what); },
+        {{"sms", "24"}});
+    ASSERT_FALSE(j.is_null()) << what;
+    ASSERT_FALSE(j["records"].empty()) << what;
+    EXPECT_EQ(j["records"][0]["split2"].get<int>(), split) << what;
+  }
+}
+
 // MOE_MEGA_GEMM2=early (a measurement, kernels/gemm2_ready.cuh): GEMM2's items wait on flags of
 // their chunk's GEMM1 items instead of a grid barrier, and continue GEMM1's round robin. The same
 // bits as the barrier's layer (the same sums in the same order), batch after batch on one layer,

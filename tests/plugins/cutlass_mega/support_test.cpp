@@ -245,6 +245,17 @@ TEST(MegaSplit, SplitsAlongKOnlyWhereOneWaveLeavesSMsIdle) {
   static_assert(k_split_waves(448, 8, 132, 8, kSplitMinSteps) == 1);    // its 8 fp8 stages
   static_assert(k_split_waves(264, 112, 132, 8, kSplitMinSteps) == 1);  // two full waves
   static_assert(k_split_waves(64, 224, 132, 8, kSplitMinSteps) == 2);   // one wave: k_split's
+  // MOE_MEGA_SPLIT2=fill: within one wave too. Mixtral T = 2, 96 items of 112 bf16 stages: four
+  // parts, 3 waves of a quarter (two or three parts: as many waves as parts, no gain)
+  static_assert(k_split_waves(96, 112, 132, 8, kSplitMinSteps, true) == 4);
+  static_assert(k_split_waves(96, 112, 132, 8, kSplitMinSteps) == 1);
+  static_assert(k_split_waves(96, 56, 132, 8, kSplitMinSteps, true) ==
+                4);  // fp8_block: 14 stages a part
+  static_assert(k_split_waves(96, 24, 132, 8, kSplitMinSteps, true) == 1);    // 4 parts: 6 stages
+  static_assert(k_split_waves(64, 224, 132, 8, kSplitMinSteps, true) == 2);   // k_split's is best
+  static_assert(k_split_waves(128, 12, 132, 8, kSplitMinSteps, true) == 1);   // Qwen3 T = 1: full
+  static_assert(k_split_waves(16, 32, 24, 8, kSplitMinSteps, true) == 3);     // the GPU test's
+  static_assert(k_split_waves(224, 112, 132, 8, kSplitMinSteps, true) == 4);  // past a wave: waves'
   static_assert(k_split(100, 12, 132, 8) == 1);   // two parts would not fit one wave
   static_assert(k_split(256, 224, 132, 8) == 1);  // Mixtral T = 8
   static_assert(k_split(64, 224, 132, 1) == 1);   // the workspace holds one copy
