@@ -4,6 +4,9 @@
 // with the backend's route() on the run's stream and workspace, and refuses what the backend does
 // not route; the core refuses logits before an older plugin (which never reads them) could run
 // from whatever the topk tensors hold; the reference gives the bits of route() then run().
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <memory>
 #include <string>
@@ -19,6 +22,7 @@ namespace moe::test {
 namespace {
 
 constexpr size_t k15RunArgsSize = offsetof(moe_run_args, router_logits);
+constexpr size_t k13RunArgsSize = offsetof(moe_run_args, accumulate);
 
 // ---- the SDK's table builder --------------------------------------------------------------------
 
@@ -147,6 +151,87 @@ TEST(SdkRunRoutes, RunRoutesFirstOnItsWorkspaceAndRunsFromTheIdsItWrote) {
   EXPECT_TRUE(RoutingBackend::calls.empty());
 }
 
+// A backend that keeps a whole copy of each run (as cutlass_mega's ValidatedRuns does).
+class CopyingBackend : public Bf16TestBackend {
+ public:
+  static inline moe_run_args last{};
+  static sdk::BackendInfo info() { return bf16_info("sdk_copies", "test backend: copies runs"); }
+  void run(Layer&, const moe_run_args& a) const { last = a; }
+};
+
+// `bytes` of `run` copied to the end of a page whose next page is inaccessible: a read past the
+// caller's struct faults instead of passing unseen.
+class GuardedRun {
+ public:
+  GuardedRun(const moe_run_args& run, size_t bytes) : page_(size_t(sysconf(_SC_PAGESIZE))) {
+    base_ = mmap(nullptr, 2 * page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(base_, MAP_FAILED);
+    EXPECT_EQ(mprotect(static_cast<char*>(base_) + page_, page_, PROT_NONE), 0);
+    at_ = reinterpret_cast<moe_run_args*>(static_cast<char*>(base_) + page_ - bytes);
+    std::memcpy(static_cast<void*>(at_), &run, bytes);
+    at_->struct_size = bytes;
+  }
+  ~GuardedRun() { munmap(base_, 2 * page_); }
+  const moe_run_args* get() const { return at_; }
+
+ private:
+  size_t page_;
+  void* base_ = nullptr;
+  moe_run_args* at_ = nullptr;
+};
+
+// An older caller's shorter struct (1.1-1.3: 496 bytes, 1.4-1.5: 504) reaches the backend as this
+// build's, its later fields zero, and nothing reads past the caller's bytes.
+TEST(SdkRunRoutes, AnOlderCallersStructIsReadWithinItsBytes) {
+  const Problem q = small_problem();
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 4);
+  RawRun r(sdk::plugin_api<CopyingBackend>(), p, w.view(), 2);
+  moe_run_args a{};
+  a.layer = r.layer;
+  a.hidden = r.hidden.view();
+  a.topk_ids = r.ids.view();
+  a.topk_weights = r.weights.view();
+  a.output = r.output.view();
+  a.workspace_size = 12345;
+  for (const size_t bytes : {k13RunArgsSize, k15RunArgsSize}) {
+    CopyingBackend::last = moe_run_args{};
+    const GuardedRun guarded(a, bytes);
+    ASSERT_EQ(r.api->run(guarded.get()), MOE_STATUS_OK) << r.api->last_error();
+    EXPECT_EQ(CopyingBackend::last.struct_size, sizeof(moe_run_args)) << bytes;
+    EXPECT_EQ(CopyingBackend::last.workspace_size, 12345u) << bytes;
+    EXPECT_EQ(CopyingBackend::last.accumulate, 0) << bytes;
+    EXPECT_EQ(CopyingBackend::last.router_logits.data, nullptr) << bytes;
+  }
+}
+
+// routing_bias and is_padding belong to routing in run: without router_logits they would be
+// ignored, so the run is refused, naming the field.
+TEST(SdkRunRoutes, RoutingFieldsWithoutLogitsAreRefused) {
+  Problem q = small_problem();
+  q.raw().routing = MOE_ROUTING_SOFTMAX_TOPK;
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 3);
+  RawRun r(sdk::plugin_api<RoutingBackend>(), p, w.view(), 2);
+  HostTensor bias(MOE_DTYPE_F32, {p.experts}), padding(MOE_DTYPE_U8, {2});
+  for (const bool with_bias : {true, false}) {
+    moe_run_args a{};
+    a.struct_size = sizeof(a);
+    a.layer = r.layer;
+    a.hidden = r.hidden.view();
+    a.topk_ids = r.ids.view();
+    a.topk_weights = r.weights.view();
+    a.output = r.output.view();
+    (with_bias ? a.routing_bias : a.is_padding) = with_bias ? bias.view() : padding.view();
+    RoutingBackend::calls.clear();
+    EXPECT_EQ(r.api->run(&a), MOE_STATUS_INVALID_ARGUMENT);
+    EXPECT_THAT(r.api->last_error(),
+                testing::HasSubstr(fmt::format("moe_run_args.{} is set but router_logits is NULL",
+                                               with_bias ? "routing_bias" : "is_padding")));
+    EXPECT_TRUE(RoutingBackend::calls.empty());
+  }
+}
+
 TEST(SdkRunRoutes, ABackendThatRoutesInItsOwnRunGetsNoRouteCallButTheSameChecks) {
   Problem q = small_problem();
   q.raw().routing = MOE_ROUTING_SOFTMAX_TOPK;
@@ -256,15 +341,16 @@ TEST(SdkRunRoutes, BenchRunsAreReadByTheFirstRunsStructSize) {
   EXPECT_THAT(l.api->last_error(), testing::HasSubstr("runs[1].struct_size=504 differs"));
 }
 
-TEST(CoreBenchRuns, OlderPluginsGetThe504ByteLayoutTheyStepBy) {
+TEST(CoreBenchRuns, OlderPluginsGetTheLayoutTheirOwnSizeofStepsBy) {
   std::vector<moe_run_args> runs(3);
   for (size_t i = 0; i < runs.size(); ++i) {
     runs[i].struct_size = sizeof(moe_run_args);
     runs[i].workspace_size = 7 + i;
   }
   EXPECT_EQ(detail::kRunArgsSizeBefore16, 504u);
-  for (const uint32_t minor : {5u, 6u}) {
-    const size_t stride = minor < 6 ? 504 : sizeof(moe_run_args);
+  EXPECT_EQ(detail::kRunArgsSizeBefore14, 496u);  // 1.1-1.3: the struct ended at `stream`
+  for (const uint32_t minor : {1u, 2u, 3u, 4u, 5u, 6u}) {
+    const size_t stride = minor < 4 ? 496 : minor < 6 ? 504 : sizeof(moe_run_args);
     const std::vector<unsigned char> packed = detail::pack_bench_runs(runs, minor);
     ASSERT_EQ(packed.size(), 3 * stride);
     for (size_t i = 0; i < runs.size(); ++i) {
@@ -344,6 +430,22 @@ TEST_F(RunRoutes, AnOlderPluginIsRefusedLogitsBeforeItRuns) {
                               plugin->info().abi_minor),
                   "does not declare MOE_RUN_FEATURE_ROUTES"});
   }
+}
+
+// The core refuses routing_bias or is_padding without router_logits before any plugin runs: a
+// raw one (no SDK) would ignore them.
+TEST_F(RunRoutes, TheCoreRefusesRoutingFieldsWithoutLogitsForEveryPlugin) {
+  const auto works = registry_.find("fixture_works");
+  ASSERT_NE(works, nullptr);
+  const Problem q = small_problem();
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 7);
+  const Layer layer = works->prepare(p, w.view(), {});
+  HostTensor bias(MOE_DTYPE_F32, {p.experts});
+  moe_run_args a{};
+  a.routing_bias = bias.view();
+  expect_error([&] { layer.run(a); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"moe_run_args.routing_bias is set but router_logits is NULL"});
 }
 
 }  // namespace

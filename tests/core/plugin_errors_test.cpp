@@ -95,6 +95,23 @@ TEST_F(PluginErrors, NonContiguousTensorIsRefused) {
                {"hidden: [4, 64] bf16 is not contiguous"});
 }
 
+// A run's tensor that starts off its element size is refused, naming it (a GPU kernel's typed
+// loads and stores would fault there): the output's bf16 one byte in, the weights' f32 two.
+TEST_F(PluginErrors, MisalignedRunTensorIsRefusedNamingIt) {
+  const Layer layer = reference_->prepare(problem_.c(), weights_.view(), {});
+  HostTensor out(MOE_DTYPE_BF16, {4, 64});
+  HostTensor wide(MOE_DTYPE_BF16, {4 * 64 + 8});
+  moe_run_args a = args(out);
+  a.output.data = static_cast<char*>(wide.view().data) + 1;
+  expect_error([&] { layer.run(a); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"output: data at", "is not aligned to its 2-byte elements"});
+  HostTensor weights(MOE_DTYPE_F32, {4 * 2 + 2});
+  a = args(out);
+  a.topk_weights.data = static_cast<char*>(weights.view().data) + 2;
+  expect_error([&] { layer.run(a); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"topk_weights: data at", "is not aligned to its 4-byte elements"});
+}
+
 TEST_F(PluginErrors, MoreTokensThanMaxTokensIsACapacityErrorNamingBoth) {
   Problem small = problem_;
   small.raw().max_tokens = 3;

@@ -144,11 +144,7 @@ std::vector<double> Plugin::benchmark(const std::vector<moe_run_args>& runs, int
                                       int iterations, bool graph) const {
   MOE_CHECK(!runs.empty() && iterations > 0, MOE_STATUS_INVALID_ARGUMENT,
             "benchmark needs run sets and iterations > 0");
-  for (const moe_run_args& run : runs)  // as Layer::run refuses them
-    MOE_CHECK(!sdk::run_routes(run) || info_.routes_in_run(), MOE_STATUS_UNSUPPORTED,
-              "plugin '{}' (ABI {}.{}) does not declare MOE_RUN_FEATURE_ROUTES: it cannot route in "
-              "run()",
-              info_.name, info_.abi_major, info_.abi_minor);
+  for (const moe_run_args& run : runs) check_run_features(run);
   std::vector<double> times(size_t(iterations), 0.0);
   const moe_plugin_api& api = table();
   if (has_device_timing()) {
@@ -180,10 +176,25 @@ std::vector<double> Plugin::benchmark(const std::vector<moe_run_args>& runs, int
   return times;
 }
 
+void Plugin::check_run_features(const moe_run_args& args) const {
+  // An older plugin never reads `accumulate`: it would overwrite the output, silently wrong.
+  MOE_CHECK(!sdk::run_accumulates(args) || info_.accumulates(), MOE_STATUS_UNSUPPORTED,
+            "plugin '{}' (ABI {}.{}) does not declare MOE_RUN_FEATURE_ACCUMULATE: it cannot add "
+            "a layer's result into the output",
+            info_.name, info_.abi_major, info_.abi_minor);
+  // Nor router_logits: it would run from whatever topk_ids and topk_weights hold.
+  MOE_CHECK(!sdk::run_routes(args) || info_.routes_in_run(), MOE_STATUS_UNSUPPORTED,
+            "plugin '{}' (ABI {}.{}) does not declare MOE_RUN_FEATURE_ROUTES: it cannot route in "
+            "run(); route() first, then run from topk_ids and topk_weights",
+            info_.name, info_.abi_major, info_.abi_minor);
+  sdk::check_routing_fields_of_run(args);
+}
+
 double Plugin::host_us_per_call(const std::vector<moe_run_args>& runs, int calls) const {
   MOE_CHECK(!runs.empty() && calls > 0, MOE_STATUS_INVALID_ARGUMENT,
             "host_us_per_call needs run sets and calls > 0");
   const moe_plugin_api& api = table();
+  for (const moe_run_args& run : runs) check_run_features(run);
   auto call = [&](size_t i) {
     moe_run_args a = runs[i % runs.size()];
     a.struct_size = sizeof(a);
@@ -280,16 +291,7 @@ void Layer::run(moe_run_args args) const {
   args.struct_size = sizeof(args);
   args.layer = layer_.get();
   const Plugin& p = *plugin_;
-  // An older plugin never reads `accumulate`: it would overwrite the output, silently wrong.
-  MOE_CHECK(!sdk::run_accumulates(args) || p.info().accumulates(), MOE_STATUS_UNSUPPORTED,
-            "plugin '{}' (ABI {}.{}) does not declare MOE_RUN_FEATURE_ACCUMULATE: it cannot add "
-            "a layer's result into the output",
-            p.name(), p.info().abi_major, p.info().abi_minor);
-  // Nor router_logits: it would run from whatever topk_ids and topk_weights hold.
-  MOE_CHECK(!sdk::run_routes(args) || p.info().routes_in_run(), MOE_STATUS_UNSUPPORTED,
-            "plugin '{}' (ABI {}.{}) does not declare MOE_RUN_FEATURE_ROUTES: it cannot route in "
-            "run(); route() first, then run from topk_ids and topk_weights",
-            p.name(), p.info().abi_major, p.info().abi_minor);
+  p.check_run_features(args);
   p.check(guarded(p.name(), "run", [&] { return p.api().run(&args); }), "run");
 }
 

@@ -49,6 +49,17 @@ bool run_routes(const moe_run_args& args) {
   return MOE_STRUCT_HAS(&args, moe_run_args, is_padding) && args.router_logits.data != nullptr;
 }
 
+void check_routing_fields_of_run(const moe_run_args& args) {
+  if (!MOE_STRUCT_HAS(&args, moe_run_args, is_padding) || args.router_logits.data != nullptr)
+    return;
+  MOE_CHECK(args.routing_bias.data == nullptr && args.is_padding.data == nullptr,
+            MOE_STATUS_INVALID_ARGUMENT,
+            "moe_run_args.{} is set but router_logits is NULL: routing_bias and is_padding are "
+            "read only when run() routes (router_logits given); a run from topk_ids would ignore "
+            "them, so pass them to route() instead",
+            args.routing_bias.data != nullptr ? "routing_bias" : "is_padding");
+}
+
 moe_route_args route_args_of_run(const moe_run_args& args, const moe_problem& problem) {
   moe_route_args r{};
   r.struct_size = sizeof(r);

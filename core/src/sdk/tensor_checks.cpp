@@ -2,6 +2,7 @@
 // never a crash inside a kernel.
 #include <fmt/ranges.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "moe/sdk/error.hpp"
@@ -37,6 +38,26 @@ std::string expected_str(std::initializer_list<int64_t> shape, moe_dtype dtype) 
   return fmt::format("[{}] {}", fmt::join(dims, ", "), dtype_name(dtype));
 }
 
+// A run's tensor (checked by check_tensor first) with elements starts on a multiple of their size:
+// a kernel's typed loads and stores at a misaligned address fault and leave the context unusable.
+// (Weights are not checked so: a checkpoint's tensors may lie at any offset of a mapped file, and
+// prepare copies them.)
+void check_aligned(const moe_tensor& t, const char* name) {
+  for (int i = 0; i < t.ndim; ++i)
+    if (t.shape[i] == 0) return;  // no element to read or write (an empty batch's buffers)
+  const size_t bytes = dtype_size(static_cast<moe_dtype>(t.dtype));
+  MOE_CHECK(bytes <= 1 || reinterpret_cast<uintptr_t>(t.data) % bytes == 0,
+            MOE_STATUS_INVALID_ARGUMENT,
+            "{}: data at {} is not aligned to its {}-byte elements; pass an aligned buffer", name,
+            t.data, bytes);
+}
+
+void check_run_tensor(const moe_tensor& t, const char* name, moe_dtype dtype,
+                      std::initializer_list<int64_t> shape) {
+  check_tensor(t, name, dtype, shape);
+  check_aligned(t, name);
+}
+
 }  // namespace
 
 void check_tensor(const moe_tensor& t, const char* name, moe_dtype dtype,
@@ -68,18 +89,18 @@ bool check_optional_tensor(const moe_tensor& t, const char* name, moe_dtype dtyp
 int64_t check_run_tensors(const moe_problem& p, const moe_run_args& a, size_t workspace_needed,
                           bool wide_output_ok) {
   const int64_t width = topk_width(p);
-  check_tensor(a.hidden, "hidden", MOE_DTYPE_BF16, {kAnyDim, p.hidden});
+  check_run_tensor(a.hidden, "hidden", MOE_DTYPE_BF16, {kAnyDim, p.hidden});
   const int64_t tokens = a.hidden.shape[0];
   MOE_CHECK(tokens <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
             "{} tokens exceed max_tokens={} of this layer; raise max_tokens in the problem or "
             "split the batch",
             tokens, p.max_tokens);
-  check_tensor(a.topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width});
-  check_tensor(a.topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width});
+  check_run_tensor(a.topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width});
+  check_run_tensor(a.topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width});
   moe_dtype out = MOE_DTYPE_BF16;
   if (wide_output_ok && (a.output.dtype == MOE_DTYPE_F32 || a.output.dtype == MOE_DTYPE_F64))
     out = static_cast<moe_dtype>(a.output.dtype);
-  check_tensor(a.output, "output", out, {tokens, p.hidden});
+  check_run_tensor(a.output, "output", out, {tokens, p.hidden});
   MOE_CHECK(workspace_needed == 0 || a.workspace != nullptr, MOE_STATUS_INVALID_ARGUMENT,
             "workspace is NULL but {} bytes are needed for {} tokens", workspace_needed, tokens);
   MOE_CHECK(a.workspace_size >= workspace_needed, MOE_STATUS_CAPACITY_EXCEEDED,
@@ -90,19 +111,19 @@ int64_t check_run_tensors(const moe_problem& p, const moe_run_args& a, size_t wo
 
 int64_t check_route_tensors(const moe_problem& p, const moe_route_args& a) {
   const int64_t width = topk_width(p);
-  check_tensor(a.logits, "logits", MOE_DTYPE_F32, {kAnyDim, p.experts + p.sink_experts});
+  check_run_tensor(a.logits, "logits", MOE_DTYPE_F32, {kAnyDim, p.experts + p.sink_experts});
   const int64_t tokens = a.logits.shape[0];
   MOE_CHECK(tokens <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED, "{} tokens exceed max_tokens={}",
             tokens, p.max_tokens);
   if (p.routing_bias) {
-    check_tensor(a.bias, "bias", MOE_DTYPE_F32, {p.experts});
+    check_run_tensor(a.bias, "bias", MOE_DTYPE_F32, {p.experts});
   } else {
     MOE_CHECK(a.bias.data == nullptr, MOE_STATUS_INVALID_ARGUMENT,
               "bias: given, but the problem has routing_bias: 0");
   }
-  check_optional_tensor(a.is_padding, "is_padding", MOE_DTYPE_U8, {tokens});
-  check_tensor(a.topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width});
-  check_tensor(a.topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width});
+  check_optional_tensor(a.is_padding, "is_padding", MOE_DTYPE_U8, {tokens});  // bytes
+  check_run_tensor(a.topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width});
+  check_run_tensor(a.topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width});
   return tokens;
 }
 

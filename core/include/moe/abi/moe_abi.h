@@ -486,7 +486,8 @@ typedef struct moe_bench_args {
   const moe_extension* ext;
   /* [num_runs] borrowed; the same layer, different inputs. Since ABI 1.6 the structs lie
    * runs[0].struct_size bytes apart (every run's struct_size the same); a 1.1-1.5 plugin steps
-   * by its own sizeof(moe_run_args), 504 bytes, so a newer caller lays them out so for it. */
+   * by its own sizeof(moe_run_args) (496 bytes in 1.1-1.3, 504 in 1.4-1.5), so a newer caller
+   * lays them out so for it. */
   const moe_run_args* runs;
   int32_t num_runs;
   int32_t warmup;     /* untimed iterations first */

@@ -370,9 +370,14 @@ struct Entries {
     if constexpr (Routes<B>) b.route(p, r, tokens);
   }
 
-  static void run_checked(const moe_run_args& args) {
-    check_struct(&args, MOE_RUN_ARGS_MIN_SIZE, "moe_run_args");
+  static void run_checked(const moe_run_args& caller) {
+    check_struct(&caller, MOE_RUN_ARGS_MIN_SIZE, "moe_run_args");
+    // A caller built against an older header passes a shorter struct: the backend gets this
+    // build's, the fields past the caller's bytes zero (no accumulate, no routing), so nothing it
+    // reads or keeps of the run (a whole copy: ValidatedRuns) reaches past the caller's struct.
+    const moe_run_args args = read_struct(&caller, moe_run_args{});
     check_extension_chain(args.ext, "moe_run_args.ext");
+    check_routing_fields_of_run(args);
     LayerBox<B>& box = box_of<B>(args.layer);
     MOE_CHECK(!run_accumulates(args) || static_info<B>().accumulates, MOE_STATUS_UNSUPPORTED,
               "plugin '{}' cannot add into the output (moe_run_args.accumulate=1): its "

@@ -42,14 +42,17 @@ void write_struct(T* out, const T& value) {
 bool run_accumulates(const moe_run_args& args);
 
 // moe_bench_args.runs read by the stride rule (docs/design.md §2.7): num_runs structs laid out
-// runs[0].struct_size bytes apart (a 1.6 caller's size; 1.1-1.5 callers' structs were all the
-// same 504 bytes), each copied over zeroed defaults. INVALID_ARGUMENT for no runs or a run whose
+// runs[0].struct_size bytes apart (a 1.6 caller's size; a 1.1-1.3 caller's 496 bytes, a 1.4-1.5
+// caller's 504), each copied over zeroed defaults. INVALID_ARGUMENT for no runs or a run whose
 // struct_size differs from the first's; ABI_MISMATCH below the minimum.
 std::vector<moe_run_args> read_bench_runs(const moe_bench_args& args);
 
 // Whether the caller asks run() to route (ABI 1.6): its struct holds router_logits and their data
 // is not NULL. False for an older caller's struct.
 bool run_routes(const moe_run_args& args);
+// INVALID_ARGUMENT where the caller's struct holds routing_bias or is_padding data without
+// router_logits: those fields belong to routing in run, and a run from topk_ids would ignore them.
+void check_routing_fields_of_run(const moe_run_args& args);
 
 // The moe_route_args of a run that routes (run_routes): the run's logits, bias, padding, ids,
 // weights, workspace and stream, for `problem` (borrowed: it must outlive the call).
