@@ -98,9 +98,10 @@ struct RawRun : RawLayer {
     EXPECT_EQ(api->workspace_size(layer, tokens, &bytes), MOE_STATUS_OK) << api->last_error();
     return bytes;
   }
-  moe_status run(bool with_logits, size_t struct_size = sizeof(moe_run_args)) {
+  // The run's arguments: these tensors, the workspace, the logits where asked.
+  moe_run_args args(bool with_logits) {
     moe_run_args a{};
-    a.struct_size = struct_size;
+    a.struct_size = sizeof(a);
     a.layer = layer;
     a.hidden = hidden.view();
     a.topk_ids = ids.view();
@@ -109,6 +110,11 @@ struct RawRun : RawLayer {
     a.workspace = workspace.empty() ? nullptr : workspace.data();
     a.workspace_size = workspace.size();
     if (with_logits) a.router_logits = logits.view();
+    return a;
+  }
+  moe_status run(bool with_logits, size_t struct_size = sizeof(moe_run_args)) {
+    moe_run_args a = args(with_logits);
+    a.struct_size = struct_size;
     return api->run(&a);
   }
 };
@@ -187,12 +193,7 @@ TEST(SdkRunRoutes, AnOlderCallersStructIsReadWithinItsBytes) {
   const moe_problem p = q.c();
   const LayerWeights w = random_weights(p, 4);
   RawRun r(sdk::plugin_api<CopyingBackend>(), p, w.view(), 2);
-  moe_run_args a{};
-  a.layer = r.layer;
-  a.hidden = r.hidden.view();
-  a.topk_ids = r.ids.view();
-  a.topk_weights = r.weights.view();
-  a.output = r.output.view();
+  moe_run_args a = r.args(false);
   a.workspace_size = 12345;
   for (const size_t bytes : {k13RunArgsSize, k15RunArgsSize}) {
     CopyingBackend::last = moe_run_args{};
@@ -215,13 +216,7 @@ TEST(SdkRunRoutes, RoutingFieldsWithoutLogitsAreRefused) {
   RawRun r(sdk::plugin_api<RoutingBackend>(), p, w.view(), 2);
   HostTensor bias(MOE_DTYPE_F32, {p.experts}), padding(MOE_DTYPE_U8, {2});
   for (const bool with_bias : {true, false}) {
-    moe_run_args a{};
-    a.struct_size = sizeof(a);
-    a.layer = r.layer;
-    a.hidden = r.hidden.view();
-    a.topk_ids = r.ids.view();
-    a.topk_weights = r.weights.view();
-    a.output = r.output.view();
+    moe_run_args a = r.args(false);
     (with_bias ? a.routing_bias : a.is_padding) = with_bias ? bias.view() : padding.view();
     RoutingBackend::calls.clear();
     EXPECT_EQ(r.api->run(&a), MOE_STATUS_INVALID_ARGUMENT);
