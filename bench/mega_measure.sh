@@ -336,7 +336,8 @@ for section in "$@"; do
       pack
       $ab --out "$OUT/ab_mixtral_small" --config $cfg/mixtral_8x7b_bf16.yaml --tokens 1,2,3,4,5,6 \
         --variant default= --variant waves= --env waves=MOE_MEGA_SPLIT2=waves \
-        --variant fill= --env fill=MOE_MEGA_SPLIT2=fill 2>&1 | tail -9 ;;
+        --variant fill= --env fill=MOE_MEGA_SPLIT2=fill 2>&1 | tail -9
+      pack ;;
     route64)
       bench_rounds route64.txt "qwen3_30b_a3b deepseek_v3" 8,16,32,64 default=--route-in-run \
         "fused64=MOE_MEGA_ROUTE=fused64 --route-in-run" "apart=MOE_MEGA_ROUTE=apart --route-in-run" ;;

@@ -186,6 +186,11 @@ class Layer:
             raise MoeError("invalid_argument",
                            "routing: give router logits, (topk_ids, topk_weights), or both of "
                            "topk_ids= and topk_weights=")
+        if bias is not None and (routing is None or isinstance(routing, (tuple, list))
+                                 and not _tensors.is_tagged(routing)):
+            raise MoeError("invalid_argument",
+                           "bias: the selection bias of routing, but no router logits were given "
+                           "to route (the routing is the given topk_ids and topk_weights)")
         return self.run(hidden, topk_ids, topk_weights, out=out, stream=stream)
 
     def __repr__(self):

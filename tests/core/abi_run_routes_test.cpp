@@ -21,8 +21,9 @@
 namespace moe::test {
 namespace {
 
-constexpr size_t k15RunArgsSize = offsetof(moe_run_args, router_logits);
-constexpr size_t k13RunArgsSize = offsetof(moe_run_args, accumulate);
+// Older callers' struct sizes: 1.1-1.3 (to `stream`), 1.4-1.5 (with accumulate).
+constexpr size_t k13RunArgsSize = detail::kRunArgsSizeBefore14;
+constexpr size_t k15RunArgsSize = detail::kRunArgsSizeBefore16;
 
 // ---- the SDK's table builder --------------------------------------------------------------------
 
@@ -319,9 +320,10 @@ TEST(SdkRunRoutes, BenchRunsAreReadByTheFirstRunsStructSize) {
   const Problem q = small_problem();
   const LayerWeights w = random_weights(q.c(), 9);
   const RawLayer l(sdk::plugin_api<BenchBackend>(), q.c(), w.view());
-  // A 1.1-1.5 caller's 504-byte structs, this build's, and a later caller's larger ones.
+  // A 1.1-1.3 caller's 496-byte structs, a 1.4-1.5 caller's 504-byte ones, this build's, and a
+  // later caller's larger ones.
   for (const size_t stride :
-       {offsetof(moe_run_args, router_logits), sizeof(moe_run_args), sizeof(moe_run_args) + 64}) {
+       {k13RunArgsSize, k15RunArgsSize, sizeof(moe_run_args), sizeof(moe_run_args) + 64}) {
     BenchBackend::seen.clear();
     ASSERT_EQ(bench(l, runs_at(stride, l.layer)), MOE_STATUS_OK) << l.api->last_error();
     ASSERT_EQ(BenchBackend::seen.size(), 3u) << stride;

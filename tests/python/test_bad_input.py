@@ -84,6 +84,11 @@ def test_a_read_only_output_or_a_non_array_is_refused(layer, batch):
         layer(hidden)
     with raises("invalid_argument", "bias: given, but the problem has no routing_bias"):
         layer(hidden, logits, bias=np.zeros(4, np.float32))
+    ids, weights = layer.route(logits)
+    with raises("invalid_argument", "bias: the selection bias of routing, but no router logits"):
+        layer(hidden, (ids, weights), bias=np.zeros(4, np.float32))
+    with raises("invalid_argument", "bias: the selection bias of routing, but no router logits"):
+        layer(hidden, topk_ids=ids, topk_weights=weights, bias=np.zeros(4, np.float32))
 
 
 def test_raw_bits_must_name_a_dtype_of_their_size(layer, batch):

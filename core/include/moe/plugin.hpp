@@ -176,7 +176,9 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   // Refuses a run this plugin would get wrong (before any call takes it: run, benchmark,
   // host_us_per_call): accumulate or router_logits where its run_features lack them (an older
   // plugin never reads those fields), routing_bias or is_padding without router_logits.
-  void check_run_features(const moe_run_args& args) const;
+  // `args` as this build's struct (its struct_size set here, as every caller sets it before the
+  // plugin sees it).
+  void check_run_features(moe_run_args args) const;
 
   // Throws moe::Error("plugin '<name>' <what>: <last_error>") unless status is OK.
   void check(moe_status status, std::string_view what) const;

@@ -176,7 +176,8 @@ std::vector<double> Plugin::benchmark(const std::vector<moe_run_args>& runs, int
   return times;
 }
 
-void Plugin::check_run_features(const moe_run_args& args) const {
+void Plugin::check_run_features(moe_run_args args) const {
+  args.struct_size = sizeof(args);  // as the plugin will get it: every field read
   // An older plugin never reads `accumulate`: it would overwrite the output, silently wrong.
   MOE_CHECK(!sdk::run_accumulates(args) || info_.accumulates(), MOE_STATUS_UNSUPPORTED,
             "plugin '{}' (ABI {}.{}) does not declare MOE_RUN_FEATURE_ACCUMULATE: it cannot add "
