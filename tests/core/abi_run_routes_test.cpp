@@ -207,6 +207,25 @@ TEST(SdkRunRoutes, AnOlderCallersStructIsReadWithinItsBytes) {
   }
 }
 
+// A run that routes is checked whole before the routing writes its outputs: refused for its
+// output, it leaves topk_ids as they were and calls no route().
+TEST(SdkRunRoutes, ARunRefusedForItsOutputRoutesNothing) {
+  Problem q = small_problem();
+  q.raw().routing = MOE_ROUTING_SOFTMAX_TOPK;
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 3);
+  RawRun r(sdk::plugin_api<RoutingBackend>(), p, w.view(), 2);
+  r.workspace.resize(r.workspace_size(2));
+  moe_run_args a = r.args(true);
+  a.output.data = nullptr;
+  RoutingBackend::calls.clear();
+  EXPECT_EQ(r.api->run(&a), MOE_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(r.api->last_error(), testing::HasSubstr("output: tensor is missing"));
+  EXPECT_TRUE(RoutingBackend::calls.empty());
+  const auto* ids = static_cast<const uint32_t*>(r.ids.view().data);
+  for (int64_t i = 0; i < 2 * p.top_k; ++i) EXPECT_EQ(ids[i], 0xFFFFFFFFu) << i;
+}
+
 // routing_bias and is_padding belong to routing in run: without router_logits they would be
 // ignored, so the run is refused, naming the field.
 TEST(SdkRunRoutes, RoutingFieldsWithoutLogitsAreRefused) {

@@ -359,6 +359,10 @@ struct Entries {
               logits.shape[0], args.hidden.shape[0]);
     const moe_route_args r = route_args_of_run(args, p);
     const int64_t tokens = check_route_tensors(p, r);
+    // The run's own tensors too, before the routing writes its outputs: a run refused for its
+    // hidden states or output leaves topk_ids and topk_weights as they were (the backend's run
+    // checks them again, with its output dtypes and its workspace).
+    check_run_tensors(p, args, 0, /*wide_output_ok=*/true);
     size_t need = 0;  // the verdict above is routing_workspace's
     if constexpr (HasRouteWorkspace<B>) need = b.route_workspace_size(p, tokens);
     MOE_CHECK(need == 0 || (args.workspace != nullptr && args.workspace_size >= need),
