@@ -167,6 +167,7 @@ class Layer:
     def __call__(self, hidden, routing=None, *, topk_ids=None, topk_weights=None, bias=None,
                  out=None, stream=None):
         """Routes `routing` (router logits) then runs; or runs a given (topk_ids, topk_weights)."""
+        routes = False  # whether `routing` is router logits that route() takes (with `bias`)
         if isinstance(routing, (tuple, list)) and not _tensors.is_tagged(routing):
             if len(routing) != 2:
                 raise MoeError("invalid_argument",
@@ -182,12 +183,12 @@ class Layer:
                                f"routing: the router logits have {rows} rows, but hidden has "
                                f"{tokens} tokens (one row of logits a token)")
             topk_ids, topk_weights = self.route(routing, bias=bias, stream=stream)
+            routes = True
         if topk_ids is None or topk_weights is None:
             raise MoeError("invalid_argument",
                            "routing: give router logits, (topk_ids, topk_weights), or both of "
                            "topk_ids= and topk_weights=")
-        if bias is not None and (routing is None or isinstance(routing, (tuple, list))
-                                 and not _tensors.is_tagged(routing)):
+        if bias is not None and not routes:
             raise MoeError("invalid_argument",
                            "bias: the selection bias of routing, but no router logits were given "
                            "to route (the routing is the given topk_ids and topk_weights)")

@@ -27,6 +27,13 @@ constexpr size_t k15RunArgsSize = detail::kRunArgsSizeBefore16;
 
 // ---- the SDK's table builder --------------------------------------------------------------------
 
+// The small problem, routed by softmax_topk (what RoutingBackend routes).
+moe_problem softmax_problem() {
+  Problem q = small_problem();
+  q.raw().routing = MOE_ROUTING_SOFTMAX_TOPK;
+  return q.c();
+}
+
 // A host backend that routes softmax_topk (every token to experts 0..k-1, weight 1) and records
 // the order of its calls; its routing needs 100 bytes of workspace a token, its layer none.
 class RoutingBackend : public Bf16TestBackend {
@@ -126,9 +133,7 @@ TEST(SdkRunRoutes, GetInfoDeclaresRoutingInRunForEveryBackendThatRoutes) {
 }
 
 TEST(SdkRunRoutes, RunRoutesFirstOnItsWorkspaceAndRunsFromTheIdsItWrote) {
-  Problem q = small_problem();
-  q.raw().routing = MOE_ROUTING_SOFTMAX_TOPK;
-  const moe_problem p = q.c();
+  const moe_problem p = softmax_problem();
   const LayerWeights w = random_weights(p, 3);
   RawRun r(sdk::plugin_api<RoutingBackend>(), p, w.view(), 5);
   // The layer needs none; routing 5 tokens needs 500 bytes, so the run's workspace holds them.
@@ -210,9 +215,7 @@ TEST(SdkRunRoutes, AnOlderCallersStructIsReadWithinItsBytes) {
 // A run that routes is checked whole before the routing writes its outputs: refused for its
 // output, it leaves topk_ids as they were and calls no route().
 TEST(SdkRunRoutes, ARunRefusedForItsOutputRoutesNothing) {
-  Problem q = small_problem();
-  q.raw().routing = MOE_ROUTING_SOFTMAX_TOPK;
-  const moe_problem p = q.c();
+  const moe_problem p = softmax_problem();
   const LayerWeights w = random_weights(p, 3);
   RawRun r(sdk::plugin_api<RoutingBackend>(), p, w.view(), 2);
   r.workspace.resize(r.workspace_size(2));
@@ -229,9 +232,7 @@ TEST(SdkRunRoutes, ARunRefusedForItsOutputRoutesNothing) {
 // routing_bias and is_padding belong to routing in run: without router_logits they would be
 // ignored, so the run is refused, naming the field.
 TEST(SdkRunRoutes, RoutingFieldsWithoutLogitsAreRefused) {
-  Problem q = small_problem();
-  q.raw().routing = MOE_ROUTING_SOFTMAX_TOPK;
-  const moe_problem p = q.c();
+  const moe_problem p = softmax_problem();
   const LayerWeights w = random_weights(p, 3);
   RawRun r(sdk::plugin_api<RoutingBackend>(), p, w.view(), 2);
   HostTensor bias(MOE_DTYPE_F32, {p.experts}), padding(MOE_DTYPE_U8, {2});
@@ -248,9 +249,7 @@ TEST(SdkRunRoutes, RoutingFieldsWithoutLogitsAreRefused) {
 }
 
 TEST(SdkRunRoutes, ABackendThatRoutesInItsOwnRunGetsNoRouteCallButTheSameChecks) {
-  Problem q = small_problem();
-  q.raw().routing = MOE_ROUTING_SOFTMAX_TOPK;
-  const moe_problem p = q.c();
+  const moe_problem p = softmax_problem();
   const LayerWeights w = random_weights(p, 3);
   EXPECT_EQ(run_features_of(sdk::plugin_api<FusingBackend>()), MOE_RUN_FEATURE_ROUTES);
   for (int64_t tokens : {3, 4}) {
@@ -276,10 +275,9 @@ TEST(SdkRunRoutes, ABackendThatRoutesInItsOwnRunGetsNoRouteCallButTheSameChecks)
 }
 
 TEST(SdkRunRoutes, ABackendThatCannotRouteTheProblemRefusesLogitsBeforeItRuns) {
-  Problem q = small_problem();
-  q.raw().routing = MOE_ROUTING_SOFTMAX_TOPK;
-  const LayerWeights w = random_weights(q.c(), 4);
-  RawRun plain(sdk::plugin_api<PlainBackend>(), q.c(), w.view(), 3);
+  const moe_problem p = softmax_problem();
+  const LayerWeights w = random_weights(p, 4);
+  RawRun plain(sdk::plugin_api<PlainBackend>(), p, w.view(), 3);
   const int before = PlainBackend::runs;
   EXPECT_EQ(plain.run(true), MOE_STATUS_UNSUPPORTED);
   EXPECT_THAT(plain.api->last_error(),
