@@ -56,4 +56,10 @@ const char* CudaMemory::runtime_version() {
   return version.c_str();
 }
 
+int32_t CudaMemory::current_device() {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  return device;
+}
+
 }  // namespace moe::gpu

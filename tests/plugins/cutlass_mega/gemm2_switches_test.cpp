@@ -63,6 +63,7 @@ TEST_F(MegaLayer, Gemm2SplitWithinAWaveMatchesTheReference) {
   q.raw().top_k = 4;
   q.raw().hidden = 512;
   q.raw().intermediate = 4096;
+  q.finalize();
   const moe_problem p = q.c();
   const LayerWeights w = random_weights(p, 29);
   const Layer ref_layer = reference_->prepare(p, w.view(), {});

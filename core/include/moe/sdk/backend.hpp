@@ -23,6 +23,8 @@
 //       static constexpr moe_memory kind;  void* alloc(size_t);  void free(void*);
 //       void copy(void* dst, const void* src, size_t, int32_t moe_memcpy_kind, void* stream);
 //       void sync(void* stream);  const char* runtime_version();   (in-tree: moe::gpu::CudaMemory)
+//       optional: int32_t current_device();  the calling thread's device: recorded at prepare,
+//       and a run with another device current is refused (the layer's memory lives there)
 //   };
 //
 // What the SDK checks before the class sees a call: struct sizes and extension chains, the

@@ -90,6 +90,13 @@ concept HasMemory = requires {
   typename B::Memory;
 };
 
+// Memory that lives on one of several devices, the caller's current one (CUDA): a layer runs
+// only where it was prepared.
+template <class B>
+concept HasDevice = HasMemory<B> && requires {
+  { B::Memory::current_device() } -> std::convertible_to<int32_t>;
+};
+
 template <class B>
 const BackendInfo& static_info();
 
@@ -144,6 +151,7 @@ template <class B>
 struct LayerBox final : moe_layer {
   std::unique_ptr<typename B::Layer> impl;
   Problem problem;  // as prepared, its EP map owned: what a run that routes (ABI 1.6) routes for
+  int32_t device = -1;  // HasDevice: the device current at prepare, where the layer's memory is
 };
 
 template <class B>
@@ -292,6 +300,7 @@ struct Entries {
       check_weights(p, *args->weights);
       const Options options = read_options(args->options, args->num_options);
       auto box = std::make_unique<LayerBox<B>>();
+      if constexpr (HasDevice<B>) box->device = B::Memory::current_device();
       box->impl = b.prepare(PrepareRequest{p, *args->weights, options, args->stream});
       box->problem = Problem(p);  // the caller's EP map and ext are borrowed for this call only
       box->problem.raw().ext = nullptr;
@@ -374,6 +383,17 @@ struct Entries {
     if constexpr (Routes<B>) b.route(p, r, tokens);
   }
 
+  // A layer's weights and kernels' state live on the device current at prepare: a run launched
+  // with another device current would read them from the wrong device (an illegal address, or a
+  // generic launch error sticky for that context). Refused, naming both devices.
+  static void check_device(const LayerBox<B>& box) {
+    const int32_t current = B::Memory::current_device();
+    MOE_CHECK(current == box.device, MOE_STATUS_INVALID_ARGUMENT,
+              "plugin '{}' prepared this layer on device {}, but device {} is current: make "
+              "device {} current (cudaSetDevice, torch.cuda.set_device) for the layer's runs",
+              static_info<B>().name, box.device, current, box.device);
+  }
+
   static void run_checked(const moe_run_args& caller) {
     check_struct(&caller, MOE_RUN_ARGS_MIN_SIZE, "moe_run_args");
     // A caller built against an older header passes a shorter struct: the backend gets this
@@ -383,6 +403,7 @@ struct Entries {
     check_extension_chain(args.ext, "moe_run_args.ext");
     check_routing_fields_of_run(args);
     LayerBox<B>& box = box_of<B>(args.layer);
+    if constexpr (HasDevice<B>) check_device(box);
     MOE_CHECK(!run_accumulates(args) || static_info<B>().accumulates, MOE_STATUS_UNSUPPORTED,
               "plugin '{}' cannot add into the output (moe_run_args.accumulate=1): its "
               "run_features lack MOE_RUN_FEATURE_ACCUMULATE",

@@ -20,6 +20,9 @@ struct CudaMemory {
   static void sync(void* stream);
   // The CUDA runtime linked in, e.g. "13.0" (for moe_build_info).
   static const char* runtime_version();
+  // The calling thread's current device (cudaGetDevice): the SDK records it at prepare and
+  // refuses a run with another device current.
+  static int32_t current_device();
 };
 
 }  // namespace moe::gpu
