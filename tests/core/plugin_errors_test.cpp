@@ -121,6 +121,16 @@ TEST_F(PluginErrors, MoreTokensThanMaxTokensIsACapacityErrorNamingBoth) {
                {"4 tokens exceed max_tokens=3"});
 }
 
+// The SDK's table answers workspace sizes only for batches a run would take.
+TEST_F(PluginErrors, WorkspaceSizeAboveMaxTokensIsACapacityErrorNamingBoth) {
+  Problem small = problem_;
+  small.raw().max_tokens = 3;
+  const Layer layer = reference_->prepare(small.c(), weights_.view(), {});
+  EXPECT_NO_THROW(layer.workspace_size(3));
+  expect_error([&] { layer.workspace_size(4); }, MOE_STATUS_CAPACITY_EXCEEDED,
+               {"workspace_size: 4 tokens exceed max_tokens=3"});
+}
+
 TEST_F(PluginErrors, ExpertIdOutOfRangeIsRefused) {
   const Layer layer = reference_->prepare(problem_.c(), weights_.view(), {});
   Routing bad = routing_;

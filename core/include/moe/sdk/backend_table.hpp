@@ -333,6 +333,13 @@ struct Entries {
       MOE_CHECK(bytes != nullptr, MOE_STATUS_INVALID_ARGUMENT, "bytes must not be NULL");
       MOE_CHECK(tokens >= 0, MOE_STATUS_INVALID_ARGUMENT, "tokens={} must be >= 0", tokens);
       const LayerBox<B>& box = box_of<B>(const_cast<moe_layer*>(layer));
+      // A run of more is refused, so a size for it would only mislead (and a backend's formula
+      // need not hold past the buffers it made at prepare).
+      const int64_t max_tokens = box.problem.raw().max_tokens;
+      MOE_CHECK(tokens <= max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
+                "workspace_size: {} tokens exceed max_tokens={} of this layer (a run of them is "
+                "refused); raise max_tokens in the problem",
+                tokens, max_tokens);
       if constexpr (HasWorkspace<B>)
         *bytes = Instance<B>::get().workspace_size(*box.impl, tokens);
       else
