@@ -24,6 +24,7 @@ struct moe_host_ep_device_step {
 #ifdef MOE_WITH_EP
   std::unique_ptr<moe::ep::DeviceStep> step;
 #endif
+  moe::device::RunMemory run_memory;  // the layer's (handles.hpp)
 };
 
 namespace moe::capi {
@@ -105,6 +106,9 @@ moe_status moe_host_ep_step(moe_host_ep_group* group, const moe_host_ep_step_arg
 #else
     const moe_problem& p = l.problem_c;
     const int64_t width = moe::topk_width(p);
+    // Copied on the host below: device memory there would be a fault, not an error.
+    moe::device::RunMemory::host_only("moe_host_ep_step")
+        .check_step("moe_host_ep_step_args", a.hidden, a.topk_ids, a.topk_weights, a.output);
     const moe::HostTensor hidden = host_copy(a.hidden, "moe_host_ep_step_args.hidden",
                                              MOE_DTYPE_BF16, moe::sdk::kAnyDim, p.hidden);
     const int64_t tokens = hidden.shape()[0];
@@ -153,6 +157,7 @@ moe_status moe_host_ep_device_step_create(moe_host_ep_group* group,
     moe::ep::SharedExpert shared;
     if (l.shared) shared = {&*l.shared, l.shared_problem.c()};
     auto s = std::make_unique<moe_host_ep_device_step>();
+    s->run_memory = l.run_memory;
     s->step = std::make_unique<moe::ep::DeviceStep>(
         group != nullptr ? group->group.get() : nullptr, l.layer,
         l.shared ? l.routed_problem.c() : l.problem_c, a.max_tokens, shared, a.ragged == 1,
@@ -175,6 +180,8 @@ moe_status moe_host_ep_device_step_run(const moe_host_ep_device_step* step,
 #ifndef MOE_WITH_EP
     no_expert_parallelism();
 #else
+    s.run_memory.check_step("moe_host_ep_device_run_args", a.hidden, a.topk_ids, a.topk_weights,
+                            a.output);
     s.step->run(a.hidden, a.topk_ids, a.topk_weights, a.output, a.stream);
 #endif
   });

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "device/run_memory.hpp"
 #include "loading/entry_guard.hpp"
 #include "moe/config.hpp"
 #include "moe/host/moe_host.h"
@@ -60,6 +61,9 @@ struct moe_host_layer {
   // part once at home, and moe_host_layer_run refuses the layer. `problem` stays the caller's.
   std::optional<moe::Layer> shared;
   moe::Problem routed_problem, shared_problem;
+  // Where the tensors of moe_host_layer_run and moe_host_layer_route must live (the plugin's
+  // memory, on the device current at prepare), checked before the plugin reads them.
+  moe::device::RunMemory run_memory;
 };
 
 namespace moe::capi {

@@ -110,6 +110,8 @@ std::unique_ptr<moe_host_layer> prepare_layer(const moe_host_registry& registry,
     l->shared_problem = split->shared;
   }
   choose_router(registry, *l);
+  l->run_memory = device::RunMemory::of_layer(
+      sel.plugin->device_memory() ? MOE_MEMORY_CUDA_DEVICE : MOE_MEMORY_HOST, sel.plugin->name());
   return l;
 }
 
@@ -186,6 +188,7 @@ moe_status moe_host_layer_route(const moe_host_layer* layer, const moe_route_arg
     MOE_CHECK(l.router != nullptr, MOE_STATUS_UNSUPPORTED, "{}", l.no_router_reason);
     if (a.logits.ndim >= 1) checked_tokens(l, a.logits.shape[0], "moe_route_args.logits");
     if (a.problem == nullptr) a.problem = &l.problem_c;
+    l.run_memory.check_route(a);
     l.router->route(a);
   });
 }
@@ -203,6 +206,7 @@ moe_status moe_host_layer_run(const moe_host_layer* layer, const moe_run_args* a
               "NULL group runs one rank)",
               l.problem_c.shared_intermediate, l.problem_c.ep_size);
     if (a.hidden.ndim >= 1) checked_tokens(l, a.hidden.shape[0], "moe_run_args.hidden");
+    l.run_memory.check_run(a);
     l.layer.run(a);  // sets a.layer to this handle's
   });
 }
