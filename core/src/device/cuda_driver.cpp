@@ -123,4 +123,17 @@ int32_t current_device(const CudaDriver& driver) {
   return device;
 }
 
+const char* memory_type_name(unsigned type) {
+  switch (type) {
+    case kMemoryTypeHost:
+      return "host memory registered with CUDA";
+    case kMemoryTypeDevice:
+      return "CUDA device memory";
+    case 0:
+      return "memory the driver does not know: plain host memory, or no allocation at all";
+    default:
+      return "a CUDA array or unified memory";
+  }
+}
+
 }  // namespace moe::device

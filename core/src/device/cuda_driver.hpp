@@ -74,6 +74,9 @@ std::string driver_error(const CudaDriver& driver, int result);
 // Throws DEVICE_ERROR "<what> failed: <driver_error>" unless `result` is 0 (CUDA_SUCCESS).
 void check_driver(const CudaDriver& driver, int result, const char* what);
 
+// cuPointerGetAttributes's memory type in words, e.g. "CUDA device memory" (0: plain host memory).
+const char* memory_type_name(unsigned type);
+
 // The calling thread's current CUDA device, as a plugin's CUDA runtime sees it: that of the
 // current context, else 0 (the runtime's default device for a thread that set none).
 int32_t current_device(const CudaDriver& driver);

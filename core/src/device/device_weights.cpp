@@ -40,19 +40,6 @@ size_t tensor_bytes(const moe_tensor& t, const std::string& name) {
   return bytes;
 }
 
-const char* memory_type_name(unsigned type) {
-  switch (type) {
-    case device::kMemoryTypeHost:
-      return "host memory registered with CUDA";
-    case device::kMemoryTypeDevice:
-      return "CUDA device memory";
-    case 0:
-      return "memory the driver does not know: plain host memory, or no allocation at all";
-    default:
-      return "a CUDA array or unified memory";
-  }
-}
-
 // Where `t`'s bytes live, by the driver: device memory of `device`, all inside one allocation.
 void check_on_device(const CudaDriver& d, const moe_tensor& t, size_t bytes, int32_t device,
                      const std::string& name) {
@@ -69,7 +56,7 @@ void check_on_device(const CudaDriver& d, const moe_tensor& t, size_t bytes, int
             at, device::driver_error(d, r));
   MOE_CHECK(type == device::kMemoryTypeDevice, MOE_STATUS_INVALID_ARGUMENT,
             "{}: {:#x} is {}, but the weights are said to be on cuda:{}", name, at,
-            memory_type_name(type), device);
+            device::memory_type_name(type), device);
   MOE_CHECK(ordinal == device, MOE_STATUS_INVALID_ARGUMENT,
             "{}: on cuda:{}, but the weights are said to be on cuda:{}", name, ordinal, device);
   MOE_CHECK(at >= start && at - start <= size && bytes <= size - (at - start),

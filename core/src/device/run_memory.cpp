@@ -7,29 +7,12 @@
 #include "moe/sdk/error.hpp"
 
 namespace moe::device {
-namespace {
-
-constexpr int kPointerIsManaged = 8;  // CU_POINTER_ATTRIBUTE_IS_MANAGED: bool
-
-const char* kind_name(unsigned type) {
-  switch (type) {
-    case kMemoryTypeHost:
-      return "host memory registered with CUDA";
-    case kMemoryTypeDevice:
-      return "CUDA device memory";
-    case 0:
-      return "plain host memory (the driver does not know it)";
-    default:
-      return "a CUDA array";
-  }
-}
-
-}  // namespace
-
 RunMemory::RunMemory(const CudaDriver* driver, moe_memory memory, int32_t device, std::string who)
     : driver_(driver), memory_(memory), device_(device), who_(std::move(who)) {}
 
 namespace {
+
+constexpr int kPointerIsManaged = 8;  // CU_POINTER_ATTRIBUTE_IS_MANAGED: bool
 
 // The driver, or none where it does not load: then no pointer is device memory (a device-memory
 // plugin that prepared anyway is a test's stand-in).
@@ -76,7 +59,7 @@ void RunMemory::check(const void* data, const char* name) const {
   }
   MOE_CHECK(type == kMemoryTypeDevice, MOE_STATUS_INVALID_ARGUMENT,
             "{}: {:#x} is {}, but {} runs in CUDA device memory: pass tensors on cuda:{}", name, at,
-            kind_name(type), who_, device_);
+            memory_type_name(type), who_, device_);
   MOE_CHECK(ordinal == device_, MOE_STATUS_INVALID_ARGUMENT,
             "{}: {:#x} is on cuda:{}, but {} runs on cuda:{}, the device current at prepare", name,
             at, ordinal, who_, device_);
