@@ -37,8 +37,8 @@ int fake_attributes(unsigned n, int* attributes, void** data, uint64_t ptr) {
       case device::kPointerDeviceOrdinal:
         *static_cast<int*>(data[i]) = found ? found->device : -2;
         break;
-      case 8:  // CU_POINTER_ATTRIBUTE_IS_MANAGED
-        *static_cast<char*>(data[i]) = found && found->managed ? 1 : 0;
+      case 8:  // CU_POINTER_ATTRIBUTE_IS_MANAGED: 4 bytes, as the driver writes them
+        *static_cast<unsigned*>(data[i]) = found && found->managed ? 1u : 0u;
         break;
       default:
         return 1;
@@ -158,10 +158,12 @@ TEST(RunMemory, ADriverFailureIsADeviceErrorAndNoDriverChecksNothing) {
   EXPECT_NO_THROW(none.check_run(run_in(m.dev1.data())));
 }
 
-// At prepare: the driver cuda_driver() hands out, and the device current then.
+// At prepare: the driver cuda_driver() hands out, and the device current then. A host layer
+// asks at each check for a driver something loaded since (here: the test's, set after prepare).
 TEST(RunMemory, OfLayerRecordsTheDeviceCurrentAtPrepare) {
   Memory m;
   const device::CudaDriver d = fake_driver();
+  const device::RunMemory early = device::RunMemory::of_layer(MOE_MEMORY_HOST, "reference");
   device::set_cuda_driver_for_tests(&d);
   struct Restore {
     ~Restore() { device::set_cuda_driver_for_tests(nullptr); }
@@ -173,9 +175,10 @@ TEST(RunMemory, OfLayerRecordsTheDeviceCurrentAtPrepare) {
   expect_error(
       [&] { gpu.check_run(run_in(m.dev0.data())); }, MOE_STATUS_INVALID_ARGUMENT,
       {"is on cuda:0, but plugin 'cutlass_mega' runs on cuda:1, the device current at prepare"});
-  const device::RunMemory host = device::RunMemory::of_layer(MOE_MEMORY_HOST, "reference");
-  expect_error([&] { host.check_run(run_in(m.dev1.data())); }, MOE_STATUS_INVALID_ARGUMENT,
-               {"plugin 'reference' runs in host memory"});
+  for (const device::RunMemory& host :
+       {early, device::RunMemory::of_layer(MOE_MEMORY_HOST, "reference")})
+    expect_error([&] { host.check_run(run_in(m.dev1.data())); }, MOE_STATUS_INVALID_ARGUMENT,
+                 {"plugin 'reference' runs in host memory"});
   // The host EP step copies its tensors on the host, whatever the plugin.
   const device::RunMemory step = device::RunMemory::host_only("moe_host_ep_step");
   moe_run_args a = run_in(m.plain.data());

@@ -77,6 +77,14 @@ void set_cuda_driver_for_tests(const CudaDriver* driver) {
   g_test_driver = driver;
 }
 
+bool cuda_driver_in_process() {
+  if (g_test_driver.load() != nullptr) return true;
+  void* lib = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (lib == nullptr) return false;
+  dlclose(lib);  // the reference RTLD_NOLOAD took
+  return true;
+}
+
 const CudaDriver& cuda_driver() {
   if (const CudaDriver* d = g_test_driver.load()) return *d;
   static CudaDriver driver;

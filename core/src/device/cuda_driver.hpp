@@ -64,6 +64,11 @@ struct CudaDriver {
 // driver's error name where cuInit fails (CUDA_ERROR_NO_DEVICE on a machine without a GPU).
 const CudaDriver& cuda_driver();
 
+// Whether the driver library is in the process already (a plugin's CUDA runtime, or a framework,
+// loaded it), without loading it: where it is not, no pointer can be device memory. True while a
+// test's driver is set.
+bool cuda_driver_in_process();
+
 // Tests: a driver cuda_driver() hands out instead of the loaded one (nullptr: the loaded one
 // again). Set it before the code under test runs and clear it after; not for concurrent use.
 void set_cuda_driver_for_tests(const CudaDriver* driver);

@@ -12,43 +12,49 @@ RunMemory::RunMemory(const CudaDriver* driver, moe_memory memory, int32_t device
 
 namespace {
 
-constexpr int kPointerIsManaged = 8;  // CU_POINTER_ATTRIBUTE_IS_MANAGED: bool
-
-// The driver, or none where it does not load: then no pointer is device memory (a device-memory
-// plugin that prepared anyway is a test's stand-in).
-const CudaDriver* driver_if_any() {
-  try {
-    return &cuda_driver();
-  } catch (const Error&) {
-    return nullptr;
-  }
-}
+constexpr int kPointerIsManaged = 8;  // CU_POINTER_ATTRIBUTE_IS_MANAGED: 4 bytes written
 
 }  // namespace
 
 RunMemory RunMemory::of_layer(moe_memory memory, const std::string& plugin) {
-  const CudaDriver* d = driver_if_any();
-  if (d == nullptr) return {};
-  const int32_t device = memory == MOE_MEMORY_CUDA_DEVICE ? current_device(*d) : -1;
-  return {d, memory, device, fmt::format("plugin '{}'", plugin)};
+  const std::string who = fmt::format("plugin '{}'", plugin);
+  if (memory != MOE_MEMORY_CUDA_DEVICE) return host_only(who);
+  const CudaDriver* d = nullptr;
+  try {
+    d = &cuda_driver();
+  } catch (const Error&) {
+    return {};  // no driver, no device: a test's stand-in for a device plugin; nothing to check
+  }
+  return {d, memory, current_device(*d), who};
 }
 
 RunMemory RunMemory::host_only(std::string who) {
-  return {driver_if_any(), MOE_MEMORY_HOST, -1, std::move(who)};
+  RunMemory m(nullptr, MOE_MEMORY_HOST, -1, std::move(who));
+  m.host_lazy_ = true;
+  return m;
 }
 
-void RunMemory::check(const void* data, const char* name) const {
-  if (driver_ == nullptr || data == nullptr) return;
+const CudaDriver* RunMemory::driver() const {
+  if (driver_ != nullptr || !host_lazy_ || !cuda_driver_in_process()) return driver_;
+  try {
+    return &cuda_driver();
+  } catch (const Error&) {
+    return nullptr;  // loaded but without a device (cuInit failed): no device memory
+  }
+}
+
+// Where one field's first byte lies, against the layer's memory.
+void RunMemory::check_at(const CudaDriver& d, const void* data, const std::string& name) const {
   unsigned type = 0;
   int ordinal = -1;
-  char managed = 0;  // the driver writes a bool
+  unsigned managed = 0;  // documented as a bool, but the driver writes 4 bytes
   int attributes[] = {kPointerMemoryType, kPointerDeviceOrdinal, kPointerIsManaged};
   void* values[] = {&type, &ordinal, &managed};
   const auto at = reinterpret_cast<uint64_t>(data);
-  const int r = driver_->pointer_get_attributes(3, attributes, values, at);
+  const int r = d.pointer_get_attributes(3, attributes, values, at);
   if (r == kErrorNotInitialized || r == kErrorDeinitialized || r == kErrorNoDevice) return;
   MOE_CHECK(r == 0, MOE_STATUS_DEVICE_ERROR, "{}: cuPointerGetAttributes({:#x}) failed: {}", name,
-            at, driver_error(*driver_, r));
+            at, driver_error(d, r));
   if (managed != 0) return;  // reachable from the host and from every device
   if (memory_ == MOE_MEMORY_HOST) {
     MOE_CHECK(type != kMemoryTypeDevice, MOE_STATUS_INVALID_ARGUMENT,
@@ -65,42 +71,58 @@ void RunMemory::check(const void* data, const char* name) const {
             at, ordinal, who_, device_);
 }
 
-void RunMemory::check(const moe_tensor& t, const char* name) const {
-  if (t.data == nullptr || t.ndim < 0 || t.ndim > MOE_TENSOR_MAX_DIMS) return;
+void RunMemory::check_fields(std::initializer_list<Field> fields) const {
+  bool any = false;
+  for (const Field& f : fields) any = any || f.data != nullptr;
+  if (!any) return;
+  const CudaDriver* d = driver();  // asked once a call
+  if (d == nullptr) return;
+  for (const Field& f : fields)
+    if (f.data != nullptr) check_at(*d, f.data, f.name);
+}
+
+const void* RunMemory::data_of(const moe_tensor& t) {
+  if (t.data == nullptr || t.ndim < 0 || t.ndim > MOE_TENSOR_MAX_DIMS) return nullptr;
   for (int32_t i = 0; i < t.ndim; ++i)
-    if (t.shape[i] <= 0) return;  // no elements (or a shape the plugin refuses)
-  check(t.data, name);
+    if (t.shape[i] <= 0) return nullptr;  // no elements (or a shape the plugin refuses)
+  return t.data;
+}
+
+void RunMemory::check(const void* data, const char* name) const {
+  check_fields({{data, name}});
+}
+
+void RunMemory::check(const moe_tensor& t, const char* name) const {
+  check_fields({{data_of(t), name}});
 }
 
 void RunMemory::check_run(const moe_run_args& a) const {
-  if (driver_ == nullptr) return;
-  check(a.hidden, "moe_run_args.hidden");
-  check(a.topk_ids, "moe_run_args.topk_ids");
-  check(a.topk_weights, "moe_run_args.topk_weights");
-  check(a.output, "moe_run_args.output");
-  if (a.workspace_size > 0) check(a.workspace, "moe_run_args.workspace");
-  check(a.router_logits, "moe_run_args.router_logits");
-  check(a.routing_bias, "moe_run_args.routing_bias");
-  check(a.is_padding, "moe_run_args.is_padding");
+  check_fields({{data_of(a.hidden), "moe_run_args.hidden"},
+                {data_of(a.topk_ids), "moe_run_args.topk_ids"},
+                {data_of(a.topk_weights), "moe_run_args.topk_weights"},
+                {data_of(a.output), "moe_run_args.output"},
+                {a.workspace_size > 0 ? a.workspace : nullptr, "moe_run_args.workspace"},
+                {data_of(a.router_logits), "moe_run_args.router_logits"},
+                {data_of(a.routing_bias), "moe_run_args.routing_bias"},
+                {data_of(a.is_padding), "moe_run_args.is_padding"}});
 }
 
 void RunMemory::check_route(const moe_route_args& a) const {
-  if (driver_ == nullptr) return;
-  check(a.logits, "moe_route_args.logits");
-  check(a.bias, "moe_route_args.bias");
-  check(a.is_padding, "moe_route_args.is_padding");
-  check(a.topk_ids, "moe_route_args.topk_ids");
-  check(a.topk_weights, "moe_route_args.topk_weights");
-  if (a.workspace_size > 0) check(a.workspace, "moe_route_args.workspace");
+  check_fields({{data_of(a.logits), "moe_route_args.logits"},
+                {data_of(a.bias), "moe_route_args.bias"},
+                {data_of(a.is_padding), "moe_route_args.is_padding"},
+                {data_of(a.topk_ids), "moe_route_args.topk_ids"},
+                {data_of(a.topk_weights), "moe_route_args.topk_weights"},
+                {a.workspace_size > 0 ? a.workspace : nullptr, "moe_route_args.workspace"}});
 }
 
-void RunMemory::check_step(const char* prefix, const moe_tensor& hidden, const moe_tensor& ids,
-                           const moe_tensor& weights, const moe_tensor& output) const {
-  if (driver_ == nullptr) return;
-  check(hidden, fmt::format("{}.hidden", prefix).c_str());
-  check(ids, fmt::format("{}.topk_ids", prefix).c_str());
-  check(weights, fmt::format("{}.topk_weights", prefix).c_str());
-  check(output, fmt::format("{}.output", prefix).c_str());
+void RunMemory::check_step(const std::string& prefix, const moe_tensor& hidden,
+                           const moe_tensor& ids, const moe_tensor& weights,
+                           const moe_tensor& output) const {
+  check_fields({{data_of(hidden), prefix + ".hidden"},
+                {data_of(ids), prefix + ".topk_ids"},
+                {data_of(weights), prefix + ".topk_weights"},
+                {data_of(output), prefix + ".output"}});
 }
 
 }  // namespace moe::device

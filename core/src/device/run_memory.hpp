@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "device/cuda_driver.hpp"
@@ -16,9 +17,10 @@ namespace moe::device {
 class RunMemory {
  public:
   RunMemory() = default;  // checks nothing
-  // At prepare: the driver where one loads (where none does, no pointer is device memory and
-  // nothing is checked), and for a device-memory plugin the device current now, where its layer
-  // lives.
+  // At prepare. A device-memory plugin: the driver (its CUDA runtime loaded it) and the device
+  // current now, where its layer lives. A host-memory plugin: the driver only once something in
+  // the process has loaded it, asked at each check (never loaded or initialised here: a host-only
+  // process stays free of CUDA, and forks freely); until then no pointer is device memory.
   static RunMemory of_layer(moe_memory memory, const std::string& plugin);
   // Host memory, whatever the plugin: for calls that copy their tensors on the host (the host EP
   // step); `who` names the call in messages.
@@ -34,11 +36,21 @@ class RunMemory {
   void check_run(const moe_run_args& a) const;      // hidden ... workspace, routing fields
   void check_route(const moe_route_args& a) const;  // logits ... workspace
   // The four tensors of a step (`prefix`: "moe_host_ep_step_args", ...).
-  void check_step(const char* prefix, const moe_tensor& hidden, const moe_tensor& ids,
+  void check_step(const std::string& prefix, const moe_tensor& hidden, const moe_tensor& ids,
                   const moe_tensor& weights, const moe_tensor& output) const;
 
  private:
+  struct Field {
+    const void* data;  // NULL: nothing to check
+    std::string name;
+  };
+  const CudaDriver* driver() const;  // driver_, or for host memory one loaded since
+  void check_fields(std::initializer_list<Field> fields) const;
+  void check_at(const CudaDriver& d, const void* data, const std::string& name) const;
+  static const void* data_of(const moe_tensor& t);  // NULL for no elements
+
   const CudaDriver* driver_ = nullptr;
+  bool host_lazy_ = false;  // host memory: ask for a loaded driver at each check
   moe_memory memory_ = MOE_MEMORY_HOST;
   int32_t device_ = -1;
   std::string who_;
