@@ -272,8 +272,8 @@ struct Params {
   // the id that column must hold for it to run.
   int16_t col_src[kMaxVirtual], col_expert[kMaxVirtual], col_match[kMaxVirtual];
   int32_t max_split2;  // GEMM2 K parts the workspace holds (k_split chooses up to this many)
-  // GEMM2's split by k_split_waves (a measurement): 1 past one wave (MOE_MEGA_SPLIT2=waves), 2 also
-  // within one (=fill); 0: k_split
+  // GEMM2's split: 2 (the default) k_split_waves within one wave too, 1 past one wave only
+  // (MOE_MEGA_SPLIT2=waves), 0 k_split alone (=fit; measurements)
   int32_t split2_waves;
   // MOE_MEGA_GEMM2=early (a measurement; bf16 and 4-bit weights on bf16 activations, else null):
   // no grid barrier between GEMM1 and GEMM2. Word u of this workspace is GEMM1 item u's flag (item

@@ -518,9 +518,11 @@ __global__ void __launch_bounds__(kThreads, 1) fused_moe(const __grid_constant__
     }
   }
   stamp_phase(kGemm1Done);
-  // GEMM2's items split along K where too few to fill the SMs (Mixtral at T = 1 has 64), or with
-  // MOE_MEGA_SPLIT2=waves also where the last wave would leave many idle (=fill: within one wave
-  // too); each part's results go to their own copy of y, summed in part order by the combine.
+  // GEMM2's items split along K by the waves model (kernels/split.hpp): where too few fill the SMs
+  // (Mixtral at T = 1 has 64), where one wave leaves many idle and no two-part split fits (T = 2:
+  // 96), and where the last of several waves would (MOE_MEGA_SPLIT2=waves: only past one wave,
+  // =fit: k_split alone); each part's results go to their own copy of y, summed in part order by
+  // the combine.
   const int items2 = s.item_prefix[s.num_active] * slices2;
   const int split2 = p.split2_waves ? k_split_waves(items2, steps2, int(gridDim.x), p.max_split2,
                                                     kSplitMinSteps, p.split2_waves == 2)

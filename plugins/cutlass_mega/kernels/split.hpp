@@ -19,15 +19,17 @@ MOE_MEGA_HD constexpr int k_split(int items, int steps, int ctas, int max_split)
   return split;
 }
 
-// MOE_MEGA_SPLIT2=waves (a measurement): as k_split within one wave; past one wave, the split
+// GEMM2's split (within_wave, the default since session 55; without it MOE_MEGA_SPLIT2=waves, a
+// measurement): as k_split within one wave; past one wave, the split
 // whose waves take the least time, counted as ceil(items s / ctas) waves of 1 / s of an item's time
 // each, taken over a smaller split only where it saves more than 5 %, each part keeping at least
 // `min_steps` stages (kSplitMinSteps). Mixtral at T = 8 has 224 GEMM2 items of 56 or 112
 // stages on 132 CTAs: 1.7 waves, 40 CTAs idle through the second; four parts, 896 on 7 waves, idle
 // 3 % (bench/NOTES.md, session 47). Few stages a part pay each item's pipeline fill more often.
-// within_wave (MOE_MEGA_SPLIT2=fill, a measurement): the same model also where the items fit one
-// wave but no split of them does (Mixtral at T = 2: 96 items, 36 CTAs idle; four parts, 384 on 3
-// waves of a quarter), starting from k_split's answer.
+// within_wave: the same model also where the items fit one wave but no split of them does
+// (Mixtral at T = 2: 96 items, 36 CTAs idle; four parts, 384 on 3 waves of a quarter), starting
+// from k_split's answer. H200 (session 55): Mixtral bf16 0.95-0.99x k_split's time at T = 2-8,
+// mxfp4 0.89-0.97x at T = 2-5, DeepSeek-V3 bf16 unchanged.
 constexpr int kSplitMinSteps = 8;
 MOE_MEGA_HD constexpr int k_split_waves(int items, int steps, int ctas, int max_split,
                                         int min_steps, bool within_wave = false) {

@@ -149,7 +149,7 @@ class DeviceLayer {
   int64_t large_from_ = 0;
   int64_t own_rows_tokens_ = 0;  // fp8_block: batches each CTA quantises itself (own_rows_tokens)
   int32_t prefetch_late_ = 0;    // fp8_block: MOE_MEGA_FP8_PREFETCH (Params::prefetch_late)
-  int32_t split2_waves_ = 0;     // MOE_MEGA_SPLIT2=waves / fill (Params::split2_waves)
+  int32_t split2_waves_ = 2;     // Params::split2_waves; MOE_MEGA_SPLIT2=waves 1, =fit 0
   // MOE_MEGA_GEMM2=early at prepare (a measurement; bf16 and 4-bit weights on bf16 activations):
   // the workspace holds a flag per GEMM1 item (Params::gemm2_ready), tagged per launch.
   bool early2_ = false;

@@ -39,7 +39,7 @@ const std::vector<Switch>& switches() {
       {"MOE_MEGA_LAUNCH", {"pdl"}},
       {"MOE_MEGA_ROUTE", {"apart", "fused", "fused64"}},  // fused: the default since session 51
       {"MOE_MEGA_SINKS", {"apart"}},  // apart: the default since session 50, retired
-      {"MOE_MEGA_SPLIT2", {"fill", "waves"}},
+      {"MOE_MEGA_SPLIT2", {"fill", "fit", "waves"}},  // fill: the default since session 55
       {"MOE_MEGA_TIMELINE", {kAnyPath}},
   };
   return table;

@@ -1,8 +1,8 @@
-// cutlass_mega's GEMM2 measurement switches on a GPU: GEMM2 split past one wave
-// (MOE_MEGA_SPLIT2=waves) and GEMM2 started without the grid barrier after GEMM1
-// (MOE_MEGA_GEMM2=early): the barrier layer's bits batch after batch, on poisoned and on stale
-// workspaces, replayed in a graph, on two streams at once, and the round robin the timeline shows.
-// Skips without an sm_90 GPU.
+// cutlass_mega's GEMM2 split and measurement switches on a GPU: GEMM2 split by the waves model
+// (the default; MOE_MEGA_SPLIT2=waves / fit / fill) and GEMM2 started without the grid barrier
+// after GEMM1 (MOE_MEGA_GEMM2=early): the barrier layer's bits batch after batch, on poisoned and
+// on stale workspaces, replayed in a graph, on two streams at once, and the round robin the
+// timeline shows. Skips without an sm_90 GPU.
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
@@ -16,11 +16,12 @@
 namespace moe::test {
 namespace {
 
-// MOE_MEGA_SPLIT2=waves (a measurement, kernels/split.hpp k_split_waves): GEMM2's items split
-// along K past one wave where the last wave would leave CTAs idle. 8 experts, H = 512 (4 slices),
-// I = 4096 on 24 CTAs, 40 tokens: ~32 GEMM2 items, two waves, split into parts (bf16's 32 stages
-// three, fp8_block's 16 two) that the timeline names, against the reference and bit for bit run
-// after run; without the switch no split (k_split: more items than CTAs).
+// GEMM2's split past one wave (kernels/split.hpp k_split_waves; the default and
+// MOE_MEGA_SPLIT2=waves): GEMM2's items split along K where the last wave would leave CTAs idle.
+// 8 experts, H = 512 (4 slices), I = 4096 on 24 CTAs, 40 tokens: ~32 GEMM2 items, two waves,
+// split into parts (bf16's 32 stages three, fp8_block's 16 two) that the timeline names, against
+// the reference and bit for bit run after run; with MOE_MEGA_SPLIT2=fit no split (k_split: more
+// items than CTAs).
 TEST_F(MegaLayer, Gemm2SplitByWavesMatchesTheReference) {
   for (const moe_format f : {MOE_FORMAT_BF16, kFp8}) {
     Problem q = problem_;
@@ -32,10 +33,11 @@ TEST_F(MegaLayer, Gemm2SplitByWavesMatchesTheReference) {
     const LayerWeights w = random_weights(p, 23);
     const Layer ref_layer = reference_->prepare(p, w.view(), {});
     const Options sms = {{"sms", "24"}};
-    for (const bool waves : {true, false}) {
-      const std::string what = fmt::format("{}, {}", format_name(f), waves ? "waves" : "default");
+    for (const char* value : {"", "waves", "fit"}) {
+      const bool splits = std::string(value) != "fit";
+      const std::string what = fmt::format("{}, {}", format_name(f), *value ? value : "default");
       EnvVars vars;
-      if (waves) vars.emplace_back("MOE_MEGA_SPLIT2", "waves");
+      if (*value != 0) vars.emplace_back("MOE_MEGA_SPLIT2", value);
       const nlohmann::json j = timeline_of(
           p, w, vars,
           [&](const Layer& layer) {
@@ -45,7 +47,7 @@ TEST_F(MegaLayer, Gemm2SplitByWavesMatchesTheReference) {
       ASSERT_FALSE(j.is_null()) << what;
       ASSERT_FALSE(j["records"].empty()) << what;
       const int split2 = j["records"][0]["split2"].get<int>();
-      if (waves)
+      if (splits)
         EXPECT_GE(split2, 2) << what;
       else
         EXPECT_EQ(split2, 1) << what;
@@ -53,10 +55,11 @@ TEST_F(MegaLayer, Gemm2SplitByWavesMatchesTheReference) {
   }
 }
 
-// MOE_MEGA_SPLIT2=fill (a measurement, k_split_waves within one wave): 4 experts of top 4, H = 512
-// (4 slices), I = 4096 (32 bf16 stages) on 24 CTAs: 16 GEMM2 items fit one wave but two parts of
-// each do not, so k_split leaves them whole and 8 CTAs idle; fill takes three parts (48 on two
-// waves of a third). Against the reference, bit for bit run after run; waves and the default: 1.
+// GEMM2's split within one wave (k_split_waves within_wave: the default, MOE_MEGA_SPLIT2=fill):
+// 4 experts of top 4, H = 512 (4 slices), I = 4096 (32 bf16 stages) on 24 CTAs: 16 GEMM2 items
+// fit one wave but two parts of each do not, so k_split leaves them whole and 8 CTAs idle; the
+// default takes three parts (48 on two waves of a third). Against the reference, bit for bit run
+// after run; MOE_MEGA_SPLIT2=waves and =fit: 1.
 TEST_F(MegaLayer, Gemm2SplitWithinAWaveMatchesTheReference) {
   Problem q = problem_;
   q.raw().experts = 4;
@@ -68,7 +71,7 @@ TEST_F(MegaLayer, Gemm2SplitWithinAWaveMatchesTheReference) {
   const LayerWeights w = random_weights(p, 29);
   const Layer ref_layer = reference_->prepare(p, w.view(), {});
   for (const auto& [value, split] :
-       {std::pair<const char*, int>{"fill", 3}, {"waves", 1}, {"", 1}}) {
+       {std::pair<const char*, int>{"", 3}, {"fill", 3}, {"waves", 1}, {"fit", 1}}) {
     EnvVars vars;
     if (*value != 0) vars.emplace_back("MOE_MEGA_SPLIT2", value);
     const std::string what = *value != 0 ? value : "default";

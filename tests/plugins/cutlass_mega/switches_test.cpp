@@ -20,19 +20,33 @@ std::string error_of(std::vector<const char*> env) {
 }
 
 TEST(MegaSwitches, EveryValueTheLayerReadsIsAccepted) {
-  for (const char* entry : {"MOE_MEGA_BF16_STAGE=64",      "MOE_MEGA_CHUNKS=1",
-                            "MOE_MEGA_FP4_STAGE=128",      "MOE_MEGA_FP4_STAGE=256",
-                            "MOE_MEGA_FP4_STAGE=512",      "MOE_MEGA_FP4_WGMMA=1",
-                            "MOE_MEGA_FP8_OWN_ROWS=0",     "MOE_MEGA_FP8_OWN_ROWS=1",
-                            "MOE_MEGA_FP8_PREFETCH=late",  "MOE_MEGA_FP8_PREFETCH=late0",
-                            "MOE_MEGA_FP8_PREFETCH=late1", "MOE_MEGA_FP8_STAGE=128",
-                            "MOE_MEGA_FP8_STAGE=256",      "MOE_MEGA_FP8_TOKENS=e4m3",
-                            "MOE_MEGA_FP8_WGMMA=0",        "MOE_MEGA_FP8_WGMMA=1",
-                            "MOE_MEGA_FP8_WGMMA=2",        "MOE_MEGA_GEMM2=early",
-                            "MOE_MEGA_LAUNCH=pdl",         "MOE_MEGA_ROUTE=apart",
-                            "MOE_MEGA_ROUTE=fused",        "MOE_MEGA_ROUTE=fused64",
-                            "MOE_MEGA_SINKS=apart",        "MOE_MEGA_SPLIT2=fill",
-                            "MOE_MEGA_SPLIT2=waves",       "MOE_MEGA_TIMELINE=/tmp/timeline.json"})
+  for (const char* entry : {"MOE_MEGA_BF16_STAGE=64",
+                            "MOE_MEGA_CHUNKS=1",
+                            "MOE_MEGA_FP4_STAGE=128",
+                            "MOE_MEGA_FP4_STAGE=256",
+                            "MOE_MEGA_FP4_STAGE=512",
+                            "MOE_MEGA_FP4_WGMMA=1",
+                            "MOE_MEGA_FP8_OWN_ROWS=0",
+                            "MOE_MEGA_FP8_OWN_ROWS=1",
+                            "MOE_MEGA_FP8_PREFETCH=late",
+                            "MOE_MEGA_FP8_PREFETCH=late0",
+                            "MOE_MEGA_FP8_PREFETCH=late1",
+                            "MOE_MEGA_FP8_STAGE=128",
+                            "MOE_MEGA_FP8_STAGE=256",
+                            "MOE_MEGA_FP8_TOKENS=e4m3",
+                            "MOE_MEGA_FP8_WGMMA=0",
+                            "MOE_MEGA_FP8_WGMMA=1",
+                            "MOE_MEGA_FP8_WGMMA=2",
+                            "MOE_MEGA_GEMM2=early",
+                            "MOE_MEGA_LAUNCH=pdl",
+                            "MOE_MEGA_ROUTE=apart",
+                            "MOE_MEGA_ROUTE=fused",
+                            "MOE_MEGA_ROUTE=fused64",
+                            "MOE_MEGA_SINKS=apart",
+                            "MOE_MEGA_SPLIT2=fill",
+                            "MOE_MEGA_SPLIT2=fit",
+                            "MOE_MEGA_SPLIT2=waves",
+                            "MOE_MEGA_TIMELINE=/tmp/timeline.json"})
     EXPECT_EQ(error_of({"PATH=/usr/bin", entry, "HOME=/root"}), "") << entry;
   EXPECT_EQ(error_of({}), "");
   EXPECT_EQ(switch_error(nullptr), "");
