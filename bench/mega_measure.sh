@@ -74,9 +74,10 @@
 #             Mixtral and DeepSeek-V3 at T = 1, 8, this build against build/alt/s52, two rounds
 #   ab_nocall this build against build/alt/nocall (no routing call in the kernel) and build/alt/base
 #             (94bd241), bf16 and mxfp4 plain layers on Qwen3-30B-A3B and Mixtral at T = 1, 8, 64
-#   ab_fill   the default against MOE_MEGA_SPLIT2=fill (GEMM2 split by the waves model, within one
-#             wave too): Mixtral bf16 / mxfp4 / fp8_block, Qwen3 bf16 / mxfp4, DeepSeek-V3 bf16 at
-#             T = 1-6, 8, 12, 16 (FILL_CONFIGS="config ..." narrows)
+#   ab_fill   the default (since session 55: GEMM2 split by the waves model, within one wave too)
+#             against MOE_MEGA_SPLIT2=fit (k_split alone, the default before): Mixtral bf16 / mxfp4 /
+#             fp8_block, Qwen3 bf16 / mxfp4, DeepSeek-V3 bf16 at T = 1-6, 8, 12, 16
+#             (FILL_CONFIGS="config ..." narrows)
 #   mixtral_small  Mixtral bf16 at T = 1, 2, 4, 8: timelines (where T = 2 and 4 lose ~0.7 TB/s
 #             against T = 1 and 8, H100 s54 grid), then default against MOE_MEGA_SPLIT2=waves and
 #             =fill at T = 1-6 (GEMM2's 96 / 160 items at T = 2 / 4 leave 36 CTAs idle or a
@@ -335,7 +336,7 @@ for section in "$@"; do
       for c in ${FILL_CONFIGS:-mixtral_8x7b_bf16 mixtral_8x7b_mxfp4 mixtral_8x7b_fp8_block \
                qwen3_30b_a3b_bf16 deepseek_v3_bf16 qwen3_30b_a3b_mxfp4}; do
         $ab --out "$OUT/ab_fill_$c" --config $cfg/$c.yaml --tokens 1,2,3,4,5,6,8,12,16 \
-          --variant default= --variant fill= --env fill=MOE_MEGA_SPLIT2=fill 2>&1 | tail -12
+          --variant default= --variant fit= --env fit=MOE_MEGA_SPLIT2=fit 2>&1 | tail -12
         pack
       done ;;
     mixtral_small)
