@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "../support/fake_pointer_regions.hpp"
 #include "../support/test_env.hpp"
 #include "device/cuda_driver.hpp"
 #include "moe/device_weights.hpp"
@@ -16,13 +17,7 @@ namespace moe::test {
 namespace {
 
 // The fake driver's state: allocations by device, and what was called.
-struct Allocation {
-  const uint8_t* start;
-  size_t size;
-  int device;
-};
 struct FakeState {
-  std::vector<Allocation> allocations;
   int devices = 2;
   int pushed = 0, popped = 0, retained = 0, released = 0;
   int copies = 0, failing_copy = -1;  // failing_copy: the index of a copy that fails
@@ -52,31 +47,6 @@ int fake_pop(void** ctx) {
   *ctx = &g_fake;
   return 0;
 }
-int fake_attributes(unsigned n, int* attributes, void** data, uint64_t ptr) {
-  const auto* p = reinterpret_cast<const uint8_t*>(ptr);
-  const Allocation* found = nullptr;
-  for (const Allocation& a : g_fake.allocations)
-    if (p >= a.start && p < a.start + a.size) found = &a;
-  for (unsigned i = 0; i < n; ++i) {  // unknown memory: zeros, as the driver answers
-    switch (attributes[i]) {
-      case device::kPointerMemoryType:
-        *static_cast<unsigned*>(data[i]) = found ? device::kMemoryTypeDevice : 0;
-        break;
-      case device::kPointerDeviceOrdinal:
-        *static_cast<int*>(data[i]) = found ? found->device : -2;
-        break;
-      case device::kPointerRangeStart:
-        *static_cast<uint64_t*>(data[i]) = found ? reinterpret_cast<uint64_t>(found->start) : 0;
-        break;
-      case device::kPointerRangeSize:
-        *static_cast<size_t*>(data[i]) = found ? found->size : 0;
-        break;
-      default:
-        return 1;
-    }
-  }
-  return 0;
-}
 int fake_copy(void* dst, uint64_t src, size_t bytes, void* stream) {
   if (g_fake.copies++ == g_fake.failing_copy) return 700;  // CUDA_ERROR_ILLEGAL_ADDRESS
   g_fake.copy_stream = stream;
@@ -99,7 +69,7 @@ device::CudaDriver fake_driver() {
   d.primary_ctx_release = fake_release;
   d.ctx_push = fake_push;
   d.ctx_pop = fake_pop;
-  d.pointer_get_attributes = fake_attributes;
+  d.pointer_get_attributes = fake_pointer_attributes;
   d.memcpy_dtoh_async = fake_copy;
   d.stream_synchronize = fake_sync;
   d.error_name = fake_error_name;
@@ -120,8 +90,8 @@ struct DeviceWeights {
     w.w13 = make_view(w13.data(), MOE_DTYPE_BF16, {e, 2 * i, h});
     w.w2 = make_view(w2.data(), MOE_DTYPE_BF16, {e, h, i});
     g_fake = FakeState{};
-    g_fake.allocations = {{reinterpret_cast<const uint8_t*>(w13.data()), w13.size() * 2, device},
-                          {reinterpret_cast<const uint8_t*>(w2.data()), w2.size() * 2, device}};
+    fake_regions() = {{reinterpret_cast<const uint8_t*>(w13.data()), w13.size() * 2, device},
+                      {reinterpret_cast<const uint8_t*>(w2.data()), w2.size() * 2, device}};
   }
 };
 
@@ -161,7 +131,7 @@ TEST(DeviceWeights, StagedWeightsPrepareLikeTheHostOnes) {
   w.w13.data = w13.data();
   w.w2.data = w2.data();
   g_fake = FakeState{};
-  g_fake.allocations = {{w13.data(), w13.size(), 0}, {w2.data(), w2.size(), 0}};
+  fake_regions() = {{w13.data(), w13.size(), 0}, {w2.data(), w2.size(), 0}};
   const StagedWeights staged = stage_device_weights(fake_driver(), w, 0, nullptr);
 
   const Registry r = registry_of({build_plugin_dir()});
@@ -188,7 +158,7 @@ TEST(DeviceWeights, HostMemoryLabelledDeviceIsRefusedNamingTheField) {
 
 TEST(DeviceWeights, ATensorOnAnotherDeviceIsRefusedNamingBoth) {
   DeviceWeights dev(0);
-  g_fake.allocations[1].device = 1;
+  fake_regions()[1].device = 1;
   expect_error([&] { stage_device_weights(fake_driver(), dev.w, 0, nullptr); },
                MOE_STATUS_INVALID_ARGUMENT,
                {"weights.w2: on cuda:1, but the weights are said to be on cuda:0"});

@@ -5,6 +5,7 @@
 // memory, NULL data and empty tensors pass.
 #include <vector>
 
+#include "../support/fake_pointer_regions.hpp"
 #include "../support/test_env.hpp"
 #include "device/cuda_driver.hpp"
 #include "device/run_memory.hpp"
@@ -12,39 +13,11 @@
 namespace moe::test {
 namespace {
 
-struct Region {
-  const char* start;
-  size_t size;
-  unsigned type;
-  int device;
-  bool managed;
-};
-std::vector<Region> g_regions;
 int g_current_device = 0;
 int g_fail = 0;  // a driver result to answer instead of the attributes
 
 int fake_attributes(unsigned n, int* attributes, void** data, uint64_t ptr) {
-  if (g_fail != 0) return g_fail;
-  const auto* p = reinterpret_cast<const char*>(ptr);
-  const Region* found = nullptr;
-  for (const Region& r : g_regions)
-    if (p >= r.start && p < r.start + r.size) found = &r;
-  for (unsigned i = 0; i < n; ++i) {  // unknown memory: zeros, as the driver answers
-    switch (attributes[i]) {
-      case device::kPointerMemoryType:
-        *static_cast<unsigned*>(data[i]) = found ? found->type : 0;
-        break;
-      case device::kPointerDeviceOrdinal:
-        *static_cast<int*>(data[i]) = found ? found->device : -2;
-        break;
-      case 8:  // CU_POINTER_ATTRIBUTE_IS_MANAGED: 4 bytes, as the driver writes them
-        *static_cast<unsigned*>(data[i]) = found && found->managed ? 1u : 0u;
-        break;
-      default:
-        return 1;
-    }
-  }
-  return 0;
+  return g_fail != 0 ? g_fail : fake_pointer_attributes(n, attributes, data, ptr);
 }
 int fake_ctx_device(int* device) {
   *device = g_current_device;
@@ -71,10 +44,10 @@ struct Memory {
                     managed = std::vector<char>(256);
   Memory() {
     g_fail = 0;
-    g_regions = {{pinned.data(), pinned.size(), device::kMemoryTypeHost, -2, false},
-                 {dev0.data(), dev0.size(), device::kMemoryTypeDevice, 0, false},
-                 {dev1.data(), dev1.size(), device::kMemoryTypeDevice, 1, false},
-                 {managed.data(), managed.size(), device::kMemoryTypeDevice, 0, true}};
+    fake_regions() = {{pinned.data(), pinned.size(), -2, device::kMemoryTypeHost},
+                      {dev0.data(), dev0.size(), 0},
+                      {dev1.data(), dev1.size(), 1},
+                      {managed.data(), managed.size(), 0, device::kMemoryTypeDevice, true}};
   }
 };
 
