@@ -18,7 +18,8 @@ void step_tensors(Args& a, const moe_problem& p, nb::handle hidden, nb::handle t
   a.topk_ids = tensor_arg(topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width}, where, keep);
   a.topk_weights =
       tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, where, keep);
-  a.output = tensor_arg(out, "out", MOE_DTYPE_BF16, {tokens, p.hidden}, where, keep);
+  a.output =
+      tensor_arg(out, "out", MOE_DTYPE_BF16, {tokens, p.hidden}, where, keep, Access::kWrite);
 }
 
 }  // namespace

@@ -16,7 +16,8 @@ int64_t tokens_of(const moe_tensor& t) {
 
 // The caller's workspace array, checked: u8, 1-D, at least `bytes`, in `where`.
 void* given_workspace(nb::handle given, size_t bytes, Placement& where, Keep& keep) {
-  const moe_tensor t = tensor_arg(given, "workspace", MOE_DTYPE_U8, {kAnyDim}, where, keep);
+  const moe_tensor t =
+      tensor_arg(given, "workspace", MOE_DTYPE_U8, {kAnyDim}, where, keep, Access::kWrite);
   if (size_t(t.shape[0]) < bytes)
     fail(MOE_STATUS_INVALID_ARGUMENT, "workspace: {} bytes, the call needs {}", t.shape[0], bytes);
   return bytes == 0 ? nullptr : t.data;
@@ -123,9 +124,10 @@ void Layer::route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weight
   a.logits = tensor_arg(logits, "logits", MOE_DTYPE_F32, {kAnyDim, p.experts + p.sink_experts},
                         where, keep);
   const int64_t tokens = tokens_of(a.logits);
-  a.topk_ids = tensor_arg(topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width}, where, keep);
-  a.topk_weights =
-      tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, where, keep);
+  a.topk_ids =
+      tensor_arg(topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width}, where, keep, Access::kWrite);
+  a.topk_weights = tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, where,
+                              keep, Access::kWrite);
   routing_extras(p, tokens, bias, is_padding, where, keep, a.bias, a.is_padding);
   a.stream = reinterpret_cast<void*>(stream);
   a.workspace_size = route_workspace_size(tokens);
@@ -142,10 +144,14 @@ void Layer::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights,
   auto a = sized<moe_run_args>();
   a.hidden = tensor_arg(hidden, "hidden", MOE_DTYPE_BF16, {kAnyDim, p.hidden}, where, keep);
   const int64_t tokens = tokens_of(a.hidden);
-  a.topk_ids = tensor_arg(topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width}, where, keep);
+  // Routing in the call (ABI 1.6) writes the ids and weights; else the call reads them.
+  const Access routed = router_logits.is_none() ? Access::kRead : Access::kWrite;
+  a.topk_ids =
+      tensor_arg(topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width}, where, keep, routed);
   a.topk_weights =
-      tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, where, keep);
-  a.output = tensor_arg(output, "out", MOE_DTYPE_BF16, {tokens, p.hidden}, where, keep);
+      tensor_arg(topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width}, where, keep, routed);
+  a.output =
+      tensor_arg(output, "out", MOE_DTYPE_BF16, {tokens, p.hidden}, where, keep, Access::kWrite);
   if (!router_logits.is_none()) {  // ABI 1.6: the plugin routes in this call
     a.router_logits = tensor_arg(router_logits, "router_logits", MOE_DTYPE_F32,
                                  {tokens, p.experts + p.sink_experts}, where, keep);

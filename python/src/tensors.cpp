@@ -108,7 +108,8 @@ std::optional<std::pair<const char*, moe_dtype>> ml_dtypes_view(nb::handle obj) 
   return std::nullopt;
 }
 
-void check_contiguous(const nb::ndarray<nb::ro>& a, const std::string& name) {
+template <class Array>
+void check_contiguous(const Array& a, const std::string& name) {
   int64_t expected = 1;
   std::vector<int64_t> shape, strides;
   bool ok = true;
@@ -129,7 +130,8 @@ void check_contiguous(const nb::ndarray<nb::ro>& a, const std::string& name) {
        name, fmt::join(shape, ", "), fmt::join(strides, ", "));
 }
 
-void check_placement(const nb::ndarray<nb::ro>& a, const std::string& name, Placement& where) {
+template <class Array>
+void check_placement(const Array& a, const std::string& name, Placement& where) {
   const int type = a.device_type(), id = a.device_id();
   const bool host = type == nb::device::cpu::value || type == nb::device::cuda_host::value;
   const bool cuda = type == nb::device::cuda::value || type == nb::device::cuda_managed::value;
@@ -172,7 +174,31 @@ const char* dtype_name(int32_t dtype) {
   return "invalid";
 }
 
-moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where, Keep& keep) {
+template <class Array>
+moe_tensor view_of(Array& a, const std::string& name, std::optional<moe_dtype> tag,
+                   Placement& where) {
+  if (a.ndim() > MOE_TENSOR_MAX_DIMS)
+    fail(MOE_STATUS_SHAPE_MISMATCH, "{}: {} dimensions, more than the ABI's {}", name, a.ndim(),
+         MOE_TENSOR_MAX_DIMS);
+  if (tag && (a.dtype().lanes != 1 || dtype_bytes(*tag) * 8 != a.dtype().bits))
+    fail(MOE_STATUS_DTYPE_MISMATCH, "{}: cannot read {} bits as {}", name, dlpack_str(a.dtype()),
+         dtype_name(*tag));
+  const auto dtype = tag ? tag : from_dlpack(a.dtype());
+  if (!dtype)
+    fail(MOE_STATUS_DTYPE_MISMATCH, "{}: dtype {} has no moe_dtype", name, dlpack_str(a.dtype()));
+  check_contiguous(a, name);
+  check_placement(a, name, where);
+  moe_tensor t;
+  std::memset(&t, 0, sizeof t);
+  t.data = const_cast<void*>(static_cast<const void*>(a.data()));
+  t.dtype = *dtype;
+  t.ndim = int32_t(a.ndim());
+  for (size_t i = 0; i < a.ndim(); ++i) t.shape[i] = int64_t(a.shape(i));  // strides 0: contiguous
+  return t;
+}
+
+moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where, Keep& keep,
+                      Access access) {
   nb::object array = nb::borrow(obj);
   std::optional<moe_dtype> tag;
   if (nb::isinstance<nb::tuple>(obj)) {
@@ -192,36 +218,34 @@ moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where,
     array = obj.attr("view")(view->first);
     tag = view->second;
   }
-  nb::ndarray<nb::ro> a;
-  if (!nb::try_cast(array, a, /*convert=*/false))
+  const auto not_an_array = [&] {
     fail(MOE_STATUS_INVALID_ARGUMENT,
          "{}: expected an array (NumPy, torch, CuPy: anything with __dlpack__), got {}", name,
          nb::cast<std::string>(nb::str(nb::handle(array.type()).attr("__name__"))));
-  if (a.ndim() > MOE_TENSOR_MAX_DIMS)
-    fail(MOE_STATUS_SHAPE_MISMATCH, "{}: {} dimensions, more than the ABI's {}", name, a.ndim(),
-         MOE_TENSOR_MAX_DIMS);
-  if (tag && (a.dtype().lanes != 1 || dtype_bytes(*tag) * 8 != a.dtype().bits))
-    fail(MOE_STATUS_DTYPE_MISMATCH, "{}: cannot read {} bits as {}", name, dlpack_str(a.dtype()),
-         dtype_name(*tag));
-  const auto dtype = tag ? tag : from_dlpack(a.dtype());
-  if (!dtype)
-    fail(MOE_STATUS_DTYPE_MISMATCH, "{}: dtype {} has no moe_dtype", name, dlpack_str(a.dtype()));
-  check_contiguous(a, name);
-  check_placement(a, name, where);
-
-  moe_tensor t;
-  std::memset(&t, 0, sizeof t);
-  t.data = const_cast<void*>(a.data());
-  t.dtype = *dtype;
-  t.ndim = int32_t(a.ndim());
-  for (size_t i = 0; i < a.ndim(); ++i) t.shape[i] = int64_t(a.shape(i));  // strides 0: contiguous
-  keep.push_back(std::move(a));
+  };
+  if (access == Access::kWrite) {
+    nb::ndarray<> w;
+    if (!nb::try_cast(array, w, /*convert=*/false)) {
+      nb::ndarray<nb::ro> r;
+      if (nb::try_cast(array, r, /*convert=*/false))
+        fail(MOE_STATUS_INVALID_ARGUMENT, "{}: a read-only array; the layer writes it", name);
+      not_an_array();
+    }
+    const moe_tensor t = view_of(w, name, tag, where);
+    keep.written.push_back(std::move(w));
+    return t;
+  }
+  nb::ndarray<nb::ro> a;
+  if (!nb::try_cast(array, a, /*convert=*/false)) not_an_array();
+  const moe_tensor t = view_of(a, name, tag, where);
+  keep.read.push_back(std::move(a));
   return t;
 }
 
 moe_tensor tensor_arg(nb::handle obj, const std::string& name, moe_dtype dtype,
-                      const std::vector<int64_t>& shape, Placement& where, Keep& keep) {
-  const moe_tensor t = tensor_arg(obj, name, where, keep);
+                      const std::vector<int64_t>& shape, Placement& where, Keep& keep,
+                      Access access) {
+  const moe_tensor t = tensor_arg(obj, name, where, keep, access);
   if (t.dtype != dtype)
     fail(MOE_STATUS_DTYPE_MISMATCH, "{}: expected {}, got {}", name, dtype_name(dtype),
          dtype_name(t.dtype));

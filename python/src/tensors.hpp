@@ -30,18 +30,28 @@ struct Placement {
   std::string first_place;
 };
 
-// The arrays behind the views of one call, kept alive until the call returns.
-using Keep = std::vector<nb::ndarray<nb::ro>>;
+// The arrays behind the views of one call, kept alive until the call returns: read-only views of
+// inputs, writable ones of what the call writes.
+struct Keep {
+  std::vector<nb::ndarray<nb::ro>> read;
+  std::vector<nb::ndarray<>> written;
+};
+
+// Whether the call writes an argument: a written one is imported writable, so an array its owner
+// marked read-only (NumPy's flags, DLPack 1.0's READ_ONLY bit, a read-only buffer) is refused.
+enum class Access { kRead, kWrite };
 
 // `obj` as a view: an array, or a tuple (array, "bf16") whose bits are read as that dtype (same
 // item size: uint16 as bf16, uint8 as e4m3 / e2m1x2 / ue8m0). NumPy arrays of ml_dtypes' bfloat16,
 // float8_e4m3fn and float8_e8m0fnu are read by their bits the same way. Checks: an array, a dtype
 // the ABI has, C-contiguous, in `where`'s memory (and device). `name` is the argument's.
-moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where, Keep& keep);
+moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where, Keep& keep,
+                      Access access = Access::kRead);
 
 // tensor_arg, then the dtype and shape (kAnyDim matches any extent) a call expects.
 moe_tensor tensor_arg(nb::handle obj, const std::string& name, moe_dtype dtype,
-                      const std::vector<int64_t>& shape, Placement& where, Keep& keep);
+                      const std::vector<int64_t>& shape, Placement& where, Keep& keep,
+                      Access access = Access::kRead);
 
 // The ABI's name of a dtype ("bf16", "f32", ...), "invalid" for none.
 const char* dtype_name(int32_t dtype);

@@ -62,6 +62,37 @@ def test_a_non_contiguous_view_names_the_argument(layer, batch):
         layer(hidden, np.asfortranarray(logits))
 
 
+class DlpackOnly:
+    """An array seen only through __dlpack__ (no NumPy flags, no buffer for the Python check)."""
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_a_read_only_array_seen_only_through_dlpack_is_not_written(layer, batch, tmp_path):
+    """The binding imports what a call writes as writable: DLPack 1.0's read-only bit refuses."""
+    hidden, logits = batch
+    frozen = bytes(TOKENS * 2 * 4)
+    ids = np.frombuffer(frozen, np.int32).reshape(TOKENS, 2)
+    with raises("invalid_argument", "topk_ids: a read-only array"):
+        layer.route(logits, topk_ids=DlpackOnly(ids))
+    assert frozen == bytes(TOKENS * 2 * 4), "an immutable bytes object was written"
+    path = tmp_path / "out.bin"
+    path.write_bytes(bytes(TOKENS * HIDDEN * 2))
+    mapped = np.memmap(path, np.uint16, mode="r", shape=(TOKENS, HIDDEN))
+    with raises("invalid_argument", "out: a read-only array"):
+        layer.run(hidden, *layer.route(logits), out=(DlpackOnly(mapped), "bf16"))
+    # a writable array through the same path is written
+    out = np.zeros((TOKENS, HIDDEN), np.uint16)
+    layer.run(hidden, *layer.route(logits), out=(DlpackOnly(out), "bf16"))
+    assert out.any()
+
+
 def test_a_read_only_output_or_a_non_array_is_refused(layer, batch):
     hidden, logits = batch
     out = np.zeros((TOKENS, HIDDEN), ml_dtypes.bfloat16)
