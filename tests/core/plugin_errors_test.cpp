@@ -131,6 +131,31 @@ TEST_F(PluginErrors, WorkspaceSizeAboveMaxTokensIsACapacityErrorNamingBoth) {
                {"workspace_size: 4 tokens exceed max_tokens=3"});
 }
 
+// The routing writes both outputs: one buffer as both, or an output over the logits, is refused
+// (the ids over the weights came back as the weights' bits, with a success).
+TEST_F(PluginErrors, RoutingOutputsThatOverlapAreRefusedNamingBoth) {
+  const moe_problem p = problem_.c();
+  HostTensor ids(MOE_DTYPE_I32, {4, 2}), weights(MOE_DTYPE_F32, {4, 2});
+  HostTensor logits = batch_.logits;  // a copy the route may not write
+  moe_route_args a{};
+  a.struct_size = sizeof(a);
+  a.problem = &p;
+  a.logits = logits.view();
+  a.topk_ids = ids.view();
+  a.topk_weights = weights.view();
+  ASSERT_EQ(reference_->api().route(&a), MOE_STATUS_OK) << reference_->api().last_error();
+  moe_route_args same = a;
+  same.topk_weights.data = ids.view().data;
+  EXPECT_EQ(reference_->api().route(&same), MOE_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(reference_->api().last_error(),
+              testing::HasSubstr("topk_ids and topk_weights overlap in memory"));
+  moe_route_args over_logits = a;  // the weights' 32 bytes from the logits' 9th float
+  over_logits.topk_weights.data = static_cast<float*>(logits.view().data) + 8;
+  EXPECT_EQ(reference_->api().route(&over_logits), MOE_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(reference_->api().last_error(),
+              testing::HasSubstr("topk_weights and logits overlap in memory"));
+}
+
 TEST_F(PluginErrors, ExpertIdOutOfRangeIsRefused) {
   const Layer layer = reference_->prepare(problem_.c(), weights_.view(), {});
   Routing bad = routing_;

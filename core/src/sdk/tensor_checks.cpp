@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "moe/sdk/error.hpp"
@@ -50,6 +51,27 @@ void check_aligned(const moe_tensor& t, const char* name) {
             MOE_STATUS_INVALID_ARGUMENT,
             "{}: data at {} is not aligned to its {}-byte elements; pass an aligned buffer", name,
             t.data, bytes);
+}
+
+// Bytes [data, data + size) of a checked tensor (its shape is valid), empty for no data.
+std::pair<uintptr_t, uintptr_t> byte_range(const moe_tensor& t) {
+  const auto at = reinterpret_cast<uintptr_t>(t.data);
+  if (t.data == nullptr) return {at, at};
+  size_t bytes = dtype_size(static_cast<moe_dtype>(t.dtype));
+  for (int i = 0; i < t.ndim; ++i) bytes *= size_t(t.shape[i]);
+  return {at, at + bytes};
+}
+
+// An output written while `other` is read or written must not share a byte with it: the
+// routing's ids over its weights came back as the weights' bits, with a success.
+void check_apart(const moe_tensor& out, const char* out_name, const moe_tensor& other,
+                 const char* other_name) {
+  const auto [a0, a1] = byte_range(out);
+  const auto [b0, b1] = byte_range(other);
+  MOE_CHECK(a0 == a1 || b0 == b1 || a1 <= b0 || b1 <= a0, MOE_STATUS_INVALID_ARGUMENT,
+            "{} and {} overlap in memory ({} bytes at {:#x}, {} at {:#x}); the call writes {}: "
+            "pass separate buffers",
+            out_name, other_name, a1 - a0, a0, b1 - b0, b0, out_name);
 }
 
 void check_run_tensor(const moe_tensor& t, const char* name, moe_dtype dtype,
@@ -124,6 +146,13 @@ int64_t check_route_tensors(const moe_problem& p, const moe_route_args& a) {
   check_optional_tensor(a.is_padding, "is_padding", MOE_DTYPE_U8, {tokens});  // bytes
   check_run_tensor(a.topk_ids, "topk_ids", MOE_DTYPE_I32, {tokens, width});
   check_run_tensor(a.topk_weights, "topk_weights", MOE_DTYPE_F32, {tokens, width});
+  check_apart(a.topk_ids, "topk_ids", a.topk_weights, "topk_weights");
+  for (const auto& [out, out_name] :
+       {std::pair{&a.topk_ids, "topk_ids"}, std::pair{&a.topk_weights, "topk_weights"}}) {
+    check_apart(*out, out_name, a.logits, "logits");
+    check_apart(*out, out_name, a.bias, "bias");
+    check_apart(*out, out_name, a.is_padding, "is_padding");
+  }
   return tokens;
 }
 
