@@ -119,7 +119,7 @@ class DeviceStep:
         if out is None:
             out = _tensors.empty_like(hidden, (tokens, self._hidden), None, "out")
         _tensors.check_writable(out, "out")
-        stream = int(stream) if stream is not None else _tensors.current_stream(hidden)
+        stream = _tensors.stream_arg(stream, hidden)
         self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights), out,
                          stream)
         return _tensors.untagged(out)

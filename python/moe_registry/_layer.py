@@ -93,11 +93,11 @@ class Layer:
 
     def workspace_size(self, tokens):
         """Bytes of workspace a run of `tokens` takes (the layer keeps its own)."""
-        return self._native.workspace_size(tokens)
+        return self._native.workspace_size(_tensors.count_arg(tokens, "tokens"))
 
     def route_workspace_size(self, tokens):
         """Bytes of workspace routing `tokens` takes."""
-        return self._native.route_workspace_size(tokens)
+        return self._native.route_workspace_size(_tensors.count_arg(tokens, "tokens"))
 
     def route(self, logits, *, bias=None, is_padding=None, topk_ids=None, topk_weights=None,
               workspace=None, stream=None):
@@ -166,12 +166,17 @@ class Layer:
 
     def __call__(self, hidden, routing=None, *, topk_ids=None, topk_weights=None, bias=None,
                  out=None, stream=None):
-        """Routes `routing` (router logits) then runs; or runs a given (topk_ids, topk_weights)."""
+        """Routes `routing` (router logits) then runs; or runs a given (topk_ids, topk_weights).
+        With router logits, topk_ids= and topk_weights= (if given) receive the routing."""
         routes = False  # whether `routing` is router logits that route() takes (with `bias`)
         if isinstance(routing, (tuple, list)) and not _tensors.is_tagged(routing):
             if len(routing) != 2:
                 raise MoeError("invalid_argument",
                                f"routing: a tuple must be (topk_ids, topk_weights), got {len(routing)} items")
+            if topk_ids is not None or topk_weights is not None:
+                raise MoeError("invalid_argument",
+                               "routing: (topk_ids, topk_weights) given twice, as the tuple and as "
+                               "topk_ids= / topk_weights=; give one")
             topk_ids, topk_weights = routing
         elif routing is not None:
             # (a hidden of the wrong rank is run()'s to name)
@@ -182,7 +187,9 @@ class Layer:
                 raise MoeError("shape_mismatch",
                                f"routing: the router logits have {rows} rows, but hidden has "
                                f"{tokens} tokens (one row of logits a token)")
-            topk_ids, topk_weights = self.route(routing, bias=bias, stream=stream)
+            # topk_ids= / topk_weights= given with router logits: where the routing goes
+            topk_ids, topk_weights = self.route(routing, bias=bias, topk_ids=topk_ids,
+                                                topk_weights=topk_weights, stream=stream)
             routes = True
         if topk_ids is None or topk_weights is None:
             raise MoeError("invalid_argument",
@@ -203,4 +210,4 @@ def _maybe_detached(x):
 
 
 def _stream(stream, like):
-    return int(stream) if stream is not None else _tensors.current_stream(like)
+    return _tensors.stream_arg(stream, like)

@@ -130,7 +130,7 @@ class Registry:
         weights = {k: _tensors.detached(v) for k, v in weights.items() if v is not None}
         # Device weights are copied to the host on their device's current stream.
         on_device = _tensors.first_on_cuda(weights.values())
-        stream = int(stream) if stream is not None else _tensors.current_stream(on_device)
+        stream = _tensors.stream_arg(stream, on_device)
         native = self._native.prepare(backend, as_problem(problem)._native, weights,
                                       {k: plain_scalar(v) for k, v in (options or {}).items()},
                                       stream)
@@ -141,7 +141,7 @@ class Registry:
     def prepare_checkpoint(self, config, backend=None, *, stream=None):
         """Layer.from_checkpoint with this registry."""
         path, text = _config_source(config)
-        stream = int(stream) if stream is not None else _tensors.current_stream()
+        stream = _tensors.stream_arg(stream, None)
         native = self._native.prepare_checkpoint(path, text, backend, stream)
         if native.memory == "cuda_device":
             native.device_id = _tensors.current_device()

@@ -78,6 +78,27 @@ def check_writable(x, name):
         raise MoeError("invalid_argument", f"{name}: a read-only array; the layer writes it")
 
 
+def stream_arg(stream, like):
+    """A call's `stream`: None = the caller's current one for `like`'s device; else a CUDA
+    stream handle as an int (0 = the default stream), or an object holding one (torch's
+    `cuda_stream`, CuPy's `ptr`)."""
+    if stream is None:
+        return current_stream(like)
+    handle = getattr(stream, "cuda_stream", getattr(stream, "ptr", stream))
+    if isinstance(handle, bool) or not isinstance(handle, int) or not 0 <= handle < 2 ** 64:
+        raise MoeError("invalid_argument",
+                       f"stream: expected a CUDA stream handle (an int from 0 to 2**64 - 1, 0 = "
+                       f"the default stream, or a torch / CuPy stream), got {stream!r}")
+    return handle
+
+
+def count_arg(value, name):
+    """An int argument (`tokens`, ...) that must be an int, as a MoeError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MoeError("invalid_argument", f"{name}: expected an int, got {value!r}")
+    return value
+
+
 def current_stream(x=None):
     """The caller's current CUDA stream (torch's or CuPy's) for x's device, 0 = the default."""
     array = untagged(x) if x is not None else None

@@ -180,6 +180,12 @@ moe_tensor view_of(Array& a, const std::string& name, std::optional<moe_dtype> t
   if (a.ndim() > MOE_TENSOR_MAX_DIMS)
     fail(MOE_STATUS_SHAPE_MISMATCH, "{}: {} dimensions, more than the ABI's {}", name, a.ndim(),
          MOE_TENSOR_MAX_DIMS);
+  const auto code = static_cast<dl::dtype_code>(a.dtype().code);
+  if (tag && code != dl::dtype_code::UInt && code != dl::dtype_code::Int)
+    fail(MOE_STATUS_DTYPE_MISMATCH,
+         "{}: a dtype tag reads the bits of an integer array (uint16 as bf16, uint8 as e4m3, ...), "
+         "not of {} values",
+         name, dlpack_str(a.dtype()));
   if (tag && (a.dtype().lanes != 1 || dtype_bytes(*tag) * 8 != a.dtype().bits))
     fail(MOE_STATUS_DTYPE_MISMATCH, "{}: cannot read {} bits as {}", name, dlpack_str(a.dtype()),
          dtype_name(*tag));

@@ -213,3 +213,41 @@ def test_numpy_scalars_are_config_values_and_other_objects_are_refused():
         moe.select({"backend": "reference",
                     "problem": {"experts": np.arange(3), "top_k": 2, "hidden": 64,
                                 "intermediate": 32}})
+
+
+def test_routing_outputs_given_twice_or_as_keywords(layer, batch):
+    """(ids, weights) as the routing and as keywords is an error; keywords with router logits
+    receive the routing."""
+    hidden, logits = batch
+    ids, weights = layer.route(logits)
+    with raises("invalid_argument", "routing: (topk_ids, topk_weights) given twice"):
+        layer(hidden, (ids, weights), topk_ids=ids)
+    got_ids = np.full_like(ids, -7)
+    got_weights = np.zeros_like(weights)
+    out = layer(hidden, logits, topk_ids=got_ids, topk_weights=got_weights)
+    assert (got_ids == ids).all() and (got_weights == weights).all()
+    assert (out.view(np.uint16) == layer.run(hidden, ids, weights).view(np.uint16)).all()
+
+
+def test_a_stream_or_a_count_of_the_wrong_type_is_named(layer, batch):
+    hidden, logits = batch
+    ids, weights = layer.route(logits)
+    for bad in (1.5, -1, 2 ** 64, "0", True):
+        with raises("invalid_argument", "stream: expected a CUDA stream handle"):
+            layer.run(hidden, ids, weights, stream=bad)
+    with raises("invalid_argument", "tokens: expected an int, got '3'"):
+        layer.workspace_size("3")
+    with raises("invalid_argument", "tokens: expected an int"):
+        layer.route_workspace_size(2.0)
+
+
+def test_a_dtype_tag_reads_integer_bits_only(layer, batch):
+    hidden, logits = batch
+    ids, weights = layer.route(logits)
+    as_f16 = hidden.view(np.uint16).view(np.float16)
+    with raises("dtype_mismatch", "hidden: a dtype tag reads the bits of an integer array",
+                "float16"):
+        layer.run((as_f16, "bf16"), ids, weights)
+    out = layer.run((hidden.view(np.uint16), "bf16"), ids, weights)
+    assert (out.view(np.uint16) == layer.run(hidden, ids, weights).view(np.uint16)).all()
+
