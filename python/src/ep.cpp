@@ -38,13 +38,18 @@ EpGroup::~EpGroup() {
 }
 
 void EpGroup::close() {
+  if (closed_) return;
   if (open_steps_ > 0)
     fail(MOE_STATUS_INVALID_ARGUMENT,
          "the expert-parallel group still has {} open device step(s): close them first",
-         open_steps_);
-  check(moe_host_ep_group_destroy(handle_));
+         open_steps_.load());
+  closed_ = true;                   // under the GIL: no call starts from here
+  nb::gil_scoped_release unlocked;  // a step on another thread holds the mutex, without the GIL
+  std::lock_guard<std::mutex> lock(mutex_);
+  destroyed_ = true;
+  moe_host_ep_group* h = handle_;
   handle_ = nullptr;
-  closed_ = true;
+  check(moe_host_ep_group_destroy(h));
 }
 
 moe_host_ep_group* EpGroup::open_handle() const {
@@ -117,6 +122,8 @@ void EpGroup::step(const Layer& layer, nb::handle hidden, nb::handle topk_ids,
   a.layer = layer.handle();
   step_tensors(a, *layer.info().problem, hidden, topk_ids, topk_weights, out, host, keep);
   nb::gil_scoped_release unlocked;
+  std::lock_guard<std::mutex> lock(mutex_);  // close() on another thread waits for the step
+  if (destroyed_) fail(MOE_STATUS_INVALID_ARGUMENT, "the expert-parallel group is closed");
   check(moe_host_ep_step(handle_, &a));
 }
 

@@ -5,6 +5,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -115,8 +116,10 @@ class EpGroup {
  private:
   friend class EpDeviceStep;
   moe_host_ep_group* handle_ = nullptr;  // null: a single rank, or closed
-  bool closed_ = false;
-  int open_steps_ = 0;  // EpDeviceSteps that borrow the group
+  bool closed_ = false;                  // set under the GIL first: no new call starts
+  std::mutex mutex_;        // a step (the GIL released) and the destruction never overlap
+  bool destroyed_ = false;  // under mutex_: a step that got past closed_ finds the group gone
+  std::atomic<int> open_steps_{0};  // EpDeviceSteps that borrow the group (closed without the GIL)
 };
 
 // moe_host_ep_device_step over a group: the step that stays on the device, on tensors in the
