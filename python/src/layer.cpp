@@ -27,7 +27,12 @@ void* given_workspace(nb::handle given, size_t bytes, Placement& where, Keep& ke
 
 Layer::Layer(moe_host_layer* handle) : handle_(handle) {
   info_.struct_size = sizeof info_;
-  check(moe_host_layer_info_get(handle_, &info_));
+  const moe_status s = moe_host_layer_info_get(handle_, &info_);
+  if (s != MOE_STATUS_OK) {  // the destructor will not run: the handle is this call's to free
+    const std::string why = moe_host_last_error();
+    moe_host_layer_destroy(handle_);
+    throw StatusError(s, why);
+  }
 }
 
 Layer::~Layer() {
