@@ -220,14 +220,23 @@ moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where,
            "e4m3, e2m1x2, ue8m0, i32, i64, u8, i8",
            name, tag_name);
     array = pair[0];
+    if (const auto view = ml_dtypes_view(array))  // already tagged by its dtype: read its bits
+      array = array.attr("view")(view->first);
   } else if (const auto view = ml_dtypes_view(obj)) {
     array = obj.attr("view")(view->first);
     tag = view->second;
   }
   const auto not_an_array = [&] {
+    const std::string type =
+        nb::cast<std::string>(nb::str(nb::handle(array.type()).attr("__name__")));
+    if (nb::hasattr(array, "dtype"))  // an array DLPack cannot carry: its dtype or byte order
+      fail(MOE_STATUS_DTYPE_MISMATCH,
+           "{}: a {} of dtype {} cannot be read (object, structured or byte-swapped values have no "
+           "DLPack form); pass native-order numbers",
+           name, type, nb::cast<std::string>(nb::handle(array.attr("dtype").attr("str"))));
     fail(MOE_STATUS_INVALID_ARGUMENT,
          "{}: expected an array (NumPy, torch, CuPy: anything with __dlpack__), got {}", name,
-         nb::cast<std::string>(nb::str(nb::handle(array.type()).attr("__name__"))));
+         type);
   };
   if (access == Access::kWrite) {
     nb::ndarray<> w;

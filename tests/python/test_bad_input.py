@@ -250,4 +250,14 @@ def test_a_dtype_tag_reads_integer_bits_only(layer, batch):
         layer.run((as_f16, "bf16"), ids, weights)
     out = layer.run((hidden.view(np.uint16), "bf16"), ids, weights)
     assert (out.view(np.uint16) == layer.run(hidden, ids, weights).view(np.uint16)).all()
+    out = layer.run((hidden, "bf16"), ids, weights)  # an ml_dtypes array tagged as well
+    assert (out.view(np.uint16) == layer.run(hidden, ids, weights).view(np.uint16)).all()
+
+
+def test_an_array_dlpack_cannot_carry_names_its_dtype(layer, batch):
+    _, logits = batch
+    with raises("dtype_mismatch", "logits: a ndarray of dtype >f4 cannot be read"):
+        layer.route(logits.astype(">f4"))
+    with raises("dtype_mismatch", "logits: a ndarray of dtype |O cannot be read"):
+        layer.route(logits.astype(object))
 
