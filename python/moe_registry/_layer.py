@@ -104,7 +104,7 @@ class Layer:
         """Router logits [T, E + S] f32 -> (topk_ids [T, k + S] int32, topk_weights f32).
         `workspace`: a 1-D uint8 array of at least route_workspace_size(T) bytes in the layer's
         memory; None = the layer's own."""
-        tokens = _tensors.leading_dim(logits, "logits")
+        tokens = self._tokens(logits, "logits")
         logits = _tensors.detached(logits)
         topk_ids, topk_weights = self._topk_outputs(logits, tokens, topk_ids, topk_weights)
         if workspace is not None:
@@ -130,11 +130,21 @@ class Layer:
         if router_logits is None:
             raise MoeError("invalid_argument",
                            "router_logits: run_routed routes from them; run() takes a routing")
-        tokens = _tensors.leading_dim(hidden, "hidden")
+        tokens = self._tokens(hidden, "hidden")
         topk_ids, topk_weights = self._topk_outputs(hidden, tokens, topk_ids, topk_weights)
         out = self._run(hidden, topk_ids, topk_weights, out, workspace, stream,
                         routing=(router_logits, bias, is_padding))
         return out, topk_ids, topk_weights
+
+    def _tokens(self, x, name):
+        """x's token count, refused above max_tokens before any output is made for it (for a
+        [T, *] x: another rank is the native call's to name)."""
+        tokens = _tensors.leading_dim(x, name)
+        if len(_tensors.untagged(x).shape) == 2 and tokens > self._problem.max_tokens:
+            raise MoeError("capacity_exceeded",
+                           f"{name}: {tokens} tokens is more than the layer's "
+                           f"max_tokens={self._problem.max_tokens}")
+        return tokens
 
     def _topk_outputs(self, like, tokens, topk_ids, topk_weights):
         """route() and run_routed(): the routing's outputs [T, k + S], made like `like` where not
@@ -150,7 +160,7 @@ class Layer:
 
     def _run(self, hidden, topk_ids, topk_weights, out, workspace, stream, routing=None):
         """run() and run_routed(): `routing` = (router_logits, bias, is_padding) or None."""
-        tokens = _tensors.leading_dim(hidden, "hidden")
+        tokens = self._tokens(hidden, "hidden")
         hidden = _tensors.detached(hidden)
         if out is None:
             out = _tensors.empty_like(hidden, (tokens, self._problem.hidden), None, "out")

@@ -261,3 +261,14 @@ def test_an_array_dlpack_cannot_carry_names_its_dtype(layer, batch):
     with raises("dtype_mismatch", "logits: a ndarray of dtype |O cannot be read"):
         layer.route(logits.astype(object))
 
+
+def test_too_many_tokens_are_refused_before_outputs_are_made(layer):
+    """A count far past max_tokens is a capacity error, not a MemoryError making its outputs."""
+    huge = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (2 ** 33, 4), (0, 0))
+    with raises("capacity_exceeded", "logits: 8589934592 tokens is more than the layer's "
+                                     f"max_tokens={MAX_TOKENS}"):
+        layer.route(huge)
+    hidden = np.zeros((MAX_TOKENS + 1, HIDDEN), ml_dtypes.bfloat16)
+    with raises("capacity_exceeded", f"hidden: {MAX_TOKENS + 1} tokens is more than"):
+        layer.run(hidden, None, None)
+
