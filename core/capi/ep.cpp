@@ -106,6 +106,10 @@ moe_status moe_host_ep_step(moe_host_ep_group* group, const moe_host_ep_step_arg
 #else
     const moe_problem& p = l.problem_c;
     const int64_t width = moe::topk_width(p);
+    const int64_t rows = a.hidden.ndim >= 1 ? a.hidden.shape[0] : 0;
+    MOE_CHECK(rows <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,  // before copying them
+              "moe_host_ep_step_args.hidden: {} tokens is more than the layer's max_tokens={}",
+              rows, p.max_tokens);
     // Copied on the host below: device memory there would be a fault, not an error.
     moe::device::RunMemory::host_only("moe_host_ep_step")
         .check_step("moe_host_ep_step_args", a.hidden, a.topk_ids, a.topk_weights, a.output);

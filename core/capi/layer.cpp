@@ -214,7 +214,9 @@ moe_status moe_host_layer_run(const moe_host_layer* layer, const moe_run_args* a
 moe_status moe_host_layer_alloc(const moe_host_layer* layer, size_t bytes, void** ptr) {
   return guarded([&] {
     const auto& l = deref(layer, "layer");
-    deref(ptr, "ptr") = l.layer.plugin().alloc(bytes);
+    void*& out = deref(ptr, "ptr");
+    out = nullptr;  // NULL on failure, as every other out-handle
+    out = l.layer.plugin().alloc(bytes);
   });
 }
 
@@ -228,6 +230,13 @@ moe_status moe_host_layer_copy(const moe_host_layer* layer, void* dst, const voi
     const auto& l = deref(layer, "layer");
     MOE_CHECK(bytes == 0 || (dst != nullptr && src != nullptr), MOE_STATUS_INVALID_ARGUMENT,
               "moe_host_layer_copy: dst or src is NULL with bytes={}", bytes);
+    const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
+    MOE_CHECK(bytes <= UINTPTR_MAX - d && bytes <= UINTPTR_MAX - s, MOE_STATUS_INVALID_ARGUMENT,
+              "moe_host_layer_copy: {} bytes from {:#x} or to {:#x} run past the end of the "
+              "address space",
+              bytes, s, d);
+    MOE_CHECK(bytes == 0 || d + bytes <= s || s + bytes <= d, MOE_STATUS_INVALID_ARGUMENT,
+              "moe_host_layer_copy: dst {:#x} and src {:#x} overlap within {} bytes", d, s, bytes);
     MOE_CHECK(kind >= MOE_MEMCPY_HOST_TO_DEVICE && kind <= MOE_MEMCPY_DEVICE_TO_DEVICE,
               MOE_STATUS_INVALID_ARGUMENT, "moe_host_layer_copy: kind={} is not a moe_memcpy_kind",
               kind);

@@ -252,6 +252,20 @@ static void test_runs_like_the_cpp_api(moe_host_registry* registry) {
   expect_error("workspace for max_tokens + 1",
                moe_host_layer_workspace_size(layer, CAPI_MAX_TOKENS + 1, &run_ws),
                MOE_STATUS_CAPACITY_EXCEEDED, "17 tokens");
+  /* A copy that would wrap the address space, or whose ranges overlap, before any byte moves;
+   * a failed alloc leaves NULL. */
+  {
+    uint8_t buf[16];
+    expect_error("a copy past the address space",
+                 moe_host_layer_copy(layer, buf, buf + 8, SIZE_MAX, MOE_MEMCPY_HOST_TO_DEVICE),
+                 MOE_STATUS_INVALID_ARGUMENT, "run past the end of the address space");
+    expect_error("an overlapping copy",
+                 moe_host_layer_copy(layer, buf, buf + 4, 8, MOE_MEMCPY_HOST_TO_DEVICE),
+                 MOE_STATUS_INVALID_ARGUMENT, "overlap within 8 bytes");
+    void* never = buf;
+    CHECK(moe_host_layer_alloc(layer, SIZE_MAX, &never) == MOE_STATUS_OUT_OF_MEMORY && !never,
+          "alloc(SIZE_MAX): %s", moe_host_last_error());
+  }
   /* A run_args of the wrong size. */
   run.hidden.shape[0] = CAPI_TOKENS;
   run.struct_size = 8;
@@ -811,6 +825,11 @@ static void test_expert_parallel_steps(moe_host_registry* registry) {
     sa.hidden.shape[1] = CAPI_HIDDEN + 1;
     expect_error("hidden of another width", moe_host_ep_step(NULL, &sa), MOE_STATUS_SHAPE_MISMATCH,
                  "moe_host_ep_step_args.hidden");
+    sa.hidden.shape[1] = CAPI_HIDDEN;
+    sa.hidden.shape[0] = (int64_t)1 << 40; /* refused before its rows are copied */
+    expect_error("a step past max_tokens", moe_host_ep_step(NULL, &sa),
+                 MOE_STATUS_CAPACITY_EXCEEDED, "1099511627776 tokens is more than");
+    sa.hidden.shape[0] = CAPI_TOKENS;
 
     /* The device step (host API 1.5), one rank: the reference's "device" memory is host memory,
      * so the same arrays serve; the layer's bytes again, and a batch past max_tokens refused. */

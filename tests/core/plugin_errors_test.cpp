@@ -121,6 +121,24 @@ TEST_F(PluginErrors, MoreTokensThanMaxTokensIsACapacityErrorNamingBoth) {
                {"4 tokens exceed max_tokens=3"});
 }
 
+// An options count no caller means (garbage, or a size in bytes) is refused before any read.
+TEST_F(PluginErrors, AnAbsurdOptionsCountIsRefusedNamingIt) {
+  const moe_problem p = problem_.c();
+  const moe_weights w = weights_.view();
+  const moe_option one{"x", "1"};
+  moe_prepare_args a{};
+  a.struct_size = sizeof(a);
+  a.problem = &p;
+  a.weights = &w;
+  a.options = &one;
+  a.num_options = int64_t{1} << 40;
+  moe_layer* layer = nullptr;
+  EXPECT_EQ(reference_->api().prepare(&a, &layer), MOE_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(reference_->api().last_error(),
+              testing::HasSubstr("num_options=1099511627776 is more than 4096"));
+  EXPECT_EQ(layer, nullptr);
+}
+
 // The SDK's table answers workspace sizes only for batches a run would take.
 TEST_F(PluginErrors, WorkspaceSizeAboveMaxTokensIsACapacityErrorNamingBoth) {
   Problem small = problem_;

@@ -6,6 +6,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -406,6 +407,15 @@ TEST(SafetensorsHeader, DuplicateKeysAreRefused) {
                       2, MOE_STATUS_INVALID_ARGUMENT, {"duplicate key 'w'"});
   expect_header_error(R"({"w":{"dtype":"U8","dtype":"F32","shape":[1],"data_offsets":[0,1]}})", 2,
                       MOE_STATUS_INVALID_ARGUMENT, {"duplicate key 'dtype'"});
+}
+
+// A FIFO opens at once and is refused as not a regular file (it waited for a writer forever).
+TEST(SafetensorsFile, AFifoIsRefusedWithoutWaitingForAWriter) {
+  const fs::path fifo = fs::temp_directory_path() / fmt::format("moe_fifo_{}", ::getpid());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error([&] { SafetensorsFile::open(fifo.string()); }, MOE_STATUS_IO_ERROR,
+               {"is not a regular file"});
+  fs::remove(fifo);
 }
 
 }  // namespace

@@ -195,7 +195,8 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, uint64_t data_
 // ---- SafetensorsFile --------------------------------------------------------------------------
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO opens at once (then fstat refuses it) instead of waiting for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     MOE_CHECK(err != ENOENT, MOE_STATUS_NOT_FOUND, "safetensors file '{}' does not exist", path);
@@ -269,9 +270,9 @@ Checkpoint Checkpoint::open(const std::string& path) {
   constexpr const char* kIndex = "model.safetensors.index.json";
   std::error_code ec;
   MOE_CHECK(fs::exists(path, ec), MOE_STATUS_NOT_FOUND, "checkpoint '{}' does not exist{}", path,
-            fs::path(path).is_relative()
-                ? fmt::format(" (relative to the current directory, {})", fs::current_path(ec).string())
-                : "");
+            fs::path(path).is_relative() ? fmt::format(" (relative to the current directory, {})",
+                                                       fs::current_path(ec).string())
+                                         : "");
   fs::path file = path;
   if (fs::is_directory(path, ec)) {
     std::vector<std::string> shards;
