@@ -4,7 +4,11 @@
 // (a layer's destructor) it is logged and swallowed. The fixture is `throws_raw`
 // (tests/fixtures/fixture_plugin.cpp): run always throws, supports throws for non-bf16 problems,
 // and the option `throw_in` picks prepare, workspace_size or destroy_layer.
+#include <cstring>
+#include <string>
+
 #include "../support/scan_env.hpp"
+#include "moe/sdk/guard.hpp"
 
 namespace moe::test {
 namespace {
@@ -83,6 +87,20 @@ TEST_F(PluginGuard, ConformanceRecordsTheThrowingRunAsAnErrorCase) {
                                              "of type 'int'"));
   }
   EXPECT_GT(errors, 0);
+}
+
+// The last-error buffer keeps 2047 bytes of a longer message, cut before a character, never
+// inside a UTF-8 sequence (a strict decoder refuses a lone lead byte).
+TEST(LastError, ALongMessageIsCutAtACharactersStart) {
+  for (const std::string tail : {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"}) {
+    const std::string message = std::string(2046, 'a') + tail + "b";
+    sdk::set_last_error(message.c_str());
+    EXPECT_EQ(std::string(sdk::last_error()), std::string(2046, 'a')) << tail.size();
+  }
+  const std::string ascii(3000, 'x');
+  sdk::set_last_error(ascii.c_str());
+  EXPECT_EQ(std::strlen(sdk::last_error()), 2047u);
+  sdk::set_last_error("");
 }
 
 }  // namespace
