@@ -183,6 +183,10 @@ TEST(ConfigParse, KeysThatDoNotApplyAreRefusedByName) {
        {"global_scale=-2 must be finite and > 0", "test.yaml:7:"}},
       {"  routing: sigmoid_bias_sink\n  route_scale: 1.5\n  global_scale: 0\n",
        {"global_scale=0 must be finite and > 0", "test.yaml:8:"}},
+      {"  routing: sigmoid_bias_sink\n  route_scale: 1e60\n",
+       {"route_scale=1e60 is outside the range of a float", "test.yaml:7:"}},
+      {"  routing: sigmoid_bias_sink\n  route_scale: 1e-60\n",
+       {"route_scale=1e-60 is outside the range of a float"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.lines);

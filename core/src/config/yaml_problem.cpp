@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -247,7 +249,18 @@ Problem parse_problem(const std::string& source, const YAML::Node& map,
     if (map[k]) out = read_scalar<bool>(source, map[k], k) ? 1 : 0;
   };
   auto f32 = [&](const char* k, float& out) {
-    if (map[k]) out = static_cast<float>(read_scalar<double>(source, map[k], k));
+    if (!map[k]) return;
+    const double v = read_scalar<double>(source, map[k], k);
+    // A finite value a float cannot hold would become inf or 0 unseen (inf and nan as written
+    // are the validation's to name).
+    if (std::isfinite(v) && (std::fabs(v) > std::numeric_limits<float>::max() ||
+                             (v != 0 && std::fabs(v) < std::numeric_limits<float>::denorm_min())))
+      fail(where(source, map[k]),
+           fmt::format("{}={} is outside the range of a float (its magnitude must be 0, or from "
+                       "{:g} to {:g})",
+                       k, map[k].Scalar(), std::numeric_limits<float>::denorm_min(),
+                       std::numeric_limits<float>::max()));
+    out = static_cast<float>(v);
   };
   i64("experts", p.experts);
   i64("top_k", p.top_k);
