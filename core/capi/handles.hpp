@@ -3,6 +3,8 @@
 // exception crosses into the host program.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -18,6 +20,7 @@
 #include "moe/plugin.hpp"
 #include "moe/registry.hpp"
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/extensions.hpp"
 #include "moe/sdk/guard.hpp"
 #include "moe/sdk/problem.hpp"
 #include "moe/sdk/struct_io.hpp"
@@ -102,11 +105,15 @@ inline void write_text(const std::string& text, char* buf, size_t cap, size_t* n
   buf[n] = '\0';
 }
 
-// A caller's input struct, checked (NULL, struct_size) and read over `defaults`.
+// A caller's input struct, checked (NULL, struct_size, its extension chain as the plugin ABI
+// checks one) and read over `defaults`.
 template <class T>
 T read_args(const T* args, size_t min_size, const char* name, T defaults = {}) {
   sdk::check_struct(args, min_size, name);
-  return sdk::read_struct(args, defaults);
+  T out = sdk::read_struct(args, defaults);
+  if constexpr (requires { out.ext; })
+    sdk::check_extension_chain(out.ext, fmt::format("{}.ext", name).c_str());
+  return out;
 }
 
 // Writes `value` into a caller's output struct (checked) where it fits.

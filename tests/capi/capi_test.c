@@ -360,6 +360,17 @@ static void test_errors_name_the_problem(moe_host_registry* registry) {
   expect_error("prepare args too small", moe_host_layer_prepare(registry, &pa, &layer),
                MOE_STATUS_ABI_MISMATCH, "moe_host_prepare_args.struct_size=8");
   pa.struct_size = sizeof pa;
+  { /* an extension chain that loops on itself, refused as the plugin ABI's are */
+    moe_extension loop;
+    loop.struct_size = sizeof loop;
+    loop.type = 77;
+    loop.next = &loop;
+    pa.ext = &loop;
+    expect_error("a looping extension chain", moe_host_layer_prepare(registry, &pa, &layer),
+                 MOE_STATUS_INVALID_ARGUMENT, "moe_host_prepare_args.ext");
+    CHECK(layer == NULL, "a layer was made");
+    pa.ext = NULL;
+  }
   pa.weights = NULL;
   expect_error("prepare without weights", moe_host_layer_prepare(registry, &pa, &layer),
                MOE_STATUS_INVALID_ARGUMENT, "weights is NULL");
