@@ -107,8 +107,6 @@ class Layer:
         tokens = self._tokens(logits, "logits")
         logits = _tensors.detached(logits)
         topk_ids, topk_weights = self._topk_outputs(logits, tokens, topk_ids, topk_weights)
-        if workspace is not None:
-            _tensors.check_writable(workspace, "workspace")
         self._native.route(logits, topk_ids, topk_weights, _maybe_detached(bias),
                            _maybe_detached(is_padding), _maybe_detached(workspace),
                            _stream(stream, logits))
@@ -148,14 +146,12 @@ class Layer:
 
     def _topk_outputs(self, like, tokens, topk_ids, topk_weights):
         """route() and run_routed(): the routing's outputs [T, k + S], made like `like` where not
-        given, checked writable."""
+        given (the binding refuses read-only ones)."""
         width = self._problem.top_k + self._problem.sink_experts
         if topk_ids is None:
             topk_ids = _tensors.empty_like(like, (tokens, width), "int32", "topk_ids")
         if topk_weights is None:
             topk_weights = _tensors.empty_like(like, (tokens, width), "float32", "topk_weights")
-        _tensors.check_writable(topk_ids, "topk_ids")
-        _tensors.check_writable(topk_weights, "topk_weights")
         return topk_ids, topk_weights
 
     def _run(self, hidden, topk_ids, topk_weights, out, workspace, stream, routing=None):
@@ -164,9 +160,6 @@ class Layer:
         hidden = _tensors.detached(hidden)
         if out is None:
             out = _tensors.empty_like(hidden, (tokens, self._problem.hidden), None, "out")
-        _tensors.check_writable(out, "out")
-        if workspace is not None:
-            _tensors.check_writable(workspace, "workspace")
         logits, bias, is_padding = routing or (None, None, None)
         self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights), out,
                          _maybe_detached(workspace), _stream(stream, hidden),

@@ -59,25 +59,6 @@ def empty_like(x, shape, dtype=None, name="out"):
                    f"{name}: cannot make an output like a {type(x).__name__}; pass {name}=")
 
 
-def check_writable(x, name):
-    """The binding reads every array through DLPack or the buffer protocol, which cannot tell a
-    read-only one: a NumPy array's flags, or a buffer's (memoryview, bytes, array.array)."""
-    array = untagged(x)
-    fw = _framework(array)
-    if fw == "numpy":
-        flags = getattr(array, "flags", None)
-        read_only = flags is not None and not flags.writeable
-    elif fw is None:
-        try:
-            read_only = memoryview(array).readonly
-        except (TypeError, ValueError, BufferError):  # no buffer to export: the binding decides
-            read_only = False
-    else:
-        read_only = False
-    if read_only:
-        raise MoeError("invalid_argument", f"{name}: a read-only array; the layer writes it")
-
-
 def stream_arg(stream, like):
     """A call's `stream`: None = the caller's current one for `like`'s device; else a CUDA
     stream handle as an int (0 = the default stream), or an object holding one (torch's
