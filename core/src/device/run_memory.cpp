@@ -7,14 +7,14 @@
 #include "moe/sdk/error.hpp"
 
 namespace moe::device {
-RunMemory::RunMemory(const CudaDriver* driver, moe_memory memory, int32_t device, std::string who)
-    : driver_(driver), memory_(memory), device_(device), who_(std::move(who)) {}
-
 namespace {
 
 constexpr int kPointerIsManaged = 8;  // CU_POINTER_ATTRIBUTE_IS_MANAGED: 4 bytes written
 
 }  // namespace
+
+RunMemory::RunMemory(const CudaDriver* driver, moe_memory memory, int32_t device, std::string who)
+    : driver_(driver), memory_(memory), device_(device), who_(std::move(who)) {}
 
 RunMemory RunMemory::of_layer(moe_memory memory, const std::string& plugin) {
   const std::string who = fmt::format("plugin '{}'", plugin);
@@ -90,10 +90,6 @@ const void* RunMemory::data_of(const moe_tensor& t) {
 
 void RunMemory::check(const void* data, const char* name) const {
   check_fields({{data, name}});
-}
-
-void RunMemory::check(const moe_tensor& t, const char* name) const {
-  check_fields({{data_of(t), name}});
 }
 
 void RunMemory::check_run(const moe_run_args& a) const {

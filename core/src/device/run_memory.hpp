@@ -32,7 +32,6 @@ class RunMemory {
   // plugin checks the rest of the tensor). NULL data, or a tensor of no elements: nothing to
   // check (the plugin refuses what it needs).
   void check(const void* data, const char* name) const;
-  void check(const moe_tensor& t, const char* name) const;
   void check_run(const moe_run_args& a) const;      // hidden ... workspace, routing fields
   void check_route(const moe_route_args& a) const;  // logits ... workspace
   // The four tensors of a step (`prefix`: "moe_host_ep_step_args", ...).
