@@ -431,6 +431,9 @@ static void test_errors_name_the_problem(moe_host_registry* registry) {
   o.core_plugin_dir = "";
   expect_error("an empty core plugin directory", moe_host_registry_open(&o, &other),
                MOE_STATUS_INVALID_ARGUMENT, "core_plugin_dir is an empty path");
+  o.core_plugin_dir = "/nonexistent/core/plugins";
+  expect_error("a missing core plugin directory", moe_host_registry_open(&o, &other),
+               MOE_STATUS_NOT_FOUND, "'/nonexistent/core/plugins' (from core_plugin_dir)");
 }
 
 static void test_conformance_of_a_plugin(moe_host_registry* registry) {

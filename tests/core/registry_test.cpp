@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../support/scoped_env.hpp"
 #include "../support/test_env.hpp"
 
 namespace moe::test {
@@ -43,6 +44,26 @@ TEST(Registry, APathOfTheWrongKindIsNamedForWhatItIs) {
   d.files = {testing::TempDir()};
   expect_error([&] { Registry::discover(d); }, MOE_STATUS_NOT_FOUND,
                {"not a regular file (a plugin is a shared library)"});
+}
+
+// The core's plugin directory given by the caller must exist, as plugin_dirs must; the
+// environment's MOE_CORE_PLUGIN_DIR is a hint, ignored with a warning when it does not.
+TEST(Registry, AnExplicitCorePluginDirectoryMustExist) {
+  DiscoveryOptions d;
+  d.use_env = false;
+  d.use_default = false;
+  d.core_plugin_dir = "/no/such/core/plugins";
+  expect_error([&] { Registry::discover(d); }, MOE_STATUS_NOT_FOUND,
+               {"core plugin directory '/no/such/core/plugins' (from core_plugin_dir) does not "
+                "exist"});
+  const auto file = std::filesystem::path(testing::TempDir()) / "moe_core_plugin_dir_as_file";
+  std::ofstream(file) << "a file\n";
+  d.core_plugin_dir = file.string();
+  expect_error([&] { Registry::discover(d); }, MOE_STATUS_NOT_FOUND,
+               {"(from core_plugin_dir) is not a directory"});
+  d.core_plugin_dir.clear();
+  ScopedEnv env("MOE_CORE_PLUGIN_DIR", "/no/such/core/plugins");
+  EXPECT_NO_THROW(Registry::discover(d));
 }
 
 TEST(Registry, FileThatIsNotASharedLibraryIsSkippedWithTheReason) {

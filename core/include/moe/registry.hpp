@@ -43,7 +43,8 @@ struct DiscoveryOptions {
   // The core's plugin directory (where the built-in plugins reference and gpu_oracle may load
   // from), besides the defaults found from the running executable: a host program linking the
   // installed core passes the package's MOE_REGISTRY_PLUGIN_DIR here (or sets
-  // MOE_CORE_PLUGIN_DIR in the environment).
+  // MOE_CORE_PLUGIN_DIR in the environment). One given here must be a directory (NOT_FOUND
+  // otherwise); the environment's is ignored with a warning when it is not.
   std::string core_plugin_dir;
 };
 

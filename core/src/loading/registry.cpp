@@ -113,16 +113,26 @@ Registry Registry::discover(const DiscoveryOptions& options) {
 void Registry::resolve_scanner(const DiscoveryOptions& options) {
   core_dirs_ = default_plugin_dirs();
   // A host program's own executable says nothing about where the installed core lives.
+  // One given by the caller must exist, as plugin_dirs must; the environment's is a hint, like
+  // MOE_PLUGIN_PATH's entries, and one that does not exist is ignored with a warning.
   std::string extra = options.core_plugin_dir;
+  const bool explicit_dir = !extra.empty();
   if (const char* env = std::getenv("MOE_CORE_PLUGIN_DIR"); extra.empty() && env && *env)
     extra = env;
   if (!extra.empty()) {
     std::error_code ec;
-    const fs::path canon = fs::canonical(extra, ec);
-    if (!ec && std::find(core_dirs_.begin(), core_dirs_.end(), canon) == core_dirs_.end())
+    const fs::file_status st = fs::status(extra, ec);
+    const char* problem = !fs::exists(st)         ? "does not exist"
+                          : !fs::is_directory(st) ? "is not a directory"
+                                                  : nullptr;
+    MOE_CHECK(!explicit_dir || !problem, MOE_STATUS_NOT_FOUND,
+              "core plugin directory '{}' (from core_plugin_dir) {}", extra, problem);
+    const fs::path canon = problem ? fs::path() : fs::canonical(extra, ec);
+    if (problem || ec)
+      spdlog::warn("the core plugin directory '{}' (from MOE_CORE_PLUGIN_DIR) {}; ignored", extra,
+                   problem ? problem : "cannot be resolved");
+    else if (std::find(core_dirs_.begin(), core_dirs_.end(), canon) == core_dirs_.end())
       core_dirs_.insert(core_dirs_.begin(), canon);
-    else if (ec)
-      spdlog::warn("the core plugin directory '{}' does not exist; ignored", extra);
   }
   scanner_ = detail::PluginScanner::find(options);
   scanner_resolved_ = true;

@@ -113,7 +113,7 @@ typedef struct moe_host_registry_options {
   int32_t use_default; /* 1 = also the core's plugin directory (the built-in plugins) */
   /* The core's plugin directory, where the built-in plugins (reference, gpu_oracle) may load from.
    * NULL: $MOE_CORE_PLUGIN_DIR, else the one beside this library (<libdir>/moe_registry/plugins
-   * installed, <build>/plugins in the build tree). */
+   * installed, <build>/plugins in the build tree). Given, it must be a directory (NOT_FOUND). */
   const char* core_plugin_dir;
   /* The plugin scanner executable. NULL: $MOE_PLUGIN_SCANNER, else the one beside this library
    * (<prefix>/libexec/moe_registry installed, <build>/bin in the build tree). */
