@@ -187,7 +187,23 @@ moe_status moe_host_layer_route(const moe_host_layer* layer, const moe_route_arg
     moe_route_args a = read_args(args, MOE_ROUTE_ARGS_MIN_SIZE, "moe_route_args");
     MOE_CHECK(l.router != nullptr, MOE_STATUS_UNSUPPORTED, "{}", l.no_router_reason);
     if (a.logits.ndim >= 1) checked_tokens(l, a.logits.shape[0], "moe_route_args.logits");
-    if (a.problem == nullptr) a.problem = &l.problem_c;
+    if (a.problem == nullptr) {
+      a.problem = &l.problem_c;
+    } else {
+      // Another routing of this layer's experts (e.g. other groups or scales): the ids it writes
+      // must be ids of this layer, in a batch this layer takes.
+      const moe_problem p = read_problem(a.problem, "moe_route_args.problem").c();
+      const moe_problem& own = l.problem_c;
+      const auto same = [](const char* field, int64_t given, int64_t layer) {
+        MOE_CHECK(given == layer, MOE_STATUS_INVALID_ARGUMENT,
+                  "moe_route_args.problem.{} is {} but the layer's is {}: a problem given to "
+                  "route must route this layer's experts",
+                  field, given, layer);
+      };
+      same("experts", p.experts, own.experts);
+      same("top_k", p.top_k, own.top_k);
+      same("sink_experts", p.sink_experts, own.sink_experts);
+    }
     l.run_memory.check_route(a);
     l.router->route(a);
   });

@@ -210,6 +210,19 @@ static void test_runs_like_the_cpp_api(moe_host_registry* registry) {
   route.topk_weights = capi_tensor(got->topk_weights, MOE_DTYPE_F32, 2, CAPI_TOKENS, CAPI_TOP_K, 0);
   route.workspace = route_ws ? route_workspace : NULL;
   route.workspace_size = route_ws;
+  /* a problem given to route is another routing of this layer's experts: the same experts, top_k
+   * and sinks, else refused naming the field */
+  moe_problem other_routing = *info.problem;
+  route.problem = &other_routing;
+  CHECK_OK(moe_host_layer_route(layer, &route));
+  other_routing.top_k = CAPI_TOP_K - 1;
+  expect_error("a route problem of another top_k", moe_host_layer_route(layer, &route),
+               MOE_STATUS_INVALID_ARGUMENT, "moe_route_args.problem.top_k is 1 but the layer's");
+  other_routing.top_k = CAPI_TOP_K;
+  other_routing.experts = 2 * CAPI_EXPERTS;
+  expect_error("a route problem of other experts", moe_host_layer_route(layer, &route),
+               MOE_STATUS_INVALID_ARGUMENT, "moe_route_args.problem.experts is");
+  route.problem = NULL;
   CHECK_OK(moe_host_layer_route(layer, &route));
 
   moe_run_args run;

@@ -344,7 +344,8 @@ MOE_HOST_EXPORT moe_status moe_host_layer_route_workspace_size(const moe_host_la
 
 /* Routes one batch as moe_route_args says (tensors in the layer's memory), with the layer's plugin
  * when it routes the problem, else (host-memory layers) with the reference; a device layer whose
- * plugin does not route it is UNSUPPORTED. args->problem: NULL = the layer's. */
+ * plugin does not route it is UNSUPPORTED. args->problem: NULL = the layer's; another routing
+ * given there must keep the layer's experts, top_k and sink_experts (INVALID_ARGUMENT otherwise). */
 MOE_HOST_EXPORT moe_status moe_host_layer_route(const moe_host_layer* layer,
                                                 const moe_route_args* args);
 
