@@ -40,6 +40,9 @@ int rank_of(ncclComm_t c) {
   return reinterpret_cast<FakeRank*>(c)->rank;
 }
 
+// The device a rank's thread has current (a test moves it after the group is made).
+thread_local int32_t t_current_device = 0;
+
 // What a rank's thread enqueued where, while a test collects it (FakeDriver, the fake NCCL).
 thread_local std::vector<std::string>* t_log = nullptr;
 std::string stream_name(const void* s) {
@@ -95,7 +98,7 @@ ep::NcclApi fake_world_nccl() {
   };
   api.error_string = [](ncclResult_t) { return "fake NCCL error"; };
   api.stream_query = [](void*) { return 0; };
-  api.current_device = [] { return int32_t(0); };
+  api.current_device = [] { return t_current_device; };
   api.library = "fake NCCL";
   return api;
 }
@@ -526,6 +529,51 @@ TEST_F(DeviceStepTest, OneRankIsTheLayersRun) {
   y.download(out.raw(), out.bytes());
   const RunResult want = run_layer(layer, p.c(), batch.hidden, routing);
   EXPECT_EQ(std::memcmp(out.raw(), want.output.raw(), out.bytes()), 0);
+}
+
+// A rank that steps with another device current than its communicator's is refused before it
+// posts a collective, for any chunk count (the layer's own check came only at the first chunk's
+// launch, after the first all-gathers), so no rank waits on a half-posted step.
+TEST_F(DeviceStepTest, AStepWithAnotherDeviceCurrentIsRefusedBeforeAnyCollective) {
+  const Problem whole = small_ep_problem(1, 0);
+  const LayerWeights weights = random_weights(whole.c(), 17);
+  const Ranks ranks =
+      make_ranks(whole, weights, 6, 70, [](int r) { return small_ep_problem(kWorld, r); });
+  for (const int32_t chunks : {1, 3}) {
+    std::vector<std::string> errors(kWorld);
+    std::vector<int> posted(kWorld, -1);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kWorld; ++r)
+      threads.emplace_back([&, r] {
+        auto group = ep::Group::borrow(nccl_, reinterpret_cast<ncclComm_t>(&g_ranks[r]), r, kWorld,
+                                       device_, 10, 42);
+        const ep::DeviceStep step(group.get(), ranks.layers[size_t(r)], ranks.raw[size_t(r)], 8, {},
+                                  false, chunks);
+        Buffer x = upload(ranks.batches[size_t(r)].hidden),
+               ids = upload(ranks.routings[size_t(r)].ids),
+               wt = upload(ranks.routings[size_t(r)].weights), y(device_, size_t(6 * 64 * 2));
+        const int before = g_world.gathers[r].load();
+        t_current_device = 1;
+        try {
+          run_on(step, ranks.raw[size_t(r)], 6, x, ids, wt, y);
+        } catch (const Error& e) {
+          errors[size_t(r)] = fmt::format("{} {}", int(e.status()), e.what());
+        }
+        t_current_device = 0;
+        posted[size_t(r)] = g_world.gathers[r].load() - before;
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < kWorld; ++r) {
+      EXPECT_THAT(errors[size_t(r)],
+                  testing::HasSubstr(fmt::format("{} rank {} of 2: the device step runs with "
+                                                 "cuda:1 current, but the group's NCCL "
+                                                 "communicator and the layer's buffers are on "
+                                                 "cuda:0",
+                                                 int(MOE_STATUS_INVALID_ARGUMENT), r)))
+          << "chunks " << chunks;
+      EXPECT_EQ(posted[size_t(r)], 0) << "rank " << r << " posted collectives, chunks " << chunks;
+    }
+  }
 }
 
 TEST_F(DeviceStepTest, BadInputIsNamed) {

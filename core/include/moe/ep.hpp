@@ -65,6 +65,13 @@ class Group {
   int32_t rank() const { return rank_; }
   int32_t world() const { return world_; }
   bool owns_communicator() const { return owned_; }
+  // The CUDA device of the communicator, where the layer's buffers are made.
+  int32_t cuda_device() const { return cuda_device_; }
+  // Refuses (INVALID_ARGUMENT, naming both devices) a step begun with another device current on
+  // the calling thread: its copies and the layer's launches would go to that device while the
+  // collectives run on the communicator's. Called before a step moves anything, so a refused
+  // rank's collectives never start.
+  void check_current_device(const char* what) const;
 
   // One grouped send/recv: bytes sends[r] to rank r and recvs[r] from rank r (device memory).
   void exchange(const std::vector<std::pair<const void*, size_t>>& sends,
@@ -91,6 +98,7 @@ class Group {
   void* comm_ = nullptr;  // null once aborted (owned) or given up after a timeout (borrowed)
   bool owned_ = false;
   int32_t rank_ = 0, world_ = 1;
+  int32_t cuda_device_ = 0;
   double timeout_s_ = 60;
   std::shared_ptr<const Plugin> device_;
 };

@@ -272,6 +272,9 @@ void DeviceStep::agree(std::exception_ptr failed, int64_t max_tokens, bool ragge
 
 void DeviceStep::run(const moe_tensor& hidden, const moe_tensor& topk_ids,
                      const moe_tensor& topk_weights, const moe_tensor& output, void* stream) const {
+  // Before anything moves: the layer's own check would come only at its first chunk's launch,
+  // after this rank's first all-gathers were posted (the other ranks then wait for the rest).
+  if (group_ != nullptr) group_->check_current_device("the device step");
   MOE_CHECK(hidden.ndim == 2, MOE_STATUS_INVALID_ARGUMENT,
             "hidden must be bf16 [T, {}], not of {} dimensions", problem_.hidden, hidden.ndim);
   const int64_t tokens = hidden.shape[0];

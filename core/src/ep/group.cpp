@@ -84,6 +84,7 @@ std::unique_ptr<Group> Group::connect(const Launch& l, std::shared_ptr<const Plu
   g->world_ = l.world;
   g->timeout_s_ = timeout_s;
   g->device_ = std::move(device);
+  g->cuda_device_ = g->nccl_.current_device();  // ncclCommInitRank binds the current device
   const ncclUniqueId id = rendezvous(l, dir, timeout_s);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // init and collectives return at once; wait() polls with a deadline
@@ -142,6 +143,7 @@ std::unique_ptr<Group> Group::borrow(const NcclApi& api, void* comm, int32_t ran
   g->comm_ = comm;
   g->rank_ = rank;
   g->world_ = world;
+  g->cuda_device_ = comm_device;
   g->timeout_s_ = timeout_s;
   g->device_ = std::move(device);
   g->check_config(digest);
@@ -188,6 +190,14 @@ void Group::wait(const char* what, bool until_done) {
     }
     std::this_thread::yield();
   }
+}
+
+void Group::check_current_device(const char* what) const {
+  const int32_t current = nccl_.current_device();
+  MOE_CHECK(current == cuda_device_, MOE_STATUS_INVALID_ARGUMENT,
+            "rank {} of {}: {} runs with cuda:{} current, but the group's NCCL communicator and "
+            "the layer's buffers are on cuda:{}: make cuda:{} current for every step",
+            rank_, world_, what, current, cuda_device_, cuda_device_);
 }
 
 void Group::check_usable() const {

@@ -60,6 +60,7 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& p,
   const Plugin& plugin = layer.plugin();
   const auto dev = plugin.shared_from_this();
   const int32_t world = group ? group->world() : 1;
+  if (group != nullptr) group->check_current_device("the step");
   MOE_CHECK(p.shared_intermediate == 0, MOE_STATUS_UNSUPPORTED,
             "a weight-1 shared expert (shared_intermediate={}) would run on every rank a token "
             "goes to: split it off with ep::split_shared_expert and pass its layer to the step "
