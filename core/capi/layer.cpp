@@ -256,10 +256,9 @@ moe_status moe_host_layer_copy(const moe_host_layer* layer, void* dst, const voi
     MOE_CHECK(kind >= MOE_MEMCPY_HOST_TO_DEVICE && kind <= MOE_MEMCPY_DEVICE_TO_DEVICE,
               MOE_STATUS_INVALID_ARGUMENT, "moe_host_layer_copy: kind={} is not a moe_memcpy_kind",
               kind);
-    if (bytes > 0 && !l.layer.plugin().device_memory()) {  // a memcpy: device memory would crash
-      l.run_memory.check(dst, "moe_host_layer_copy: dst");
-      l.run_memory.check(src, "moe_host_layer_copy: src");
-    }
+    // A host plugin's copy is a memcpy: device memory would crash it.
+    if (bytes > 0 && !l.layer.plugin().device_memory())
+      l.run_memory.check_copy(dst, src, "moe_host_layer_copy");
     l.layer.plugin().copy(dst, src, bytes, static_cast<moe_memcpy_kind>(kind));
   });
 }

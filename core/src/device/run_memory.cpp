@@ -92,6 +92,10 @@ void RunMemory::check(const void* data, const char* name) const {
   check_fields({{data, name}});
 }
 
+void RunMemory::check_copy(const void* dst, const void* src, const std::string& prefix) const {
+  check_fields({{dst, prefix + ": dst"}, {src, prefix + ": src"}});
+}
+
 void RunMemory::check_run(const moe_run_args& a) const {
   check_fields({{data_of(a.hidden), "moe_run_args.hidden"},
                 {data_of(a.topk_ids), "moe_run_args.topk_ids"},

@@ -32,6 +32,8 @@ class RunMemory {
   // plugin checks the rest of the tensor). NULL data, or a tensor of no elements: nothing to
   // check (the plugin refuses what it needs).
   void check(const void* data, const char* name) const;
+  // Both ends of a copy (one driver lookup for the pair).
+  void check_copy(const void* dst, const void* src, const std::string& prefix) const;
   void check_run(const moe_run_args& a) const;      // hidden ... workspace, routing fields
   void check_route(const moe_route_args& a) const;  // logits ... workspace
   // The four tensors of a step (`prefix`: "moe_host_ep_step_args", ...).
