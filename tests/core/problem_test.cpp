@@ -173,7 +173,8 @@ moe_problem& with_sinks(moe_problem& p, int64_t sink_experts, int64_t sink_inter
   return p;
 }
 // Rank 2 of 4 under linear placement holds experts 4 and 5.
-constexpr int32_t kThreeLocal[8] = {-1, -1, -1, -1, 0, 1, 0, -1};
+constexpr int32_t kOneLocalIdTwice[8] = {-1, -1, -1, -1, 0, 1, 0, -1};
+constexpr int32_t kOneLocal[8] = {-1, -1, -1, -1, 0, -1, -1, -1};
 constexpr int32_t kLocalIdTooLarge[8] = {-1, -1, -1, -1, 0, 2, -1, -1};
 
 using P = moe_problem;
@@ -228,9 +229,12 @@ const BadProblem kBadProblems[] = {
      "ep_rank=4 must be in [0, ep_size=4)"},
     {"NegativeEpRank", [](P& p) { with_ep(p, MOE_EP_LINEAR, 4, -1); },
      "ep_rank=-1 must be in [0, ep_size=4)"},
-    {"EpMapWithTooManyLocalExperts",
-     [](P& p) { with_ep(p, MOE_EP_LINEAR, 4, 2).ep_map = kThreeLocal; },
-     "ep_map maps 3 experts to this rank, expected local_experts=2"},
+    {"EpMapWithALocalIdTwice",
+     [](P& p) { with_ep(p, MOE_EP_LINEAR, 4, 2).ep_map = kOneLocalIdTwice; },
+     "ep_map[4] and ep_map[6] are both local expert 0: each local id holds one expert"},
+    {"EpMapWithTooFewLocalExperts",
+     [](P& p) { with_ep(p, MOE_EP_LINEAR, 4, 2).ep_map = kOneLocal; },
+     "ep_map maps 1 experts to this rank, expected local_experts=2"},
     {"EpMapEntryOutsideLocalRange",
      [](P& p) { with_ep(p, MOE_EP_LINEAR, 4, 2).ep_map = kLocalIdTooLarge; },
      "ep_map[5]=2 is outside [-1, local_experts=2)"},

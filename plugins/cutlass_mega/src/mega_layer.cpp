@@ -266,6 +266,14 @@ sdk::Verdict check_support(const moe_problem& p, bool need_device) {
                        "to one weight slice");
   if (p.ep_size > 1)
     return Verdict::no(MOE_REASON_EP, "expert parallelism is not implemented in cutlass_mega");
+  // One rank: a valid map is a permutation, which the schedule (expert e's weights at slot e)
+  // would ignore.
+  for (int64_t e = 0; p.ep_map != nullptr && e < p.experts; ++e)
+    if (p.ep_map[e] != e)
+      return Verdict::no(MOE_REASON_EP,
+                         fmt::format("ep_map[{}]={}: cutlass_mega reads expert e's weights at "
+                                     "local slot e and takes no other EP map",
+                                     e, p.ep_map[e]));
   // fp8_block: a stage is one 128-wide scale block of K; fp4: a stage is 128 K of a prepared
   // chunk. GEMM2's K is I.
   const int64_t cols =

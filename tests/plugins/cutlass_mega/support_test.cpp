@@ -208,6 +208,13 @@ TEST(MegaSupport, RefusesWhatItCannotRunWithTheReasonAndTheValue) {
   p.redundant_experts = 2;
   expect_refusal(p, MOE_REASON_EP, "EPLB");
   p = bf16_problem();
+  std::vector<int32_t> map(size_t(p.experts));
+  for (int64_t e = 0; e < p.experts; ++e) map[size_t(e)] = int32_t(e);
+  p.ep_map = map.data();  // the identity is every expert where it is
+  EXPECT_TRUE(check_support(p, false).ok()) << check_support(p, false).message;
+  std::swap(map[0], map[1]);  // a permutation on one rank: valid, but not the schedule's
+  expect_refusal(p, MOE_REASON_EP, "ep_map[0]=1: cutlass_mega reads expert e's weights");
+  p = bf16_problem();
   p.hidden = 192;
   expect_refusal(p, MOE_REASON_SHAPE, "hidden=192");
   p = bf16_problem();
