@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -24,19 +25,30 @@ void parallel_for(int64_t n, Fn&& fn, int64_t max_threads = 0) {
   std::atomic<int64_t> next{0};
   std::exception_ptr error;
   std::mutex error_mutex;
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      for (int64_t i = next++; i < n; i = next++) {
-        try {
-          fn(i);
-        } catch (...) {
-          std::lock_guard lock(error_mutex);
-          if (!error) error = std::current_exception();
-        }
+  auto work = [&] {
+    for (int64_t i = next++; i < n; i = next++) {
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
       }
-    });
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(size_t(threads));
+  bool short_of_threads = false;
+  for (int64_t t = 0; t < threads && !short_of_threads; ++t) {
+    // A thread the system will not start (a pids limit: EAGAIN) leaves its share to the threads
+    // already running and to this one; a vector destroyed holding joinable threads would
+    // terminate the process.
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      short_of_threads = true;
+    }
   }
+  if (short_of_threads) work();
   for (auto& th : pool) th.join();
   if (error) std::rethrow_exception(error);
 }
