@@ -1,7 +1,10 @@
 #include "layer_mlps.hpp"
 
 #include <cmath>
+#include <string>
+#include <string_view>
 
+#include "moe/sdk/block_scales.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/format_table.hpp"
 #include "moe/sdk/formats.hpp"
@@ -12,8 +15,12 @@ namespace moe::reference {
 namespace {
 
 // Matrix `index` of a stack (index < 0: the tensor is a single matrix).
+// Its scales are checked as every backend checks them (NaN, negative or zero f32 scales, the
+// ue8m0 NaN code, NaN or negative e4m3 block scales): the oracle must not turn a corrupt tensor
+// into NaN or sign-flipped weights that a comparison then blames on the backend.
 MatrixRef matrix_ref(moe_format format, int64_t rows, int64_t cols, const moe_tensor& q,
-                     const moe_tensor& scale, const moe_tensor& scale_2, int64_t index) {
+                     const moe_tensor& scale, const moe_tensor& scale_2, int64_t index,
+                     std::string_view scale_name) {
   const MatrixLayout m = matrix_layout(format, rows, cols);
   MatrixRef out{format, rows, cols, nullptr, nullptr, 1.0f, 0, 0};
   const size_t i = index < 0 ? 0 : size_t(index);
@@ -22,6 +29,9 @@ MatrixRef matrix_ref(moe_format format, int64_t rows, int64_t cols, const moe_te
   if (m.scale_dtype != MOE_DTYPE_INVALID) {
     out.scale_bytes = size_t(scale_count(m)) * dtype_size(m.scale_dtype);
     out.scales = static_cast<const uint8_t*>(scale.data) + i * out.scale_bytes;
+    sdk::check_scale_values(
+        out.scales, m.scale_dtype, scale_count(m),
+        index < 0 ? std::string(scale_name) : fmt::format("{}[{}]", scale_name, i));
   }
   if (m.has_scale_2) {
     out.scale_2 = static_cast<const float*>(scale_2.data)[i];
@@ -79,11 +89,12 @@ std::vector<MlpRef> layer_mlps(const moe_problem& p, const moe_weights& w) {
   std::vector<MlpRef> out;
   const MlpShape r = mlp_shape(p, MlpKind::kRouted);
   for (int64_t e = 0; e < p.local_experts; ++e) {
-    MlpRef m{{MlpKind::kRouted, e},
-             matrix_ref(r.format, r.rows13, r.hidden, w.w13, w.w13_scale, w.w13_scale_2, e),
-             matrix_ref(r.format, r.hidden, r.inter, w.w2, w.w2_scale, w.w2_scale_2, e),
-             {},
-             {}};
+    MlpRef m{
+        {MlpKind::kRouted, e},
+        matrix_ref(r.format, r.rows13, r.hidden, w.w13, w.w13_scale, w.w13_scale_2, e, "w13_scale"),
+        matrix_ref(r.format, r.hidden, r.inter, w.w2, w.w2_scale, w.w2_scale_2, e, "w2_scale"),
+        {},
+        {}};
     if (p.expert_bias) {
       m.b13 = bias_row(w.b13, e, r.rows13);
       m.b2 = bias_row(w.b2, e, r.hidden);
@@ -94,20 +105,21 @@ std::vector<MlpRef> layer_mlps(const moe_problem& p, const moe_weights& w) {
     const MlpShape s = mlp_shape(p, MlpKind::kShared);
     out.push_back({{MlpKind::kShared, 0},
                    matrix_ref(s.format, s.rows13, s.hidden, w.shared_w13, w.shared_w13_scale,
-                              w.shared_w13_scale_2, -1),
+                              w.shared_w13_scale_2, -1, "shared_w13_scale"),
                    matrix_ref(s.format, s.hidden, s.inter, w.shared_w2, w.shared_w2_scale,
-                              w.shared_w2_scale_2, -1),
+                              w.shared_w2_scale_2, -1, "shared_w2_scale"),
                    {},
                    {}});
   }
   const MlpShape k = mlp_shape(p, MlpKind::kSink);
   const moe_tensor none{};
   for (int64_t s = 0; s < p.sink_experts; ++s) {
-    out.push_back({{MlpKind::kSink, s},
-                   matrix_ref(k.format, k.rows13, k.hidden, w.sink_w13, none, none, s),
-                   matrix_ref(k.format, k.hidden, k.inter, w.sink_w2, none, none, s),
-                   {},
-                   {}});
+    out.push_back(
+        {{MlpKind::kSink, s},
+         matrix_ref(k.format, k.rows13, k.hidden, w.sink_w13, none, none, s, "sink_w13_scale"),
+         matrix_ref(k.format, k.hidden, k.inter, w.sink_w2, none, none, s, "sink_w2_scale"),
+         {},
+         {}});
   }
   return out;
 }

@@ -2,6 +2,7 @@
 // safetensors file -> load_layer), TP and EP pieces add up to the whole layer, and every bad
 // checkpoint is refused with a message naming the tensor.
 #include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "../support/test_env.hpp"
@@ -301,6 +302,118 @@ TEST(Checkpoint, ZeroScaleIsRefusedAsAMisroutedTensor) {
   });
   expect_load_error(w, path, MOE_STATUS_INVALID_ARGUMENT,
                     {"'m.experts.3.down_proj' holds 0", "missing or misrouted tensor"});
+}
+
+// Block-scale codes are checked as the backends check them, in every convention: the e4m3 NaN
+// and negative codes of nvfp4, the ue8m0 NaN code 0xff of mxfp4; and a stacked convention's f32
+// scales as the per-projection ones (they were taken as stored: NaN gave a mismatch, 0 and -1 a
+// wrong layer).
+TEST(Checkpoint, CorruptScaleCodesAndStackedScalesAreRefused) {
+  const Written nv = written("nv_codes", {"mixtral", MOE_FORMAT_NVFP4});
+  for (const uint8_t code : {uint8_t(0x7f), uint8_t(0xb8)}) {  // NaN, -1.0
+    const std::string path = edited("nv_codes", nv, [&](std::vector<NamedTensor>& ts) {
+      tensor_named(ts, "m.experts.0.w1.weight_scale").tensor.data<uint8_t>()[5] = code;
+    });
+    expect_load_error(nv, path, MOE_STATUS_INVALID_ARGUMENT,
+                      {"checkpoint tensor 'm.experts.0.w1.weight_scale'[5]",
+                       "is not a block scale (NaN or negative)"});
+  }
+  const Written mx = written("mx_codes", {"stacked", MOE_FORMAT_MXFP4});
+  const std::string nan_code = edited("mx_codes", mx, [](std::vector<NamedTensor>& ts) {
+    tensor_named(ts, "m.w2_scale").tensor.data<uint8_t>()[3] = 0xff;
+  });
+  expect_load_error(mx, nan_code, MOE_STATUS_INVALID_ARGUMENT,
+                    {"checkpoint expert 0 down scale[3] is the ue8m0 NaN code 0xff"});
+  const Written f8 = written("f8_stacked", {"stacked", MOE_FORMAT_FP8_TENSOR});
+  for (const float bad : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN()}) {
+    const std::string path = edited("f8_stacked", f8, [&](std::vector<NamedTensor>& ts) {
+      tensor_named(ts, "m.w13_scale").tensor.data<float>()[2] = bad;
+    });
+    expect_load_error(f8, path, MOE_STATUS_INVALID_ARGUMENT,
+                      {"checkpoint expert 2", "is not a finite positive scale"});
+  }
+}
+
+// Weights converted at load must be finite: a NaN was carried into its block's scale, or refused
+// by a quantiser without the tensor's name.
+TEST(Checkpoint, ANonFiniteWeightConvertedAtLoadIsRefused) {
+  const Written w = written("nan_f32", {"mixtral", MOE_FORMAT_BF16});
+  const std::string path = edited("nan_f32", w, [](std::vector<NamedTensor>& ts) {
+    HostTensor f(MOE_DTYPE_F32, {64, 48});
+    for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = 0.01f * float(i % 13);
+    f.data<float>()[1 * 48 + 2] = std::numeric_limits<float>::infinity();
+    tensor_named(ts, "m.experts.3.w2.weight").tensor = std::move(f);
+  });
+  expect_load_error(w, path, MOE_STATUS_INVALID_ARGUMENT,
+                    {"checkpoint expert 3 down: weight [1, 2] is inf",
+                     "weights converted at load must be finite"});
+}
+
+// A static input scale is checked per expert: the layer takes the largest, which hid a NaN, zero
+// or negative one.
+TEST(Checkpoint, ABadStaticInputScaleIsRefusedNamingItsTensor) {
+  // Written without static scales (mixtral's exporter writes none), each projection's
+  // input_scale added by hand, read as a static-scale layer.
+  Case c{"mixtral", MOE_FORMAT_FP8_TENSOR};
+  const Written plain = written("input_scale", c);
+  c.static_scales = true;
+  Written w = plain;
+  w.problem = problem_for(c);
+  auto with_scales = [](std::vector<NamedTensor>& ts, float expert1_w1) {
+    for (int e = 0; e < 4; ++e)
+      for (const char* q : {"w1", "w2", "w3"}) {
+        HostTensor s(MOE_DTYPE_F32, {1});
+        s.data<float>()[0] = e == 1 && std::string(q) == "w1" ? expert1_w1 : 0.05f;
+        ts.push_back({fmt::format("m.experts.{}.{}.input_scale", e, q), std::move(s)});
+      }
+  };
+  const std::string good = edited("input_scale", plain, [&](auto& ts) { with_scales(ts, 0.1f); });
+  CheckpointSpec spec = w.spec;
+  spec.path = good;
+  const LayerCheckpoint l = load_layer(Checkpoint::open(good), spec, w.problem.c());
+  EXPECT_EQ(l.weights.a13_scale.data<float>()[0], 0.1f);  // the largest
+  for (const float bad : {0.0f, -2.0f, std::numeric_limits<float>::quiet_NaN()}) {
+    const std::string path = edited("input_scale", plain, [&](auto& ts) { with_scales(ts, bad); });
+    expect_load_error(w, path, MOE_STATUS_INVALID_ARGUMENT,
+                      {"checkpoint tensor 'm.experts.1.w1.input_scale' is",
+                       "a static input scale must be finite and > 0"});
+  }
+}
+
+TEST(Checkpoint, ANonFiniteSelectionBiasIsRefused) {
+  const Written w =
+      written("sel_nan", {"deepseek", MOE_FORMAT_BF16, true, false, false, false, false, true});
+  HostTensor bias(MOE_DTYPE_F32, {4});
+  for (int64_t i = 0; i < 4; ++i) bias.data<float>()[i] = 0.1f * float(i);
+  bias.data<float>()[2] = std::numeric_limits<float>::quiet_NaN();
+  write_safetensors(w.spec.path, export_layer(w.weights, w.problem.c(), w.spec, {}, bias));
+  expect_error(
+      [&] { load_layer(Checkpoint::open(w.spec.path), w.spec, w.problem.c()); },
+      MOE_STATUS_INVALID_ARGUMENT,
+      {"'m.gate.e_score_correction_bias' holds nan at index 2", "a selection bias must be finite"});
+}
+
+// An index names its shards relative to its directory: one that leaves it (.., an absolute path)
+// is refused, not read from elsewhere; a path that exists but cannot be followed (a symbolic link
+// loop) is named with the system's reason, not as missing.
+TEST(Checkpoint, ShardsOutsideTheDirectoryAndUnreadablePathsAreNamed) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(testing::TempDir()) / "moe_index_outside";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "ck");
+  const Written w = written("index_outside", {"mixtral", MOE_FORMAT_BF16});
+  fs::copy_file(w.spec.path, dir / "elsewhere.safetensors");
+  for (const std::string shard :
+       {std::string("../elsewhere.safetensors"), (dir / "elsewhere.safetensors").string()}) {
+    std::ofstream(dir / "ck" / "model.safetensors.index.json")
+        << R"({"weight_map": {"m.experts.0.w1.weight": ")" << shard << R"("}})";
+    expect_error([&] { Checkpoint::open((dir / "ck").string()); }, MOE_STATUS_INVALID_ARGUMENT,
+                 {"is in shard '" + shard + "', a path outside the checkpoint's directory"});
+  }
+  fs::create_symlink("loop_b", dir / "loop_a");
+  fs::create_symlink("loop_a", dir / "loop_b");
+  expect_error([&] { Checkpoint::open((dir / "loop_a").string()); }, MOE_STATUS_IO_ERROR,
+               {"loop_a' cannot be read:"});
 }
 
 TEST(Checkpoint, NonPositiveNvfp4GlobalScaleIsRefused) {

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "conventions.hpp"
+#include "moe/sdk/block_scales.hpp"
 #include "moe/sdk/enum_names.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
@@ -52,6 +54,28 @@ Expert zero_expert(moe_format f, bool gated, bool biases, int64_t h, int64_t int
     x.b_down.assign(h, 0.0f);
   }
   return x;
+}
+
+// What every convention's expert must hold before it is stored: finite values where weights are
+// converted at load (the quantisers would carry a NaN into every scale of its block, or refuse it
+// without naming the tensor), and scales a backend can take (a NaN, zero or negative f32 scale,
+// the ue8m0 NaN code, a NaN or negative e4m3 block scale: a corrupt or misrouted tensor).
+void check_expert(const Expert& x, const std::string& what) {
+  for (const auto& [part, m] :
+       {std::pair<const char*, const Matrix*>{"gate", &x.gate}, {"up", &x.up}, {"down", &x.down}}) {
+    if (m->rows == 0) continue;
+    if (detail::is_unquantised(*m)) {
+      const float* v = m->q.data<float>();
+      for (int64_t i = 0; i < m->q.numel(); ++i)
+        MOE_CHECK(std::isfinite(v[i]), MOE_STATUS_INVALID_ARGUMENT,
+                  "checkpoint {} {}: weight [{}, {}] is {}: weights converted at load must be "
+                  "finite",
+                  what, part, i / m->cols, i % m->cols, v[i]);
+    } else if (!m->scale.empty()) {
+      sdk::check_scale_values(m->scale.raw(), m->scale.dtype(), m->scale.numel(),
+                              fmt::format("checkpoint {} {} scale", what, part));
+    }
+  }
 }
 
 // A bf16 matrix read as it is, as the unquantised f32 matrix its converted other half is.
@@ -152,6 +176,7 @@ LayerCheckpoint load_layer(const Checkpoint& checkpoint, const CheckpointSpec& s
     const Expert x = g < out.real_experts
                          ? tp_slice(source->expert(g), spec, p.intermediate, what)
                          : zero_expert(format, gated, p.expert_bias, p.hidden, p.intermediate);
+    check_expert(x, what);
     detail::store(w13_of(x, format, what), l, p.local_experts, w.w13, w.w13_scale, w.w13_scale_2);
     detail::store(detail::quantize_loaded(x.down, format), l, p.local_experts, w.w2, w.w2_scale,
                   w.w2_scale_2);
@@ -165,6 +190,7 @@ LayerCheckpoint load_layer(const Checkpoint& checkpoint, const CheckpointSpec& s
   }
   if (auto shared = source->shared(p.shared_intermediate * spec.tp_size)) {
     const Expert x = tp_slice(*shared, spec, p.shared_intermediate, "shared expert");
+    check_expert(x, "shared expert");
     detail::store(w13_of(x, format, "shared expert"), -1, 0, w.shared_w13, w.shared_w13_scale,
                   w.shared_w13_scale_2);
     detail::store(detail::quantize_loaded(x.down, format), -1, 0, w.shared_w2, w.shared_w2_scale,
@@ -173,6 +199,11 @@ LayerCheckpoint load_layer(const Checkpoint& checkpoint, const CheckpointSpec& s
   if (p.sink_experts > 0) source->sinks(w);
   if (p.input_format == MOE_INPUT_FP8_TENSOR_STATIC) {
     const auto [a13, a2] = source->activation_scales(out.real_experts);
+    MOE_CHECK(std::isfinite(a13) && a13 > 0 && std::isfinite(a2) && a2 > 0,
+              MOE_STATUS_INVALID_ARGUMENT,
+              "the checkpoint's static activation scales are a13={} and a2={}: each must be "
+              "finite and > 0 ({})",
+              a13, a2, spec.convention);
     w.a13_scale = HostTensor(MOE_DTYPE_F32, {1});
     w.a13_scale.data<float>()[0] = a13;
     w.a2_scale = HostTensor(MOE_DTYPE_F32, {1});

@@ -9,6 +9,7 @@
 
 #include "moe/checkpoint.hpp"
 #include "moe/safetensors_writer.hpp"
+#include "moe/sdk/block_scales.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/format_table.hpp"
 #include "moe/sdk/formats.hpp"
@@ -212,6 +213,9 @@ Matrix read_projection(const NameContext& ctx, const std::string& base, moe_form
               "or misrouted tensor?)",
               base, f.checkpoint_scale_2_name, m.scale_2);
   }
+  if (f.scale == MOE_DTYPE_UE8M0 || f.scale == MOE_DTYPE_E4M3)  // block scale codes
+    sdk::check_scale_values(m.scale.raw(), f.scale, m.scale.numel(),
+                            fmt::format("checkpoint tensor '{}'", name));
   if (f.scale == MOE_DTYPE_F32) {
     for (int64_t i = 0; i < m.scale.numel(); ++i) {
       const float s = m.scale.data<float>()[i];

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/problem.hpp"
@@ -60,7 +61,14 @@ float PerProjectionSource::input_scale(const std::string& base) const {
   // input_scale is amax / 448 in fp8 checkpoints and amax / (448 * 6) in nvfp4 ones; the
   // activations here are e4m3, whose static scale is amax / 448.
   const float fp4_to_e4m3 = format_ == MOE_FORMAT_NVFP4 ? 6.0f : 1.0f;
-  if (has_tensor(ctx_, s)) return read_scalar_f32(ctx_, s) * fp4_to_e4m3;
+  if (has_tensor(ctx_, s)) {
+    const float v = read_scalar_f32(ctx_, s);
+    // Checked one by one: the layer's scale is the experts' largest, which would hide a NaN, zero
+    // or negative one (a corrupt tensor).
+    MOE_CHECK(std::isfinite(v) && v > 0, MOE_STATUS_INVALID_ARGUMENT,
+              "checkpoint tensor '{}' is {}: a static input scale must be finite and > 0", s, v);
+    return v * fp4_to_e4m3;
+  }
   return input_scale_from_amax(read_scalar_f32(ctx_, a), a) * 6.0f;
 }
 

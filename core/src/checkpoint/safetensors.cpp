@@ -269,17 +269,23 @@ moe_tensor SafetensorsFile::view(const SafetensorsEntry& e) const {
 Checkpoint Checkpoint::open(const std::string& path) {
   constexpr const char* kIndex = "model.safetensors.index.json";
   std::error_code ec;
-  MOE_CHECK(fs::exists(path, ec), MOE_STATUS_NOT_FOUND, "checkpoint '{}' does not exist{}", path,
+  const fs::file_status st = fs::status(path, ec);
+  // Not "does not exist" for what exists but cannot be followed (a symbolic link loop, a
+  // directory without search permission): the system's reason.
+  MOE_CHECK(!ec || ec == std::errc::no_such_file_or_directory, MOE_STATUS_IO_ERROR,
+            "checkpoint '{}' cannot be read: {}", path, ec.message());
+  MOE_CHECK(fs::exists(st), MOE_STATUS_NOT_FOUND, "checkpoint '{}' does not exist{}", path,
             fs::path(path).is_relative() ? fmt::format(" (relative to the current directory, {})",
                                                        fs::current_path(ec).string())
                                          : "");
   fs::path file = path;
-  if (fs::is_directory(path, ec)) {
+  if (fs::is_directory(st)) {
     std::vector<std::string> shards;
     for (const auto& de : fs::directory_iterator(path, ec))
       if (de.path().extension() == ".safetensors") shards.push_back(de.path().filename());
     std::sort(shards.begin(), shards.end());
-    if (fs::exists(file / kIndex, ec))
+    const fs::file_status index_st = fs::symlink_status(file / kIndex, ec);
+    if (fs::exists(index_st))  // an index that cannot be opened is named by reading it
       file /= kIndex;
     else if (std::find(shards.begin(), shards.end(), "model.safetensors") != shards.end())
       file /= "model.safetensors";
@@ -313,9 +319,22 @@ Checkpoint Checkpoint::open(const std::string& path) {
     const std::string shard = shard_json.get<std::string>();
     auto it = opened.find(shard);
     if (it == opened.end()) {
+      // Shards lie in the index's directory: a path that leaves it is not this checkpoint's.
+      const fs::path rel(shard);
+      MOE_CHECK(!rel.is_absolute() && std::none_of(rel.begin(), rel.end(),
+                                                   [](const fs::path& c) { return c == ".."; }),
+                MOE_STATUS_INVALID_ARGUMENT,
+                "{}: tensor '{}' is in shard '{}', a path outside the checkpoint's directory: an "
+                "index names its shards relative to it",
+                index, tensor, shard);
       const fs::path shard_path = file.parent_path() / shard;
-      MOE_CHECK(fs::is_regular_file(shard_path, ec), MOE_STATUS_NOT_FOUND,
-                "{}: tensor '{}' is in shard '{}', which does not exist ({})", index, tensor, shard,
+      const fs::file_status shard_st = fs::status(shard_path, ec);
+      MOE_CHECK(fs::is_regular_file(shard_st), MOE_STATUS_NOT_FOUND,
+                "{}: tensor '{}' is in shard '{}', which {} ({})", index, tensor, shard,
+                ec && ec != std::errc::no_such_file_or_directory
+                    ? fmt::format("cannot be read: {}", ec.message())
+                : fs::exists(shard_st) ? std::string("is not a regular file")
+                                       : std::string("does not exist"),
                 shard_path.string());
       c.files_.push_back(SafetensorsFile::open(shard_path.string()));
       it = opened.emplace(shard, c.files_.size() - 1).first;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -73,6 +74,10 @@ void SourceBase::router(LayerCheckpoint& out, int64_t real_experts) const {
             ctx_.describe);
   if (has_sel) {
     const HostTensor b = f32_vector(sel, real_experts);
+    for (int64_t i = 0; i < real_experts; ++i)  // a NaN or inf one would steer every token
+      MOE_CHECK(std::isfinite(b.data<float>()[i]), MOE_STATUS_INVALID_ARGUMENT,
+                "checkpoint tensor '{}' holds {} at index {}: a selection bias must be finite", sel,
+                b.data<float>()[i], i);
     out.routing_bias = HostTensor(MOE_DTYPE_F32, {p_.experts});
     for (int64_t i = 0; i < p_.experts; ++i)
       out.routing_bias.data<float>()[i] =

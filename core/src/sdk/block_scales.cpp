@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
 
 namespace moe::sdk {
 
@@ -16,6 +17,29 @@ std::vector<float> checked_tensor_scales(const moe_tensor& scales, std::string_v
     MOE_CHECK(std::isfinite(out[size_t(i)]) && out[size_t(i)] > 0.0f, MOE_STATUS_INVALID_ARGUMENT,
               "{}[{}] = {} is not a finite positive scale", name, i, out[size_t(i)]);
   return out;
+}
+
+void check_scale_values(const void* data, moe_dtype dtype, int64_t count, std::string_view name) {
+  if (count <= 0) return;
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  if (dtype == MOE_DTYPE_F32) {
+    for (int64_t i = 0; i < count; ++i) {
+      const float s = static_cast<const float*>(data)[i];
+      MOE_CHECK(std::isfinite(s) && s > 0.0f, MOE_STATUS_INVALID_ARGUMENT,
+                "{}[{}] = {} is not a finite positive scale", name, i, s);
+    }
+  } else if (dtype == MOE_DTYPE_UE8M0) {
+    for (int64_t i = 0; i < count; ++i)
+      MOE_CHECK(bytes[i] != 0xff, MOE_STATUS_INVALID_ARGUMENT, "{}[{}] is the ue8m0 NaN code 0xff",
+                name, i);
+  } else if (dtype == MOE_DTYPE_E4M3) {
+    for (int64_t i = 0; i < count; ++i) {
+      const double s = e4m3_to_double(bytes[i]);
+      MOE_CHECK(!std::isnan(s) && s >= 0, MOE_STATUS_INVALID_ARGUMENT,
+                "{}[{}] = {} (e4m3 code 0x{:02x}) is not a block scale (NaN or negative)", name, i,
+                s, bytes[i]);
+    }
+  }
 }
 
 std::vector<float> checked_block_scales(const moe_tensor& scales, std::string_view name,

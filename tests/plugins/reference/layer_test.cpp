@@ -292,6 +292,34 @@ TEST(ReferenceLayer, Nvfp4WeightsArePackedNibblesTimesE4m3BlockScaleTimesScale2)
   expect_row(run(layer, p, {1, 0.5}, {1}, {1}), {4 * a0 + a1, 2 * a0 - 4 * a1});
 }
 
+// The oracle refuses the scales every backend refuses, naming the tensor and the expert: a NaN,
+// zero or negative f32 scale, the ue8m0 NaN code, a NaN or negative e4m3 block scale. They gave
+// NaN, zero or sign-flipped weights that a comparison then blamed on the backend.
+TEST(ReferenceLayer, CorruptWeightScalesAreRefusedNamingTheTensor) {
+  moe_problem raw = problem(2, 1, 2, 1);
+  raw.format = MOE_FORMAT_FP8_TENSOR;
+  raw.input_format = MOE_INPUT_BF16;
+  const moe_problem p8 = ready(raw);
+  for (const float bad : {0.0f, -1.0f, std::nanf("")}) {
+    const Weights w = fp8_weights({2, 2, 2}, {0x38, 0, 0, 0x38, /**/ 0x40, 0x30, 0xB8, 0x3C},
+                                  {1, 0.5f}, {2, 2, 1}, {0x38, 0x38, /**/ 0x40, 0x30}, {1, bad});
+    expect_error([&] { Layer(p8, w.view()); }, MOE_STATUS_INVALID_ARGUMENT,
+                 {"w2_scale[1][0] =", "is not a finite positive scale"});
+  }
+  raw = problem(2, 1, 2, 2);
+  raw.format = MOE_FORMAT_NVFP4;
+  const moe_problem pn = ready(raw);
+  for (const uint8_t code : {uint8_t(0x7f), uint8_t(0xb8)}) {
+    Weights w = fp4_weights(MOE_DTYPE_E4M3, {0x52, 0xA4, 0x17, 0x30},
+                            {0x38, 0x38, 0x38, 0x38, /**/ 0x40, code, 0x38, 0x3C}, {0x26, 0xC2},
+                            {0x38, 0x38, /**/ 0x30, 0x38});
+    w.w13_scale_2 = f32({2}, {1, 0.25f});
+    w.w2_scale_2 = f32({2}, {1, 2});
+    expect_error([&] { Layer(pn, w.view()); }, MOE_STATUS_INVALID_ARGUMENT,
+                 {"w13_scale[1][1] =", "is not a block scale (NaN or negative)"});
+  }
+}
+
 TEST(ReferenceLayer, RoundRobinEpSkipsExpertsOfOtherRanks) {
   moe::Problem ep;
   ep.raw() = problem(4, 2, 2, 1);

@@ -33,4 +33,11 @@ std::vector<float> checked_block_scales(const moe_tensor& scales, std::string_vi
 std::vector<float> checked_tensor_scales(const moe_tensor& scales, std::string_view name,
                                          int64_t count);
 
+// `count` scale values of one weight format at `data`, as `dtype` stores them: f32 (fp8_tensor,
+// fp8_block) finite and > 0; ue8m0 (mxfp4, mxfp8) not the NaN code 0xff; e4m3 (nvfp4 block
+// scales) neither NaN nor negative (zero is an all-zero block's). Anything else is an
+// INVALID_ARGUMENT naming `name` and the index: a corrupt or misrouted tensor, which would give
+// NaN or sign-flipped weights. Other dtypes: nothing to check.
+void check_scale_values(const void* data, moe_dtype dtype, int64_t count, std::string_view name);
+
 }  // namespace moe::sdk
