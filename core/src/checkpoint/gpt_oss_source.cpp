@@ -2,6 +2,7 @@
 // both stored [in, out] in bf16, or as MXFP4 *_blocks / *_scales [out, in]; biases
 // *_proj_bias; router {prefix}.router.weight + router.bias (added to the logits).
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <tuple>
 
@@ -40,6 +41,10 @@ class GptOssSource final : public SourceBase {
   std::pair<int64_t, int64_t> checkpoint_sizes() const override {
     if (mxfp4_blocks()) {
       const auto& s = shape_of("experts.down_proj_blocks", 4);  // [E, H, I / 32, 16]
+      // An empty tensor may claim any other dimension: no overflow from its block count.
+      MOE_CHECK(s[2] <= std::numeric_limits<int64_t>::max() / kMxBlockSize,
+                MOE_STATUS_SHAPE_MISMATCH,
+                "checkpoint tensor 'experts.down_proj_blocks' claims {} blocks of 32 a row", s[2]);
       return {s[1], s[2] * kMxBlockSize};
     }
     const auto& s = shape_of("experts.down_proj", 3);  // [E, I, H]
