@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "../support/test_env.hpp"
 
@@ -324,6 +325,64 @@ TEST(ConformanceSuite, ChecksAccumulateOnlyWhereDeclaredAndCatchesAPluginThatIgn
   ASSERT_NE(example, nullptr);
   ASSERT_FALSE(example->info().accumulates());
   EXPECT_TRUE(accumulate_cases(suite.run(example, pf, opt)).empty());
+}
+
+// A plugin that writes one row past its output is an error naming the overrun at every batch size,
+// T = 0 included (the bytes after the output are a guard, checked after each run); before, it
+// passed, or corrupted the heap and the run ended without a report.
+TEST(ConformanceSuite, NamesAPluginThatWritesPastItsOutput) {
+  const Registry r = registry_of({build_plugin_dir(), fixture_dir("writes_past_output")});
+  const Conformance suite(r.find("reference"));
+  ConformanceOptions opt;
+  opt.seed = suite_seed();
+  int errors = 0;
+  for (const auto& c : suite.run(r.find("fixture_writes_past_output"), softmax_silu({0, 5}), opt)) {
+    if (c.stage != "run") continue;
+    ++errors;
+    EXPECT_EQ(c.status, CaseStatus::kError) << c.detail;
+    EXPECT_THAT(c.detail, testing::HasSubstr("plugin 'fixture_writes_past_output' wrote past the "
+                                             "end of the output"));
+  }
+  EXPECT_EQ(errors, 8) << "T = 0 and 5 on each of the four scenarios";
+}
+
+// "-1 = skip": the suite gives every skipped slot (one_expert's other columns, padding rows) a
+// weight of 1000, so a plugin that runs -1 as an expert with its weight fails there, where the
+// routing's own zero weight hid it. Scenarios without skipped slots still pass.
+TEST(ConformanceSuite, FailsAPluginThatWeighsSkippedSlots) {
+  const Registry r = registry_of({build_plugin_dir(), fixture_dir("weighs_skipped_slots")});
+  const Conformance suite(r.find("reference"));
+  ConformanceOptions opt;
+  opt.seed = suite_seed();
+  std::set<std::string> failed;
+  for (const auto& c : suite.run(r.find("fixture_weighs_skipped_slots"), softmax_silu({5}), opt)) {
+    if (c.stage != "run") continue;
+    if (c.scenario == "one_expert" || c.scenario == "padding") {
+      EXPECT_EQ(c.status, CaseStatus::kFail) << c.scenario << ": " << c.detail;
+      failed.insert(c.scenario);
+    } else {
+      EXPECT_EQ(c.status, CaseStatus::kPass) << c.scenario << ": " << c.detail;
+    }
+  }
+  EXPECT_EQ(failed, (std::set<std::string>{"one_expert", "padding"}));
+}
+
+// A plugin that routes in run() is checked so on the accumulate scenario (padding) and on ties,
+// where a tie-break of its own would show; random logits never tie.
+TEST(ConformanceSuite, RoutesInRunOnPaddingAndOnTies) {
+  const auto example = build_registry().find("example_cpu");  // an SDK backend: it routes in run
+  ASSERT_NE(example, nullptr);
+  ASSERT_TRUE(example->info().routes_in_run());
+  const Conformance suite(build_registry().find("reference"));
+  ConformanceOptions opt;
+  opt.seed = suite_seed();
+  std::set<std::string> scenarios;
+  for (const auto& c : suite.run(example, softmax_silu({5}), opt)) {
+    if (c.stage != "route_in_run") continue;
+    EXPECT_EQ(c.status, CaseStatus::kPass) << c.scenario << ": " << c.detail;
+    scenarios.insert(c.scenario);
+  }
+  EXPECT_EQ(scenarios, (std::set<std::string>{"padding", "ties"}));
 }
 
 TEST(ConformanceReport, CountsEmptyBatchesAndTheReferenceAgainstItselfApartFromPasses) {

@@ -157,10 +157,21 @@ HostTensor plus(const HostTensor& ref, const HostTensor& base) {
 
 // The one scenario a problem's accumulate stage runs on, per token count: padding (tokens without
 // rows must keep their old value) when the file lists it, else the first listed.
+constexpr float kSkippedSlotWeight = 1000.0f;
+
 Scenario accumulate_scenario(const ProblemFile& pf) {
   for (const Scenario sc : pf.scenarios)
     if (sc == Scenario::kPadding) return sc;
   return pf.scenarios.front();
+}
+
+// The routing a run is given: the reference's, with a weight of 1000 in every slot whose id is -1.
+// "-1 = skip" means the weight is never read: a plugin that treats -1 as an expert (or multiplies
+// its weight in) is off by far more than any tolerance, where the routing's own zero hid it.
+Routing with_skipped_weights_set(Routing r) {
+  for (int64_t i = 0; i < r.ids.numel(); ++i)
+    if (r.ids.data<int32_t>()[i] == -1) r.weights.data<float>()[i] = kSkippedSlotWeight;
+  return r;
 }
 
 }  // namespace
@@ -355,7 +366,7 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
         continue;
       }
       Batch batch;
-      Routing routing;
+      Routing routing, given;
       RunResult ref;
       if (auto why = failure_of([&] {
             batch = random_batch(p, tokens, seed, sc);
@@ -374,8 +385,9 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
               }
               results.push_back(route);
             }
-            ref = run_layer(*ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
-            const RunResult out = run_layer(*layer, p, batch.hidden, routing, MOE_DTYPE_BF16);
+            given = with_skipped_weights_set(routing);
+            ref = run_layer(*ref_layer, p, batch.hidden, given, MOE_DTYPE_F64);
+            const RunResult out = run_layer(*layer, p, batch.hidden, given, MOE_DTYPE_BF16);
             run.ms = out.ms;
             judge_output(run, out.output, ref.output);
             run.pass_kind = pass_kind(run, *oracle);
@@ -387,8 +399,10 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
       results.push_back(run);
       // A plugin that routes in run() (ABI 1.6) takes the same batch from its logits in one call:
       // its ids and weights against the reference's routing, its output against the oracle's.
-      if (plugin->info().routes_in_run() && plugin->can_route(p) && sc == accumulate_on &&
-          sc != Scenario::kOneExpert && run.status != CaseStatus::kError) {
+      // On the accumulate scenario and on ties (where a tie-break of its own shows).
+      if (plugin->info().routes_in_run() && plugin->can_route(p) &&
+          (sc == accumulate_on || sc == Scenario::kTies) && sc != Scenario::kOneExpert &&
+          run.status != CaseStatus::kError) {
         CaseResult rr = result("route_in_run", tokens, scenario_name(sc), seed);
         if (auto why = failure_of([&] {
               Routing got;
@@ -414,7 +428,7 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
       CaseResult acc = result("accumulate", tokens, scenario_name(sc), seed);
       if (auto why = failure_of([&] {
             const HostTensor base = accumulate_base(batch.hidden, ref.output);
-            const RunResult out = run_layer_onto(*layer, p, batch.hidden, routing, base);
+            const RunResult out = run_layer_onto(*layer, p, batch.hidden, given, base);
             acc.ms = out.ms;
             judge_output(acc, out.output, plus(ref.output, base));
             acc.pass_kind = pass_kind(acc, *oracle);

@@ -1,6 +1,10 @@
 #include "moe/runner.hpp"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -23,6 +27,40 @@ Staged stage(const Plugin& plugin, const HostTensor& t, bool upload = true) {
   return s;
 }
 
+// Bytes after each tensor a plugin writes (a run's output, a routing's ids and weights), set to a
+// pattern before the call and checked after it: a plugin that writes past its rows is named,
+// where before it corrupted the heap (a crash, no report) or nothing that showed.
+// At least a whole row (one row too many is the likely slip) and 256 bytes.
+constexpr size_t kGuardBytes = 256;
+constexpr uint8_t kGuardByte = 0xA5;
+
+size_t guard_bytes(const HostTensor& t) {
+  size_t row = dtype_size(t.dtype());
+  for (size_t d = 1; d < t.shape().size(); ++d) row *= size_t(t.shape()[d]);
+  return std::max(kGuardBytes, row);
+}
+
+Staged stage_guarded(const Plugin& plugin, const HostTensor& t) {
+  std::vector<uint8_t> host(t.bytes() + guard_bytes(t), kGuardByte);
+  if (t.bytes() > 0) std::memcpy(host.data(), t.raw(), t.bytes());
+  Staged s{Buffer(plugin.shared_from_this(), host.size()), t.view()};
+  s.buffer.upload(host.data(), host.size());
+  s.view.data = s.buffer.data();
+  return s;
+}
+
+// `out`'s bytes from a guarded buffer, its guard checked.
+void download_guarded(const Plugin& plugin, const Buffer& b, HostTensor& out, const char* what) {
+  std::vector<uint8_t> host(out.bytes() + guard_bytes(out));
+  b.download(host.data(), host.size());
+  if (out.bytes() > 0) std::memcpy(out.raw(), host.data(), out.bytes());
+  for (size_t i = 0; i < host.size() - out.bytes(); ++i)
+    MOE_CHECK(host[out.bytes() + i] == kGuardByte, MOE_STATUS_INTERNAL,
+              "plugin '{}' wrote past the end of {} ([{}] {}, {} bytes): byte {} after it changed",
+              plugin.name(), what, fmt::join(out.shape(), ", "), dtype_name(out.dtype()),
+              out.bytes(), i);
+}
+
 }  // namespace
 
 Routing route_batch(const Plugin& plugin, const moe_problem& p, const Batch& batch) {
@@ -34,7 +72,7 @@ Routing route_batch(const Plugin& plugin, const moe_problem& p, const Batch& bat
   Staged bias, padding;
   if (!batch.bias.empty()) bias = stage(plugin, batch.bias);
   if (!batch.is_padding.empty()) padding = stage(plugin, batch.is_padding);
-  auto ids = stage(plugin, r.ids, false), weights = stage(plugin, r.weights, false);
+  auto ids = stage_guarded(plugin, r.ids), weights = stage_guarded(plugin, r.weights);
   const size_t ws_bytes = plugin.route_workspace_size(p, tokens);
   Buffer ws(plugin.shared_from_this(), ws_bytes);
 
@@ -49,8 +87,8 @@ Routing route_batch(const Plugin& plugin, const moe_problem& p, const Batch& bat
   args.workspace_size = ws_bytes;
   plugin.route(args);
   plugin.sync();
-  ids.buffer.download(r.ids.raw(), r.ids.bytes());
-  weights.buffer.download(r.weights.raw(), r.weights.bytes());
+  download_guarded(plugin, ids.buffer, r.ids, "the routing's topk_ids");
+  download_guarded(plugin, weights.buffer, r.weights, "the routing's topk_weights");
   return r;
 }
 
@@ -85,8 +123,9 @@ StagedRun stage_run(const Layer& layer, const moe_problem& p, const HostTensor& 
   const int64_t tokens = hidden.shape()[0];
   HostTensor poison(output_dtype, {tokens, p.hidden});
   poison.fill_bytes(0xFF);
-  auto x = stage(plugin, hidden), ids = stage(plugin, routing.ids);
-  auto weights = stage(plugin, routing.weights), out = stage(plugin, poison);
+  // ids and weights guarded too: a run that routes (stage_routing_run) writes them.
+  auto x = stage(plugin, hidden), ids = stage_guarded(plugin, routing.ids);
+  auto weights = stage_guarded(plugin, routing.weights), out = stage_guarded(plugin, poison);
   const size_t ws_bytes = layer.workspace_size(tokens);
   StagedRun r{std::move(x.buffer),
               std::move(ids.buffer),
@@ -116,7 +155,7 @@ RunResult timed_run(const Layer& layer, const StagedRun& staged, moe_dtype dtype
   layer.plugin().sync();
   result.ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  staged.output.download(result.output.raw(), result.output.bytes());
+  download_guarded(layer.plugin(), staged.output, result.output, "the output");
   return result;
 }
 
@@ -174,8 +213,9 @@ RunResult run_layer_routing(const Layer& layer, const moe_problem& p, const Batc
     const int64_t tokens = batch.hidden.shape()[0], width = topk_width(p);
     *routed = Routing{HostTensor(MOE_DTYPE_I32, {tokens, width}),
                       HostTensor(MOE_DTYPE_F32, {tokens, width})};
-    staged.ids.download(routed->ids.raw(), routed->ids.bytes());
-    staged.weights.download(routed->weights.raw(), routed->weights.bytes());
+    download_guarded(layer.plugin(), staged.ids, routed->ids, "the run's routed topk_ids");
+    download_guarded(layer.plugin(), staged.weights, routed->weights,
+                     "the run's routed topk_weights");
   }
   return result;
 }

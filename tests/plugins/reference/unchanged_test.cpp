@@ -31,7 +31,8 @@ constexpr auto kPadding = moe::Scenario::kPadding;
 // Recorded with the reference at 5b6819d (before ExpertGemms); the fp8_block problems on whole
 // blocks and the decode ones were added at 2026-12-01 with the reference unchanged;
 // fp8_tensor_static re-recorded 2026-12-02 when its problem grew to H = 256, I = 128; the 4-bit
-// decode problems on e4m3 activations added 2026-12-05 with the reference unchanged.
+// decode problems on e4m3 activations added 2026-12-05 with the reference unchanged;
+// bf16_many_tokens added 2026-12-06 (session 56), the reference unchanged.
 const Pinned kPinned[] = {
     {"bf16_gelu_tanh_bias_select", kRandom, 0x14dbf28c888110c2ull},
     {"bf16_gelu_tanh_bias_select", kPadding, 0x9566fa0da1e69551ull},
@@ -45,6 +46,8 @@ const Pinned kPinned[] = {
     {"bf16_decode_silu", kPadding, 0x2178b18a2c57db6aull},
     {"bf16_decode_sinks", kRandom, 0x166f36167b072b5full},
     {"bf16_decode_sinks", kPadding, 0x951b42337f0f5a68ull},
+    {"bf16_many_tokens", kRandom, 0x8d4d5f7b926db3b5ull},
+    {"bf16_many_tokens", kPadding, 0x4b6169988bdc2877ull},
     {"bf16_relu2", kRandom, 0x9310f4e97c7de9f0ull},
     {"bf16_relu2", kPadding, 0xe4f5523e7d003d13ull},
     {"bf16_sigmoid_gelu_odd", kRandom, 0x5c6926be420fb722ull},
