@@ -367,6 +367,51 @@ TEST(ConformanceSuite, FailsAPluginThatWeighsSkippedSlots) {
   EXPECT_EQ(failed, (std::set<std::string>{"one_expert", "padding"}));
 }
 
+// A problem file's ep_map is the caller's map (moe_problem.ep_map decides, docs/design.md §7): a
+// plugin that takes local ids from the placement alone passes a placement's own map and fails
+// ep_linear_own_map, whose local experts are in reverse order.
+TEST(ConformanceSuite, FailsAPluginThatIgnoresTheCallersEpMap) {
+  const Registry r = registry_of({build_plugin_dir(), fixture_dir("ignores_ep_map")});
+  const Conformance suite(r.find("reference"));
+  ConformanceOptions opt;
+  opt.seed = suite_seed();
+  auto fails = [&](const char* file) {
+    int failed = 0, passed = 0;
+    for (const auto& c :
+         suite.run(r.find("fixture_ignores_ep_map"), load_problem_file(source_path(file)), opt)) {
+      if (c.stage != "run" || c.tokens == 0) continue;
+      failed += c.status == CaseStatus::kFail;
+      passed += c.status == CaseStatus::kPass;
+    }
+    return std::pair(failed, passed);
+  };
+  EXPECT_EQ(fails("configs/problems/ep_linear.yaml").first, 0);
+  const auto [failed, passed] = fails("configs/problems/ep_linear_own_map.yaml");
+  EXPECT_GT(failed, 0);
+  const ProblemFile own = load_problem_file(source_path("configs/problems/ep_linear_own_map.yaml"));
+  ASSERT_EQ(own.problem.ep_map(), (std::vector<int32_t>{-1, -1, -1, -1, 3, 2, 1, 0}));
+}
+
+// A problem file's ep_map is checked as a caller's map is: length, values, one expert a local id.
+TEST(ConformanceSuite, AProblemFilesEpMapIsValidated) {
+  const auto dir = std::filesystem::path(testing::TempDir()) / "moe_ep_map_files";
+  std::filesystem::create_directories(dir);
+  auto write = [&](const char* name, const char* map) {
+    std::ofstream(dir / name) << "problem: {experts: 4, top_k: 1, hidden: 64, intermediate: 32, "
+                                 "ep_placement: linear, ep_size: 2, ep_rank: 0}\nep_map: "
+                              << map << "\n";
+    return (dir / name).string();
+  };
+  expect_error([&] { load_problem_file(write("short.yaml", "[0, 1]")); }, MOE_STATUS_CONFIG_ERROR,
+               {"ep_map must be a list of experts=4 local ids"});
+  expect_error([&] { load_problem_file(write("twice.yaml", "[0, 0, -1, -1]")); },
+               MOE_STATUS_CONFIG_ERROR, {"both local expert 0"});
+  expect_error([&] { load_problem_file(write("below.yaml", "[0, 1, -2, -1]")); },
+               MOE_STATUS_CONFIG_ERROR, {"ep_map entries are local ids or -1, not -2"});
+  EXPECT_EQ(load_problem_file(write("good.yaml", "[-1, -1, 1, 0]")).problem.ep_map(),
+            (std::vector<int32_t>{-1, -1, 1, 0}));
+}
+
 // A plugin that routes in run() is checked so on the accumulate scenario (padding) and on ties,
 // where a tie-break of its own would show; random logits never tie.
 TEST(ConformanceSuite, RoutesInRunOnPaddingAndOnTies) {

@@ -202,15 +202,38 @@ const char* case_status_name(CaseStatus s) {
 ProblemFile load_problem_file(const std::string& path) {
   using namespace detail;
   const YAML::Node root = load_yaml_file(path);
-  check_keys(
-      path, root,
-      {"problem", "tokens", "tolerance", "scenarios", "gpu_sized", "description", "checkpoint"},
-      "a problem file");
+  check_keys(path, root,
+             {"problem", "tokens", "tolerance", "scenarios", "gpu_sized", "description",
+              "checkpoint", "ep_map"},
+             "a problem file");
   MOE_CHECK(root["problem"], MOE_STATUS_CONFIG_ERROR, "{}: a problem file needs 'problem'", path);
   ProblemFile pf;
   pf.path = path;
   pf.name = std::filesystem::path(path).stem().string();
   pf.problem = parse_problem(path, root["problem"]);
+  // A caller's EP map in place of the placement's (moe_problem.ep_map, which then decides): a
+  // plugin that computes local ids from the placement alone fails such a file. A key of the
+  // file, not of `problem:`, as configs cannot carry a map (each rank's is made from placement).
+  if (const auto m = root["ep_map"]) {
+    MOE_CHECK(m.IsSequence() && int64_t(m.size()) == pf.problem.raw().experts,
+              MOE_STATUS_CONFIG_ERROR, "{}: ep_map must be a list of experts={} local ids (or -1)",
+              where(path, m), pf.problem.raw().experts);
+    std::vector<int32_t> map;
+    for (const auto& v : m) {
+      const int64_t id = read_scalar<int64_t>(path, v, "ep_map");
+      MOE_CHECK(id >= -1 && id <= INT32_MAX, MOE_STATUS_CONFIG_ERROR,
+                "{}: ep_map entries are local ids or -1, not {}", where(path, v), id);
+      map.push_back(int32_t(id));
+    }
+    moe_problem c = pf.problem.c();
+    c.ep_map = map.data();
+    pf.problem = Problem(c);  // copies the map
+    try {
+      validate_problem(pf.problem.c());
+    } catch (const Error& e) {
+      MOE_FAIL(MOE_STATUS_CONFIG_ERROR, "{}: {}", where(path, m), e.what());
+    }
+  }
   // The default counts, the largest cut to max_tokens where it is smaller (as a config's tokens).
   const int64_t most = pf.problem.raw().max_tokens;
   pf.tokens = {0, 1, std::min<int64_t>(5, most), std::min<int64_t>(33, most)};

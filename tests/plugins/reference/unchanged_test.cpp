@@ -32,7 +32,7 @@ constexpr auto kPadding = moe::Scenario::kPadding;
 // blocks and the decode ones were added at 2026-12-01 with the reference unchanged;
 // fp8_tensor_static re-recorded 2026-12-02 when its problem grew to H = 256, I = 128; the 4-bit
 // decode problems on e4m3 activations added 2026-12-05 with the reference unchanged;
-// bf16_many_tokens added 2026-12-06 (session 56), the reference unchanged.
+// bf16_many_tokens and ep_linear_own_map added 2026-12-06 (session 56), the reference unchanged.
 const Pinned kPinned[] = {
     {"bf16_gelu_tanh_bias_select", kRandom, 0x14dbf28c888110c2ull},
     {"bf16_gelu_tanh_bias_select", kPadding, 0x9566fa0da1e69551ull},
@@ -76,6 +76,8 @@ const Pinned kPinned[] = {
     {"ckpt_stacked_interleaved_mxfp8", kPadding, 0xa64a5932b759f482ull},
     {"ep_linear", kRandom, 0xee685064b9ad9294ull},
     {"ep_linear", kPadding, 0x60ede0d34d9308b3ull},
+    {"ep_linear_own_map", kRandom, 0x8e760224f5991e47ull},
+    {"ep_linear_own_map", kPadding, 0x96759b57a182d884ull},
     {"ep_round_robin", kRandom, 0x4403e83aaa836b19ull},
     {"ep_round_robin", kPadding, 0xcac62dd5ddf5f256ull},
     {"fp8_block_bf16_input", kRandom, 0x37be274c252c5c0full},
