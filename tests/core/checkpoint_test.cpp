@@ -349,8 +349,8 @@ TEST(Checkpoint, ANonFiniteWeightConvertedAtLoadIsRefused) {
                      "weights converted at load must be finite"});
 }
 
-// A static input scale is checked per expert: the layer takes the largest, which hid a NaN, zero
-// or negative one.
+// A static input scale is checked per expert: the layer takes the largest, which hid a NaN or a
+// negative one; zero (an expert calibration never reached) is taken.
 TEST(Checkpoint, ABadStaticInputScaleIsRefusedNamingItsTensor) {
   // Written without static scales (mixtral's exporter writes none), each projection's
   // input_scale added by hand, read as a static-scale layer.
@@ -372,12 +372,17 @@ TEST(Checkpoint, ABadStaticInputScaleIsRefusedNamingItsTensor) {
   spec.path = good;
   const LayerCheckpoint l = load_layer(Checkpoint::open(good), spec, w.problem.c());
   EXPECT_EQ(l.weights.a13_scale.data<float>()[0], 0.1f);  // the largest
-  for (const float bad : {0.0f, -2.0f, std::numeric_limits<float>::quiet_NaN()}) {
+  for (const float bad : {-2.0f, std::numeric_limits<float>::quiet_NaN()}) {
     const std::string path = edited("input_scale", plain, [&](auto& ts) { with_scales(ts, bad); });
     expect_load_error(w, path, MOE_STATUS_INVALID_ARGUMENT,
                       {"checkpoint tensor 'm.experts.1.w1.input_scale' is",
-                       "a static input scale must be finite and > 0"});
+                       "a static input scale must be finite and >= 0"});
   }
+  // Zero: an expert calibration never reached; the layer takes the others' largest.
+  const std::string zero = edited("input_scale", plain, [&](auto& ts) { with_scales(ts, 0.0f); });
+  spec.path = zero;
+  const LayerCheckpoint z = load_layer(Checkpoint::open(zero), spec, w.problem.c());
+  EXPECT_EQ(z.weights.a13_scale.data<float>()[0], 0.05f);
 }
 
 TEST(Checkpoint, ANonFiniteSelectionBiasIsRefused) {

@@ -167,6 +167,24 @@ TEST_F(BorrowedGroup, AStepThroughItEqualsTheSingleRankStep) {
   EXPECT_EQ(std::memcmp(through.raw(), alone.raw(), alone.bytes()), 0);
 }
 
+// A host step with another device current than the communicator's is refused before it sends
+// anything (the layer's own device check would come after the exchanges).
+TEST_F(BorrowedGroup, AStepWithAnotherDeviceCurrentIsRefusedBeforeItSends) {
+  const Problem p = small_ep_problem(1, 0);
+  const LayerWeights w = random_weights(p.c(), 11);
+  const Layer layer = device_->prepare(p.c(), w.view(), {});
+  const Batch batch = random_batch(p.c(), 3, 12, Scenario::kRandom);
+  const Routing routing = route_batch(*registry_->find("reference"), p.c(), batch);
+  auto group = borrow(0, 1);
+  const int sends_before = g_comm.sends;
+  g_comm.current_device = 1;
+  expect_error([&] { ep::run_step(group.get(), layer, p.c(), batch.hidden, routing); },
+               MOE_STATUS_INVALID_ARGUMENT,
+               {"the step runs with cuda:1 current, but the group's NCCL communicator"});
+  g_comm.current_device = 0;
+  EXPECT_EQ(g_comm.sends, sends_before);
+}
+
 // A weight-1 shared expert under EP: refused as it is (each rank would add it), split off into a
 // one-expert layer it runs once per token at home, and the step then matches one layer.
 TEST_F(BorrowedGroup, ASharedExpertRunsOncePerTokenSplitOff) {

@@ -63,10 +63,11 @@ float PerProjectionSource::input_scale(const std::string& base) const {
   const float fp4_to_e4m3 = format_ == MOE_FORMAT_NVFP4 ? 6.0f : 1.0f;
   if (has_tensor(ctx_, s)) {
     const float v = read_scalar_f32(ctx_, s);
-    // Checked one by one: the layer's scale is the experts' largest, which would hide a NaN, zero
-    // or negative one (a corrupt tensor).
-    MOE_CHECK(std::isfinite(v) && v > 0, MOE_STATUS_INVALID_ARGUMENT,
-              "checkpoint tensor '{}' is {}: a static input scale must be finite and > 0", s, v);
+    // Checked one by one: the layer's scale is the experts' largest, which would hide a NaN or a
+    // negative one (a corrupt tensor). Zero is an expert calibration never reached (some exports
+    // leave it so); the largest must still be > 0 (load_layer).
+    MOE_CHECK(std::isfinite(v) && v >= 0, MOE_STATUS_INVALID_ARGUMENT,
+              "checkpoint tensor '{}' is {}: a static input scale must be finite and >= 0", s, v);
     return v * fp4_to_e4m3;
   }
   return input_scale_from_amax(read_scalar_f32(ctx_, a), a) * 6.0f;

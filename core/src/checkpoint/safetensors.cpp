@@ -272,8 +272,8 @@ Checkpoint Checkpoint::open(const std::string& path) {
   const fs::file_status st = fs::status(path, ec);
   // Not "does not exist" for what exists but cannot be followed (a symbolic link loop, a
   // directory without search permission): the system's reason.
-  MOE_CHECK(!ec || ec == std::errc::no_such_file_or_directory, MOE_STATUS_IO_ERROR,
-            "checkpoint '{}' cannot be read: {}", path, ec.message());
+  MOE_CHECK(!ec || ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory,
+            MOE_STATUS_IO_ERROR, "checkpoint '{}' cannot be read: {}", path, ec.message());
   MOE_CHECK(fs::exists(st), MOE_STATUS_NOT_FOUND, "checkpoint '{}' does not exist{}", path,
             fs::path(path).is_relative() ? fmt::format(" (relative to the current directory, {})",
                                                        fs::current_path(ec).string())

@@ -155,10 +155,10 @@ HostTensor plus(const HostTensor& ref, const HostTensor& base) {
   return want;
 }
 
+constexpr float kSkippedSlotWeight = 1000.0f;  // with_skipped_weights_set's
+
 // The one scenario a problem's accumulate stage runs on, per token count: padding (tokens without
 // rows must keep their old value) when the file lists it, else the first listed.
-constexpr float kSkippedSlotWeight = 1000.0f;
-
 Scenario accumulate_scenario(const ProblemFile& pf) {
   for (const Scenario sc : pf.scenarios)
     if (sc == Scenario::kPadding) return sc;

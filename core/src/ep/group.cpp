@@ -84,7 +84,6 @@ std::unique_ptr<Group> Group::connect(const Launch& l, std::shared_ptr<const Plu
   g->world_ = l.world;
   g->timeout_s_ = timeout_s;
   g->device_ = std::move(device);
-  g->cuda_device_ = g->nccl_.current_device();  // ncclCommInitRank binds the current device
   const ncclUniqueId id = rendezvous(l, dir, timeout_s);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // init and collectives return at once; wait() polls with a deadline
@@ -108,6 +107,9 @@ std::unique_ptr<Group> Group::connect(const Launch& l, std::shared_ptr<const Plu
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  int comm_device = 0;  // the device NCCL bound (the current one at init)
+  check_nccl(nccl().comm_cu_device(comm, &comm_device), "ncclCommCuDevice");
+  g->cuda_device_ = comm_device;
   g->check_config(digest);
   spdlog::info("expert parallel: rank {} of {} connected ({})", l.rank, l.world, nccl().library);
   return g;

@@ -128,6 +128,9 @@ void Registry::resolve_scanner(const DiscoveryOptions& options) {
     MOE_CHECK(!explicit_dir || !problem, MOE_STATUS_NOT_FOUND,
               "core plugin directory '{}' (from core_plugin_dir) {}", extra, problem);
     const fs::path canon = problem ? fs::path() : fs::canonical(extra, ec);
+    MOE_CHECK(!explicit_dir || !ec, MOE_STATUS_NOT_FOUND,
+              "core plugin directory '{}' (from core_plugin_dir) cannot be resolved: {}", extra,
+              ec.message());
     if (problem || ec)
       spdlog::warn("the core plugin directory '{}' (from MOE_CORE_PLUGIN_DIR) {}; ignored", extra,
                    problem ? problem : "cannot be resolved");

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bitset>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -196,22 +197,23 @@ void validate_problem(const moe_problem& p) {
   }
   if (p.ep_map != nullptr) {
     int64_t count = 0;
-    // Each local id once: two experts on one slot would run one's weights for both.
-    std::vector<int64_t> global_of(size_t(std::clamp<int64_t>(p.local_experts, 0, p.experts)), -1);
+    // Each local id once: two experts on one slot would run one's weights for both. A bit per id
+    // on the stack (validation runs on every route call: no allocation there).
+    std::bitset<size_t(kMaxProblemExperts)> seen;
     for (int64_t e = 0; e < p.experts; ++e) {
       const int32_t l = p.ep_map[e];
       require(
           l >= -1 && l < p.local_experts,
           fmt::format("ep_map[{}]={} is outside [-1, local_experts={})", e, l, p.local_experts));
       if (l < 0) continue;
-      require(size_t(l) < global_of.size(),  // more local ids than experts: the count fails too
-              fmt::format("ep_map[{}]={}: local_experts={} exceeds experts={}", e, l,
-                          p.local_experts, p.experts));
-      require(global_of[size_t(l)] < 0,
-              fmt::format("ep_map[{}] and ep_map[{}] are both local expert {}: each local id "
-                          "holds one expert",
-                          global_of[size_t(l)], e, l));
-      global_of[size_t(l)] = e;
+      if (size_t(l) < seen.size() && seen.test(size_t(l))) {
+        int64_t first = 0;
+        while (p.ep_map[first] != l) ++first;
+        require(false, fmt::format("ep_map[{}] and ep_map[{}] are both local expert {}: each "
+                                   "local id holds one expert",
+                                   first, e, l));
+      }
+      if (size_t(l) < seen.size()) seen.set(size_t(l));
       ++count;
     }
     require(count == p.local_experts, fmt::format("ep_map maps {} experts to this rank, expected "

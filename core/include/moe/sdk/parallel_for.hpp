@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -44,7 +43,7 @@ void parallel_for(int64_t n, Fn&& fn, int64_t max_threads = 0) {
     // terminate the process.
     try {
       pool.emplace_back(work);
-    } catch (const std::system_error&) {
+    } catch (...) {  // std::system_error (EAGAIN), or bad_alloc for the thread's state
       short_of_threads = true;
     }
   }
