@@ -20,9 +20,10 @@ struct Staged {
   moe_tensor view{};
 };
 
-Staged stage(const Plugin& plugin, const HostTensor& t, bool upload = true) {
+// An input: what the plugin only reads. What it writes goes through stage_guarded.
+Staged stage(const Plugin& plugin, const HostTensor& t) {
   Staged s{Buffer(plugin.shared_from_this(), t.bytes()), t.view()};
-  if (upload) s.buffer.upload(t.raw(), t.bytes());
+  s.buffer.upload(t.raw(), t.bytes());
   s.view.data = s.buffer.data();
   return s;
 }
