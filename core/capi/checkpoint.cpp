@@ -32,7 +32,12 @@ moe_status moe_host_layer_prepare_checkpoint(const moe_host_registry* registry,
     const moe::CheckpointSpec& spec = *config.checkpoint;
     const moe_problem p = config.problem.c();
     moe::LayerCheckpoint loaded = moe::load_layer(moe::Checkpoint::open(spec.path), spec, p);
-    auto l = prepare_layer(r, config, loaded.weights.view(), config.options, a.stream);
+    // The options of the plugin this layer is for: its own section, and the plain entries when
+    // the original config named it (not when it was the selection's fallback).
+    const auto plugin = r.registry.find(config.backend);
+    const moe::Options options =
+        plugin ? moe::options_for(r.registry, s.config, *plugin) : moe::Options{};
+    auto l = prepare_layer(r, config, loaded.weights.view(), options, a.stream);
     l->router_weight = std::move(loaded.router_weight);
     l->router_bias = std::move(loaded.router_bias);
     if (p.routing_bias) l->routing_bias = std::move(loaded.routing_bias);

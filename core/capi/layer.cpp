@@ -232,6 +232,7 @@ moe_status moe_host_layer_alloc(const moe_host_layer* layer, size_t bytes, void*
     const auto& l = deref(layer, "layer");
     void*& out = deref(ptr, "ptr");
     out = nullptr;  // NULL on failure, as every other out-handle
+    l.run_memory.check_current("moe_host_layer_alloc");  // memory for the layer's device only
     out = l.layer.plugin().alloc(bytes);
   });
 }

@@ -24,7 +24,7 @@ moe_status moe_host_select(const moe_host_registry* registry, const moe_host_sel
     s->backend = s->selection.plugin->name();
     s->explanation = s->selection.explain();
     s->problem = s->config.problem.c();
-    for (const auto& [key, value] : s->config.options)
+    for (const auto& [key, value] : s->selection.options)
       s->options.push_back(moe_option{key.c_str(), value.c_str()});
     *selection = s.release();
   });

@@ -2,7 +2,8 @@
 // backend (docs/design.md §8): median time after warm-up (device events, or the host clock for a
 // plugin without device timing), activations rotated through several input sets, and the floor
 // max(weight + scale bytes the batch touches / HBM read bandwidth, flops / peak of the format's
-// tensor-core path). Also times prepare (weights -> layer, upload included). The report says
+// tensor-core path), both counting only this rank's experts (expert parallelism) and averaged
+// over the input sets. Also times prepare (weights -> layer, upload included). The report says
 // what was timed and whether the floor's H200 ceilings apply to the device the plugin ran on.
 #include <fmt/format.h>
 
@@ -47,7 +48,9 @@ constexpr double kBenchBiasStd = 0.02;
 struct Point {
   int64_t tokens = 0;
   double ms = 0, tflops = 0, weight_tbps = 0, floor_ms = 0, rel_err = NAN;
-  int64_t active_experts = 0;
+  // Means over the input sets, as the time is taken over all of them: the routed experts this
+  // rank's runs touch, and their routed (token, expert) pairs.
+  double active_experts = 0, routed_slots = 0;
   Timing timing = Timing::kHost;
   bool graph = false;      // replayed as a CUDA graph (the records' "graph", read by bench/*.py)
   double ms_stream = NAN;  // with graph: the same runs launched one by one, for like-with-like
@@ -87,19 +90,20 @@ struct LayerCost {
   double shared_bytes = 0, shared_macs = 0;  // shared expert (layer format); macs per token
   double sink_bytes = 0, sink_macs = 0;      // every sink expert together; macs per token
 
-  // Weight and scale bytes a batch touching `active` routed experts reads.
-  double bytes(int64_t active) const { return active * routed_bytes + shared_bytes + sink_bytes; }
-  // floor = max(bytes / HBM read, flops / peak), sinks at the bf16 peak.
-  double floor_ms(const moe_problem& p, int64_t tokens, int64_t active) const {
+  // Weight and scale bytes a batch touching `active` routed experts reads (a mean over the input
+  // sets, so not always a whole number).
+  double bytes(double active) const { return active * routed_bytes + shared_bytes + sink_bytes; }
+  // floor = max(bytes / HBM read, flops / peak), sinks at the bf16 peak. `slots`: the routed
+  // (token, expert) pairs the rank runs.
+  double floor_ms(const moe_problem& p, int64_t tokens, double slots, double active) const {
     const double t = double(tokens);
     const double read_s = bytes(active) / (kHbmReadTbps * 1e12);
-    const double compute_s =
-        2 * t * (p.top_k * routed_macs + shared_macs) / (peak_tflops(p) * 1e12) +
-        2 * t * sink_macs / (kBf16PeakTflops * 1e12);
+    const double compute_s = 2 * (slots * routed_macs + t * shared_macs) / (peak_tflops(p) * 1e12) +
+                             2 * t * sink_macs / (kBf16PeakTflops * 1e12);
     return std::max(read_s, compute_s) * 1e3;
   }
-  double flops(const moe_problem& p, int64_t tokens) const {
-    return 2.0 * double(tokens) * (p.top_k * routed_macs + shared_macs + sink_macs);
+  double flops(int64_t tokens, double slots) const {
+    return 2.0 * (slots * routed_macs + double(tokens) * (shared_macs + sink_macs));
   }
 };
 
@@ -124,13 +128,25 @@ LayerCost layer_cost(const moe_problem& p) {
   return c;
 }
 
-int64_t active_experts(const Routing& r, const moe_problem& p) {
+// The routed work of one routing on this rank: the routed experts it touches and its (token,
+// expert) pairs. run() skips the ids of experts another rank holds (expert parallelism), so only
+// this rank's count; the sink columns after the top_k routed ones run for every token, which
+// LayerCost counts per token.
+struct RoutedWork {
+  int64_t experts = 0, slots = 0;
+};
+
+RoutedWork routed_work(const Routing& r, const moe_problem& p) {
   std::set<int32_t> ids;
+  int64_t slots = 0;
+  const int64_t width = topk_width(p);
   for (int64_t i = 0; i < r.ids.numel(); ++i) {
     const int32_t id = r.ids.data<int32_t>()[i];
-    if (id >= 0 && id < p.experts) ids.insert(id);
+    if (i % width >= p.top_k || local_expert_id(p, id) < 0) continue;
+    ids.insert(id);
+    ++slots;
   }
-  return int64_t(ids.size());
+  return {int64_t(ids.size()), slots};
 }
 
 }  // namespace
@@ -174,8 +190,9 @@ void add_bench(CLI::App& app, Discovery& d) {
   cmd->add_option("--commit", commit, "Commit for the records");
   cmd->add_option("--shape", shape, "Shape key for the records (default: the config's stem)");
   cmd->add_option("--dump-routing", dump_routing,
-                  "Write each token count's first routing (<dir>/<shape>_<T>.safetensors: "
-                  "topk_ids, topk_weights) so peers can run the same routing");
+                  "Write each token count's routing of every input set it times "
+                  "(<dir>/<shape>_<T>_<set>.safetensors: topk_ids, topk_weights; the record's "
+                  "input_sets says how many) so peers can rotate through the same routings");
   cmd->add_flag("--route-in-run", route_in_run,
                 "Time routing and the layer together: each run call takes the router logits and "
                 "routes them itself (ABI 1.6 MOE_RUN_FEATURE_ROUTES; the backend must route the "
@@ -216,7 +233,7 @@ void add_bench(CLI::App& app, Discovery& d) {
     const LayerWeights weights = random_weights_fast(p, cfg.seed);
     // Prepare as a model load would: weights -> layer, upload included, synchronised.
     const auto prepare_start = std::chrono::steady_clock::now();
-    const Layer layer = sel.plugin->prepare(p, weights.view(), cfg.options);
+    const Layer layer = sel.plugin->prepare(p, weights.view(), sel.options);
     sel.plugin->sync();
     const double prepare_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - prepare_start)
@@ -265,29 +282,34 @@ void add_bench(CLI::App& app, Discovery& d) {
       Point pt;
       pt.tokens = t;
       const Plugin& router = sel.plugin->can_route(p) ? *sel.plugin : *r.oracle();
+      int64_t touched = 0, slots = 0;  // summed over the sets
       for (int s = 0; s < sets; ++s) {
         const Batch batch = random_batch(p, t, mix_seed(cfg.seed, fmt::format("bench{}", s)),
                                          Scenario::kRandom, kBenchBiasStd);
         const Routing routing = route_batch(router, p, batch);
-        if (s == 0) {
-          pt.active_experts = active_experts(routing, p);
-          if (!dump_routing.empty())
-            write_safetensors(fmt::format("{}/{}_{}.safetensors", dump_routing, key, t),
-                              {{"topk_ids", routing.ids}, {"topk_weights", routing.weights}});
-          if (t <= check_max_tokens && reference) {
-            if (!ref_layer)
-              ref_layer = std::make_unique<Layer>(reference->prepare(p, weights.view(), {}));
-            // The call timed below: from the logits where --route-in-run.
-            const RunResult got = route_in_run ? run_layer_routing(layer, p, batch)
-                                               : run_layer(layer, p, batch.hidden, routing);
-            const RunResult ref = run_layer(*ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
-            pt.rel_err = relative_l2(got.output, ref.output);
-          }
+        const RoutedWork work = routed_work(routing, p);
+        touched += work.experts;
+        slots += work.slots;
+        // Every set, so the peers rotate through the same routings (and the same L2 misses).
+        if (!dump_routing.empty())
+          write_safetensors(fmt::format("{}/{}_{}_{}.safetensors", dump_routing, key, t, s),
+                            {{"topk_ids", routing.ids}, {"topk_weights", routing.weights}});
+        if (s == 0 && t <= check_max_tokens && reference) {
+          if (!ref_layer)
+            ref_layer = std::make_unique<Layer>(reference->prepare(p, weights.view(), {}));
+          // The call timed below: from the logits where --route-in-run.
+          const RunResult got = route_in_run ? run_layer_routing(layer, p, batch)
+                                             : run_layer(layer, p, batch.hidden, routing);
+          const RunResult ref = run_layer(*ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+          pt.rel_err = relative_l2(got.output, ref.output);
         }
         runs.push_back(route_in_run ? stage_routing_run(layer, p, batch)
                                     : stage_run(layer, p, batch.hidden, routing));
         args.push_back(runs.back().args);
       }
+      // The runs rotate through every set, so the work of a run is the sets' mean.
+      pt.active_experts = double(touched) / sets;
+      pt.routed_slots = double(slots) / sets;
       const bool want_graph = graph == "on" || (graph == "auto" && t <= 64);
       pt.timing = !device_timing ? Timing::kHost : want_graph ? Timing::kGraph : Timing::kStream;
       pt.graph = pt.timing == Timing::kGraph;
@@ -303,10 +325,10 @@ void add_bench(CLI::App& app, Discovery& d) {
       if (pt.graph) pt.ms_stream = median_ms(false);
       // What a call costs the CPU (issue: under 5 us for a decode layer), device plugins only.
       if (device_timing) pt.host_us = sel.plugin->host_us_per_call(args, kHostCalls);
-      const double flops = cost.flops(p, t), wbytes = cost.bytes(pt.active_experts);
+      const double flops = cost.flops(t, pt.routed_slots), wbytes = cost.bytes(pt.active_experts);
       pt.tflops = flops / (pt.ms * 1e9);
       pt.weight_tbps = wbytes / (pt.ms * 1e9);
-      pt.floor_ms = cost.floor_ms(p, t, pt.active_experts);
+      pt.floor_ms = cost.floor_ms(p, t, pt.routed_slots, pt.active_experts);
       std::cout << fmt::format(
           "{:>7} {:>10.4f} {:>9.1f} {:>11.3f} {:>10.4f} {:>8.2f} {:>6} {:>9} {:>8}{}\n", t, pt.ms,
           pt.tflops, pt.weight_tbps, pt.floor_ms, pt.ms / pt.floor_ms, timing_column(pt.timing),
@@ -329,6 +351,9 @@ void add_bench(CLI::App& app, Discovery& d) {
             {"top_k", p.top_k},
             {"hidden", p.hidden},
             {"intermediate", p.intermediate},
+            // The peers run the sinks too (bf16, their own width; columns k.. of the routing).
+            {"sink_experts", p.sink_experts},
+            {"sink_intermediate", p.sink_intermediate},
             {"tokens", t},
             {"ms", pt.ms},
             {"tflops", pt.tflops},

@@ -129,7 +129,7 @@ void add_run(CLI::App& app, Discovery& d) {
     const Batch& batch = in.batch;
     const Plugin& router = sel.plugin->can_route(p) ? *sel.plugin : *reference;
     const Routing routing = route_batch(router, p, batch);
-    const Layer layer = sel.plugin->prepare(p, weights.view(), cfg.options);
+    const Layer layer = sel.plugin->prepare(p, weights.view(), sel.options);
     const RunResult out = run_layer(layer, p, batch.hidden, routing);
     const Layer ref_layer = reference->prepare(p, weights.view(), {});
     const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);

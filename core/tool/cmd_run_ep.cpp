@@ -359,12 +359,12 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
   if (p.shared_intermediate > 0) split = ep::split_shared_expert(p, local_view);
   const moe_problem routed = split ? split->routed.c() : p;
   const Layer layer =
-      sel.plugin->prepare(routed, split ? split->routed_weights : local_view, cfg.options);
+      sel.plugin->prepare(routed, split ? split->routed_weights : local_view, sel.options);
   std::optional<Layer> shared_layer;
   ep::SharedExpert shared;
   if (split) {
     shared_layer.emplace(
-        sel.plugin->prepare(split->shared.c(), split->shared_weights, cfg.options));
+        sel.plugin->prepare(split->shared.c(), split->shared_weights, sel.options));
     shared = {&*shared_layer, split->shared.c()};
   }
   std::unique_ptr<ep::Group> group;
@@ -394,7 +394,7 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
         head, from, cfg.checkpoint->path, p.local_experts, stats.ms, wrote);
     return;
   }
-  const Layer single = sel.plugin->prepare(g, global.view(), cfg.options);
+  const Layer single = sel.plugin->prepare(g, global.view(), sel.options);
   const RunResult one = run_layer(single, g, batch.hidden, routing);
   double vs_ref = 0;
   std::string ref_text = "not computed (--ep-bench)";

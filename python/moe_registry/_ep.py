@@ -55,7 +55,7 @@ class ExpertParallelGroup:
         if out is None:
             out = _tensors.empty_like(hidden, (tokens, layer.problem.hidden), None, "out")
         self._native.step(_native_layer(layer), hidden, _tensors.detached(topk_ids),
-                          _tensors.detached(topk_weights), out)
+                          _tensors.detached(topk_weights), _tensors.detached(out))
         return _tensors.untagged(out)
 
     def device_step(self, layer, max_tokens, *, ragged=False, chunks=1):
@@ -115,11 +115,11 @@ class DeviceStep:
         topk_ids, topk_weights = routing
         tokens = _tensors.leading_dim(hidden, "hidden")
         hidden = _tensors.detached(hidden)
-        if out is None:
-            out = _tensors.empty_like(hidden, (tokens, self._hidden), None, "out")
         stream = _tensors.stream_arg(stream, hidden)
-        self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights), out,
-                         stream)
+        if out is None:
+            out = _tensors.empty_like(hidden, (tokens, self._hidden), None, "out", stream)
+        self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights),
+                         _tensors.detached(out), stream)
         return _tensors.untagged(out)
 
     def close(self):

@@ -106,10 +106,11 @@ class Layer:
         memory; None = the layer's own."""
         tokens = self._tokens(logits, "logits")
         logits = _tensors.detached(logits)
-        topk_ids, topk_weights = self._topk_outputs(logits, tokens, topk_ids, topk_weights)
-        self._native.route(logits, topk_ids, topk_weights, _maybe_detached(bias),
-                           _maybe_detached(is_padding), _maybe_detached(workspace),
-                           _stream(stream, logits))
+        handle = _stream(stream, logits)
+        topk_ids, topk_weights = self._topk_outputs(logits, tokens, topk_ids, topk_weights, handle)
+        self._native.route(logits, _tensors.detached(topk_ids), _tensors.detached(topk_weights),
+                           _maybe_detached(bias), _maybe_detached(is_padding),
+                           _maybe_detached(workspace), handle)
         return topk_ids, topk_weights
 
     def run(self, hidden, topk_ids, topk_weights, *, out=None, workspace=None, stream=None):
@@ -129,7 +130,8 @@ class Layer:
             raise MoeError("invalid_argument",
                            "router_logits: run_routed routes from them; run() takes a routing")
         tokens = self._tokens(hidden, "hidden")
-        topk_ids, topk_weights = self._topk_outputs(hidden, tokens, topk_ids, topk_weights)
+        topk_ids, topk_weights = self._topk_outputs(hidden, tokens, topk_ids, topk_weights,
+                                                    _stream(stream, hidden))
         out = self._run(hidden, topk_ids, topk_weights, out, workspace, stream,
                         routing=(router_logits, bias, is_padding))
         return out, topk_ids, topk_weights
@@ -144,25 +146,27 @@ class Layer:
                            f"max_tokens={self._problem.max_tokens}")
         return tokens
 
-    def _topk_outputs(self, like, tokens, topk_ids, topk_weights):
+    def _topk_outputs(self, like, tokens, topk_ids, topk_weights, stream):
         """route() and run_routed(): the routing's outputs [T, k + S], made like `like` where not
-        given (the binding refuses read-only ones)."""
+        given (the binding refuses read-only ones), from the pool of `stream` (the call's)."""
         width = self._problem.top_k + self._problem.sink_experts
         if topk_ids is None:
-            topk_ids = _tensors.empty_like(like, (tokens, width), "int32", "topk_ids")
+            topk_ids = _tensors.empty_like(like, (tokens, width), "int32", "topk_ids", stream)
         if topk_weights is None:
-            topk_weights = _tensors.empty_like(like, (tokens, width), "float32", "topk_weights")
+            topk_weights = _tensors.empty_like(like, (tokens, width), "float32", "topk_weights",
+                                               stream)
         return topk_ids, topk_weights
 
     def _run(self, hidden, topk_ids, topk_weights, out, workspace, stream, routing=None):
         """run() and run_routed(): `routing` = (router_logits, bias, is_padding) or None."""
         tokens = self._tokens(hidden, "hidden")
         hidden = _tensors.detached(hidden)
+        handle = _stream(stream, hidden)
         if out is None:
-            out = _tensors.empty_like(hidden, (tokens, self._problem.hidden), None, "out")
+            out = _tensors.empty_like(hidden, (tokens, self._problem.hidden), None, "out", handle)
         logits, bias, is_padding = routing or (None, None, None)
-        self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights), out,
-                         _maybe_detached(workspace), _stream(stream, hidden),
+        self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights),
+                         _tensors.detached(out), _maybe_detached(workspace), handle,
                          _maybe_detached(logits), _maybe_detached(bias),
                          _maybe_detached(is_padding))
         return _tensors.untagged(out)

@@ -38,23 +38,36 @@ def leading_dim(x, name):
     return int(shape[0]) if len(shape) else 0
 
 
-def empty_like(x, shape, dtype=None, name="out"):
+def empty_like(x, shape, dtype=None, name="out", stream=None):
     """An uninitialised array of `shape` in x's framework and device; dtype None = x's own (a
-    tagged x gives a tagged output), else "int32" or "float32"."""
+    tagged x gives a tagged output), else "int32" or "float32". `stream`: the handle of the stream
+    the call that fills it runs on (None: the current one). A torch or CuPy array is taken from
+    that stream's pool, so once dropped its memory is handed out again only behind that stream's
+    work, never to the current stream while the call may still write it."""
     if is_tagged(x):
-        return (empty_like(x[0], shape, dtype, name), x[1]) if dtype is None else \
-            empty_like(x[0], shape, dtype, name)
+        return (empty_like(x[0], shape, dtype, name, stream), x[1]) if dtype is None else \
+            empty_like(x[0], shape, dtype, name, stream)
     fw = _framework(x)
     if fw == "torch":
         import torch
-        return x.new_empty(shape, dtype=getattr(torch, dtype) if dtype else x.dtype)
+        dt = getattr(torch, dtype) if dtype else x.dtype
+        if stream is None or not x.is_cuda or stream == current_stream(x):
+            return x.new_empty(shape, dtype=dt)
+        on = torch.cuda.default_stream(x.device) if stream == 0 else \
+            torch.cuda.ExternalStream(stream, device=x.device)
+        with torch.cuda.stream(on):
+            return x.new_empty(shape, dtype=dt)
     if fw == "numpy":
         import numpy
         return numpy.empty(shape, dtype=dtype or x.dtype)
     if fw == "cupy":
         import cupy
         with x.device:
-            return cupy.empty(shape, dtype=dtype or x.dtype)
+            if stream is None or stream == current_stream(x):
+                return cupy.empty(shape, dtype=dtype or x.dtype)
+            on = cupy.cuda.Stream.null if stream == 0 else cupy.cuda.ExternalStream(stream)
+            with on:
+                return cupy.empty(shape, dtype=dtype or x.dtype)
     raise MoeError("invalid_argument",
                    f"{name}: cannot make an output like a {type(x).__name__}; pass {name}=")
 
@@ -89,7 +102,8 @@ def current_stream(x=None):
         return torch.cuda.current_stream(array.device).cuda_stream
     if fw == "cupy":
         import cupy
-        return cupy.cuda.get_current_stream().ptr
+        with array.device:  # CuPy keeps a current stream per device
+            return cupy.cuda.get_current_stream().ptr
     if array is None and "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():
         return sys.modules["torch"].cuda.current_stream().cuda_stream
     return 0

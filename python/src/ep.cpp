@@ -67,7 +67,13 @@ EpDeviceStep::EpDeviceStep(EpGroup& group, const Layer& layer, int64_t max_token
   a.max_tokens = max_tokens;
   a.ragged = ragged ? 1 : 0;
   a.chunks = chunks;
-  check(moe_host_ep_device_step_create(group.open_handle(), &a, &handle_));
+  moe_host_ep_group* g = group.open_handle();
+  {
+    // A collective (the ranks exchange their plans): other Python threads, another rank's among
+    // them when one process drives several GPUs, must run meanwhile.
+    nb::gil_scoped_release unlocked;
+    check(moe_host_ep_device_step_create(g, &a, &handle_));
+  }
   ++group.open_steps_;
 }
 

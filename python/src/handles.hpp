@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -79,16 +80,18 @@ class Layer {
 
  private:
   void* workspace(Workspace& ws, size_t bytes);
-  // Sets a.workspace (the caller's `given`, checked, or `own`, grown under the lock) and calls
-  // `entry` without the GIL.
+  // Sets a.workspace (the caller's `given`, checked, or the own one of a.stream, grown under the
+  // lock) and calls `entry` without the GIL.
   template <class Args>
-  void call(Args& a, nb::handle given, Workspace& own, Placement& where, Keep& keep,
-            moe_status (*entry)(const moe_host_layer*, const Args*));
+  void call(Args& a, nb::handle given, std::map<void*, Workspace>& own, Placement& where,
+            Keep& keep, moe_status (*entry)(const moe_host_layer*, const Args*));
 
   moe_host_layer* handle_;
   moe_host_layer_info info_{};
-  std::mutex mutex_;  // the workspaces: one call at a time (and one stream per layer, as in C)
-  Workspace run_ws_, route_ws_;
+  std::mutex mutex_;  // the workspaces: one call at a time
+  // The own workspaces, one per stream the layer's calls ran on: calls queued on two streams never
+  // share one (the layer's own state still wants one stream at a time: docs/design.md §10).
+  std::map<void*, Workspace> run_ws_, route_ws_;
 };
 
 // Expert parallelism over a communicator the caller owns (moe_host_ep_group), or a single rank.

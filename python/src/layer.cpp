@@ -36,8 +36,9 @@ Layer::Layer(moe_host_layer* handle) : handle_(handle) {
 }
 
 Layer::~Layer() {
-  for (Workspace* ws : {&run_ws_, &route_ws_})
-    if (ws->ptr != nullptr) moe_host_layer_free(handle_, ws->ptr);
+  for (auto* per_stream : {&run_ws_, &route_ws_})
+    for (auto& [stream, ws] : *per_stream)
+      if (ws.ptr != nullptr) moe_host_layer_free(handle_, ws.ptr);
   moe_host_layer_destroy(handle_);
 }
 
@@ -88,14 +89,14 @@ nb::dict Layer::router_tensors() const {
 }
 
 template <class Args>
-void Layer::call(Args& a, nb::handle given, Workspace& own, Placement& where, Keep& keep,
-                 moe_status (*entry)(const moe_host_layer*, const Args*)) {
+void Layer::call(Args& a, nb::handle given, std::map<void*, Workspace>& own, Placement& where,
+                 Keep& keep, moe_status (*entry)(const moe_host_layer*, const Args*)) {
   if (!given.is_none()) a.workspace = given_workspace(given, a.workspace_size, where, keep);
   nb::gil_scoped_release unlocked;
   std::unique_lock lock(mutex_, std::defer_lock);  // only the layer's own workspace needs it
   if (given.is_none()) {
     lock.lock();
-    a.workspace = workspace(own, a.workspace_size);
+    a.workspace = workspace(own[a.stream], a.workspace_size);
   }
   check(entry(handle_, &a));
 }

@@ -220,8 +220,17 @@ moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where,
            "e4m3, e2m1x2, ue8m0, i32, i64, u8, i8",
            name, tag_name);
     array = pair[0];
-    if (const auto view = ml_dtypes_view(array))  // already tagged by its dtype: read its bits
+    if (const auto view = ml_dtypes_view(array)) {  // already typed by ml_dtypes: read its bits
+      // A tag naming another dtype of the same size would read the values as something else
+      // (bf16 bits as f16): refused, as a wrong dtype is everywhere else.
+      if (*tag != view->second)
+        fail(MOE_STATUS_DTYPE_MISMATCH,
+             "{}: tagged \"{}\", but the array's dtype is {} ({} values): drop the tag, or "
+             "view the bits as plain integers first",
+             name, tag_name, nb::cast<std::string>(nb::str(array.attr("dtype"))),
+             dtype_name(view->second));
       array = array.attr("view")(view->first);
+    }
   } else if (const auto view = ml_dtypes_view(obj)) {
     array = obj.attr("view")(view->first);
     tag = view->second;
@@ -229,11 +238,12 @@ moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where,
   const auto not_an_array = [&] {
     const std::string type =
         nb::cast<std::string>(nb::str(nb::handle(array.type()).attr("__name__")));
-    if (nb::hasattr(array, "dtype"))  // an array DLPack cannot carry: its dtype or byte order
+    if (nb::hasattr(array, "dtype"))  // an array DLPack cannot carry: its dtype, byte order, ...
       fail(MOE_STATUS_DTYPE_MISMATCH,
-           "{}: a {} of dtype {} cannot be read (object, structured or byte-swapped values have no "
-           "DLPack form); pass native-order numbers",
-           name, type, nb::cast<std::string>(nb::handle(array.attr("dtype").attr("str"))));
+           "{}: a {} of dtype {} cannot be read through DLPack (object, structured or byte-swapped "
+           "values, a dtype its exporter refuses such as torch's float8 types: pass "
+           "(t.view(torch.uint8), \"e4m3\"), or a torch tensor that requires grad: detach it)",
+           name, type, nb::cast<std::string>(nb::str(array.attr("dtype"))));
     fail(MOE_STATUS_INVALID_ARGUMENT,
          "{}: expected an array (NumPy, torch, CuPy: anything with __dlpack__), got {}", name,
          type);

@@ -264,14 +264,15 @@ TEST(ConfigParse, OmittedKeysKeepTheirDefaults) {
 }
 
 TEST(ConfigParse, AFallbackOrPluginDirGivenAsOneStringIsAListOfOne) {
-  const Config c = Config::parse(std::string("fallback: reference\nplugin_dirs: build/plugins\n") +
-                                 kMinimalProblem);
+  const Config c =
+      Config::parse(std::string("backend: x\nfallback: reference\nplugin_dirs: build/plugins\n") +
+                    kMinimalProblem);
   EXPECT_EQ(c.fallback, (std::vector<std::string>{"reference"}));
   EXPECT_EQ(c.plugin_dirs, (std::vector<std::string>{"build/plugins"}));
 }
 
 TEST(ConfigParse, OptionValuesAreKeptAsWrittenStringsInOrder) {
-  const Config c = Config::parse(std::string(kMinimalProblem) +
+  const Config c = Config::parse(std::string(kMinimalProblem) + "backend: x\n" +
                                  "options:\n  zeta: 1\n  alpha: true\n  mid: 0.50\n  name: x y\n");
   EXPECT_EQ(c.options,
             (Options{{"zeta", "1"}, {"alpha", "true"}, {"mid", "0.50"}, {"name", "x y"}}));
@@ -408,6 +409,49 @@ TEST(ConfigParse, RejectsNegativeTokensAndSeed) {
                       {"test.yaml:2:9: tokens=-1 must be >= 0"});
   expect_config_error(std::string(kMinimalProblem) + "seed: -1\n",
                       {"test.yaml:2:7: seed must be an integer >= 0, got '-1'"});
+}
+
+// Integers are decimal, as on the command line: yaml-cpp alone reads 010 as 8 and 0x10 as 16.
+TEST(ConfigParse, ReadsIntegersInDecimalOnly) {
+  expect_config_error("problem: {experts: 010, top_k: 2, hidden: 256, intermediate: 192}\n",
+                      {"test.yaml:1:20: experts must be an integer in decimal digits, got '010'"});
+  expect_config_error(
+      std::string(kMinimalProblem) + "seed: 0x10\n",
+      {"test.yaml:2:7: seed must be an integer >= 0 in decimal digits, got '0x10'"});
+  expect_config_error(std::string(kMinimalProblem) + "tokens: 08\n", {"tokens must be", "'08'"});
+  expect_config_error(std::string(kMinimalProblem) + "seed: 99999999999999999999\n",
+                      {"test.yaml:2:7: seed = 99999999999999999999 is out of range"});
+  const Config c =
+      Config::parse(std::string(kMinimalProblem) + "tokens: +5\nseed: 0\n", "test.yaml");
+  EXPECT_EQ(c.tokens, 5);
+  EXPECT_EQ(c.seed, 0u);
+}
+
+// options: plain keys for the named backend, sections for a plugin each; under auto only sections
+// (the winner is not known when the config is written), and no fallback (auto tries every plugin).
+TEST(ConfigParse, ReadsOptionSectionsAndRefusesWhatAutoWouldIgnoreOrMisdeliver) {
+  const Config c = Config::parse(std::string(kMinimalProblem) +
+                                     "backend: trtllm_style\nfallback: [reference]\n"
+                                     "options:\n  gemm_tiles: tokens\n  cutlass_mega: {sms: 64}\n",
+                                 "test.yaml");
+  EXPECT_EQ(c.options, (Options{{"gemm_tiles", "tokens"}}));
+  ASSERT_EQ(c.plugin_options.size(), 1u);
+  EXPECT_EQ(c.plugin_options[0].plugin, "cutlass_mega");
+  EXPECT_EQ(c.plugin_options[0].options, (Options{{"sms", "64"}}));
+  EXPECT_EQ(c.plugin_options[0].where, "test.yaml:6:3");
+  EXPECT_NO_THROW(Config::parse(
+      std::string(kMinimalProblem) + "backend: auto\noptions: {cutlass_mega: {sms: 64}}\n",
+      "test.yaml"));
+  expect_config_error(std::string(kMinimalProblem) + "backend: auto\noptions: {sms: 64}\n",
+                      {"test.yaml:3:10: options: 'sms' is given to no plugin in particular",
+                       "options: {cutlass_mega: {sms: 64}}"});
+  expect_config_error(std::string(kMinimalProblem) + "fallback: [reference]\n",
+                      {"test.yaml:2:11: fallback: backend: auto already tries every plugin"});
+  expect_config_error(
+      std::string(kMinimalProblem) + "backend: x\noptions: {cutlass_mega: {sms: 1, sms: 2}}\n",
+      {"duplicate key 'sms' in options.cutlass_mega"});
+  expect_config_error(std::string(kMinimalProblem) + "backend: x\noptions: {p: {sms: [1]}}\n",
+                      {"options.p.sms must be a string"});
 }
 
 TEST(ConfigParse, RejectsAnEmptyText) {

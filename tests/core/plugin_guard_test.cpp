@@ -103,5 +103,25 @@ TEST(LastError, ALongMessageIsCutAtACharactersStart) {
   sdk::set_last_error("");
 }
 
+// A message quoting bytes that are not UTF-8 (a Latin-1 config key, a stray continuation byte, a
+// surrogate, an overlong form, a cut sequence) is kept as valid UTF-8: each such byte becomes '?',
+// valid characters pass unchanged.
+TEST(LastError, BytesThatAreNotUtf8BecomeQuestionMarks) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"unknown key 'caf\xe9'", "unknown key 'caf?'"},
+      {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+      {"a\x80b", "a?b"},
+      {"\xed\xa0\x80", "???"},       // a UTF-16 surrogate
+      {"\xc0\xaf", "??"},            // an overlong '/'
+      {"\xf4\x90\x80\x80", "????"},  // past U+10FFFF
+      {"x\xe2\x82", "x??"},          // cut at the end
+  };
+  for (const auto& [given, kept] : cases) {
+    sdk::set_last_error(given.c_str());
+    EXPECT_EQ(std::string(sdk::last_error()), kept);
+  }
+  sdk::set_last_error("");
+}
+
 }  // namespace
 }  // namespace moe::test

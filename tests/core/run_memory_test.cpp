@@ -44,6 +44,7 @@ struct Memory {
                     managed = std::vector<char>(256);
   Memory() {
     g_fail = 0;
+    g_current_device = 0;
     fake_regions() = {{pinned.data(), pinned.size(), -2, device::kMemoryTypeHost},
                       {dev0.data(), dev0.size(), 0},
                       {dev1.data(), dev1.size(), 1},
@@ -143,11 +144,24 @@ TEST(RunMemory, OfLayerRecordsTheDeviceCurrentAtPrepare) {
   } restore;
   g_current_device = 1;
   const device::RunMemory gpu = device::RunMemory::of_layer(MOE_MEMORY_CUDA_DEVICE, "cutlass_mega");
-  g_current_device = 0;
   EXPECT_NO_THROW(gpu.check_run(run_in(m.dev1.data())));
   expect_error(
       [&] { gpu.check_run(run_in(m.dev0.data())); }, MOE_STATUS_INVALID_ARGUMENT,
       {"is on cuda:0, but plugin 'cutlass_mega' runs on cuda:1, the device current at prepare"});
+  // Another device current on the calling thread (a new thread defaults to cuda:0): refused before
+  // any tensor is looked at, in run, route and the workspace allocation alike.
+  g_current_device = 0;
+  expect_error([&] { gpu.check_run(run_in(m.dev1.data())); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"moe_host_layer_run: plugin 'cutlass_mega' runs this layer on cuda:1, the device "
+                "current at prepare, but cuda:0 is current on this thread: make cuda:1 current"});
+  moe_route_args r{};
+  r.logits = make_view(m.dev1.data(), MOE_DTYPE_F32, {8, 4});
+  expect_error([&] { gpu.check_route(r); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"moe_host_layer_route: plugin 'cutlass_mega' runs this layer on cuda:1"});
+  expect_error([&] { gpu.check_current("moe_host_layer_alloc"); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"moe_host_layer_alloc: plugin 'cutlass_mega' runs this layer on cuda:1"});
+  g_current_device = 1;
+  EXPECT_NO_THROW(gpu.check_route(r));
   for (const device::RunMemory& host :
        {early, device::RunMemory::of_layer(MOE_MEMORY_HOST, "reference")})
     expect_error([&] { host.check_run(run_in(m.dev1.data())); }, MOE_STATUS_INVALID_ARGUMENT,

@@ -69,6 +69,45 @@ TEST(Selection, UnknownFallbackNameIsAnError) {
   }
 }
 
+// A config's options reach only the plugin they are for: the plain keys the named backend (never
+// the fallback that replaced it), a section {NAME: {...}} the plugin of that name or alias.
+TEST(Selection, OptionsReachOnlyThePluginTheyAreFor) {
+  const Registry r = two_plugins();
+  Config c = config_for("fixture_picky", {"fixture_works"}, MOE_FORMAT_BF16);
+  c.options = {{"tile", "64"}};
+  c.plugin_options = {{"fixture_works", {{"depth", "2"}}, "test.yaml:4:12"},
+                      {"fixture_picky_alias", {{"fast", "1"}}, "test.yaml:5:12"}};
+  Selection s = select_backend(r, c);  // picky takes bf16: named, plain keys and its section
+  EXPECT_EQ(s.plugin->name(), "fixture_picky");
+  EXPECT_EQ(s.options, (Options{{"tile", "64"}, {"fast", "1"}}));
+  EXPECT_TRUE(s.options_left_out.empty());
+  EXPECT_THAT(s.explain(), testing::HasSubstr("options for fixture_picky: tile=64, fast=1"));
+  c.problem = small_problem(MOE_FORMAT_FP8_BLOCK);  // picky refuses: the fallback, its own only
+  s = select_backend(r, c);
+  EXPECT_EQ(s.plugin->name(), "fixture_works");
+  EXPECT_EQ(s.options, (Options{{"depth", "2"}}));
+  EXPECT_EQ(s.options_left_out, (std::vector<std::string>{"tile"}));
+  EXPECT_THAT(s.explain(), testing::HasSubstr("options left out (the named backend's, not its "
+                                              "fallback's): tile"));
+  Config a = config_for("auto", {}, MOE_FORMAT_FP8_BLOCK);  // auto: the winner's section only
+  a.plugin_options = c.plugin_options;
+  s = select_backend(r, a);
+  EXPECT_EQ(s.plugin->name(), "fixture_works");
+  EXPECT_EQ(s.options, (Options{{"depth", "2"}}));
+}
+
+TEST(Selection, AnOptionSectionForNoPluginOrAKeyGivenTwiceIsAConfigError) {
+  Config c = config_for("fixture_works", {}, MOE_FORMAT_BF16);
+  c.plugin_options = {{"fixture_wroks", {{"depth", "2"}}, "test.yaml:4:12"}};
+  expect_error([&] { select_backend(two_plugins(), c); }, MOE_STATUS_CONFIG_ERROR,
+               {"test.yaml:4:12: options.fixture_wroks: no plugin of that name or alias was found",
+                "available: fixture_works, fixture_picky"});
+  c.options = {{"depth", "1"}};
+  c.plugin_options = {{"fixture_works", {{"depth", "2"}}, "test.yaml:4:12"}};
+  expect_error([&] { select_backend(two_plugins(), c); }, MOE_STATUS_CONFIG_ERROR,
+               {"options.fixture_works.depth is given twice for plugin 'fixture_works'"});
+}
+
 TEST(Selection, NamedBackendThatDoesNotSupportGivesItsReasonAndWhoDoes) {
   expect_error(
       [] { select_backend(two_plugins(), config_for("fixture_picky", {}, MOE_FORMAT_FP8_BLOCK)); },

@@ -252,13 +252,16 @@ def test_a_dtype_tag_reads_integer_bits_only(layer, batch):
     assert (out.view(np.uint16) == layer.run(hidden, ids, weights).view(np.uint16)).all()
     out = layer.run((hidden, "bf16"), ids, weights)  # an ml_dtypes array tagged as well
     assert (out.view(np.uint16) == layer.run(hidden, ids, weights).view(np.uint16)).all()
+    # ... but not tagged as another dtype of its size: bf16 values are never read as f16 bits
+    with raises("dtype_mismatch", 'hidden: tagged "f16", but the array\'s dtype is bfloat16'):
+        layer.run((hidden, "f16"), ids, weights)
 
 
 def test_an_array_dlpack_cannot_carry_names_its_dtype(layer, batch):
     _, logits = batch
     with raises("dtype_mismatch", "logits: a ndarray of dtype >f4 cannot be read"):
         layer.route(logits.astype(">f4"))
-    with raises("dtype_mismatch", "logits: a ndarray of dtype |O cannot be read"):
+    with raises("dtype_mismatch", "logits: a ndarray of dtype object cannot be read"):
         layer.route(logits.astype(object))
 
 

@@ -1,6 +1,8 @@
 """moe_registry's registry calls against the build's plugins, checked as the CLI's tests check
 `moe list`, `moe select`, `moe describe` and `moe conformance`."""
 
+import pytest
+
 import moe_registry as moe
 from conftest import SOURCE_DIR
 
@@ -74,6 +76,27 @@ def test_selects_from_yaml_text_and_from_a_dict():
     sel = moe.select({"backend": "reference", "options": {"note": "x"},
                       "problem": {"experts": 4, "top_k": 2, "hidden": 64, "intermediate": 32}})
     assert sel.backend == "reference" and sel.options == {"note": "x"}
+
+
+def test_options_reach_only_the_plugin_they_are_for():
+    problem = {"experts": 4, "top_k": 2, "hidden": 64, "intermediate": 32}
+    sel = moe.select({"backend": "auto", "problem": problem,
+                      "options": {"reference": {"note": "mine"}}})
+    assert sel.backend == "reference" and sel.options == {"note": "mine"}
+    assert "options for reference: note=mine" in sel.explanation
+    with pytest.raises(moe.MoeError, match="given to no plugin in particular"):
+        moe.select({"backend": "auto", "problem": problem, "options": {"note": "x"}})
+    with pytest.raises(moe.MoeError, match="options.nobody: no plugin of that name"):
+        moe.select({"backend": "reference", "problem": problem, "options": {"nobody": {"a": 1}}})
+
+
+def test_a_config_that_is_not_utf8_is_a_moe_error_with_readable_text(tmp_path):
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b"backend: reference\ncaf\xe9: 1\nproblem: {experts: 4, top_k: 2, hidden: 64, "
+                    b"intermediate: 32}\n")
+    with pytest.raises(moe.MoeError) as info:
+        moe.select(str(bad))
+    assert info.value.status == "config_error" and "unknown key 'caf?'" in info.value.message
 
 
 def test_describes_a_plugin_and_its_support_for_a_problem(problem):

@@ -4,7 +4,9 @@
 //   fallback: [trtllm_style, reference]
 //   plugin_dirs: [build/plugins]  # relative to the current directory
 //   problem: {experts: 8, top_k: 2, hidden: 256, intermediate: 192, format: bf16, ...}
-//   options: {key: value}         # handed to the chosen plugin's prepare()
+//   options: {key: value}         # for the plugin `backend:` names (refused under auto), and
+//                                 # per plugin: {trtllm_style: {gemm_tiles: tokens}} goes to
+//                                 # trtllm_style's prepare() whenever it is the one chosen
 //   tokens: 16                    # default batch for `moe run`
 //   seed: 1
 //   checkpoint:                   # optional: real weights instead of random ones
@@ -35,7 +37,13 @@ struct Config {
   std::vector<std::string> fallback;
   std::vector<std::string> plugin_dirs;
   Problem problem;
-  Options options;
+  Options options;  // plain entries: the named backend's
+  struct PluginOptions {
+    std::string plugin;  // a plugin's name or alias
+    Options options;
+    std::string where;  // "<source>:<line>:<col>" of its key, for messages
+  };
+  std::vector<PluginOptions> plugin_options;  // options: {NAME: {...}}, in the config's order
   int64_t tokens = 16;
   uint64_t seed = 1;
   std::optional<CheckpointSpec> checkpoint;

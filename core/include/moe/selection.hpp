@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,15 @@ struct Selection {
   std::shared_ptr<Plugin> plugin;
   std::string rule;                   // why this one, in words
   std::vector<Candidate> considered;  // every plugin found, in discovery order
-  std::string explain() const;        // multi-line report for `moe select`
+  Options options;                    // what `plugin`'s prepare gets: options_for(its config)
+  std::vector<std::string> options_left_out;  // the named backend's plain options, a fallback won
+  std::string explain() const;                // multi-line report for `moe select`
 };
+
+// The config's options for `plugin`: its section (options: {NAME: {...}}, NAME its name or an
+// alias), and the plain entries when `plugin` is the backend the config names. An entry in both
+// is a CONFIG_ERROR, and so is a section naming no plugin the registry found.
+Options options_for(const Registry& registry, const Config& config, const Plugin& plugin);
 
 // How many plugins select_backend asks. kNeeded: in the rule's order (by priority for auto; the
 // named backend, then its fallbacks) until one supports the problem, so only those are loaded;
@@ -37,6 +45,11 @@ struct Selection {
 // others). Either way a plugin whose declared formats or activations exclude the problem answers
 // no without being loaded, and one that cannot be loaded answers no with a warning naming it.
 enum class Ask { kNeeded, kEvery };
+
+// The no that a plugin's declared format and activation masks already give (without loading it),
+// as selection answers it; nullopt when they admit the problem and supports() decides. `moe
+// describe` and moe_host_supports answer through it first, so they agree with `moe select`.
+std::optional<Candidate> refused_by_declaration(const Plugin& plugin, const moe_problem& problem);
 
 // Asks every plugin found whether it supports the problem, loading each one whose declared
 // capabilities do not already say no (a failing load or supports() is a "no").

@@ -99,9 +99,38 @@ Config from_node(const YAML::Node& root, const std::string& source) {
       if (!seen.insert(key).second)
         throw Error(MOE_STATUS_CONFIG_ERROR,
                     where(source, kv.first) + ": duplicate key '" + key + "' in options");
-      c.options.emplace_back(key, read_scalar<std::string>(source, kv.second, key));
+      if (!kv.second.IsMap()) {
+        c.options.emplace_back(key, read_scalar<std::string>(source, kv.second, key));
+        continue;
+      }
+      // A section of one plugin's options (by name or alias), given only to that plugin.
+      const std::string section = "options." + key;
+      Options own;
+      std::set<std::string> own_seen;
+      for (const auto& entry : kv.second) {
+        const auto name = key_name(source, entry.first, section.c_str());
+        if (!own_seen.insert(name).second)
+          throw Error(MOE_STATUS_CONFIG_ERROR,
+                      where(source, entry.first) + ": duplicate key '" + name + "' in " + section);
+        own.emplace_back(name,
+                         read_scalar<std::string>(source, entry.second, section + "." + name));
+      }
+      c.plugin_options.push_back({key, std::move(own), where(source, kv.first)});
     }
+    // Under auto the plugin is not known when the config is written, and each plugin refuses
+    // options it does not know: plain entries would reach whichever plugin wins.
+    if (c.backend == "auto" && !c.options.empty())
+      throw Error(MOE_STATUS_CONFIG_ERROR,
+                  where(source, opts) + ": options: '" + c.options.front().first +
+                      "' is given to no plugin in particular, but backend: auto chooses the "
+                      "plugin; give options per plugin, e.g. options: {cutlass_mega: {sms: 64}}");
   }
+  // auto asks every plugin found already (the reference last): a fallback list would do nothing.
+  if (c.backend == "auto" && !c.fallback.empty())
+    throw Error(MOE_STATUS_CONFIG_ERROR,
+                where(source, root["fallback"]) +
+                    ": fallback: backend: auto already tries every plugin found, by priority; "
+                    "fallback lists the backends to try after a named one");
   if (root["tokens"]) {
     c.tokens = read_scalar<int64_t>(source, root["tokens"], "tokens");
     MOE_CHECK(c.tokens >= 0, MOE_STATUS_CONFIG_ERROR, "{}: tokens={} must be >= 0",

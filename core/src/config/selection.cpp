@@ -50,28 +50,6 @@ Candidate unanswered(const Plugin& plugin, const moe_problem& p) {
   return c;
 }
 
-// The no that a plugin's declared capabilities (get_info's masks, known from the scan) already
-// give, without loading it: a weight format or an activation it does not list.
-std::optional<Candidate> refused_by_declaration(const Plugin& plugin, const moe_problem& p) {
-  const PluginInfo& i = plugin.info();
-  Candidate c = unanswered(plugin, p);
-  if (p.format >= 0 && p.format < 32 && !(i.format_mask >> p.format & 1u)) {
-    c.reason = MOE_REASON_FORMAT;
-    c.message = fmt::format("only {} weights in its format_mask, not {}",
-                            declared(i.format_mask, format_name),
-                            format_name(static_cast<moe_format>(p.format)));
-    return c;
-  }
-  if (p.activation >= 0 && p.activation < 32 && !(i.activation_mask >> p.activation & 1u)) {
-    c.reason = MOE_REASON_ACTIVATION;
-    c.message = fmt::format("only {} activations in its activation_mask, not {}",
-                            declared(i.activation_mask, activation_name),
-                            activation_name(static_cast<moe_activation>(p.activation)));
-    return c;
-  }
-  return std::nullopt;
-}
-
 // One plugin's answer: from its declaration when that excludes the problem, else from its
 // supports(), which loads it. Failing to load or to answer is a no.
 Candidate answer_of(const Plugin& plugin, const moe_problem& problem) {
@@ -193,10 +171,54 @@ std::shared_ptr<Plugin> find_or_throw(const Registry& registry, const std::strin
 
 }  // namespace
 
+// The no that a plugin's declared capabilities (get_info's masks, known from the scan) already
+// give, without loading it: a weight format or an activation it does not list.
+std::optional<Candidate> refused_by_declaration(const Plugin& plugin, const moe_problem& p) {
+  const PluginInfo& i = plugin.info();
+  Candidate c = unanswered(plugin, p);
+  if (p.format >= 0 && p.format < 32 && !(i.format_mask >> p.format & 1u)) {
+    c.reason = MOE_REASON_FORMAT;
+    c.message = fmt::format("only {} weights in its format_mask, not {}",
+                            declared(i.format_mask, format_name),
+                            format_name(static_cast<moe_format>(p.format)));
+    return c;
+  }
+  if (p.activation >= 0 && p.activation < 32 && !(i.activation_mask >> p.activation & 1u)) {
+    c.reason = MOE_REASON_ACTIVATION;
+    c.message = fmt::format("only {} activations in its activation_mask, not {}",
+                            declared(i.activation_mask, activation_name),
+                            activation_name(static_cast<moe_activation>(p.activation)));
+    return c;
+  }
+  return std::nullopt;
+}
+
 std::vector<Candidate> evaluate(const Registry& registry, const moe_problem& problem) {
   Answers answers(registry, problem);
   answers.ask_all();
   return answers.all(nullptr);
+}
+
+Options options_for(const Registry& registry, const Config& config, const Plugin& plugin) {
+  Options out;
+  if (config.backend != "auto" && plugin.answers_to(config.backend)) out = config.options;
+  for (const auto& section : config.plugin_options) {
+    const auto named = registry.find(section.plugin);
+    MOE_CHECK(named != nullptr, MOE_STATUS_CONFIG_ERROR,
+              "{}: options.{}: no plugin of that name or alias was found; available: {}",
+              section.where, section.plugin, registry.names());
+    if (named.get() != &plugin) continue;
+    for (const auto& [key, value] : section.options) {
+      const bool twice =
+          std::any_of(out.begin(), out.end(), [&](const auto& kv) { return kv.first == key; });
+      MOE_CHECK(!twice, MOE_STATUS_CONFIG_ERROR,
+                "{}: options.{}.{} is given twice for plugin '{}' (in its section and as a plain "
+                "entry, or in two sections naming it): give it once",
+                section.where, section.plugin, key, plugin.name());
+      out.emplace_back(key, value);
+    }
+  }
+  return out;
 }
 
 Selection select_backend(const Registry& registry, const Config& config, Ask ask) {
@@ -208,6 +230,9 @@ Selection select_backend(const Registry& registry, const Config& config, Ask ask
     sel.plugin = std::move(plugin);
     sel.rule = std::move(rule);
     sel.considered = answers.all(sel.plugin.get());
+    sel.options = options_for(registry, config, *sel.plugin);
+    if (config.backend != "auto" && !sel.plugin->answers_to(config.backend))
+      for (const auto& kv : config.options) sel.options_left_out.push_back(kv.first);
     return sel;
   };
 
@@ -266,6 +291,17 @@ std::string Selection::explain() const {
                        : !c.asked  ? c.message
                                    : "no: " + why_not(c).substr(c.name.size() + 1),
                        decode_note(c));
+  }
+  if (plugin && !options.empty()) {
+    std::string given;
+    for (const auto& [key, value] : options)
+      given += fmt::format("{}{}={}", given.empty() ? "" : ", ", key, value);
+    out += fmt::format("options for {}: {}\n", plugin->name(), given);
+  }
+  if (!options_left_out.empty()) {
+    std::string keys;
+    for (const auto& key : options_left_out) keys += (keys.empty() ? "" : ", ") + key;
+    out += fmt::format("options left out (the named backend's, not its fallback's): {}\n", keys);
   }
   return out;
 }

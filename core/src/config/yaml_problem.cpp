@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "moe/sdk/error.hpp"
 
@@ -95,6 +97,29 @@ template <class T>
 T read_scalar(const std::string& source, const YAML::Node& node, const std::string& key) {
   if (!node.IsScalar())
     fail(where(source, node), fmt::format("{} must be {}", key, type_word<T>()));
+  if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, uint64_t>) {
+    // Decimal only, as the command line reads numbers: yaml-cpp alone reads 010 as 8 and 0x10 as
+    // 16, so `experts: 010` would mean 8 here and 10 in --tokens.
+    const std::string& text = node.Scalar();
+    const char* first = text.data();
+    const char* last = first + text.size();
+    if (first != last && *first == '+') ++first;
+    T value{};
+    const auto [end, ec] = std::from_chars(first, last, value, 10);
+    const char* digits = first != last && *first == '-' ? first + 1 : first;
+    const bool leading_zero = last - digits > 1 && *digits == '0';
+    if (ec == std::errc::result_out_of_range)
+      fail(where(source, node),
+           fmt::format("{} = {} is out of range for {}", key, text, type_word<T>()));
+    if (leading_zero || (last - digits > 1 && digits[0] == '0' && (digits[1] | 0x20) == 'x'))
+      fail(where(source, node),
+           fmt::format("{} must be {} in decimal digits, got '{}' (no leading 0, no 0x: YAML "
+                       "readers differ on octal and hex)",
+                       key, type_word<T>(), text));
+    if (ec != std::errc{} || end != last || first == last)
+      fail(where(source, node), fmt::format("{} must be {}, got '{}'", key, type_word<T>(), text));
+    return value;
+  }
   try {
     return node.as<T>();
   } catch (const YAML::BadConversion&) {

@@ -96,7 +96,18 @@ void RunMemory::check_copy(const void* dst, const void* src, const std::string& 
   check_fields({{dst, prefix + ": dst"}, {src, prefix + ": src"}});
 }
 
+void RunMemory::check_current(const char* call) const {
+  if (memory_ != MOE_MEMORY_CUDA_DEVICE || driver_ == nullptr) return;
+  const int32_t current = current_device(*driver_);
+  MOE_CHECK(current == device_, MOE_STATUS_INVALID_ARGUMENT,
+            "{}: {} runs this layer on cuda:{}, the device current at prepare, but cuda:{} is "
+            "current on this thread: make cuda:{} current (cudaSetDevice, torch.cuda.set_device) "
+            "for the layer's calls",
+            call, who_, device_, current, device_);
+}
+
 void RunMemory::check_run(const moe_run_args& a) const {
+  check_current("moe_host_layer_run");
   check_fields({{data_of(a.hidden), "moe_run_args.hidden"},
                 {data_of(a.topk_ids), "moe_run_args.topk_ids"},
                 {data_of(a.topk_weights), "moe_run_args.topk_weights"},
@@ -108,6 +119,7 @@ void RunMemory::check_run(const moe_run_args& a) const {
 }
 
 void RunMemory::check_route(const moe_route_args& a) const {
+  check_current("moe_host_layer_route");
   check_fields({{data_of(a.logits), "moe_route_args.logits"},
                 {data_of(a.bias), "moe_route_args.bias"},
                 {data_of(a.is_padding), "moe_route_args.is_padding"},

@@ -34,8 +34,13 @@ class RunMemory {
   void check(const void* data, const char* name) const;
   // Both ends of a copy (one driver lookup for the pair).
   void check_copy(const void* dst, const void* src, const std::string& prefix) const;
-  void check_run(const moe_run_args& a) const;      // hidden ... workspace, routing fields
-  void check_route(const moe_route_args& a) const;  // logits ... workspace
+  // A device-memory layer: INVALID_ARGUMENT unless the calling thread's current device is the
+  // one current at prepare (its weights' and kernels' device). A call launched on another device
+  // would read the layer from the wrong device, and a workspace allocated for it would land there.
+  // `call` names the entry point in the message.
+  void check_current(const char* call) const;
+  void check_run(const moe_run_args& a) const;      // the current device; hidden ... routing fields
+  void check_route(const moe_route_args& a) const;  // the current device; logits ... workspace
   // The four tensors of a step (`prefix`: "moe_host_ep_step_args", ...).
   void check_step(const std::string& prefix, const moe_tensor& hidden, const moe_tensor& ids,
                   const moe_tensor& weights, const moe_tensor& output) const;
