@@ -134,6 +134,13 @@ def prepare_lines(records):
             for shape, r in first.items()]
 
 
+def peer_error_lines(records):
+    """Per point, the peers that could not run it and why (peers["error"]: "name: error; ...",
+    or one error for the point where the peers could not be set up); their cells are '-'."""
+    return [f"- {r['shape']} T={r['tokens']}: {r['peers']['error']}" for r in records
+            if r.get("peers", {}).get("error")]
+
+
 def current_commit():
     """The checkout's short HEAD, or None outside a git checkout."""
     try:
@@ -192,9 +199,12 @@ def write_markdown(records, path, device, date, commit, name_checkout=True):
     if head and head != commit:
         note += f" The records are of commit {commit}; this checkout is at {head}."
     prepare = prepare_lines(records)
+    errors = peer_error_lines(records)
     with open(path, "w") as f:
         f.write(f"# {backend} {fmt} on {device}, {date}, commit {commit}\n\n{note}\n\n"
                 f"{table(records)}\n")
+        if errors:
+            f.write("\nPeers that failed (their cells are '-'):\n\n" + "\n".join(errors) + "\n")
         if prepare:
             f.write("\nPrepare (weights -> layer, upload included):\n\n" + "\n".join(prepare) +
                     "\n")
@@ -213,7 +223,8 @@ def write_plot(records, path):
     shapes = sorted({r["shape"] for r in records})
     fig, axes = plt.subplots(1, len(shapes), figsize=(5 * len(shapes), 4), squeeze=False)
     for ax, shape in zip(axes[0], shapes):
-        rs = [r for r in records if r["shape"] == shape]
+        # By tokens: the lines join the points in order, whatever order the records are in.
+        rs = sorted((r for r in records if r["shape"] == shape), key=lambda r: r["tokens"])
         ts = [r["tokens"] for r in rs]
         ax.plot(ts, [r["ms"] * 1e3 for r in rs], "o-", label=backend)
         for peer in peers:

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs a grid of docs/design.md §8 on a GPU: `moe bench` for one of our backends, then the peers
-in --peers (torch_moe.py, triton_moe.py) in the same run, on the same routing (moe bench dumps
-it). Writes JSON Lines records with the peers filled in, a markdown table and a plot (time vs
-tokens per shape: ours, peers, floor).
+in --peers (torch_moe.py, triton_moe.py) in the same run, on the same layer (the sink experts
+included) and the same routings: moe bench dumps every input set it times, and the peers rotate
+through them as it does. Writes JSON Lines records with the peers filled in, a markdown table and
+a plot (time vs tokens per shape: ours, peers, floor).
 
     python3 bench/run_grid.py --moe build/bin/moe --peers .peers --out $OUT \
         --shapes qwen3_30b_a3b,mixtral_8x7b --tokens 1,8,64,512,4096,16384
@@ -41,12 +42,14 @@ file (arguments, configs, record checks and merging) runs anywhere (tests/bench/
 import argparse
 import collections
 import filecmp
+import functools
 import json
 import os
 import re
 import subprocess
 import sys
 import time
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import grid_report  # noqa: E402
@@ -114,132 +117,188 @@ REFUSED = {
 }
 
 
-def bench_ms(fn, graph, iters=50, warmup=10):
-    """Median ms of fn() with CUDA events; graph=True replays a CUDA graph when fn can be captured
-    (the torch peers copy host tensors and cannot: then they are timed eagerly, and say so)."""
+def bench_ms(fns, graph, iters=50, warmup=10):
+    """Median ms of a call with CUDA events, the calls fns (one per input set) run in rotation as
+    moe bench rotates its sets, so the peers read their weights from HBM as ours do; graph=True
+    replays one CUDA graph per set, in the same rotation, when the calls can be captured (the
+    torch peers copy host tensors and cannot: then they are timed eagerly, and say so)."""
     import torch
     if graph:
         try:
-            return _bench(fn, True, iters, warmup), True
+            return _bench(fns, True, iters, warmup), True
         except Exception:
             torch.cuda.synchronize()
-    return _bench(fn, False, iters, warmup), False
+    return _bench(fns, False, iters, warmup), False
 
 
-def _bench(fn, graph, iters, warmup):
+def _bench(fns, graph, iters, warmup):
     import torch
     if graph:
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
-            for _ in range(3):
-                fn()
+            for fn in fns:
+                for _ in range(3):
+                    fn()
         torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            fn()
-        run = g.replay
+        runs = []
+        for fn in fns:
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                fn()
+            runs.append(g.replay)
     else:
-        run = fn
-    for _ in range(warmup):
-        run()
+        runs = fns
+    for i in range(warmup):
+        runs[i % len(runs)]()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     for i in range(iters):
         starts[i].record()
-        run()
+        runs[i % len(runs)]()
         ends[i].record()
     torch.cuda.synchronize()
     times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
     return times[len(times) // 2]
 
 
-def peer_inputs(rec, routing_file):
-    """The routing moe bench dumped for this point, and the peers' bf16 activations and canonical
-    weights (w13 [E, 2I, H], w2 [E, H, I], scaled like a trained layer's; the same for every
-    format, which quantises them as its peer script says)."""
+def peer_inputs(rec, routing_files):
+    """The peers' layer for this point: the routings moe bench dumped, one per input set it timed
+    (topk_ids and topk_weights [T, k + S]: k routed columns, then the S sinks' ids E + s and
+    gammas), each with its own bf16 activations; the canonical weights (w13 [E, 2I, H], w2
+    [E, H, I], scaled like a trained layer's; the same for every format, which quantises them as
+    its peer script says) and the sinks' (bf16, silu_mul, width Is = sink_intermediate: sink_w13
+    [S, 2Is, H], sink_w2 [S, H, Is]; None without sinks)."""
     import torch
     from safetensors.torch import load_file
     E, H, I = rec["experts"], rec["hidden"], rec["intermediate"]
-    T = rec["tokens"]
-    r = load_file(routing_file)
-    ids, w = r["topk_ids"].cuda(), r["topk_weights"].cuda()
-    k = rec["top_k"]
-    ids, w = ids[:, :k].contiguous(), w[:, :k].contiguous()  # routed columns (no sinks)
+    T, k = rec["tokens"], rec["top_k"]
+    S, Is = rec["sink_experts"], rec["sink_intermediate"]
     torch.manual_seed(0)
-    x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
+    sets = []
+    for f in routing_files:
+        r = load_file(f)
+        x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
+        sets.append((x, r["topk_weights"].cuda(), r["topk_ids"].cuda()))
     w13 = (torch.randn(E, 2 * I, H, device="cuda", dtype=torch.bfloat16) * H ** -0.5)
     w2 = (torch.randn(E, H, I, device="cuda", dtype=torch.bfloat16) * I ** -0.5)
-    return x, w13, w2, w, ids
+    sink_w13 = sink_w2 = None
+    if S:
+        sink_w13 = torch.randn(S, 2 * Is, H, device="cuda", dtype=torch.bfloat16) * H ** -0.5
+        sink_w2 = torch.randn(S, H, Is, device="cuda", dtype=torch.bfloat16) * Is ** -0.5
+    return types.SimpleNamespace(experts=E, top_k=k, intermediate=I, sink_intermediate=Is,
+                                 sets=sets, w13=w13, w2=w2, sink_w13=sink_w13, sink_w2=sink_w2)
 
 
-def peers_for(rec, routing_file, peers_dir):
-    """bf16 peers: torch._grouped_mm, the tuned Triton bf16 MoE and, up to T=4096, cuBLAS."""
+def layer_calls(layer, routed, sinks=None):
+    """One call per input set computing the whole layer with one peer: routed(w13, w2) makes the
+    peer's callable (x, topk_weights, topk_ids) over those experts. The sinks run on every token,
+    weighted by their gammas: as experts E.. of the same call where they have the routed experts'
+    width and the peer's form (sinks None: a bf16 peer); else in a second call, by
+    sinks(sink_w13, sink_w2) (a quantised peer's bf16 form: the sinks are bf16 in our layer too;
+    default: routed), added to the output and timed with it. The routing's columns are split
+    here, outside the timed calls."""
     import torch
-    sys.path.insert(0, peers_dir)
-    import torch_moe
-    import triton_moe
-    T = rec["tokens"]
-    x, w13, w2, w, ids = peer_inputs(rec, routing_file)
-    graph = rec["graph"]
-    out, graphed, eager = {}, {}, {}
-    fns = {"torch_grouped_mm": lambda: torch_moe.grouped_mm_moe(x, w13, w2, w, ids)}
-    tri = triton_moe.TritonMoE(w13, w2)
-    fns["triton"] = lambda: tri(x, w, ids)
-    for name, fn in fns.items():
-        out[name], graphed[name] = bench_ms(fn, graph)
-        # Like with like: where a graph was replayed, every side is also timed eagerly.
-        if graph:
-            eager[name] = bench_ms(fn, False)[0] if graphed[name] else out[name]
-    if T <= 4096:  # per-expert matmuls in a Python loop: slow and host-bound at large T
-        out["cublas"], graphed["cublas"] = bench_ms(
-            lambda: torch_moe.loop_moe(x, w13, w2, w, ids, dtype=torch.bfloat16), False,
-            iters=10, warmup=2)
-    del w13, w2, tri, fns
-    torch.cuda.empty_cache()
-    return out, graphed, eager
+    k, E = layer.top_k, layer.experts
+    if layer.sink_w13 is None:
+        f = routed(layer.w13, layer.w2)
+        return [functools.partial(f, x, w[:, :k].contiguous(), ids[:, :k].contiguous())
+                for x, w, ids in layer.sets]
+    if sinks is None and layer.sink_intermediate == layer.intermediate:
+        f = routed(torch.cat([layer.w13, layer.sink_w13]), torch.cat([layer.w2, layer.sink_w2]))
+        return [functools.partial(f, x, w, ids) for x, w, ids in layer.sets]
+    f, g = routed(layer.w13, layer.w2), (sinks or routed)(layer.sink_w13, layer.sink_w2)
+
+    def call(x, rw, rids, sw, sids):
+        return f(x, rw, rids) + g(x, sw, sids)
+    return [functools.partial(call, x, w[:, :k].contiguous(), ids[:, :k].contiguous(),
+                              w[:, k:].contiguous(), (ids[:, k:] - E).contiguous())
+            for x, w, ids in layer.sets]
 
 
-def fp8_block_peers(x, w13, w2, w, ids, torch_moe, triton_moe):
-    """fp8 peer callables from bf16 canonical weights, quantised as the peer scripts do:
-    rowwise e4m3 for torch._scaled_grouped_mm, 128x128 block scales for the Triton kernel (both
-    quantise the activations inside the timed call: per row, and per token per 128 channels)."""
-    q13, s13, q2, s2 = torch_moe.quantize_rowwise_experts(w13, w2)
-    tri = triton_moe.TritonMoEFp8Block(*triton_moe.quantize_block_experts(w13, w2))
-    return {"torch_scaled_grouped_mm":
-            lambda: torch_moe.scaled_grouped_moe(x, q13, s13, q2, s2, w, ids),
-            "triton": lambda: tri(x, w, ids)}
+# A peer to time: make() builds its calls, one per input set (layer_calls); eager_only: never
+# captured, and fewer iterations (cuBLAS: per-expert matmuls in a Python loop, host-bound).
+Peer = collections.namedtuple("Peer", "make eager_only", defaults=(False,))
 
 
-def peers_for_fp8_block(rec, routing_file, peers_dir):
-    """fp8_block peers: torch._scaled_grouped_mm (rowwise) and the Triton fp8 block-scale MoE.
-    A peer that fails is named in peers["error"]; the other is still timed."""
+def time_peers(peers, graph):
+    """Times each peer on its own: one that fails to build or to run is named with its error in
+    out["error"] ("name: error; ..."), and the others are still timed. Where moe bench replayed a
+    graph (graph), every peer also has an eager time (eager), like with like: its own time where
+    it ran eagerly anyway."""
     import torch
-    sys.path.insert(0, peers_dir)
-    import torch_moe
-    import triton_moe
-    x, w13, w2, w, ids = peer_inputs(rec, routing_file)
-    fns = fp8_block_peers(x, w13, w2, w, ids, torch_moe, triton_moe)
-    del w13, w2  # only the quantised copies are timed
-    torch.cuda.empty_cache()
-    graph = rec["graph"]
     out, graphed, eager, errors = {}, {}, {}, []
-    for name, fn in fns.items():
+    for name, peer in peers.items():
         try:
-            ms, was_graphed = bench_ms(fn, graph)
-            # Like with like: where a graph was replayed, every side is also timed eagerly.
-            ms_eager = (bench_ms(fn, False)[0] if was_graphed else ms) if graph else None
+            fns = peer.make()
+            if peer.eager_only:
+                ms, was_graphed = bench_ms(fns, False, iters=10, warmup=2)
+            else:
+                ms, was_graphed = bench_ms(fns, graph)
+            ms_eager = (bench_ms(fns, False)[0] if was_graphed else ms) if graph else None
         except Exception as e:  # this peer cannot run the point: say so, time the others
             errors.append(f"{name}: {str(e)[:200]}")
             continue
+        finally:
+            fns = None  # its weights and buffers go before the next peer's are made
+            torch.cuda.empty_cache()
         out[name], graphed[name] = ms, was_graphed
         if graph:
             eager[name] = ms_eager
     if errors:
         out["error"] = "; ".join(errors)
-    del fns
-    torch.cuda.empty_cache()
     return out, graphed, eager
+
+
+def peers_for(rec, routing_files, peers_dir):
+    """bf16 peers: torch._grouped_mm, the tuned Triton bf16 MoE and, up to T=4096, cuBLAS
+    (per-expert matmuls in a Python loop: slow and host-bound at large T), each on the whole
+    layer."""
+    import torch
+    sys.path.insert(0, peers_dir)
+    import torch_moe
+    import triton_moe
+    layer = peer_inputs(rec, routing_files)
+
+    def grouped(w13, w2):
+        return lambda x, w, ids: torch_moe.grouped_mm_moe(x, w13, w2, w, ids)
+
+    def loop(w13, w2):
+        return lambda x, w, ids: torch_moe.loop_moe(x, w13, w2, w, ids, dtype=torch.bfloat16)
+    peers = {"torch_grouped_mm": Peer(lambda: layer_calls(layer, grouped)),
+             "triton": Peer(lambda: layer_calls(layer, triton_moe.TritonMoE))}
+    if rec["tokens"] <= 4096:
+        peers["cublas"] = Peer(lambda: layer_calls(layer, loop), eager_only=True)
+    return time_peers(peers, rec["graph"])
+
+
+def fp8_block_peers(layer, torch_moe, triton_moe):
+    """fp8 peers from bf16 canonical weights, quantised as the peer scripts do: rowwise e4m3 for
+    torch._scaled_grouped_mm, 128x128 block scales for the Triton kernel (both quantise the
+    activations inside the timed call: per row, and per token per 128 channels). The sinks stay
+    bf16, as in our layer: each peer runs them in its bf16 form (torch._grouped_mm, the Triton
+    bf16 MoE)."""
+    def scaled(w13, w2):
+        q13, s13, q2, s2 = torch_moe.quantize_rowwise_experts(w13, w2)
+        return lambda x, w, ids: torch_moe.scaled_grouped_moe(x, q13, s13, q2, s2, w, ids)
+
+    def block(w13, w2):
+        return triton_moe.TritonMoEFp8Block(*triton_moe.quantize_block_experts(w13, w2))
+
+    def grouped(w13, w2):
+        return lambda x, w, ids: torch_moe.grouped_mm_moe(x, w13, w2, w, ids)
+    return {"torch_scaled_grouped_mm": Peer(lambda: layer_calls(layer, scaled, grouped)),
+            "triton": Peer(lambda: layer_calls(layer, block, triton_moe.TritonMoE))}
+
+
+def peers_for_fp8_block(rec, routing_files, peers_dir):
+    """fp8_block peers: torch._scaled_grouped_mm (rowwise) and the Triton fp8 block-scale MoE.
+    A peer that fails is named in peers["error"]; the other is still timed."""
+    sys.path.insert(0, peers_dir)
+    import torch_moe
+    import triton_moe
+    layer = peer_inputs(rec, routing_files)
+    return time_peers(fp8_block_peers(layer, torch_moe, triton_moe), rec["graph"])
 
 
 PEER_RUNNERS = {"bf16": peers_for, "fp8_block": peers_for_fp8_block,
@@ -371,8 +430,18 @@ def rival_config(out, ours, rival):
     return path
 
 
-def routing_file(routing_dir, shape, tokens):
-    return os.path.join(routing_dir, f"{shape}_{tokens}.safetensors")
+def routing_file(routing_dir, shape, tokens, input_set):
+    """moe bench --dump-routing's file of one input set of a point."""
+    return os.path.join(routing_dir, f"{shape}_{tokens}_{input_set}.safetensors")
+
+
+def routing_files(routing_dir, shape, tokens):
+    """Every input set's routing file of a point found in routing_dir, in set order."""
+    if not os.path.isdir(routing_dir):
+        return []
+    name = re.compile(re.escape(f"{shape}_{tokens}_") + r"(\d+)\.safetensors$")
+    found = sorted((int(m.group(1)), f) for f in os.listdir(routing_dir) if (m := name.match(f)))
+    return [os.path.join(routing_dir, f) for _, f in found]
 
 
 def remove_stale(files):
@@ -450,10 +519,12 @@ def add_rival(records, rival, rival_records, same_routing):
 
 
 def same_routing_files(dir_a, dir_b):
-    """Both dumps of a point byte for byte equal (moe bench writes the same tensors the same way)."""
+    """Both dumps of a point byte for byte equal, every input set (moe bench writes the same
+    tensors the same way)."""
     def same(shape, tokens):
-        a, b = routing_file(dir_a, shape, tokens), routing_file(dir_b, shape, tokens)
-        return os.path.exists(a) and os.path.exists(b) and filecmp.cmp(a, b, shallow=False)
+        a, b = routing_files(dir_a, shape, tokens), routing_files(dir_b, shape, tokens)
+        return (bool(a) and [os.path.basename(f) for f in a] == [os.path.basename(f) for f in b]
+                and all(filecmp.cmp(fa, fb, shallow=False) for fa, fb in zip(a, b)))
     return same
 
 
@@ -474,13 +545,15 @@ def run_benches(args, shapes, device, files):
     trtllm_style bf16 (its own records; its routing dumped elsewhere, only to compare)."""
     grid = args.grid
     points = [(s, t) for s in shapes for t in args.tokens.split(",")]
-    remove_stale([files["jsonl"]] + [routing_file(files["routing"], s, t) for s, t in points])
+    remove_stale([files["jsonl"]] +
+                 [f for s, t in points for f in routing_files(files["routing"], s, t)])
     if grid.bf16_backend:
         remove_stale([files["bf16_jsonl"]] +
-                     [routing_file(files["bf16_routing"], s, t) for s, t in points])
+                     [f for s, t in points for f in routing_files(files["bf16_routing"], s, t)])
     for rival in grid.rivals:
+        rival_dir = files[f"{rival}_routing"]
         remove_stale([files[f"{rival}_jsonl"]] +
-                     [routing_file(files[f"{rival}_routing"], s, t) for s, t in points])
+                     [f for s, t in points for f in routing_files(rival_dir, s, t)])
     dirs = [files["routing"], files.get("bf16_routing")]
     for d in dirs + [files[f"{rival}_routing"] for rival in grid.rivals]:
         if d:
@@ -524,12 +597,14 @@ def main(argv=None):
         add_rival(records, rival, rival_records,
                   same_routing_files(files["routing"], files[f"{rival}_routing"]))
     for rec in records:
-        routing = routing_file(files["routing"], rec["shape"], rec["tokens"])
+        # Every input set moe bench timed, in its order: the peers rotate through them as it did.
+        routings = [routing_file(files["routing"], rec["shape"], rec["tokens"], s)
+                    for s in range(rec["input_sets"])]
         t0 = time.time()
         try:
             rec["peers"], rec["peers_graph"], rec["peers_eager"] = PEER_RUNNERS[grid.fmt](
-                rec, routing, args.peers)
-        except Exception as e:  # a peer that cannot run a point is recorded, not fatal
+                rec, routings, args.peers)
+        except Exception as e:  # peers that cannot set up a point are recorded, not fatal
             rec["peers"] = {"error": str(e)[:200]}
         add_peer_ratios(rec)
         print(f"{rec['shape']} T={rec['tokens']}: {grid.backend} {rec['ms']:.4f} ms, peers "

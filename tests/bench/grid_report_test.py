@@ -190,4 +190,17 @@ assert list(lines) == ["cutlass_mega", "torch_grouped_mm", "triton", "cublas", "
 assert lines["cutlass_mega"] == ([1, 512], [30.0, 900.0]), lines
 assert lines["trtllm_style bf16"] == ([1, 512], [60.0, 450.0]), lines
 assert lines["triton"] == ([1], [60.0]) and lines["floor"] == ([1, 512], [15.0, 300.0]), lines
+# Records out of token order (a grid merged from runs) still draw each line left to right.
+panels.clear()
+grid_report.write_plot(mega[::-1], "grid.png")
+lines = {label: (xs, ys) for label, xs, ys in panels[0].lines}
+assert lines["cutlass_mega"] == ([1, 512], [30.0, 900.0]), lines
+assert lines["floor"] == ([1, 512], [15.0, 300.0]), lines
+
+# Peers that failed at a point are named with their errors under the table, not dropped.
+md = report(fp8)
+assert "Peers that failed (their cells are '-'):\n\n- s T=4096: torch_scaled_grouped_mm: no\n" \
+    in md, md
+assert "- s T=512: triton: no\n" in report(mega), report(mega)
+assert "Peers that failed" not in report(records), report(records)
 print("ok")

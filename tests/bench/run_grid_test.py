@@ -265,6 +265,7 @@ assert r["ratio_to_best_peer"] is None and "ratio_to_best_peer_eager" not in r, 
 # that would let the fallback through) writes the fallback's records.
 FAKE_MOE = r'''
 import json, os, re, sys
+sets = lambda t: 2 if t >= 512 else 3  # input sets timed (moe bench: fewer at large T)
 strict = "--strict" in sys.argv
 argv = [x for x in sys.argv if x != "--strict"]
 a = dict(zip(argv[2::2], argv[3::2]))
@@ -285,15 +286,19 @@ for t in a["--tokens"].split(","):
     r = {"date": "D", "device": a["--device"], "commit": a["--commit"],
          "backend": backend, "format": fmt,
          "shape": a["--shape"], "experts": 8, "top_k": 2, "hidden": 128, "intermediate": 128,
+         "sink_experts": 0, "sink_intermediate": 0, "input_sets": sets(t),
          "tokens": t, "ms": (2.0 if backend == "trtllm_style" else 1.0) * t, "tflops": 1.0,
          "weight_tbps": 1.0, "floor_ms": 0.5 * t, "graph": t <= 64,
          "ms_stream": 1.5 * t if t <= 64 else None, "peers": {}}
     with open(a["--jsonl"], "a") as f:
         f.write(json.dumps(r) + "\n")
-    differ = (backend == "trtllm_style" and
-              os.environ.get("FAKE_MOE_DIFFER") == f"{a['--shape']}_{t}")
-    with open(os.path.join(a["--dump-routing"], f"{a['--shape']}_{t}.safetensors"), "w") as f:
-        f.write("other" if differ else f"routing {a['--shape']} {t}")
+    # Every input set's routing; FAKE_MOE_DIFFER: trtllm_style's last set differs.
+    for s in range(sets(t)):
+        differ = (backend == "trtllm_style" and s == sets(t) - 1 and
+                  os.environ.get("FAKE_MOE_DIFFER") == f"{a['--shape']}_{t}")
+        with open(os.path.join(a["--dump-routing"], f"{a['--shape']}_{t}_{s}.safetensors"),
+                  "w") as f:
+            f.write("other" if differ else f"routing {a['--shape']} {t} {s}")
 '''
 
 
@@ -308,8 +313,9 @@ peer_calls = []
 
 
 def fake_peers(fmt):
-    def run(rec, routing, peers_dir):
-        peer_calls.append((fmt, rec["shape"], rec["tokens"], open(routing).read(), peers_dir))
+    def run(rec, routings, peers_dir):
+        peer_calls.append((fmt, rec["shape"], rec["tokens"], [open(f).read() for f in routings],
+                           peers_dir))
         if rec["tokens"] == 8:
             raise RuntimeError("peer cannot run this point")
         names = run_grid.grid_report.PEERS_BY_FORMAT[fmt]
@@ -344,7 +350,8 @@ with tempfile.TemporaryDirectory() as d:
     # Stale rows and dumps of an earlier run are removed, never paired with this run's.
     with open(os.path.join(out, "ours_fp8_block.jsonl"), "w") as f:
         f.write(json.dumps(rec("qwen3_30b_a3b", 1, 9.0, commit="abc")) + "\n")
-    with open(os.path.join(out, "routing_fp8_block", "qwen3_30b_a3b_1.safetensors"), "w") as f:
+    stale = os.path.join(out, "routing_fp8_block", "qwen3_30b_a3b_1_5.safetensors")
+    with open(stale, "w") as f:
         f.write("stale")
     os.environ["FAKE_MOE_DIFFER"] = "deepseek_v3_64"
     argv = ["--moe", moe, "--peers", "P", "--out", out, "--format", "fp8_block", "--shapes",
@@ -367,8 +374,11 @@ with tempfile.TemporaryDirectory() as d:
             out, "ours_fp8_block.jsonl" if fp8 else "bf16_backend_fp8_block.jsonl"), c
         assert kw["--check-max-tokens"] == (
             ("8" if "deepseek" in kw["--shape"] else "64") if fp8 else "0"), c
-    assert all(p[0] == "fp8_block" and p[3] == f"routing {p[1]} {p[2]}" and p[4] == "P"
+    # Each point's peers get every input set moe bench timed, in order (the stale 6th is gone).
+    assert all(p[0] == "fp8_block" and p[4] == "P" and
+               p[3] == [f"routing {p[1]} {p[2]} {s}" for s in range(2 if p[2] >= 512 else 3)]
                for p in peer_calls), peer_calls
+    assert not os.path.exists(stale)
     stem = os.path.join(out, f"{date}_deepgemm_style_fp8_block_grid")
     recs = read_jsonl(stem + ".jsonl")
     assert [(r["shape"], r["tokens"]) for r in recs] == [
@@ -452,7 +462,9 @@ with tempfile.TemporaryDirectory() as d:
             out, "routing_cutlass_mega_bf16" + ("" if ours else "_bf16_backend")), c
         assert c["--check-max-tokens"] == (
             ("8" if c["--shape"] == "deepseek_v3" else "64") if ours else "0"), c
-    assert peer_calls == [("bf16", s, t, f"routing {s} {t}", "P") for s in shapes for t in tokens]
+    assert peer_calls == [
+        ("bf16", s, t, [f"routing {s} {t} {i}" for i in range(2 if t >= 512 else 3)], "P")
+        for s in shapes for t in tokens]
     stem = os.path.join(out, f"{date}_cutlass_mega_bf16_grid")
     recs = read_jsonl(stem + ".jsonl")
     assert [(r["shape"], r["tokens"]) for r in recs] == [(s, t) for s in shapes for t in tokens]
