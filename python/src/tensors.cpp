@@ -97,6 +97,16 @@ std::string device_str(int type, int id) {
 }
 
 // ml_dtypes' NumPy scalar types carry no DLPack code: their bits go as unsigned ints, tagged.
+// str(obj) as Python writes it (torch.float8_e4m3fn, bfloat16, >f4, object), "?" if that fails.
+std::string str_of(nb::handle obj) {
+  const nb::object text = nb::steal(PyObject_Str(obj.ptr()));
+  if (!text.is_valid()) {
+    PyErr_Clear();
+    return "?";
+  }
+  return nb::cast<std::string>(text);
+}
+
 std::optional<std::pair<const char*, moe_dtype>> ml_dtypes_view(nb::handle obj) {
   if (!nb::hasattr(obj, "dtype") || !nb::hasattr(obj, "view")) return std::nullopt;
   const std::string module = nb::cast<std::string>(nb::handle(obj.type()).attr("__module__"));
@@ -227,8 +237,7 @@ moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where,
         fail(MOE_STATUS_DTYPE_MISMATCH,
              "{}: tagged \"{}\", but the array's dtype is {} ({} values): drop the tag, or "
              "view the bits as plain integers first",
-             name, tag_name, nb::cast<std::string>(nb::str(array.attr("dtype"))),
-             dtype_name(view->second));
+             name, tag_name, str_of(array.attr("dtype")), dtype_name(view->second));
       array = array.attr("view")(view->first);
     }
   } else if (const auto view = ml_dtypes_view(obj)) {
@@ -243,7 +252,7 @@ moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where,
            "{}: a {} of dtype {} cannot be read through DLPack (object, structured or byte-swapped "
            "values, a dtype its exporter refuses such as torch's float8 types: pass "
            "(t.view(torch.uint8), \"e4m3\"), or a torch tensor that requires grad: detach it)",
-           name, type, nb::cast<std::string>(nb::str(array.attr("dtype"))));
+           name, type, str_of(array.attr("dtype")));
     fail(MOE_STATUS_INVALID_ARGUMENT,
          "{}: expected an array (NumPy, torch, CuPy: anything with __dlpack__), got {}", name,
          type);

@@ -110,7 +110,9 @@ TEST(LastError, BytesThatAreNotUtf8BecomeQuestionMarks) {
   const std::pair<std::string, std::string> cases[] = {
       {"unknown key 'caf\xe9'", "unknown key 'caf?'"},
       {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
-      {"a\x80b", "a?b"},
+      {"a\x80"
+       "b",
+       "a?b"},
       {"\xed\xa0\x80", "???"},       // a UTF-16 surrogate
       {"\xc0\xaf", "??"},            // an overlong '/'
       {"\xf4\x90\x80\x80", "????"},  // past U+10FFFF

@@ -342,6 +342,9 @@ MOE_HOST_EXPORT moe_status moe_host_layer_route_workspace_size(const moe_host_la
                                                                int64_t tokens,
                                                                size_t* bytes /* out */);
 
+/* route, run and alloc of a GPU layer need the device current at prepare current on the calling
+ * thread (INVALID_ARGUMENT naming both devices otherwise, before any work). */
+
 /* Routes one batch as moe_route_args says (tensors in the layer's memory), with the layer's plugin
  * when it routes the problem, else (host-memory layers) with the reference; a device layer whose
  * plugin does not route it is UNSUPPORTED. args->problem: NULL = the layer's; another routing
