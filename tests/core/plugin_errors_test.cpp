@@ -174,6 +174,36 @@ TEST_F(PluginErrors, RoutingOutputsThatOverlapAreRefusedNamingBoth) {
               testing::HasSubstr("topk_weights and logits overlap in memory"));
 }
 
+// A run's output over its hidden states or routing is refused, naming both: a backend that reads
+// hidden again after writing the output (cutlass_mega's sinks in a second launch) computed from
+// its own output.
+TEST_F(PluginErrors, ARunOutputOverItsInputsIsRefusedNamingBoth) {
+  const Layer layer = reference_->prepare(problem_.c(), weights_.view(), {});
+  HostTensor hidden = batch_.hidden;
+  HostTensor ids = routing_.ids, weights = routing_.weights;
+  const moe_run_args ok = [&] {
+    moe_run_args a{};
+    a.struct_size = sizeof(a);
+    a.hidden = hidden.view();
+    a.topk_ids = ids.view();
+    a.topk_weights = weights.view();
+    a.output = hidden.view();  // replaced below
+    return a;
+  }();
+  const struct {
+    void* over;
+    const char* says;
+  } cases[] = {{hidden.view().data, "output and hidden overlap in memory"},
+               {ids.view().data, "output and topk_ids overlap in memory"},
+               {weights.view().data, "output and topk_weights overlap in memory"}};
+  for (const auto& c : cases) {
+    moe_run_args a = ok;
+    a.output.data = c.over;
+    expect_error([&] { layer.run(a); }, MOE_STATUS_INVALID_ARGUMENT,
+                 {c.says, "pass separate buffers"});
+  }
+}
+
 TEST_F(PluginErrors, ExpertIdOutOfRangeIsRefused) {
   const Layer layer = reference_->prepare(problem_.c(), weights_.view(), {});
   Routing bad = routing_;

@@ -123,6 +123,12 @@ int64_t check_run_tensors(const moe_problem& p, const moe_run_args& a, size_t wo
   if (wide_output_ok && (a.output.dtype == MOE_DTYPE_F32 || a.output.dtype == MOE_DTYPE_F64))
     out = static_cast<moe_dtype>(a.output.dtype);
   check_run_tensor(a.output, "output", out, {tokens, p.hidden});
+  // The output is written while the inputs are read, by more than one launch in some backends
+  // (sinks apart, a second pass over hidden): an output over them would feed a later launch
+  // what an earlier one wrote. An in-place residual add wants accumulate=1 on its own buffer.
+  check_apart(a.output, "output", a.hidden, "hidden");
+  check_apart(a.output, "output", a.topk_ids, "topk_ids");
+  check_apart(a.output, "output", a.topk_weights, "topk_weights");
   MOE_CHECK(workspace_needed == 0 || a.workspace != nullptr, MOE_STATUS_INVALID_ARGUMENT,
             "workspace is NULL but {} bytes are needed for {} tokens", workspace_needed, tokens);
   MOE_CHECK(a.workspace_size >= workspace_needed, MOE_STATUS_CAPACITY_EXCEEDED,
