@@ -157,6 +157,13 @@ void Layer::run(const moe_run_args& a) const {
       if (j < p.top_k) {
         MOE_CHECK(id >= 0 && id < p.experts, MOE_STATUS_INVALID_ARGUMENT,
                   "topk_ids[{}][{}]={} is outside [-1, experts={})", t, j, id, p.experts);
+        // A token meets an expert once (routing's top-k never repeats one; a backend that gives
+        // each expert a token's row once, deepgemm_style's masked layout, could not run it twice).
+        for (int64_t i = 0; i < j; ++i)
+          MOE_CHECK(ids[t * width + i] != id, MOE_STATUS_INVALID_ARGUMENT,
+                    "topk_ids[{}][{}]={} repeats topk_ids[{}][{}]: a token's routed experts must "
+                    "differ (-1 may repeat)",
+                    t, j, id, t, i);
         const int32_t local = local_expert_id(p, id);
         if (local < 0) continue;  // lives on another EP rank
         expert_tokens[local].push_back(t);

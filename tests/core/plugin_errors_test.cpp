@@ -212,6 +212,20 @@ TEST_F(PluginErrors, ExpertIdOutOfRangeIsRefused) {
                MOE_STATUS_INVALID_ARGUMENT, {"topk_ids[1][1]=4 is outside [-1, experts=4)"});
 }
 
+// A token routed to one expert twice is refused by the reference (-1 may repeat).
+TEST_F(PluginErrors, AnExpertRepeatedWithinATokenIsRefused) {
+  const Layer layer = reference_->prepare(problem_.c(), weights_.view(), {});
+  Routing bad = routing_;
+  int32_t* ids = bad.ids.data<int32_t>();
+  ids[3] = ids[2] == 0 ? 1 : 0;  // token 1's two slots: distinct first
+  EXPECT_NO_THROW(run_layer(layer, problem_.c(), batch_.hidden, bad));
+  ids[2] = ids[3] = -1;
+  EXPECT_NO_THROW(run_layer(layer, problem_.c(), batch_.hidden, bad));
+  ids[2] = ids[3] = 2;
+  expect_error([&] { run_layer(layer, problem_.c(), batch_.hidden, bad); },
+               MOE_STATUS_INVALID_ARGUMENT, {"topk_ids[1][1]=2 repeats topk_ids[1][0]"});
+}
+
 TEST_F(PluginErrors, WeightsOfTheWrongShapeAreRefusedAtPrepareNamingTheTensor) {
   LayerWeights w = random_weights(problem_.c(), 7);
   w.w2 = HostTensor(MOE_DTYPE_BF16, {4, 64, 31});

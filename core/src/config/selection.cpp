@@ -208,14 +208,14 @@ Options options_for(const Registry& registry, const Config& config, const Plugin
               "{}: options.{}: no plugin of that name or alias was found; available: {}",
               section.where, section.plugin, registry.names());
     if (named.get() != &plugin) continue;
-    for (const auto& [key, value] : section.options) {
-      const bool twice =
-          std::any_of(out.begin(), out.end(), [&](const auto& kv) { return kv.first == key; });
+    for (const auto& entry : section.options) {  // no structured binding: the lambda names it
+      const bool twice = std::any_of(out.begin(), out.end(),
+                                     [&](const auto& kv) { return kv.first == entry.first; });
       MOE_CHECK(!twice, MOE_STATUS_CONFIG_ERROR,
                 "{}: options.{}.{} is given twice for plugin '{}' (in its section and as a plain "
                 "entry, or in two sections naming it): give it once",
-                section.where, section.plugin, key, plugin.name());
-      out.emplace_back(key, value);
+                section.where, section.plugin, entry.first, plugin.name());
+      out.push_back(entry);
     }
   }
   return out;

@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kPermuteThreads) permute_keys_kernel(const Per
 
 // The masked layout: slot i of `group` (G: none here) took position `pos` among its group's
 // max_m rows; its row, and the row's token, group and slot (-1 for no row: a skipped slot, or
-// past max_m, which cannot happen when max_m >= tokens; never write past the group).
+// past max_m, which only an expert repeated within a token reaches; never write past the group).
 __device__ __forceinline__ void take_masked_row(const PermuteKeyParams& p,
                                                 const MaskedRowsParams& m, int64_t i,
                                                 uint32_t group, int32_t pos) {
@@ -117,7 +117,10 @@ __global__ void __launch_bounds__(kMaskedOneBlockThreads)
     take_masked_row(p, m, i, group, group < p.groups ? atomicAdd(counts + group, 1) : 0);
   }
   __syncthreads();
-  for (int g = threadIdx.x; g < groups; g += blockDim.x) m.group_counts[g] = counts[g];
+  // A count past max_m (the caller repeated an expert within a token: a caller error the reference
+  // refuses) would have a GEMM run rows past its group's: the group keeps its max_m rows.
+  for (int g = threadIdx.x; g < groups; g += blockDim.x)
+    m.group_counts[g] = min(counts[g], static_cast<int32_t>(m.max_m));
 }
 
 // First position in keys[0, n) (sorted) whose key is >= `key`.

@@ -176,7 +176,7 @@ __global__ void setup_groups(int groups, GroupRows where, GroupOperands op, Grou
   const int64_t begin = where.counts ? int64_t(g) * where.max_m : where.offsets[g];
   const bool skipped = g >= where.skip_begin && g < where.skip_end;
   const int m = skipped        ? 0
-                : where.counts ? where.counts[g]
+                : where.counts ? min(where.counts[g], static_cast<int32_t>(where.max_m))
                                : static_cast<int>(where.offsets[g + 1] - begin);
   const int n = op.n, k = op.k, k_blocks = k / kBlockK;
   const Fp8* tokens = op.rows + begin * k;
