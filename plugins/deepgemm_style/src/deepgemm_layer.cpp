@@ -21,6 +21,8 @@ namespace moe::deepgemm {
 namespace {
 
 constexpr int64_t kBlock = 128;
+constexpr int64_t kCombineMaxColumns =
+    32;  // launch_finalize's top_k + sinks (moe_cuda/permute.cpp)
 }  // namespace
 
 sdk::Verdict check_support(const moe_problem& p) {
@@ -45,6 +47,11 @@ sdk::Verdict check_support(const moe_problem& p) {
                                    p.shared_intermediate, p.intermediate));
   if (p.redundant_experts > 0)
     return Verdict::no(MOE_REASON_EP, "redundant experts (EPLB) are not implemented");
+  if (topk_width(p) > kCombineMaxColumns)
+    return Verdict::no(MOE_REASON_OTHER,
+                       fmt::format("top_k + sink_experts = {} columns a token; the combine takes "
+                                   "at most {}",
+                                   topk_width(p), kCombineMaxColumns));
   if (const std::string& why = gpu::sm90a_refusal(); !why.empty())
     return Verdict::no(MOE_REASON_ARCH, why);
   return Verdict::yes();
@@ -169,9 +176,11 @@ ExpectedRows expected_rows(const moe_problem& p, int64_t tokens) {
 Fp8Tiles auto_fp8_tiles(const moe_problem& p, int64_t tokens) {
   const auto [groups, rows, per_group] = expected_rows(p, tokens);
   const int64_t largest = p.shared_intermediate > 0 ? std::max(per_group, tokens) : per_group;
-  if (p.sink_experts == 0 && per_group <= kSwapMaxRows && largest <= kSwapBlockRows)
-    return Fp8Tiles::kWeightsFfma;
-  if (p.sink_experts == 0 && rows <= kOwnMaxTotal && per_group <= kOwnMaxRows)
+  // The own kernels keep their groups' tile prefix in shared memory: past ffma_max_groups()
+  // groups (and with sinks) only CUTLASS's tiles run the layer.
+  const bool own = p.sink_experts == 0 && groups <= detail::ffma_max_groups();
+  if (own && per_group <= kSwapMaxRows && largest <= kSwapBlockRows) return Fp8Tiles::kWeightsFfma;
+  if (own && rows <= kOwnMaxTotal && per_group <= kOwnMaxRows)
     return per_group > kOwnWideRows ? Fp8Tiles::kTokensFfma192 : Fp8Tiles::kTokensFfma;
   return rows < kWeightTilesRows * groups ? Fp8Tiles::kWeights : Fp8Tiles::kTokens;
 }

@@ -136,6 +136,11 @@ Refusal check_support(const moe_problem& p) {
     return {MOE_REASON_SHARED, "silu_mul sink experts next to relu2 routed experts"};
   if (p.redundant_experts > 0)
     return {MOE_REASON_EP, "redundant experts (EPLB) are not implemented"};
+  constexpr int64_t kCombineMaxColumns = 32;  // launch_finalize's top_k + sinks (moe_cuda/permute)
+  if (topk_width(p) > kCombineMaxColumns)
+    return {MOE_REASON_OTHER,
+            fmt::format("top_k + sink_experts = {} columns a token; the combine takes at most {}",
+                        topk_width(p), kCombineMaxColumns)};
   const DeviceInfo& d = device_info();
   if (!d.usable) return {MOE_REASON_ARCH, d.why_not};
   return {};

@@ -48,6 +48,10 @@ TEST(DeepGemmSupport, RefusesWhatItCannotRunWithTheReasonAndTheValue) {
   p = fp8_problem();
   p.shared_intermediate = 128;
   expect_refusal(p, MOE_REASON_SHARED, "shared_intermediate=128");
+  p = fp8_problem();  // more columns than the combine takes (refused at run before)
+  p.experts = p.local_experts = 64;
+  p.top_k = 33;
+  expect_refusal(p, MOE_REASON_OTHER, "top_k + sink_experts = 33 columns a token");
 }
 
 TEST(DeepGemmSupport, AProblemItCanRunIsRefusedOnlyForWantOfAnSm90Device) {
@@ -295,6 +299,13 @@ TEST(DeepGemmOptions, AutoTilesFollowTheRowsPerExpertAndInAll) {
   EXPECT_EQ(auto_fp8_tiles(mixtral, 512), Fp8Tiles::kTokensFfma192);
   EXPECT_EQ(auto_fp8_tiles(mixtral, 576), Fp8Tiles::kTokensFfma192);
   EXPECT_EQ(auto_fp8_tiles(mixtral, 704), Fp8Tiles::kTokensFfma192);
+  // Past the own kernels' 1024 groups, CUTLASS's tiles at every batch (the own ones refused them
+  // at run).
+  const moe_problem many = shape(1025, 8);
+  for (const int64_t t : {1, 8, 64, 512}) {
+    const Fp8Tiles tiles = auto_fp8_tiles(many, t);
+    EXPECT_TRUE(tiles == Fp8Tiles::kTokens || tiles == Fp8Tiles::kWeights) << t;
+  }
   // Past 4096 rows in all, or 176 an expert: CUTLASS's token tiles.
   EXPECT_EQ(auto_fp8_tiles(mixtral, 708), Fp8Tiles::kTokens);
   EXPECT_EQ(auto_fp8_tiles(mixtral, 768), Fp8Tiles::kTokens);

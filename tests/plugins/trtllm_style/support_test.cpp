@@ -98,6 +98,17 @@ Problem fp8_block(moe_input_format input) {
   return q;
 }
 
+// More routing columns a token than the combine takes: refused by supports (it failed at run,
+// after permutation and both GEMMs).
+TEST_F(TrtllmSupport, RefusesMoreColumnsATokenThanTheCombineTakes) {
+  Problem wide = fp8_block(MOE_INPUT_FP8_1X128);
+  wide.raw().experts = 64;
+  wide.raw().top_k = 32;
+  expect_taken(wide);
+  wide.raw().top_k = 33;
+  expect_refusal(wide, MOE_REASON_OTHER, "top_k + sink_experts = 33 columns a token");
+}
+
 TEST_F(TrtllmSupport, TakesFp8BlockWeightsOn1x128Activations) {
   expect_taken(fp8_block(MOE_INPUT_FP8_1X128));
   expect_taken(fp8_block(MOE_INPUT_DEFAULT));  // fp8_block's default is fp8_1x128
