@@ -204,12 +204,7 @@ moe_status moe_host_supports(const moe_host_registry* registry, const char* name
       moe::sdk::answer_support(answer, no.reason(), no.what(), 0);
       throw;
     }
-    // As selection answers: the declared masks first (no load), then supports().
-    if (const auto no = moe::refused_by_declaration(plugin, p->c())) {
-      moe::sdk::answer_support(answer, no->reason, no->message, -1);
-      return;
-    }
-    const moe::Support s = plugin.supports(p->c());
+    const moe::Support s = moe::declared_support(plugin, p->c());  // as selection answers
     moe::sdk::answer_support(answer, s.supported ? MOE_REASON_NONE : s.reason, s.message, s.routes);
   });
 }

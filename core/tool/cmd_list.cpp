@@ -90,10 +90,7 @@ void add_describe(CLI::App& app, Discovery& d) {
     print_plugin(*plugin, true);
     if (!cfg) return;
     const moe_problem p = cfg->problem.c();
-    // As selection answers: the declared masks first, then supports().
-    const auto declared_no = refused_by_declaration(*plugin, p);
-    const Support s = declared_no ? Support{false, declared_no->reason, declared_no->message, -1}
-                                  : plugin->supports(p);
+    const Support s = declared_support(*plugin, p);  // as `moe select` answers
     std::cout << "  problem:     " << describe_problem(p) << "\n  supported:   "
               << (s.supported ? "yes"
                               : fmt::format("no ({}): {}", reason_name(s.reason), s.message))

@@ -40,14 +40,14 @@ Selection select_checked(const Registry& r, const Config& c, Ask ask) {
   const std::string why = why_replaced(s, r, c);
   MOE_CHECK(!strict(), MOE_STATUS_UNSUPPORTED, "{}; --strict refuses its fallback '{}'", why,
             s.plugin->name());
-  std::string left_out;  // the named backend's plain options: not the fallback's to take
-  for (const auto& key : s.options_left_out) left_out += (left_out.empty() ? "" : ", ") + key;
+  // The named backend's plain options are not the fallback's to take: say which were left out.
   spdlog::warn("{}; running its fallback '{}' instead{} (--strict makes this an error)", why,
                s.plugin->name(),
-               left_out.empty() ? std::string()
-                                : fmt::format(", without the options given for '{}' ({}); give a "
-                                              "fallback's own as options: {{{}: {{...}}}}",
-                                              c.backend, left_out, s.plugin->name()));
+               s.options_left_out.empty()
+                   ? std::string()
+                   : fmt::format(", without the options given for '{}' ({}); give a "
+                                 "fallback's own as options: {{{}: {{...}}}}",
+                                 c.backend, fmt::join(s.options_left_out, ", "), s.plugin->name()));
   return s;
 }
 

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,10 +45,10 @@ Options options_for(const Registry& registry, const Config& config, const Plugin
 // no without being loaded, and one that cannot be loaded answers no with a warning naming it.
 enum class Ask { kNeeded, kEvery };
 
-// The no that a plugin's declared format and activation masks already give (without loading it),
-// as selection answers it; nullopt when they admit the problem and supports() decides. `moe
-// describe` and moe_host_supports answer through it first, so they agree with `moe select`.
-std::optional<Candidate> refused_by_declaration(const Plugin& plugin, const moe_problem& problem);
+// A plugin's answer as selection gives it: the no of its declared format and activation masks
+// (without loading it), else its supports(). `moe describe` and moe_host_supports answer through
+// it, so they agree with `moe select`.
+Support declared_support(const Plugin& plugin, const moe_problem& problem);
 
 // Asks every plugin found whether it supports the problem, loading each one whose declared
 // capabilities do not already say no (a failing load or supports() is a "no").

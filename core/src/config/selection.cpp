@@ -50,6 +50,28 @@ Candidate unanswered(const Plugin& plugin, const moe_problem& p) {
   return c;
 }
 
+// The no that a plugin's declared capabilities (get_info's masks, known from the scan) already
+// give, without loading it: a weight format or an activation it does not list.
+std::optional<Candidate> refused_by_declaration(const Plugin& plugin, const moe_problem& p) {
+  const PluginInfo& i = plugin.info();
+  Candidate c = unanswered(plugin, p);
+  if (p.format >= 0 && p.format < 32 && !(i.format_mask >> p.format & 1u)) {
+    c.reason = MOE_REASON_FORMAT;
+    c.message = fmt::format("only {} weights in its format_mask, not {}",
+                            declared(i.format_mask, format_name),
+                            format_name(static_cast<moe_format>(p.format)));
+    return c;
+  }
+  if (p.activation >= 0 && p.activation < 32 && !(i.activation_mask >> p.activation & 1u)) {
+    c.reason = MOE_REASON_ACTIVATION;
+    c.message = fmt::format("only {} activations in its activation_mask, not {}",
+                            declared(i.activation_mask, activation_name),
+                            activation_name(static_cast<moe_activation>(p.activation)));
+    return c;
+  }
+  return std::nullopt;
+}
+
 // One plugin's answer: from its declaration when that excludes the problem, else from its
 // supports(), which loads it. Failing to load or to answer is a no.
 Candidate answer_of(const Plugin& plugin, const moe_problem& problem) {
@@ -171,26 +193,10 @@ std::shared_ptr<Plugin> find_or_throw(const Registry& registry, const std::strin
 
 }  // namespace
 
-// The no that a plugin's declared capabilities (get_info's masks, known from the scan) already
-// give, without loading it: a weight format or an activation it does not list.
-std::optional<Candidate> refused_by_declaration(const Plugin& plugin, const moe_problem& p) {
-  const PluginInfo& i = plugin.info();
-  Candidate c = unanswered(plugin, p);
-  if (p.format >= 0 && p.format < 32 && !(i.format_mask >> p.format & 1u)) {
-    c.reason = MOE_REASON_FORMAT;
-    c.message = fmt::format("only {} weights in its format_mask, not {}",
-                            declared(i.format_mask, format_name),
-                            format_name(static_cast<moe_format>(p.format)));
-    return c;
-  }
-  if (p.activation >= 0 && p.activation < 32 && !(i.activation_mask >> p.activation & 1u)) {
-    c.reason = MOE_REASON_ACTIVATION;
-    c.message = fmt::format("only {} activations in its activation_mask, not {}",
-                            declared(i.activation_mask, activation_name),
-                            activation_name(static_cast<moe_activation>(p.activation)));
-    return c;
-  }
-  return std::nullopt;
+Support declared_support(const Plugin& plugin, const moe_problem& problem) {
+  if (const auto no = refused_by_declaration(plugin, problem))
+    return {false, no->reason, no->message, -1};
+  return plugin.supports(problem);
 }
 
 std::vector<Candidate> evaluate(const Registry& registry, const moe_problem& problem) {
@@ -298,11 +304,9 @@ std::string Selection::explain() const {
       given += fmt::format("{}{}={}", given.empty() ? "" : ", ", key, value);
     out += fmt::format("options for {}: {}\n", plugin->name(), given);
   }
-  if (!options_left_out.empty()) {
-    std::string keys;
-    for (const auto& key : options_left_out) keys += (keys.empty() ? "" : ", ") + key;
-    out += fmt::format("options left out (the named backend's, not its fallback's): {}\n", keys);
-  }
+  if (!options_left_out.empty())
+    out += fmt::format("options left out (the named backend's, not its fallback's): {}\n",
+                       fmt::join(options_left_out, ", "));
   return out;
 }
 

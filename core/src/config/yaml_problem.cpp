@@ -111,7 +111,7 @@ T read_scalar(const std::string& source, const YAML::Node& node, const std::stri
     if (ec == std::errc::result_out_of_range)
       fail(where(source, node),
            fmt::format("{} = {} is out of range for {}", key, text, type_word<T>()));
-    if (leading_zero || (last - digits > 1 && digits[0] == '0' && (digits[1] | 0x20) == 'x'))
+    if (leading_zero)  // 010, and 0x10 too
       fail(where(source, node),
            fmt::format("{} must be {} in decimal digits, got '{}' (no leading 0, no 0x: YAML "
                        "readers differ on octal and hex)",

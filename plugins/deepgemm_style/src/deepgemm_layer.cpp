@@ -21,8 +21,8 @@ namespace moe::deepgemm {
 namespace {
 
 constexpr int64_t kBlock = 128;
-constexpr int64_t kCombineMaxColumns =
-    32;  // launch_finalize's top_k + sinks (moe_cuda/permute.cpp)
+// launch_finalize's most columns a token, top_k + sinks (moe_cuda/permute.cpp)
+constexpr int64_t kCombineMaxColumns = 32;
 }  // namespace
 
 sdk::Verdict check_support(const moe_problem& p) {
