@@ -274,6 +274,14 @@ void check_options(const moe_problem& p, const LayerOptions& o) {
             "deepgemm_style: gemm1_epilogue 'fused' needs a gated activation (not relu2), no sink "
             "experts, and gemm_tiles auto, tokens_ffma or tokens_ffma192 (only the own kernel "
             "fuses it, with a tile's whole K in one CTA)");
+  // The own kernels keep their groups' tile prefix in shared memory (auto_fp8_tiles avoids them
+  // past it); the shared expert is a group of its own.
+  const int64_t groups = p.local_experts + (p.shared_intermediate > 0 ? 1 : 0);
+  MOE_CHECK(!o.tiles || !is_own_kernel(*o.tiles) || groups <= detail::ffma_max_groups(),
+            MOE_STATUS_CONFIG_ERROR,
+            "deepgemm_style: gemm_tiles '{}' runs at most {} groups (local experts, and the shared "
+            "expert), not {}; use auto, tokens or weights",
+            o.tiles ? tiles_option_name(*o.tiles) : "", detail::ffma_max_groups(), groups);
   const bool split = o.tiles && splits_k(*o.tiles);
   MOE_CHECK(!split || (p.hidden >= 2 * kBlock && p.intermediate >= 2 * kBlock),
             MOE_STATUS_CONFIG_ERROR,

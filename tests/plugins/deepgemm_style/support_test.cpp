@@ -193,6 +193,9 @@ TEST(DeepGemmOptions, RefusesOptionsTheProblemCannotTake) {
   relu2.activation = MOE_ACTIVATION_RELU2;
   moe_problem narrow = fp8_problem();
   narrow.intermediate = 128;
+  moe_problem many = fp8_problem();  // 1024 local experts and the shared one: 1025 groups
+  many.experts = many.local_experts = 1024;
+  many.shared_intermediate = 256;
   const std::tuple<moe_problem, Options, std::string> bad[] = {
       {sinks, {{"gemm_tiles", "tokens_ffma"}}, "gemm_tiles 'tokens_ffma' takes no sink experts"},
       {sinks, {{"gemm1_epilogue", "fused"}}, "gemm1_epilogue 'fused' needs"},
@@ -213,6 +216,11 @@ TEST(DeepGemmOptions, RefusesOptionsTheProblemCannotTake) {
        {{"gemm1_epilogue", "fused"}, {"gemm_tiles", "weights_ffma"}},
        "with a tile's whole K in one CTA"},
       {sinks, {{"gemm_tiles", "weights_ffma"}}, "gemm_tiles 'weights_ffma' takes no sink experts"},
+      {many,
+       {{"gemm_tiles", "tokens_ffma"}},
+       "gemm_tiles 'tokens_ffma' runs at most 1024 groups (local experts, and the shared expert), "
+       "not 1025"},
+      {many, {{"gemm_tiles", "weights_ffma_split"}}, "runs at most 1024 groups"},
   };
   for (const auto& [problem, options, words] : bad) {
     try {
@@ -229,6 +237,10 @@ TEST(DeepGemmOptions, RefusesOptionsTheProblemCannotTake) {
   check_options(sinks, parse_options({{"gemm_tiles", "tokens"}}));
   check_options(sinks, parse_options({{"gemm1_epilogue", "auto"}}));
   check_options(relu2, parse_options({{"gemm1_epilogue", "separate"}}));
+  check_options(many, parse_options({{"gemm_tiles", "tokens"}}));
+  check_options(many, parse_options({{"gemm_tiles", "auto"}}));
+  many.shared_intermediate = 0;  // 1024 groups: the own kernels' limit itself
+  check_options(many, parse_options({{"gemm_tiles", "tokens_ffma"}}));
 }
 
 // Which GEMM1 writes the intermediate's codes: `fused` wherever the own kernel runs, `auto` on its
