@@ -372,7 +372,7 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
     const char* dir = std::getenv("MOE_EP_RENDEZVOUS");
     group = ep::Group::connect(launch, sel.plugin, dir && *dir ? dir : "/tmp",
                                env_seconds("MOE_EP_TIMEOUT_S", 120),
-                               config_digest(g, sel.plugin->name(), o.seed));
+                               config_digest(p, sel.plugin->name(), o.seed));
   }
   ep::StepStats stats;
   const HostTensor out =

@@ -426,6 +426,39 @@ TEST_F(RunRoutes, TheReferenceGivesTheBitsOfRouteThenRun) {
   }
 }
 
+// A batch of 0 tokens may come without storage (a framework's empty device tensor can carry a
+// NULL pointer): nothing is read, so the run succeeds, routing in run included. One token without
+// storage is still refused, naming the tensor.
+TEST_F(RunRoutes, AnEmptyBatchNeedsNoStorage) {
+  const auto ref = registry_.find("reference");
+  ASSERT_NE(ref, nullptr);
+  const Problem q = small_problem();
+  const moe_problem p = q.c();
+  const LayerWeights w = random_weights(p, 5);
+  const Layer layer = ref->prepare(p, w.view(), {});
+  const int64_t width = topk_width(p);
+  moe_run_args a{};
+  a.struct_size = sizeof(a);
+  a.hidden = make_view(nullptr, MOE_DTYPE_BF16, {0, p.hidden});
+  a.topk_ids = make_view(nullptr, MOE_DTYPE_I32, {0, width});
+  a.topk_weights = make_view(nullptr, MOE_DTYPE_F32, {0, width});
+  a.output = make_view(nullptr, MOE_DTYPE_BF16, {0, p.hidden});
+  EXPECT_NO_THROW(layer.run(a));
+  a.router_logits = make_view(nullptr, MOE_DTYPE_F32, {0, p.experts});
+  EXPECT_NO_THROW(layer.run(a));
+
+  const Batch batch = random_batch(p, 1, 7, Scenario::kRandom);
+  Routing routing = route_batch(*ref, p, batch);
+  HostTensor out(MOE_DTYPE_BF16, {1, p.hidden});
+  a.router_logits = moe_tensor{};
+  a.hidden = make_view(nullptr, MOE_DTYPE_BF16, {1, p.hidden});
+  a.topk_ids = routing.ids.view();
+  a.topk_weights = routing.weights.view();
+  a.output = out.view();
+  expect_error([&] { layer.run(a); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"hidden: tensor is missing (data is NULL)"});
+}
+
 TEST_F(RunRoutes, AnOlderPluginIsRefusedLogitsBeforeItRuns) {
   const auto old = registry_.find("fixture_abi_v1_2");
   const auto works = registry_.find("fixture_works");

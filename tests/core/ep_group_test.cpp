@@ -5,7 +5,10 @@
 // ep_nccl_gpu_test.cpp.
 #include <nccl.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "../support/test_env.hpp"
@@ -22,6 +25,7 @@ struct FakeComm {
   int world = 1, rank = 0, device = 0, current_device = 0;
   int destroyed = 0, aborted = 0, sends = 0;
   bool never_done = false;  // the stream never completes: a rank that stopped answering
+  int stream_error = 0;     // cuStreamQuery's answer when not 0: a kernel faulted
   uint64_t others_digest = 0;
   std::vector<std::pair<const void*, size_t>> pending_sends;
   std::vector<std::pair<void*, size_t>> pending_recvs;
@@ -75,7 +79,9 @@ ep::NcclApi fake_nccl() {
     return ncclSuccess;
   };
   api.error_string = [](ncclResult_t) { return "fake NCCL error"; };
-  api.stream_query = [](void*) { return g_comm.never_done ? 600 : 0; };
+  api.stream_query = [](void*) {
+    return g_comm.stream_error != 0 ? g_comm.stream_error : g_comm.never_done ? 600 : 0;
+  };
   api.current_device = [] { return int32_t(g_comm.current_device); };
   api.library = "fake NCCL";
   return api;
@@ -230,6 +236,43 @@ TEST_F(BorrowedGroup, ASharedExpertRunsOncePerTokenSplitOff) {
                MOE_STATUS_INVALID_ARGUMENT, {"no shared expert"});
 }
 
+// A caller's map survives the split (the routed weights stay in its local order); without one
+// the routed problem's map is the placement's.
+TEST_F(BorrowedGroup, TheSplitKeepsACallersMap) {
+  Problem p = small_ep_problem(2, 0);
+  p.raw().shared_intermediate = 48;
+  p.finalize();
+  const LayerWeights w = random_weights(p.c(), 21);
+  const std::vector<int32_t> map = {-1, -1, -1, -1, 3, 2, 1, 0};  // experts 4-7, reversed
+  moe_problem q = p.c();
+  q.ep_map = map.data();
+  EXPECT_EQ(ep::split_shared_expert(q, w.view()).routed.ep_map(), map);
+  EXPECT_EQ(ep::split_shared_expert(p.c(), w.view()).routed.ep_map(),
+            (std::vector<int32_t>{0, 1, 2, 3, -1, -1, -1, -1}));
+}
+
+// A rank runs what arrives in slices of the layer's max_tokens: up to ep_size x T rows come when
+// every token routes to it. Here 100 tokens through a layer of max_tokens 64 give the bits of a
+// layer that takes them at once.
+TEST_F(BorrowedGroup, WhatArrivesRunsInSlicesOfMaxTokens) {
+  const Problem p = small_ep_problem(1, 0);  // max_tokens 64
+  Problem big = p;
+  big.raw().max_tokens = 128;
+  big.finalize();
+  const LayerWeights w = random_weights(p.c(), 31);
+  const Layer small = device_->prepare(p.c(), w.view(), {});
+  const Layer large = device_->prepare(big.c(), w.view(), {});
+  const Batch batch = random_batch(big.c(), 100, 32, Scenario::kRandom);
+  const Routing routing = route_batch(*registry_->find("reference"), big.c(), batch);
+  auto group = borrow(0, 1);
+  ep::StepStats stats;
+  const HostTensor sliced = ep::run_step(group.get(), small, p.c(), batch.hidden, routing, &stats);
+  EXPECT_EQ(stats.tokens_received, 100);
+  const HostTensor whole = ep::run_step(group.get(), large, big.c(), batch.hidden, routing);
+  ASSERT_EQ(sliced.bytes(), whole.bytes());
+  EXPECT_EQ(std::memcmp(sliced.raw(), whole.raw(), whole.bytes()), 0);
+}
+
 TEST_F(BorrowedGroup, AStepOfAnotherRanksProblemIsRefused) {
   g_comm.world = 2;
   auto group = borrow(0, 2);
@@ -257,6 +300,48 @@ TEST_F(BorrowedGroup, ATimeoutGivesTheCommunicatorUpWithoutAbortingIt) {
                {"timed out earlier"});
   group.reset();
   EXPECT_EQ(g_comm.destroyed + g_comm.aborted, 0);
+}
+
+// A fault on the stream (cuStreamQuery 700: an illegal address) is a device error at once, not
+// a wait until the timeout that then blames a silent rank.
+TEST_F(BorrowedGroup, AFaultOnTheStreamIsADeviceErrorAtOnce) {
+  auto group = borrow(0, 1, /*timeout_s=*/60);
+  g_comm.stream_error = 700;
+  std::vector<uint8_t> s(8), r(8);
+  const auto start = std::chrono::steady_clock::now();
+  expect_error(
+      [&] {
+        group->exchange({{s.data(), 8}}, {{r.data(), 8}}, "token dispatch");
+      },
+      MOE_STATUS_DEVICE_ERROR,
+      {"rank 0 of 1: token dispatch failed on the device (CUDA error 700)"});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+// Each step of one Slurm allocation gets a run id of its own (the job id is the allocation's).
+TEST(EpLaunch, SrunStepsOfOneJobHaveTheirOwnRunIds) {
+  const char* names[] = {
+      "RANK",         "WORLD_SIZE",   "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+      "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",        "SLURM_JOB_ID",
+      "SLURM_STEP_ID"};
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  for (const char* n : names) {
+    const char* v = std::getenv(n);
+    saved.push_back({n, v ? std::optional<std::string>(v) : std::nullopt});
+    unsetenv(n);
+  }
+  setenv("SLURM_PROCID", "1", 1);
+  setenv("SLURM_NTASKS", "2", 1);
+  setenv("SLURM_JOB_ID", "77", 1);
+  const ep::Launch whole_job = ep::launch_from_env();
+  setenv("SLURM_STEP_ID", "3", 1);
+  const ep::Launch step = ep::launch_from_env();
+  for (const auto& [n, v] : saved) v ? setenv(n.c_str(), v->c_str(), 1) : unsetenv(n.c_str());
+  EXPECT_EQ(whole_job.launcher, "srun");
+  EXPECT_EQ(whole_job.run_id, "77");
+  EXPECT_EQ(step.run_id, "77.3");
+  EXPECT_EQ(step.rank, 1);
+  EXPECT_EQ(step.world, 2);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Expert-parallel plans, proved on the CPU: R ranks simulated in one process, each token sent by
 // the plan to the ranks owning its experts, computed there by a reference layer holding only
 // that rank's experts, and summed back: the sum equals the whole layer on every rank's tokens.
+#include <cmath>
 #include <limits>
 
 #include "../support/test_env.hpp"
@@ -36,32 +37,33 @@ struct EpCase {
 
 class EpSimulation : public testing::TestWithParam<EpCase> {};
 
-TEST_P(EpSimulation, RanksTogetherComputeTheWholeLayer) {
-  const auto [world, placement, sinks] = GetParam();
-  const Registry r = registry_of({build_plugin_dir()});
+// Every rank's tokens (5, 8, 11, ... of them; rank 1's with padding) sent as the plan says
+// (`owners`: every expert's rank; empty: the placement's) to the ranks' reference layers, which
+// hold only their experts, summed back in f64 with the home pass: the largest gap to the whole
+// layer `g` over every rank's tokens.
+double largest_gap(const Registry& r, const moe_problem& g, const std::vector<Problem>& problems,
+                   const std::vector<int32_t>& owners) {
   const auto ref = r.find("reference");
-  Problem whole = ep_problem(world, placement, 0, sinks);
-  whole.raw().ep_placement = MOE_EP_NONE;
-  whole.raw().ep_size = 1;
-  whole.finalize();
-  const moe_problem g = whole.c();
+  const auto world = int32_t(problems.size());
   const LayerWeights global = random_weights(g, 3);
   const Layer full = ref->prepare(g, global.view(), {});
   std::vector<Layer> layers;
-  std::vector<Problem> problems;
-  for (int32_t d = 0; d < world; ++d) {
-    problems.push_back(ep_problem(world, placement, d, sinks));
+  for (int32_t d = 0; d < world; ++d)
     layers.push_back(
         ref->prepare(problems[d].c(), slice_local_experts(global, problems[d].c()).view(), {}));
-  }
   const int64_t h = g.hidden, w = topk_width(g);
+  double gap = 0;
   for (int32_t src = 0; src < world; ++src) {
     const int64_t tokens = 5 + 3 * src;
     const Batch batch =
         random_batch(g, tokens, 10 + src, src == 1 ? Scenario::kPadding : Scenario::kRandom);
     const Routing routing = route_batch(*ref, g, batch);
-    const DispatchPlan plan = plan_dispatch(problems[src].c(), world, routing.ids.data<int32_t>(),
-                                            routing.weights.data<float>(), tokens);
+    const moe_problem q = problems[src].c();
+    const DispatchPlan plan = owners.empty()
+                                  ? plan_dispatch(q, world, routing.ids.data<int32_t>(),
+                                                  routing.weights.data<float>(), tokens)
+                                  : plan_dispatch(q, world, routing.ids.data<int32_t>(),
+                                                  routing.weights.data<float>(), tokens, owners);
     std::vector<double> acc(size_t(tokens * h), 0.0);
     for (int32_t d = 0; d < world; ++d) {
       const int64_t n = plan.send_counts[d], at = plan.send_offsets[d];
@@ -84,15 +86,75 @@ TEST_P(EpSimulation, RanksTogetherComputeTheWholeLayer) {
       HostTensor ids(MOE_DTYPE_I32, {tokens, w});
       const auto home = home_pass_ids(g, routing.ids.data<int32_t>(), tokens);
       std::memcpy(ids.raw(), home.data(), ids.bytes());
-      const RunResult y = run_layer(layers[src], problems[src].c(), batch.hidden,
-                                    Routing{ids, routing.weights}, MOE_DTYPE_F64);
+      const RunResult y =
+          run_layer(layers[src], q, batch.hidden, Routing{ids, routing.weights}, MOE_DTYPE_F64);
       for (int64_t i = 0; i < tokens * h; ++i) acc[size_t(i)] += y.output.data<double>()[i];
     }
     const RunResult want = run_layer(full, g, batch.hidden, routing, MOE_DTYPE_F64);
     for (int64_t i = 0; i < tokens * h; ++i)
-      ASSERT_NEAR(acc[size_t(i)], want.output.data<double>()[i], 1e-12)
-          << "rank " << src << " i " << i;
+      gap = std::max(gap, std::abs(acc[size_t(i)] - want.output.data<double>()[i]));
   }
+  return gap;
+}
+
+Problem whole_layer(const Problem& ep) {
+  Problem whole = ep;
+  whole.raw().ep_placement = MOE_EP_NONE;
+  whole.raw().ep_size = 1;
+  whole.raw().ep_rank = 0;
+  whole.finalize();
+  return whole;
+}
+
+TEST_P(EpSimulation, RanksTogetherComputeTheWholeLayer) {
+  const auto [world, placement, sinks] = GetParam();
+  const Registry r = registry_of({build_plugin_dir()});
+  std::vector<Problem> problems;
+  for (int32_t d = 0; d < world; ++d) problems.push_back(ep_problem(world, placement, d, sinks));
+  EXPECT_LE(largest_gap(r, whole_layer(problems[0]).c(), problems, {}), 1e-12);
+}
+
+// Caller maps decide where an expert lives (docs/design.md §4): rank 0 holds the odd experts in
+// reverse local order, rank 1 the even ones, under a linear placement that says 0-5 and 6-11.
+// Planned by the maps' owners the ranks compute the whole layer; by the placement's they would
+// send tokens to ranks that skip them (the host step's bug before it swapped the maps).
+TEST(EpPlan, CallerMapsDecideWhichRankATokenGoesTo) {
+  const Registry r = registry_of({build_plugin_dir()});
+  std::vector<std::vector<int32_t>> maps(2, std::vector<int32_t>(12, -1));
+  for (int32_t e = 0; e < 12; ++e) maps[size_t(1 - e % 2)][size_t(e)] = e % 2 ? 5 - e / 2 : e / 2;
+  std::vector<Problem> problems;
+  for (int32_t d = 0; d < 2; ++d) {
+    moe_problem q = ep_problem(2, MOE_EP_LINEAR, d, false).c();
+    q.ep_map = maps[size_t(d)].data();
+    problems.emplace_back(q);
+    validate_problem(problems.back().c());
+  }
+  const std::vector<int32_t> owners = expert_owners(maps, 12);
+  EXPECT_EQ(owners, (std::vector<int32_t>{1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0}));
+  const moe_problem g = whole_layer(ep_problem(2, MOE_EP_LINEAR, 0, false)).c();
+  EXPECT_LE(largest_gap(r, g, problems, owners), 1e-12);
+  EXPECT_GT(largest_gap(r, g, problems, expert_owners(problems[0].c())), 1e-3);
+}
+
+// Maps that leave an expert on no rank, or put one on two, are refused naming the expert.
+TEST(EpPlan, MapsThatLoseOrDoubleAnExpertAreRefused) {
+  const std::vector<int32_t> a = {0, 1, -1, -1}, b = {-1, -1, 0, 1}, c = {-1, 0, 1, -1};
+  EXPECT_EQ(expert_owners({a, b}, 4), (std::vector<int32_t>{0, 0, 1, 1}));
+  expect_error(
+      [&] {
+        expert_owners({a, c}, 4);
+      },
+      MOE_STATUS_CONFIG_ERROR, {"expert 1 is held by ranks 0 and 1"});
+  expect_error(
+      [&] {
+        expert_owners({b, {-1, 0, -1, -1}}, 4);
+      },
+      MOE_STATUS_CONFIG_ERROR, {"expert 0 is held by no rank"});
+  expect_error(
+      [&] {
+        expert_owners({a, {0, 1}}, 4);
+      },
+      MOE_STATUS_CONFIG_ERROR, {"rank 1's expert map has 2 entries, not the 4 experts"});
 }
 
 INSTANTIATE_TEST_SUITE_P(

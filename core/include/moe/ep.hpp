@@ -136,7 +136,10 @@ struct SharedExpert {
 // results back and sum them in rank order; sink experts and the shared expert run on the home
 // rank. `group` null: a single rank, no NCCL (works with host plugins too). The problem's
 // ep_size and ep_rank must be the group's; a problem with a shared expert is refused (split it
-// and pass `shared`). Output [T, H] bf16 on the host.
+// and pass `shared`). The ranks swap their ep_maps first (a caller's map decides where an expert
+// lives; an expert held by no rank or by two is refused on every rank), and a rank runs what
+// arrives (up to ep_size x T rows) in slices of at most the layer's max_tokens. Output [T, H]
+// bf16 on the host.
 HostTensor run_step(Group* group, const Layer& layer, const moe_problem& ep_problem,
                     const HostTensor& hidden, const Routing& routing, StepStats* stats = nullptr,
                     const SharedExpert& shared = {});

@@ -14,6 +14,13 @@ namespace moe {
 // Rank that owns global expert `e` under the problem's placement (ep_size ranks).
 int32_t expert_owner(const moe_problem& global, int64_t e);
 
+// The owning rank of every global expert [E] from every rank's map (maps[r][e] >= 0: rank r holds
+// expert e; the maps of the problem's ranks, each of E entries). Throws CONFIG_ERROR naming the
+// expert that no rank or two ranks hold (their tokens would be lost or counted twice).
+std::vector<int32_t> expert_owners(const std::vector<std::vector<int32_t>>& maps, int64_t experts);
+// The same from the problem's placement alone.
+std::vector<int32_t> expert_owners(const moe_problem& global);
+
 // Tokens of this rank bound for each rank. A token travels to a rank once, however many of its
 // experts live there; padding tokens and -1 ids never travel. Routed ids of experts on other
 // ranks become -1 in the copy sent, so the receiver computes only its own experts; sink columns
@@ -28,7 +35,11 @@ struct DispatchPlan {
   std::vector<float> send_weights;    // [sum, width]
 };
 
-// ids / weights: this rank's routing [tokens, k + S] (global ids, host memory).
+// ids / weights: this rank's routing [tokens, k + S] (global ids, host memory); owners: the rank
+// of every global expert (expert_owners), the placement's where not given.
+DispatchPlan plan_dispatch(const moe_problem& global, int32_t world, const int32_t* ids,
+                           const float* weights, int64_t tokens,
+                           const std::vector<int32_t>& owners);
 DispatchPlan plan_dispatch(const moe_problem& global, int32_t world, const int32_t* ids,
                            const float* weights, int64_t tokens);
 

@@ -44,13 +44,28 @@ void check_device_plugin(const std::shared_ptr<const Plugin>& device) {
             device ? fmt::format(" ('{}' keeps host memory)", device->name()) : "");
 }
 
+fs::path rendezvous_file(const Launch& l, const std::string& dir) {
+  return fs::path(dir) /
+         fmt::format("moe_ep_{}_{}.ncclid", l.run_id.empty() ? "run" : l.run_id, l.world);
+}
+
+// Rank 0's published id, removed when connect() ends: by then every rank joined the
+// communicator with it (or the connection failed), and a later run of the same run id (torchrun
+// without --standalone names every run "none") must not read it.
+struct Unpublish {
+  fs::path file;
+  ~Unpublish() {
+    std::error_code ec;
+    if (!file.empty()) fs::remove(file, ec);
+  }
+};
+
 // Rank 0 publishes the id (written to a temporary name, then renamed: readers never see half a
 // file); the others wait for it until the deadline.
 ncclUniqueId rendezvous(const Launch& l, const std::string& dir, double timeout_s) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  const fs::path file = fs::path(dir) / fmt::format("moe_ep_{}_{}.ncclid",
-                                                    l.run_id.empty() ? "run" : l.run_id, l.world);
+  const fs::path file = rendezvous_file(l, dir);
   ncclUniqueId id{};
   if (l.rank == 0) {
     check_nccl(nccl().get_unique_id(&id), "ncclGetUniqueId");
@@ -85,6 +100,7 @@ std::unique_ptr<Group> Group::connect(const Launch& l, std::shared_ptr<const Plu
   g->timeout_s_ = timeout_s;
   g->device_ = std::move(device);
   const ncclUniqueId id = rendezvous(l, dir, timeout_s);
+  const Unpublish unpublish{l.rank == 0 ? rendezvous_file(l, dir) : fs::path()};
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // init and collectives return at once; wait() polls with a deadline
   ncclComm_t comm = nullptr;
@@ -178,7 +194,15 @@ void Group::wait(const char* what, bool until_done) {
     ncclResult_t state = ncclSuccess;
     check_nccl(nccl_, nccl_.comm_get_async_error(comm, &state), "ncclCommGetAsyncError");
     check_nccl(nccl_, state, what);
-    if (state == ncclSuccess && (!until_done || nccl_.stream_query(nullptr) == 0)) return;
+    if (state == ncclSuccess) {
+      if (!until_done) return;
+      const int query = nccl_.stream_query(nullptr);  // 0 done, 600 not yet, else an error
+      if (query == 0) return;
+      MOE_CHECK(query == 600, MOE_STATUS_DEVICE_ERROR,
+                "rank {} of {}: {} failed on the device (CUDA error {}): a kernel on the stream "
+                "faulted; the CUDA context is unusable",
+                rank_, world_, what, query);
+    }
     if (seconds_since(start) > timeout_s_) {
       if (owned_) nccl_.comm_abort(comm);
       comm_ = nullptr;

@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -43,6 +45,9 @@ Launch launch_from_env() {
     l.world = int_env(s.world, s.launcher);
     l.local_rank = env(s.local) ? int_env(s.local, s.launcher) : l.rank;
     l.run_id = env(s.run_id) ? env(s.run_id) : (env("MASTER_PORT") ? env("MASTER_PORT") : "");
+    // The steps of one Slurm allocation share its job id: two at once would share a rendezvous.
+    if (std::string(s.launcher) == "srun" && env("SLURM_STEP_ID"))
+      l.run_id += fmt::format(".{}", env("SLURM_STEP_ID"));
     MOE_CHECK(l.world >= 1 && l.rank >= 0 && l.rank < l.world, MOE_STATUS_CONFIG_ERROR,
               "{}: rank {} is outside [0, world size {})", s.launcher, l.rank, l.world);
     return l;

@@ -2,6 +2,7 @@
 // so the EP step can run it once per token, on the token's home rank (moe/ep.hpp).
 #include "moe/ep.hpp"
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/problem.hpp"
 
 namespace moe::ep {
 namespace {
@@ -34,7 +35,12 @@ SharedSplit split_shared_expert(const moe_problem& p, const moe_weights& w) {
   SharedSplit s;
   s.routed = Problem(p);
   s.routed.raw().shared_intermediate = 0;
-  s.routed.finalize();
+  // finalize() would rebuild the map from the placement: a caller's map (the routed weights are
+  // in its local order) stays.
+  if (p.ep_map != nullptr)
+    normalize_problem(s.routed.raw());
+  else
+    s.routed.finalize();
   s.routed_weights = w;
   for (moe_tensor* t : {&s.routed_weights.shared_w13, &s.routed_weights.shared_w13_scale,
                         &s.routed_weights.shared_w13_scale_2, &s.routed_weights.shared_w2,

@@ -1,5 +1,6 @@
 // One expert-parallel layer step (run_step): plan on the host, tokens to the ranks that own
 // their experts, the local layer on what arrived, results back, summed in rank order.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -51,6 +52,29 @@ Buffer upload(std::shared_ptr<const Plugin> dev, const void* host, size_t bytes)
   return b;
 }
 
+// The owning rank of every expert from every rank's map: a caller's map (docs/design.md §4)
+// decides where each expert lives, and only its rank knows it, so the ranks swap their maps
+// (E entries each) before planning. One rank: the placement's.
+std::vector<int32_t> gather_owners(Group* group, const Plugin& plugin, const moe_problem& p) {
+  if (group == nullptr) return expert_owners(p);
+  const int32_t world = group->world();
+  const auto e = size_t(p.experts);
+  std::vector<int32_t> mine(e);
+  for (size_t i = 0; i < e; ++i)
+    mine[i] = p.ep_map != nullptr ? p.ep_map[i] : local_expert_id(p, int64_t(i));
+  const auto dev = plugin.shared_from_this();
+  Buffer s = upload(dev, mine.data(), e * 4), r(dev, e * 4 * size_t(world));
+  exchange(
+      group, plugin, std::vector<std::pair<const void*, size_t>>(size_t(world), {s.data(), e * 4}),
+      spans<void*>(r.data(), std::vector<int64_t>(size_t(world), 1), e * 4), "expert map exchange");
+  std::vector<int32_t> all(e * size_t(world));
+  r.download(all.data(), all.size() * 4);
+  std::vector<std::vector<int32_t>> maps(static_cast<size_t>(world));
+  for (size_t k = 0; k < size_t(world); ++k)
+    maps[k].assign(all.begin() + ptrdiff_t(k * e), all.begin() + ptrdiff_t((k + 1) * e));
+  return expert_owners(maps, p.experts);
+}
+
 }  // namespace
 
 HostTensor run_step(Group* group, const Layer& layer, const moe_problem& p,
@@ -80,7 +104,8 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& p,
             group ? group->rank() : 0);
   const int64_t tokens = hidden.shape()[0], h = p.hidden, w = topk_width(p);
   const DispatchPlan plan =
-      plan_dispatch(p, world, routing.ids.data<int32_t>(), routing.weights.data<float>(), tokens);
+      plan_dispatch(p, world, routing.ids.data<int32_t>(), routing.weights.data<float>(), tokens,
+                    gather_owners(group, plugin, p));
   const int64_t sent = plan.send_offsets.back();
 
   // 1. How many tokens each rank receives from each rank.
@@ -112,20 +137,28 @@ HostTensor run_step(Group* group, const Layer& layer, const moe_problem& p,
 
   const double dispatch_ms = ms_since(dispatch_start);
 
-  // 3. This rank's experts on every token that arrived.
+  // 3. This rank's experts on every token that arrived: up to ep_size x T rows, so in slices of
+  // at most the layer's max_tokens (a rank that every token routes to gets more than its own T).
   const auto compute_start = std::chrono::steady_clock::now();
   Buffer ry(dev, size_t(received * h * 2));
   if (received > 0) {
-    const size_t ws_bytes = layer.workspace_size(received);
+    const int64_t slice = std::min(received, std::max<int64_t>(1, p.max_tokens));
+    const size_t ws_bytes = layer.workspace_size(slice);
     Buffer ws(dev, ws_bytes);
-    moe_run_args a{};
-    a.hidden = make_view(rx.data(), MOE_DTYPE_BF16, {received, h});
-    a.topk_ids = make_view(ri.data(), MOE_DTYPE_I32, {received, w});
-    a.topk_weights = make_view(rw.data(), MOE_DTYPE_F32, {received, w});
-    a.output = make_view(ry.data(), MOE_DTYPE_BF16, {received, h});
-    a.workspace = ws_bytes ? ws.data() : nullptr;
-    a.workspace_size = ws_bytes;
-    layer.run(a);
+    auto at = [](const Buffer& b, int64_t row, int64_t row_bytes) {
+      return static_cast<char*>(b.data()) + row * row_bytes;
+    };
+    for (int64_t r0 = 0; r0 < received; r0 += slice) {
+      const int64_t n = std::min(slice, received - r0);
+      moe_run_args a{};
+      a.hidden = make_view(at(rx, r0, h * 2), MOE_DTYPE_BF16, {n, h});
+      a.topk_ids = make_view(at(ri, r0, w * 4), MOE_DTYPE_I32, {n, w});
+      a.topk_weights = make_view(at(rw, r0, w * 4), MOE_DTYPE_F32, {n, w});
+      a.output = make_view(at(ry, r0, h * 2), MOE_DTYPE_BF16, {n, h});
+      a.workspace = ws_bytes ? ws.data() : nullptr;
+      a.workspace_size = ws_bytes;
+      layer.run(a);
+    }
     plugin.sync();
   }
 

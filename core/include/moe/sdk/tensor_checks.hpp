@@ -15,7 +15,8 @@ constexpr int64_t kAnyDim = -1;
 bool is_contiguous(const moe_tensor& t);
 std::string tensor_str(const moe_tensor& t);  // e.g. "[5, 2048] bf16"
 
-// Checks presence, dtype, rank, shape (kAnyDim matches any extent) and contiguity; throws
+// Checks presence (data may be NULL only where a dimension is 0), dtype, rank, shape (kAnyDim
+// matches any extent) and contiguity; throws
 // SHAPE_MISMATCH / DTYPE_MISMATCH / INVALID_ARGUMENT naming `name` and both shapes.
 void check_tensor(const moe_tensor& t, const char* name, moe_dtype dtype,
                   std::initializer_list<int64_t> shape);
