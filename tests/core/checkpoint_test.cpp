@@ -535,5 +535,128 @@ TEST(Checkpoint, RouterLogitsAddTheRouterBiasAndPlaceSinksAfterPaddedExperts) {
   EXPECT_EQ(std::vector<float>(logits.data<float>(), logits.data<float>() + 5), want);
 }
 
+// A shared expert or sink experts the checkpoint stores but the problem leaves out would load as a
+// layer without them (every token's output short of their part): refused, naming a tensor.
+TEST(Checkpoint, SharedAndSinkExpertsTheProblemLeavesOutAreRefused) {
+  for (const auto& [convention, stored] : {std::pair{"deepseek", "m.shared_experts."},
+                                           {"qwen_moe", "m.shared_expert."},
+                                           {"stacked", "m.shared_w"}}) {
+    SCOPED_TRACE(convention);
+    const Written w = written(fmt::format("shared_left_{}", convention),
+                              {convention, MOE_FORMAT_BF16, true, false, /*shared=*/true});
+    Problem without = w.problem;
+    without.raw().shared_intermediate = 0;
+    without.finalize();
+    expect_error([&] { load_layer(Checkpoint::open(w.spec.path), w.spec, without.c()); },
+                 MOE_STATUS_CONFIG_ERROR,
+                 {fmt::format("the checkpoint stores a shared expert ('{}", stored),
+                  "the problem has shared_intermediate: 0"});
+  }
+  const Written sinks =
+      written("sinks_left", {"stacked", MOE_FORMAT_BF16, true, false, false, /*sinks=*/true});
+  Problem without = sinks.problem;
+  without.raw().routing = MOE_ROUTING_SOFTMAX_TOPK;
+  without.raw().sink_experts = 0;
+  without.raw().sink_intermediate = 0;
+  without.finalize();
+  expect_error([&] { load_layer(Checkpoint::open(sinks.spec.path), sinks.spec, without.c()); },
+               MOE_STATUS_CONFIG_ERROR,
+               {"the checkpoint stores sink experts ('m.sink_w", "sink_experts: 0"});
+}
+
+// Experts after a gap (a shard left out of the index) were dropped: the count stopped at the
+// gap. The first missing expert is named, and the tensor after it.
+TEST(Checkpoint, AGapInThePerProjectionExpertsIsNamed) {
+  const Written w = written("gap", {"mixtral", MOE_FORMAT_BF16});
+  const std::string path = edited("gap", w, [](std::vector<NamedTensor>& ts) {
+    ts.erase(
+        std::remove_if(ts.begin(), ts.end(),
+                       [](const NamedTensor& t) { return t.name.rfind("m.experts.1.", 0) == 0; }),
+        ts.end());
+  });
+  expect_load_error(w, path, MOE_STATUS_NOT_FOUND,
+                    {"checkpoint tensor 'm.experts.1.w2.weight' is missing: experts 0-0 have one",
+                     "belongs to expert 2 after the gap"});
+}
+
+// Scales stored as BF16 or F16 (Qwen3's FP8 checkpoints store weight_scale_inv in BF16) are
+// widened to f32 exactly: the layer loads with the stored values.
+TEST(Checkpoint, HalfPrecisionScalesAreWidenedExactly) {
+  const Written w = written("bf16_scales", {"deepseek", MOE_FORMAT_FP8_BLOCK});
+  const std::string path = edited("bf16_scales", w, [](std::vector<NamedTensor>& ts) {
+    for (auto& t : ts) {
+      if (t.name.size() < 16 || t.name.compare(t.name.size() - 16, 16, "weight_scale_inv") != 0)
+        continue;
+      HostTensor half(MOE_DTYPE_BF16, t.tensor.shape());
+      for (int64_t i = 0; i < half.numel(); ++i)
+        half.data<uint16_t>()[i] = float_to_bf16(t.tensor.data<float>()[i]);
+      t.tensor = half;
+    }
+  });
+  CheckpointSpec spec = w.spec;
+  spec.path = path;
+  const LayerCheckpoint l = load_layer(Checkpoint::open(path), spec, w.problem.c());
+  const HostTensor& got = l.weights.w2_scale;
+  ASSERT_EQ(got.shape(), w.weights.w2_scale.shape());
+  for (int64_t i = 0; i < got.numel(); ++i)
+    ASSERT_EQ(got.data<float>()[i],
+              bf16_to_float(float_to_bf16(w.weights.w2_scale.data<float>()[i])))
+        << i;
+  const Written t = written("f16_scalar", {"mixtral", MOE_FORMAT_FP8_TENSOR});
+  const std::string scalar = edited("f16_scalar", t, [](std::vector<NamedTensor>& ts) {
+    auto& s = tensor_named(ts, "m.experts.1.w2.weight_scale").tensor;
+    HostTensor half(MOE_DTYPE_F16, s.shape());
+    half.data<uint16_t>()[0] = 0x2000;  // 2^-7
+    s = half;
+  });
+  spec = t.spec;
+  spec.path = scalar;
+  const LayerCheckpoint f = load_layer(Checkpoint::open(scalar), spec, t.problem.c());
+  EXPECT_EQ(f.weights.w2_scale.data<float>()[1], 0.0078125f);
+}
+
+// A stacked NVFP4 global scale is checked like a per-projection one (it was taken as stored).
+TEST(Checkpoint, AStackedNvfp4GlobalScaleMustBeFiniteAndPositive) {
+  const Written w = written("st_nv_s2", {"stacked", MOE_FORMAT_NVFP4});
+  for (const float bad : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::infinity()}) {
+    SCOPED_TRACE(bad);
+    const std::string path = edited("st_nv_s2", w, [&](std::vector<NamedTensor>& ts) {
+      tensor_named(ts, "m.w2_scale_2").tensor.data<float>()[1] = bad;
+    });
+    expect_load_error(w, path, MOE_STATUS_INVALID_ARGUMENT,
+                      {"checkpoint tensor 'm.w2_scale_2'[1] is", "must be finite and > 0"});
+  }
+}
+
+// A checkpoint of another format is named by its dtype, not by the sizes its packing implies.
+TEST(Checkpoint, AnotherFormatsCheckpointIsRefusedForItsDtypeFirst) {
+  const Written w = written("nv_as_bf16", {"mixtral", MOE_FORMAT_NVFP4});
+  for (const moe_format f : {MOE_FORMAT_BF16, MOE_FORMAT_FP8_BLOCK}) {
+    Problem other = w.problem;
+    other.raw().format = f;
+    other.raw().input_format = MOE_INPUT_DEFAULT;
+    other.finalize();
+    expect_error([&] { load_layer(Checkpoint::open(w.spec.path), w.spec, other.c()); },
+                 MOE_STATUS_DTYPE_MISMATCH,
+                 {"'m.experts.0.w2.weight' is U8, which cannot be converted to"});
+  }
+}
+
+// A scale under neither of the format's two names is named by both.
+TEST(Checkpoint, AScaleUnderNeitherNameNamesBoth) {
+  const Written w = written("no_scale", {"deepseek", MOE_FORMAT_FP8_BLOCK});
+  const std::string path = edited("no_scale", w, [](std::vector<NamedTensor>& ts) {
+    ts.erase(std::remove_if(ts.begin(), ts.end(),
+                            [](const NamedTensor& t) {
+                              return t.name == "m.experts.2.gate_proj.weight_scale_inv";
+                            }),
+             ts.end());
+  });
+  expect_load_error(w, path, MOE_STATUS_NOT_FOUND,
+                    {"'m.experts.2.gate_proj.weight_scale_inv' and "
+                     "'m.experts.2.gate_proj.weight_scale' are both missing"});
+}
+
 }  // namespace
 }  // namespace moe::test

@@ -381,15 +381,41 @@ TEST(SafetensorsHeader, OverlappingTensorsAreNamedBoth) {
   EXPECT_EQ(h.entries.size(), 2u);
 }
 
-TEST(SafetensorsHeader, UnsupportedDtypeIsRefusedListingTheSupportedOnes) {
-  for (const char* dtype : {"F8_E5M2", "BOOL", "I16", "U16", "F8_E8M0", "bf16"}) {
+// A dtype no reader takes may sit in a checkpoint (a tensor of another layer): the header parses,
+// its byte size checked, and only a read of it is refused. F8_E8M0 reads as ue8m0. A name that is
+// no safetensors dtype is refused, listing the known ones.
+TEST(SafetensorsHeader, DtypesNoReaderTakesParseAndOnlyUnknownNamesAreRefused) {
+  for (const auto& [dtype, bytes] : {std::pair{"F8_E5M2", 1},
+                                     {"BOOL", 1},
+                                     {"I16", 2},
+                                     {"U16", 2},
+                                     {"U32", 4},
+                                     {"U64", 8},
+                                     {"C64", 8}}) {
+    SCOPED_TRACE(dtype);
+    const auto h = parse_safetensors_header(
+        fmt::format(R"({{"w":{{"dtype":"{}","shape":[3],"data_offsets":[0,{}]}}}})", dtype,
+                    3 * bytes),
+        uint64_t(3 * bytes), "t.safetensors");
+    ASSERT_EQ(h.entries.size(), 1u);
+    EXPECT_EQ(h.entries[0].dtype, MOE_DTYPE_INVALID);
+    EXPECT_EQ(h.entries[0].st_dtype, dtype);
+    expect_header_error(fmt::format(R"({{"w":{{"dtype":"{}","shape":[3],"data_offsets":[0,{}]}}}})",
+                                    dtype, 3 * bytes + 1),
+                        uint64_t(3 * bytes + 1), MOE_STATUS_INVALID_ARGUMENT,
+                        {fmt::format("shape [3] of {} needs {} bytes", dtype, 3 * bytes)});
+  }
+  const auto e8 = parse_safetensors_header(
+      R"({"s":{"dtype":"F8_E8M0","shape":[2],"data_offsets":[0,2]}})", 2, "t.safetensors");
+  EXPECT_EQ(e8.entries[0].dtype, MOE_DTYPE_UE8M0);
+  for (const char* dtype : {"bf16", "F4", ""}) {
     SCOPED_TRACE(dtype);
     expect_header_error(
         fmt::format(R"({{"w":{{"dtype":"{}","shape":[],"data_offsets":[0,1]}}}})", dtype), 1,
         MOE_STATUS_UNSUPPORTED,
-        {fmt::format("t.safetensors: tensor 'w' has dtype '{}', which moe-registry "
-                     "does not read (supported: BF16, F16, F32, F64, F8_E4M3, U8, "
-                     "I8, I32, I64)",
+        {fmt::format("t.safetensors: tensor 'w' has dtype '{}', which is not a safetensors dtype "
+                     "moe-registry knows (BF16, F16, F32, F64, F8_E4M3, F8_E8M0, U8, I8, I32, "
+                     "I64, BOOL, F8_E5M2, I16, U16, U32, U64, C64)",
                      dtype)});
   }
 }

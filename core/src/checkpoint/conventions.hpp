@@ -34,6 +34,9 @@ class ExpertSource {
   // Router weight / bias and the selection bias (padding experts -inf) into `out`.
   virtual void router(LayerCheckpoint& out, int64_t real_experts) const = 0;
   virtual void sinks(LayerWeights& w) const = 0;
+  // Refuses a checkpoint that stores sink experts the problem leaves out (sink_experts: 0): the
+  // layer would load without them, every token's output short of their part.
+  virtual void check_no_sinks() const = 0;
   // The tensors converted at load so far (expert weights stored as F32 / F16 / BF16, see
   // converted_at_load), with their stored dtype and what they became.
   virtual const Conversions& conversions() const = 0;

@@ -34,6 +34,7 @@ class HfProjSource final : public PerProjectionSource {
                 name(family_.shared_gate));
     return read_expert(name(family_.shared), kProjections, full);
   }
+  const char* shared_names() const override { return family_.shared; }
 
  private:
   Family family_;

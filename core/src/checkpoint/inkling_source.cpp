@@ -64,6 +64,7 @@ class InklingSource final : public SourceBase {
 
  protected:
   RouterNames router_names() const override { return {"gate.weight", true, nullptr, "gate.bias"}; }
+  const char* sink_names() const override { return "shared_experts."; }  // its sinks
 
  private:
   // Gate/up rows per matrix of interleaved stack `q` [count, rows, H], refused when odd.

@@ -196,7 +196,10 @@ LayerCheckpoint load_layer(const Checkpoint& checkpoint, const CheckpointSpec& s
     detail::store(detail::quantize_loaded(x.down, format), -1, 0, w.shared_w2, w.shared_w2_scale,
                   w.shared_w2_scale_2);
   }
-  if (p.sink_experts > 0) source->sinks(w);
+  if (p.sink_experts > 0)
+    source->sinks(w);
+  else
+    source->check_no_sinks();
   if (p.input_format == MOE_INPUT_FP8_TENSOR_STATIC) {
     const auto [a13, a2] = source->activation_scales(out.real_experts);
     MOE_CHECK(std::isfinite(a13) && a13 > 0 && std::isfinite(a2) && a2 > 0,

@@ -82,6 +82,10 @@ bool converted_at_load(moe_dtype stored, moe_format format) {
   return dense && !(stored == MOE_DTYPE_BF16 && format == MOE_FORMAT_BF16);
 }
 
+bool is_half_or_f32(moe_dtype d) {
+  return d == MOE_DTYPE_F32 || d == MOE_DTYPE_BF16 || d == MOE_DTYPE_F16;
+}
+
 HostTensor to_f32(const HostTensor& t) {
   HostTensor out(MOE_DTYPE_F32, t.shape());
   float* dst = out.data<float>();
@@ -160,12 +164,15 @@ float read_scalar_f32(const NameContext& ctx, const std::string& name) {
   MOE_CHECK(e != nullptr, MOE_STATUS_NOT_FOUND, "checkpoint tensor '{}' is missing ({})", name,
             ctx.describe);
   const bool scalar = e->shape.empty() || (e->shape.size() == 1 && e->shape[0] == 1);
-  MOE_CHECK(scalar && e->dtype == MOE_DTYPE_F32, MOE_STATUS_SHAPE_MISMATCH,
-            "checkpoint tensor '{}' must be one F32 value, got {} [{}]", name, e->st_dtype,
+  MOE_CHECK(scalar, MOE_STATUS_SHAPE_MISMATCH,
+            "checkpoint tensor '{}' must be one value, got {} [{}]", name, e->st_dtype,
             fmt::join(e->shape, ", "));
-  float v;
-  std::memcpy(&v, ctx.checkpoint.data(name), sizeof(v));
-  return v;
+  // F32, or BF16 / F16 as some exporters store scales: widened to f32 exactly.
+  MOE_CHECK(is_half_or_f32(e->dtype), MOE_STATUS_DTYPE_MISMATCH,
+            "checkpoint tensor '{}' must be an F32, BF16 or F16 value, got {}", name, e->st_dtype);
+  HostTensor t(e->dtype, {1});
+  std::memcpy(t.raw(), ctx.checkpoint.data(name), t.bytes());
+  return to_f32(t).data<float>()[0];
 }
 
 Matrix read_projection(const NameContext& ctx, const std::string& base, moe_format format,
@@ -192,19 +199,30 @@ Matrix read_projection(const NameContext& ctx, const std::string& base, moe_form
   if (f.scale == MOE_DTYPE_INVALID) return m;
 
   std::string name = base + "." + f.checkpoint_scale_names[0];
-  if (f.checkpoint_scale_names[1] != nullptr && !has_tensor(ctx, name))
-    name = base + "." + f.checkpoint_scale_names[1];
+  if (f.checkpoint_scale_names[1] != nullptr && !has_tensor(ctx, name)) {
+    const std::string other = base + "." + f.checkpoint_scale_names[1];
+    MOE_CHECK(has_tensor(ctx, other), MOE_STATUS_NOT_FOUND,
+              "checkpoint tensors '{}' and '{}' are both missing: {} weights need one of them ({})",
+              name, other, f.name, ctx.describe);
+    name = other;
+  }
   if (per_matrix_scale(f)) {
     m.scale = HostTensor(MOE_DTYPE_F32, {1});
     m.scale.data<float>()[0] = read_scalar_f32(ctx, name);
   } else {
-    // One-byte scale codes may also be stored as plain bytes.
+    // One-byte scale codes may also be stored as plain bytes; f32 scales as BF16 or F16 (Qwen3's
+    // FP8 checkpoints store weight_scale_inv in BF16), widened to f32 exactly.
     const bool byte_codes = dtype_size(f.scale) == 1;
-    m.scale =
-        read_tensor(ctx, name, f.checkpoint_scale_dtype, {l.scale_rows, l.scale_cols},
-                    byte_codes ? (f.checkpoint_scale_dtype == MOE_DTYPE_U8 ? f.scale : MOE_DTYPE_U8)
-                               : MOE_DTYPE_INVALID);
-    m.scale.reinterpret(f.scale);
+    const SafetensorsEntry* stored = ctx.checkpoint.find(name);
+    if (f.scale == MOE_DTYPE_F32 && stored != nullptr && is_half_or_f32(stored->dtype)) {
+      m.scale = to_f32(read_tensor(ctx, name, stored->dtype, {l.scale_rows, l.scale_cols}));
+    } else {
+      m.scale = read_tensor(
+          ctx, name, f.checkpoint_scale_dtype, {l.scale_rows, l.scale_cols},
+          byte_codes ? (f.checkpoint_scale_dtype == MOE_DTYPE_U8 ? f.scale : MOE_DTYPE_U8)
+                     : MOE_DTYPE_INVALID);
+      m.scale.reinterpret(f.scale);
+    }
   }
   if (f.scale_2) {
     m.scale_2 = read_scalar_f32(ctx, base + "." + f.checkpoint_scale_2_name);

@@ -44,6 +44,7 @@ inline bool is_unquantised(const Matrix& m) {
 }
 // Values of an F32, F16 or BF16 tensor as F32 (exact), same shape.
 HostTensor to_f32(const HostTensor& t);
+bool is_half_or_f32(moe_dtype d);  // a dtype to_f32 reads
 // `m` in `format`; an unquantised matrix is quantised, any other is returned as it is.
 Matrix quantize_loaded(const Matrix& m, moe_format format);
 // Notes checkpoint tensor `name` as converted to `to` (a format's name) in ctx.converted.
@@ -57,7 +58,7 @@ void check_weight_dtype(const NameContext& ctx, const std::string& name, moe_for
 HostTensor read_tensor(const NameContext& ctx, const std::string& name, moe_dtype dtype,
                        std::vector<int64_t> shape, moe_dtype alt_dtype = MOE_DTYPE_INVALID);
 bool has_tensor(const NameContext& ctx, const std::string& name);
-// A scalar f32 stored as [] or [1].
+// A scalar stored as [] or [1], F32 (or BF16 / F16, widened exactly).
 float read_scalar_f32(const NameContext& ctx, const std::string& name);
 
 // Projection `base` (".weight" and its scales appended) of `format`, [rows, cols].

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "moe/sdk/error.hpp"
@@ -17,12 +18,29 @@ int64_t PerProjectionSource::count_experts() const {
   while (has_tensor(ctx_, name(fmt::format("experts.{}.{}.weight", e, names_.down)))) ++e;
   MOE_CHECK(e > 0, MOE_STATUS_NOT_FOUND, "checkpoint has no tensor '{}' ({})",
             name(fmt::format("experts.0.{}.weight", names_.down)), ctx_.describe);
+  // Experts 0 .. e-1 have their down projection; a tensor of a later expert means a gap (a
+  // shard left out of the index, say), which would load as fewer experts and lose the rest.
+  const std::string start = name("experts.");
+  for (const std::string& n : ctx_.checkpoint.names()) {
+    if (n.compare(0, start.size(), start) != 0) continue;
+    int64_t index = -1;
+    const char* digits = n.c_str() + start.size();
+    const auto [end, ec] = std::from_chars(digits, n.c_str() + n.size(), index);
+    if (ec != std::errc() || *end != '.' || index < e) continue;
+    MOE_FAIL(MOE_STATUS_NOT_FOUND,
+             "checkpoint tensor '{}' is missing: experts 0-{} have one, and '{}' belongs to "
+             "expert {} after the gap ({})",
+             name(fmt::format("experts.{}.{}.weight", e, names_.down)), e - 1, n, index,
+             ctx_.describe);
+  }
   return e;
 }
 
 std::pair<int64_t, int64_t> PerProjectionSource::checkpoint_sizes() const {
   const std::string down = fmt::format("experts.0.{}.weight", names_.down);
   const auto& s = shape_of(down, 2);
+  // The dtype first: a checkpoint of another format has sizes that read as the wrong ones.
+  check_weight_dtype(ctx_, name(down), format_);
   const bool packed =
       is_fp4(format_) && !converted_at_load(ctx_.checkpoint.find(name(down))->dtype, format_);
   return {s[0], packed ? 2 * s[1] : s[1]};
@@ -70,6 +88,10 @@ float PerProjectionSource::input_scale(const std::string& base) const {
               "checkpoint tensor '{}' is {}: a static input scale must be finite and >= 0", s, v);
     return v * fp4_to_e4m3;
   }
+  MOE_CHECK(has_tensor(ctx_, a), MOE_STATUS_NOT_FOUND,
+            "checkpoint tensors '{}' and '{}' are both missing: fp8_tensor_static activations "
+            "need one of them ({})",
+            s, a, ctx_.describe);
   return input_scale_from_amax(read_scalar_f32(ctx_, a), a) * 6.0f;
 }
 

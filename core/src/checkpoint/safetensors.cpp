@@ -27,21 +27,29 @@ namespace {
 
 struct DtypeName {
   const char* st;
-  moe_dtype dtype;
+  moe_dtype dtype;  // MOE_DTYPE_INVALID: a dtype no reader here takes
+  uint64_t bytes;
 };
-// U8 also carries packed fp4 and ue8m0 scales: the checkpoint adapters reinterpret it.
-constexpr DtypeName kDtypes[] = {
-    {"BF16", MOE_DTYPE_BF16}, {"F16", MOE_DTYPE_F16},      {"F32", MOE_DTYPE_F32},
-    {"F64", MOE_DTYPE_F64},   {"F8_E4M3", MOE_DTYPE_E4M3}, {"U8", MOE_DTYPE_U8},
-    {"I8", MOE_DTYPE_I8},     {"I32", MOE_DTYPE_I32},      {"I64", MOE_DTYPE_I64}};
+// U8 also carries packed fp4 and ue8m0 scales: the checkpoint adapters reinterpret it. The
+// dtypes that no reader takes may still sit in a checkpoint (in another layer, say): parsed and
+// their sizes checked, refused only when a tensor of theirs is read.
+constexpr DtypeName kDtypes[] = {{"BF16", MOE_DTYPE_BF16, 2},    {"F16", MOE_DTYPE_F16, 2},
+                                 {"F32", MOE_DTYPE_F32, 4},      {"F64", MOE_DTYPE_F64, 8},
+                                 {"F8_E4M3", MOE_DTYPE_E4M3, 1}, {"F8_E8M0", MOE_DTYPE_UE8M0, 1},
+                                 {"U8", MOE_DTYPE_U8, 1},        {"I8", MOE_DTYPE_I8, 1},
+                                 {"I32", MOE_DTYPE_I32, 4},      {"I64", MOE_DTYPE_I64, 8},
+                                 {"BOOL", MOE_DTYPE_INVALID, 1}, {"F8_E5M2", MOE_DTYPE_INVALID, 1},
+                                 {"I16", MOE_DTYPE_INVALID, 2},  {"U16", MOE_DTYPE_INVALID, 2},
+                                 {"U32", MOE_DTYPE_INVALID, 4},  {"U64", MOE_DTYPE_INVALID, 8},
+                                 {"C64", MOE_DTYPE_INVALID, 8}};
 
-moe_dtype dtype_of(const std::string& st, const std::string& at) {
+const DtypeName& dtype_of(const std::string& st, const std::string& at) {
   for (const auto& d : kDtypes)
-    if (st == d.st) return d.dtype;
+    if (st == d.st) return d;
   std::vector<std::string> names;
   for (const auto& d : kDtypes) names.emplace_back(d.st);
   MOE_FAIL(MOE_STATUS_UNSUPPORTED,
-           "{} has dtype '{}', which moe-registry does not read (supported: {})", at, st,
+           "{} has dtype '{}', which is not a safetensors dtype moe-registry knows ({})", at, st,
            fmt::join(names, ", "));
 }
 
@@ -105,7 +113,8 @@ SafetensorsEntry parse_entry(const std::string& name, const json& v, uint64_t da
   SafetensorsEntry e;
   e.name = name;
   e.st_dtype = dtype.get<std::string>();
-  e.dtype = dtype_of(e.st_dtype, at);
+  const DtypeName& d = dtype_of(e.st_dtype, at);
+  e.dtype = d.dtype;
   uint64_t numel = 1;
   bool overflow = false, empty = false;  // a zero dimension makes any product of the rest 0
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -117,7 +126,7 @@ SafetensorsEntry parse_entry(const std::string& name, const json& v, uint64_t da
     empty |= d == 0;
   }
   uint64_t bytes = 0;
-  overflow |= __builtin_mul_overflow(numel, uint64_t(dtype_size(e.dtype)), &bytes);
+  overflow |= __builtin_mul_overflow(numel, d.bytes, &bytes);
   if (empty) bytes = 0;
   MOE_CHECK(empty || !overflow, MOE_STATUS_INVALID_ARGUMENT,
             "{}: shape [{}] has more elements than 64 bits can count", at,
@@ -256,6 +265,8 @@ moe_tensor SafetensorsFile::view(const SafetensorsEntry& e) const {
   MOE_CHECK(e.shape.size() <= MOE_TENSOR_MAX_DIMS, MOE_STATUS_INVALID_ARGUMENT,
             "{}: tensor '{}' has {} dimensions; a moe_tensor holds at most {}", path_, e.name,
             e.shape.size(), MOE_TENSOR_MAX_DIMS);
+  MOE_CHECK(e.dtype != MOE_DTYPE_INVALID, MOE_STATUS_UNSUPPORTED,
+            "{}: tensor '{}' is {}, which moe-registry does not read", path_, e.name, e.st_dtype);
   moe_tensor t{};
   t.data = const_cast<uint8_t*>(data(e));  // the ABI's one tensor type has a mutable pointer
   t.dtype = e.dtype;

@@ -18,8 +18,10 @@ class SourceBase : public ExpertSource {
  public:
   SourceBase(const Checkpoint& ck, const CheckpointSpec& spec, const moe_problem& p);
 
-  // full == 0 means the problem has no shared expert; otherwise shared_expert() reads it.
+  // full == 0 means the problem has no shared expert (refused where the checkpoint stores one);
+  // otherwise shared_expert() reads it.
   std::optional<Expert> shared(int64_t full_intermediate) const final;
+  void check_no_sinks() const final;
   void router(LayerCheckpoint& out, int64_t real_experts) const override;
   // Refuses: only the stacked and inkling conventions store sink experts.
   void sinks(LayerWeights& w) const override;
@@ -36,6 +38,12 @@ class SourceBase : public ExpertSource {
   virtual RouterNames router_names() const = 0;
   // Refuses: the convention has no shared experts.
   virtual Expert shared_expert(int64_t full_intermediate) const;
+  // Where the convention stores a shared expert and sink experts: the start of their tensors'
+  // names under the prefix ("shared_experts.", ...); nullptr: it stores none.
+  virtual const char* shared_names() const { return nullptr; }
+  virtual const char* sink_names() const { return nullptr; }
+  // The first tensor of the checkpoint whose name starts with `start` under the prefix; "" if none.
+  std::string first_tensor_named(const std::string& start) const;
 
   std::string name(const std::string& suffix) const {
     return prefix_.empty() ? suffix : prefix_ + "." + suffix;

@@ -1,6 +1,9 @@
 // stacked: our canonical names under the prefix, {prefix}.w13 [E, 2I, H], w2 [E, H, I] with
 // their _scale / _scale_2, b13 / b2, shared_w13 / shared_w2, sink_w13 / sink_w2, a13_scale /
 // a2_scale, router.weight + router.bias and the selection bias routing_bias. Reader and writer.
+#include <fmt/format.h>
+
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <tuple>
@@ -25,6 +28,8 @@ class StackedSource final : public SourceBase {
 
   std::pair<int64_t, int64_t> checkpoint_sizes() const override {
     const auto& s = shape_of("w2", 3);
+    // The dtype first: a checkpoint of another format has sizes that read as the wrong ones.
+    check_weight_dtype(ctx_, name("w2"), format_);
     const bool packed = is_fp4(format_) && !converted_at_load(dtype_of("w2"), format_);
     return {s[1], packed ? 2 * s[2] : s[2]};
   }
@@ -47,6 +52,8 @@ class StackedSource final : public SourceBase {
     return split_w13(matrix("shared_w13", -1, 0, rows, p_.hidden),
                      matrix("shared_w2", -1, 0, p_.hidden, full), name("shared_w13"));
   }
+  const char* shared_names() const override { return "shared_w"; }
+  const char* sink_names() const override { return "sink_w"; }
 
  private:
   Matrix matrix(const std::string& q, int64_t e, int64_t experts, int64_t rows, int64_t cols) const;
@@ -108,9 +115,13 @@ Matrix StackedSource::matrix(const std::string& q, int64_t e, int64_t experts, i
       m.scale.reinterpret(l.scale_dtype);
     }
   }
-  if (l.has_scale_2)
+  if (l.has_scale_2) {
     m.scale_2 =
         cached(name(q + "_scale_2"), MOE_DTYPE_F32, {e >= 0 ? experts : 1}).data<float>()[at];
+    MOE_CHECK(m.scale_2 > 0 && std::isfinite(m.scale_2), MOE_STATUS_INVALID_ARGUMENT,
+              "checkpoint tensor '{}'{} is {}: a global scale must be finite and > 0",
+              name(q + "_scale_2"), e >= 0 ? fmt::format("[{}]", e) : "", m.scale_2);
+  }
   return m;
 }
 

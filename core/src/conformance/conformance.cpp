@@ -423,11 +423,15 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
       // A plugin that routes in run() (ABI 1.6) takes the same batch from its logits in one call:
       // its ids and weights against the reference's routing, its output against the oracle's.
       // On the accumulate scenario and on ties (where a tie-break of its own shows).
-      if (plugin->info().routes_in_run() && plugin->can_route(p) &&
-          (sc == accumulate_on || sc == Scenario::kTies) && sc != Scenario::kOneExpert &&
-          run.status != CaseStatus::kError) {
+      // A plugin whose supports() throws here fails this case, not the suite.
+      bool routes = false;
+      std::optional<std::string> asked;
+      if (plugin->info().routes_in_run() && (sc == accumulate_on || sc == Scenario::kTies) &&
+          sc != Scenario::kOneExpert && run.status != CaseStatus::kError)
+        asked = failure_of([&] { routes = plugin->can_route(p); });
+      if (asked || routes) {
         CaseResult rr = result("route_in_run", tokens, scenario_name(sc), seed);
-        if (auto why = failure_of([&] {
+        if (auto why = asked ? asked : failure_of([&] {
               Routing got;
               const RunResult out = run_layer_routing(*layer, p, batch, &got, MOE_DTYPE_BF16);
               rr.ms = out.ms;
