@@ -252,8 +252,8 @@ void launch_scatter_slot_rows(const Permutation& perm, int64_t tokens, int64_t f
 void launch_finalize(const moe_problem& p, int64_t tokens, const Permutation& perm,
                      const FinalizeArgs& a, cudaStream_t stream) {
   check_geometry(p, tokens, perm);
-  MOE_CHECK(perm.width <= 32, MOE_STATUS_UNSUPPORTED,
-            "finalize handles top_k + sink_experts <= 32, got {}", perm.width);
+  MOE_CHECK(perm.width <= kCombineMaxColumns, MOE_STATUS_UNSUPPORTED,
+            "finalize handles top_k + sink_experts <= {}, got {}", kCombineMaxColumns, perm.width);
   MOE_CHECK(p.hidden >= 1, kInvalid, "hidden={} must be >= 1", p.hidden);
   if (tokens == 0) return;
   MOE_CHECK(a.gemm2 != nullptr && a.topk_weights != nullptr && a.out != nullptr, kInvalid,

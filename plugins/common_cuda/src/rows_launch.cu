@@ -4,8 +4,12 @@
 #include "kernels/gather.cuh"
 #include "launch.hpp"
 #include "moe_cuda/check.hpp"
+#include "moe_cuda/permute.hpp"
 
 namespace moe::gpu::detail {
+
+static_assert(kernels::kFinalizeMaxWidth == kCombineMaxColumns,
+              "the finalize kernel's shared rows and the limit plugins refuse past must agree");
 
 // NOTES: grids are sized from the worst case (R_max rows, T x column tiles) and capped at 8 blocks
 // per SM; blocks past the rows actually in use (group_offsets[G], read on the device) leave at

@@ -21,8 +21,7 @@ namespace moe::deepgemm {
 namespace {
 
 constexpr int64_t kBlock = 128;
-// launch_finalize's most columns a token, top_k + sinks (moe_cuda/permute.cpp)
-constexpr int64_t kCombineMaxColumns = 32;
+using gpu::kCombineMaxColumns;
 }  // namespace
 
 sdk::Verdict check_support(const moe_problem& p) {

@@ -136,7 +136,7 @@ Refusal check_support(const moe_problem& p) {
     return {MOE_REASON_SHARED, "silu_mul sink experts next to relu2 routed experts"};
   if (p.redundant_experts > 0)
     return {MOE_REASON_EP, "redundant experts (EPLB) are not implemented"};
-  constexpr int64_t kCombineMaxColumns = 32;  // launch_finalize's top_k + sinks (moe_cuda/permute)
+  using gpu::kCombineMaxColumns;
   if (topk_width(p) > kCombineMaxColumns)
     return {MOE_REASON_OTHER,
             fmt::format("top_k + sink_experts = {} columns a token; the combine takes at most {}",

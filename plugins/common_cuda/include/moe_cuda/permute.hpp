@@ -124,6 +124,11 @@ struct FinalizeArgs {
   bool accumulate = false;              // out[t, :] = old out[t, :] + the sum (ABI 1.4)
 };
 
+// The most routing columns (top_k + sink_experts) a token launch_finalize combines: the
+// finalize kernel keeps a token's rows in shared memory (kernels/finalize.cuh's kFinalizeMaxWidth,
+// asserted equal where the kernel is launched). Plugins' supports() refuse a wider problem.
+inline constexpr int64_t kCombineMaxColumns = 32;
+
 // out[t, :] = sum over j in column order of w[t, j] * (gemm2[slot_row[t*W + j], :] + b2[group])
 // (+ gemm2[shared row of t, :] with weight 1, last), accumulated in fp32 in that fixed order
 // (fmaf per term) and rounded once to bf16. Slots without a row are skipped; a token with no
