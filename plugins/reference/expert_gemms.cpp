@@ -23,7 +23,7 @@ void gemv(const std::vector<double>& w, int64_t rows, int64_t cols, const double
 QuantMatrix QuantMatrix::copy_of(const MatrixRef& m) {
   QuantMatrix out{m.format, m.rows, m.cols, {}, {}, m.scale_2};
   out.q.assign(m.q, m.q + m.q_bytes);
-  if (m.scales != nullptr) out.scales.assign(m.scales, m.scales + m.scale_bytes);
+  out.scales = m.scales_as_used();
   return out;
 }
 

@@ -1,8 +1,10 @@
 #include "layer_mlps.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "moe/sdk/block_scales.hpp"
 #include "moe/sdk/error.hpp"
@@ -80,8 +82,25 @@ MlpShape mlp_shape(const moe_problem& p, MlpKind kind) {
   MOE_FAIL(MOE_STATUS_INTERNAL, "mlp kind {} is invalid", int(kind));
 }
 
+std::vector<uint8_t> MatrixRef::scales_as_used() const {
+  if (scales == nullptr) return {};
+  std::vector<uint8_t> out(scales, scales + scale_bytes);
+  if (format != MOE_FORMAT_FP8_BLOCK) return out;
+  // fp8_block scales below sdk::kBlockScaleFloor are raised to it, as every backend raises them
+  // (docs/design.md §6): a tiny scale a checkpoint stores would otherwise dequantise differently
+  // here and there.
+  for (size_t at = 0; at + sizeof(float) <= out.size(); at += sizeof(float)) {
+    float v;
+    std::memcpy(&v, out.data() + at, sizeof v);
+    if (v < sdk::kBlockScaleFloor) v = sdk::kBlockScaleFloor;
+    std::memcpy(out.data() + at, &v, sizeof v);
+  }
+  return out;
+}
+
 void MatrixRef::dequantize(double* out) const {
-  dequantize_matrix(format, q, scales, scale_2, rows, cols, out);
+  const std::vector<uint8_t> s = scales_as_used();
+  dequantize_matrix(format, q, s.empty() ? nullptr : s.data(), scale_2, rows, cols, out);
 }
 
 std::vector<MlpRef> layer_mlps(const moe_problem& p, const moe_weights& w) {

@@ -37,6 +37,8 @@ struct MatrixRef {
   size_t q_bytes = 0, scale_bytes = 0;
 
   void dequantize(double* out /* out, [rows, cols] */) const;  // exact (formats.hpp)
+  // The scale bytes the layer computes with: as stored, fp8_block's floored at 1e-10 (§6).
+  std::vector<uint8_t> scales_as_used() const;
 };
 
 struct MlpRef {

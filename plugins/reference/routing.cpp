@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -81,10 +82,32 @@ std::vector<double> gather(const std::vector<double>& s, const std::vector<int64
   return w;
 }
 
-void renormalize(std::vector<double>& w) {
+// log(sigmoid(a)) written so that exp() never overflows: exp(-|a|) <= 1.
+double log_sigmoid(double a) {
+  return std::min(a, 0.0) - std::log1p(std::exp(-std::abs(a)));
+}
+
+// The chosen scores `w` divided by their sum. Where the sum is below the smallest normal double
+// (every chosen score underflowed: a sigmoid logit below about -708, or softmax numerators that a
+// selection bias chose far below the row's max), w / sum would be 0 / 0 or lose its digits: the
+// weights are then the ratio's limit, a softmax of the scores' logs (`logs`: log-sigmoid, or the
+// logit for softmax, whose normaliser cancels). A NaN sum stays NaN (docs/design.md §4).
+void renormalize(std::vector<double>& w, const std::vector<double>& logs) {
   double sum = 0.0;
   for (double v : w) sum += v;
-  for (double& v : w) v /= sum;
+  if (!(sum < std::numeric_limits<double>::min())) {
+    for (double& v : w) v /= sum;
+    return;
+  }
+  w = softmax_scores(logs);
+}
+
+// The logs of the chosen experts' unbiased scores, for renormalize.
+std::vector<double> score_logs(bool softmax, const float* logits, const std::vector<int64_t>& ids) {
+  std::vector<double> l;
+  for (int64_t id : ids)
+    l.push_back(softmax ? static_cast<double>(logits[id]) : log_sigmoid(logits[id]));
+  return l;
 }
 
 // softmax_topk and sigmoid_topk.
@@ -95,7 +118,8 @@ Choice route_topk(const moe_problem& p, const float* logits, const float* bias) 
   Choice c;
   c.ids = top_k_indices(with_bias(s, bias), p.top_k);
   c.weights = gather(s, c.ids);
-  if (p.renormalize) renormalize(c.weights);
+  if (p.renormalize)
+    renormalize(c.weights, score_logs(p.routing == MOE_ROUTING_SOFTMAX_TOPK, logits, c.ids));
   return c;
 }
 
@@ -126,14 +150,10 @@ Choice route_grouped(const moe_problem& p, const float* logits, const float* bia
   Choice c;
   c.ids = top_k_indices(b, p.top_k, kept_experts(p, s, b, bias != nullptr));
   c.weights = gather(s, c.ids);
-  if (p.renormalize) renormalize(c.weights);
+  if (p.renormalize)
+    renormalize(c.weights, score_logs(p.score_function == MOE_SCORE_SOFTMAX, logits, c.ids));
   for (double& w : c.weights) w *= p.routed_scaling_factor;
   return c;
-}
-
-// log(sigmoid(a)) written so that exp() never overflows: exp(-|a|) <= 1.
-double log_sigmoid(double a) {
-  return std::min(a, 0.0) - std::log1p(std::exp(-std::abs(a)));
 }
 
 // sigmoid_bias_sink (Inkling): routed experts chosen on sigmoid + bias, then the k chosen and the

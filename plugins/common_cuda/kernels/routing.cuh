@@ -340,7 +340,20 @@ __device__ __forceinline__ void route_token(const RouteParams& p, unsigned char*
     if (p.renormalize) {
       double total = 0.0;
       for (int j = 0; j < k; ++j) total += __shfl_sync(kFullMask, s, j);
-      s = s / total;
+      if (!(total < 2.2250738585072014e-308)) {  // DBL_MIN; a NaN total stays NaN
+        s = s / total;
+      } else {
+        // Every chosen score underflowed: the ratio's limit, a softmax of the scores' logs (the
+        // logit for softmax, whose normaliser cancels), as the reference's renormalize.
+        const double l =
+            lane < k ? (p.softmax ? static_cast<double>(x[my_id]) : log_sigmoid(x[my_id])) : 0.0;
+        double m = __shfl_sync(kFullMask, l, 0);
+        for (int j = 1; j < k; ++j) m = fmax(m, __shfl_sync(kFullMask, l, j));
+        const double e = lane < k ? exp(l - m) : 0.0;
+        double sum_e = 0.0;
+        for (int j = 0; j < k; ++j) sum_e += __shfl_sync(kFullMask, e, j);
+        s = e / sum_e;
+      }
     }
     w = s * p.scale;  // 1.0 for softmax/sigmoid_topk: exact
   }

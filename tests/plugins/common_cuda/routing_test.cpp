@@ -176,6 +176,29 @@ TEST_F(RouteTest, NanRanksLowestAndInfinitiesRouteLikeTheReference) {
   }
 }
 
+// Renormalised scores that all underflow take the reference's limit (a softmax of their logs):
+// sigmoid logits near -800, and softmax experts a bias picks from far below the row's max.
+TEST_F(RouteTest, ScoresThatAllUnderflowRenormalizeLikeTheReference) {
+  moe_problem sigmoid = make_problem(MOE_ROUTING_SIGMOID_TOPK, 32, 4);
+  sigmoid.renormalize = 1;
+  moe_problem softmax = make_problem(MOE_ROUTING_SOFTMAX_TOPK, 32, 4);
+  softmax.renormalize = 1;
+  softmax.routing_bias = 1;
+  const moe_problem grouped_sigmoid = grouped(32, 4, 4, 2, false);
+  for (const moe_problem& p : {sigmoid, grouped_sigmoid}) {
+    SCOPED_TRACE(describe_problem(p));
+    std::vector<float> logits = normal_logits(p, 128);
+    for (auto& x : logits) x -= 800.0f;
+    expect_matches_reference(p, 128, logits, bias_for(p));
+  }
+  std::vector<float> logits = normal_logits(softmax, 128);
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (i % 32 >= 4) logits[i] -= 800.0f;  // experts 4.. far below 0..3
+  std::vector<float> bias(32, 0.0f);
+  for (size_t e = 4; e < 32; ++e) bias[e] = 2.0f + normal(0.1f);  // and chosen by the bias
+  expect_matches_reference(softmax, 128, logits, bias);
+}
+
 TEST_F(RouteTest, PaddingTokensGetNoExpertsAndZeroWeights) {
   const moe_problem problems[] = {make_problem(MOE_ROUTING_SOFTMAX_TOPK, 64, 4),
                                   grouped(64, 4, 8, 2, true), sink(64, 4, 2)};

@@ -320,6 +320,29 @@ TEST(ReferenceLayer, CorruptWeightScalesAreRefusedNamingTheTensor) {
   }
 }
 
+// fp8_block scales below 1e-10 are raised to it, as every backend raises them (docs/design.md
+// §6): a block scale of 1e-12 gives the output of 1e-10, and one above the floor stays its own.
+TEST(ReferenceLayer, Fp8BlockScalesBelowTheFloorAreRaisedToIt) {
+  moe_problem raw = problem(1, 1, 128, 128);
+  raw.format = MOE_FORMAT_FP8_BLOCK;
+  const moe_problem p = ready(raw);
+  auto output_with_w2_scale = [&](float s) {
+    Weights w;
+    w.w13 = codes(MOE_DTYPE_E4M3, {1, 256, 128}, std::vector<uint8_t>(256 * 128, 0x38));  // 1.0
+    w.w13_scale = f32({1, 2, 1}, {1.0f / 64, 1.0f / 64});
+    w.w2 = codes(MOE_DTYPE_E4M3, {1, 128, 128}, std::vector<uint8_t>(128 * 128, 0x38));
+    w.w2_scale = f32({1, 1, 1}, {s});
+    const Layer layer(p, w.view());
+    std::vector<double> hidden(128);
+    for (size_t i = 0; i < hidden.size(); ++i) hidden[i] = 0.25 * double(i % 5);
+    return run(layer, p, hidden, {0}, {1.0f});
+  };
+  const std::vector<double> floor = output_with_w2_scale(1e-10f);
+  EXPECT_NE(floor[0], 0.0);
+  EXPECT_EQ(output_with_w2_scale(1e-12f), floor);
+  EXPECT_NE(output_with_w2_scale(1e-9f), floor);
+}
+
 TEST(ReferenceLayer, RoundRobinEpSkipsExpertsOfOtherRanks) {
   moe::Problem ep;
   ep.raw() = problem(4, 2, 2, 1);

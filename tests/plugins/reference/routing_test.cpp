@@ -94,6 +94,32 @@ TEST(ReferenceRouting, SigmoidTopkWeightsAreSigmoidsOptionallyRenormalized) {
   expect_weights(r.weights, {sigmoid(3.0) / sum, sigmoid(2.0) / sum, sigmoid(0.5) / sum});
 }
 
+// Chosen scores that all underflow (sigmoid of a logit below about -708; softmax numerators a
+// selection bias picks far below the row's max) renormalise to the ratio's limit, not 0 / 0.
+TEST(ReferenceRouting, RenormalizingScoresThatAllUnderflowGivesTheRatiosLimit) {
+  const double e = std::exp(1.0);
+  moe_problem p = make_problem(MOE_ROUTING_SIGMOID_TOPK, 4, 2);
+  p.renormalize = 1;
+  Routed r = run(p, {-800.0f, -801.0f, -802.0f, -803.0f});
+  EXPECT_EQ(r.ids, (std::vector<int32_t>{0, 1}));
+  expect_weights(r.weights, {e / (1.0 + e), 1.0 / (1.0 + e)});
+
+  p.routing = MOE_ROUTING_SOFTMAX_TOPK;
+  p.routing_bias = 1;
+  r = run(p, {0.0f, -800.0f, -801.0f, 0.0f}, {0.0f, 2.0f, 1.0f, 0.0f});
+  EXPECT_EQ(r.ids, (std::vector<int32_t>{1, 2}));
+  expect_weights(r.weights, {e / (1.0 + e), 1.0 / (1.0 + e)});
+
+  moe_problem g = make_problem(MOE_ROUTING_GROUPED_TOPK, 8, 2);
+  g.num_groups = 4;
+  g.topk_group = 2;
+  g.renormalize = 1;
+  g.routed_scaling_factor = 2.0f;
+  r = run(g, {-900.0f, -901.0f, -902.0f, -903.0f, -904.0f, -905.0f, -906.0f, -907.0f});
+  EXPECT_EQ(r.ids, (std::vector<int32_t>{0, 1}));  // every score 0: the lowest indices
+  expect_weights(r.weights, {2.0 * e / (1.0 + e), 2.0 / (1.0 + e)});
+}
+
 TEST(ReferenceRouting, OutputIsInDescendingScoreOrder) {
   const moe_problem p = make_problem(MOE_ROUTING_SIGMOID_TOPK, 6, 4);
   const Routed r = run(p, {0.1f, 3.0f, -2.0f, 2.0f, 5.0f, 1.0f});
