@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -167,10 +168,10 @@ void add_bench(CLI::App& app, Discovery& d) {
       ->check(token_counts())
       ->capture_default_str();
   cmd->add_option("--iterations", iterations, "Timed iterations")
-      ->check(integer_in(1, INT32_MAX))
+      ->check(integer_in(1, 1000000))
       ->capture_default_str();
   cmd->add_option("--warmup", warmup, "Untimed iterations first")
-      ->check(integer_in(0, INT32_MAX))
+      ->check(integer_in(0, 1000000))
       ->capture_default_str();
   cmd->add_option("--graph", graph,
                   "Replay CUDA graphs: auto (T <= 64), on or off; only plugins with device "
@@ -188,7 +189,20 @@ void add_bench(CLI::App& app, Discovery& d) {
                   "Device name for the records (default: the GPU the plugin runs on, as the "
                   "driver names it; 'host' for a host-memory plugin)");
   cmd->add_option("--commit", commit, "Commit for the records");
-  cmd->add_option("--shape", shape, "Shape key for the records (default: the config's stem)");
+  cmd->add_option("--shape", shape, "Shape key for the records (default: the config's stem)")
+      ->check(CLI::Validator(
+          [](std::string& key) {
+            // It names files (--dump-routing): letters, digits, '_', '.', '-' only.
+            const bool ok = !key.empty() && key != "." && key != ".." &&
+                            std::all_of(key.begin(), key.end(), [](char c) {
+                              return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                                     c == '.' || c == '-';
+                            });
+            return ok ? std::string()
+                      : fmt::format("'{}' is not a shape key (letters, digits, '_', '.', '-')",
+                                    key);
+          },
+          "KEY"));
   cmd->add_option("--dump-routing", dump_routing,
                   "Write each token count's routing of every input set it times "
                   "(<dir>/<shape>_<T>_<set>.safetensors: topk_ids, topk_weights; the record's "
@@ -274,9 +288,11 @@ void add_bench(CLI::App& app, Discovery& d) {
                              "tokens", "ms", "TFLOP/s", "weight TB/s", "floor ms", "x floor",
                              "timed", "rel_err", "host us", monitor ? "  SM MHz  watts" : "");
     for (const int64_t t : counts) {
-      // Enough input sets that one pass over them exceeds the L2 (at most 8).
+      // Enough input sets that one pass over them exceeds the L2 (at most 8), and no more than
+      // are timed: the floor and the routed work below are the sets' means.
       const double act_bytes = double(t) * p.hidden * 2.0 * (2 + p.top_k);
-      const int sets = int(std::clamp(std::ceil(2 * kL2Bytes / act_bytes), 2.0, 8.0));
+      const int sets =
+          std::min(iterations, int(std::clamp(std::ceil(2 * kL2Bytes / act_bytes), 2.0, 8.0)));
       std::vector<StagedRun> runs;
       std::vector<moe_run_args> args;
       Point pt;
@@ -316,7 +332,8 @@ void add_bench(CLI::App& app, Discovery& d) {
       auto median_ms = [&](bool use_graph) {
         std::vector<double> times = sel.plugin->benchmark(args, warmup, iterations, use_graph);
         std::sort(times.begin(), times.end());
-        return times[times.size() / 2];
+        const size_t n = times.size();  // the median; of an even count, the middle two's mean
+        return n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
       };
       if (monitor) monitor->start();
       pt.ms = median_ms(pt.graph);

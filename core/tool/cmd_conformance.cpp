@@ -73,8 +73,9 @@ Filter parse_filter(const std::string& text) {
         MOE_STATUS_INVALID_ARGUMENT,
         fmt::format("--filter '{}': {}; expected PLUGIN/PROBLEM[/SCENARIO[/TOKENS]]", text, why));
   };
-  if (parts.size() < 2 || parts.size() > 4 || parts[0].empty() || parts[1].empty())
-    throw bad("wrong number of parts");
+  if (parts.size() < 2 || parts.size() > 4) throw bad("wrong number of parts");
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (parts[i].empty()) throw bad(fmt::format("part {} is empty", i + 1));
   Filter f{parts[0], parts[1], std::nullopt, std::nullopt};
   if (parts.size() > 2) {
     Scenario sc;
@@ -186,13 +187,14 @@ void add_conformance(CLI::App& app, Discovery& d) {
                   "Directory of problem files; default: the installed set "
                   "(<exe>/" MOE_PROBLEMS_FROM_INSTALLED_BIN "), else the source tree's");
   cmd->add_option("--report", report, "Write a JSON report here");
-  cmd->add_option("--seed", seed, "Seed of the random inputs (default: fresh, printed)");
+  cmd->add_option("--seed", seed, "Seed of the random inputs (default: fresh, printed)")
+      ->check(seed_value());
   cmd->add_option("--filter", filter_text,
                   "Only PLUGIN/PROBLEM[/SCENARIO[/TOKENS]] (with --seed: replays a case)");
   cmd->add_flag("--gpu-sized", gpu_sized,
                 "Also run the problems marked gpu_sized (model shapes): device-memory plugins "
                 "against the gpu_oracle plugin");
-  cmd->callback([&d] {
+  cmd->callback([&d, cmd] {
     const std::optional<Filter> filter =
         filter_text.empty() ? std::nullopt : std::optional(parse_filter(filter_text));
     // Fails now, before a long run, if the report cannot be written.
@@ -202,7 +204,7 @@ void add_conformance(CLI::App& app, Discovery& d) {
     with_files.plugin_files = plugins;
     const Registry r = with_files.discover();
     ConformanceOptions opt;
-    opt.seed = seed ? seed : std::random_device{}();
+    opt.seed = cmd->count("--seed") > 0 ? seed : std::random_device{}();  // 0 is a seed too
     opt.include_gpu_sized = gpu_sized;
     if (gpu_sized) {
       opt.gpu_oracle = r.find("gpu_oracle");

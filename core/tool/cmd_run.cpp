@@ -11,13 +11,30 @@
 #include "moe/conformance.hpp"
 #include "moe/runner.hpp"
 #include "moe/sdk/error.hpp"
+#include "moe/sdk/formats.hpp"
 #include "moe/sdk/problem.hpp"
 #include "moe/selection.hpp"
 #include "run_ep.hpp"
 #include "run_inputs.hpp"
 
 namespace moe::tool {
+
 namespace {
+
+// The oracle's f64 output must fit a bf16 output: a value past bf16's range (inputs or weights
+// too large for such a layer) would make every backend's output inf and read as a MISMATCH,
+// where nothing is wrong with the backend.
+void check_within_bf16(const HostTensor& ref) {
+  const int64_t cols = ref.shape().size() == 2 ? ref.shape()[1] : 1;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double v = ref.data<double>()[i];
+    MOE_CHECK(std::isfinite(bf16_to_float(float_to_bf16(static_cast<float>(v)))),
+              MOE_STATUS_INVALID_ARGUMENT,
+              "the reference's output[{}, {}] is {:g}, beyond bf16's range: the inputs or weights "
+              "are too large for this layer's bf16 output (nothing to compare)",
+              i / cols, i % cols, v);
+  }
+}
 
 double sum_of(const HostTensor& bf16) {
   double s = 0;
@@ -89,7 +106,10 @@ void add_run(CLI::App& app, Discovery& d) {
     if (cmd->count("--output") > 0) check_writable(output, "--output");
     if (cmd->count("--ep-jsonl") > 0) check_writable(ep_jsonl, "--ep-jsonl");
     Config cfg = Config::load_file(config);
-    if (!checkpoint.empty()) {
+    if (cmd->count("--checkpoint") > 0) {
+      MOE_CHECK(!checkpoint.empty(), MOE_STATUS_INVALID_ARGUMENT,
+                "--checkpoint is empty: give a checkpoint path (or leave the flag out for the "
+                "config's)");
       MOE_CHECK(cfg.checkpoint.has_value(), MOE_STATUS_CONFIG_ERROR,
                 "--checkpoint given, but {} has no checkpoint section (it names the convention)",
                 config);
@@ -133,8 +153,10 @@ void add_run(CLI::App& app, Discovery& d) {
     const RunResult out = run_layer(layer, p, batch.hidden, routing);
     const Layer ref_layer = reference->prepare(p, weights.view(), {});
     const RunResult ref = run_layer(ref_layer, p, batch.hidden, routing, MOE_DTYPE_F64);
+    check_within_bf16(ref.output);
     const double err = relative_l2(out.output, ref.output);
     const double tol = default_tolerance(static_cast<moe_format>(p.format));
+    const bool empty = out.output.numel() == 0;
 
     std::cout << fmt::format("backend:   {} ({})\n", sel.plugin->name(), sel.rule)
               << fmt::format("problem:   {}\n", describe_problem(p))
@@ -142,8 +164,10 @@ void add_run(CLI::App& app, Discovery& d) {
               << fmt::format("inputs:    {}  routed by: {}\n", in.batch_from, router.name())
               << fmt::format("checksum:  sum={:.6f} fnv1a={:016x}\n", sum_of(out.output),
                              fnv1a(out.output.raw(), out.output.bytes()))
-              << fmt::format("rel_err:   {:.3e} against the reference (tolerance {:.0e}) {}\n", err,
-                             tol, err <= tol ? "ok" : "MISMATCH")
+              << (empty ? std::string("rel_err:   none (0 tokens: nothing to compare)\n")
+                        : fmt::format(
+                              "rel_err:   {:.3e} against the reference (tolerance {:.0e}) {}\n",
+                              err, tol, err <= tol ? "ok" : "MISMATCH"))
               << fmt::format("time:      {:.3f} ms (one run, wall clock, incl. stream sync)\n",
                              out.ms);
     if (!output.empty()) {

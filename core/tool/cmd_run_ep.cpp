@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -283,9 +285,16 @@ HostTensor gather_rows(ep::Group* group, const Plugin& dev, const HostTensor& mi
   return out;
 }
 
+// A positive, finite number of seconds from environment variable `name`; `fallback` if unset.
 double env_seconds(const char* name, double fallback) {
   const char* v = std::getenv(name);
-  return v && *v ? std::stod(v) : fallback;
+  if (v == nullptr || *v == 0) return fallback;
+  double s = 0;
+  const char* end = v + std::strlen(v);
+  const auto [ptr, ec] = std::from_chars(v, end, s);
+  MOE_CHECK(ec == std::errc() && ptr == end && std::isfinite(s) && s > 0, MOE_STATUS_CONFIG_ERROR,
+            "{}={} is not a positive number of seconds", name, v);
+  return s;
 }
 
 }  // namespace
@@ -307,6 +316,12 @@ void run_expert_parallel(const Config& cfg_in, const Discovery& d, const EpRunOp
   cfg.problem.finalize();
   const moe_problem p = cfg.problem.c();
   validate_problem(p);
+  // Before any weight is drawn (an --inputs file's tokens are checked as it is read): a rank's
+  // own tokens must fit its layer, as on one GPU.
+  MOE_CHECK(!o.inputs.empty() || o.tokens <= p.max_tokens, MOE_STATUS_CAPACITY_EXCEEDED,
+            "{} tokens a rank (--tokens) are above max_tokens={} of {} (raise it there, or run "
+            "fewer)",
+            o.tokens, p.max_tokens, cfg.source);
   Problem whole = cfg.problem;  // the same layer on one GPU
   whole.raw().ep_placement = MOE_EP_NONE;
   whole.raw().ep_size = 1;

@@ -52,8 +52,9 @@ float value_at(const HostTensor& t, int64_t i) {
   return t.dtype() == MOE_DTYPE_F32 ? t.data<float>()[i] : bf16_to_float(t.data<uint16_t>()[i]);
 }
 
-// Every hidden state finite: a NaN or inf one would come back as a "mismatch" against the
-// reference (whose output is as non-finite), where it is the input that is wrong.
+// Every hidden state finite, as the experts get it (F32 values rounded to bf16: 3.4e38 becomes
+// inf): a NaN or inf one would come back as a "mismatch" against the reference (whose output is
+// as non-finite), where it is the input that is wrong.
 void check_hidden_finite(const HostTensor& h, const std::string& path) {
   const int64_t cols = h.shape()[1];
   for (int64_t i = 0; i < h.numel(); ++i) {
@@ -61,6 +62,10 @@ void check_hidden_finite(const HostTensor& h, const std::string& path) {
     MOE_CHECK(std::isfinite(v), MOE_STATUS_INVALID_ARGUMENT,
               "{}: hidden_states[{}, {}] is {}: the layer's inputs must be finite", path, i / cols,
               i % cols, v);
+    MOE_CHECK(std::isfinite(bf16_to_float(float_to_bf16(v))), MOE_STATUS_INVALID_ARGUMENT,
+              "{}: hidden_states[{}, {}] is {}, which rounds to inf in bf16 (the experts' input): "
+              "the layer's inputs must be finite in bf16",
+              path, i / cols, i % cols, v);
   }
 }
 

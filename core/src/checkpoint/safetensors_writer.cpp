@@ -1,5 +1,7 @@
 #include "moe/safetensors_writer.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -47,8 +49,10 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
+  errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  MOE_CHECK(out.good(), MOE_STATUS_IO_ERROR, "cannot write '{}'", path);
+  MOE_CHECK(out.good(), MOE_STATUS_IO_ERROR, "cannot write '{}': {}", path,
+            errno ? std::strerror(errno) : "the stream could not be opened");
   const uint64_t n = text.size();
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));

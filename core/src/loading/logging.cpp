@@ -71,7 +71,15 @@ void init_logging_from_env() {
   logger();
   static std::once_flag once;
   std::call_once(once, [] {
-    if (const char* env = std::getenv("MOE_LOG_LEVEL"); env && *env) set_log_level(env);
+    // A bad value is not worth failing every call over (--version, --help, a library user's
+    // first call): it is named in a warning and the default level stays.
+    if (const char* env = std::getenv("MOE_LOG_LEVEL"); env && *env) {
+      try {
+        set_log_level(env);
+      } catch (const std::exception& e) {
+        logger().warn("MOE_LOG_LEVEL ignored: {}", e.what());
+      }
+    }
   });
 }
 
