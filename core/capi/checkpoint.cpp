@@ -34,7 +34,9 @@ moe_status moe_host_layer_prepare_checkpoint(const moe_host_registry* registry,
     moe::LayerCheckpoint loaded = moe::load_layer(moe::Checkpoint::open(spec.path), spec, p);
     // The options of the plugin this layer is for: its own section, and the plain entries when
     // the original config named it (not when it was the selection's fallback).
-    const auto plugin = r.registry.find(config.backend);
+    // Under "auto" the plugin is the one the selection rule picks (as prepare_layer will).
+    const auto plugin = config.backend == "auto" ? moe::select_backend(r.registry, config).plugin
+                                                 : r.registry.find(config.backend);
     const moe::Options options =
         plugin ? moe::options_for(r.registry, s.config, *plugin) : moe::Options{};
     auto l = prepare_layer(r, config, loaded.weights.view(), options, a.stream);

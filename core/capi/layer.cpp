@@ -102,12 +102,17 @@ std::unique_ptr<moe_host_layer> prepare_layer(const moe_host_registry& registry,
   Layer prepared = sel.plugin->prepare(split ? split->routed.c() : p,
                                        split ? split->routed_weights : *host, options, stream);
   auto l = std::make_unique<moe_host_layer>(config.problem, std::move(prepared));
+  // The caller's extension chain was the plugin's to read during prepare; the layer keeps
+  // nothing else of the caller's (later calls would walk freed memory).
+  l->problem.raw().ext = nullptr;
   l->problem_c = l->problem.c();
   if (split) {
     l->shared.emplace(
         sel.plugin->prepare(split->shared.c(), split->shared_weights, options, stream));
     l->routed_problem = split->routed;
+    l->routed_problem.raw().ext = nullptr;
     l->shared_problem = split->shared;
+    l->shared_problem.raw().ext = nullptr;
   }
   choose_router(registry, *l);
   l->run_memory = device::RunMemory::of_layer(

@@ -5,6 +5,7 @@
  * a checkpoint runs like the same weights passed directly.
  *   moe_capi_test CASE|all PLUGIN_DIR SOURCE_DIR EXPECTED_FILE EXAMPLE_PLUGIN SCRATCH_DIR */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -447,6 +448,50 @@ static void test_errors_name_the_problem(moe_host_registry* registry) {
   o.core_plugin_dir = "/nonexistent/core/plugins";
   expect_error("a missing core plugin directory", moe_host_registry_open(&o, &other),
                MOE_STATUS_NOT_FOUND, "'/nonexistent/core/plugins' (from core_plugin_dir)");
+}
+
+/* A layer keeps nothing of the caller's problem but its values: an extension chain on the problem
+ * is read during prepare, then freed here and the layer still answers. An output struct keeps the
+ * caller's own ext (it is not an out-field). */
+static void test_the_layer_keeps_nothing_of_the_callers(moe_host_registry* registry) {
+  capi_inputs* in = malloc(sizeof *in);
+  capi_make_inputs(in);
+  moe_problem p = small_problem();
+  const moe_weights w = capi_weights(in);
+  moe_extension* chain = malloc(sizeof *chain);
+  chain->struct_size = sizeof *chain;
+  chain->type = 99; /* a type no one knows: skipped */
+  chain->next = NULL;
+  p.ext = chain;
+  moe_host_prepare_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.backend = "reference";
+  a.problem = &p;
+  a.weights = &w;
+  moe_host_layer* layer = NULL;
+  CHECK_OK(moe_host_layer_prepare(registry, &a, &layer));
+  chain->struct_size = 0; /* what freed memory may hold */
+  chain->next = (const moe_extension*)(uintptr_t)0x10;
+  free(chain);
+  if (layer != NULL) {
+    size_t bytes = 0;
+    CHECK_OK(moe_host_layer_route_workspace_size(layer, 8, &bytes));
+    moe_extension mine;
+    memset(&mine, 0, sizeof mine);
+    moe_host_layer_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    info.ext = &mine;
+    CHECK_OK(moe_host_layer_info_get(layer, &info));
+    CHECK(info.ext == &mine, "the caller's ext was overwritten");
+    CHECK(info.problem != NULL && info.problem->ext == NULL, "the layer kept the caller's chain");
+    char text[4096];
+    size_t needed = 0;
+    CHECK_OK(moe_host_problem_format(info.problem, text, sizeof text, &needed));
+  }
+  CHECK_OK(moe_host_layer_destroy(layer));
+  free(in);
 }
 
 static void test_conformance_of_a_plugin(moe_host_registry* registry) {
@@ -1059,6 +1104,7 @@ static const capi_case kCases[] = {
     {"runs_like_the_cpp_api", test_runs_like_the_cpp_api},
     {"describes_a_plugin", test_describes_a_plugin},
     {"errors_name_the_problem", test_errors_name_the_problem},
+    {"the_layer_keeps_nothing_of_the_callers", test_the_layer_keeps_nothing_of_the_callers},
     {"conformance_of_a_plugin", test_conformance_of_a_plugin},
     {"problems_as_text", test_problems_as_text},
     {"prepares_a_layer_from_a_checkpoint", test_prepares_a_layer_from_a_checkpoint},

@@ -49,6 +49,16 @@ def test_a_named_backend_replaces_the_configs(checkpoint):
     assert error.value.status == "config_error"
 
 
+def test_auto_gives_the_plugin_it_picks_that_plugins_options(checkpoint, capfd):
+    config, _, _ = checkpoint
+    config["backend"] = "auto"
+    config["options"] = {"reference": {"tile_m": 4}}  # the reference logs what it ignores
+    layer = moe.Layer.from_checkpoint(config)
+    if layer.backend != "reference":
+        pytest.skip(f"auto picked {layer.backend} here")
+    assert "option 'tile_m' is ignored" in capfd.readouterr().err
+
+
 def test_checkpoint_errors_name_the_problem(checkpoint):
     config, _, _ = checkpoint
     plain = {k: v for k, v in config.items() if k != "checkpoint"}

@@ -29,12 +29,15 @@ T read_struct(const T* ptr, const T& defaults) {
   return out;
 }
 
-// Writes the fields of `value` that fit in the caller's output struct (its struct_size kept).
+// Writes the fields of `value` that fit in the caller's output struct (its struct_size and ext
+// chain kept: they are the caller's, not out-fields).
 template <class T>
 void write_struct(T* out, const T& value) {
   const size_t caller_size = out->struct_size;
+  const auto caller_ext = out->ext;  // the caller's chain, not an out-field
   std::memcpy(out, &value, std::min(sizeof(T), caller_size));
   out->struct_size = caller_size;
+  out->ext = caller_ext;
 }
 
 // moe_run_args.accumulate (ABI 1.4) as the caller set it: false where its struct is older than
