@@ -28,6 +28,10 @@ void check_within_bf16(const HostTensor& ref) {
   const int64_t cols = ref.shape().size() == 2 ? ref.shape()[1] : 1;
   for (int64_t i = 0; i < ref.numel(); ++i) {
     const double v = ref.data<double>()[i];
+    MOE_CHECK(!std::isnan(v), MOE_STATUS_INVALID_ARGUMENT,
+              "the reference's output[{}, {}] is NaN: the inputs or weights make the layer's "
+              "arithmetic undefined (nothing to compare)",
+              i / cols, i % cols);
     MOE_CHECK(std::isfinite(bf16_to_float(float_to_bf16(static_cast<float>(v)))),
               MOE_STATUS_INVALID_ARGUMENT,
               "the reference's output[{}, {}] is {:g}, beyond bf16's range: the inputs or weights "

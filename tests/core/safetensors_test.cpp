@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "moe/sdk/error.hpp"
 #include "moe/sdk/formats.hpp"
@@ -408,14 +409,25 @@ TEST(SafetensorsHeader, DtypesNoReaderTakesParseAndOnlyUnknownNamesAreRefused) {
   const auto e8 = parse_safetensors_header(
       R"({"s":{"dtype":"F8_E8M0","shape":[2],"data_offsets":[0,2]}})", 2, "t.safetensors");
   EXPECT_EQ(e8.entries[0].dtype, MOE_DTYPE_UE8M0);
-  for (const char* dtype : {"bf16", "F4", ""}) {
+  for (const auto& [dtype, elements, bytes] :
+       {std::tuple{"F4", 6, 3}, {"F6_E2M3", 4, 3}, {"F6_E3M2", 8, 6}}) {  // packed below a byte
+    SCOPED_TRACE(dtype);
+    const auto h = parse_safetensors_header(
+        fmt::format(R"({{"w":{{"dtype":"{}","shape":[{}],"data_offsets":[0,{}]}}}})", dtype,
+                    elements, bytes),
+        uint64_t(bytes), "t.safetensors");
+    EXPECT_EQ(h.entries[0].dtype, MOE_DTYPE_INVALID);
+  }
+  expect_header_error(R"({"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", 2,
+                      MOE_STATUS_INVALID_ARGUMENT, {"shape [3] of F4 is 12 bits, not whole bytes"});
+  for (const char* dtype : {"bf16", "F2", ""}) {
     SCOPED_TRACE(dtype);
     expect_header_error(
         fmt::format(R"({{"w":{{"dtype":"{}","shape":[],"data_offsets":[0,1]}}}})", dtype), 1,
         MOE_STATUS_UNSUPPORTED,
         {fmt::format("t.safetensors: tensor 'w' has dtype '{}', which is not a safetensors dtype "
                      "moe-registry knows (BF16, F16, F32, F64, F8_E4M3, F8_E8M0, U8, I8, I32, "
-                     "I64, BOOL, F8_E5M2, I16, U16, U32, U64, C64)",
+                     "I64, BOOL, F8_E5M2, I16, U16, U32, U64, C64, F4, F6_E2M3, F6_E3M2)",
                      dtype)});
   }
 }

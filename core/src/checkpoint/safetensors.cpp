@@ -28,20 +28,22 @@ namespace {
 struct DtypeName {
   const char* st;
   moe_dtype dtype;  // MOE_DTYPE_INVALID: a dtype no reader here takes
-  uint64_t bytes;
+  uint64_t bits;    // an element's; F4 and F6 pack below a byte
 };
 // U8 also carries packed fp4 and ue8m0 scales: the checkpoint adapters reinterpret it. The
 // dtypes that no reader takes may still sit in a checkpoint (in another layer, say): parsed and
 // their sizes checked, refused only when a tensor of theirs is read.
-constexpr DtypeName kDtypes[] = {{"BF16", MOE_DTYPE_BF16, 2},    {"F16", MOE_DTYPE_F16, 2},
-                                 {"F32", MOE_DTYPE_F32, 4},      {"F64", MOE_DTYPE_F64, 8},
-                                 {"F8_E4M3", MOE_DTYPE_E4M3, 1}, {"F8_E8M0", MOE_DTYPE_UE8M0, 1},
-                                 {"U8", MOE_DTYPE_U8, 1},        {"I8", MOE_DTYPE_I8, 1},
-                                 {"I32", MOE_DTYPE_I32, 4},      {"I64", MOE_DTYPE_I64, 8},
-                                 {"BOOL", MOE_DTYPE_INVALID, 1}, {"F8_E5M2", MOE_DTYPE_INVALID, 1},
-                                 {"I16", MOE_DTYPE_INVALID, 2},  {"U16", MOE_DTYPE_INVALID, 2},
-                                 {"U32", MOE_DTYPE_INVALID, 4},  {"U64", MOE_DTYPE_INVALID, 8},
-                                 {"C64", MOE_DTYPE_INVALID, 8}};
+constexpr DtypeName kDtypes[] = {
+    {"BF16", MOE_DTYPE_BF16, 16},      {"F16", MOE_DTYPE_F16, 16},
+    {"F32", MOE_DTYPE_F32, 32},        {"F64", MOE_DTYPE_F64, 64},
+    {"F8_E4M3", MOE_DTYPE_E4M3, 8},    {"F8_E8M0", MOE_DTYPE_UE8M0, 8},
+    {"U8", MOE_DTYPE_U8, 8},           {"I8", MOE_DTYPE_I8, 8},
+    {"I32", MOE_DTYPE_I32, 32},        {"I64", MOE_DTYPE_I64, 64},
+    {"BOOL", MOE_DTYPE_INVALID, 8},    {"F8_E5M2", MOE_DTYPE_INVALID, 8},
+    {"I16", MOE_DTYPE_INVALID, 16},    {"U16", MOE_DTYPE_INVALID, 16},
+    {"U32", MOE_DTYPE_INVALID, 32},    {"U64", MOE_DTYPE_INVALID, 64},
+    {"C64", MOE_DTYPE_INVALID, 64},    {"F4", MOE_DTYPE_INVALID, 4},
+    {"F6_E2M3", MOE_DTYPE_INVALID, 6}, {"F6_E3M2", MOE_DTYPE_INVALID, 6}};
 
 const DtypeName& dtype_of(const std::string& st, const std::string& at) {
   for (const auto& d : kDtypes)
@@ -125,12 +127,16 @@ SafetensorsEntry parse_entry(const std::string& name, const json& v, uint64_t da
     overflow |= __builtin_mul_overflow(numel, d, &numel);
     empty |= d == 0;
   }
-  uint64_t bytes = 0;
-  overflow |= __builtin_mul_overflow(numel, d.bytes, &bytes);
-  if (empty) bytes = 0;
+  uint64_t bits = 0;
+  overflow |= __builtin_mul_overflow(numel, d.bits, &bits);
+  if (empty) bits = 0;
   MOE_CHECK(empty || !overflow, MOE_STATUS_INVALID_ARGUMENT,
             "{}: shape [{}] has more elements than 64 bits can count", at,
             fmt::join(e.shape, ", "));
+  MOE_CHECK(bits % 8 == 0, MOE_STATUS_INVALID_ARGUMENT,
+            "{}: shape [{}] of {} is {} bits, not whole bytes", at, fmt::join(e.shape, ", "),
+            e.st_dtype, bits);
+  const uint64_t bytes = bits / 8;
 
   e.begin = read_count(offsets[0], at, "data_offsets[0]");
   e.end = read_count(offsets[1], at, "data_offsets[1]");

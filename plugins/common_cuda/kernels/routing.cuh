@@ -348,7 +348,10 @@ __device__ __forceinline__ void route_token(const RouteParams& p, unsigned char*
         const double l =
             lane < k ? (p.softmax ? static_cast<double>(x[my_id]) : log_sigmoid(x[my_id])) : 0.0;
         double m = __shfl_sync(kFullMask, l, 0);
-        for (int j = 1; j < k; ++j) m = fmax(m, __shfl_sync(kFullMask, l, j));
+        for (int j = 1; j < k; ++j) {
+          const double v = __shfl_sync(kFullMask, l, j);
+          m = (m < v) ? v : m;  // std::max's, as the reference
+        }
         const double e = lane < k ? exp(l - m) : 0.0;
         double sum_e = 0.0;
         for (int j = 0; j < k; ++j) sum_e += __shfl_sync(kFullMask, e, j);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "moe/abi/moe_abi.h"
@@ -30,14 +31,15 @@ T read_struct(const T* ptr, const T& defaults) {
 }
 
 // Writes the fields of `value` that fit in the caller's output struct (its struct_size and ext
-// chain kept: they are the caller's, not out-fields).
+// chain kept: they are the caller's, not out-fields). A moe_problem is a value the caller passes
+// back in, written whole: its ext is `value`'s (NULL), never an uninitialised field of the caller.
 template <class T>
 void write_struct(T* out, const T& value) {
   const size_t caller_size = out->struct_size;
-  const auto caller_ext = out->ext;  // the caller's chain, not an out-field
+  const auto caller_ext = out->ext;
   std::memcpy(out, &value, std::min(sizeof(T), caller_size));
   out->struct_size = caller_size;
-  out->ext = caller_ext;
+  if constexpr (!std::is_same_v<T, moe_problem>) out->ext = caller_ext;
 }
 
 // moe_run_args.accumulate (ABI 1.4) as the caller set it: false where its struct is older than
