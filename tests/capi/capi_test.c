@@ -68,18 +68,24 @@ static moe_problem small_problem(void) {
   return p;
 }
 
-static moe_host_layer* prepare(moe_host_registry* registry, const char* backend, capi_inputs* in) {
-  const moe_problem p = small_problem();
+/* A layer of `backend` for problem `p` from `in`'s weights. */
+static moe_host_layer* prepare_problem(moe_host_registry* registry, const char* backend,
+                                       capi_inputs* in, const moe_problem* p) {
   const moe_weights w = capi_weights(in);
   moe_host_prepare_args a;
   memset(&a, 0, sizeof a);
   a.struct_size = sizeof a;
   a.backend = backend;
-  a.problem = &p;
+  a.problem = p;
   a.weights = &w;
   moe_host_layer* layer = NULL;
   CHECK_OK(moe_host_layer_prepare(registry, &a, &layer));
   return layer;
+}
+
+static moe_host_layer* prepare(moe_host_registry* registry, const char* backend, capi_inputs* in) {
+  const moe_problem p = small_problem();
+  return prepare_problem(registry, backend, in, &p);
 }
 
 static void test_version(moe_host_registry* registry) {
@@ -457,20 +463,12 @@ static void test_the_layer_keeps_nothing_of_the_callers(moe_host_registry* regis
   capi_inputs* in = malloc(sizeof *in);
   capi_make_inputs(in);
   moe_problem p = small_problem();
-  const moe_weights w = capi_weights(in);
   moe_extension* chain = malloc(sizeof *chain);
   chain->struct_size = sizeof *chain;
   chain->type = 99; /* a type no one knows: skipped */
   chain->next = NULL;
   p.ext = chain;
-  moe_host_prepare_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.backend = "reference";
-  a.problem = &p;
-  a.weights = &w;
-  moe_host_layer* layer = NULL;
-  CHECK_OK(moe_host_layer_prepare(registry, &a, &layer));
+  moe_host_layer* layer = prepare_problem(registry, "reference", in, &p);
   chain->struct_size = 0; /* what freed memory may hold */
   chain->next = (const moe_extension*)(uintptr_t)0x10;
   free(chain);
@@ -793,16 +791,7 @@ static moe_host_layer* prepare_ep_layer(moe_host_registry* registry, capi_inputs
   p.ep_placement = MOE_EP_LINEAR;
   p.ep_size = 1;
   p.ep_rank = 0;
-  const moe_weights w = capi_weights(in);
-  moe_host_prepare_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.backend = "reference";
-  a.problem = &p;
-  a.weights = &w;
-  moe_host_layer* layer = NULL;
-  CHECK_OK(moe_host_layer_prepare(registry, &a, &layer));
-  return layer;
+  return prepare_problem(registry, "reference", in, &p);
 }
 
 /* Expert parallelism over the caller's communicator: its argument checks (a NULL communicator, a
