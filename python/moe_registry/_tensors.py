@@ -32,9 +32,10 @@ def detached(x):
 def leading_dim(x, name):
     """The token count of a [T, ...] argument (0 for a scalar), or a MoeError naming it."""
     shape = getattr(untagged(x), "shape", None)
-    if shape is None:
+    if shape is None:  # a bare DLPack capsule or exporter: its shape is not readable here
         raise MoeError("invalid_argument",
-                       f"{name}: expected an array (NumPy, torch, CuPy), got {type(untagged(x)).__name__}")
+                       f"{name}: expected an array with a shape (NumPy, torch, CuPy, or another "
+                       f"__dlpack__ exporter that has .shape), got {type(untagged(x)).__name__}")
     return int(shape[0]) if len(shape) else 0
 
 

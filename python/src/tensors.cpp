@@ -107,15 +107,25 @@ std::string str_of(nb::handle obj) {
   return nb::cast<std::string>(text);
 }
 
-std::optional<std::pair<const char*, moe_dtype>> ml_dtypes_view(nb::handle obj) {
+// The integer view that carries an ml_dtypes array's bits, and the dtype they are. The view keeps
+// the array's byte order: a byte-swapped bfloat16 becomes '>u2', which DLPack refuses (read as
+// '<u2' its values would be wrong with no error).
+std::optional<std::pair<std::string, moe_dtype>> ml_dtypes_view(nb::handle obj) {
   if (!nb::hasattr(obj, "dtype") || !nb::hasattr(obj, "view")) return std::nullopt;
   const std::string module = nb::cast<std::string>(nb::handle(obj.type()).attr("__module__"));
   if (module != "numpy") return std::nullopt;
-  const std::string name = nb::cast<std::string>(obj.attr("dtype").attr("name"));
-  if (name == "bfloat16") return std::pair{"uint16", MOE_DTYPE_BF16};
-  if (name == "float8_e4m3fn") return std::pair{"uint8", MOE_DTYPE_E4M3};
-  if (name == "float8_e8m0fnu") return std::pair{"uint8", MOE_DTYPE_UE8M0};
+  const nb::object dtype = obj.attr("dtype");
+  const std::string name = nb::cast<std::string>(dtype.attr("name"));
+  const std::string order = nb::cast<std::string>(dtype.attr("byteorder"));  // '=', '<', '>', '|'
+  if (name == "bfloat16") return std::pair{order + "u2", MOE_DTYPE_BF16};
+  if (name == "float8_e4m3fn") return std::pair{std::string("u1"), MOE_DTYPE_E4M3};
+  if (name == "float8_e8m0fnu") return std::pair{std::string("u1"), MOE_DTYPE_UE8M0};
   return std::nullopt;
+}
+
+void* empty_storage() {
+  alignas(256) static unsigned char storage[256];
+  return storage;
 }
 
 template <class Array>
@@ -207,6 +217,10 @@ moe_tensor view_of(Array& a, const std::string& name, std::optional<moe_dtype> t
   moe_tensor t;
   std::memset(&t, 0, sizeof t);
   t.data = const_cast<void*>(static_cast<const void*>(a.data()));
+  // An empty array may come without storage (torch's and CuPy's zero-size device arrays have a
+  // NULL pointer), but a NULL router_logits means "not given" in the ABI: point it somewhere that
+  // is never read (the core skips empty tensors' placement checks).
+  if (t.data == nullptr && a.size() == 0) t.data = empty_storage();
   t.dtype = *dtype;
   t.ndim = int32_t(a.ndim());
   for (size_t i = 0; i < a.ndim(); ++i) t.shape[i] = int64_t(a.shape(i));  // strides 0: contiguous
@@ -238,10 +252,10 @@ moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where,
              "{}: tagged \"{}\", but the array's dtype is {} ({} values): drop the tag, or "
              "view the bits as plain integers first",
              name, tag_name, str_of(array.attr("dtype")), dtype_name(view->second));
-      array = array.attr("view")(view->first);
+      array = array.attr("view")(view->first.c_str());
     }
   } else if (const auto view = ml_dtypes_view(obj)) {
-    array = obj.attr("view")(view->first);
+    array = obj.attr("view")(view->first.c_str());
     tag = view->second;
   }
   const auto not_an_array = [&] {

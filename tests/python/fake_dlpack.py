@@ -7,7 +7,7 @@ import ctypes
 
 import numpy as np
 
-KDL_CUDA, KDL_ROCM = 2, 10
+KDL_CPU, KDL_CUDA, KDL_ROCM = 1, 2, 10
 
 
 class _Device(ctypes.Structure):
@@ -39,16 +39,19 @@ _CODES = {"i": 0, "u": 1, "f": 2, "c": 5}
 
 class FakeDeviceArray:
     """`array`'s memory as a DLPack tensor on (`device_type`, `device_id`); `shape` and `strides`
-    (in elements) describe another view of the same memory."""
+    (in elements) describe another view of the same memory; `null_data`: a NULL data pointer, as
+    torch and CuPy give an empty device array."""
 
-    def __init__(self, array, device_id=0, device_type=KDL_CUDA, shape=None, strides=None):
+    def __init__(self, array, device_id=0, device_type=KDL_CUDA, shape=None, strides=None,
+                 null_data=False):
         self.array = np.ascontiguousarray(array)
         self.shape = tuple(shape or self.array.shape)
         code = 4 if self.array.dtype.name == "bfloat16" else _CODES[self.array.dtype.kind]
         ndim = len(self.shape)
         self._shape = (ctypes.c_int64 * ndim)(*self.shape)
         self._strides = (ctypes.c_int64 * ndim)(*strides) if strides else None
-        t = _Tensor(self.array.ctypes.data, _Device(device_type, device_id), ndim,
+        t = _Tensor(None if null_data else self.array.ctypes.data, _Device(device_type, device_id),
+                    ndim,
                     _DataType(code, self.array.dtype.itemsize * 8, 1),
                     ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64)),
                     ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64))

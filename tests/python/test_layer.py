@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import moe_registry as moe
+from fake_dlpack import KDL_CPU, FakeDeviceArray
 import numpy_moe
 from conftest import HIDDEN, TOKENS, TOP_K
 
@@ -53,6 +54,28 @@ def test_raw_bf16_bits_and_an_out_buffer(layer, batch):
 def test_an_empty_batch_gives_an_empty_output(layer):
     out = layer(np.zeros((0, HIDDEN), ml_dtypes.bfloat16), np.zeros((0, 4), np.float32))
     assert out.shape == (0, HIDDEN)
+
+
+def test_an_empty_batch_without_storage_still_routes(problem, weights):
+    """torch's and CuPy's empty arrays have a NULL data pointer, which the ABI reads as "no
+    router_logits" (and then a routing bias beside them as an error): the binding points empty
+    arrays somewhere that is never read."""
+    layer = moe.Layer.prepare(problem.replace(routing_bias=True), weights, backend="reference")
+    empty = lambda shape, dtype: FakeDeviceArray(np.zeros(shape, dtype), device_type=KDL_CPU,
+                                                 null_data=True)
+    out, ids, w = layer.run_routed(
+        empty((0, HIDDEN), ml_dtypes.bfloat16), empty((0, 4), np.float32),
+        bias=np.zeros(4, np.float32), topk_ids=np.zeros((0, 2), np.int32),
+        topk_weights=np.zeros((0, 2), np.float32), out=np.zeros((0, HIDDEN), ml_dtypes.bfloat16))
+    assert out.shape == (0, HIDDEN) and ids.shape == (0, 2)
+
+
+def test_a_byte_swapped_bfloat16_array_is_refused(layer, batch):
+    hidden, logits = batch
+    swapped = hidden.astype(hidden.dtype.newbyteorder(">"))
+    with pytest.raises(moe.MoeError, match="hidden: .*cannot be read through DLPack") as error:
+        layer(swapped, logits)
+    assert error.value.status == "dtype_mismatch"
 
 
 def test_prepares_from_a_selection(weights, batch):
