@@ -99,8 +99,10 @@ std::vector<uint8_t> MatrixRef::scales_as_used() const {
 }
 
 void MatrixRef::dequantize(double* out) const {
+  if (format != MOE_FORMAT_FP8_BLOCK || scales == nullptr)  // as stored: no copy
+    return dequantize_matrix(format, q, scales, scale_2, rows, cols, out);
   const std::vector<uint8_t> s = scales_as_used();
-  dequantize_matrix(format, q, s.empty() ? nullptr : s.data(), scale_2, rows, cols, out);
+  dequantize_matrix(format, q, s.data(), scale_2, rows, cols, out);
 }
 
 std::vector<MlpRef> layer_mlps(const moe_problem& p, const moe_weights& w) {

@@ -81,7 +81,8 @@ class Checkpoint {
   static Checkpoint open(const std::string& path);
 
   const std::string& path() const { return path_; }
-  std::vector<std::string> names() const;                     // sorted
+  // Sorted; with a prefix, only the names that start with it (found in the index, not by a scan).
+  std::vector<std::string> names(std::string_view prefix = {}) const;
   const SafetensorsEntry* find(std::string_view name) const;  // nullptr when absent
   // Both throw NOT_FOUND naming the tensor and the checkpoint when it is absent.
   moe_tensor view(std::string_view name) const;  // borrowed, valid while *this lives

@@ -21,8 +21,7 @@ int64_t PerProjectionSource::count_experts() const {
   // Experts 0 .. e-1 have their down projection; a tensor of a later expert means a gap (a
   // shard left out of the index, say), which would load as fewer experts and lose the rest.
   const std::string start = name("experts.");
-  for (const std::string& n : ctx_.checkpoint.names()) {
-    if (n.compare(0, start.size(), start) != 0) continue;
+  for (const std::string& n : ctx_.checkpoint.names(start)) {
     int64_t index = -1;
     const char* digits = n.c_str() + start.size();
     const auto [end, ec] = std::from_chars(digits, n.c_str() + n.size(), index);

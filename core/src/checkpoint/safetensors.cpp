@@ -366,9 +366,11 @@ Checkpoint Checkpoint::open(const std::string& path) {
   return c;
 }
 
-std::vector<std::string> Checkpoint::names() const {
+std::vector<std::string> Checkpoint::names(std::string_view prefix) const {
   std::vector<std::string> out;
-  for (const auto& [name, loc] : tensors_) out.push_back(name);
+  for (auto it = tensors_.lower_bound(prefix);
+       it != tensors_.end() && std::string_view(it->first).substr(0, prefix.size()) == prefix; ++it)
+    out.push_back(it->first);
   return out;
 }
 

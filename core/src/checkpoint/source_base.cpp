@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -39,16 +38,15 @@ SourceBase::SourceBase(const Checkpoint& ck, const CheckpointSpec& spec, const m
       full_i_(p.intermediate * spec.tp_size),
       prefix_(substitute(spec.prefix, "{layer}", std::to_string(spec.layer))) {}
 
-std::string SourceBase::first_tensor_named(const std::string& start) const {
-  const std::string key = name(start);
-  const std::vector<std::string> names = ctx_.checkpoint.names();  // sorted
-  const auto it = std::lower_bound(names.begin(), names.end(), key);
-  return it != names.end() && it->compare(0, key.size(), key) == 0 ? *it : std::string();
+std::string SourceBase::first_tensor_named(const char* start) const {
+  if (start == nullptr) return "";
+  const std::vector<std::string> names = ctx_.checkpoint.names(name(start));
+  return names.empty() ? "" : names.front();
 }
 
 std::optional<Expert> SourceBase::shared(int64_t full) const {
   if (full > 0) return shared_expert(full);
-  const std::string stored = shared_names() ? first_tensor_named(shared_names()) : "";
+  const std::string stored = first_tensor_named(shared_names());
   MOE_CHECK(stored.empty(), MOE_STATUS_CONFIG_ERROR,
             "the checkpoint stores a shared expert ('{}'), but the problem has "
             "shared_intermediate: 0: set it to the shared expert's intermediate size (the layer "
@@ -58,7 +56,7 @@ std::optional<Expert> SourceBase::shared(int64_t full) const {
 }
 
 void SourceBase::check_no_sinks() const {
-  const std::string stored = sink_names() ? first_tensor_named(sink_names()) : "";
+  const std::string stored = first_tensor_named(sink_names());
   MOE_CHECK(stored.empty(), MOE_STATUS_CONFIG_ERROR,
             "the checkpoint stores sink experts ('{}'), but the problem has sink_experts: 0: set "
             "sink_experts and sink_intermediate (the layer would leave them out of every token) "

@@ -42,8 +42,9 @@ class SourceBase : public ExpertSource {
   // names under the prefix ("shared_experts.", ...); nullptr: it stores none.
   virtual const char* shared_names() const { return nullptr; }
   virtual const char* sink_names() const { return nullptr; }
-  // The first tensor of the checkpoint whose name starts with `start` under the prefix; "" if none.
-  std::string first_tensor_named(const std::string& start) const;
+  // The first tensor of the checkpoint whose name starts with `start` under the prefix; "" if none
+  // (or `start` is nullptr).
+  std::string first_tensor_named(const char* start) const;
 
   std::string name(const std::string& suffix) const {
     return prefix_.empty() ? suffix : prefix_ + "." + suffix;

@@ -54,8 +54,6 @@ std::vector<int32_t> expert_owners(const moe_problem& g) {
 
 DispatchPlan plan_dispatch(const moe_problem& g, int32_t world, const int32_t* ids,
                            const float* weights, int64_t tokens) {
-  MOE_CHECK(world == g.ep_size, MOE_STATUS_INVALID_ARGUMENT,
-            "world size {} differs from the problem's ep_size={}", world, g.ep_size);
   return plan_dispatch(g, world, ids, weights, tokens, expert_owners(g));
 }
 

@@ -60,8 +60,7 @@ std::vector<int32_t> gather_owners(Group* group, const Plugin& plugin, const moe
   const int32_t world = group->world();
   const auto e = size_t(p.experts);
   std::vector<int32_t> mine(e);
-  for (size_t i = 0; i < e; ++i)
-    mine[i] = p.ep_map != nullptr ? p.ep_map[i] : local_expert_id(p, int64_t(i));
+  for (size_t i = 0; i < e; ++i) mine[i] = local_expert_id(p, int64_t(i));  // the map, if given
   const auto dev = plugin.shared_from_this();
   Buffer s = upload(dev, mine.data(), e * 4), r(dev, e * 4 * size_t(world));
   exchange(

@@ -2,6 +2,7 @@
 // never a crash inside a kernel.
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -86,11 +87,8 @@ void check_tensor(const moe_tensor& t, const char* name, moe_dtype dtype,
                   std::initializer_list<int64_t> shape) {
   // An empty tensor needs no storage: a framework's empty device tensor (a batch of 0 tokens)
   // may come with a NULL pointer, which nothing reads.
-  bool empty = t.ndim >= 1 && t.ndim <= MOE_TENSOR_MAX_DIMS;
-  if (empty) {
-    empty = false;
-    for (int i = 0; i < t.ndim; ++i) empty = empty || t.shape[i] == 0;
-  }
+  const bool empty = t.ndim >= 1 && t.ndim <= MOE_TENSOR_MAX_DIMS &&
+                     std::any_of(t.shape, t.shape + t.ndim, [](int64_t d) { return d == 0; });
   MOE_CHECK(t.data != nullptr || empty, MOE_STATUS_INVALID_ARGUMENT,
             "{}: tensor is missing (data is NULL)", name);
   MOE_CHECK(t.dtype == dtype, MOE_STATUS_DTYPE_MISMATCH, "{}: expected {}, got {}", name,
