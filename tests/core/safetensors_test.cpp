@@ -401,6 +401,7 @@ TEST(SafetensorsHeader, DtypesNoReaderTakesParseAndOnlyUnknownNamesAreRefused) {
     ASSERT_EQ(h.entries.size(), 1u);
     EXPECT_EQ(h.entries[0].dtype, MOE_DTYPE_INVALID);
     EXPECT_EQ(h.entries[0].st_dtype, dtype);
+    EXPECT_EQ(h.entries[0].bits, uint32_t(8 * bytes));
     expect_header_error(fmt::format(R"({{"w":{{"dtype":"{}","shape":[3],"data_offsets":[0,{}]}}}})",
                                     dtype, 3 * bytes + 1),
                         uint64_t(3 * bytes + 1), MOE_STATUS_INVALID_ARGUMENT,
@@ -409,6 +410,7 @@ TEST(SafetensorsHeader, DtypesNoReaderTakesParseAndOnlyUnknownNamesAreRefused) {
   const auto e8 = parse_safetensors_header(
       R"({"s":{"dtype":"F8_E8M0","shape":[2],"data_offsets":[0,2]}})", 2, "t.safetensors");
   EXPECT_EQ(e8.entries[0].dtype, MOE_DTYPE_UE8M0);
+  EXPECT_EQ(e8.entries[0].bits, 8u);
   for (const auto& [dtype, elements, bytes] :
        {std::tuple{"F4", 6, 3}, {"F6_E2M3", 4, 3}, {"F6_E3M2", 8, 6}}) {  // packed below a byte
     SCOPED_TRACE(dtype);
@@ -417,6 +419,7 @@ TEST(SafetensorsHeader, DtypesNoReaderTakesParseAndOnlyUnknownNamesAreRefused) {
                     elements, bytes),
         uint64_t(bytes), "t.safetensors");
     EXPECT_EQ(h.entries[0].dtype, MOE_DTYPE_INVALID);
+    EXPECT_EQ(h.entries[0].bits, uint32_t(8 * bytes / elements));
   }
   expect_header_error(R"({"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", 2,
                       MOE_STATUS_INVALID_ARGUMENT, {"shape [3] of F4 is 12 bits, not whole bytes"});

@@ -25,7 +25,11 @@ void check_accepted(const moe::SafetensorsHeader& h, uint64_t data_size) {
       numel *= uint64_t(d);  // cannot overflow: the parser refused shapes whose count does
     }
     if (e.begin > e.end || e.end > data_size) __builtin_trap();
-    if (e.end - e.begin != numel * moe::dtype_size(e.dtype)) __builtin_trap();
+    // Sizes by the file's dtype (also those no reader takes, F4 and F6 below a byte), and a
+    // dtype the readers take agrees with its moe_dtype's size.
+    const uint64_t bits = numel * e.bits;  // the parser counted it without overflow too
+    if (e.bits == 0 || bits % 8 != 0 || e.end - e.begin != bits / 8) __builtin_trap();
+    if (e.dtype != MOE_DTYPE_INVALID && e.bits != 8 * moe::dtype_size(e.dtype)) __builtin_trap();
     if (i > 0 && !(h.entries[i - 1].name < e.name)) __builtin_trap();  // sorted, unique
   }
   // No two non-empty ranges overlap (quadratic, but fuzz inputs hold few tensors).

@@ -26,6 +26,7 @@ struct SafetensorsEntry {
   std::string st_dtype;  // as the file spells it ("BF16", "F8_E4M3", ...)
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;  // byte range in the data section
+  uint32_t bits = 0;            // an element's size in bits, by st_dtype (F4: 4, F6_*: 6)
 };
 
 struct SafetensorsHeader {

@@ -117,6 +117,7 @@ SafetensorsEntry parse_entry(const std::string& name, const json& v, uint64_t da
   e.st_dtype = dtype.get<std::string>();
   const DtypeName& d = dtype_of(e.st_dtype, at);
   e.dtype = d.dtype;
+  e.bits = uint32_t(d.bits);
   uint64_t numel = 1;
   bool overflow = false, empty = false;  // a zero dimension makes any product of the rest 0
   for (size_t i = 0; i < shape.size(); ++i) {
