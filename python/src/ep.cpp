@@ -97,7 +97,9 @@ void EpDeviceStep::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_w
                        nb::handle out, uintptr_t stream) {
   Keep keep;
   auto a = sized<moe_host_ep_device_run_args>();
-  step_tensors(a, problem_, hidden, topk_ids, topk_weights, out, where_, keep);
+  Placement where = where_;
+  where.stream = stream;
+  step_tensors(a, problem_, hidden, topk_ids, topk_weights, out, where, keep);
   a.stream = reinterpret_cast<void*>(stream);
   nb::gil_scoped_release unlocked;  // a collective: it may wait for the other ranks' NCCL calls
   std::lock_guard<std::mutex> lock(mutex_);

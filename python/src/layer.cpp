@@ -125,6 +125,7 @@ void Layer::route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weight
   const moe_problem& p = *info_.problem;
   const int64_t width = MOE_TOPK_WIDTH(&p);
   Placement where{info_.memory, device_id};
+  where.stream = stream;
   Keep keep;
   auto a = sized<moe_route_args>();
   a.logits = tensor_arg(logits, "logits", MOE_DTYPE_F32, {kAnyDim, p.experts + p.sink_experts},
@@ -146,6 +147,7 @@ void Layer::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights,
   const moe_problem& p = *info_.problem;
   const int64_t width = MOE_TOPK_WIDTH(&p);
   Placement where{info_.memory, device_id};
+  where.stream = stream;
   Keep keep;
   auto a = sized<moe_run_args>();
   a.hidden = tensor_arg(hidden, "hidden", MOE_DTYPE_BF16, {kAnyDim, p.hidden}, where, keep);

@@ -186,6 +186,39 @@ void check_placement(const Array& a, const std::string& name, Placement& where) 
   where.device_id = id;
 }
 
+// A CUDA array (DLPack device kDLCUDA or kDLCUDAManaged) exported by the call itself with the
+// call's stream, as DLPack asks of a consumer: nanobind calls __dlpack__() without one, which the
+// protocol reads as the legacy default stream (some torch and CuPy releases make it wait on the
+// producer's stream then, and inside a graph capture that wait invalidates the capture). DLPack
+// numbers the legacy default stream 1 (0 is not allowed). No capsule (an invalid object) for
+// host arrays, calls without a stream and exporters that refuse: the plain import then gives
+// its own answer.
+nb::object cuda_capsule(nb::handle array, const Placement& where, Access access) {
+  if (!where.stream || !nb::hasattr(array, "__dlpack__") ||
+      !nb::hasattr(array, "__dlpack_device__"))
+    return {};
+  constexpr int kDLCUDA = 2, kDLCUDAManaged = 13;
+  try {
+    const nb::tuple device = nb::cast<nb::tuple>(array.attr("__dlpack_device__")());
+    const int type = device.size() == 2 ? nb::cast<int>(device[0]) : 0;
+    if (type != kDLCUDA && type != kDLCUDAManaged) return {};
+    const uintptr_t stream = *where.stream == 0 ? 1 : *where.stream;
+    if (access == Access::kWrite) {  // DLPack 1.0 carries the read-only bit a write needs
+      try {
+        return array.attr("__dlpack__")(nb::arg("stream") = stream,
+                                        nb::arg("max_version") = nb::make_tuple(1, 0));
+      } catch (nb::python_error& e) {
+        if (!e.matches(PyExc_TypeError)) throw;  // an exporter older than max_version: retry
+      }
+    }
+    return array.attr("__dlpack__")(nb::arg("stream") = stream);
+  } catch (nb::python_error&) {
+    return {};
+  } catch (nb::cast_error&) {
+    return {};
+  }
+}
+
 }  // namespace
 
 const char* dtype_name(int32_t dtype) {
@@ -271,9 +304,11 @@ moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where,
          "{}: expected an array (NumPy, torch, CuPy: anything with __dlpack__), got {}", name,
          type);
   };
+  const nb::object capsule = cuda_capsule(array, where, access);
+  const nb::handle source = capsule.is_valid() ? nb::handle(capsule) : nb::handle(array);
   if (access == Access::kWrite) {
     nb::ndarray<> w;
-    if (!nb::try_cast(array, w, /*convert=*/false)) {
+    if (!nb::try_cast(source, w, /*convert=*/false)) {
       nb::ndarray<nb::ro> r;
       if (nb::try_cast(array, r, /*convert=*/false))
         fail(MOE_STATUS_INVALID_ARGUMENT, "{}: a read-only array; the layer writes it", name);
@@ -284,7 +319,7 @@ moe_tensor tensor_arg(nb::handle obj, const std::string& name, Placement& where,
     return t;
   }
   nb::ndarray<nb::ro> a;
-  if (!nb::try_cast(array, a, /*convert=*/false)) not_an_array();
+  if (!nb::try_cast(source, a, /*convert=*/false)) not_an_array();
   const moe_tensor t = view_of(a, name, tag, where);
   keep.read.push_back(std::move(a));
   return t;

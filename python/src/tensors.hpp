@@ -7,6 +7,7 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct Placement {
 
   int32_t memory;     // moe_memory, or kEitherMemory until a first tensor decides
   int32_t device_id;  // CUDA: the first tensor's device; -1 until one is seen
+  // The call's CUDA stream (0: the legacy default), where a call has one: a CUDA array is
+  // exported on it (DLPack's stream handshake), so its producer orders its pending work before
+  // the call's stream and never touches another stream (one that a graph capture would break on).
+  std::optional<uintptr_t> stream;
   std::string first;  // after kEitherMemory: the argument that decided, and where it is
   std::string first_place;
 };

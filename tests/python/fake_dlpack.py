@@ -57,8 +57,10 @@ class FakeDeviceArray:
                     ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64))
                     if self._strides else None, 0)
         self._managed = _ManagedTensor(t, None, None)
+        self.dlpack_calls = []  # the keyword arguments of each __dlpack__ call, in order
 
     def __dlpack__(self, **kwargs):
+        self.dlpack_calls.append(kwargs)
         return _capsule_new(ctypes.addressof(self._managed), b"dltensor", None)
 
     def __dlpack_device__(self):

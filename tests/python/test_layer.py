@@ -70,6 +70,28 @@ def test_an_empty_batch_without_storage_still_routes(problem, weights):
     assert out.shape == (0, HIDDEN) and ids.shape == (0, 2)
 
 
+@pytest.mark.parametrize("stream, exported_on", [(0, 1), (0x7F00, 0x7F00)])
+def test_a_cuda_array_is_exported_on_the_calls_stream(layer, batch, stream, exported_on):
+    """DLPack's stream handshake: the binding asks a CUDA array's exporter for it on the call's
+    stream (DLPack numbers the legacy default stream 1), so that the producer orders its work
+    before that stream and syncs no other (inside a graph capture, another one breaks it); an
+    array written asks for DLPack 1.0 too (its read-only bit). Host arrays name no stream. The
+    layer here is host memory, so each call ends refusing the device array it was given."""
+    hidden, logits = batch
+    ids, weights = layer.route(logits)
+    device_hidden = FakeDeviceArray(hidden)
+    with pytest.raises(moe.MoeError, match="hidden"):
+        layer.run(device_hidden, ids, weights, out=np.zeros_like(hidden), stream=stream)
+    assert device_hidden.dlpack_calls[0] == {"stream": exported_on}
+    device_ids = FakeDeviceArray(np.zeros(ids.shape, np.int32))
+    with pytest.raises(moe.MoeError, match="topk_ids"):
+        layer.route(logits, topk_ids=device_ids, stream=stream)
+    assert device_ids.dlpack_calls[0] == {"stream": exported_on, "max_version": (1, 0)}
+    host_hidden = FakeDeviceArray(hidden, device_type=KDL_CPU)
+    layer.run(host_hidden, ids, weights, out=np.zeros_like(hidden), stream=stream)
+    assert all("stream" not in call for call in host_hidden.dlpack_calls)
+
+
 def test_a_byte_swapped_bfloat16_array_is_refused(layer, batch):
     hidden, logits = batch
     swapped = hidden.astype(hidden.dtype.newbyteorder(">"))
