@@ -72,7 +72,7 @@ std::string describe(const Plugin& plugin, const moe_host_plugin_strings& s,
               ? std::string("yes")
               : fmt::format("no ({}): {}", reason_name(support.reason), support.message)) +
          "\n";
-  if (auto layout = plugin.describe_layout(c)) out += "  layout:\n" + *layout + "\n";
+  out += plugin.layout_section(c, support.supported);
   return out;
 }
 

@@ -111,7 +111,7 @@ void add_describe(CLI::App& app, Discovery& d) {
       std::cout << fmt::format("  checkpoint:  {} ({}): {}\n", cfg->checkpoint->path,
                                cfg->checkpoint->convention, what);
     }
-    if (auto layout = plugin->describe_layout(p)) std::cout << "  layout:\n" << *layout << "\n";
+    std::cout << plugin->layout_section(p, s.supported);
   });
 }
 

@@ -153,6 +153,10 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   size_t route_workspace_size(const moe_problem& problem, int64_t tokens) const;
   void route(moe_route_args args) const;  // fills struct_size
   std::optional<std::string> describe_layout(const moe_problem& problem) const;
+  // `moe describe`'s layout section: "  layout:\n<text>\n", "" when the plugin describes none,
+  // and for a problem it refuses (`supported` false) that it cannot plan a layout for, one line
+  // "  layout:      none (<why>)" instead of the error (an error for a supported problem).
+  std::string layout_section(const moe_problem& problem, bool supported) const;
 
   // Per-iteration times in ms of `iterations` runs after `warmup`, cycling through `runs`: with
   // device events when the plugin implements benchmark() (ABI 1.1), else run + sync on a host

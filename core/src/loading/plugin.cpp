@@ -135,6 +135,16 @@ std::optional<std::string> Plugin::describe_layout(const moe_problem& problem) c
   return text;
 }
 
+std::string Plugin::layout_section(const moe_problem& problem, bool supported) const {
+  try {
+    const auto layout = describe_layout(problem);
+    return layout ? "  layout:\n" + *layout + "\n" : std::string();
+  } catch (const Error& e) {
+    if (supported) throw;
+    return fmt::format("  layout:      none ({})\n", e.what());
+  }
+}
+
 bool Plugin::has_device_timing() const {
   const moe_plugin_api* api = &table();
   return MOE_STRUCT_HAS(api, moe_plugin_api, benchmark) && api->benchmark != nullptr;

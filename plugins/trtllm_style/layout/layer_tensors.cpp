@@ -108,6 +108,14 @@ LayerView view_canonical(const LayerShape& s, const moe_weights& w) {
   return v;
 }
 
+LayoutTensor expected_bias(moe_dtype dtype, bool present, int64_t experts, int64_t rows,
+                           const char* name) {
+  if (!present) return {};
+  MOE_CHECK(dtype == MOE_DTYPE_BF16 || dtype == MOE_DTYPE_F32, MOE_STATUS_DTYPE_MISMATCH,
+            "{}: expected dtype bf16 or f32, got {}", name, dtype_name(dtype));
+  return {dtype, {experts, rows, 1, elem_bytes(dtype)}, {}};
+}
+
 void check_layout_tensor(const TensorView& t, const LayoutTensor& expected, const char* name) {
   MOE_CHECK(t.dtype == expected.dtype, MOE_STATUS_DTYPE_MISMATCH, "{}: expected dtype {}, got {}",
             name, dtype_name(expected.dtype), dtype_name(t.dtype));

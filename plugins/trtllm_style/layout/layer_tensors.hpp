@@ -90,6 +90,11 @@ LayerView view_canonical(const LayerShape& shape, const moe_weights& w);
 void check_layout_tensor(const TensorView& t, const LayoutTensor& expected, const char* name);
 void check_layout_tensor(const LayoutTensor& t, const LayoutTensor& expected, const char* name);
 
+// What a present bias of a layer of `experts` experts must be: bf16 or f32 (DTYPE_MISMATCH
+// naming `name` otherwise), (experts, rows, 1) of that dtype's size. Absent stays absent.
+LayoutTensor expected_bias(moe_dtype dtype, bool present, int64_t experts, int64_t rows,
+                           const char* name);
+
 // Checks every tensor of `t` (a LayerTensors or a LayerView) against the canonical geometry of
 // `shape` with intermediate size `intermediate` (check_layout_tensor, by name).
 template <class Tensors>
@@ -99,8 +104,11 @@ void check_canonical_tensors(const Tensors& t, const LayerShape& shape, int64_t 
   check_layout_tensor(t.w13_scale, g.w13_scale, "w13_scale");
   check_layout_tensor(t.w2, g.w2, "w2");
   check_layout_tensor(t.w2_scale, g.w2_scale, "w2_scale");
-  check_layout_tensor(t.b13, bias_geometry(t.b13, g.w13.shape.rows), "b13");
-  check_layout_tensor(t.b2, bias_geometry(t.b2, shape.hidden), "b2");
+  check_layout_tensor(
+      t.b13, expected_bias(t.b13.dtype, t.b13.present(), shape.experts, g.w13.shape.rows, "b13"),
+      "b13");
+  check_layout_tensor(
+      t.b2, expected_bias(t.b2.dtype, t.b2.present(), shape.experts, shape.hidden, "b2"), "b2");
 }
 
 }  // namespace moe::trtllm

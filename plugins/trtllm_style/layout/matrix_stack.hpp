@@ -31,9 +31,12 @@ struct MatrixStack {
 // "(batch=2, rows=48, cols=7, elem_bytes=2)", for error messages.
 std::string to_string(const MatrixStack& s);
 
-// Throws moe::Error (INVALID_ARGUMENT) for a negative extent or an element size outside
-// {1, 2, 4, 8}, and (SHAPE_MISMATCH) when `buffer` does not hold exactly s.bytes() bytes.
-// `what` names the operation in the message.
+// s.bytes(), checked: throws moe::Error (INVALID_ARGUMENT) for a negative extent, an element
+// size outside {1, 2, 4, 8}, or a byte count past int64_t (which s.bytes() would wrap, and a
+// wrapped size would pass the buffer check below). `what` names the operation in the message.
+int64_t checked_bytes(const MatrixStack& s, const char* what);
+
+// checked_bytes, then (SHAPE_MISMATCH) when `buffer` does not hold exactly s.bytes() bytes.
 void check_stack(ByteSpan buffer, const MatrixStack& s, const char* what);
 
 // Row r of matrix b of a stack, as a byte offset.

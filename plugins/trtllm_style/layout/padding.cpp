@@ -88,7 +88,7 @@ Bytes resize_matrices(ByteSpan in, const MatrixStack& s, int64_t new_rows, int64
   MOE_CHECK(new_rows >= 0 && new_cols >= 0, MOE_STATUS_INVALID_ARGUMENT,
             "resize: new extents ({}, {}) must be >= 0", new_rows, new_cols);
   const MatrixStack o{s.batch, new_rows, new_cols, s.elem_bytes};
-  Bytes out(size_t(o.bytes()), 0);
+  Bytes out(size_t(checked_bytes(o, "resize")), 0);
   const int64_t rows = std::min(s.rows, new_rows);
   const size_t row = size_t(std::min(s.cols, new_cols) * s.elem_bytes);
   for (int64_t b = 0; b < s.batch; ++b)

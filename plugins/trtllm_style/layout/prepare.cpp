@@ -20,6 +20,8 @@ LayoutTag make_tag(const LayerShape& s, int64_t w13_elem_bytes, bool bias,
   const bool fp8b = s.format == MOE_FORMAT_FP8_BLOCK;
   MOE_CHECK(o.epilogue_tile_m >= 0, MOE_STATUS_INVALID_ARGUMENT,
             "prepare: epilogue_tile_m={} must be >= 0 (0 = no row shuffle)", o.epilogue_tile_m);
+  MOE_CHECK(o.pad_multiple >= 0, MOE_STATUS_INVALID_ARGUMENT,
+            "prepare: pad_multiple={} must be >= 0 (0 = the format's alignment)", o.pad_multiple);
   MOE_CHECK(!(fp8b && s.gated && o.gated_interleave.value_or(false)), MOE_STATUS_UNSUPPORTED,
             "prepare: gated interleave of fp8_block w13 is not possible: its scales cover 128 "
             "rows, so rows cannot be interleaved one by one; leave gated_interleave unset or off");
@@ -116,12 +118,12 @@ GatherJob job(const TensorView& in, const LayoutTensor& dst, LayoutTensor& out, 
 }  // namespace
 
 PreparedLayer prepare(const LayerShape& s, const LayerView& in, const PrepareOptions& o) {
-  const LayoutTag tag =
-      make_tag(s, in.w13.shape.elem_bytes, in.b13.present() || in.b2.present(), o);
+  // The tag from the format's element size (as plan_layout's), not the caller's tensor's, which
+  // check_canonical_tensors names when it differs.
+  const LayoutTag tag = plan_layout(s, in.b13.present() || in.b2.present(), o);
   const int64_t padded = tag.padded_intermediate;
 
   // The inputs, checked as the padding step checks them.
-  check_padded_intermediate(s, padded);
   check_canonical_tensors(in, s, s.intermediate);
   const LayerTensors to = canonical_shapes(s, padded);
 
@@ -189,7 +191,9 @@ PreparedLayer prepare(const LayerShape& s, const moe_weights& w, const PrepareOp
 
 LayoutTag plan_layout(const LayerShape& s, bool bias, const PrepareOptions& o) {
   const LayerTensors geometry = canonical_shapes(s, s.intermediate);
-  return make_tag(s, geometry.w13.shape.elem_bytes, bias, o);
+  const LayoutTag tag = make_tag(s, geometry.w13.shape.elem_bytes, bias, o);
+  check_padded_intermediate(s, tag.padded_intermediate);  // a plan prepare() would refuse is none
+  return tag;
 }
 
 }  // namespace moe::trtllm

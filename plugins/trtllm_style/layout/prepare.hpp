@@ -71,12 +71,15 @@ PreparedLayer prepare(const LayerShape& shape, const LayerView& canonical,
 PreparedLayer prepare(const LayerShape& shape, const LayerTensors& canonical,
                       const PrepareOptions& options = {});
 // Validates the routed-expert tensors of `w` (view_canonical) and prepares them from the
-// caller's bytes, without copying them first.
+// caller's bytes, without copying them first. Scale values are moved as bytes, not checked: the
+// plugin checks them before (sdk::check_scale_values and friends), and the layout tests move
+// random bytes through every step.
 PreparedLayer prepare(const LayerShape& shape, const moe_weights& w,
                       const PrepareOptions& options = {});
 
 // The tag prepare() would produce for this shape and options, without any weights (for
-// `moe describe`). `bias`: whether b13/b2 will be given.
+// `moe describe`), or the moe::Error prepare() would throw for the shape and options (an
+// intermediate size the padding cannot take, ...). `bias`: whether b13/b2 will be given.
 LayoutTag plan_layout(const LayerShape& shape, bool bias, const PrepareOptions& options = {});
 
 // Inverts every step recorded in prepared.tag, back to the canonical bytes (fp8_block scales

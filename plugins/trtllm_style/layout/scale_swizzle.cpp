@@ -13,6 +13,23 @@ MatrixStack swizzled_stack(const MatrixStack& s) {
   return {s.batch, 1, swizzled_elems(s.rows, s.cols), s.elem_bytes};
 }
 
+// `s` and its swizzled stack checked (checked_bytes): the padding to 128 rows and 4 columns must
+// not take a count past int64_t either.
+MatrixStack checked_swizzled_stack(const MatrixStack& s, const char* what) {
+  checked_bytes(s, what);
+  int64_t rows = 0, cols = 0, elems = 0;
+  const bool overflow = __builtin_add_overflow(s.rows, 127, &rows) ||
+                        __builtin_add_overflow(s.cols, 3, &cols) ||
+                        __builtin_mul_overflow(rows / 128 * 128, cols / 4 * 4, &elems);
+  MOE_CHECK(!overflow, MOE_STATUS_INVALID_ARGUMENT,
+            "{}: shape {} padded to 128x4 tiles holds "
+            "more than {} elements",
+            what, to_string(s), INT64_MAX);
+  const MatrixStack swizzled = swizzled_stack(s);
+  checked_bytes(swizzled, what);
+  return swizzled;
+}
+
 // Moves every element of one (rows, cols) matrix between row-major `linear` and `swizzled`.
 // kBytes is a compile-time element size so the per-element copy is a plain load and store.
 template <int kBytes, bool kToSwizzled>
@@ -56,14 +73,16 @@ void move_stack(const uint8_t* src, uint8_t* dst, const MatrixStack& s) {
 
 Bytes swizzle_scales_128x4(ByteSpan in, const MatrixStack& s) {
   check_stack(in, s, "128x4 scale swizzle");
-  Bytes out(static_cast<size_t>(swizzled_stack(s).bytes()), 0);
+  Bytes out(static_cast<size_t>(checked_bytes(checked_swizzled_stack(s, "128x4 scale swizzle"),
+                                              "128x4 scale swizzle")),
+            0);
   move_stack<true>(in.data(), out.data(), s);
   return out;
 }
 
 Bytes unswizzle_scales_128x4(ByteSpan in, const MatrixStack& s) {
-  check_stack(in, swizzled_stack(s), "128x4 scale unswizzle");
-  Bytes out(static_cast<size_t>(s.bytes()));
+  check_stack(in, checked_swizzled_stack(s, "128x4 scale unswizzle"), "128x4 scale unswizzle");
+  Bytes out(static_cast<size_t>(s.bytes()));  // checked with the swizzled stack
   move_stack<false>(in.data(), out.data(), s);
   return out;
 }

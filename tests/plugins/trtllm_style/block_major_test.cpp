@@ -51,5 +51,13 @@ TEST(BlockMajorK, KNotAMultipleOfTheBlockIsRefusedNamingBoth) {
                {"block_k=0"});
 }
 
+// A shape whose byte count passes int64_t is refused: wrapped, it could match a small buffer and
+// the copy would run past it (2^62 rows x 4 bytes is 2^64, which wraps to 0).
+TEST(BlockMajorK, AShapePastInt64BytesIsRefusedNotWrapped) {
+  const MatrixStack s{1, int64_t(1) << 62, 4, 1};
+  expect_error([&] { to_block_major_k(ByteSpan{}, s, 4); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"BlockMajorK", "rows=4611686018427387904", "more than 9223372036854775807 bytes"});
+}
+
 }  // namespace
 }  // namespace moe::trtllm

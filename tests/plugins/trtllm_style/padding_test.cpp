@@ -147,5 +147,11 @@ TEST(Padding, TensorsOfTheWrongShapeAreRefusedNamingTheTensor) {
                {"w2:", "cols=16", "cols=15"});
 }
 
+TEST(Padding, AResizeTargetPastInt64BytesIsRefused) {
+  const MatrixStack s{2, 0, 0, 4};
+  expect_error([&] { resize_matrices(ByteSpan{}, s, int64_t(1) << 40, int64_t(1) << 40); },
+               MOE_STATUS_INVALID_ARGUMENT, {"resize", "more than"});
+}
+
 }  // namespace
 }  // namespace moe::trtllm

@@ -230,5 +230,43 @@ TEST(Prepare, UnprepareRefusesTensorsOfTheWrongShape) {
   expect_error([&] { unprepare(p); }, MOE_STATUS_SHAPE_MISMATCH, {"w13_scale", "rows=128"});
 }
 
+// The library checks what the plugin checks before it: an element size is the format's (a
+// hand-made view with elem_bytes 0 divided by it), a bias is (E, rows) of bf16 or f32,
+// pad_multiple is not negative.
+TEST(Prepare, RefusesHandMadeTensorsThePluginWouldNotPass) {
+  const LayerShape shape{MOE_FORMAT_BF16, true, 3, 64, 32};
+  LayerTensors t = random_canonical(shape, true, 5);
+  PrepareOptions block_major;
+  block_major.block_major_k = true;
+  LayerView zero_size = view_of(t);
+  zero_size.w13.shape.elem_bytes = 0;
+  expect_error([&] { prepare(shape, zero_size, block_major); }, MOE_STATUS_SHAPE_MISMATCH,
+               {"w13", "elem_bytes=2", "elem_bytes=0"});
+
+  LayerView five_experts = view_of(t);
+  five_experts.b13.shape.batch = 5;
+  expect_error([&] { prepare(shape, five_experts); }, MOE_STATUS_SHAPE_MISMATCH,
+               {"b13", "batch=3", "batch=5"});
+  LayerView e4m3_bias = view_of(t);
+  e4m3_bias.b2.dtype = MOE_DTYPE_E4M3;
+  e4m3_bias.b2.shape.elem_bytes = 1;
+  expect_error([&] { prepare(shape, e4m3_bias); }, MOE_STATUS_DTYPE_MISMATCH,
+               {"b2", "bf16 or f32", "e4m3"});
+
+  PrepareOptions negative;
+  negative.pad_multiple = -16;
+  expect_error([&] { prepare(shape, t, negative); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"pad_multiple=-16"});
+}
+
+// plan_layout (`moe describe`'s tag) refuses what prepare() refuses: no plan for a layer that
+// cannot be prepared.
+TEST(Prepare, PlanLayoutRefusesWhatPrepareRefuses) {
+  const LayerShape shape{MOE_FORMAT_FP8_BLOCK, true, 1, 128, 192};
+  expect_error([&] { plan_layout(shape, false); }, MOE_STATUS_UNSUPPORTED, {"I=192 to 256"});
+  expect_error([&] { prepare(shape, random_canonical(shape, false, 1)); }, MOE_STATUS_UNSUPPORTED,
+               {"I=192 to 256"});
+}
+
 }  // namespace
 }  // namespace moe::trtllm

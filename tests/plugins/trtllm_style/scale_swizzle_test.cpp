@@ -70,5 +70,18 @@ TEST(ScaleSwizzle, UnswizzleOfTheWrongSizeIsRefusedNamingBothSizes) {
                {"128x4 scale unswizzle", "10 bytes", "needs 1024"});
 }
 
+// 2^62 one-byte scales in one row fit int64_t, but padded to 128 rows they do not: refused
+// rather than wrapped into a size some buffer might match.
+TEST(ScaleSwizzle, APaddedShapePastInt64IsRefusedNotWrapped) {
+  const MatrixStack s{1, 1, int64_t(1) << 62, 1};
+  expect_error([&] { unswizzle_scales_128x4(ByteSpan{}, s); }, MOE_STATUS_INVALID_ARGUMENT,
+               {"128x4 scale unswizzle", "padded to 128x4 tiles"});
+  expect_error(
+      [&] {
+        unswizzle_scales_128x4(ByteSpan{}, MatrixStack{1, -1, 4, 1});
+      },
+      MOE_STATUS_INVALID_ARGUMENT, {"negative extent"});
+}
+
 }  // namespace
 }  // namespace moe::trtllm
