@@ -134,12 +134,16 @@ int64_t check_run_tensors(const moe_problem& p, const moe_run_args& a, size_t wo
   check_apart(a.output, "output", a.hidden, "hidden");
   check_apart(a.output, "output", a.topk_ids, "topk_ids");
   check_apart(a.output, "output", a.topk_weights, "topk_weights");
+  check_run_workspace(a, workspace_needed, tokens);
+  return tokens;
+}
+
+void check_run_workspace(const moe_run_args& a, size_t workspace_needed, int64_t tokens) {
   MOE_CHECK(workspace_needed == 0 || a.workspace != nullptr, MOE_STATUS_INVALID_ARGUMENT,
             "workspace is NULL but {} bytes are needed for {} tokens", workspace_needed, tokens);
   MOE_CHECK(a.workspace_size >= workspace_needed, MOE_STATUS_CAPACITY_EXCEEDED,
             "workspace of {} bytes is smaller than the {} bytes needed for {} tokens",
             a.workspace_size, workspace_needed, tokens);
-  return tokens;
 }
 
 int64_t check_route_tensors(const moe_problem& p, const moe_route_args& a) {

@@ -7,6 +7,7 @@
 
 #include "cutlass/cutlass.h"
 #include "cutlass/device_kernel.h"
+#include "moe_cuda/smem_opt_in.hpp"
 
 namespace moe::gpu {
 
@@ -17,7 +18,8 @@ struct StageError {
 
 // The adapter's initialize() sets the kernel's shared-memory attribute on every call (a host
 // call per launch, suspected of blocking behind queued work: bench/NOTES.md, "Host time"); here
-// it is set once per kernel, and the launch goes through the static params path.
+// it is set once per kernel and device (smem_opt_in.hpp), and the launch goes through the static
+// params path.
 template <class Gemm>
 StageError run_cutlass_gemm(const typename Gemm::Arguments& args, void* workspace,
                             cudaStream_t stream) noexcept {
@@ -27,11 +29,9 @@ StageError run_cutlass_gemm(const typename Gemm::Arguments& args, void* workspac
   if (auto s = Kernel::initialize_workspace(args, workspace, stream, nullptr);
       s != cutlass::Status::kSuccess)
     return {"initialize", cutlassGetStatusString(s)};
-  static const cudaError_t opt_in =
+  const cudaError_t opt_in =
       int(Kernel::SharedStorageSize) >= (48 << 10)
-          ? cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 int(Kernel::SharedStorageSize))
+          ? opt_in_dynamic_smem(cutlass::device_kernel<Kernel>, int(Kernel::SharedStorageSize))
           : cudaSuccess;
   if (opt_in != cudaSuccess) return {"initialize", cudaGetErrorString(opt_in)};
   typename Gemm::Params params = Kernel::to_underlying_arguments(args, workspace);

@@ -1,3 +1,4 @@
+#include <cuda.h>
 #include <fmt/format.h>
 
 #include <utility>
@@ -53,6 +54,38 @@ const std::string& sm90a_refusal() {
 void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
     MOE_FAIL(MOE_STATUS_DEVICE_ERROR, "{} failed: {}", what, cudaGetErrorString(e));
+}
+
+namespace {
+
+// The driver's current-context calls, through the runtime's entry point query (no libcuda link).
+template <class Fn>
+Fn driver_entry(const char* name) {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<Fn>(f);
+}
+using CtxGetCurrent = CUresult (*)(CUcontext*);
+using CtxSetCurrent = CUresult (*)(CUcontext);
+
+}  // namespace
+
+DeviceScope::DeviceScope(int device) {
+  static const CtxGetCurrent get = driver_entry<CtxGetCurrent>("cuCtxGetCurrent");
+  CUcontext context = nullptr;
+  restore_ = get != nullptr && get(&context) == CUDA_SUCCESS;
+  previous_ = context;
+  check_cuda(cudaSetDevice(device), "cudaSetDevice");
+}
+
+DeviceScope::~DeviceScope() {
+  static const CtxSetCurrent set = driver_entry<CtxSetCurrent>("cuCtxSetCurrent");
+  if (restore_ && set != nullptr) (void)set(static_cast<CUcontext>(previous_));
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept

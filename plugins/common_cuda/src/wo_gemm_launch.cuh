@@ -10,6 +10,7 @@
 
 #include "kernels/persistent_launch.cuh"
 #include "kernels/sm90_wo_grouped_gemm.cuh"
+#include "moe_cuda/smem_opt_in.hpp"
 #include "moe_cuda/tensor_map.hpp"
 #include "wo_gemm_launch.hpp"
 
@@ -23,8 +24,7 @@ WoLaunchResult launch_typed(const moe_problem& prob, const WoGemmArgs& a,
   using namespace kernels::wo;
   using G = Geometry<kW, N, kMB>;
   auto* kernel = grouped_gemm<kW, N, kCluster, kMB>;
-  static const cudaError_t opt_in =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(G::kSmemBytes));
+  const cudaError_t opt_in = opt_in_dynamic_smem(kernel, int(G::kSmemBytes));
   if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
   Params p;
   // Token rows and weight tiles in boxes of 128 bytes of K: 64 bf16 or 128 e4m3 elements.

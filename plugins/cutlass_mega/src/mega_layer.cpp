@@ -647,7 +647,7 @@ void DeviceLayer::run(const moe_run_args& a) const {
   const moe_problem p = problem_.c();
   const int64_t tokens = a.hidden.shape[0];
   if (!validated_.known(a)) {  // the same tensors as the last validated call skip the checks
-    sdk::check_run_tensors(p, a, workspace_size(tokens));
+    sdk::check_run_tensors(p, a, [&](int64_t t) { return workspace_size(t); });
     MOE_CHECK(tokens == 0 || reinterpret_cast<uintptr_t>(a.hidden.data) % 16 == 0,
               MOE_STATUS_INVALID_ARGUMENT,
               "cutlass_mega: hidden at {} must be 16-byte aligned (its rows are copied 16 bytes "

@@ -437,8 +437,7 @@ size_t DeviceLayer::workspace_size(int64_t tokens) const {
 
 void DeviceLayer::run(const moe_run_args& a) const {
   const moe_problem p = problem_.c();
-  const int64_t tokens = a.hidden.shape[0];
-  sdk::check_run_tensors(p, a, workspace_size(tokens));
+  const int64_t tokens = sdk::check_run_tensors(p, a, [&](int64_t t) { return workspace_size(t); });
   if (tokens == 0) return;
   auto stream = static_cast<cudaStream_t>(a.stream);
   const bool masked = layout(tokens) == RowLayout::kMasked;

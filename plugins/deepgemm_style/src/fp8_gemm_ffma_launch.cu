@@ -11,6 +11,7 @@
 #include "fp8_gemm_launch.hpp"
 #include "fp8_gemm_params.cuh"
 #include "kernels/persistent_launch.cuh"
+#include "moe_cuda/smem_opt_in.hpp"
 #include "moe_cuda/tensor_map.hpp"
 
 namespace moe::deepgemm::detail {
@@ -27,8 +28,7 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
   using namespace kernels::ffma;
   using T = Tile<kWgs, kSplit>;
   auto* kernel = grouped_gemm<Out, kCluster, kWgs, kAct, kSplit>;
-  static const cudaError_t opt_in =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmemBytes));
+  const cudaError_t opt_in = gpu::opt_in_dynamic_smem(kernel, int(T::kSmemBytes));
   if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
   Params p;
   constexpr bool kFused = std::is_same_v<Out, uint8_t>;  // 64 gate rows + 64 up rows a tile

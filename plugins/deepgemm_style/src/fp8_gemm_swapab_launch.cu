@@ -7,6 +7,7 @@
 #include "fp8_gemm_launch.hpp"
 #include "fp8_gemm_params.cuh"
 #include "kernels/persistent_launch.cuh"
+#include "moe_cuda/smem_opt_in.hpp"
 #include "moe_cuda/tensor_map.hpp"
 
 namespace moe::deepgemm::detail {
@@ -17,8 +18,7 @@ LaunchResult launch_typed(const GemmCall& c) noexcept {
   namespace k = kernels::swapab;
   constexpr size_t kSmem = k::Geometry<kSplit>::kSmemBytes;
   auto* kernel = k::grouped_gemm<Out, kSplit>;
-  static const cudaError_t opt_in =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
+  const cudaError_t opt_in = gpu::opt_in_dynamic_smem(kernel, int(kSmem));
   if (opt_in != cudaSuccess) return {"shared memory opt-in", cudaGetErrorString(opt_in)};
   kernels::ffma::Params p;
   if (!gpu::encode_tensor_map_2d(&p.rows_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, c.rows, c.scale_ld,

@@ -28,7 +28,7 @@ int checked_int(int64_t v, const char* what) {
 // Exact dequantisation (formats.hpp), one rounding to fp32, a synchronous upload. The host
 // copies are freed on return, so the peak is the threads' matrices, not the layer.
 void upload_matrix(int device, const reference::MatrixRef& m, DeviceBuffer& out) {
-  check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  const gpu::DeviceScope on(device);  // the caller's thread keeps its own current device
   std::vector<float> w(size_t(m.rows * m.cols));
   {
     std::vector<double> dense(w.size());
@@ -111,7 +111,7 @@ void CublasGemms::gemm(MlpId id, Gemm g, const double* x, int64_t n, double* y) 
   std::transform(x, x + xf.size(), xf.begin(), [](double v) { return float(v); });
   {
     std::lock_guard lock(mutex_);
-    check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+    const gpu::DeviceScope on(device_);  // the caller's thread keeps its own current device
     x_.reserve(xf.size() * sizeof(float));
     y_.reserve(yf.size() * sizeof(float));
     cudaStream_t stream = stream_.get();

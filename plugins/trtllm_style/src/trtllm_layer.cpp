@@ -723,7 +723,7 @@ Fp8Scales DeviceLayer::quantize_intermediate_fp8(const Workspace& ws, cudaStream
 void DeviceLayer::run(const moe_run_args& a) const {
   const moe_problem p = problem_.c();
   const int64_t tokens = a.hidden.shape[0];
-  sdk::check_run_tensors(p, a, workspace_size(tokens));
+  sdk::check_run_tensors(p, a, [&](int64_t t) { return workspace_size(t); });
   if (tokens == 0) return;
   auto stream = static_cast<cudaStream_t>(a.stream);
   const Workspace ws = carve(a.workspace, tokens);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 
 #include "moe/abi/moe_abi.h"
 
@@ -29,6 +30,19 @@ bool check_optional_tensor(const moe_tensor& t, const char* name, moe_dtype dtyp
 // `wide_output_ok` also accepts an f32 or f64 output (the reference, as an oracle, does).
 int64_t check_run_tensors(const moe_problem& problem, const moe_run_args& args,
                           size_t workspace_needed, bool wide_output_ok = false);
+// The workspace check of check_run_tensors alone: CAPACITY_EXCEEDED when args' workspace is
+// short of `workspace_needed` bytes for `tokens` tokens (INVALID_ARGUMENT when it is NULL).
+void check_run_workspace(const moe_run_args& args, size_t workspace_needed, int64_t tokens);
+// check_run_tensors with the workspace `workspace_for(T)` bytes asked only once the tensors and
+// T <= max_tokens are checked: a size function may refuse, or overflow, for a T past them, which
+// would name the wrong problem.
+template <class WorkspaceFor>
+requires std::is_invocable_r_v<size_t, WorkspaceFor&, int64_t> int64_t check_run_tensors(
+    const moe_problem& problem, const moe_run_args& args, WorkspaceFor&& workspace_for) {
+  const int64_t tokens = check_run_tensors(problem, args, 0);
+  check_run_workspace(args, workspace_for(tokens), tokens);
+  return tokens;
+}
 // Same for moe_route_args; returns T.
 int64_t check_route_tensors(const moe_problem& problem, const moe_route_args& args);
 

@@ -31,6 +31,23 @@ const std::string& sm90a_refusal();
 // Throws moe::Error(DEVICE_ERROR) naming `what` unless `e` is cudaSuccess.
 void check_cuda(cudaError_t e, const char* what);
 
+// Makes `device` current for a scope and gives the thread's current CUDA context back at its
+// end (a plugin's host thread may be the caller's: torch and the caller's own allocations follow
+// the current device). The context, not the device: a thread with none current (a fresh worker)
+// is left with none, where setting "device 0" back would create a context on GPU 0.
+// DEVICE_ERROR when `device` cannot be set.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  void* previous_ = nullptr;  // CUcontext; restored only when it could be read
+  bool restore_ = false;
+};
+
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
