@@ -346,6 +346,44 @@ TEST(ConformanceSuite, NamesAPluginThatWritesPastItsOutput) {
   EXPECT_EQ(errors, 8) << "T = 0 and 5 on each of the four scenarios";
 }
 
+// An oracle's output that is not finite (a row it left unwritten) is the oracle's error: the case
+// is an error naming the oracle and the element, never a failure of the plugin checked. (The GPU
+// oracle of a gpu_sized problem: the fixture; the plugin checked is a correct device one.)
+TEST(ConformanceSuite, AnOracleFaultIsAnErrorNotThePluginsFailure) {
+  const Registry r =
+      registry_of({build_plugin_dir(), fixture_dir("device_like"), fixture_dir("nan_last_row")});
+  const Conformance suite(r.find("reference"));
+  int runs = 0;
+  for (const auto& c : suite.run(r.find("fixture_device_like"), gpu_sized_small(),
+                                 gpu_sized_options(r.find("fixture_nan_last_row")))) {
+    if (c.stage != "run" || c.tokens == 0) continue;
+    ++runs;
+    EXPECT_EQ(c.status, CaseStatus::kError) << c.detail;
+    EXPECT_THAT(c.detail, testing::HasSubstr("the oracle 'fixture_nan_last_row' gave nan at "
+                                             "token 4 column 0: an oracle error"));
+  }
+  EXPECT_EQ(runs, 4) << "T = 5 on each of the four scenarios";
+}
+
+// A problem file that would check nothing (no scenario, no token count) or let anything pass (an
+// infinite tolerance) is refused, naming the key.
+TEST(ConformanceSuite, AProblemFileThatChecksNothingIsRefused) {
+  const std::string dir = testing::TempDir();
+  const std::string problem =
+      "problem: {experts: 8, top_k: 2, hidden: 64, intermediate: 32, max_tokens: 4}\n";
+  const auto write = [&](const std::string& name, const std::string& extra) {
+    const std::string path = dir + "/" + name;
+    std::ofstream(path, std::ios::trunc) << problem << extra;
+    return path;
+  };
+  expect_error([&] { load_problem_file(write("no_scenarios.yaml", "scenarios: []\n")); },
+               MOE_STATUS_CONFIG_ERROR, {"no_scenarios.yaml:2:", "scenarios is an empty list"});
+  expect_error([&] { load_problem_file(write("no_tokens.yaml", "tokens: []\n")); },
+               MOE_STATUS_CONFIG_ERROR, {"no_tokens.yaml:2:", "tokens is an empty list"});
+  expect_error([&] { load_problem_file(write("inf_tolerance.yaml", "tolerance: .inf\n")); },
+               MOE_STATUS_CONFIG_ERROR, {"tolerance must be finite and > 0, got inf"});
+}
+
 // "-1 = skip": the suite gives every skipped slot (one_expert's other columns, padding rows) a
 // weight of 1000, so a plugin that runs -1 as an expert with its weight fails there, where the
 // routing's own zero weight hid it. Scenarios without skipped slots still pass.

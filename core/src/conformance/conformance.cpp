@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -41,8 +42,12 @@ std::string compare_routing(const Routing& got, const Routing& ref) {
 // that convention's names and read back by the adapter. The file lives only for the call.
 LayerWeights through_checkpoint(const LayerWeights& w, const moe_problem& p, CheckpointSpec spec,
                                 const std::string& name) {
+  // Unique per call: two conformance calls of one process (two plugins checked in parallel
+  // through the host API) must not write, read and remove one file.
+  static std::atomic<uint64_t> calls{0};
   const auto file = std::filesystem::temp_directory_path() /
-                    fmt::format("moe_conformance_{}_{}.safetensors", name, ::getpid());
+                    fmt::format("moe_conformance_{}_{}_{}.safetensors", name, ::getpid(),
+                                calls.fetch_add(1, std::memory_order_relaxed));
   spec.path = file.string();
   // The conventions carry a router; the suite routes from its own logits, so zeros serve.
   HostTensor router(MOE_DTYPE_BF16, {p.experts + p.sink_experts, p.hidden}), bias;
@@ -155,6 +160,16 @@ HostTensor plus(const HostTensor& ref, const HostTensor& base) {
   return want;
 }
 
+// The oracle's f64 output (poisoned with NaN before its run) finite everywhere: a value it left
+// unwritten or got wrong is the oracle's error, not the plugin's failure.
+void check_oracle_output(const HostTensor& out, const std::string& oracle) {
+  const int64_t cols = out.shape().size() == 2 ? out.shape()[1] : 1;
+  for (int64_t i = 0; i < out.numel(); ++i)
+    MOE_CHECK(std::isfinite(out.data<double>()[i]), MOE_STATUS_INTERNAL,
+              "the oracle '{}' gave {} at token {} column {}: an oracle error, not the plugin's",
+              oracle, out.data<double>()[i], i / cols, i % cols);
+}
+
 constexpr float kSkippedSlotWeight = 1000.0f;  // with_skipped_weights_set's
 
 // The one scenario a problem's accumulate stage runs on, per token count: padding (tokens without
@@ -249,11 +264,16 @@ ProblemFile load_problem_file(const std::string& path) {
                 "{}: tokens {} is above the problem's max_tokens={}", where(path, v),
                 pf.tokens.back(), pf.problem.raw().max_tokens);
     }
+    MOE_CHECK(!pf.tokens.empty(), MOE_STATUS_CONFIG_ERROR,
+              "{}: tokens is an empty list: nothing would be checked (leave it out for the "
+              "default counts)",
+              where(path, t));
   }
   pf.tolerance = root["tolerance"]
                      ? read_scalar<double>(path, root["tolerance"], "tolerance")
                      : default_tolerance(static_cast<moe_format>(pf.problem.raw().format));
-  MOE_CHECK(pf.tolerance > 0, MOE_STATUS_CONFIG_ERROR, "{}: tolerance must be > 0", path);
+  MOE_CHECK(pf.tolerance > 0 && std::isfinite(pf.tolerance), MOE_STATUS_CONFIG_ERROR,
+            "{}: tolerance must be finite and > 0, got {}", path, pf.tolerance);
   if (const auto s = root["scenarios"]) {
     for (const auto& name : read_string_list(path, s, "scenarios")) {
       Scenario sc;
@@ -262,6 +282,9 @@ ProblemFile load_problem_file(const std::string& path) {
                 name);
       pf.scenarios.push_back(sc);
     }
+    MOE_CHECK(!pf.scenarios.empty(), MOE_STATUS_CONFIG_ERROR,
+              "{}: scenarios is an empty list: nothing would run (leave it out for all of them)",
+              where(path, s));
   } else {
     pf.scenarios.assign(std::begin(kAllScenarios), std::end(kAllScenarios));
   }
@@ -410,6 +433,7 @@ std::vector<CaseResult> Conformance::run(const std::shared_ptr<const Plugin>& pl
             }
             given = with_skipped_weights_set(routing);
             ref = run_layer(*ref_layer, p, batch.hidden, given, MOE_DTYPE_F64);
+            check_oracle_output(ref.output, oracle->name());
             const RunResult out = run_layer(*layer, p, batch.hidden, given, MOE_DTYPE_BF16);
             run.ms = out.ms;
             judge_output(run, out.output, ref.output);
