@@ -115,11 +115,11 @@ class DeviceStep:
         topk_ids, topk_weights = routing
         tokens = _tensors.leading_dim(hidden, "hidden")
         hidden = _tensors.detached(hidden)
-        stream = _tensors.stream_arg(stream, hidden)
+        handle = _tensors.stream_arg(stream, hidden)
         if out is None:
-            out = _tensors.empty_like(hidden, (tokens, self._hidden), None, "out", stream)
+            out = _tensors.empty_like(hidden, (tokens, self._hidden), None, "out", handle)
         self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights),
-                         _tensors.detached(out), stream)
+                         _tensors.detached(out), handle, stream_is_current=stream is None)
         return _tensors.untagged(out)
 
     def close(self):

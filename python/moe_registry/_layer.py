@@ -110,7 +110,7 @@ class Layer:
         topk_ids, topk_weights = self._topk_outputs(logits, tokens, topk_ids, topk_weights, handle)
         self._native.route(logits, _tensors.detached(topk_ids), _tensors.detached(topk_weights),
                            _maybe_detached(bias), _maybe_detached(is_padding),
-                           _maybe_detached(workspace), handle)
+                           _maybe_detached(workspace), handle, stream_is_current=stream is None)
         return topk_ids, topk_weights
 
     def run(self, hidden, topk_ids, topk_weights, *, out=None, workspace=None, stream=None):
@@ -168,7 +168,7 @@ class Layer:
         self._native.run(hidden, _tensors.detached(topk_ids), _tensors.detached(topk_weights),
                          _tensors.detached(out), _maybe_detached(workspace), handle,
                          _maybe_detached(logits), _maybe_detached(bias),
-                         _maybe_detached(is_padding))
+                         _maybe_detached(is_padding), stream_is_current=stream is None)
         return _tensors.untagged(out)
 
     def __call__(self, hidden, routing=None, *, topk_ids=None, topk_weights=None, bias=None,

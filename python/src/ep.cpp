@@ -94,11 +94,12 @@ void EpDeviceStep::close() {
 }
 
 void EpDeviceStep::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights,
-                       nb::handle out, uintptr_t stream) {
+                       nb::handle out, uintptr_t stream, bool stream_is_current) {
   Keep keep;
   auto a = sized<moe_host_ep_device_run_args>();
   Placement where = where_;
   where.stream = stream;
+  where.stream_is_current = stream_is_current;
   step_tensors(a, problem_, hidden, topk_ids, topk_weights, out, where, keep);
   a.stream = reinterpret_cast<void*>(stream);
   nb::gil_scoped_release unlocked;  // a collective: it may wait for the other ranks' NCCL calls

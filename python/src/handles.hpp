@@ -65,13 +65,13 @@ class Layer {
   // of at least the workspace size in the layer's memory, so that the call allocates nothing
   // (torch's caching allocator, CUDA graph capture).
   void route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weights, nb::handle bias,
-             nb::handle is_padding, nb::handle workspace, uintptr_t stream);
+             nb::handle is_padding, nb::handle workspace, uintptr_t stream, bool stream_is_current);
   // With router_logits (not None; ABI 1.6) the plugin routes the batch itself in the same call,
   // into topk_ids and topk_weights (then outputs), with bias and is_padding as route() takes them
   // (read only with router_logits: Layer.run_routed passes them, Layer.run None).
   void run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights, nb::handle output,
            nb::handle workspace, uintptr_t stream, nb::handle router_logits, nb::handle bias,
-           nb::handle is_padding);
+           nb::handle is_padding, bool stream_is_current);
   // A checkpoint's router (moe_host_layer_prepare_checkpoint), copied out of the layer's host
   // memory: {"router_weight": (bytes, "bf16", (rows, H)), ...}, only those the checkpoint has.
   nb::dict router_tensors() const;
@@ -134,7 +134,7 @@ class EpDeviceStep {
   EpDeviceStep(const EpDeviceStep&) = delete;
   EpDeviceStep& operator=(const EpDeviceStep&) = delete;
   void run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights, nb::handle out,
-           uintptr_t stream);
+           uintptr_t stream, bool stream_is_current);
   void close();
 
  private:

@@ -121,11 +121,13 @@ void routing_extras(const moe_problem& p, int64_t tokens, nb::handle bias, nb::h
 }  // namespace
 
 void Layer::route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weights, nb::handle bias,
-                  nb::handle is_padding, nb::handle workspace_given, uintptr_t stream) {
+                  nb::handle is_padding, nb::handle workspace_given, uintptr_t stream,
+                  bool stream_is_current) {
   const moe_problem& p = *info_.problem;
   const int64_t width = MOE_TOPK_WIDTH(&p);
   Placement where{info_.memory, device_id};
   where.stream = stream;
+  where.stream_is_current = stream_is_current;
   Keep keep;
   auto a = sized<moe_route_args>();
   a.logits = tensor_arg(logits, "logits", MOE_DTYPE_F32, {kAnyDim, p.experts + p.sink_experts},
@@ -143,11 +145,12 @@ void Layer::route(nb::handle logits, nb::handle topk_ids, nb::handle topk_weight
 
 void Layer::run(nb::handle hidden, nb::handle topk_ids, nb::handle topk_weights, nb::handle output,
                 nb::handle workspace_given, uintptr_t stream, nb::handle router_logits,
-                nb::handle bias, nb::handle is_padding) {
+                nb::handle bias, nb::handle is_padding, bool stream_is_current) {
   const moe_problem& p = *info_.problem;
   const int64_t width = MOE_TOPK_WIDTH(&p);
   Placement where{info_.memory, device_id};
   where.stream = stream;
+  where.stream_is_current = stream_is_current;
   Keep keep;
   auto a = sized<moe_run_args>();
   a.hidden = tensor_arg(hidden, "hidden", MOE_DTYPE_BF16, {kAnyDim, p.hidden}, where, keep);

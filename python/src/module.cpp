@@ -74,10 +74,10 @@ NB_MODULE(_core, m) {
                    [](const Layer& l) { return std::string(l.info().weights_from); })
       .def("router_tensors", &Layer::router_tensors)
       .def("route", &Layer::route, "logits"_a, "topk_ids"_a, "topk_weights"_a, "bias"_a.none(),
-           "is_padding"_a.none(), "workspace"_a.none(), "stream"_a)
+           "is_padding"_a.none(), "workspace"_a.none(), "stream"_a, "stream_is_current"_a = false)
       .def("run", &Layer::run, "hidden"_a, "topk_ids"_a, "topk_weights"_a, "out"_a,
            "workspace"_a.none(), "stream"_a, "router_logits"_a.none(), "bias"_a.none(),
-           "is_padding"_a.none());
+           "is_padding"_a.none(), "stream_is_current"_a = false);
 
   nb::class_<EpGroup>(m, "EpGroup")
       .def(nb::init<uintptr_t, const Layer&, double>(), "nccl_comm"_a, "layer"_a, "timeout_s"_a)
@@ -90,7 +90,7 @@ NB_MODULE(_core, m) {
       .def(nb::init<EpGroup&, const Layer&, int64_t, bool, int64_t>(), "group"_a, "layer"_a,
            "max_tokens"_a, "ragged"_a, "chunks"_a, nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
       .def("run", &EpDeviceStep::run, "hidden"_a, "topk_ids"_a, "topk_weights"_a, "out"_a,
-           "stream"_a)
+           "stream"_a, "stream_is_current"_a = false)
       .def("close", &EpDeviceStep::close);
 
   nb::class_<Registry>(m, "Registry")

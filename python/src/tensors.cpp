@@ -190,9 +190,10 @@ void check_placement(const Array& a, const std::string& name, Placement& where) 
 // call's stream, as DLPack asks of a consumer: nanobind calls __dlpack__() without one, which the
 // protocol reads as the legacy default stream (some torch and CuPy releases make it wait on the
 // producer's stream then, and inside a graph capture that wait invalidates the capture). DLPack
-// numbers the legacy default stream 1 (0 is not allowed). No capsule (an invalid object) for
-// host arrays, calls without a stream and exporters that refuse: the plain import then gives
-// its own answer.
+// numbers the legacy default stream 1 (0 is not allowed), and -1 says no synchronisation is
+// needed (Placement::stream_is_current). No capsule (an invalid object) for host arrays, calls
+// without a stream and exporters that refuse (torch refuses the per-thread default stream, 2):
+// the plain import then gives its own answer.
 nb::object cuda_capsule(nb::handle array, const Placement& where, Access access) {
   if (!where.stream || !nb::hasattr(array, "__dlpack__") ||
       !nb::hasattr(array, "__dlpack_device__"))
@@ -202,8 +203,13 @@ nb::object cuda_capsule(nb::handle array, const Placement& where, Access access)
     const nb::tuple device = nb::cast<nb::tuple>(array.attr("__dlpack_device__")());
     const int type = device.size() == 2 ? nb::cast<int>(device[0]) : 0;
     if (type != kDLCUDA && type != kDLCUDAManaged) return {};
-    const uintptr_t stream = *where.stream == 0 ? 1 : *where.stream;
-    if (access == Access::kWrite) {  // DLPack 1.0 carries the read-only bit a write needs
+    const nb::object stream = where.stream_is_current
+                                  ? nb::cast(int64_t(-1))
+                                  : nb::cast(uint64_t(*where.stream == 0 ? 1 : *where.stream));
+#if NB_VERSION_MAJOR > 2 || (NB_VERSION_MAJOR == 2 && NB_VERSION_MINOR >= 10)
+    // DLPack 1.0 carries the read-only bit a write needs (nanobind reads its versioned capsules
+    // from 2.10 on; an older one takes the legacy capsule only).
+    if (access == Access::kWrite) {
       try {
         return array.attr("__dlpack__")(nb::arg("stream") = stream,
                                         nb::arg("max_version") = nb::make_tuple(1, 0));
@@ -211,6 +217,9 @@ nb::object cuda_capsule(nb::handle array, const Placement& where, Access access)
         if (!e.matches(PyExc_TypeError)) throw;  // an exporter older than max_version: retry
       }
     }
+#else
+    (void)access;
+#endif
     return array.attr("__dlpack__")(nb::arg("stream") = stream);
   } catch (nb::python_error&) {
     return {};

@@ -31,6 +31,10 @@ struct Placement {
   // exported on it (DLPack's stream handshake), so its producer orders its pending work before
   // the call's stream and never touches another stream (one that a graph capture would break on).
   std::optional<uintptr_t> stream;
+  // The stream is the one the caller's framework has current (the call was given none): that
+  // already orders the producer's work, so arrays are exported with DLPack's -1, no
+  // synchronisation asked (torch would record and wait on an event per array otherwise).
+  bool stream_is_current = false;
   std::string first;  // after kEitherMemory: the argument that decided, and where it is
   std::string first_place;
 };

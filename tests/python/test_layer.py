@@ -92,6 +92,18 @@ def test_a_cuda_array_is_exported_on_the_calls_stream(layer, batch, stream, expo
     assert all("stream" not in call for call in host_hidden.dlpack_calls)
 
 
+def test_a_cuda_array_on_the_current_stream_asks_for_no_synchronisation(layer, batch):
+    """Without `stream=` a call runs on the stream the caller's framework has current, which
+    already orders the array's producer: DLPack's -1 (no synchronisation; torch would otherwise
+    record and wait on an event for every array)."""
+    hidden, logits = batch
+    ids, weights = layer.route(logits)
+    device_hidden = FakeDeviceArray(hidden)
+    with pytest.raises(moe.MoeError, match="hidden"):
+        layer.run(device_hidden, ids, weights, out=np.zeros_like(hidden))
+    assert device_hidden.dlpack_calls[0] == {"stream": -1}
+
+
 def test_a_byte_swapped_bfloat16_array_is_refused(layer, batch):
     hidden, logits = batch
     swapped = hidden.astype(hidden.dtype.newbyteorder(">"))
