@@ -28,8 +28,10 @@ configure_package_config_file(cmake/moe_registryConfig.cmake.in
   ${PROJECT_BINARY_DIR}/moe_registryConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/moe_registry
   PATH_VARS MOE_INSTALL_PLUGIN_DIR MOE_INSTALL_PROBLEM_DIR MOE_INSTALL_SCANNER_DIR)
+# 0.x: a minor release may change the SDK a plugin builds against (its optional hooks are found
+# by concepts, so an older install would build silently without them): the minor must match.
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/moe_registryConfigVersion.cmake
-  COMPATIBILITY SameMajorVersion)
+  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/moe_registryConfig.cmake
   ${PROJECT_BINARY_DIR}/moe_registryConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/moe_registry)
