@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "driver_entry.hpp"
 #include "moe/sdk/error.hpp"
 #include "moe_cuda/device.hpp"
 
@@ -57,22 +58,8 @@ void check_cuda(cudaError_t e, const char* what) {
 }
 
 namespace {
-
-// The driver's current-context calls, through the runtime's entry point query (no libcuda link).
-template <class Fn>
-Fn driver_entry(const char* name) {
-  void* f = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-      q != cudaDriverEntryPointSuccess) {
-    (void)cudaGetLastError();
-    return nullptr;
-  }
-  return reinterpret_cast<Fn>(f);
-}
 using CtxGetCurrent = CUresult (*)(CUcontext*);
 using CtxSetCurrent = CUresult (*)(CUcontext);
-
 }  // namespace
 
 DeviceScope::DeviceScope(int device) {

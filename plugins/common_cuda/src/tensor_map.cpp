@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "driver_entry.hpp"
+
 namespace moe::gpu {
 namespace {
 
@@ -11,15 +13,7 @@ using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, 
                                  CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 EncodeTiled encode_tiled() {
-  static const EncodeTiled fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    return reinterpret_cast<EncodeTiled>(f);
-  }();
+  static const EncodeTiled fn = driver_entry<EncodeTiled>("cuTensorMapEncodeTiled");
   return fn;
 }
 
