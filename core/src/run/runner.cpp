@@ -69,9 +69,10 @@ Routing route_batch(const Plugin& plugin, const moe_problem& p, const Batch& bat
             plugin.name(), routing_name(static_cast<moe_routing>(p.routing)));
   const int64_t tokens = batch.hidden.shape()[0], width = topk_width(p);
   Routing r{HostTensor(MOE_DTYPE_I32, {tokens, width}), HostTensor(MOE_DTYPE_F32, {tokens, width})};
-  // Poisoned: an id or weight the plugin leaves unwritten is no answer the reference gives (an
-  // id of -16843010, a NaN weight), where zeros would pass for a padding token's weights.
-  r.ids.fill_bytes(0xFE);
+  // Poisoned: a weight the plugin leaves unwritten is NaN, where zeros passed for a padding
+  // token's; an id it leaves unwritten is -1 (no expert: a later run skips it safely, and the
+  // reference's id, or its NaN weight beside a padding token's -1, tells it apart).
+  r.ids.fill_bytes(0xFF);
   r.weights.fill_bytes(0xFF);
   auto logits = stage(plugin, batch.logits);
   Staged bias, padding;
