@@ -245,6 +245,27 @@ TEST(Checkpoint, ExpertCountNotPaddedForTheEpSizeIsRefusedWithTheNeededCount) {
                 "needs experts: 6"});
 }
 
+TEST(Checkpoint, GroupedRoutingRefusesPaddingExpertsThatWouldMoveItsGroups) {
+  Written full = written("ep_grouped", {"mixtral", MOE_FORMAT_BF16});
+  Problem ep = full.problem;  // 4 experts in the file, 6 with ep_size 3: groups of 3, not 2
+  ep.raw().experts = 6;
+  ep.raw().ep_placement = MOE_EP_LINEAR;
+  ep.raw().ep_size = 3;
+  ep.raw().routing = MOE_ROUTING_GROUPED_TOPK;
+  ep.raw().num_groups = 2;
+  ep.raw().topk_group = 1;
+  ep.finalize();
+  expect_error([&] { load_layer(Checkpoint::open(full.spec.path), full.spec, ep.c()); },
+               MOE_STATUS_CONFIG_ERROR,
+               {"grouped_topk routing cannot take padding experts",
+                "4 experts are not a multiple of ep_size=3", "padding them to 6",
+                "regroup them 3 a group instead of 2", "an ep_size that divides 4"});
+  ep.raw().ep_size = 2;  // 4 experts split evenly: no padding, the model's groups
+  ep.raw().experts = 4;
+  ep.finalize();
+  EXPECT_NO_THROW(load_layer(Checkpoint::open(full.spec.path), full.spec, ep.c()));
+}
+
 // A checkpoint of `tensors` with one of them changed by `edit`.
 std::string edited(const std::string& name, const Written& w,
                    const std::function<void(std::vector<NamedTensor>&)>& edit) {

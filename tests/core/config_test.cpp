@@ -163,6 +163,9 @@ TEST(ConfigParse, KeysThatDoNotApplyAreRefusedByName) {
       {"  routing: sigmoid_topk\n  num_groups: 2\n  topk_group: 1\n",
        {"test.yaml:7:", "num_groups applies to routing grouped_topk"}},
       {"  route_scale: 2.0\n", {"route_scale applies to routing sigmoid_bias_sink"}},
+      {"  routing: sigmoid_bias_sink\n  renormalize: false\n",
+       {"test.yaml:7:", "renormalize applies to routings other than sigmoid_bias_sink",
+        "this problem routes sigmoid_bias_sink"}},
       {"  routing: grouped_topk\n  num_groups: 2\n  topk_group: 1\n  global_scale: 0.5\n",
        {"test.yaml:9:", "global_scale applies to routing sigmoid_bias_sink",
         "this problem routes grouped_topk"}},
@@ -198,6 +201,9 @@ TEST(ConfigParse, KeysThatDoNotApplyAreRefusedByName) {
       for (const auto& w : c.words) EXPECT_THAT(e.what(), testing::HasSubstr(w));
     }
   }
+  // renormalize at its default (true) on sink routing, as a written-out sink problem has it.
+  EXPECT_NO_THROW(Config::parse(head + "  routing: sigmoid_bias_sink\n  renormalize: true\n",
+                                "test.yaml"));
   // Every such key at its default, as moe_host_problem_format and Problem.as_dict() write them.
   EXPECT_NO_THROW(Config::parse(head + "  routing: softmax_topk\n  score_function: sigmoid\n"
                                        "  num_groups: 1\n  topk_group: 1\n"

@@ -165,6 +165,15 @@ LayerCheckpoint load_layer(const Checkpoint& checkpoint, const CheckpointSpec& s
             inter, spec.tp_size, inter / spec.tp_size, p.intermediate);
   const int64_t ep = p.ep_placement == MOE_EP_NONE ? 1 : p.ep_size;
   const int64_t padded = ceil_div(out.real_experts, ep) * ep;
+  // Groups are experts / num_groups wide: padding experts would widen every group and move its
+  // bounds, so the layer would route otherwise than the model (docs/design.md §4).
+  MOE_CHECK(p.routing != MOE_ROUTING_GROUPED_TOPK || padded == out.real_experts,
+            MOE_STATUS_CONFIG_ERROR,
+            "grouped_topk routing cannot take padding experts: the checkpoint's {} experts are not "
+            "a multiple of ep_size={}, and padding them to {} would regroup them {} a group "
+            "instead of {}; choose an ep_size that divides {}",
+            out.real_experts, ep, padded, p.num_groups > 0 ? padded / p.num_groups : 0,
+            p.num_groups > 0 ? out.real_experts / p.num_groups : 0, out.real_experts);
   MOE_CHECK(p.experts == padded, MOE_STATUS_SHAPE_MISMATCH,
             "the checkpoint has {} experts{}: the problem needs experts: {}", out.real_experts,
             ep > 1 ? fmt::format(", padded to a multiple of ep_size={}", ep) : "", padded);

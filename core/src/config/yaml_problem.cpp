@@ -175,6 +175,8 @@ void refuse_keys_that_do_not_apply(const std::string& source, const YAML::Node& 
       {"topk_group", grouped, p.topk_group == d.topk_group, "routing grouped_topk", routes},
       {"routed_scaling_factor", grouped, p.routed_scaling_factor == d.routed_scaling_factor,
        "routing grouped_topk", routes},
+      {"renormalize", !sink, p.renormalize == d.renormalize,
+       "routings other than sigmoid_bias_sink (its sink softmax normalises)", routes},
       {"route_scale", sink, p.route_scale == d.route_scale, "routing sigmoid_bias_sink", routes},
       {"global_scale", sink, p.global_scale == d.global_scale, "routing sigmoid_bias_sink", routes},
       {"activation_alpha", oai, p.activation_alpha == d.activation_alpha, "activation swiglu_oai",

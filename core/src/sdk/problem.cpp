@@ -246,7 +246,15 @@ void check_routing_args(const moe_problem& p, int64_t tokens, const void* logits
               p.topk_group * per_group, p.topk_group);
     MOE_CHECK(!p.routing_bias || per_group >= 2, kInvalid,
               "grouped_topk with a routing bias needs experts/num_groups={} >= 2", per_group);
+    MOE_CHECK(std::isfinite(p.routed_scaling_factor) && p.routed_scaling_factor > 0, kInvalid,
+              "routed_scaling_factor={} must be finite and > 0", p.routed_scaling_factor);
   }
+  MOE_CHECK(p.sink_experts <= 64, kInvalid, "sink_experts={} must be <= 64", p.sink_experts);
+  if (p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK)
+    for (const auto& [name, value] :
+         {std::pair{"route_scale", p.route_scale}, std::pair{"global_scale", p.global_scale}})
+      MOE_CHECK(std::isfinite(value) && value > 0, kInvalid, "{}={} must be finite and > 0", name,
+                value);
   MOE_CHECK((bias != nullptr) == (p.routing_bias != 0), kInvalid, "bias is {} but routing_bias={}",
             bias != nullptr ? "given" : "null", p.routing_bias);
   MOE_CHECK(tokens >= 0, kInvalid, "tokens={} must be >= 0", tokens);

@@ -313,4 +313,24 @@ TEST(ReferenceRouting, InconsistentRoutingFieldsAreRejected) {
   EXPECT_EQ(error_of(p, {0, 0, 0, 0, 0}), "sink_experts=1 needs routing sigmoid_bias_sink");
 }
 
+// The scales the weights are multiplied by are checked by route() itself, not only by a problem's
+// validation: a caller of the routing alone gets an error, not NaN or negated weights.
+TEST(ReferenceRouting, ScalesThatAreNotFiniteAndPositiveAreRejected) {
+  moe_problem p = grouped_problem(4, 2, 1, 1);
+  p.routed_scaling_factor = kNaN;
+  EXPECT_EQ(error_of(p, {0, 0, 0, 0}), "routed_scaling_factor=nan must be finite and > 0");
+  p.routed_scaling_factor = -1;
+  EXPECT_EQ(error_of(p, {0, 0, 0, 0}), "routed_scaling_factor=-1 must be finite and > 0");
+  p = make_problem(MOE_ROUTING_SIGMOID_BIAS_SINK, 4, 1);
+  p.route_scale = 0;
+  EXPECT_EQ(error_of(p, {0, 0, 0, 0}), "route_scale=0 must be finite and > 0");
+  p.route_scale = 1;
+  p.global_scale = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(error_of(p, {0, 0, 0, 0}), "global_scale=inf must be finite and > 0");
+  p.global_scale = 1;
+  p.sink_experts = 65;
+  p.sink_intermediate = 8;
+  EXPECT_EQ(error_of(p, std::vector<float>(69, 0.0f)), "sink_experts=65 must be <= 64");
+}
+
 }  // namespace
