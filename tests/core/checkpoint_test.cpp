@@ -232,6 +232,37 @@ TEST(Checkpoint, ExpertParallelRanksAddUpAndPaddingExpertsAreZeroAndNeverRouted)
     EXPECT_NEAR(sum[i], whole.data<double>()[i], 1e-12) << i;
 }
 
+// A dense checkpoint quantised to fp8_block at load takes any intermediate size (docs/design.md
+// §3.4), padding experts included: their [gate; up] was once stacked from quantised halves, which
+// asks whole 128-row blocks of the gate (I = 96 failed on the rank holding padding).
+TEST(Checkpoint, PaddingExpertsOfADenseCheckpointLoadInFp8BlockAtAnyIntermediate) {
+  const Written full = written("ep_fp8_pad", {"mixtral", MOE_FORMAT_BF16}, 96);
+  for (int32_t rank = 0; rank < 3; ++rank) {
+    SCOPED_TRACE(rank);
+    Problem ep = full.problem;  // 4 experts in the file, 6 with ep_size 3: rank 2 holds 4 and 5
+    ep.raw().format = MOE_FORMAT_FP8_BLOCK;
+    ep.raw().input_format = MOE_INPUT_DEFAULT;
+    ep.raw().experts = 6;
+    ep.raw().ep_placement = MOE_EP_LINEAR;
+    ep.raw().ep_size = 3;
+    ep.raw().ep_rank = rank;
+    ep.finalize();
+    const LayerCheckpoint l = load_layer(Checkpoint::open(full.spec.path), full.spec, ep.c());
+    const HostTensor& w13 = l.weights.w13;
+    ASSERT_EQ(w13.shape(), (std::vector<int64_t>{2, 2 * 96, 64}));
+    ASSERT_EQ(l.weights.w13_scale.shape(), (std::vector<int64_t>{2, 2, 1}));
+    const auto* codes = static_cast<const uint8_t*>(w13.raw());
+    const size_t per_expert = w13.bytes() / 2;
+    const bool padding = rank == 2;
+    size_t nonzero = 0;
+    for (size_t i = 0; i < w13.bytes(); ++i) nonzero += codes[i] != 0;
+    if (padding)
+      EXPECT_EQ(nonzero, 0u) << "padding experts must be zero";
+    else
+      EXPECT_GT(nonzero, per_expert) << "real experts hold the checkpoint's weights";
+  }
+}
+
 TEST(Checkpoint, ExpertCountNotPaddedForTheEpSizeIsRefusedWithTheNeededCount) {
   Written full = written("ep_bad", {"mixtral", MOE_FORMAT_BF16});
   Problem ep = full.problem;  // 4 experts in the file: 6 with ep_size 3, not 9

@@ -202,8 +202,8 @@ TEST(ConfigParse, KeysThatDoNotApplyAreRefusedByName) {
     }
   }
   // renormalize at its default (true) on sink routing, as a written-out sink problem has it.
-  EXPECT_NO_THROW(Config::parse(head + "  routing: sigmoid_bias_sink\n  renormalize: true\n",
-                                "test.yaml"));
+  EXPECT_NO_THROW(
+      Config::parse(head + "  routing: sigmoid_bias_sink\n  renormalize: true\n", "test.yaml"));
   // Every such key at its default, as moe_host_problem_format and Problem.as_dict() write them.
   EXPECT_NO_THROW(Config::parse(head + "  routing: softmax_topk\n  score_function: sigmoid\n"
                                        "  num_groups: 1\n  topk_group: 1\n"

@@ -43,10 +43,9 @@ Expert tp_slice(const Expert& x, const CheckpointSpec& spec, int64_t inter,
   return out;
 }
 
+// A padding expert's down projection and biases; its [gate; up] is made whole by the caller.
 Expert zero_expert(moe_format f, bool gated, bool biases, int64_t h, int64_t inter) {
   Expert x;
-  if (gated) x.gate = detail::zero_matrix(f, inter, h);
-  x.up = detail::zero_matrix(f, inter, h);
   x.down = detail::zero_matrix(f, h, inter);
   if (biases) {
     if (gated) x.b_gate.assign(inter, 0.0f);
@@ -186,7 +185,14 @@ LayerCheckpoint load_layer(const Checkpoint& checkpoint, const CheckpointSpec& s
                          ? tp_slice(source->expert(g), spec, p.intermediate, what)
                          : zero_expert(format, gated, p.expert_bias, p.hidden, p.intermediate);
     check_expert(x, what);
-    detail::store(w13_of(x, format, what), l, p.local_experts, w.w13, w.w13_scale, w.w13_scale_2);
+    // A padding expert's [gate; up] is made whole: stacking its halves would ask of fp8_block
+    // what only a stored checkpoint must meet (whole 128-row blocks in the gate), and a dense
+    // checkpoint quantised at load has no such limit (docs/design.md §3.4).
+    const Matrix w13 =
+        g < out.real_experts
+            ? w13_of(x, format, what)
+            : detail::zero_matrix(format, (gated ? 2 : 1) * p.intermediate, p.hidden);
+    detail::store(w13, l, p.local_experts, w.w13, w.w13_scale, w.w13_scale_2);
     detail::store(detail::quantize_loaded(x.down, format), l, p.local_experts, w.w2, w.w2_scale,
                   w.w2_scale_2);
     if (p.expert_bias) {
