@@ -192,6 +192,17 @@ TEST(Checkpoint, Fp8BlockSlabThatCutsAScaleBlockIsRefused) {
                MOE_STATUS_INVALID_ARGUMENT, {"cut through a 128x128 fp8_block scale block"});
 }
 
+// `base` with `experts` global experts placed over `size` ranks, as rank `rank` sees it.
+Problem ep_problem(Problem base, int64_t experts, moe_ep_placement placement, int32_t size,
+                   int32_t rank = 0) {
+  base.raw().experts = experts;
+  base.raw().ep_placement = placement;
+  base.raw().ep_size = size;
+  base.raw().ep_rank = rank;
+  base.finalize();
+  return base;
+}
+
 TEST(Checkpoint, ExpertParallelRanksAddUpAndPaddingExpertsAreZeroAndNeverRouted) {
   // 6 experts in the checkpoint; ep_size 4 pads them to 8 (round robin).
   Case c{"mixtral", MOE_FORMAT_BF16};
@@ -209,12 +220,7 @@ TEST(Checkpoint, ExpertParallelRanksAddUpAndPaddingExpertsAreZeroAndNeverRouted)
   const HostTensor whole = reference_output(six.c(), full.weights, routing, batch.hidden);
   std::vector<double> sum(whole.numel(), 0.0);
   for (int32_t rank = 0; rank < 4; ++rank) {
-    Problem ep = six;
-    ep.raw().experts = 8;
-    ep.raw().ep_placement = MOE_EP_ROUND_ROBIN;
-    ep.raw().ep_size = 4;
-    ep.raw().ep_rank = rank;
-    ep.finalize();
+    const Problem ep = ep_problem(six, 8, MOE_EP_ROUND_ROBIN, 4, rank);
     const LayerCheckpoint l = load_layer(Checkpoint::open(full.spec.path), full.spec, ep.c());
     EXPECT_EQ(l.real_experts, 6);
     if (rank >= 2) {  // local expert 1 is global 4 + rank >= 6: padding, all zero
@@ -239,13 +245,10 @@ TEST(Checkpoint, PaddingExpertsOfADenseCheckpointLoadInFp8BlockAtAnyIntermediate
   const Written full = written("ep_fp8_pad", {"mixtral", MOE_FORMAT_BF16}, 96);
   for (int32_t rank = 0; rank < 3; ++rank) {
     SCOPED_TRACE(rank);
-    Problem ep = full.problem;  // 4 experts in the file, 6 with ep_size 3: rank 2 holds 4 and 5
+    // 4 experts in the file, 6 with ep_size 3: rank 2 holds 4 and 5
+    Problem ep = ep_problem(full.problem, 6, MOE_EP_LINEAR, 3, rank);
     ep.raw().format = MOE_FORMAT_FP8_BLOCK;
     ep.raw().input_format = MOE_INPUT_DEFAULT;
-    ep.raw().experts = 6;
-    ep.raw().ep_placement = MOE_EP_LINEAR;
-    ep.raw().ep_size = 3;
-    ep.raw().ep_rank = rank;
     ep.finalize();
     const LayerCheckpoint l = load_layer(Checkpoint::open(full.spec.path), full.spec, ep.c());
     const HostTensor& w13 = l.weights.w13;
@@ -265,11 +268,8 @@ TEST(Checkpoint, PaddingExpertsOfADenseCheckpointLoadInFp8BlockAtAnyIntermediate
 
 TEST(Checkpoint, ExpertCountNotPaddedForTheEpSizeIsRefusedWithTheNeededCount) {
   Written full = written("ep_bad", {"mixtral", MOE_FORMAT_BF16});
-  Problem ep = full.problem;  // 4 experts in the file: 6 with ep_size 3, not 9
-  ep.raw().experts = 9;
-  ep.raw().ep_placement = MOE_EP_LINEAR;
-  ep.raw().ep_size = 3;
-  ep.finalize();
+  // 4 experts in the file: 6 with ep_size 3, not 9
+  const Problem ep = ep_problem(full.problem, 9, MOE_EP_LINEAR, 3);
   expect_error([&] { load_layer(Checkpoint::open(full.spec.path), full.spec, ep.c()); },
                MOE_STATUS_SHAPE_MISMATCH,
                {"the checkpoint has 4 experts, padded to a multiple of ep_size=3: the problem "
@@ -278,10 +278,8 @@ TEST(Checkpoint, ExpertCountNotPaddedForTheEpSizeIsRefusedWithTheNeededCount) {
 
 TEST(Checkpoint, GroupedRoutingRefusesPaddingExpertsThatWouldMoveItsGroups) {
   Written full = written("ep_grouped", {"mixtral", MOE_FORMAT_BF16});
-  Problem ep = full.problem;  // 4 experts in the file, 6 with ep_size 3: groups of 3, not 2
-  ep.raw().experts = 6;
-  ep.raw().ep_placement = MOE_EP_LINEAR;
-  ep.raw().ep_size = 3;
+  // 4 experts in the file, 6 with ep_size 3: groups of 3, not 2
+  Problem ep = ep_problem(full.problem, 6, MOE_EP_LINEAR, 3);
   ep.raw().routing = MOE_ROUTING_GROUPED_TOPK;
   ep.raw().num_groups = 2;
   ep.raw().topk_group = 1;
