@@ -327,6 +327,20 @@ TEST(ConformanceSuite, ChecksAccumulateOnlyWhereDeclaredAndCatchesAPluginThatIgn
   EXPECT_TRUE(accumulate_cases(suite.run(example, pf, opt)).empty());
 }
 
+// How many `run` cases there are (those of an empty batch too where `empty_too`), after checking
+// that each is an error whose detail names `what`.
+int run_errors_naming(const std::vector<CaseResult>& cases, const std::string& what,
+                      bool empty_too) {
+  int runs = 0;
+  for (const auto& c : cases) {
+    if (c.stage != "run" || (!empty_too && c.tokens == 0)) continue;
+    ++runs;
+    EXPECT_EQ(c.status, CaseStatus::kError) << c.detail;
+    EXPECT_THAT(c.detail, testing::HasSubstr(what));
+  }
+  return runs;
+}
+
 // A plugin that writes one row past its output is an error naming the overrun at every batch size,
 // T = 0 included (the bytes after the output are a guard, checked after each run); before, it
 // passed, or corrupted the heap and the run ended without a report.
@@ -335,15 +349,13 @@ TEST(ConformanceSuite, NamesAPluginThatWritesPastItsOutput) {
   const Conformance suite(r.find("reference"));
   ConformanceOptions opt;
   opt.seed = suite_seed();
-  int errors = 0;
-  for (const auto& c : suite.run(r.find("fixture_writes_past_output"), softmax_silu({0, 5}), opt)) {
-    if (c.stage != "run") continue;
-    ++errors;
-    EXPECT_EQ(c.status, CaseStatus::kError) << c.detail;
-    EXPECT_THAT(c.detail, testing::HasSubstr("plugin 'fixture_writes_past_output' wrote past the "
-                                             "end of the output"));
-  }
-  EXPECT_EQ(errors, 8) << "T = 0 and 5 on each of the four scenarios";
+  const auto cases = suite.run(r.find("fixture_writes_past_output"), softmax_silu({0, 5}), opt);
+  EXPECT_EQ(run_errors_naming(cases,
+                              "plugin 'fixture_writes_past_output' wrote past the end of "
+                              "the output",
+                              true),
+            8)
+      << "T = 0 and 5 on each of the four scenarios";
 }
 
 // An oracle's output that is not finite (a row it left unwritten) is the oracle's error: the case
@@ -353,16 +365,14 @@ TEST(ConformanceSuite, AnOracleFaultIsAnErrorNotThePluginsFailure) {
   const Registry r =
       registry_of({build_plugin_dir(), fixture_dir("device_like"), fixture_dir("nan_last_row")});
   const Conformance suite(r.find("reference"));
-  int runs = 0;
-  for (const auto& c : suite.run(r.find("fixture_device_like"), gpu_sized_small(),
-                                 gpu_sized_options(r.find("fixture_nan_last_row")))) {
-    if (c.stage != "run" || c.tokens == 0) continue;
-    ++runs;
-    EXPECT_EQ(c.status, CaseStatus::kError) << c.detail;
-    EXPECT_THAT(c.detail, testing::HasSubstr("the oracle 'fixture_nan_last_row' gave nan at "
-                                             "token 4 column 0: an oracle error"));
-  }
-  EXPECT_EQ(runs, 4) << "T = 5 on each of the four scenarios";
+  const auto cases = suite.run(r.find("fixture_device_like"), gpu_sized_small(),
+                               gpu_sized_options(r.find("fixture_nan_last_row")));
+  EXPECT_EQ(run_errors_naming(cases,
+                              "the oracle 'fixture_nan_last_row' gave nan at token 4 column 0: "
+                              "an oracle error",
+                              false),
+            4)
+      << "T = 5 on each of the four scenarios";
 }
 
 // A problem file that would check nothing (no scenario, no token count) or let anything pass (an
