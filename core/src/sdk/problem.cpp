@@ -19,6 +19,20 @@ void require(bool cond, const std::string& message) {
   if (!cond) throw Error(MOE_STATUS_INVALID_ARGUMENT, "invalid problem: " + message);
 }
 
+// The first scale of the problem's routing that multiplies its weights and is not finite and
+// positive (0 would zero the layer, a negative value negate it), as a message; "" when none.
+std::string routing_scale_error(const moe_problem& p) {
+  if (p.routing == MOE_ROUTING_GROUPED_TOPK &&
+      !(std::isfinite(p.routed_scaling_factor) && p.routed_scaling_factor > 0))
+    return fmt::format("routed_scaling_factor={} must be finite and > 0", p.routed_scaling_factor);
+  if (p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK)
+    for (const auto& [name, value] :
+         {std::pair{"route_scale", p.route_scale}, std::pair{"global_scale", p.global_scale}})
+      if (!(std::isfinite(value) && value > 0))
+        return fmt::format("{}={} must be finite and > 0", name, value);
+  return {};
+}
+
 }  // namespace
 
 moe_problem default_problem() {
@@ -146,18 +160,9 @@ void validate_problem(const moe_problem& p) {
             fmt::format("grouped_topk with a routing bias scores groups by their top-2: "
                         "experts/num_groups={} must be >= 2",
                         per_group));
-    require(
-        std::isfinite(p.routed_scaling_factor) && p.routed_scaling_factor > 0,
-        fmt::format("routed_scaling_factor={} must be finite and > 0", p.routed_scaling_factor));
   }
-  if (p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK) {
-    // Their product scales every routed and sink weight: 0 would zero the layer, a negative
-    // value negate it.
-    for (const auto& [name, value] :
-         {std::pair{"route_scale", p.route_scale}, std::pair{"global_scale", p.global_scale}})
-      require(std::isfinite(value) && value > 0,
-              fmt::format("{}={} must be finite and > 0", name, value));
-  }
+  const std::string scale_error = routing_scale_error(p);
+  require(scale_error.empty(), scale_error);
   require(p.sink_experts >= 0, fmt::format("sink_experts={} must be >= 0", p.sink_experts));
   require(p.sink_experts == 0 || p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK,
           fmt::format("sink_experts={} needs routing sigmoid_bias_sink (it makes their gammas)",
@@ -246,15 +251,10 @@ void check_routing_args(const moe_problem& p, int64_t tokens, const void* logits
               p.topk_group * per_group, p.topk_group);
     MOE_CHECK(!p.routing_bias || per_group >= 2, kInvalid,
               "grouped_topk with a routing bias needs experts/num_groups={} >= 2", per_group);
-    MOE_CHECK(std::isfinite(p.routed_scaling_factor) && p.routed_scaling_factor > 0, kInvalid,
-              "routed_scaling_factor={} must be finite and > 0", p.routed_scaling_factor);
   }
   MOE_CHECK(p.sink_experts <= 64, kInvalid, "sink_experts={} must be <= 64", p.sink_experts);
-  if (p.routing == MOE_ROUTING_SIGMOID_BIAS_SINK)
-    for (const auto& [name, value] :
-         {std::pair{"route_scale", p.route_scale}, std::pair{"global_scale", p.global_scale}})
-      MOE_CHECK(std::isfinite(value) && value > 0, kInvalid, "{}={} must be finite and > 0", name,
-                value);
+  const std::string scale_error = routing_scale_error(p);
+  MOE_CHECK(scale_error.empty(), kInvalid, "{}", scale_error);
   MOE_CHECK((bias != nullptr) == (p.routing_bias != 0), kInvalid, "bias is {} but routing_bias={}",
             bias != nullptr ? "given" : "null", p.routing_bias);
   MOE_CHECK(tokens >= 0, kInvalid, "tokens={} must be >= 0", tokens);
